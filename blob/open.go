@@ -1,0 +1,129 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	gcblob "gocloud.dev/blob"
+	_ "gocloud.dev/blob/gcsblob" // registers gs://
+	"gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob" // registers s3://
+)
+
+// ErrBadURL is the kind of error Open returns for a URL it cannot use.
+var ErrBadURL = errors.New("bad bucket URL")
+
+// Open opens the bucket a URL names. A table lives under the URL's path,
+// so several tables can share one bucket.
+//
+//	mem://                 a fresh in-memory bucket (each Open is a new one)
+//	file:///abs/path       a local folder (created if missing)
+//	file://./rel/path      a local folder relative to the working directory
+//	/abs/path, ./rel/path  the same, without the scheme
+//	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1
+//	gs://bucket/prefix     GCS; STORAGE_EMULATOR_HOST points it at an emulator
+//
+// For s3, the query takes gocloud.dev's s3blob parameters (endpoint,
+// region, use_path_style, disable_https, profile, …); when endpoint is
+// given, use_path_style defaults to true, as MinIO and most S3-compatible
+// servers expect; response_checksum_validation defaults to when_required. Credentials come from the standard AWS variables and
+// files. The bucket must exist: Open checks that it can be reached.
+//
+// The returned bucket counts its requests (see StatsOf).
+func Open(ctx context.Context, rawURL string) (Bucket, error) {
+	b, err := openRaw(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return NewCounted(b), nil
+}
+
+func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
+	bad := func(format string, args ...any) error {
+		return newError("open", rawURL, ErrBadURL, fmt.Errorf(format, args...))
+	}
+	if rawURL == "" {
+		return nil, bad("empty URL")
+	}
+	if !strings.Contains(rawURL, "://") {
+		return OpenFile(rawURL)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	prefix := strings.Trim(u.Path, "/")
+	switch u.Scheme {
+	case "file":
+		dir := u.Path
+		if u.Host != "" {
+			dir = u.Host + u.Path // file://./rel/path
+		}
+		if dir == "" {
+			return nil, bad("file URL without a path; want file:///abs/path or file://./rel/path")
+		}
+		return OpenFile(filepath.FromSlash(dir))
+	case "mem":
+		prefix = strings.Trim(u.Host+u.Path, "/")
+		return withPrefix(rawURL, memblob.OpenBucket(nil), prefix)
+	case "s3", "gs":
+		if u.Host == "" {
+			return nil, bad("no bucket name; want %s://bucket/prefix", u.Scheme)
+		}
+		q := u.Query()
+		if u.Scheme == "s3" {
+			if q.Get("endpoint") != "" && q.Get("use_path_style") == "" {
+				q.Set("use_path_style", "true")
+			}
+			// Ranged reads carry no checksum to validate; asking the SDK
+			// to try only logs a warning per read.
+			if q.Get("response_checksum_validation") == "" {
+				q.Set("response_checksum_validation", "when_required")
+			}
+		}
+		gcURL := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
+		gb, err := gcblob.DefaultURLMux().OpenBucketURL(ctx, &gcURL)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		if err := checkAccessible(ctx, rawURL, gb); err != nil {
+			gb.Close()
+			return nil, err
+		}
+		return withPrefix(rawURL, gb, prefix)
+	default:
+		return nil, bad("unknown scheme %q; want mem, file, s3 or gs", u.Scheme)
+	}
+}
+
+func withPrefix(rawURL string, gb *gcblob.Bucket, prefix string) (Bucket, error) {
+	if prefix != "" {
+		if err := checkPrefix(prefix + "/"); err != nil {
+			gb.Close()
+			return nil, newError("open", rawURL, ErrBadURL, err)
+		}
+		gb = gcblob.PrefixedBucket(gb, prefix+"/")
+	}
+	return FromGoCloud(gb), nil
+}
+
+// checkAccessible makes one request so that a missing bucket, a wrong
+// endpoint or missing credentials fail at Open with a clear error rather
+// than at the first commit.
+func checkAccessible(ctx context.Context, rawURL string, gb *gcblob.Bucket) error {
+	ok, err := gb.IsAccessible(ctx)
+	if err == nil && ok {
+		return nil
+	}
+	if err == nil {
+		return newError("open", rawURL, ErrPermanent, errors.New("bucket does not exist or is not accessible with these credentials"))
+	}
+	if strings.Contains(err.Error(), "get credentials") || strings.Contains(err.Error(), "could not find default credentials") {
+		return newError("open", rawURL, ErrPermanent, fmt.Errorf("no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or GOOGLE_APPLICATION_CREDENTIALS): %w", err))
+	}
+	return classify("open", rawURL, err, gb.ErrorAs)
+}
