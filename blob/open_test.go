@@ -1,0 +1,81 @@
+package blob_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/testenv"
+)
+
+func TestOpenRejectsBadURLs(t *testing.T) {
+	for _, u := range []string{"", "ftp://x/y", "s3:///prefix", "gs:///p", "mem://a/../../b", "file://"} {
+		_, err := blob.Open(context.Background(), u)
+		if !errors.Is(err, blob.ErrBadURL) {
+			t.Errorf("Open(%q) = %v, want ErrBadURL", u, err)
+		}
+	}
+}
+
+func TestOpenFileForms(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, u := range []string{"file://./rel", "./rel", "file://" + filepath.Join(dir, "rel")} {
+		b, err := blob.Open(context.Background(), u)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", u, err)
+		}
+		if err := b.PutIfAbsent(context.Background(), "k/"+strings.ReplaceAll(strings.ReplaceAll(u, "/", "_"), ":", "_"), []byte("x")); err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "rel", "k"))
+	if err != nil || len(entries) != 3 {
+		t.Fatalf("the three URL forms should share one folder: %v, %v", entries, err)
+	}
+}
+
+func TestOpenMinIOMissingBucketIsClear(t *testing.T) {
+	srv := testenv.MinIO(t)
+	u := strings.Replace(srv.URL(t), "s3://"+srv.Bucket+"/", "s3://no-such-bucket-strata/", 1)
+	_, err := blob.Open(context.Background(), u)
+	if err == nil || !strings.Contains(err.Error(), "no-such-bucket-strata") {
+		t.Fatalf("Open of a missing bucket: %v", err)
+	}
+}
+
+func TestOpenMinIOWrongCredentialsIsPermanent(t *testing.T) {
+	srv := testenv.MinIO(t)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+	_, err := blob.Open(context.Background(), srv.URL(t))
+	if !errors.Is(err, blob.ErrPermanent) {
+		t.Fatalf("Open with a wrong secret: %v, want ErrPermanent", err)
+	}
+}
+
+func TestCountersCountRequests(t *testing.T) {
+	b, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_ = b.PutIfAbsent(ctx, "a", []byte("12345"))
+	_ = b.PutIfAbsent(ctx, "a", []byte("12345"))
+	_, _ = b.Get(ctx, "a")
+	_, _ = b.ListPage(ctx, "", "", 10)
+	st, ok := blob.StatsOf(b)
+	if !ok {
+		t.Fatal("Open's bucket has no counters")
+	}
+	want := blob.Stats{CondPutsWon: 1, CondPutsLost: 1, Gets: 1, Lists: 1, BytesIn: 5, BytesOut: 5}
+	if st != want {
+		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+	if st.Requests() != 4 {
+		t.Fatalf("Requests() = %d, want 4", st.Requests())
+	}
+}

@@ -1,0 +1,95 @@
+// Package command implements the verbs of the strata command-line tool.
+// Exit codes: 0 success, 1 failure, 2 usage.
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// Env is what the verbs need from outside: where to print, and how to open
+// a bucket URL (tests swap in wrapped buckets).
+type Env struct {
+	Out, Err io.Writer
+	Open     func(ctx context.Context, url string) (blob.Bucket, error)
+}
+
+// usageError marks errors that exit with status 2.
+type usageError struct{ error }
+
+// Main runs the tool with args and returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	return Run(args, &Env{Out: stdout, Err: stderr, Open: blob.Open})
+}
+
+// Run runs the tool with an explicit Env.
+func Run(args []string, env *Env) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot(env)
+	root.SetArgs(args)
+	root.SetOut(env.Out)
+	root.SetErr(env.Err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(env.Err, "strata:", err)
+	if ue := (usageError{}); errors.As(err, &ue) || isCobraUsage(err) {
+		return 2
+	}
+	return 1
+}
+
+func newRoot(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "strata",
+		Short: "Strata keeps tables in an object store: Parquet fragments and numbered manifests",
+		Long: `Strata keeps tables in an object store (S3, GCS, MinIO, a local folder) as
+immutable Parquet fragments and numbered manifests, with no server to run.
+
+Bucket URLs: file:///abs/path, file://./rel/path, ./rel/path, mem://,
+s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1,
+gs://bucket/prefix. S3 credentials come from AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
+	})
+	root.AddCommand(newSelftest(env))
+	return root
+}
+
+// isCobraUsage recognises cobra's own argument errors ("unknown command",
+// "unknown flag"), which carry no type.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// exactArgs is cobra.ExactArgs with a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %d argument(s), got %d\n\n%s", c.Name(), n, len(args), c.UsageString())}
+		}
+		return nil
+	}
+}
