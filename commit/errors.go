@@ -1,0 +1,66 @@
+package commit
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/stratadb/strata/table"
+)
+
+var (
+	// ErrConflict: a concurrent commit makes ours impossible as planned.
+	// Always wrapped in a *ConflictError.
+	ErrConflict = errors.New("commit conflict")
+	// ErrBudget: the loop ran out of attempts or time. Always wrapped in
+	// a *BudgetError.
+	ErrBudget = errors.New("commit retry budget exhausted")
+)
+
+// ConflictError names our transaction and the one it conflicts with.
+type ConflictError struct {
+	Ours      table.Transaction
+	Theirs    table.Transaction // zero when the conflict is with a state, not a commit
+	Version   uint64            // the version theirs made, or the version ours read
+	Retryable bool              // re-planning against the newer version may succeed
+	Reason    string
+}
+
+func (e *ConflictError) Error() string {
+	msg := fmt.Sprintf("commit: %s %s (read v%d) conflicts", e.Ours.Kind, e.Ours.CommitID, e.Ours.ReadVersion)
+	if e.Theirs.CommitID != "" {
+		msg += fmt.Sprintf(" with %s %s (v%d)", e.Theirs.Kind, e.Theirs.CommitID, e.Version)
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	if e.Retryable {
+		msg += " (re-plan and retry)"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// BudgetError says how far the loop got.
+type BudgetError struct {
+	CommitID string
+	Attempts int
+	Last     error
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("commit %s: gave up after %d attempts: %v", e.CommitID, e.Attempts, e.Last)
+}
+
+// Is makes errors.Is(err, ErrBudget) true.
+func (e *BudgetError) Is(target error) bool { return target == ErrBudget }
+
+func (e *BudgetError) Unwrap() error { return e.Last }
+
+// IsRetryableConflict reports whether err is a conflict that re-planning
+// may resolve.
+func IsRetryableConflict(err error) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && ce.Retryable
+}

@@ -1,0 +1,245 @@
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// Options tune the commit loop. The zero value (or nil) means defaults.
+type Options struct {
+	// Writer names the committer in the manifests it makes (a host or pod).
+	Writer string
+	// MaxAttempts bounds conditional creates per commit; 0 means 20.
+	MaxAttempts int
+	// Budget bounds a commit's wall time; 0 means 30s.
+	Budget time.Duration
+	// BaseBackoff and MaxBackoff bound the jittered exponential backoff
+	// between attempts; 0 means 5ms and 1s.
+	BaseBackoff, MaxBackoff time.Duration
+	// StallCheck: a commit that took longer than this from reading its base
+	// version checks the GC boundary before reporting success; 0 means 30s.
+	// The garbage collector never removes a manifest younger than 10× it.
+	StallCheck time.Duration
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 20
+	}
+	if c.Budget <= 0 {
+		c.Budget = 30 * time.Second
+	}
+	if c.BaseBackoff <= 0 {
+		c.BaseBackoff = 5 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = time.Second
+	}
+	if c.StallCheck <= 0 {
+		c.StallCheck = 30 * time.Second
+	}
+	return c
+}
+
+// Result describes a commit that succeeded.
+type Result struct {
+	Version  uint64          // the version that holds the commit
+	Manifest *table.Manifest // that version's manifest (nil when Done)
+	Attempts int             // conditional creates tried
+	Rebases  int             // times the loop caught up with newer versions
+	// Done is true when no manifest was written because a newer commit
+	// already covered ours (a merge of the same shard); Version is then
+	// the version that did.
+	Done bool
+}
+
+// Commit commits txn on top of base (nil: the latest version) and returns
+// the version that holds it. The transaction's data objects must already
+// be in the bucket. A zero CommitID is filled in with a fresh ULID.
+func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.Transaction, opts *Options) (Result, error) {
+	o := opts.withDefaults()
+	if txn.CommitID == "" {
+		txn.CommitID = table.NewID()
+	}
+	if txn.Writer == "" {
+		txn.Writer = o.Writer
+	}
+	start := time.Now()
+	readAt := start
+	cur := base
+	if cur == nil {
+		var err error
+		if cur, err = table.ReadLatest(ctx, b); err != nil {
+			return Result{}, err
+		}
+	}
+	if txn.ReadVersion == 0 {
+		txn.ReadVersion = cur.Version
+	}
+	// Versions above ReadVersion that cur already includes were checked.
+	if cur.Version > txn.ReadVersion {
+		if res, done, err := checkRange(ctx, b, &txn, txn.ReadVersion, cur.Version); err != nil || done {
+			return res, err
+		}
+	}
+	var res Result
+	var last error
+	for res.Attempts < o.MaxAttempts && time.Since(start) < o.Budget {
+		next, err := Apply(cur, &txn)
+		if err != nil {
+			return Result{}, err
+		}
+		data, err := table.EncodeManifest(next)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Attempts++
+		err = b.PutIfAbsent(ctx, table.ManifestKey(next.Version), data)
+		if err == nil {
+			return finish(ctx, b, &txn, next, res, readAt, o)
+		}
+		if errors.Is(err, blob.ErrPermanent) || ctx.Err() != nil {
+			return Result{}, fmt.Errorf("commit %s at v%d: %w", txn.CommitID, next.Version, err)
+		}
+		last = err
+		// The point of no return: the create may have landed even though
+		// it reported an error (a lost response, or a 412 that an SDK retry
+		// of our own request provoked). Read before anything else.
+		landed, err := readVersion(ctx, b, next.Version, o)
+		if err != nil && !errors.Is(err, table.ErrVersionNotFound) {
+			return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
+		}
+		if landed == nil {
+			// Nothing there (the request failed before landing, or a 409
+			// ConditionalRequestConflict): the same version is still free.
+			sleep(ctx, backoff(o, res.Attempts))
+			continue
+		}
+		if landed.Transaction.CommitID == txn.CommitID {
+			return finish(ctx, b, &txn, landed, res, readAt, o)
+		}
+		// Someone else holds next.Version: catch up to the newest version,
+		// checking each commit we missed.
+		latest, err := table.LatestVersion(ctx, b)
+		if err != nil {
+			return Result{}, err
+		}
+		r, done, err := checkRange(ctx, b, &txn, cur.Version, latest)
+		if err != nil || done {
+			return r, err
+		}
+		if latest == next.Version {
+			cur = landed
+		} else if cur, err = table.ReadManifest(ctx, b, latest); err != nil {
+			return Result{}, err
+		}
+		readAt = time.Now()
+		res.Rebases++
+		sleep(ctx, backoff(o, res.Attempts))
+	}
+	if ctx.Err() != nil {
+		return Result{}, ctx.Err()
+	}
+	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: res.Attempts, Last: last}
+}
+
+// checkRange checks txn against every commit in (from, to].
+func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, from, to uint64) (Result, bool, error) {
+	for v := from + 1; v <= to; v++ {
+		m, err := table.ReadManifest(ctx, b, v)
+		if err != nil {
+			return Result{}, false, err
+		}
+		if m.Transaction.CommitID == txn.CommitID {
+			// Ours landed earlier (an ambiguous create we could not see
+			// at the time); it must not be committed again.
+			return Result{Version: v, Manifest: m}, true, nil
+		}
+		switch Check(txn, &m.Transaction) {
+		case Compatible:
+		case Done:
+			return Result{Version: v, Done: true}, true, nil
+		case Retry:
+			return Result{}, false, &ConflictError{Ours: *txn, Theirs: m.Transaction, Version: v, Retryable: true}
+		case Conflict:
+			return Result{}, false, &ConflictError{Ours: *txn, Theirs: m.Transaction, Version: v}
+		}
+	}
+	return Result{}, false, nil
+}
+
+// readVersion reads a manifest, retrying transient errors briefly: the
+// outcome of an ambiguous create must be known before moving on.
+func readVersion(ctx context.Context, b blob.Bucket, v uint64, o Options) (*table.Manifest, error) {
+	var err error
+	for i := range 10 {
+		var m *table.Manifest
+		m, err = table.ReadManifest(ctx, b, v)
+		if err == nil || !blob.IsRetryable(err) {
+			return m, err
+		}
+		sleep(ctx, backoff(o, i+1))
+	}
+	return nil, err
+}
+
+// finish reports success, unless the commit stalled for so long that the
+// garbage collector may have removed the version we created, in which
+// case our manifest is a resurrected, unreachable one.
+func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table.Manifest, res Result, readAt time.Time, o Options) (Result, error) {
+	if time.Since(readAt) > o.StallCheck {
+		boundary, err := GCBoundary(ctx, b)
+		if err != nil {
+			return Result{}, fmt.Errorf("commit %s: checking the GC boundary after a stall: %w", txn.CommitID, err)
+		}
+		if m.Version <= boundary {
+			_ = b.Delete(ctx, table.ManifestKey(m.Version))
+			return Result{}, &ConflictError{Ours: *txn, Version: m.Version, Retryable: true,
+				Reason: fmt.Sprintf("stalled past garbage collection: v%d is at or below the GC boundary v%d", m.Version, boundary)}
+		}
+	}
+	res.Version, res.Manifest = m.Version, m
+	return res, nil
+}
+
+// GCBoundary returns the newest GC boundary (0: none): versions at or
+// below it may have been deleted and must never be created again.
+func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
+	page, err := b.ListPage(ctx, table.GCBoundaryDir, "", 1)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range page.Objects {
+		if v, ok := table.ParseGCBoundaryKey(o.Key); ok {
+			return v, nil
+		}
+	}
+	return 0, nil
+}
+
+func backoff(o Options, attempt int) time.Duration {
+	d := o.BaseBackoff << min(attempt-1, 20)
+	if d > o.MaxBackoff || d <= 0 {
+		d = o.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1) // jitter in [d/2, d]
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

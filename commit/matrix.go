@@ -1,0 +1,87 @@
+package commit
+
+import (
+	"slices"
+
+	"github.com/stratadb/strata/table"
+)
+
+// Decision is the conflict matrix's verdict on our transaction against one
+// that landed after our read version.
+type Decision int
+
+const (
+	// Compatible: rebase onto the newer version and try again.
+	Compatible Decision = iota
+	// Retry: ours must be planned again against the newer version (it
+	// touched fragments theirs changed); the caller may re-plan.
+	Retry
+	// Conflict: ours cannot proceed.
+	Conflict
+	// Done: theirs already did what ours would (a merge of our shard up to
+	// our watermark); ours is complete without committing.
+	Done
+)
+
+func (d Decision) String() string {
+	return [...]string{"compatible", "retry", "conflict", "done"}[d]
+}
+
+// Check is the conflict matrix of docs/format.md, as a pure function:
+// ours is the transaction being committed, theirs one that landed after
+// ours was planned.
+//
+//	ours \ theirs | Append | Merge(shard)               | Delete        | Rewrite       | Overwrite
+//	Append        | ok     | ok                         | ok            | ok            | conflict
+//	Merge(shard)  | ok     | other: ok; same: done if   | ok            | ok            | conflict
+//	              |        | covered, else retry        |               |               |
+//	Delete        | ok     | ok                         | retry overlap | retry overlap | conflict
+//	Rewrite       | ok     | ok                         | retry overlap | retry overlap | conflict
+//	Overwrite     | ok     | ok                         | ok            | ok            | retry
+//
+// CreateIndex behaves as Rewrite does (it reads fragments; if theirs changed
+// one, re-plan). Delete against Delete retries on a common fragment even
+// when the rows differ: the re-plan merges the two deletion vectors.
+func Check(ours, theirs *table.Transaction) Decision {
+	if theirs.Kind == table.KindCreate {
+		return Compatible
+	}
+	if theirs.Kind == table.KindOverwrite {
+		if ours.Kind == table.KindOverwrite {
+			return Retry
+		}
+		return Conflict
+	}
+	switch ours.Kind {
+	case table.KindAppend:
+		return Compatible
+	case table.KindMerge:
+		if theirs.Kind == table.KindMerge && theirs.Shard == ours.Shard {
+			if theirs.Watermark >= ours.Watermark {
+				return Done
+			}
+			return Retry
+		}
+		return Compatible
+	case table.KindDelete, table.KindRewrite, table.KindCreateIndex:
+		switch theirs.Kind {
+		case table.KindDelete, table.KindRewrite:
+			if overlap(ours.Touched(), theirs.Touched()) || (ours.Kind == table.KindCreateIndex) {
+				return Retry
+			}
+		}
+		return Compatible
+	case table.KindOverwrite:
+		return Compatible
+	}
+	return Conflict
+}
+
+func overlap(a, b []uint64) bool {
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,227 @@
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// Create creates a table in b with schema and, if given, initial rows, as
+// version 1. It fails with table.ErrExists when a table is there.
+func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, batches ...arrow.RecordBatch) (*table.Manifest, error) {
+	o := opts.withDefaults()
+	if _, err := table.LatestVersion(ctx, b); err == nil {
+		return nil, table.ErrExists
+	} else if !errors.Is(err, table.ErrNotFound) {
+		return nil, err
+	}
+	schemaIPC, err := table.EncodeSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	txn := table.Transaction{Kind: table.KindCreate, CommitID: table.NewID(), Writer: o.Writer, SchemaIPC: schemaIPC}
+	m := &table.Manifest{
+		TableID: table.NewID(), Version: 1, Timestamp: time.Now().UTC(), SchemaIPC: schemaIPC,
+		Config: maps.Clone(config), Transaction: txn,
+	}
+	if err := table.Refresh(m); err != nil {
+		return nil, err
+	}
+	if len(batches) > 0 {
+		f, err := table.WriteFragment(ctx, b, schema, batches...)
+		if err != nil {
+			return nil, err
+		}
+		f.ID = 0
+		m.Fragments, m.NextFragmentID = []table.Fragment{f}, 1
+		m.Transaction.AddedIDs = []uint64{0}
+	}
+	data, err := table.EncodeManifest(m)
+	if err != nil {
+		return nil, err
+	}
+	err = b.PutIfAbsent(ctx, table.ManifestKey(1), data)
+	if err == nil {
+		return m, nil
+	}
+	// Ambiguous or lost: whose version 1 is it?
+	got, rerr := readVersion(ctx, b, 1, o)
+	if rerr == nil && got.Transaction.CommitID == txn.CommitID {
+		return got, nil
+	}
+	if rerr == nil || errors.Is(err, blob.ErrExists) {
+		return nil, table.ErrExists
+	}
+	return nil, fmt.Errorf("commit: create: %w", err)
+}
+
+// Table is a writer's handle on a table. It remembers the newest version
+// it has seen and plans commits against it, so a writer that commits in a
+// loop does not re-read the table before each commit; the commit loop
+// catches up when others committed meanwhile. Safe for concurrent use.
+type Table struct {
+	b    blob.Bucket
+	opts Options
+	mu   struct {
+		sync.Mutex
+		cur *table.Manifest
+	}
+}
+
+// OpenTable opens the latest version of the table in b for writing.
+func OpenTable(ctx context.Context, b blob.Bucket, opts *Options) (*Table, error) {
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{b: b, opts: opts.withDefaults()}
+	t.mu.cur = m
+	return t, nil
+}
+
+// Bucket returns the table's bucket.
+func (t *Table) Bucket() blob.Bucket { return t.b }
+
+// Current returns the newest version this handle has seen.
+func (t *Table) Current() *table.Snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return table.NewSnapshot(t.b, t.mu.cur)
+}
+
+// Refresh reads the latest version.
+func (t *Table) Refresh(ctx context.Context) (*table.Snapshot, error) {
+	m, err := table.ReadLatest(ctx, t.b)
+	if err != nil {
+		return nil, err
+	}
+	t.advance(m)
+	return table.NewSnapshot(t.b, m), nil
+}
+
+func (t *Table) advance(m *table.Manifest) {
+	if m == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m.Version > t.mu.cur.Version {
+		t.mu.cur = m
+	}
+}
+
+func (t *Table) base() *table.Manifest {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.cur
+}
+
+// Commit commits a transaction planned against this handle's version.
+func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, error) {
+	base := t.base()
+	if txn.ReadVersion == 0 {
+		txn.ReadVersion = base.Version
+	}
+	res, err := Commit(ctx, t.b, base, txn, &t.opts)
+	if err == nil {
+		t.advance(res.Manifest)
+	}
+	return res, err
+}
+
+// Append writes batches as one new fragment and commits it. Batches with
+// another schema than the table's are refused before anything is written.
+func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Result, error) {
+	base := t.base()
+	for _, rec := range batches {
+		if err := table.CheckSchema(base.Schema(), rec.Schema()); err != nil {
+			return Result{}, err
+		}
+	}
+	f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)
+	if err != nil {
+		return Result{}, err
+	}
+	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: []table.Fragment{f}}
+	for {
+		res, err := t.Commit(ctx, txn)
+		if !IsRetryableConflict(err) || ctx.Err() != nil {
+			return res, err
+		}
+		// An append re-plans by rebasing on the latest version (after a
+		// stall past GC, say); its data object stays as written.
+		if _, err := t.Refresh(ctx); err != nil {
+			return Result{}, err
+		}
+		txn.ReadVersion = 0
+	}
+}
+
+// Delete deletes the live rows matching pred, recording deletion vectors.
+// On a retryable conflict it re-plans against the newer version, up to
+// the handle's MaxAttempts times.
+func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64, error) {
+	var last error
+	for range t.opts.MaxAttempts {
+		snap, err := t.Refresh(ctx)
+		if err != nil {
+			return Result{}, 0, err
+		}
+		matches, err := snap.MatchingRows(ctx, pred)
+		if err != nil {
+			return Result{}, 0, err
+		}
+		txn := table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: snap.Version()}
+		var deleted int64
+		for id, rows := range matches {
+			f := snap.Manifest().Fragment(id)
+			key := table.DeletionKey(id, snap.Version()+1)
+			if err := t.b.PutIfAbsent(ctx, key, table.EncodeDeletions(rows)); err != nil {
+				return Result{}, 0, err
+			}
+			before := int64(0)
+			if f.Deletion != nil {
+				before = f.Deletion.Count
+			}
+			deleted += int64(len(rows)) - before
+			txn.Deletions = append(txn.Deletions, table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}})
+		}
+		if len(txn.Deletions) == 0 {
+			return Result{Version: snap.Version(), Done: true}, 0, nil
+		}
+		res, err := t.Commit(ctx, txn)
+		if err == nil {
+			return res, deleted, nil
+		}
+		if !IsRetryableConflict(err) {
+			return Result{}, 0, err
+		}
+		last = err
+	}
+	return Result{}, 0, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
+}
+
+// Overwrite replaces every row (and possibly the schema) with batches.
+func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...arrow.RecordBatch) (Result, error) {
+	schemaIPC, err := table.EncodeSchema(schema)
+	if err != nil {
+		return Result{}, err
+	}
+	txn := table.Transaction{Kind: table.KindOverwrite, CommitID: table.NewID(), SchemaIPC: schemaIPC}
+	if len(batches) > 0 {
+		f, err := table.WriteFragment(ctx, t.b, schema, batches...)
+		if err != nil {
+			return Result{}, err
+		}
+		txn.Added = []table.Fragment{f}
+	}
+	return t.Commit(ctx, txn)
+}

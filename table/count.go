@@ -1,0 +1,80 @@
+package table
+
+import (
+	"context"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// CountResult says how a count was answered.
+type CountResult struct {
+	Rows             int64
+	FragmentsScanned int // fragments whose statistics could not decide
+}
+
+// Count returns the number of live rows matching pred (nil: all). It is
+// answered from the manifest's statistics for every fragment they decide
+// (none of its rows can match, or all do), and scans only the others,
+// reading only the predicate's columns.
+func (s *Snapshot) Count(ctx context.Context, pred Predicate) (CountResult, error) {
+	bound, err := Bind(pred, s.m.Schema())
+	if err != nil {
+		return CountResult{}, err
+	}
+	var res CountResult
+	var undecided []uint64
+	for i := range s.m.Fragments {
+		f := &s.m.Fragments[i]
+		switch {
+		case bound == nil || bound.allMatch(fragmentStats(f)):
+			res.Rows += f.LiveRows()
+		case !bound.mayMatch(fragmentStats(f)):
+		default:
+			undecided = append(undecided, f.ID)
+		}
+	}
+	if len(undecided) == 0 {
+		return res, nil
+	}
+	res.FragmentsScanned = len(undecided)
+	for rec, err := range s.Scan(ctx, ScanOptions{Columns: bound.Columns(), Filter: bound, Fragments: undecided}) {
+		if err != nil {
+			return CountResult{}, err
+		}
+		res.Rows += rec.NumRows()
+	}
+	return res, nil
+}
+
+// MatchingRows returns, per fragment, the offsets of live rows matching
+// pred, merged with the rows already deleted: the deletion vectors a
+// Delete by pred would write. Fragments with no match are left out.
+func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64][]uint32, error) {
+	bound, err := Bind(pred, s.m.Schema())
+	if err != nil {
+		return nil, err
+	}
+	found := map[uint64][]uint32{}
+	for rec, err := range s.Scan(ctx, ScanOptions{Columns: []string{}, Filter: bound, WithRowAddress: true}) {
+		if err != nil {
+			return nil, err
+		}
+		frags := rec.Column(0).(*array.Uint64)
+		offs := rec.Column(1).(*array.Uint32)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			found[frags.Value(i)] = append(found[frags.Value(i)], offs.Value(i))
+		}
+	}
+	for id, rows := range found {
+		f := s.m.Fragment(id)
+		old, err := readDeletions(ctx, s.b, f)
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(rows)
+		found[id] = unionSorted(old, rows)
+	}
+	return found, nil
+}
+

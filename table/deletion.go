@@ -1,0 +1,88 @@
+package table
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// Deletion vector objects list the deleted row offsets of one fragment:
+//
+//	offset size
+//	0      8    magic "STRATADV"
+//	8      4    format version (1), little-endian
+//	12     8    count n
+//	20     4    CRC-32C of the offsets
+//	24     4n   row offsets, uint32 little-endian, strictly ascending
+const (
+	deletionMagic  = "STRATADV"
+	deletionHeader = 24
+)
+
+// EncodeDeletions serialises sorted, distinct row offsets.
+func EncodeDeletions(rows []uint32) []byte {
+	out := make([]byte, deletionHeader+4*len(rows))
+	copy(out, deletionMagic)
+	binary.LittleEndian.PutUint32(out[8:], 1)
+	binary.LittleEndian.PutUint64(out[12:], uint64(len(rows)))
+	for i, r := range rows {
+		binary.LittleEndian.PutUint32(out[deletionHeader+4*i:], r)
+	}
+	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(out[deletionHeader:], crcTable))
+	return out
+}
+
+// DecodeDeletions parses a deletion vector read from key.
+func DecodeDeletions(key string, data []byte) ([]uint32, error) {
+	if len(data) < deletionHeader || string(data[:8]) != deletionMagic {
+		return nil, corrupt(key, "not a deletion vector", nil)
+	}
+	if v := binary.LittleEndian.Uint32(data[8:]); v != 1 {
+		return nil, fmt.Errorf("table: deletion vector %q has format %d: %w", key, v, ErrUnsupportedFormat)
+	}
+	n := binary.LittleEndian.Uint64(data[12:])
+	if uint64(len(data)-deletionHeader) != 4*n {
+		return nil, corrupt(key, fmt.Sprintf("holds %d bytes of offsets, header says %d offsets", len(data)-deletionHeader, n), nil)
+	}
+	if crc32.Checksum(data[deletionHeader:], crcTable) != binary.LittleEndian.Uint32(data[20:]) {
+		return nil, corrupt(key, "checksum mismatch", nil)
+	}
+	rows := make([]uint32, n)
+	for i := range rows {
+		rows[i] = binary.LittleEndian.Uint32(data[deletionHeader+4*i:])
+		if i > 0 && rows[i] <= rows[i-1] {
+			return nil, corrupt(key, "offsets not strictly ascending", nil)
+		}
+	}
+	return rows, nil
+}
+
+// readDeletions loads a fragment's deletion vector (nil when none).
+func readDeletions(ctx context.Context, b blob.Bucket, f *Fragment) ([]uint32, error) {
+	if f.Deletion == nil {
+		return nil, nil
+	}
+	data, err := b.Get(ctx, f.Deletion.Key)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := DecodeDeletions(f.Deletion.Key, data)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(rows)) != f.Deletion.Count || (len(rows) > 0 && int64(rows[len(rows)-1]) >= f.Rows) {
+		return nil, corrupt(f.Deletion.Key, fmt.Sprintf("%d offsets for a fragment of %d rows, manifest says %d deleted", len(rows), f.Rows, f.Deletion.Count), nil)
+	}
+	return rows, nil
+}
+
+// unionSorted merges two ascending lists without repeats.
+func unionSorted(a, b []uint32) []uint32 {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,67 @@
+package table
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, tested with errors.Is.
+var (
+	// ErrNotFound: no table at the URL (no manifest under _versions/).
+	ErrNotFound = errors.New("no table here")
+	// ErrExists: creating a table where one exists.
+	ErrExists = errors.New("table already exists")
+	// ErrVersionNotFound: the version was never committed or has been
+	// garbage-collected.
+	ErrVersionNotFound = errors.New("version not found")
+	// ErrTagExists: creating a tag that exists.
+	ErrTagExists = errors.New("tag already exists")
+	// ErrTagNotFound: no tag of that name.
+	ErrTagNotFound = errors.New("tag not found")
+	// ErrSchemaMismatch: data whose schema is not the table's.
+	ErrSchemaMismatch = errors.New("schema does not match the table's")
+	// ErrCorrupt: an object that cannot be decoded (truncated, damaged,
+	// or not what its name says). Always wrapped in a *CorruptError.
+	ErrCorrupt = errors.New("corrupt object")
+	// ErrUnsupportedFormat: a manifest of a newer major format version.
+	ErrUnsupportedFormat = errors.New("unsupported format version")
+	// ErrBadPredicate: a filter that names a missing column or compares a
+	// column with a value of another type.
+	ErrBadPredicate = errors.New("bad predicate")
+)
+
+// CorruptError says which object is damaged and how.
+type CorruptError struct {
+	Key    string // the object's key in the bucket
+	Reason string
+	Err    error // the decoder's error, if any
+}
+
+func (e *CorruptError) Error() string {
+	msg := fmt.Sprintf("table: corrupt object %q: %s", e.Key, e.Reason)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+func corrupt(key, reason string, err error) error {
+	return &CorruptError{Key: key, Reason: reason, Err: err}
+}
+
+// SchemaError says how a batch's schema differs from the table's.
+type SchemaError struct {
+	Want, Got string // the schemas, printed
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("table: schema does not match the table's\n  table: %s\n  batch: %s", e.Want, e.Got)
+}
+
+// Is makes errors.Is(err, ErrSchemaMismatch) true.
+func (e *SchemaError) Is(target error) bool { return target == ErrSchemaMismatch }

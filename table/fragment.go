@@ -1,0 +1,182 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// RowGroupRows bounds a fragment's row groups, so that a reader's memory
+// is bounded by a row group, and statistics prune at that grain.
+const RowGroupRows = 16384
+
+// wholeReadLimit: fragments up to this size are read with one GET; larger
+// ones with ranged reads of the footer and the column chunks needed.
+const wholeReadLimit = 4 << 20
+
+// FragmentWriter streams record batches into one new Parquet fragment
+// object (zstd, with row-group statistics). Memory is bounded by a row
+// group: the object is uploaded as it is written.
+type FragmentWriter struct {
+	schema *arrow.Schema
+	key    string
+	pw     *io.PipeWriter
+	counter countWriter
+	fw     *pqarrow.FileWriter
+	done   chan error
+	stats  []statsAcc
+	rows   int64
+	closed bool
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// NewFragmentWriter starts a fragment with a fresh key in b. The caller
+// must Close (to finish) or Abort it.
+func NewFragmentWriter(ctx context.Context, b blob.Bucket, schema *arrow.Schema) (*FragmentWriter, error) {
+	pr, pw := io.Pipe()
+	w := &FragmentWriter{schema: schema, key: NewFragmentKey(), pw: pw, done: make(chan error, 1)}
+	w.counter.w = pw
+	go func() {
+		err := b.Put(ctx, w.key, pr)
+		pr.CloseWithError(err) // unblock the writer if the upload failed
+		w.done <- err
+	}()
+	props := parquet.NewWriterProperties(
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCompressionLevel(1),
+		parquet.WithStats(true),
+		parquet.WithMaxRowGroupLength(RowGroupRows),
+		parquet.WithDictionaryDefault(false),
+	)
+	fw, err := pqarrow.NewFileWriter(schema, &w.counter, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		pw.CloseWithError(err)
+		<-w.done
+		return nil, fmt.Errorf("table: start fragment: %w", err)
+	}
+	w.fw = fw
+	w.stats = make([]statsAcc, schema.NumFields())
+	for i, f := range schema.Fields() {
+		w.stats[i].name = f.Name
+	}
+	return w, nil
+}
+
+// Write appends a batch; its schema must be the fragment's.
+func (w *FragmentWriter) Write(rec arrow.RecordBatch) error {
+	if err := CheckSchema(w.schema, rec.Schema()); err != nil {
+		return err
+	}
+	for i := range w.stats {
+		w.stats[i].add(rec.Column(i))
+	}
+	w.rows += rec.NumRows()
+	if err := w.fw.WriteBuffered(rec); err != nil {
+		return fmt.Errorf("table: write fragment %s: %w", w.key, err)
+	}
+	return nil
+}
+
+// Rows is the number of rows written so far.
+func (w *FragmentWriter) Rows() int64 { return w.rows }
+
+// Close finishes the object and returns its manifest entry (ID unset: the
+// commit assigns it).
+func (w *FragmentWriter) Close() (Fragment, error) {
+	if w.closed {
+		return Fragment{}, fmt.Errorf("table: fragment writer closed twice")
+	}
+	w.closed = true
+	err := w.fw.Close()
+	w.pw.CloseWithError(err)
+	if uerr := <-w.done; err == nil {
+		err = uerr
+	}
+	if err != nil {
+		return Fragment{}, fmt.Errorf("table: write fragment %s: %w", w.key, err)
+	}
+	f := Fragment{Key: w.key, Rows: w.rows, Bytes: w.counter.n, Columns: make([]ColumnStats, len(w.stats))}
+	for i := range w.stats {
+		f.Columns[i] = w.stats[i].result()
+	}
+	return f, nil
+}
+
+// Abort abandons the fragment. An object may remain in the bucket; no
+// manifest references it, and garbage collection removes it.
+func (w *FragmentWriter) Abort() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.pw.CloseWithError(fmt.Errorf("fragment aborted"))
+	<-w.done
+}
+
+// WriteFragment writes batches as one fragment.
+func WriteFragment(ctx context.Context, b blob.Bucket, schema *arrow.Schema, batches ...arrow.RecordBatch) (Fragment, error) {
+	w, err := NewFragmentWriter(ctx, b, schema)
+	if err != nil {
+		return Fragment{}, err
+	}
+	for _, rec := range batches {
+		if err := w.Write(rec); err != nil {
+			w.Abort()
+			return Fragment{}, err
+		}
+	}
+	return w.Close()
+}
+
+// openFragment opens a fragment's Parquet reader: small objects with one
+// GET, large ones with ranged reads.
+func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int) (_ *pqarrow.FileReader, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = corrupt(f.Key, "parquet footer is damaged", fmt.Errorf("%v", r))
+		}
+	}()
+	var src parquet.ReaderAtSeeker
+	if f.Bytes <= wholeReadLimit {
+		data, err := b.Get(ctx, f.Key)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(data)) != f.Bytes {
+			return nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
+		}
+		src = bytes.NewReader(data)
+	} else {
+		src = blob.NewReaderAtSize(ctx, b, f.Key, f.Bytes)
+	}
+	props := parquet.NewReaderProperties(mem)
+	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
+	if err != nil {
+		return nil, corrupt(f.Key, "not a readable parquet file", err)
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize)}, mem)
+	if err != nil {
+		return nil, corrupt(f.Key, "parquet schema does not map to arrow", err)
+	}
+	return fr, nil
+}

@@ -1,0 +1,83 @@
+package table
+
+import (
+	"crypto/rand"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Object layout under a table's prefix.
+const (
+	VersionsDir  = "_versions/"
+	DataDir      = "data/"
+	DeletionsDir = "_deletions/"
+	TagsDir      = "_refs/tags/"
+	// GCBoundaryDir holds the garbage collector's boundary objects; see
+	// docs/format.md.
+	GCBoundaryDir  = "_gc/boundary/"
+	manifestSuffix = ".manifest"
+)
+
+// ManifestKey names version v's manifest: the 20-digit decimal of
+// MaxUint64 − v, so newer versions sort first.
+func ManifestKey(v uint64) string {
+	return fmt.Sprintf("%s%020d%s", VersionsDir, math.MaxUint64-v, manifestSuffix)
+}
+
+// ParseManifestKey returns the version a manifest key names.
+func ParseManifestKey(key string) (uint64, bool) {
+	name, ok := strings.CutPrefix(key, VersionsDir)
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(name, manifestSuffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	inv, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return math.MaxUint64 - inv, true
+}
+
+// GCBoundaryKey names the boundary object for version v (same inverted
+// numbering as manifests: the newest boundary lists first).
+func GCBoundaryKey(v uint64) string {
+	return fmt.Sprintf("%s%020d", GCBoundaryDir, math.MaxUint64-v)
+}
+
+// ParseGCBoundaryKey returns the version a boundary key names.
+func ParseGCBoundaryKey(key string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(key, GCBoundaryDir)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	inv, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return math.MaxUint64 - inv, true
+}
+
+// NewFragmentKey returns a fresh, random data object key.
+func NewFragmentKey() string {
+	return DataDir + ulid.MustNew(ulid.Now(), rand.Reader).String() + ".parquet"
+}
+
+// DeletionKey names a deletion vector for fragment id written at version v.
+func DeletionKey(fragmentID, v uint64) string {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	return fmt.Sprintf("%s%d-%d-%x.bin", DeletionsDir, fragmentID, v, rnd)
+}
+
+// TagKey names a tag.
+func TagKey(name string) string { return TagsDir + name + ".json" }
+
+// NewID returns a fresh ULID, used for commit and table ids.
+func NewID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }

@@ -1,0 +1,209 @@
+package table
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// FormatMajor and FormatMinor are the manifest format this build writes.
+// A reader rejects a manifest of a higher major version; a higher minor
+// version only adds fields, which older readers ignore.
+const (
+	FormatMajor = 1
+	FormatMinor = 0
+)
+
+// Manifest is the whole state of one version of a table.
+type Manifest struct {
+	TableID   string    `json:"table_id"`
+	Version   uint64    `json:"version"`
+	Parent    uint64    `json:"parent"` // 0 for version 1
+	Timestamp time.Time `json:"timestamp"`
+	// Schema is the table's Arrow schema, as an Arrow IPC schema message.
+	SchemaIPC      []byte               `json:"schema_ipc"`
+	Fragments      []Fragment           `json:"fragments"`
+	NextFragmentID uint64               `json:"next_fragment_id"`
+	Shards         map[string]ShardMark `json:"shards,omitempty"`
+	Indexes        []Index              `json:"indexes,omitempty"`
+	Config         map[string]string    `json:"config,omitempty"`
+	Transaction    Transaction          `json:"transaction"`
+
+	schema *arrow.Schema // decoded SchemaIPC, cached
+}
+
+// Fragment is one immutable Parquet data object and what is known of it.
+type Fragment struct {
+	ID       uint64        `json:"id"`
+	Key      string        `json:"key"` // object key under the table's prefix
+	Rows     int64         `json:"rows"`
+	Bytes    int64         `json:"bytes"`
+	Columns  []ColumnStats `json:"columns,omitempty"`
+	Deletion *Deletion     `json:"deletion,omitempty"`
+}
+
+// LiveRows is the number of rows not deleted.
+func (f *Fragment) LiveRows() int64 {
+	if f.Deletion == nil {
+		return f.Rows
+	}
+	return f.Rows - f.Deletion.Count
+}
+
+// Stats returns the statistics of column name, or nil.
+func (f *Fragment) Stats(name string) *ColumnStats {
+	for i := range f.Columns {
+		if f.Columns[i].Name == name {
+			return &f.Columns[i]
+		}
+	}
+	return nil
+}
+
+// ColumnStats bound one column's values in a fragment. Min and Max are
+// nil when unknown (all nulls, or values too long to record).
+type ColumnStats struct {
+	Name  string `json:"name"`
+	Min   *Value `json:"min,omitempty"`
+	Max   *Value `json:"max,omitempty"`
+	Nulls int64  `json:"nulls"`
+}
+
+// Deletion names a fragment's deletion vector: the row offsets deleted.
+type Deletion struct {
+	Key   string `json:"key"`
+	Count int64  `json:"count"`
+}
+
+// ShardMark is what the table records of one write-ahead-log shard: the
+// newest generation merged into the table.
+type ShardMark struct {
+	Watermark uint64 `json:"watermark"`
+	Epoch     uint64 `json:"epoch,omitempty"`
+}
+
+// Index describes a key index (used by later format features).
+type Index struct {
+	ID     string `json:"id"`
+	Column string `json:"column"`
+	Key    string `json:"key"`
+}
+
+// Kind is a transaction's operation.
+type Kind string
+
+// Operation kinds.
+const (
+	KindCreate      Kind = "create"
+	KindOverwrite   Kind = "overwrite"
+	KindAppend      Kind = "append"
+	KindDelete      Kind = "delete"
+	KindRewrite     Kind = "rewrite"
+	KindMerge       Kind = "merge"
+	KindCreateIndex Kind = "create_index"
+)
+
+// Transaction is what a commit does, as a plain value. The manifest it
+// makes records it, so the commit loop can tell which commit landed and
+// the conflict matrix can compare commits.
+type Transaction struct {
+	Kind        Kind   `json:"kind"`
+	CommitID    string `json:"commit_id"`    // a ULID, unique per logical commit
+	ReadVersion uint64 `json:"read_version"` // the version it was planned against
+	Writer      string `json:"writer,omitempty"`
+	// Added are the fragments the commit adds (ids assigned when applied).
+	// A manifest records only their ids, in AddedIDs.
+	Added    []Fragment `json:"added,omitempty"`
+	AddedIDs []uint64   `json:"added_ids,omitempty"`
+	// Removed are fragment ids the commit removes (Rewrite, Overwrite).
+	Removed []uint64 `json:"removed,omitempty"`
+	// Deletions are new deletion vectors, by fragment id (Delete).
+	Deletions []FragmentDeletion `json:"deletions,omitempty"`
+	// Shard and Watermark are set by Merge.
+	Shard     string `json:"shard,omitempty"`
+	Watermark uint64 `json:"watermark,omitempty"`
+	Epoch     uint64 `json:"epoch,omitempty"`
+	// SchemaIPC is set by Create and Overwrite.
+	SchemaIPC []byte `json:"schema_ipc,omitempty"`
+}
+
+// FragmentDeletion replaces one fragment's deletion vector.
+type FragmentDeletion struct {
+	FragmentID uint64   `json:"fragment_id"`
+	Deletion   Deletion `json:"deletion"`
+}
+
+// Touched returns the ids of existing fragments the transaction changes
+// (removes, or gives a new deletion vector), sorted.
+func (t *Transaction) Touched() []uint64 {
+	ids := slices.Clone(t.Removed)
+	for _, d := range t.Deletions {
+		ids = append(ids, d.FragmentID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// Schema returns the table's Arrow schema.
+func (m *Manifest) Schema() *arrow.Schema { return m.schema }
+
+// Rows is the number of live rows.
+func (m *Manifest) Rows() int64 {
+	var n int64
+	for i := range m.Fragments {
+		n += m.Fragments[i].LiveRows()
+	}
+	return n
+}
+
+// Bytes is the size of the data objects.
+func (m *Manifest) Bytes() int64 {
+	var n int64
+	for i := range m.Fragments {
+		n += m.Fragments[i].Bytes
+	}
+	return n
+}
+
+// Fragment returns the fragment with id, or nil.
+func (m *Manifest) Fragment(id uint64) *Fragment {
+	for i := range m.Fragments {
+		if m.Fragments[i].ID == id {
+			return &m.Fragments[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep enough copy to build the next version from.
+func (m *Manifest) Clone() *Manifest {
+	c := *m
+	c.Fragments = slices.Clone(m.Fragments)
+	c.Indexes = slices.Clone(m.Indexes)
+	if m.Shards != nil {
+		c.Shards = make(map[string]ShardMark, len(m.Shards))
+		for k, v := range m.Shards {
+			c.Shards[k] = v
+		}
+	}
+	if m.Config != nil {
+		c.Config = make(map[string]string, len(m.Config))
+		for k, v := range m.Config {
+			c.Config[k] = v
+		}
+	}
+	return &c
+}
+
+// Refresh re-derives a manifest's cached fields (its decoded schema) after
+// it was built or changed in memory.
+func Refresh(m *Manifest) error {
+	s, err := DecodeSchema(m.SchemaIPC)
+	if err != nil {
+		return fmt.Errorf("table: manifest v%d schema: %w", m.Version, err)
+	}
+	m.schema = s
+	return nil
+}

@@ -1,0 +1,420 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+)
+
+// ScanOptions shape a scan. The zero value reads every column of every
+// live row.
+type ScanOptions struct {
+	Columns     []string         // projection; nil means every column
+	Filter      Predicate        // nil means every row
+	BatchSize   int              // rows per batch read; 0 means 8192
+	Parallelism int              // fragments read at once; 0 means 8
+	Allocator   memory.Allocator // nil means the Go allocator
+	// Fragments restricts the scan to these fragment ids (nil: all).
+	Fragments []uint64
+	// WithRowAddress adds, for each row, its fragment id and offset
+	// (columns "_fragment" and "_offset", uint64 and uint32) at the end.
+	WithRowAddress bool
+}
+
+// Row address columns added by ScanOptions.WithRowAddress.
+const (
+	FragmentColumn = "_fragment"
+	OffsetColumn   = "_offset"
+)
+
+// scanPlan is a scan bound to a schema.
+type scanPlan struct {
+	s        *Snapshot
+	opts     ScanOptions
+	pred     Predicate
+	out      *arrow.Schema // output schema (projection, maybe addresses)
+	read     []string      // columns read: projection ∪ filter columns
+	leaves   []int         // parquet leaf indices of read
+	outIndex []int         // position in read of each projected column
+}
+
+func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
+	schema := s.m.Schema()
+	p := &scanPlan{s: s, opts: opts}
+	if p.opts.BatchSize <= 0 {
+		p.opts.BatchSize = 8192
+	}
+	if p.opts.Parallelism <= 0 {
+		p.opts.Parallelism = 8
+	}
+	if p.opts.Allocator == nil {
+		p.opts.Allocator = memory.DefaultAllocator
+	}
+	var err error
+	if p.pred, err = Bind(opts.Filter, schema); err != nil {
+		return nil, err
+	}
+	proj := opts.Columns
+	if proj == nil {
+		for _, f := range schema.Fields() {
+			proj = append(proj, f.Name)
+		}
+	}
+	var fields []arrow.Field
+	for _, c := range proj {
+		idx := schema.FieldIndices(c)
+		if len(idx) != 1 {
+			return nil, fmt.Errorf("table: scan: no column %q", c)
+		}
+		fields = append(fields, schema.Field(idx[0]))
+	}
+	p.read = slices.Clone(proj)
+	if p.pred != nil {
+		for _, c := range p.pred.Columns() {
+			if !slices.Contains(p.read, c) {
+				p.read = append(p.read, c)
+			}
+		}
+	}
+	// Leaf index of each top-level field (flat schemas: the field index).
+	leafStart := make([]int, schema.NumFields())
+	n := 0
+	for i, f := range schema.Fields() {
+		leafStart[i] = n
+		n += leafCount(f.Type)
+	}
+	for _, c := range p.read {
+		i := schema.FieldIndices(c)[0]
+		if leafCount(schema.Field(i).Type) != 1 {
+			return nil, fmt.Errorf("table: scan: nested column %q is not supported", c)
+		}
+		p.leaves = append(p.leaves, leafStart[i])
+	}
+	for i := range proj {
+		p.outIndex = append(p.outIndex, i)
+	}
+	if opts.WithRowAddress {
+		fields = append(fields, arrow.Field{Name: FragmentColumn, Type: arrow.PrimitiveTypes.Uint64},
+			arrow.Field{Name: OffsetColumn, Type: arrow.PrimitiveTypes.Uint32})
+	}
+	p.out = arrow.NewSchema(fields, nil)
+	return p, nil
+}
+
+func leafCount(t arrow.DataType) int {
+	switch t := t.(type) {
+	case *arrow.StructType:
+		n := 0
+		for _, f := range t.Fields() {
+			n += leafCount(f.Type)
+		}
+		return n
+	case arrow.ListLikeType:
+		return leafCount(t.Elem())
+	}
+	return 1
+}
+
+// fragments returns the fragments the scan must read, pruned by manifest
+// statistics.
+func (p *scanPlan) fragments() []*Fragment {
+	var out []*Fragment
+	for i := range p.s.m.Fragments {
+		f := &p.s.m.Fragments[i]
+		if p.opts.Fragments != nil && !slices.Contains(p.opts.Fragments, f.ID) {
+			continue
+		}
+		if f.LiveRows() == 0 || (p.pred != nil && !p.pred.mayMatch(fragmentStats(f))) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Scan returns the rows of the snapshot as record batches, in fragment
+// order. Each batch is released when the loop body returns; Retain it to
+// keep it. Memory is bounded by Parallelism fragments' worth of a few
+// batches each. Scan stops at the first error, which it yields.
+func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		p, err := s.plan(opts)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		p.run(ctx, yield)
+	}
+}
+
+// Schema returns the schema of the batches Scan yields for opts.
+func (s *Snapshot) ScanSchema(opts ScanOptions) (*arrow.Schema, error) {
+	p, err := s.plan(opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.out, nil
+}
+
+type item struct {
+	rec arrow.RecordBatch
+	err error
+}
+
+// run reads up to Parallelism fragments at once and yields their batches
+// in fragment order.
+func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, error) bool) {
+	ctx, cancel := context.WithCancel(parent)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	frags := p.fragments()
+	queue := make(chan chan item, p.opts.Parallelism)
+	wg.Go(func() {
+		defer close(queue)
+		for _, f := range frags {
+			ch := make(chan item, 2)
+			select {
+			case queue <- ch:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer close(ch)
+				err := p.readFragment(ctx, f, func(rec arrow.RecordBatch) bool {
+					select {
+					case ch <- item{rec: rec}:
+						return true
+					case <-ctx.Done():
+						rec.Release()
+						return false
+					}
+				})
+				if err != nil && ctx.Err() == nil {
+					ch <- item{err: err}
+				}
+			})
+		}
+	})
+	stopped := false
+	for ch := range queue {
+		for it := range ch {
+			if stopped {
+				if it.rec != nil {
+					it.rec.Release()
+				}
+				continue
+			}
+			if it.err != nil {
+				yield(nil, it.err)
+				stopped = true
+				cancel()
+				continue
+			}
+			ok := yield(it.rec, nil)
+			it.rec.Release()
+			if !ok {
+				stopped = true
+				cancel()
+			}
+		}
+	}
+	if !stopped && parent.Err() != nil {
+		yield(nil, parent.Err())
+	}
+}
+
+// readFragment reads one fragment's matching rows and hands them to emit,
+// which takes ownership; emit returns false to stop.
+func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arrow.RecordBatch) bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
+		}
+	}()
+	deleted, err := readDeletions(ctx, p.s.b, f)
+	if err != nil {
+		return err
+	}
+	fr, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize)
+	if err != nil {
+		return err
+	}
+	md := fr.ParquetReader().MetaData()
+	if md.NumRows != f.Rows {
+		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
+	}
+	var offset int64
+	for rg := 0; rg < md.NumRowGroups(); rg++ {
+		rgmd := md.RowGroup(rg)
+		rows := rgmd.NumRows()
+		if p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd)) {
+			offset += rows
+			continue
+		}
+		rr, err := fr.GetRecordReader(ctx, p.leaves, []int{rg})
+		if err != nil {
+			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+		}
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			out, err := p.filter(ctx, f, rec, offset, deleted)
+			offset += rec.NumRows()
+			if err != nil {
+				rr.Release()
+				return err
+			}
+			if out == nil {
+				continue
+			}
+			if !emit(out) {
+				rr.Release()
+				return nil
+			}
+		}
+		err = rr.Err()
+		rr.Release()
+		if err != nil {
+			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+		}
+	}
+	if offset != f.Rows {
+		return corrupt(f.Key, fmt.Sprintf("read %d rows, the manifest says %d", offset, f.Rows), nil)
+	}
+	return nil
+}
+
+// filter applies deletions and the predicate to a batch that starts at
+// row offset of fragment f, and projects it; nil when no row is left.
+func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatch, offset int64, deleted []uint32) (arrow.RecordBatch, error) {
+	n := int(rec.NumRows())
+	// Deleted offsets that fall in this batch.
+	lo, _ := slices.BinarySearch(deleted, uint32(offset))
+	hi, _ := slices.BinarySearch(deleted, uint32(offset+int64(n)))
+	dels := deleted[lo:hi]
+	var keep []bool
+	kept := n
+	if p.pred != nil || len(dels) > 0 {
+		keep = make([]bool, n)
+		var cols map[string]arrow.Array
+		if p.pred != nil {
+			cols = make(map[string]arrow.Array, len(p.read))
+			for i, c := range p.read {
+				cols[c] = rec.Column(i)
+			}
+		}
+		kept = 0
+		d := 0
+		for i := range n {
+			if d < len(dels) && int64(dels[d]) == offset+int64(i) {
+				d++
+				continue
+			}
+			if p.pred == nil || p.pred.match(cols, i) {
+				keep[i] = true
+				kept++
+			}
+		}
+	}
+	if kept == 0 {
+		return nil, nil
+	}
+	mem := p.opts.Allocator
+	cols := make([]arrow.Array, 0, len(p.out.Fields()))
+	for _, i := range p.outIndex {
+		cols = append(cols, rec.Column(i))
+	}
+	var addr []arrow.Array
+	if p.opts.WithRowAddress {
+		fb := array.NewUint64Builder(mem)
+		ob := array.NewUint32Builder(mem)
+		for i := range n {
+			fb.Append(f.ID)
+			ob.Append(uint32(offset) + uint32(i))
+		}
+		addr = []arrow.Array{fb.NewArray(), ob.NewArray()}
+		fb.Release()
+		ob.Release()
+		cols = append(cols, addr...)
+	}
+	projected := array.NewRecordBatch(p.out, cols, int64(n))
+	for _, a := range addr {
+		a.Release()
+	}
+	if kept == n {
+		return projected, nil
+	}
+	mb := array.NewBooleanBuilder(mem)
+	mb.AppendValues(keep, nil)
+	mask := mb.NewArray()
+	mb.Release()
+	defer mask.Release()
+	defer projected.Release()
+	ectx := compute.WithAllocator(ctx, mem)
+	out, err := compute.FilterRecordBatch(ectx, projected, mask, compute.DefaultFilterOptions())
+	if err != nil {
+		return nil, fmt.Errorf("table: filter %s: %w", f.Key, err)
+	}
+	return out, nil
+}
+
+// rowGroupStats reads a row group's Parquet statistics for the columns the
+// predicate uses.
+func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
+	schema := p.s.m.Schema()
+	return func(col string) (*ColumnStats, int64) {
+		i := slices.Index(p.read, col)
+		if i < 0 {
+			return nil, rg.NumRows()
+		}
+		cc, err := rg.ColumnChunk(p.leaves[i])
+		if err != nil {
+			return nil, rg.NumRows()
+		}
+		st, err := cc.Statistics()
+		if err != nil || st == nil {
+			return nil, rg.NumRows()
+		}
+		cs := &ColumnStats{Name: col, Nulls: st.NullCount()}
+		if !st.HasNullCount() {
+			return nil, rg.NumRows()
+		}
+		kind := KindOf(schema.Field(schema.FieldIndices(col)[0]).Type)
+		if st.HasMinMax() {
+			var lo, hi Value
+			ok := true
+			switch s := st.(type) {
+			case *metadata.Int64Statistics:
+				lo, hi, ok = Int(s.Min()), Int(s.Max()), kind == KindInt
+			case *metadata.Int32Statistics:
+				lo, hi, ok = Int(int64(s.Min())), Int(int64(s.Max())), kind == KindInt
+			case *metadata.Float64Statistics:
+				lo, hi, ok = Float(s.Min()), Float(s.Max()), kind == KindFloat
+			case *metadata.Float32Statistics:
+				lo, hi, ok = Float(float64(s.Min())), Float(float64(s.Max())), kind == KindFloat
+			case *metadata.ByteArrayStatistics:
+				lo, hi = Bytes(s.Min()), Bytes(s.Max())
+				lo.Kind, hi.Kind = kind, kind
+				ok = kind == KindString || kind == KindBytes
+			case *metadata.BooleanStatistics:
+				lo, hi, ok = Bool(s.Min()), Bool(s.Max()), kind == KindBool
+			default:
+				ok = false
+			}
+			if ok {
+				cs.Min, cs.Max = &lo, &hi
+			}
+		}
+		return cs, rg.NumRows()
+	}
+}

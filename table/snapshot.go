@@ -1,0 +1,227 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// Snapshot is one version of a table, read-only. Its rows never change.
+type Snapshot struct {
+	b blob.Bucket
+	m *Manifest
+}
+
+// OpenOptions choose the version to open; zero opens the latest.
+type OpenOptions struct {
+	Version uint64 // a version number
+	Tag     string // or a tag
+}
+
+// Open opens a version of the table in b. With no options it opens the
+// latest: one LIST page and one GET.
+func Open(ctx context.Context, b blob.Bucket, opts *OpenOptions) (*Snapshot, error) {
+	var o OpenOptions
+	if opts != nil {
+		o = *opts
+	}
+	var m *Manifest
+	var err error
+	switch {
+	case o.Tag != "":
+		var t Tag
+		if t, err = ReadTag(ctx, b, o.Tag); err == nil {
+			m, err = ReadManifest(ctx, b, t.Version)
+		}
+	case o.Version != 0:
+		m, err = ReadManifest(ctx, b, o.Version)
+	default:
+		m, err = ReadLatest(ctx, b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{b: b, m: m}, nil
+}
+
+// NewSnapshot wraps a manifest already read.
+func NewSnapshot(b blob.Bucket, m *Manifest) *Snapshot { return &Snapshot{b: b, m: m} }
+
+// Manifest returns the snapshot's manifest; do not modify it.
+func (s *Snapshot) Manifest() *Manifest { return s.m }
+
+// Version returns the snapshot's version.
+func (s *Snapshot) Version() uint64 { return s.m.Version }
+
+// Bucket returns the bucket the table lives in.
+func (s *Snapshot) Bucket() blob.Bucket { return s.b }
+
+// LatestVersion returns the newest version number with one LIST page of
+// one key, or ErrNotFound when there is no table.
+func LatestVersion(ctx context.Context, b blob.Bucket) (uint64, error) {
+	page, err := b.ListPage(ctx, VersionsDir, "", 1)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range page.Objects {
+		if v, ok := ParseManifestKey(o.Key); ok {
+			return v, nil
+		}
+	}
+	if len(page.Objects) > 0 {
+		// A stray object sorted first; fall back to a full listing.
+		for o, err := range blob.List(ctx, b, VersionsDir, 0) {
+			if err != nil {
+				return 0, err
+			}
+			if v, ok := ParseManifestKey(o.Key); ok {
+				return v, nil
+			}
+		}
+	}
+	return 0, ErrNotFound
+}
+
+// ReadLatest reads the newest manifest.
+func ReadLatest(ctx context.Context, b blob.Bucket) (*Manifest, error) {
+	v, err := LatestVersion(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return ReadManifest(ctx, b, v)
+}
+
+// ReadManifest reads and decodes version v's manifest.
+func ReadManifest(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, error) {
+	key := ManifestKey(v)
+	data, err := b.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("table: version %d: %w", v, ErrVersionNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return DecodeManifest(key, data)
+}
+
+// VersionInfo is one entry of the version history.
+type VersionInfo struct {
+	Version uint64
+	Time    time.Time // when the manifest was written (the store's clock)
+	Kind    Kind      // set only when Versions was asked to read manifests
+	Rows    int64     // likewise
+}
+
+// Versions lists the versions, newest first, from LIST alone; with
+// withDetail it also reads each manifest for its operation and row count
+// (one GET per version), at most limit versions (0: all).
+func Versions(ctx context.Context, b blob.Bucket, limit int, withDetail bool) ([]VersionInfo, error) {
+	var out []VersionInfo
+	for o, err := range blob.List(ctx, b, VersionsDir, 0) {
+		if err != nil {
+			return nil, err
+		}
+		v, ok := ParseManifestKey(o.Key)
+		if !ok {
+			continue
+		}
+		vi := VersionInfo{Version: v, Time: o.ModTime}
+		if withDetail {
+			m, err := ReadManifest(ctx, b, v)
+			if err != nil {
+				return nil, err
+			}
+			vi.Kind, vi.Rows, vi.Time = m.Transaction.Kind, m.Rows(), m.Timestamp
+		}
+		out = append(out, vi)
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, ErrNotFound
+	}
+	return out, nil
+}
+
+// Tag names a version.
+type Tag struct {
+	Name    string    `json:"name"`
+	Version uint64    `json:"version"`
+	Created time.Time `json:"created"`
+}
+
+func checkTagName(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("table: tag name must be 1 to 128 characters")
+	}
+	for _, r := range name {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("table: tag name %q: use letters, digits, '-', '_' and '.'", name)
+		}
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("table: tag name %q is reserved", name)
+	}
+	return nil
+}
+
+// CreateTag names version v; an existing tag of that name is an error
+// (ErrTagExists): tags are never moved.
+func CreateTag(ctx context.Context, b blob.Bucket, name string, v uint64) error {
+	if err := checkTagName(name); err != nil {
+		return err
+	}
+	if _, err := ReadManifest(ctx, b, v); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(Tag{Name: name, Version: v, Created: time.Now().UTC()})
+	err := b.PutIfAbsent(ctx, TagKey(name), data)
+	if errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("table: tag %q: %w", name, ErrTagExists)
+	}
+	return err
+}
+
+// ReadTag reads a tag.
+func ReadTag(ctx context.Context, b blob.Bucket, name string) (Tag, error) {
+	if err := checkTagName(name); err != nil {
+		return Tag{}, err
+	}
+	data, err := b.Get(ctx, TagKey(name))
+	if errors.Is(err, blob.ErrNotFound) {
+		return Tag{}, fmt.Errorf("table: tag %q: %w", name, ErrTagNotFound)
+	}
+	if err != nil {
+		return Tag{}, err
+	}
+	var t Tag
+	if err := json.Unmarshal(data, &t); err != nil || t.Version == 0 {
+		return Tag{}, corrupt(TagKey(name), "not a tag", err)
+	}
+	return t, nil
+}
+
+// Tags lists every tag.
+func Tags(ctx context.Context, b blob.Bucket) ([]Tag, error) {
+	var out []Tag
+	for o, err := range blob.List(ctx, b, TagsDir, 0) {
+		if err != nil {
+			return nil, err
+		}
+		name := o.Key[len(TagsDir):]
+		if len(name) < 6 || name[len(name)-5:] != ".json" {
+			continue
+		}
+		t, err := ReadTag(ctx, b, name[:len(name)-5])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

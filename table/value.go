@@ -1,0 +1,167 @@
+package table
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// ValueKind is the class of a scalar: every Arrow type Strata keeps
+// statistics for and filters on maps to one.
+type ValueKind uint8
+
+// Value kinds.
+const (
+	KindNone   ValueKind = iota
+	KindInt              // signed integers, timestamps, dates
+	KindUint             // unsigned integers
+	KindFloat            // float32, float64
+	KindString           // utf8, large utf8
+	KindBytes            // binary, large binary
+	KindBool
+)
+
+// Value is a typed scalar: a statistic or a predicate's operand.
+type Value struct {
+	Kind ValueKind
+	I    int64
+	U    uint64
+	F    float64
+	S    string // KindString and KindBytes
+	B    bool
+}
+
+// Int, Uint, Float, String, Bytes and Bool make Values.
+func Int(v int64) Value     { return Value{Kind: KindInt, I: v} }
+func Uint(v uint64) Value   { return Value{Kind: KindUint, U: v} }
+func Float(v float64) Value { return Value{Kind: KindFloat, F: v} }
+func String(v string) Value { return Value{Kind: KindString, S: v} }
+func Bytes(v []byte) Value  { return Value{Kind: KindBytes, S: string(v)} }
+func Bool(v bool) Value     { return Value{Kind: KindBool, B: v} }
+
+func (v Value) String() string {
+	switch v.Kind {
+	case KindInt:
+		return fmt.Sprint(v.I)
+	case KindUint:
+		return fmt.Sprint(v.U)
+	case KindFloat:
+		return fmt.Sprint(v.F)
+	case KindString:
+		return fmt.Sprintf("%q", v.S)
+	case KindBytes:
+		return fmt.Sprintf("0x%x", v.S)
+	case KindBool:
+		return fmt.Sprint(v.B)
+	}
+	return "none"
+}
+
+// Compare orders two values of the same kind (-1, 0, +1).
+func Compare(a, b Value) int {
+	switch a.Kind {
+	case KindInt:
+		return cmp.Compare(a.I, b.I)
+	case KindUint:
+		return cmp.Compare(a.U, b.U)
+	case KindFloat:
+		return cmp.Compare(a.F, b.F)
+	case KindString, KindBytes:
+		return cmp.Compare(a.S, b.S)
+	case KindBool:
+		if a.B == b.B {
+			return 0
+		}
+		if !a.B {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// KindOf returns the value kind of an Arrow type, or KindNone.
+func KindOf(t arrow.DataType) ValueKind {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.TIMESTAMP, arrow.DATE32, arrow.DATE64, arrow.TIME32, arrow.TIME64, arrow.DURATION:
+		return KindInt
+	case arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return KindUint
+	case arrow.FLOAT32, arrow.FLOAT64:
+		return KindFloat
+	case arrow.STRING, arrow.LARGE_STRING:
+		return KindString
+	case arrow.BINARY, arrow.LARGE_BINARY:
+		return KindBytes
+	case arrow.BOOL:
+		return KindBool
+	}
+	return KindNone
+}
+
+type jsonValue struct {
+	I *json.Number `json:"i,omitempty"`
+	U *json.Number `json:"u,omitempty"`
+	F *float64     `json:"f,omitempty"`
+	S *string      `json:"s,omitempty"`
+	X []byte       `json:"x,omitempty"` // bytes, base64
+	B *bool        `json:"b,omitempty"`
+}
+
+// MarshalJSON writes {"i":…}, {"u":…}, {"f":…}, {"s":…}, {"x":base64} or {"b":…}.
+func (v Value) MarshalJSON() ([]byte, error) {
+	var j jsonValue
+	switch v.Kind {
+	case KindInt:
+		n := json.Number(fmt.Sprint(v.I))
+		j.I = &n
+	case KindUint:
+		n := json.Number(fmt.Sprint(v.U))
+		j.U = &n
+	case KindFloat:
+		j.F = &v.F
+	case KindString:
+		j.S = &v.S
+	case KindBytes:
+		j.X = []byte(v.S)
+		if j.X == nil {
+			j.X = []byte{}
+		}
+	case KindBool:
+		j.B = &v.B
+	default:
+		return nil, fmt.Errorf("table: cannot encode a value of kind %d", v.Kind)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (v *Value) UnmarshalJSON(data []byte) error {
+	var j jsonValue
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case j.I != nil:
+		v.Kind = KindInt
+		v.I, err = j.I.Int64()
+	case j.U != nil:
+		v.Kind = KindUint
+		_, err = fmt.Sscan(string(*j.U), &v.U)
+	case j.F != nil:
+		*v = Float(*j.F)
+	case j.S != nil:
+		*v = String(*j.S)
+	case j.X != nil || bytes.Contains(data, []byte(`"x"`)):
+		*v = Bytes(j.X)
+	case j.B != nil:
+		*v = Bool(*j.B)
+	default:
+		return fmt.Errorf("table: value %s has no known kind", data)
+	}
+	return err
+}
