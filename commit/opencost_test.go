@@ -1,0 +1,63 @@
+package commit_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+// tableWithVersions makes a table of n versions (one-row appends).
+func tableWithVersions(tb testing.TB, n int) blob.Bucket {
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := commit.Create(ctx, b, idSchema, nil, nil); err != nil {
+		tb.Fatal(err)
+	}
+	h, _ := commit.OpenTable(ctx, b, nil)
+	for i := 1; i < n; i++ {
+		// Empty appends: versions without data, so the manifests stay small.
+		if _, err := h.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return b
+}
+
+func openCost(tb testing.TB, b blob.Bucket) blob.Stats {
+	before, _ := blob.StatsOf(b)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_ = s
+	after, _ := blob.StatsOf(b)
+	return after.Sub(before)
+}
+
+// Opening the latest version costs the same requests whatever the number
+// of versions: one LIST page and one GET.
+func TestOpenLatestCostDoesNotGrowWithVersions(t *testing.T) {
+	small, large := tableWithVersions(t, 10), tableWithVersions(t, 10_000)
+	a, b := openCost(t, small), openCost(t, large)
+	if a.Requests() != 2 || a.Lists != 1 || a.Gets != 1 || b.Requests() != a.Requests() || b.Lists != 1 || b.Gets != 1 {
+		t.Fatalf("open latest: %+v with 10 versions, %+v with 10,000; want one LIST and one GET each", a, b)
+	}
+}
+
+func BenchmarkOpenLatest(b *testing.B) {
+	for _, n := range []int{10, 10_000} {
+		bucket := tableWithVersions(b, n)
+		b.Run(fmt.Sprintf("versions=%d", n), func(b *testing.B) {
+			var reqs int64
+			for b.Loop() {
+				reqs += openCost(b, bucket).Requests()
+			}
+			b.ReportMetric(float64(reqs)/float64(b.N), "requests/op")
+		})
+	}
+}
