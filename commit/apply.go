@@ -9,40 +9,74 @@ import (
 )
 
 // Apply returns the manifest that committing txn on top of cur makes:
-// version cur.Version+1, with txn recorded (its added fragments by id).
-// It fails with a retryable *ConflictError when txn refers to fragments
-// cur no longer has.
+// version cur.Version+1, with txn recorded (its added fragments with the
+// ids they were given, and a fingerprint of the new state). It fails with
+// a retryable *ConflictError when txn refers to fragments cur lacks.
 func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
+	rec := *txn
+	rec.Added = slices.Clone(txn.Added)
+	for i := range rec.Added {
+		rec.Added[i].ID = cur.NextFragmentID + uint64(i)
+	}
+	next, err := apply(cur, &rec)
+	if err != nil {
+		return nil, err
+	}
+	next.NextFragmentID = cur.NextFragmentID + uint64(len(rec.Added))
+	rec.Version, rec.NextFragmentID, rec.FragmentCount = next.Version, next.NextFragmentID, len(next.Fragments)
+	next.Transaction = rec
+	return next, nil
+}
+
+// Replay rebuilds version cur.Version+1 from cur and the transaction that
+// made it, as read with table.ReadTransaction, without reading that
+// version's whole manifest. It checks the result against the fingerprint
+// the transaction recorded; on any mismatch it returns an error and the
+// caller reads the manifest instead.
+func Replay(cur *table.Manifest, rec *table.Transaction) (*table.Manifest, error) {
+	if rec.Version != cur.Version+1 {
+		return nil, fmt.Errorf("commit: replay of v%d on v%d", rec.Version, cur.Version)
+	}
+	next, err := apply(cur, rec)
+	if err != nil {
+		return nil, err
+	}
+	next.NextFragmentID = rec.NextFragmentID
+	for _, f := range rec.Added {
+		if f.ID >= next.NextFragmentID || f.ID < cur.NextFragmentID {
+			return nil, fmt.Errorf("commit: replay of v%d: fragment id %d outside [%d, %d)", rec.Version, f.ID, cur.NextFragmentID, next.NextFragmentID)
+		}
+	}
+	if len(next.Fragments) != rec.FragmentCount {
+		return nil, fmt.Errorf("commit: replay of v%d gives %d fragments, the commit recorded %d", rec.Version, len(next.Fragments), rec.FragmentCount)
+	}
+	next.Transaction = *rec
+	return next, nil
+}
+
+// apply makes the next state from cur and a transaction whose added
+// fragments already carry their ids.
+func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
 	next := cur.Clone()
 	next.Version = cur.Version + 1
 	next.Parent = cur.Version
 	next.Timestamp = time.Now().UTC()
-	rec := *txn
-	rec.Added, rec.AddedIDs = nil, nil
 	gone := func(id uint64) error {
 		return &ConflictError{Ours: *txn, Version: cur.Version, Retryable: true,
 			Reason: fmt.Sprintf("fragment %d is no longer in version %d", id, cur.Version)}
 	}
-	addFragments := func() {
-		for _, f := range txn.Added {
-			f.ID = next.NextFragmentID
-			next.NextFragmentID++
-			next.Fragments = append(next.Fragments, f)
-			rec.AddedIDs = append(rec.AddedIDs, f.ID)
-		}
-	}
 	switch txn.Kind {
 	case table.KindAppend:
-		addFragments()
+		next.Fragments = append(next.Fragments, txn.Added...)
 	case table.KindMerge:
-		addFragments()
+		next.Fragments = append(next.Fragments, txn.Added...)
 		if next.Shards == nil {
 			next.Shards = map[string]table.ShardMark{}
 		}
 		next.Shards[txn.Shard] = table.ShardMark{Watermark: txn.Watermark, Epoch: txn.Epoch}
 	case table.KindDelete:
 		for _, d := range txn.Deletions {
-			f := findFragment(next, d.FragmentID)
+			f := next.Fragment(d.FragmentID)
 			if f == nil {
 				return nil, gone(d.FragmentID)
 			}
@@ -51,40 +85,26 @@ func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		}
 	case table.KindRewrite:
 		for _, id := range txn.Removed {
-			if findFragment(next, id) == nil {
+			if next.Fragment(id) == nil {
 				return nil, gone(id)
 			}
 		}
 		next.Fragments = slices.DeleteFunc(next.Fragments, func(f table.Fragment) bool { return slices.Contains(txn.Removed, f.ID) })
-		addFragments()
+		next.Fragments = append(next.Fragments, txn.Added...)
 	case table.KindOverwrite:
-		rec.Removed = nil
+		txn.Removed = nil
 		for _, f := range next.Fragments {
-			rec.Removed = append(rec.Removed, f.ID)
+			txn.Removed = append(txn.Removed, f.ID)
 		}
-		next.Fragments = nil
+		next.Fragments = slices.Clone(txn.Added)
 		next.SchemaIPC = txn.SchemaIPC
-		addFragments()
-	case table.KindCreateIndex:
-		// The index objects are named by the transaction's fragments list
-		// in a later format; nothing else changes.
-	default:
-		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
-	}
-	next.Transaction = rec
-	if txn.Kind == table.KindOverwrite {
 		if err := table.Refresh(next); err != nil {
 			return nil, err
 		}
+	case table.KindCreateIndex:
+		// Index objects come with the key index; nothing else changes.
+	default:
+		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}
 	return next, nil
-}
-
-func findFragment(m *table.Manifest, id uint64) *table.Fragment {
-	for i := range m.Fragments {
-		if m.Fragments[i].ID == id {
-			return &m.Fragments[i]
-		}
-	}
-	return nil
 }

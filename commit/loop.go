@@ -15,17 +15,25 @@ import (
 type Options struct {
 	// Writer names the committer in the manifests it makes (a host or pod).
 	Writer string
-	// MaxAttempts bounds conditional creates per commit; 0 means 20.
+	// MaxAttempts bounds conditional creates per commit; 0 means 100.
+	// Budget is the main bound: losing a race to another writer is normal
+	// on a busy table, and each loss costs a few milliseconds.
 	MaxAttempts int
 	// Budget bounds a commit's wall time; 0 means 30s.
 	Budget time.Duration
 	// BaseBackoff and MaxBackoff bound the jittered exponential backoff
-	// between attempts; 0 means 5ms and 1s.
+	// between attempts; 0 means 2ms and 100ms. Losing a race is not a sign
+	// of overload (the loser already holds the newest version), so the
+	// backoff stays short.
 	BaseBackoff, MaxBackoff time.Duration
 	// StallCheck: a commit that took longer than this from reading its base
 	// version checks the GC boundary before reporting success; 0 means 30s.
 	// The garbage collector never removes a manifest younger than 10× it.
 	StallCheck time.Duration
+	// CatchUp makes the loop look for newer versions (one LIST) before its
+	// first attempt, when the base it was given may be stale. Table sets
+	// it for handles that share a table with other writers.
+	CatchUp bool
 }
 
 func (o *Options) withDefaults() Options {
@@ -34,16 +42,16 @@ func (o *Options) withDefaults() Options {
 		c = *o
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 20
+		c.MaxAttempts = 100
 	}
 	if c.Budget <= 0 {
 		c.Budget = 30 * time.Second
 	}
 	if c.BaseBackoff <= 0 {
-		c.BaseBackoff = 5 * time.Millisecond
+		c.BaseBackoff = 2 * time.Millisecond
 	}
 	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = time.Second
+		c.MaxBackoff = 100 * time.Millisecond
 	}
 	if c.StallCheck <= 0 {
 		c.StallCheck = 30 * time.Second
@@ -86,10 +94,29 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 	if txn.ReadVersion == 0 {
 		txn.ReadVersion = cur.Version
 	}
-	// Versions above ReadVersion that cur already includes were checked.
+	// Versions above ReadVersion that cur already includes must be checked.
 	if cur.Version > txn.ReadVersion {
-		if res, done, err := checkRange(ctx, b, &txn, txn.ReadVersion, cur.Version); err != nil || done {
+		readBase, err := table.ReadManifest(ctx, b, txn.ReadVersion)
+		if err != nil {
+			return Result{}, err
+		}
+		if res, done, _, err := checkRange(ctx, b, &txn, readBase, cur.Version); err != nil || done {
 			return res, err
+		}
+	}
+	if o.CatchUp {
+		// One LIST, and the transactions of any versions we lack: far
+		// cheaper than a conditional create that is sure to lose.
+		latest, err := table.LatestVersion(ctx, b)
+		if err != nil {
+			return Result{}, err
+		}
+		if latest > cur.Version {
+			r, done, newest, err := checkRange(ctx, b, &txn, cur, latest)
+			if err != nil || done {
+				return r, err
+			}
+			cur, readAt = newest, time.Now()
 		}
 	}
 	var res Result
@@ -115,7 +142,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		// The point of no return: the create may have landed even though
 		// it reported an error (a lost response, or a 412 that an SDK retry
 		// of our own request provoked). Read before anything else.
-		landed, err := readVersion(ctx, b, next.Version, o)
+		landed, err := readTransaction(ctx, b, next.Version, o)
 		if err != nil && !errors.Is(err, table.ErrVersionNotFound) {
 			return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
 		}
@@ -125,27 +152,27 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			sleep(ctx, backoff(o, res.Attempts))
 			continue
 		}
-		if landed.Transaction.CommitID == txn.CommitID {
-			return finish(ctx, b, &txn, landed, res, readAt, o)
+		if landed.CommitID == txn.CommitID {
+			// Ours landed; what we wrote is next.
+			return finish(ctx, b, &txn, next, res, readAt, o)
 		}
-		// Someone else holds next.Version: catch up to the newest version,
-		// checking each commit we missed.
+		// Someone else holds next.Version. Back off first if we keep
+		// losing (so the state we then read is fresh), then catch up to the
+		// newest version, checking each commit we missed.
+		res.Rebases++
+		if res.Rebases > 3 {
+			sleep(ctx, backoff(o, res.Rebases-3))
+		}
 		latest, err := table.LatestVersion(ctx, b)
 		if err != nil {
 			return Result{}, err
 		}
-		r, done, err := checkRange(ctx, b, &txn, cur.Version, latest)
+		latest = max(latest, next.Version)
+		r, done, newest, err := checkRange(ctx, b, &txn, cur, latest)
 		if err != nil || done {
 			return r, err
 		}
-		if latest == next.Version {
-			cur = landed
-		} else if cur, err = table.ReadManifest(ctx, b, latest); err != nil {
-			return Result{}, err
-		}
-		readAt = time.Now()
-		res.Rebases++
-		sleep(ctx, backoff(o, res.Attempts))
+		cur, readAt = newest, time.Now()
 	}
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
@@ -153,40 +180,52 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: res.Attempts, Last: last}
 }
 
-// checkRange checks txn against every commit in (from, to].
-func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, from, to uint64) (Result, bool, error) {
-	for v := from + 1; v <= to; v++ {
-		m, err := table.ReadManifest(ctx, b, v)
+// checkRange checks txn against every commit in (from, to], reading only
+// their transactions, and returns the state of version to, rebuilt from
+// cur (version from) by replaying them.
+func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur *table.Manifest, to uint64) (Result, bool, *table.Manifest, error) {
+	for v := cur.Version + 1; v <= to; v++ {
+		theirs, err := table.ReadTransaction(ctx, b, v)
 		if err != nil {
-			return Result{}, false, err
+			return Result{}, false, nil, err
 		}
-		if m.Transaction.CommitID == txn.CommitID {
+		if theirs.CommitID == txn.CommitID {
 			// Ours landed earlier (an ambiguous create we could not see
 			// at the time); it must not be committed again.
-			return Result{Version: v, Manifest: m}, true, nil
+			m, err := table.ReadManifest(ctx, b, v)
+			return Result{Version: v, Manifest: m}, err == nil, m, err
 		}
-		switch Check(txn, &m.Transaction) {
+		switch Check(txn, theirs) {
 		case Compatible:
 		case Done:
-			return Result{Version: v, Done: true}, true, nil
+			return Result{Version: v, Done: true}, true, nil, nil
 		case Retry:
-			return Result{}, false, &ConflictError{Ours: *txn, Theirs: m.Transaction, Version: v, Retryable: true}
+			return Result{}, false, nil, &ConflictError{Ours: *txn, Theirs: *theirs, Version: v, Retryable: true}
 		case Conflict:
-			return Result{}, false, &ConflictError{Ours: *txn, Theirs: m.Transaction, Version: v}
+			return Result{}, false, nil, &ConflictError{Ours: *txn, Theirs: *theirs, Version: v}
 		}
+		next, err := Replay(cur, theirs)
+		if err != nil {
+			// The record does not rebuild the state: read it whole.
+			if next, err = table.ReadManifest(ctx, b, v); err != nil {
+				return Result{}, false, nil, err
+			}
+		}
+		cur = next
 	}
-	return Result{}, false, nil
+	return Result{}, false, cur, nil
 }
 
-// readVersion reads a manifest, retrying transient errors briefly: the
-// outcome of an ambiguous create must be known before moving on.
-func readVersion(ctx context.Context, b blob.Bucket, v uint64, o Options) (*table.Manifest, error) {
+// readTransaction reads the transaction of version v, retrying transient
+// errors briefly: the outcome of an ambiguous create must be known before
+// moving on.
+func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*table.Transaction, error) {
 	var err error
 	for i := range 10 {
-		var m *table.Manifest
-		m, err = table.ReadManifest(ctx, b, v)
+		var t *table.Transaction
+		t, err = table.ReadTransaction(ctx, b, v)
 		if err == nil || !blob.IsRetryable(err) {
-			return m, err
+			return t, err
 		}
 		sleep(ctx, backoff(o, i+1))
 	}
@@ -232,7 +271,7 @@ func backoff(o Options, attempt int) time.Duration {
 	if d > o.MaxBackoff || d <= 0 {
 		d = o.MaxBackoff
 	}
-	return d/2 + rand.N(d/2+1) // jitter in [d/2, d]
+	return rand.N(d + 1) // full jitter in [0, d]
 }
 
 func sleep(ctx context.Context, d time.Duration) {

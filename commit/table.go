@@ -27,13 +27,10 @@ func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 	if err != nil {
 		return nil, err
 	}
-	txn := table.Transaction{Kind: table.KindCreate, CommitID: table.NewID(), Writer: o.Writer, SchemaIPC: schemaIPC}
+	txn := table.Transaction{Kind: table.KindCreate, CommitID: table.NewID(), Writer: o.Writer, SchemaIPC: schemaIPC, Version: 1}
 	m := &table.Manifest{
 		TableID: table.NewID(), Version: 1, Timestamp: time.Now().UTC(), SchemaIPC: schemaIPC,
 		Config: maps.Clone(config), Transaction: txn,
-	}
-	if err := table.Refresh(m); err != nil {
-		return nil, err
 	}
 	if len(batches) > 0 {
 		f, err := table.WriteFragment(ctx, b, schema, batches...)
@@ -42,7 +39,11 @@ func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 		}
 		f.ID = 0
 		m.Fragments, m.NextFragmentID = []table.Fragment{f}, 1
-		m.Transaction.AddedIDs = []uint64{0}
+		m.Transaction.Added = []table.Fragment{f}
+	}
+	m.Transaction.NextFragmentID, m.Transaction.FragmentCount = m.NextFragmentID, len(m.Fragments)
+	if err := table.Refresh(m); err != nil {
+		return nil, err
 	}
 	data, err := table.EncodeManifest(m)
 	if err != nil {
@@ -53,9 +54,9 @@ func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 		return m, nil
 	}
 	// Ambiguous or lost: whose version 1 is it?
-	got, rerr := readVersion(ctx, b, 1, o)
-	if rerr == nil && got.Transaction.CommitID == txn.CommitID {
-		return got, nil
+	got, rerr := readTransaction(ctx, b, 1, o)
+	if rerr == nil && got.CommitID == txn.CommitID {
+		return m, nil
 	}
 	if rerr == nil || errors.Is(err, blob.ErrExists) {
 		return nil, table.ErrExists
@@ -130,7 +131,9 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 	if txn.ReadVersion == 0 {
 		txn.ReadVersion = base.Version
 	}
-	res, err := Commit(ctx, t.b, base, txn, &t.opts)
+	o := t.opts
+	o.CatchUp = true
+	res, err := Commit(ctx, t.b, base, txn, &o)
 	if err == nil {
 		t.advance(res.Manifest)
 	}

@@ -3,6 +3,7 @@ package table_test
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -144,4 +145,22 @@ func FuzzDecodeManifestPayload(f *testing.F) {
 			t.Fatalf("untyped error %v", err)
 		}
 	})
+}
+
+func TestCachedStateEncodingEqualsPlainJSON(t *testing.T) {
+	key, data, m := latestManifestBytes(t)
+	again, err := table.EncodeManifest(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := table.DecodeManifest(key, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, _ := table.DecodeManifest(key, data)
+	a, _ := json.Marshal(orig)
+	b, _ := json.Marshal(got)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("re-encoding with the fragment cache changed the manifest:\n%s\n%s", a, b)
+	}
 }

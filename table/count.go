@@ -77,4 +77,3 @@ func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64
 	}
 	return found, nil
 }
-

@@ -11,8 +11,13 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Manifest objects are a fixed header followed by a zstd-compressed JSON
-// payload:
+// Manifest objects are a fixed header followed by a zstd-compressed
+// payload of two JSON documents, the transaction first, so that it can be
+// read without decoding the state:
+//
+//	payload: u32 LE length T | T bytes: transaction JSON | state JSON
+//
+// The header:
 //
 //	offset size
 //	0      8    magic "STRATAMF"
@@ -38,7 +43,7 @@ var (
 
 func codecs() (*zstd.Encoder, *zstd.Decoder) {
 	encOnce.Do(func() {
-		zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+		zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 		zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxManifestSize))
 	})
 	return zenc, zdec
@@ -46,10 +51,17 @@ func codecs() (*zstd.Encoder, *zstd.Decoder) {
 
 // EncodeManifest serialises m.
 func EncodeManifest(m *Manifest) ([]byte, error) {
-	payload, err := json.Marshal(m)
+	txn, err := json.Marshal(&m.Transaction)
 	if err != nil {
 		return nil, fmt.Errorf("table: encode manifest v%d: %w", m.Version, err)
 	}
+	state, err := marshalState(m)
+	if err != nil {
+		return nil, fmt.Errorf("table: encode manifest v%d: %w", m.Version, err)
+	}
+	payload := make([]byte, 4, 4+len(txn)+len(state))
+	binary.LittleEndian.PutUint32(payload, uint32(len(txn)))
+	payload = append(append(payload, txn...), state...)
 	enc, _ := codecs()
 	comp := enc.EncodeAll(payload, nil)
 	out := make([]byte, headerSize, headerSize+len(comp))
@@ -65,47 +77,81 @@ func EncodeManifest(m *Manifest) ([]byte, error) {
 // DecodeManifest parses a manifest object read from key. It never panics:
 // anything wrong is a *CorruptError naming key, or ErrUnsupportedFormat.
 func DecodeManifest(key string, data []byte) (*Manifest, error) {
+	txn, state, err := splitPayload(key, data)
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(state, &m); err != nil {
+		return nil, corrupt(key, "payload is not a manifest", err)
+	}
+	if err := json.Unmarshal(txn, &m.Transaction); err != nil {
+		return nil, corrupt(key, "transaction does not decode", err)
+	}
+	if err := m.validate(key); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// DecodeTransaction parses only the transaction of a manifest object: the
+// cheap read a committer makes of each version it missed.
+func DecodeTransaction(key string, data []byte) (*Transaction, error) {
+	raw, _, err := splitPayload(key, data)
+	if err != nil {
+		return nil, err
+	}
+	var t Transaction
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, corrupt(key, "transaction does not decode", err)
+	}
+	if v, ok := ParseManifestKey(key); ok && t.Version != 0 && t.Version != v {
+		return nil, corrupt(key, fmt.Sprintf("transaction made version %d, the name says %d", t.Version, v), nil)
+	}
+	return &t, nil
+}
+
+// splitPayload checks the header and checksum, decompresses, and splits
+// the payload into its transaction and state documents.
+func splitPayload(key string, data []byte) (txn, state []byte, err error) {
 	if len(data) < headerSize {
-		return nil, corrupt(key, fmt.Sprintf("%d bytes is shorter than the %d-byte manifest header", len(data), headerSize), nil)
+		return nil, nil, corrupt(key, fmt.Sprintf("%d bytes is shorter than the %d-byte manifest header", len(data), headerSize), nil)
 	}
 	if string(data[:8]) != manifestMagic {
-		return nil, corrupt(key, "not a manifest (bad magic)", nil)
+		return nil, nil, corrupt(key, "not a manifest (bad magic)", nil)
 	}
 	major := binary.LittleEndian.Uint16(data[8:])
 	minor := binary.LittleEndian.Uint16(data[10:])
 	if major != FormatMajor {
-		return nil, fmt.Errorf("table: manifest %q has format %d.%d; this build reads major version %d: %w",
+		return nil, nil, fmt.Errorf("table: manifest %q has format %d.%d; this build reads major version %d: %w",
 			key, major, minor, FormatMajor, ErrUnsupportedFormat)
 	}
 	flags := binary.LittleEndian.Uint32(data[12:])
 	n := binary.LittleEndian.Uint64(data[16:])
 	payload := data[headerSize:]
 	if uint64(len(payload)) != n {
-		return nil, corrupt(key, fmt.Sprintf("payload is %d bytes, header says %d (truncated?)", len(payload), n), nil)
+		return nil, nil, corrupt(key, fmt.Sprintf("payload is %d bytes, header says %d (truncated?)", len(payload), n), nil)
 	}
 	if got, want := crc32.Checksum(payload, crcTable), binary.LittleEndian.Uint32(data[24:]); got != want {
-		return nil, corrupt(key, fmt.Sprintf("checksum %08x, header says %08x", got, want), nil)
+		return nil, nil, corrupt(key, fmt.Sprintf("checksum %08x, header says %08x", got, want), nil)
 	}
 	if flags&^uint32(flagZstd) != 0 {
-		return nil, corrupt(key, fmt.Sprintf("unknown flags %#x", flags), nil)
+		return nil, nil, corrupt(key, fmt.Sprintf("unknown flags %#x", flags), nil)
 	}
 	if flags&flagZstd != 0 {
 		_, dec := codecs()
-		var err error
 		if payload, err = dec.DecodeAll(payload, nil); err != nil {
-			return nil, corrupt(key, "payload does not decompress", err)
+			return nil, nil, corrupt(key, "payload does not decompress", err)
 		}
 	}
-	var m Manifest
-	d := json.NewDecoder(bytes.NewReader(payload))
-	d.UseNumber()
-	if err := d.Decode(&m); err != nil {
-		return nil, corrupt(key, "payload is not a manifest", err)
+	if len(payload) < 4 {
+		return nil, nil, corrupt(key, "payload too short", nil)
 	}
-	if err := m.validate(key); err != nil {
-		return nil, err
+	t := uint64(binary.LittleEndian.Uint32(payload))
+	if t > uint64(len(payload)-4) {
+		return nil, nil, corrupt(key, fmt.Sprintf("transaction length %d exceeds the payload", t), nil)
 	}
-	return &m, nil
+	return payload[4 : 4+t], payload[4+t:], nil
 }
 
 // validate checks what the rest of the engine assumes of a manifest.
@@ -132,4 +178,75 @@ func (m *Manifest) validate(key string) error {
 		}
 	}
 	return nil
+}
+
+// fragmentJSON caches the encoding of fragment entries: a committer
+// re-encodes the whole state on every attempt, and all but a few entries
+// are the same as last time. An entry is immutable but for its id (given
+// at each commit attempt) and its deletion vector, so these make the key.
+type fragmentCacheKey struct {
+	id          uint64
+	key, delKey string
+}
+
+var fragmentJSON struct {
+	sync.Mutex
+	m map[fragmentCacheKey][]byte
+}
+
+const fragmentJSONCacheMax = 1 << 16
+
+func encodeFragment(f *Fragment) ([]byte, error) {
+	k := fragmentCacheKey{id: f.ID, key: f.Key}
+	if f.Deletion != nil {
+		k.delKey = f.Deletion.Key
+	}
+	fragmentJSON.Lock()
+	data, ok := fragmentJSON.m[k]
+	fragmentJSON.Unlock()
+	if ok {
+		return data, nil
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	fragmentJSON.Lock()
+	if fragmentJSON.m == nil || len(fragmentJSON.m) >= fragmentJSONCacheMax {
+		fragmentJSON.m = make(map[fragmentCacheKey][]byte)
+	}
+	fragmentJSON.m[k] = data
+	fragmentJSON.Unlock()
+	return data, nil
+}
+
+// marshalState encodes the manifest's state with cached fragment entries;
+// the result is the same as json.Marshal(m), with "fragments" first.
+func marshalState(m *Manifest) ([]byte, error) {
+	type plain Manifest // no methods: the default encoding
+	rest, err := json.Marshal(struct {
+		*plain
+		// Shadows plain.Fragments; nil, so left out. (A "-" tag would not
+		// shadow: encoding/json drops such fields before resolving names.)
+		Fragments *struct{} `json:"fragments,omitempty"`
+	}{plain: (*plain)(m)})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(rest) + 512*len(m.Fragments))
+	buf.WriteString(`{"fragments":[`)
+	for i := range m.Fragments {
+		data, err := encodeFragment(&m.Fragments[i])
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(data)
+	}
+	buf.WriteString("],")
+	buf.Write(rest[1:]) // rest is a non-empty object: it has table_id
+	return buf.Bytes(), nil
 }

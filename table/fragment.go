@@ -28,15 +28,15 @@ const wholeReadLimit = 4 << 20
 // object (zstd, with row-group statistics). Memory is bounded by a row
 // group: the object is uploaded as it is written.
 type FragmentWriter struct {
-	schema *arrow.Schema
-	key    string
-	pw     *io.PipeWriter
+	schema  *arrow.Schema
+	key     string
+	pw      *io.PipeWriter
 	counter countWriter
-	fw     *pqarrow.FileWriter
-	done   chan error
-	stats  []statsAcc
-	rows   int64
-	closed bool
+	fw      *pqarrow.FileWriter
+	done    chan error
+	stats   []statsAcc
+	rows    int64
+	closed  bool
 }
 
 type countWriter struct {

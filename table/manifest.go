@@ -29,7 +29,9 @@ type Manifest struct {
 	Shards         map[string]ShardMark `json:"shards,omitempty"`
 	Indexes        []Index              `json:"indexes,omitempty"`
 	Config         map[string]string    `json:"config,omitempty"`
-	Transaction    Transaction          `json:"transaction"`
+	// Transaction made this version. It is stored apart from the state
+	// (see EncodeManifest), so a committer catching up can read it alone.
+	Transaction Transaction `json:"-"`
 
 	schema *arrow.Schema // decoded SchemaIPC, cached
 }
@@ -113,10 +115,9 @@ type Transaction struct {
 	CommitID    string `json:"commit_id"`    // a ULID, unique per logical commit
 	ReadVersion uint64 `json:"read_version"` // the version it was planned against
 	Writer      string `json:"writer,omitempty"`
-	// Added are the fragments the commit adds (ids assigned when applied).
-	// A manifest records only their ids, in AddedIDs.
-	Added    []Fragment `json:"added,omitempty"`
-	AddedIDs []uint64   `json:"added_ids,omitempty"`
+	// Added are the fragments the commit adds; their ids are assigned when
+	// the transaction is applied, and recorded.
+	Added []Fragment `json:"added,omitempty"`
 	// Removed are fragment ids the commit removes (Rewrite, Overwrite).
 	Removed []uint64 `json:"removed,omitempty"`
 	// Deletions are new deletion vectors, by fragment id (Delete).
@@ -127,6 +128,13 @@ type Transaction struct {
 	Epoch     uint64 `json:"epoch,omitempty"`
 	// SchemaIPC is set by Create and Overwrite.
 	SchemaIPC []byte `json:"schema_ipc,omitempty"`
+
+	// Set when the transaction is applied: the version it made, and a
+	// fingerprint of the resulting state, so that replaying the recorded
+	// transaction on the previous version can be checked.
+	Version        uint64 `json:"version,omitempty"`
+	NextFragmentID uint64 `json:"next_fragment_id,omitempty"`
+	FragmentCount  int    `json:"fragment_count,omitempty"`
 }
 
 // FragmentDeletion replaces one fragment's deletion vector.

@@ -57,14 +57,14 @@ type InSet struct {
 // AndOf is true when every predicate is.
 type AndOf []Predicate
 
-func Eq(col string, v Value) Predicate  { return Cmp{col, OpEq, v} }
-func Ne(col string, v Value) Predicate  { return Cmp{col, OpNe, v} }
-func Lt(col string, v Value) Predicate  { return Cmp{col, OpLt, v} }
-func Le(col string, v Value) Predicate  { return Cmp{col, OpLe, v} }
-func Gt(col string, v Value) Predicate  { return Cmp{col, OpGt, v} }
-func Ge(col string, v Value) Predicate  { return Cmp{col, OpGe, v} }
+func Eq(col string, v Value) Predicate     { return Cmp{col, OpEq, v} }
+func Ne(col string, v Value) Predicate     { return Cmp{col, OpNe, v} }
+func Lt(col string, v Value) Predicate     { return Cmp{col, OpLt, v} }
+func Le(col string, v Value) Predicate     { return Cmp{col, OpLe, v} }
+func Gt(col string, v Value) Predicate     { return Cmp{col, OpGt, v} }
+func Ge(col string, v Value) Predicate     { return Cmp{col, OpGe, v} }
 func In(col string, vs ...Value) Predicate { return InSet{col, vs} }
-func And(ps ...Predicate) Predicate     { return AndOf(ps) }
+func And(ps ...Predicate) Predicate        { return AndOf(ps) }
 
 func (c Cmp) Columns() []string   { return []string{c.Column} }
 func (c InSet) Columns() []string { return []string{c.Column} }
@@ -114,6 +114,8 @@ func coerce(s *arrow.Schema, col string, v Value) (Value, error) {
 		return Uint(uint64(v.I)), nil
 	case want == KindBytes && v.Kind == KindString:
 		return Bytes([]byte(v.S)), nil
+	case want == KindString && v.Kind == KindBytes:
+		return String(string(v.X)), nil
 	}
 	return v, fmt.Errorf("%w: column %q (%s) compared with %s", ErrBadPredicate, col, s.Field(idx[0]).Type, v)
 }

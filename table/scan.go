@@ -404,7 +404,9 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
 				lo, hi, ok = Float(float64(s.Min())), Float(float64(s.Max())), kind == KindFloat
 			case *metadata.ByteArrayStatistics:
 				lo, hi = Bytes(s.Min()), Bytes(s.Max())
-				lo.Kind, hi.Kind = kind, kind
+				if kind == KindString {
+					lo, hi = String(string(s.Min())), String(string(s.Max()))
+				}
 				ok = kind == KindString || kind == KindBytes
 			case *metadata.BooleanStatistics:
 				lo, hi, ok = Bool(s.Min()), Bool(s.Max()), kind == KindBool

@@ -108,6 +108,19 @@ func ReadManifest(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, erro
 	return DecodeManifest(key, data)
 }
 
+// ReadTransaction reads only the transaction that made version v.
+func ReadTransaction(ctx context.Context, b blob.Bucket, v uint64) (*Transaction, error) {
+	key := ManifestKey(v)
+	data, err := b.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("table: version %d: %w", v, ErrVersionNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return DecodeTransaction(key, data)
+}
+
 // VersionInfo is one entry of the version history.
 type VersionInfo struct {
 	Version uint64

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -22,10 +23,12 @@ type statsAcc struct {
 func (a *statsAcc) see(v Value) {
 	if a.min == nil || Compare(v, *a.min) < 0 {
 		c := v
+		c.X = bytes.Clone(v.X) // v.X may point into an Arrow buffer
 		a.min = &c
 	}
 	if a.max == nil || Compare(v, *a.max) > 0 {
 		c := v
+		c.X = bytes.Clone(v.X)
 		a.max = &c
 	}
 }
@@ -96,7 +99,7 @@ func (a *statsAcc) add(arr arrow.Array) {
 		if v.Kind == KindFloat && math.IsNaN(v.F) {
 			continue
 		}
-		if (v.Kind == KindString || v.Kind == KindBytes) && len(v.S) > maxStatLen {
+		if len(v.S) > maxStatLen || len(v.X) > maxStatLen {
 			a.tooLong, a.min, a.max = true, nil, nil
 			return
 		}

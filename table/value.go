@@ -3,7 +3,6 @@ package table
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -24,14 +23,17 @@ const (
 	KindBool
 )
 
-// Value is a typed scalar: a statistic or a predicate's operand.
+// Value is a typed scalar: a statistic or a predicate's operand. In
+// manifests it is a JSON object {"k": kind, and one of "i", "u", "f", "s",
+// "x" (base64 bytes), "b"}.
 type Value struct {
-	Kind ValueKind
-	I    int64
-	U    uint64
-	F    float64
-	S    string // KindString and KindBytes
-	B    bool
+	Kind ValueKind `json:"k"`
+	I    int64     `json:"i,omitempty"`
+	U    uint64    `json:"u,omitempty"`
+	F    float64   `json:"f,omitempty"`
+	S    string    `json:"s,omitempty"` // KindString
+	X    []byte    `json:"x,omitempty"` // KindBytes
+	B    bool      `json:"b,omitempty"`
 }
 
 // Int, Uint, Float, String, Bytes and Bool make Values.
@@ -39,7 +41,7 @@ func Int(v int64) Value     { return Value{Kind: KindInt, I: v} }
 func Uint(v uint64) Value   { return Value{Kind: KindUint, U: v} }
 func Float(v float64) Value { return Value{Kind: KindFloat, F: v} }
 func String(v string) Value { return Value{Kind: KindString, S: v} }
-func Bytes(v []byte) Value  { return Value{Kind: KindBytes, S: string(v)} }
+func Bytes(v []byte) Value  { return Value{Kind: KindBytes, X: v} }
 func Bool(v bool) Value     { return Value{Kind: KindBool, B: v} }
 
 func (v Value) String() string {
@@ -53,7 +55,7 @@ func (v Value) String() string {
 	case KindString:
 		return fmt.Sprintf("%q", v.S)
 	case KindBytes:
-		return fmt.Sprintf("0x%x", v.S)
+		return fmt.Sprintf("0x%x", v.X)
 	case KindBool:
 		return fmt.Sprint(v.B)
 	}
@@ -69,8 +71,10 @@ func Compare(a, b Value) int {
 		return cmp.Compare(a.U, b.U)
 	case KindFloat:
 		return cmp.Compare(a.F, b.F)
-	case KindString, KindBytes:
+	case KindString:
 		return cmp.Compare(a.S, b.S)
+	case KindBytes:
+		return bytes.Compare(a.X, b.X)
 	case KindBool:
 		if a.B == b.B {
 			return 0
@@ -100,68 +104,4 @@ func KindOf(t arrow.DataType) ValueKind {
 		return KindBool
 	}
 	return KindNone
-}
-
-type jsonValue struct {
-	I *json.Number `json:"i,omitempty"`
-	U *json.Number `json:"u,omitempty"`
-	F *float64     `json:"f,omitempty"`
-	S *string      `json:"s,omitempty"`
-	X []byte       `json:"x,omitempty"` // bytes, base64
-	B *bool        `json:"b,omitempty"`
-}
-
-// MarshalJSON writes {"i":…}, {"u":…}, {"f":…}, {"s":…}, {"x":base64} or {"b":…}.
-func (v Value) MarshalJSON() ([]byte, error) {
-	var j jsonValue
-	switch v.Kind {
-	case KindInt:
-		n := json.Number(fmt.Sprint(v.I))
-		j.I = &n
-	case KindUint:
-		n := json.Number(fmt.Sprint(v.U))
-		j.U = &n
-	case KindFloat:
-		j.F = &v.F
-	case KindString:
-		j.S = &v.S
-	case KindBytes:
-		j.X = []byte(v.S)
-		if j.X == nil {
-			j.X = []byte{}
-		}
-	case KindBool:
-		j.B = &v.B
-	default:
-		return nil, fmt.Errorf("table: cannot encode a value of kind %d", v.Kind)
-	}
-	return json.Marshal(j)
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (v *Value) UnmarshalJSON(data []byte) error {
-	var j jsonValue
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	switch {
-	case j.I != nil:
-		v.Kind = KindInt
-		v.I, err = j.I.Int64()
-	case j.U != nil:
-		v.Kind = KindUint
-		_, err = fmt.Sscan(string(*j.U), &v.U)
-	case j.F != nil:
-		*v = Float(*j.F)
-	case j.S != nil:
-		*v = String(*j.S)
-	case j.X != nil || bytes.Contains(data, []byte(`"x"`)):
-		*v = Bytes(j.X)
-	case j.B != nil:
-		*v = Bool(*j.B)
-	default:
-		return fmt.Errorf("table: value %s has no known kind", data)
-	}
-	return err
 }

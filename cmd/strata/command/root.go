@@ -68,7 +68,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
 	})
-	root.AddCommand(newSelftest(env))
+	root.AddCommand(newSelftest(env), newBench(env))
 	return root
 }
 

@@ -1,0 +1,70 @@
+package command
+
+import (
+	"os"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/internal/bench"
+)
+
+func newBench(env *Env) *cobra.Command {
+	cfg := bench.Config{}
+	var phases string
+	var seed uint
+	var cpuprofile string
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Run the rollouts benchmark workload and print one JSON line per phase",
+		Long: `bench runs the rollouts workload (shared/bench/WORKLOAD.md): W writers, each
+opening the table on its own, make C commits of R rows; then full, projected
+and filtered scans. Results go to stdout as JSON lines, progress to stderr.
+The exit status is non-zero when a check fails (a row count). With
+STRATA_BENCH_TRACE=1 set, commits slower than 100ms are logged with their
+attempts and rebases.
+
+Phases: ingest, scan-before (compact, scan-after and concurrent need the
+compactor). S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+and AWS_REGION.`,
+		Example: `  strata bench
+  strata bench --store=file --dir=/tmp/t --writers=4 --commits=50 --rows=200
+  strata bench --store=s3 --s3-endpoint=http://127.0.0.1:9000 --s3-bucket=strata`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg.Seed = uint32(seed)
+			if cpuprofile != "" {
+				f, err := os.Create(cpuprofile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			if phases != "" {
+				cfg.Phases = strings.Split(phases, ",")
+			}
+			return bench.Run(c.Context(), cfg, env.Out, env.Err)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&cfg.Writers, "writers", 4, "concurrent writers")
+	f.IntVar(&cfg.Commits, "commits", 50, "commits per writer")
+	f.IntVar(&cfg.Rows, "rows", 200, "rows per commit")
+	f.IntVar(&cfg.TargetRows, "target-rows", 1_000_000, "compaction target rows per fragment")
+	f.UintVar(&seed, "seed", 42, "data generator seed")
+	f.StringVar(&phases, "phases", "", "comma-separated phases (default: all this build has)")
+	f.StringVar(&cfg.Store, "store", "file", "file or s3")
+	f.StringVar(&cfg.Dir, "dir", "", "local folder for --store=file (default: a fresh temp folder, removed afterwards)")
+	f.StringVar(&cfg.S3Endpoint, "s3-endpoint", "", "S3 endpoint, e.g. http://127.0.0.1:9000")
+	f.StringVar(&cfg.S3Bucket, "s3-bucket", "", "S3 bucket (must exist)")
+	f.StringVar(&cfg.S3Prefix, "s3-prefix", "", "S3 prefix (default: a fresh one)")
+	f.IntVar(&cfg.ConcWriters, "conc-writers", 2, "writers in the concurrent phase")
+	f.IntVar(&cfg.ConcCommits, "conc-commits", 20, "commits per writer in the concurrent phase")
+	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
+	return c
+}

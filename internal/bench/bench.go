@@ -1,0 +1,289 @@
+// Package bench runs the rollouts workload of shared/bench/WORKLOAD.md
+// against Strata and prints one JSON line per phase.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/table"
+)
+
+// Config holds the workload's flags.
+type Config struct {
+	Writers, Commits, Rows int
+	TargetRows             int
+	Seed                   uint32
+	Phases                 []string
+	Store                  string // file or s3
+	Dir                    string
+	S3Endpoint, S3Bucket   string
+	S3Prefix               string
+	ConcWriters            int
+	ConcCommits            int
+}
+
+// AllPhases in order.
+var AllPhases = []string{"ingest", "scan-before", "compact", "scan-after", "concurrent"}
+
+// implemented phases; the others need the compactor.
+var implemented = []string{"ingest", "scan-before"}
+
+// Result is one output line; fields that do not apply are left out.
+type Result map[string]any
+
+// Run runs the phases, writing JSON lines to out and progress to log. It
+// returns an error when a check fails.
+func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
+	if len(cfg.Phases) == 0 {
+		for _, p := range AllPhases {
+			if slices.Contains(implemented, p) {
+				cfg.Phases = append(cfg.Phases, p)
+			} else {
+				fmt.Fprintf(log, "bench: phase %s needs the compactor, which this build does not have; skipped\n", p)
+			}
+		}
+	}
+	for _, p := range cfg.Phases {
+		if !slices.Contains(AllPhases, p) {
+			return fmt.Errorf("bench: unknown phase %q (phases: %s)", p, strings.Join(AllPhases, ","))
+		}
+		if !slices.Contains(implemented, p) {
+			return fmt.Errorf("bench: phase %q needs the compactor, which this build does not have", p)
+		}
+	}
+	tableURL, cleanup, err := cfg.tableURL()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fmt.Fprintf(log, "bench: table %s\n", tableURL)
+	enc := json.NewEncoder(out)
+	emit := func(phase string, r Result) {
+		r["system"], r["store"], r["phase"] = "strata", cfg.Store, phase
+		addUsage(r)
+		_ = enc.Encode(r)
+	}
+	for _, phase := range cfg.Phases {
+		fmt.Fprintf(log, "bench: phase %s\n", phase)
+		var r Result
+		switch phase {
+		case "ingest":
+			r, err = ingest(ctx, cfg, tableURL, log)
+		case "scan-before":
+			r, err = scan(ctx, tableURL)
+		}
+		if err != nil {
+			return fmt.Errorf("bench: %s: %w", phase, err)
+		}
+		emit(phase, r)
+	}
+	return nil
+}
+
+func (cfg Config) tableURL() (string, func(), error) {
+	switch cfg.Store {
+	case "file", "":
+		dir := cfg.Dir
+		cleanup := func() {}
+		if dir == "" {
+			d, err := os.MkdirTemp("", "strata-bench-")
+			if err != nil {
+				return "", nil, err
+			}
+			dir, cleanup = d, func() { os.RemoveAll(d) }
+		}
+		return "file://" + dir, cleanup, nil
+	case "s3":
+		if cfg.S3Endpoint == "" || cfg.S3Bucket == "" {
+			return "", nil, errors.New("bench: --store=s3 needs --s3-endpoint and --s3-bucket")
+		}
+		prefix := cfg.S3Prefix
+		if prefix == "" {
+			prefix = "strata-bench-" + strings.ToLower(table.NewID())
+		}
+		region := os.Getenv("AWS_REGION")
+		if region == "" {
+			region = "us-east-1"
+		}
+		u := fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s", cfg.S3Bucket, prefix, url.QueryEscape(cfg.S3Endpoint), region)
+		return u, func() {}, nil
+	}
+	return "", nil, fmt.Errorf("bench: --store must be file or s3, not %q", cfg.Store)
+}
+
+func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, error) {
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		return nil, err
+	}
+	// Batches are generated before the clock starts.
+	batches := make([][]arrow.RecordBatch, cfg.Writers)
+	for w := range cfg.Writers {
+		for c := range cfg.Commits {
+			batches[w] = append(batches[w], rollouts.Batch(nil, cfg.Seed, w, int64(c*cfg.Rows), cfg.Rows))
+		}
+	}
+	defer func() {
+		for _, bs := range batches {
+			for _, rec := range bs {
+				rec.Release()
+			}
+		}
+	}()
+	var mu sync.Mutex
+	var lat []time.Duration
+	conflicts := 0
+	errs := make([]error, cfg.Writers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range cfg.Writers {
+		wg.Go(func() {
+			// Each writer opens the bucket and the table on its own.
+			wb, err := blob.Open(ctx, u)
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			defer wb.Close()
+			tb, err := commit.OpenTable(ctx, wb, &commit.Options{Writer: fmt.Sprintf("w%02d", w)})
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			for _, rec := range batches[w] {
+				t0 := time.Now()
+				res, err := tb.Append(ctx, rec)
+				d := time.Since(t0)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				if os.Getenv("STRATA_BENCH_TRACE") != "" && d > 100*time.Millisecond {
+					fmt.Fprintf(log, "bench: writer %d commit %d took %v (%d attempts, %d rebases)\n", w, len(lat), d, res.Attempts, res.Rebases)
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				conflicts += res.Rebases
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	rows := cfg.Writers * cfg.Commits * cfg.Rows
+	if got := s.Manifest().Rows(); got != int64(rows) {
+		return nil, fmt.Errorf("table holds %d rows, want %d", got, rows)
+	}
+	slices.Sort(lat)
+	logical := int64(rows) * rollouts.RowBytes
+	return Result{
+		"rows": rows, "logical_bytes": logical, "wall_s": round(wall.Seconds()),
+		"rows_per_s": round(float64(rows) / wall.Seconds()), "mb_per_s": round(float64(logical) / 1e6 / wall.Seconds()),
+		"p50_ms": ms(pct(lat, 0.50)), "p99_ms": ms(pct(lat, 0.99)), "max_ms": ms(lat[len(lat)-1]),
+		"conflicts": conflicts, "versions": s.Version(), "fragments": len(s.Manifest().Fragments),
+	}, nil
+}
+
+func scan(ctx context.Context, u string) (Result, error) {
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	timed := func(fn func(*table.Snapshot) (int64, error)) (float64, int64, error) {
+		t0 := time.Now()
+		s, err := table.Open(ctx, b, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		n, err := fn(s)
+		return round(time.Since(t0).Seconds()), n, err
+	}
+	scanRows := func(cols []string) func(*table.Snapshot) (int64, error) {
+		return func(s *table.Snapshot) (int64, error) {
+			var n int64
+			for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: cols}) {
+				if err != nil {
+					return 0, err
+				}
+				n += rec.NumRows()
+			}
+			return n, nil
+		}
+	}
+	full, nFull, err := timed(scanRows(nil))
+	if err != nil {
+		return nil, err
+	}
+	proj, nProj, err := timed(scanRows([]string{"id", "reward"}))
+	if err != nil {
+		return nil, err
+	}
+	count, nCount, err := timed(func(s *table.Snapshot) (int64, error) {
+		res, err := s.Count(ctx, table.Ge("reward", table.Float(0.9)))
+		return res.Rows, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if nFull != nProj {
+		return nil, fmt.Errorf("full scan read %d rows, projected scan %d", nFull, nProj)
+	}
+	return Result{"rows": nFull, "full_s": full, "proj_s": proj, "count_s": count, "count_rows": nCount}, nil
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return round(float64(d.Microseconds()) / 1000) }
+
+func round(x float64) float64 {
+	switch {
+	case x >= 100:
+		return float64(int64(x + 0.5))
+	default:
+		return float64(int64(x*1000+0.5)) / 1000
+	}
+}
+
+// addUsage adds the process's CPU time and peak RSS so far.
+func addUsage(r Result) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		r["cpu_s"] = round(cpu.Seconds())
+		r["peak_rss_mb"] = round(float64(ru.Maxrss) / 1024)
+	}
+}

@@ -1,0 +1,26 @@
+package table_test
+
+import (
+	"testing"
+
+	"github.com/stratadb/strata/table"
+)
+
+func BenchmarkManifestCodec(b *testing.B) {
+	bk := memBucket(b)
+	newTable(b, bk, 200, 5)
+	s, _ := table.Open(ctx, bk, nil)
+	m := s.Manifest()
+	data, _ := table.EncodeManifest(m)
+	b.Run("encode-200-fragments", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = table.EncodeManifest(m)
+		}
+		b.ReportMetric(float64(len(data)), "bytes")
+	})
+	b.Run("decode-200-fragments", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = table.DecodeManifest("k", data)
+		}
+	})
+}
