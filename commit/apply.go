@@ -69,6 +69,10 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 	case table.KindAppend:
 		next.Fragments = append(next.Fragments, txn.Added...)
 	case table.KindMerge:
+		if mark, ok := cur.Shards[txn.Shard]; ok && mark.Epoch > txn.Epoch {
+			return nil, &ConflictError{Ours: *txn, Version: cur.Version,
+				Reason: fmt.Sprintf("shard %q is owned by epoch %d; this merge is from epoch %d (fenced)", txn.Shard, mark.Epoch, txn.Epoch)}
+		}
 		next.Fragments = append(next.Fragments, txn.Added...)
 		if next.Shards == nil {
 			next.Shards = map[string]table.ShardMark{}

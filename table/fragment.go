@@ -53,8 +53,14 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // NewFragmentWriter starts a fragment with a fresh key in b. The caller
 // must Close (to finish) or Abort it.
 func NewFragmentWriter(ctx context.Context, b blob.Bucket, schema *arrow.Schema) (*FragmentWriter, error) {
+	return NewFragmentWriterAt(ctx, b, schema, NewFragmentKey())
+}
+
+// NewFragmentWriterAt starts a fragment object at key, which must be a
+// fresh name no other writer uses.
+func NewFragmentWriterAt(ctx context.Context, b blob.Bucket, schema *arrow.Schema, key string) (*FragmentWriter, error) {
 	pr, pw := io.Pipe()
-	w := &FragmentWriter{schema: schema, key: NewFragmentKey(), pw: pw, done: make(chan error, 1)}
+	w := &FragmentWriter{schema: schema, key: key, pw: pw, done: make(chan error, 1)}
 	w.counter.w = pw
 	go func() {
 		err := b.Put(ctx, w.key, pr)

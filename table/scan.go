@@ -420,3 +420,44 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
 		return cs, rg.NumRows()
 	}
 }
+
+// ScanBatches applies opts' projection and filter to in-memory batches of
+// the given schema (a writer's memtable, say), as Scan does to fragments.
+// Fragments, deletions and row addresses do not apply.
+func ScanBatches(ctx context.Context, schema *arrow.Schema, batches []arrow.RecordBatch, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		opts.WithRowAddress = false
+		p, err := SnapshotOf(nil, schema, nil).plan(opts)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		f := &Fragment{}
+		for _, rec := range batches {
+			// Bring the batch to the plan's read columns.
+			cols := make([]arrow.Array, len(p.read))
+			for i, c := range p.read {
+				cols[i] = rec.Column(schema.FieldIndices(c)[0])
+			}
+			fields := make([]arrow.Field, len(p.read))
+			for i, c := range p.read {
+				fields[i] = schema.Field(schema.FieldIndices(c)[0])
+			}
+			in := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+			out, err := p.filter(ctx, f, in, 0, nil)
+			in.Release()
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if out == nil {
+				continue
+			}
+			ok := yield(out, nil)
+			out.Release()
+			if !ok {
+				return
+			}
+		}
+	}
+}

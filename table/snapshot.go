@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -50,6 +51,16 @@ func Open(ctx context.Context, b blob.Bucket, opts *OpenOptions) (*Snapshot, err
 
 // NewSnapshot wraps a manifest already read.
 func NewSnapshot(b blob.Bucket, m *Manifest) *Snapshot { return &Snapshot{b: b, m: m} }
+
+// SnapshotOf makes a read-only view of fragment objects that no manifest
+// lists yet (a shard's generations, say), to scan them as a table.
+func SnapshotOf(b blob.Bucket, schema *arrow.Schema, fragments []Fragment) *Snapshot {
+	m := &Manifest{Fragments: fragments, schema: schema}
+	for _, f := range fragments {
+		m.NextFragmentID = max(m.NextFragmentID, f.ID+1)
+	}
+	return &Snapshot{b: b, m: m}
+}
 
 // Manifest returns the snapshot's manifest; do not modify it.
 func (s *Snapshot) Manifest() *Manifest { return s.m }

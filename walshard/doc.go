@@ -1,0 +1,36 @@
+// Package walshard gives each worker its own shard of a table's
+// write-ahead log, so that workers append without contending on the
+// table's manifest.
+//
+// A worker opens a shard (Open), which claims a new epoch and fences any
+// earlier owner. Append returns once the rows are durable in a WAL entry
+// in the bucket; concurrent appends are grouped into one entry. Rows also
+// go to an in-memory memtable, which Flush seals into an immutable
+// generation (a Parquet object under the shard). Merge commits the
+// flushed generations into the base table as one fragment, recording the
+// shard's watermark (the newest generation merged) in the same manifest.
+//
+// Objects, under _shards/<shard>/ (docs/format.md has the details):
+//
+//	epochs/<inverted epoch>          claims, put-if-absent
+//	wal/<inverted position>          WAL entries and fences, put-if-absent
+//	gen/<generation>-e<epoch>.parquet generations, fresh names
+//	state/<inverted seq>.json        shard states, put-if-absent
+//
+// Invariants:
+//
+//   - Every acknowledged append is stored exactly once: in a WAL entry
+//     above the state's flushed position, in a generation the state lists
+//     and the table's watermark does not cover, or in the base table.
+//     Replay on open reads the WAL entries above the flushed position.
+//   - Merging is exactly-once: the watermark moves in the manifest that adds
+//     the rows, and the conflict matrix turns a second merge of the same
+//     generations into a no-op.
+//   - A fenced writer can do no harm: a new owner writes a fence entry at
+//     the first free WAL position and a state object at the next sequence
+//     number, so the old owner's next WAL write or state write collides and
+//     fails with ErrFenced. The old owner can merge only generations a
+//     state object recorded, which the new owner also sees, so exactly-once
+//     holds for them too.
+//   - No object is overwritten: every name above is created once.
+package walshard

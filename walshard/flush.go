@@ -1,0 +1,129 @@
+package walshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratadb/strata/table"
+)
+
+// Flush seals the memtable into a generation: a Parquet object under the
+// shard, recorded in a new state object. It returns the generation number
+// (0 when the memtable was empty). Flushes are serialised; appends go on
+// while one runs. When more than MaxPendingGenerations generations await
+// merging, Flush waits for a merge.
+func (s *Shard) Flush(ctx context.Context) (uint64, error) {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	for {
+		if err := s.fencedErr(); err != nil {
+			return 0, err
+		}
+		s.mu.Lock()
+		n := len(s.mu.state.pending(s.mu.watermark))
+		s.mu.Unlock()
+		if n < s.opts.MaxPendingGenerations {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	s.mu.Lock()
+	entries := s.mu.mem[:len(s.mu.mem):len(s.mu.mem)]
+	state := s.mu.state
+	watermark := s.mu.watermark
+	s.mu.Unlock()
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	gen := state.NextGen
+	w, err := table.NewFragmentWriterAt(ctx, s.b, s.schema, s.l.genKey(gen, s.epoch))
+	if err != nil {
+		return 0, err
+	}
+	for _, me := range entries {
+		for _, rec := range me.batches {
+			if err := w.Write(rec); err != nil {
+				w.Abort()
+				return 0, err
+			}
+		}
+	}
+	frag, err := w.Close()
+	if err != nil {
+		return 0, err
+	}
+	next := &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
+		WALFlushed: entries[len(entries)-1].pos, NextGen: gen + 1}
+	next.Generations = append(state.pending(watermark), Generation{Gen: gen, Key: frag.Key, Rows: frag.Rows, Bytes: frag.Bytes,
+		WALFrom: entries[0].pos, WALTo: entries[len(entries)-1].pos})
+	if err := writeState(ctx, s.b, s.l, next); err != nil {
+		if errors.Is(err, errStateTaken) {
+			return 0, s.setFenced()
+		}
+		return 0, fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
+	}
+	s.mu.Lock()
+	s.mu.state = next
+	s.mu.mem = s.mu.mem[len(entries):]
+	for _, me := range entries {
+		s.mu.memRows -= me.rows
+		s.mu.memBytes -= me.bytes
+		for _, rec := range me.batches {
+			rec.Release()
+		}
+	}
+	if len(s.mu.mem) > 0 {
+		s.mu.memSince = time.Now()
+	}
+	s.mu.Unlock()
+	return gen, nil
+}
+
+// flushLoop flushes when triggered (memtable over its bound) or when the
+// memtable is older than FlushInterval, backing off after a failure.
+func (s *Shard) flushLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	tick := time.Hour
+	if s.opts.FlushInterval > 0 {
+		tick = max(s.opts.FlushInterval/4, time.Millisecond)
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	backoff := 10 * time.Millisecond
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.flushq:
+		case <-t.C:
+			s.mu.Lock()
+			due := s.opts.FlushInterval > 0 && len(s.mu.mem) > 0 && time.Since(s.mu.memSince) >= s.opts.FlushInterval
+			s.mu.Unlock()
+			if !due {
+				continue
+			}
+		}
+		if _, err := s.Flush(ctx); err != nil {
+			if errors.Is(err, ErrFenced) || ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			s.triggerFlush()
+			continue
+		}
+		backoff = 10 * time.Millisecond
+	}
+}

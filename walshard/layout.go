@@ -1,0 +1,66 @@
+package walshard
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ShardsDir holds every shard of a table.
+const ShardsDir = "_shards/"
+
+// ErrBadShardID: a shard id that is not 1–128 characters of letters,
+// digits, '-', '_' and '.'.
+var ErrBadShardID = errors.New("walshard: bad shard id")
+
+// CheckShardID validates a shard id.
+func CheckShardID(id string) error {
+	if id == "" || len(id) > 128 || id == "." || id == ".." {
+		return fmt.Errorf("%w %q: want 1 to 128 of [A-Za-z0-9._-]", ErrBadShardID, id)
+	}
+	for _, r := range id {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("%w %q: want 1 to 128 of [A-Za-z0-9._-]", ErrBadShardID, id)
+		}
+	}
+	return nil
+}
+
+type layout struct{ dir string }
+
+func newLayout(id string) layout { return layout{dir: ShardsDir + id + "/"} }
+
+func inv(n uint64) string { return fmt.Sprintf("%020d", math.MaxUint64-n) }
+
+func parseInv(s string) (uint64, bool) {
+	if len(s) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return math.MaxUint64 - n, true
+}
+
+func (l layout) epochs() string             { return l.dir + "epochs/" }
+func (l layout) epochKey(e uint64) string   { return l.epochs() + inv(e) }
+func (l layout) wal() string                { return l.dir + "wal/" }
+func (l layout) walKey(pos uint64) string   { return l.wal() + inv(pos) }
+func (l layout) states() string             { return l.dir + "state/" }
+func (l layout) stateKey(seq uint64) string { return l.states() + inv(seq) + ".json" }
+func (l layout) genKey(gen, epoch uint64) string {
+	return fmt.Sprintf("%sgen/%020d-e%d.parquet", l.dir, gen, epoch)
+}
+
+// parseLast returns the number a listed key under dir names.
+func parseLast(dir, key string) (uint64, bool) {
+	name, ok := strings.CutPrefix(key, dir)
+	if !ok {
+		return 0, false
+	}
+	name = strings.TrimSuffix(name, ".json")
+	return parseInv(name)
+}

@@ -1,0 +1,205 @@
+package walshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+// MergeResult says what a merge pass did.
+type MergeResult struct {
+	Generations int    // generations merged
+	Rows        int64  // rows they held
+	Watermark   uint64 // the shard's watermark afterwards
+	Version     uint64 // the table version that recorded it (0: nothing to merge)
+	Done        bool   // another merge already covered these generations
+}
+
+// Merge commits the flushed generations above the table's watermark (up to
+// the per-pass caps) into the base table as one fragment, in one Append
+// that also records the shard's new watermark; then it deletes the merged
+// generations and the WAL entries they cover. It returns ErrMergeRunning
+// when a merge of this handle is already running.
+func (s *Shard) Merge(ctx context.Context) (MergeResult, error) {
+	if !s.merging.CompareAndSwap(false, true) {
+		return MergeResult{}, ErrMergeRunning
+	}
+	defer s.merging.Store(false)
+	for range 10 {
+		if err := s.fencedErr(); err != nil {
+			return MergeResult{}, err
+		}
+		res, err := s.mergeOnce(ctx)
+		if commit.IsRetryableConflict(err) {
+			continue // another merge of this shard moved the watermark: re-plan
+		}
+		return res, err
+	}
+	return MergeResult{}, fmt.Errorf("walshard: shard %q: merge kept conflicting", s.id)
+}
+
+// Merging reports whether a merge is running.
+func (s *Shard) Merging() bool { return s.merging.Load() }
+
+func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
+	// A newer owner may have opened the shard: then this handle must not
+	// make anything visible.
+	page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	if len(page.Objects) > 0 {
+		if e, ok := parseLast(s.l.epochs(), page.Objects[0].Key); ok && e > s.epoch {
+			return MergeResult{}, s.setFenced()
+		}
+	}
+	base, err := table.ReadLatest(ctx, s.b)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	watermark := base.Shards[s.id].Watermark
+	s.noteWatermark(watermark)
+	s.mu.Lock()
+	pending := s.mu.state.pending(watermark)
+	s.mu.Unlock()
+	var pass []Generation
+	var bytes int64
+	for _, g := range pending {
+		if len(pass) > 0 && (len(pass) >= s.opts.MergeMaxGenerations || bytes+g.Bytes > s.opts.MergeMaxBytes) {
+			break
+		}
+		pass = append(pass, g)
+		bytes += g.Bytes
+	}
+	if len(pass) == 0 {
+		return MergeResult{Watermark: watermark}, s.cleanup(ctx, watermark)
+	}
+	frags := make([]table.Fragment, len(pass))
+	var rows int64
+	for i, g := range pass {
+		frags[i] = table.Fragment{ID: uint64(i), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes}
+		rows += g.Rows
+	}
+	w, err := table.NewFragmentWriter(ctx, s.b, s.schema)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	for rec, err := range table.SnapshotOf(s.b, s.schema, frags).Scan(ctx, table.ScanOptions{Parallelism: 4}) {
+		if err == nil {
+			err = w.Write(rec)
+		}
+		if err != nil {
+			w.Abort()
+			return MergeResult{}, fmt.Errorf("walshard: shard %q: read generations for merge: %w", s.id, err)
+		}
+	}
+	frag, err := w.Close()
+	if err != nil {
+		return MergeResult{}, err
+	}
+	if frag.Rows != rows {
+		return MergeResult{}, fmt.Errorf("walshard: shard %q: merge read %d rows from generations that hold %d", s.id, frag.Rows, rows)
+	}
+	top := pass[len(pass)-1].Gen
+	txn := table.Transaction{Kind: table.KindMerge, Shard: s.id, Watermark: top, Epoch: s.epoch, Added: []table.Fragment{frag}}
+	o := s.opts.Commit
+	o.CatchUp = true
+	res, err := commit.Commit(ctx, s.b, base, txn, &o)
+	var ce *commit.ConflictError
+	if errors.As(err, &ce) && !ce.Retryable && ce.Theirs.CommitID == "" {
+		_ = s.b.Delete(ctx, frag.Key)
+		return MergeResult{}, s.setFenced() // the table records a newer epoch for this shard
+	}
+	if err != nil {
+		return MergeResult{}, err
+	}
+	s.noteWatermark(top)
+	out := MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: res.Version, Done: res.Done}
+	if res.Done {
+		_ = s.b.Delete(ctx, frag.Key) // never referenced
+		out.Generations, out.Rows = 0, 0
+	}
+	return out, s.cleanup(ctx, top)
+}
+
+func (s *Shard) noteWatermark(w uint64) {
+	s.mu.Lock()
+	s.mu.watermark = max(s.mu.watermark, w)
+	s.mu.Unlock()
+}
+
+// cleanup deletes the generations at or below the watermark and the WAL
+// entries they cover. Entries above the state's flushed position, and the
+// newest state objects, stay: fencing and replay need them.
+func (s *Shard) cleanup(ctx context.Context, watermark uint64) error {
+	s.mu.Lock()
+	state := s.mu.state
+	s.mu.Unlock()
+	var walTo uint64
+	for _, g := range state.Generations {
+		if g.Gen > watermark {
+			continue
+		}
+		walTo = max(walTo, g.WALTo)
+		if err := s.b.Delete(ctx, g.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	walTo = min(walTo, state.WALFlushed)
+	if walTo > 0 {
+		for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
+			if err != nil {
+				return err
+			}
+			pos, ok := parseLast(s.l.wal(), o.Key)
+			if !ok || pos > walTo {
+				continue
+			}
+			if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	// Old state objects: keep the newest two.
+	n := 0
+	for o, err := range blob.List(ctx, s.b, s.l.states(), 0) {
+		if err != nil {
+			return err
+		}
+		if n++; n > 2 {
+			if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mergeLoop merges every MergeInterval, backing off after a failure.
+func (s *Shard) mergeLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	wait := s.opts.MergeInterval
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(wait):
+		}
+		_, err := s.Merge(ctx)
+		switch {
+		case errors.Is(err, ErrFenced) || ctx.Err() != nil:
+			return
+		case err != nil && !errors.Is(err, ErrMergeRunning):
+			wait = min(2*wait, 30*time.Second)
+		default:
+			wait = s.opts.MergeInterval
+		}
+	}
+}

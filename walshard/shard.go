@@ -1,0 +1,517 @@
+package walshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+// Errors.
+var (
+	// ErrFenced: a newer owner opened the shard; this handle can do
+	// nothing more. Reopen the shard to write again.
+	ErrFenced = errors.New("walshard: fenced by a newer owner of the shard")
+	// ErrClosed: the shard handle was closed.
+	ErrClosed = errors.New("walshard: shard closed")
+	// ErrMergeRunning: a merge of this shard is already running.
+	ErrMergeRunning = errors.New("walshard: a merge of this shard is already running")
+)
+
+// Options configure a shard handle. Zero values mean defaults.
+type Options struct {
+	// Shard is the shard id, chosen by the caller (a pod name, say).
+	Shard string
+	// GroupBytes bounds one WAL entry (default 8 MiB); GroupWait is how
+	// long the writer waits to gather concurrent appends into one entry
+	// (default 2ms).
+	GroupBytes int64
+	GroupWait  time.Duration
+	// FlushBytes and FlushRows: the memtable is flushed in the background
+	// when it passes either (defaults 64 MiB, no row bound). FlushInterval
+	// also flushes a non-empty memtable that old (0: never).
+	FlushBytes    int64
+	FlushRows     int64
+	FlushInterval time.Duration
+	// MaxMemtableBytes: appends wait while the memtable holds more
+	// (default 256 MiB). MaxPendingGenerations: flushes wait while more
+	// generations await merging (default 64).
+	MaxMemtableBytes      int64
+	MaxPendingGenerations int
+	// MergeInterval merges in the background that often (0: never).
+	// MergeMaxGenerations and MergeMaxBytes cap one merge pass (defaults
+	// 64 and 1 GiB).
+	MergeInterval       time.Duration
+	MergeMaxGenerations int
+	MergeMaxBytes       int64
+	// Commit tunes the merge commits.
+	Commit commit.Options
+}
+
+func (o Options) withDefaults() Options {
+	if o.GroupBytes <= 0 {
+		o.GroupBytes = 8 << 20
+	}
+	if o.GroupWait <= 0 {
+		o.GroupWait = 2 * time.Millisecond
+	}
+	if o.FlushBytes <= 0 {
+		o.FlushBytes = 64 << 20
+	}
+	if o.MaxMemtableBytes <= 0 {
+		o.MaxMemtableBytes = 256 << 20
+	}
+	if o.MaxPendingGenerations <= 0 {
+		o.MaxPendingGenerations = 64
+	}
+	if o.MergeMaxGenerations <= 0 {
+		o.MergeMaxGenerations = 64
+	}
+	if o.MergeMaxBytes <= 0 {
+		o.MergeMaxBytes = 1 << 30
+	}
+	if o.Commit.Writer == "" {
+		o.Commit.Writer = "shard:" + o.Shard
+	}
+	return o
+}
+
+type memEntry struct {
+	pos     uint64
+	batches []arrow.RecordBatch
+	rows    int64
+	bytes   int64
+}
+
+type appendReq struct {
+	rec  arrow.RecordBatch
+	done chan error
+}
+
+// Shard is one owner's handle on a shard. Safe for concurrent use.
+type Shard struct {
+	b      blob.Bucket
+	l      layout
+	id     string
+	epoch  uint64
+	schema *arrow.Schema
+	opts   Options
+
+	appendq chan appendReq
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	flushq  chan struct{} // non-blocking trigger
+	flushMu sync.Mutex    // serialises flushes
+	merging atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		nextPos   uint64
+		mem       []memEntry
+		memRows   int64
+		memBytes  int64
+		memSince  time.Time // when the oldest memtable entry landed
+		state     *State
+		watermark uint64 // newest table watermark this handle saw
+		fenced    error
+		closed    bool
+	}
+}
+
+// Open claims a new epoch of the shard, fences any earlier owner, and
+// replays the WAL entries not yet flushed into the memtable.
+func Open(ctx context.Context, b blob.Bucket, opts Options) (*Shard, error) {
+	if err := CheckShardID(opts.Shard); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	s := &Shard{b: b, l: newLayout(opts.Shard), id: opts.Shard, schema: m.Schema(), opts: opts,
+		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
+	s.mu.watermark = m.Shards[opts.Shard].Watermark
+	if s.epoch, err = s.claimEpoch(ctx); err != nil {
+		return nil, err
+	}
+	fencePos, err := s.fence(ctx)
+	if err != nil {
+		return nil, err
+	}
+	state, err := s.takeOver(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.state = state
+	s.mu.nextPos = fencePos + 1
+	if err := s.replay(ctx, state.WALFlushed, fencePos); err != nil {
+		return nil, err
+	}
+	s.wg.Go(s.writeLoop)
+	s.wg.Go(s.flushLoop)
+	if opts.MergeInterval > 0 {
+		s.wg.Go(s.mergeLoop)
+	}
+	return s, nil
+}
+
+// ID returns the shard id; Epoch the epoch this handle owns.
+func (s *Shard) ID() string            { return s.id }
+func (s *Shard) Epoch() uint64         { return s.epoch }
+func (s *Shard) Schema() *arrow.Schema { return s.schema }
+
+func (s *Shard) claimEpoch(ctx context.Context) (uint64, error) {
+	for range 100 {
+		page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
+		if err != nil {
+			return 0, err
+		}
+		next := uint64(1)
+		if len(page.Objects) > 0 {
+			e, ok := parseLast(s.l.epochs(), page.Objects[0].Key)
+			if !ok {
+				return 0, fmt.Errorf("walshard: unexpected object %q among epochs", page.Objects[0].Key)
+			}
+			next = e + 1
+		}
+		err = s.b.PutIfAbsent(ctx, s.l.epochKey(next), []byte(s.opts.Commit.Writer))
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, blob.ErrExists) {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("walshard: shard %q: could not claim an epoch", s.id)
+}
+
+// walEnd returns the newest WAL position in the bucket (0: none).
+func (s *Shard) walEnd(ctx context.Context) (uint64, error) {
+	page, err := s.b.ListPage(ctx, s.l.wal(), "", 1)
+	if err != nil || len(page.Objects) == 0 {
+		return 0, err
+	}
+	pos, ok := parseLast(s.l.wal(), page.Objects[0].Key)
+	if !ok {
+		return 0, fmt.Errorf("walshard: unexpected object %q in the WAL", page.Objects[0].Key)
+	}
+	return pos, nil
+}
+
+// fence writes a fence entry at the first free WAL position at or above
+// both the listed end and the state's flushed position, and returns it.
+func (s *Shard) fence(ctx context.Context) (uint64, error) {
+	state, err := readState(ctx, s.b, s.l)
+	if err != nil {
+		return 0, err
+	}
+	end, err := s.walEnd(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pos := max(end, state.WALFlushed) + 1
+	for range 1000 {
+		e := &entry{kind: kindFence, epoch: s.epoch, position: pos, id: table.NewID()}
+		data, _ := encodeEntry(e, s.schema)
+		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
+		if err == nil {
+			return pos, nil
+		}
+		if errors.Is(err, blob.ErrExists) || blob.IsRetryable(err) {
+			if got, rerr := s.readEntry(ctx, pos, true); rerr == nil && got.id == e.id {
+				return pos, nil
+			}
+			if errors.Is(err, blob.ErrExists) {
+				pos++ // the old owner wrote here first; its next write meets our fence
+			}
+			continue
+		}
+		return 0, err
+	}
+	return 0, fmt.Errorf("walshard: shard %q: could not place a fence", s.id)
+}
+
+// takeOver writes a state object in this epoch at the next sequence
+// number, so that the old owner's next state write fails.
+func (s *Shard) takeOver(ctx context.Context) (*State, error) {
+	for range 100 {
+		cur, err := readState(ctx, s.b, s.l)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Epoch > s.epoch {
+			return nil, ErrFenced
+		}
+		next := *cur
+		next.Seq, next.Epoch, next.ID = cur.Seq+1, s.epoch, table.NewID()
+		err = writeState(ctx, s.b, s.l, &next)
+		if err == nil {
+			return &next, nil
+		}
+		if !errors.Is(err, errStateTaken) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("walshard: shard %q: could not take over the state", s.id)
+}
+
+func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*entry, error) {
+	key := s.l.walKey(pos)
+	data, err := s.b.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEntry(s.id, key, pos, data, s.schema, headerOnly)
+}
+
+// replay reads the data entries in (from, to) into the memtable.
+func (s *Shard) replay(ctx context.Context, from, to uint64) error {
+	var positions []uint64
+	for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
+		if err != nil {
+			return err
+		}
+		pos, ok := parseLast(s.l.wal(), o.Key)
+		if !ok {
+			return fmt.Errorf("walshard: unexpected object %q in the WAL", o.Key)
+		}
+		if pos <= from {
+			break // names count down: the rest are older
+		}
+		if pos < to {
+			positions = append(positions, pos)
+		}
+	}
+	slices.Sort(positions)
+	for _, pos := range positions {
+		e, err := s.readEntry(ctx, pos, false)
+		if err != nil {
+			return err
+		}
+		if e.kind == kindData {
+			s.addToMemtable(pos, e.batches)
+		}
+	}
+	return nil
+}
+
+func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch) {
+	me := memEntry{pos: pos, batches: batches}
+	for _, rec := range batches {
+		me.rows += rec.NumRows()
+		me.bytes += recordBytes(rec)
+	}
+	s.mu.Lock()
+	if len(s.mu.mem) == 0 {
+		s.mu.memSince = time.Now()
+	}
+	s.mu.mem = append(s.mu.mem, me)
+	s.mu.memRows += me.rows
+	s.mu.memBytes += me.bytes
+	over := s.mu.memBytes >= s.opts.FlushBytes || (s.opts.FlushRows > 0 && s.mu.memRows >= s.opts.FlushRows)
+	s.mu.Unlock()
+	if over {
+		s.triggerFlush()
+	}
+}
+
+func (s *Shard) triggerFlush() {
+	select {
+	case s.flushq <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Shard) fencedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	return s.mu.fenced
+}
+
+func (s *Shard) setFenced() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.fenced == nil {
+		s.mu.fenced = fmt.Errorf("%w (shard %q, epoch %d)", ErrFenced, s.id, s.epoch)
+	}
+	return s.mu.fenced
+}
+
+// Append makes rec durable in the shard's WAL and adds it to the
+// memtable. It returns once the WAL entry holding rec is in the bucket.
+// A batch of another schema is refused before anything is written. When
+// the memtable is over its bound, Append waits for a flush.
+func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) error {
+	if err := table.CheckSchema(s.schema, rec.Schema()); err != nil {
+		return err
+	}
+	for {
+		if err := s.fencedErr(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		full := s.mu.memBytes > s.opts.MaxMemtableBytes
+		s.mu.Unlock()
+		if !full {
+			break
+		}
+		s.triggerFlush()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	rec.Retain()
+	req := appendReq{rec: rec, done: make(chan error, 1)}
+	select {
+	case s.appendq <- req:
+	case <-ctx.Done():
+		rec.Release()
+		return ctx.Err()
+	case <-s.stop:
+		rec.Release()
+		return ErrClosed
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// The entry may still land; the rows are then durable, but this
+		// caller was not told so.
+		return ctx.Err()
+	}
+}
+
+// writeLoop gathers concurrent appends into WAL entries.
+func (s *Shard) writeLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	for {
+		var reqs []appendReq
+		select {
+		case r := <-s.appendq:
+			reqs = append(reqs, r)
+		case <-s.stop:
+			return
+		}
+		size := recordBytes(reqs[0].rec)
+		timer := time.NewTimer(s.opts.GroupWait)
+	gather:
+		for size < s.opts.GroupBytes {
+			select {
+			case r := <-s.appendq:
+				reqs = append(reqs, r)
+				size += recordBytes(r.rec)
+			case <-timer.C:
+				break gather
+			case <-s.stop:
+				break gather
+			}
+		}
+		timer.Stop()
+		batches := make([]arrow.RecordBatch, len(reqs))
+		for i, r := range reqs {
+			batches[i] = r.rec
+		}
+		err := s.writeEntry(ctx, batches)
+		if err != nil {
+			for _, rec := range batches {
+				rec.Release()
+			}
+		}
+		for _, r := range reqs {
+			r.done <- err
+		}
+	}
+}
+
+// writeEntry creates the next WAL entry with batches and, once it is in
+// the bucket, adds them to the memtable (which takes the references).
+func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) error {
+	if err := s.fencedErr(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	pos := s.mu.nextPos
+	s.mu.Unlock()
+	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID(), batches: batches}
+	data, err := encodeEntry(e, s.schema)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(s.budget())
+	for attempt := 1; ; attempt++ {
+		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, blob.ErrExists) && !blob.IsRetryable(err) {
+			return err
+		}
+		// Outcome unknown, or the position is taken: whose entry is there?
+		got, rerr := s.readEntry(ctx, pos, true)
+		switch {
+		case rerr == nil && got.id == e.id:
+			err = nil
+		case rerr == nil:
+			return s.setFenced() // a newer owner's fence (or entry) holds our position
+		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline):
+			time.Sleep(min(time.Duration(attempt)*5*time.Millisecond, 200*time.Millisecond))
+			continue
+		default:
+			return fmt.Errorf("walshard: shard %q: WAL entry %d: %w", s.id, pos, err)
+		}
+		break
+	}
+	s.mu.Lock()
+	s.mu.nextPos = pos + 1
+	s.mu.Unlock()
+	s.addToMemtable(pos, batches)
+	return nil
+}
+
+func (s *Shard) budget() time.Duration {
+	if s.opts.Commit.Budget > 0 {
+		return s.opts.Commit.Budget
+	}
+	return 30 * time.Second
+}
+
+// Close stops the handle's background work. Appends not yet acknowledged
+// fail with ErrClosed; acknowledged rows are durable in the WAL whether or
+// not they were flushed.
+func (s *Shard) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, me := range s.mu.mem {
+		for _, rec := range me.batches {
+			rec.Release()
+		}
+	}
+	s.mu.mem = nil
+	return nil
+}

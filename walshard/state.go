@@ -1,0 +1,107 @@
+package walshard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// State is a shard's durable record, one object per change, never
+// rewritten: the generations flushed and not yet known to be merged, and
+// how far the WAL is covered by them.
+type State struct {
+	Seq   uint64 `json:"seq"`
+	Epoch uint64 `json:"epoch"` // the owner that wrote it
+	// Writer and ID let a writer recognise its own state object after an
+	// ambiguous create.
+	ID string `json:"id"`
+	// WALFlushed: every WAL entry at or below it is in a generation (or is
+	// a fence); replay starts above it.
+	WALFlushed  uint64       `json:"wal_flushed"`
+	NextGen     uint64       `json:"next_gen"`
+	Generations []Generation `json:"generations"`
+}
+
+// Generation is one flushed memtable: a Parquet object under the shard.
+type Generation struct {
+	Gen     uint64 `json:"gen"`
+	Key     string `json:"key"`
+	Rows    int64  `json:"rows"`
+	Bytes   int64  `json:"bytes"`
+	WALFrom uint64 `json:"wal_from"`
+	WALTo   uint64 `json:"wal_to"`
+}
+
+// readState reads the newest state (Seq 0 when the shard is new).
+func readState(ctx context.Context, b blob.Bucket, l layout) (*State, error) {
+	page, err := b.ListPage(ctx, l.states(), "", 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Objects) == 0 {
+		return &State{NextGen: 1}, nil
+	}
+	key := page.Objects[0].Key
+	seq, ok := parseLast(l.states(), key)
+	if !ok {
+		return nil, fmt.Errorf("walshard: unexpected object %q among shard states", key)
+	}
+	data, err := b.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil || s.Seq != seq {
+		return nil, fmt.Errorf("walshard: shard state %q is corrupt: %v", key, err)
+	}
+	return &s, nil
+}
+
+// errStateTaken: another writer created the state object at that
+// sequence number.
+var errStateTaken = errors.New("walshard: state sequence number taken")
+
+// writeState creates state s at s.Seq. It returns errStateTaken when
+// another writer holds that sequence number. A failure that may hide a
+// landed create (a lost response, a 412 after an SDK retry) is resolved by
+// reading the object back and comparing ids.
+func writeState(ctx context.Context, b blob.Bucket, l layout, s *State) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	key := l.stateKey(s.Seq)
+	err = b.PutIfAbsent(ctx, key, data)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, blob.ErrExists) && !blob.IsRetryable(err) {
+		return err
+	}
+	got, rerr := b.Get(ctx, key)
+	if errors.Is(rerr, blob.ErrNotFound) {
+		return err // it did not land
+	}
+	if rerr != nil {
+		return rerr
+	}
+	var other State
+	if json.Unmarshal(got, &other) == nil && other.ID == s.ID {
+		return nil
+	}
+	return errStateTaken
+}
+
+// pending returns the generations above the table's watermark.
+func (s *State) pending(watermark uint64) []Generation {
+	var out []Generation
+	for _, g := range s.Generations {
+		if g.Gen > watermark {
+			out = append(out, g)
+		}
+	}
+	return out
+}

@@ -1,0 +1,179 @@
+package walshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// ErrUnknownShard: no shard of that id in the table.
+var ErrUnknownShard = errors.New("walshard: unknown shard")
+
+// Stats is the LSM view of one shard.
+type Stats struct {
+	Shard string `json:"shard"`
+	Epoch uint64 `json:"epoch"`
+	// WAL positions: the newest written, and the newest in a generation;
+	// replay starts above WALFlushed. WALLag is the difference.
+	WALLastWritten uint64 `json:"wal_last_written"`
+	WALFlushed     uint64 `json:"wal_flushed"`
+	WALLag         uint64 `json:"wal_lag"`
+	// The memtable (zero when read from the bucket by Inspect).
+	MemtableRows  int64 `json:"memtable_rows"`
+	MemtableBytes int64 `json:"memtable_bytes"`
+	// Generations awaiting merge, above the table's watermark. Rows come
+	// from the shard's state object: counting them costs no reads.
+	Watermark          uint64 `json:"watermark"`
+	PendingGenerations int    `json:"pending_generations"`
+	PendingBytes       int64  `json:"pending_bytes"`
+	PendingRows        int64  `json:"pending_rows"`
+	NewestGeneration   uint64 `json:"newest_generation"`
+	Merging            bool   `json:"compacting"`
+}
+
+func fillPending(st *Stats, state *State) {
+	st.WALFlushed = state.WALFlushed
+	st.NewestGeneration = state.NextGen - 1
+	for _, g := range state.pending(st.Watermark) {
+		st.PendingGenerations++
+		st.PendingBytes += g.Bytes
+		st.PendingRows += g.Rows
+	}
+}
+
+// Stats returns the handle's view, with no I/O.
+func (s *Shard) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.nextPos - 1, MemtableRows: s.mu.memRows,
+		MemtableBytes: s.mu.memBytes, Watermark: s.mu.watermark, Merging: s.merging.Load()}
+	fillPending(&st, s.mu.state)
+	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
+	return st
+}
+
+// Inspect reads a shard's stats from the bucket, without owning it: one
+// LIST each for the epoch, the WAL end and the state, one GET for the
+// state, and the table's latest manifest for the watermark.
+func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
+	if err := CheckShardID(id); err != nil {
+		return Stats{}, err
+	}
+	l := newLayout(id)
+	page, err := b.ListPage(ctx, l.epochs(), "", 1)
+	if err != nil {
+		return Stats{}, err
+	}
+	if len(page.Objects) == 0 {
+		return Stats{}, fmt.Errorf("%w %q", ErrUnknownShard, id)
+	}
+	st := Stats{Shard: id}
+	st.Epoch, _ = parseLast(l.epochs(), page.Objects[0].Key)
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return Stats{}, err
+	}
+	st.Watermark = m.Shards[id].Watermark
+	state, err := readState(ctx, b, l)
+	if err != nil {
+		return Stats{}, err
+	}
+	fillPending(&st, state)
+	s := &Shard{b: b, l: l}
+	if st.WALLastWritten, err = s.walEnd(ctx); err != nil {
+		return Stats{}, err
+	}
+	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
+	return st, nil
+}
+
+// ScanFresh scans the base table's latest version, then this shard's
+// generations that it has not merged, then the memtable: every row this
+// handle acknowledged, each exactly once, with the rows other writers
+// merged into the base table.
+func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		opts.WithRowAddress = false
+		for attempt := 0; ; attempt++ {
+			base, err := table.Open(ctx, s.b, nil)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			watermark := base.Manifest().Shards[s.id].Watermark
+			// The memtable and the state change together under the lock.
+			s.mu.Lock()
+			gens := s.mu.state.pending(watermark)
+			var mem []arrow.RecordBatch
+			for _, me := range s.mu.mem {
+				for _, rec := range me.batches {
+					rec.Retain()
+					mem = append(mem, rec)
+				}
+			}
+			s.mu.Unlock()
+			release := func() {
+				for _, rec := range mem {
+					rec.Release()
+				}
+			}
+			frags := make([]table.Fragment, len(gens))
+			for i, g := range gens {
+				frags[i] = table.Fragment{ID: uint64(i), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes}
+			}
+			// Generations first: a merge that lands meanwhile may delete
+			// them, and then the scan starts again from a newer base.
+			var genBatches []arrow.RecordBatch
+			vanished := false
+			for rec, err := range table.SnapshotOf(s.b, s.schema, frags).Scan(ctx, opts) {
+				if errors.Is(err, blob.ErrNotFound) && attempt < 5 {
+					vanished = true
+					break
+				}
+				if err != nil {
+					release()
+					yield(nil, err)
+					return
+				}
+				rec.Retain()
+				genBatches = append(genBatches, rec)
+			}
+			if vanished {
+				for _, rec := range genBatches {
+					rec.Release()
+				}
+				release()
+				continue
+			}
+			stop := false
+			emit := func(seq iter.Seq2[arrow.RecordBatch, error]) {
+				for rec, err := range seq {
+					if stop {
+						return
+					}
+					if !yield(rec, err) || err != nil {
+						stop = true
+					}
+				}
+			}
+			emit(base.Scan(ctx, opts))
+			for _, rec := range genBatches {
+				if !stop && !yield(rec, nil) {
+					stop = true
+				}
+				rec.Release()
+			}
+			if !stop {
+				emit(table.ScanBatches(ctx, s.schema, mem, opts))
+			}
+			release()
+			return
+		}
+	}
+}
