@@ -1,3 +1,131 @@
 package walshard_test
 
-func registerKillChild() {}
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/walshard"
+)
+
+const killChild = "walshard-kill-worker"
+
+// registerKillChild registers a worker that appends ids from a starting
+// point through shard w1, with background flushes and merges, printing
+// each acknowledged id, until it is killed.
+func registerKillChild() {
+	testenv.RegisterChild(killChild, func() int {
+		args := testenv.ChildArgs() // url start
+		start, _ := strconv.ParseInt(args[1], 10, 64)
+		b, err := blob.Open(context.Background(), args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		s, err := walshard.Open(context.Background(), b, walshard.Options{Shard: "w1", FlushRows: 20, MergeInterval: 10 * time.Millisecond})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		out := bufio.NewWriter(os.Stdout)
+		for id := start; ; id++ {
+			rec := batch("w1", id)
+			err := s.Append(context.Background(), rec)
+			rec.Release()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			fmt.Fprintln(out, id)
+			out.Flush()
+		}
+	})
+}
+
+// Worker processes are killed with SIGKILL at random moments and
+// restarted; every id any of them acknowledged ends up in the table
+// exactly once.
+func TestSIGKILLedWorkersLoseNothingFile(t *testing.T) { killedWorkers(t, "file://"+t.TempDir()) }
+func TestSIGKILLedWorkersLoseNothingMinIO(t *testing.T) {
+	killedWorkers(t, testenv.MinIO(t).URL(t))
+}
+
+func killedWorkers(t *testing.T, u string) {
+	b := newTable(t, u)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var acked []int64
+	tried := map[int64]bool{}
+	const rounds = 6
+	for r := range rounds {
+		start := int64(r) * 1_000_000
+		cmd := testenv.ChildCommand(killChild, u, strconv.FormatInt(start, 10))
+		stdout, _ := cmd.StdoutPipe()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var got []int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				id, err := strconv.ParseInt(sc.Text(), 10, 64)
+				if err == nil {
+					mu.Lock()
+					got = append(got, id)
+					mu.Unlock()
+				}
+			}
+			_, _ = io.Copy(io.Discard, stdout)
+		}()
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		<-done
+		if len(got) == 0 {
+			t.Fatalf("round %d: the worker acknowledged nothing before the kill\n%s", r, stderr.String())
+		}
+		acked = append(acked, got...)
+		// The id after the last acknowledged one may have landed unacknowledged.
+		for _, id := range got {
+			tried[id] = true
+		}
+		tried[got[len(got)-1]+1] = true
+	}
+	s := open(t, b, "w1", walshard.Options{})
+	defer s.Close()
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := baseIDs(t, b)
+	for _, id := range acked {
+		if seen[id] != 1 {
+			t.Fatalf("acknowledged id %d seen %d times", id, seen[id])
+		}
+	}
+	for id, n := range seen {
+		if !tried[id] || n != 1 {
+			t.Fatalf("id %d seen %d times; never acknowledged", id, n)
+		}
+	}
+	t.Logf("%d kills, %d acknowledged rows, %d in the table", rounds, len(acked), len(seen))
+}
