@@ -164,3 +164,26 @@ func TestCachedStateEncodingEqualsPlainJSON(t *testing.T) {
 		t.Fatalf("re-encoding with the fragment cache changed the manifest:\n%s\n%s", a, b)
 	}
 }
+
+// Two tables in one process may hold fragments with the same relative key
+// and id but other contents; the encoder's cache must not mix them up.
+func TestEncodingCacheKeepsTablesApart(t *testing.T) {
+	_, _, m1 := latestManifestBytes(t)
+	_, _, m2 := latestManifestBytes(t)
+	m2.Fragments[0].Key = m1.Fragments[0].Key
+	m2.Fragments[0].Bytes = m1.Fragments[0].Bytes + 37
+	if _, err := table.EncodeManifest(m1); err != nil {
+		t.Fatal(err)
+	}
+	data, err := table.EncodeManifest(m2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := table.DecodeManifest(table.ManifestKey(m2.Version), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Fragments[0].Bytes != m2.Fragments[0].Bytes {
+		t.Fatalf("fragment bytes %d, want %d: the cache served another table's entry", got.Fragments[0].Bytes, m2.Fragments[0].Bytes)
+	}
+}

@@ -182,11 +182,16 @@ func (m *Manifest) validate(key string) error {
 
 // fragmentJSON caches the encoding of fragment entries: a committer
 // re-encodes the whole state on every attempt, and all but a few entries
-// are the same as last time. An entry is immutable but for its id (given
-// at each commit attempt) and its deletion vector, so these make the key.
+// are the same as last time. Within one table an entry is immutable but
+// for its id (given at each commit attempt) and its deletion vector; object
+// keys are relative to the table, so the table id is part of the key too
+// (two tables in one process may hold the same relative key), with the
+// sizes as a last guard.
 type fragmentCacheKey struct {
-	id          uint64
-	key, delKey string
+	table              string
+	id                 uint64
+	key, delKey        string
+	rows, bytes, count int64
 }
 
 var fragmentJSON struct {
@@ -196,10 +201,10 @@ var fragmentJSON struct {
 
 const fragmentJSONCacheMax = 1 << 16
 
-func encodeFragment(f *Fragment) ([]byte, error) {
-	k := fragmentCacheKey{id: f.ID, key: f.Key}
+func encodeFragment(tableID string, f *Fragment) ([]byte, error) {
+	k := fragmentCacheKey{table: tableID, id: f.ID, key: f.Key, rows: f.Rows, bytes: f.Bytes}
 	if f.Deletion != nil {
-		k.delKey = f.Deletion.Key
+		k.delKey, k.count = f.Deletion.Key, f.Deletion.Count
 	}
 	fragmentJSON.Lock()
 	data, ok := fragmentJSON.m[k]
@@ -237,7 +242,7 @@ func marshalState(m *Manifest) ([]byte, error) {
 	buf.Grow(len(rest) + 512*len(m.Fragments))
 	buf.WriteString(`{"fragments":[`)
 	for i := range m.Fragments {
-		data, err := encodeFragment(&m.Fragments[i])
+		data, err := encodeFragment(m.TableID, &m.Fragments[i])
 		if err != nil {
 			return nil, err
 		}

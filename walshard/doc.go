@@ -7,7 +7,8 @@
 // in the bucket; concurrent appends are grouped into one entry. Rows also
 // go to an in-memory memtable, which Flush seals into an immutable
 // generation (a Parquet object under the shard). Merge commits the
-// flushed generations into the base table as one fragment, recording the
+// flushed generations into the base table — each generation is a Parquet
+// fragment already and joins the table without a copy — recording the
 // shard's watermark (the newest generation merged) in the same manifest.
 //
 // Objects, under _shards/<shard>/ (docs/format.md has the details):

@@ -61,7 +61,7 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 	next := &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
 		WALFlushed: entries[len(entries)-1].pos, NextGen: gen + 1}
 	next.Generations = append(state.pending(watermark), Generation{Gen: gen, Key: frag.Key, Rows: frag.Rows, Bytes: frag.Bytes,
-		WALFrom: entries[0].pos, WALTo: entries[len(entries)-1].pos})
+		WALFrom: entries[0].pos, WALTo: entries[len(entries)-1].pos, Columns: frag.Columns})
 	if err := writeState(ctx, s.b, s.l, next); err != nil {
 		if errors.Is(err, errStateTaken) {
 			return 0, s.setFenced()

@@ -1,6 +1,7 @@
 package walshard
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
@@ -51,8 +52,14 @@ func (l layout) wal() string                { return l.dir + "wal/" }
 func (l layout) walKey(pos uint64) string   { return l.wal() + inv(pos) }
 func (l layout) states() string             { return l.dir + "state/" }
 func (l layout) stateKey(seq uint64) string { return l.states() + inv(seq) + ".json" }
+
+// genKey names a generation object: its number, the owner's epoch, and a
+// fresh random part, so that no two flush attempts share a name (a flush
+// whose state write failed is retried under a new name).
 func (l layout) genKey(gen, epoch uint64) string {
-	return fmt.Sprintf("%sgen/%020d-e%d.parquet", l.dir, gen, epoch)
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	return fmt.Sprintf("%sgen/%020d-e%d-%x.parquet", l.dir, gen, epoch, rnd)
 }
 
 // parseLast returns the number a listed key under dir names.

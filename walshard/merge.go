@@ -21,9 +21,10 @@ type MergeResult struct {
 }
 
 // Merge commits the flushed generations above the table's watermark (up to
-// the per-pass caps) into the base table as one fragment, in one Append
-// that also records the shard's new watermark; then it deletes the merged
-// generations and the WAL entries they cover. It returns ErrMergeRunning
+// the per-pass caps) into the base table, in one commit that also records
+// the shard's new watermark; then it deletes the WAL entries they cover.
+// A generation is a Parquet fragment already, so it joins the table as it
+// is, without a copy; compaction folds such fragments later. It returns ErrMergeRunning
 // when a merge of this handle is already running.
 func (s *Shard) Merge(ctx context.Context) (MergeResult, error) {
 	if !s.merging.CompareAndSwap(false, true) {
@@ -79,40 +80,21 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	if len(pass) == 0 {
 		return MergeResult{Watermark: watermark}, s.cleanup(ctx, watermark)
 	}
+	// Generations are Parquet fragments already: the merge adds them to
+	// the table as they are, with no copy.
 	frags := make([]table.Fragment, len(pass))
 	var rows int64
 	for i, g := range pass {
-		frags[i] = table.Fragment{ID: uint64(i), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes}
+		frags[i] = table.Fragment{Key: g.Key, Rows: g.Rows, Bytes: g.Bytes, Columns: g.Columns}
 		rows += g.Rows
 	}
-	w, err := table.NewFragmentWriter(ctx, s.b, s.schema)
-	if err != nil {
-		return MergeResult{}, err
-	}
-	for rec, err := range table.SnapshotOf(s.b, s.schema, frags).Scan(ctx, table.ScanOptions{Parallelism: 4}) {
-		if err == nil {
-			err = w.Write(rec)
-		}
-		if err != nil {
-			w.Abort()
-			return MergeResult{}, fmt.Errorf("walshard: shard %q: read generations for merge: %w", s.id, err)
-		}
-	}
-	frag, err := w.Close()
-	if err != nil {
-		return MergeResult{}, err
-	}
-	if frag.Rows != rows {
-		return MergeResult{}, fmt.Errorf("walshard: shard %q: merge read %d rows from generations that hold %d", s.id, frag.Rows, rows)
-	}
 	top := pass[len(pass)-1].Gen
-	txn := table.Transaction{Kind: table.KindMerge, Shard: s.id, Watermark: top, Epoch: s.epoch, Added: []table.Fragment{frag}}
+	txn := table.Transaction{Kind: table.KindMerge, Shard: s.id, Watermark: top, Epoch: s.epoch, Added: frags}
 	o := s.opts.Commit
 	o.CatchUp = true
 	res, err := commit.Commit(ctx, s.b, base, txn, &o)
 	var ce *commit.ConflictError
 	if errors.As(err, &ce) && !ce.Retryable && ce.Theirs.CommitID == "" {
-		_ = s.b.Delete(ctx, frag.Key)
 		return MergeResult{}, s.setFenced() // the table records a newer epoch for this shard
 	}
 	if err != nil {
@@ -121,7 +103,6 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	s.noteWatermark(top)
 	out := MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: res.Version, Done: res.Done}
 	if res.Done {
-		_ = s.b.Delete(ctx, frag.Key) // never referenced
 		out.Generations, out.Rows = 0, 0
 	}
 	return out, s.cleanup(ctx, top)
@@ -133,9 +114,10 @@ func (s *Shard) noteWatermark(w uint64) {
 	s.mu.Unlock()
 }
 
-// cleanup deletes the generations at or below the watermark and the WAL
-// entries they cover. Entries above the state's flushed position, and the
-// newest state objects, stay: fencing and replay need them.
+// cleanup deletes the WAL entries that merged generations cover. Entries
+// above the state's flushed position, and the newest state objects, stay:
+// fencing and replay need them. Merged generations are table fragments now
+// and stay too.
 func (s *Shard) cleanup(ctx context.Context, watermark uint64) error {
 	s.mu.Lock()
 	state := s.mu.state
@@ -146,9 +128,6 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) error {
 			continue
 		}
 		walTo = max(walTo, g.WALTo)
-		if err := s.b.Delete(ctx, g.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
 	}
 	walTo = min(walTo, state.WALFlushed)
 	if walTo > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,11 +141,21 @@ func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 	if m.Shards["w1"].Watermark != 1 || m.Transaction.Kind != table.KindMerge {
 		t.Fatalf("manifest shard mark %+v, kind %s", m.Shards, m.Transaction.Kind)
 	}
-	// The merged generation and the WAL entries it covered are gone.
-	for o, err := range blob.List(ctx, b, "_shards/w1/gen/", 0) {
-		if err == nil {
-			t.Fatalf("generation %s still there after the merge", o.Key)
+	// The merged generation is a table fragment now; the WAL entries it
+	// covered are gone, the one for ids 20..24 stays.
+	if !strings.HasPrefix(m.Fragments[0].Key, "_shards/w1/gen/") || len(m.Fragments) != 1 {
+		t.Fatalf("fragments %+v", m.Fragments)
+	}
+	var wal []string
+	for o, err := range blob.List(ctx, b, "_shards/w1/wal/", 0) {
+		if err != nil {
+			t.Fatal(err)
 		}
+		wal = append(wal, o.Key)
+	}
+	// Positions: 1 the fence, 2 and 3 the merged rows, 4 ids 20..24.
+	if len(wal) != 1 || wal[0] != "_shards/w1/wal/18446744073709551611" {
+		t.Fatalf("WAL after merge: %q, want only position 4", wal)
 	}
 	st = s.Stats()
 	if st.PendingGenerations != 0 || st.Watermark != 1 {

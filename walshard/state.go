@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
 )
 
 // State is a shard's durable record, one object per change, never
@@ -33,6 +34,9 @@ type Generation struct {
 	Bytes   int64  `json:"bytes"`
 	WALFrom uint64 `json:"wal_from"`
 	WALTo   uint64 `json:"wal_to"`
+	// Columns are the generation's statistics, carried into the table
+	// when the generation is merged.
+	Columns []table.ColumnStats `json:"columns,omitempty"`
 }
 
 // readState reads the newest state (Seq 0 when the shard is new).

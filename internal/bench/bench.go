@@ -36,6 +36,10 @@ type Config struct {
 	S3Prefix               string
 	ConcWriters            int
 	ConcCommits            int
+	// Mode is "direct" (each batch one commit) or "shard" (each writer
+	// appends through its own WAL shard; merges run in the background and
+	// a final flush and merge is inside the timed phase).
+	Mode string
 }
 
 // AllPhases in order.
@@ -76,6 +80,9 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	enc := json.NewEncoder(out)
 	emit := func(phase string, r Result) {
 		r["system"], r["store"], r["phase"] = "strata", cfg.Store, phase
+		if cfg.Mode == "shard" {
+			r["mode"] = "shard"
+		}
 		addUsage(r)
 		_ = enc.Encode(r)
 	}
@@ -84,7 +91,11 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		var r Result
 		switch phase {
 		case "ingest":
-			r, err = ingest(ctx, cfg, tableURL, log)
+			if cfg.Mode == "shard" {
+				r, err = ingestShards(ctx, cfg, tableURL, log)
+			} else {
+				r, err = ingest(ctx, cfg, tableURL, log)
+			}
 		case "scan-before":
 			r, err = scan(ctx, tableURL)
 		}

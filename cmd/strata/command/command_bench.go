@@ -65,6 +65,7 @@ and AWS_REGION.`,
 	f.StringVar(&cfg.S3Prefix, "s3-prefix", "", "S3 prefix (default: a fresh one)")
 	f.IntVar(&cfg.ConcWriters, "conc-writers", 2, "writers in the concurrent phase")
 	f.IntVar(&cfg.ConcCommits, "conc-commits", 20, "commits per writer in the concurrent phase")
+	f.StringVar(&cfg.Mode, "mode", "direct", "direct (one commit per batch) or shard (each writer appends through its own WAL shard)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	return c
 }
