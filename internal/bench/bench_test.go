@@ -85,3 +85,12 @@ func TestBenchRefusesUnknownAndMissingPhases(t *testing.T) {
 		t.Fatalf("stdout holds %q", out.String())
 	}
 }
+
+func TestBenchShardModeOnMinIO(t *testing.T) {
+	srv := testenv.MinIO(t)
+	lines := runSmall(t, Config{Store: "s3", S3Endpoint: srv.Endpoint, S3Bucket: srv.Bucket, Mode: "shard"})
+	in := lines[0]
+	if in["mode"] != "shard" || in["rows"] != 600.0 || in["requests_per_mb"] == nil || lines[1]["rows"] != 600.0 {
+		t.Fatalf("shard-mode lines %v", lines)
+	}
+}
