@@ -67,7 +67,7 @@ type entry struct {
 func encodeEntry(e *entry, schema *arrow.Schema) ([]byte, error) {
 	var payload bytes.Buffer
 	if e.kind == kindData {
-		w := ipc.NewWriter(&payload, ipc.WithSchema(schema))
+		w := ipc.NewWriter(&payload, ipc.WithSchema(schema), ipc.WithLZ4())
 		for _, rec := range e.batches {
 			if err := w.Write(rec); err != nil {
 				return nil, err
