@@ -1,0 +1,149 @@
+package compactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+// Options tune one compaction run. Zero values mean defaults.
+type Options struct {
+	// Commit tunes the Rewrite's commit.
+	Commit commit.Options
+	// Parallelism: source fragments read at once (default 2).
+	Parallelism int
+	// DryRun plans and returns without writing anything.
+	DryRun bool
+	// MaxReplans bounds how often a run plans again after a Delete or
+	// another Rewrite touched its fragments (default 5).
+	MaxReplans int
+}
+
+// Result describes a run.
+type Result struct {
+	Plan            Plan
+	Version         uint64 // the version holding the Rewrite (0: nothing committed)
+	FragmentsBefore int
+	FragmentsAfter  int
+	RowsBefore      int64
+	RowsAfter       int64
+	BytesRewritten  int64 // bytes of the source fragments
+	Replans         int
+	Duration        time.Duration
+}
+
+// ErrRowsChanged: a bin's output does not hold the bin's live rows. The
+// run stops before committing.
+var ErrRowsChanged = errors.New("compactor: rewritten rows differ from the source rows")
+
+// Compact plans and runs one compaction of the table in b: each bin is
+// streamed into one new fragment, and one Rewrite commits them all. When a
+// Delete or another Rewrite lands on its fragments first, it plans again
+// against the newer version (up to MaxReplans times) or stops with the
+// conflict; appends and merges landing meanwhile are rebased over.
+func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Result, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Parallelism <= 0 {
+		o.Parallelism = 2
+	}
+	if o.MaxReplans <= 0 {
+		o.MaxReplans = 5
+	}
+	p = p.WithDefaults()
+	start := time.Now()
+	var res Result
+	for {
+		m, err := table.ReadLatest(ctx, b)
+		if err != nil {
+			return res, err
+		}
+		res.Plan = PlanCompaction(m, p)
+		res.FragmentsBefore, res.RowsBefore = len(m.Fragments), m.Rows()
+		res.FragmentsAfter, res.RowsAfter = res.FragmentsBefore, res.RowsBefore
+		if len(res.Plan.Bins) == 0 || o.DryRun {
+			res.Duration = time.Since(start)
+			return res, nil
+		}
+		added, rewritten, err := writeBins(ctx, b, m, res.Plan, o.Parallelism)
+		if err != nil {
+			return res, err
+		}
+		var removed []uint64
+		for _, bin := range res.Plan.Bins {
+			removed = append(removed, bin.Fragments...)
+		}
+		co := o.Commit
+		co.CatchUp = true
+		cres, err := commit.Commit(ctx, b, m, table.Transaction{Kind: table.KindRewrite, Removed: removed, Added: added}, &co)
+		if commit.IsRetryableConflict(err) && res.Replans < o.MaxReplans {
+			discard(ctx, b, added) // never referenced
+			res.Replans++
+			continue
+		}
+		if errors.Is(err, commit.ErrConflict) {
+			discard(ctx, b, added) // a conflict means our manifest is not there
+		}
+		if err != nil {
+			// Any other failure may hide a create that lands later: leave
+			// the fragments for garbage collection.
+			return res, err
+		}
+		res.Version = cres.Version
+		res.FragmentsAfter, res.RowsAfter = len(cres.Manifest.Fragments), cres.Manifest.Rows()
+		res.BytesRewritten = rewritten
+		res.Duration = time.Since(start)
+		return res, nil
+	}
+}
+
+// writeBins rewrites each bin into one fragment.
+func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, parallelism int) ([]table.Fragment, int64, error) {
+	snap := table.NewSnapshot(b, m)
+	var added []table.Fragment
+	var rewritten int64
+	for _, bin := range plan.Bins {
+		w, err := table.NewFragmentWriter(ctx, b, m.Schema())
+		if err != nil {
+			discard(ctx, b, added)
+			return nil, 0, err
+		}
+		for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: parallelism, BatchSize: 4096}) {
+			if err == nil {
+				err = w.Write(rec)
+			}
+			if err != nil {
+				w.Abort()
+				discard(ctx, b, added)
+				return nil, 0, err
+			}
+		}
+		f, err := w.Close()
+		if err != nil {
+			discard(ctx, b, added)
+			return nil, 0, err
+		}
+		added = append(added, f)
+		if f.Rows != bin.Rows {
+			discard(ctx, b, added)
+			return nil, 0, fmt.Errorf("%w: bin %v holds %d live rows, wrote %d", ErrRowsChanged, bin.Fragments, bin.Rows, f.Rows)
+		}
+		rewritten += bin.Bytes
+	}
+	return added, rewritten, nil
+}
+
+// discard deletes fragments no manifest references (best effort: garbage
+// collection removes whatever is left).
+func discard(ctx context.Context, b blob.Bucket, frags []table.Fragment) {
+	for _, f := range frags {
+		_ = b.Delete(ctx, f.Key)
+	}
+}

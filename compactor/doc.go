@@ -1,0 +1,21 @@
+// Package compactor folds a table's small fragments back together.
+//
+// Every merge and direct append adds a fragment, so a busy table gathers
+// many small ones that slow every scan. ShouldCompact decides whether a run
+// is due (a pure function of the table's state, a policy and a clock);
+// PlanCompaction picks bins of adjacent small fragments; Compact rewrites
+// each bin into one fragment by streaming record batches (memory bounded by
+// a few batches and one row group, not by the table) and commits one
+// Rewrite.
+//
+// Invariants:
+//
+//   - Compaction conserves rows and bytes of every value: a Rewrite removes
+//     only fragments whose live rows it wrote, byte for byte, into the
+//     fragments it adds; deleted rows are dropped.
+//   - Appends and shard merges never conflict with a compaction (the
+//     conflict matrix rebases them); a Delete or another Rewrite touching
+//     the same fragments makes the compaction plan again, never lose a row.
+//   - One driver per table is expected (a Job with a lease); correctness
+//     never depends on it.
+package compactor
