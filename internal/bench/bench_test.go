@@ -17,6 +17,10 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 func runSmall(t *testing.T, cfg Config) []map[string]any {
 	t.Helper()
 	cfg.Writers, cfg.Commits, cfg.Rows, cfg.Seed = 3, 4, 50, 42
+	cfg.ConcWriters, cfg.ConcCommits, cfg.TargetRows = 2, 3, 1_000_000
+	if cfg.Phases == nil {
+		cfg.Phases = []string{"ingest", "scan-before"}
+	}
 	var out, log bytes.Buffer
 	if err := Run(context.Background(), cfg, &out, &log); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
@@ -75,7 +79,7 @@ func TestBenchOnMinIO(t *testing.T) {
 
 func TestBenchRefusesUnknownAndMissingPhases(t *testing.T) {
 	var out, log bytes.Buffer
-	for _, p := range []string{"nope", "compact"} {
+	for _, p := range []string{"nope", "scan"} {
 		err := Run(context.Background(), Config{Phases: []string{p}, Store: "file", Dir: t.TempDir()}, &out, &log)
 		if err == nil || !strings.Contains(err.Error(), p) {
 			t.Fatalf("phase %q: %v", p, err)
@@ -92,5 +96,23 @@ func TestBenchShardModeOnMinIO(t *testing.T) {
 	in := lines[0]
 	if in["mode"] != "shard" || in["rows"] != 600.0 || in["requests_per_mb"] == nil || lines[1]["rows"] != 600.0 {
 		t.Fatalf("shard-mode lines %v", lines)
+	}
+}
+
+func TestBenchAllPhasesOnFile(t *testing.T) {
+	lines := runSmall(t, Config{Store: "file", Dir: t.TempDir(), Phases: AllPhases})
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want 5", len(lines))
+	}
+	c := lines[2]
+	if c["phase"] != "compact" || c["fragments_before"] != 12.0 || c["fragments_after"] != 1.0 || c["rows_before"] != 600.0 || c["rows_after"] != 600.0 {
+		t.Fatalf("compact line %v", c)
+	}
+	if lines[3]["phase"] != "scan-after" || lines[3]["rows"] != 600.0 {
+		t.Fatalf("scan-after line %v", lines[3])
+	}
+	cc := lines[4]
+	if cc["phase"] != "concurrent" || cc["ok"] != true || cc["rows"] != 900.0 || cc["distinct_ids"] != 900.0 {
+		t.Fatalf("concurrent line %v", cc)
 	}
 }

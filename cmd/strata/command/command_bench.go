@@ -25,8 +25,7 @@ The exit status is non-zero when a check fails (a row count). With
 STRATA_BENCH_TRACE=1 set, commits slower than 100ms are logged with their
 attempts and rebases.
 
-Phases: ingest, scan-before (compact, scan-after and concurrent need the
-compactor). S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+Phases: ingest, scan-before, compact, scan-after, concurrent. S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
 and AWS_REGION.`,
 		Example: `  strata bench
   strata bench --store=file --dir=/tmp/t --writers=4 --commits=50 --rows=200
@@ -57,7 +56,7 @@ and AWS_REGION.`,
 	f.IntVar(&cfg.Rows, "rows", 200, "rows per commit")
 	f.IntVar(&cfg.TargetRows, "target-rows", 1_000_000, "compaction target rows per fragment")
 	f.UintVar(&seed, "seed", 42, "data generator seed")
-	f.StringVar(&phases, "phases", "", "comma-separated phases (default: all this build has)")
+	f.StringVar(&phases, "phases", "", "comma-separated phases (default: all)")
 	f.StringVar(&cfg.Store, "store", "file", "file or s3")
 	f.StringVar(&cfg.Dir, "dir", "", "local folder for --store=file (default: a fresh temp folder, removed afterwards)")
 	f.StringVar(&cfg.S3Endpoint, "s3-endpoint", "", "S3 endpoint, e.g. http://127.0.0.1:9000")

@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/table"
+)
+
+// compact compacts the table to fragments of at most --target-rows rows.
+func compact(ctx context.Context, cfg Config, u string) (Result, error) {
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	t0 := time.Now()
+	res, err := compactor.Compact(ctx, b, compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}, nil)
+	wall := time.Since(t0)
+	if err != nil {
+		return nil, err
+	}
+	if res.RowsAfter != res.RowsBefore {
+		return nil, fmt.Errorf("compaction changed the row count: %d before, %d after", res.RowsBefore, res.RowsAfter)
+	}
+	return Result{"wall_s": round(wall.Seconds()), "fragments_before": res.FragmentsBefore, "fragments_after": res.FragmentsAfter,
+		"rows_before": res.RowsBefore, "rows_after": res.RowsAfter}, nil
+}
+
+// concurrent runs two more writers (workers W and W+1) while a compactor
+// compacts back to back until both are done, then checks every id.
+func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	before, err := table.Open(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	rowsBefore := before.Manifest().Rows()
+	batches := make([][]arrow.RecordBatch, cfg.ConcWriters)
+	for i := range cfg.ConcWriters {
+		for c := range cfg.ConcCommits {
+			batches[i] = append(batches[i], rollouts.Batch(nil, cfg.Seed, cfg.Writers+i, int64(c*cfg.Rows), cfg.Rows))
+		}
+	}
+	defer func() {
+		for _, bs := range batches {
+			for _, rec := range bs {
+				rec.Release()
+			}
+		}
+	}()
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := make([]error, cfg.ConcWriters)
+	done := make(chan struct{})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range cfg.ConcWriters {
+		wg.Go(func() {
+			errs[i] = func() error {
+				wb, err := blob.Open(ctx, u)
+				if err != nil {
+					return err
+				}
+				defer wb.Close()
+				tb, err := commit.OpenTable(ctx, wb, nil)
+				if err != nil {
+					return err
+				}
+				for _, rec := range batches[i] {
+					t0 := time.Now()
+					if _, err := tb.Append(ctx, rec); err != nil {
+						return err
+					}
+					mu.Lock()
+					lat = append(lat, time.Since(t0))
+					mu.Unlock()
+				}
+				return nil
+			}()
+		})
+	}
+	var compactErr error
+	runs := 0
+	var cwg sync.WaitGroup
+	cwg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := compactor.Compact(ctx, b, compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}, nil); err != nil {
+				compactErr = err
+				return
+			}
+			runs++
+		}
+	})
+	wg.Wait()
+	close(done)
+	cwg.Wait()
+	wall := time.Since(start)
+	if err := errors.Join(append(errs, compactErr)...); err != nil {
+		return nil, err
+	}
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[int64]int{}
+	var rows int64
+	for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"id"}}) {
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range rec.Column(0).(*array.Int64).Int64Values() {
+			ids[id]++
+		}
+		rows += rec.NumRows()
+	}
+	want := rowsBefore + int64(cfg.ConcWriters*cfg.ConcCommits*cfg.Rows)
+	ok := rows == want && int64(len(ids)) == want
+	slices.Sort(lat)
+	r := Result{"wall_s": round(wall.Seconds()), "p50_ms": ms(pct(lat, 0.5)), "p99_ms": ms(pct(lat, 0.99)),
+		"rows": rows, "distinct_ids": len(ids), "ok": ok, "compactions": runs}
+	if !ok {
+		return r, fmt.Errorf("concurrent: %d rows, %d distinct ids; want %d", rows, len(ids), want)
+	}
+	return r, nil
+}
