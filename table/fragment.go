@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -37,6 +38,12 @@ type FragmentWriter struct {
 	stats   []statsAcc
 	rows    int64
 	closed  bool
+	// pending batches, written as one row group once they reach
+	// RowGroupRows: whole row groups stream their pages to the object,
+	// where a buffered row group would grow (and copy) one buffer per
+	// column.
+	pending     []arrow.RecordBatch
+	pendingRows int64
 }
 
 type countWriter struct {
@@ -97,10 +104,35 @@ func (w *FragmentWriter) Write(rec arrow.RecordBatch) error {
 		w.stats[i].add(rec.Column(i))
 	}
 	w.rows += rec.NumRows()
-	if err := w.fw.WriteBuffered(rec); err != nil {
+	rec.Retain()
+	w.pending = append(w.pending, rec)
+	w.pendingRows += rec.NumRows()
+	if w.pendingRows >= RowGroupRows {
+		return w.flushPending()
+	}
+	return nil
+}
+
+// flushPending writes the pending batches as row groups.
+func (w *FragmentWriter) flushPending() error {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	tbl := array.NewTableFromRecords(w.schema, w.pending)
+	err := w.fw.WriteTable(tbl, RowGroupRows)
+	tbl.Release()
+	w.releasePending()
+	if err != nil {
 		return fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
 	return nil
+}
+
+func (w *FragmentWriter) releasePending() {
+	for _, rec := range w.pending {
+		rec.Release()
+	}
+	w.pending, w.pendingRows = nil, 0
 }
 
 // Rows is the number of rows written so far.
@@ -113,7 +145,10 @@ func (w *FragmentWriter) Close() (Fragment, error) {
 		return Fragment{}, fmt.Errorf("table: fragment writer closed twice")
 	}
 	w.closed = true
-	err := w.fw.Close()
+	err := w.flushPending()
+	if cerr := w.fw.Close(); err == nil {
+		err = cerr
+	}
 	w.pw.CloseWithError(err)
 	if uerr := <-w.done; err == nil {
 		err = uerr
@@ -135,6 +170,7 @@ func (w *FragmentWriter) Abort() {
 		return
 	}
 	w.closed = true
+	w.releasePending()
 	w.pw.CloseWithError(fmt.Errorf("fragment aborted"))
 	<-w.done
 }
