@@ -1,0 +1,188 @@
+package compactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// GCPolicy says what garbage collection may delete. Zero values mean
+// defaults.
+type GCPolicy struct {
+	// KeepVersions: the newest versions always kept (default 10).
+	KeepVersions int
+	// RetainFor: versions younger than this are kept (default 1h; never
+	// less than MinRetain).
+	RetainFor time.Duration
+	// SafetyAge: objects no kept version references are deleted only once
+	// older than this, since an upload may be on its way to a commit
+	// (default 1h; never less than MinRetain).
+	SafetyAge time.Duration
+	// DryRun lists what would go and deletes nothing.
+	DryRun bool
+}
+
+// MinRetain is the floor for RetainFor and SafetyAge: ten times the commit
+// loop's default stall threshold, so that a commit slower than that checks
+// the GC boundary before it reports success (see docs/format.md).
+const MinRetain = 5 * time.Minute
+
+func (p GCPolicy) withDefaults() GCPolicy {
+	if p.KeepVersions <= 0 {
+		p.KeepVersions = 10
+	}
+	if p.RetainFor == 0 {
+		p.RetainFor = time.Hour
+	}
+	if p.SafetyAge == 0 {
+		p.SafetyAge = time.Hour
+	}
+	p.RetainFor = max(p.RetainFor, MinRetain)
+	p.SafetyAge = max(p.SafetyAge, MinRetain)
+	return p
+}
+
+// GCResult says what a collection deleted (or, in a dry run, would).
+type GCResult struct {
+	Boundary        uint64   // versions at or below it may be gone
+	VersionsKept    int      // manifests kept
+	VersionsDeleted []uint64 // manifests deleted
+	ObjectsDeleted  []string // data, deletion vectors, merged generations
+	BytesFreed      int64
+}
+
+// GC deletes versions older than the policy allows (keeping the newest
+// KeepVersions, those younger than RetainFor, and every tagged version),
+// then the data objects that no kept version references and that are older
+// than SafetyAge. It creates the GC boundary before deleting any manifest,
+// so that a writer stalled across the collection cannot bring a deleted
+// version back. It reads the manifests it keeps (to know what they
+// reference), never those it deletes.
+func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult, error) {
+	p = p.withDefaults()
+	var res GCResult
+	type ver struct {
+		v   uint64
+		mod time.Time
+	}
+	var versions []ver // newest first
+	for o, err := range blob.List(ctx, b, table.VersionsDir, 0) {
+		if err != nil {
+			return res, err
+		}
+		if v, ok := table.ParseManifestKey(o.Key); ok {
+			versions = append(versions, ver{v, o.ModTime})
+		}
+	}
+	if len(versions) == 0 {
+		return res, table.ErrNotFound
+	}
+	tags, err := table.Tags(ctx, b)
+	if err != nil {
+		return res, err
+	}
+	tagged := map[uint64]bool{}
+	for _, t := range tags {
+		tagged[t.Version] = true
+	}
+	// The boundary: the newest version that is neither among the newest
+	// KeepVersions nor younger than RetainFor. Everything at or below it,
+	// but tagged versions, goes.
+	for i, v := range versions {
+		if i >= p.KeepVersions && now.Sub(v.mod) >= p.RetainFor {
+			res.Boundary = v.v
+			break
+		}
+	}
+	var keep []uint64
+	for _, v := range versions {
+		if v.v > res.Boundary || tagged[v.v] {
+			keep = append(keep, v.v)
+		} else {
+			res.VersionsDeleted = append(res.VersionsDeleted, v.v)
+		}
+	}
+	res.VersionsKept = len(keep)
+	referenced := map[string]bool{}
+	var latest *table.Manifest
+	for _, v := range keep {
+		m, err := table.ReadManifest(ctx, b, v)
+		if err != nil {
+			return res, fmt.Errorf("compactor: gc: reading kept version %d: %w", v, err)
+		}
+		if latest == nil {
+			latest = m
+		}
+		for _, f := range m.Fragments {
+			referenced[f.Key] = true
+			if f.Deletion != nil {
+				referenced[f.Deletion.Key] = true
+			}
+		}
+		for _, ix := range m.Indexes {
+			referenced[ix.Key] = true
+		}
+	}
+	if !p.DryRun && len(res.VersionsDeleted) > 0 {
+		if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(res.Boundary), nil); err != nil && !errors.Is(err, blob.ErrExists) {
+			return res, fmt.Errorf("compactor: gc: creating the boundary: %w", err)
+		}
+		for _, v := range res.VersionsDeleted {
+			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return res, err
+			}
+		}
+	}
+	// Unreferenced objects, old enough.
+	collect := func(prefix string, eligible func(key string) bool) error {
+		for o, err := range blob.List(ctx, b, prefix, 0) {
+			if err != nil {
+				return err
+			}
+			if referenced[o.Key] || now.Sub(o.ModTime) < p.SafetyAge || !eligible(o.Key) {
+				continue
+			}
+			res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
+			res.BytesFreed += o.Size
+			if !p.DryRun {
+				if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	always := func(string) bool { return true }
+	if err := collect(table.DataDir, always); err != nil {
+		return res, err
+	}
+	if err := collect(table.DeletionsDir, always); err != nil {
+		return res, err
+	}
+	// Shard generations: only those the table has merged (at or below the
+	// shard's watermark); newer ones await their merge.
+	merged := func(key string) bool {
+		rest, ok := strings.CutPrefix(key, "_shards/")
+		if !ok {
+			return false
+		}
+		shard, name, ok := strings.Cut(rest, "/gen/")
+		if !ok || strings.Contains(shard, "/") || len(name) < 20 {
+			return false
+		}
+		gen, err := strconv.ParseUint(name[:20], 10, 64)
+		return err == nil && gen <= latest.Shards[shard].Watermark
+	}
+	if err := collect("_shards/", merged); err != nil {
+		return res, err
+	}
+	slices.Sort(res.VersionsDeleted)
+	return res, nil
+}

@@ -1,0 +1,144 @@
+package compactor_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/table"
+)
+
+func exists(t *testing.T, b blob.Bucket, key string) bool {
+	t.Helper()
+	_, err := b.Attributes(ctx, key)
+	if err != nil && !errors.Is(err, blob.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// GC removes only what it may: old versions but the newest, the tagged and
+// the young ones; unreferenced objects only once older than the safety
+// age — an uncommitted upload of a slow writer survives — and every version
+// kept still reads.
+func TestGCRemovesOnlyWhatItMay(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 20, 10) // versions 1..21
+	if err := table.CreateTag(ctx, b, "keep-me", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compactor.Compact(ctx, b, compactor.Policy{}, nil); err != nil { // v22
+		t.Fatal(err)
+	}
+	// A slow writer's fragment: uploaded, not yet committed.
+	rec := rollouts.Batch(nil, 42, 9, 0, 5)
+	defer rec.Release()
+	pending, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, _ := table.Open(ctx, b, &table.OpenOptions{Version: 3})
+	v3Frags := v3.Manifest().Fragments
+
+	// A dry run an hour and a half from now: lists, deletes nothing.
+	later := time.Now().Add(90 * time.Minute)
+	p := compactor.GCPolicy{KeepVersions: 5, RetainFor: time.Hour, SafetyAge: 2 * time.Hour}
+	dry, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 5, RetainFor: time.Hour, SafetyAge: 2 * time.Hour, DryRun: true}, later)
+	if err != nil || len(dry.VersionsDeleted) == 0 {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	if !exists(t, b, table.ManifestKey(1)) {
+		t.Fatal("a dry run deleted a manifest")
+	}
+
+	res, err := compactor.GC(ctx, b, p, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Versions 18..22 are the newest five; 3 is tagged; 1..17 but 3 go.
+	if res.Boundary != 17 || len(res.VersionsDeleted) != 16 || res.VersionsKept != 6 {
+		t.Fatalf("GC: boundary %d, deleted %v, kept %d", res.Boundary, res.VersionsDeleted, res.VersionsKept)
+	}
+	if len(res.ObjectsDeleted) != 0 {
+		t.Fatalf("objects younger than the safety age were deleted: %v", res.ObjectsDeleted)
+	}
+	if !exists(t, b, table.GCBoundaryKey(17)) {
+		t.Fatal("no GC boundary was written")
+	}
+	for _, v := range []uint64{3, 18, 22} {
+		s, err := table.Open(ctx, b, &table.OpenOptions{Version: v})
+		if err != nil {
+			t.Fatalf("kept version %d: %v", v, err)
+		}
+		n := 0
+		for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
+			if err != nil {
+				t.Fatalf("scan of kept version %d: %v", v, err)
+			}
+			n += int(rec.NumRows())
+		}
+		if int64(n) != s.Manifest().Rows() {
+			t.Fatalf("version %d scans %d rows, holds %d", v, n, s.Manifest().Rows())
+		}
+	}
+	if _, err := table.Open(ctx, b, &table.OpenOptions{Version: 10}); !errors.Is(err, table.ErrVersionNotFound) {
+		t.Fatalf("collected version 10: %v", err)
+	}
+
+	// Three hours on, keeping only the newest version (and the tagged
+	// one): the compacted-away fragments that only collected versions used
+	// go; those of the tagged version 3 stay; the slow writer's upload is
+	// old enough now, and unreferenced, so it goes too.
+	p.KeepVersions = 1
+	res, err = compactor.GC(ctx, b, p, time.Now().Add(3*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.ObjectsDeleted, pending.Key) {
+		t.Fatalf("old unreferenced upload %s survived: %v", pending.Key, res.ObjectsDeleted)
+	}
+	for _, f := range v3Frags {
+		if !exists(t, b, f.Key) {
+			t.Fatalf("fragment %s of tagged version 3 was deleted", f.Key)
+		}
+	}
+	if len(res.ObjectsDeleted) != 20-2+1 { // 20 appended fragments, minus the 2 of v3, plus the upload
+		t.Fatalf("deleted %d objects: %v", len(res.ObjectsDeleted), res.ObjectsDeleted)
+	}
+	s, _ := table.Open(ctx, b, nil)
+	if s.Manifest().Rows() != 200 {
+		t.Fatalf("latest holds %d rows", s.Manifest().Rows())
+	}
+}
+
+func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 3, 10)
+	rec := rollouts.Batch(nil, 42, 5, 0, 7)
+	defer rec.Release()
+	frag, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GC runs while the writer is between its upload and its commit.
+	if _, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{frag}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := table.Open(ctx, b, nil)
+	n := 0
+	for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatalf("scan after the slow commit: %v", err)
+		}
+		n += int(rec.NumRows())
+	}
+	if n != 37 {
+		t.Fatalf("%d rows, want 37", n)
+	}
+}

@@ -1,0 +1,60 @@
+package compactor_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
+)
+
+func TestLeaseKeepsASecondJobOutUntilItExpiresOrIsReleased(t *testing.T) {
+	b, _ := blob.Open(ctx, "mem://")
+	now := time.Now()
+	a, err := compactor.AcquireLease(ctx, b, "job-a", time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compactor.AcquireLease(ctx, b, "job-b", time.Minute, now.Add(30*time.Second)); !errors.Is(err, compactor.ErrLeaseHeld) {
+		t.Fatalf("second job during the lease: %v", err)
+	}
+	// A stale lease is broken.
+	bl, err := compactor.AcquireLease(ctx, b, "job-b", time.Minute, now.Add(2*time.Minute))
+	if err != nil || bl.Epoch != a.Epoch+1 {
+		t.Fatalf("breaking a stale lease: %+v, %v", bl, err)
+	}
+	// A released lease is free at once.
+	if err := bl.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compactor.AcquireLease(ctx, b, "job-c", time.Minute, now.Add(2*time.Minute)); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+}
+
+func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
+	b, _ := blob.Open(ctx, "mem://")
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	runs := []compactor.Run{
+		{Started: t0, Version: 5, FragmentsBefore: 40, FragmentsAfter: 2},
+		{Started: t0.Add(time.Hour), Error: "boom"},
+		{Started: t0.Add(2 * time.Hour), Version: 9, FragmentsBefore: 12, FragmentsAfter: 3},
+		{Started: t0.Add(3 * time.Hour)}, // nothing to do
+	}
+	for _, r := range runs {
+		if err := compactor.Record(ctx, b, r, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := compactor.ReadStatus(ctx, b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TotalCompactions != 2 || !st.LastCompaction.Equal(t0.Add(2*time.Hour)) || st.LastError != "boom" || !st.LastErrorAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("status %+v", st)
+	}
+	if len(st.History) != 3 || !st.History[0].Started.Equal(t0.Add(3*time.Hour)) || st.History[2].Error != "boom" {
+		t.Fatalf("history (newest first, pruned to 3): %+v", st.History)
+	}
+}
