@@ -34,7 +34,11 @@ func (p Plan) String() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "plan against v%d: %d bins, %d source fragments\n", p.Version, len(p.Bins), p.Sources())
 	for i, b := range p.Bins {
-		fmt.Fprintf(&sb, "  bin %d: %d fragments %v → 1 fragment, %d rows, %d bytes\n", i, len(b.Fragments), b.Fragments, b.Rows, b.Bytes)
+		ids := fmt.Sprint(b.Fragments)
+		if n := len(b.Fragments); n > 8 {
+			ids = fmt.Sprintf("[%d %d %d … %d]", b.Fragments[0], b.Fragments[1], b.Fragments[2], b.Fragments[n-1])
+		}
+		fmt.Fprintf(&sb, "  bin %d: %d fragments %s → 1 fragment, %d rows, %d bytes\n", i, len(b.Fragments), ids, b.Rows, b.Bytes)
 	}
 	return sb.String()
 }
