@@ -1,0 +1,75 @@
+package compactor_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
+)
+
+const compactChild = "compactor-compact-once"
+
+func init() {
+	testenv.RegisterChild(compactChild, func() int {
+		b, err := blob.Open(context.Background(), testenv.ChildArgs()[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		res, err := compactor.Compact(context.Background(), b, compactor.Policy{MaxSourceFragments: 4096, MaxSourceBytes: 4 << 30}, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%d -> %d fragments, %d rows, %d bytes rewritten\n", res.FragmentsBefore, res.FragmentsAfter, res.RowsAfter, res.BytesRewritten)
+		return 0
+	})
+}
+
+// BenchmarkCompactionMemory compacts a table of 2,000 fragments of 200
+// rollout rows (935 MB logical) in a process of its own and reports that
+// process's peak RSS: memory is bounded by a few batches and one row group,
+// not by the table.
+//
+//	go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
+func BenchmarkCompactionMemory(b *testing.B) {
+	dir := b.TempDir()
+	u := "file://" + dir
+	bk, err := blob.Open(ctx, u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := commit.Create(ctx, bk, rollouts.Schema, nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	tb, _ := commit.OpenTable(ctx, bk, nil)
+	const frags, rows = 2000, 200
+	for i := range frags {
+		rec := rollouts.Batch(nil, 42, 0, int64(i*rows), rows)
+		if _, err := tb.Append(ctx, rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		cmd := testenv.ChildCommand(compactChild, u)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("%v\n%s", err, out)
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MiB")
+		b.ReportMetric(time.Since(t0).Seconds(), "compact-s")
+		b.Logf("%s", out)
+	}
+}
