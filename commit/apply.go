@@ -18,6 +18,14 @@ func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 	for i := range rec.Added {
 		rec.Added[i].ID = cur.NextFragmentID + uint64(i)
 	}
+	rec.Remap = slices.Clone(txn.Remap)
+	for i := range rec.Remap {
+		pos := rec.Remap[i].To
+		if pos >= uint64(len(rec.Added)) {
+			return nil, fmt.Errorf("commit: remap entry %d names output %d of %d", i, pos, len(rec.Added))
+		}
+		rec.Remap[i].To = rec.Added[pos].ID
+	}
 	next, err := apply(cur, &rec)
 	if err != nil {
 		return nil, err
@@ -95,6 +103,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		}
 		next.Fragments = slices.DeleteFunc(next.Fragments, func(f table.Fragment) bool { return slices.Contains(txn.Removed, f.ID) })
 		next.Fragments = append(next.Fragments, txn.Added...)
+		next.Remap = append(next.Remap, txn.Remap...)
 	case table.KindOverwrite:
 		txn.Removed = nil
 		for _, f := range next.Fragments {
@@ -106,7 +115,16 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			return nil, err
 		}
 	case table.KindCreateIndex:
-		// Index objects come with the key index; nothing else changes.
+		if txn.Index == nil {
+			return nil, fmt.Errorf("commit: create_index without an index")
+		}
+		next.Indexes = slices.DeleteFunc(next.Indexes, func(ix table.Index) bool { return ix.Column == txn.Index.Column })
+		next.Indexes = append(next.Indexes, *txn.Index)
+		if len(next.Indexes) == 1 {
+			// The only index was rebuilt from the current fragments: the
+			// remap entries are folded in.
+			next.Remap = nil
+		}
 	default:
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}

@@ -39,9 +39,10 @@ func (d Decision) String() string {
 //	Rewrite       | ok     | ok                         | retry overlap | retry overlap | conflict
 //	Overwrite     | ok     | ok                         | ok            | ok            | retry
 //
-// CreateIndex behaves as Rewrite does (it reads fragments; if theirs changed
-// one, re-plan). Delete against Delete retries on a common fragment even
-// when the rows differ: the re-plan merges the two deletion vectors.
+// CreateIndex retries after any Delete or Rewrite (it read every fragment),
+// and a Rewrite retries after a CreateIndex (so that it records where it
+// moves the indexed rows). Delete against Delete retries on a common
+// fragment even when the rows differ: the re-plan merges the two vectors.
 func Check(ours, theirs *table.Transaction) Decision {
 	if theirs.Kind == table.KindCreate {
 		return Compatible
@@ -63,12 +64,28 @@ func Check(ours, theirs *table.Transaction) Decision {
 			return Retry
 		}
 		return Compatible
-	case table.KindDelete, table.KindRewrite, table.KindCreateIndex:
+	case table.KindDelete:
 		switch theirs.Kind {
 		case table.KindDelete, table.KindRewrite:
-			if overlap(ours.Touched(), theirs.Touched()) || (ours.Kind == table.KindCreateIndex) {
+			if overlap(ours.Touched(), theirs.Touched()) {
 				return Retry
 			}
+		}
+		return Compatible
+	case table.KindRewrite:
+		switch theirs.Kind {
+		case table.KindDelete, table.KindRewrite:
+			if overlap(ours.Touched(), theirs.Touched()) {
+				return Retry
+			}
+		case table.KindCreateIndex:
+			return Retry // plan again, recording remap entries for the new index
+		}
+		return Compatible
+	case table.KindCreateIndex:
+		switch theirs.Kind {
+		case table.KindDelete, table.KindRewrite:
+			return Retry // the index was built from fragments that changed
 		}
 		return Compatible
 	case table.KindOverwrite:

@@ -17,6 +17,7 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 	rw1 := table.Transaction{Kind: table.KindRewrite, Removed: []uint64{1, 7}}
 	rw2 := table.Transaction{Kind: table.KindRewrite, Removed: []uint64{2, 8}}
 	ow := table.Transaction{Kind: table.KindOverwrite}
+	ix := table.Transaction{Kind: table.KindCreateIndex}
 	cases := []struct {
 		name         string
 		ours, theirs table.Transaction
@@ -58,6 +59,13 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"overwrite after a delete", ow, del1, Compatible},
 		{"overwrite after a rewrite", ow, rw1, Compatible},
 		{"overwrite after an overwrite retries", ow, ow, Retry},
+
+		{"an index build after an append", ix, app, Compatible},
+		{"an index build after a merge", ix, mergeA, Compatible},
+		{"an index build after a delete re-plans", ix, del1, Retry},
+		{"an index build after a rewrite re-plans", ix, rw1, Retry},
+		{"a rewrite after an index build re-plans to record its remap", rw1, ix, Retry},
+		{"an append after an index build", app, ix, Compatible},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

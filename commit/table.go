@@ -228,3 +228,38 @@ func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...
 	}
 	return t.Commit(ctx, txn)
 }
+
+// CreateIndex builds a key index on an integer column (such as id) from
+// the latest version and commits it. Take then finds rows by key with
+// ranged reads of the row groups that hold them. A Rewrite or Delete that
+// lands while the index is built makes it build again, up to MaxAttempts
+// times. Rebuilding the index folds in the remap entries compactions left.
+func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) {
+	var last error
+	for range t.opts.MaxAttempts {
+		snap, err := t.Refresh(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		entries, err := snap.BuildIndexEntries(ctx, column)
+		if err != nil {
+			return Result{}, err
+		}
+		id := table.NewID()
+		ix := table.Index{ID: id, Column: column, Key: table.IndexKey(id), Rows: int64(len(entries)),
+			CoveredBelow: snap.Manifest().NextFragmentID}
+		if err := t.b.PutIfAbsent(ctx, ix.Key, table.EncodeIndex(entries)); err != nil {
+			return Result{}, err
+		}
+		res, err := t.Commit(ctx, table.Transaction{Kind: table.KindCreateIndex, CommitID: table.NewID(),
+			ReadVersion: snap.Version(), Index: &ix})
+		if err == nil {
+			return res, nil
+		}
+		if !IsRetryableConflict(err) {
+			return Result{}, err
+		}
+		last = err
+	}
+	return Result{}, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
+}

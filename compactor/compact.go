@@ -82,7 +82,11 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 		}
 		co := o.Commit
 		co.CatchUp = true
-		cres, err := commit.Commit(ctx, b, m, table.Transaction{Kind: table.KindRewrite, Removed: removed, Added: added}, &co)
+		txn := table.Transaction{Kind: table.KindRewrite, Removed: removed, Added: added}
+		if len(m.Indexes) > 0 {
+			txn.Remap = remapEntries(m, res.Plan)
+		}
+		cres, err := commit.Commit(ctx, b, m, txn, &co)
 		if commit.IsRetryableConflict(err) && res.Replans < o.MaxReplans {
 			discard(ctx, b, added) // never referenced
 			res.Replans++
@@ -146,4 +150,24 @@ func discard(ctx context.Context, b blob.Bucket, frags []table.Fragment) {
 	for _, f := range frags {
 		_ = b.Delete(ctx, f.Key)
 	}
+}
+
+// remapEntries records where each bin's rows go: bin i becomes output i,
+// its sources' live rows laid end to end in manifest order. Indexes
+// translate through these entries instead of being rewritten.
+func remapEntries(m *table.Manifest, plan Plan) []table.RemapEntry {
+	var out []table.RemapEntry
+	for i, bin := range plan.Bins {
+		var base uint32
+		for _, id := range bin.Fragments {
+			f := m.Fragment(id)
+			e := table.RemapEntry{From: id, To: uint64(i), Base: base}
+			if f.Deletion != nil {
+				e.Deletion = f.Deletion.Key
+			}
+			out = append(out, e)
+			base += uint32(f.LiveRows())
+		}
+	}
+	return out
 }

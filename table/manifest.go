@@ -28,6 +28,7 @@ type Manifest struct {
 	NextFragmentID uint64               `json:"next_fragment_id"`
 	Shards         map[string]ShardMark `json:"shards,omitempty"`
 	Indexes        []Index              `json:"indexes,omitempty"`
+	Remap          []RemapEntry         `json:"remap,omitempty"`
 	Config         map[string]string    `json:"config,omitempty"`
 	// Transaction made this version. It is stored apart from the state
 	// (see EncodeManifest), so a committer catching up can read it alone.
@@ -90,7 +91,25 @@ type ShardMark struct {
 type Index struct {
 	ID     string `json:"id"`
 	Column string `json:"column"`
-	Key    string `json:"key"`
+	Key    string `json:"key"` // the index object
+	Rows   int64  `json:"rows"`
+	// CoveredBelow: the index holds every row of the fragments with a
+	// smaller id that existed when it was built (ids are never reused, so
+	// that is every such fragment still in the table or remapped). Newer
+	// fragments are found by a statistics-pruned scan until the index is
+	// rebuilt.
+	CoveredBelow uint64 `json:"covered_below"`
+}
+
+// RemapEntry records where a Rewrite moved the rows of one fragment: the
+// row at offset o of fragment From is now at Base + o − (rows of From
+// deleted before o, per the deletion vector Deletion) in fragment To.
+// Indexes translate through these entries instead of being rewritten.
+type RemapEntry struct {
+	From     uint64 `json:"from"`
+	To       uint64 `json:"to"`
+	Base     uint32 `json:"base"`
+	Deletion string `json:"deletion,omitempty"`
 }
 
 // Kind is a transaction's operation.
@@ -128,6 +147,11 @@ type Transaction struct {
 	Epoch     uint64 `json:"epoch,omitempty"`
 	// SchemaIPC is set by Create and Overwrite.
 	SchemaIPC []byte `json:"schema_ipc,omitempty"`
+	// Remap is set by a Rewrite of a table with indexes. In a transaction
+	// being planned, To is the position in Added; once applied, the id.
+	Remap []RemapEntry `json:"remap,omitempty"`
+	// Index is set by CreateIndex.
+	Index *Index `json:"index,omitempty"`
 
 	// Set when the transaction is applied: the version it made, and a
 	// fingerprint of the resulting state, so that replaying the recorded
@@ -190,6 +214,7 @@ func (m *Manifest) Clone() *Manifest {
 	c := *m
 	c.Fragments = slices.Clone(m.Fragments)
 	c.Indexes = slices.Clone(m.Indexes)
+	c.Remap = slices.Clone(m.Remap)
 	if m.Shards != nil {
 		c.Shards = make(map[string]ShardMark, len(m.Shards))
 		for k, v := range m.Shards {

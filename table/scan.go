@@ -27,6 +27,9 @@ type ScanOptions struct {
 	// WithRowAddress adds, for each row, its fragment id and offset
 	// (columns "_fragment" and "_offset", uint64 and uint32) at the end.
 	WithRowAddress bool
+
+	// rows restricts the scan to these offsets of these fragments (Take).
+	rows map[uint64][]uint32
 }
 
 // Row address columns added by ScanOptions.WithRowAddress.
@@ -130,6 +133,9 @@ func (p *scanPlan) fragments() []*Fragment {
 	for i := range p.s.m.Fragments {
 		f := &p.s.m.Fragments[i]
 		if p.opts.Fragments != nil && !slices.Contains(p.opts.Fragments, f.ID) {
+			continue
+		}
+		if p.opts.rows != nil && len(p.opts.rows[f.ID]) == 0 {
 			continue
 		}
 		if f.LiveRows() == 0 || (p.pred != nil && !p.pred.mayMatch(fragmentStats(f))) {
@@ -254,6 +260,12 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	if md.NumRows != f.Rows {
 		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
 	}
+	var wanted []uint32
+	if p.opts.rows != nil {
+		wanted = slices.Clone(p.opts.rows[f.ID])
+		slices.Sort(wanted)
+		wanted = slices.Compact(wanted)
+	}
 	var offset int64
 	for rg := 0; rg < md.NumRowGroups(); rg++ {
 		rgmd := md.RowGroup(rg)
@@ -262,13 +274,20 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 			offset += rows
 			continue
 		}
+		if wanted != nil {
+			lo, _ := slices.BinarySearch(wanted, uint32(offset))
+			if lo == len(wanted) || int64(wanted[lo]) >= offset+rows {
+				offset += rows // no wanted row in this row group
+				continue
+			}
+		}
 		rr, err := fr.GetRecordReader(ctx, p.leaves, []int{rg})
 		if err != nil {
 			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
 		for rr.Next() {
 			rec := rr.RecordBatch()
-			out, err := p.filter(ctx, f, rec, offset, deleted)
+			out, err := p.filter(ctx, f, rec, offset, deleted, wanted)
 			offset += rec.NumRows()
 			if err != nil {
 				rr.Release()
@@ -296,7 +315,7 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 
 // filter applies deletions and the predicate to a batch that starts at
 // row offset of fragment f, and projects it; nil when no row is left.
-func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatch, offset int64, deleted []uint32) (arrow.RecordBatch, error) {
+func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatch, offset int64, deleted, wanted []uint32) (arrow.RecordBatch, error) {
 	n := int(rec.NumRows())
 	// Deleted offsets that fall in this batch.
 	lo, _ := slices.BinarySearch(deleted, uint32(offset))
@@ -304,7 +323,26 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 	dels := deleted[lo:hi]
 	var keep []bool
 	kept := n
-	if p.pred != nil || len(dels) > 0 {
+	if wanted != nil {
+		wlo, _ := slices.BinarySearch(wanted, uint32(offset))
+		whi, _ := slices.BinarySearch(wanted, uint32(offset+int64(n)))
+		want := map[int]bool{}
+		for _, w := range wanted[wlo:whi] {
+			want[int(int64(w)-offset)] = true
+		}
+		keep = make([]bool, n)
+		kept = 0
+		d := 0
+		for i := range n {
+			for d < len(dels) && int64(dels[d]) < offset+int64(i) {
+				d++
+			}
+			if want[i] && !(d < len(dels) && int64(dels[d]) == offset+int64(i)) {
+				keep[i] = true
+				kept++
+			}
+		}
+	} else if p.pred != nil || len(dels) > 0 {
 		keep = make([]bool, n)
 		var cols map[string]arrow.Array
 		if p.pred != nil {
@@ -444,7 +482,7 @@ func ScanBatches(ctx context.Context, schema *arrow.Schema, batches []arrow.Reco
 				fields[i] = schema.Field(schema.FieldIndices(c)[0])
 			}
 			in := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
-			out, err := p.filter(ctx, f, in, 0, nil)
+			out, err := p.filter(ctx, f, in, 0, nil, nil)
 			in.Release()
 			if err != nil {
 				yield(nil, err)

@@ -1,0 +1,304 @@
+package table
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// Key index objects, _indices/<id>/index.bin, map an integer column's
+// values to row addresses:
+//
+//	offset size
+//	0      8    magic "STRATAIX"
+//	8      4    format version (1)
+//	12     8    entry count n
+//	20     4    CRC-32C of the rest
+//	24     8n   keys, int64, ascending
+//	…      8n   fragment ids, uint64
+//	…      4n   row offsets, uint32
+const (
+	indexMagic  = "STRATAIX"
+	indexHeader = 24
+)
+
+// IndexEntry is one key's row address.
+type IndexEntry struct {
+	Key      int64
+	Fragment uint64
+	Offset   uint32
+}
+
+// IndexKey names a new index object.
+func IndexKey(id string) string { return "_indices/" + id + "/index.bin" }
+
+// EncodeIndex serialises entries (sorted here by key).
+func EncodeIndex(entries []IndexEntry) []byte {
+	slices.SortFunc(entries, func(a, b IndexEntry) int {
+		if a.Key != b.Key {
+			return cmpInt(a.Key, b.Key)
+		}
+		return cmpInt(int64(a.Fragment), int64(b.Fragment))
+	})
+	n := len(entries)
+	out := make([]byte, indexHeader+20*n)
+	copy(out, indexMagic)
+	binary.LittleEndian.PutUint32(out[8:], 1)
+	binary.LittleEndian.PutUint64(out[12:], uint64(n))
+	body := out[indexHeader:]
+	for i, e := range entries {
+		binary.LittleEndian.PutUint64(body[8*i:], uint64(e.Key))
+		binary.LittleEndian.PutUint64(body[8*n+8*i:], e.Fragment)
+		binary.LittleEndian.PutUint32(body[16*n+4*i:], e.Offset)
+	}
+	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(body, crcTable))
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// keyIndex is a decoded index object.
+type keyIndex struct {
+	keys  []int64
+	frags []uint64
+	offs  []uint32
+}
+
+func decodeIndex(key string, data []byte) (*keyIndex, error) {
+	if len(data) < indexHeader || string(data[:8]) != indexMagic {
+		return nil, corrupt(key, "not a key index", nil)
+	}
+	if v := binary.LittleEndian.Uint32(data[8:]); v != 1 {
+		return nil, fmt.Errorf("table: key index %q has format %d: %w", key, v, ErrUnsupportedFormat)
+	}
+	n := binary.LittleEndian.Uint64(data[12:])
+	body := data[indexHeader:]
+	if uint64(len(body)) != 20*n {
+		return nil, corrupt(key, fmt.Sprintf("holds %d bytes for %d entries", len(body), n), nil)
+	}
+	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(data[20:]) {
+		return nil, corrupt(key, "checksum mismatch", nil)
+	}
+	ix := &keyIndex{keys: make([]int64, n), frags: make([]uint64, n), offs: make([]uint32, n)}
+	for i := range int(n) {
+		ix.keys[i] = int64(binary.LittleEndian.Uint64(body[8*i:]))
+		ix.frags[i] = binary.LittleEndian.Uint64(body[8*int(n)+8*i:])
+		ix.offs[i] = binary.LittleEndian.Uint32(body[16*int(n)+4*i:])
+	}
+	return ix, nil
+}
+
+// Index objects never change, so decoded ones are kept, a few at a time.
+var indexCache struct {
+	sync.Mutex
+	m map[string]*keyIndex
+}
+
+func loadIndex(ctx context.Context, b blob.Bucket, key string) (*keyIndex, error) {
+	indexCache.Lock()
+	ix, ok := indexCache.m[key]
+	indexCache.Unlock()
+	if ok {
+		return ix, nil
+	}
+	data, err := b.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if ix, err = decodeIndex(key, data); err != nil {
+		return nil, err
+	}
+	indexCache.Lock()
+	if indexCache.m == nil || len(indexCache.m) >= 16 {
+		indexCache.m = map[string]*keyIndex{}
+	}
+	indexCache.m[key] = ix
+	indexCache.Unlock()
+	return ix, nil
+}
+
+// BuildIndexEntries scans the snapshot's column col (an integer column)
+// and returns every live row's key and address, for CreateIndex.
+func (s *Snapshot) BuildIndexEntries(ctx context.Context, col string) ([]IndexEntry, error) {
+	idx := s.m.Schema().FieldIndices(col)
+	if len(idx) != 1 || KindOf(s.m.Schema().Field(idx[0]).Type) != KindInt {
+		return nil, fmt.Errorf("table: key index on %q: want an integer column", col)
+	}
+	var out []IndexEntry
+	for rec, err := range s.Scan(ctx, ScanOptions{Columns: []string{col}, WithRowAddress: true}) {
+		if err != nil {
+			return nil, err
+		}
+		frags := rec.Column(1).(*array.Uint64)
+		offs := rec.Column(2).(*array.Uint32)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			v, ok := ValueAt(rec.Column(0), i)
+			if !ok {
+				continue // nulls are not indexed
+			}
+			out = append(out, IndexEntry{Key: v.I, Fragment: frags.Value(i), Offset: offs.Value(i)})
+		}
+	}
+	return out, nil
+}
+
+// TakeResult says how Take found its rows.
+type TakeResult struct {
+	FromIndex    int // keys resolved through the index
+	ScannedFrags int // fragments the index does not cover, scanned with statistics pruning
+}
+
+// Take returns the live rows whose column col equals one of keys, with
+// the columns asked for (nil: all). A key index is meant for unique keys
+// (an id): a key the index resolves is not looked for elsewhere. With a key index on col it reads only
+// the row groups that hold the rows (ranged reads of their column chunks),
+// translating addresses through the remap entries of later Rewrites; rows
+// in fragments newer than the index are found by a statistics-pruned scan.
+// Without an index it scans with pruning. The caller releases the batches.
+func (s *Snapshot) Take(ctx context.Context, col string, keys []int64, columns []string) ([]arrow.RecordBatch, TakeResult, error) {
+	var res TakeResult
+	vals := make([]Value, len(keys))
+	for i, k := range keys {
+		vals[i] = Int(k)
+	}
+	var ix *Index
+	for i := range s.m.Indexes {
+		if s.m.Indexes[i].Column == col {
+			ix = &s.m.Indexes[i]
+		}
+	}
+	var out []arrow.RecordBatch
+	collect := func(opts ScanOptions) error {
+		for rec, err := range s.Scan(ctx, opts) {
+			if err != nil {
+				return err
+			}
+			rec.Retain()
+			out = append(out, rec)
+		}
+		return nil
+	}
+	if ix == nil {
+		return out, res, collect(ScanOptions{Columns: columns, Filter: In(col, vals...)})
+	}
+	kix, err := loadIndex(ctx, s.b, ix.Key)
+	if err != nil {
+		return nil, res, err
+	}
+	remap := map[uint64]RemapEntry{}
+	sources := map[uint64][]uint64{} // Rewrite output → its source fragments
+	for _, e := range s.m.Remap {
+		remap[e.From] = e
+		sources[e.To] = append(sources[e.To], e.From)
+	}
+	// A fragment's rows are all in the index when it is older than the
+	// index, or was rewritten from such fragments only.
+	memo := map[uint64]bool{}
+	var indexed func(id uint64, depth int) bool
+	indexed = func(id uint64, depth int) bool {
+		if id < ix.CoveredBelow {
+			return true
+		}
+		if v, ok := memo[id]; ok {
+			return v
+		}
+		src := sources[id]
+		v := len(src) > 0 && depth < 1000
+		for _, from := range src {
+			v = v && indexed(from, depth+1)
+		}
+		memo[id] = v
+		return v
+	}
+	want := map[uint64][]uint32{}
+	dvCache := map[string][]uint32{}
+	found := map[int64]bool{}
+	for _, k := range keys {
+		i := sort.Search(len(kix.keys), func(i int) bool { return kix.keys[i] >= k })
+		for ; i < len(kix.keys) && kix.keys[i] == k; i++ {
+			frag, off := kix.frags[i], kix.offs[i]
+			ok := true
+			for hops := 0; ok && hops < 1000; hops++ {
+				e, moved := remap[frag]
+				if !moved {
+					break
+				}
+				if frag, off, ok, err = e.translate(ctx, s.b, off, dvCache); err != nil {
+					return nil, res, err
+				}
+			}
+			if ok && s.m.Fragment(frag) != nil {
+				want[frag] = append(want[frag], off)
+				res.FromIndex++
+				found[k] = true
+			}
+		}
+	}
+	var unindexed []uint64
+	for i := range s.m.Fragments {
+		if !indexed(s.m.Fragments[i].ID, 0) {
+			unindexed = append(unindexed, s.m.Fragments[i].ID)
+		}
+	}
+	// Keys the index resolved are not looked for again: a key index is
+	// for keys that are unique, such as ids.
+	var rest []Value
+	for _, k := range keys {
+		if !found[k] {
+			rest = append(rest, Int(k))
+		}
+	}
+	if len(want) > 0 {
+		if err := collect(ScanOptions{Columns: columns, rows: want}); err != nil {
+			return nil, res, err
+		}
+	}
+	if len(unindexed) > 0 && len(rest) > 0 {
+		res.ScannedFrags = len(unindexed)
+		if err := collect(ScanOptions{Columns: columns, Filter: In(col, rest...), Fragments: unindexed}); err != nil {
+			return nil, res, err
+		}
+	}
+	return out, res, nil
+}
+
+// translate maps an offset of e.From to its place in e.To; ok is false
+// when that row had been deleted before the Rewrite dropped it.
+func (e RemapEntry) translate(ctx context.Context, b blob.Bucket, off uint32, cache map[string][]uint32) (uint64, uint32, bool, error) {
+	var dv []uint32
+	if e.Deletion != "" {
+		var ok bool
+		if dv, ok = cache[e.Deletion]; !ok {
+			data, err := b.Get(ctx, e.Deletion)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			if dv, err = DecodeDeletions(e.Deletion, data); err != nil {
+				return 0, 0, false, err
+			}
+			cache[e.Deletion] = dv
+		}
+	}
+	before, deleted := slices.BinarySearch(dv, off)
+	if deleted {
+		return 0, 0, false, nil
+	}
+	return e.To, e.Base + off - uint32(before), true, nil
+}
