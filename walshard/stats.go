@@ -86,9 +86,12 @@ func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
 	}
 	fillPending(&st, state)
 	s := &Shard{b: b, l: l}
-	if st.WALLastWritten, err = s.walEnd(ctx); err != nil {
+	end, err := s.walEnd(ctx)
+	if err != nil {
 		return Stats{}, err
 	}
+	// Merged entries are deleted; the flushed position is still written.
+	st.WALLastWritten = max(end, st.WALFlushed)
 	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
 	return st, nil
 }

@@ -68,7 +68,8 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
 	})
-	root.AddCommand(newSelftest(env), newBench(env))
+	root.AddCommand(newSelftest(env), newBench(env), newDemo(env), newScan(env), newTake(env), newVersions(env),
+		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env))
 	return root
 }
 

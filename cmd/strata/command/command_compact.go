@@ -1,0 +1,98 @@
+package command
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/compactor"
+)
+
+func newCompact(env *Env) *cobra.Command {
+	var p compactor.Policy
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "compact URL",
+		Short: "Fold small fragments together now, and record the run",
+		Long: `compact runs one compaction, whatever the policy's minimum: it bins adjacent
+small fragments, rewrites each bin into one fragment, and commits one
+Rewrite. For scheduled compaction use strata-compactor.`,
+		Example: `  strata compact file://./strata-demo/rollouts --dry-run
+  strata compact file://./strata-demo/rollouts --target-rows 500000`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			start := time.Now()
+			res, err := compactor.Compact(c.Context(), b, p, &compactor.Options{DryRun: dryRun})
+			fmt.Fprint(env.Out, res.Plan.String())
+			if !dryRun {
+				run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version,
+					FragmentsBefore: res.FragmentsBefore, FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
+				if err != nil {
+					run.Error = err.Error()
+				}
+				if rerr := compactor.Record(c.Context(), b, run, 0); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if !dryRun {
+				fmt.Fprintf(env.Out, "fragments %d -> %d, %d rows, %d bytes rewritten, %.2fs (version %d)\n",
+					res.FragmentsBefore, res.FragmentsAfter, res.RowsAfter, res.BytesRewritten, res.Duration.Seconds(), res.Version)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "print the plan; change nothing")
+	f.Int64Var(&p.TargetRows, "target-rows", 1_000_000, "rows per output fragment at most")
+	f.Int64Var(&p.TargetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
+	f.IntVar(&p.MaxSourceFragments, "max-source-fragments", 1024, "source fragments per run at most")
+	return c
+}
+
+func newGC(env *Env) *cobra.Command {
+	var p compactor.GCPolicy
+	c := &cobra.Command{
+		Use:   "gc URL",
+		Short: "Delete old versions and the objects only they use",
+		Long: `gc keeps the newest --keep-versions versions, those younger than --retain, and
+every tagged version; it deletes the other manifests (after writing the GC
+boundary) and the objects no kept version references that are older than
+--safety-age.`,
+		Example: `  strata gc file://./strata-demo/rollouts --dry-run
+  strata gc file://./strata-demo/rollouts --keep-versions 3 --retain 10m`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			res, err := compactor.GC(c.Context(), b, p, time.Now())
+			if err != nil {
+				return err
+			}
+			verb := "deleted"
+			if p.DryRun {
+				verb = "would delete"
+			}
+			fmt.Fprintf(env.Out, "boundary v%d; kept %d versions; %s %d versions and %d objects (%d bytes)\n",
+				res.Boundary, res.VersionsKept, verb, len(res.VersionsDeleted), len(res.ObjectsDeleted), res.BytesFreed)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&p.DryRun, "dry-run", false, "list what would go; delete nothing")
+	f.IntVar(&p.KeepVersions, "keep-versions", 10, "newest versions always kept")
+	f.DurationVar(&p.RetainFor, "retain", time.Hour, "versions younger than this are kept (at least 5m)")
+	f.DurationVar(&p.SafetyAge, "safety-age", time.Hour, "unreferenced objects younger than this are kept (at least 5m)")
+	return c
+}

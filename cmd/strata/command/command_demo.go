@@ -1,0 +1,199 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+const demoURL = "file://./strata-demo/rollouts"
+
+var workerShard = regexp.MustCompile(`^w(\d+)$`)
+
+func newDemo(env *Env) *cobra.Command {
+	var workers, appends, rows int
+	c := &cobra.Command{
+		Use:   "demo [URL]",
+		Short: "See the whole system work: workers writing through shards, merges, compaction",
+		Long: `demo creates a rollouts table (or adds to the one there), runs workers as
+goroutines that each append through their own WAL shard, merges their
+generations into the table, compacts it as the compactor Job would, and
+prints what happened. Run it again to add more workers' rows.`,
+		Example: `  strata demo
+  strata demo file:///tmp/rollouts --workers 8 --appends 50
+  strata demo 's3://strata/rollouts?endpoint=http://127.0.0.1:9000'`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("demo takes at most one URL\n\n%s", c.UsageString())}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			u := demoURL
+			if len(args) == 1 {
+				u = args[0]
+			}
+			b, err := env.Open(ctx, u)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			m, err := table.ReadLatest(ctx, b)
+			if errors.Is(err, table.ErrNotFound) {
+				if m, err = commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Out, "created the rollouts table at %s\n", u)
+			} else if err != nil {
+				return err
+			}
+			if err := table.CheckSchema(rollouts.Schema, m.Schema()); err != nil {
+				return fmt.Errorf("%s holds another table: %w", u, err)
+			}
+			first := 0 // worker numbers already used by earlier runs
+			for id := range m.Shards {
+				if g := workerShard.FindStringSubmatch(id); g != nil {
+					n, _ := strconv.Atoi(g[1])
+					first = max(first, n+1)
+				}
+			}
+			fmt.Fprintf(env.Err, "demo: %d workers (w%02d…w%02d), each appending %d batches of %d rows through its own shard\n",
+				workers, first, first+workers-1, appends, rows)
+			start := time.Now()
+			stats := make([]walshard.Stats, workers)
+			errs := make([]error, workers)
+			var wg sync.WaitGroup
+			for i := range workers {
+				wg.Go(func() { stats[i], errs[i] = demoWorker(c, b, first+i, appends, rows) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			wall := time.Since(start)
+			written := workers * appends * rows
+			s, err := table.Open(ctx, b, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Out, "\nwrote %d rows (%.1f MB logical) in %.2fs: %.0f rows/s, every append durable in its shard's WAL\n",
+				written, float64(written*rollouts.RowBytes)/1e6, wall.Seconds(), float64(written)/wall.Seconds())
+			fmt.Fprintln(env.Out, "\nshards before their final flush and merge:")
+			for _, st := range stats {
+				fmt.Fprintf(env.Out, "  %s  epoch %d  WAL written %d, flushed %d (lag %d entries)  memtable %d rows  %d generations awaiting merge\n",
+					st.Shard, st.Epoch, st.WALLastWritten, st.WALFlushed, st.WALLag, st.MemtableRows, st.PendingGenerations)
+			}
+			fmt.Fprintf(env.Out, "\ntable: version %d, %d rows, %d fragments, %.1f MB\n",
+				s.Version(), s.Manifest().Rows(), len(s.Manifest().Fragments), float64(s.Manifest().Bytes())/1e6)
+
+			fmt.Fprintln(env.Err, "demo: compacting, as the compactor Job would")
+			cres, err := compactor.Compact(ctx, b, compactor.Policy{}, nil)
+			run := compactor.Run{Started: time.Now().Add(-cres.Duration), DurationS: cres.Duration.Seconds(), Version: cres.Version,
+				FragmentsBefore: cres.FragmentsBefore, FragmentsAfter: cres.FragmentsAfter, Rows: cres.RowsAfter, BytesRewritten: cres.BytesRewritten}
+			if err != nil {
+				run.Error = err.Error()
+			}
+			_ = compactor.Record(ctx, b, run, 0)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Out, "compaction: fragments %d -> %d, %d rows, %.2fs (version %d)\n",
+				cres.FragmentsBefore, cres.FragmentsAfter, cres.RowsAfter, cres.Duration.Seconds(), cres.Version)
+
+			s, err = table.Open(ctx, b, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Out, "\na sample of rows:")
+			w, _ := newRowWriter(env.Out, "table", 3)
+			for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"id", "worker", "step", "reward", "prompt", "artifact"}}) {
+				if err != nil {
+					return err
+				}
+				if err := w.write(rec); err != nil {
+					return err
+				}
+				if w.full() {
+					break
+				}
+			}
+			if err := w.close(); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Out, `
+look further:
+  go run ./cmd/strata stats %[1]s
+  go run ./cmd/strata scan %[1]s --columns id,worker,reward --filter 'reward >= 0.99' --limit 5
+  go run ./cmd/strata versions %[1]s --detail --limit 5
+  go run ./cmd/strata-compactor --once --dry-run --table %[1]s
+`, quoteURL(u))
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&workers, "workers", 4, "worker goroutines, each with its own shard")
+	f.IntVar(&appends, "appends", 25, "appends per worker")
+	f.IntVar(&rows, "rows", 100, "rows per append")
+	return c
+}
+
+// demoWorker appends through shard w<n>, merging in the background, then
+// flushes and merges what is left. It returns the shard's stats before the
+// final flush.
+func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int) (walshard.Stats, error) {
+	ctx := c.Context()
+	s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", n),
+		FlushRows: int64(5 * rows), MergeInterval: 100 * time.Millisecond})
+	if err != nil {
+		return walshard.Stats{}, err
+	}
+	defer s.Close()
+	for a := range appends {
+		rec := rollouts.Batch(nil, 42, n, int64(a*rows), rows)
+		err := s.Append(ctx, rec)
+		rec.Release()
+		if err != nil {
+			return walshard.Stats{}, err
+		}
+	}
+	st := s.Stats()
+	if _, err := s.Flush(ctx); err != nil {
+		return st, err
+	}
+	for {
+		res, err := s.Merge(ctx)
+		if errors.Is(err, walshard.ErrMergeRunning) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return st, err
+		}
+		if res.Generations == 0 && s.Stats().PendingGenerations == 0 {
+			return st, nil
+		}
+	}
+}
+
+// quoteURL quotes a URL for a shell when it has a query.
+func quoteURL(u string) string {
+	for _, r := range u {
+		if r == '?' || r == '&' {
+			return "'" + u + "'"
+		}
+	}
+	return u
+}

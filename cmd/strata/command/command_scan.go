@@ -1,0 +1,72 @@
+package command
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/table"
+)
+
+func newScan(env *Env) *cobra.Command {
+	var columns, filter, tag, format string
+	var version uint64
+	var limit int
+	c := &cobra.Command{
+		Use:   "scan URL",
+		Short: "Print a table's rows",
+		Long: `scan prints the rows of a version of the table (the latest by default),
+with a projection and a filter pushed down to the fragments' statistics.
+Filters are comparisons joined by AND: =, !=, <, <=, >, >=, IN (…).`,
+		Example: `  strata scan file://./strata-demo/rollouts --limit 10
+  strata scan file://./strata-demo/rollouts --columns id,worker,reward --filter 'reward >= 0.99'
+  strata scan file://./strata-demo/rollouts --version 3 --format jsonl`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts := table.ScanOptions{}
+			if columns != "" {
+				opts.Columns = strings.Split(columns, ",")
+			}
+			if filter != "" {
+				p, err := table.ParseFilter(filter)
+				if err != nil {
+					return usageError{err}
+				}
+				opts.Filter = p
+			}
+			w, err := newRowWriter(env.Out, format, limit)
+			if err != nil {
+				return err
+			}
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			s, err := table.Open(c.Context(), b, &table.OpenOptions{Version: version, Tag: tag})
+			if err != nil {
+				return err
+			}
+			for rec, err := range s.Scan(c.Context(), opts) {
+				if err != nil {
+					return err
+				}
+				if err := w.write(rec); err != nil {
+					return err
+				}
+				if w.full() {
+					break
+				}
+			}
+			return w.close()
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&columns, "columns", "", "comma-separated columns (default: all)")
+	f.StringVar(&filter, "filter", "", "rows to keep, e.g. \"reward >= 0.9 AND worker = 'w01'\"")
+	f.Uint64Var(&version, "version", 0, "version to read (default: latest)")
+	f.StringVar(&tag, "tag", "", "tag of the version to read")
+	f.StringVar(&format, "format", "table", "table, csv or jsonl")
+	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
+	return c
+}

@@ -1,0 +1,115 @@
+package command
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// TableStats is what `strata stats` reports.
+type TableStats struct {
+	Version    uint64           `json:"version"`
+	Rows       int64            `json:"rows"`
+	Fragments  int              `json:"fragments"`
+	Bytes      int64            `json:"bytes"`
+	Versions   int              `json:"versions"`
+	Indexes    []table.Index    `json:"indexes,omitempty"`
+	Shards     []walshard.Stats `json:"shards,omitempty"`
+	Compaction compactor.Status `json:"compaction"`
+	Requests   blob.Stats       `json:"requests"` // what reading these stats cost
+}
+
+func readStats(c *cobra.Command, env *Env, url string) (TableStats, error) {
+	ctx := c.Context()
+	b, err := env.Open(ctx, url)
+	if err != nil {
+		return TableStats{}, err
+	}
+	defer b.Close()
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return TableStats{}, err
+	}
+	st := TableStats{Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Indexes: m.Indexes}
+	vs, err := table.Versions(ctx, b, 0, false)
+	if err != nil {
+		return st, err
+	}
+	st.Versions = len(vs)
+	var ids []string
+	for id := range m.Shards {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s, err := walshard.Inspect(ctx, b, id)
+		if err != nil && !errors.Is(err, walshard.ErrUnknownShard) {
+			return st, err
+		}
+		st.Shards = append(st.Shards, s)
+	}
+	if st.Compaction, err = compactor.ReadStatus(ctx, b, 5); err != nil {
+		return st, err
+	}
+	st.Requests, _ = blob.StatsOf(b)
+	return st, nil
+}
+
+func newStats(env *Env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "stats URL",
+		Short: "Rows, fragments, bytes, versions, shards and their lag, compaction history",
+		Long: `stats reports the latest version's rows, fragments and bytes, the number of
+versions, each shard the table has merged from (epoch, WAL lag, generations
+awaiting merge), and the compactor's history.`,
+		Example: `  strata stats file://./strata-demo/rollouts
+  strata stats 's3://lake/rollouts?endpoint=http://127.0.0.1:9000' --json`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := readStats(c, env, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(env.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "version\t%d\nrows\t%d\nfragments\t%d\nbytes\t%d\nversions\t%d\n", st.Version, st.Rows, st.Fragments, st.Bytes, st.Versions)
+			for _, ix := range st.Indexes {
+				fmt.Fprintf(tw, "index\t%s on %s, %d rows, covers fragments below %d\n", ix.ID, ix.Column, ix.Rows, ix.CoveredBelow)
+			}
+			for _, s := range st.Shards {
+				fmt.Fprintf(tw, "shard %s\tepoch %d, WAL written %d, flushed %d (lag %d), watermark %d, %d generations (%d rows, %d bytes) awaiting merge\n",
+					s.Shard, s.Epoch, s.WALLastWritten, s.WALFlushed, s.WALLag, s.Watermark, s.PendingGenerations, s.PendingRows, s.PendingBytes)
+			}
+			cs := st.Compaction
+			last := "never"
+			if !cs.LastCompaction.IsZero() {
+				last = cs.LastCompaction.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "compactions\t%d, last %s\n", cs.TotalCompactions, last)
+			if cs.LastError != "" {
+				fmt.Fprintf(tw, "last compaction error\t%s (%s)\n", cs.LastError, cs.LastErrorAt.UTC().Format(time.RFC3339))
+			}
+			for _, r := range cs.History {
+				fmt.Fprintf(tw, "  run %s\tv%d, fragments %d -> %d, %d rows, %.2fs %s\n", r.Started.UTC().Format(time.RFC3339), r.Version, r.FragmentsBefore, r.FragmentsAfter, r.Rows, r.DurationS, r.Error)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}

@@ -1,0 +1,89 @@
+package command
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/internal/testenv"
+)
+
+func TestDemoThenEveryVerb(t *testing.T) {
+	u := "file://" + t.TempDir() + "/rollouts"
+	code, out, errOut := run(t, nil, "demo", u, "--workers", "3", "--appends", "6", "--rows", "20")
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"created the rollouts table", "wrote 360 rows", "compaction: fragments", "a sample of rows", "look further"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	// A second run adds workers w03..w05.
+	if code, out, _ := run(t, nil, "demo", u, "--workers", "3", "--appends", "6", "--rows", "20"); code != 0 || strings.Contains(out, "created") {
+		t.Fatalf("second demo: exit %d\n%s", code, out)
+	}
+
+	code, out, _ = run(t, nil, "stats", u, "--json")
+	var st TableStats
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("stats: exit %d\n%s", code, out)
+	}
+	if st.Rows != 720 || st.Fragments != 1 || len(st.Shards) != 6 || st.Compaction.TotalCompactions != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	for _, s := range st.Shards {
+		if s.WALLag != 0 || s.PendingGenerations != 0 || s.WALLastWritten == 0 {
+			t.Fatalf("shard after the demo: %+v", s)
+		}
+	}
+
+	code, out, _ = run(t, nil, "scan", u, "--columns", "id,reward", "--filter", "id < 3", "--format", "csv")
+	if code != 0 || out != "id,reward\n0,0.657087276732245\n1,0.2505163173505667\n2,0.82452177818938\n" {
+		t.Fatalf("scan: exit %d\n%q", code, out)
+	}
+	code, out, _ = run(t, nil, "scan", u, "--limit", "2", "--format", "jsonl")
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, `"artifact":"`) {
+		t.Fatalf("scan jsonl: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "scan", u, "--filter", "reward >"); code != 2 || !strings.Contains(errOut, "bad predicate") {
+		t.Fatalf("bad filter: exit %d %s", code, errOut)
+	}
+
+	code, out, _ = run(t, nil, "take", u, "1000000005", "--columns", "id,worker,step")
+	if code != 0 || !strings.Contains(out, "1000000005  w01     5") {
+		t.Fatalf("take: exit %d\n%s", code, out)
+	}
+	if code, out, _ = run(t, nil, "tag", u, "after-demo"); code != 0 || !strings.Contains(out, "as after-demo") {
+		t.Fatalf("tag: %d %s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "tag", u, "after-demo"); code != 1 || !strings.Contains(errOut, "already exists") {
+		t.Fatalf("tag twice: %d %s", code, errOut)
+	}
+	code, out, _ = run(t, nil, "versions", u, "--detail", "--limit", "3")
+	if code != 0 || !strings.Contains(out, "rewrite") || !strings.Contains(out, "after-demo") {
+		t.Fatalf("versions: exit %d\n%s", code, out)
+	}
+	code, out, _ = run(t, nil, "inspect", u)
+	var m map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &m) != nil || m["fragments"] == nil || m["transaction"] == nil {
+		t.Fatalf("inspect: exit %d\n%s", code, out)
+	}
+	if code, out, _ = run(t, nil, "compact", u, "--dry-run"); code != 0 || !strings.Contains(out, "0 bins") {
+		t.Fatalf("compact --dry-run: %d %s", code, out)
+	}
+	if code, out, _ = run(t, nil, "gc", u, "--dry-run"); code != 0 || !strings.Contains(out, "would delete") {
+		t.Fatalf("gc --dry-run: %d %s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "stats", "file://"+t.TempDir()); code != 1 || !strings.Contains(errOut, "no table here") {
+		t.Fatalf("stats of nothing: %d %s", code, errOut)
+	}
+}
+
+func TestDemoOnMinIO(t *testing.T) {
+	u := testenv.MinIO(t).URL(t)
+	code, out, errOut := run(t, nil, "demo", u, "--workers", "2", "--appends", "4", "--rows", "10")
+	if code != 0 || !strings.Contains(out, "wrote 80 rows") {
+		t.Fatalf("demo on MinIO: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

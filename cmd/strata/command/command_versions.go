@@ -1,0 +1,86 @@
+package command
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/table"
+)
+
+func newVersions(env *Env) *cobra.Command {
+	var limit int
+	var detail bool
+	c := &cobra.Command{
+		Use:   "versions URL",
+		Short: "List a table's versions, newest first",
+		Long: `versions lists versions from one listing of _versions/; with --detail it
+also reads each manifest for its operation and row count (one GET each).`,
+		Example: `  strata versions file://./strata-demo/rollouts --limit 5 --detail`,
+		Args:    exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			vs, err := table.Versions(c.Context(), b, limit, detail)
+			if err != nil {
+				return err
+			}
+			tags, err := table.Tags(c.Context(), b)
+			if err != nil {
+				return err
+			}
+			tagOf := map[uint64]string{}
+			for _, t := range tags {
+				tagOf[t.Version] += t.Name + " "
+			}
+			tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "VERSION\tTIME\tOPERATION\tROWS\tTAGS")
+			for _, v := range vs {
+				op, rows := "", ""
+				if detail {
+					op, rows = string(v.Kind), fmt.Sprint(v.Rows)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Version, v.Time.UTC().Format(time.RFC3339), op, rows, tagOf[v.Version])
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().IntVar(&limit, "limit", 20, "newest versions to list (0: all)")
+	c.Flags().BoolVar(&detail, "detail", false, "read each manifest for its operation and rows")
+	return c
+}
+
+func newTag(env *Env) *cobra.Command {
+	var version uint64
+	c := &cobra.Command{
+		Use:   "tag URL NAME",
+		Short: "Name a version (the latest by default); a tag never moves and keeps its version from GC",
+		Example: `  strata tag file://./strata-demo/rollouts before-cleanup
+  strata tag file://./strata-demo/rollouts v1 --version 12`,
+		Args: exactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if version == 0 {
+				if version, err = table.LatestVersion(c.Context(), b); err != nil {
+					return err
+				}
+			}
+			if err := table.CreateTag(c.Context(), b, args[1], version); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Out, "tagged version %d as %s\n", version, args[1])
+			return nil
+		},
+	}
+	c.Flags().Uint64Var(&version, "version", 0, "version to tag (default: latest)")
+	return c
+}

@@ -1,0 +1,120 @@
+package command
+
+import (
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// rowWriter prints record batches as a table, CSV or JSON lines.
+type rowWriter struct {
+	format string
+	out    io.Writer
+	tw     *tabwriter.Writer
+	cw     *csv.Writer
+	enc    *json.Encoder
+	header bool
+	rows   int
+	limit  int
+}
+
+func newRowWriter(out io.Writer, format string, limit int) (*rowWriter, error) {
+	w := &rowWriter{format: format, out: out, limit: limit}
+	switch format {
+	case "table":
+		w.tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	case "csv":
+		w.cw = csv.NewWriter(out)
+	case "jsonl":
+		w.enc = json.NewEncoder(out)
+	default:
+		return nil, usageError{fmt.Errorf("--format must be table, csv or jsonl, not %q", format)}
+	}
+	return w, nil
+}
+
+// full reports whether the limit is reached.
+func (w *rowWriter) full() bool { return w.limit > 0 && w.rows >= w.limit }
+
+func cell(arr arrow.Array, i int, short bool) string {
+	if arr.IsNull(i) {
+		return ""
+	}
+	switch a := arr.(type) {
+	case *array.Binary:
+		if short {
+			return fmt.Sprintf("<%d bytes>", len(a.Value(i)))
+		}
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.String:
+		if v := a.Value(i); short && len(v) > 40 {
+			return v[:37] + "..."
+		}
+	}
+	return arr.ValueStr(i)
+}
+
+func (w *rowWriter) write(rec arrow.RecordBatch) error {
+	schema := rec.Schema()
+	if !w.header {
+		w.header = true
+		names := make([]string, schema.NumFields())
+		for i, f := range schema.Fields() {
+			names[i] = f.Name
+		}
+		switch w.format {
+		case "table":
+			fmt.Fprintln(w.tw, strings.Join(names, "\t"))
+		case "csv":
+			if err := w.cw.Write(names); err != nil {
+				return err
+			}
+		}
+	}
+	for i := 0; i < int(rec.NumRows()) && !w.full(); i++ {
+		switch w.format {
+		case "table", "csv":
+			vals := make([]string, rec.NumCols())
+			for c := range vals {
+				vals[c] = cell(rec.Column(c), i, w.format == "table")
+			}
+			if w.format == "table" {
+				fmt.Fprintln(w.tw, strings.Join(vals, "\t"))
+			} else if err := w.cw.Write(vals); err != nil {
+				return err
+			}
+		case "jsonl":
+			row := make(map[string]any, rec.NumCols())
+			for c, f := range schema.Fields() {
+				if b, ok := rec.Column(c).(*array.Binary); ok && !b.IsNull(i) {
+					row[f.Name] = base64.StdEncoding.EncodeToString(b.Value(i))
+					continue
+				}
+				row[f.Name] = rec.Column(c).GetOneForMarshal(i)
+			}
+			if err := w.enc.Encode(row); err != nil {
+				return err
+			}
+		}
+		w.rows++
+	}
+	return nil
+}
+
+func (w *rowWriter) close() error {
+	switch w.format {
+	case "table":
+		return w.tw.Flush()
+	case "csv":
+		w.cw.Flush()
+		return w.cw.Error()
+	}
+	return nil
+}

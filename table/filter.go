@@ -1,0 +1,189 @@
+package table
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// ParseFilter reads a predicate written as comparisons joined by AND:
+//
+//	reward >= 0.9 AND worker = 'w03'
+//	id IN (1, 2, 3) AND step != 0
+//
+// Operators: = != < <= > >= IN. Literals: integers, decimals, 'strings' or
+// "strings", true, false. Column names are letters, digits and '_'.
+func ParseFilter(s string) (Predicate, error) {
+	toks, err := lex(s)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{toks: toks}
+	var preds []Predicate
+	for {
+		pr, err := p.comparison()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q: %v", ErrBadPredicate, s, err)
+		}
+		preds = append(preds, pr)
+		if p.done() {
+			break
+		}
+		if t := p.next(); !strings.EqualFold(t.text, "AND") || t.kind != tokWord {
+			return nil, fmt.Errorf("%w: %q: want AND, got %q", ErrBadPredicate, s, t.text)
+		}
+	}
+	if len(preds) == 1 {
+		return preds[0], nil
+	}
+	return And(preds...), nil
+}
+
+type tokKind int
+
+const (
+	tokWord tokKind = iota
+	tokNumber
+	tokString
+	tokOp
+	tokPunct
+)
+
+type token struct {
+	kind tokKind
+	text string
+}
+
+func lex(s string) ([]token, error) {
+	var out []token
+	for i := 0; i < len(s); {
+		c := rune(s[i])
+		switch {
+		case unicode.IsSpace(c):
+			i++
+		case c == '\'' || c == '"':
+			j := strings.IndexByte(s[i+1:], s[i])
+			if j < 0 {
+				return nil, fmt.Errorf("%w: unterminated string in %q", ErrBadPredicate, s)
+			}
+			out = append(out, token{tokString, s[i+1 : i+1+j]})
+			i += j + 2
+		case c == '(' || c == ')' || c == ',':
+			out = append(out, token{tokPunct, string(c)})
+			i++
+		case strings.ContainsRune("=!<>", c):
+			j := i + 1
+			if j < len(s) && s[j] == '=' {
+				j++
+			}
+			op := s[i:j]
+			if op == "!" {
+				return nil, fmt.Errorf("%w: lone '!' in %q", ErrBadPredicate, s)
+			}
+			if op == "==" {
+				op = "="
+			}
+			out = append(out, token{tokOp, op})
+			i = j
+		case c == '-' || c == '.' || unicode.IsDigit(c):
+			j := i + 1
+			for j < len(s) && (unicode.IsDigit(rune(s[j])) || strings.ContainsRune(".eE+-", rune(s[j]))) {
+				if (s[j] == '+' || s[j] == '-') && s[j-1] != 'e' && s[j-1] != 'E' {
+					break
+				}
+				j++
+			}
+			out = append(out, token{tokNumber, s[i:j]})
+			i = j
+		case c == '_' || unicode.IsLetter(c):
+			j := i + 1
+			for j < len(s) && (s[j] == '_' || unicode.IsLetter(rune(s[j])) || unicode.IsDigit(rune(s[j]))) {
+				j++
+			}
+			out = append(out, token{tokWord, s[i:j]})
+			i = j
+		default:
+			return nil, fmt.Errorf("%w: unexpected %q in %q", ErrBadPredicate, c, s)
+		}
+	}
+	return out, nil
+}
+
+type parser struct {
+	toks []token
+	pos  int
+}
+
+func (p *parser) done() bool { return p.pos >= len(p.toks) }
+
+func (p *parser) next() token {
+	if p.done() {
+		return token{kind: tokPunct, text: "end of filter"}
+	}
+	t := p.toks[p.pos]
+	p.pos++
+	return t
+}
+
+func (p *parser) comparison() (Predicate, error) {
+	col := p.next()
+	if col.kind != tokWord {
+		return nil, fmt.Errorf("want a column name, got %q", col.text)
+	}
+	op := p.next()
+	if op.kind == tokWord && strings.EqualFold(op.text, "IN") {
+		if t := p.next(); t.text != "(" {
+			return nil, fmt.Errorf("want ( after IN, got %q", t.text)
+		}
+		var vals []Value
+		for {
+			v, err := p.literal()
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, v)
+			t := p.next()
+			if t.text == ")" {
+				break
+			}
+			if t.text != "," {
+				return nil, fmt.Errorf("want , or ) in IN list, got %q", t.text)
+			}
+		}
+		return In(col.text, vals...), nil
+	}
+	if op.kind != tokOp {
+		return nil, fmt.Errorf("want an operator after %s, got %q", col.text, op.text)
+	}
+	v, err := p.literal()
+	if err != nil {
+		return nil, err
+	}
+	return Cmp{Column: col.text, Op: Op(op.text), Value: v}, nil
+}
+
+func (p *parser) literal() (Value, error) {
+	t := p.next()
+	switch t.kind {
+	case tokString:
+		return String(t.text), nil
+	case tokNumber:
+		if i, err := strconv.ParseInt(t.text, 10, 64); err == nil {
+			return Int(i), nil
+		}
+		f, err := strconv.ParseFloat(t.text, 64)
+		if err != nil {
+			return Value{}, fmt.Errorf("bad number %q", t.text)
+		}
+		return Float(f), nil
+	case tokWord:
+		switch strings.ToLower(t.text) {
+		case "true":
+			return Bool(true), nil
+		case "false":
+			return Bool(false), nil
+		}
+	}
+	return Value{}, fmt.Errorf("want a literal, got %q", t.text)
+}
