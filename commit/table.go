@@ -154,11 +154,13 @@ func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Resul
 		return Result{}, err
 	}
 	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: []table.Fragment{f}}
-	for {
+	var last error
+	for range t.opts.MaxAttempts {
 		res, err := t.Commit(ctx, txn)
 		if !IsRetryableConflict(err) || ctx.Err() != nil {
 			return res, err
 		}
+		last = err
 		// An append re-plans by rebasing on the latest version (after a
 		// stall past GC, say); its data object stays as written.
 		if _, err := t.Refresh(ctx); err != nil {
@@ -166,6 +168,7 @@ func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Resul
 		}
 		txn.ReadVersion = 0
 	}
+	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: t.opts.MaxAttempts, Last: last}
 }
 
 // Delete deletes the live rows matching pred, recording deletion vectors.
