@@ -35,7 +35,15 @@ func ParseManifestKey(key string) (uint64, bool) {
 		return 0, false
 	}
 	digits, ok := strings.CutSuffix(name, manifestSuffix)
-	if !ok || len(digits) != 20 {
+	if !ok {
+		return 0, false
+	}
+	return parseInverted(digits)
+}
+
+// parseInverted reads 20 digits of MaxUint64 − n and returns n.
+func parseInverted(digits string) (uint64, bool) {
+	if len(digits) != 20 {
 		return 0, false
 	}
 	inv, err := strconv.ParseUint(digits, 10, 64)
@@ -54,14 +62,10 @@ func GCBoundaryKey(v uint64) string {
 // ParseGCBoundaryKey returns the version a boundary key names.
 func ParseGCBoundaryKey(key string) (uint64, bool) {
 	digits, ok := strings.CutPrefix(key, GCBoundaryDir)
-	if !ok || len(digits) != 20 {
+	if !ok {
 		return 0, false
 	}
-	inv, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return math.MaxUint64 - inv, true
+	return parseInverted(digits)
 }
 
 // NewFragmentKey returns a fresh, random data object key.

@@ -108,24 +108,25 @@ func ReadLatest(ctx context.Context, b blob.Bucket) (*Manifest, error) {
 
 // ReadManifest reads and decodes version v's manifest.
 func ReadManifest(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, error) {
-	key := ManifestKey(v)
-	data, err := b.Get(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) {
-		return nil, fmt.Errorf("table: version %d: %w", v, ErrVersionNotFound)
-	}
+	key, data, err := getManifest(ctx, b, v)
 	if err != nil {
 		return nil, err
 	}
 	return DecodeManifest(key, data)
 }
 
-// ReadTransaction reads only the transaction that made version v.
-func ReadTransaction(ctx context.Context, b blob.Bucket, v uint64) (*Transaction, error) {
+func getManifest(ctx context.Context, b blob.Bucket, v uint64) (string, []byte, error) {
 	key := ManifestKey(v)
 	data, err := b.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return nil, fmt.Errorf("table: version %d: %w", v, ErrVersionNotFound)
+		return key, nil, fmt.Errorf("table: version %d: %w", v, ErrVersionNotFound)
 	}
+	return key, data, err
+}
+
+// ReadTransaction reads only the transaction that made version v.
+func ReadTransaction(ctx context.Context, b blob.Bucket, v uint64) (*Transaction, error) {
+	key, data, err := getManifest(ctx, b, v)
 	if err != nil {
 		return nil, err
 	}

@@ -140,19 +140,8 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 		return nil, err
 	}
 	// Batches are generated before the clock starts.
-	batches := make([][]arrow.RecordBatch, cfg.Writers)
-	for w := range cfg.Writers {
-		for c := range cfg.Commits {
-			batches[w] = append(batches[w], rollouts.Batch(nil, cfg.Seed, w, int64(c*cfg.Rows), cfg.Rows))
-		}
-	}
-	defer func() {
-		for _, bs := range batches {
-			for _, rec := range bs {
-				rec.Release()
-			}
-		}
-	}()
+	batches := generate(cfg, 0, cfg.Writers, cfg.Commits)
+	defer release(batches)
 	var mu sync.Mutex
 	var lat []time.Duration
 	conflicts := 0
@@ -288,5 +277,25 @@ func addUsage(r Result) {
 		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		r["cpu_s"] = round(cpu.Seconds())
 		r["peak_rss_mb"] = round(float64(ru.Maxrss) / 1024)
+	}
+}
+
+// generate builds the batches of workers first … first+writers-1, commits
+// each, before any clock starts.
+func generate(cfg Config, first, writers, commits int) [][]arrow.RecordBatch {
+	batches := make([][]arrow.RecordBatch, writers)
+	for i := range writers {
+		for c := range commits {
+			batches[i] = append(batches[i], rollouts.Batch(nil, cfg.Seed, first+i, int64(c*cfg.Rows), cfg.Rows))
+		}
+	}
+	return batches
+}
+
+func release(batches [][]arrow.RecordBatch) {
+	for _, bs := range batches {
+		for _, rec := range bs {
+			rec.Release()
+		}
 	}
 }

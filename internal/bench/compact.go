@@ -8,13 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 )
 
@@ -51,19 +49,8 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 		return nil, err
 	}
 	rowsBefore := before.Manifest().Rows()
-	batches := make([][]arrow.RecordBatch, cfg.ConcWriters)
-	for i := range cfg.ConcWriters {
-		for c := range cfg.ConcCommits {
-			batches[i] = append(batches[i], rollouts.Batch(nil, cfg.Seed, cfg.Writers+i, int64(c*cfg.Rows), cfg.Rows))
-		}
-	}
-	defer func() {
-		for _, bs := range batches {
-			for _, rec := range bs {
-				rec.Release()
-			}
-		}
-	}()
+	batches := generate(cfg, cfg.Writers, cfg.ConcWriters, cfg.ConcCommits)
+	defer release(batches)
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := make([]error, cfg.ConcWriters)

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/rollouts"
@@ -30,19 +28,8 @@ func ingestShards(ctx context.Context, cfg Config, u string, log io.Writer) (Res
 	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
 		return nil, err
 	}
-	batches := make([][]arrow.RecordBatch, cfg.Writers)
-	for w := range cfg.Writers {
-		for c := range cfg.Commits {
-			batches[w] = append(batches[w], rollouts.Batch(nil, cfg.Seed, w, int64(c*cfg.Rows), cfg.Rows))
-		}
-	}
-	defer func() {
-		for _, bs := range batches {
-			for _, rec := range bs {
-				rec.Release()
-			}
-		}
-	}()
+	batches := generate(cfg, 0, cfg.Writers, cfg.Commits)
+	defer release(batches)
 	var mu sync.Mutex
 	var lat []time.Duration
 	var requests blob.Stats
