@@ -15,7 +15,7 @@ import (
 type Options struct {
 	// Commit tunes the Rewrite's commit.
 	Commit commit.Options
-	// Parallelism: source fragments read at once (default 2).
+	// Parallelism: source fragments read at once (default 4).
 	Parallelism int
 	// DryRun plans and returns without writing anything.
 	DryRun bool
@@ -52,7 +52,7 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 		o = *opts
 	}
 	if o.Parallelism <= 0 {
-		o.Parallelism = 2
+		o.Parallelism = 4
 	}
 	if o.MaxReplans <= 0 {
 		o.MaxReplans = 5

@@ -44,6 +44,11 @@ type FragmentWriter struct {
 	// column.
 	pending     []arrow.RecordBatch
 	pendingRows int64
+	// Row groups are encoded by a goroutine of their own, so that the
+	// caller goes on producing the next one (reading, in a compaction)
+	// meanwhile: one row group is encoded while the next one gathers.
+	rowGroups chan []arrow.RecordBatch
+	encoded   chan error
 }
 
 type countWriter struct {
@@ -88,6 +93,8 @@ func NewFragmentWriterAt(ctx context.Context, b blob.Bucket, schema *arrow.Schem
 		return nil, fmt.Errorf("table: start fragment: %w", err)
 	}
 	w.fw = fw
+	w.rowGroups, w.encoded = make(chan []arrow.RecordBatch), make(chan error, 1)
+	go w.encode()
 	w.stats = make([]statsAcc, schema.NumFields())
 	for i, f := range schema.Fields() {
 		w.stats[i].name = f.Name
@@ -113,19 +120,49 @@ func (w *FragmentWriter) Write(rec arrow.RecordBatch) error {
 	return nil
 }
 
-// flushPending writes the pending batches as row groups.
+// flushPending hands the pending batches to the encoder as row groups.
 func (w *FragmentWriter) flushPending() error {
 	if len(w.pending) == 0 {
 		return nil
 	}
-	tbl := array.NewTableFromRecords(w.schema, w.pending)
-	err := w.fw.WriteTable(tbl, RowGroupRows)
-	tbl.Release()
-	w.releasePending()
-	if err != nil {
-		return fmt.Errorf("table: write fragment %s: %w", w.key, err)
-	}
+	// An encoder that failed drains and releases what it is handed; its
+	// error comes out of Close.
+	w.rowGroups <- w.pending
+	w.pending, w.pendingRows = nil, 0
 	return nil
+}
+
+// encode writes the row groups it is handed, releasing their batches; it
+// reports its first error (or nil) on w.encoded when rowGroups is closed.
+func (w *FragmentWriter) encode() {
+	var err error
+	for batches := range w.rowGroups {
+		if err == nil {
+			tbl := array.NewTableFromRecords(w.schema, batches)
+			if werr := w.fw.WriteTable(tbl, RowGroupRows); werr != nil {
+				err = fmt.Errorf("table: write fragment %s: %w", w.key, werr)
+			}
+			tbl.Release()
+		}
+		for _, rec := range batches {
+			rec.Release()
+		}
+		if err != nil {
+			break
+		}
+	}
+	for batches := range w.rowGroups { // drain after an error
+		for _, rec := range batches {
+			rec.Release()
+		}
+	}
+	w.encoded <- err
+}
+
+// finishEncoding stops the encoder and returns its error.
+func (w *FragmentWriter) finishEncoding() error {
+	close(w.rowGroups)
+	return <-w.encoded
 }
 
 func (w *FragmentWriter) releasePending() {
@@ -146,6 +183,9 @@ func (w *FragmentWriter) Close() (Fragment, error) {
 	}
 	w.closed = true
 	err := w.flushPending()
+	if eerr := w.finishEncoding(); err == nil {
+		err = eerr
+	}
 	if cerr := w.fw.Close(); err == nil {
 		err = cerr
 	}
@@ -171,6 +211,7 @@ func (w *FragmentWriter) Abort() {
 	}
 	w.closed = true
 	w.releasePending()
+	_ = w.finishEncoding()
 	w.pw.CloseWithError(fmt.Errorf("fragment aborted"))
 	<-w.done
 }
