@@ -81,6 +81,7 @@ func killedWorkers(t *testing.T, u string) {
 		var mu sync.Mutex
 		var got []int64
 		done := make(chan struct{})
+		firstAck := make(chan struct{})
 		go func() {
 			defer close(done)
 			sc := bufio.NewScanner(stdout)
@@ -89,12 +90,21 @@ func killedWorkers(t *testing.T, u string) {
 				if err == nil {
 					mu.Lock()
 					got = append(got, id)
+					if len(got) == 1 {
+						close(firstAck)
+					}
 					mu.Unlock()
 				}
 			}
 			_, _ = io.Copy(io.Discard, stdout)
 		}()
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		// Kill at a random moment once the worker is under way.
+		select {
+		case <-firstAck:
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		<-done
