@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// CheckpointOptions bound CheckpointLSM. Zero values mean defaults.
+type CheckpointOptions struct {
+	// Poll is the pause between polls (default 50ms).
+	Poll time.Duration
+	// MaxStalls is how many consecutive polls may show neither fewer
+	// outstanding generations nor a running merge before it fails
+	// (default 40).
+	MaxStalls int
+}
+
+// CheckpointLSM makes every generation that exists once the memtable is
+// flushed merged into the base table:
+//
+//  1. it flushes once;
+//  2. it reads the stats and fixes a target: each shard's newest
+//     generation, as read after the flush;
+//  3. it triggers merging, never for a shard already merging;
+//  4. it polls until no generation at or below its target awaits merging.
+//
+// Generations made while it runs are not waited on, so it ends under
+// sustained writes. Its bound is progress, not time: MaxStalls polls in a
+// row with neither a drop in outstanding generations nor a running merge is
+// an error. A caller wanting a wall-clock bound passes a context deadline.
+func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...CheckpointOptions) error {
+	var o CheckpointOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Poll <= 0 {
+		o.Poll = 50 * time.Millisecond
+	}
+	if o.MaxStalls <= 0 {
+		o.MaxStalls = 40
+	}
+	if err := c.Flush(ctx, name); err != nil {
+		return err
+	}
+	// The flush runs in the background: wait until the memtable it sealed
+	// shows as a generation (or was empty).
+	var target map[string]uint64
+	for stalls := 0; ; stalls++ {
+		st, err := c.LSMStats(ctx, name, false)
+		if err != nil {
+			return err
+		}
+		flushed := true
+		target = map[string]uint64{}
+		for _, s := range st.Shards {
+			if s.MemtableRows > 0 && s.WALLag > 0 && stalls < 3 {
+				flushed = false
+			}
+			target[s.Shard] = s.NewestGeneration
+		}
+		if flushed {
+			break
+		}
+		if err := sleep(ctx, o.Poll); err != nil {
+			return err
+		}
+	}
+	outstanding := func() (int, bool, error) {
+		st, err := c.LSMStats(ctx, name, false)
+		if err != nil {
+			return 0, false, err
+		}
+		n, merging := 0, false
+		for _, s := range st.Shards {
+			t, ok := target[s.Shard]
+			if !ok {
+				continue
+			}
+			if s.Watermark < t {
+				n += int(t - s.Watermark)
+			}
+			merging = merging || s.Merging
+		}
+		return n, merging, nil
+	}
+	last, merging, err := outstanding()
+	if err != nil {
+		return err
+	}
+	stalls := 0
+	for last > 0 {
+		if !merging {
+			if err := c.Merge(ctx, name); err != nil && !IsStatus(err, http.StatusTooManyRequests) {
+				return err
+			}
+		}
+		if err := sleep(ctx, o.Poll); err != nil {
+			return err
+		}
+		n, m, err := outstanding()
+		if err != nil {
+			return err
+		}
+		if n < last || m {
+			stalls = 0
+		} else if stalls++; stalls >= o.MaxStalls {
+			return fmt.Errorf("strata: checkpoint of %s made no progress in %d polls: %d generations at or below the target still await merging", name, stalls, n)
+		}
+		last, merging = n, m
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	return nil
+}

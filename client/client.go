@@ -1,0 +1,318 @@
+// Package client is the Go client of Strata's HTTP server (package
+// server): every route, typed errors, and retries of 429 and 503 answers
+// with backoff, a bounded number of times.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/server"
+	"github.com/stratadb/strata/table"
+)
+
+// Error is an error answer of the server.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("strata server: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// IsStatus reports whether err is an answer with that status.
+func IsStatus(err error, status int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == status
+}
+
+// Client talks to one server.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+	// Retries bounds the retries of a 429 or 503 answer (default 5).
+	Retries int
+}
+
+// New returns a client of the server at base ("http://127.0.0.1:8080").
+func New(base, token string) *Client {
+	return &Client{base: strings.TrimSuffix(base, "/"), token: token, http: &http.Client{}, Retries: 5}
+}
+
+func (c *Client) url(name, path string, q url.Values) string {
+	u := c.base + "/api/v1/tables/" + url.PathEscape(name) + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+// do sends a request, retrying 429 and 503 with jittered backoff; body
+// is a function so it can be sent again.
+func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io.Reader, accept string) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		var rd io.Reader
+		if body != nil {
+			rd = body()
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u, rd)
+		if err != nil {
+			return nil, err
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode < 400 {
+			return resp, nil
+		}
+		apiErr := readError(resp)
+		if (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= c.Retries {
+			return nil, apiErr
+		}
+		d := time.Duration(10<<min(attempt, 8)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d/2 + rand.N(d/2+1)):
+		}
+	}
+}
+
+func readError(resp *http.Response) error {
+	defer resp.Body.Close()
+	var body server.ErrorBody
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(data, &body) != nil || body.Error.Code == "" {
+		return &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(data))}
+	}
+	return &Error{Status: resp.StatusCode, Code: body.Error.Code, Message: body.Error.Message}
+}
+
+// reply is a response, or the error that stands for it.
+type reply struct {
+	resp *http.Response
+	err  error
+}
+
+func (c *Client) call(ctx context.Context, method, u, ctype string, body func() io.Reader, accept string) reply {
+	resp, err := c.do(ctx, method, u, ctype, body, accept)
+	return reply{resp, err}
+}
+
+// none drains and closes a response whose body does not matter (202,
+// 204: there is none to decode).
+func (r reply) none() error {
+	if r.err != nil {
+		return r.err
+	}
+	_, _ = io.Copy(io.Discard, r.resp.Body)
+	return r.resp.Body.Close()
+}
+
+func (r reply) json(v any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.resp.Body.Close()
+	return json.NewDecoder(r.resp.Body).Decode(v)
+}
+
+func jsonBody(v any) (func() io.Reader, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return func() io.Reader { return bytes.NewReader(data) }, nil
+}
+
+func ipcBody(schema *arrow.Schema, batches []arrow.RecordBatch) (func() io.Reader, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
+	for _, rec := range batches {
+		if err := w.Write(rec); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	return func() io.Reader { return bytes.NewReader(data) }, nil
+}
+
+// CreateTable creates a table with schema and, optionally, initial rows.
+func (c *Client) CreateTable(ctx context.Context, name string, schema *arrow.Schema, batches ...arrow.RecordBatch) (server.TableInfo, error) {
+	body, err := ipcBody(schema, batches)
+	if err != nil {
+		return server.TableInfo{}, err
+	}
+	var info server.TableInfo
+	return info, c.call(ctx, http.MethodPut, c.url(name, "", nil), server.ArrowStream, body, "").json(&info)
+}
+
+// Describe returns the table's schema, version and size.
+func (c *Client) Describe(ctx context.Context, name string) (server.TableInfo, error) {
+	var info server.TableInfo
+	return info, c.call(ctx, http.MethodGet, c.url(name, "", nil), "", nil, "").json(&info)
+}
+
+// Drop deletes the table and every object in it.
+func (c *Client) Drop(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, c.url(name, "", nil), "", nil, "").none()
+}
+
+// Append appends batches; it returns once the server has them durable.
+func (c *Client) Append(ctx context.Context, name string, batches ...arrow.RecordBatch) (int64, error) {
+	if len(batches) == 0 {
+		return 0, nil
+	}
+	body, err := ipcBody(batches[0].Schema(), batches)
+	if err != nil {
+		return 0, err
+	}
+	var out struct {
+		Rows int64 `json:"rows"`
+	}
+	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), server.ArrowStream, body, "").json(&out)
+}
+
+// ScanOptions shape a scan.
+type ScanOptions struct {
+	Columns []string
+	Filter  string // e.g. "reward >= 0.9 AND worker = 'w01'"
+	Version uint64
+	Tag     string
+	Limit   int64
+}
+
+// Scan returns the rows as record batches; the caller releases them.
+func (c *Client) Scan(ctx context.Context, name string, o ScanOptions) ([]arrow.RecordBatch, error) {
+	q := url.Values{}
+	if len(o.Columns) > 0 {
+		q.Set("columns", strings.Join(o.Columns, ","))
+	}
+	if o.Filter != "" {
+		q.Set("filter", o.Filter)
+	}
+	if o.Version != 0 {
+		q.Set("version", strconv.FormatUint(o.Version, 10))
+	}
+	if o.Tag != "" {
+		q.Set("tag", o.Tag)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.FormatInt(o.Limit, 10))
+	}
+	return c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, server.ArrowStream).batches()
+}
+
+func (r reply) batches() ([]arrow.RecordBatch, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	defer r.resp.Body.Close()
+	rd, err := ipc.NewReader(r.resp.Body, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Release()
+	var out []arrow.RecordBatch
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		rec.Retain()
+		out = append(out, rec)
+	}
+	return out, rd.Err()
+}
+
+// Take returns the rows whose column (default "id") holds one of keys.
+func (c *Client) Take(ctx context.Context, name string, req server.TakeRequest) ([]arrow.RecordBatch, error) {
+	body, err := jsonBody(req)
+	if err != nil {
+		return nil, err
+	}
+	return c.call(ctx, http.MethodPost, c.url(name, "/take", nil), "application/json", body, server.ArrowStream).batches()
+}
+
+// Versions lists versions, newest first.
+func (c *Client) Versions(ctx context.Context, name string, limit int, detail bool) ([]table.VersionInfo, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}, "detail": {strconv.FormatBool(detail)}}
+	var out []table.VersionInfo
+	return out, c.call(ctx, http.MethodGet, c.url(name, "/versions", q), "", nil, "").json(&out)
+}
+
+// CreateTag names a version (0: the latest).
+func (c *Client) CreateTag(ctx context.Context, name, tag string, version uint64) error {
+	body, _ := jsonBody(map[string]any{"name": tag, "version": version})
+	return c.call(ctx, http.MethodPost, c.url(name, "/tags", nil), "application/json", body, "").none()
+}
+
+// Tags lists the tags.
+func (c *Client) Tags(ctx context.Context, name string) ([]table.Tag, error) {
+	var out []table.Tag
+	return out, c.call(ctx, http.MethodGet, c.url(name, "/tags", nil), "", nil, "").json(&out)
+}
+
+// Compact starts a compaction (202); an *Error with status 409 says one
+// is running.
+func (c *Client) Compact(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodPost, c.url(name, "/compact", nil), "", nil, "").none()
+}
+
+// CompactStats returns the compaction status and history.
+func (c *Client) CompactStats(ctx context.Context, name string) (server.CompactStats, error) {
+	var out server.CompactStats
+	return out, c.call(ctx, http.MethodGet, c.url(name, "/compact/stats", nil), "", nil, "").json(&out)
+}
+
+// Flush asks the server to seal its memtable into a generation (202).
+func (c *Client) Flush(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodPost, c.url(name, "/lsm/flush", nil), "", nil, "").none()
+}
+
+// Merge asks the server to merge its shard's generations (202). A 429
+// (merge already running) is returned as an *Error, not retried.
+func (c *Client) Merge(ctx context.Context, name string) error {
+	once := *c
+	once.Retries = 0
+	return once.call(ctx, http.MethodPost, c.url(name, "/lsm/compact", nil), "", nil, "").none()
+}
+
+// LSMStats returns every shard's stats.
+func (c *Client) LSMStats(ctx context.Context, name string, withRows bool) (server.LSMStats, error) {
+	q := url.Values{"include_generation_rows": {strconv.FormatBool(withRows)}}
+	var out server.LSMStats
+	return out, c.call(ctx, http.MethodGet, c.url(name, "/lsm/stats", q), "", nil, "").json(&out)
+}
+
+// Healthz reports whether the server answers.
+func (c *Client) Healthz(ctx context.Context) error {
+	return c.call(ctx, http.MethodGet, c.base+"/healthz", "", nil, "").none()
+}

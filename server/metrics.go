@@ -1,0 +1,122 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/walshard"
+)
+
+// metrics are exported in the Prometheus text format on GET /metrics.
+type metrics struct {
+	mu struct {
+		sync.Mutex
+		requests map[[2]string]int64 // route, status → count
+		seconds  map[string]float64  // route → total seconds
+		count    map[string]int64    // route → requests
+	}
+	rowsAppended atomic.Int64
+	compactions  atomic.Int64
+}
+
+func newMetrics() *metrics {
+	m := &metrics{}
+	m.mu.requests = map[[2]string]int64{}
+	m.mu.seconds = map[string]float64{}
+	m.mu.count = map[string]int64{}
+	return m
+}
+
+func (m *metrics) observe(route string, status int, d time.Duration) {
+	if route == "" {
+		route = "unmatched"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.requests[[2]string{route, fmt.Sprint(status)}]++
+	m.mu.seconds[route] += d.Seconds()
+	m.mu.count[route]++
+}
+
+func label(s string) string { return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) }
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	m := s.metrics
+	m.mu.Lock()
+	var keys [][2]string
+	for k := range m.mu.requests {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+a[1], b[0]+b[1]) })
+	fmt.Fprintln(w, "# HELP strata_http_requests_total HTTP requests by route and status.")
+	fmt.Fprintln(w, "# TYPE strata_http_requests_total counter")
+	for _, k := range keys {
+		fmt.Fprintf(w, "strata_http_requests_total{route=\"%s\",status=\"%s\"} %d\n", label(k[0]), k[1], m.mu.requests[k])
+	}
+	var routes []string
+	for r := range m.mu.count {
+		routes = append(routes, r)
+	}
+	sort.Strings(routes)
+	fmt.Fprintln(w, "# HELP strata_http_request_seconds Time spent serving requests, by route.")
+	fmt.Fprintln(w, "# TYPE strata_http_request_seconds summary")
+	for _, r := range routes {
+		fmt.Fprintf(w, "strata_http_request_seconds_sum{route=\"%s\"} %g\n", label(r), m.mu.seconds[r])
+		fmt.Fprintf(w, "strata_http_request_seconds_count{route=\"%s\"} %d\n", label(r), m.mu.count[r])
+	}
+	m.mu.Unlock()
+	fmt.Fprintln(w, "# HELP strata_rows_appended_total Rows acknowledged through this server.")
+	fmt.Fprintln(w, "# TYPE strata_rows_appended_total counter")
+	fmt.Fprintf(w, "strata_rows_appended_total %d\n", m.rowsAppended.Load())
+	fmt.Fprintln(w, "# HELP strata_compaction_runs_total Compactions run by this server.")
+	fmt.Fprintln(w, "# TYPE strata_compaction_runs_total counter")
+	fmt.Fprintf(w, "strata_compaction_runs_total %d\n", m.compactions.Load())
+
+	s.mu.Lock()
+	tables := make([]*tableState, 0, len(s.mu.tables))
+	for _, t := range s.mu.tables {
+		tables = append(tables, t)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(tables, func(a, b *tableState) int { return strings.Compare(a.name, b.name) })
+	fmt.Fprintln(w, "# HELP strata_object_store_requests_total Object-store requests by table and kind.")
+	fmt.Fprintln(w, "# TYPE strata_object_store_requests_total counter")
+	for _, t := range tables {
+		st, _ := blob.StatsOf(t.b)
+		for _, kv := range []struct {
+			kind string
+			n    int64
+		}{{"get", st.Gets}, {"range_get", st.RangeGets}, {"put", st.Puts}, {"conditional_put_won", st.CondPutsWon},
+			{"conditional_put_lost", st.CondPutsLost}, {"conditional_put_error", st.CondPutsErr}, {"list", st.Lists},
+			{"delete", st.Deletes}, {"head", st.Heads}} {
+			fmt.Fprintf(w, "strata_object_store_requests_total{table=\"%s\",kind=\"%s\"} %d\n", label(t.name), kv.kind, kv.n)
+		}
+	}
+	fmt.Fprintln(w, "# HELP strata_wal_lag_entries WAL entries of this server's shard not yet in a generation.")
+	fmt.Fprintln(w, "# TYPE strata_wal_lag_entries gauge")
+	var gens []string
+	for _, t := range tables {
+		if sh := t.openShard(); sh != nil {
+			st := sh.Stats()
+			fmt.Fprintf(w, "strata_wal_lag_entries{table=\"%s\",shard=\"%s\"} %d\n", label(t.name), st.Shard, st.WALLag)
+			gens = append(gens, fmt.Sprintf("strata_generations_pending{table=\"%s\",shard=\"%s\"} %d\n", label(t.name), st.Shard, st.PendingGenerations))
+		}
+	}
+	fmt.Fprintln(w, "# HELP strata_generations_pending Generations of this server's shard awaiting merge.")
+	fmt.Fprintln(w, "# TYPE strata_generations_pending gauge")
+	for _, g := range gens {
+		fmt.Fprint(w, g)
+	}
+}
+
+func sortShards(s []walshard.Stats) {
+	slices.SortFunc(s, func(a, b walshard.Stats) int { return strings.Compare(a.Shard, b.Shard) })
+}

@@ -1,0 +1,591 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// Content types.
+const (
+	ArrowStream = "application/vnd.apache.arrow.stream"
+	NDJSON      = "application/x-ndjson"
+)
+
+func (s *Server) routes() {
+	const t = "/api/v1/tables/{name}"
+	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if err := h(w, r); err != nil {
+				fail(w, err)
+			}
+		})
+	}
+	handle("PUT "+t, s.createTable)
+	handle("GET "+t, s.describeTable)
+	handle("DELETE "+t, s.dropTable)
+	handle("POST "+t+"/rows", s.appendRows)
+	handle("GET "+t+"/rows", s.scanRows)
+	handle("POST "+t+"/take", s.takeRows)
+	handle("GET "+t+"/versions", s.versions)
+	handle("GET "+t+"/tags", s.tags)
+	handle("POST "+t+"/tags", s.createTag)
+	handle("POST "+t+"/compact", s.compact)
+	handle("GET "+t+"/compact/stats", s.compactStats)
+	handle("POST "+t+"/lsm/flush", s.lsmFlush)
+	handle("POST "+t+"/lsm/compact", s.lsmMerge)
+	handle("GET "+t+"/lsm/stats", s.lsmStats)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no_route", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+func mediaType(r *http.Request) string {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt
+}
+
+// TableInfo is what GET /api/v1/tables/{name} answers.
+type TableInfo struct {
+	Name      string     `json:"name"`
+	Version   uint64     `json:"version"`
+	Rows      int64      `json:"rows"`
+	Fragments int        `json:"fragments"`
+	Bytes     int64      `json:"bytes"`
+	Schema    SchemaJSON `json:"schema"`
+}
+
+func (s *Server) createTable(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	var schema *arrow.Schema
+	var batches []arrow.RecordBatch
+	switch mediaType(r) {
+	case ArrowStream:
+		rd, err := ipc.NewReader(r.Body, ipc.WithAllocator(memory.DefaultAllocator))
+		if err != nil {
+			return badRequest("body is not an Arrow IPC stream: %v", err)
+		}
+		defer rd.Release()
+		schema = rd.Schema()
+		for rd.Next() {
+			rec := rd.RecordBatch()
+			rec.Retain()
+			defer rec.Release()
+			batches = append(batches, rec)
+		}
+		if err := rd.Err(); err != nil {
+			return badRequest("reading the Arrow stream: %v", err)
+		}
+	case "application/json":
+		var sj SchemaJSON
+		if err := json.NewDecoder(r.Body).Decode(&sj); err != nil {
+			return badRequest("body is not a JSON schema: %v", err)
+		}
+		if schema, err = sj.ToArrow(); err != nil {
+			return badRequest("%v", err)
+		}
+	default:
+		return badRequest("Content-Type must be %s or application/json", ArrowStream)
+	}
+	m, err := commit.Create(r.Context(), t.b, schema, nil, &commit.Options{Writer: "server:" + s.opts.Instance}, batches...)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, info(t.name, m))
+	return nil
+}
+
+func info(name string, m *table.Manifest) TableInfo {
+	return TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: FromArrow(m.Schema())}
+}
+
+func (s *Server) describeTable(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info(t.name, m))
+	return nil
+}
+
+// dropTable deletes every object of the table.
+func (s *Server) dropTable(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	t, err := s.table(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.mu.tables, name)
+	s.mu.Unlock()
+	if sh := t.openShard(); sh != nil {
+		sh.Close()
+	}
+	// Manifests first, newest first: once the newest is gone, the table is.
+	for _, prefix := range []string{table.VersionsDir, ""} {
+		for o, err := range blob.List(r.Context(), t.b, prefix, 0) {
+			if err != nil {
+				return err
+			}
+			if err := t.b.Delete(r.Context(), o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	t.b.Close()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// appendRows appends an Arrow IPC stream or JSON lines through the
+// server's shard, answering once the rows are durable.
+func (s *Server) appendRows(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	sh, err := s.shard(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	var rows int64
+	add := func(rec arrow.RecordBatch) error {
+		if err := sh.Append(r.Context(), rec); err != nil {
+			return err
+		}
+		rows += rec.NumRows()
+		return nil
+	}
+	switch mediaType(r) {
+	case ArrowStream:
+		rd, err := ipc.NewReader(r.Body, ipc.WithAllocator(memory.DefaultAllocator))
+		if err != nil {
+			return badRequest("body is not an Arrow IPC stream: %v", err)
+		}
+		defer rd.Release()
+		if err := table.CheckSchema(sh.Schema(), rd.Schema()); err != nil {
+			return err
+		}
+		for rd.Next() {
+			if err := add(rd.RecordBatch()); err != nil {
+				return err
+			}
+		}
+		if err := rd.Err(); err != nil {
+			return badRequestOrLimit(err, "reading the Arrow stream")
+		}
+	case NDJSON, "application/jsonl":
+		rd := array.NewJSONReader(r.Body, sh.Schema(), array.WithChunk(4096))
+		defer rd.Release()
+		for rd.Next() {
+			if err := add(rd.RecordBatch()); err != nil {
+				return err
+			}
+		}
+		if err := rd.Err(); err != nil {
+			return badRequestOrLimit(err, "reading JSON lines")
+		}
+	default:
+		return badRequest("Content-Type must be %s or %s", ArrowStream, NDJSON)
+	}
+	s.metrics.rowsAppended.Add(rows)
+	writeJSON(w, http.StatusOK, map[string]int64{"rows": rows})
+	return nil
+}
+
+func badRequestOrLimit(err error, what string) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return err
+	}
+	return badRequest("%s: %v", what, err)
+}
+
+// scanOptions reads columns= and filter=.
+func scanOptions(r *http.Request) (table.ScanOptions, error) {
+	var o table.ScanOptions
+	q := r.URL.Query()
+	if c := q.Get("columns"); c != "" {
+		o.Columns = strings.Split(c, ",")
+	}
+	if f := q.Get("filter"); f != "" {
+		p, err := table.ParseFilter(f)
+		if err != nil {
+			return o, err
+		}
+		o.Filter = p
+	}
+	return o, nil
+}
+
+// wantsJSONLines tells the answer's format: JSON lines when format=jsonl
+// or Accept asks for them, Arrow IPC otherwise.
+func wantsJSONLines(r *http.Request) bool {
+	return r.URL.Query().Get("format") == "jsonl" || strings.Contains(r.Header.Get("Accept"), NDJSON)
+}
+
+// writeRows streams batches as Arrow IPC or JSON lines.
+func writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, limit int64, batches func(yield func(arrow.RecordBatch, error) bool)) error {
+	jsonl := wantsJSONLines(r)
+	var iw *ipc.Writer
+	started := false
+	start := func() {
+		started = true
+		if jsonl {
+			w.Header().Set("Content-Type", NDJSON)
+		} else {
+			w.Header().Set("Content-Type", ArrowStream)
+			iw = ipc.NewWriter(w, ipc.WithSchema(schema))
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	var n int64
+	for rec, err := range batches {
+		if err != nil {
+			if !started {
+				return err
+			}
+			// Mid-stream: the status is sent; end the body short.
+			return nil
+		}
+		if !started {
+			start()
+		}
+		if limit > 0 && n+rec.NumRows() > limit {
+			rec = rec.NewSlice(0, limit-n)
+			defer rec.Release()
+		}
+		n += rec.NumRows()
+		if jsonl {
+			if err := array.RecordToJSON(rec, w); err != nil {
+				return nil
+			}
+		} else if err := iw.Write(rec); err != nil {
+			return nil
+		}
+		if limit > 0 && n >= limit {
+			break
+		}
+	}
+	if !started {
+		start()
+	}
+	if iw != nil {
+		return iw.Close()
+	}
+	return nil
+}
+
+func (s *Server) scanRows(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	opts, err := scanOptions(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var oo table.OpenOptions
+	if v := q.Get("version"); v != "" {
+		if oo.Version, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return badRequest("version=%q is not a number", v)
+		}
+	}
+	oo.Tag = q.Get("tag")
+	var limit int64
+	if l := q.Get("limit"); l != "" {
+		if limit, err = strconv.ParseInt(l, 10, 64); err != nil || limit < 0 {
+			return badRequest("limit=%q is not a count", l)
+		}
+	}
+	snap, err := table.Open(r.Context(), t.b, &oo)
+	if err != nil {
+		return err
+	}
+	schema, err := snap.ScanSchema(opts)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	return writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
+}
+
+// TakeRequest is the body of POST …/take.
+type TakeRequest struct {
+	Column  string   `json:"column"` // default "id"
+	Keys    []int64  `json:"keys"`
+	Columns []string `json:"columns,omitempty"`
+}
+
+func (s *Server) takeRows(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	var req TakeRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not a take request")
+	}
+	if req.Column == "" {
+		req.Column = "id"
+	}
+	snap, err := table.Open(r.Context(), t.b, nil)
+	if err != nil {
+		return err
+	}
+	schema, err := snap.ScanSchema(table.ScanOptions{Columns: req.Columns})
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	recs, _, err := snap.Take(r.Context(), req.Column, req.Keys, req.Columns)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	return writeRows(w, r, schema, 0, func(yield func(arrow.RecordBatch, error) bool) {
+		for _, rec := range recs {
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	})
+}
+
+func (s *Server) versions(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	detail := r.URL.Query().Get("detail") == "true"
+	vs, err := table.Versions(r.Context(), t.b, limit, detail)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, vs)
+	return nil
+}
+
+func (s *Server) tags(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	tags, err := table.Tags(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	if tags == nil {
+		tags = []table.Tag{}
+	}
+	writeJSON(w, http.StatusOK, tags)
+	return nil
+}
+
+func (s *Server) createTag(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Name    string `json:"name"`
+		Version uint64 `json:"version"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not a tag")
+	}
+	if req.Version == 0 {
+		if req.Version, err = table.LatestVersion(r.Context(), t.b); err != nil {
+			return err
+		}
+	}
+	if err := table.CreateTag(r.Context(), t.b, req.Name, req.Version); err != nil {
+		if errors.Is(err, table.ErrTagExists) || errors.Is(err, table.ErrVersionNotFound) {
+			return err
+		}
+		return badRequest("%v", err)
+	}
+	writeJSON(w, http.StatusCreated, table.Tag{Name: req.Name, Version: req.Version})
+	return nil
+}
+
+// compact starts a compaction of the base table and answers 202 with no
+// body, or 409 when one of this server is running.
+func (s *Server) compact(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
+		return err
+	}
+	if !t.compacting.CompareAndSwap(false, true) {
+		return &apiError{http.StatusConflict, "compaction_running", "a compaction of this table is already running"}
+	}
+	go func() {
+		defer t.compacting.Store(false)
+		ctx := context.Background()
+		start := time.Now()
+		res, err := compactor.Compact(ctx, t.b, s.opts.Compaction, nil)
+		run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
+			FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
+		if err != nil {
+			run.Error = err.Error()
+			s.opts.Log.Error("compaction failed", "table", t.name, "error", err.Error())
+		}
+		if rerr := compactor.Record(ctx, t.b, run, 0); rerr != nil {
+			s.opts.Log.Warn("recording a compaction failed", "table", t.name, "error", rerr.Error())
+		}
+		s.metrics.compactions.Add(1)
+	}()
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+// CompactStats is what GET …/compact/stats answers.
+type CompactStats struct {
+	Fragments int  `json:"fragments"`
+	Running   bool `json:"running"`
+	compactor.Status
+}
+
+func (s *Server) compactStats(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	st, err := compactor.ReadStatus(r.Context(), t.b, 20)
+	if err != nil {
+		return err
+	}
+	if st.History == nil {
+		st.History = []compactor.Run{}
+	}
+	writeJSON(w, http.StatusOK, CompactStats{Fragments: len(m.Fragments), Running: t.compacting.Load(), Status: st})
+	return nil
+}
+
+// lsmFlush seals the server's memtable of the table into a generation in
+// the background and answers 202 with no body.
+func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	sh, err := s.shard(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if _, err := sh.Flush(context.Background()); err != nil {
+			s.opts.Log.Error("flush failed", "table", t.name, "error", err.Error())
+		}
+	}()
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+// lsmMerge starts merging the server's shard; 429 when its merge runs.
+func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	sh, err := s.shard(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	if sh.Merging() {
+		return &apiError{http.StatusTooManyRequests, "merge_running", fmt.Sprintf("shard %s is merging", sh.ID())}
+	}
+	go func() {
+		if _, err := sh.Merge(context.Background()); err != nil && !errors.Is(err, walshard.ErrMergeRunning) {
+			s.opts.Log.Error("merge failed", "table", t.name, "error", err.Error())
+		}
+	}()
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+// LSMStats is what GET …/lsm/stats answers.
+type LSMStats struct {
+	Version uint64           `json:"version"`
+	Shards  []walshard.Stats `json:"shards"`
+}
+
+func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	withRows := r.URL.Query().Get("include_generation_rows") == "true"
+	out := LSMStats{Version: m.Version, Shards: []walshard.Stats{}}
+	ids := map[string]bool{}
+	for id := range m.Shards {
+		ids[id] = true
+	}
+	own := t.openShard()
+	if own != nil {
+		ids[own.ID()] = true
+	}
+	for id := range ids {
+		var st walshard.Stats
+		if own != nil && id == own.ID() {
+			st = own.Stats()
+		} else if st, err = walshard.Inspect(r.Context(), t.b, id); err != nil {
+			if errors.Is(err, walshard.ErrUnknownShard) {
+				continue
+			}
+			return err
+		}
+		if !withRows {
+			st.PendingRows = 0
+		}
+		out.Shards = append(out.Shards, st)
+	}
+	sortShards(out.Shards)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

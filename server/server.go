@@ -1,0 +1,328 @@
+// Package server offers Strata's tables over HTTP, for clients that are
+// not Go: create, describe and drop tables, append rows (through the
+// server's own WAL shard, acknowledged once durable), scan, take by key,
+// versions and tags, compaction, and the LSM operations flush, merge and
+// stats. Package client is its Go client.
+//
+// A table is a prefix of the server's bucket, named in the URL path. The
+// shard a server writes through is derived from its instance id, so
+// replicas behind a load balancer never share a shard. Invariants:
+//
+//   - An append is answered 200 only once its rows are durable in the
+//     shard's WAL; any failure before that is an error status, and rows of
+//     a failed append may or may not be stored (retry with new rows only
+//     if duplicates are acceptable, or read first).
+//   - Shutdown stops accepting, flushes and merges every shard it owns,
+//     then returns: nothing acknowledged is left only in memory (and even
+//     then it would be in the WAL).
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// Options configure a Server. Zero values mean defaults.
+type Options struct {
+	// Bucket is the URL under which tables live: table NAME is at
+	// Bucket/NAME.
+	Bucket string
+	// Instance names this server (default: the hostname); its shard is
+	// "srv-" + Instance.
+	Instance string
+	// Token, when set, is required as "Authorization: Bearer TOKEN".
+	Token string
+	// MaxBodyBytes bounds a request body (default 64 MiB).
+	MaxBodyBytes int64
+	// Shard tunes the server's WAL shards (its Shard field is set here).
+	Shard walshard.Options
+	// Compaction is the policy of POST /compact (its minimum is ignored:
+	// an operator asked).
+	Compaction compactor.Policy
+	Log        *slog.Logger
+	// Open opens bucket URLs (default blob.Open); tests wrap it.
+	Open func(ctx context.Context, url string) (blob.Bucket, error)
+}
+
+// Server serves the API. Create it with New.
+type Server struct {
+	opts     Options
+	mux      *http.ServeMux
+	metrics  *metrics
+	draining atomic.Bool
+	mu       struct {
+		sync.Mutex
+		tables map[string]*tableState
+	}
+}
+
+type tableState struct {
+	name string
+	b    blob.Bucket
+	mu   sync.Mutex // guards shard
+	// shard is opened on first use: an append, a flush or a merge.
+	shard      *walshard.Shard
+	compacting atomic.Bool
+}
+
+// New makes a server. It opens nothing until a request needs it.
+func New(opts Options) (*Server, error) {
+	if opts.Bucket == "" {
+		return nil, errors.New("server: no bucket URL")
+	}
+	if opts.Instance == "" {
+		return nil, errors.New("server: no instance id")
+	}
+	if err := walshard.CheckShardID("srv-" + opts.Instance); err != nil {
+		return nil, fmt.Errorf("server: instance id %q: %w", opts.Instance, err)
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 64 << 20
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Open == nil {
+		opts.Open = blob.Open
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), metrics: newMetrics()}
+	s.mu.tables = map[string]*tableState{}
+	s.routes()
+	return s, nil
+}
+
+// ShardID is the shard this server writes through.
+func (s *Server) ShardID() string { return "srv-" + s.opts.Instance }
+
+// Handler returns the HTTP handler: authentication, draining, body limits
+// and metrics around the routes.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			s.metrics.observe(r.Pattern, rw.status, time.Since(start))
+		}()
+		if r.URL.Path != "/healthz" && s.opts.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
+				writeError(rw, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+				return
+			}
+		}
+		if s.draining.Load() && r.URL.Path != "/healthz" && r.URL.Path != "/metrics" {
+			writeError(rw, http.StatusServiceUnavailable, "draining", "the server is shutting down")
+			return
+		}
+		r.Body = http.MaxBytesReader(rw, r.Body, s.opts.MaxBodyBytes)
+		s.mux.ServeHTTP(rw, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+var tableName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// table returns the state of table name, opening its bucket on first use.
+func (s *Server) table(ctx context.Context, name string) (*tableState, error) {
+	if !tableName.MatchString(name) || strings.Contains(name, "..") {
+		return nil, &apiError{http.StatusBadRequest, "bad_table_name",
+			fmt.Sprintf("table name %q: want 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit", name)}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.mu.tables[name]; ok {
+		return t, nil
+	}
+	b, err := s.opts.Open(ctx, joinURL(s.opts.Bucket, name))
+	if err != nil {
+		return nil, err
+	}
+	t := &tableState{name: name, b: b}
+	s.mu.tables[name] = t
+	return t, nil
+}
+
+// shard returns the table's shard, opening it (and so claiming a new
+// epoch) on first use.
+func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.shard != nil {
+		return t.shard, nil
+	}
+	o := s.opts.Shard
+	o.Shard = s.ShardID()
+	sh, err := walshard.Open(ctx, t.b, o)
+	if err != nil {
+		return nil, err
+	}
+	t.shard = sh
+	return sh, nil
+}
+
+// openShard returns the table's shard if it is open.
+func (t *tableState) openShard() *walshard.Shard {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.shard
+}
+
+// Shutdown drains: requests other than health and metrics get 503, then
+// every open shard is flushed and merged and closed. Stop the listener
+// first (http.Server.Shutdown), then call this.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.mu.Lock()
+	tables := make([]*tableState, 0, len(s.mu.tables))
+	for _, t := range s.mu.tables {
+		tables = append(tables, t)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, t := range tables {
+		if sh := t.openShard(); sh != nil {
+			if _, err := sh.Flush(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s: flush: %w", t.name, err))
+			} else if err := mergeAll(ctx, sh); err != nil {
+				errs = append(errs, fmt.Errorf("%s: merge: %w", t.name, err))
+			}
+			sh.Close()
+		}
+		t.b.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// mergeAll merges until nothing awaits merging.
+func mergeAll(ctx context.Context, sh *walshard.Shard) error {
+	for {
+		res, err := sh.Merge(ctx)
+		if errors.Is(err, walshard.ErrMergeRunning) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if res.Generations == 0 && sh.Stats().PendingGenerations == 0 {
+			return nil
+		}
+	}
+}
+
+func joinURL(root, sub string) string {
+	base, query, _ := strings.Cut(root, "?")
+	u := strings.TrimSuffix(base, "/") + "/" + sub
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var body ErrorBody
+	body.Error.Code, body.Error.Message = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// fail maps an error to its status and writes it.
+func fail(w http.ResponseWriter, err error) {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.status, ae.code, ae.msg)
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+	case errors.Is(err, table.ErrNotFound), errors.Is(err, walshard.ErrUnknownShard):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, table.ErrVersionNotFound), errors.Is(err, table.ErrTagNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, table.ErrExists), errors.Is(err, table.ErrTagExists):
+		writeError(w, http.StatusConflict, "exists", err.Error())
+	case errors.Is(err, commit.ErrConflict):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, table.ErrSchemaMismatch), errors.Is(err, table.ErrBadPredicate):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, walshard.ErrMergeRunning):
+		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
+	case errors.Is(err, walshard.ErrFenced), errors.Is(err, walshard.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	case errors.Is(err, blob.ErrRetryable):
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, "bad_request", fmt.Sprintf(format, args...)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,476 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
+	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/server"
+	"github.com/stratadb/strata/table"
+)
+
+var ctx = context.Background()
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+type fixture struct {
+	srv    *server.Server
+	http   *httptest.Server
+	c      *client.Client
+	faults *fault.Bucket // the last bucket the server opened, wrapped
+	mu     sync.Mutex
+}
+
+// start serves the tables under root; opts may set a token or limits.
+func start(t *testing.T, root string, opts server.Options) *fixture {
+	t.Helper()
+	f := &fixture{}
+	opts.Bucket, opts.Instance = root, "test"
+	opts.Open = func(ctx context.Context, u string) (blob.Bucket, error) {
+		b, err := blob.Open(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		fb := fault.Wrap(b, nil)
+		f.mu.Lock()
+		f.faults = fb
+		f.mu.Unlock()
+		return fb, nil
+	}
+	srv, err := server.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = srv
+	f.http = httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		f.http.Close()
+		_ = srv.Shutdown(ctx)
+	})
+	f.c = client.New(f.http.URL, opts.Token)
+	return f
+}
+
+func (f *fixture) inject(inj fault.Injector) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults.SetInjector(inj)
+}
+
+func ids(t *testing.T, recs []arrow.RecordBatch) map[int64]int {
+	t.Helper()
+	out := map[int64]int{}
+	for _, rec := range recs {
+		col := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+		for _, id := range col.Int64Values() {
+			out[id]++
+		}
+		rec.Release()
+	}
+	return out
+}
+
+func raw(t *testing.T, f *fixture, method, path, ctype, body, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+func TestTableRoutes(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	info, err := f.c.CreateTable(ctx, "rollouts", rollouts.Schema)
+	if err != nil || info.Version != 1 || len(info.Schema.Fields) != 7 {
+		t.Fatalf("create: %+v, %v", info, err)
+	}
+	if _, err := f.c.CreateTable(ctx, "rollouts", rollouts.Schema); !client.IsStatus(err, http.StatusConflict) {
+		t.Fatalf("create twice: %v", err)
+	}
+	// The JSON schema form.
+	code, body := raw(t, f, "PUT", "/api/v1/tables/events", "application/json", `{"fields":[{"name":"id","type":"int64"},{"name":"msg","type":"string","nullable":true}]}`, "")
+	if code != http.StatusCreated || !strings.Contains(body, `"type":"int64"`) {
+		t.Fatalf("create from JSON: %d %s", code, body)
+	}
+	code, body = raw(t, f, "PUT", "/api/v1/tables/bad", "application/json", `{"fields":[{"name":"x","type":"complex128"}]}`, "")
+	if code != http.StatusBadRequest || !strings.Contains(body, `"code":"bad_request"`) {
+		t.Fatalf("create with a bad type: %d %s", code, body)
+	}
+	// Rows: Arrow in, JSON lines in, scans out both ways.
+	rec := rollouts.Batch(nil, 42, 0, 0, 50)
+	defer rec.Release()
+	if n, err := f.c.Append(ctx, "rollouts", rec); err != nil || n != 50 {
+		t.Fatalf("append: %d %v", n, err)
+	}
+	code, body = raw(t, f, "POST", "/api/v1/tables/events/rows", "application/x-ndjson", "{\"id\":1,\"msg\":\"a\"}\n{\"id\":2,\"msg\":null}\n", "")
+	if code != http.StatusOK || !strings.Contains(body, `"rows":2`) {
+		t.Fatalf("append JSON lines: %d %s", code, body)
+	}
+	recs, err := f.c.Scan(ctx, "rollouts", client.ScanOptions{Columns: []string{"id", "reward"}, Filter: "id >= 10 AND id < 20"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Appends are in the shard's memtable; the scan reads the base table.
+	if got := ids(t, recs); len(got) != 0 {
+		t.Fatalf("base table before any merge holds %d ids", len(got))
+	}
+	if err := f.c.CheckpointLSM(ctx, "rollouts"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err = f.c.Scan(ctx, "rollouts", client.ScanOptions{Columns: []string{"id", "reward"}, Filter: "id >= 10 AND id < 20"})
+	if got := ids(t, recs); err != nil || len(got) != 10 {
+		t.Fatalf("scan after checkpoint: %d ids, %v", len(got), err)
+	}
+	code, body = raw(t, f, "GET", "/api/v1/tables/rollouts/rows?format=jsonl&columns=id,worker&limit=3", "", "", "")
+	if code != http.StatusOK || strings.Count(body, "\n") != 3 || !strings.Contains(body, `"worker":"w00"`) {
+		t.Fatalf("scan as JSON lines: %d %q", code, body)
+	}
+	code, body = raw(t, f, "GET", "/api/v1/tables/rollouts/rows?filter=nope%20%3E%201", "", "", "")
+	if code != http.StatusBadRequest {
+		t.Fatalf("scan with a bad filter: %d %s", code, body)
+	}
+	recs, err = f.c.Take(ctx, "rollouts", server.TakeRequest{Keys: []int64{3, 44, 999}})
+	if got := ids(t, recs); err != nil || len(got) != 2 || got[3] != 1 || got[44] != 1 {
+		t.Fatalf("take: %v %v", got, err)
+	}
+	vs, err := f.c.Versions(ctx, "rollouts", 10, true)
+	if err != nil || len(vs) < 2 || vs[0].Kind != table.KindMerge {
+		t.Fatalf("versions: %+v %v", vs, err)
+	}
+	if err := f.c.CreateTag(ctx, "rollouts", "first", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.CreateTag(ctx, "rollouts", "first", 0); !client.IsStatus(err, http.StatusConflict) {
+		t.Fatalf("tag twice: %v", err)
+	}
+	if tags, err := f.c.Tags(ctx, "rollouts"); err != nil || len(tags) != 1 {
+		t.Fatalf("tags: %+v %v", tags, err)
+	}
+	// Wrong schema: 400, nothing written.
+	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Float64}}, nil)
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, other)
+	bld.Field(0).(*array.Float64Builder).Append(1)
+	bad := bld.NewRecordBatch()
+	if _, err := f.c.Append(ctx, "rollouts", bad); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Fatalf("append of another schema: %v", err)
+	}
+	// Drop.
+	if err := f.c.Drop(ctx, "events"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Describe(ctx, "events"); !client.IsStatus(err, http.StatusNotFound) {
+		t.Fatalf("describe after drop: %v", err)
+	}
+	if _, err := f.c.Describe(ctx, "nope"); !client.IsStatus(err, http.StatusNotFound) {
+		t.Fatalf("describe of nothing: %v", err)
+	}
+	// Metrics.
+	code, body = raw(t, f, "GET", "/metrics", "", "", "")
+	if code != 200 || !strings.Contains(body, `strata_http_requests_total{route="POST /api/v1/tables/{name}/rows",status="200"}`) ||
+		!strings.Contains(body, "strata_object_store_requests_total") || !strings.Contains(body, "strata_rows_appended_total 52") {
+		t.Fatalf("metrics: %d\n%s", code, body)
+	}
+}
+
+func TestBadNamesAuthAndLimits(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{Token: "s3cret", MaxBodyBytes: 1000})
+	authed := client.New(f.http.URL, "s3cret")
+	for _, name := range []string{"..%2Fx", "a%2Fb", strings.Repeat("x", 200), ".hidden"} {
+		code, body := raw(t, f, "GET", "/api/v1/tables/"+name, "", "", "s3cret")
+		if code != http.StatusBadRequest || !strings.Contains(body, "bad_table_name") {
+			t.Errorf("name %q: %d %s", name, code, body)
+		}
+	}
+	if code, _ := raw(t, f, "GET", "/api/v1/tables/", "", "", "s3cret"); code != http.StatusNotFound {
+		t.Errorf("empty name: %d", code)
+	}
+	if code, body := raw(t, f, "GET", "/api/v1/tables/x", "", "", ""); code != http.StatusUnauthorized || !strings.Contains(body, "unauthorized") {
+		t.Fatalf("no token: %d %s", code, body)
+	}
+	if code, _ := raw(t, f, "GET", "/api/v1/tables/x", "", "", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", code)
+	}
+	if code, _ := raw(t, f, "GET", "/healthz", "", "", ""); code != http.StatusOK {
+		t.Fatalf("healthz needs no token: %d", code)
+	}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	if _, err := authed.CreateTable(ctx, "small", schema); err != nil {
+		t.Fatal(err)
+	}
+	big := "{\"id\":1}\n"
+	code, body := raw(t, f, "POST", "/api/v1/tables/small/rows", "application/x-ndjson", strings.Repeat(big, 500), "s3cret")
+	if code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversize body: %d %s", code, body)
+	}
+}
+
+func TestAcceptedAnswersHaveNoBody(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/compact", "/lsm/flush", "/lsm/compact"} {
+		code, body := raw(t, f, "POST", "/api/v1/tables/t"+path, "", "", "")
+		if code != http.StatusAccepted || body != "" {
+			t.Fatalf("POST %s: %d %q", path, code, body)
+		}
+	}
+	// The client's calls decode nothing on 202.
+	time.Sleep(50 * time.Millisecond)
+	if err := f.c.Flush(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := f.c.CompactStats(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.History) > 0 && !st.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction run recorded: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// While the shard's merge is held up (slow manifest commits), another
+// merge request gets 429 and a compaction request 409.
+func TestBusyAnswers(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(nil, 42, 0, 0, 20)
+	defer rec.Release()
+	if _, err := f.c.Append(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	code, _ := raw(t, f, "POST", "/api/v1/tables/t/lsm/flush", "", "", "")
+	if code != http.StatusAccepted {
+		t.Fatal(code)
+	}
+	time.Sleep(100 * time.Millisecond)
+	f.inject(fault.OnKeys(regexp.MustCompile(`^_versions/`), fault.OnOps(fault.Always(fault.Fault{Delay: 800 * time.Millisecond}), fault.OpPutIfAbsent)))
+	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/lsm/compact", "", "", ""); code != http.StatusAccepted {
+		t.Fatalf("first merge: %d", code)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if code, body := raw(t, f, "POST", "/api/v1/tables/t/lsm/compact", "", "", ""); code != http.StatusTooManyRequests || !strings.Contains(body, "merge_running") {
+		t.Fatalf("merge while merging: %d %s", code, body)
+	}
+	st, err := f.c.LSMStats(ctx, "t", true)
+	if err != nil || len(st.Shards) != 1 || !st.Shards[0].Merging {
+		t.Fatalf("stats while merging: %+v %v", st, err)
+	}
+	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/compact", "", "", ""); code != http.StatusAccepted {
+		t.Fatalf("compaction: %d", code)
+	}
+	if code, body := raw(t, f, "POST", "/api/v1/tables/t/compact", "", "", ""); code != http.StatusConflict || !strings.Contains(body, "compaction_running") {
+		t.Fatalf("compaction while compacting: %d %s", code, body)
+	}
+	f.inject(nil)
+}
+
+// CheckpointLSM ends while four writers keep appending through the server,
+// and leaves every generation at or below its target merged.
+func TestCheckpointEndsUnderSustainedWrites(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var acked atomic.Int64
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rec := rollouts.Batch(nil, 42, w, int64(i*10), 10)
+				_, err := f.c.Append(ctx, "t", rec)
+				rec.Release()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				acked.Add(10)
+				if i%5 == 4 {
+					_ = f.c.Flush(ctx, "t")
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	before, _ := f.c.LSMStats(ctx, "t", false)
+	c, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := f.c.CheckpointLSM(c, "t"); err != nil {
+		t.Fatalf("checkpoint under writes: %v", err)
+	}
+	after, err := f.c.LSMStats(ctx, "t", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	for _, s := range before.Shards {
+		for _, a := range after.Shards {
+			if a.Shard == s.Shard && a.Watermark < s.NewestGeneration {
+				t.Fatalf("shard %s: watermark %d below the generation %d that existed before the checkpoint", s.Shard, a.Watermark, s.NewestGeneration)
+			}
+		}
+	}
+	// And at the end every acknowledged row is in the table once.
+	if err := f.c.CheckpointLSM(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := f.c.Scan(ctx, "t", client.ScanOptions{Columns: []string{"id"}})
+	got := ids(t, recs)
+	if err != nil || int64(len(got)) != acked.Load() {
+		t.Fatalf("%d distinct ids in the table, %d acknowledged (%v)", len(got), acked.Load(), err)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Fatalf("id %d appears %d times", id, n)
+		}
+	}
+}
+
+func TestCheckpointFailsWhenMergesStall(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(nil, 42, 0, 0, 10)
+	defer rec.Release()
+	if _, err := f.c.Append(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	// Every manifest commit fails: merges never land.
+	f.inject(fault.OnKeys(regexp.MustCompile(`^_versions/`), fault.OnOps(fault.Always(fault.Fault{Action: fault.Fail, Err: &blob.Error{Op: "put-if-absent", Kind: blob.ErrPermanent, Err: errors.New("refused")}}), fault.OpPutIfAbsent)))
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := f.c.CheckpointLSM(c, "t", client.CheckpointOptions{Poll: 10 * time.Millisecond, MaxStalls: 20})
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no progress") {
+		t.Fatalf("checkpoint with stalled merges: %v, want a no-progress error", err)
+	}
+	f.inject(nil)
+}
+
+func TestShutdownFlushesAndMerges(t *testing.T) {
+	root := "file://" + t.TempDir()
+	f := start(t, root, server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(nil, 42, 0, 0, 30)
+	defer rec.Release()
+	if _, err := f.c.Append(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	f.http.Close()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := blob.Open(ctx, root+"/t")
+	s, err := table.Open(ctx, b, nil)
+	if err != nil || s.Manifest().Rows() != 30 {
+		t.Fatalf("after shutdown the table holds %v rows (%v)", s.Manifest().Rows(), err)
+	}
+	// A draining server answers 503.
+	rr := httptest.NewRecorder()
+	f.srv.Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/api/v1/tables/t", bytes.NewReader(nil)))
+	if rr.Code != http.StatusServiceUnavailable {
+		t.Fatalf("draining: %d", rr.Code)
+	}
+}
+
+// Against MinIO: append through the server, checkpoint, compact, scan:
+// every row once.
+func TestEndToEndOnMinIO(t *testing.T) {
+	root := testenv.MinIO(t).URL(t)
+	f := start(t, root, server.Options{})
+	if _, err := f.c.CreateTable(ctx, "rollouts", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		rec := rollouts.Batch(nil, 42, 1, int64(i*25), 25)
+		if _, err := f.c.Append(ctx, "rollouts", rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		if i%4 == 3 {
+			if err := f.c.CheckpointLSM(ctx, "rollouts"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := f.c.CheckpointLSM(ctx, "rollouts"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Compact(ctx, "rollouts"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := f.c.CompactStats(ctx, "rollouts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.TotalCompactions == 1 && !st.Running {
+			if st.Fragments != 1 {
+				t.Fatalf("after compaction: %d fragments", st.Fragments)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("compaction did not finish: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	recs, err := f.c.Scan(ctx, "rollouts", client.ScanOptions{})
+	got := ids(t, recs)
+	if err != nil || len(got) != 500 {
+		t.Fatalf("%d ids, %v", len(got), err)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Fatalf("id %d appears %d times", id, n)
+		}
+	}
+}
