@@ -100,21 +100,28 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "strata_object_store_requests_total{table=\"%s\",kind=\"%s\"} %d\n", label(t.name), kv.kind, kv.n)
 		}
 	}
-	fmt.Fprintln(w, "# HELP strata_wal_lag_entries WAL entries of this server's shard not yet in a generation.")
-	fmt.Fprintln(w, "# TYPE strata_wal_lag_entries gauge")
-	var gens []string
+	var shards []walshard.Stats
+	var names []string
 	for _, t := range tables {
 		if sh := t.openShard(); sh != nil {
-			st := sh.Stats()
-			fmt.Fprintf(w, "strata_wal_lag_entries{table=\"%s\",shard=\"%s\"} %d\n", label(t.name), st.Shard, st.WALLag)
-			gens = append(gens, fmt.Sprintf("strata_generations_pending{table=\"%s\",shard=\"%s\"} %d\n", label(t.name), st.Shard, st.PendingGenerations))
+			shards = append(shards, sh.Stats())
+			names = append(names, t.name)
 		}
 	}
-	fmt.Fprintln(w, "# HELP strata_generations_pending Generations of this server's shard awaiting merge.")
-	fmt.Fprintln(w, "# TYPE strata_generations_pending gauge")
-	for _, g := range gens {
-		fmt.Fprint(w, g)
+	family := func(name, typ, help string, value func(walshard.Stats) int64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+		for i, st := range shards {
+			fmt.Fprintf(w, "%s{table=\"%s\",shard=\"%s\"} %d\n", name, label(names[i]), st.Shard, value(st))
+		}
 	}
+	family("strata_wal_lag_entries", "gauge", "WAL entries of this server's shard not yet in a generation.",
+		func(s walshard.Stats) int64 { return int64(s.WALLag) })
+	family("strata_generations_pending", "gauge", "Generations of this server's shard awaiting merge.",
+		func(s walshard.Stats) int64 { return int64(s.PendingGenerations) })
+	family("strata_commits_total", "counter", "Merge commits of this server's shard.",
+		func(s walshard.Stats) int64 { return s.Merges })
+	family("strata_commit_conflicts_total", "counter", "Times those commits caught up with other commits first.",
+		func(s walshard.Stats) int64 { return s.MergeRebases })
 }
 
 func sortShards(s []walshard.Stats) {

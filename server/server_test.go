@@ -41,7 +41,7 @@ type fixture struct {
 }
 
 // start serves the tables under root; opts may set a token or limits.
-func start(t *testing.T, root string, opts server.Options) *fixture {
+func start(t testing.TB, root string, opts server.Options) *fixture {
 	t.Helper()
 	f := &fixture{}
 	opts.Bucket, opts.Instance = root, "test"
@@ -89,7 +89,7 @@ func ids(t *testing.T, recs []arrow.RecordBatch) map[int64]int {
 	return out
 }
 
-func raw(t *testing.T, f *fixture, method, path, ctype, body, token string) (int, string) {
+func raw(t testing.TB, f *fixture, method, path, ctype, body, token string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
 	if ctype != "" {
@@ -196,7 +196,8 @@ func TestTableRoutes(t *testing.T) {
 	// Metrics.
 	code, body = raw(t, f, "GET", "/metrics", "", "", "")
 	if code != 200 || !strings.Contains(body, `strata_http_requests_total{route="POST /api/v1/tables/{name}/rows",status="200"}`) ||
-		!strings.Contains(body, "strata_object_store_requests_total") || !strings.Contains(body, "strata_rows_appended_total 52") {
+		!strings.Contains(body, "strata_object_store_requests_total") || !strings.Contains(body, "strata_rows_appended_total 52") ||
+		!strings.Contains(body, `strata_commits_total{table="rollouts",shard="srv-test"} 1`) {
 		t.Fatalf("metrics: %d\n%s", code, body)
 	}
 }

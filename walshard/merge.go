@@ -101,6 +101,10 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		return MergeResult{}, err
 	}
 	s.noteWatermark(top)
+	s.rebases.Add(int64(res.Rebases))
+	if !res.Done {
+		s.merges.Add(1)
+	}
 	out := MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: res.Version, Done: res.Done}
 	if res.Done {
 		out.Generations, out.Rows = 0, 0

@@ -112,6 +112,9 @@ type Shard struct {
 	flushq  chan struct{} // non-blocking trigger
 	flushMu sync.Mutex    // serialises flushes
 	merging atomic.Bool
+	// merges counts the merge commits this handle made; rebases the times
+	// they caught up with other commits first.
+	merges, rebases atomic.Int64
 
 	mu struct {
 		sync.Mutex

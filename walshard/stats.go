@@ -35,6 +35,10 @@ type Stats struct {
 	PendingRows        int64  `json:"pending_rows"`
 	NewestGeneration   uint64 `json:"newest_generation"`
 	Merging            bool   `json:"compacting"`
+	// Merges and MergeRebases count this handle's merge commits and the
+	// times they caught up with other commits (zero from Inspect).
+	Merges       int64 `json:"merges,omitempty"`
+	MergeRebases int64 `json:"merge_rebases,omitempty"`
 }
 
 func fillPending(st *Stats, state *State) {
@@ -52,7 +56,8 @@ func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.nextPos - 1, MemtableRows: s.mu.memRows,
-		MemtableBytes: s.mu.memBytes, Watermark: s.mu.watermark, Merging: s.merging.Load()}
+		MemtableBytes: s.mu.memBytes, Watermark: s.mu.watermark, Merging: s.merging.Load(),
+		Merges: s.merges.Load(), MergeRebases: s.rebases.Load()}
 	fillPending(&st, s.mu.state)
 	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
 	return st
