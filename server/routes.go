@@ -405,6 +405,9 @@ func (s *Server) tags(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
+		return err
+	}
 	tags, err := table.Tags(r.Context(), t.b)
 	if err != nil {
 		return err

@@ -475,3 +475,31 @@ func TestEndToEndOnMinIO(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryRouteAnswers404ForAMissingTable(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	routes := []struct{ method, path, ctype, body string }{
+		{"GET", "", "", ""},
+		{"DELETE", "", "", ""},
+		{"POST", "/rows", "application/x-ndjson", "{\"id\":1}\n"},
+		{"GET", "/rows", "", ""},
+		{"POST", "/take", "application/json", `{"keys":[1]}`},
+		{"GET", "/versions", "", ""},
+		{"GET", "/tags", "", ""},
+		{"POST", "/tags", "application/json", `{"name":"x"}`},
+		{"POST", "/compact", "", ""},
+		{"GET", "/compact/stats", "", ""},
+		{"POST", "/lsm/flush", "", ""},
+		{"POST", "/lsm/compact", "", ""},
+		{"GET", "/lsm/stats", "", ""},
+	}
+	for _, r := range routes {
+		code, body := raw(t, f, r.method, "/api/v1/tables/missing"+r.path, r.ctype, r.body, "")
+		if code != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) {
+			t.Errorf("%s %s on a missing table: %d %s", r.method, r.path, code, body)
+		}
+	}
+	if code, body := raw(t, f, "GET", "/api/v2/nothing", "", "", ""); code != http.StatusNotFound || !strings.Contains(body, "no_route") {
+		t.Errorf("unknown route: %d %s", code, body)
+	}
+}
