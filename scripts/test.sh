@@ -13,4 +13,7 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
-go test -count=1 -timeout 30m "$@" ./...
+# The end-to-end tests run verbosely: they print the rows, kills and
+# restarts they saw.
+go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$')
+go test -count=1 -timeout 15m -v "$@" ./e2e

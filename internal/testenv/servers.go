@@ -40,6 +40,12 @@ type Server struct {
 	dir      string
 	log      *bytes.Buffer
 	mu       sync.Mutex
+	// to start the same server again (Restart)
+	bin    string
+	args   []string
+	env    []string
+	probe  string
+	exited chan error
 }
 
 var (
@@ -115,9 +121,35 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// Stop kills the server (its data stays), as a crash or an outage would.
+func (s *Server) Stop() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// Restart starts a stopped server again on the same address and data.
+func (s *Server) Restart() error {
+	return s.launch()
+}
+
 // start runs the server binary and waits until probe answers 200.
 func (s *Server) start(bin string, args []string, env []string, probe string) error {
+	s.bin, s.args, s.env, s.probe = bin, args, env, probe
 	s.log = &bytes.Buffer{}
+	if err := s.launch(); err != nil {
+		return err
+	}
+	atExit(func() {
+		_ = s.cmd.Process.Kill()
+		if s.dir != "" {
+			os.RemoveAll(s.dir)
+		}
+	})
+	return nil
+}
+
+func (s *Server) launch() error {
+	bin, args, env, probe := s.bin, s.args, s.env, s.probe
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stdout = lockedWriter{&s.mu, s.log}
@@ -126,6 +158,7 @@ func (s *Server) start(bin string, args []string, env []string, probe string) er
 		return err
 	}
 	exited := make(chan error, 1)
+	s.exited = exited
 	go func() { exited <- s.cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -138,13 +171,6 @@ func (s *Server) start(bin string, args []string, env []string, probe string) er
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				atExit(func() {
-					_ = s.cmd.Process.Kill()
-					<-exited
-					if s.dir != "" {
-						os.RemoveAll(s.dir)
-					}
-				})
 				return nil
 			}
 		}

@@ -69,7 +69,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
 	})
 	root.AddCommand(newSelftest(env), newBench(env), newDemo(env), newScan(env), newTake(env), newVersions(env),
-		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newServe(env))
+		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newServe(env), newWorker(env))
 	return root
 }
 

@@ -1,0 +1,133 @@
+package command
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+func newWorker(env *Env) *cobra.Command {
+	var n, rows, appends int
+	var every time.Duration
+	var flushEvery, mergeEvery time.Duration
+	c := &cobra.Command{
+		Use:   "worker URL",
+		Short: "A rollouts worker: append generated rows through its own shard, printing what is acknowledged",
+		Long: `worker is the process a fleet runs: it writes generated rollout rows (the
+benchmark workload's generator) through shard wNN of the table, creating the
+table if there is none, flushing and merging in the background. After each
+acknowledged append it prints the append's first id and row count on stdout
+("ack FIRST COUNT"), so that a test harness can check every acknowledged row.
+A restarted worker with the same --worker fences its old self and goes on
+after the largest id it finds of its own (in the table, its generations and
+its replayed WAL).`,
+		Example: `  strata worker file://./strata-demo/rollouts --worker 7 --appends 100
+  strata worker 's3://strata/rollouts?endpoint=http://minio:9000' --worker 1 --every 200ms`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			b, err := env.Open(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if _, err := table.LatestVersion(ctx, b); errors.Is(err, table.ErrNotFound) {
+				if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil && !errors.Is(err, table.ErrExists) {
+					return err
+				}
+			} else if err != nil {
+				return err
+			}
+			s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			// Continue after the rows this worker already wrote: ids are
+			// worker*1e9 + seq, and the table and the shard know the rest.
+			seq, err := nextSeq(c, s, n)
+			if err != nil {
+				return err
+			}
+			out := bufio.NewWriter(env.Out)
+			defer out.Flush()
+			for a := 0; appends <= 0 || a < appends; a++ {
+				if ctx.Err() != nil {
+					break
+				}
+				rec := rollouts.Batch(nil, 42, n, seq, rows)
+				err := s.Append(ctx, rec)
+				rec.Release()
+				if err != nil {
+					if ctx.Err() != nil {
+						break
+					}
+					return err
+				}
+				fmt.Fprintf(out, "ack %d %d\n", int64(n)*rollouts.IDBase+seq, rows)
+				out.Flush()
+				seq += int64(rows)
+				if every > 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(every):
+					}
+				}
+			}
+			// Leaving normally (done, or SIGTERM): flush and merge, so the
+			// rows are in the table and not only in the WAL.
+			done := context.WithoutCancel(ctx)
+			if _, err := s.Flush(done); err != nil {
+				return err
+			}
+			for {
+				res, err := s.Merge(done)
+				if errors.Is(err, walshard.ErrMergeRunning) {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if res.Generations == 0 && s.Stats().PendingGenerations == 0 {
+					return nil
+				}
+			}
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&n, "worker", 0, "worker number: its shard is wNN and its ids worker*1e9+seq")
+	f.IntVar(&rows, "rows", 100, "rows per append")
+	f.IntVar(&appends, "appends", 0, "appends to make (0: until stopped)")
+	f.DurationVar(&every, "every", 0, "pause between appends")
+	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
+	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often")
+	return c
+}
+
+// nextSeq finds the worker's next sequence number: one past the largest id
+// of this worker in the table, its shard's generations and its memtable.
+func nextSeq(c *cobra.Command, s *walshard.Shard, n int) (int64, error) {
+	lo, hi := int64(n)*rollouts.IDBase, int64(n+1)*rollouts.IDBase
+	next := int64(0)
+	filter := table.And(table.Ge("id", table.Int(lo)), table.Lt("id", table.Int(hi)))
+	for rec, err := range s.ScanFresh(c.Context(), table.ScanOptions{Columns: []string{"id"}, Filter: filter}) {
+		if err != nil {
+			return 0, err
+		}
+		for _, id := range rec.Column(0).(*array.Int64).Int64Values() {
+			next = max(next, id-lo+1)
+		}
+	}
+	return next, nil
+}
