@@ -72,4 +72,3 @@ func TestFragmentsAreStandardParquet(t *testing.T) {
 		t.Fatalf("plain reader read %d rows, scan %d, want 300", read, len(scanned))
 	}
 }
-
