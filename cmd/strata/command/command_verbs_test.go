@@ -2,6 +2,8 @@ package command
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,5 +98,54 @@ func TestServeRefusesAnOpenAddressWithoutAToken(t *testing.T) {
 	}
 	if code, _, _ := run(t, nil, "serve", "--listen", "127.0.0.1:0"); code != 2 {
 		t.Fatalf("serve without --bucket: exit %d", code)
+	}
+}
+
+func TestCreateAndAppendFiles(t *testing.T) {
+	dir := t.TempDir()
+	schema := dir + "/events.json"
+	if err := os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"},{"name":"msg","type":"string","nullable":true}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + dir + "/events"
+	if code, out, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 || !strings.Contains(out, "created") {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	if code, _, _ := run(t, nil, "create", u, "--schema", schema); code != 1 {
+		t.Fatalf("create twice: exit %d", code)
+	}
+	os.WriteFile(dir+"/a.csv", []byte("id,msg\n1,one\n2,\n3,three\n"), 0o644)
+	os.WriteFile(dir+"/b.jsonl", []byte("{\"id\":4,\"msg\":\"four\"}\n{\"id\":5,\"msg\":null}\n"), 0o644)
+	if code, out, errOut := run(t, nil, "append", u, dir+"/a.csv", dir+"/b.jsonl"); code != 0 || !strings.Contains(out, "appended 5 rows from 2 files") {
+		t.Fatalf("append: %d %s %s", code, out, errOut)
+	}
+	// Through a shard, and a Parquet file made by this table's own
+	// fragments (a copy of one), to show the round trip.
+	if code, out, errOut := run(t, nil, "append", u, dir+"/b.jsonl", "--shard", "loader"); code != 0 || !strings.Contains(out, "appended 2 rows") {
+		t.Fatalf("append through a shard: %d %s %s", code, out, errOut)
+	}
+	code, out, _ := run(t, nil, "scan", u, "--format", "csv")
+	if code != 0 || strings.Count(out, "\n") != 8 || !strings.Contains(out, "2,\n") {
+		t.Fatalf("scan after appends: %d\n%s", code, out)
+	}
+	frag, _ := filepath.Glob(dir + "/events/data/*.parquet")
+	if len(frag) == 0 {
+		t.Fatal("no fragment to copy")
+	}
+	u2 := "file://" + dir + "/copy"
+	if code, _, errOut := run(t, nil, "create", u2, "--like", frag[0]); code != 0 {
+		t.Fatalf("create --like: %s", errOut)
+	}
+	if code, out, errOut := run(t, nil, "append", u2, frag[0]); code != 0 || !strings.Contains(out, "appended 3 rows") {
+		t.Fatalf("append a Parquet file: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, nil, "append", u2, dir+"/a.csv", dir+"/nope.txt"); code != 2 || !strings.Contains(errOut, "unknown file type") {
+		t.Fatalf("unknown file type: %d %s", code, errOut)
+	}
+	if code, out, _ := run(t, nil, "version"); code != 0 || !strings.HasPrefix(out, "strata ") {
+		t.Fatalf("version: %d %s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "checkpoint", "rollouts"); code != 2 || !strings.Contains(errOut, "--server") {
+		t.Fatalf("checkpoint without a server: %d %s", code, errOut)
 	}
 }

@@ -1,0 +1,68 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/client"
+)
+
+// newLSM makes flush, merge and checkpoint: they ask a server, which owns
+// its shards, to act on them.
+func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *client.Client, table string) error) *cobra.Command {
+	var srv, token string
+	c := &cobra.Command{
+		Use:   verb + " TABLE --server URL",
+		Short: short,
+		Example: fmt.Sprintf(`  strata %s rollouts --server http://127.0.0.1:8080
+  STRATA_TOKEN=secret strata %s rollouts --server http://strata:8080`, verb, verb),
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if srv == "" {
+				return usageError{fmt.Errorf("%s needs --server URL", verb)}
+			}
+			if token == "" {
+				token = os.Getenv("STRATA_TOKEN")
+			}
+			if err := act(c.Context(), client.New(srv, token), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Out, "%s %s: done\n", verb, args[0])
+			return nil
+		},
+	}
+	c.Flags().StringVar(&srv, "server", os.Getenv("STRATA_SERVER"), "server URL (or STRATA_SERVER)")
+	c.Flags().StringVar(&token, "token", "", "bearer token (or STRATA_TOKEN)")
+	return c
+}
+
+func lsmVerbs(env *Env) []*cobra.Command {
+	return []*cobra.Command{
+		newLSM(env, "flush", "Ask a server to seal its memtable of a table into a generation",
+			func(ctx context.Context, c *client.Client, t string) error { return c.Flush(ctx, t) }),
+		newLSM(env, "merge", "Ask a server to merge its shard's generations into the table",
+			func(ctx context.Context, c *client.Client, t string) error { return c.Merge(ctx, t) }),
+		newLSM(env, "checkpoint", "Flush, then wait until every generation that existed is merged",
+			func(ctx context.Context, c *client.Client, t string) error { return c.CheckpointLSM(ctx, t) }),
+	}
+}
+
+func newVersion(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of this build",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			v := "(devel)"
+			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+				v = bi.Main.Version
+			}
+			fmt.Fprintf(env.Out, "strata %s\n", v)
+			return nil
+		},
+	}
+}
