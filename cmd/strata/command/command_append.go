@@ -65,23 +65,29 @@ then flushes and merges; a worker that owns the shard is fenced).`,
 			if err != nil {
 				return err
 			}
-			var total int64
-			start := time.Now()
+			var total, size int64
 			for _, path := range args[1:] {
-				var rows int64
+				if fi, err := os.Stat(path); err == nil {
+					size += fi.Size()
+				}
+			}
+			bar := newProgress(env.Err, "append", "bytes", size)
+			for _, path := range args[1:] {
 				for rec, err := range readFile(path, schema) {
 					if err == nil {
 						err = sink(rec)
-						rows += rec.NumRows()
+						total += rec.NumRows()
 						rec.Release()
 					}
 					if err != nil {
 						return fmt.Errorf("%s: %w", path, err)
 					}
 				}
-				total += rows
-				fmt.Fprintf(env.Err, "append: %s: %d rows (%d in all, %.1fs)\n", path, rows, total, time.Since(start).Seconds())
+				if fi, err := os.Stat(path); err == nil {
+					bar.Add(fi.Size())
+				}
 			}
+			bar.Done()
 			if err := finish(); err != nil {
 				return err
 			}

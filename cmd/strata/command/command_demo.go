@@ -75,11 +75,13 @@ prints what happened. Run it again to add more workers' rows.`,
 			start := time.Now()
 			stats := make([]walshard.Stats, workers)
 			errs := make([]error, workers)
+			bar := newProgress(env.Err, "demo: appends", "rows", int64(workers*appends*rows))
 			var wg sync.WaitGroup
 			for i := range workers {
-				wg.Go(func() { stats[i], errs[i] = demoWorker(c, b, first+i, appends, rows) })
+				wg.Go(func() { stats[i], errs[i] = demoWorker(c, b, first+i, appends, rows, bar) })
 			}
 			wg.Wait()
+			bar.Done()
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
@@ -153,7 +155,7 @@ look further:
 // demoWorker appends through shard w<n>, merging in the background, then
 // flushes and merges what is left. It returns the shard's stats before the
 // final flush.
-func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int) (walshard.Stats, error) {
+func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *progress) (walshard.Stats, error) {
 	ctx := c.Context()
 	s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", n),
 		FlushRows: int64(5 * rows), MergeInterval: 100 * time.Millisecond})
@@ -168,6 +170,7 @@ func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int) (walshard
 		if err != nil {
 			return walshard.Stats{}, err
 		}
+		bar.Add(int64(rows))
 	}
 	st := s.Stats()
 	if _, err := s.Flush(ctx); err != nil {
