@@ -22,7 +22,10 @@ type ConflictError struct {
 	Theirs    table.Transaction // zero when the conflict is with a state, not a commit
 	Version   uint64            // the version theirs made, or the version ours read
 	Retryable bool              // re-planning against the newer version may succeed
-	Reason    string
+	// LostData: garbage collection deleted data objects of ours during a
+	// stall; they must be written again before a retry.
+	LostData bool
+	Reason   string
 }
 
 func (e *ConflictError) Error() string {

@@ -30,6 +30,8 @@ type Options struct {
 	// version checks the GC boundary before reporting success; 0 means 30s.
 	// The garbage collector never removes a manifest younger than 10× it.
 	StallCheck time.Duration
+	// Now is the clock (default time.Now); tests move it.
+	Now func() time.Time
 	// CatchUp makes the loop look for newer versions (one LIST) before its
 	// first attempt, when the base it was given may be stale. Table sets
 	// it for handles that share a table with other writers.
@@ -55,6 +57,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.StallCheck <= 0 {
 		c.StallCheck = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -233,8 +238,16 @@ func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*
 }
 
 // finish reports success, unless the commit stalled for so long that the
-// garbage collector may have removed the version we created, in which
-// case our manifest is a resurrected, unreachable one.
+// garbage collector may have removed what it relied on:
+//
+//   - the version it created (then the manifest is a resurrected,
+//     unreachable one: it is deleted), checked when the commit took longer
+//     than StallCheck from reading its base;
+//   - a fragment it adds, checked when that fragment is older than
+//     MinGCAge less a margin (GC deletes unreferenced objects only once
+//     older than MinGCAge). A lost fragment is removed again by a Rewrite,
+//     so the table stays readable; the commit was not acknowledged, and
+//     its caller writes the data again.
 func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table.Manifest, res Result, readAt time.Time, o Options) (Result, error) {
 	if time.Since(readAt) > o.StallCheck {
 		boundary, err := GCBoundary(ctx, b)
@@ -247,8 +260,42 @@ func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table
 				Reason: fmt.Sprintf("stalled past garbage collection: v%d is at or below the GC boundary v%d", m.Version, boundary)}
 		}
 	}
+	if lost, err := lostFragments(ctx, b, m, o); err != nil || len(lost) > 0 {
+		if err != nil {
+			return Result{}, fmt.Errorf("commit %s: checking its fragments after a stall: %w", txn.CommitID, err)
+		}
+		repair := table.Transaction{Kind: table.KindRewrite, Removed: lost, Writer: txn.Writer}
+		if _, rerr := Commit(ctx, b, m, repair, &o); rerr != nil {
+			return Result{}, fmt.Errorf("commit %s: v%d references fragments garbage collection deleted during a stall, and removing them failed: %w", txn.CommitID, m.Version, rerr)
+		}
+		return Result{}, &ConflictError{Ours: *txn, Version: m.Version, Retryable: true, LostData: true,
+			Reason: fmt.Sprintf("stalled past garbage collection: fragments %v were deleted before v%d landed; removed again, write the data anew", lost, m.Version)}
+	}
 	res.Version, res.Manifest = m.Version, m
 	return res, nil
+}
+
+// lostFragments returns the ids of fragments the commit that made m added
+// which are old enough for GC to have taken, and are gone. Merged shard
+// generations are exempt: GC never deletes a generation above its shard's
+// watermark.
+func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) ([]uint64, error) {
+	if m.Transaction.Kind == table.KindMerge {
+		return nil, nil
+	}
+	var lost []uint64
+	for _, f := range m.Transaction.Added {
+		if f.Created.IsZero() || o.Now().Sub(f.Created) < table.MinGCAge-time.Minute {
+			continue
+		}
+		_, err := b.Attributes(ctx, f.Key)
+		if errors.Is(err, blob.ErrNotFound) {
+			lost = append(lost, f.ID)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return lost, nil
 }
 
 // GCBoundary returns the newest GC boundary (0: none): versions at or

@@ -161,6 +161,15 @@ func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Resul
 			return res, err
 		}
 		last = err
+		var ce *ConflictError
+		if errors.As(err, &ce) && ce.LostData {
+			// Garbage collection took our fragment while we stalled.
+			if f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); err != nil {
+				return Result{}, err
+			}
+			txn.Added = []table.Fragment{f}
+			txn.CommitID = table.NewID()
+		}
 		// An append re-plans by rebasing on the latest version (after a
 		// stall past GC, say); its data object stays as written.
 		if _, err := t.Refresh(ctx); err != nil {

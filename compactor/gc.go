@@ -32,7 +32,7 @@ type GCPolicy struct {
 // MinRetain is the floor for RetainFor and SafetyAge: ten times the commit
 // loop's default stall threshold, so that a commit slower than that checks
 // the GC boundary before it reports success (see docs/format.md).
-const MinRetain = 5 * time.Minute
+const MinRetain = table.MinGCAge
 
 func (p GCPolicy) withDefaults() GCPolicy {
 	if p.KeepVersions <= 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -196,7 +197,7 @@ func (w *FragmentWriter) Close() (Fragment, error) {
 	if err != nil {
 		return Fragment{}, fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
-	f := Fragment{Key: w.key, Rows: w.rows, Bytes: w.counter.n, Columns: make([]ColumnStats, len(w.stats))}
+	f := Fragment{Key: w.key, Rows: w.rows, Bytes: w.counter.n, Columns: make([]ColumnStats, len(w.stats)), Created: time.Now().UTC()}
 	for i := range w.stats {
 		f.Columns[i] = w.stats[i].result()
 	}

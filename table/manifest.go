@@ -45,7 +45,16 @@ type Fragment struct {
 	Bytes    int64         `json:"bytes"`
 	Columns  []ColumnStats `json:"columns,omitempty"`
 	Deletion *Deletion     `json:"deletion,omitempty"`
+	// Created is when the object was written (the writer's clock): a
+	// commit whose fragment is older than MinGCAge checks that garbage
+	// collection has not taken it meanwhile.
+	Created time.Time `json:"created,omitzero"`
 }
+
+// MinGCAge is the least age at which garbage collection may delete an
+// object no version references: an upload younger than this is safe on
+// its way to a commit. GC's retention and safety age are never below it.
+const MinGCAge = 5 * time.Minute
 
 // LiveRows is the number of rows not deleted.
 func (f *Fragment) LiveRows() int64 {
