@@ -264,15 +264,43 @@ func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table
 		if err != nil {
 			return Result{}, fmt.Errorf("commit %s: checking its fragments after a stall: %w", txn.CommitID, err)
 		}
-		repair := table.Transaction{Kind: table.KindRewrite, Removed: lost, Writer: txn.Writer}
-		if _, rerr := Commit(ctx, b, m, repair, &o); rerr != nil {
-			return Result{}, fmt.Errorf("commit %s: v%d references fragments garbage collection deleted during a stall, and removing them failed: %w", txn.CommitID, m.Version, rerr)
+		if err := undo(ctx, b, m, o); err != nil {
+			return Result{}, fmt.Errorf("commit %s: v%d references fragments %v that garbage collection deleted during a stall, and undoing it failed: %w", txn.CommitID, m.Version, lost, err)
 		}
 		return Result{}, &ConflictError{Ours: *txn, Version: m.Version, Retryable: true, LostData: true,
-			Reason: fmt.Sprintf("stalled past garbage collection: fragments %v were deleted before v%d landed; removed again, write the data anew", lost, m.Version)}
+			Reason: fmt.Sprintf("stalled past garbage collection: fragments %v were deleted before v%d landed; the commit was undone, write the data anew", lost, m.Version)}
 	}
 	res.Version, res.Manifest = m.Version, m
 	return res, nil
+}
+
+// undo commits a Rewrite that takes back what the commit that made m did
+// to the fragments: it removes every fragment it added and puts back every
+// fragment it removed (a compaction's sources), whose objects must still
+// be there.
+func undo(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) error {
+	repair := table.Transaction{Kind: table.KindRewrite, Writer: m.Transaction.Writer}
+	for _, f := range m.Transaction.Added {
+		repair.Removed = append(repair.Removed, f.ID)
+	}
+	if len(m.Transaction.Removed) > 0 {
+		parent, err := table.ReadManifest(ctx, b, m.Parent)
+		if err != nil {
+			return err
+		}
+		for _, id := range m.Transaction.Removed {
+			f := parent.Fragment(id)
+			if f == nil {
+				return fmt.Errorf("fragment %d of v%d is not in v%d", id, m.Version, m.Parent)
+			}
+			if _, err := b.Attributes(ctx, f.Key); err != nil {
+				return fmt.Errorf("the fragment %s it replaced: %w", f.Key, err)
+			}
+			repair.Added = append(repair.Added, *f)
+		}
+	}
+	_, err := Commit(ctx, b, m, repair, &o)
+	return err
 }
 
 // lostFragments returns the ids of fragments the commit that made m added

@@ -1,12 +1,14 @@
 package commit_test
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
@@ -72,5 +74,55 @@ func TestAStallPastGCDoesNotLoseAnAcknowledgedAppend(t *testing.T) {
 	v3, _ := table.ReadManifest(ctx, under, 3)
 	if v3.Transaction.Kind != table.KindRewrite || len(v3.Fragments) != 0 {
 		t.Fatalf("v3 should remove the lost fragment: %+v", v3.Transaction)
+	}
+}
+
+// The same stall under a compaction: its outputs are gone, so the Rewrite
+// is undone — the sources it removed come back — and no row is lost.
+func TestAStalledRewriteWhoseOutputsGCTookIsUndone(t *testing.T) {
+	b := open(t, "mem://")
+	createIDTable(t, b)
+	tb, _ := commit.OpenTable(ctx, b, nil)
+	for i := range 4 {
+		rec := idBatch(int64(i))
+		if _, err := tb.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	s, _ := table.Open(ctx, b, nil)
+	var ids []uint64
+	var recs []arrow.RecordBatch
+	for _, f := range s.Manifest().Fragments {
+		ids = append(ids, f.ID)
+	}
+	for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Retain()
+		recs = append(recs, rec)
+	}
+	out, err := table.WriteFragment(ctx, b, idSchema, recs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Delete(ctx, out.Key) // the collector took the output during the stall
+	_, err = commit.Commit(ctx, b, s.Manifest(), table.Transaction{Kind: table.KindRewrite, Removed: ids, Added: []table.Fragment{out}},
+		&commit.Options{Now: func() time.Time { return time.Now().Add(10 * time.Minute) }})
+	var ce *commit.ConflictError
+	if !errors.As(err, &ce) || !ce.LostData {
+		t.Fatalf("stalled rewrite: %v, want a lost-data conflict", err)
+	}
+	after, _ := table.Open(ctx, b, nil)
+	var got []int64
+	for rec, err := range after.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatalf("scan after the undo: %v", err)
+		}
+		got = append(got, rec.Column(0).(*array.Int64).Int64Values()...)
+	}
+	if len(got) != 4 || len(after.Manifest().Fragments) != 4 {
+		t.Fatalf("after the undo: rows %v in %d fragments", got, len(after.Manifest().Fragments))
 	}
 }
