@@ -60,6 +60,16 @@ func (s *Server) routes() {
 	})
 }
 
+// tableShard returns the named table and this server's shard of it.
+func (s *Server) tableShard(r *http.Request) (*tableState, *walshard.Shard, error) {
+	t, err := s.table(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sh, err := s.shard(r.Context(), t)
+	return t, sh, err
+}
+
 func mediaType(r *http.Request) string {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	return mt
@@ -170,11 +180,7 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request) error {
 // appendRows appends an Arrow IPC stream or JSON lines through the
 // server's shard, answering once the rows are durable.
 func (s *Server) appendRows(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
-	sh, err := s.shard(r.Context(), t)
+	_, sh, err := s.tableShard(r)
 	if err != nil {
 		return err
 	}
@@ -509,11 +515,7 @@ func (s *Server) compactStats(w http.ResponseWriter, r *http.Request) error {
 // lsmFlush seals the server's memtable of the table into a generation in
 // the background and answers 202 with no body.
 func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
-	sh, err := s.shard(r.Context(), t)
+	t, sh, err := s.tableShard(r)
 	if err != nil {
 		return err
 	}
@@ -528,11 +530,7 @@ func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request) error {
 
 // lsmMerge starts merging the server's shard; 429 when its merge runs.
 func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
-	sh, err := s.shard(r.Context(), t)
+	t, sh, err := s.tableShard(r)
 	if err != nil {
 		return err
 	}

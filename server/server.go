@@ -220,37 +220,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	for _, t := range tables {
 		if sh := t.openShard(); sh != nil {
-			if _, err := sh.Flush(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("%s: flush: %w", t.name, err))
-			} else if err := mergeAll(ctx, sh); err != nil {
-				errs = append(errs, fmt.Errorf("%s: merge: %w", t.name, err))
+			if err := sh.Drain(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s: flush and merge: %w", t.name, err))
 			}
 			sh.Close()
 		}
 		t.b.Close()
 	}
 	return errors.Join(errs...)
-}
-
-// mergeAll merges until nothing awaits merging.
-func mergeAll(ctx context.Context, sh *walshard.Shard) error {
-	for {
-		res, err := sh.Merge(ctx)
-		if errors.Is(err, walshard.ErrMergeRunning) {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if res.Generations == 0 && sh.Stats().PendingGenerations == 0 {
-			return nil
-		}
-	}
 }
 
 func joinURL(root, sub string) string {

@@ -186,3 +186,29 @@ func (s *Shard) mergeLoop() {
 		}
 	}
 }
+
+// Drain flushes the memtable and merges until no generation awaits
+// merging: what a worker does before it leaves, and a server on shutdown.
+// A merge already running (from MergeInterval) is waited for.
+func (s *Shard) Drain(ctx context.Context) error {
+	if _, err := s.Flush(ctx); err != nil {
+		return err
+	}
+	for {
+		res, err := s.Merge(ctx)
+		if errors.Is(err, ErrMergeRunning) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if res.Generations == 0 && s.Stats().PendingGenerations == 0 {
+			return nil
+		}
+	}
+}

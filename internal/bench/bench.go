@@ -181,10 +181,20 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 		})
 	}
 	wg.Wait()
-	wall := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	r, err := ingestResult(ctx, b, cfg, time.Since(start), lat)
+	if err != nil {
+		return nil, err
+	}
+	r["conflicts"] = conflicts
+	return r, nil
+}
+
+// ingestResult checks the row count after an ingest and makes the fields
+// both modes report.
+func ingestResult(ctx context.Context, b blob.Bucket, cfg Config, wall time.Duration, lat []time.Duration) (Result, error) {
 	s, err := table.Open(ctx, b, nil)
 	if err != nil {
 		return nil, err
@@ -199,7 +209,7 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 		"rows": rows, "logical_bytes": logical, "wall_s": round(wall.Seconds()),
 		"rows_per_s": round(float64(rows) / wall.Seconds()), "mb_per_s": round(float64(logical) / 1e6 / wall.Seconds()),
 		"p50_ms": ms(pct(lat, 0.50)), "p99_ms": ms(pct(lat, 0.99)), "max_ms": ms(lat[len(lat)-1]),
-		"conflicts": conflicts, "versions": s.Version(), "fragments": len(s.Manifest().Fragments),
+		"versions": s.Version(), "fragments": len(s.Manifest().Fragments),
 	}, nil
 }
 

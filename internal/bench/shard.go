@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -60,21 +58,8 @@ func ingestShards(ctx context.Context, cfg Config, u string, log io.Writer) (Res
 					lat = append(lat, d)
 					mu.Unlock()
 				}
-				if _, err := s.Flush(ctx); err != nil {
+				if err := s.Drain(ctx); err != nil {
 					return err
-				}
-				for {
-					res, err := s.Merge(ctx)
-					if errors.Is(err, walshard.ErrMergeRunning) {
-						time.Sleep(2 * time.Millisecond)
-						continue
-					}
-					if err != nil {
-						return err
-					}
-					if st := s.Stats(); st.PendingGenerations == 0 && res.Generations == 0 {
-						break
-					}
 				}
 				st, _ := blob.StatsOf(wb)
 				mu.Lock()
@@ -89,25 +74,16 @@ func ingestShards(ctx context.Context, cfg Config, u string, log io.Writer) (Res
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s, err := table.Open(ctx, b, nil)
+	r, err := ingestResult(ctx, b, cfg, wall, lat)
 	if err != nil {
 		return nil, err
 	}
-	rows := cfg.Writers * cfg.Commits * cfg.Rows
-	if got := s.Manifest().Rows(); got != int64(rows) {
-		return nil, fmt.Errorf("table holds %d rows, want %d", got, rows)
-	}
-	slices.Sort(lat)
-	logical := int64(rows) * rollouts.RowBytes
-	mb := float64(logical) / 1e6
-	return Result{
-		"rows": rows, "logical_bytes": logical, "wall_s": round(wall.Seconds()),
-		"rows_per_s": round(float64(rows) / wall.Seconds()), "mb_per_s": round(mb / wall.Seconds()),
-		"p50_ms": ms(pct(lat, 0.50)), "p99_ms": ms(pct(lat, 0.99)), "max_ms": ms(lat[len(lat)-1]),
-		"conflicts": 0, "versions": s.Version(), "fragments": len(s.Manifest().Fragments),
-		"requests": requests.Requests(), "requests_per_mb": round(float64(requests.Requests()) / mb),
-		"put_requests_per_mb": round(float64(requests.Puts+requests.CondPutsWon+requests.CondPutsLost+requests.CondPutsErr) / mb),
-	}, nil
+	mb := float64(r["logical_bytes"].(int64)) / 1e6
+	r["conflicts"] = 0
+	r["requests"] = requests.Requests()
+	r["requests_per_mb"] = round(float64(requests.Requests()) / mb)
+	r["put_requests_per_mb"] = round(float64(requests.Puts+requests.CondPutsWon+requests.CondPutsLost+requests.CondPutsErr) / mb)
+	return r, nil
 }
 
 func addStats(a, b blob.Stats) blob.Stats {

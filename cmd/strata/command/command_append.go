@@ -2,13 +2,11 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -118,19 +116,7 @@ func appendSink(ctx context.Context, b blob.Bucket, shard string) (func(arrow.Re
 	}
 	finish := func() error {
 		defer s.Close()
-		if _, err := s.Flush(ctx); err != nil {
-			return err
-		}
-		for {
-			res, err := s.Merge(ctx)
-			if errors.Is(err, walshard.ErrMergeRunning) {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			if err != nil || (res.Generations == 0 && s.Stats().PendingGenerations == 0) {
-				return err
-			}
-		}
+		return s.Drain(ctx)
 	}
 	return func(rec arrow.RecordBatch) error { return s.Append(ctx, rec) }, s.Schema(), finish, nil
 }

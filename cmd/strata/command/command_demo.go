@@ -173,22 +173,7 @@ func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *prog
 		bar.Add(int64(rows))
 	}
 	st := s.Stats()
-	if _, err := s.Flush(ctx); err != nil {
-		return st, err
-	}
-	for {
-		res, err := s.Merge(ctx)
-		if errors.Is(err, walshard.ErrMergeRunning) {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return st, err
-		}
-		if res.Generations == 0 && s.Stats().PendingGenerations == 0 {
-			return st, nil
-		}
-	}
+	return st, s.Drain(ctx)
 }
 
 // quoteURL quotes a URL for a shell when it has a query.

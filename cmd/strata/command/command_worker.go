@@ -86,23 +86,7 @@ its replayed WAL).`,
 			}
 			// Leaving normally (done, or SIGTERM): flush and merge, so the
 			// rows are in the table and not only in the WAL.
-			done := context.WithoutCancel(ctx)
-			if _, err := s.Flush(done); err != nil {
-				return err
-			}
-			for {
-				res, err := s.Merge(done)
-				if errors.Is(err, walshard.ErrMergeRunning) {
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if res.Generations == 0 && s.Stats().PendingGenerations == 0 {
-					return nil
-				}
-			}
+			return s.Drain(context.WithoutCancel(ctx))
 		},
 	}
 	f := c.Flags()
