@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
 )
 
 // ErrLeaseHeld: another compactor holds the table's lease.
@@ -26,7 +25,7 @@ type Lease struct {
 }
 
 func leaseKey(epoch uint64) string {
-	return fmt.Sprintf("%s%020d.json", leaseDir, uint64(math.MaxUint64)-epoch)
+	return leaseDir + table.Inverted(epoch) + ".json"
 }
 
 // AcquireLease takes the lease for ttl: it creates lease epoch E+1 with a
@@ -42,8 +41,8 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 		next := uint64(1)
 		if len(page.Objects) > 0 {
 			key := page.Objects[0].Key
-			inv, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(key, leaseDir), ".json"), 10, 64)
-			if err != nil {
+			epoch, ok := table.ParseInverted(strings.TrimSuffix(strings.TrimPrefix(key, leaseDir), ".json"))
+			if !ok {
 				return Lease{}, fmt.Errorf("compactor: unexpected lease object %q", key)
 			}
 			data, err := b.Get(ctx, key)
@@ -54,7 +53,7 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 			if err == nil && json.Unmarshal(data, &cur) == nil && now.Before(cur.Expires) {
 				return cur, fmt.Errorf("%w (%s, until %s)", ErrLeaseHeld, cur.Holder, cur.Expires.Format(time.RFC3339))
 			}
-			next = math.MaxUint64 - inv + 1
+			next = epoch + 1
 		}
 		l := Lease{Holder: holder, Epoch: next, Expires: now.Add(ttl)}
 		data, _ := json.Marshal(l)

@@ -25,7 +25,7 @@ const (
 // ManifestKey names version v's manifest: the 20-digit decimal of
 // MaxUint64 − v, so newer versions sort first.
 func ManifestKey(v uint64) string {
-	return fmt.Sprintf("%s%020d%s", VersionsDir, math.MaxUint64-v, manifestSuffix)
+	return VersionsDir + Inverted(v) + manifestSuffix
 }
 
 // ParseManifestKey returns the version a manifest key names.
@@ -38,11 +38,16 @@ func ParseManifestKey(key string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return parseInverted(digits)
+	return ParseInverted(digits)
 }
 
-// parseInverted reads 20 digits of MaxUint64 − n and returns n.
-func parseInverted(digits string) (uint64, bool) {
+// Inverted names n so that larger numbers sort first: the 20 decimal
+// digits of MaxUint64 − n. Manifests, GC boundaries, shard objects and
+// compactor leases are named this way, so one LIST page shows the newest.
+func Inverted(n uint64) string { return fmt.Sprintf("%020d", math.MaxUint64-n) }
+
+// ParseInverted reads what Inverted wrote.
+func ParseInverted(digits string) (uint64, bool) {
 	if len(digits) != 20 {
 		return 0, false
 	}
@@ -56,7 +61,7 @@ func parseInverted(digits string) (uint64, bool) {
 // GCBoundaryKey names the boundary object for version v (same inverted
 // numbering as manifests: the newest boundary lists first).
 func GCBoundaryKey(v uint64) string {
-	return fmt.Sprintf("%s%020d", GCBoundaryDir, math.MaxUint64-v)
+	return GCBoundaryDir + Inverted(v)
 }
 
 // ParseGCBoundaryKey returns the version a boundary key names.
@@ -65,7 +70,7 @@ func ParseGCBoundaryKey(key string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return parseInverted(digits)
+	return ParseInverted(digits)
 }
 
 // NewFragmentKey returns a fresh, random data object key.

@@ -4,9 +4,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
+
+	"github.com/stratadb/strata/table"
 )
 
 // ShardsDir holds every shard of a table.
@@ -33,25 +33,12 @@ type layout struct{ dir string }
 
 func newLayout(id string) layout { return layout{dir: ShardsDir + id + "/"} }
 
-func inv(n uint64) string { return fmt.Sprintf("%020d", math.MaxUint64-n) }
-
-func parseInv(s string) (uint64, bool) {
-	if len(s) != 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return math.MaxUint64 - n, true
-}
-
 func (l layout) epochs() string             { return l.dir + "epochs/" }
-func (l layout) epochKey(e uint64) string   { return l.epochs() + inv(e) }
+func (l layout) epochKey(e uint64) string   { return l.epochs() + table.Inverted(e) }
 func (l layout) wal() string                { return l.dir + "wal/" }
-func (l layout) walKey(pos uint64) string   { return l.wal() + inv(pos) }
+func (l layout) walKey(pos uint64) string   { return l.wal() + table.Inverted(pos) }
 func (l layout) states() string             { return l.dir + "state/" }
-func (l layout) stateKey(seq uint64) string { return l.states() + inv(seq) + ".json" }
+func (l layout) stateKey(seq uint64) string { return l.states() + table.Inverted(seq) + ".json" }
 
 // genKey names a generation object: its number, the owner's epoch, and a
 // fresh random part, so that no two flush attempts share a name (a flush
@@ -69,5 +56,5 @@ func parseLast(dir, key string) (uint64, bool) {
 		return 0, false
 	}
 	name = strings.TrimSuffix(name, ".json")
-	return parseInv(name)
+	return table.ParseInverted(name)
 }
