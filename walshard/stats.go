@@ -104,84 +104,48 @@ func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
 // ScanFresh scans the base table's latest version, then this shard's
 // generations that it has not merged, then the memtable: every row this
 // handle acknowledged, each exactly once, with the rows other writers
-// merged into the base table.
+// merged into the base table. Generations are never deleted while newer
+// versions reference them or they await merging, so all three parts
+// stream; memory stays bounded as for a scan.
 func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		opts.WithRowAddress = false
-		for attempt := 0; ; attempt++ {
-			base, err := table.Open(ctx, s.b, nil)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			watermark := base.Manifest().Shards[s.id].Watermark
-			// The memtable and the state change together under the lock.
-			s.mu.Lock()
-			gens := s.mu.state.pending(watermark)
-			var mem []arrow.RecordBatch
-			for _, me := range s.mu.mem {
-				for _, rec := range me.batches {
-					rec.Retain()
-					mem = append(mem, rec)
-				}
-			}
-			s.mu.Unlock()
-			release := func() {
-				for _, rec := range mem {
-					rec.Release()
-				}
-			}
-			frags := make([]table.Fragment, len(gens))
-			for i, g := range gens {
-				frags[i] = table.Fragment{ID: uint64(i), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes}
-			}
-			// Generations first: a merge that lands meanwhile may delete
-			// them, and then the scan starts again from a newer base.
-			var genBatches []arrow.RecordBatch
-			vanished := false
-			for rec, err := range table.SnapshotOf(s.b, s.schema, frags).Scan(ctx, opts) {
-				if errors.Is(err, blob.ErrNotFound) && attempt < 5 {
-					vanished = true
-					break
-				}
-				if err != nil {
-					release()
-					yield(nil, err)
-					return
-				}
+		base, err := table.Open(ctx, s.b, nil)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		watermark := base.Manifest().Shards[s.id].Watermark
+		// The memtable and the state change together under the lock.
+		s.mu.Lock()
+		gens := s.mu.state.pending(watermark)
+		var mem []arrow.RecordBatch
+		for _, me := range s.mu.mem {
+			for _, rec := range me.batches {
 				rec.Retain()
-				genBatches = append(genBatches, rec)
+				mem = append(mem, rec)
 			}
-			if vanished {
-				for _, rec := range genBatches {
-					rec.Release()
-				}
-				release()
-				continue
-			}
-			stop := false
-			emit := func(seq iter.Seq2[arrow.RecordBatch, error]) {
-				for rec, err := range seq {
-					if stop {
-						return
-					}
-					if !yield(rec, err) || err != nil {
-						stop = true
-					}
-				}
-			}
-			emit(base.Scan(ctx, opts))
-			for _, rec := range genBatches {
-				if !stop && !yield(rec, nil) {
-					stop = true
-				}
+		}
+		s.mu.Unlock()
+		defer func() {
+			for _, rec := range mem {
 				rec.Release()
 			}
-			if !stop {
-				emit(table.ScanBatches(ctx, s.schema, mem, opts))
+		}()
+		frags := make([]table.Fragment, len(gens))
+		for i, g := range gens {
+			frags[i] = table.Fragment{ID: uint64(i), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes}
+		}
+		for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
+			base.Scan(ctx, opts),
+			table.SnapshotOf(s.b, s.schema, frags).Scan(ctx, opts),
+			table.ScanBatches(ctx, s.schema, mem, opts),
+		} {
+			for rec, err := range part {
+				if !yield(rec, err) || err != nil {
+					return
+				}
 			}
-			release()
-			return
 		}
 	}
 }
