@@ -39,35 +39,35 @@ func (s *Server) routes() {
 			}
 		})
 	}
+	// Routes on an existing table get it resolved first (404 if none).
+	onTable := func(pattern string, h func(w http.ResponseWriter, r *http.Request, t *tableState) error) {
+		handle(pattern, func(w http.ResponseWriter, r *http.Request) error {
+			tb, err := s.table(r.Context(), r.PathValue("name"), false)
+			if err != nil {
+				return err
+			}
+			return h(w, r, tb)
+		})
+	}
 	handle("PUT "+t, s.createTable)
-	handle("GET "+t, s.describeTable)
-	handle("DELETE "+t, s.dropTable)
-	handle("POST "+t+"/rows", s.appendRows)
-	handle("GET "+t+"/rows", s.scanRows)
-	handle("POST "+t+"/take", s.takeRows)
-	handle("GET "+t+"/versions", s.versions)
-	handle("GET "+t+"/tags", s.tags)
-	handle("POST "+t+"/tags", s.createTag)
-	handle("POST "+t+"/compact", s.compact)
-	handle("GET "+t+"/compact/stats", s.compactStats)
-	handle("POST "+t+"/lsm/flush", s.lsmFlush)
-	handle("POST "+t+"/lsm/compact", s.lsmMerge)
-	handle("GET "+t+"/lsm/stats", s.lsmStats)
+	onTable("GET "+t, s.describeTable)
+	onTable("DELETE "+t, s.dropTable)
+	onTable("POST "+t+"/rows", s.appendRows)
+	onTable("GET "+t+"/rows", s.scanRows)
+	onTable("POST "+t+"/take", s.takeRows)
+	onTable("GET "+t+"/versions", s.versions)
+	onTable("GET "+t+"/tags", s.tags)
+	onTable("POST "+t+"/tags", s.createTag)
+	onTable("POST "+t+"/compact", s.compact)
+	onTable("GET "+t+"/compact/stats", s.compactStats)
+	onTable("POST "+t+"/lsm/flush", s.lsmFlush)
+	onTable("POST "+t+"/lsm/compact", s.lsmMerge)
+	onTable("GET "+t+"/lsm/stats", s.lsmStats)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no_route", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
-}
-
-// tableShard returns the named table and this server's shard of it.
-func (s *Server) tableShard(r *http.Request) (*tableState, *walshard.Shard, error) {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return nil, nil, err
-	}
-	sh, err := s.shard(r.Context(), t)
-	return t, sh, err
 }
 
 func mediaType(r *http.Request) string {
@@ -86,7 +86,7 @@ type TableInfo struct {
 }
 
 func (s *Server) createTable(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
+	t, err := s.table(r.Context(), r.PathValue("name"), true)
 	if err != nil {
 		return err
 	}
@@ -132,11 +132,7 @@ func info(name string, m *table.Manifest) TableInfo {
 	return TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: FromArrow(m.Schema())}
 }
 
-func (s *Server) describeTable(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	m, err := table.ReadLatest(r.Context(), t.b)
 	if err != nil {
 		return err
@@ -146,17 +142,12 @@ func (s *Server) describeTable(w http.ResponseWriter, r *http.Request) error {
 }
 
 // dropTable deletes every object of the table.
-func (s *Server) dropTable(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
-	t, err := s.table(r.Context(), name)
-	if err != nil {
-		return err
-	}
+func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	delete(s.mu.tables, name)
+	delete(s.mu.tables, t.name)
 	s.mu.Unlock()
 	if sh := t.openShard(); sh != nil {
 		sh.Close()
@@ -179,8 +170,8 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request) error {
 
 // appendRows appends an Arrow IPC stream or JSON lines through the
 // server's shard, answering once the rows are durable.
-func (s *Server) appendRows(w http.ResponseWriter, r *http.Request) error {
-	_, sh, err := s.tableShard(r)
+func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	sh, err := s.shard(r.Context(), t)
 	if err != nil {
 		return err
 	}
@@ -312,11 +303,7 @@ func writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, lim
 	return nil
 }
 
-func (s *Server) scanRows(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	opts, err := scanOptions(r)
 	if err != nil {
 		return err
@@ -353,11 +340,7 @@ type TakeRequest struct {
 	Columns []string `json:"columns,omitempty"`
 }
 
-func (s *Server) takeRows(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req TakeRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not a take request")
@@ -391,11 +374,7 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-func (s *Server) versions(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) versions(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	detail := r.URL.Query().Get("detail") == "true"
 	vs, err := table.Versions(r.Context(), t.b, limit, detail)
@@ -406,11 +385,7 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) tags(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) tags(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
 		return err
 	}
@@ -425,11 +400,7 @@ func (s *Server) tags(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) createTag(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req struct {
 		Name    string `json:"name"`
 		Version uint64 `json:"version"`
@@ -438,6 +409,7 @@ func (s *Server) createTag(w http.ResponseWriter, r *http.Request) error {
 		return badRequestOrLimit(err, "body is not a tag")
 	}
 	if req.Version == 0 {
+		var err error
 		if req.Version, err = table.LatestVersion(r.Context(), t.b); err != nil {
 			return err
 		}
@@ -454,11 +426,7 @@ func (s *Server) createTag(w http.ResponseWriter, r *http.Request) error {
 
 // compact starts a compaction of the base table and answers 202 with no
 // body, or 409 when one of this server is running.
-func (s *Server) compact(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
 		return err
 	}
@@ -492,11 +460,7 @@ type CompactStats struct {
 	compactor.Status
 }
 
-func (s *Server) compactStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	m, err := table.ReadLatest(r.Context(), t.b)
 	if err != nil {
 		return err
@@ -514,8 +478,8 @@ func (s *Server) compactStats(w http.ResponseWriter, r *http.Request) error {
 
 // lsmFlush seals the server's memtable of the table into a generation in
 // the background and answers 202 with no body.
-func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request) error {
-	t, sh, err := s.tableShard(r)
+func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	sh, err := s.shard(r.Context(), t)
 	if err != nil {
 		return err
 	}
@@ -529,8 +493,8 @@ func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request) error {
 }
 
 // lsmMerge starts merging the server's shard; 429 when its merge runs.
-func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request) error {
-	t, sh, err := s.tableShard(r)
+func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	sh, err := s.shard(r.Context(), t)
 	if err != nil {
 		return err
 	}
@@ -552,11 +516,7 @@ type LSMStats struct {
 	Shards  []walshard.Stats `json:"shards"`
 }
 
-func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.table(r.Context(), r.PathValue("name"))
-	if err != nil {
-		return err
-	}
+func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	m, err := table.ReadLatest(r.Context(), t.b)
 	if err != nil {
 		return err

@@ -162,21 +162,36 @@ func (w *statusWriter) Flush() {
 var tableName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // table returns the state of table name, opening its bucket on first use.
-func (s *Server) table(ctx context.Context, name string) (*tableState, error) {
+// Only tables that exist (or are being created) are kept, so requests for
+// made-up names cannot grow the server's memory.
+func (s *Server) table(ctx context.Context, name string, create bool) (*tableState, error) {
 	if !tableName.MatchString(name) || strings.Contains(name, "..") {
 		return nil, &apiError{http.StatusBadRequest, "bad_table_name",
 			fmt.Sprintf("table name %q: want 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit", name)}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.mu.tables[name]; ok {
+	t, ok := s.mu.tables[name]
+	s.mu.Unlock()
+	if ok {
 		return t, nil
 	}
 	b, err := s.opts.Open(ctx, joinURL(s.opts.Bucket, name))
 	if err != nil {
 		return nil, err
 	}
-	t := &tableState{name: name, b: b}
+	if !create {
+		if _, err := table.LatestVersion(ctx, b); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.mu.tables[name]; ok { // another request opened it meanwhile
+		b.Close()
+		return t, nil
+	}
+	t = &tableState{name: name, b: b}
 	s.mu.tables[name] = t
 	return t, nil
 }
