@@ -79,11 +79,7 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		var r Result
 		switch phase {
 		case "ingest":
-			if cfg.Mode == "shard" {
-				r, err = ingestShards(ctx, cfg, tableURL, log)
-			} else {
-				r, err = ingest(ctx, cfg, tableURL, log)
-			}
+			r, err = ingest(ctx, cfg, tableURL, log)
 		case "scan-before", "scan-after":
 			r, err = scan(ctx, tableURL)
 		case "compact":
@@ -130,6 +126,26 @@ func (cfg Config) tableURL() (string, func(), error) {
 	return "", nil, fmt.Errorf("bench: --store must be file or s3, not %q", cfg.Store)
 }
 
+// ingestWriter is one writer of the ingest phase, in a mode: it appends
+// a batch (reporting the commit races it lost), then finishes.
+type ingestWriter interface {
+	append(ctx context.Context, rec arrow.RecordBatch) (rebases int, err error)
+	finish(ctx context.Context) error
+	close()
+}
+
+// directWriter commits each batch.
+type directWriter struct{ tb *commit.Table }
+
+func (d directWriter) append(ctx context.Context, rec arrow.RecordBatch) (int, error) {
+	res, err := d.tb.Append(ctx, rec)
+	return res.Rebases, err
+}
+func (directWriter) finish(context.Context) error { return nil }
+func (directWriter) close()                       {}
+
+// ingest runs W writers concurrently, each opening the bucket and the table
+// on its own, as separate worker processes would.
 func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, error) {
 	b, err := blob.Open(ctx, u)
 	if err != nil {
@@ -144,52 +160,78 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 	defer release(batches)
 	var mu sync.Mutex
 	var lat []time.Duration
+	var requests blob.Stats
 	conflicts := 0
 	errs := make([]error, cfg.Writers)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range cfg.Writers {
 		wg.Go(func() {
-			// Each writer opens the bucket and the table on its own.
-			wb, err := blob.Open(ctx, u)
-			if err != nil {
-				errs[w] = err
-				return
-			}
-			defer wb.Close()
-			tb, err := commit.OpenTable(ctx, wb, &commit.Options{Writer: fmt.Sprintf("w%02d", w)})
-			if err != nil {
-				errs[w] = err
-				return
-			}
-			for _, rec := range batches[w] {
-				t0 := time.Now()
-				res, err := tb.Append(ctx, rec)
-				d := time.Since(t0)
+			errs[w] = func() error {
+				wb, err := blob.Open(ctx, u)
 				if err != nil {
-					errs[w] = err
-					return
+					return err
 				}
-				if os.Getenv("STRATA_BENCH_TRACE") != "" && d > 100*time.Millisecond {
-					fmt.Fprintf(log, "bench: writer %d commit %d took %v (%d attempts, %d rebases)\n", w, len(lat), d, res.Attempts, res.Rebases)
+				defer wb.Close()
+				wr, err := openWriter(ctx, cfg, wb, w)
+				if err != nil {
+					return err
 				}
+				defer wr.close()
+				for _, rec := range batches[w] {
+					t0 := time.Now()
+					rebases, err := wr.append(ctx, rec)
+					d := time.Since(t0)
+					if err != nil {
+						return err
+					}
+					if os.Getenv("STRATA_BENCH_TRACE") != "" && d > 100*time.Millisecond {
+						fmt.Fprintf(log, "bench: writer %d append took %v (%d rebases)\n", w, d, rebases)
+					}
+					mu.Lock()
+					lat = append(lat, d)
+					conflicts += rebases
+					mu.Unlock()
+				}
+				if err := wr.finish(ctx); err != nil {
+					return err
+				}
+				st, _ := blob.StatsOf(wb)
 				mu.Lock()
-				lat = append(lat, d)
-				conflicts += res.Rebases
+				requests = addStats(requests, st)
 				mu.Unlock()
-			}
+				return nil
+			}()
 		})
 	}
 	wg.Wait()
+	wall := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r, err := ingestResult(ctx, b, cfg, time.Since(start), lat)
+	r, err := ingestResult(ctx, b, cfg, wall, lat)
 	if err != nil {
 		return nil, err
 	}
 	r["conflicts"] = conflicts
+	if cfg.Mode == "shard" {
+		mb := float64(r["logical_bytes"].(int64)) / 1e6
+		r["requests"] = requests.Requests()
+		r["requests_per_mb"] = round(float64(requests.Requests()) / mb)
+		r["put_requests_per_mb"] = round(float64(requests.Puts+requests.CondPutsWon+requests.CondPutsLost+requests.CondPutsErr) / mb)
+	}
 	return r, nil
+}
+
+func openWriter(ctx context.Context, cfg Config, b blob.Bucket, w int) (ingestWriter, error) {
+	if cfg.Mode == "shard" {
+		return openShardWriter(ctx, b, w)
+	}
+	tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: fmt.Sprintf("w%02d", w)})
+	if err != nil {
+		return nil, err
+	}
+	return directWriter{tb}, nil
 }
 
 // ingestResult checks the row count after an ingest and makes the fields
