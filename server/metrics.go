@@ -123,7 +123,3 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	family("strata_commit_conflicts_total", "counter", "Times those commits caught up with other commits first.",
 		func(s walshard.Stats) int64 { return s.MergeRebases })
 }
-
-func sortShards(s []walshard.Stats) {
-	slices.SortFunc(s, func(a, b walshard.Stats) int { return strings.Compare(a.Shard, b.Shard) })
-}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -546,7 +547,7 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 		}
 		out.Shards = append(out.Shards, st)
 	}
-	sortShards(out.Shards)
+	slices.SortFunc(out.Shards, func(a, b walshard.Stats) int { return strings.Compare(a.Shard, b.Shard) })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -197,7 +197,8 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 }
 
 // shard returns the table's shard, opening it (and so claiming a new
-// epoch) on first use.
+// epoch) on first use. t.mu is held while it opens, so that concurrent
+// first requests open it once.
 func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
