@@ -129,10 +129,17 @@ func leafCount(t arrow.DataType) int {
 // fragments returns the fragments the scan must read, pruned by manifest
 // statistics.
 func (p *scanPlan) fragments() []*Fragment {
+	var only map[uint64]bool // a compaction bin can name thousands
+	if p.opts.Fragments != nil {
+		only = make(map[uint64]bool, len(p.opts.Fragments))
+		for _, id := range p.opts.Fragments {
+			only[id] = true
+		}
+	}
 	var out []*Fragment
 	for i := range p.s.m.Fragments {
 		f := &p.s.m.Fragments[i]
-		if p.opts.Fragments != nil && !slices.Contains(p.opts.Fragments, f.ID) {
+		if only != nil && !only[f.ID] {
 			continue
 		}
 		if p.opts.rows != nil && len(p.opts.rows[f.ID]) == 0 {
