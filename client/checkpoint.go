@@ -41,27 +41,40 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 	if o.MaxStalls <= 0 {
 		o.MaxStalls = 40
 	}
+	before, err := c.LSMStats(ctx, name, false)
+	if err != nil {
+		return err
+	}
 	if err := c.Flush(ctx, name); err != nil {
 		return err
 	}
-	// The flush runs in the background: wait until the memtable it sealed
-	// shows as a generation (or was empty).
+	// The flush runs in the background: the target is read once every
+	// shard that had rows in its memtable shows a newer generation.
+	sealing := map[string]uint64{}
+	for _, s := range before.Shards {
+		if s.MemtableRows > 0 {
+			sealing[s.Shard] = s.NewestGeneration
+		}
+	}
 	var target map[string]uint64
 	for stalls := 0; ; stalls++ {
 		st, err := c.LSMStats(ctx, name, false)
 		if err != nil {
 			return err
 		}
-		flushed := true
 		target = map[string]uint64{}
+		waiting := 0
 		for _, s := range st.Shards {
-			if s.MemtableRows > 0 && s.WALLag > 0 && stalls < 3 {
-				flushed = false
-			}
 			target[s.Shard] = s.NewestGeneration
+			if g, ok := sealing[s.Shard]; ok && s.NewestGeneration <= g {
+				waiting++
+			}
 		}
-		if flushed {
+		if waiting == 0 {
 			break
+		}
+		if stalls >= o.MaxStalls {
+			return fmt.Errorf("strata: checkpoint of %s: the flush made no generation in %d polls", name, stalls)
 		}
 		if err := sleep(ctx, o.Poll); err != nil {
 			return err
