@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -73,9 +74,10 @@ func ParseGCBoundaryKey(key string) (uint64, bool) {
 	return ParseInverted(digits)
 }
 
-// NewFragmentKey returns a fresh, random data object key.
+// NewFragmentKey returns a fresh, random data object key. Keys made by
+// one process sort in the order they were made.
 func NewFragmentKey() string {
-	return DataDir + ulid.MustNew(ulid.Now(), rand.Reader).String() + ".parquet"
+	return DataDir + NewID() + ".parquet"
 }
 
 // DeletionKey names a deletion vector for fragment id written at version v.
@@ -88,5 +90,20 @@ func DeletionKey(fragmentID, v uint64) string {
 // TagKey names a tag.
 func TagKey(name string) string { return TagsDir + name + ".json" }
 
-// NewID returns a fresh ULID, used for commit and table ids.
-func NewID() string { return ulid.MustNew(ulid.Now(), rand.Reader).String() }
+// ids hands out ULIDs that increase within a process, even within one
+// millisecond: names made in order list in order.
+var ids struct {
+	sync.Mutex
+	entropy *ulid.MonotonicEntropy
+}
+
+// NewID returns a fresh ULID, used for commit and table ids and data
+// object names. IDs from one process increase.
+func NewID() string {
+	ids.Lock()
+	defer ids.Unlock()
+	if ids.entropy == nil {
+		ids.entropy = ulid.Monotonic(rand.Reader, 0)
+	}
+	return ulid.MustNew(ulid.Now(), ids.entropy).String()
+}

@@ -161,6 +161,9 @@ type Transaction struct {
 	Remap []RemapEntry `json:"remap,omitempty"`
 	// Index is set by CreateIndex.
 	Index *Index `json:"index,omitempty"`
+	// Undoes is set on a Rewrite that takes back the commit of that
+	// version, whose data garbage collection took while it stalled.
+	Undoes uint64 `json:"undoes,omitempty"`
 
 	// Set when the transaction is applied: the version it made, and a
 	// fingerprint of the resulting state, so that replaying the recorded

@@ -209,7 +209,45 @@ func CreateTag(ctx context.Context, b blob.Bucket, name string, v uint64) error 
 	if errors.Is(err, blob.ErrExists) {
 		return fmt.Errorf("table: tag %q: %w", name, ErrTagExists)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// A collection that listed the tags before this one landed may delete
+	// v. It creates its boundary first and lists the tags again after, so:
+	// if no boundary covers v now, any collection that would delete v sees
+	// the tag. If one does, v may be on its way out, unless another tag
+	// kept it already.
+	boundary, err := GCBoundary(ctx, b)
+	if err != nil || v > boundary {
+		return err
+	}
+	tags, err := Tags(ctx, b)
+	if err != nil {
+		return err
+	}
+	for _, t := range tags {
+		if t.Version == v && t.Name != name {
+			return nil
+		}
+	}
+	_ = b.Delete(ctx, TagKey(name))
+	return fmt.Errorf("table: tag %q: version %d is at or below the garbage collector's boundary (v%d) and may be deleted: %w", name, v, boundary, ErrVersionNotFound)
+}
+
+// GCBoundary returns the newest garbage collection boundary (0: none):
+// versions at or below it may have been deleted and must never be created
+// again. One LIST of one key.
+func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
+	page, err := b.ListPage(ctx, GCBoundaryDir, "", 1)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range page.Objects {
+		if v, ok := ParseGCBoundaryKey(o.Key); ok {
+			return v, nil
+		}
+	}
+	return 0, nil
 }
 
 // ReadTag reads a tag.
