@@ -14,6 +14,10 @@ var (
 	// ErrBudget: the loop ran out of attempts or time. Always wrapped in
 	// a *BudgetError.
 	ErrBudget = errors.New("commit retry budget exhausted")
+	// ErrOutcomeUnknown: the commit landed, but a stall so long that the
+	// versions after it were collected hides whether its rows are still
+	// in the table. The caller must treat the write as possibly done.
+	ErrOutcomeUnknown = errors.New("commit outcome unknown")
 )
 
 // ConflictError names our transaction and the one it conflicts with.

@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
 
@@ -88,7 +90,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		txn.Writer = o.Writer
 	}
 	start := time.Now()
-	readAt := start
+	readAt := o.Now() // on the options' clock: the stall check compares it with GC's ages
 	cur := base
 	if cur == nil {
 		var err error
@@ -121,7 +123,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			if err != nil || done {
 				return r, err
 			}
-			cur, readAt = newest, time.Now()
+			cur, readAt = newest, o.Now()
 		}
 	}
 	var res Result
@@ -157,7 +159,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			sleep(ctx, backoff(o, res.Attempts))
 			continue
 		}
-		if landed.CommitID == txn.CommitID {
+		if landed.CommitID == txn.CommitID && !plant.BlindRetry.Load() {
 			// Ours landed; what we wrote is next.
 			return finish(ctx, b, &txn, next, res, readAt, o)
 		}
@@ -177,7 +179,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		if err != nil || done {
 			return r, err
 		}
-		cur, readAt = newest, time.Now()
+		cur, readAt = newest, o.Now()
 	}
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
@@ -194,7 +196,7 @@ func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur 
 		if err != nil {
 			return Result{}, false, nil, err
 		}
-		if theirs.CommitID == txn.CommitID {
+		if theirs.CommitID == txn.CommitID && !plant.BlindRetry.Load() {
 			// Ours landed earlier (an ambiguous create we could not see
 			// at the time); it must not be committed again.
 			m, err := table.ReadManifest(ctx, b, v)
@@ -225,16 +227,24 @@ func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur 
 // errors briefly: the outcome of an ambiguous create must be known before
 // moving on.
 func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*table.Transaction, error) {
+	var t *table.Transaction
+	err := retryRead(ctx, o, func() (err error) { t, err = table.ReadTransaction(ctx, b, v); return err })
+	return t, err
+}
+
+// retryRead runs read until it succeeds or fails for good, retrying
+// transient errors up to 10 times. The reads after a create that may have
+// landed must not give up at the first hiccup: the commit's outcome, or
+// whether it relies on data garbage collection took, hangs on them.
+func retryRead(ctx context.Context, o Options, read func() error) error {
 	var err error
 	for i := range 10 {
-		var t *table.Transaction
-		t, err = table.ReadTransaction(ctx, b, v)
-		if err == nil || !blob.IsRetryable(err) {
-			return t, err
+		if err = read(); err == nil || !blob.IsRetryable(err) {
+			return err
 		}
 		sleep(ctx, backoff(o, i+1))
 	}
-	return nil, err
+	return err
 }
 
 // finish reports success, unless the commit stalled for so long that the
@@ -249,22 +259,39 @@ func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*
 //     so the table stays readable; the commit was not acknowledged, and
 //     its caller writes the data again.
 func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table.Manifest, res Result, readAt time.Time, o Options) (Result, error) {
-	if time.Since(readAt) > o.StallCheck {
-		boundary, err := GCBoundary(ctx, b)
+	if o.Now().Sub(readAt) > o.StallCheck {
+		var why string
+		err := retryRead(ctx, o, func() (err error) { why, err = resurrected(ctx, b, m.Version); return err })
 		if err != nil {
-			return Result{}, fmt.Errorf("commit %s: checking the GC boundary after a stall: %w", txn.CommitID, err)
+			return Result{}, fmt.Errorf("commit %s: checking for a collected version after a stall: %w", txn.CommitID, err)
 		}
-		if m.Version <= boundary {
-			_ = b.Delete(ctx, table.ManifestKey(m.Version))
+		if why != "" {
+			err := retryRead(ctx, o, func() error {
+				err := b.Delete(ctx, table.ManifestKey(m.Version))
+				if errors.Is(err, blob.ErrNotFound) {
+					return nil
+				}
+				return err
+			})
+			if err != nil {
+				return Result{}, fmt.Errorf("commit %s: v%d had been collected (%s), and deleting it again failed: %w", txn.CommitID, m.Version, why, err)
+			}
 			return Result{}, &ConflictError{Ours: *txn, Version: m.Version, Retryable: true,
-				Reason: fmt.Sprintf("stalled past garbage collection: v%d is at or below the GC boundary v%d", m.Version, boundary)}
+				Reason: fmt.Sprintf("stalled past garbage collection: v%d had been collected (%s)", m.Version, why)}
 		}
 	}
-	if lost, err := lostFragments(ctx, b, m, o); err != nil || len(lost) > 0 {
-		if err != nil {
-			return Result{}, fmt.Errorf("commit %s: checking its fragments after a stall: %w", txn.CommitID, err)
-		}
-		if err := undo(ctx, b, m, o); err != nil {
+	var lost []uint64
+	var undone uint64
+	err := retryRead(ctx, o, func() (err error) { lost, undone, err = lostFragments(ctx, b, m, o); return err })
+	if err != nil {
+		return Result{}, fmt.Errorf("commit %s: checking its fragments after a stall: %w", txn.CommitID, err)
+	}
+	if undone > 0 {
+		return Result{}, &ConflictError{Ours: *txn, Version: m.Version, Retryable: true, LostData: true,
+			Reason: fmt.Sprintf("stalled past garbage collection: fragments were deleted before v%d landed, and a repair undid it at v%d; write the data anew", m.Version, undone)}
+	}
+	if len(lost) > 0 {
+		if err := Undo(ctx, b, m, &o); err != nil {
 			return Result{}, fmt.Errorf("commit %s: v%d references fragments %v that garbage collection deleted during a stall, and undoing it failed: %w", txn.CommitID, m.Version, lost, err)
 		}
 		return Result{}, &ConflictError{Ours: *txn, Version: m.Version, Retryable: true, LostData: true,
@@ -274,17 +301,21 @@ func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table
 	return res, nil
 }
 
-// undo commits a Rewrite that takes back what the commit that made m did
+// Undo commits a Rewrite that takes back what the commit that made m did
 // to the fragments: it removes every fragment it added and puts back every
 // fragment it removed (a compaction's sources), whose objects must still
-// be there.
-func undo(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) error {
-	repair := table.Transaction{Kind: table.KindRewrite, Writer: m.Transaction.Writer}
+// be there. A commit that finds its data taken by garbage collection after
+// it landed undoes itself; the compactor undoes such a commit when its
+// writer died before it could (see compactor.Repair).
+func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) error {
+	o := opts.withDefaults()
+	repair := table.Transaction{Kind: table.KindRewrite, Writer: cmp.Or(o.Writer, m.Transaction.Writer), Undoes: m.Version}
 	for _, f := range m.Transaction.Added {
 		repair.Removed = append(repair.Removed, f.ID)
 	}
 	if len(m.Transaction.Removed) > 0 {
-		parent, err := table.ReadManifest(ctx, b, m.Parent)
+		var parent *table.Manifest
+		err := retryRead(ctx, o, func() (err error) { parent, err = table.ReadManifest(ctx, b, m.Parent); return err })
 		if err != nil {
 			return err
 		}
@@ -293,52 +324,155 @@ func undo(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) erro
 			if f == nil {
 				return fmt.Errorf("fragment %d of v%d is not in v%d", id, m.Version, m.Parent)
 			}
-			if _, err := b.Attributes(ctx, f.Key); err != nil {
+			if err := retryRead(ctx, o, func() error { _, err := b.Attributes(ctx, f.Key); return err }); err != nil {
 				return fmt.Errorf("the fragment %s it replaced: %w", f.Key, err)
 			}
 			repair.Added = append(repair.Added, *f)
 		}
 	}
-	_, err := Commit(ctx, b, m, repair, &o)
-	return err
+	// The repair keeps one commit id across attempts, so an attempt whose
+	// outcome was unknown is recognised by the next, never applied twice;
+	// it must not give up on a transient error, since until it lands the
+	// newest version references data that is gone.
+	repair.CommitID = table.NewID()
+	o.CatchUp = true
+	return retryRead(ctx, o, func() error {
+		_, err := Commit(ctx, b, m, repair, &o)
+		return err
+	})
 }
 
-// lostFragments returns the ids of fragments the commit that made m added
-// which are old enough for GC to have taken, and are gone. Merged shard
+// lostFragments finds out what became of the fragments the commit that
+// made m added, when they are old enough for GC to have taken them and
+// are gone. A fragment the newest version still references was taken
+// before m landed: it is returned as lost, and the commit must be undone.
+// One a later version removed was either folded into a compaction's output
+// after m landed (its rows live on: fine), or taken out by a repair that
+// undid m (compactor.Repair, when this writer seemed dead): then undone
+// is that version. If the versions that would tell were collected, the
+// outcome cannot be known, and that is the error. Merged shard
 // generations are exempt: GC never deletes a generation above its shard's
 // watermark.
-func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) ([]uint64, error) {
+func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) (lost []uint64, undone uint64, err error) {
 	if m.Transaction.Kind == table.KindMerge {
-		return nil, nil
+		return nil, 0, nil
 	}
-	var lost []uint64
+	var missing []table.Fragment
 	for _, f := range m.Transaction.Added {
 		if f.Created.IsZero() || o.Now().Sub(f.Created) < table.MinGCAge-time.Minute {
 			continue
 		}
 		_, err := b.Attributes(ctx, f.Key)
 		if errors.Is(err, blob.ErrNotFound) {
-			lost = append(lost, f.ID)
+			missing = append(missing, f)
 		} else if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return lost, nil
+	if len(missing) == 0 {
+		return nil, 0, nil
+	}
+	latest, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return nil, 0, err
+	}
+	if latest.Version < m.Version {
+		latest = m // a listing that lags behind
+	}
+	removed := map[uint64]bool{}
+	for _, f := range missing {
+		if g := latest.Fragment(f.ID); g != nil && g.Key == f.Key {
+			lost = append(lost, f.ID)
+		} else {
+			removed[f.ID] = true
+		}
+	}
+	if len(lost) > 0 || len(removed) == 0 {
+		return lost, 0, nil
+	}
+	gap := false
+	for v := m.Version + 1; v <= latest.Version && len(removed) > 0; v++ {
+		t, err := table.ReadTransaction(ctx, b, v)
+		if errors.Is(err, table.ErrVersionNotFound) {
+			gap = true
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if t.Undoes == m.Version {
+			return nil, v, nil
+		}
+		for _, id := range t.Removed {
+			delete(removed, id)
+		}
+	}
+	if len(removed) > 0 && gap {
+		return nil, 0, fmt.Errorf("v%d landed, then its fragments were removed and the versions since were collected: whether a compaction kept their rows or a repair took them out cannot be told: %w", m.Version, ErrOutcomeUnknown)
+	}
+	return nil, 0, nil
+}
+
+// resurrected tells whether the manifest at v, just created, brought back
+// a version garbage collection had deleted, and if so why it thinks so
+// ("" when it did not). Versions are created in order, each by a writer
+// that read the one before, so a version above v created before ours
+// means v had existed and was collected: ours is a ghost. Garbage
+// collection keeps the newest versions, so some version above v exists if
+// v was collected. Times come from the store's clock on both objects.
+//
+//   - v+1 exists: created after ours, it was built on ours; before ours,
+//     ours is a ghost. One request, by name (no listing involved).
+//   - v+1 does not exist: we are the newest, unless a newer version shows
+//     in the listing (then v+1 was collected) or a GC boundary at or above
+//     v was created no later than ours.
+func resurrected(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
+	ours, err := b.Attributes(ctx, table.ManifestKey(v))
+	if errors.Is(err, blob.ErrNotFound) {
+		return "", nil // collected since: newer versions hold it
+	}
+	if err != nil {
+		return "", err
+	}
+	next, err := b.Attributes(ctx, table.ManifestKey(v+1))
+	if err == nil {
+		if next.ModTime.After(ours.ModTime) {
+			return "", nil
+		}
+		return fmt.Sprintf("v%d was created before it", v+1), nil
+	}
+	if !errors.Is(err, blob.ErrNotFound) {
+		return "", err
+	}
+	latest, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if latest > v+1 {
+		return fmt.Sprintf("v%d exists and v%d was collected", latest, v+1), nil
+	}
+	for o, err := range blob.List(ctx, b, table.GCBoundaryDir, 0) {
+		if err != nil {
+			return "", err
+		}
+		bv, ok := table.ParseGCBoundaryKey(o.Key)
+		if !ok {
+			continue
+		}
+		if bv < v {
+			break // boundaries list newest first
+		}
+		if !o.ModTime.After(ours.ModTime) {
+			return fmt.Sprintf("the GC boundary v%d, which covers it, was created before it", bv), nil
+		}
+	}
+	return "", nil
 }
 
 // GCBoundary returns the newest GC boundary (0: none): versions at or
 // below it may have been deleted and must never be created again.
 func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
-	page, err := b.ListPage(ctx, table.GCBoundaryDir, "", 1)
-	if err != nil {
-		return 0, err
-	}
-	for _, o := range page.Objects {
-		if v, ok := table.ParseGCBoundaryKey(o.Key); ok {
-			return v, nil
-		}
-	}
-	return 0, nil
+	return table.GCBoundary(ctx, b)
 }
 
 func backoff(o Options, attempt int) time.Duration {
