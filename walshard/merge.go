@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
 
@@ -64,7 +65,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		return MergeResult{}, err
 	}
 	watermark := base.Shards[s.id].Watermark
-	s.noteWatermark(watermark)
+	s.noteWatermark(watermark, base.Version)
 	s.mu.Lock()
 	pending := s.mu.state.pending(watermark)
 	s.mu.Unlock()
@@ -90,6 +91,9 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	}
 	top := pass[len(pass)-1].Gen
 	txn := table.Transaction{Kind: table.KindMerge, Shard: s.id, Watermark: top, Epoch: s.epoch, Added: frags}
+	if plant.MergeForgetsWatermark.Load() {
+		txn.Watermark = watermark
+	}
 	o := s.opts.Commit
 	o.CatchUp = true
 	res, err := commit.Commit(ctx, s.b, base, txn, &o)
@@ -100,7 +104,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	if err != nil {
 		return MergeResult{}, err
 	}
-	s.noteWatermark(top)
+	s.noteWatermark(top, res.Version)
 	s.rebases.Add(int64(res.Rebases))
 	if !res.Done {
 		s.merges.Add(1)
@@ -112,9 +116,11 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	return out, s.cleanup(ctx, top)
 }
 
-func (s *Shard) noteWatermark(w uint64) {
+func (s *Shard) noteWatermark(w, version uint64) {
 	s.mu.Lock()
-	s.mu.watermark = max(s.mu.watermark, w)
+	if w > s.mu.watermark || (w == s.mu.watermark && version > s.mu.version) {
+		s.mu.watermark, s.mu.version = w, version
+	}
 	s.mu.Unlock()
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,6 +124,7 @@ type Shard struct {
 		memSince  time.Time // when the oldest memtable entry landed
 		state     *State
 		watermark uint64 // newest table watermark this handle saw
+		version   uint64 // the table version it was seen in
 		fenced    error
 		closed    bool
 	}
@@ -143,15 +143,18 @@ func Open(ctx context.Context, b blob.Bucket, opts Options) (*Shard, error) {
 	}
 	s := &Shard{b: b, l: newLayout(opts.Shard), id: opts.Shard, schema: m.Schema(), opts: opts,
 		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
-	s.mu.watermark = m.Shards[opts.Shard].Watermark
+	s.mu.watermark, s.mu.version = m.Shards[opts.Shard].Watermark, m.Version
 	if s.epoch, err = s.claimEpoch(ctx); err != nil {
 		return nil, err
 	}
-	fencePos, err := s.fence(ctx)
+	// The state first: a create at the next sequence number succeeds only
+	// on the newest state, whatever a lagging listing showed, so its
+	// flushed position is the true one; the fence goes above it.
+	state, err := s.takeOver(ctx)
 	if err != nil {
 		return nil, err
 	}
-	state, err := s.takeOver(ctx)
+	fencePos, err := s.fence(ctx, state.WALFlushed)
 	if err != nil {
 		return nil, err
 	}
@@ -211,18 +214,17 @@ func (s *Shard) walEnd(ctx context.Context) (uint64, error) {
 	return pos, nil
 }
 
-// fence writes a fence entry at the first free WAL position at or above
-// both the listed end and the state's flushed position, and returns it.
-func (s *Shard) fence(ctx context.Context) (uint64, error) {
-	state, err := readState(ctx, s.b, s.l)
-	if err != nil {
-		return 0, err
-	}
+// fence writes a fence entry at the first free WAL position above both
+// the listed end and the flushed position (of the state this owner took
+// over), and returns it. Positions above the flushed one are dense (cleanup
+// deletes only entries at or below it), so the first free one is where the
+// old owner writes next, even when the listing missed its newest entries.
+func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 	end, err := s.walEnd(ctx)
 	if err != nil {
 		return 0, err
 	}
-	pos := max(end, state.WALFlushed) + 1
+	pos := max(end, flushed) + 1
 	for range 1000 {
 		e := &entry{kind: kindFence, epoch: s.epoch, position: pos, id: table.NewID()}
 		data, _ := encodeEntry(e, s.schema)
@@ -278,26 +280,19 @@ func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*en
 }
 
 // replay reads the data entries in (from, to) into the memtable.
+//
+// It reads every position by name rather than listing the WAL: positions
+// above the flushed one are dense (a writer moves to the next position
+// only once an entry has landed, and the fence took the first free one),
+// and a listing may not show an entry created a moment ago on a store
+// whose listings lag behind its writes, while a read by name does. A
+// missing position (an entry whose create never landed) is skipped.
 func (s *Shard) replay(ctx context.Context, from, to uint64) error {
-	var positions []uint64
-	for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
-		if err != nil {
-			return err
-		}
-		pos, ok := parseLast(s.l.wal(), o.Key)
-		if !ok {
-			return fmt.Errorf("walshard: unexpected object %q in the WAL", o.Key)
-		}
-		if pos <= from {
-			break // names count down: the rest are older
-		}
-		if pos < to {
-			positions = append(positions, pos)
-		}
-	}
-	slices.Sort(positions)
-	for _, pos := range positions {
+	for pos := from + 1; pos < to; pos++ {
 		e, err := s.readEntry(ctx, pos, false)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return err
 		}

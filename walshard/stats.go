@@ -110,7 +110,7 @@ func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
 func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		opts.WithRowAddress = false
-		base, err := table.Open(ctx, s.b, nil)
+		base, err := s.freshBase(ctx)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -148,4 +148,22 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 			}
 		}
 	}
+}
+
+// freshBase opens the latest version, or the version this handle's last
+// merge made if the listing does not show it yet (a store whose listings
+// lag behind its writes): the state no longer lists generations that
+// merge covered, so an older base would miss their rows.
+func (s *Shard) freshBase(ctx context.Context) (*table.Snapshot, error) {
+	base, err := table.Open(ctx, s.b, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	known, version := s.mu.watermark, s.mu.version
+	s.mu.Unlock()
+	if base.Manifest().Shards[s.id].Watermark >= known || version <= base.Version() {
+		return base, nil
+	}
+	return table.Open(ctx, s.b, &table.OpenOptions{Version: version})
 }
