@@ -73,6 +73,16 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 			return res, nil
 		}
 		added, rewritten, err := writeBins(ctx, b, m, res.Plan, o.Parallelism)
+		if errors.Is(err, blob.ErrNotFound) && res.Replans < o.MaxReplans {
+			// A source is gone: either a newer version no longer holds
+			// it (this run stalled), or the newest version lost it to a
+			// writer that died mid-stall, which Repair undoes. Plan anew.
+			if _, rerr := Repair(ctx, b, &o.Commit, nil); rerr != nil {
+				return res, fmt.Errorf("%w (repairing: %w)", err, rerr)
+			}
+			res.Replans++
+			continue
+		}
 		if err != nil {
 			return res, err
 		}

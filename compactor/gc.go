@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
 
@@ -27,6 +29,8 @@ type GCPolicy struct {
 	SafetyAge time.Duration
 	// DryRun lists what would go and deletes nothing.
 	DryRun bool
+	// Commit tunes the commits of a repair (see Repair).
+	Commit commit.Options
 }
 
 // MinRetain is the floor for RetainFor and SafetyAge: ten times the commit
@@ -56,14 +60,18 @@ type GCResult struct {
 	VersionsDeleted []uint64 // manifests deleted
 	ObjectsDeleted  []string // data, deletion vectors, merged generations
 	BytesFreed      int64
+	// Repaired: versions whose commits were undone because the data they
+	// added was gone (see Repair); such a run deletes nothing more.
+	Repaired []uint64
 }
 
 // GC deletes versions older than the policy allows (keeping the newest
 // KeepVersions, those younger than RetainFor, and every tagged version),
 // then the data objects that no kept version references and that are older
-// than SafetyAge. It creates the GC boundary before deleting any manifest,
-// so that a writer stalled across the collection cannot bring a deleted
-// version back. It reads the manifests it keeps (to know what they
+// than SafetyAge. It creates the GC boundary before it lists the tags and
+// deletes any manifest, so that a writer stalled across the collection
+// cannot bring a deleted version back, and a tag created meanwhile is
+// either seen or refused (see table.CreateTag). It reads the manifests it keeps (to know what they
 // reference), never those it deletes.
 func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult, error) {
 	p = p.withDefaults()
@@ -84,13 +92,19 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 	if len(versions) == 0 {
 		return res, table.ErrNotFound
 	}
-	tags, err := table.Tags(ctx, b)
-	if err != nil {
-		return res, err
-	}
-	tagged := map[uint64]bool{}
-	for _, t := range tags {
-		tagged[t.Version] = true
+	// Versions the listing does not show yet (on a store whose listings
+	// lag behind creates) reference data too: look for them by name, one
+	// request that finds nothing in the usual case.
+	for {
+		next := versions[0].v + 1
+		a, err := b.Attributes(ctx, table.ManifestKey(next))
+		if errors.Is(err, blob.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return res, err
+		}
+		versions = append([]ver{{next, a.ModTime}}, versions...)
 	}
 	// The boundary: the newest version that is neither among the newest
 	// KeepVersions nor younger than RetainFor. Everything at or below it,
@@ -100,6 +114,22 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 			res.Boundary = v.v
 			break
 		}
+	}
+	// The boundary goes in before the tags are listed: a tag created
+	// after the listing then sees the boundary and gives up (CreateTag),
+	// and one created before it is in the listing.
+	if !p.DryRun && res.Boundary > 0 {
+		if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(res.Boundary), nil); err != nil && !errors.Is(err, blob.ErrExists) {
+			return res, fmt.Errorf("compactor: gc: creating the boundary: %w", err)
+		}
+	}
+	tags, err := table.Tags(ctx, b)
+	if err != nil {
+		return res, err
+	}
+	tagged := map[uint64]bool{}
+	for _, t := range tags {
+		tagged[t.Version] = true
 	}
 	var keep []uint64
 	for _, v := range versions {
@@ -130,48 +160,43 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 			referenced[ix.Key] = true
 		}
 	}
-	if !p.DryRun && len(res.VersionsDeleted) > 0 {
-		if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(res.Boundary), nil); err != nil && !errors.Is(err, blob.ErrExists) {
-			return res, fmt.Errorf("compactor: gc: creating the boundary: %w", err)
+	// The objects that may go, listed before anything is deleted.
+	var listed []blob.ObjectInfo
+	present := map[string]bool{}
+	for _, prefix := range []string{table.DataDir, table.DeletionsDir, "_shards/"} {
+		for o, err := range blob.List(ctx, b, prefix, 0) {
+			if err != nil {
+				return res, err
+			}
+			listed = append(listed, o)
+			present[o.Key] = true
 		}
+	}
+	// The newest version must be whole before anything goes: if a writer
+	// died after committing data that an earlier collection took during
+	// its stall, its commit is undone first (a compaction's sources come
+	// back), and this collection deletes nothing more.
+	if !p.DryRun {
+		rep, err := Repair(ctx, b, &p.Commit, func(key string) bool { return present[key] })
+		res.Repaired = rep.Undone
+		if err != nil || len(rep.Undone) > 0 {
+			return res, err
+		}
+	}
+	if !p.DryRun {
 		for _, v := range res.VersionsDeleted {
 			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				return res, err
 			}
 		}
 	}
-	// Unreferenced objects, old enough.
-	collect := func(prefix string, eligible func(key string) bool) error {
-		for o, err := range blob.List(ctx, b, prefix, 0) {
-			if err != nil {
-				return err
-			}
-			if referenced[o.Key] || now.Sub(o.ModTime) < p.SafetyAge || !eligible(o.Key) {
-				continue
-			}
-			res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
-			res.BytesFreed += o.Size
-			if !p.DryRun {
-				if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	always := func(string) bool { return true }
-	if err := collect(table.DataDir, always); err != nil {
-		return res, err
-	}
-	if err := collect(table.DeletionsDir, always); err != nil {
-		return res, err
-	}
 	// Shard generations: only those the table has merged (at or below the
-	// shard's watermark); newer ones await their merge.
-	merged := func(key string) bool {
+	// shard's watermark); newer ones await their merge. Shard objects
+	// other than generations stay.
+	eligible := func(key string) bool {
 		rest, ok := strings.CutPrefix(key, "_shards/")
 		if !ok {
-			return false
+			return true // data and deletion vectors
 		}
 		shard, name, ok := strings.Cut(rest, "/gen/")
 		if !ok || strings.Contains(shard, "/") || len(name) < 20 {
@@ -180,8 +205,18 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 		gen, err := strconv.ParseUint(name[:20], 10, 64)
 		return err == nil && gen <= latest.Shards[shard].Watermark
 	}
-	if err := collect("_shards/", merged); err != nil {
-		return res, err
+	// Unreferenced objects, old enough.
+	for _, o := range listed {
+		if referenced[o.Key] || (now.Sub(o.ModTime) < p.SafetyAge && !plant.GCWithoutSafetyAge.Load()) || !eligible(o.Key) {
+			continue
+		}
+		res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
+		res.BytesFreed += o.Size
+		if !p.DryRun {
+			if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return res, err
+			}
+		}
 	}
 	slices.Sort(res.VersionsDeleted)
 	return res, nil
