@@ -1,0 +1,281 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// Clock is the simulation's clock: the wall clock plus an offset that only
+// the simulation moves. Moving it is how a stall longer than garbage
+// collection's safety age happens in an instant.
+type Clock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// Now returns the simulated time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+// Store is an in-memory blob.Bucket whose objects carry the simulated
+// clock's time, so that garbage collection judges ages on that clock.
+// It can make a listing omit a just-created key for a few listings (as a
+// store whose listings lag behind its writes does), and it records every
+// manifest created, for the oracles.
+type Store struct {
+	clock *Clock
+
+	mu      sync.Mutex
+	objs    map[string]*object
+	lag     *rand.Rand // nil: listings are consistent
+	seq     int64
+	served  int64 // requests served: the store's measure of "a moment"
+	omitted int64
+	// created counts, by key, the successful creates of each manifest.
+	created map[string]int
+	// onCreate is called (without the lock) after a manifest is created.
+	onCreate func(key string, data []byte, again bool)
+	// overwrites lists manifest keys written by an unconditional Put over
+	// an existing object.
+	overwrites []string
+}
+
+type object struct {
+	seq         int64 // order of creation
+	data        []byte
+	mod         time.Time
+	hiddenUntil int64 // listings omit it until the store has served this many requests
+}
+
+// MaxListLag bounds how long a listing may leave out a new object, on the
+// simulated clock: a store's listings lag by seconds, far less than
+// garbage collection's safety age.
+const MaxListLag = 30 * time.Second
+
+// NewStore returns an empty store on clock. With listLag, half the new
+// objects are left out of listings for a moment: until the store has
+// served up to 20 more requests (drawn with seed), and no longer than
+// MaxListLag.
+func NewStore(clock *Clock, listLag bool, seed uint64) *Store {
+	s := &Store{clock: clock, objs: map[string]*object{}, created: map[string]int{}}
+	if listLag {
+		s.lag = rand.New(rand.NewPCG(seed, 0x11571a9))
+	}
+	return s
+}
+
+var _ blob.Bucket = (*Store)(nil)
+
+func notFound(op, key string) error {
+	return &blob.Error{Op: op, Key: key, Kind: blob.ErrNotFound}
+}
+
+// Get implements blob.Bucket.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	s.served++
+	defer s.mu.Unlock()
+	o, ok := s.objs[key]
+	if !ok {
+		return nil, notFound("get", key)
+	}
+	return bytes.Clone(o.data), nil
+}
+
+// NewRangeReader implements blob.Bucket.
+func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	s.mu.Lock()
+	s.served++
+	defer s.mu.Unlock()
+	o, ok := s.objs[key]
+	if !ok {
+		return nil, notFound("range-get", key)
+	}
+	data := o.data[min(offset, int64(len(o.data))):]
+	if length >= 0 && length < int64(len(data)) {
+		data = data[:length]
+	}
+	return io.NopCloser(bytes.NewReader(bytes.Clone(data))), nil
+}
+
+// PutIfAbsent implements blob.Bucket.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	s.mu.Lock()
+	s.served++
+	if _, ok := s.objs[key]; ok {
+		s.mu.Unlock()
+		return &blob.Error{Op: "put-if-absent", Key: key, Kind: blob.ErrExists}
+	}
+	s.put(key, bytes.Clone(data))
+	manifest := isManifest(key)
+	if manifest {
+		s.created[key]++
+	}
+	again := s.created[key] > 1
+	hook := s.onCreate
+	s.mu.Unlock()
+	if manifest && hook != nil {
+		hook(key, data, again)
+	}
+	return nil
+}
+
+// Put implements blob.Bucket.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return &blob.Error{Op: "put", Key: key, Kind: blob.ErrRetryable, Err: err}
+	}
+	s.mu.Lock()
+	s.served++
+	defer s.mu.Unlock()
+	if _, ok := s.objs[key]; ok && isManifest(key) {
+		s.overwrites = append(s.overwrites, key)
+	}
+	s.put(key, data)
+	return nil
+}
+
+func (s *Store) put(key string, data []byte) {
+	s.seq++
+	o := &object{seq: s.seq, data: data, mod: s.clock.Now()}
+	if s.lag != nil && s.lag.IntN(2) == 0 {
+		o.hiddenUntil = s.served + 1 + int64(s.lag.IntN(20))
+	}
+	s.objs[key] = o
+}
+
+// Delete implements blob.Bucket.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	s.mu.Lock()
+	s.served++
+	defer s.mu.Unlock()
+	if _, ok := s.objs[key]; !ok {
+		return notFound("delete", key)
+	}
+	delete(s.objs, key)
+	return nil
+}
+
+// ListPage implements blob.Bucket. Page tokens are the last key returned.
+func (s *Store) ListPage(ctx context.Context, prefix, token string, pageSize int) (blob.Page, error) {
+	if pageSize <= 0 {
+		pageSize = 1000
+	}
+	s.mu.Lock()
+	s.served++
+	defer s.mu.Unlock()
+	var keys []string
+	for k := range s.objs {
+		if strings.HasPrefix(k, prefix) && k > token {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var page blob.Page
+	now := s.clock.Now()
+	for _, k := range keys {
+		o := s.objs[k]
+		if o.hiddenUntil > s.served && now.Sub(o.mod) < MaxListLag {
+			s.omitted++
+			continue
+		}
+		if len(page.Objects) == pageSize {
+			page.Next = page.Objects[len(page.Objects)-1].Key
+			break
+		}
+		page.Objects = append(page.Objects, blob.ObjectInfo{Key: k, Size: int64(len(o.data)), ModTime: o.mod})
+	}
+	return page, nil
+}
+
+// Attributes implements blob.Bucket.
+func (s *Store) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
+	s.mu.Lock()
+	s.served++
+	defer s.mu.Unlock()
+	o, ok := s.objs[key]
+	if !ok {
+		return blob.Attributes{}, notFound("attributes", key)
+	}
+	return blob.Attributes{Size: int64(len(o.data)), ModTime: o.mod}, nil
+}
+
+// Close implements blob.Bucket.
+func (s *Store) Close() error { return nil }
+
+// Omitted returns how many times a listing left out a just-created key.
+func (s *Store) Omitted() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.omitted
+}
+
+// Consistent makes later listings complete (for the final checks).
+func (s *Store) Consistent() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lag = nil
+	for _, o := range s.objs {
+		o.hiddenUntil = 0
+	}
+}
+
+// manifestTrouble reports manifests overwritten or created more than once
+// and still present: a deleted version brought back.
+func (s *Store) manifestTrouble() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.overwrites) > 0 {
+		return fmt.Errorf("manifests overwritten by a plain put: %v", s.overwrites)
+	}
+	for k, n := range s.created {
+		if _, present := s.objs[k]; n > 1 && present {
+			return fmt.Errorf("manifest %s was created %d times and is present: a deleted version came back", k, n)
+		}
+	}
+	return nil
+}
+
+func isManifest(key string) bool { return strings.HasPrefix(key, "_versions/") }
+
+// randomPart matches the random parts of object names: ULIDs and the
+// suffixes of generation names.
+var randomPart = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|-[0-9a-f]{12}\.parquet`)
+
+// stableName names key the same way in every run of a seed: a random part
+// becomes the object's order of creation (or "new" for a key not created
+// yet).
+func (s *Store) stableName(key string) string {
+	if !randomPart.MatchString(key) {
+		return key
+	}
+	s.mu.Lock()
+	o, ok := s.objs[key]
+	s.mu.Unlock()
+	tag := "new"
+	if ok {
+		tag = fmt.Sprintf("#%d", o.seq)
+	}
+	return randomPart.ReplaceAllString(key, tag)
+}
