@@ -3,6 +3,7 @@ package commit_test
 import (
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 )
 
@@ -124,5 +126,106 @@ func TestAStalledRewriteWhoseOutputsGCTookIsUndone(t *testing.T) {
 	}
 	if len(got) != 4 || len(after.Manifest().Fragments) != 4 {
 		t.Fatalf("after the undo: rows %v in %d fragments", got, len(after.Manifest().Fragments))
+	}
+}
+
+// ids reads every id of the latest version.
+func latestIDs(t *testing.T, b blob.Bucket) []int64 {
+	t.Helper()
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rec.Column(0).(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(got)
+	return got
+}
+
+// afterLanding runs fn once, at the first request matching op and key
+// prefix made after our manifest create (which moves the clock an hour on,
+// so the commit checks for a stall).
+func afterLanding(under blob.Bucket, op fault.Op, prefix string, fn func()) (*fault.Bucket, func() time.Time) {
+	var offset atomic.Int64
+	var landed, fired atomic.Bool
+	f := fault.Wrap(under, fault.InjectorFunc(func(o fault.Op, key string) fault.Fault {
+		switch {
+		case o == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && !landed.Load():
+			offset.Store(int64(time.Hour))
+			landed.Store(true)
+		case landed.Load() && o == op && strings.HasPrefix(key, prefix) && fired.CompareAndSwap(false, true):
+			fn()
+		}
+		return fault.Fault{}
+	}))
+	return f, func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+}
+
+// A commit that landed, stalled, and then met a GC boundary covering its
+// version — created after it landed, as a collection of old versions does
+// once newer ones exist — is a legitimate commit, not a ghost: it must
+// not delete itself (the retry would write its rows twice).
+func TestABoundaryCreatedAfterTheCommitLandedIsNoGhost(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	f, now := afterLanding(under, fault.OpAttributes, "_versions/", func() {
+		other, _ := commit.OpenTable(ctx, under, nil)
+		rec := idBatch(2)
+		defer rec.Release()
+		if _, err := other.Append(ctx, rec); err != nil { // v3, built on ours
+			t.Error(err)
+		}
+		if err := under.PutIfAbsent(ctx, table.GCBoundaryKey(2), nil); err != nil {
+			t.Error(err)
+		}
+	})
+	tb, _ := commit.OpenTable(ctx, f, &commit.Options{Now: now})
+	rec := idBatch(1)
+	defer rec.Release()
+	res, err := tb.Append(ctx, rec)
+	if err != nil || res.Version != 2 {
+		t.Fatalf("append: %+v %v, want v2", res, err)
+	}
+	if got := latestIDs(t, under); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("rows %v, want 1 and 2 once", got)
+	}
+}
+
+// A commit that landed and stalled before checking its fragment, while a
+// compaction folded that fragment and GC collected it: its rows live on in
+// the compaction's output, so it succeeds (writing them again would double
+// them).
+func TestAFragmentCompactedAfterTheCommitLandedIsNotLost(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	other, _ := commit.OpenTable(ctx, under, nil)
+	rec0 := idBatch(0)
+	if _, err := other.Append(ctx, rec0); err != nil { // v2
+		t.Fatal(err)
+	}
+	rec0.Release()
+	f, now := afterLanding(under, fault.OpAttributes, "data/", func() {
+		before, _ := table.ReadLatest(ctx, under)
+		if _, err := compactor.Compact(ctx, under, compactor.Policy{MinFragments: 2}, nil); err != nil {
+			t.Error(err)
+		}
+		for _, fr := range before.Fragments {
+			_ = under.Delete(ctx, fr.Key) // collected: no kept version references them
+		}
+	})
+	tb, _ := commit.OpenTable(ctx, f, &commit.Options{Now: now})
+	rec := idBatch(1)
+	defer rec.Release()
+	res, err := tb.Append(ctx, rec)
+	if err != nil || res.Version != 3 {
+		t.Fatalf("append: %+v %v, want v3", res, err)
+	}
+	if got := latestIDs(t, under); !slices.Equal(got, []int64{0, 1}) {
+		t.Fatalf("rows %v, want 0 and 1 once", got)
 	}
 }
