@@ -23,6 +23,54 @@ type CampaignConfig struct {
 	Parallel int
 	// Progress, if set, is called after each seed.
 	Progress func(Totals)
+	// SeedLimit: a seed still running after this long is a liveness
+	// violation (default 2 minutes).
+	SeedLimit time.Duration
+}
+
+func (c CampaignConfig) limit() time.Duration {
+	if c.SeedLimit > 0 {
+		return c.SeedLimit
+	}
+	return 2 * time.Minute
+}
+
+// runWatched runs one seed, and reports a liveness violation, with the
+// trace so far, if it has not finished within limit (a seed takes well
+// under a second). The seed's goroutines are left behind: a process that
+// reports this should stop.
+func runWatched(ctx context.Context, cfg Config, limit time.Duration) (Report, error) {
+	var mu sync.Mutex
+	var trace []string
+	cfg.Trace = func(line string) {
+		mu.Lock()
+		trace = append(trace, line)
+		mu.Unlock()
+	}
+	type result struct {
+		rep Report
+		err error
+	}
+	done := make(chan result, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		rep, err := Run(rctx, cfg)
+		done <- result{rep, err}
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		cancel()
+		return r.rep, r.err
+	case <-timer.C:
+		mu.Lock()
+		lines := append([]string(nil), trace...)
+		mu.Unlock()
+		cancel() // an operation that honours its context may yet end
+		return Report{Seed: cfg.Seed, Trace: lines}, &Violation{Seed: cfg.Seed, Oracle: "liveness",
+			Detail: fmt.Sprintf("the seed did not finish within %v", limit), Trace: lines}
+	}
 }
 
 // Totals add up the reports of a campaign.
@@ -83,9 +131,7 @@ func Campaign(ctx context.Context, c CampaignConfig) (Totals, error) {
 	for range c.Parallel {
 		wg.Go(func() {
 			for seed, ok := more(); ok; seed, ok = more() {
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-				rep, err := Run(rctx, Config{Seed: seed, Steps: c.Steps})
-				cancel()
+				rep, err := runWatched(ctx, Config{Seed: seed, Steps: c.Steps}, c.limit())
 				mu.Lock()
 				t.Seeds++
 				for k, v := range rep.Ops {

@@ -33,7 +33,9 @@
 //   - a compaction's Rewrite conserves the rows (count and hashes);
 //   - the history of commits and reads of the latest version is
 //     linearizable (porcupine) against a sequential table whose state is
-//     the multiset of its rows.
+//     the multiset of its rows (left out when listings lag: reading the
+//     latest version through a lagging listing is stale by design);
+//   - every seed finishes (Campaign reports one that hangs).
 package sim
 
 import (
