@@ -940,6 +940,16 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		return
 	}
 	ev := manifestEvent{at: at, version: m.Version, writer: m.Transaction.Writer, kind: m.Transaction.Kind, again: again}
+	if again {
+		// A ghost of a collected version: its fragment ids were given on
+		// a state that is gone and may name other fragments; it changes
+		// nothing (manifestTrouble checks it is taken away again).
+		w.emu.Lock()
+		w.events = append(w.events, ev)
+		w.emu.Unlock()
+		w.logf("manifest v%d: %s by %s brings back a collected version", ev.version, ev.kind, ev.writer)
+		return
+	}
 	for _, f := range m.Transaction.Added {
 		ev.added = append(ev.added, f.Key)
 		w.emu.Lock()
