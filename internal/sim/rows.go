@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -11,12 +12,27 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// Rows are (id, val) with val = mix(id): a row read back with another
-// value was corrupted or mixed up on the way.
+// Rows are (id, val, blob) with val = mix(id) and blob up to 1 KiB of
+// bytes drawn from id (blobOf): a row read back with another value or
+// other bytes was corrupted or mixed up on the way.
 var schema = arrow.NewSchema([]arrow.Field{
 	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "val", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "blob", Type: arrow.BinaryTypes.Binary},
 }, nil)
+
+// blobOf returns the artifact bytes of row id.
+func blobOf(id int64) []byte {
+	x := mix(uint64(id) ^ 0xb10b)
+	b := make([]byte, x%1024)
+	for i := range b {
+		if i%8 == 0 {
+			x = mix(x)
+		}
+		b[i] = byte(x >> (8 * (i % 8)))
+	}
+	return b
+}
 
 // mix is splitmix64's finaliser: a bijection that scatters ids.
 func mix(x uint64) uint64 {
@@ -49,6 +65,7 @@ func batch(ids []int64) arrow.RecordBatch {
 	for _, id := range ids {
 		b.Field(0).(*array.Int64Builder).Append(id)
 		b.Field(1).(*array.Int64Builder).Append(valOf(id))
+		b.Field(2).(*array.BinaryBuilder).Append(blobOf(id))
 	}
 	return b.NewRecordBatch()
 }
@@ -64,9 +81,13 @@ func readRows(scan func(yield func(arrow.RecordBatch, error) bool)) (map[int64]i
 		}
 		ids := rec.Column(0).(*array.Int64).Int64Values()
 		vals := rec.Column(1).(*array.Int64).Int64Values()
+		blobs := rec.Column(2).(*array.Binary)
 		for i, id := range ids {
 			if vals[i] != valOf(id) {
 				return nil, d, &Violation{Oracle: "row integrity", Detail: fmt.Sprintf("row %d reads back with value %d, want %d", id, vals[i], valOf(id))}
+			}
+			if !bytes.Equal(blobs.Value(i), blobOf(id)) {
+				return nil, d, &Violation{Oracle: "row integrity", Detail: fmt.Sprintf("row %d reads back with a blob of %d bytes unlike the %d it was written with", id, len(blobs.Value(i)), len(blobOf(id)))}
 			}
 			seen[id]++
 			d = d.add(digest{rowHash(id), 1})

@@ -26,7 +26,7 @@
 //     shard and, after a final drain, compaction and GC, in the base table;
 //     rows whose append failed appear at most once; rows a fenced writer
 //     was refused never appear; no row appears that nobody wrote, and every
-//     row reads back with its value;
+//     row reads back with its value and its blob (up to 1 KiB) intact;
 //   - a pinned version's rows never change while it is retained, and a
 //     tagged version stays readable;
 //   - no manifest is overwritten, and no deleted version comes back;
@@ -161,13 +161,12 @@ type pin struct {
 
 // opRecord is one operation in the history.
 type opRecord struct {
-	actor      string
-	writer     string // the committer name its commits carry
-	call, ret  int64
-	commits    bool    // may commit to the table
-	conserves  bool    // a compaction: its commits must not change the rows
-	read       *digest // a read of the latest version that succeeded
-	readLatest bool
+	actor     string
+	writer    string // the committer name its commits carry
+	call, ret int64
+	commits   bool    // may commit to the table
+	conserves bool    // a compaction: its commits must not change the rows
+	read      *digest // a read of the latest version that succeeded
 }
 
 // manifestEvent is one manifest created in the store.
@@ -813,7 +812,6 @@ func (w *world) gcOp(a *actor) (string, string) {
 func (w *world) readerOp(a *actor, rec *opRecord) (string, string) {
 	switch n := w.intn(10); {
 	case n < 5:
-		rec.readLatest = true
 		s, err := table.Open(w.ctx, a.bucket, nil)
 		if err != nil {
 			return "read", short(err)
