@@ -70,6 +70,10 @@ func main() {
 			}
 		}})
 	fmt.Println(t)
+	if ctx.Err() != nil && t.Failed == nil {
+		fmt.Fprintln(os.Stderr, "strata-sim: interrupted")
+		os.Exit(130)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "strata-sim:", err)
 		os.Exit(1)

@@ -132,6 +132,9 @@ func Campaign(ctx context.Context, c CampaignConfig) (Totals, error) {
 		wg.Go(func() {
 			for seed, ok := more(); ok; seed, ok = more() {
 				rep, err := runWatched(ctx, Config{Seed: seed, Steps: c.Steps}, c.limit())
+				if ctx.Err() != nil {
+					return // interrupted: this seed's outcome means nothing
+				}
 				mu.Lock()
 				t.Seeds++
 				for k, v := range rep.Ops {
