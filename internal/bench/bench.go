@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
@@ -40,6 +41,20 @@ type Config struct {
 	// appends through its own WAL shard; merges run in the background and
 	// a final flush and merge is inside the timed phase).
 	Mode string
+	// StoreLatency delays every request by StoreLatency to 1.5× it, as a
+	// remote store's round trip would (0: none). A store on the same
+	// machine answers in a millisecond and shares the CPU; this shows how
+	// the phases fare when the round trip, not the CPU, is the cost.
+	StoreLatency time.Duration
+}
+
+// open opens the bucket at u, behind the emulated round trip if any.
+func (cfg Config) open(ctx context.Context, u string) (blob.Bucket, error) {
+	b, err := blob.Open(ctx, u)
+	if err != nil || cfg.StoreLatency <= 0 {
+		return b, err
+	}
+	return fault.Wrap(b, fault.Latency(uint64(time.Now().UnixNano()), cfg.StoreLatency, cfg.StoreLatency*3/2)), nil
 }
 
 // AllPhases in order.
@@ -81,7 +96,7 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		case "ingest":
 			r, err = ingest(ctx, cfg, tableURL, log)
 		case "scan-before", "scan-after":
-			r, err = scan(ctx, tableURL)
+			r, err = scan(ctx, cfg, tableURL)
 		case "compact":
 			r, err = compact(ctx, cfg, tableURL)
 		case "concurrent":
@@ -147,7 +162,7 @@ func (directWriter) close()                       {}
 // ingest runs W writers concurrently, each opening the bucket and the table
 // on its own, as separate worker processes would.
 func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, error) {
-	b, err := blob.Open(ctx, u)
+	b, err := cfg.open(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +183,7 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 	for w := range cfg.Writers {
 		wg.Go(func() {
 			errs[w] = func() error {
-				wb, err := blob.Open(ctx, u)
+				wb, err := cfg.open(ctx, u)
 				if err != nil {
 					return err
 				}
@@ -255,8 +270,8 @@ func ingestResult(ctx context.Context, b blob.Bucket, cfg Config, wall time.Dura
 	}, nil
 }
 
-func scan(ctx context.Context, u string) (Result, error) {
-	b, err := blob.Open(ctx, u)
+func scan(ctx context.Context, cfg Config, u string) (Result, error) {
+	b, err := cfg.open(ctx, u)
 	if err != nil {
 		return nil, err
 	}

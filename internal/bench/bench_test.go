@@ -7,7 +7,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 )
@@ -115,4 +117,24 @@ func TestBenchAllPhasesOnFile(t *testing.T) {
 	if cc["phase"] != "concurrent" || cc["ok"] != true || cc["rows"] != 900.0 || cc["distinct_ids"] != 900.0 {
 		t.Fatalf("concurrent line %v", cc)
 	}
+}
+
+// With an emulated round trip the phases still check out, and every
+// request waits for it.
+func TestStoreLatencyDelaysEveryRequest(t *testing.T) {
+	cfg := Config{StoreLatency: time.Millisecond}
+	b, err := cfg.open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := b.(*fault.Bucket)
+	if !ok {
+		t.Fatalf("bucket is a %T, want the latency wrapper", b)
+	}
+	_, _ = f.Get(context.Background(), "missing")
+	if f.Requests() != 1 {
+		t.Fatalf("%d requests seen by the wrapper", f.Requests())
+	}
+	lines := runSmall(t, Config{Store: "file", Dir: t.TempDir(), StoreLatency: time.Millisecond})
+	checkLines(t, lines, "file")
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
@@ -18,7 +17,7 @@ import (
 
 // compact compacts the table to fragments of at most --target-rows rows.
 func compact(ctx context.Context, cfg Config, u string) (Result, error) {
-	b, err := blob.Open(ctx, u)
+	b, err := cfg.open(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +38,7 @@ func compact(ctx context.Context, cfg Config, u string) (Result, error) {
 // concurrent runs two more writers (workers W and W+1) while a compactor
 // compacts back to back until both are done, then checks every id.
 func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
-	b, err := blob.Open(ctx, u)
+	b, err := cfg.open(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +59,7 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 	for i := range cfg.ConcWriters {
 		wg.Go(func() {
 			errs[i] = func() error {
-				wb, err := blob.Open(ctx, u)
+				wb, err := cfg.open(ctx, u)
 				if err != nil {
 					return err
 				}

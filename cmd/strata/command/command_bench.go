@@ -29,7 +29,8 @@ Phases: ingest, scan-before, compact, scan-after, concurrent. S3 credentials com
 and AWS_REGION.`,
 		Example: `  strata bench
   strata bench --store=file --dir=/tmp/t --writers=4 --commits=50 --rows=200
-  strata bench --store=s3 --s3-endpoint=http://127.0.0.1:9000 --s3-bucket=strata`,
+  strata bench --store=s3 --s3-endpoint=http://127.0.0.1:9000 --s3-bucket=strata
+  strata bench --mode=shard --store-latency=20ms --phases=ingest`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			cfg.Seed = uint32(seed)
@@ -66,5 +67,6 @@ and AWS_REGION.`,
 	f.IntVar(&cfg.ConcCommits, "conc-commits", 20, "commits per writer in the concurrent phase")
 	f.StringVar(&cfg.Mode, "mode", "direct", "direct (one commit per batch) or shard (each writer appends through its own WAL shard)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
+	f.DurationVar(&cfg.StoreLatency, "store-latency", 0, "delay every request by this to 1.5× it, as a remote store's round trip would (e.g. 20ms)")
 	return c
 }
