@@ -1,0 +1,350 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// Shard writers.
+
+func (w *world) shardOptions(a *actor) walshard.Options {
+	return walshard.Options{
+		Shard:      a.name,
+		GroupWait:  20 * time.Microsecond,
+		FlushBytes: 1 << 40, MaxMemtableBytes: 1 << 40, MaxPendingGenerations: 1 << 20,
+		MergeMaxGenerations: 1 + w.intn(4),
+		Commit:              w.commitOptions(a),
+	}
+}
+
+// reopen opens a's shard as a new process: a fresh bucket view, a new
+// epoch, and the replay of the WAL.
+func (w *world) reopen(a *actor) error {
+	if a.shard != nil {
+		_ = a.shard.Close()
+		a.shard = nil
+	}
+	a.inc++
+	w.newBucket(a)
+	s, err := walshard.Open(w.ctx, a.bucket, w.shardOptions(a))
+	if err != nil {
+		return err
+	}
+	a.shard, a.restart = s, false
+	return nil
+}
+
+func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
+	if a.next != nil && a.zombie == nil {
+		// A fencer opened the shard while this handle was busy.
+		a.zombie, a.shard, a.next = a.shard, a.next, nil
+		a.inc++
+		rec.writer = a.writer()
+	}
+	if a.zombie != nil {
+		// The fenced handle tries once more; nothing it writes may appear.
+		z := a.zombie
+		a.zombie = nil
+		ids := w.newRows()
+		b := batch(ids)
+		err := z.Append(w.ctx, b)
+		b.Release()
+		_ = z.Close()
+		if err == nil {
+			w.settle(ids, nil, false)
+			return "zombie-append", w.fail("fencing", "a fenced handle of %s acknowledged an append of %d rows", a.name, len(ids)).Error()
+		}
+		w.settle(ids, err, errors.Is(err, walshard.ErrFenced))
+		return "zombie-append", short(err)
+	}
+	if a.shard == nil || a.restart {
+		err := w.reopen(a)
+		rec.writer = a.writer()
+		return "open", short(err)
+	}
+	s := a.shard
+	switch n := w.intn(100); {
+	case n < 55:
+		ids := w.newRows()
+		b := batch(ids)
+		err := s.Append(w.ctx, b)
+		b.Release()
+		fenced := errors.Is(err, walshard.ErrFenced)
+		w.settle(ids, err, fenced)
+		if err == nil {
+			w.mu.Lock()
+			for _, id := range ids {
+				w.shardRows[a.idx][id] = true
+			}
+			w.mu.Unlock()
+		}
+		if fenced && a.next == nil {
+			a.restart = true
+		}
+		return "append", fmt.Sprintf("ids %d..%d: %s", ids[0], ids[len(ids)-1], short(err))
+	case n < 70:
+		g, err := s.Flush(w.ctx)
+		if errors.Is(err, walshard.ErrFenced) && a.next == nil {
+			a.restart = true
+		}
+		return "flush", fmt.Sprintf("gen %d: %s", g, short(err))
+	case n < 85:
+		rec.commits = true
+		res, err := s.Merge(w.ctx)
+		if errors.Is(err, walshard.ErrFenced) && a.next == nil {
+			a.restart = true
+		}
+		return "merge", fmt.Sprintf("%d gens, watermark %d, v%d: %s", res.Generations, res.Watermark, res.Version, short(err))
+	case n < 95:
+		return "fresh-read", w.freshRead(a)
+	default:
+		a.restart = true
+		return "kill", "the process dies; it reopens on its next turn"
+	}
+}
+
+// freshRead checks a fresh read of a's shard: every row a's shard
+// acknowledged (in any process), and every direct append acknowledged
+// before it began, exactly once.
+func (w *world) freshRead(a *actor) string {
+	w.mu.Lock()
+	want := make([]int64, 0, len(w.shardRows[a.idx]))
+	for id := range w.shardRows[a.idx] {
+		want = append(want, id)
+	}
+	w.mu.Unlock()
+	slices.Sort(want)
+	seen, _, err := readRows(a.shard.ScanFresh(w.ctx, table.ScanOptions{Parallelism: 1}))
+	var v *Violation
+	if errors.As(err, &v) {
+		return w.fail(v.Oracle, "fresh read of %s: %s", a.name, v.Detail).Error()
+	}
+	if err != nil {
+		if errors.Is(err, walshard.ErrFenced) && a.next == nil {
+			a.restart = true
+		}
+		return short(err)
+	}
+	if msg := w.checkRows(seen, want, "fresh read of "+a.name); msg != "" {
+		return msg
+	}
+	return fmt.Sprintf("%d rows, each once", len(seen))
+}
+
+// checkRows checks a read: each id in want once, no id more than once, no
+// forbidden id, no id nobody wrote. It returns the violation, if any.
+func (w *world) checkRows(seen map[int64]int, want []int64, where string) string {
+	oracle, detail := w.rowTrouble(seen, want)
+	if oracle == "" {
+		return ""
+	}
+	return w.fail(oracle, "%s: %s", where, detail).Error()
+}
+
+func (w *world) rowTrouble(seen map[int64]int, want []int64) (oracle, detail string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rep.RowsChecked += int64(len(seen))
+	for _, id := range slices.Sorted(maps.Keys(seen)) {
+		switch n := seen[id]; {
+		case n > 1:
+			return "exactly once", fmt.Sprintf("row %d appears %d times", id, n)
+		case w.forbidden[id]:
+			return "fencing", fmt.Sprintf("row %d, refused to a fenced writer, appears", id)
+		case id < 1 || id > w.nextID:
+			// Ids handed out so far, including those of appends still
+			// running (a read nested inside one may see its rows).
+			return "no phantom rows", fmt.Sprintf("row %d was never written", id)
+		}
+	}
+	for _, id := range want {
+		if seen[id] == 0 {
+			return "no lost rows", fmt.Sprintf("acknowledged row %d is missing", id)
+		}
+	}
+	return "", ""
+}
+
+// Direct appenders.
+
+func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
+	rec.commits = true
+	if a.tbl == nil {
+		o := w.commitOptions(a)
+		t, err := commit.OpenTable(w.ctx, a.bucket, &o)
+		if err != nil {
+			return "open", short(err)
+		}
+		a.tbl = t
+	}
+	ids := w.newRows()
+	b := batch(ids)
+	res, err := a.tbl.Append(w.ctx, b)
+	b.Release()
+	w.settle(ids, err, false)
+	return "append", fmt.Sprintf("ids %d..%d at v%d: %s", ids[0], ids[len(ids)-1], res.Version, short(err))
+}
+
+// Compactors and GC.
+
+func (w *world) compactOp(a *actor) (string, string) {
+	p := compactor.Policy{MinFragments: 2 + w.intn(4), TargetRows: int64(40 + w.intn(200))}
+	o := compactor.Options{Commit: w.commitOptions(a), Parallelism: 1}
+	res, err := compactor.Compact(w.ctx, a.bucket, p, &o)
+	if errors.Is(err, compactor.ErrRowsChanged) {
+		return "compact", w.fail("compaction conserves rows", "%v", err).Error()
+	}
+	return "compact", fmt.Sprintf("%d -> %d fragments at v%d: %s", res.FragmentsBefore, res.FragmentsAfter, res.Version, short(err))
+}
+
+func (w *world) gcPolicy(a *actor) compactor.GCPolicy {
+	return compactor.GCPolicy{KeepVersions: 1 + w.intn(3), RetainFor: compactor.MinRetain, SafetyAge: compactor.MinRetain,
+		Commit: w.commitOptions(a)}
+}
+
+func (w *world) gcOp(a *actor) (string, string) {
+	if d := []time.Duration{0, time.Minute, 6 * time.Minute}[w.intn(3)]; d > 0 {
+		w.clock.Advance(d)
+	}
+	res, err := compactor.GC(w.ctx, a.bucket, w.gcPolicy(a), w.clock.Now())
+	var gens []string
+	for _, k := range res.ObjectsDeleted {
+		if strings.Contains(k, "/gen/") {
+			gens = append(gens, strings.TrimPrefix(k, "_shards/"))
+		}
+	}
+	repaired := ""
+	if len(res.Repaired) > 0 {
+		repaired = fmt.Sprintf(", repaired %v", res.Repaired)
+	}
+	return "gc", fmt.Sprintf("boundary v%d, %d versions and %d objects deleted (generations %v)%s: %s", res.Boundary, len(res.VersionsDeleted), len(res.ObjectsDeleted), gens, repaired, short(err))
+}
+
+// Readers.
+
+func (w *world) readerOp(a *actor, rec *opRecord) (string, string) {
+	switch n := w.intn(10); {
+	case n < 5:
+		s, err := table.Open(w.ctx, a.bucket, nil)
+		if err != nil {
+			return "read", short(err)
+		}
+		seen, d, err := scanSnapshot(w.ctx, s)
+		var v *Violation
+		if errors.As(err, &v) {
+			return "read", w.fail(v.Oracle, "%s at v%d", v.Detail, s.Version()).Error()
+		}
+		if err != nil {
+			return "read", fmt.Sprintf("v%d: %s", s.Version(), short(err))
+		}
+		if msg := w.checkRows(seen, nil, fmt.Sprintf("read of v%d", s.Version())); msg != "" {
+			return "read", msg
+		}
+		rec.read = &d
+		return "read", fmt.Sprintf("v%d: %v", s.Version(), d)
+	case n < 7:
+		s, err := table.Open(w.ctx, a.bucket, nil)
+		if err != nil {
+			return "pin", short(err)
+		}
+		_, d, err := scanSnapshot(w.ctx, s)
+		if err != nil {
+			return "pin", fmt.Sprintf("v%d: %s", s.Version(), short(err))
+		}
+		p := pin{version: s.Version(), rows: d}
+		// Tags rely on listings that show every create (see
+		// table.CreateTag); with lagging listings pins go untagged.
+		if !w.listLag && w.chance(0.5) {
+			w.tags++
+			name := fmt.Sprintf("%s-%d", a.name, w.tags)
+			if err := table.CreateTag(w.ctx, a.bucket, name, p.version); err != nil {
+				return "pin", fmt.Sprintf("v%d, tag %s: %s", p.version, name, short(err))
+			}
+			p.tagged = true
+		}
+		a.pins = append(a.pins, p)
+		return "pin", fmt.Sprintf("v%d (tagged %v): %v", p.version, p.tagged, d)
+	default:
+		return "check-pins", w.checkPins(a)
+	}
+}
+
+// checkPins reads each pinned version again: while it is retained, its
+// rows are the same. A tagged version is always retained.
+func (w *world) checkPins(a *actor) string {
+	var kept []pin
+	checked := 0
+	for _, p := range a.pins {
+		s, err := table.Open(w.ctx, a.bucket, &table.OpenOptions{Version: p.version})
+		if errors.Is(err, table.ErrVersionNotFound) && !p.tagged {
+			continue // collected: the pin is released
+		}
+		if err != nil {
+			if errors.Is(err, table.ErrVersionNotFound) {
+				return w.fail("pinned versions", "tagged version v%d is gone", p.version).Error()
+			}
+			kept = append(kept, p)
+			continue
+		}
+		_, d, err := scanSnapshot(w.ctx, s)
+		if errors.Is(err, blob.ErrNotFound) {
+			if _, merr := w.store.Get(w.ctx, table.ManifestKey(p.version)); merr == nil || p.tagged {
+				return w.fail("pinned versions", "v%d is retained but its data is gone: %v", p.version, err).Error()
+			}
+			continue
+		}
+		if err != nil {
+			kept = append(kept, p)
+			continue
+		}
+		if d != p.rows {
+			return w.fail("pinned versions", "v%d read %v when pinned, %v now", p.version, p.rows, d).Error()
+		}
+		checked++
+		kept = append(kept, p)
+	}
+	a.pins = kept
+	return fmt.Sprintf("%d pins unchanged, %d held", checked, len(kept))
+}
+
+// The fencer.
+
+// fenceOp opens a shard under its live writer, as a second process that
+// claims the same shard id would. The writer's handle is fenced: its next
+// attempt must fail, and the new handle takes over.
+func (w *world) fenceOp() (string, string) {
+	var shards []*actor
+	for _, a := range w.actors {
+		if a.kind == kShard && a.shard != nil && a.next == nil && a.zombie == nil && !a.restart {
+			shards = append(shards, a)
+		}
+	}
+	if len(shards) == 0 {
+		return "fence", "no live shard writer"
+	}
+	a := shards[w.intn(len(shards))]
+	bucket := w.procBucket(a, a.inc+1)
+	o := w.shardOptions(a)
+	o.Commit.Writer = fmt.Sprintf("%s#%d", a.name, a.inc+1)
+	s, err := walshard.Open(w.ctx, bucket, o)
+	if err != nil {
+		return "fence", fmt.Sprintf("%s: %s", a.name, short(err))
+	}
+	a.next = s
+	if !a.busy {
+		a.zombie, a.shard, a.next = a.shard, s, nil
+		a.inc++
+	}
+	a.bucket = bucket
+	return "fence", fmt.Sprintf("%s: epoch %d opened under the writer", a.name, s.Epoch())
+}

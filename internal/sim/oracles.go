@@ -1,0 +1,308 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// manifestCreated records a manifest as it lands: who made it and what it
+// did to the table's rows. Fragments are read once, when first added.
+func (w *world) manifestCreated(key string, data []byte, again bool) {
+	at := w.now()
+	m, err := table.DecodeManifest(key, data)
+	if err != nil {
+		w.fail("manifests", "%s does not decode: %v", key, err)
+		return
+	}
+	ev := manifestEvent{at: at, version: m.Version, writer: m.Transaction.Writer, kind: m.Transaction.Kind, again: again}
+	if again {
+		// A ghost of a collected version: its fragment ids were given on
+		// a state that is gone and may name other fragments; it changes
+		// nothing (manifestTrouble checks it is taken away again).
+		w.emu.Lock()
+		w.events = append(w.events, ev)
+		w.emu.Unlock()
+		w.logf("manifest v%d: %s by %s brings back a collected version", ev.version, ev.kind, ev.writer)
+		return
+	}
+	for _, f := range m.Transaction.Added {
+		ev.added = append(ev.added, f.Key)
+		w.emu.Lock()
+		d, known := w.fragRows[f.ID]
+		w.emu.Unlock()
+		if !known {
+			_, d, err = scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+			if err != nil {
+				// Gone before its manifest landed (a stall past GC): no
+				// read can see its rows, so they count for nothing.
+				w.emu.Lock()
+				w.fragLost[f.ID] = true
+				w.emu.Unlock()
+				ev.lost = true
+				d = digest{}
+			}
+			w.emu.Lock()
+			w.fragRows[f.ID] = d
+			w.emu.Unlock()
+		}
+		ev.delta = ev.delta.add(d)
+	}
+	w.emu.Lock()
+	for _, id := range m.Transaction.Removed {
+		ev.delta = ev.delta.sub(w.fragRows[id])
+		ev.lost = ev.lost || w.fragLost[id]
+	}
+	w.events = append(w.events, ev)
+	w.emu.Unlock()
+	w.logf("manifest v%d: %s by %s adds %d fragments, removes %v; rows %+d (lost %v, created again %v)",
+		ev.version, ev.kind, ev.writer, len(ev.added), m.Transaction.Removed, ev.delta.N, ev.lost, ev.again)
+}
+
+// checkQuiet runs between top-level steps, when no operation is running.
+func (w *world) checkQuiet() error {
+	if err := w.store.manifestTrouble(); err != nil {
+		return w.fail("manifests", "%v", err)
+	}
+	return nil
+}
+
+// finish ends the run without faults: every shard reopens (replaying its
+// WAL) and drains, a compaction and a collection run, and the base table
+// must hold every acknowledged row exactly once.
+func (w *world) finish() error {
+	w.final.Store(true)
+	w.store.Consistent()
+	w.logf("final: no more faults; every shard reopens and drains")
+	for _, a := range w.actors {
+		if a.kind != kShard {
+			continue
+		}
+		for _, h := range []*walshard.Shard{a.zombie, a.next} {
+			if h != nil {
+				_ = h.Close()
+			}
+		}
+		a.zombie, a.next = nil, nil
+		if err := w.reopen(a); err != nil {
+			return w.fail("recovery", "%s does not reopen: %v", a.name, err)
+		}
+		rec := opRecord{actor: a.name, writer: a.writer(), commits: true, call: w.now()}
+		err := w.drain(a.shard)
+		rec.ret = w.now()
+		w.ops = append(w.ops, rec)
+		if err != nil {
+			return w.fail("recovery", "%s does not drain: %v", a.name, err)
+		}
+		st, err := walshard.Inspect(w.ctx, w.store, a.name)
+		if err != nil || st.PendingGenerations != 0 {
+			return w.fail("recovery", "%s after draining: %+v, %v", a.name, st, err)
+		}
+		_ = a.shard.Close()
+	}
+	w.logf("final: collection, compaction and collection")
+	c := &actor{name: "compactor-final", kind: kCompactor}
+	w.newBucket(c)
+	rec := opRecord{actor: c.name, writer: c.writer(), commits: true, call: w.now()}
+	o := compactor.Options{Commit: w.commitOptions(c), Parallelism: 1}
+	if _, err := compactor.GC(w.ctx, c.bucket, compactor.GCPolicy{KeepVersions: 1000, Commit: o.Commit}, w.clock.Now()); err != nil {
+		return w.fail("recovery", "first final collection: %v", err)
+	}
+	if _, err := compactor.Compact(w.ctx, c.bucket, compactor.Policy{MinFragments: 2}, &o); err != nil {
+		m, _ := table.ReadLatest(w.ctx, w.store)
+		return w.fail("recovery", "final compaction: %v%s", err, w.provenance(m))
+	}
+	rec.ret = w.now()
+	w.ops = append(w.ops, rec)
+	if err := w.checkQuiet(); err != nil {
+		return err
+	}
+	w.clock.Advance(3 * time.Hour)
+	if _, err := compactor.GC(w.ctx, w.store, compactor.GCPolicy{KeepVersions: 1}, w.clock.Now()); err != nil {
+		return w.fail("recovery", "final collection: %v", err)
+	}
+	s, err := table.Open(w.ctx, w.store, nil)
+	if err != nil {
+		return w.fail("recovery", "final open: %v", err)
+	}
+	seen, _, err := scanSnapshot(w.ctx, s)
+	if err != nil {
+		return w.fail("no lost rows", "the final table does not read: %v%s", err, w.provenance(s.Manifest()))
+	}
+	want := make([]int64, 0, len(w.acked))
+	for id := range w.acked {
+		want = append(want, id)
+	}
+	slices.Sort(want)
+	if msg := w.checkRows(seen, want, fmt.Sprintf("final table v%d", s.Version())); msg != "" {
+		return w.violation
+	}
+	w.logf("final: v%d holds %d rows: the %d acknowledged, each once, and %d of %d whose append failed",
+		s.Version(), len(seen), len(w.acked), len(seen)-len(w.acked), len(w.maybe))
+	for _, p := range w.allPins() {
+		if p.tagged {
+			s, err := table.Open(w.ctx, w.store, &table.OpenOptions{Version: p.version})
+			if err != nil {
+				return w.fail("pinned versions", "tagged v%d after the final collection: %v", p.version, err)
+			}
+			if _, d, err := scanSnapshot(w.ctx, s); err != nil || d != p.rows {
+				return w.fail("pinned versions", "tagged v%d after the final collection: %v, %v (pinned %v)", p.version, d, err, p.rows)
+			}
+		}
+	}
+	return w.checkLinearizable()
+}
+
+// drain flushes s and merges until nothing awaits merging, as Drain
+// does, but gives up after a bounded number of passes: a merge that never
+// moves the watermark would loop for ever.
+func (w *world) drain(s *walshard.Shard) error {
+	if _, err := s.Flush(w.ctx); err != nil {
+		return err
+	}
+	for range 100 {
+		res, err := s.Merge(w.ctx)
+		if err != nil {
+			return err
+		}
+		if st := s.Stats(); st.PendingGenerations == 0 && res.Generations == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("generations still await merging after 100 merges: %+v", s.Stats())
+}
+
+func (w *world) allPins() []pin {
+	var ps []pin
+	for _, a := range w.actors {
+		ps = append(ps, a.pins...)
+	}
+	return ps
+}
+
+// The sequential model: the table is a multiset of rows (its digest).
+// A commit adds what its manifests added; a read returns the whole.
+type commitIn struct{ delta digest }
+type readIn struct{}
+
+var model = porcupine.Model{
+	Init: func() any { return digest{} },
+	Step: func(state, input, output any) (bool, any) {
+		st := state.(digest)
+		switch in := input.(type) {
+		case commitIn:
+			return true, st.add(in.delta)
+		default:
+			return output.(digest) == st, st
+		}
+	},
+	Equal: func(a, b any) bool { return a.(digest) == b.(digest) },
+	DescribeOperation: func(input, output any) string {
+		if c, ok := input.(commitIn); ok {
+			return fmt.Sprintf("commit %v", c.delta)
+		}
+		return fmt.Sprintf("read %v", output)
+	},
+}
+
+// checkLinearizable builds the history: each operation that committed,
+// with what its manifests did to the rows (from the store's record of what
+// landed), and each successful read of the latest version.
+func (w *world) checkLinearizable() error {
+	w.emu.Lock()
+	events := slices.Clone(w.events)
+	w.emu.Unlock()
+	var history []porcupine.Operation
+	used := make([]bool, len(events))
+	var initial digest
+	for i, ev := range events {
+		if ev.again {
+			used[i] = true // taken away again by its committer (checked by manifestTrouble)
+		}
+		if ev.version == 1 {
+			used[i] = true
+			initial = ev.delta
+		}
+	}
+	clients := map[string]int{}
+	client := func(name string) int {
+		if _, ok := clients[name]; !ok {
+			clients[name] = len(clients)
+		}
+		return clients[name]
+	}
+	for _, op := range w.ops {
+		switch {
+		case op.commits:
+			var d digest
+			n := 0
+			for i, ev := range events {
+				if !used[i] && ev.writer == op.writer && ev.at > op.call && ev.at < op.ret {
+					used[i] = true
+					d = d.add(ev.delta)
+					n++
+					// A compaction's Rewrite keeps the rows as they are,
+					// but one whose outputs garbage collection took while
+					// it stalled (and the undoing of it, by itself or by a
+					// repair) changes them.
+					if op.conserves && ev.kind == table.KindRewrite && !ev.lost && ev.delta != (digest{}) {
+						return w.fail("compaction conserves rows", "%s's rewrite at v%d changed the table's rows by %v", op.actor, ev.version, ev.delta)
+					}
+				}
+			}
+			if n > 0 {
+				history = append(history, porcupine.Operation{ClientId: client(op.actor), Input: commitIn{d}, Call: op.call, Return: op.ret})
+			}
+		case op.read != nil && !w.listLag:
+			// With lagging listings the latest version may be missed for
+			// a moment: reads are stale by design there, and left out.
+			history = append(history, porcupine.Operation{ClientId: client(op.actor), Input: readIn{}, Output: op.read.sub(initial), Call: op.call, Return: op.ret})
+		}
+	}
+	for i, ev := range events {
+		if !used[i] {
+			return w.fail("manifests", "v%d (%s by %q) was made by no operation the harness ran", ev.version, ev.kind, ev.writer)
+		}
+	}
+	w.rep.History = len(history)
+	res, info := porcupine.CheckOperationsVerbose(model, history, 20*time.Second)
+	switch res {
+	case porcupine.Ok:
+		return nil
+	case porcupine.Unknown:
+		w.logf("linearizability check timed out on %d operations", len(history))
+		return nil
+	}
+	_ = info
+	return w.fail("linearizability", "the history of %d commits and reads has no sequential explanation", len(history))
+}
+
+// provenance names, for each fragment of m that is gone, the version and
+// writer that added it.
+func (w *world) provenance(m *table.Manifest) string {
+	if m == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, f := range m.Fragments {
+		if _, err := w.store.Attributes(w.ctx, f.Key); err == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "; fragment %d (%s) is gone", f.ID, ulids.ReplaceAllString(f.Key, "…"))
+		w.emu.Lock()
+		for _, ev := range w.events {
+			if slices.Contains(ev.added, f.Key) {
+				fmt.Fprintf(&b, ", added at v%d by %s (%s, again %v)", ev.version, ev.writer, ev.kind, ev.again)
+			}
+		}
+		w.emu.Unlock()
+	}
+	return b.String()
+}
