@@ -228,18 +228,18 @@ func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur 
 // moving on.
 func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*table.Transaction, error) {
 	var t *table.Transaction
-	err := retryRead(ctx, o, func() (err error) { t, err = table.ReadTransaction(ctx, b, v); return err })
+	err := retryTransient(ctx, o, func() (err error) { t, err = table.ReadTransaction(ctx, b, v); return err })
 	return t, err
 }
 
-// retryRead runs read until it succeeds or fails for good, retrying
-// transient errors up to 10 times. The reads after a create that may have
+// retryTransient runs op until it succeeds or fails for good, retrying
+// transient errors up to 10 times. What follows a create that may have
 // landed must not give up at the first hiccup: the commit's outcome, or
-// whether it relies on data garbage collection took, hangs on them.
-func retryRead(ctx context.Context, o Options, read func() error) error {
+// whether it relies on data garbage collection took, hangs on it.
+func retryTransient(ctx context.Context, o Options, op func() error) error {
 	var err error
 	for i := range 10 {
-		if err = read(); err == nil || !blob.IsRetryable(err) {
+		if err = op(); err == nil || !blob.IsRetryable(err) {
 			return err
 		}
 		sleep(ctx, backoff(o, i+1))
@@ -252,21 +252,25 @@ func retryRead(ctx context.Context, o Options, read func() error) error {
 //
 //   - the version it created (then the manifest is a resurrected,
 //     unreachable one: it is deleted), checked when the commit took longer
-//     than StallCheck from reading its base;
+//     than StallCheck from reading its base (see resurrected);
 //   - a fragment it adds, checked when that fragment is older than
 //     MinGCAge less a margin (GC deletes unreferenced objects only once
-//     older than MinGCAge). A lost fragment is removed again by a Rewrite,
-//     so the table stays readable; the commit was not acknowledged, and
-//     its caller writes the data again.
+//     older than MinGCAge). A fragment lost before the create landed is
+//     removed again by a Rewrite (Undo), so the table stays readable; the
+//     commit was not acknowledged, and its caller writes the data again
+//     (see lostFragments for a fragment gone after the create landed).
+//
+// Every request here retries transient errors: giving up would leave the
+// outcome unknown, or the table referencing data that is gone.
 func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table.Manifest, res Result, readAt time.Time, o Options) (Result, error) {
 	if o.Now().Sub(readAt) > o.StallCheck {
 		var why string
-		err := retryRead(ctx, o, func() (err error) { why, err = resurrected(ctx, b, m.Version); return err })
+		err := retryTransient(ctx, o, func() (err error) { why, err = resurrected(ctx, b, m.Version); return err })
 		if err != nil {
 			return Result{}, fmt.Errorf("commit %s: checking for a collected version after a stall: %w", txn.CommitID, err)
 		}
 		if why != "" {
-			err := retryRead(ctx, o, func() error {
+			err := retryTransient(ctx, o, func() error {
 				err := b.Delete(ctx, table.ManifestKey(m.Version))
 				if errors.Is(err, blob.ErrNotFound) {
 					return nil
@@ -282,7 +286,7 @@ func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table
 	}
 	var lost []uint64
 	var undone uint64
-	err := retryRead(ctx, o, func() (err error) { lost, undone, err = lostFragments(ctx, b, m, o); return err })
+	err := retryTransient(ctx, o, func() (err error) { lost, undone, err = lostFragments(ctx, b, m, o); return err })
 	if err != nil {
 		return Result{}, fmt.Errorf("commit %s: checking its fragments after a stall: %w", txn.CommitID, err)
 	}
@@ -315,7 +319,7 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 	}
 	if len(m.Transaction.Removed) > 0 {
 		var parent *table.Manifest
-		err := retryRead(ctx, o, func() (err error) { parent, err = table.ReadManifest(ctx, b, m.Parent); return err })
+		err := retryTransient(ctx, o, func() (err error) { parent, err = table.ReadManifest(ctx, b, m.Parent); return err })
 		if err != nil {
 			return err
 		}
@@ -324,7 +328,7 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 			if f == nil {
 				return fmt.Errorf("fragment %d of v%d is not in v%d", id, m.Version, m.Parent)
 			}
-			if err := retryRead(ctx, o, func() error { _, err := b.Attributes(ctx, f.Key); return err }); err != nil {
+			if err := retryTransient(ctx, o, func() error { _, err := b.Attributes(ctx, f.Key); return err }); err != nil {
 				return fmt.Errorf("the fragment %s it replaced: %w", f.Key, err)
 			}
 			repair.Added = append(repair.Added, *f)
@@ -336,7 +340,7 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 	// newest version references data that is gone.
 	repair.CommitID = table.NewID()
 	o.CatchUp = true
-	return retryRead(ctx, o, func() error {
+	return retryTransient(ctx, o, func() error {
 		_, err := Commit(ctx, b, m, repair, &o)
 		return err
 	})
