@@ -71,8 +71,10 @@ type GCResult struct {
 // than SafetyAge. It creates the GC boundary before it lists the tags and
 // deletes any manifest, so that a writer stalled across the collection
 // cannot bring a deleted version back, and a tag created meanwhile is
-// either seen or refused (see table.CreateTag). It reads the manifests it keeps (to know what they
-// reference), never those it deletes.
+// either seen or refused (see table.CreateTag). It reads the manifests it
+// keeps (to know what they reference), never those it deletes. Before
+// deleting anything it repairs a newest version whose data is gone
+// (Repair), and then stops.
 func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult, error) {
 	p = p.withDefaults()
 	var res GCResult
