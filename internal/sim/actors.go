@@ -118,9 +118,10 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 // before it began, exactly once.
 func (w *world) freshRead(a *actor) string {
 	w.mu.Lock()
-	want := make([]int64, 0, len(w.shardRows[a.idx]))
-	for id := range w.shardRows[a.idx] {
-		want = append(want, id)
+	want := slices.Collect(maps.Keys(w.shardRows[a.idx]))
+	if !w.listLag {
+		// Through a lagging listing the base may be a moment old.
+		want = append(want, w.directRows...)
 	}
 	w.mu.Unlock()
 	slices.Sort(want)
@@ -192,6 +193,11 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 	res, err := a.tbl.Append(w.ctx, b)
 	b.Release()
 	w.settle(ids, err, false)
+	if err == nil {
+		w.mu.Lock()
+		w.directRows = append(w.directRows, ids...)
+		w.mu.Unlock()
+	}
 	return "append", fmt.Sprintf("ids %d..%d at v%d: %s", ids[0], ids[len(ids)-1], res.Version, short(err))
 }
 

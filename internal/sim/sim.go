@@ -199,11 +199,12 @@ type world struct {
 	final  atomic.Bool
 	clockT atomic.Int64 // logical time of calls, returns and manifests
 
-	nextID    int64
-	acked     map[int64]bool
-	maybe     map[int64]bool
-	forbidden map[int64]bool
-	shardRows []map[int64]bool // rows acknowledged by each shard actor
+	nextID     int64
+	acked      map[int64]bool
+	maybe      map[int64]bool
+	forbidden  map[int64]bool
+	shardRows  []map[int64]bool // rows acknowledged by each shard actor
+	directRows []int64          // rows acknowledged by direct appenders
 
 	ops       []opRecord
 	emu       sync.Mutex
