@@ -185,6 +185,11 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 			return res, err
 		}
 	}
+	// Oldest first: a collection cut short leaves the versions it did not
+	// reach without a gap below the newest, so a writer that reads an old
+	// version as the latest (through a listing that lags) finds the next
+	// one taken, never a collected slot it could fill with a ghost.
+	slices.Sort(res.VersionsDeleted)
 	if !p.DryRun {
 		for _, v := range res.VersionsDeleted {
 			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
@@ -220,6 +225,5 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 			}
 		}
 	}
-	slices.Sort(res.VersionsDeleted)
 	return res, nil
 }

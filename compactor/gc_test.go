@@ -2,11 +2,13 @@ package compactor_test
 
 import (
 	"errors"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
@@ -140,5 +142,24 @@ func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
 	}
 	if n != 37 {
 		t.Fatalf("%d rows, want 37", n)
+	}
+}
+
+// A collection cut short by an error deletes versions oldest first, so the
+// versions left have no gap below the newest: a writer that takes an old
+// version for the latest finds the next one taken, not a slot to fill.
+func TestGCDeletesVersionsOldestFirst(t *testing.T) {
+	under := rolloutsTable(t, "mem://", 0, 12, 5) // v1..v13
+	failAt := table.ManifestKey(6)
+	f := fault.Wrap(under, fault.OnOps(fault.OnKeys(regexp.MustCompile("^"+regexp.QuoteMeta(failAt)+"$"),
+		fault.Always(fault.Fault{Action: fault.Fail})), fault.OpDelete))
+	_, err := compactor.GC(ctx, f, compactor.GCPolicy{KeepVersions: 2, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour))
+	if err == nil {
+		t.Fatal("the collection did not meet the injected error")
+	}
+	for v := uint64(1); v <= 13; v++ {
+		if got, want := exists(t, under, table.ManifestKey(v)), v >= 6; got != want {
+			t.Errorf("v%d present %v, want %v (versions below the failed delete gone, the rest kept)", v, got, want)
+		}
 	}
 }
