@@ -21,7 +21,8 @@ const cloudDefaultPageSize = 1000
 // creates use the provider's precondition (S3 If-None-Match: *, GCS
 // ifGenerationMatch=0), which gocloud exposes as WriterOptions.IfNotExist.
 type cloudBucket struct {
-	b *gcblob.Bucket
+	b  *gcblob.Bucket
+	s3 *s3Put // S3 only: conditional creates in one PutObject
 }
 
 // FromGoCloud adapts an open gocloud.dev bucket. The adapter takes
@@ -136,6 +137,9 @@ func (c *cloudBucket) PutIfAbsent(ctx context.Context, key string, data []byte) 
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if c.s3 != nil && plain(key) {
+		return c.s3.putIfAbsent(ctx, key, data)
 	}
 	err := c.b.WriteAll(ctx, key, data, &gcblob.WriterOptions{
 		IfNotExist:  true,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
 	_ "gocloud.dev/blob/gcsblob" // registers gs://
 	"gocloud.dev/blob/memblob"
@@ -94,7 +95,19 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 			gb.Close()
 			return nil, err
 		}
-		return withPrefix(rawURL, gb, prefix)
+		b, err := withPrefix(rawURL, gb, prefix)
+		if err != nil {
+			return nil, err
+		}
+		var client *s3.Client
+		if u.Scheme == "s3" && gb.As(&client) {
+			put := &s3Put{client: client, bucket: u.Host}
+			if prefix != "" {
+				put.prefix = prefix + "/"
+			}
+			b.(*cloudBucket).s3 = put
+		}
+		return b, nil
 	default:
 		return nil, bad("unknown scheme %q; want mem, file, s3 or gs", u.Scheme)
 	}
