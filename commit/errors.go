@@ -14,9 +14,11 @@ var (
 	// ErrBudget: the loop ran out of attempts or time. Always wrapped in
 	// a *BudgetError.
 	ErrBudget = errors.New("commit retry budget exhausted")
-	// ErrOutcomeUnknown: the commit landed, but a stall so long that the
-	// versions after it were collected hides whether its rows are still
-	// in the table. The caller must treat the write as possibly done.
+	// ErrOutcomeUnknown: a stall as long as garbage collection's retention
+	// hides whether the commit took effect (its version, or the versions
+	// after it, were collected before the outcome was read). The caller
+	// must treat the write as possibly done, and must not delete its data
+	// objects: garbage collection removes them if nothing references them.
 	ErrOutcomeUnknown = errors.New("commit outcome unknown")
 )
 

@@ -154,8 +154,18 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
 		}
 		if landed == nil {
-			// Nothing there (the request failed before landing, or a 409
-			// ConditionalRequestConflict): the same version is still free.
+			// Nothing there: the request failed before landing, or a 409
+			// ConditionalRequestConflict — or it landed (ours or another's)
+			// and garbage collection took it since, which only a stall as
+			// long as GC's retention allows. Then a newer version exists, or
+			// a boundary covers it, and whether ours landed cannot be told.
+			collected, err := collectedSince(ctx, b, next.Version, o)
+			if err != nil {
+				return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
+			}
+			if collected {
+				return Result{}, fmt.Errorf("commit %s: v%d, whose create may have landed, was collected before its outcome was read: %w", txn.CommitID, next.Version, ErrOutcomeUnknown)
+			}
 			sleep(ctx, backoff(o, res.Attempts))
 			continue
 		}
@@ -230,6 +240,29 @@ func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*
 	var t *table.Transaction
 	err := retryTransient(ctx, o, func() (err error) { t, err = table.ReadTransaction(ctx, b, v); return err })
 	return t, err
+}
+
+// collectedSince tells whether version v, found missing, had been created
+// and collected: the version after it exists (versions are created in
+// order), or a GC boundary covers it. Both are read by name or by one
+// listing of one key; the version after is read by name so that a listing
+// that lags cannot hide it.
+func collectedSince(ctx context.Context, b blob.Bucket, v uint64, o Options) (bool, error) {
+	var collected bool
+	err := retryTransient(ctx, o, func() error {
+		_, err := b.Attributes(ctx, table.ManifestKey(v+1))
+		if err == nil {
+			collected = true
+			return nil
+		}
+		if !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		boundary, err := table.GCBoundary(ctx, b)
+		collected = err == nil && boundary >= v
+		return err
+	})
+	return collected, err
 }
 
 // retryTransient runs op until it succeeds or fails for good, retrying

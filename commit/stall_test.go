@@ -229,3 +229,43 @@ func TestAFragmentCompactedAfterTheCommitLandedIsNotLost(t *testing.T) {
 		t.Fatalf("rows %v, want 0 and 1 once", got)
 	}
 }
+
+// A create whose response is lost, then a stall while the version is
+// committed upon and collected: the commit cannot tell whether it landed.
+// It must say so, not create the version again (a ghost the table does not
+// reach, while the rows may be in it already).
+func TestAnAmbiguousCreateCollectedBeforeItsOutcomeIsReadIsUnknown(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	var puts, gets atomic.Int32
+	f := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		switch {
+		case op == fault.OpPutIfAbsent && key == table.ManifestKey(2) && puts.Add(1) == 1:
+			return fault.Fault{Action: fault.LoseResponse}
+		case op == fault.OpGet && key == table.ManifestKey(2) && gets.Add(1) == 1:
+			other, _ := commit.OpenTable(ctx, under, nil)
+			rec := idBatch(2)
+			defer rec.Release()
+			if _, err := other.Append(ctx, rec); err != nil { // v3, on ours
+				t.Error(err)
+			}
+			if err := under.Delete(ctx, table.ManifestKey(2)); err != nil { // collected
+				t.Error(err)
+			}
+		}
+		return fault.Fault{}
+	}))
+	tb, _ := commit.OpenTable(ctx, f, nil)
+	rec := idBatch(1)
+	defer rec.Release()
+	_, err := tb.Append(ctx, rec)
+	if !errors.Is(err, commit.ErrOutcomeUnknown) {
+		t.Fatalf("append: %v, want ErrOutcomeUnknown", err)
+	}
+	if puts.Load() != 1 {
+		t.Fatalf("v2 was created %d times", puts.Load())
+	}
+	if got := latestIDs(t, under); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("rows %v, want 1 (it did land) and 2", got)
+	}
+}
