@@ -63,6 +63,9 @@ type GCResult struct {
 	// Repaired: versions whose commits were undone because the data they
 	// added was gone (see Repair); such a run deletes nothing more.
 	Repaired []uint64
+	// GhostsDeleted: collected versions a stalled writer created again
+	// and died before taking away (created after a newer version).
+	GhostsDeleted []uint64
 }
 
 // GC deletes versions older than the policy allows (keeping the newest
@@ -107,6 +110,30 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 			return res, err
 		}
 		versions = append([]ver{{next, a.ModTime}}, versions...)
+	}
+	// Ghosts: a version created after a newer one cannot have been built
+	// upon (each version is created by a writer that read the one before);
+	// it is a collected version a stalled writer created again and, having
+	// died, did not take away. Nothing reaches it: it goes.
+	var real []ver
+	oldestNewer := time.Time{}
+	for _, v := range versions {
+		if !oldestNewer.IsZero() && v.mod.After(oldestNewer) {
+			res.GhostsDeleted = append(res.GhostsDeleted, v.v)
+			continue
+		}
+		real = append(real, v)
+		if oldestNewer.IsZero() || v.mod.Before(oldestNewer) {
+			oldestNewer = v.mod
+		}
+	}
+	versions = real
+	if !p.DryRun {
+		for _, v := range res.GhostsDeleted {
+			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return res, err
+			}
+		}
 	}
 	// The boundary: the newest version that is neither among the newest
 	// KeepVersions nor younger than RetainFor. Everything at or below it,

@@ -163,3 +163,30 @@ func TestGCDeletesVersionsOldestFirst(t *testing.T) {
 		}
 	}
 }
+
+// A ghost — a collected version a stalled writer created again, then died
+// before taking it away — was created after a newer version; GC removes
+// it and keeps every real version.
+func TestGCRemovesAGhostVersion(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 4, 5) // v1..v5
+	ghost, err := b.Get(ctx, table.ManifestKey(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, table.ManifestKey(3)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // store clocks have a resolution
+	if err := b.PutIfAbsent(ctx, table.ManifestKey(3), ghost); err != nil {
+		t.Fatal(err)
+	}
+	res, err := compactor.GC(ctx, b, compactor.GCPolicy{}, time.Now())
+	if err != nil || !slices.Equal(res.GhostsDeleted, []uint64{3}) {
+		t.Fatalf("gc: %+v %v, want v3 removed as a ghost", res, err)
+	}
+	for v := uint64(1); v <= 5; v++ {
+		if got := exists(t, b, table.ManifestKey(v)); got != (v != 3) {
+			t.Errorf("v%d present: %v", v, got)
+		}
+	}
+}

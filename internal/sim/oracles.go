@@ -68,7 +68,7 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 
 // checkQuiet runs between top-level steps, when no operation is running.
 func (w *world) checkQuiet() error {
-	if err := w.store.manifestTrouble(); err != nil {
+	if err := w.store.manifestTrouble(w.final.Load()); err != nil {
 		return w.fail("manifests", "%v", err)
 	}
 	return nil
