@@ -62,8 +62,8 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 	}
 	w.events = append(w.events, ev)
 	w.emu.Unlock()
-	w.logf("manifest v%d: %s by %s adds %d fragments, removes %v; rows %+d (lost %v, created again %v)",
-		ev.version, ev.kind, ev.writer, len(ev.added), m.Transaction.Removed, ev.delta.N, ev.lost, ev.again)
+	w.logf("manifest v%d: %s by %s adds %d fragments %v, removes %v; rows %+d (lost %v, created again %v)",
+		ev.version, ev.kind, ev.writer, len(ev.added), addedIDs(m), m.Transaction.Removed, ev.delta.N, ev.lost, ev.again)
 }
 
 // checkQuiet runs between top-level steps, when no operation is running.
@@ -305,4 +305,12 @@ func (w *world) provenance(m *table.Manifest) string {
 		w.emu.Unlock()
 	}
 	return b.String()
+}
+
+func addedIDs(m *table.Manifest) []uint64 {
+	ids := make([]uint64, len(m.Transaction.Added))
+	for i, f := range m.Transaction.Added {
+		ids[i] = f.ID
+	}
+	return ids
 }
