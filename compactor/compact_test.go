@@ -52,6 +52,20 @@ func appendRollouts(t *testing.T, b blob.Bucket, w, from, n, rows int) {
 	}
 }
 
+// sameRows fails unless after holds exactly the rows of before, byte for
+// byte.
+func sameRows(t *testing.T, before, after map[int64][32]byte, what string) {
+	t.Helper()
+	if len(after) != len(before) {
+		t.Fatalf("%d rows after %s, %d before", len(after), what, len(before))
+	}
+	for id, h := range before {
+		if after[id] != h {
+			t.Fatalf("row %d changed in %s", id, what)
+		}
+	}
+}
+
 // digest returns, per id, the SHA-256 of the row's logical bytes, and
 // fails on a repeated id.
 func digest(t *testing.T, b blob.Bucket) map[int64][32]byte {
@@ -88,15 +102,7 @@ func conserves(t *testing.T, u string) {
 	if res.FragmentsBefore != 30 || res.FragmentsAfter != 1 || res.RowsBefore != 1500 || res.RowsAfter != 1500 {
 		t.Fatalf("result %+v", res)
 	}
-	after := digest(t, b)
-	if len(after) != len(before) {
-		t.Fatalf("%d rows after, %d before", len(after), len(before))
-	}
-	for id, h := range before {
-		if after[id] != h {
-			t.Fatalf("row %d changed in compaction", id)
-		}
-	}
+	sameRows(t, before, digest(t, b), "compaction")
 	// Nothing left to do: a second run plans nothing.
 	res, err = compactor.Compact(ctx, b, compactor.Policy{}, nil)
 	if err != nil || len(res.Plan.Bins) != 0 || res.Version != 0 {

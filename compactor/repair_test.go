@@ -83,15 +83,7 @@ func TestRepairPutsACompactionsSourcesBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after := digest(t, b)
-	if len(after) != len(before) {
-		t.Fatalf("%d rows after the repair, want %d", len(after), len(before))
-	}
-	for id, h := range before {
-		if after[id] != h {
-			t.Fatalf("row %d differs after the repair", id)
-		}
-	}
+	sameRows(t, before, digest(t, b), "the repair")
 }
 
 // GC creates its boundary before it lists tags, and a tag that lands
