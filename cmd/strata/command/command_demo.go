@@ -121,16 +121,8 @@ prints what happened. Run it again to add more workers' rows.`,
 			}
 			fmt.Fprintln(env.Out, "\na sample of rows:")
 			w, _ := newRowWriter(env.Out, "table", 3)
-			for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"id", "worker", "step", "reward", "prompt", "artifact"}}) {
-				if err != nil {
-					return err
-				}
-				if err := w.write(rec); err != nil {
-					return err
-				}
-				if w.full() {
-					break
-				}
+			if err := w.writeAll(s.Scan(ctx, table.ScanOptions{Columns: []string{"id", "worker", "step", "reward", "prompt", "artifact"}})); err != nil {
+				return err
 			}
 			if err := w.close(); err != nil {
 				return err

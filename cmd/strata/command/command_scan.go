@@ -47,16 +47,8 @@ Filters are comparisons joined by AND: =, !=, <, <=, >, >=, IN (…).`,
 			if err != nil {
 				return err
 			}
-			for rec, err := range s.Scan(c.Context(), opts) {
-				if err != nil {
-					return err
-				}
-				if err := w.write(rec); err != nil {
-					return err
-				}
-				if w.full() {
-					break
-				}
+			if err := w.writeAll(s.Scan(c.Context(), opts)); err != nil {
+				return err
 			}
 			return w.close()
 		},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 	"text/tabwriter"
 
@@ -59,6 +60,23 @@ func cell(arr arrow.Array, i int, short bool) string {
 		}
 	}
 	return arr.ValueStr(i)
+}
+
+// writeAll writes the batches of a scan until it ends or the row limit is
+// reached.
+func (w *rowWriter) writeAll(scan iter.Seq2[arrow.RecordBatch, error]) error {
+	for rec, err := range scan {
+		if err != nil {
+			return err
+		}
+		if err := w.write(rec); err != nil {
+			return err
+		}
+		if w.full() {
+			return nil
+		}
+	}
+	return nil
 }
 
 func (w *rowWriter) write(rec arrow.RecordBatch) error {
