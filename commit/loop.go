@@ -540,12 +540,6 @@ func resurrected(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
 	return "", nil
 }
 
-// GCBoundary returns the newest GC boundary (0: none): versions at or
-// below it may have been deleted and must never be created again.
-func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
-	return table.GCBoundary(ctx, b)
-}
-
 func backoff(o Options, attempt int) time.Duration {
 	d := o.BaseBackoff << min(attempt-1, 20)
 	if d > o.MaxBackoff || d <= 0 {

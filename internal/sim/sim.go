@@ -195,7 +195,6 @@ type world struct {
 	trace  []string
 	actors []*actor
 	stack  []*actor // operations in progress, innermost last
-	depth  atomic.Int32
 	final  atomic.Bool
 	clockT atomic.Int64 // logical time of calls, returns and manifests
 
@@ -251,10 +250,11 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	return w
 }
 
+// logf adds a trace line, indented by the operations in progress.
 func (w *world) logf(format string, args ...any) {
-	line := strings.Repeat("  ", int(w.depth.Load())) + fmt.Sprintf(format, args...)
-	line = ulids.ReplaceAllString(line, "…")
+	line := ulids.ReplaceAllString(fmt.Sprintf(format, args...), "…")
 	w.mu.Lock()
+	line = strings.Repeat("  ", len(w.stack)) + line
 	w.trace = append(w.trace, line)
 	w.mu.Unlock()
 	if w.cfg.Trace != nil {
@@ -428,6 +428,13 @@ func hashString(s string) uint64 {
 	return h
 }
 
+// nesting is the number of operations in progress.
+func (w *world) nesting() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.stack)
+}
+
 func (w *world) isTop(a *actor) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -437,8 +444,6 @@ func (w *world) isTop(a *actor) bool {
 // suspend runs other actors' operations while a's request waits. A stall
 // first moves the clock past GC's safety age and ends with a collection.
 func (w *world) suspend(a *actor, op fault.Op, key string, stall bool) {
-	w.depth.Add(1)
-	defer w.depth.Add(-1)
 	w.mu.Lock()
 	if stall {
 		w.rep.Stalls++
@@ -489,7 +494,9 @@ func (w *world) runOp(a *actor) {
 	a.suspendAt, a.stallAt = 0, false
 	a.requests.Store(0)
 	a.suspended.Store(false)
-	if w.depth.Load() < 2 {
+	// Operations nest two deep at most: one suspended at the top, one
+	// suspended inside the operations that run meanwhile.
+	if w.nesting() < 2 {
 		if w.chance(w.pPreempt) {
 			a.suspendAt = int64(1 + w.intn(12))
 		} else if a.kind != kGC && a.kind != kReader && a.kind != kFencer && w.chance(w.pStall) {
