@@ -28,6 +28,8 @@ var (
 	// ErrBadPredicate: a filter that names a missing column or compares a
 	// column with a value of another type.
 	ErrBadPredicate = errors.New("bad predicate")
+	// ErrBadName: a tag (or other) name outside what the format allows.
+	ErrBadName = errors.New("bad name")
 )
 
 // CorruptError says which object is damaged and how.

@@ -80,14 +80,7 @@ func NewFragmentWriterAt(ctx context.Context, b blob.Bucket, schema *arrow.Schem
 		pr.CloseWithError(err) // unblock the writer if the upload failed
 		w.done <- err
 	}()
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(1),
-		parquet.WithStats(true),
-		parquet.WithMaxRowGroupLength(RowGroupRows),
-		parquet.WithDictionaryDefault(false),
-	)
-	fw, err := pqarrow.NewFileWriter(schema, &w.counter, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := pqarrow.NewFileWriter(schema, &w.counter, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		pw.CloseWithError(err)
 		<-w.done
@@ -263,4 +256,36 @@ func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Al
 		return nil, corrupt(f.Key, "parquet schema does not map to arrow", err)
 	}
 	return fr, nil
+}
+
+// CheckEncodable reports whether batches can be written as a fragment of
+// schema, by encoding them to nowhere: how a shard tells which of its WAL
+// entries holds rows that stop a flush.
+func CheckEncodable(schema *arrow.Schema, batches []arrow.RecordBatch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("table: rows do not encode as Parquet: %v", r)
+		}
+	}()
+	fw, err := pqarrow.NewFileWriter(schema, io.Discard, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return err
+	}
+	for _, rec := range batches {
+		if err := fw.WriteBuffered(rec); err != nil {
+			_ = fw.Close()
+			return fmt.Errorf("table: rows do not encode as Parquet: %w", err)
+		}
+	}
+	return fw.Close()
+}
+
+func fragmentProps() *parquet.WriterProperties {
+	return parquet.NewWriterProperties(
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCompressionLevel(1),
+		parquet.WithStats(true),
+		parquet.WithMaxRowGroupLength(RowGroupRows),
+		parquet.WithDictionaryDefault(false),
+	)
 }

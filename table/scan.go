@@ -45,7 +45,11 @@ type scanPlan struct {
 	pred     Predicate
 	out      *arrow.Schema // output schema (projection, maybe addresses)
 	read     []string      // columns read: projection ∪ filter columns
-	leaves   []int         // parquet leaf indices of read
+	leaves   []int         // parquet leaf indices of read (every leaf of a nested column)
+	first    []int         // the first leaf of each read column
+	// readSchema: the table's fields for read; batches from the Parquet
+	// reader are brought to it (see AdaptRead).
+	readSchema *arrow.Schema
 	outIndex []int         // position in read of each projected column
 }
 
@@ -87,6 +91,11 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 			}
 		}
 	}
+	readFields := make([]arrow.Field, len(p.read))
+	for i, c := range p.read {
+		readFields[i] = schema.Field(schema.FieldIndices(c)[0])
+	}
+	p.readSchema = arrow.NewSchema(readFields, nil)
 	// Leaf index of each top-level field (flat schemas: the field index).
 	leafStart := make([]int, schema.NumFields())
 	n := 0
@@ -94,12 +103,14 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 		leafStart[i] = n
 		n += leafCount(f.Type)
 	}
+	// A nested column is read whole: every leaf of it, in order (the
+	// Parquet reader rebuilds the column from them).
 	for _, c := range p.read {
 		i := schema.FieldIndices(c)[0]
-		if leafCount(schema.Field(i).Type) != 1 {
-			return nil, fmt.Errorf("table: scan: nested column %q is not supported", c)
+		p.first = append(p.first, leafStart[i])
+		for l := range leafCount(schema.Field(i).Type) {
+			p.leaves = append(p.leaves, leafStart[i]+l)
 		}
-		p.leaves = append(p.leaves, leafStart[i])
 	}
 	for i := range proj {
 		p.outIndex = append(p.outIndex, i)
@@ -323,6 +334,11 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 // filter applies deletions and the predicate to a batch that starts at
 // row offset of fragment f, and projects it; nil when no row is left.
 func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatch, offset int64, deleted, wanted []uint32) (arrow.RecordBatch, error) {
+	rec, err := p.adaptRead(rec)
+	if err != nil {
+		return nil, corrupt(f.Key, "a column does not read back as the table's type", err)
+	}
+	defer rec.Release()
 	n := int(rec.NumRows())
 	// Deleted offsets that fall in this batch.
 	lo, _ := slices.BinarySearch(deleted, uint32(offset))
@@ -413,6 +429,37 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 	return out, nil
 }
 
+// adaptRead brings a batch read from a fragment to the table's types;
+// the caller releases the result.
+func (p *scanPlan) adaptRead(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	same := true
+	for i, f := range p.readSchema.Fields() {
+		if !arrow.TypeEqual(f.Type, rec.Column(i).DataType()) {
+			same = false
+		}
+	}
+	if same {
+		rec.Retain()
+		return rec, nil
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, f := range p.readSchema.Fields() {
+		a, err := AdaptRead(p.opts.Allocator, f.Type, rec.Column(i))
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = a
+	}
+	return array.NewRecordBatch(p.readSchema, cols, rec.NumRows()), nil
+}
+
 // rowGroupStats reads a row group's Parquet statistics for the columns the
 // predicate uses.
 func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
@@ -422,7 +469,7 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
 		if i < 0 {
 			return nil, rg.NumRows()
 		}
-		cc, err := rg.ColumnChunk(p.leaves[i])
+		cc, err := rg.ColumnChunk(p.first[i])
 		if err != nil {
 			return nil, rg.NumRows()
 		}

@@ -182,15 +182,15 @@ type Tag struct {
 
 func checkTagName(name string) error {
 	if name == "" || len(name) > 128 {
-		return fmt.Errorf("table: tag name must be 1 to 128 characters")
+		return fmt.Errorf("table: tag name must be 1 to 128 characters: %w", ErrBadName)
 	}
 	for _, r := range name {
 		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return fmt.Errorf("table: tag name %q: use letters, digits, '-', '_' and '.'", name)
+			return fmt.Errorf("table: tag name %q: use letters, digits, '-', '_' and '.': %w", name, ErrBadName)
 		}
 	}
 	if name == "." || name == ".." {
-		return fmt.Errorf("table: tag name %q is reserved", name)
+		return fmt.Errorf("table: tag name %q is reserved: %w", name, ErrBadName)
 	}
 	return nil
 }

@@ -206,14 +206,17 @@ func TestDeleteByPredicateHidesRowsFromScansAndCounts(t *testing.T) {
 func TestAppendOfAnotherSchemaIsRefusedBeforeWriting(t *testing.T) {
 	b := memBucket(t)
 	tb := newTable(t, b, 1, 10)
+	// A column the table lacks, and a table column missing: refused,
+	// naming the column.
 	other := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}}, nil)
 	bld := array.NewRecordBuilder(memory.DefaultAllocator, other)
 	bld.Field(0).(*array.Int32Builder).Append(1)
 	rec := bld.NewRecordBatch()
+	defer rec.Release()
 	before, _ := blob.StatsOf(b)
 	_, err := tb.Append(ctx, rec)
-	var se *table.SchemaError
-	if !errors.Is(err, table.ErrSchemaMismatch) || !errors.As(err, &se) {
+	var ie *table.InputError
+	if !errors.Is(err, table.ErrSchemaMismatch) || !errors.As(err, &ie) || ie.Column != "worker" {
 		t.Fatalf("Append of another schema: %v", err)
 	}
 	after, _ := blob.StatsOf(b)
