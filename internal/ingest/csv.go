@@ -1,0 +1,169 @@
+package ingest
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/table"
+)
+
+// CSV decodes CSV with a header line into batches of want, ChunkRows rows
+// at a time. Header names are matched to columns by name (any order; an
+// unknown name is an error unless IgnoreUnknown; a missing column is
+// null). An empty field is a null, so it is an error in a non-nullable
+// column. Every row must have as many fields as the header. Nested columns
+// cannot come from CSV. Rows are counted from 0, the header not counted.
+// Decoding stops at the first error, which it yields.
+func CSV(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		o = o.withDefaults()
+		d := &csvDecoder{want: want, o: o, mem: newBudget(o.MaxDecoded), lr: &limited{r: r, left: o.Limit}}
+		d.cr = csv.NewReader(d.lr)
+		d.cr.ReuseRecord = true
+		if err := d.header(); err != nil {
+			yield(nil, err)
+			return
+		}
+		d.b = array.NewRecordBuilder(d.mem, d.fileSchema)
+		defer d.b.Release()
+		for {
+			rec, err := d.chunk()
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if rec == nil {
+				return
+			}
+			ok := yield(rec, nil)
+			rec.Release()
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// ReadCSV decodes all of r (see CSV): every batch, or an error and none.
+func ReadCSV(r io.Reader, want *arrow.Schema, o Options) ([]arrow.RecordBatch, error) {
+	return collect(CSV(r, want, o))
+}
+
+type csvDecoder struct {
+	want       *arrow.Schema
+	o          Options
+	mem        *budget
+	lr         *limited
+	cr         *csv.Reader
+	fileSchema *arrow.Schema // the file's columns that go in, in its order
+	skip       []bool        // the file's columns that are ignored
+	b          *array.RecordBuilder
+	row, base  int64
+}
+
+func (d *csvDecoder) header() error {
+	header, err := d.cr.Read()
+	if err != nil {
+		if d.lr.over {
+			return tooLarge("CSV over %d bytes", d.o.Limit)
+		}
+		return &table.InputError{Row: -1, Reason: "no CSV header line: " + err.Error()}
+	}
+	var fields []arrow.Field
+	d.skip = make([]bool, len(header))
+	seen := map[string]bool{}
+	for i, name := range header {
+		if seen[name] {
+			return &table.InputError{Row: -1, Column: name, Reason: "the header names this column twice"}
+		}
+		seen[name] = true
+		idx := d.want.FieldIndices(name)
+		if len(idx) == 0 {
+			if !d.o.IgnoreUnknown {
+				return &table.InputError{Row: -1, Column: name, Reason: "the table has no such column"}
+			}
+			d.skip[i] = true
+			continue
+		}
+		f := d.want.Field(idx[0])
+		if _, nested := f.Type.(arrow.NestedType); nested {
+			return &table.InputError{Row: -1, Column: name, Want: f.Type.String(),
+				Reason: "a nested column cannot come from CSV (use JSON lines, Parquet or Arrow)"}
+		}
+		f.Nullable = true // nulls are checked against the table's field by Conform
+		fields = append(fields, f)
+	}
+	d.fileSchema = arrow.NewSchema(fields, nil)
+	return nil
+}
+
+// chunk decodes the next ChunkRows rows and conforms them; nil at the end.
+func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rec = nil
+			if d.mem.over.Load() {
+				err = tooLarge("decoding CSV needs more than %d bytes", d.mem.limit)
+			} else {
+				err = &table.InputError{Row: d.row, Reason: fmt.Sprintf("CSV does not decode: %v", p)}
+			}
+		}
+	}()
+	n := 0
+	for n < d.o.ChunkRows {
+		fields, err := d.cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if d.lr.over {
+				return nil, tooLarge("CSV over %d bytes", d.o.Limit)
+			}
+			return nil, &table.InputError{Row: d.row, Reason: "not a CSV row: " + err.Error()}
+		}
+		if d.lr.over {
+			return nil, tooLarge("CSV over %d bytes", d.o.Limit)
+		}
+		col := 0
+		for i, v := range fields {
+			if d.skip[i] {
+				continue
+			}
+			fb := d.b.Field(col)
+			if v == "" {
+				fb.AppendNull()
+			} else if err := fb.AppendValueFromString(v); err != nil {
+				if d.lr.over {
+					return nil, tooLarge("CSV over %d bytes", d.o.Limit)
+				}
+				f := d.fileSchema.Field(col)
+				return nil, &table.InputError{Row: d.row, Column: f.Name, Want: f.Type.String(),
+					Reason: fmt.Sprintf("value %q does not fit the column: %v", truncate(v, 64), err)}
+			}
+			col++
+		}
+		d.row++
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	raw := d.b.NewRecordBatch()
+	defer raw.Release()
+	out, err := table.Conform(d.want, raw, table.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
+	d.base = d.row
+	return out, err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

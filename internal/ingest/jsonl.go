@@ -1,0 +1,185 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"github.com/goccy/go-json"
+	"io"
+	"iter"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/table"
+)
+
+// JSONLines decodes JSON lines, one object per row, into batches of want,
+// ChunkRows rows at a time. Keys are matched to columns by name: a key the
+// table lacks is an error (unless IgnoreUnknown), a key given twice is an
+// error, a missing key is a null (an error in a non-nullable column, as
+// is an explicit null), and a value must fit its column's type (arrow-go's
+// JSON decoding per type: no fraction in an integer, no overflow). Blank
+// lines are skipped; rows are counted from 0, blank lines not counted.
+// Decoding stops at the first error, which it yields.
+func JSONLines(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		o = o.withDefaults()
+		d := &jsonDecoder{want: want, o: o, mem: newBudget(o.MaxDecoded), lr: &limited{r: r, left: o.Limit}}
+		d.sc = bufio.NewScanner(d.lr)
+		d.sc.Buffer(make([]byte, 0, 64<<10), int(min(o.Limit, 1<<30))+1)
+		d.index = make(map[string]int, want.NumFields())
+		for i, f := range want.Fields() {
+			d.index[f.Name] = i
+		}
+		d.seen = make([]bool, want.NumFields())
+		d.b = array.NewRecordBuilder(d.mem, want)
+		defer d.b.Release()
+		for {
+			rec, err := d.chunk()
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if rec == nil {
+				return
+			}
+			if !yield(rec, nil) {
+				rec.Release()
+				return
+			}
+			rec.Release()
+		}
+	}
+}
+
+// ReadJSONLines decodes all of r (see JSONLines): every batch, or an
+// error and none.
+func ReadJSONLines(r io.Reader, want *arrow.Schema, o Options) ([]arrow.RecordBatch, error) {
+	return collect(JSONLines(r, want, o))
+}
+
+type jsonDecoder struct {
+	want  *arrow.Schema
+	o     Options
+	mem   *budget
+	lr    *limited
+	sc    *bufio.Scanner
+	index map[string]int
+	seen  []bool
+	b     *array.RecordBuilder
+	row   int64 // rows decoded so far
+	base  int64 // row number of the chunk's first row
+}
+
+// chunk decodes the next ChunkRows rows and conforms them; nil at the end.
+func (d *jsonDecoder) chunk() (rec arrow.RecordBatch, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rec = nil
+			if d.mem.over.Load() {
+				err = tooLarge("decoding JSON lines needs more than %d bytes", d.mem.limit)
+			} else {
+				err = &table.InputError{Row: d.row, Reason: fmt.Sprintf("JSON lines do not decode: %v", p)}
+			}
+		}
+	}()
+	n := 0
+	for n < d.o.ChunkRows && d.sc.Scan() {
+		line := bytes.TrimSpace(d.sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if err := decodeLine(line, d.b, d.index, d.seen, d.o.IgnoreUnknown, d.row, d.want); err != nil {
+			if d.lr.over { // the line was cut at the limit
+				return nil, tooLarge("JSON lines over %d bytes", d.o.Limit)
+			}
+			return nil, err
+		}
+		d.row++
+		n++
+	}
+	if err := d.sc.Err(); err != nil {
+		if d.lr.over || errors.Is(err, bufio.ErrTooLong) {
+			return nil, tooLarge("JSON lines over %d bytes", d.o.Limit)
+		}
+		return nil, fmt.Errorf("ingest: reading JSON lines: %w", err)
+	}
+	if d.lr.over {
+		return nil, tooLarge("JSON lines over %d bytes", d.o.Limit)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	raw := d.b.NewRecordBatch()
+	defer raw.Release()
+	out, err := table.Conform(d.want, raw, table.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
+	d.base = d.row
+	return out, err
+}
+
+func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen []bool, ignore bool, row int64, schema *arrow.Schema) error {
+	bad := func(col, reason string) error {
+		return &table.InputError{Row: row, Column: col, Reason: reason}
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return bad("", "not a JSON object")
+	}
+	clear(seen)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return bad("", "not a JSON object: "+err.Error())
+		}
+		key, _ := tok.(string)
+		i, ok := index[key]
+		if !ok {
+			if !ignore {
+				return bad(key, "the table has no such column")
+			}
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return bad(key, "value does not decode: "+err.Error())
+			}
+			continue
+		}
+		if seen[i] {
+			return bad(key, "the key appears twice")
+		}
+		seen[i] = true
+		if err := b.Field(i).UnmarshalOne(dec); err != nil {
+			return &table.InputError{Row: row, Column: key, Want: schema.Field(i).Type.String(),
+				Reason: "value does not fit the column: " + err.Error()}
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return bad("", "not a JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("", "more than one JSON value on the line")
+	}
+	for i, ok := range seen {
+		if !ok {
+			b.Field(i).AppendNull()
+		}
+	}
+	return nil
+}
+
+// collect gathers a decoder's batches: all of them, or an error and none.
+func collect(seq iter.Seq2[arrow.RecordBatch, error]) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	for rec, err := range seq {
+		if err != nil {
+			release(out)
+			return nil, err
+		}
+		rec.Retain()
+		out = append(out, rec)
+	}
+	return out, nil
+}
