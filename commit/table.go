@@ -15,9 +15,21 @@ import (
 )
 
 // Create creates a table in b with schema and, if given, initial rows, as
-// version 1. It fails with table.ErrExists when a table is there.
+// version 1. It fails with table.ErrExists when a table is there, and with
+// table.ErrUnsupportedSchema for a schema Strata cannot store (see
+// table.CheckStorable); dictionary-encoded fields are stored as their
+// values (table.NormalizeSchema). The rows pass table.Conform first.
 func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, batches ...arrow.RecordBatch) (*table.Manifest, error) {
 	o := opts.withDefaults()
+	schema = table.NormalizeSchema(schema)
+	if err := table.CheckStorable(schema); err != nil {
+		return nil, err
+	}
+	batches, err := conformAll(schema, batches)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseAll(batches)
 	if _, err := table.LatestVersion(ctx, b); err == nil {
 		return nil, table.ErrExists
 	} else if !errors.Is(err, table.ErrNotFound) {
@@ -140,15 +152,17 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 	return res, err
 }
 
-// Append writes batches as one new fragment and commits it. Batches with
-// another schema than the table's are refused before anything is written.
+// Append writes batches as one new fragment and commits it: every row or
+// none. Each batch first passes table.Conform (valid data, the table's
+// schema or one that converts without loss, no null where the schema
+// forbids one); one that does not is refused before anything is written.
 func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Result, error) {
 	base := t.base()
-	for _, rec := range batches {
-		if err := table.CheckSchema(base.Schema(), rec.Schema()); err != nil {
-			return Result{}, err
-		}
+	batches, err := conformAll(base.Schema(), batches)
+	if err != nil {
+		return Result{}, err
 	}
+	defer releaseAll(batches)
 	f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)
 	if err != nil {
 		return Result{}, err
@@ -224,8 +238,18 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 	return Result{}, 0, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
 }
 
-// Overwrite replaces every row (and possibly the schema) with batches.
+// Overwrite replaces every row (and possibly the schema) with batches. The
+// schema and rows are checked as Create checks them.
 func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...arrow.RecordBatch) (Result, error) {
+	schema = table.NormalizeSchema(schema)
+	if err := table.CheckStorable(schema); err != nil {
+		return Result{}, err
+	}
+	batches, err := conformAll(schema, batches)
+	if err != nil {
+		return Result{}, err
+	}
+	defer releaseAll(batches)
 	schemaIPC, err := table.EncodeSchema(schema)
 	if err != nil {
 		return Result{}, err
@@ -274,4 +298,27 @@ func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) 
 		last = err
 	}
 	return Result{}, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
+}
+
+// conformAll passes batches through table.Conform, counting rows across
+// them; the caller releases the result.
+func conformAll(schema *arrow.Schema, batches []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	out := make([]arrow.RecordBatch, 0, len(batches))
+	var base int64
+	for _, rec := range batches {
+		c, err := table.Conform(schema, rec, table.ConformOptions{RowBase: base})
+		if err != nil {
+			releaseAll(out)
+			return nil, err
+		}
+		base += rec.NumRows()
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
 }

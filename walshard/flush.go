@@ -42,20 +42,13 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 		return 0, nil
 	}
 	gen := state.NextGen
-	w, err := table.NewFragmentWriterAt(ctx, s.b, s.schema, s.l.genKey(gen, s.epoch))
+	frag, err := s.writeGeneration(ctx, gen, entries)
 	if err != nil {
-		return 0, err
-	}
-	for _, me := range entries {
-		for _, rec := range me.batches {
-			if err := w.Write(rec); err != nil {
-				w.Abort()
-				return 0, err
-			}
+		// An entry that cannot be encoded must not hold back the others:
+		// it is quarantined, and the next flush goes on without it.
+		if n, qerr := s.quarantineUnencodable(ctx, entries); qerr != nil || n > 0 {
+			return 0, errors.Join(err, qerr)
 		}
-	}
-	frag, err := w.Close()
-	if err != nil {
 		return 0, err
 	}
 	next := &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
@@ -85,6 +78,59 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 	return gen, nil
 }
 
+// writeGeneration writes the entries' rows as generation gen.
+func (s *Shard) writeGeneration(ctx context.Context, gen uint64, entries []memEntry) (frag table.Fragment, err error) {
+	w, err := table.NewFragmentWriterAt(ctx, s.b, s.schema, s.l.genKey(gen, s.epoch))
+	if err != nil {
+		return frag, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.Abort()
+			err = fmt.Errorf("walshard: shard %q: writing generation %d panicked: %v", s.id, gen, r)
+		}
+	}()
+	for _, me := range entries {
+		for _, rec := range me.batches {
+			if err := w.Write(rec); err != nil {
+				w.Abort()
+				return frag, err
+			}
+		}
+	}
+	return w.Close()
+}
+
+// quarantineUnencodable finds the entries whose rows cannot be written as
+// a fragment, quarantines them and takes them out of the memtable; it
+// returns how many it found.
+func (s *Shard) quarantineUnencodable(ctx context.Context, entries []memEntry) (int, error) {
+	var bad []memEntry
+	var reasons []string
+	for _, me := range entries {
+		if err := table.CheckEncodable(s.schema, me.batches); err != nil {
+			bad, reasons = append(bad, me), append(reasons, err.Error())
+		}
+	}
+	for i, me := range bad {
+		if err := s.quarantine(ctx, me.pos, reasons[i]); err != nil {
+			return 0, err
+		}
+		s.mu.Lock()
+		for j := range s.mu.mem {
+			if s.mu.mem[j].pos == me.pos {
+				s.mu.memRows -= me.rows
+				s.mu.memBytes -= me.bytes
+				releaseAll(me.batches)
+				s.mu.mem = append(s.mu.mem[:j], s.mu.mem[j+1:]...)
+				break
+			}
+		}
+		s.mu.Unlock()
+	}
+	return len(bad), nil
+}
+
 // flushLoop flushes when triggered (memtable over its bound) or when the
 // memtable is older than FlushInterval, backing off after a failure.
 func (s *Shard) flushLoop() {
@@ -111,7 +157,7 @@ func (s *Shard) flushLoop() {
 				continue
 			}
 		}
-		if _, err := s.Flush(ctx); err != nil {
+		if _, err := s.flushSafe(ctx); err != nil {
 			if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 				return
 			}
@@ -126,4 +172,15 @@ func (s *Shard) flushLoop() {
 		}
 		backoff = 10 * time.Millisecond
 	}
+}
+
+// flushSafe is Flush with a panic turned into an error, for the
+// background loop.
+func (s *Shard) flushSafe(ctx context.Context) (gen uint64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("walshard: shard %q: flush panicked: %v", s.id, r)
+		}
+	}()
+	return s.Flush(ctx)
 }

@@ -39,6 +39,10 @@ func (l layout) wal() string                { return l.dir + "wal/" }
 func (l layout) walKey(pos uint64) string   { return l.wal() + table.Inverted(pos) }
 func (l layout) states() string             { return l.dir + "state/" }
 func (l layout) stateKey(seq uint64) string { return l.states() + table.Inverted(seq) + ".json" }
+func (l layout) quarantine() string         { return l.dir + "quarantine/" }
+func (l layout) quarantineKey(pos uint64) string {
+	return l.quarantine() + table.Inverted(pos)
+}
 
 // genKey names a generation object: its number, the owner's epoch, and a
 // fresh random part, so that no two flush attempts share a name (a flush

@@ -181,7 +181,7 @@ func (s *Shard) mergeLoop() {
 			return
 		case <-time.After(wait):
 		}
-		_, err := s.Merge(ctx)
+		_, err := s.mergeSafe(ctx)
 		switch {
 		case errors.Is(err, ErrFenced) || ctx.Err() != nil:
 			return
@@ -217,4 +217,15 @@ func (s *Shard) Drain(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// mergeSafe is Merge with a panic turned into an error, for the
+// background loop.
+func (s *Shard) mergeSafe(ctx context.Context) (res MergeResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("walshard: shard %q: merge panicked: %v", s.id, r)
+		}
+	}()
+	return s.Merge(ctx)
 }

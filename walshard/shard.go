@@ -54,6 +54,9 @@ type Options struct {
 	MergeMaxBytes       int64
 	// Commit tunes the merge commits.
 	Commit commit.Options
+	// OnQuarantine, when set, is told of each WAL entry set aside (see
+	// Quarantined): a server logs it.
+	OnQuarantine func(Quarantined)
 }
 
 func (o Options) withDefaults() Options {
@@ -92,7 +95,7 @@ type memEntry struct {
 }
 
 type appendReq struct {
-	rec  arrow.RecordBatch
+	recs []arrow.RecordBatch // one request's batches go in one entry
 	done chan error
 }
 
@@ -117,16 +120,17 @@ type Shard struct {
 
 	mu struct {
 		sync.Mutex
-		nextPos   uint64
-		mem       []memEntry
-		memRows   int64
-		memBytes  int64
-		memSince  time.Time // when the oldest memtable entry landed
-		state     *State
-		watermark uint64 // newest table watermark this handle saw
-		version   uint64 // the table version it was seen in
-		fenced    error
-		closed    bool
+		nextPos     uint64
+		mem         []memEntry
+		memRows     int64
+		memBytes    int64
+		memSince    time.Time // when the oldest memtable entry landed
+		state       *State
+		watermark   uint64 // newest table watermark this handle saw
+		version     uint64 // the table version it was seen in
+		fenced      error
+		closed      bool
+		quarantined []Quarantined
 	}
 }
 
@@ -285,12 +289,20 @@ func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*en
 // above the flushed one are dense (a writer moves to the next position
 // only once an entry has landed, and the fence took the first free one),
 // and a listing may not show an entry created a moment ago on a store
-// whose listings lag behind its writes, while a read by name does. A
-// missing position (an entry whose create never landed) is skipped.
+// whose listings lag behind its writes, while a read by name does. So a
+// missing position is a lost entry: a *MissingEntryError. An entry whose
+// rows the table cannot take is quarantined (see quarantine) and skipped.
 func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 	for pos := from + 1; pos < to; pos++ {
 		e, err := s.readEntry(ctx, pos, false)
 		if errors.Is(err, blob.ErrNotFound) {
+			return &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: to}
+		}
+		var poison *PoisonEntryError
+		if errors.As(err, &poison) {
+			if err := s.quarantine(ctx, pos, poison.Reason); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
@@ -299,6 +311,35 @@ func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 		if e.kind == kindData {
 			s.addToMemtable(pos, e.batches)
 		}
+	}
+	return nil
+}
+
+// Quarantined is a WAL entry set aside: its rows could not go into a
+// generation. The entry's object is kept under quarantine/ for an operator;
+// the shard goes on with its other rows.
+type Quarantined struct {
+	Position uint64 `json:"position"`
+	Key      string `json:"key"` // the copy under quarantine/
+	Reason   string `json:"reason"`
+}
+
+// quarantine copies the WAL entry at pos under quarantine/ (where nothing
+// deletes it) and records it; the caller leaves its rows out.
+func (s *Shard) quarantine(ctx context.Context, pos uint64, reason string) error {
+	data, err := s.b.Get(ctx, s.l.walKey(pos))
+	if err != nil {
+		return fmt.Errorf("walshard: shard %q: quarantining WAL entry %d: %w", s.id, pos, err)
+	}
+	key := s.l.quarantineKey(pos)
+	if err := s.b.PutIfAbsent(ctx, key, data); err != nil && !errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("walshard: shard %q: quarantining WAL entry %d: %w", s.id, pos, err)
+	}
+	s.mu.Lock()
+	s.mu.quarantined = append(s.mu.quarantined, Quarantined{Position: pos, Key: key, Reason: reason})
+	s.mu.Unlock()
+	if s.opts.OnQuarantine != nil {
+		s.opts.OnQuarantine(Quarantined{Position: pos, Key: key, Reason: reason})
 	}
 	return nil
 }
@@ -348,16 +389,32 @@ func (s *Shard) setFenced() error {
 	return s.mu.fenced
 }
 
-// Append makes rec durable in the shard's WAL and adds it to the
-// memtable. It returns once the WAL entry holding rec is in the bucket.
-// A batch of another schema is refused before anything is written. When
-// the memtable is over its bound, Append waits for a flush.
-func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) error {
-	if err := table.CheckSchema(s.schema, rec.Schema()); err != nil {
-		return err
+// Append makes recs durable in the shard's WAL and adds them to the
+// memtable. It returns once one WAL entry holding all of recs is in the
+// bucket: either every row is acknowledged, or (on error) none is, though
+// an entry whose create timed out may still land. Each batch first passes
+// table.Conform (valid data, the table's schema or one that converts
+// without loss, no null where the schema forbids one); a batch that does
+// not is refused before anything is written. When the memtable is over
+// its bound, Append waits for a flush.
+func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
+	batches := make([]arrow.RecordBatch, 0, len(recs))
+	var base int64
+	for _, rec := range recs {
+		c, err := table.Conform(s.schema, rec, table.ConformOptions{RowBase: base})
+		if err != nil {
+			releaseAll(batches)
+			return err
+		}
+		base += rec.NumRows()
+		batches = append(batches, c)
+	}
+	if len(batches) == 0 {
+		return nil
 	}
 	for {
 		if err := s.fencedErr(); err != nil {
+			releaseAll(batches)
 			return err
 		}
 		s.mu.Lock()
@@ -369,19 +426,19 @@ func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) error {
 		s.triggerFlush()
 		select {
 		case <-ctx.Done():
+			releaseAll(batches)
 			return ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	rec.Retain()
-	req := appendReq{rec: rec, done: make(chan error, 1)}
+	req := appendReq{recs: batches, done: make(chan error, 1)}
 	select {
 	case s.appendq <- req:
 	case <-ctx.Done():
-		rec.Release()
+		releaseAll(batches)
 		return ctx.Err()
 	case <-s.stop:
-		rec.Release()
+		releaseAll(batches)
 		return ErrClosed
 	}
 	select {
@@ -391,6 +448,12 @@ func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) error {
 		// The entry may still land; the rows are then durable, but this
 		// caller was not told so.
 		return ctx.Err()
+	}
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
 	}
 }
 
@@ -407,14 +470,14 @@ func (s *Shard) writeLoop() {
 		case <-s.stop:
 			return
 		}
-		size := recordBytes(reqs[0].rec)
+		size := reqs[0].bytes()
 		timer := time.NewTimer(s.opts.GroupWait)
 	gather:
 		for size < s.opts.GroupBytes {
 			select {
 			case r := <-s.appendq:
 				reqs = append(reqs, r)
-				size += recordBytes(r.rec)
+				size += r.bytes()
 			case <-timer.C:
 				break gather
 			case <-s.stop:
@@ -422,20 +485,37 @@ func (s *Shard) writeLoop() {
 			}
 		}
 		timer.Stop()
-		batches := make([]arrow.RecordBatch, len(reqs))
-		for i, r := range reqs {
-			batches[i] = r.rec
+		var batches []arrow.RecordBatch
+		for _, r := range reqs {
+			batches = append(batches, r.recs...)
 		}
-		err := s.writeEntry(ctx, batches)
+		err := s.writeEntrySafe(ctx, batches)
 		if err != nil {
-			for _, rec := range batches {
-				rec.Release()
-			}
+			releaseAll(batches)
 		}
 		for _, r := range reqs {
 			r.done <- err
 		}
 	}
+}
+
+func (r appendReq) bytes() int64 {
+	var n int64
+	for _, rec := range r.recs {
+		n += recordBytes(rec)
+	}
+	return n
+}
+
+// writeEntrySafe is writeEntry with a panic turned into an error: a
+// shard's background loop must not take the process down.
+func (s *Shard) writeEntrySafe(ctx context.Context, batches []arrow.RecordBatch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("walshard: shard %q: writing a WAL entry panicked: %v", s.id, r)
+		}
+	}()
+	return s.writeEntry(ctx, batches)
 }
 
 // writeEntry creates the next WAL entry with batches and, once it is in

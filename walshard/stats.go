@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -39,6 +40,10 @@ type Stats struct {
 	// times they caught up with other commits (zero from Inspect).
 	Merges       int64 `json:"merges,omitempty"`
 	MergeRebases int64 `json:"merge_rebases,omitempty"`
+	// Quarantined: WAL entries set aside because their rows could not go
+	// into a generation (see Quarantined); their copies stay in the
+	// bucket for an operator.
+	Quarantined []Quarantined `json:"quarantined,omitempty"`
 }
 
 func fillPending(st *Stats, state *State) {
@@ -57,7 +62,7 @@ func (s *Shard) Stats() Stats {
 	defer s.mu.Unlock()
 	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.nextPos - 1, MemtableRows: s.mu.memRows,
 		MemtableBytes: s.mu.memBytes, Watermark: s.mu.watermark, Merging: s.merging.Load(),
-		Merges: s.merges.Load(), MergeRebases: s.rebases.Load()}
+		Merges: s.merges.Load(), MergeRebases: s.rebases.Load(), Quarantined: slices.Clone(s.mu.quarantined)}
 	fillPending(&st, s.mu.state)
 	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
 	return st
@@ -94,6 +99,13 @@ func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
 	end, err := s.walEnd(ctx)
 	if err != nil {
 		return Stats{}, err
+	}
+	for o, err := range blob.List(ctx, b, l.quarantine(), 0) {
+		if err != nil {
+			return Stats{}, err
+		}
+		pos, _ := parseLast(l.quarantine(), o.Key)
+		st.Quarantined = append(st.Quarantined, Quarantined{Position: pos, Key: o.Key})
 	}
 	// Merged entries are deleted; the flushed position is still written.
 	st.WALLastWritten = max(end, st.WALFlushed)

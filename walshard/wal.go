@@ -56,6 +56,50 @@ func (e *CorruptEntryError) Error() string {
 // Is makes errors.Is(err, ErrCorruptEntry) true.
 func (e *CorruptEntryError) Is(target error) bool { return target == ErrCorruptEntry }
 
+// ErrMissingEntry: a WAL position between the flushed one and the end of
+// the log holds nothing. Positions there are written densely, so the
+// entry — acknowledged rows — was lost from the bucket; the shard refuses
+// to open rather than skip it. Always wrapped in a *MissingEntryError.
+var ErrMissingEntry = errors.New("walshard: WAL entry missing")
+
+// MissingEntryError names the shard and the empty position.
+type MissingEntryError struct {
+	Shard    string
+	Position uint64
+	Key      string
+	End      uint64 // the log's end (the new owner's fence)
+}
+
+func (e *MissingEntryError) Error() string {
+	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) is missing, below the log's end at %d: its acknowledged rows are gone from the bucket; refusing to skip them",
+		e.Shard, e.Position, e.Key, e.End)
+}
+
+// Is makes errors.Is(err, ErrMissingEntry) true.
+func (e *MissingEntryError) Is(target error) bool { return target == ErrMissingEntry }
+
+// ErrPoisonEntry: a WAL entry that decodes but holds rows the table
+// cannot take (written by a build that checked less). The shard sets it
+// aside under quarantine/ and goes on with the others. Always wrapped in a
+// *PoisonEntryError.
+var ErrPoisonEntry = errors.New("walshard: WAL entry holds rows the table cannot take")
+
+// PoisonEntryError names the entry and what is wrong with its rows.
+type PoisonEntryError struct {
+	Shard    string
+	Position uint64
+	Key      string
+	Reason   string
+}
+
+func (e *PoisonEntryError) Error() string {
+	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) holds rows the table cannot take: %s",
+		e.Shard, e.Position, e.Key, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrPoisonEntry) true.
+func (e *PoisonEntryError) Is(target error) bool { return target == ErrPoisonEntry }
+
 type entry struct {
 	kind     byte
 	epoch    uint64
@@ -142,10 +186,22 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		e.batches = append(e.batches, rec)
 	}
 	if err := r.Err(); err != nil {
-		for _, rec := range e.batches {
-			rec.Release()
-		}
+		releaseAll(e.batches)
 		return nil, bad("arrow payload: " + err.Error())
+	}
+	// The rows passed table.Conform before they were written; an entry of
+	// an older build may hold rows that would not, and must not reach a
+	// generation.
+	var base int64
+	for i, rec := range e.batches {
+		c, err := table.Conform(schema, rec, table.ConformOptions{RowBase: base})
+		if err != nil {
+			releaseAll(e.batches)
+			return nil, &PoisonEntryError{Shard: shard, Position: pos, Key: key, Reason: err.Error()}
+		}
+		base += rec.NumRows()
+		rec.Release()
+		e.batches[i] = c
 	}
 	return e, nil
 }
