@@ -16,11 +16,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -95,31 +95,23 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) error {
 	var batches []arrow.RecordBatch
 	switch mediaType(r) {
 	case ArrowStream:
-		rd, err := ipc.NewReader(r.Body, ipc.WithAllocator(memory.DefaultAllocator))
-		if err != nil {
-			return badRequest("body is not an Arrow IPC stream: %v", err)
+		// Rows given with the schema are checked as an append's are.
+		if schema, batches, err = ingest.ReadIPC(r.Body, nil, s.ingestOptions(r)); err != nil {
+			return err
 		}
-		defer rd.Release()
-		schema = rd.Schema()
-		for rd.Next() {
-			rec := rd.RecordBatch()
-			rec.Retain()
-			defer rec.Release()
-			batches = append(batches, rec)
-		}
-		if err := rd.Err(); err != nil {
-			return badRequest("reading the Arrow stream: %v", err)
-		}
+		defer ingest.Release(batches)
 	case "application/json":
 		var sj SchemaJSON
-		if err := json.NewDecoder(r.Body).Decode(&sj); err != nil {
-			return badRequest("body is not a JSON schema: %v", err)
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sj); err != nil {
+			return badRequestOrLimit(err, "body is not a JSON schema")
 		}
 		if schema, err = sj.ToArrow(); err != nil {
 			return badRequest("%v", err)
 		}
 	default:
-		return badRequest("Content-Type must be %s or application/json", ArrowStream)
+		return unsupportedMedia(ArrowStream, "application/json")
 	}
 	m, err := commit.Create(r.Context(), t.b, schema, nil, &commit.Options{Writer: "server:" + s.opts.Instance}, batches...)
 	if err != nil {
@@ -127,6 +119,12 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusCreated, info(t.name, m))
 	return nil
+}
+
+// ingestOptions bounds the decoding of a request's rows by the body limit;
+// ignore_unknown=true drops columns the table does not have.
+func (s *Server) ingestOptions(r *http.Request) ingest.Options {
+	return ingest.Options{Limit: s.opts.MaxBodyBytes, IgnoreUnknown: r.URL.Query().Get("ignore_unknown") == "true"}
 }
 
 func info(name string, m *table.Manifest) TableInfo {
@@ -170,52 +168,31 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState
 }
 
 // appendRows appends an Arrow IPC stream or JSON lines through the
-// server's shard, answering once the rows are durable.
+// server's shard, answering once the rows are durable. A request is all
+// or nothing: its rows are decoded and checked in full (see package
+// ingest) before any is written, and then go into one WAL entry.
 func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	sh, err := s.shard(r.Context(), t)
 	if err != nil {
 		return err
 	}
-	var rows int64
-	add := func(rec arrow.RecordBatch) error {
-		if err := sh.Append(r.Context(), rec); err != nil {
-			return err
-		}
-		rows += rec.NumRows()
-		return nil
-	}
+	var recs []arrow.RecordBatch
 	switch mediaType(r) {
 	case ArrowStream:
-		rd, err := ipc.NewReader(r.Body, ipc.WithAllocator(memory.DefaultAllocator))
-		if err != nil {
-			return badRequest("body is not an Arrow IPC stream: %v", err)
-		}
-		defer rd.Release()
-		if err := table.CheckSchema(sh.Schema(), rd.Schema()); err != nil {
-			return err
-		}
-		for rd.Next() {
-			if err := add(rd.RecordBatch()); err != nil {
-				return err
-			}
-		}
-		if err := rd.Err(); err != nil {
-			return badRequestOrLimit(err, "reading the Arrow stream")
-		}
+		_, recs, err = ingest.ReadIPC(r.Body, sh.Schema(), s.ingestOptions(r))
 	case NDJSON, "application/jsonl":
-		rd := array.NewJSONReader(r.Body, sh.Schema(), array.WithChunk(4096))
-		defer rd.Release()
-		for rd.Next() {
-			if err := add(rd.RecordBatch()); err != nil {
-				return err
-			}
-		}
-		if err := rd.Err(); err != nil {
-			return badRequestOrLimit(err, "reading JSON lines")
-		}
+		recs, err = ingest.ReadJSONLines(r.Body, sh.Schema(), s.ingestOptions(r))
 	default:
-		return badRequest("Content-Type must be %s or %s", ArrowStream, NDJSON)
+		return unsupportedMedia(ArrowStream, NDJSON)
 	}
+	if err != nil {
+		return err
+	}
+	defer ingest.Release(recs)
+	if err := sh.Append(r.Context(), recs...); err != nil {
+		return err
+	}
+	rows := ingest.Rows(recs)
 	s.metrics.rowsAppended.Add(rows)
 	writeJSON(w, http.StatusOK, map[string]int64{"rows": rows})
 	return nil

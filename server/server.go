@@ -34,6 +34,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -297,7 +298,13 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "exists", err.Error())
 	case errors.Is(err, commit.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, table.ErrSchemaMismatch), errors.Is(err, table.ErrBadPredicate):
+	case errors.Is(err, ingest.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+	case errors.Is(err, table.ErrBadInput), errors.Is(err, table.ErrSchemaMismatch):
+		writeError(w, http.StatusBadRequest, "bad_input", err.Error())
+	case errors.Is(err, table.ErrUnsupportedSchema):
+		writeError(w, http.StatusBadRequest, "unsupported_schema", err.Error())
+	case errors.Is(err, table.ErrBadPredicate), errors.Is(err, table.ErrBadName):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, walshard.ErrMergeRunning):
 		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
@@ -308,6 +315,11 @@ func fail(w http.ResponseWriter, err error) {
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
+}
+
+// unsupportedMedia is the 415 for a Content-Type a route does not take.
+func unsupportedMedia(types ...string) error {
+	return &apiError{http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be " + strings.Join(types, " or ")}
 }
 
 func badRequest(format string, args ...any) error {
