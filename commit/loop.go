@@ -428,9 +428,38 @@ func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Opti
 	if m.Transaction.Kind == table.KindMerge {
 		return nil, 0, nil
 	}
-	var missing []table.Fragment
+	var old []table.Fragment
+	since := time.Time{}
 	for _, f := range m.Transaction.Added {
 		if f.Created.IsZero() || o.Now().Sub(f.Created) < table.MinGCAge-time.Minute {
+			continue
+		}
+		old = append(old, f)
+		if since.IsZero() || f.Created.Before(since) {
+			since = f.Created
+		}
+	}
+	if len(old) == 0 {
+		return nil, 0, nil
+	}
+	// A collection that listed one of them as an orphan may delete it
+	// after this check; its record came before our manifest landed, so the
+	// commit must not stand (see table.OrphanRecord). Records older than
+	// the objects do not matter; the margin covers clocks that disagree.
+	records, err := table.OrphanRecords(ctx, b, since.Add(-table.MinGCAge))
+	if err != nil {
+		return nil, 0, err
+	}
+	doomed := map[string]bool{}
+	for _, r := range records {
+		for _, k := range r.Keys {
+			doomed[k] = true
+		}
+	}
+	var missing []table.Fragment
+	for _, f := range old {
+		if doomed[f.Key] {
+			missing = append(missing, f)
 			continue
 		}
 		_, err := b.Attributes(ctx, f.Key)

@@ -79,6 +79,70 @@ func TestAStallPastGCDoesNotLoseAnAcknowledgedAppend(t *testing.T) {
 	}
 }
 
+// A collection records the objects it is about to delete (an orphan
+// record) before it looks for versions made since its listing; a stalled
+// writer whose manifest lands after that record must not acknowledge its
+// commit, even though its fragment is still there a moment before the
+// collector deletes it. Here the "collector" writes its record when the
+// writer's manifest create arrives, and deletes only afterwards.
+func TestAStalledCommitListedInAnOrphanRecordIsNotAcknowledged(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	var fired atomic.Bool
+	var doomed []string
+	collector := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && fired.CompareAndSwap(false, true) {
+			for o, err := range blob.List(ctx, under, "data/", 0) {
+				if err == nil {
+					doomed = append(doomed, o.Key)
+				}
+			}
+			if err := table.WriteOrphanRecord(ctx, under, doomed, time.Now()); err != nil {
+				t.Error(err)
+			}
+		}
+		return fault.Fault{}
+	})
+	f := fault.Wrap(under, fault.OnKeys(regexp.MustCompile(`.`), collector))
+	later := func() time.Time { return time.Now().Add(10 * time.Minute) }
+	tb, err := commit.OpenTable(ctx, f, &commit.Options{Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := idBatch(7, 8, 9)
+	defer rec.Release()
+	res, err := tb.Append(ctx, rec)
+	if err != nil {
+		t.Fatalf("append across a stall: %v", err)
+	}
+	if len(doomed) != 1 {
+		t.Fatalf("the collector listed %v", doomed)
+	}
+	// The collector goes on and deletes what it recorded.
+	for _, k := range doomed {
+		if err := under.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.Version != 4 {
+		t.Fatalf("landed at v%d, want v4 (v2 not acknowledged, v3 its undo)", res.Version)
+	}
+	s, err := table.Open(ctx, under, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatalf("scan after the collection: %v", err)
+		}
+		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
+	}
+	if !slices.Equal(ids, []int64{7, 8, 9}) {
+		t.Fatalf("rows %v, want 7, 8, 9 once", ids)
+	}
+}
+
 // The same stall under a compaction: its outputs are gone, so the Rewrite
 // is undone — the sources it removed come back — and no row is lost.
 func TestAStalledRewriteWhoseOutputsGCTookIsUndone(t *testing.T) {

@@ -169,6 +169,7 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 		}
 	}
 	res.VersionsKept = len(keep)
+	newest := versions[0].v
 	referenced := map[string]bool{}
 	var latest *table.Manifest
 	for _, v := range keep {
@@ -240,10 +241,32 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 		return err == nil && gen <= latest.Shards[shard].Watermark
 	}
 	// Unreferenced objects, old enough.
+	var doomed []blob.ObjectInfo
 	for _, o := range listed {
 		if referenced[o.Key] || (now.Sub(o.ModTime) < p.SafetyAge && !plant.GCWithoutSafetyAge.Load()) || !eligible(o.Key) {
 			continue
 		}
+		doomed = append(doomed, o)
+	}
+	if !p.DryRun && len(doomed) > 0 {
+		// The orphan record goes in before looking for versions created
+		// since the listing (see table.OrphanRecord): a commit that lands
+		// after it sees it and is not acknowledged; one that landed before
+		// is found here and its objects spared.
+		keys := make([]string, len(doomed))
+		for i, o := range doomed {
+			keys[i] = o.Key
+		}
+		if err := table.WriteOrphanRecord(ctx, b, keys, now); err != nil {
+			return res, fmt.Errorf("compactor: gc: recording the objects it deletes: %w", err)
+		}
+		spared, err := referencedSince(ctx, b, newest)
+		if err != nil {
+			return res, err
+		}
+		doomed = slices.DeleteFunc(doomed, func(o blob.ObjectInfo) bool { return spared[o.Key] })
+	}
+	for _, o := range doomed {
 		res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
 		res.BytesFreed += o.Size
 		if !p.DryRun {
@@ -252,5 +275,54 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 			}
 		}
 	}
+	if !p.DryRun {
+		if err := pruneOrphanRecords(ctx, b, now); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// OrphanRecordAge: orphan records are kept this long. A repair needs the
+// record that proves a commit was never acknowledged; without it, missing
+// data is reported instead of undone.
+const OrphanRecordAge = 7 * 24 * time.Hour
+
+// referencedSince reads the versions created after newest, by name (a
+// listing may lag), and returns the objects they reference.
+func referencedSince(ctx context.Context, b blob.Bucket, newest uint64) (map[string]bool, error) {
+	out := map[string]bool{}
+	for v := newest + 1; ; v++ {
+		m, err := table.ReadManifest(ctx, b, v)
+		if errors.Is(err, table.ErrVersionNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("compactor: gc: reading v%d, created during the collection: %w", v, err)
+		}
+		for _, f := range m.Fragments {
+			out[f.Key] = true
+			if f.Deletion != nil {
+				out[f.Deletion.Key] = true
+			}
+		}
+		for _, ix := range m.Indexes {
+			out[ix.Key] = true
+		}
+	}
+}
+
+func pruneOrphanRecords(ctx context.Context, b blob.Bucket, now time.Time) error {
+	for o, err := range blob.List(ctx, b, table.OrphansDir, 0) {
+		if err != nil {
+			return err
+		}
+		if now.Sub(o.ModTime) < OrphanRecordAge {
+			continue
+		}
+		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }

@@ -188,9 +188,18 @@ func runTable(ctx context.Context, o JobOptions, u string) (out TableOutcome) {
 	gp := o.GC
 	gp.DryRun = gp.DryRun || o.DryRun
 	res, err := GC(ctx, b, gp, now)
+	for _, v := range res.Repaired {
+		log.Warn("repaired", "version", v, "why", "its data was collected before it landed; it was never acknowledged")
+	}
 	if err != nil {
 		out.Err = err
 		log.Error("gc failed", "error", err.Error())
+		if !gp.DryRun {
+			// Missing data must show where operators look: the status.
+			if rerr := Record(ctx, b, Run{Started: now, Error: "gc: " + err.Error()}, o.History); rerr != nil {
+				log.Warn("recording the failure failed", "error", rerr.Error())
+			}
+		}
 		return out
 	}
 	out.VersionsDeleted, out.ObjectsDeleted, out.BytesFreed = len(res.VersionsDeleted), len(res.ObjectsDeleted), res.BytesFreed

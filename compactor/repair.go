@@ -5,91 +5,230 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
-// ErrMissingData: the newest version references a data object that is
-// gone, and no kept version says which commit added it, so it cannot be
-// undone. Nothing is deleted while it lasts.
-var ErrMissingData = errors.New("compactor: the newest version references data that is gone")
+// ErrMissingData: the newest version references data that is gone, and
+// nothing proves the commit that added it was never acknowledged, so it is
+// not undone: an operator restores the objects or drops them (DropMissing).
+// Nothing is deleted while it lasts. The same error as table.ErrMissingData.
+var ErrMissingData = table.ErrMissingData
 
-// RepairResult says what a repair did.
+// RepairResult says what a repair found and did.
 type RepairResult struct {
-	Missing []string // keys of the newest version's fragments that are gone
+	Missing []string // keys of the newest version's objects that are gone
 	Undone  []uint64 // versions whose commits were taken back
 }
 
-// Repair makes the newest version readable again when fragments it
-// references are gone. That happens in one case only: a writer stalled
-// longer than garbage collection's safety age, its upload was collected
-// as an orphan, its manifest landed anyway, and the writer died before it
-// could undo its own commit (commit.Undo), which it does when it lives.
-// The commit was never acknowledged, so undoing it loses nothing: its
-// fragments are taken out of the table and, for a compaction, its sources
-// put back.
+// Repair makes the newest version readable again when data objects it
+// references are gone, in the one case where that loses nothing: a writer
+// stalled longer than garbage collection's safety age, its upload was
+// collected as an orphan, its manifest landed anyway, and the writer died
+// before it could undo its own commit (commit.Undo), which it does when it
+// lives. The proof is an orphan record listing the object, created before
+// the commit's manifest (see table.OrphanRecord): such a commit was never
+// acknowledged, and undoing it takes its fragments out of the table and,
+// for a compaction, puts its sources back.
 //
-// exists reports whether a key is in the bucket; nil checks each fragment
-// of the newest version with a request. A key it calls missing is checked
-// again by name before anything is undone, so a listing that lags behind
-// recent creates cannot make a present fragment look lost.
+// Every other missing object — deleted by hand, lost by the store, or
+// added by a shard merge, whose rows were acknowledged in the WAL — is
+// reported as a *table.MissingDataError (errors.Is ErrMissingData) naming
+// the objects and the versions that added them, and nothing is undone.
+//
+// exists reports whether a key is in the bucket; nil checks each object of
+// the newest version with a request. A key it calls missing is checked
+// again by name before anything is decided, so a listing that lags behind
+// recent creates cannot make a present object look lost.
 func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists func(key string) bool) (RepairResult, error) {
 	var res RepairResult
-	m, err := table.ReadLatest(ctx, b)
+	m, missing, err := findMissing(ctx, b, exists)
+	if err != nil || len(missing) == 0 {
+		return res, err
+	}
+	for _, f := range missing {
+		res.Missing = append(res.Missing, f.Key)
+	}
+	records, err := table.OrphanRecords(ctx, b, time.Time{})
 	if err != nil {
 		return res, err
 	}
-	missing := map[uint64]bool{}
-	for _, f := range m.Fragments {
-		if exists != nil && exists(f.Key) {
+	orphaned := map[string]time.Time{} // key → the earliest record listing it
+	for _, r := range records {
+		for _, k := range r.Keys {
+			if t, ok := orphaned[k]; !ok || r.When.Before(t) {
+				orphaned[k] = r.When
+			}
+		}
+	}
+	// Walk back, by transactions alone, to the commit that added each
+	// missing fragment.
+	want := map[uint64]table.Fragment{}
+	var unproven []string
+	for _, f := range missing {
+		if strings.HasPrefix(f.Key, table.DeletionsDir) {
+			// Undoing the delete would bring its rows back: never.
+			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d)", f.Key, f.ID))
 			continue
 		}
-		_, err := b.Attributes(ctx, f.Key)
-		if errors.Is(err, blob.ErrNotFound) {
-			missing[f.ID] = true
-			res.Missing = append(res.Missing, f.Key)
-		} else if err != nil {
-			return res, err
-		}
+		want[f.ID] = f
 	}
-	if len(missing) == 0 {
-		return res, nil
-	}
-	// Walk back from the newest version to the commits that added them.
-	for v := m.Version; v > 0 && len(missing) > 0; {
-		cur, err := table.ReadManifest(ctx, b, v)
+	for v := m.Version; v > 0 && len(want) > 0; v-- {
+		t, err := table.ReadTransaction(ctx, b, v)
 		if errors.Is(err, table.ErrVersionNotFound) {
-			break
+			break // collected: what added the rest cannot be read
 		}
 		if err != nil {
 			return res, err
 		}
-		added := false
-		for _, f := range cur.Transaction.Added {
-			if missing[f.ID] {
-				delete(missing, f.ID)
-				added = true
+		var mine []table.Fragment
+		for _, f := range t.Added {
+			if g, ok := want[f.ID]; ok {
+				mine = append(mine, g)
+				delete(want, f.ID)
 			}
 		}
-		if added {
-			if err := commit.Undo(ctx, b, cur, opts); err != nil {
-				return res, fmt.Errorf("compactor: undoing v%d, whose data is gone: %w", v, err)
-			}
-			res.Undone = append(res.Undone, v)
+		if len(mine) == 0 {
+			continue
 		}
-		v = cur.Parent
+		proven, why, err := neverAcknowledged(ctx, b, v, t, mine, orphaned)
+		if err != nil {
+			return res, err
+		}
+		if !proven {
+			for _, f := range mine {
+				unproven = append(unproven, fmt.Sprintf("%s (fragment %d, added by v%d, a %s: %s)", f.Key, f.ID, v, t.Kind, why))
+			}
+			continue
+		}
+		cur, err := table.ReadManifest(ctx, b, v)
+		if err != nil {
+			return res, err
+		}
+		if err := commit.Undo(ctx, b, cur, opts); err != nil {
+			return res, fmt.Errorf("compactor: undoing v%d, whose data garbage collection took before it landed: %w", v, err)
+		}
+		res.Undone = append(res.Undone, v)
 	}
-	if len(missing) > 0 {
-		ids := slices.Sorted(func(yield func(uint64) bool) {
-			for id := range missing {
-				if !yield(id) {
-					return
-				}
-			}
-		})
-		return res, fmt.Errorf("%w: fragments %v of v%d", ErrMissingData, ids, m.Version)
+	for _, f := range want {
+		unproven = append(unproven, fmt.Sprintf("%s (fragment %d, added by a version already collected)", f.Key, f.ID))
+	}
+	if len(unproven) > 0 {
+		slices.Sort(unproven)
+		return res, &table.MissingDataError{Version: m.Version, Keys: unprovenKeys(unproven),
+			Detail: "nothing proves the commits that added them were never acknowledged, so they are not undone: " + strings.Join(unproven, "; ")}
 	}
 	return res, nil
+}
+
+func unprovenKeys(descr []string) []string {
+	out := make([]string, len(descr))
+	for i, d := range descr {
+		out[i], _, _ = strings.Cut(d, " ")
+	}
+	return out
+}
+
+// neverAcknowledged tells whether the commit that made version v, whose
+// fragments mine are gone, provably was never acknowledged: it is not a
+// merge or a create (whose rows were acknowledged before the commit), and
+// an orphan record created before its manifest lists each of them.
+func neverAcknowledged(ctx context.Context, b blob.Bucket, v uint64, t *table.Transaction, mine []table.Fragment, orphaned map[string]time.Time) (bool, string, error) {
+	switch t.Kind {
+	case table.KindMerge:
+		return false, "merged rows were acknowledged in the shard's WAL", nil
+	case table.KindCreate:
+		return false, "a table's first rows were acknowledged by its creation", nil
+	}
+	attrs, err := b.Attributes(ctx, table.ManifestKey(v))
+	if errors.Is(err, blob.ErrNotFound) {
+		return false, "its manifest is gone", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	for _, f := range mine {
+		when, ok := orphaned[f.Key]
+		if !ok {
+			return false, "garbage collection did not delete it", nil
+		}
+		if !when.Before(attrs.ModTime) {
+			return false, "garbage collection deleted it after the commit landed", nil
+		}
+	}
+	return true, "", nil
+}
+
+// findMissing returns the newest version and its fragments whose data
+// object (or deletion vector) is gone.
+func findMissing(ctx context.Context, b blob.Bucket, exists func(key string) bool) (*table.Manifest, []table.Fragment, error) {
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	gone := func(key string) (bool, error) {
+		if exists != nil && exists(key) {
+			return false, nil
+		}
+		_, err := b.Attributes(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			return true, nil
+		}
+		return false, err
+	}
+	var missing []table.Fragment
+	for _, f := range m.Fragments {
+		lost, err := gone(f.Key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !lost && f.Deletion != nil {
+			if lost, err = gone(f.Deletion.Key); err != nil {
+				return nil, nil, err
+			}
+			if lost {
+				f.Key = f.Deletion.Key // what is missing
+			}
+		}
+		if lost {
+			missing = append(missing, f)
+		}
+	}
+	return m, missing, nil
+}
+
+// DropMissing is the operator's last resort when data the newest version
+// references is gone for good: one Rewrite that removes the fragments
+// whose data object or deletion vector is missing, so that the table reads
+// again without their rows. It returns the fragments it dropped. Restoring
+// the objects from a backup, when there is one, loses nothing instead.
+func DropMissing(ctx context.Context, b blob.Bucket, opts *commit.Options) ([]table.Fragment, error) {
+	o := commit.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	for range 10 {
+		m, missing, err := findMissing(ctx, b, nil)
+		if err != nil || len(missing) == 0 {
+			return nil, err
+		}
+		txn := table.Transaction{Kind: table.KindRewrite}
+		for _, f := range missing {
+			txn.Removed = append(txn.Removed, f.ID)
+		}
+		o.CatchUp = true
+		_, err = commit.Commit(ctx, b, m, txn, &o)
+		if commit.IsRetryableConflict(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return missing, nil
+	}
+	return nil, fmt.Errorf("compactor: dropping missing fragments kept conflicting")
 }

@@ -1,27 +1,72 @@
 package compactor_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
-// A writer stalled past GC and died after its manifest landed: the newest
-// version references a fragment that is gone, and nothing reads. The next
-// collection undoes that commit first and deletes nothing more; the
-// table reads again, with every other row.
-func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
-	b := rolloutsTable(t, "mem://", 0, 3, 10) // v2..v4, 30 rows
-	m, err := table.ReadLatest(ctx, b)
+// ghost lands txn's manifest on the newest version the way a writer does
+// that stalled past garbage collection (whose orphan record then lists
+// its objects, deleted) and died after its create landed, before it could
+// check and undo: no finish, no acknowledgement.
+func ghost(t *testing.T, b blob.Bucket, txn table.Transaction, lost []table.Fragment) uint64 {
+	t.Helper()
+	keys := make([]string, len(lost))
+	for i, f := range lost {
+		keys[i] = f.Key
+	}
+	// The collection: its orphan record, then the deletes.
+	if err := table.WriteOrphanRecord(ctx, b, keys, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := b.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond) // the store's clock moves between the two creates
+	cur, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := m.Transaction.Added[0]
-	if err := b.Delete(ctx, lost.Key); err != nil {
+	txn.CommitID, txn.ReadVersion = table.NewID(), cur.Version
+	next, err := commit.Apply(cur, &txn)
+	if err != nil {
 		t.Fatal(err)
 	}
+	data, err := table.EncodeManifest(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, table.ManifestKey(next.Version), data); err != nil {
+		t.Fatal(err)
+	}
+	return next.Version
+}
+
+// A writer stalled past GC and died after its manifest landed: the newest
+// version references a fragment that garbage collection deleted as an
+// orphan before that manifest existed, and nothing reads. The next
+// collection undoes that commit (never acknowledged) and deletes nothing
+// more; the table reads again, with every other row.
+func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 3, 10) // v2..v4, 30 rows
+	rec := rollouts.Batch(nil, 42, 1, 0, 10)
+	defer rec.Release()
+	f, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ghost(t, b, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{f}}, []table.Fragment{f})
 	if _, err := table.Open(ctx, b, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -29,29 +74,103 @@ func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Repaired) != 1 || res.Repaired[0] != m.Version || len(res.ObjectsDeleted) != 0 {
-		t.Fatalf("collection: %+v, want v%d repaired and nothing else deleted", res, m.Version)
+	if len(res.Repaired) != 1 || res.Repaired[0] != v || len(res.ObjectsDeleted) != 0 {
+		t.Fatalf("collection: %+v, want v%d repaired and nothing else deleted", res, v)
 	}
 	s, err := table.Open(ctx, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows := len(digest(t, b)); rows != 20 {
-		t.Fatalf("v%d reads %d rows, want the 20 of the two appends whose data is there", s.Version(), rows)
+	if rows := len(digest(t, b)); rows != 30 {
+		t.Fatalf("v%d reads %d rows, want the 30 of the appends whose data is there", s.Version(), rows)
 	}
 	if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); err != nil {
 		t.Fatalf("compaction after the repair: %v", err)
 	}
-	undo := s.Manifest().Transaction
-	for v := s.Version(); undo.Undoes == 0 && v > 1; v-- {
-		u, err := table.ReadTransaction(ctx, b, v)
-		if err != nil {
+	if undo := s.Manifest().Transaction; undo.Undoes != v {
+		t.Fatalf("v%d undoes v%d, want v%d", s.Version(), undo.Undoes, v)
+	}
+}
+
+// Data missing for any other reason — deleted by hand, lost by the store —
+// was acknowledged: nothing is undone, GC deletes nothing and fails
+// naming the objects, scans name them too, and putting the objects back
+// loses nothing. This is the case of a merge's generation gone missing.
+func TestMissingDataIsReportedNeverUndone(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 3, 10) // v2..v4
+	sh, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := range 3 {
+		rec := rollouts.Batch(nil, 42, 1, int64(500*g), 500)
+		if err := sh.Append(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		undo = *u
+		rec.Release()
+		if _, err := sh.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if undo.Undoes != m.Version {
-		t.Fatalf("no version undoes v%d", m.Version)
+	mres, err := sh.Merge(ctx)
+	if err != nil || mres.Generations != 3 {
+		t.Fatalf("merge: %+v %v", mres, err)
+	}
+	sh.Close()
+	before := digest(t, b)
+	m, _ := table.ReadLatest(ctx, b)
+	gone := m.Transaction.Added[1]
+	data, err := b.Get(ctx, gone.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, gone.Key); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []func() error{
+		func() error {
+			_, err := compactor.GC(ctx, b, compactor.GCPolicy{}, time.Now().Add(2*time.Hour))
+			return err
+		},
+		func() error { _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); return err },
+		func() error {
+			s, _ := table.Open(ctx, b, nil)
+			for _, err := range s.Scan(ctx, table.ScanOptions{}) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	} {
+		err := run()
+		var me *table.MissingDataError
+		if !errors.As(err, &me) || !slices.Contains(me.Keys, gone.Key) {
+			t.Fatalf("with %s gone: %v", gone.Key, err)
+		}
+	}
+	if after, _ := table.ReadLatest(ctx, b); after.Version != m.Version {
+		t.Fatalf("the table moved from v%d to v%d", m.Version, after.Version)
+	}
+	// Put back: every row, and the collection goes on.
+	if err := b.PutIfAbsent(ctx, gone.Key, data); err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, before, digest(t, b), "the object put back")
+	if _, err := compactor.GC(ctx, b, compactor.GCPolicy{}, time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, before, digest(t, b), "a collection")
+	// An operator who has no copy drops what is gone, and only that.
+	if err := b.Delete(ctx, gone.Key); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := compactor.DropMissing(ctx, b, nil)
+	if err != nil || len(dropped) != 1 || dropped[0].Key != gone.Key {
+		t.Fatalf("drop missing: %v %v", dropped, err)
+	}
+	if rows := len(digest(t, b)); rows != len(before)-500 {
+		t.Fatalf("%d rows after dropping one generation of 500, want %d", rows, len(before)-500)
 	}
 }
 
@@ -60,26 +179,38 @@ func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
 func TestRepairPutsACompactionsSourcesBack(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 4, 10)
 	before := digest(t, b)
-	res, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil)
-	if err != nil || res.Version == 0 {
-		t.Fatalf("compaction: %+v %v", res, err)
+	m, _ := table.ReadLatest(ctx, b)
+	plan := compactor.PlanCompaction(m, compactor.Policy{MinFragments: 2}.WithDefaults())
+	if len(plan.Bins) != 1 {
+		t.Fatalf("plan: %v", plan)
 	}
-	m, _ := table.ReadManifest(ctx, b, res.Version)
-	for _, f := range m.Transaction.Added {
-		if err := b.Delete(ctx, f.Key); err != nil {
+	// The compaction's output, as it would write it.
+	w, err := table.NewFragmentWriter(ctx, b, m.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rec, err := range table.NewSnapshot(b, m).Scan(ctx, table.ScanOptions{Fragments: plan.Bins[0].Fragments}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(rec); err != nil {
 			t.Fatal(err)
 		}
 	}
+	out, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ghost(t, b, table.Transaction{Kind: table.KindRewrite, Removed: plan.Bins[0].Fragments, Added: []table.Fragment{out}}, []table.Fragment{out})
 	rep, err := compactor.Repair(ctx, b, nil, nil)
-	if err != nil || len(rep.Undone) != 1 || rep.Undone[0] != res.Version {
+	if err != nil || len(rep.Undone) != 1 || rep.Undone[0] != v {
 		t.Fatalf("repair: %+v %v", rep, err)
 	}
 	// The sources come back as fresh copies: a collection that read only
 	// versions before the repair, and so takes the original objects for
 	// unreferenced (and old), deletes nothing the table needs.
-	parent, _ := table.ReadManifest(ctx, b, m.Parent)
-	for _, id := range m.Transaction.Removed {
-		if err := b.Delete(ctx, parent.Fragment(id).Key); err != nil {
+	for _, id := range plan.Bins[0].Fragments {
+		if err := b.Delete(ctx, m.Fragment(id).Key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,20 +249,24 @@ func TestATagRacingACollectionIsKeptOrRefused(t *testing.T) {
 	}
 }
 
-// A compaction that meets a source whose data is gone repairs the table
-// and plans again, rather than failing on every run (which would keep the
-// collection that repairs from ever running in a job).
+// A compaction that meets a source whose data garbage collection took
+// under a ghost commit repairs the table and plans again, rather than
+// failing on every run (which would keep the collection that repairs from
+// ever running in a job).
 func TestCompactionRepairsASourceWhoseDataIsGone(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10)
-	m, _ := table.ReadLatest(ctx, b)
-	if err := b.Delete(ctx, m.Transaction.Added[0].Key); err != nil {
+	rec := rollouts.Batch(nil, 42, 1, 0, 10)
+	defer rec.Release()
+	f, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	if err != nil {
 		t.Fatal(err)
 	}
+	ghost(t, b, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{f}}, []table.Fragment{f})
 	res, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil)
 	if err != nil || res.Replans != 1 || res.FragmentsAfter != 1 {
 		t.Fatalf("compaction: %+v %v", res, err)
 	}
-	if rows := len(digest(t, b)); rows != 20 {
-		t.Fatalf("%d rows, want 20", rows)
+	if rows := len(digest(t, b)); rows != 30 {
+		t.Fatalf("%d rows, want 30", rows)
 	}
 }

@@ -2,9 +2,11 @@ package table
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+
+	"github.com/stratadb/strata/blob"
 )
 
 // ScanOptions shape a scan. The zero value reads every column of every
@@ -40,17 +44,17 @@ const (
 
 // scanPlan is a scan bound to a schema.
 type scanPlan struct {
-	s        *Snapshot
-	opts     ScanOptions
-	pred     Predicate
-	out      *arrow.Schema // output schema (projection, maybe addresses)
-	read     []string      // columns read: projection ∪ filter columns
-	leaves   []int         // parquet leaf indices of read (every leaf of a nested column)
-	first    []int         // the first leaf of each read column
+	s      *Snapshot
+	opts   ScanOptions
+	pred   Predicate
+	out    *arrow.Schema // output schema (projection, maybe addresses)
+	read   []string      // columns read: projection ∪ filter columns
+	leaves []int         // parquet leaf indices of read (every leaf of a nested column)
+	first  []int         // the first leaf of each read column
 	// readSchema: the table's fields for read; batches from the Parquet
 	// reader are brought to it (see AdaptRead).
 	readSchema *arrow.Schema
-	outIndex []int         // position in read of each projected column
+	outIndex   []int // position in read of each projected column
 }
 
 func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
@@ -204,16 +208,26 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 	}()
 	frags := p.fragments()
 	queue := make(chan chan item, p.opts.Parallelism)
+	// At most Parallelism fragments are read at once: a slot is taken
+	// before a reader starts and given back when it is done.
+	slots := make(chan struct{}, p.opts.Parallelism)
 	wg.Go(func() {
 		defer close(queue)
 		for _, f := range frags {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			ch := make(chan item, 2)
 			select {
 			case queue <- ch:
 			case <-ctx.Done():
+				<-slots
 				return
 			}
 			wg.Go(func() {
+				defer func() { <-slots }()
 				defer close(ch)
 				err := p.readFragment(ctx, f, func(rec arrow.RecordBatch) bool {
 					select {
@@ -259,11 +273,20 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 }
 
 // readFragment reads one fragment's matching rows and hands them to emit,
-// which takes ownership; emit returns false to stop.
+// which takes ownership; emit returns false to stop. An object that is not
+// in the bucket is a *MissingDataError naming it.
 func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arrow.RecordBatch) bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
+		}
+		if errors.Is(err, blob.ErrNotFound) && !errors.Is(err, ErrMissingData) {
+			key := f.Key
+			if f.Deletion != nil && !strings.Contains(err.Error(), f.Key) {
+				key = f.Deletion.Key
+			}
+			err = &MissingDataError{Version: p.s.m.Version, Keys: []string{key},
+				Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 		}
 	}()
 	deleted, err := readDeletions(ctx, p.s.b, f)

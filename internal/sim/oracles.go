@@ -295,7 +295,7 @@ func (w *world) provenance(m *table.Manifest) string {
 		if _, err := w.store.Attributes(w.ctx, f.Key); err == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "; fragment %d (%s) is gone", f.ID, ulids.ReplaceAllString(f.Key, "…"))
+		fmt.Fprintf(&b, "; fragment %d (%s) is gone", f.ID, randomPart.ReplaceAllString(f.Key, "…"))
 		w.emu.Lock()
 		for _, ev := range w.events {
 			if slices.Contains(ev.added, f.Key) {

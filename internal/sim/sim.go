@@ -43,7 +43,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,7 +251,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 
 // logf adds a trace line, indented by the operations in progress.
 func (w *world) logf(format string, args ...any) {
-	line := ulids.ReplaceAllString(fmt.Sprintf(format, args...), "…")
+	line := randomPart.ReplaceAllString(fmt.Sprintf(format, args...), "…")
 	w.mu.Lock()
 	line = strings.Repeat("  ", len(w.stack)) + line
 	w.trace = append(w.trace, line)
@@ -576,15 +575,11 @@ func (w *world) settle(ids []int64, err error, fenced bool) {
 	}
 }
 
-// ulids are the random parts of object names; the trace leaves them out
-// so that two runs of a seed print the same lines.
-var ulids = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|-[0-9a-f]{12}\.parquet`)
-
 func short(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	s := ulids.ReplaceAllString(err.Error(), "…")
+	s := randomPart.ReplaceAllString(err.Error(), "…")
 	if len(s) > 400 {
 		s = s[:400] + "…"
 	}

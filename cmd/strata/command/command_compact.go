@@ -77,6 +77,9 @@ boundary) and the objects no kept version references that are older than
 			}
 			defer b.Close()
 			res, err := compactor.GC(c.Context(), b, p, time.Now())
+			for _, v := range res.Repaired {
+				fmt.Fprintf(env.Out, "undid v%d: its data was collected before it landed, so it was never acknowledged\n", v)
+			}
 			if err != nil {
 				return err
 			}

@@ -69,7 +69,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
 	})
 	root.AddCommand(newSelftest(env), newBench(env), newDemo(env), newScan(env), newTake(env), newVersions(env),
-		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newServe(env), newWorker(env),
+		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newRepair(env), newServe(env), newWorker(env),
 		newCreate(env), newAppend(env), newVersion(env))
 	root.AddCommand(lsmVerbs(env)...)
 	return root
