@@ -37,8 +37,9 @@ var ErrTooLarge = errors.New("input is over the size limit")
 type Options struct {
 	// Limit is the largest input in bytes (default 64 MiB).
 	Limit int64
-	// MaxDecoded bounds the memory decoding may allocate (default four
-	// times Limit): compressed IPC bodies may expand that much.
+	// MaxDecoded bounds the memory decoding may hold at once (default four
+	// times Limit, and at least 64 MiB): compressed IPC bodies may expand
+	// that much, and builders allocate ahead.
 	MaxDecoded int64
 	// ChunkRows: rows per batch for text formats (default 8192).
 	ChunkRows int
@@ -52,7 +53,7 @@ func (o Options) withDefaults() Options {
 		o.Limit = 64 << 20
 	}
 	if o.MaxDecoded <= 0 {
-		o.MaxDecoded = 4 * o.Limit
+		o.MaxDecoded = max(4*o.Limit, 64<<20)
 	}
 	if o.ChunkRows <= 0 {
 		o.ChunkRows = 8192

@@ -136,8 +136,31 @@ func TestCreateAndAppendFiles(t *testing.T) {
 	if code, _, errOut := run(t, nil, "create", u2, "--like", frag[0]); code != 0 {
 		t.Fatalf("create --like: %s", errOut)
 	}
-	if code, out, errOut := run(t, nil, "append", u2, frag[0]); code != 0 || !strings.Contains(out, "appended 3 rows") {
+	if code, out, errOut := run(t, nil, "append", u2, frag[0]); code != 0 || !strings.Contains(out, "appended 5 rows") {
 		t.Fatalf("append a Parquet file: %d %s %s", code, out, errOut)
+	}
+	// All or nothing: a bad row anywhere, in any file, appends nothing,
+	// and the error names the file, the row and the column.
+	os.WriteFile(dir+"/c.csv", []byte("id,msg\n6,six\n,seven\n"), 0o644)
+	os.WriteFile(dir+"/d.jsonl", []byte("{\"id\":8}\n{\"id\":9,\"mgs\":\"typo\"}\n"), 0o644)
+	os.WriteFile(dir+"/e.jsonl", []byte("{\"id\":10}\n{\"id\":null}\n"), 0o644)
+	for _, c := range []struct{ files, says string }{
+		{dir + "/a.csv " + dir + "/c.csv", `c.csv: table: row 1: column "id": null in a non-nullable field`},
+		{dir + "/d.jsonl", `d.jsonl: table: row 1: column "mgs": the table has no such column`},
+		{dir + "/e.jsonl", `e.jsonl: table: row 1: column "id": null in a non-nullable field`},
+	} {
+		for _, via := range [][]string{nil, {"--shard", "loader"}} {
+			args := append(append([]string{"append", u}, strings.Fields(c.files)...), via...)
+			if code, _, errOut := run(t, nil, args...); code != 1 || !strings.Contains(errOut, c.says) || !strings.Contains(errOut, "nothing was appended") {
+				t.Fatalf("append %s %v: %d %s", c.files, via, code, errOut)
+			}
+		}
+	}
+	if code, out, _ := run(t, nil, "scan", u, "--format", "csv"); code != 0 || strings.Count(out, "\n") != 8 {
+		t.Fatalf("refused appends changed the table: %d\n%s", code, out)
+	}
+	if code, out, errOut := run(t, nil, "append", u, dir+"/d.jsonl", "--ignore-unknown-columns"); code != 0 || !strings.Contains(out, "appended 2 rows") {
+		t.Fatalf("append ignoring unknown columns: %d %s %s", code, out, errOut)
 	}
 	if code, _, errOut := run(t, nil, "append", u2, dir+"/a.csv", dir+"/nope.txt"); code != 2 || !strings.Contains(errOut, "unknown file type") {
 		t.Fatalf("unknown file type: %d %s", code, errOut)
