@@ -210,6 +210,9 @@ type ScanOptions struct {
 	Version uint64
 	Tag     string
 	Limit   int64
+	// Fresh adds the rows acknowledged but not yet merged into the table
+	// (GET …/rows?fresh=true); not with Version or Tag.
+	Fresh bool
 }
 
 // Scan returns the rows as record batches; the caller releases them.
@@ -229,6 +232,9 @@ func (c *Client) Scan(ctx context.Context, name string, o ScanOptions) ([]arrow.
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.FormatInt(o.Limit, 10))
+	}
+	if o.Fresh {
+		q.Set("fresh", "true")
 	}
 	return c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, server.ArrowStream).batches()
 }

@@ -36,6 +36,9 @@ func (s *Server) routes() {
 	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			if err := h(w, r); err != nil {
+				if slow := slowBody(r); slow != nil {
+					err = slow
+				}
 				fail(w, err)
 			}
 		})
@@ -95,6 +98,11 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) error {
 	var batches []arrow.RecordBatch
 	switch mediaType(r) {
 	case ArrowStream:
+		release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+		if err != nil {
+			return err
+		}
+		defer release()
 		// Rows given with the schema are checked as an append's are.
 		if schema, batches, err = ingest.ReadIPC(r.Body, nil, s.ingestOptions(r)); err != nil {
 			return err
@@ -148,6 +156,7 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState
 	s.mu.Lock()
 	delete(s.mu.tables, t.name)
 	s.mu.Unlock()
+	t.stopBackground()
 	if sh := t.openShard(); sh != nil {
 		sh.Close()
 	}
@@ -176,6 +185,11 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
+	release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+	if err != nil {
+		return err
+	}
+	defer release()
 	var recs []arrow.RecordBatch
 	switch mediaType(r) {
 	case ArrowStream:
@@ -289,16 +303,31 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	q := r.URL.Query()
 	var oo table.OpenOptions
 	if v := q.Get("version"); v != "" {
-		if oo.Version, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return badRequest("version=%q is not a number", v)
+		if oo.Version, err = strconv.ParseUint(v, 10, 64); err != nil || oo.Version == 0 {
+			return badRequest("version=%q is not a version number", v)
 		}
 	}
 	oo.Tag = q.Get("tag")
+	fresh := q.Get("fresh") == "true"
+	if (oo.Version != 0) && oo.Tag != "" || fresh && (oo.Version != 0 || oo.Tag != "") {
+		return badRequest("give at most one of version=, tag= and fresh=true")
+	}
 	var limit int64
 	if l := q.Get("limit"); l != "" {
 		if limit, err = strconv.ParseInt(l, 10, 64); err != nil || limit < 0 {
 			return badRequest("limit=%q is not a count", l)
 		}
+	}
+	// Bounded buffering: a few fragments and batches in flight, and no
+	// more read ahead than the client takes (writes block on a slow one).
+	opts.Parallelism, opts.BatchSize = scanParallelism, scanBatchRows
+	release, err := s.admit.admit(r.Context(), scanReserve)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if fresh {
+		return s.scanFresh(w, r, t, opts, limit)
 	}
 	snap, err := table.Open(r.Context(), t.b, &oo)
 	if err != nil {
@@ -307,6 +336,23 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	schema, err := snap.ScanSchema(opts)
 	if err != nil {
 		return badRequest("%v", err)
+	}
+	return writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
+}
+
+// scanFresh answers GET …/rows?fresh=true: the base table and the rows
+// acknowledged but not yet merged, each once.
+func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState, opts table.ScanOptions, limit int64) error {
+	snap, err := table.Open(r.Context(), t.b, nil)
+	if err != nil {
+		return err
+	}
+	schema, err := snap.ScanSchema(opts)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	if sh := t.openShard(); sh != nil {
+		return writeRows(w, r, schema, limit, sh.ScanFresh(r.Context(), opts))
 	}
 	return writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
 }
@@ -320,12 +366,26 @@ type TakeRequest struct {
 
 func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req TakeRequest
+	decoding, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+	if err != nil {
+		return err
+	}
+	defer decoding()
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not a take request")
 	}
 	if req.Column == "" {
 		req.Column = "id"
 	}
+	if len(req.Keys) > s.opts.MaxTakeKeys {
+		return &apiError{http.StatusRequestEntityTooLarge, "too_many_keys",
+			fmt.Sprintf("%d keys; a take asks for at most %d (split the request)", len(req.Keys), s.opts.MaxTakeKeys)}
+	}
+	release, err := s.admit.admit(r.Context(), int64(len(req.Keys))*takeRowReserve)
+	if err != nil {
+		return err
+	}
+	defer release()
 	snap, err := table.Open(r.Context(), t.b, nil)
 	if err != nil {
 		return err
@@ -411,22 +471,21 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if !t.compacting.CompareAndSwap(false, true) {
 		return &apiError{http.StatusConflict, "compaction_running", "a compaction of this table is already running"}
 	}
-	go func() {
+	s.background(t, "compaction", func(ctx context.Context) error {
 		defer t.compacting.Store(false)
-		ctx := context.Background()
 		start := time.Now()
 		res, err := compactor.Compact(ctx, t.b, s.opts.Compaction, nil)
 		run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
 			FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
 		if err != nil {
 			run.Error = err.Error()
-			s.opts.Log.Error("compaction failed", "table", t.name, "error", err.Error())
 		}
-		if rerr := compactor.Record(ctx, t.b, run, 0); rerr != nil {
+		if rerr := compactor.Record(context.WithoutCancel(ctx), t.b, run, 0); rerr != nil {
 			s.opts.Log.Warn("recording a compaction failed", "table", t.name, "error", rerr.Error())
 		}
 		s.metrics.compactions.Add(1)
-	}()
+		return err
+	})
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }
@@ -461,11 +520,10 @@ func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return err
 	}
-	go func() {
-		if _, err := sh.Flush(context.Background()); err != nil {
-			s.opts.Log.Error("flush failed", "table", t.name, "error", err.Error())
-		}
-	}()
+	s.background(t, "flush", func(ctx context.Context) error {
+		_, err := sh.Flush(ctx)
+		return err
+	})
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }
@@ -479,11 +537,13 @@ func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState)
 	if sh.Merging() {
 		return &apiError{http.StatusTooManyRequests, "merge_running", fmt.Sprintf("shard %s is merging", sh.ID())}
 	}
-	go func() {
-		if _, err := sh.Merge(context.Background()); err != nil && !errors.Is(err, walshard.ErrMergeRunning) {
-			s.opts.Log.Error("merge failed", "table", t.name, "error", err.Error())
+	s.background(t, "merge", func(ctx context.Context) error {
+		_, err := sh.Merge(ctx)
+		if errors.Is(err, walshard.ErrMergeRunning) {
+			return nil
 		}
-	}()
+		return err
+	})
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -12,13 +13,20 @@ type SchemaJSON struct {
 	Fields []FieldJSON `json:"fields"`
 }
 
-// FieldJSON is one column. Types: bool, int8, int16, int32, int64, uint8,
-// uint16, uint32, uint64, float32, float64, string, binary, timestamp_us
-// (UTC), date32.
+// FieldJSON is one column. Scalar types: bool, int8, int16, int32, int64,
+// uint8, uint16, uint32, uint64, float32, float64, string, large_string,
+// binary, large_binary, date32, timestamp_s, timestamp_ms, timestamp_us,
+// timestamp_ns (all UTC), time64_us. Nested types: "list" (and
+// "large_list") with "items", a field without a name; "struct" with
+// "fields"; "map" with "key" (never null) and "value".
 type FieldJSON struct {
-	Name     string `json:"name"`
-	Type     string `json:"type"`
-	Nullable bool   `json:"nullable,omitempty"`
+	Name     string      `json:"name,omitempty"`
+	Type     string      `json:"type"`
+	Nullable bool        `json:"nullable,omitempty"`
+	Fields   []FieldJSON `json:"fields,omitempty"`
+	Items    *FieldJSON  `json:"items,omitempty"`
+	Key      *FieldJSON  `json:"key,omitempty"`
+	Value    *FieldJSON  `json:"value,omitempty"`
 }
 
 var typesByName = map[string]arrow.DataType{
@@ -26,26 +34,91 @@ var typesByName = map[string]arrow.DataType{
 	"int32": arrow.PrimitiveTypes.Int32, "int64": arrow.PrimitiveTypes.Int64, "uint8": arrow.PrimitiveTypes.Uint8,
 	"uint16": arrow.PrimitiveTypes.Uint16, "uint32": arrow.PrimitiveTypes.Uint32, "uint64": arrow.PrimitiveTypes.Uint64,
 	"float32": arrow.PrimitiveTypes.Float32, "float64": arrow.PrimitiveTypes.Float64, "string": arrow.BinaryTypes.String,
-	"binary": arrow.BinaryTypes.Binary, "timestamp_us": &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"},
-	"date32": arrow.FixedWidthTypes.Date32,
+	"large_string": arrow.BinaryTypes.LargeString, "binary": arrow.BinaryTypes.Binary, "large_binary": arrow.BinaryTypes.LargeBinary,
+	"date32":       arrow.FixedWidthTypes.Date32,
+	"timestamp_s":  &arrow.TimestampType{Unit: arrow.Second, TimeZone: "UTC"},
+	"timestamp_ms": &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"},
+	"timestamp_us": &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"},
+	"timestamp_ns": &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"},
+	"time64_us":    arrow.FixedWidthTypes.Time64us,
 }
 
-// ToArrow converts the JSON form.
-func (s SchemaJSON) ToArrow() (*arrow.Schema, error) {
-	if len(s.Fields) == 0 {
-		return nil, fmt.Errorf("a schema needs at least one field")
+func typeNames() []string {
+	names := []string{"list", "large_list", "struct", "map"}
+	for n := range typesByName {
+		names = append(names, n)
 	}
+	sort.Strings(names)
+	return names
+}
+
+// ToArrow converts the JSON form. Names are checked when the table is
+// created (table.CheckStorable).
+func (s SchemaJSON) ToArrow() (*arrow.Schema, error) {
 	fields := make([]arrow.Field, len(s.Fields))
-	seen := map[string]bool{}
 	for i, f := range s.Fields {
-		t, ok := typesByName[f.Type]
-		if !ok || f.Name == "" || seen[f.Name] {
-			return nil, fmt.Errorf("field %d (%q, %q): want a unique name and one of the known types", i, f.Name, f.Type)
+		af, err := f.toArrow(fmt.Sprintf("field %d (%q)", i, f.Name), 0)
+		if err != nil {
+			return nil, err
 		}
-		seen[f.Name] = true
-		fields[i] = arrow.Field{Name: f.Name, Type: t, Nullable: f.Nullable}
+		fields[i] = af
 	}
 	return arrow.NewSchema(fields, nil), nil
+}
+
+func (f FieldJSON) toArrow(where string, depth int) (arrow.Field, error) {
+	if depth > 32 {
+		return arrow.Field{}, fmt.Errorf("%s: nested too deep", where)
+	}
+	need := func(sub *FieldJSON, what string) (arrow.Field, error) {
+		if sub == nil {
+			return arrow.Field{}, fmt.Errorf("%s: a %s needs %q", where, f.Type, what)
+		}
+		return sub.toArrow(where+"."+what, depth+1)
+	}
+	out := arrow.Field{Name: f.Name, Nullable: f.Nullable}
+	switch f.Type {
+	case "list", "large_list":
+		item, err := need(f.Items, "items")
+		if err != nil {
+			return out, err
+		}
+		item.Name = "item"
+		if f.Type == "list" {
+			out.Type = arrow.ListOfField(item)
+		} else {
+			out.Type = arrow.LargeListOfField(item)
+		}
+	case "struct":
+		children := make([]arrow.Field, len(f.Fields))
+		for i, c := range f.Fields {
+			cf, err := c.toArrow(fmt.Sprintf("%s.%s", where, c.Name), depth+1)
+			if err != nil {
+				return out, err
+			}
+			children[i] = cf
+		}
+		out.Type = arrow.StructOf(children...)
+	case "map":
+		k, err := need(f.Key, "key")
+		if err != nil {
+			return out, err
+		}
+		v, err := need(f.Value, "value")
+		if err != nil {
+			return out, err
+		}
+		m := arrow.MapOf(k.Type, v.Type)
+		m.SetItemNullable(v.Nullable)
+		out.Type = m
+	default:
+		t, ok := typesByName[f.Type]
+		if !ok {
+			return out, fmt.Errorf("%s: unknown type %q; want one of %v", where, f.Type, typeNames())
+		}
+		out.Type = t
+	}
+	return out, nil
 }
 
 // FromArrow gives the JSON form of a schema (types outside the list keep
@@ -53,13 +126,37 @@ func (s SchemaJSON) ToArrow() (*arrow.Schema, error) {
 func FromArrow(s *arrow.Schema) SchemaJSON {
 	var out SchemaJSON
 	for _, f := range s.Fields() {
-		name := f.Type.String()
-		for n, t := range typesByName {
-			if arrow.TypeEqual(t, f.Type) {
-				name = n
-			}
+		out.Fields = append(out.Fields, fieldJSON(f))
+	}
+	return out
+}
+
+func fieldJSON(f arrow.Field) FieldJSON {
+	out := FieldJSON{Name: f.Name, Nullable: f.Nullable, Type: f.Type.String()}
+	for n, t := range typesByName {
+		if arrow.TypeEqual(t, f.Type) {
+			out.Type = n
+			return out
 		}
-		out.Fields = append(out.Fields, FieldJSON{Name: f.Name, Type: name, Nullable: f.Nullable})
+	}
+	switch t := f.Type.(type) {
+	case *arrow.MapType:
+		k, v := fieldJSON(t.KeyField()), fieldJSON(t.ItemField())
+		k.Name, v.Name = "", ""
+		out.Type, out.Key, out.Value = "map", &k, &v
+	case *arrow.ListType:
+		item := fieldJSON(t.ElemField())
+		item.Name = ""
+		out.Type, out.Items = "list", &item
+	case *arrow.LargeListType:
+		item := fieldJSON(t.ElemField())
+		item.Name = ""
+		out.Type, out.Items = "large_list", &item
+	case *arrow.StructType:
+		out.Type = "struct"
+		for _, c := range t.Fields() {
+			out.Fields = append(out.Fields, fieldJSON(c))
+		}
 	}
 	return out
 }

@@ -51,6 +51,18 @@ type Options struct {
 	Token string
 	// MaxBodyBytes bounds a request body (default 64 MiB).
 	MaxBodyBytes int64
+	// MemoryBudget bounds what requests that hold data (appends, scans,
+	// takes) may hold at once (default 1 GiB); past it, requests wait up
+	// to BusyWait (default 2s), then get 429. The memtables of the
+	// server's shards are bounded apart (Shard.MaxMemtableBytes).
+	MemoryBudget int64
+	BusyWait     time.Duration
+	// MaxTakeKeys bounds the keys of one take (default 20,000).
+	MaxTakeKeys int
+	// A request body must keep arriving: after BodyGrace (default 10s), at
+	// MinBodyRate bytes a second on average (default 64 KiB/s), or 408.
+	BodyGrace   time.Duration
+	MinBodyRate int64
 	// Shard tunes the server's WAL shards (its Shard field is set here).
 	Shard walshard.Options
 	// Compaction is the policy of POST /compact (its minimum is ignored:
@@ -66,6 +78,7 @@ type Server struct {
 	opts     Options
 	mux      *http.ServeMux
 	metrics  *metrics
+	admit    *admission
 	draining atomic.Bool
 	mu       struct {
 		sync.Mutex
@@ -76,7 +89,13 @@ type Server struct {
 type tableState struct {
 	name string
 	b    blob.Bucket
-	mu   sync.Mutex // guards shard
+	// Background work on the table (compaction, flush, merge) runs under
+	// ctx and is counted in bg: dropping the table or shutting the server
+	// down cancels it and waits for it before closing the bucket.
+	ctx    context.Context
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+	mu     sync.Mutex // guards shard
 	// shard is opened on first use: an append, a flush or a merge.
 	shard      *walshard.Shard
 	compacting atomic.Bool
@@ -96,13 +115,28 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 64 << 20
 	}
+	if opts.MemoryBudget <= 0 {
+		opts.MemoryBudget = 1 << 30
+	}
+	if opts.BusyWait <= 0 {
+		opts.BusyWait = 2 * time.Second
+	}
+	if opts.MaxTakeKeys <= 0 {
+		opts.MaxTakeKeys = 20_000
+	}
+	if opts.BodyGrace <= 0 {
+		opts.BodyGrace = 10 * time.Second
+	}
+	if opts.MinBodyRate <= 0 {
+		opts.MinBodyRate = 64 << 10
+	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
 	if opts.Open == nil {
 		opts.Open = blob.Open
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), metrics: newMetrics()}
+	s := &Server{opts: opts, mux: http.NewServeMux(), metrics: newMetrics(), admit: newAdmission(opts.MemoryBudget, opts.BusyWait)}
 	s.mu.tables = map[string]*tableState{}
 	s.routes()
 	return s, nil
@@ -131,7 +165,17 @@ func (s *Server) Handler() http.Handler {
 			writeError(rw, http.StatusServiceUnavailable, "draining", "the server is shutting down")
 			return
 		}
-		r.Body = http.MaxBytesReader(rw, r.Body, s.opts.MaxBodyBytes)
+		if r.ContentLength > s.opts.MaxBodyBytes {
+			writeError(rw, http.StatusRequestEntityTooLarge, "too_large",
+				fmt.Sprintf("the body is %d bytes, over the limit of %d", r.ContentLength, s.opts.MaxBodyBytes))
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			pb := &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(rw), start: time.Now(),
+				grace: s.opts.BodyGrace, rate: s.opts.MinBodyRate}
+			r.Body = http.MaxBytesReader(rw, pb, s.opts.MaxBodyBytes)
+			r = r.WithContext(context.WithValue(r.Context(), paceKey{}, pb))
+		}
 		s.mux.ServeHTTP(rw, r)
 	})
 }
@@ -153,6 +197,9 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 	w.wrote = true
 	return w.ResponseWriter.Write(p)
 }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
@@ -193,6 +240,7 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 		return t, nil
 	}
 	t = &tableState{name: name, b: b}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	s.mu.tables[name] = t
 	return t, nil
 }
@@ -236,6 +284,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, t := range tables {
+		t.stopBackground()
 		if sh := t.openShard(); sh != nil {
 			if err := sh.Drain(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("%s: flush and merge: %w", t.name, err))
@@ -245,6 +294,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		t.b.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// background runs fn on the table's behalf after the request that asked
+// for it has been answered: under the table's context, counted, with a
+// failure logged and a panic recovered (a bug in background work must not
+// take the server down).
+func (s *Server) background(t *tableState, what string, fn func(ctx context.Context) error) {
+	t.bg.Go(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.opts.Log.Error(what+" panicked", "table", t.name, "panic", fmt.Sprint(r))
+			}
+		}()
+		if err := fn(t.ctx); err != nil && t.ctx.Err() == nil {
+			s.opts.Log.Error(what+" failed", "table", t.name, "error", err.Error())
+		}
+	})
+}
+
+// stopBackground cancels the table's background work and waits for it.
+func (t *tableState) stopBackground() {
+	t.cancel()
+	t.bg.Wait()
 }
 
 func joinURL(root, sub string) string {
@@ -287,6 +359,9 @@ func fail(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
+		if ae.status == http.StatusTooManyRequests {
+			retryAfter(w, time.Second)
+		}
 		writeError(w, ae.status, ae.code, ae.msg)
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())

@@ -151,7 +151,12 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 			return bad(key, "the key appears twice")
 		}
 		seen[i] = true
-		if err := b.Field(i).UnmarshalOne(dec); err != nil {
+		if err := decodeValue(dec, b.Field(i), schema.Field(i), key, ignore); err != nil {
+			var ie *table.InputError
+			if errors.As(err, &ie) {
+				ie.Row = row
+				return ie
+			}
 			return &table.InputError{Row: row, Column: key, Want: schema.Field(i).Type.String(),
 				Reason: "value does not fit the column: " + err.Error()}
 		}
@@ -182,4 +187,180 @@ func collect(seq iter.Seq2[arrow.RecordBatch, error]) ([]arrow.RecordBatch, erro
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// decodeValue appends one JSON value to b, a builder of field f at path.
+// Nested values are decoded here, strictly: a key a struct lacks is an
+// error (unless ignore), a key given twice is an error, a missing key is a
+// null (which table.Conform refuses where the field is not nullable).
+// Scalars are arrow-go's own JSON decoding. A map is an array of {"key",
+// "value"} objects, or a JSON object when its keys are strings.
+func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string, ignore bool) error {
+	bad := func(reason string) error {
+		return &table.InputError{Column: path, Want: f.Type.String(), Reason: reason}
+	}
+	switch bb := b.(type) {
+	case *array.StructBuilder:
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if tok == nil {
+			bb.AppendNull()
+			return nil
+		}
+		if tok != json.Delim('{') {
+			return bad(fmt.Sprintf("want an object, got %v", tok))
+		}
+		st := f.Type.(*arrow.StructType)
+		bb.Append(true)
+		seen := make([]bool, st.NumFields())
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string)
+			i, ok := st.FieldIdx(key)
+			if !ok {
+				if !ignore {
+					return &table.InputError{Column: path + "." + key, Reason: "the struct has no such field"}
+				}
+				var skip json.RawMessage
+				if err := dec.Decode(&skip); err != nil {
+					return err
+				}
+				continue
+			}
+			if seen[i] {
+				return &table.InputError{Column: path + "." + key, Reason: "the key appears twice"}
+			}
+			seen[i] = true
+			if err := decodeValue(dec, bb.FieldBuilder(i), st.Field(i), path+"."+key, ignore); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // '}'
+			return err
+		}
+		for i, ok := range seen {
+			if !ok {
+				bb.FieldBuilder(i).AppendNull()
+			}
+		}
+		return nil
+	case *array.MapBuilder:
+		m := f.Type.(*arrow.MapType)
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case nil:
+			bb.AppendNull()
+			return nil
+		case json.Delim('{'): // {"k": v, …}: string keys
+			if m.KeyType().ID() != arrow.STRING && m.KeyType().ID() != arrow.LARGE_STRING {
+				return bad("a JSON object gives string keys; give [{\"key\": …, \"value\": …}, …]")
+			}
+			bb.Append(true)
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := tok.(string)
+				if err := bb.KeyBuilder().AppendValueFromString(key); err != nil {
+					return err
+				}
+				if err := decodeValue(dec, bb.ItemBuilder(), m.ItemField(), path+"."+key, ignore); err != nil {
+					return err
+				}
+			}
+			_, err := dec.Token() // '}'
+			return err
+		case json.Delim('['): // [{"key": k, "value": v}, …]
+			bb.Append(true)
+			entries := arrow.Field{Name: "entries", Type: arrow.StructOf(m.KeyField(), m.ItemField())}
+			for dec.More() {
+				if err := decodeEntry(dec, bb, entries, path, ignore); err != nil {
+					return err
+				}
+			}
+			_, err := dec.Token() // ']'
+			return err
+		}
+		return bad(fmt.Sprintf("want an array of entries or an object, got %v", tok))
+	case array.ListLikeBuilder:
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if tok == nil {
+			bb.AppendNull()
+			return nil
+		}
+		if tok != json.Delim('[') {
+			return bad(fmt.Sprintf("want an array, got %v", tok))
+		}
+		bb.Append(true)
+		elem := f.Type.(arrow.ListLikeType).ElemField()
+		for dec.More() {
+			if err := decodeValue(dec, bb.ValueBuilder(), elem, path+"[]", ignore); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return err
+	}
+	if err := b.UnmarshalOne(dec); err != nil {
+		return bad("value does not fit the column: " + err.Error())
+	}
+	return nil
+}
+
+// decodeEntry decodes one {"key": k, "value": v} of a map.
+func decodeEntry(dec *json.Decoder, bb *array.MapBuilder, entries arrow.Field, path string, ignore bool) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('{') {
+		return &table.InputError{Column: path, Reason: "a map entry must be an object {\"key\": …, \"value\": …}"}
+	}
+	st := entries.Type.(*arrow.StructType)
+	var haveKey, haveValue bool
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case "key":
+			if haveKey {
+				return &table.InputError{Column: path + ".key", Reason: "the key appears twice"}
+			}
+			haveKey = true
+			err = decodeValue(dec, bb.KeyBuilder(), st.Field(0), path+".key", ignore)
+		case "value":
+			if haveValue {
+				return &table.InputError{Column: path + ".value", Reason: "the key appears twice"}
+			}
+			haveValue = true
+			err = decodeValue(dec, bb.ItemBuilder(), st.Field(1), path+".value", ignore)
+		default:
+			return &table.InputError{Column: path, Reason: fmt.Sprintf("a map entry has only \"key\" and \"value\", not %v", tok)}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !haveKey {
+		return &table.InputError{Column: path + ".key", Reason: "a map entry without a key"}
+	}
+	if !haveValue {
+		bb.ItemBuilder().AppendNull()
+	}
+	_, err = dec.Token() // '}'
+	return err
 }

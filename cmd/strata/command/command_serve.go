@@ -19,7 +19,8 @@ import (
 func newServe(env *Env) *cobra.Command {
 	var bucket, listen, token, instance string
 	var insecure bool
-	var flushEvery, mergeEvery time.Duration
+	var flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
+	var maxBody, budget int64
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the tables under a bucket over HTTP",
@@ -32,7 +33,14 @@ The server's shard is "srv-" and its instance id (--instance, STRATA_INSTANCE,
 default the hostname): give each replica its own. With a token (--token or
 STRATA_TOKEN) requests need "Authorization: Bearer TOKEN"; without one the
 server listens on loopback only, unless --insecure-listen. On SIGTERM it stops
-accepting, flushes and merges its shards, then exits.`,
+accepting, gives requests in flight --shutdown-grace to finish (then closes
+their connections: a slow client cannot hold the exit), flushes and merges
+its shards, then exits.
+
+Limits: a body over --max-body is refused (413); a body must keep arriving
+(after 10 s, at least 64 KiB/s, or 408); appends, scans and takes share
+--memory-budget (beyond it, 429 with Retry-After); idle connections close
+after 2 minutes.`,
 		Example: `  strata serve --bucket file://./strata-demo --listen 127.0.0.1:8080
   STRATA_TOKEN=secret strata serve --bucket 's3://lake?endpoint=http://minio:9000' --listen :8080`,
 		Args: exactArgs(0),
@@ -58,6 +66,7 @@ accepting, flushes and merges its shards, then exits.`,
 			}
 			log := slog.New(slog.NewJSONHandler(env.Err, nil))
 			srv, err := server.New(server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
+				MaxBodyBytes: maxBody, MemoryBudget: budget,
 				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery}})
 			if err != nil {
 				return err
@@ -66,7 +75,7 @@ accepting, flushes and merges its shards, then exits.`,
 			if err != nil {
 				return err
 			}
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 			log.Info("serving", "listen", ln.Addr().String(), "bucket", bucket, "shard", srv.ShardID(), "auth", token != "")
 			fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
 			errc := make(chan error, 1)
@@ -77,9 +86,16 @@ accepting, flushes and merges its shards, then exits.`,
 			case <-c.Context().Done():
 			}
 			log.Info("draining")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			// Requests in flight get the grace; then their connections
+			// close, so that no client holds the drain of the shards.
+			graceCtx, cancelGrace := context.WithTimeout(context.Background(), shutdownGrace)
+			if err := hs.Shutdown(graceCtx); err != nil {
+				log.Warn("closing requests still in flight", "after", shutdownGrace.String())
+				_ = hs.Close()
+			}
+			cancelGrace()
+			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 			defer cancel()
-			_ = hs.Shutdown(ctx)
 			if err := srv.Shutdown(ctx); err != nil {
 				return err
 			}
@@ -95,5 +111,9 @@ accepting, flushes and merges its shards, then exits.`,
 	f.BoolVar(&insecure, "insecure-listen", false, "allow a non-loopback address without a token")
 	f.DurationVar(&flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
+	f.DurationVar(&shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
+	f.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
+	f.Int64Var(&maxBody, "max-body", 64<<20, "largest request body in bytes")
+	f.Int64Var(&budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
 	return c
 }

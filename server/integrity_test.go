@@ -1,0 +1,333 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/server"
+)
+
+// The defects of an append path that trusted its input, each as a client
+// would send it. After every refusal the table holds exactly the rows
+// acknowledged before it, the server's background flush and merge go on,
+// and a new server over the same bucket (a restart) replays and reads it.
+
+var events = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "msg", Type: arrow.BinaryTypes.String},
+	{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+func eventBatch(ids ...int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, events)
+	defer b.Release()
+	for _, id := range ids {
+		b.Field(0).(*array.Int64Builder).Append(id)
+		b.Field(1).(*array.StringBuilder).Append(strings.Repeat("m", int(id%3)))
+		b.Field(2).AppendNull()
+	}
+	return b.NewRecordBatch()
+}
+
+func ipcStream(t *testing.T, opts []ipc.Option, recs ...arrow.RecordBatch) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, append([]ipc.Option{ipc.WithSchema(recs[0].Schema())}, opts...)...)
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// patch replaces the only occurrence of old in data.
+func patch(t *testing.T, data, old, repl []byte) []byte {
+	t.Helper()
+	if bytes.Count(data, old) != 1 {
+		t.Fatalf("pattern %x occurs %d times", old, bytes.Count(data, old))
+	}
+	return bytes.Replace(data, old, repl, 1)
+}
+
+func le32(v ...int32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
+	}
+	return out
+}
+
+func post(t *testing.T, f *fixture, path, ctype string, body []byte) (int, string) {
+	t.Helper()
+	return raw(t, f, "POST", path, ctype, string(body), "")
+}
+
+// freshIDs reads every id the table holds, merged or not.
+func freshIDs(t *testing.T, c *client.Client, name string) map[int64]int {
+	t.Helper()
+	recs, err := c.Scan(ctx, name, client.ScanOptions{Fresh: true, Columns: []string{"id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids(t, recs)
+}
+
+func TestPoisonedAndOversizedAppendsAreRefused(t *testing.T) {
+	root := "file://" + t.TempDir()
+	f := start(t, root, server.Options{MaxBodyBytes: 1 << 20})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	good := eventBatch(1, 2, 3)
+	defer good.Release()
+	if n, err := f.c.Append(ctx, "events", good); err != nil || n != 3 {
+		t.Fatalf("append: %d %v", n, err)
+	}
+	const rows = "/api/v1/tables/events/rows"
+	// msg = "", "m", "mm", … has offsets 0,0,1,3: made negative, and out
+	// of order.
+	b := eventBatch(3, 4, 5)
+	defer b.Release()
+	plain := ipcStream(t, nil, b)
+	offsets := le32(0, 0, 1, 3)
+	for name, body := range map[string][]byte{
+		"negative string offsets":   patch(t, plain, offsets, le32(-8, 0, 1, 3)),
+		"string offsets backwards":  patch(t, plain, offsets, le32(0, 3, 1, 3)),
+		"string offsets past data":  patch(t, plain, offsets, le32(0, 0, 1, 1<<30)),
+		"not Arrow at all":          []byte("hello"),
+		"a truncated stream":        plain[:len(plain)/2],
+		"a schema and no batches":   plain[:bytes.Index(plain[8:], []byte{0xFF, 0xFF, 0xFF, 0xFF})+8],
+		"nulls in a required field": ipcStream(t, nil, nullIDs(t)),
+	} {
+		code, msg := post(t, f, rows, server.ArrowStream, body)
+		if code != http.StatusBadRequest && !(name == "a schema and no batches" && code == http.StatusOK) {
+			t.Errorf("%s: %d %s", name, code, msg)
+		}
+	}
+	// A compressed buffer declaring a terabyte once decompressed.
+	big := eventBatch(seq(1000, 2000)...)
+	defer big.Release()
+	lz := ipcStream(t, []ipc.Option{ipc.WithLZ4()}, big)
+	var decl [8]byte
+	binary.LittleEndian.PutUint64(decl[:], 8000) // the id column: 1000 int64s
+	var huge [8]byte
+	binary.LittleEndian.PutUint64(huge[:], 1<<40)
+	if code, msg := post(t, f, rows, server.ArrowStream, patch(t, lz, decl[:], huge[:])); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("decompression bomb: %d %s", code, msg)
+	}
+	// A body declared over the limit is refused before it is read.
+	if code, msg := rawLength(t, f, rows, server.ArrowStream, 10<<30); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("declared 10 GB: %d %s", code, msg)
+	}
+	// The same on create: a table is not needed to be attacked.
+	if code, msg := raw(t, f, "PUT", "/api/v1/tables/bomb", server.ArrowStream, string(patch(t, lz, decl[:], huge[:])), ""); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("create with a bomb: %d %s", code, msg)
+	}
+	if _, err := f.c.Describe(ctx, "bomb"); !client.IsStatus(err, http.StatusNotFound) {
+		t.Errorf("a refused create left a table: %v", err)
+	}
+	// Nothing refused is stored; the background flush and merge go on;
+	// a restarted server reads the same.
+	if got := freshIDs(t, f.c, "events"); len(got) != 3 {
+		t.Fatalf("after refusals the table holds %v", got)
+	}
+	if err := f.c.CheckpointLSM(ctx, "events"); err != nil {
+		t.Fatalf("checkpoint after refusals: %v", err)
+	}
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := start(t, root, server.Options{})
+	if got := freshIDs(t, g.c, "events"); len(got) != 3 || got[1] != 1 || got[3] != 1 {
+		t.Fatalf("after a restart the table holds %v", got)
+	}
+}
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// nullIDs is a batch of the table's schema whose non-nullable id column
+// carries a null marker.
+func nullIDs(t *testing.T) arrow.RecordBatch {
+	s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "msg", Type: arrow.BinaryTypes.String}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	defer b.Release()
+	b.Field(0).(*array.Int64Builder).AppendNull()
+	b.Field(1).(*array.StringBuilder).Append("x")
+	return b.NewRecordBatch()
+}
+
+// rawLength sends headers declaring a body of n bytes, and no body.
+func rawLength(t *testing.T, f *fixture, path, ctype string, n int64) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", path, ctype, n)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+func TestValuesAreStoredAsSentOrRefused(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{MaxBodyBytes: 4096})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	const rows = "/api/v1/tables/events/rows"
+	for name, body := range map[string]string{
+		"a null id":                    `{"id": null, "msg": "a"}`,
+		"a missing id":                 `{"msg": "a"}`,
+		"a missing required string":    `{"id": 1}`,
+		"a typo in a key":              `{"id": 1, "msg": "a", "mgs": "b"}`,
+		"a fraction in an integer":     `{"id": 1.5, "msg": "a"}`,
+		"a good line then a bad one":   "{\"id\": 1, \"msg\": \"a\"}\n{\"id\": \"x\", \"msg\": \"b\"}",
+		"a good line then not JSON":    "{\"id\": 1, \"msg\": \"a\"}\n{\"id\": 2, \"msg\"",
+		"a body over the limit at end": strings.Repeat("{\"id\": 1, \"msg\": \"a\"}\n", 300),
+	} {
+		code, msg := post(t, f, rows, server.NDJSON, []byte(body))
+		want := http.StatusBadRequest
+		if strings.Contains(name, "over the limit") {
+			want = http.StatusRequestEntityTooLarge
+		}
+		if code != want {
+			t.Errorf("%s: %d %s", name, code, msg)
+		}
+		if want == http.StatusBadRequest && !strings.Contains(msg, "row ") {
+			t.Errorf("%s: the error does not name the row: %s", name, msg)
+		}
+	}
+	if got := freshIDs(t, f.c, "events"); len(got) != 0 {
+		t.Fatalf("refused requests stored %v", got)
+	}
+	// Asked to, unknown keys are dropped; values come back as sent.
+	code, msg := post(t, f, rows+"?ignore_unknown=true", server.NDJSON, []byte(`{"id": 7, "msg": "", "mgs": "b", "note": null}`))
+	if code != http.StatusOK {
+		t.Fatalf("ignore_unknown: %d %s", code, msg)
+	}
+	code, msg = raw(t, f, "GET", rows+"?fresh=true&format=jsonl", "", "", "")
+	if code != http.StatusOK || strings.TrimSpace(msg) != `{"id":7,"msg":"","note":null}` {
+		t.Fatalf("read back: %d %q", code, msg)
+	}
+	if code, msg := raw(t, f, "GET", rows+"?tag=../../x", "", "", ""); code != http.StatusBadRequest {
+		t.Fatalf("a tag outside the names allowed: %d %s", code, msg)
+	}
+	if code, msg := raw(t, f, "POST", rows, "text/plain", "x", ""); code != http.StatusUnsupportedMediaType {
+		t.Fatalf("wrong content type: %d %s", code, msg)
+	}
+}
+
+func TestNestedColumnsAndSchemasTheEngineCannotStore(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	schema := `{"fields":[{"name":"id","type":"int64"},
+		{"name":"meta","type":"struct","nullable":true,"fields":[{"name":"score","type":"float64"},{"name":"tags","type":"list","nullable":true,"items":{"type":"string"}}]},
+		{"name":"attrs","type":"map","nullable":true,"key":{"type":"string"},"value":{"type":"int64","nullable":true}}]}`
+	if code, msg := raw(t, f, "PUT", "/api/v1/tables/nested", "application/json", schema, ""); code != http.StatusCreated {
+		t.Fatalf("create nested: %d %s", code, msg)
+	}
+	lines := `{"id": 1, "meta": {"score": 0.5, "tags": ["a", "b"]}, "attrs": [{"key": "k", "value": 3}]}
+{"id": 2, "meta": null, "attrs": null}
+{"id": 3, "meta": {"score": 1.5, "tags": null}, "attrs": []}
+`
+	if code, msg := post(t, f, "/api/v1/tables/nested/rows", server.NDJSON, []byte(lines)); code != http.StatusOK {
+		t.Fatalf("append nested: %d %s", code, msg)
+	}
+	if code, msg := post(t, f, "/api/v1/tables/nested/rows", server.NDJSON, []byte(`{"id": 4, "meta": {"tags": []}}`)); code != http.StatusBadRequest || !strings.Contains(msg, "meta.score") {
+		t.Fatalf("a null in a required nested field: %d %s", code, msg)
+	}
+	if err := f.c.CheckpointLSM(ctx, "nested"); err != nil {
+		t.Fatal(err)
+	}
+	code, msg := raw(t, f, "GET", "/api/v1/tables/nested/rows?format=jsonl&filter=id%3E%3D2", "", "", "")
+	if code != http.StatusOK || strings.Count(msg, "\n") != 2 || !strings.Contains(msg, `"meta":{"score":1.5,"tags":null}`) {
+		t.Fatalf("scan nested as JSON lines: %d %q", code, msg)
+	}
+	recs, err := f.c.Scan(ctx, "nested", client.ScanOptions{})
+	if err != nil || len(ids(t, recs)) != 3 {
+		t.Fatalf("scan nested as Arrow: %v", err)
+	}
+	for name, body := range map[string]string{
+		"no fields":       `{"fields":[]}`,
+		"a name twice":    `{"fields":[{"name":"a","type":"int64"},{"name":"a","type":"string"}]}`,
+		"an empty name":   `{"fields":[{"name":"","type":"int64"}]}`,
+		"an empty struct": `{"fields":[{"name":"s","type":"struct","fields":[]}]}`,
+	} {
+		if code, msg := raw(t, f, "PUT", "/api/v1/tables/bad", "application/json", body, ""); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", name, code, msg)
+		}
+	}
+	union := arrow.NewSchema([]arrow.Field{{Name: "u", Type: arrow.DenseUnionOf(
+		[]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}, []arrow.UnionTypeCode{0})}}, nil)
+	if _, err := f.c.CreateTable(ctx, "union", union); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Fatalf("a union column: %v", err)
+	}
+}
+
+func TestSlowClientsAndBusyServers(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{BodyGrace: 200 * time.Millisecond, MinBodyRate: 1000,
+		MemoryBudget: 100 << 20, BusyWait: 100 * time.Millisecond, MaxTakeKeys: 10})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	// A body trickled a byte at a time is cut off.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "POST /api/v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n")
+	start := time.Now()
+	answer := make(chan string, 1)
+	go func() {
+		data, _ := io.ReadAll(conn)
+		answer <- string(data)
+	}()
+	for i := 0; ; i++ {
+		select {
+		case got := <-answer:
+			if !strings.Contains(got, "408") || time.Since(start) > 10*time.Second {
+				t.Fatalf("slow body after %v: %q", time.Since(start), got)
+			}
+			goto busy
+		case <-time.After(100 * time.Millisecond):
+			if _, err := conn.Write([]byte("{")); err != nil && i > 100 {
+				t.Fatalf("the server never answered a trickled body: %v", err)
+			}
+		}
+	}
+busy:
+	// A take of more keys than allowed: refused before any work.
+	if code, msg := post(t, f, "/api/v1/tables/events/take", "application/json", []byte(`{"keys":[1,2,3,4,5,6,7,8,9,10,11]}`)); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("take of 11 keys: %d %s", code, msg)
+	}
+}
