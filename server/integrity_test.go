@@ -3,8 +3,8 @@ package server_test
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
