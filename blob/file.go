@@ -6,13 +6,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // tmpDir is the folder, under the bucket's root, where objects are written
@@ -31,19 +34,44 @@ const fileDefaultPageSize = 1000
 // afterwards so the new name survives a crash. Readers never see a partial
 // object, because the name appears only once the content is complete.
 type fileBucket struct {
-	root string
+	root   string
+	hasTmp atomic.Bool // the temp folder exists
 }
 
-// OpenFile opens (creating if needed) a bucket in the folder dir.
+// StaleTempAge: a temporary file this old belongs to a process that died
+// between writing it and linking it into place (which takes seconds); it
+// is removed when the bucket is opened.
+const StaleTempAge = time.Hour
+
+// OpenFile opens a bucket in the folder dir. Nothing is created until
+// something is written (the folder, then, if it is missing), so reading a
+// table that is not there leaves no trace. Temporary files that dead
+// processes left behind (older than StaleTempAge) are removed.
 func OpenFile(dir string) (Bucket, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, newError("open", dir, ErrPermanent, err)
 	}
-	if err := os.MkdirAll(filepath.Join(abs, tmpDir), 0o755); err != nil {
-		return nil, newError("open", dir, ErrPermanent, err)
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, newError("open", dir, ErrBadURL, fmt.Errorf("%s is not a folder", abs))
 	}
-	return &fileBucket{root: abs}, nil
+	b := &fileBucket{root: abs}
+	b.removeStaleTemp(time.Now())
+	return b, nil
+}
+
+// removeStaleTemp deletes temporary files older than StaleTempAge (best
+// effort: another process may be removing them too).
+func (b *fileBucket) removeStaleTemp(now time.Time) {
+	entries, err := os.ReadDir(filepath.Join(b.root, tmpDir))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) > StaleTempAge {
+			_ = os.Remove(filepath.Join(b.root, tmpDir, e.Name()))
+		}
+	}
 }
 
 func (b *fileBucket) path(op, key string) (string, error) {
@@ -119,6 +147,12 @@ func (s *sectionCloser) Close() error { return s.f.Close() }
 // writeTemp writes r to a fresh temporary file, fsyncs it and returns its
 // path and size.
 func (b *fileBucket) writeTemp(op, key string, r io.Reader) (string, error) {
+	if !b.hasTmp.Load() {
+		if err := os.MkdirAll(filepath.Join(b.root, tmpDir), 0o755); err != nil {
+			return "", fileErr(op, key, err)
+		}
+		b.hasTmp.Store(true)
+	}
 	var rnd [12]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(b.root, tmpDir, hex.EncodeToString(rnd[:]))

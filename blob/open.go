@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
@@ -14,6 +15,9 @@ import (
 	"gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob" // registers s3://
 )
+
+// accessTimeout bounds Open's check that a cloud bucket can be reached.
+const accessTimeout = 15 * time.Second
 
 // ErrBadURL is the kind of error Open returns for a URL it cannot use.
 var ErrBadURL = errors.New("bad bucket URL")
@@ -128,12 +132,19 @@ func withPrefix(rawURL string, gb *gcblob.Bucket, prefix string) (Bucket, error)
 // endpoint or missing credentials fail at Open with a clear error rather
 // than at the first commit.
 func checkAccessible(ctx context.Context, rawURL string, gb *gcblob.Bucket) error {
+	// An unreachable endpoint fails here within the timeout, not after an
+	// SDK's retries have run for minutes (the GCS client's do).
+	ctx, cancel := context.WithTimeout(ctx, accessTimeout)
+	defer cancel()
 	ok, err := gb.IsAccessible(ctx)
 	if err == nil && ok {
 		return nil
 	}
 	if err == nil {
 		return newError("open", rawURL, ErrPermanent, errors.New("bucket does not exist or is not accessible with these credentials"))
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return newError("open", rawURL, ErrRetryable, fmt.Errorf("the store did not answer within %v (is the endpoint right, and reachable?)", accessTimeout))
 	}
 	if strings.Contains(err.Error(), "get credentials") || strings.Contains(err.Error(), "could not find default credentials") {
 		return newError("open", rawURL, ErrPermanent, fmt.Errorf("no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or GOOGLE_APPLICATION_CREDENTIALS): %w", err))

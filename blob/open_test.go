@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/testenv"
@@ -77,5 +78,47 @@ func TestCountersCountRequests(t *testing.T) {
 	}
 	if st.Requests() != 4 {
 		t.Fatalf("Requests() = %d, want 4", st.Requests())
+	}
+}
+
+// Reading a table that is not there leaves nothing behind; temporary
+// files that dead writers left are removed when a bucket is opened.
+func TestAFolderBucketCreatesNothingUntilWrittenAndSweepsStaleTemps(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tables", "t")
+	b, err := blob.Open(context.Background(), "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(context.Background(), "_versions/x"); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("get: %v", err)
+	}
+	if _, err := b.ListPage(context.Background(), "", "", 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reading made %s: %v", dir, err)
+	}
+	if err := b.PutIfAbsent(context.Background(), "a/b", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, ".strata-tmp")
+	stale, fresh := filepath.Join(tmp, "stale"), filepath.Join(tmp, "fresh")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("partial upload"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * blob.StaleTempAge)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blob.Open(context.Background(), "file://"+dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a stale temp file is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a fresh temp file (a write in progress) was removed: %v", err)
 	}
 }

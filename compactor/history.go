@@ -45,6 +45,9 @@ type Status struct {
 	LastError        string    `json:"last_error,omitempty"`
 	LastErrorAt      time.Time `json:"last_error_at,omitzero"`
 	History          []Run     `json:"history"` // newest first
+	// Skipped: history records that do not decode, passed over (each named
+	// with why); they do not stop the status or the next record.
+	Skipped []string `json:"skipped_records,omitempty"`
 }
 
 func historyKey(t time.Time) string {
@@ -59,7 +62,7 @@ func ReadStatus(ctx context.Context, b blob.Bucket, limit int) (Status, error) {
 		limit = 20
 	}
 	var st Status
-	for o, err := range blob.List(ctx, b, historyDir, limit) {
+	for o, err := range blob.List(ctx, b, historyDir, 0) {
 		if err != nil {
 			return st, err
 		}
@@ -72,7 +75,8 @@ func ReadStatus(ctx context.Context, b blob.Bucket, limit int) (Status, error) {
 		}
 		var r Run
 		if err := json.Unmarshal(data, &r); err != nil {
-			return st, fmt.Errorf("compactor: history record %q is corrupt: %w", o.Key, err)
+			st.Skipped = append(st.Skipped, fmt.Sprintf("%s: %v", o.Key, err))
+			continue
 		}
 		if len(st.History) == 0 {
 			st.LastCompaction, st.TotalCompactions, st.LastError, st.LastErrorAt = r.LastCompaction, r.TotalCompactions, r.LastError, r.LastErrorAt

@@ -58,3 +58,37 @@ func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
 		t.Fatalf("history (newest first, pruned to 3): %+v", st.History)
 	}
 }
+
+// A history record that does not decode is passed over, named, and does
+// not block the status, the next record or a compaction.
+func TestACorruptHistoryRecordIsSkipped(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 3, 10)
+	t0 := time.Now().Add(-time.Hour)
+	if err := compactor.Record(ctx, b, compactor.Run{Started: t0, Version: 2}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var bad string
+	for o, err := range blob.List(ctx, b, "_compactor/history/", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = o.Key
+	}
+	data, _ := b.Get(ctx, bad)
+	if err := b.Delete(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, bad, data[:len(data)/2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := compactor.Record(ctx, b, compactor.Run{Started: t0.Add(time.Minute), Version: 3}, 0); err != nil {
+		t.Fatalf("record after a corrupt one: %v", err)
+	}
+	st, err := compactor.ReadStatus(ctx, b, 0)
+	if err != nil || len(st.Skipped) != 1 || len(st.History) != 1 || st.TotalCompactions != 1 {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -104,6 +104,14 @@ awaiting merge), and the compactor's history.`,
 			if cs.LastError != "" {
 				fmt.Fprintf(tw, "last compaction error\t%s (%s)\n", cs.LastError, cs.LastErrorAt.UTC().Format(time.RFC3339))
 			}
+			for _, sk := range cs.Skipped {
+				fmt.Fprintf(env.Err, "strata: warning: skipped a compactor history record that does not decode: %s\n", sk)
+			}
+			for _, s := range st.Shards {
+				for _, q := range s.Quarantined {
+					fmt.Fprintf(tw, "shard %s	WAL entry %d quarantined (%s) %s\n", s.Shard, q.Position, q.Key, q.Reason)
+				}
+			}
 			for _, r := range cs.History {
 				fmt.Fprintf(tw, "  run %s\tv%d, fragments %d -> %d, %d rows, %.2fs %s\n", r.Started.UTC().Format(time.RFC3339), r.Version, r.FragmentsBefore, r.FragmentsAfter, r.Rows, r.DurationS, r.Error)
 			}
