@@ -17,3 +17,15 @@ go vet ./...
 # restarts they saw.
 go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout 15m -v "$@" ./e2e
+# Fuzz targets, each for a bounded time (FUZZTIME, default 15s); their
+# seeds already ran above as tests. A failing input is written under the
+# package's testdata/fuzz and fails the run.
+fuzz() {
+  go test -run '^$' -fuzz "^$1\$" -fuzztime "${FUZZTIME:-15s}" -fuzzminimizetime 2s "$2"
+}
+fuzz FuzzAppendIPC ./server
+fuzz FuzzAppendJSONLines ./server
+fuzz FuzzReadIPC ./internal/ingest
+fuzz FuzzDecodeEntry ./walshard
+fuzz FuzzParseFilter ./table
+fuzz FuzzDecodeManifest ./table

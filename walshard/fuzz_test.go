@@ -1,0 +1,57 @@
+package walshard
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table"
+)
+
+// FuzzDecodeEntry: any bytes at a WAL position decode to rows of the
+// table's schema that pass table.Conform, or give a *CorruptEntryError or
+// a *PoisonEntryError; never a panic.
+func FuzzDecodeEntry(f *testing.F) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	for i := range 5 {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		lb := b.Field(1).(*array.ListBuilder)
+		lb.Append(true)
+		lb.ValueBuilder().(*array.StringBuilder).Append("x")
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	data, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}}, schema)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: 2, position: 7, id: table.NewID()}, schema)
+	f.Add(data)
+	f.Add(fence)
+	f.Add(data[:70])
+	f.Fuzz(func(t *testing.T, d []byte) {
+		e, err := decodeEntry("w1", "wal/x", 7, d, schema, false)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptEntry) && !errors.Is(err, ErrPoisonEntry) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		defer releaseAll(e.batches)
+		for _, r := range e.batches {
+			c, err := table.Conform(schema, r, table.ConformOptions{})
+			if err != nil {
+				t.Fatalf("a decoded batch does not conform: %v", err)
+			}
+			c.Release()
+		}
+	})
+}
