@@ -203,6 +203,16 @@ func (c *Client) Append(ctx context.Context, name string, batches ...arrow.Recor
 	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), server.ArrowStream, body, "").json(&out)
 }
 
+// AppendJSONLines appends rows given as JSON lines, one object a row, all
+// or nothing; it returns once the server has them durable.
+func (c *Client) AppendJSONLines(ctx context.Context, name string, lines []byte) (int64, error) {
+	var out struct {
+		Rows int64 `json:"rows"`
+	}
+	body := func() io.Reader { return bytes.NewReader(lines) }
+	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), server.NDJSON, body, "").json(&out)
+}
+
 // ScanOptions shape a scan.
 type ScanOptions struct {
 	Columns []string

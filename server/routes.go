@@ -244,7 +244,7 @@ func wantsJSONLines(r *http.Request) bool {
 }
 
 // writeRows streams batches as Arrow IPC or JSON lines.
-func writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, limit int64, batches func(yield func(arrow.RecordBatch, error) bool)) error {
+func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, limit int64, batches func(yield func(arrow.RecordBatch, error) bool)) error {
 	jsonl := wantsJSONLines(r)
 	var iw *ipc.Writer
 	started := false
@@ -259,12 +259,23 @@ func writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, lim
 		w.WriteHeader(http.StatusOK)
 	}
 	var n int64
+	// Mid-stream, the status is sent: a failure cuts the connection
+	// without ending the body, so that the client's read fails instead of
+	// taking a short answer for a whole one. A client that went away is
+	// no failure.
+	cut := func(err error) {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.opts.Log.Error("scan failed after the answer began; cutting the connection", "error", err.Error())
+		panic(http.ErrAbortHandler)
+	}
 	for rec, err := range batches {
 		if err != nil {
 			if !started {
 				return err
 			}
-			// Mid-stream: the status is sent; end the body short.
+			cut(err)
 			return nil
 		}
 		if !started {
@@ -277,10 +288,18 @@ func writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, lim
 		n += rec.NumRows()
 		if jsonl {
 			if err := array.RecordToJSON(rec, w); err != nil {
+				cut(err)
 				return nil
 			}
-		} else if err := iw.Write(rec); err != nil {
-			return nil
+		} else {
+			// The batch in the writer's very types (see table.TypesEqual).
+			out := table.WithTypesOf(schema, rec)
+			err := iw.Write(out)
+			out.Release()
+			if err != nil {
+				cut(err)
+				return nil
+			}
 		}
 		if limit > 0 && n >= limit {
 			break
@@ -337,7 +356,7 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	return writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
+	return s.writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
 }
 
 // scanFresh answers GET …/rows?fresh=true: the base table and the rows
@@ -352,9 +371,9 @@ func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState
 		return badRequest("%v", err)
 	}
 	if sh := t.openShard(); sh != nil {
-		return writeRows(w, r, schema, limit, sh.ScanFresh(r.Context(), opts))
+		return s.writeRows(w, r, schema, limit, sh.ScanFresh(r.Context(), opts))
 	}
-	return writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
+	return s.writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
 }
 
 // TakeRequest is the body of POST …/take.
@@ -403,7 +422,7 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 			rec.Release()
 		}
 	}()
-	return writeRows(w, r, schema, 0, func(yield func(arrow.RecordBatch, error) bool) {
+	return s.writeRows(w, r, schema, 0, func(yield func(arrow.RecordBatch, error) bool) {
 		for _, rec := range recs {
 			if !yield(rec, nil) {
 				return

@@ -294,7 +294,7 @@ func validateRecord(rec arrow.RecordBatch) (err error) {
 		if int64(col.Len()) != rec.NumRows() {
 			return &InputError{Row: -1, Column: name, Reason: fmt.Sprintf("column holds %d values, the batch %d rows", col.Len(), rec.NumRows())}
 		}
-		if !arrow.TypeEqual(col.DataType(), schema.Field(i).Type) {
+		if !TypesEqual(col.DataType(), schema.Field(i).Type) {
 			return &InputError{Row: -1, Column: name, Reason: "column data does not have the type its schema says"}
 		}
 		if err := array.ValidateFull(col); err != nil {
@@ -321,11 +321,13 @@ func fieldNames(s *arrow.Schema) string {
 // (overflow is an error). Anything else is refused with both types named.
 func adapt(mem memory.Allocator, want arrow.DataType, arr arrow.Array, path string) (arrow.Array, error) {
 	got := arr.DataType()
-	if arrow.TypeEqual(want, got) {
+	if want == got {
 		arr.Retain()
 		return arr, nil
 	}
 	if sameLayout(want, got) {
+		// Equal types too: the batch then carries the table's own type
+		// values, which arrow-go's checks compare by identity first.
 		return relabelArray(want, arr), nil
 	}
 	mismatch := func(reason string) error {
@@ -343,6 +345,10 @@ func adapt(mem memory.Allocator, want arrow.DataType, arr arrow.Array, path stri
 	if !losslessCast(want, got) {
 		return nil, mismatch("the type cannot be converted without loss")
 	}
+	switch want.(type) {
+	case *arrow.StructType, *arrow.MapType, *arrow.ListType, *arrow.LargeListType:
+		return castNested(mem, want, arr, path)
+	}
 	ctx := compute.WithAllocator(context.Background(), mem)
 	out, err := compute.CastArray(ctx, arr, compute.SafeCastOptions(want))
 	if err != nil {
@@ -351,7 +357,53 @@ func adapt(mem memory.Allocator, want arrow.DataType, arr arrow.Array, path stri
 	return out, nil
 }
 
-// losslessCast: the scalar conversions adapt makes with a safe cast.
+// castNested converts a nested array child by child (adapt), keeping its
+// own buffers (validity, offsets) as they are.
+func castNested(mem memory.Allocator, want arrow.DataType, arr arrow.Array, path string) (arrow.Array, error) {
+	d := arr.Data()
+	var wantChildren []arrow.DataType
+	var names []string
+	switch w := want.(type) {
+	case *arrow.StructType:
+		for _, f := range w.Fields() {
+			wantChildren, names = append(wantChildren, f.Type), append(names, path+"."+f.Name)
+		}
+	case *arrow.MapType:
+		wantChildren, names = []arrow.DataType{w.Elem()}, []string{path}
+	case arrow.ListLikeType:
+		wantChildren, names = []arrow.DataType{w.Elem()}, []string{path + "[]"}
+	}
+	children := make([]arrow.ArrayData, len(wantChildren))
+	defer func() {
+		for _, c := range children {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, cd := range d.Children() {
+		in := array.MakeFromData(cd)
+		out, err := adapt(mem, wantChildren[i], in, names[i])
+		in.Release()
+		if err != nil {
+			return nil, err
+		}
+		children[i] = out.Data()
+		children[i].Retain()
+		out.Release()
+	}
+	nd := array.NewData(want, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// losslessCast: the conversions adapt makes with a safe cast, which
+// fails on any value that would not survive: integers widened; float32
+// to float64; string and binary to and from their large forms;
+// timestamps of one zone to another unit (to a finer one always; to a
+// coarser one when every value is whole in it — Parquet files keep no
+// seconds, so a timestamp[s] column comes back from one as milliseconds);
+// and lists, structs (same field names) and maps of those.
 func losslessCast(want, got arrow.DataType) bool {
 	w, g := want.ID(), got.ID()
 	rank := func(id arrow.Type) int {
@@ -373,6 +425,7 @@ func losslessCast(want, got arrow.DataType) bool {
 	unsigned := func(id arrow.Type) bool {
 		return id == arrow.UINT8 || id == arrow.UINT16 || id == arrow.UINT32 || id == arrow.UINT64
 	}
+	same := func(a, b arrow.DataType) bool { return sameLayout(a, b) || losslessCast(a, b) }
 	switch {
 	case signed(w) && signed(g):
 		return rank(w) > rank(g)
@@ -387,8 +440,23 @@ func losslessCast(want, got arrow.DataType) bool {
 	case (w == arrow.BINARY || w == arrow.LARGE_BINARY) && (g == arrow.BINARY || g == arrow.LARGE_BINARY):
 		return true
 	case w == arrow.TIMESTAMP && g == arrow.TIMESTAMP:
-		wt, gt := want.(*arrow.TimestampType), got.(*arrow.TimestampType)
-		return wt.TimeZone == gt.TimeZone && wt.Unit >= gt.Unit
+		return want.(*arrow.TimestampType).TimeZone == got.(*arrow.TimestampType).TimeZone
+	case w == g && (w == arrow.LIST || w == arrow.LARGE_LIST):
+		return same(want.(arrow.ListLikeType).Elem(), got.(arrow.ListLikeType).Elem())
+	case w == arrow.MAP && g == arrow.MAP:
+		wm, gm := want.(*arrow.MapType), got.(*arrow.MapType)
+		return same(wm.KeyType(), gm.KeyType()) && same(wm.ItemType(), gm.ItemType())
+	case w == arrow.STRUCT && g == arrow.STRUCT:
+		ws, gs := want.(*arrow.StructType), got.(*arrow.StructType)
+		if ws.NumFields() != gs.NumFields() {
+			return false
+		}
+		for i := range ws.NumFields() {
+			if ws.Field(i).Name != gs.Field(i).Name || !same(ws.Field(i).Type, gs.Field(i).Type) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }
@@ -417,7 +485,7 @@ func sameLayout(a, b arrow.DataType) bool {
 	case arrow.ListLikeType:
 		return sameLayout(a.Elem(), b.(arrow.ListLikeType).Elem())
 	}
-	return arrow.TypeEqual(a, b)
+	return TypesEqual(a, b)
 }
 
 // relabelArray is arr under the type want, of the same layout.
@@ -514,18 +582,9 @@ func nullsWhere(f arrow.Field, arr arrow.Array, path string, row func(int) int64
 // Parquet readers may name list elements differently, or widen a
 // timestamp unit; the values are the ones written.
 func AdaptRead(mem memory.Allocator, want arrow.DataType, arr arrow.Array) (arrow.Array, error) {
-	got := arr.DataType()
-	if arrow.TypeEqual(want, got) {
-		arr.Retain()
-		return arr, nil
-	}
-	if sameLayout(want, got) {
-		return relabelArray(want, arr), nil
-	}
-	ctx := compute.WithAllocator(context.Background(), mem)
-	out, err := compute.CastArray(ctx, arr, compute.SafeCastOptions(want))
+	out, err := adapt(mem, want, arr, "")
 	if err != nil {
-		return nil, fmt.Errorf("table: column of type %s read back as %s: %w", want, got, err)
+		return nil, fmt.Errorf("table: column of type %s read back as %s: %w", want, arr.DataType(), err)
 	}
 	return out, nil
 }

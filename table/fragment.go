@@ -105,13 +105,37 @@ func (w *FragmentWriter) Write(rec arrow.RecordBatch) error {
 		w.stats[i].add(rec.Column(i))
 	}
 	w.rows += rec.NumRows()
-	rec.Retain()
-	w.pending = append(w.pending, rec)
+	w.pending = append(w.pending, WithTypesOf(w.schema, rec))
 	w.pendingRows += rec.NumRows()
 	if w.pendingRows >= RowGroupRows {
 		return w.flushPending()
 	}
 	return nil
+}
+
+// WithTypesOf returns rec (retained) with the very type values of schema,
+// which it matches (CheckSchema): arrow-go's writers compare types with a
+// check that equal types of different values can fail (see TypesEqual).
+// The caller releases the result.
+func WithTypesOf(schema *arrow.Schema, rec arrow.RecordBatch) arrow.RecordBatch {
+	if rec.Schema() == schema {
+		rec.Retain()
+		return rec
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, f := range schema.Fields() {
+		if col := rec.Column(i); col.DataType() == f.Type {
+			col.Retain()
+			cols[i] = col
+		} else {
+			cols[i] = relabelArray(f.Type, col)
+		}
+	}
+	out := array.NewRecordBatch(schema, cols, rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out
 }
 
 // flushPending hands the pending batches to the encoder as row groups.
@@ -132,11 +156,7 @@ func (w *FragmentWriter) encode() {
 	var err error
 	for batches := range w.rowGroups {
 		if err == nil {
-			tbl := array.NewTableFromRecords(w.schema, batches)
-			if werr := w.fw.WriteTable(tbl, RowGroupRows); werr != nil {
-				err = fmt.Errorf("table: write fragment %s: %w", w.key, werr)
-			}
-			tbl.Release()
+			err = w.writeRowGroup(batches)
 		}
 		for _, rec := range batches {
 			rec.Release()
@@ -151,6 +171,23 @@ func (w *FragmentWriter) encode() {
 		}
 	}
 	w.encoded <- err
+}
+
+// writeRowGroup encodes batches as row groups. A panic in the encoder
+// (a bug, or data no check caught) is an error of this fragment, never the
+// end of the process: this runs on a goroutine of its own.
+func (w *FragmentWriter) writeRowGroup(batches []arrow.RecordBatch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("table: write fragment %s: encoding panicked: %v", w.key, r)
+		}
+	}()
+	tbl := array.NewTableFromRecords(w.schema, batches)
+	defer tbl.Release()
+	if werr := w.fw.WriteTable(tbl, RowGroupRows); werr != nil {
+		return fmt.Errorf("table: write fragment %s: %w", w.key, werr)
+	}
+	return nil
 }
 
 // finishEncoding stops the encoder and returns its error.

@@ -80,10 +80,13 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 		}
 	}
 	var fields []arrow.Field
-	for _, c := range proj {
+	for i, c := range proj {
 		idx := schema.FieldIndices(c)
 		if len(idx) != 1 {
 			return nil, fmt.Errorf("table: scan: no column %q", c)
+		}
+		if slices.Contains(proj[:i], c) {
+			return nil, fmt.Errorf("table: scan: column %q is named twice", c)
 		}
 		fields = append(fields, schema.Field(idx[0]))
 	}
@@ -457,7 +460,7 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 func (p *scanPlan) adaptRead(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	same := true
 	for i, f := range p.readSchema.Fields() {
-		if !arrow.TypeEqual(f.Type, rec.Column(i).DataType()) {
+		if f.Type != rec.Column(i).DataType() {
 			same = false
 		}
 	}
@@ -504,7 +507,11 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
 		if !st.HasNullCount() {
 			return nil, rg.NumRows()
 		}
-		kind := KindOf(schema.Field(schema.FieldIndices(col)[0]).Type)
+		colType := schema.Field(schema.FieldIndices(col)[0]).Type
+		if !parquetKeepsValues(colType) {
+			return nil, rg.NumRows()
+		}
+		kind := KindOf(colType)
 		if st.HasMinMax() {
 			var lo, hi Value
 			ok := true
@@ -534,6 +541,19 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
 		}
 		return cs, rg.NumRows()
 	}
+}
+
+// parquetKeepsValues is false for the types Parquet stores in another
+// unit (seconds become milliseconds): a row group's statistics for them
+// are not in the table's values.
+func parquetKeepsValues(t arrow.DataType) bool {
+	switch t := t.(type) {
+	case *arrow.TimestampType:
+		return t.Unit != arrow.Second
+	case *arrow.Time32Type:
+		return t.Unit != arrow.Second
+	}
+	return true
 }
 
 // ScanBatches applies opts' projection and filter to in-memory batches of

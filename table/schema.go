@@ -42,10 +42,52 @@ func CheckSchema(want, got *arrow.Schema) error {
 	ok := want.NumFields() == got.NumFields()
 	for i := 0; ok && i < want.NumFields(); i++ {
 		a, b := want.Field(i), got.Field(i)
-		ok = a.Name == b.Name && a.Nullable == b.Nullable && arrow.TypeEqual(a.Type, b.Type)
+		ok = a.Name == b.Name && a.Nullable == b.Nullable && TypesEqual(a.Type, b.Type)
 	}
 	if ok {
 		return nil
 	}
 	return &SchemaError{Want: want.String(), Got: got.String()}
+}
+
+// TypesEqual reports whether two Arrow types are the same, as
+// arrow.TypeEqual means it, but without its fallback to reflect.DeepEqual
+// for nested types: that compares private caches too (a timestamp type
+// that has resolved its time zone differs from one that has not), so
+// that equal types would compare unequal.
+func TypesEqual(a, b arrow.DataType) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil || a.ID() != b.ID() {
+		return false
+	}
+	switch a := a.(type) {
+	case *arrow.StructType:
+		bs := b.(*arrow.StructType)
+		if a.NumFields() != bs.NumFields() {
+			return false
+		}
+		for i := range a.NumFields() {
+			fa, fb := a.Field(i), bs.Field(i)
+			if fa.Name != fb.Name || fa.Nullable != fb.Nullable || !TypesEqual(fa.Type, fb.Type) {
+				return false
+			}
+		}
+		return true
+	case *arrow.MapType:
+		bm := b.(*arrow.MapType)
+		return a.KeysSorted == bm.KeysSorted && a.ItemField().Nullable == bm.ItemField().Nullable &&
+			TypesEqual(a.KeyType(), bm.KeyType()) && TypesEqual(a.ItemType(), bm.ItemType())
+	case *arrow.FixedSizeListType:
+		bf := b.(*arrow.FixedSizeListType)
+		return a.Len() == bf.Len() && a.ElemField().Nullable == bf.ElemField().Nullable && TypesEqual(a.Elem(), bf.Elem())
+	case arrow.ListLikeType:
+		bl := b.(arrow.ListLikeType)
+		return a.ElemField().Nullable == bl.ElemField().Nullable && TypesEqual(a.Elem(), bl.Elem())
+	case *arrow.DictionaryType:
+		bd := b.(*arrow.DictionaryType)
+		return a.Ordered == bd.Ordered && TypesEqual(a.IndexType, bd.IndexType) && TypesEqual(a.ValueType, bd.ValueType)
+	}
+	return arrow.TypeEqual(a, b)
 }

@@ -1,0 +1,9 @@
+// Package roundtrip holds the property test of what a table stores:
+// random schemas (nested, nullable, every type a table can hold) and
+// random rows, appended through every path (the library, a shard, the
+// HTTP server as Arrow and as JSON lines, the CLI from Parquet, CSV and
+// JSON-lines files), read back in every format, compacted and read again.
+// The values must come back as sent, the statistics in the manifest must
+// agree with the rows, and a filtered scan must equal the unfiltered scan
+// filtered. It has no code of its own outside its test.
+package roundtrip
