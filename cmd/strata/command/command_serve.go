@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,6 +66,12 @@ after 2 minutes.`,
 				return usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, or pass --insecure-listen")}
 			}
 			log := slog.New(slog.NewJSONHandler(env.Err, nil))
+			if os.Getenv("GOMEMLIMIT") == "" {
+				// The garbage collector works harder before the heap
+				// passes what the budget and the memtables allow, rather
+				// than letting it double.
+				debug.SetMemoryLimit(budget + 512<<20)
+			}
 			srv, err := server.New(server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
 				MaxBodyBytes: maxBody, MemoryBudget: budget,
 				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery}})
