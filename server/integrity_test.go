@@ -331,3 +331,35 @@ busy:
 		t.Fatalf("take of 11 keys: %d %s", code, msg)
 	}
 }
+
+// Requests that hold data share the memory budget: while one holds it,
+// the next waits a moment, then gets 429 with Retry-After.
+func TestABusyServerAnswers429(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{MemoryBudget: 300_000, BusyWait: 100 * time.Millisecond})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	// An append whose declared body takes the whole budget, sent slowly.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n{")
+	var code int
+	var resp *http.Response
+	for range 50 {
+		req, _ := http.NewRequest("GET", f.http.URL+"/api/v1/tables/events/rows", nil)
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if code = resp.StatusCode; code == http.StatusTooManyRequests {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a scan while the budget is held: %d, Retry-After %q", code, resp.Header.Get("Retry-After"))
+	}
+}
