@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -15,6 +16,11 @@ import (
 func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
 	rec := *txn
 	rec.Added = slices.Clone(txn.Added)
+	if len(rec.Merges) > 0 {
+		if trimFleetMerge(cur, &rec); len(rec.Merges) == 0 {
+			return nil, errNothingLeft
+		}
+	}
 	for i := range rec.Added {
 		rec.Added[i].ID = cur.NextFragmentID + uint64(i)
 	}
@@ -77,6 +83,21 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 	case table.KindAppend:
 		next.Fragments = append(next.Fragments, txn.Added...)
 	case table.KindMerge:
+		if len(txn.Merges) > 0 {
+			next.Fragments = append(next.Fragments, txn.Added...)
+			if next.Shards == nil {
+				next.Shards = map[string]table.ShardMark{}
+			}
+			for _, sm := range txn.Merges {
+				mark := cur.Shards[sm.Shard]
+				if mark.Epoch > sm.Epoch || mark.Watermark >= sm.Watermark {
+					return nil, fmt.Errorf("commit: fleet merge of shard %q to %d (epoch %d) on a table at %d (epoch %d)",
+						sm.Shard, sm.Watermark, sm.Epoch, mark.Watermark, mark.Epoch)
+				}
+				next.Shards[sm.Shard] = table.ShardMark{Watermark: sm.Watermark, Epoch: sm.Epoch}
+			}
+			break
+		}
 		if mark, ok := cur.Shards[txn.Shard]; ok && mark.Epoch > txn.Epoch {
 			return nil, &ConflictError{Ours: *txn, Version: cur.Version,
 				Reason: fmt.Sprintf("shard %q is owned by epoch %d; this merge is from epoch %d (fenced)", txn.Shard, mark.Epoch, txn.Epoch)}
@@ -129,4 +150,35 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}
 	return next, nil
+}
+
+// errNothingLeft: a fleet merge whose every part other merges have
+// already done; the commit is complete without a manifest.
+var errNothingLeft = errors.New("commit: other merges did all this fleet merge would")
+
+// trimFleetMerge fits a fleet merge to the version it is applied to: a
+// shard that another merge took further, or that a newer owner now
+// merges, keeps only its generations above the table's watermark (none,
+// then its part goes); the rest stands. A generation is told by its key.
+// So two merges of the same generations never both add them, whichever
+// lands first, and a fleet merge never waits on an owner's.
+func trimFleetMerge(cur *table.Manifest, rec *table.Transaction) {
+	keep := map[string]table.ShardMerge{}
+	for _, sm := range rec.Merges {
+		if mark := cur.Shards[sm.Shard]; mark.Epoch <= sm.Epoch && sm.Watermark > mark.Watermark {
+			keep[sm.Shard] = sm
+		}
+	}
+	rec.Added = slices.DeleteFunc(rec.Added, func(f table.Fragment) bool {
+		shard, gen, ok := table.ParseGenerationKey(f.Key)
+		if !ok {
+			return true
+		}
+		_, kept := keep[shard]
+		return !kept || gen <= cur.Shards[shard].Watermark
+	})
+	rec.Merges = slices.DeleteFunc(slices.Clone(rec.Merges), func(sm table.ShardMerge) bool {
+		_, kept := keep[sm.Shard]
+		return !kept
+	})
 }

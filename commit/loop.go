@@ -130,6 +130,9 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 	var last error
 	for res.Attempts < o.MaxAttempts && time.Since(start) < o.Budget {
 		next, err := Apply(cur, &txn)
+		if errors.Is(err, errNothingLeft) {
+			return Result{Version: cur.Version, Done: true, Attempts: res.Attempts, Rebases: res.Rebases}, nil
+		}
 		if err != nil {
 			return Result{}, err
 		}

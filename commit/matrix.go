@@ -34,7 +34,8 @@ func (d Decision) String() string {
 //	ours \ theirs | Append | Merge(shard)               | Delete        | Rewrite       | Overwrite
 //	Append        | ok     | ok                         | ok            | ok            | conflict
 //	Merge(shard)  | ok     | other: ok; same: done if   | ok            | ok            | conflict
-//	              |        | covered, else retry        |               |               |
+//	              |        | covered, else retry (an    |               |               |
+//	              |        | owner's) or trim (a fleet) |               |               |
 //	Delete        | ok     | ok                         | retry overlap | retry overlap | conflict
 //	Rewrite       | ok     | ok                         | retry overlap | retry overlap | conflict
 //	Overwrite     | ok     | ok                         | ok            | ok            | retry
@@ -57,13 +58,24 @@ func Check(ours, theirs *table.Transaction) Decision {
 	case table.KindAppend:
 		return Compatible
 	case table.KindMerge:
-		if theirs.Kind == table.KindMerge && theirs.Shard == ours.Shard {
-			if theirs.Watermark >= ours.Watermark {
-				return Done
-			}
-			return Retry
+		if theirs.Kind != table.KindMerge {
+			return Compatible
 		}
-		return Compatible
+		covered, overlap := true, false
+		for _, o := range ours.MergedShards() {
+			t, ok := mergedTo(theirs, o.Shard)
+			if !ok || t < o.Watermark {
+				covered = false
+			}
+			overlap = overlap || ok
+		}
+		switch {
+		case covered:
+			return Done
+		case overlap && len(ours.Merges) == 0:
+			return Retry // an owner's merge plans again from the new watermark
+		}
+		return Compatible // a fleet merge is trimmed when applied (Apply)
 	case table.KindDelete:
 		switch theirs.Kind {
 		case table.KindDelete, table.KindRewrite:
@@ -92,6 +104,16 @@ func Check(ours, theirs *table.Transaction) Decision {
 		return Compatible
 	}
 	return Conflict
+}
+
+// mergedTo returns the watermark a merge moved shard to.
+func mergedTo(t *table.Transaction, shard string) (uint64, bool) {
+	for _, m := range t.MergedShards() {
+		if m.Shard == shard {
+			return m.Watermark, true
+		}
+	}
+	return 0, false
 }
 
 func overlap(a, b []uint64) bool {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -229,16 +228,11 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 	// shard's watermark); newer ones await their merge. Shard objects
 	// other than generations stay.
 	eligible := func(key string) bool {
-		rest, ok := strings.CutPrefix(key, "_shards/")
-		if !ok {
+		if !strings.HasPrefix(key, table.ShardsDir) {
 			return true // data and deletion vectors
 		}
-		shard, name, ok := strings.Cut(rest, "/gen/")
-		if !ok || strings.Contains(shard, "/") || len(name) < 20 {
-			return false
-		}
-		gen, err := strconv.ParseUint(name[:20], 10, 64)
-		return err == nil && gen <= latest.Shards[shard].Watermark
+		shard, gen, ok := table.ParseGenerationKey(key)
+		return ok && gen <= latest.Shards[shard].Watermark
 	}
 	// Unreferenced objects, old enough.
 	var doomed []blob.ObjectInfo

@@ -74,6 +74,69 @@ func ParseGCBoundaryKey(key string) (uint64, bool) {
 	return ParseInverted(digits)
 }
 
+// Write-ahead-log shards keep their objects under ShardsDir/<shard>/
+// (package walshard); what other processes find them by lives under
+// FleetDir:
+//
+//	_fleet/shards/<shard>                     a shard exists (created when it is first opened)
+//	_fleet/pending/<shard>/<20-digit gen>-<20-digit seq> a generation flushed and not
+//	                                          yet merged, and the state that records it
+//	_fleet/merged/<shard>/<inverted watermark> a merge moved the shard's watermark
+const (
+	ShardsDir       = "_shards/"
+	FleetDir        = "_fleet/"
+	FleetShardsDir  = FleetDir + "shards/"
+	FleetPendingDir = FleetDir + "pending/"
+	FleetMergedDir  = FleetDir + "merged/"
+)
+
+// GenerationKey names generation gen of shard, written by epoch; rnd
+// makes each flush attempt's name fresh.
+func GenerationKey(shard string, gen, epoch uint64, rnd string) string {
+	return fmt.Sprintf("%s%s/gen/%020d-e%d-%s.parquet", ShardsDir, shard, gen, epoch, rnd)
+}
+
+// ParseGenerationKey returns the shard and generation a generation's key
+// names.
+func ParseGenerationKey(key string) (shard string, gen uint64, ok bool) {
+	rest, ok := strings.CutPrefix(key, ShardsDir)
+	if !ok {
+		return "", 0, false
+	}
+	shard, name, ok := strings.Cut(rest, "/gen/")
+	if !ok || strings.Contains(shard, "/") || len(name) < 21 || name[20] != '-' {
+		return "", 0, false
+	}
+	gen, err := strconv.ParseUint(name[:20], 10, 64)
+	return shard, gen, err == nil
+}
+
+// PendingKey announces generation gen of shard, flushed and not merged,
+// recorded by the shard's state seq.
+func PendingKey(shard string, gen, seq uint64) string {
+	return fmt.Sprintf("%s%s/%020d-%020d", FleetPendingDir, shard, gen, seq)
+}
+
+// ParsePendingKey reads what PendingKey wrote.
+func ParsePendingKey(key string) (shard string, gen, seq uint64, ok bool) {
+	rest, ok := strings.CutPrefix(key, FleetPendingDir)
+	if !ok {
+		return "", 0, 0, false
+	}
+	shard, name, ok := strings.Cut(rest, "/")
+	if !ok || len(name) != 41 || name[20] != '-' {
+		return "", 0, 0, false
+	}
+	gen, err1 := strconv.ParseUint(name[:20], 10, 64)
+	seq, err2 := strconv.ParseUint(name[21:], 10, 64)
+	return shard, gen, seq, err1 == nil && err2 == nil
+}
+
+// MergedKey records that a merge moved shard's watermark to w.
+func MergedKey(shard string, w uint64) string {
+	return FleetMergedDir + shard + "/" + Inverted(w)
+}
+
 // NewFragmentKey returns a fresh, random data object key. Keys made by
 // one process sort in the order they were made.
 func NewFragmentKey() string {

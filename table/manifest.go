@@ -150,10 +150,13 @@ type Transaction struct {
 	Removed []uint64 `json:"removed,omitempty"`
 	// Deletions are new deletion vectors, by fragment id (Delete).
 	Deletions []FragmentDeletion `json:"deletions,omitempty"`
-	// Shard and Watermark are set by Merge.
+	// Shard and Watermark are set by a shard owner's Merge.
 	Shard     string `json:"shard,omitempty"`
 	Watermark uint64 `json:"watermark,omitempty"`
 	Epoch     uint64 `json:"epoch,omitempty"`
+	// Merges are set by a fleet merge: many shards' generations in one
+	// commit (Added holds them; their keys name shard and generation).
+	Merges []ShardMerge `json:"merges,omitempty"`
 	// SchemaIPC is set by Create and Overwrite.
 	SchemaIPC []byte `json:"schema_ipc,omitempty"`
 	// Remap is set by a Rewrite of a table with indexes. In a transaction
@@ -171,6 +174,26 @@ type Transaction struct {
 	Version        uint64 `json:"version,omitempty"`
 	NextFragmentID uint64 `json:"next_fragment_id,omitempty"`
 	FragmentCount  int    `json:"fragment_count,omitempty"`
+}
+
+// ShardMerge is one shard's part of a fleet merge: its generations up to
+// Watermark, read from a state the owner of Epoch wrote.
+type ShardMerge struct {
+	Shard     string `json:"shard"`
+	Watermark uint64 `json:"watermark"`
+	Epoch     uint64 `json:"epoch"`
+}
+
+// MergedShards returns what a merge moves: one shard for an owner's
+// merge, many for a fleet merge.
+func (t *Transaction) MergedShards() []ShardMerge {
+	if t.Kind != KindMerge {
+		return nil
+	}
+	if len(t.Merges) > 0 {
+		return t.Merges
+	}
+	return []ShardMerge{{Shard: t.Shard, Watermark: t.Watermark, Epoch: t.Epoch}}
 }
 
 // FragmentDeletion replaces one fragment's deletion vector.

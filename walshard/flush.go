@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 )
 
@@ -35,12 +37,19 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 	}
 	s.mu.Lock()
 	entries := s.mu.mem[:len(s.mu.mem):len(s.mu.mem)]
-	state := s.mu.state
-	watermark := s.mu.watermark
 	s.mu.Unlock()
 	if len(entries) == 0 {
 		return 0, nil
 	}
+	// What fleet merges took since: the new state need not list it, and
+	// the WAL entries it covers can go.
+	if err := s.learnWatermark(ctx); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	state := s.mu.state
+	watermark := s.mu.watermark
+	s.mu.Unlock()
 	gen := state.NextGen
 	frag, err := s.writeGeneration(ctx, gen, entries)
 	if err != nil {
@@ -52,9 +61,9 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	next := &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
-		WALFlushed: entries[len(entries)-1].pos, NextGen: gen + 1}
+		WALFlushed: entries[len(entries)-1].pos, NextGen: gen + 1, MergedBelow: watermark}
 	next.Generations = append(state.pending(watermark), Generation{Gen: gen, Key: frag.Key, Rows: frag.Rows, Bytes: frag.Bytes,
-		WALFrom: entries[0].pos, WALTo: entries[len(entries)-1].pos, Columns: frag.Columns})
+		WALFrom: entries[0].pos, WALTo: entries[len(entries)-1].pos, Columns: frag.Columns, Seq: next.Seq})
 	if err := writeState(ctx, s.b, s.l, next); err != nil {
 		if errors.Is(err, errStateTaken) {
 			return 0, s.setFenced()
@@ -74,8 +83,34 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 	if len(s.mu.mem) > 0 {
 		s.mu.memSince = time.Now()
 	}
+	cleaned := s.mu.cleaned
 	s.mu.Unlock()
+	// Announce the generation to fleet merges: a hint, not a record (the
+	// state is that); one that fails to land is found by the next flush's.
+	if err := s.b.PutIfAbsent(ctx, table.PendingKey(s.id, gen, next.Seq), nil); err != nil && !errors.Is(err, blob.ErrExists) {
+		return gen, fmt.Errorf("walshard: shard %q: generation %d is recorded, announcing it failed: %w", s.id, gen, err)
+	}
+	if watermark > cleaned {
+		if err := s.cleanup(ctx, watermark); err != nil {
+			return gen, err
+		}
+	}
 	return gen, nil
+}
+
+// learnWatermark reads the newest merge record of the shard (one LIST of
+// one key): fleet merges move the watermark without the owner.
+func (s *Shard) learnWatermark(ctx context.Context) error {
+	page, err := s.b.ListPage(ctx, table.FleetMergedDir+s.id+"/", "", 1)
+	if err != nil {
+		return err
+	}
+	for _, o := range page.Objects {
+		if w, ok := table.ParseInverted(strings.TrimPrefix(o.Key, table.FleetMergedDir+s.id+"/")); ok {
+			s.noteWatermark(w, 0)
+		}
+	}
+	return nil
 }
 
 // writeGeneration writes the entries' rows as generation gen.

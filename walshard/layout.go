@@ -10,7 +10,7 @@ import (
 )
 
 // ShardsDir holds every shard of a table.
-const ShardsDir = "_shards/"
+const ShardsDir = table.ShardsDir
 
 // ErrBadShardID: a shard id that is not 1–128 characters of letters,
 // digits, '-', '_' and '.'.
@@ -29,9 +29,9 @@ func CheckShardID(id string) error {
 	return nil
 }
 
-type layout struct{ dir string }
+type layout struct{ id, dir string }
 
-func newLayout(id string) layout { return layout{dir: ShardsDir + id + "/"} }
+func newLayout(id string) layout { return layout{id: id, dir: ShardsDir + id + "/"} }
 
 func (l layout) epochs() string             { return l.dir + "epochs/" }
 func (l layout) epochKey(e uint64) string   { return l.epochs() + table.Inverted(e) }
@@ -50,7 +50,7 @@ func (l layout) quarantineKey(pos uint64) string {
 func (l layout) genKey(gen, epoch uint64) string {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	return fmt.Sprintf("%sgen/%020d-e%d-%x.parquet", l.dir, gen, epoch, rnd)
+	return table.GenerationKey(l.id, gen, epoch, fmt.Sprintf("%x", rnd))
 }
 
 // parseLast returns the number a listed key under dir names.

@@ -32,6 +32,15 @@ func (s *Shard) Merge(ctx context.Context) (MergeResult, error) {
 		return MergeResult{}, ErrMergeRunning
 	}
 	defer s.merging.Store(false)
+	// Nothing flushed awaits a merge as far as this handle knows, and its
+	// log is clean: an idle shard makes no request.
+	s.mu.Lock()
+	idle := len(s.mu.state.pending(s.mu.watermark)) == 0 && s.mu.cleaned >= s.mu.watermark
+	watermark := s.mu.watermark
+	s.mu.Unlock()
+	if idle {
+		return MergeResult{Watermark: watermark}, s.fencedErr()
+	}
 	for range 10 {
 		if err := s.fencedErr(); err != nil {
 			return MergeResult{}, err
@@ -107,6 +116,11 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	s.noteWatermark(top, res.Version)
 	s.rebases.Add(int64(res.Rebases))
 	if !res.Done {
+		if err := announceMerged(ctx, s.b, s.id, watermark, top, pass); err != nil {
+			return MergeResult{}, err
+		}
+	}
+	if !res.Done {
 		s.merges.Add(1)
 	}
 	out := MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: res.Version, Done: res.Done}
@@ -128,7 +142,7 @@ func (s *Shard) noteWatermark(w, version uint64) {
 // above the state's flushed position, and the newest state objects, stay:
 // fencing and replay need them. Merged generations are table fragments now
 // and stay too.
-func (s *Shard) cleanup(ctx context.Context, watermark uint64) error {
+func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 	s.mu.Lock()
 	state := s.mu.state
 	s.mu.Unlock()
@@ -140,6 +154,13 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) error {
 		walTo = max(walTo, g.WALTo)
 	}
 	walTo = min(walTo, state.WALFlushed)
+	defer func() {
+		if err == nil {
+			s.mu.Lock()
+			s.mu.cleaned = max(s.mu.cleaned, watermark)
+			s.mu.Unlock()
+		}
+	}()
 	if walTo > 0 {
 		for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
 			if err != nil {
@@ -228,4 +249,27 @@ func (s *Shard) mergeSafe(ctx context.Context) (res MergeResult, err error) {
 		}
 	}()
 	return s.Merge(ctx)
+}
+
+// announceMerged records, after a merge moved shard's watermark from
+// `from` to `to` over gens, that it did (for the owner and fleet merges),
+// and takes down what announced the generations as pending. The records
+// are hints: a failure here leaves extra objects, never a wrong table.
+func announceMerged(ctx context.Context, b blob.Bucket, shard string, from, to uint64, gens []Generation) error {
+	if err := b.PutIfAbsent(ctx, table.MergedKey(shard, to), nil); err != nil && !errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("walshard: shard %q: recording the merge: %w", shard, err)
+	}
+	keys := []string{}
+	if from > 0 {
+		keys = append(keys, table.MergedKey(shard, from))
+	}
+	for _, g := range gens {
+		keys = append(keys, table.PendingKey(shard, g.Gen, g.Seq))
+	}
+	for _, k := range keys {
+		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }

@@ -128,6 +128,7 @@ type Shard struct {
 		state       *State
 		watermark   uint64 // newest table watermark this handle saw
 		version     uint64 // the table version it was seen in
+		cleaned     uint64 // the watermark the WAL and states were cleaned up to
 		fenced      error
 		closed      bool
 		quarantined []Quarantined
@@ -149,6 +150,11 @@ func Open(ctx context.Context, b blob.Bucket, opts Options) (*Shard, error) {
 		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
 	s.mu.watermark, s.mu.version = m.Shards[opts.Shard].Watermark, m.Version
 	if s.epoch, err = s.claimEpoch(ctx); err != nil {
+		return nil, err
+	}
+	// Other processes (fleet merges, adoption, fresh reads) find the
+	// shard by this.
+	if err := b.PutIfAbsent(ctx, table.FleetShardsDir+opts.Shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
 		return nil, err
 	}
 	// The state first: a create at the next sequence number succeeds only

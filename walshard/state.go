@@ -24,6 +24,10 @@ type State struct {
 	WALFlushed  uint64       `json:"wal_flushed"`
 	NextGen     uint64       `json:"next_gen"`
 	Generations []Generation `json:"generations"`
+	// MergedBelow is the table's watermark for the shard as the writer
+	// knew it: Generations lists every generation above it (a fresh read
+	// over an older version of the table must read a newer one).
+	MergedBelow uint64 `json:"merged_below,omitempty"`
 }
 
 // Generation is one flushed memtable: a Parquet object under the shard.
@@ -34,6 +38,9 @@ type Generation struct {
 	Bytes   int64  `json:"bytes"`
 	WALFrom uint64 `json:"wal_from"`
 	WALTo   uint64 `json:"wal_to"`
+	// Seq is the state that first recorded the generation (it names the
+	// generation's announcement, table.PendingKey).
+	Seq uint64 `json:"seq,omitempty"`
 	// Columns are the generation's statistics, carried into the table
 	// when the generation is merged.
 	Columns []table.ColumnStats `json:"columns,omitempty"`

@@ -21,4 +21,8 @@ var (
 	// commit loop does not look for its own commit id; it takes whatever
 	// landed for another writer's and commits again.
 	BlindRetry atomic.Bool
+	// FleetMergeSkipsAGeneration: a fleet merge leaves out a shard's
+	// oldest pending generation but moves the watermark past it, so its
+	// rows never reach the table.
+	FleetMergeSkipsAGeneration atomic.Bool
 )

@@ -1,0 +1,284 @@
+package walshard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/plant"
+	"github.com/stratadb/strata/table"
+)
+
+// A fleet merge commits the flushed generations of many shards in one
+// commit, so that a table's commit rate does not grow with the number of
+// its writers. Anyone may run one — the compactor Job does on every pass,
+// a server on request, a worker that opts in — while the shards' owners
+// go on appending, flushing and even merging on their own:
+//
+//   - A flush announces its generation (table.PendingKey, naming the state
+//     that records it); a fleet merge lists the announcements (one LIST for
+//     the whole fleet), reads each announced shard's state, and takes the
+//     generations above the table's watermark for the shard, a contiguous
+//     run, since a state lists every generation above the watermark its
+//     writer knew.
+//   - The commit records each shard's new watermark and epoch beside the
+//     generations (Transaction.Merges). Applied on a newer version, it is
+//     trimmed to what no other merge took (commit.Apply): two merges of the
+//     same generations never both add them, and a shard a newer owner now
+//     merges is left to it.
+//   - Afterwards it records the new watermarks (table.MergedKey), which the
+//     owners read at their next flush, and takes the announcements down.
+//     Those are hints: losing one delays a merge, never changes the table.
+
+// FleetOptions tune a fleet merge. Zero values mean defaults.
+type FleetOptions struct {
+	// MaxGenerations caps the generations of one shard per pass (default
+	// 64); MaxBytes caps the bytes of one pass (default 4 GiB).
+	MaxGenerations int
+	MaxBytes       int64
+	// Parallelism: shard states read at once (default 32).
+	Parallelism int
+	// Commit tunes the merge commit.
+	Commit commit.Options
+}
+
+func (o *FleetOptions) withDefaults() FleetOptions {
+	var c FleetOptions
+	if o != nil {
+		c = *o
+	}
+	if c.MaxGenerations <= 0 {
+		c.MaxGenerations = 64
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 4 << 30
+	}
+	if c.Parallelism <= 0 {
+		c.Parallelism = 32
+	}
+	if c.Commit.Writer == "" {
+		c.Commit.Writer = "fleet-merge"
+	}
+	return c
+}
+
+// FleetResult says what a fleet merge did.
+type FleetResult struct {
+	Announced   int    // shards with announced generations
+	Shards      int    // shards whose watermark the commit moved
+	Generations int    // generations it added
+	Rows        int64  // rows they hold
+	Version     uint64 // the version that holds them (0: nothing committed)
+	// Failed names shards whose state could not be read; the others were
+	// merged. The error joins their errors.
+	Failed []string
+	// Merged is each shard's watermark after the pass (shards merged).
+	Merged map[string]uint64
+}
+
+// FleetMerge merges the announced generations of every shard in one
+// commit. It makes one LIST when nothing is announced.
+func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetResult, error) {
+	o := opts.withDefaults()
+	var res FleetResult
+	hints, err := listPending(ctx, b)
+	if err != nil || len(hints) == 0 {
+		return res, err
+	}
+	res.Announced = len(hints)
+	base, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return res, err
+	}
+	type plan struct {
+		shard string
+		state *State
+		gens  []Generation
+		err   error
+	}
+	shards := make([]string, 0, len(hints))
+	for s := range hints {
+		shards = append(shards, s)
+	}
+	slices.Sort(shards)
+	plans := make([]plan, len(shards))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Parallelism)
+	for i, shard := range shards {
+		g.Go(func() error {
+			plans[i].shard = shard
+			st, err := stateForHint(gctx, b, shard, hints[shard].seq)
+			if err != nil {
+				plans[i].err = err
+				return nil
+			}
+			plans[i].state = st
+			mark := base.Shards[shard]
+			if mark.Epoch > st.Epoch {
+				return nil // a newer owner merges it
+			}
+			pending := st.pending(mark.Watermark)
+			if len(pending) > o.MaxGenerations {
+				pending = pending[:o.MaxGenerations]
+			}
+			plans[i].gens = pending
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var errs []error
+	txn := table.Transaction{Kind: table.KindMerge}
+	gensOf := map[string][]Generation{}
+	var bytes int64
+	for _, p := range plans {
+		if p.err != nil {
+			res.Failed = append(res.Failed, p.shard)
+			errs = append(errs, fmt.Errorf("shard %q: %w", p.shard, p.err))
+			continue
+		}
+		if len(p.gens) == 0 {
+			continue
+		}
+		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
+			continue // the next pass takes it
+		}
+		bytes += sumBytes(p.gens)
+		top := p.gens[len(p.gens)-1].Gen
+		if plant.FleetMergeSkipsAGeneration.Load() && len(p.gens) > 1 {
+			p.gens = p.gens[1:] // planted defect: a gap below the watermark
+		}
+		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.state.Epoch})
+		for _, gen := range p.gens {
+			txn.Added = append(txn.Added, table.Fragment{Key: gen.Key, Rows: gen.Rows, Bytes: gen.Bytes, Columns: gen.Columns})
+		}
+		gensOf[p.shard] = p.gens
+	}
+	if len(txn.Merges) > 0 {
+		co := o.Commit
+		co.CatchUp = true
+		cres, err := commit.Commit(ctx, b, base, txn, &co)
+		if err != nil {
+			return res, errors.Join(append(errs, fmt.Errorf("walshard: fleet merge: %w", err))...)
+		}
+		if !cres.Done {
+			res.Version = cres.Version
+			res.Merged = map[string]uint64{}
+			for _, m := range cres.Manifest.Transaction.Merges {
+				res.Shards++
+				res.Merged[m.Shard] = m.Watermark
+				for _, gen := range gensOf[m.Shard] {
+					if gen.Gen > base.Shards[m.Shard].Watermark && gen.Gen <= m.Watermark {
+						res.Generations++
+						res.Rows += gen.Rows
+					}
+				}
+				if err := announceMerged(ctx, b, m.Shard, base.Shards[m.Shard].Watermark, m.Watermark, gensOf[m.Shard]); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	// Announcements of generations merged already (by their owner, or
+	// a pass whose cleanup failed) go too.
+	latest := base
+	if res.Version != 0 {
+		if m, err := table.ReadManifest(ctx, b, res.Version); err == nil {
+			latest = m
+		}
+	}
+	for shard, h := range hints {
+		for gen, key := range h.keys {
+			if gen <= latest.Shards[shard].Watermark {
+				if err := b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+func sumBytes(gens []Generation) int64 {
+	var n int64
+	for _, g := range gens {
+		n += g.Bytes
+	}
+	return n
+}
+
+type hint struct {
+	seq  uint64            // the newest state an announcement names
+	keys map[uint64]string // announced generation → its announcement
+}
+
+// listPending reads every announcement: shard → the newest state named
+// and the generations. One LIST page per thousand announcements.
+func listPending(ctx context.Context, b blob.Bucket) (map[string]*hint, error) {
+	out := map[string]*hint{}
+	for o, err := range blob.List(ctx, b, table.FleetPendingDir, 0) {
+		if err != nil {
+			return nil, err
+		}
+		shard, gen, seq, ok := table.ParsePendingKey(o.Key)
+		if !ok {
+			continue
+		}
+		h := out[shard]
+		if h == nil {
+			h = &hint{keys: map[uint64]string{}}
+			out[shard] = h
+		}
+		h.seq = max(h.seq, seq)
+		h.keys[gen] = o.Key
+	}
+	return out, nil
+}
+
+// stateForHint reads the state an announcement named, or the newest state
+// when that one is gone (the owner cleans old states up) or not named.
+// An older state is good enough: it lists every generation above the
+// watermark its writer knew, up to its newest, so what a merge takes from
+// it is a contiguous run.
+func stateForHint(ctx context.Context, b blob.Bucket, shard string, seq uint64) (*State, error) {
+	l := newLayout(shard)
+	if seq > 0 {
+		data, err := b.Get(ctx, l.stateKey(seq))
+		if err == nil {
+			var s State
+			if json.Unmarshal(data, &s) == nil && s.Seq == seq {
+				return &s, nil
+			}
+		} else if !errors.Is(err, blob.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return readState(ctx, b, l)
+}
+
+// lastActivity is when a shard last wrote: its newest WAL entry or state.
+func lastActivity(ctx context.Context, b blob.Bucket, l layout) (time.Time, uint64, error) {
+	var last time.Time
+	var end uint64
+	for _, dir := range []string{l.wal(), l.states()} {
+		page, err := b.ListPage(ctx, dir, "", 1)
+		if err != nil {
+			return last, 0, err
+		}
+		for _, o := range page.Objects {
+			if o.ModTime.After(last) {
+				last = o.ModTime
+			}
+			if dir == l.wal() {
+				end, _ = parseLast(dir, o.Key)
+			}
+		}
+	}
+	return last, end, nil
+}
