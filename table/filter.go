@@ -12,8 +12,9 @@ import (
 //	reward >= 0.9 AND worker = 'w03'
 //	id IN (1, 2, 3) AND step != 0
 //
-// Operators: = != < <= > >= IN. Literals: integers, decimals, 'strings' or
-// "strings", true, false. Column names are letters, digits and '_'.
+// Operators: = != < <= > >= IN. Literals: integers, decimals, 'strings'
+// (taken as written) or "strings" (with Go's backslash escapes), true,
+// false. Column names are letters, digits and '_'.
 func ParseFilter(s string) (Predicate, error) {
 	toks, err := lex(s)
 	if err != nil {
@@ -62,13 +63,33 @@ func lex(s string) ([]token, error) {
 		switch {
 		case unicode.IsSpace(c):
 			i++
-		case c == '\'' || c == '"':
+		case c == '\'':
 			j := strings.IndexByte(s[i+1:], s[i])
 			if j < 0 {
 				return nil, fmt.Errorf("%w: unterminated string in %q", ErrBadPredicate, s)
 			}
 			out = append(out, token{tokString, s[i+1 : i+1+j]})
 			i += j + 2
+		case c == '"':
+			// Double quotes take Go's escapes (\", \\, \n, \xNN, …), so
+			// that any string prints (Predicate.String) as a filter that
+			// parses back to it.
+			j := i + 1
+			for j < len(s) && s[j] != '"' {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(s) {
+				return nil, fmt.Errorf("%w: unterminated string in %q", ErrBadPredicate, s)
+			}
+			text, err := strconv.Unquote(s[i : j+1])
+			if err != nil {
+				return nil, fmt.Errorf("%w: string %s: %v", ErrBadPredicate, s[i:j+1], err)
+			}
+			out = append(out, token{tokString, text})
+			i = j + 1
 		case c == '(' || c == ')' || c == ',':
 			out = append(out, token{tokPunct, string(c)})
 			i++
