@@ -1,11 +1,14 @@
 package walshard_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -124,4 +127,128 @@ func TestTwoFleetMergesAtOnceAddEachGenerationOnce(t *testing.T) {
 		}
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
+}
+
+// A worker dies for good with rows acknowledged and not flushed. Once it
+// has been quiet past the adoption age, the shard is found and adopted:
+// every acknowledged row reaches the table. The worker then comes back
+// under the same name: nothing lost, nothing twice.
+func TestAnAbandonedShardIsAdopted(t *testing.T) {
+	b := newTable(t, "mem://")
+	dead := open(t, b, "pod-7", walshard.Options{})
+	appendIDs(t, dead, 1, 2, 3)
+	if _, err := dead.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	appendIDs(t, dead, 4, 5)
+	// (the process is gone: nothing more from it)
+	live := open(t, b, "pod-8", walshard.Options{})
+	defer live.Close()
+	appendIDs(t, live, 10)
+	if found, err := walshard.FindAbandoned(ctx, b, time.Hour, time.Now()); err != nil || len(found) != 0 {
+		t.Fatalf("before the adoption age: %+v %v", found, err)
+	}
+	found, err := walshard.FindAbandoned(ctx, b, time.Minute, time.Now().Add(2*time.Minute))
+	if err != nil || len(found) != 2 {
+		t.Fatalf("past the adoption age: %+v %v", found, err)
+	}
+	res, err := walshard.Adopt(ctx, b, "pod-7", walshard.Options{})
+	if err != nil || res.Rows != 2 || res.Generations != 2 {
+		t.Fatalf("adopt: %+v %v", res, err)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 4, 5})
+	if err := dead.Append(ctx, batch("pod-7", 99)); !errors.Is(err, walshard.ErrFenced) {
+		t.Fatalf("the old owner after adoption: %v", err)
+	}
+	dead.Close()
+	back := open(t, b, "pod-7", walshard.Options{})
+	appendIDs(t, back, 6)
+	if err := back.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back.Close()
+	if found, err := walshard.FindAbandoned(ctx, b, time.Minute, time.Now().Add(2*time.Minute)); err != nil || len(found) != 1 || found[0].Shard != "pod-8" {
+		t.Fatalf("after the adoption: %+v %v", found, err)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 4, 5, 6})
+}
+
+// A fresh read of the fleet sees every acknowledged row once: merged,
+// flushed and awaiting a merge, or only in a WAL; while owners and fleet
+// merges move rows from one to the next.
+func TestAFleetFreshReadSeesEveryAcknowledgedRowOnce(t *testing.T) {
+	b := newTable(t, "mem://")
+	var mu sync.Mutex
+	var acked []int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			s := open(t, b, fmt.Sprintf("w%d", w), walshard.Options{})
+			defer s.Close()
+			for i := int64(0); ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := int64(w)*1_000_000 + i
+				if err := s.Append(ctx, batch("x", id)); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+				switch i % 7 {
+				case 3:
+					_, _ = s.Flush(ctx)
+				case 6:
+					_, _ = s.Merge(ctx)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+				t.Error(err)
+			}
+			if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 4}, nil); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for range 15 {
+		time.Sleep(50 * time.Millisecond) // appends, flushes and merges go on
+		mu.Lock()
+		before := append([]int64(nil), acked...)
+		mu.Unlock()
+		seen := countIDs(t, walshard.ScanFleet(ctx, b, table.ScanOptions{}))
+		for _, id := range before {
+			if seen[id] != 1 {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("acknowledged id %d seen %d times by a fresh read", id, seen[id])
+			}
+		}
+		for id, n := range seen {
+			if n != 1 {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("id %d seen %d times", id, n)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if len(acked) < 50 {
+		t.Fatalf("only %d appends", len(acked))
+	}
+	t.Logf("15 fresh reads while 4 shards acknowledged %d rows, with fleet merges and compactions", len(acked))
 }

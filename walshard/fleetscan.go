@@ -1,0 +1,167 @@
+package walshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// ErrFleetMoving: a fresh read found the fleet changing faster than it
+// could read a consistent cut three times over; try again.
+var ErrFleetMoving = errors.New("walshard: shards changed under the fresh read; try again")
+
+// shardCut is what a fresh read takes of one shard: its generations above
+// the table's watermark, and the rows of its WAL entries above the flushed
+// position its state records.
+type shardCut struct {
+	shard   string
+	state   *State
+	gens    []Generation
+	batches []arrow.RecordBatch
+}
+
+// ScanFleet reads the latest version of the table and every acknowledged
+// row not yet in it — each shard's generations above the table's
+// watermark, and its WAL entries above its flushed position — each row
+// exactly once, whoever wrote it. Rows acknowledged before the read began
+// are in it.
+//
+// It reads each shard's newest state (a LIST and a GET), the end of its
+// WAL (a LIST) and every entry above the flushed position (a GET each),
+// and holds those rows in memory; the table and the generations stream as
+// a scan does. A cut is consistent: a state that knew of a newer merge
+// than the version read makes it read a newer version, and a WAL entry
+// gone from under it (its rows merged meanwhile) makes it read that shard
+// again; it gives up with ErrFleetMoving after three tries.
+func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		opts.WithRowAddress = false
+		base, cuts, err := fleetCut(ctx, b)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		var frags []table.Fragment
+		var batches []arrow.RecordBatch
+		for _, c := range cuts {
+			for _, g := range c.gens {
+				frags = append(frags, table.Fragment{ID: uint64(len(frags)), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes, Columns: g.Columns})
+			}
+			batches = append(batches, c.batches...)
+		}
+		defer releaseAll(batches)
+		schema := base.Manifest().Schema()
+		for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
+			base.Scan(ctx, opts),
+			table.SnapshotOf(b, schema, frags).Scan(ctx, opts),
+			table.ScanBatches(ctx, schema, batches, opts),
+		} {
+			for rec, err := range part {
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// fleetCut reads a version of the table and a cut of every shard
+// consistent with it.
+func fleetCut(ctx context.Context, b blob.Bucket) (*table.Snapshot, []*shardCut, error) {
+	for range 3 {
+		base, err := table.Open(ctx, b, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		m := base.Manifest()
+		ids, err := Shards(ctx, b, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		cuts := make([]*shardCut, len(ids))
+		var stale atomic.Bool
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(32)
+		for i, id := range ids {
+			g.Go(func() error {
+				c, err := cutShard(gctx, b, id, m.Schema(), m.Shards[id].Watermark)
+				if errors.Is(err, errStaleBase) {
+					stale.Store(true)
+					return nil
+				}
+				cuts[i] = c
+				return err
+			})
+		}
+		err = g.Wait()
+		if err != nil || stale.Load() {
+			for _, c := range cuts {
+				if c != nil {
+					releaseAll(c.batches)
+				}
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !stale.Load() {
+			return base, cuts, nil
+		}
+	}
+	return nil, nil, ErrFleetMoving
+}
+
+// errStaleBase: a shard's state knew of a newer merge than the version
+// read.
+var errStaleBase = errors.New("walshard: the table version read is older than a shard's state")
+
+// cutShard reads one shard's cut against a table watermark.
+func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64) (*shardCut, error) {
+	l := newLayout(id)
+	s := &Shard{b: b, l: l, id: id, schema: schema}
+	for range 3 {
+		st, err := readState(ctx, b, l)
+		if err != nil {
+			return nil, err
+		}
+		if st.MergedBelow > watermark {
+			return nil, errStaleBase
+		}
+		end, err := s.walEnd(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c := &shardCut{shard: id, state: st, gens: st.pending(watermark)}
+		gone := false
+		for pos := st.WALFlushed + 1; pos <= end; pos++ {
+			e, err := s.readEntry(ctx, pos, false)
+			if errors.Is(err, blob.ErrNotFound) {
+				gone = true // merged and cleaned since the state was read
+				break
+			}
+			if errors.Is(err, ErrPoisonEntry) {
+				continue // its owner quarantines it; its rows were never good
+			}
+			if err != nil {
+				releaseAll(c.batches)
+				return nil, err
+			}
+			if e.kind == kindData {
+				c.batches = append(c.batches, e.batches...)
+			}
+		}
+		if !gone {
+			return c, nil
+		}
+		releaseAll(c.batches)
+	}
+	return nil, fmt.Errorf("shard %q: %w", id, ErrFleetMoving)
+}
