@@ -30,6 +30,9 @@ type Run struct {
 	Rows            int64     `json:"rows"`
 	BytesRewritten  int64     `json:"bytes_rewritten"`
 	Error           string    `json:"error,omitempty"`
+	// Adopted names the abandoned shards a pass adopted (a run that
+	// compacted nothing).
+	Adopted []string `json:"adopted,omitempty"`
 
 	// Running totals, carried from the previous record.
 	LastCompaction   time.Time `json:"last_compaction,omitzero"` // start of the newest run that committed

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 // JobOptions configure the singleton compactor Job (strata-compactor).
@@ -23,9 +25,18 @@ type JobOptions struct {
 	DryRun   bool
 	// History is how many run records to keep per table (default 100).
 	History int
-	Log     *slog.Logger
-	Open    func(ctx context.Context, url string) (blob.Bucket, error) // default blob.Open
-	Now     func() time.Time                                           // default time.Now
+	// NoFleetMerge skips the fleet merge each pass runs first (see
+	// walshard.FleetMerge); Fleet tunes it.
+	NoFleetMerge bool
+	Fleet        walshard.FleetOptions
+	// AdoptAfter: a shard whose owner has written nothing for this long
+	// and that holds rows not in the table is adopted (walshard.Adopt);
+	// default 15m, negative never. Interval passes look for such shards
+	// every AdoptAfter/3.
+	AdoptAfter time.Duration
+	Log        *slog.Logger
+	Open       func(ctx context.Context, url string) (blob.Bucket, error) // default blob.Open
+	Now        func() time.Time                                           // default time.Now
 }
 
 // TableOutcome is what one pass did to one table.
@@ -38,7 +49,15 @@ type TableOutcome struct {
 	VersionsDeleted int
 	ObjectsDeleted  int
 	BytesFreed      int64
-	Err             error
+	// FleetMerged: generations the pass's fleet merge added, from
+	// FleetShards shards. Adopted: shards it adopted.
+	FleetMerged int
+	FleetShards int
+	Adopted     []string
+	// Idle: nothing had changed since the last pass (interval mode), so it
+	// looked (two requests) and did nothing.
+	Idle bool
+	Err  error
 }
 
 // Summary is one pass over every table.
@@ -46,6 +65,7 @@ type Summary struct {
 	Tables, Compacted, Skipped, Failed int
 	FragmentsBefore, FragmentsAfter    int
 	VersionsDeleted, ObjectsDeleted    int
+	FleetMerged, Adopted, Idle         int
 	Outcomes                           []TableOutcome
 }
 
@@ -65,6 +85,12 @@ func (o *JobOptions) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.AdoptAfter == 0 {
+		o.AdoptAfter = 15 * time.Minute
+	}
+	if o.Fleet.Commit.Writer == "" {
+		o.Fleet.Commit.Writer = o.Holder + " (fleet merge)"
+	}
 }
 
 // RunOnce makes one pass: for each table, take the lease, compact if due,
@@ -73,16 +99,40 @@ func (o *JobOptions) defaults() {
 // tables' failures.
 func RunOnce(ctx context.Context, o JobOptions) (Summary, error) {
 	o.defaults()
+	return runPass(ctx, o, nil)
+}
+
+// memo is what interval passes remember of a table between passes, so
+// that a pass over a table where nothing happened costs two requests.
+type memo struct {
+	b         blob.Bucket
+	version   uint64    // the newest version the last full pass left
+	gcAt      time.Time // when the last collection ran
+	sweptAt   time.Time // when abandoned shards were last looked for
+	checkedAt time.Time
+}
+
+func runPass(ctx context.Context, o JobOptions, memos map[string]*memo) (Summary, error) {
 	var sum Summary
 	var errs []error
 	for _, u := range o.Tables {
-		out := runTable(ctx, o, u)
+		var out TableOutcome
+		if m := memos[u]; m != nil && idle(ctx, o, m) {
+			out = TableOutcome{Table: u, Idle: true, Skipped: "nothing changed since the last pass"}
+		} else {
+			out = runTable(ctx, o, u, memos)
+		}
 		sum.Outcomes = append(sum.Outcomes, out)
 		sum.Tables++
 		sum.FragmentsBefore += out.FragmentsBefore
 		sum.FragmentsAfter += out.FragmentsAfter
 		sum.VersionsDeleted += out.VersionsDeleted
 		sum.ObjectsDeleted += out.ObjectsDeleted
+		sum.FleetMerged += out.FleetMerged
+		sum.Adopted += len(out.Adopted)
+		if out.Idle {
+			sum.Idle++
+		}
 		switch {
 		case out.Err != nil:
 			sum.Failed++
@@ -95,16 +145,26 @@ func RunOnce(ctx context.Context, o JobOptions) (Summary, error) {
 	}
 	o.Log.Info("summary", "tables", sum.Tables, "compacted", sum.Compacted, "skipped", sum.Skipped, "failed", sum.Failed,
 		"fragments_before", sum.FragmentsBefore, "fragments_after", sum.FragmentsAfter,
-		"versions_deleted", sum.VersionsDeleted, "objects_deleted", sum.ObjectsDeleted)
+		"versions_deleted", sum.VersionsDeleted, "objects_deleted", sum.ObjectsDeleted,
+		"generations_fleet_merged", sum.FleetMerged, "shards_adopted", sum.Adopted, "idle", sum.Idle)
 	return sum, errors.Join(errs...)
 }
 
 // Loop runs a pass every interval until ctx ends; failures are logged and
-// the next pass goes on.
+// the next pass goes on. It keeps each table's bucket open and remembers
+// what it saw, so that a pass over a table where nothing happened (no new
+// version, no generation announced, no collection or adoption sweep due)
+// makes two requests.
 func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 	o.defaults()
+	memos := map[string]*memo{}
+	defer func() {
+		for _, m := range memos {
+			m.b.Close()
+		}
+	}()
 	for {
-		if _, err := RunOnce(ctx, o); err != nil {
+		if _, err := runPass(ctx, o, memos); err != nil {
 			o.Log.Error("pass failed", "error", err.Error())
 		}
 		select {
@@ -115,18 +175,60 @@ func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 	}
 }
 
-func runTable(ctx context.Context, o JobOptions, u string) (out TableOutcome) {
+// idle tells whether nothing happened to the table since the last pass:
+// one LIST for the newest version, one for announced generations.
+func idle(ctx context.Context, o JobOptions, m *memo) bool {
+	now := o.Now()
+	retain := max(o.GC.withDefaults().RetainFor, MinRetain)
+	if (!o.NoGC && now.Sub(m.gcAt) >= retain) || (o.AdoptAfter > 0 && now.Sub(m.sweptAt) >= o.AdoptAfter/3) {
+		return false
+	}
+	v, err := table.LatestVersion(ctx, m.b)
+	if err != nil || v != m.version {
+		return false
+	}
+	if !o.NoFleetMerge {
+		page, err := m.b.ListPage(ctx, table.FleetPendingDir, "", 1)
+		if err != nil || len(page.Objects) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*memo) (out TableOutcome) {
 	out.Table = u
 	log := o.Log.With("table", u)
-	b, err := o.Open(ctx, u)
-	if err != nil {
-		out.Err = err
-		log.Error("open failed", "error", err.Error())
-		return out
+	m := memos[u]
+	var b blob.Bucket
+	if m != nil {
+		b = m.b
+	} else {
+		var err error
+		if b, err = o.Open(ctx, u); err != nil {
+			out.Err = err
+			log.Error("open failed", "error", err.Error())
+			return out
+		}
+		if memos != nil {
+			m = &memo{b: b}
+			memos[u] = m
+		} else {
+			defer b.Close()
+		}
 	}
-	defer b.Close()
 	now := o.Now()
+	if m != nil {
+		defer func() {
+			if out.Err == nil {
+				if v, err := table.LatestVersion(context.WithoutCancel(ctx), b); err == nil {
+					m.version = v
+				}
+			}
+		}()
+	}
 	var lease Lease
+	var err error
 	if !o.DryRun {
 		lease, err = AcquireLease(ctx, b, o.Holder, o.LeaseTTL, now)
 		if errors.Is(err, ErrLeaseHeld) {
@@ -145,17 +247,38 @@ func runTable(ctx context.Context, o JobOptions, u string) (out TableOutcome) {
 			}
 		}()
 	}
-	m, err := table.ReadLatest(ctx, b)
+	if !o.NoFleetMerge && !o.DryRun {
+		res, err := walshard.FleetMerge(ctx, b, &o.Fleet)
+		out.FleetMerged, out.FleetShards = res.Generations, res.Shards
+		if err != nil {
+			out.Err = err
+			log.Error("fleet merge failed", "error", err.Error(), "failed_shards", res.Failed)
+			return out
+		}
+		if res.Version != 0 {
+			log.Info("fleet merged", "shards", res.Shards, "generations", res.Generations, "rows", res.Rows, "version", res.Version)
+		}
+	}
+	if o.AdoptAfter > 0 && !o.DryRun && (m == nil || now.Sub(m.sweptAt) >= o.AdoptAfter/3) {
+		if err := adoptAbandoned(ctx, o, b, now, &out, log); err != nil {
+			out.Err = err
+			return out
+		}
+		if m != nil {
+			m.sweptAt = now
+		}
+	}
+	latest, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		out.Err = err
 		log.Error("read failed", "error", err.Error())
 		return out
 	}
-	out.FragmentsBefore, out.FragmentsAfter = len(m.Fragments), len(m.Fragments)
-	due, why := ShouldCompact(m, o.Policy, now)
+	out.FragmentsBefore, out.FragmentsAfter = len(latest.Fragments), len(latest.Fragments)
+	due, why := ShouldCompact(latest, o.Policy, now)
 	if !due {
 		out.Skipped = why
-		log.Info("compaction not due", "reason", why, "fragments", len(m.Fragments))
+		log.Info("compaction not due", "reason", why, "fragments", len(latest.Fragments))
 	} else {
 		res, err := Compact(ctx, b, o.Policy, &Options{DryRun: o.DryRun})
 		run := Run{Started: now, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
@@ -188,6 +311,9 @@ func runTable(ctx context.Context, o JobOptions, u string) (out TableOutcome) {
 	gp := o.GC
 	gp.DryRun = gp.DryRun || o.DryRun
 	res, err := GC(ctx, b, gp, now)
+	if m != nil {
+		m.gcAt = now
+	}
 	for _, v := range res.Repaired {
 		log.Warn("repaired", "version", v, "why", "its data was collected before it landed; it was never acknowledged")
 	}
@@ -206,6 +332,32 @@ func runTable(ctx context.Context, o JobOptions, u string) (out TableOutcome) {
 	log.Info("gc", "dry_run", gp.DryRun, "boundary", res.Boundary, "versions_kept", res.VersionsKept,
 		"versions_deleted", len(res.VersionsDeleted), "objects_deleted", len(res.ObjectsDeleted), "bytes_freed", res.BytesFreed)
 	return out
+}
+
+// adoptAfter adopts the table's abandoned shards, logging each and
+// recording them in the history.
+func adoptAbandoned(ctx context.Context, o JobOptions, b blob.Bucket, now time.Time, out *TableOutcome, log *slog.Logger) error {
+	found, err := walshard.FindAbandoned(ctx, b, o.AdoptAfter, now)
+	if err != nil {
+		log.Error("looking for abandoned shards failed", "error", err.Error())
+		return err
+	}
+	for _, a := range found {
+		res, err := walshard.Adopt(ctx, b, a.Shard, walshard.Options{Commit: commit.Options{Writer: o.Holder + " (adopting " + a.Shard + ")"}})
+		if err != nil {
+			log.Error("adoption failed", "shard", a.Shard, "error", err.Error())
+			return fmt.Errorf("adopting shard %q: %w", a.Shard, err)
+		}
+		out.Adopted = append(out.Adopted, a.Shard)
+		log.Warn("adopted an abandoned shard", "shard", a.Shard, "quiet_since", a.LastWrite.UTC().Format(time.RFC3339),
+			"epoch", res.Epoch, "rows_replayed", res.Rows, "generations_merged", res.Generations, "version", res.Version)
+	}
+	if len(out.Adopted) > 0 {
+		if err := Record(ctx, b, Run{Started: now, Adopted: out.Adopted}, o.History); err != nil {
+			log.Warn("recording the adoptions failed", "error", err.Error())
+		}
+	}
+	return nil
 }
 
 // DiscoverTables lists the tables under a bucket URL: every prefix that

@@ -32,7 +32,10 @@ func (l *listFlag) Set(v string) error {
 
 const usage = `Usage: strata-compactor --table URL [--table URL …] [flags]
 
-Compacts and garbage-collects Strata tables: the singleton Job of each table.
+The singleton Job of each Strata table. Each pass merges the flushed
+generations of every shard in one commit (a fleet merge), adopts shards whose
+owner has written nothing for --adopt-after while holding rows not in the
+table, compacts when due, and collects garbage.
 Every flag can also be set by an environment variable, STRATA_ and the flag's
 name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …).
 S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.
@@ -55,8 +58,8 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	}
 	var (
 		tables, under, windows          listFlag
-		once, dryRun, noGC              bool
-		interval, leaseTTL              time.Duration
+		once, dryRun, noGC, noFleet     bool
+		interval, leaseTTL, adoptAfter  time.Duration
 		retain, safety                  time.Duration
 		minFragments, maxSources, keepV int
 		targetRows, targetBytes         int64
@@ -78,6 +81,8 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	fs.DurationVar(&safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
 	fs.DurationVar(&leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
 	fs.StringVar(&holder, "holder", "", "lease holder name (default: the hostname)")
+	fs.BoolVar(&noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
+	fs.DurationVar(&adoptAfter, "adopt-after", 15*time.Minute, "adopt a shard whose owner has written nothing this long and that holds rows not in the table (0: never)")
 
 	// Environment variables first; flags on the command line win.
 	env := map[string]string{}
@@ -136,12 +141,17 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		Tables: tables,
 		Policy: compactor.Policy{MinFragments: minFragments, QuietWindows: quiet, TargetRows: targetRows,
 			TargetBytes: targetBytes, MaxSourceFragments: maxSources},
-		GC:       compactor.GCPolicy{KeepVersions: keepV, RetainFor: retain, SafetyAge: safety},
-		NoGC:     noGC,
-		LeaseTTL: leaseTTL,
-		Holder:   holder,
-		DryRun:   dryRun,
-		Log:      log,
+		GC:           compactor.GCPolicy{KeepVersions: keepV, RetainFor: retain, SafetyAge: safety},
+		NoGC:         noGC,
+		LeaseTTL:     leaseTTL,
+		Holder:       holder,
+		DryRun:       dryRun,
+		Log:          log,
+		NoFleetMerge: noFleet,
+		AdoptAfter:   adoptAfter,
+	}
+	if adoptAfter == 0 {
+		opts.AdoptAfter = -1
 	}
 	if interval > 0 {
 		if err := compactor.Loop(ctx, opts, interval); err != nil {
@@ -150,8 +160,8 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return 0
 	}
 	sum, err := compactor.RunOnce(ctx, opts)
-	fmt.Fprintf(stdout, "strata-compactor: %d tables: %d compacted, %d skipped, %d failed; fragments %d -> %d; gc deleted %d versions, %d objects\n",
-		sum.Tables, sum.Compacted, sum.Skipped, sum.Failed, sum.FragmentsBefore, sum.FragmentsAfter, sum.VersionsDeleted, sum.ObjectsDeleted)
+	fmt.Fprintf(stdout, "strata-compactor: %d tables: %d compacted, %d skipped, %d failed; fragments %d -> %d; gc deleted %d versions, %d objects; %d generations fleet-merged, %d shards adopted\n",
+		sum.Tables, sum.Compacted, sum.Skipped, sum.Failed, sum.FragmentsBefore, sum.FragmentsAfter, sum.VersionsDeleted, sum.ObjectsDeleted, sum.FleetMerged, sum.Adopted)
 	if err != nil {
 		return 1
 	}
