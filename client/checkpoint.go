@@ -17,14 +17,17 @@ type CheckpointOptions struct {
 	MaxStalls int
 }
 
-// CheckpointLSM makes every generation that exists once the memtable is
-// flushed merged into the base table:
+// CheckpointLSM makes every generation of every shard of the table that
+// exists once the server's memtable is flushed merged into the base table,
+// whoever wrote it:
 //
-//  1. it flushes once;
-//  2. it reads the stats and fixes a target: each shard's newest
-//     generation, as read after the flush;
-//  3. it triggers merging, never for a shard already merging;
-//  4. it polls until no generation at or below its target awaits merging.
+//  1. it flushes the server's shard once;
+//  2. it reads the stats of every shard and fixes a target: each shard's
+//     newest generation, as read after the flush;
+//  3. it triggers fleet merges on the server (every shard in one commit),
+//     never while one runs;
+//  4. it polls until no generation at or below its target awaits merging,
+//     merged by anyone: the server, a worker's own merge, the Job.
 //
 // Generations made while it runs are not waited on, so it ends under
 // sustained writes. Its bound is progress, not time: MaxStalls polls in a
@@ -52,7 +55,7 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 	// shard that had rows in its memtable shows a newer generation.
 	sealing := map[string]uint64{}
 	for _, s := range before.Shards {
-		if s.MemtableRows > 0 {
+		if s.MemtableRows != nil && *s.MemtableRows > 0 {
 			sealing[s.Shard] = s.NewestGeneration
 		}
 	}
@@ -85,7 +88,7 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 		if err != nil {
 			return 0, false, err
 		}
-		n, merging := 0, false
+		n, merging := 0, st.Merging
 		for _, s := range st.Shards {
 			t, ok := target[s.Shard]
 			if !ok {
@@ -94,7 +97,7 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 			if s.Watermark < t {
 				n += int(t - s.Watermark)
 			}
-			merging = merging || s.Merging
+			merging = merging || (s.Merging != nil && *s.Merging)
 		}
 		return n, merging, nil
 	}

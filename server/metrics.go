@@ -24,6 +24,8 @@ type metrics struct {
 	}
 	rowsAppended atomic.Int64
 	compactions  atomic.Int64
+	fleetMerges  atomic.Int64 // fleet merge commits
+	fleetGens    atomic.Int64 // generations they added
 }
 
 func newMetrics() *metrics {
@@ -79,6 +81,12 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "# HELP strata_compaction_runs_total Compactions run by this server.")
 	fmt.Fprintln(w, "# TYPE strata_compaction_runs_total counter")
 	fmt.Fprintf(w, "strata_compaction_runs_total %d\n", m.compactions.Load())
+	fmt.Fprintln(w, "# HELP strata_fleet_merges_total Fleet merge commits of this server (every shard's generations in one).")
+	fmt.Fprintln(w, "# TYPE strata_fleet_merges_total counter")
+	fmt.Fprintf(w, "strata_fleet_merges_total %d\n", m.fleetMerges.Load())
+	fmt.Fprintln(w, "# HELP strata_fleet_merged_generations_total Generations those commits added.")
+	fmt.Fprintln(w, "# TYPE strata_fleet_merged_generations_total counter")
+	fmt.Fprintf(w, "strata_fleet_merged_generations_total %d\n", m.fleetGens.Load())
 
 	s.mu.Lock()
 	tables := make([]*tableState, 0, len(s.mu.tables))

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
@@ -359,8 +360,9 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	return s.writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
 }
 
-// scanFresh answers GET …/rows?fresh=true: the base table and the rows
-// acknowledged but not yet merged, each once.
+// scanFresh answers GET …/rows?fresh=true: the latest version and every
+// row acknowledged but not yet merged, through any shard of the fleet,
+// each once (walshard.ScanFleet).
 func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState, opts table.ScanOptions, limit int64) error {
 	snap, err := table.Open(r.Context(), t.b, nil)
 	if err != nil {
@@ -370,10 +372,7 @@ func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	if sh := t.openShard(); sh != nil {
-		return s.writeRows(w, r, schema, limit, sh.ScanFresh(r.Context(), opts))
-	}
-	return s.writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
+	return s.writeRows(w, r, schema, limit, walshard.ScanFleet(r.Context(), t.b, opts))
 }
 
 // TakeRequest is the body of POST …/take.
@@ -547,19 +546,20 @@ func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request, t *tableState)
 	return nil
 }
 
-// lsmMerge starts merging the server's shard; 429 when its merge runs.
+// lsmMerge starts a fleet merge of the table — every shard's flushed
+// generations in one commit, whoever wrote them (walshard.FleetMerge) —
+// after merging the server's own shard's; 429 while one of this server
+// runs.
 func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	sh, err := s.shard(r.Context(), t)
-	if err != nil {
-		return err
+	if !t.fleetMerging.CompareAndSwap(false, true) {
+		return &apiError{http.StatusTooManyRequests, "merge_running", "a merge of this table is running"}
 	}
-	if sh.Merging() {
-		return &apiError{http.StatusTooManyRequests, "merge_running", fmt.Sprintf("shard %s is merging", sh.ID())}
-	}
-	s.background(t, "merge", func(ctx context.Context) error {
-		_, err := sh.Merge(ctx)
-		if errors.Is(err, walshard.ErrMergeRunning) {
-			return nil
+	s.background(t, "fleet merge", func(ctx context.Context) error {
+		defer t.fleetMerging.Store(false)
+		res, err := walshard.FleetMerge(ctx, t.b, &walshard.FleetOptions{Commit: commit.Options{Writer: "server:" + s.opts.Instance + " (fleet merge)"}})
+		if res.Version != 0 {
+			s.metrics.fleetMerges.Add(1)
+			s.metrics.fleetGens.Add(int64(res.Generations))
 		}
 		return err
 	})
@@ -567,10 +567,51 @@ func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState)
 	return nil
 }
 
-// LSMStats is what GET …/lsm/stats answers.
+// LSMStats is what GET …/lsm/stats answers: every shard of the table —
+// this server's own, read from its handle, and every other one, read from
+// the bucket (which cannot show another process's memtable: those fields
+// are absent).
 type LSMStats struct {
-	Version uint64           `json:"version"`
-	Shards  []walshard.Stats `json:"shards"`
+	Version uint64       `json:"version"`
+	Merging bool         `json:"merging"` // a fleet merge of this server runs
+	Shards  []ShardStats `json:"shards"`
+}
+
+// ShardStats is one shard of LSMStats. Fields a reader cannot know are
+// absent, never zero: memtable and compacting for shards this server does
+// not own, pending_rows unless include_generation_rows=true.
+type ShardStats struct {
+	Shard              string                 `json:"shard"`
+	Own                bool                   `json:"own"` // written through this server
+	Epoch              uint64                 `json:"epoch"`
+	WALLastWritten     uint64                 `json:"wal_last_written"`
+	WALFlushed         uint64                 `json:"wal_flushed"`
+	WALLag             uint64                 `json:"wal_lag"`
+	MemtableRows       *int64                 `json:"memtable_rows,omitempty"`
+	MemtableBytes      *int64                 `json:"memtable_bytes,omitempty"`
+	Watermark          uint64                 `json:"watermark"`
+	PendingGenerations int                    `json:"pending_generations"`
+	PendingBytes       int64                  `json:"pending_bytes"`
+	PendingRows        *int64                 `json:"pending_rows,omitempty"`
+	NewestGeneration   uint64                 `json:"newest_generation"`
+	Merging            *bool                  `json:"compacting,omitempty"`
+	LastWrite          *time.Time             `json:"last_write,omitempty"`
+	Quarantined        []walshard.Quarantined `json:"quarantined,omitempty"`
+}
+
+func shardStats(st walshard.Stats, withRows bool) ShardStats {
+	out := ShardStats{Shard: st.Shard, Own: st.Local, Epoch: st.Epoch, WALLastWritten: st.WALLastWritten, WALFlushed: st.WALFlushed,
+		WALLag: st.WALLag, Watermark: st.Watermark, PendingGenerations: st.PendingGenerations, PendingBytes: st.PendingBytes,
+		NewestGeneration: st.NewestGeneration, Quarantined: st.Quarantined}
+	if st.Local {
+		out.MemtableRows, out.MemtableBytes, out.Merging = &st.MemtableRows, &st.MemtableBytes, &st.Merging
+	} else if !st.LastWrite.IsZero() {
+		out.LastWrite = &st.LastWrite
+	}
+	if withRows {
+		out.PendingRows = &st.PendingRows
+	}
+	return out
 }
 
 func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
@@ -579,31 +620,42 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 		return err
 	}
 	withRows := r.URL.Query().Get("include_generation_rows") == "true"
-	out := LSMStats{Version: m.Version, Shards: []walshard.Stats{}}
-	ids := map[string]bool{}
-	for id := range m.Shards {
-		ids[id] = true
+	ids, err := walshard.Shards(r.Context(), t.b, m)
+	if err != nil {
+		return err
 	}
 	own := t.openShard()
-	if own != nil {
-		ids[own.ID()] = true
+	if own != nil && !slices.Contains(ids, own.ID()) {
+		ids = append(ids, own.ID())
 	}
-	for id := range ids {
-		var st walshard.Stats
-		if own != nil && id == own.ID() {
-			st = own.Stats()
-		} else if st, err = walshard.Inspect(r.Context(), t.b, id); err != nil {
-			if errors.Is(err, walshard.ErrUnknownShard) {
-				continue
+	stats := make([]*ShardStats, len(ids))
+	g, gctx := errgroup.WithContext(r.Context())
+	g.SetLimit(32)
+	for i, id := range ids {
+		g.Go(func() error {
+			var st walshard.Stats
+			if own != nil && id == own.ID() {
+				st = own.StatsAt(m)
+			} else if st, err = walshard.InspectAt(gctx, t.b, id, m); errors.Is(err, walshard.ErrUnknownShard) {
+				return nil
+			} else if err != nil {
+				return err
 			}
-			return err
-		}
-		if !withRows {
-			st.PendingRows = 0
-		}
-		out.Shards = append(out.Shards, st)
+			ss := shardStats(st, withRows)
+			stats[i] = &ss
+			return nil
+		})
 	}
-	slices.SortFunc(out.Shards, func(a, b walshard.Stats) int { return strings.Compare(a.Shard, b.Shard) })
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	out := LSMStats{Version: m.Version, Merging: t.fleetMerging.Load(), Shards: []ShardStats{}}
+	for _, st := range stats {
+		if st != nil {
+			out.Shards = append(out.Shards, *st)
+		}
+	}
+	slices.SortFunc(out.Shards, func(a, b ShardStats) int { return strings.Compare(a.Shard, b.Shard) })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

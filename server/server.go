@@ -97,8 +97,9 @@ type tableState struct {
 	bg     sync.WaitGroup
 	mu     sync.Mutex // guards shard
 	// shard is opened on first use: an append, a flush or a merge.
-	shard      *walshard.Shard
-	compacting atomic.Bool
+	shard        *walshard.Shard
+	compacting   atomic.Bool
+	fleetMerging atomic.Bool
 }
 
 // New makes a server. It opens nothing until a request needs it.

@@ -197,7 +197,7 @@ func TestTableRoutes(t *testing.T) {
 	code, body = raw(t, f, "GET", "/metrics", "", "", "")
 	if code != 200 || !strings.Contains(body, `strata_http_requests_total{route="POST /api/v1/tables/{name}/rows",status="200"}`) ||
 		!strings.Contains(body, "strata_object_store_requests_total") || !strings.Contains(body, "strata_rows_appended_total 52") ||
-		!strings.Contains(body, `strata_commits_total{table="rollouts",shard="srv-test"} 1`) {
+		!strings.Contains(body, `strata_fleet_merges_total 1`) || !strings.Contains(body, `strata_fleet_merged_generations_total 1`) {
 		t.Fatalf("metrics: %d\n%s", code, body)
 	}
 }
@@ -292,7 +292,7 @@ func TestBusyAnswers(t *testing.T) {
 		t.Fatalf("merge while merging: %d %s", code, body)
 	}
 	st, err := f.c.LSMStats(ctx, "t", true)
-	if err != nil || len(st.Shards) != 1 || !st.Shards[0].Merging {
+	if err != nil || len(st.Shards) != 1 || !st.Merging || st.Shards[0].MemtableRows == nil || st.Shards[0].PendingRows == nil {
 		t.Fatalf("stats while merging: %+v %v", st, err)
 	}
 	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/compact", "", "", ""); code != http.StatusAccepted {

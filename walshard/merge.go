@@ -202,7 +202,12 @@ func (s *Shard) mergeLoop() {
 			return
 		case <-time.After(wait):
 		}
-		_, err := s.mergeSafe(ctx)
+		var err error
+		if s.opts.FleetMerge {
+			_, err = s.fleetMergeSafe(ctx)
+		} else {
+			_, err = s.mergeSafe(ctx)
+		}
 		switch {
 		case errors.Is(err, ErrFenced) || ctx.Err() != nil:
 			return
@@ -238,6 +243,20 @@ func (s *Shard) Drain(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// fleetMergeSafe runs a fleet merge for the loop of a handle that opted
+// in, a panic turned into an error.
+func (s *Shard) fleetMergeSafe(ctx context.Context) (res FleetResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("walshard: shard %q: fleet merge panicked: %v", s.id, r)
+		}
+	}()
+	if err := s.fencedErr(); err != nil {
+		return res, err
+	}
+	return FleetMerge(ctx, s.b, &FleetOptions{Commit: s.opts.Commit})
 }
 
 // mergeSafe is Merge with a panic turned into an error, for the

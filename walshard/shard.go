@@ -46,9 +46,13 @@ type Options struct {
 	// generations await merging (default 64).
 	MaxMemtableBytes      int64
 	MaxPendingGenerations int
-	// MergeInterval merges in the background that often (0: never).
+	// MergeInterval merges in the background that often (0: never: a
+	// compactor Job's fleet merge takes the generations). With FleetMerge
+	// each of those merges is a fleet merge (walshard.FleetMerge): every
+	// shard's flushed generations, not only this one's.
 	// MergeMaxGenerations and MergeMaxBytes cap one merge pass (defaults
 	// 64 and 1 GiB).
+	FleetMerge          bool
 	MergeInterval       time.Duration
 	MergeMaxGenerations int
 	MergeMaxBytes       int64

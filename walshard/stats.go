@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -44,6 +45,11 @@ type Stats struct {
 	// into a generation (see Quarantined); their copies stay in the
 	// bucket for an operator.
 	Quarantined []Quarantined `json:"quarantined,omitempty"`
+	// Local: read from the owning handle (Stats), so the memtable and
+	// Merging are known; false when read from the bucket (Inspect).
+	Local bool `json:"local"`
+	// LastWrite: the newest WAL entry or state (Inspect only).
+	LastWrite time.Time `json:"last_write,omitzero"`
 }
 
 func fillPending(st *Stats, state *State) {
@@ -56,22 +62,40 @@ func fillPending(st *Stats, state *State) {
 	}
 }
 
+// StatsAt is Stats after noting the watermark version m records for the
+// shard: other processes (fleet merges) move it without this handle.
+func (s *Shard) StatsAt(m *table.Manifest) Stats {
+	s.noteWatermark(m.Shards[s.id].Watermark, m.Version)
+	return s.Stats()
+}
+
 // Stats returns the handle's view, with no I/O.
 func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.nextPos - 1, MemtableRows: s.mu.memRows,
 		MemtableBytes: s.mu.memBytes, Watermark: s.mu.watermark, Merging: s.merging.Load(),
-		Merges: s.merges.Load(), MergeRebases: s.rebases.Load(), Quarantined: slices.Clone(s.mu.quarantined)}
+		Merges: s.merges.Load(), MergeRebases: s.rebases.Load(), Quarantined: slices.Clone(s.mu.quarantined), Local: true}
 	fillPending(&st, s.mu.state)
 	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
 	return st
 }
 
 // Inspect reads a shard's stats from the bucket, without owning it: one
-// LIST each for the epoch, the WAL end and the state, one GET for the
-// state, and the table's latest manifest for the watermark.
+// LIST each for the epoch, the WAL end, the state and quarantined entries,
+// one GET for the state, and the table's latest manifest for the
+// watermark. The memtable of another process cannot be seen from the
+// bucket: MemtableRows and MemtableBytes are zero, Local false.
 func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return Stats{}, err
+	}
+	return InspectAt(ctx, b, id, m)
+}
+
+// InspectAt is Inspect against a manifest already read.
+func InspectAt(ctx context.Context, b blob.Bucket, id string, m *table.Manifest) (Stats, error) {
 	if err := CheckShardID(id); err != nil {
 		return Stats{}, err
 	}
@@ -85,21 +109,17 @@ func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
 	}
 	st := Stats{Shard: id}
 	st.Epoch, _ = parseLast(l.epochs(), page.Objects[0].Key)
-	m, err := table.ReadLatest(ctx, b)
-	if err != nil {
-		return Stats{}, err
-	}
 	st.Watermark = m.Shards[id].Watermark
 	state, err := readState(ctx, b, l)
 	if err != nil {
 		return Stats{}, err
 	}
 	fillPending(&st, state)
-	s := &Shard{b: b, l: l}
-	end, err := s.walEnd(ctx)
+	last, end, err := lastActivity(ctx, b, l)
 	if err != nil {
 		return Stats{}, err
 	}
+	st.LastWrite = last
 	for o, err := range blob.List(ctx, b, l.quarantine(), 0) {
 		if err != nil {
 			return Stats{}, err

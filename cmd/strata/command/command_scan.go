@@ -1,26 +1,32 @@
 package command
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 func newScan(env *Env) *cobra.Command {
 	var columns, filter, tag, format string
 	var version uint64
 	var limit int
+	var fresh bool
 	c := &cobra.Command{
 		Use:   "scan URL",
 		Short: "Print a table's rows",
 		Long: `scan prints the rows of a version of the table (the latest by default),
 with a projection and a filter pushed down to the fragments' statistics.
-Filters are comparisons joined by AND: =, !=, <, <=, >, >=, IN (…).`,
+Filters are comparisons joined by AND: =, !=, <, <=, >, >=, IN (…).
+With --fresh it adds every row acknowledged through any shard and not yet
+merged (each shard's generations and WAL entries), each once.`,
 		Example: `  strata scan file://./strata-demo/rollouts --limit 10
   strata scan file://./strata-demo/rollouts --columns id,worker,reward --filter 'reward >= 0.99'
-  strata scan file://./strata-demo/rollouts --version 3 --format jsonl`,
+  strata scan file://./strata-demo/rollouts --version 3 --format jsonl
+  strata scan file://./strata-demo/rollouts --fresh --limit 10`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts := table.ScanOptions{}
@@ -43,6 +49,15 @@ Filters are comparisons joined by AND: =, !=, <, <=, >, >=, IN (…).`,
 				return err
 			}
 			defer b.Close()
+			if fresh {
+				if version != 0 || tag != "" {
+					return usageError{fmt.Errorf("--fresh reads the latest version: not with --version or --tag")}
+				}
+				if err := w.writeAll(walshard.ScanFleet(c.Context(), b, opts)); err != nil {
+					return err
+				}
+				return w.close()
+			}
 			s, err := table.Open(c.Context(), b, &table.OpenOptions{Version: version, Tag: tag})
 			if err != nil {
 				return err
@@ -60,5 +75,6 @@ Filters are comparisons joined by AND: =, !=, <, <=, >, >=, IN (…).`,
 	f.StringVar(&tag, "tag", "", "tag of the version to read")
 	f.StringVar(&format, "format", "table", "table, csv or jsonl")
 	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
+	f.BoolVar(&fresh, "fresh", false, "add the rows acknowledged through shards and not yet merged")
 	return c
 }

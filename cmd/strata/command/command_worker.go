@@ -20,6 +20,7 @@ func newWorker(env *Env) *cobra.Command {
 	var n, rows, appends int
 	var every time.Duration
 	var flushEvery, mergeEvery time.Duration
+	var fleet bool
 	c := &cobra.Command{
 		Use:   "worker URL",
 		Short: "A rollouts worker: append generated rows through its own shard, printing what is acknowledged",
@@ -48,7 +49,7 @@ its replayed WAL).`,
 			} else if err != nil {
 				return err
 			}
-			s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery})
+			s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery, FleetMerge: fleet})
 			if err != nil {
 				return err
 			}
@@ -95,7 +96,8 @@ its replayed WAL).`,
 	f.IntVar(&appends, "appends", 0, "appends to make (0: until stopped)")
 	f.DurationVar(&every, "every", 0, "pause between appends")
 	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
-	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often")
+	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
+	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
 	return c
 }
 
