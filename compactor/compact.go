@@ -15,8 +15,12 @@ import (
 type Options struct {
 	// Commit tunes the Rewrite's commit.
 	Commit commit.Options
-	// Parallelism: source fragments read at once (default 4).
-	Parallelism int
+	// Parallelism: source fragments read at once (default 16), and at
+	// most ReadAheadBytes of them (default 32 MiB; a larger one alone):
+	// many small fragments — a fleet's generations — are read many at once
+	// from a remote store, large ones few.
+	Parallelism    int
+	ReadAheadBytes int64
 	// DryRun plans and returns without writing anything.
 	DryRun bool
 	// MaxReplans bounds how often a run plans again after a Delete or
@@ -52,7 +56,10 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 		o = *opts
 	}
 	if o.Parallelism <= 0 {
-		o.Parallelism = 4
+		o.Parallelism = 16
+	}
+	if o.ReadAheadBytes <= 0 {
+		o.ReadAheadBytes = 32 << 20
 	}
 	if o.MaxReplans <= 0 {
 		o.MaxReplans = 5
@@ -72,7 +79,7 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 			res.Duration = time.Since(start)
 			return res, nil
 		}
-		added, rewritten, err := writeBins(ctx, b, m, res.Plan, o.Parallelism)
+		added, rewritten, err := writeBins(ctx, b, m, res.Plan, o)
 		if errors.Is(err, blob.ErrNotFound) && res.Replans < o.MaxReplans {
 			// A source is gone: either a newer version no longer holds
 			// it (this run stalled), or the newest version lost it to a
@@ -119,7 +126,7 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 }
 
 // writeBins rewrites each bin into one fragment.
-func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, parallelism int) ([]table.Fragment, int64, error) {
+func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, o Options) ([]table.Fragment, int64, error) {
 	snap := table.NewSnapshot(b, m)
 	var added []table.Fragment
 	var rewritten int64
@@ -129,7 +136,7 @@ func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan,
 			discard(ctx, b, added)
 			return nil, 0, err
 		}
-		for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: parallelism, BatchSize: 4096}) {
+		for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: o.Parallelism, ReadAheadBytes: o.ReadAheadBytes, BatchSize: 4096}) {
 			if err == nil {
 				err = w.Write(rec)
 			}

@@ -44,7 +44,7 @@ func (w Window) String() string { return fmt.Sprintf("%02d-%02d UTC", w.Start, w
 // Policy decides when and how to compact. Zero values mean defaults.
 type Policy struct {
 	// MinFragments: compaction is due once the table has at least this
-	// many fragments smaller than the target (default 16).
+	// many small fragments (see SmallRows; default 16).
 	MinFragments int
 	// QuietWindows: no compaction while the clock is in one of them.
 	QuietWindows []Window
@@ -59,6 +59,13 @@ type Policy struct {
 	// DeletedFraction: a fragment with at least this fraction of its rows
 	// deleted is rewritten even alone, to drop them (default 0.2).
 	DeletedFraction float64
+	// SmallRows and SmallBytes: a fragment below both is small, a source
+	// for compaction (defaults a quarter of TargetRows and TargetBytes).
+	// A fragment past them is not rewritten again, so a row is rewritten
+	// a few times at most however often small fragments arrive, instead of
+	// once per run as the output of the last run grows.
+	SmallRows  int64
+	SmallBytes int64
 }
 
 // WithDefaults returns p with zero values replaced by defaults.
@@ -81,11 +88,17 @@ func (p Policy) WithDefaults() Policy {
 	if p.DeletedFraction <= 0 {
 		p.DeletedFraction = 0.2
 	}
+	if p.SmallRows <= 0 {
+		p.SmallRows = max(p.TargetRows/4, 1)
+	}
+	if p.SmallBytes <= 0 {
+		p.SmallBytes = max(p.TargetBytes/4, 1)
+	}
 	return p
 }
 
 func (p Policy) small(f *table.Fragment) bool {
-	return f.Rows < p.TargetRows && f.Bytes < p.TargetBytes
+	return f.Rows < p.SmallRows && f.Bytes < p.SmallBytes
 }
 
 func (p Policy) mostlyDeleted(f *table.Fragment) bool {

@@ -75,7 +75,8 @@ func TestPlanBinsAdjacentSmallFragments(t *testing.T) {
 		want string
 	}{
 		{"all small fragments fold into one bin", []int64{10, 10, 10, 10}, Policy{TargetRows: 100}, "[[0 1 2 3]]"},
-		{"the target splits bins", []int64{40, 40, 40, 40, 40}, Policy{TargetRows: 100}, "[[0 1] [2 3]]"},
+		{"the target splits bins", []int64{20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20}, Policy{TargetRows: 100}, "[[0 1 2 3 4] [5 6 7 8 9]]"},
+		{"a fragment past a quarter of the target is not rewritten again", []int64{10, 30, 10, 10}, Policy{TargetRows: 100}, "[[2 3]]"},
 		{"a large fragment separates runs", []int64{10, 10, 500, 10, 10}, Policy{TargetRows: 100}, "[[0 1] [3 4]]"},
 		{"a lone small fragment is left alone", []int64{10, 500, 10}, Policy{TargetRows: 100}, "[]"},
 		{"the per-run bound stops the plan", []int64{10, 10, 10, 10, 10, 10}, Policy{TargetRows: 100, MaxSourceFragments: 4}, "[[0 1 2 3]]"},

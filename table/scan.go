@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/stratadb/strata/blob"
 )
@@ -21,11 +22,14 @@ import (
 // ScanOptions shape a scan. The zero value reads every column of every
 // live row.
 type ScanOptions struct {
-	Columns     []string         // projection; nil means every column
-	Filter      Predicate        // nil means every row
-	BatchSize   int              // rows per batch read; 0 means 8192
-	Parallelism int              // fragments read at once; 0 means 8
-	Allocator   memory.Allocator // nil means the Go allocator
+	Columns     []string  // projection; nil means every column
+	Filter      Predicate // nil means every row
+	BatchSize   int       // rows per batch read; 0 means 8192
+	Parallelism int       // fragments read at once; 0 means 8
+	// ReadAheadBytes bounds the bytes of the fragment objects read at once
+	// (a larger fragment is read alone); 0 means 64 MiB.
+	ReadAheadBytes int64
+	Allocator      memory.Allocator // nil means the Go allocator
 	// Fragments restricts the scan to these fragment ids (nil: all).
 	Fragments []uint64
 	// WithRowAddress adds, for each row, its fragment id and offset
@@ -65,6 +69,9 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 	}
 	if p.opts.Parallelism <= 0 {
 		p.opts.Parallelism = 8
+	}
+	if p.opts.ReadAheadBytes <= 0 {
+		p.opts.ReadAheadBytes = 64 << 20
 	}
 	if p.opts.Allocator == nil {
 		p.opts.Allocator = memory.DefaultAllocator
@@ -213,13 +220,21 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 	queue := make(chan chan item, p.opts.Parallelism)
 	// At most Parallelism fragments are read at once: a slot is taken
 	// before a reader starts and given back when it is done.
+	// So are at most ReadAheadBytes of fragment objects (a larger one
+	// alone): many small fragments are read many at once, large ones few.
 	slots := make(chan struct{}, p.opts.Parallelism)
+	budget := semaphore.NewWeighted(p.opts.ReadAheadBytes)
 	wg.Go(func() {
 		defer close(queue)
 		for _, f := range frags {
+			weight := min(max(f.Bytes, 1), p.opts.ReadAheadBytes)
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
+				return
+			}
+			if budget.Acquire(ctx, weight) != nil {
+				<-slots
 				return
 			}
 			ch := make(chan item, 2)
@@ -227,10 +242,11 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 			case queue <- ch:
 			case <-ctx.Done():
 				<-slots
+				budget.Release(weight)
 				return
 			}
 			wg.Go(func() {
-				defer func() { <-slots }()
+				defer func() { <-slots; budget.Release(weight) }()
 				defer close(ch)
 				err := p.readFragment(ctx, f, func(rec arrow.RecordBatch) bool {
 					select {
