@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -179,10 +180,23 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 						res.Rows += gen.Rows
 					}
 				}
-				if err := announceMerged(ctx, b, m.Shard, base.Shards[m.Shard].Watermark, m.Watermark, gensOf[m.Shard]); err != nil {
-					errs = append(errs, err)
-				}
 			}
+			// Record the new watermarks, many at once: each is a few
+			// requests, and a fleet has many shards.
+			var mu sync.Mutex
+			g, gctx := errgroup.WithContext(ctx)
+			g.SetLimit(o.Parallelism)
+			for _, m := range cres.Manifest.Transaction.Merges {
+				g.Go(func() error {
+					if err := announceMerged(gctx, b, m.Shard, base.Shards[m.Shard].Watermark, m.Watermark, gensOf[m.Shard]); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+					return nil
+				})
+			}
+			_ = g.Wait()
 		}
 	}
 	// Announcements of generations merged already (by their owner, or
@@ -193,15 +207,28 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 			latest = m
 		}
 	}
+	var stale []string
 	for shard, h := range hints {
 		for gen, key := range h.keys {
-			if gen <= latest.Shards[shard].Watermark {
-				if err := b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-					errs = append(errs, err)
-				}
+			if _, done := res.Merged[shard]; gen <= latest.Shards[shard].Watermark && !done {
+				stale = append(stale, key)
 			}
 		}
 	}
+	var mu sync.Mutex
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(o.Parallelism)
+	for _, key := range stale {
+		g.Go(func() error {
+			if err := b.Delete(gctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 	return res, errors.Join(errs...)
 }
 

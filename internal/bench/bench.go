@@ -46,6 +46,10 @@ type Config struct {
 	// machine answers in a millisecond and shares the CPU; this shows how
 	// the phases fare when the round trip, not the CPU, is the cost.
 	StoreLatency time.Duration
+	// The fleet mode (see fleet.go): Writers shard writers append Rows
+	// rows every AppendEvery for Duration, flushing every FlushInterval;
+	// the compactor Job passes every MergeInterval.
+	Duration, AppendEvery, FlushInterval, MergeInterval time.Duration
 }
 
 // open opens the bucket at u, behind the emulated round trip if any.
@@ -81,6 +85,18 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	defer cleanup()
 	fmt.Fprintf(log, "bench: table %s\n", tableURL)
 	enc := json.NewEncoder(out)
+	if cfg.Mode == "fleet" {
+		r, err := fleet(ctx, cfg, tableURL, log)
+		if r != nil {
+			r["system"], r["store"], r["phase"] = "strata", cfg.Store, "fleet"
+			addUsage(r)
+			_ = enc.Encode(r)
+		}
+		if err != nil {
+			return fmt.Errorf("bench: fleet: %w", err)
+		}
+		return nil
+	}
 	emit := func(phase string, r Result) {
 		r["system"], r["store"], r["phase"] = "strata", cfg.Store, phase
 		if cfg.Mode == "shard" {

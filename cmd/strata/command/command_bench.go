@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,12 +26,20 @@ The exit status is non-zero when a check fails (a row count). With
 STRATA_BENCH_TRACE=1 set, commits slower than 100ms are logged with their
 attempts and rebases.
 
-Phases: ingest, scan-before, compact, scan-after, concurrent. S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+Phases: ingest, scan-before, compact, scan-after, concurrent.
+
+--mode=fleet runs --writers shard writers for --duration, each appending
+--rows rows (default 20) every --append-every and flushing on its own, while
+the compactor Job fleet-merges and compacts every --merge-interval; then it
+drains and checks that every acknowledged row is in the table once, and
+prints one line: rows_acked, rows_visible, merge_failures, ack and
+visibility latencies, commits_per_min, conflicts, requests_per_shard_min. S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
 and AWS_REGION.`,
 		Example: `  strata bench
   strata bench --store=file --dir=/tmp/t --writers=4 --commits=50 --rows=200
   strata bench --store=s3 --s3-endpoint=http://127.0.0.1:9000 --s3-bucket=strata
-  strata bench --mode=shard --store-latency=20ms --phases=ingest`,
+  strata bench --mode=shard --store-latency=20ms --phases=ingest
+  strata bench --mode=fleet --writers=1000 --duration=60s --merge-interval=5s --store-latency=20ms`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			cfg.Seed = uint32(seed)
@@ -47,6 +56,9 @@ and AWS_REGION.`,
 			}
 			if phases != "" {
 				cfg.Phases = strings.Split(phases, ",")
+			}
+			if cfg.Mode == "fleet" && !c.Flags().Changed("rows") {
+				cfg.Rows = 20
 			}
 			return bench.Run(c.Context(), cfg, env.Out, env.Err)
 		},
@@ -65,7 +77,11 @@ and AWS_REGION.`,
 	f.StringVar(&cfg.S3Prefix, "s3-prefix", "", "S3 prefix (default: a fresh one)")
 	f.IntVar(&cfg.ConcWriters, "conc-writers", 2, "writers in the concurrent phase")
 	f.IntVar(&cfg.ConcCommits, "conc-commits", 20, "commits per writer in the concurrent phase")
-	f.StringVar(&cfg.Mode, "mode", "direct", "direct (one commit per batch) or shard (each writer appends through its own WAL shard)")
+	f.StringVar(&cfg.Mode, "mode", "direct", "direct (one commit per batch), shard (each writer appends through its own WAL shard) or fleet (many shard writers for --duration, merged by the compactor Job)")
+	f.DurationVar(&cfg.Duration, "duration", time.Minute, "fleet: how long the writers append")
+	f.DurationVar(&cfg.AppendEvery, "append-every", time.Second, "fleet: each writer's pause between appends")
+	f.DurationVar(&cfg.MergeInterval, "merge-interval", 5*time.Second, "fleet: the compactor Job's pass interval (fleet merge, then compaction when due)")
+	f.DurationVar(&cfg.FlushInterval, "flush-interval", 0, "fleet: the writers' flush interval (default half the merge interval)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	f.DurationVar(&cfg.StoreLatency, "store-latency", 0, "delay every request by this to 1.5× it, as a remote store's round trip would (e.g. 20ms)")
 	return c
