@@ -233,7 +233,10 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 			case <-ctx.Done():
 				return
 			}
-			if budget.Acquire(ctx, weight) != nil {
+			// A reader that failed cancels before it gives its slot
+			// back: no read starts after a failure, so the requests a
+			// scan makes do not depend on the scheduler.
+			if ctx.Err() != nil || budget.Acquire(ctx, weight) != nil {
 				<-slots
 				return
 			}
@@ -259,6 +262,7 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 				})
 				if err != nil && ctx.Err() == nil {
 					ch <- item{err: err}
+					cancel()
 				}
 			})
 		}

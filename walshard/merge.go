@@ -60,14 +60,8 @@ func (s *Shard) Merging() bool { return s.merging.Load() }
 func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	// A newer owner may have opened the shard: then this handle must not
 	// make anything visible.
-	page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
-	if err != nil {
+	if err := s.checkEpoch(ctx); err != nil {
 		return MergeResult{}, err
-	}
-	if len(page.Objects) > 0 {
-		if e, ok := parseLast(s.l.epochs(), page.Objects[0].Key); ok && e > s.epoch {
-			return MergeResult{}, s.setFenced()
-		}
 	}
 	base, err := table.ReadLatest(ctx, s.b)
 	if err != nil {
@@ -128,6 +122,21 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		out.Generations, out.Rows = 0, 0
 	}
 	return out, s.cleanup(ctx, top)
+}
+
+// checkEpoch fails with ErrFenced when a newer epoch is claimed (one
+// LIST of one key).
+func (s *Shard) checkEpoch(ctx context.Context) error {
+	page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
+	if err != nil {
+		return err
+	}
+	if len(page.Objects) > 0 {
+		if e, ok := parseLast(s.l.epochs(), page.Objects[0].Key); ok && e > s.epoch {
+			return s.setFenced()
+		}
+	}
+	return s.fencedErr()
 }
 
 func (s *Shard) noteWatermark(w, version uint64) {

@@ -147,6 +147,13 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 			yield(nil, err)
 			return
 		}
+		// A newer owner (a restart elsewhere, an adopter) claims its epoch
+		// before it merges what this handle holds: checked after the base
+		// is read, a claim not seen means the base has none of it.
+		if err := s.checkEpoch(ctx); err != nil {
+			yield(nil, err)
+			return
+		}
 		watermark := base.Manifest().Shards[s.id].Watermark
 		// The memtable and the state change together under the lock.
 		s.mu.Lock()

@@ -354,3 +354,27 @@ func (w *world) fenceOp() (string, string) {
 	a.bucket = bucket
 	return "fence", fmt.Sprintf("%s: epoch %d opened under the writer", a.name, s.Epoch())
 }
+
+// Fleet mergers and adopters.
+
+// fleetOp merges every shard's flushed generations in one commit, or
+// adopts a shard as the compactor Job does one whose owner went quiet:
+// here whether or not its writer lives, which then finds itself fenced.
+func (w *world) fleetOp(a *actor) (string, string) {
+	if w.intn(10) < 7 {
+		res, err := walshard.FleetMerge(w.ctx, a.bucket, &walshard.FleetOptions{MaxGenerations: 1 + w.intn(4),
+			Parallelism: 1, Commit: w.commitOptions(a)})
+		return "fleet-merge", fmt.Sprintf("%d shards announced, %d merged, %d generations at v%d: %s", res.Announced, res.Shards, res.Generations, res.Version, short(err))
+	}
+	var shards []*actor
+	for _, b := range w.actors {
+		if b.kind == kShard {
+			shards = append(shards, b)
+		}
+	}
+	target := shards[w.intn(len(shards))]
+	o := w.shardOptions(target)
+	o.Commit = w.commitOptions(a)
+	res, err := walshard.Adopt(w.ctx, a.bucket, target.name, o)
+	return "adopt", fmt.Sprintf("%s: epoch %d, %d rows replayed, %d generations merged at v%d: %s", target.name, res.Epoch, res.Rows, res.Generations, res.Version, short(err))
+}

@@ -119,6 +119,7 @@ const (
 	kGC
 	kReader
 	kFencer
+	kFleet
 )
 
 type actor struct {
@@ -184,6 +185,7 @@ type world struct {
 
 	// Setup, from the seed.
 	shards, directs, compactors int
+	fleets                      int
 	pFault, pCrash, pPreempt    float64
 	pStall                      float64
 	listLag                     bool
@@ -226,11 +228,12 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	w.pPreempt = []float64{0.15, 0.35}[rng.IntN(2)]
 	w.pStall = []float64{0, 0.05, 0.15}[rng.IntN(3)]
 	w.listLag = rng.IntN(4) == 0
+	w.fleets = rng.IntN(2)
 	w.store = NewStore(w.clock, w.listLag, cfg.Seed)
 	w.store.onCreate = w.manifestCreated
 	w.rep = Report{Seed: cfg.Seed, Ops: map[string]int{}, Faults: map[string]int{}}
-	w.rep.Setup = fmt.Sprintf("%d shards, %d direct appenders, %d compactors; faults p=%.2f, crashes p=%.3f; suspended operations p=%.2f, stalled commits p=%.2f; listings lag: %v",
-		w.shards, w.directs, w.compactors, w.pFault, w.pCrash, w.pPreempt, w.pStall, w.listLag)
+	w.rep.Setup = fmt.Sprintf("%d shards, %d direct appenders, %d compactors, %d fleet mergers and adopters; faults p=%.2f, crashes p=%.3f; suspended operations p=%.2f, stalled commits p=%.2f; listings lag: %v",
+		w.shards, w.directs, w.compactors, w.fleets, w.pFault, w.pCrash, w.pPreempt, w.pStall, w.listLag)
 	add := func(kind actorKind, name string, n int) {
 		for i := range n {
 			w.actors = append(w.actors, &actor{name: fmt.Sprintf("%s-%d", name, i), kind: kind, idx: i})
@@ -242,6 +245,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	add(kGC, "gc", 1)
 	add(kReader, "reader", 2)
 	add(kFencer, "fencer", 1)
+	add(kFleet, "fleet", w.fleets)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -312,7 +316,7 @@ func (w *world) run() error {
 // pickTop chooses the actor of the next top-level step; writers come
 // up most often.
 func (w *world) pickTop() *actor {
-	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1}
+	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3}
 	total := 0
 	for _, a := range w.actors {
 		total += weights[a.kind]
@@ -537,6 +541,9 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 		return w.gcOp(a)
 	case kReader:
 		return w.readerOp(a, rec)
+	case kFleet:
+		rec.commits = true
+		return w.fleetOp(a)
 	default:
 		return w.fenceOp()
 	}

@@ -44,6 +44,7 @@ func TestPlantedDefectsAreFound(t *testing.T) {
 		{"merge forgets the watermark", &plant.MergeForgetsWatermark},
 		{"GC without a safety age", &plant.GCWithoutSafetyAge},
 		{"commit retries blindly after an ambiguous create", &plant.BlindRetry},
+		{"a fleet merge skips a generation below its watermark", &plant.FleetMergeSkipsAGeneration},
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			d.toggle.Store(true)
