@@ -136,9 +136,8 @@ func acked(out string) []int64 {
 	return ids
 }
 
-// checkOnce asserts that the table holds every id in want exactly once,
-// and nothing that was not at least tried.
-func checkOnce(t *testing.T, u string, want []int64) int {
+// idsIn counts each id in a plain scan of the table's latest version.
+func idsIn(t *testing.T, u string) map[int64]int {
 	t.Helper()
 	b, err := blob.Open(ctx, u)
 	if err != nil {
@@ -158,6 +157,14 @@ func checkOnce(t *testing.T, u string, want []int64) int {
 			seen[id]++
 		}
 	}
+	return seen
+}
+
+// checkOnce asserts that the table holds every id in want exactly once,
+// and nothing that was not at least tried.
+func checkOnce(t *testing.T, u string, want []int64) int {
+	t.Helper()
+	seen := idsIn(t, u)
 	for _, id := range want {
 		if seen[id] != 1 {
 			t.Fatalf("acknowledged id %d is in the table %d times", id, seen[id])

@@ -44,9 +44,9 @@ func lsmVerbs(env *Env) []*cobra.Command {
 	return []*cobra.Command{
 		newLSM(env, "flush", "Ask a server to seal its memtable of a table into a generation",
 			func(ctx context.Context, c *client.Client, t string) error { return c.Flush(ctx, t) }),
-		newLSM(env, "merge", "Ask a server to merge its shard's generations into the table",
+		newLSM(env, "merge", "Ask a server to merge every shard's flushed generations into the table (a fleet merge)",
 			func(ctx context.Context, c *client.Client, t string) error { return c.Merge(ctx, t) }),
-		newLSM(env, "checkpoint", "Flush, then wait until every generation that existed is merged",
+		newLSM(env, "checkpoint", "Flush the server's shard, then wait until every shard's generations that existed are merged",
 			func(ctx context.Context, c *client.Client, t string) error { return c.CheckpointLSM(ctx, t) }),
 	}
 }
