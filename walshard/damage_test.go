@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -97,5 +100,46 @@ func TestAPoisonedWALEntryIsQuarantined(t *testing.T) {
 	ins, err := walshard.Inspect(ctx, b, "w1")
 	if err != nil || len(ins.Quarantined) != 1 || ins.Quarantined[0].Position != 3 {
 		t.Fatalf("inspect: %+v %v", ins.Quarantined, err)
+	}
+}
+
+// An append whose create landed unseen (a 412 after it landed, and the
+// read-back failed) is tried again at the same position. Meanwhile an
+// adopter fenced above that entry, replayed it, merged it and cleaned the
+// position up: the retry lands in a hole no owner will replay. It must not
+// be acknowledged. (Found by the simulation, seed 201785.)
+func TestARetryIntoACleanedPositionIsNotAcknowledged(t *testing.T) {
+	under := newTable(t, "mem://")
+	var trip atomic.Int64 // 1: the next WAL create reports 412 after landing, and its read-back fails
+	inj := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if !strings.Contains(key, "/wal/") || trip.Load() == 0 {
+			return fault.Fault{}
+		}
+		switch op {
+		case fault.OpPutIfAbsent:
+			return fault.Fault{Action: fault.FalseExists}
+		case fault.OpGet:
+			trip.Store(0)
+			return fault.Fault{Action: fault.Fail}
+		}
+		return fault.Fault{}
+	})
+	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{})
+	defer s.Close()
+	appendIDs(t, s, 1, 2)
+	trip.Store(1)
+	if err := s.Append(ctx, batch("pod-1", 3)); err == nil {
+		t.Fatal("an append whose outcome could not be read was acknowledged")
+	}
+	if _, err := walshard.Adopt(ctx, under, "pod-1", walshard.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Append(ctx, batch("pod-1", 4))
+	if !errors.Is(err, walshard.ErrAppendUnknown) && !errors.Is(err, walshard.ErrFenced) {
+		t.Fatalf("the retry after the adoption: %v", err)
+	}
+	seen := baseIDs(t, under)
+	if seen[1] != 1 || seen[2] != 1 || seen[3] > 1 || seen[4] != 0 {
+		t.Fatalf("the table holds %v", seen)
 	}
 }

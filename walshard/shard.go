@@ -22,6 +22,10 @@ var (
 	ErrFenced = errors.New("walshard: fenced by a newer owner of the shard")
 	// ErrClosed: the shard handle was closed.
 	ErrClosed = errors.New("walshard: shard closed")
+	// ErrAppendUnknown: an append whose rows may or may not be stored (at
+	// most once): its WAL entry landed where a newer owner may or may not
+	// replay it. The handle is fenced.
+	ErrAppendUnknown = errors.New("walshard: outcome of the append unknown")
 	// ErrMergeRunning: a merge of this shard is already running.
 	ErrMergeRunning = errors.New("walshard: a merge of this shard is already running")
 )
@@ -133,6 +137,7 @@ type Shard struct {
 		watermark   uint64 // newest table watermark this handle saw
 		version     uint64 // the table version it was seen in
 		cleaned     uint64 // the watermark the WAL and states were cleaned up to
+		uncertain   uint64 // a WAL position an attempt may have landed at unseen
 		fenced      error
 		closed      bool
 		quarantined []Quarantined
@@ -536,6 +541,12 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	}
 	s.mu.Lock()
 	pos := s.mu.nextPos
+	// An earlier attempt at this position may have landed unseen. A newer
+	// owner then placed its fence above it, replayed it, and may have
+	// cleaned it up since: the position can be free again below the fence,
+	// where nobody will replay what is written. So a write there is
+	// acknowledged only once no newer epoch is claimed after it landed.
+	uncertain := s.mu.uncertain == pos
 	s.mu.Unlock()
 	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID(), batches: batches}
 	data, err := encodeEntry(e, s.schema)
@@ -559,12 +570,31 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 		case rerr == nil:
 			return s.setFenced() // a newer owner's fence (or entry) holds our position
 		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline):
+			uncertain = true
 			time.Sleep(min(time.Duration(attempt)*5*time.Millisecond, 200*time.Millisecond))
 			continue
 		default:
+			// Whose entry is at pos, if any, could not be read: ours may
+			// have landed.
+			s.mu.Lock()
+			s.mu.uncertain = pos
+			s.mu.Unlock()
 			return fmt.Errorf("walshard: shard %q: WAL entry %d: %w", s.id, pos, err)
 		}
 		break
+	}
+	if uncertain {
+		if err := s.checkEpoch(ctx); err != nil {
+			s.mu.Lock()
+			s.mu.uncertain = pos
+			s.mu.Unlock()
+			if errors.Is(err, ErrFenced) {
+				// The newer owner may have replayed this entry (if its fence
+				// went above it) or not (if it had cleaned the position up).
+				return fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w", s.id, pos, ErrAppendUnknown)
+			}
+			return err
+		}
 	}
 	s.mu.Lock()
 	s.mu.nextPos = pos + 1
