@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -113,6 +114,10 @@ awaiting merge), and the compactor's history.`,
 				}
 			}
 			for _, r := range cs.History {
+				if len(r.Adopted) > 0 {
+					fmt.Fprintf(tw, "  run %s\tadopted abandoned shards %s\n", r.Started.UTC().Format(time.RFC3339), strings.Join(r.Adopted, ", "))
+					continue
+				}
 				fmt.Fprintf(tw, "  run %s\tv%d, fragments %d -> %d, %d rows, %.2fs %s\n", r.Started.UTC().Format(time.RFC3339), r.Version, r.FragmentsBefore, r.FragmentsAfter, r.Rows, r.DurationS, r.Error)
 			}
 			return tw.Flush()
