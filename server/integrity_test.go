@@ -181,16 +181,24 @@ func nullIDs(t *testing.T) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// rawLength sends headers declaring a body of n bytes, and no body.
-func rawLength(t *testing.T, f *fixture, path, ctype string, n int64) (int, string) {
+// postHead opens a connection and sends a POST's headers, declaring a
+// body of n bytes, and the first bytes of it; the caller sends the rest,
+// or not.
+func postHead(t *testing.T, f *fixture, path, ctype string, n int64, first string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(f.http.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", path, ctype, n)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s", path, ctype, n, first)
+	return conn
+}
+
+// rawLength sends headers declaring a body of n bytes, and no body.
+func rawLength(t *testing.T, f *fixture, path, ctype string, n int64) (int, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(postHead(t, f, path, ctype, n, "")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,39 +301,34 @@ func TestNestedColumnsAndSchemasTheEngineCannotStore(t *testing.T) {
 	}
 }
 
-func TestSlowClientsAndBusyServers(t *testing.T) {
+func TestSlowBodiesAndLargeTakes(t *testing.T) {
 	f := start(t, "file://"+t.TempDir(), server.Options{BodyGrace: 200 * time.Millisecond, MinBodyRate: 1000,
 		MemoryBudget: 100 << 20, BusyWait: 100 * time.Millisecond, MaxTakeKeys: 10})
 	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
 		t.Fatal(err)
 	}
 	// A body trickled a byte at a time is cut off.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(f.http.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	io.WriteString(conn, "POST /api/v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n")
+	conn := postHead(t, f, "/api/v1/tables/events/rows", server.NDJSON, 100_000, "")
 	start := time.Now()
 	answer := make(chan string, 1)
 	go func() {
 		data, _ := io.ReadAll(conn)
 		answer <- string(data)
 	}()
-	for i := 0; ; i++ {
+	var got string
+	for got == "" {
 		select {
-		case got := <-answer:
-			if !strings.Contains(got, "408") || time.Since(start) > 10*time.Second {
-				t.Fatalf("slow body after %v: %q", time.Since(start), got)
-			}
-			goto busy
+		case got = <-answer:
 		case <-time.After(100 * time.Millisecond):
-			if _, err := conn.Write([]byte("{")); err != nil && i > 100 {
-				t.Fatalf("the server never answered a trickled body: %v", err)
+			if time.Since(start) > 20*time.Second {
+				t.Fatal("the server never answered a trickled body")
 			}
+			_, _ = conn.Write([]byte("{"))
 		}
 	}
-busy:
+	if !strings.Contains(got, "408") || time.Since(start) > 10*time.Second {
+		t.Fatalf("slow body after %v: %q", time.Since(start), got)
+	}
 	// A take of more keys than allowed: refused before any work.
 	if code, msg := post(t, f, "/api/v1/tables/events/take", "application/json", []byte(`{"keys":[1,2,3,4,5,6,7,8,9,10,11]}`)); code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("take of 11 keys: %d %s", code, msg)
@@ -340,14 +343,10 @@ func TestABusyServerAnswers429(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An append whose declared body takes the whole budget, sent slowly.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(f.http.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /api/v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n{")
+	postHead(t, f, "/api/v1/tables/events/rows", server.NDJSON, 100_000, "{")
 	var code int
 	var resp *http.Response
+	var err error
 	for range 50 {
 		req, _ := http.NewRequest("GET", f.http.URL+"/api/v1/tables/events/rows", nil)
 		if resp, err = http.DefaultClient.Do(req); err != nil {

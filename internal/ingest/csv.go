@@ -32,21 +32,7 @@ func CSV(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch
 		}
 		d.b = array.NewRecordBuilder(d.mem, d.fileSchema)
 		defer d.b.Release()
-		for {
-			rec, err := d.chunk()
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if rec == nil {
-				return
-			}
-			ok := yield(rec, nil)
-			rec.Release()
-			if !ok {
-				return
-			}
-		}
+		chunks(d.chunk, yield)
 	}
 }
 

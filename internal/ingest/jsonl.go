@@ -36,21 +36,7 @@ func JSONLines(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.Recor
 		d.seen = make([]bool, want.NumFields())
 		d.b = array.NewRecordBuilder(d.mem, want)
 		defer d.b.Release()
-		for {
-			rec, err := d.chunk()
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if rec == nil {
-				return
-			}
-			if !yield(rec, nil) {
-				rec.Release()
-				return
-			}
-			rec.Release()
-		}
+		chunks(d.chunk, yield)
 	}
 }
 
@@ -175,6 +161,26 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 	return nil
 }
 
+// chunks yields the batches chunk makes until it returns nil, or its
+// first error; each batch is released once the loop body returns.
+func chunks(chunk func() (arrow.RecordBatch, error), yield func(arrow.RecordBatch, error) bool) {
+	for {
+		rec, err := chunk()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if rec == nil {
+			return
+		}
+		ok := yield(rec, nil)
+		rec.Release()
+		if !ok {
+			return
+		}
+	}
+}
+
 // collect gathers a decoder's batches: all of them, or an error and none.
 func collect(seq iter.Seq2[arrow.RecordBatch, error]) ([]arrow.RecordBatch, error) {
 	var out []arrow.RecordBatch
@@ -201,16 +207,8 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 	}
 	switch bb := b.(type) {
 	case *array.StructBuilder:
-		tok, err := dec.Token()
-		if err != nil {
+		if null, err := opening(dec, bb, '{', bad); null || err != nil {
 			return err
-		}
-		if tok == nil {
-			bb.AppendNull()
-			return nil
-		}
-		if tok != json.Delim('{') {
-			return bad(fmt.Sprintf("want an object, got %v", tok))
 		}
 		st := f.Type.(*arrow.StructType)
 		bb.Append(true)
@@ -292,16 +290,8 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 		}
 		return bad(fmt.Sprintf("want an array of entries or an object, got %v", tok))
 	case array.ListLikeBuilder:
-		tok, err := dec.Token()
-		if err != nil {
+		if null, err := opening(dec, bb, '[', bad); null || err != nil {
 			return err
-		}
-		if tok == nil {
-			bb.AppendNull()
-			return nil
-		}
-		if tok != json.Delim('[') {
-			return bad(fmt.Sprintf("want an array, got %v", tok))
 		}
 		bb.Append(true)
 		elem := f.Type.(arrow.ListLikeType).ElemField()
@@ -310,13 +300,30 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 				return err
 			}
 		}
-		_, err = dec.Token() // ']'
+		_, err := dec.Token() // ']'
 		return err
 	}
 	if err := b.UnmarshalOne(dec); err != nil {
 		return bad("value does not fit the column: " + err.Error())
 	}
 	return nil
+}
+
+// opening reads the token that opens a nested value: a null (appended to
+// b; null is true), or delim; anything else is bad.
+func opening(dec *json.Decoder, b array.Builder, delim json.Delim, bad func(string) error) (null bool, err error) {
+	tok, err := dec.Token()
+	switch {
+	case err != nil:
+		return false, err
+	case tok == nil:
+		b.AppendNull()
+		return true, nil
+	case tok != delim:
+		what := map[json.Delim]string{'{': "an object", '[': "an array"}[delim]
+		return false, bad(fmt.Sprintf("want %s, got %v", what, tok))
+	}
+	return false, nil
 }
 
 // decodeEntry decodes one {"key": k, "value": v} of a map.
