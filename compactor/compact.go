@@ -15,7 +15,7 @@ import (
 type Options struct {
 	// Commit tunes the Rewrite's commit.
 	Commit commit.Options
-	// Parallelism: source fragments read at once (default 16), and at
+	// Parallelism: source fragments read at once (default 32), and at
 	// most ReadAheadBytes of them (default 32 MiB; a larger one alone):
 	// many small fragments — a fleet's generations — are read many at once
 	// from a remote store, large ones few.
@@ -56,7 +56,7 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 		o = *opts
 	}
 	if o.Parallelism <= 0 {
-		o.Parallelism = 16
+		o.Parallelism = 32
 	}
 	if o.ReadAheadBytes <= 0 {
 		o.ReadAheadBytes = 32 << 20

@@ -163,6 +163,11 @@ func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 			m.b.Close()
 		}
 	}()
+	// Passes start every interval (a pass that runs longer is followed at
+	// once by the next), so that a fleet's generations wait one interval
+	// at most for a merge.
+	t := time.NewTicker(interval)
+	defer t.Stop()
 	for {
 		if _, err := runPass(ctx, o, memos); err != nil {
 			o.Log.Error("pass failed", "error", err.Error())
@@ -170,17 +175,22 @@ func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(interval):
+		case <-t.C:
 		}
 	}
+}
+
+// gcEvery: how often interval passes collect garbage (a collection lists
+// every object of the table, and what it may delete only ages slowly).
+func (o JobOptions) gcEvery() time.Duration {
+	return max(o.GC.withDefaults().RetainFor, MinRetain) / 4
 }
 
 // idle tells whether nothing happened to the table since the last pass:
 // one LIST for the newest version, one for announced generations.
 func idle(ctx context.Context, o JobOptions, m *memo) bool {
 	now := o.Now()
-	retain := max(o.GC.withDefaults().RetainFor, MinRetain)
-	if (!o.NoGC && now.Sub(m.gcAt) >= retain) || (o.AdoptAfter > 0 && now.Sub(m.sweptAt) >= o.AdoptAfter/3) {
+	if (!o.NoGC && now.Sub(m.gcAt) >= o.gcEvery()) || (o.AdoptAfter > 0 && now.Sub(m.sweptAt) >= o.AdoptAfter/3) {
 		return false
 	}
 	v, err := table.LatestVersion(ctx, m.b)
@@ -305,7 +315,7 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 			return out
 		}
 	}
-	if o.NoGC {
+	if o.NoGC || (m != nil && now.Sub(m.gcAt) < o.gcEvery()) {
 		return out
 	}
 	gp := o.GC

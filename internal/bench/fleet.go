@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -125,6 +126,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	defer stopJob()
 	jobDone := make(chan struct{})
 	before := requests()
+	cpu0 := cpuTime()
 	start := time.Now()
 	go func() {
 		defer close(jobDone)
@@ -169,6 +171,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	runCPU := cpuTime() - cpu0
 	runRequests := requests() - before
 	vRun, err := table.LatestVersion(ctx, admin)
 	if err != nil {
@@ -246,7 +249,8 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 		"append_errors": appendErrs.Load(), "merge_failures": failuresInRun,
 		"ack_p50_ms": ms(pct(ackLat, 0.5)), "ack_p99_ms": ms(pct(ackLat, 0.99)),
 		"commits_per_min": round(float64(vRun-v0) / minutes), "conflicts": conflicts.Load(),
-		"requests_per_shard_min": round(float64(runRequests) / float64(cfg.Writers) / minutes)}
+		"requests_per_shard_min": round(float64(runRequests) / float64(cfg.Writers) / minutes),
+		"run_cpu_s":              round(runCPU.Seconds())}
 	if len(vis) > 0 {
 		r["visible_p50_s"], r["visible_p99_s"], r["visible_max_s"] = round(pct(vis, 0.5).Seconds()), round(pct(vis, 0.99).Seconds()), round(vis[len(vis)-1].Seconds())
 	}
@@ -333,3 +337,12 @@ func (e *errorCounter) WithGroup(g string) slog.Handler {
 
 // Unwrap lets blob.StatsOf reach the counted bucket underneath.
 func (c *conflictCounter) Unwrap() blob.Bucket { return c.Bucket }
+
+// cpuTime is the CPU this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
