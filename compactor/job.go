@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -151,10 +152,12 @@ func runPass(ctx context.Context, o JobOptions, memos map[string]*memo) (Summary
 }
 
 // Loop runs a pass every interval until ctx ends; failures are logged and
-// the next pass goes on. It keeps each table's bucket open and remembers
-// what it saw, so that a pass over a table where nothing happened (no new
-// version, no generation announced, no collection or adoption sweep due)
-// makes two requests.
+// the next pass goes on. Fleet merges run beside the passes, every
+// interval too, so that a long compaction does not hold them up. It keeps
+// each table's bucket open and remembers what it saw, so that an interval
+// over a table where nothing happened (no new version, no generation
+// announced, no collection or adoption sweep due) costs two requests: the
+// merge's LIST of announcements and the pass's LIST of versions.
 func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 	o.defaults()
 	memos := map[string]*memo{}
@@ -163,9 +166,22 @@ func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 			m.b.Close()
 		}
 	}()
+	// Fleet merges run on their own, every interval, so that a fleet's
+	// flushed generations wait one interval at most for their merge
+	// however long a compaction or a collection takes: an append never
+	// conflicts with a compaction, and a fleet merge needs no lease.
+	var merger sync.WaitGroup
+	defer merger.Wait()
+	if !o.NoFleetMerge && !o.DryRun {
+		merger.Add(1)
+		go func() {
+			defer merger.Done()
+			mergeLoop(ctx, o, interval)
+		}()
+		o.NoFleetMerge = true
+	}
 	// Passes start every interval (a pass that runs longer is followed at
-	// once by the next), so that a fleet's generations wait one interval
-	// at most for a merge.
+	// once by the next).
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -178,6 +194,58 @@ func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// mergeLoop fleet-merges every table every interval until ctx ends, on
+// buckets of its own. A table with nothing announced costs one LIST.
+func mergeLoop(ctx context.Context, o JobOptions, interval time.Duration) {
+	buckets := map[string]blob.Bucket{}
+	defer func() {
+		for _, b := range buckets {
+			b.Close()
+		}
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for _, u := range o.Tables {
+			if ctx.Err() != nil {
+				return
+			}
+			b := buckets[u]
+			if b == nil {
+				var err error
+				if b, err = o.Open(ctx, u); err != nil {
+					o.Log.Error("open failed", "table", u, "error", err.Error())
+					continue
+				}
+				buckets[u] = b
+			}
+			fleetMerge(ctx, o, b, o.Log.With("table", u))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fleetMerge runs one fleet merge and logs what it did.
+func fleetMerge(ctx context.Context, o JobOptions, b blob.Bucket, log *slog.Logger) (walshard.FleetResult, error) {
+	started := time.Now()
+	res, err := walshard.FleetMerge(ctx, b, &o.Fleet)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("fleet merge failed", "error", err.Error(), "failed_shards", res.Failed)
+		}
+		return res, err
+	}
+	if res.Version != 0 {
+		log.Info("fleet merged", "shards", res.Shards, "generations", res.Generations, "rows", res.Rows,
+			"version", res.Version, "duration_s", time.Since(started).Seconds())
+	}
+	return res, nil
 }
 
 // gcEvery: how often interval passes collect garbage (a collection lists
@@ -258,15 +326,11 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 		}()
 	}
 	if !o.NoFleetMerge && !o.DryRun {
-		res, err := walshard.FleetMerge(ctx, b, &o.Fleet)
+		res, err := fleetMerge(ctx, o, b, log)
 		out.FleetMerged, out.FleetShards = res.Generations, res.Shards
 		if err != nil {
 			out.Err = err
-			log.Error("fleet merge failed", "error", err.Error(), "failed_shards", res.Failed)
 			return out
-		}
-		if res.Version != 0 {
-			log.Info("fleet merged", "shards", res.Shards, "generations", res.Generations, "rows", res.Rows, "version", res.Version)
 		}
 	}
 	if o.AdoptAfter > 0 && !o.DryRun && (m == nil || now.Sub(m.sweptAt) >= o.AdoptAfter/3) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -116,7 +117,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	}
 	// The Job, as deployed: an interval loop with its own bucket.
 	var mergeFailures atomic.Int64
-	jobLog := slog.New(&errorCounter{n: &mergeFailures, next: slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})})
+	jobLog := slog.New(&errorCounter{n: &mergeFailures, next: slog.NewTextHandler(log, &slog.HandlerOptions{Level: jobLevel()})})
 	job := compactor.JobOptions{Tables: []string{u}, Open: open, Log: jobLog, Holder: "bench-job"}
 	v0, err := table.LatestVersion(ctx, admin)
 	if err != nil {
@@ -345,4 +346,13 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// jobLevel: the Job logs warnings and errors, and everything it does with
+// STRATA_BENCH_TRACE=1.
+func jobLevel() slog.Level {
+	if os.Getenv("STRATA_BENCH_TRACE") == "1" {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
 }

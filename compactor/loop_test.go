@@ -1,0 +1,111 @@
+package compactor_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// stallingBucket holds every read of a fragment under data/ until release
+// is closed, telling stalled once one is held.
+type stallingBucket struct {
+	blob.Bucket
+	stalled chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (s *stallingBucket) hold(ctx context.Context, key string) error {
+	if !strings.HasPrefix(key, table.DataDir) {
+		return nil
+	}
+	s.once.Do(func() { close(s.stalled) })
+	select {
+	case <-s.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *stallingBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := s.hold(ctx, key); err != nil {
+		return nil, err
+	}
+	return s.Bucket.Get(ctx, key)
+}
+
+func (s *stallingBucket) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if err := s.hold(ctx, key); err != nil {
+		return nil, err
+	}
+	return s.Bucket.NewRangeReader(ctx, key, off, n)
+}
+
+func (s *stallingBucket) Close() error { return nil }
+
+// In interval mode a fleet's flushed generations are merged every
+// interval even while a compaction is stuck on a slow store: the merge
+// does not wait for the pass.
+func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 1, 4, 10)
+	sb := &stallingBucket{Bucket: b, stalled: make(chan struct{}), release: make(chan struct{})}
+	o := compactor.JobOptions{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
+		Policy: compactor.Policy{MinFragments: 2},
+		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return sb, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- compactor.Loop(ctx, o, 20*time.Millisecond) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-sb.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Job never started compacting")
+	}
+	s, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := rollouts.Batch(nil, 42, 2, 1000, 10)
+	defer rec.Release()
+	if err := s.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := table.ReadLatest(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Shards["w1"].Watermark > 0 {
+			if got := m.Rows(); got != 50 {
+				t.Fatalf("the table holds %d rows after the merge, want 50", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no fleet merge while the compaction was held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(sb.release)
+}
