@@ -39,6 +39,16 @@ func (s Stats) Sub(o Stats) Stats {
 	}
 }
 
+// Add returns s plus o, field by field.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		Gets: s.Gets + o.Gets, RangeGets: s.RangeGets + o.RangeGets, Puts: s.Puts + o.Puts,
+		CondPutsWon: s.CondPutsWon + o.CondPutsWon, CondPutsLost: s.CondPutsLost + o.CondPutsLost,
+		CondPutsErr: s.CondPutsErr + o.CondPutsErr, Lists: s.Lists + o.Lists, Deletes: s.Deletes + o.Deletes,
+		Heads: s.Heads + o.Heads, BytesIn: s.BytesIn + o.BytesIn, BytesOut: s.BytesOut + o.BytesOut,
+	}
+}
+
 // Counted is a Bucket that counts the requests it passes on.
 type Counted struct {
 	b Bucket

@@ -76,13 +76,13 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 		mu.Unlock()
 		return &conflictCounter{Bucket: b, n: conflicts}, nil
 	}
-	requests := func() int64 {
+	requests := func() blob.Stats {
 		mu.Lock()
 		defer mu.Unlock()
-		var n int64
+		var n blob.Stats
 		for _, b := range buckets {
 			if st, ok := blob.StatsOf(b); ok {
-				n += st.Requests()
+				n = n.Add(st)
 			}
 		}
 		return n
@@ -173,7 +173,11 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	wg.Wait()
 	wall := time.Since(start)
 	runCPU := cpuTime() - cpu0
-	runRequests := requests() - before
+	runStats := requests().Sub(before)
+	runRequests := runStats.Requests()
+	if jobLevel() == slog.LevelInfo {
+		fmt.Fprintf(log, "bench: requests during the run: %+v\n", runStats)
+	}
 	vRun, err := table.LatestVersion(ctx, admin)
 	if err != nil {
 		return nil, err
