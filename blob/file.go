@@ -34,8 +34,9 @@ const fileDefaultPageSize = 1000
 // afterwards so the new name survives a crash. Readers never see a partial
 // object, because the name appears only once the content is complete.
 type fileBucket struct {
-	root   string
-	hasTmp atomic.Bool // the temp folder exists
+	root    string
+	hasTmp  atomic.Bool  // the temp folder exists
+	sweptAt atomic.Int64 // when stale temporary files were last removed (Unix ns)
 }
 
 // StaleTempAge: a temporary file this old belongs to a process that died
@@ -46,7 +47,8 @@ const StaleTempAge = time.Hour
 // OpenFile opens a bucket in the folder dir. Nothing is created until
 // something is written (the folder, then, if it is missing), so reading a
 // table that is not there leaves no trace. Temporary files that dead
-// processes left behind (older than StaleTempAge) are removed.
+// processes left behind (older than StaleTempAge) are removed, then and
+// every StaleTempAge while the bucket is written to.
 func OpenFile(dir string) (Bucket, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -61,8 +63,11 @@ func OpenFile(dir string) (Bucket, error) {
 }
 
 // removeStaleTemp deletes temporary files older than StaleTempAge (best
-// effort: another process may be removing them too).
+// effort: another process may be removing them too). It runs when the
+// bucket is opened and, in a process that keeps it open (a server, the
+// Job in interval mode), on a write at most once per StaleTempAge.
 func (b *fileBucket) removeStaleTemp(now time.Time) {
+	b.sweptAt.Store(now.UnixNano())
 	entries, err := os.ReadDir(filepath.Join(b.root, tmpDir))
 	if err != nil {
 		return
@@ -152,6 +157,9 @@ func (b *fileBucket) writeTemp(op, key string, r io.Reader) (string, error) {
 			return "", fileErr(op, key, err)
 		}
 		b.hasTmp.Store(true)
+	}
+	if now := time.Now(); now.UnixNano()-b.sweptAt.Load() > int64(StaleTempAge) {
+		b.removeStaleTemp(now)
 	}
 	var rnd [12]byte
 	_, _ = rand.Read(rnd[:])
