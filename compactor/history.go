@@ -39,6 +39,7 @@ type Run struct {
 	TotalCompactions int64     `json:"total_compactions"`        // runs that committed
 	LastError        string    `json:"last_error,omitempty"`     // the newest failed run's error
 	LastErrorAt      time.Time `json:"last_error_at,omitzero"`
+	TotalAdopted     int64     `json:"total_adopted"` // abandoned shards adopted
 }
 
 // Status is what the compactor reports of a table.
@@ -47,6 +48,7 @@ type Status struct {
 	TotalCompactions int64     `json:"total_compactions"`
 	LastError        string    `json:"last_error,omitempty"`
 	LastErrorAt      time.Time `json:"last_error_at,omitzero"`
+	TotalAdopted     int64     `json:"total_adopted"`
 	History          []Run     `json:"history"` // newest first
 	// Skipped: history records that do not decode, passed over (each named
 	// with why); they do not stop the status or the next record.
@@ -83,6 +85,7 @@ func ReadStatus(ctx context.Context, b blob.Bucket, limit int) (Status, error) {
 		}
 		if len(st.History) == 0 {
 			st.LastCompaction, st.TotalCompactions, st.LastError, st.LastErrorAt = r.LastCompaction, r.TotalCompactions, r.LastError, r.LastErrorAt
+			st.TotalAdopted = r.TotalAdopted
 		}
 		st.History = append(st.History, r)
 		if len(st.History) == limit {
@@ -103,6 +106,7 @@ func Record(ctx context.Context, b blob.Bucket, r Run, keep int) error {
 		return err
 	}
 	r.LastCompaction, r.TotalCompactions, r.LastError, r.LastErrorAt = prev.LastCompaction, prev.TotalCompactions, prev.LastError, prev.LastErrorAt
+	r.TotalAdopted = prev.TotalAdopted + int64(len(r.Adopted))
 	switch {
 	case r.Error != "":
 		r.LastError, r.LastErrorAt = r.Error, r.Started

@@ -39,6 +39,7 @@ func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
 	runs := []compactor.Run{
 		{Started: t0, Version: 5, FragmentsBefore: 40, FragmentsAfter: 2},
 		{Started: t0.Add(time.Hour), Error: "boom"},
+		{Started: t0.Add(90 * time.Minute), Adopted: []string{"w7", "w9"}},
 		{Started: t0.Add(2 * time.Hour), Version: 9, FragmentsBefore: 12, FragmentsAfter: 3},
 		{Started: t0.Add(3 * time.Hour)}, // nothing to do
 	}
@@ -51,10 +52,10 @@ func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.TotalCompactions != 2 || !st.LastCompaction.Equal(t0.Add(2*time.Hour)) || st.LastError != "boom" || !st.LastErrorAt.Equal(t0.Add(time.Hour)) {
+	if st.TotalCompactions != 2 || st.TotalAdopted != 2 || !st.LastCompaction.Equal(t0.Add(2*time.Hour)) || st.LastError != "boom" || !st.LastErrorAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("status %+v", st)
 	}
-	if len(st.History) != 3 || !st.History[0].Started.Equal(t0.Add(3*time.Hour)) || st.History[2].Error != "boom" {
+	if len(st.History) != 3 || !st.History[0].Started.Equal(t0.Add(3*time.Hour)) || len(st.History[2].Adopted) != 2 {
 		t.Fatalf("history (newest first, pruned to 3): %+v", st.History)
 	}
 }

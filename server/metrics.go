@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -108,6 +110,13 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "strata_object_store_requests_total{table=\"%s\",kind=\"%s\"} %d\n", label(t.name), kv.kind, kv.n)
 		}
 	}
+	fmt.Fprintln(w, "# HELP strata_shards_adopted_total Abandoned shards the compactor Job adopted, from the table's run history (read at most once a minute).")
+	fmt.Fprintln(w, "# TYPE strata_shards_adopted_total counter")
+	for _, t := range tables {
+		if n, ok := t.adopted(r.Context()); ok {
+			fmt.Fprintf(w, "strata_shards_adopted_total{table=\"%s\"} %d\n", label(t.name), n)
+		}
+	}
 	var shards []walshard.Stats
 	var names []string
 	for _, t := range tables {
@@ -130,4 +139,19 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		func(s walshard.Stats) int64 { return s.Merges })
 	family("strata_commit_conflicts_total", "counter", "Times those commits caught up with other commits first.",
 		func(s walshard.Stats) int64 { return s.MergeRebases })
+}
+
+// adopted is the Job's count of adopted shards, read from the table's run
+// history at most once a minute; false when it has never been read.
+func (t *tableState) adopted(ctx context.Context) (int64, bool) {
+	t.job.Lock()
+	defer t.job.Unlock()
+	if time.Since(t.job.readAt) >= time.Minute {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if st, err := compactor.ReadStatus(ctx, t.b, 1); err == nil {
+			t.job.adopted, t.job.ok, t.job.readAt = st.TotalAdopted, true, time.Now()
+		}
+	}
+	return t.job.adopted, t.job.ok
 }

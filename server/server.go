@@ -100,6 +100,14 @@ type tableState struct {
 	shard        *walshard.Shard
 	compacting   atomic.Bool
 	fleetMerging atomic.Bool
+	// job is what /metrics last read of the compactor Job's history (at
+	// most once a minute: a LIST and a GET).
+	job struct {
+		sync.Mutex
+		readAt  time.Time
+		adopted int64
+		ok      bool
+	}
 }
 
 // New makes a server. It opens nothing until a request needs it.

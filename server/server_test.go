@@ -22,6 +22,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
@@ -501,5 +502,30 @@ func TestEveryRouteAnswers404ForAMissingTable(t *testing.T) {
 	}
 	if code, body := raw(t, f, "GET", "/api/v2/nothing", "", "", ""); code != http.StatusNotFound || !strings.Contains(body, "no_route") {
 		t.Errorf("unknown route: %d %s", code, body)
+	}
+}
+
+// Adoptions by the compactor Job show in /compact/stats and /metrics.
+func TestAdoptionsShowInStatsAndMetrics(t *testing.T) {
+	root := "file://" + t.TempDir()
+	f := start(t, root, server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	b, err := blob.Open(ctx, root+"/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := compactor.Record(ctx, b, compactor.Run{Started: time.Now(), Adopted: []string{"w1", "w2"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	code, body := raw(t, f, "GET", "/api/v1/tables/t/compact/stats", "", "", "")
+	if code != 200 || !strings.Contains(body, `"total_adopted":2`) || !strings.Contains(body, `"adopted":["w1","w2"]`) {
+		t.Fatalf("compact stats: %d %s", code, body)
+	}
+	code, body = raw(t, f, "GET", "/metrics", "", "", "")
+	if code != 200 || !strings.Contains(body, `strata_shards_adopted_total{table="t"} 2`) {
+		t.Fatalf("metrics: %d\n%s", code, body)
 	}
 }
