@@ -52,11 +52,14 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 		return err
 	}
 	// The flush runs in the background: the target is read once every
-	// shard that had rows in its memtable shows a newer generation.
+	// shard that had rows in its memtable has flushed its WAL up to the
+	// last entry written before the checkpoint began. (A newer generation
+	// alone does not say so: a flush already running when the checkpoint
+	// began may hold only some of those rows.)
 	sealing := map[string]uint64{}
 	for _, s := range before.Shards {
 		if s.MemtableRows != nil && *s.MemtableRows > 0 {
-			sealing[s.Shard] = s.NewestGeneration
+			sealing[s.Shard] = s.WALLastWritten
 		}
 	}
 	var target map[string]uint64
@@ -69,7 +72,7 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 		waiting := 0
 		for _, s := range st.Shards {
 			target[s.Shard] = s.NewestGeneration
-			if g, ok := sealing[s.Shard]; ok && s.NewestGeneration <= g {
+			if pos, ok := sealing[s.Shard]; ok && s.WALFlushed < pos {
 				waiting++
 			}
 		}
@@ -78,6 +81,13 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 		}
 		if stalls >= o.MaxStalls {
 			return fmt.Errorf("strata: checkpoint of %s: the flush made no generation in %d polls", name, stalls)
+		}
+		if stalls%10 == 9 {
+			// Rows that reached the memtable just after the flush began
+			// wait for the next one: ask for it.
+			if err := c.Flush(ctx, name); err != nil {
+				return err
+			}
 		}
 		if err := sleep(ctx, o.Poll); err != nil {
 			return err
