@@ -26,6 +26,13 @@ type Options struct {
 	// MaxReplans bounds how often a run plans again after a Delete or
 	// another Rewrite touched its fragments (default 5).
 	MaxReplans int
+	// A run holds the table's lease (TakeLease) as Holder (default
+	// "strata-compactor") for LeaseTTL (default 30m), renewed while it
+	// runs, and fails with a *LeaseHeldError when another compactor holds
+	// it. Leased says the caller holds it already (the Job does).
+	Holder   string
+	LeaseTTL time.Duration
+	Leased   bool
 }
 
 // Result describes a run.
@@ -50,10 +57,30 @@ var ErrRowsChanged = errors.New("compactor: rewritten rows differ from the sourc
 // Delete or another Rewrite lands on its fragments first, it plans again
 // against the newer version (up to MaxReplans times) or stops with the
 // conflict; appends and merges landing meanwhile are rebased over.
+//
+// One compactor at a time per table: the run takes the table's lease
+// unless the caller holds it (Options.Leased), and fails with a
+// *LeaseHeldError (errors.Is ErrLeaseHeld) when another holds it.
 func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Result, error) {
+	var res Result
 	var o Options
 	if opts != nil {
 		o = *opts
+	}
+	if !o.Leased && !o.DryRun {
+		if o.Holder == "" {
+			o.Holder = "strata-compactor"
+		}
+		if o.LeaseTTL <= 0 {
+			o.LeaseTTL = 30 * time.Minute
+		}
+		h, err := TakeLease(ctx, b, o.Holder, o.LeaseTTL, time.Now())
+		if err != nil {
+			return res, err
+		}
+		// A release that fails leaves the lease to expire; it must not turn
+		// a committed run into an error.
+		defer func() { _ = h.Release(context.WithoutCancel(ctx)) }()
 	}
 	if o.Parallelism <= 0 {
 		o.Parallelism = 32
@@ -66,7 +93,6 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 	}
 	p = p.WithDefaults()
 	start := time.Now()
-	var res Result
 	for {
 		m, err := table.ReadLatest(ctx, b)
 		if err != nil {

@@ -174,9 +174,10 @@ func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 	defer merger.Wait()
 	if !o.NoFleetMerge && !o.DryRun {
 		merger.Add(1)
+		mo := o
 		go func() {
 			defer merger.Done()
-			mergeLoop(ctx, o, interval)
+			mergeLoop(ctx, mo, interval)
 		}()
 		o.NoFleetMerge = true
 	}
@@ -305,10 +306,10 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 			}
 		}()
 	}
-	var lease Lease
+	var lease *HeldLease
 	var err error
 	if !o.DryRun {
-		lease, err = AcquireLease(ctx, b, o.Holder, o.LeaseTTL, now)
+		lease, err = TakeLease(ctx, b, o.Holder, o.LeaseTTL, now)
 		if errors.Is(err, ErrLeaseHeld) {
 			out.Skipped = err.Error()
 			log.Info("skipped", "reason", out.Skipped)
@@ -320,7 +321,7 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 			return out
 		}
 		defer func() {
-			if err := lease.Release(context.WithoutCancel(ctx), b); err != nil {
+			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
 				log.Warn("lease release failed", "error", err.Error())
 			}
 		}()
@@ -354,7 +355,7 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 		out.Skipped = why
 		log.Info("compaction not due", "reason", why, "fragments", len(latest.Fragments))
 	} else {
-		res, err := Compact(ctx, b, o.Policy, &Options{DryRun: o.DryRun})
+		res, err := Compact(ctx, b, o.Policy, &Options{DryRun: o.DryRun, Leased: true})
 		run := Run{Started: now, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
 			FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
 		if err != nil {

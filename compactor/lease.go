@@ -6,14 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 )
 
-// ErrLeaseHeld: another compactor holds the table's lease.
+// ErrLeaseHeld: another compactor holds the table's lease. The error is a
+// *LeaseHeldError naming the holder.
 var ErrLeaseHeld = errors.New("compactor: another compactor holds the lease")
+
+// LeaseHeldError says who holds the table's lease, and until when.
+type LeaseHeldError struct {
+	Holder  string
+	Expires time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("%v (%s, until %s)", ErrLeaseHeld, e.Holder, e.Expires.UTC().Format(time.RFC3339))
+}
+
+func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
 
 // Lease is a compactor's claim on a table, so that two overlapping Jobs do
 // not both work. Correctness never depends on it: the conflict matrix
@@ -51,7 +65,7 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 			}
 			var cur Lease
 			if err == nil && json.Unmarshal(data, &cur) == nil && now.Before(cur.Expires) {
-				return cur, fmt.Errorf("%w (%s, until %s)", ErrLeaseHeld, cur.Holder, cur.Expires.Format(time.RFC3339))
+				return cur, &LeaseHeldError{Holder: cur.Holder, Expires: cur.Expires}
 			}
 			next = epoch + 1
 		}
@@ -91,4 +105,101 @@ func pruneLeases(ctx context.Context, b blob.Bucket) {
 			_ = b.Delete(ctx, o.Key)
 		}
 	}
+}
+
+// CurrentLease reads the table's live lease, if any: false when the newest
+// was released or has expired.
+func CurrentLease(ctx context.Context, b blob.Bucket, now time.Time) (Lease, bool, error) {
+	page, err := b.ListPage(ctx, leaseDir, "", 1)
+	if err != nil || len(page.Objects) == 0 {
+		return Lease{}, false, err
+	}
+	data, err := b.Get(ctx, page.Objects[0].Key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return Lease{}, false, nil // pruned or replaced meanwhile
+	}
+	if err != nil {
+		return Lease{}, false, err
+	}
+	var cur Lease
+	if json.Unmarshal(data, &cur) != nil || !now.Before(cur.Expires) {
+		return Lease{}, false, nil
+	}
+	return cur, true, nil
+}
+
+// renew extends the lease by ttl from now: lease epoch E+1 with the same
+// holder. It fails with ErrLeaseHeld when another compactor broke it.
+func (l Lease) renew(ctx context.Context, b blob.Bucket, ttl time.Duration, now time.Time) (Lease, error) {
+	next := Lease{Holder: l.Holder, Epoch: l.Epoch + 1, Expires: now.Add(ttl)}
+	data, _ := json.Marshal(next)
+	err := b.PutIfAbsent(ctx, leaseKey(next.Epoch), data)
+	if errors.Is(err, blob.ErrExists) {
+		return l, &LeaseHeldError{Holder: "another compactor (it broke this lease)", Expires: l.Expires}
+	}
+	if err != nil {
+		return l, err
+	}
+	pruneLeases(ctx, b)
+	return next, nil
+}
+
+// HeldLease is a lease kept alive, renewed every third of its TTL, until
+// Release.
+type HeldLease struct {
+	b    blob.Bucket
+	mu   sync.Mutex
+	cur  Lease
+	stop chan struct{}
+	done chan struct{}
+}
+
+// TakeLease acquires the table's lease for holder (AcquireLease) and keeps
+// renewing it until Release: a compaction that runs longer than the TTL
+// keeps others out. A renewal that fails is retried at the next tick; one
+// refused because another compactor broke the lease stops the renewals
+// (correctness never depends on the lease).
+func TakeLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Duration, now time.Time) (*HeldLease, error) {
+	l, err := AcquireLease(ctx, b, holder, ttl, now)
+	if err != nil {
+		return nil, err
+	}
+	h := &HeldLease{b: b, cur: l, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(max(ttl/3, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+			h.mu.Lock()
+			cur := h.cur
+			h.mu.Unlock()
+			next, err := cur.renew(context.WithoutCancel(ctx), b, ttl, time.Now())
+			if errors.Is(err, ErrLeaseHeld) {
+				return
+			}
+			h.mu.Lock()
+			h.cur = next
+			h.mu.Unlock()
+		}
+	}()
+	return h, nil
+}
+
+// Lease is the lease as last renewed.
+func (h *HeldLease) Lease() Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cur
+}
+
+// Release stops the renewals and ends the lease.
+func (h *HeldLease) Release(ctx context.Context) error {
+	close(h.stop)
+	<-h.done
+	return h.Lease().Release(ctx, h.b)
 }

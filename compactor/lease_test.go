@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/testenv"
 )
 
 func TestLeaseKeepsASecondJobOutUntilItExpiresOrIsReleased(t *testing.T) {
@@ -91,5 +92,60 @@ func TestACorruptHistoryRecordIsSkipped(t *testing.T) {
 	}
 	if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every compaction takes the table's lease: while the Job (or anyone)
+// holds it, a library or CLI compaction is refused naming the holder, and
+// compacts nothing; once it is released, the same call compacts.
+func TestACompactionRespectsAnotherHoldersLease(t *testing.T) {
+	b := rolloutsTable(t, testenv.MinIO(t).URL(t), 0, 6, 10)
+	job, err := compactor.TakeLease(ctx, b, "job-on-node-7", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, &compactor.Options{Holder: "strata compact"})
+	var held *compactor.LeaseHeldError
+	if !errors.As(err, &held) || held.Holder != "job-on-node-7" || time.Until(held.Expires) < 50*time.Minute || res.Version != 0 {
+		t.Fatalf("compaction under another's lease: %+v %v", res, err)
+	}
+	if cur, ok, err := compactor.CurrentLease(ctx, b, time.Now()); err != nil || !ok || cur.Holder != "job-on-node-7" {
+		t.Fatalf("current lease: %+v %v %v", cur, ok, err)
+	}
+	if err := job.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := compactor.CurrentLease(ctx, b, time.Now()); err != nil || ok {
+		t.Fatalf("a released lease is still current (%v)", err)
+	}
+	res, err = compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, &compactor.Options{Holder: "strata compact"})
+	if err != nil || res.Version == 0 || res.FragmentsAfter != 1 {
+		t.Fatalf("compaction after the release: %+v %v", res, err)
+	}
+	if _, ok, _ := compactor.CurrentLease(ctx, b, time.Now()); ok {
+		t.Fatal("the compaction kept its lease after it ended")
+	}
+}
+
+// A held lease is renewed while its holder works, so a run longer than the
+// TTL keeps others out.
+func TestAHeldLeaseIsRenewed(t *testing.T) {
+	b, _ := blob.Open(ctx, "mem://")
+	start := time.Now()
+	h, err := compactor.TakeLease(ctx, b, "long-run", 3*time.Second, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Lease().Epoch == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease was never renewed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Past the first TTL, the lease still keeps a second holder out.
+	if _, err := compactor.AcquireLease(ctx, b, "other", time.Minute, start.Add(3500*time.Millisecond)); !errors.Is(err, compactor.ErrLeaseHeld) {
+		t.Fatalf("after a renewal, past the first TTL: %v", err)
 	}
 }

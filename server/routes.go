@@ -480,19 +480,96 @@ func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState
 	return nil
 }
 
-// compact starts a compaction of the base table and answers 202 with no
-// body, or 409 when one of this server is running.
+// CompactRequest is the optional JSON body of POST …/compact. Fields left
+// out take the server's policy. Without Force a compaction waits out the
+// policy's quiet windows, and MinFragments, when given, must be reached.
+type CompactRequest struct {
+	MinFragments int   `json:"min_fragments,omitempty"`
+	TargetRows   int64 `json:"target_rows,omitempty"`
+	TargetBytes  int64 `json:"target_bytes,omitempty"`
+	DryRun       bool  `json:"dry_run,omitempty"`
+	Force        bool  `json:"force,omitempty"`
+}
+
+// CompactPlan is what a dry run of POST …/compact answers.
+type CompactPlan struct {
+	Version         uint64 `json:"version"` // the version planned against
+	Bins            int    `json:"bins"`
+	FragmentsBefore int    `json:"fragments_before"`
+	FragmentsAfter  int    `json:"fragments_after"`
+	Plan            string `json:"plan"`
+}
+
+// compact starts a compaction of the base table under the table's lease and
+// answers 202 with a Location to the stats; 409 when another compactor
+// holds the lease (naming it) or the policy says not now.
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
+	var req CompactRequest
+	if r.ContentLength != 0 {
+		if ct := mediaType(r); ct != "" && ct != "application/json" {
+			return unsupportedMedia("application/json")
+		}
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			return badRequestOrLimit(err, "body is not a compaction request")
+		}
+		if req.MinFragments < 0 || req.TargetRows < 0 || req.TargetBytes < 0 {
+			return badRequest("min_fragments, target_rows and target_bytes must not be negative")
+		}
+	}
+	p := s.opts.Compaction
+	if req.TargetRows > 0 {
+		p.TargetRows = req.TargetRows
+	}
+	if req.TargetBytes > 0 {
+		p.TargetBytes = req.TargetBytes
+	}
+	minGiven := req.MinFragments > 0
+	if minGiven {
+		p.MinFragments = req.MinFragments
+	} else {
+		p.MinFragments = 1 // an operator asked
+	}
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if err != nil {
 		return err
 	}
+	if req.Force {
+		p.QuietWindows = nil
+	}
+	if due, why := compactor.ShouldCompact(m, p, time.Now()); !due && (minGiven || len(p.QuietWindows) > 0) {
+		return &apiError{http.StatusConflict, "not_due", "compaction not due: " + why}
+	}
+	if req.DryRun {
+		plan := compactor.PlanCompaction(m, p.WithDefaults())
+		after := len(m.Fragments) - plan.Sources() + len(plan.Bins)
+		writeJSON(w, http.StatusOK, CompactPlan{Version: m.Version, Bins: len(plan.Bins), FragmentsBefore: len(m.Fragments),
+			FragmentsAfter: after, Plan: strings.TrimSpace(plan.String())})
+		return nil
+	}
 	if !t.compacting.CompareAndSwap(false, true) {
-		return &apiError{http.StatusConflict, "compaction_running", "a compaction of this table is already running"}
+		return &apiError{http.StatusConflict, "compaction_running", "a compaction of this table by this server is already running"}
+	}
+	lease, err := compactor.TakeLease(r.Context(), t.b, "server:"+s.opts.Instance, s.opts.LeaseTTL, time.Now())
+	if err != nil {
+		t.compacting.Store(false)
+		var held *compactor.LeaseHeldError
+		if errors.As(err, &held) {
+			return &apiError{http.StatusConflict, "lease_held", fmt.Sprintf("another compactor holds the table's lease: %s, until %s",
+				held.Holder, held.Expires.UTC().Format(time.RFC3339))}
+		}
+		return err
 	}
 	s.background(t, "compaction", func(ctx context.Context) error {
 		defer t.compacting.Store(false)
+		defer func() {
+			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+				s.opts.Log.Warn("releasing the compaction lease failed", "table", t.name, "error", err.Error())
+			}
+		}()
 		start := time.Now()
-		res, err := compactor.Compact(ctx, t.b, s.opts.Compaction, nil)
+		res, err := compactor.Compact(ctx, t.b, p, &compactor.Options{Leased: true})
 		run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
 			FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
 		if err != nil {
@@ -504,15 +581,30 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 		s.metrics.compactions.Add(1)
 		return err
 	})
+	w.Header().Set("Location", "/api/v1/tables/"+t.name+"/compact/stats")
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }
 
-// CompactStats is what GET …/compact/stats answers.
+// CompactStats is what GET …/compact/stats answers. Every field is always
+// there: what is unknown or absent is null.
 type CompactStats struct {
-	Fragments int  `json:"fragments"`
-	Running   bool `json:"running"`
-	compactor.Status
+	Fragments int `json:"fragments"`
+	// Running: a compactor holds the table's lease (this server, the Job,
+	// a CLI); Holder names it and LeaseExpires says until when.
+	Running      bool       `json:"running"`
+	Holder       *string    `json:"holder"`
+	LeaseExpires *time.Time `json:"lease_expires"`
+	// Due: whether the server's policy would compact now, and why.
+	Due              bool            `json:"due"`
+	DueReason        string          `json:"due_reason"`
+	LastCompaction   *time.Time      `json:"last_compaction"`
+	TotalCompactions int64           `json:"total_compactions"`
+	LastError        *string         `json:"last_error"`
+	LastErrorAt      *time.Time      `json:"last_error_at"`
+	TotalAdopted     int64           `json:"total_adopted"`
+	History          []compactor.Run `json:"history"`
+	SkippedRecords   []string        `json:"skipped_records,omitempty"`
 }
 
 func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
@@ -524,10 +616,27 @@ func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableSt
 	if err != nil {
 		return err
 	}
-	if st.History == nil {
-		st.History = []compactor.Run{}
+	now := time.Now()
+	out := CompactStats{Fragments: len(m.Fragments), Running: t.compacting.Load(), TotalCompactions: st.TotalCompactions,
+		TotalAdopted: st.TotalAdopted, History: st.History, SkippedRecords: st.Skipped}
+	if out.History == nil {
+		out.History = []compactor.Run{}
 	}
-	writeJSON(w, http.StatusOK, CompactStats{Fragments: len(m.Fragments), Running: t.compacting.Load(), Status: st})
+	lease, held, err := compactor.CurrentLease(r.Context(), t.b, now)
+	if err != nil {
+		return err
+	}
+	if held {
+		out.Running, out.Holder, out.LeaseExpires = true, &lease.Holder, &lease.Expires
+	}
+	out.Due, out.DueReason = compactor.ShouldCompact(m, s.opts.Compaction, now)
+	if !st.LastCompaction.IsZero() {
+		out.LastCompaction = &st.LastCompaction
+	}
+	if st.LastError != "" {
+		out.LastError, out.LastErrorAt = &st.LastError, &st.LastErrorAt
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -68,7 +68,11 @@ type Options struct {
 	// Compaction is the policy of POST /compact (its minimum is ignored:
 	// an operator asked).
 	Compaction compactor.Policy
-	Log        *slog.Logger
+	// LeaseTTL: how long the table's compaction lease, which POST
+	// …/compact takes, holds before another compactor may break it; it is
+	// renewed while the compaction runs (default 30m, as the Job's).
+	LeaseTTL time.Duration
+	Log      *slog.Logger
 	// Open opens bucket URLs (default blob.Open); tests wrap it.
 	Open func(ctx context.Context, url string) (blob.Bucket, error)
 }
@@ -138,6 +142,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MinBodyRate <= 0 {
 		opts.MinBodyRate = 64 << 10
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 30 * time.Minute
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()

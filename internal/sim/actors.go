@@ -205,7 +205,9 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 
 func (w *world) compactOp(a *actor) (string, string) {
 	p := compactor.Policy{MinFragments: 2 + w.intn(4), TargetRows: int64(40 + w.intn(200))}
-	o := compactor.Options{Commit: w.commitOptions(a), Parallelism: 1}
+	// Leased: the simulation runs compactors at once on purpose, to check
+	// that the conflict matrix alone keeps rows safe.
+	o := compactor.Options{Commit: w.commitOptions(a), Parallelism: 1, Leased: true}
 	res, err := compactor.Compact(w.ctx, a.bucket, p, &o)
 	if errors.Is(err, compactor.ErrRowsChanged) {
 		return "compact", w.fail("compaction conserves rows", "%v", err).Error()

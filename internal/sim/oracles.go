@@ -111,7 +111,7 @@ func (w *world) finish() error {
 	c := &actor{name: "compactor-final", kind: kCompactor}
 	w.newBucket(c)
 	rec := opRecord{actor: c.name, writer: c.writer(), commits: true, call: w.now()}
-	o := compactor.Options{Commit: w.commitOptions(c), Parallelism: 1}
+	o := compactor.Options{Commit: w.commitOptions(c), Parallelism: 1, Leased: true}
 	if _, err := compactor.GC(w.ctx, c.bucket, compactor.GCPolicy{KeepVersions: 1000, Commit: o.Commit}, w.clock.Now()); err != nil {
 		return w.fail("recovery", "first final collection: %v", err)
 	}

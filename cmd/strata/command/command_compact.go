@@ -1,7 +1,9 @@
 package command
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,7 +19,9 @@ func newCompact(env *Env) *cobra.Command {
 		Short: "Fold small fragments together now, and record the run",
 		Long: `compact runs one compaction, whatever the policy's minimum: it bins adjacent
 small fragments, rewrites each bin into one fragment, and commits one
-Rewrite. For scheduled compaction use strata-compactor.`,
+Rewrite. It takes the table's lease, as the compactor Job does, and exits 1
+naming the holder when another compactor holds it. For scheduled compaction
+use strata-compactor.`,
 		Example: `  strata compact file://./strata-demo/rollouts --dry-run
   strata compact file://./strata-demo/rollouts --target-rows 500000`,
 		Args: exactArgs(1),
@@ -28,7 +32,12 @@ Rewrite. For scheduled compaction use strata-compactor.`,
 			}
 			defer b.Close()
 			start := time.Now()
-			res, err := compactor.Compact(c.Context(), b, p, &compactor.Options{DryRun: dryRun})
+			host, _ := os.Hostname()
+			res, err := compactor.Compact(c.Context(), b, p, &compactor.Options{DryRun: dryRun, Holder: "strata compact on " + host})
+			if errors.Is(err, compactor.ErrLeaseHeld) {
+				// Another compactor is at work: nothing ran, nothing to record.
+				return err
+			}
 			fmt.Fprint(env.Out, res.Plan.String())
 			if !dryRun {
 				run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version,

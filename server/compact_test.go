@@ -1,0 +1,193 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/server"
+)
+
+// tableURL is the URL of table name under the bucket URL root.
+func tableURL(root, name string) string {
+	base, query, _ := strings.Cut(root, "?")
+	if query != "" {
+		query = "?" + query
+	}
+	return base + "/" + name + query
+}
+
+// compactTable makes a table of n small fragments (direct appends) under
+// root and returns its bucket.
+func compactTable(t *testing.T, f *fixture, root string, n int) blob.Bucket {
+	t.Helper()
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	b, err := blob.Open(ctx, tableURL(root, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		rec := rollouts.Batch(nil, 42, 1, int64(i*10), 10)
+		if _, err := tb.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	return b
+}
+
+func compactStats(t *testing.T, f *fixture) map[string]any {
+	t.Helper()
+	code, body := raw(t, f, "GET", "/api/v1/tables/t/compact/stats", "", "", "")
+	var out map[string]any
+	if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
+		t.Fatalf("compact stats: %d %s", code, body)
+	}
+	return out
+}
+
+// POST /compact and the compactor Job share the table's lease: while the
+// Job holds it the server answers 409 naming it and stats show it
+// running; run at once, exactly one of them compacts and no row is lost.
+func TestCompactTakesTheTablesLease(t *testing.T) {
+	root := testenv.MinIO(t).URL(t)
+	f := start(t, root, server.Options{})
+	b := compactTable(t, f, root, 6)
+
+	st := compactStats(t, f)
+	for _, k := range []string{"last_compaction", "last_error", "last_error_at", "holder", "lease_expires"} {
+		if v, ok := st[k]; !ok || v != nil {
+			t.Fatalf("%s: want null before any run, got %v (%v)", k, v, ok)
+		}
+	}
+	if st["running"] != false || st["due"] != false || !strings.Contains(st["due_reason"].(string), "below min") {
+		t.Fatalf("stats of a fresh table: %v", st)
+	}
+
+	job, err := compactor.TakeLease(ctx, b, "strata-compactor on node-7", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := raw(t, f, "POST", "/api/v1/tables/t/compact", "", "", "")
+	if code != http.StatusConflict || !strings.Contains(body, `"lease_held"`) || !strings.Contains(body, "strata-compactor on node-7") {
+		t.Fatalf("POST /compact under the Job's lease: %d %s", code, body)
+	}
+	if st := compactStats(t, f); st["running"] != true || st["holder"] != "strata-compactor on node-7" || st["lease_expires"] == nil {
+		t.Fatalf("stats while the Job holds the lease: %v", st)
+	}
+	if err := job.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Both at once.
+	jobOpts := compactor.JobOptions{Tables: []string{tableURL(root, "t")}, Holder: "job", NoGC: true, NoFleetMerge: true,
+		Policy: compactor.Policy{MinFragments: 2}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var wg sync.WaitGroup
+	var sum compactor.Summary
+	var jobErr error
+	wg.Go(func() { sum, jobErr = compactor.RunOnce(ctx, jobOpts) })
+	req, _ := http.NewRequest("POST", f.http.URL+"/api/v1/tables/t/compact", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	wg.Wait()
+	if jobErr != nil {
+		t.Fatal(jobErr)
+	}
+	serverRan := resp.StatusCode == http.StatusAccepted
+	switch {
+	case serverRan:
+		if loc := resp.Header.Get("Location"); loc != "/api/v1/tables/t/compact/stats" {
+			t.Fatalf("202 without the stats Location: %q", loc)
+		}
+	case resp.StatusCode == http.StatusConflict && strings.Contains(string(data), `"lease_held"`) && strings.Contains(string(data), "job"):
+	default:
+		t.Fatalf("POST /compact beside the Job: %d %s", resp.StatusCode, data)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := compactStats(t, f)
+		if st["running"] == false && st["total_compactions"].(float64) >= 1 {
+			if st["total_compactions"].(float64) != 1 || st["fragments"].(float64) != 1 || st["last_compaction"] == nil || st["last_error"] != nil {
+				t.Fatalf("after the server (%v) and the Job (%+v) ran at once: %v", serverRan, sum.Outcomes, st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction finished: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	recs, err := f.c.Scan(ctx, "t", client.ScanOptions{Columns: []string{"id"}})
+	if got := ids(t, recs); err != nil || len(got) != 60 {
+		t.Fatalf("after compaction: %d ids (%v)", len(got), err)
+	}
+}
+
+// POST /compact takes options: a dry run answers the plan, a minimum not
+// reached is 409 not_due, a body that is not a request is 400 and one of
+// another type 415.
+func TestCompactOptions(t *testing.T) {
+	root := "file://" + t.TempDir()
+	f := start(t, root, server.Options{})
+	compactTable(t, f, root, 5)
+	code, body := raw(t, f, "POST", "/api/v1/tables/t/compact", "application/json", `{"dry_run":true}`, "")
+	var plan server.CompactPlan
+	if code != 200 || json.Unmarshal([]byte(body), &plan) != nil || plan.FragmentsBefore != 5 || plan.FragmentsAfter != 1 || plan.Bins != 1 {
+		t.Fatalf("dry run: %d %s", code, body)
+	}
+	code, body = raw(t, f, "POST", "/api/v1/tables/t/compact", "application/json", `{"min_fragments":10}`, "")
+	if code != http.StatusConflict || !strings.Contains(body, `"not_due"`) {
+		t.Fatalf("below the minimum: %d %s", code, body)
+	}
+	code, body = raw(t, f, "POST", "/api/v1/tables/t/compact", "application/json", `{"min_fragmnts":2}`, "")
+	if code != http.StatusBadRequest {
+		t.Fatalf("a misspelt option: %d %s", code, body)
+	}
+	code, body = raw(t, f, "POST", "/api/v1/tables/t/compact", "text/csv", `a,b`, "")
+	if code != http.StatusUnsupportedMediaType {
+		t.Fatalf("a CSV body: %d %s", code, body)
+	}
+	if st := compactStats(t, f); st["total_compactions"].(float64) != 0 || len(st["history"].([]any)) != 0 {
+		t.Fatalf("refused requests recorded runs: %v", st)
+	}
+	code, body = raw(t, f, "POST", "/api/v1/tables/t/compact", "application/json", `{"min_fragments":5,"target_rows":44}`, "")
+	if code != http.StatusAccepted {
+		t.Fatalf("with options: %d %s", code, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := compactStats(t, f)
+		if st["total_compactions"].(float64) == 1 && st["running"] == false {
+			if st["fragments"].(float64) != 2 { // 4 × 10 rows fit 44, the fifth stays
+				t.Fatalf("target_rows 44 over 5 fragments of 10 rows: %v", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
