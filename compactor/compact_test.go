@@ -214,7 +214,9 @@ func TestTwoCompactorsAtOnce(t *testing.T) {
 	results := make([]compactor.Result, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
-		wg.Go(func() { results[i], errs[i] = compactor.Compact(ctx, b, compactor.Policy{}, &compactor.Options{Leased: true}) })
+		wg.Go(func() {
+			results[i], errs[i] = compactor.Compact(ctx, b, compactor.Policy{}, &compactor.Options{Leased: true})
+		})
 	}
 	wg.Wait()
 	for i, err := range errs {
