@@ -290,6 +290,24 @@ func (c *Client) CreateTag(ctx context.Context, name, tag string, version uint64
 	return c.call(ctx, http.MethodPost, c.url(name, "/tags", nil), "application/json", body, "").none()
 }
 
+// Delete deletes the rows matching filter (required) and says how many.
+func (c *Client) Delete(ctx context.Context, name, filter string) (server.DeleteResult, error) {
+	var out server.DeleteResult
+	return out, c.call(ctx, http.MethodDelete, c.url(name, "/rows", url.Values{"filter": {filter}}), "", nil, "").json(&out)
+}
+
+// Tables lists the server's tables with their newest versions.
+func (c *Client) Tables(ctx context.Context) ([]table.Listed, error) {
+	var out server.TableList
+	err := c.call(ctx, http.MethodGet, c.base+"/api/v1/tables", "", nil, "").json(&out)
+	return out.Tables, err
+}
+
+// DeleteTag removes a tag; an *Error with status 404 says there is none.
+func (c *Client) DeleteTag(ctx context.Context, name, tag string) error {
+	return c.call(ctx, http.MethodDelete, c.url(name, "/tags/"+url.PathEscape(tag), nil), "", nil, "").none()
+}
+
 // Tags lists the tags.
 func (c *Client) Tags(ctx context.Context, name string) ([]table.Tag, error) {
 	var out []table.Tag

@@ -191,3 +191,81 @@ func TestCompactOptions(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The table verbs over HTTP: list tables, delete rows by filter, create a
+// tag (with its time) and delete it; and the conventions: 405 with Allow,
+// 415 for a JSON route sent something else.
+func TestTableVerbsAndConventions(t *testing.T) {
+	root := "file://" + t.TempDir()
+	f := start(t, root, server.Options{})
+	for _, name := range []string{"a", "b"} {
+		if _, err := f.c.CreateTable(ctx, name, rollouts.Schema); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tables, err := f.c.Tables(ctx)
+	if err != nil || len(tables) != 2 || tables[0].Name != "a" || tables[1].Name != "b" || tables[0].Version != 1 {
+		t.Fatalf("tables: %+v %v", tables, err)
+	}
+
+	rec := rollouts.Batch(nil, 42, 0, 0, 40)
+	defer rec.Release()
+	if _, err := f.c.Append(ctx, "a", rec); err != nil {
+		t.Fatal(err)
+	}
+	// Rows this server acknowledged are subject to the delete, merged or not.
+	res, err := f.c.Delete(ctx, "a", "id < 10")
+	if err != nil || res.Deleted != 10 || res.Version == 0 {
+		t.Fatalf("delete: %+v %v", res, err)
+	}
+	recs, err := f.c.Scan(ctx, "a", client.ScanOptions{Columns: []string{"id"}})
+	got := ids(t, recs)
+	if err != nil || len(got) != 30 {
+		t.Fatalf("after deleting 10 of 40: %d rows (%v)", len(got), err)
+	}
+	for id := range got {
+		if id < 10 {
+			t.Fatalf("deleted id %d still scanned", id)
+		}
+	}
+	if code, body := raw(t, f, "DELETE", "/api/v1/tables/a/rows", "", "", ""); code != http.StatusBadRequest || !strings.Contains(body, "filter= is required") {
+		t.Fatalf("delete without a filter: %d %s", code, body)
+	}
+
+	code, body := raw(t, f, "POST", "/api/v1/tables/a/tags", "application/json", `{"name":"keep"}`, "")
+	var tag struct {
+		Name    string    `json:"name"`
+		Version uint64    `json:"version"`
+		Created time.Time `json:"created"`
+	}
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &tag) != nil || tag.Version != res.Version || time.Since(tag.Created) > time.Minute {
+		t.Fatalf("create tag: %d %s", code, body)
+	}
+	if err := f.c.DeleteTag(ctx, "a", "keep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.DeleteTag(ctx, "a", "keep"); !client.IsStatus(err, http.StatusNotFound) {
+		t.Fatalf("deleting a missing tag: %v", err)
+	}
+
+	req, _ := http.NewRequest("PATCH", f.http.URL+"/api/v1/tables/a/rows", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	allow := resp.Header.Get("Allow")
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") ||
+		!strings.Contains(allow, "DELETE") || !strings.Contains(string(data), `"method_not_allowed"`) {
+		t.Fatalf("PATCH rows: %d Allow=%q %s", resp.StatusCode, allow, data)
+	}
+	if code, body := raw(t, f, "GET", "/api/v1/nothing", "", "", ""); code != http.StatusNotFound || !strings.Contains(body, `"no_route"`) {
+		t.Fatalf("no route: %d %s", code, body)
+	}
+	for _, path := range []string{"/api/v1/tables/a/take", "/api/v1/tables/a/tags"} {
+		if code, body := raw(t, f, "POST", path, "text/plain", `{"keys":[1]}`, ""); code != http.StatusUnsupportedMediaType {
+			t.Fatalf("POST %s as text/plain: %d %s", path, code, body)
+		}
+	}
+}

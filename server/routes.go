@@ -54,15 +54,18 @@ func (s *Server) routes() {
 			return h(w, r, tb)
 		})
 	}
+	handle("GET /api/v1/tables", s.listTables)
 	handle("PUT "+t, s.createTable)
 	onTable("GET "+t, s.describeTable)
 	onTable("DELETE "+t, s.dropTable)
 	onTable("POST "+t+"/rows", s.appendRows)
 	onTable("GET "+t+"/rows", s.scanRows)
+	onTable("DELETE "+t+"/rows", s.deleteRows)
 	onTable("POST "+t+"/take", s.takeRows)
 	onTable("GET "+t+"/versions", s.versions)
 	onTable("GET "+t+"/tags", s.tags)
 	onTable("POST "+t+"/tags", s.createTag)
+	onTable("DELETE "+t+"/tags/{tag}", s.deleteTag)
 	onTable("POST "+t+"/compact", s.compact)
 	onTable("GET "+t+"/compact/stats", s.compactStats)
 	onTable("POST "+t+"/lsm/flush", s.lsmFlush)
@@ -70,9 +73,107 @@ func (s *Server) routes() {
 	onTable("GET "+t+"/lsm/stats", s.lsmStats)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+}
+
+// DeleteResult is what DELETE …/rows answers.
+type DeleteResult struct {
+	Deleted int64  `json:"deleted"`
+	Version uint64 `json:"version"` // the version holding the delete (or the latest, when nothing matched)
+}
+
+// deleteRows deletes the rows matching filter= (required). The server's
+// own shard is flushed and merged first, so rows it acknowledged before
+// are subject to the delete; rows of other writers not yet merged are not.
+func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	f := r.URL.Query().Get("filter")
+	if strings.TrimSpace(f) == "" {
+		return badRequest("filter= is required (a filter that every row matches deletes every row)")
+	}
+	pred, err := table.ParseFilter(f)
+	if err != nil {
+		return err
+	}
+	if sh := t.openShard(); sh != nil {
+		if err := sh.Drain(r.Context()); err != nil {
+			return err
+		}
+	}
+	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (delete)"})
+	if err != nil {
+		return err
+	}
+	res, n, err := tb.Delete(r.Context(), pred)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, DeleteResult{Deleted: n, Version: res.Version})
+	return nil
+}
+
+// TableList is what GET /api/v1/tables answers.
+type TableList struct {
+	Tables []table.Listed `json:"tables"`
+}
+
+// listTables lists the tables under the server's bucket with their newest
+// versions.
+func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
+	root, err := s.opts.Open(r.Context(), s.opts.Bucket)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tables, err := table.ListTables(r.Context(), root)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, TableList{Tables: tables})
+	return nil
+}
+
+// notRouted answers a request no route takes: 405 with Allow when the
+// path has routes for other methods, 404 otherwise, both as JSON errors;
+// the mux's redirects (a path to clean) pass through.
+func (s *Server) notRouted(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	probe := &probeWriter{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	switch probe.status {
+	case http.StatusMethodNotAllowed:
+		allow := probe.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: the route takes %s", r.Method, r.URL.Path, allow))
+	case http.StatusNotFound:
 		writeError(w, http.StatusNotFound, "no_route", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
-	})
+	default:
+		h.ServeHTTP(w, r)
+	}
+}
+
+// probeWriter records what a handler answers, dropping the body.
+type probeWriter struct {
+	header http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header { return p.header }
+func (p *probeWriter) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+func (p *probeWriter) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// jsonBody refuses (415) a body declared as anything but JSON; a body
+// without a Content-Type is taken as JSON.
+func jsonBody(r *http.Request) error {
+	if ct := mediaType(r); ct != "" && ct != "application/json" {
+		return unsupportedMedia("application/json")
+	}
+	return nil
 }
 
 func mediaType(r *http.Request) string {
@@ -389,6 +490,9 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 		return err
 	}
 	defer decoding()
+	if err := jsonBody(r); err != nil {
+		return err
+	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not a take request")
 	}
@@ -461,6 +565,9 @@ func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState
 		Name    string `json:"name"`
 		Version uint64 `json:"version"`
 	}
+	if err := jsonBody(r); err != nil {
+		return err
+	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not a tag")
 	}
@@ -476,7 +583,20 @@ func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState
 		}
 		return badRequest("%v", err)
 	}
-	writeJSON(w, http.StatusCreated, table.Tag{Name: req.Name, Version: req.Version})
+	tag, err := table.ReadTag(r.Context(), t.b, req.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, tag)
+	return nil
+}
+
+// deleteTag removes a tag: 204, or 404 when there is none.
+func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if err := table.DeleteTag(r.Context(), t.b, r.PathValue("tag")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
@@ -506,8 +626,8 @@ type CompactPlan struct {
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req CompactRequest
 	if r.ContentLength != 0 {
-		if ct := mediaType(r); ct != "" && ct != "application/json" {
-			return unsupportedMedia("application/json")
+		if err := jsonBody(r); err != nil {
+			return err
 		}
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()

@@ -192,6 +192,10 @@ func (s *Server) Handler() http.Handler {
 			r.Body = http.MaxBytesReader(rw, pb, s.opts.MaxBodyBytes)
 			r = r.WithContext(context.WithValue(r.Context(), paceKey{}, pb))
 		}
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			s.notRouted(rw, r)
+			return
+		}
 		s.mux.ServeHTTP(rw, r)
 	})
 }

@@ -484,6 +484,8 @@ func TestEveryRouteAnswers404ForAMissingTable(t *testing.T) {
 		{"DELETE", "", "", ""},
 		{"POST", "/rows", "application/x-ndjson", "{\"id\":1}\n"},
 		{"GET", "/rows", "", ""},
+		{"DELETE", "/rows?filter=id%3D1", "", ""},
+		{"DELETE", "/tags/x", "", ""},
 		{"POST", "/take", "application/json", `{"keys":[1]}`},
 		{"GET", "/versions", "", ""},
 		{"GET", "/tags", "", ""},

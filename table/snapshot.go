@@ -234,6 +234,19 @@ func CreateTag(ctx context.Context, b blob.Bucket, name string, v uint64) error 
 	return fmt.Errorf("table: tag %q: version %d is at or below the garbage collector's boundary (v%d) and may be deleted: %w", name, v, boundary, ErrVersionNotFound)
 }
 
+// DeleteTag removes a tag (ErrTagNotFound when there is none). Its
+// version is then kept only as long as the retention keeps it.
+func DeleteTag(ctx context.Context, b blob.Bucket, name string) error {
+	if err := checkTagName(name); err != nil {
+		return err
+	}
+	err := b.Delete(ctx, TagKey(name))
+	if errors.Is(err, blob.ErrNotFound) {
+		return fmt.Errorf("table: tag %q: %w", name, ErrTagNotFound)
+	}
+	return err
+}
+
 // GCBoundary returns the newest garbage collection boundary (0: none):
 // versions at or below it may have been deleted and must never be created
 // again. One LIST of one key.

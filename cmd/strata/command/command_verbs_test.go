@@ -1,12 +1,17 @@
 package command
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/testenv"
 )
 
@@ -170,5 +175,75 @@ func TestCreateAndAppendFiles(t *testing.T) {
 	}
 	if code, _, errOut := run(t, nil, "checkpoint", "rollouts"); code != 2 || !strings.Contains(errOut, "--server") {
 		t.Fatalf("checkpoint without a server: %d %s", code, errOut)
+	}
+}
+
+// The table verbs: list the tables of a bucket, delete rows by filter,
+// delete a tag, and a compaction refused while another compactor holds the
+// table's lease.
+func TestTablesDeleteTagDeleteAndTheLease(t *testing.T) {
+	dir := t.TempDir()
+	root := "file://" + dir
+	for _, name := range []string{"alpha", "beta"} {
+		if code, out, errOut := run(t, nil, "demo", root+"/"+name, "--workers", "2", "--appends", "2", "--rows", "10"); code != 0 {
+			t.Fatalf("demo %s: %d\n%s\n%s", name, code, out, errOut)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "not-a-table", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := run(t, nil, "tables", root)
+	if code != 0 || !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") || strings.Contains(out, "not-a-table") || strings.Count(out, "\n") != 3 {
+		t.Fatalf("tables: %d\n%s", code, out)
+	}
+
+	u := root + "/alpha"
+	if code, _, errOut := run(t, nil, "delete", u); code != 2 || !strings.Contains(errOut, "needs --filter") {
+		t.Fatalf("delete without a filter: %d %s", code, errOut)
+	}
+	code, out, _ = run(t, nil, "scan", u, "--columns", "id", "--filter", "step < 5", "--format", "csv")
+	matching := strings.Count(out, "\n") - 1
+	if code != 0 || matching <= 0 {
+		t.Fatalf("scan before the delete: %d %q", code, out)
+	}
+	code, out, _ = run(t, nil, "delete", u, "--filter", "step < 5")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("deleted %d rows", matching)) {
+		t.Fatalf("delete (%d rows match): %d %s", matching, code, out)
+	}
+	code, out, _ = run(t, nil, "scan", u, "--columns", "id", "--filter", "step < 5", "--format", "csv")
+	if code != 0 || strings.Count(out, "\n") > 1 {
+		t.Fatalf("deleted rows still scanned: %d %q", code, out)
+	}
+	if code, out, _ = run(t, nil, "delete", u, "--filter", "step < 5"); code != 0 || !strings.Contains(out, "no row matched") {
+		t.Fatalf("delete again: %d %s", code, out)
+	}
+
+	if code, out, _ := run(t, nil, "tag", u, "keep"); code != 0 {
+		t.Fatalf("tag: %d %s", code, out)
+	}
+	if code, out, _ := run(t, nil, "tag", u, "keep", "--delete"); code != 0 || !strings.Contains(out, "deleted tag keep") {
+		t.Fatalf("tag --delete: %d %s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "tag", u, "keep", "--delete"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("deleting a missing tag: %d %s", code, errOut)
+	}
+
+	b, err := blob.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	job, err := compactor.TakeLease(context.Background(), b, "strata-compactor on node-7", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, nil, "compact", u); code != 1 || !strings.Contains(errOut, "strata-compactor on node-7") {
+		t.Fatalf("compact under another's lease: %d %s", code, errOut)
+	}
+	if err := job.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, nil, "compact", u); code != 0 || !strings.Contains(out, "fragments") {
+		t.Fatalf("compact after the release: %d %s %s", code, out, errOut)
 	}
 }

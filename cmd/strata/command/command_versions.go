@@ -1,6 +1,7 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -57,11 +58,13 @@ also reads each manifest for its operation and row count (one GET each).`,
 
 func newTag(env *Env) *cobra.Command {
 	var version uint64
+	var del bool
 	c := &cobra.Command{
 		Use:   "tag URL NAME",
 		Short: "Name a version (the latest by default); a tag never moves and keeps its version from GC",
 		Example: `  strata tag file://./strata-demo/rollouts before-cleanup
-  strata tag file://./strata-demo/rollouts v1 --version 12`,
+  strata tag file://./strata-demo/rollouts v1 --version 12
+  strata tag file://./strata-demo/rollouts before-cleanup --delete`,
 		Args: exactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			b, err := env.Open(c.Context(), args[0])
@@ -69,6 +72,16 @@ func newTag(env *Env) *cobra.Command {
 				return err
 			}
 			defer b.Close()
+			if del {
+				if version != 0 {
+					return usageError{errors.New("--delete takes no --version")}
+				}
+				if err := table.DeleteTag(c.Context(), b, args[1]); err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Out, "deleted tag %s\n", args[1])
+				return nil
+			}
 			if version == 0 {
 				if version, err = table.LatestVersion(c.Context(), b); err != nil {
 					return err
@@ -82,5 +95,6 @@ func newTag(env *Env) *cobra.Command {
 		},
 	}
 	c.Flags().Uint64Var(&version, "version", 0, "version to tag (default: latest)")
+	c.Flags().BoolVar(&del, "delete", false, "remove the tag (its version is then kept only as long as the retention keeps it)")
 	return c
 }

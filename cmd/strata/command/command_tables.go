@@ -1,0 +1,88 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+func newTables(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tables URL",
+		Short: "List the tables directly under a bucket URL, with their newest versions",
+		Long: `tables lists the folders under URL (one LIST per thousand) and, for each,
+looks for a newest version (one LIST of one key): the folders that hold one
+are tables.`,
+		Example: `  strata tables file://./strata-demo
+  strata tables 's3://lake/tables?endpoint=http://127.0.0.1:9000'`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			tables, err := table.ListTables(c.Context(), b)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TABLE\tVERSION")
+			for _, t := range tables {
+				fmt.Fprintf(tw, "%s\t%d\n", t.Name, t.Version)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newDelete(env *Env) *cobra.Command {
+	var filter string
+	c := &cobra.Command{
+		Use:   "delete URL --filter EXPR",
+		Short: "Delete the rows of the table that match a filter, in one commit",
+		Long: `delete records the rows matching --filter as deleted (deletion vectors, in
+one Delete commit); readers of the new version no longer see them, older
+versions still do, and compaction drops them. Rows not yet merged from a
+writer's shard are not touched: run a checkpoint first to include them.`,
+		Example: `  strata delete file://./strata-demo/rollouts --filter 'reward < 0'
+  strata delete file://./strata-demo/rollouts --filter 'worker = 3 AND step >= 100'`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if strings.TrimSpace(filter) == "" {
+				return usageError{errors.New("delete needs --filter (a filter every row matches deletes every row)")}
+			}
+			pred, err := table.ParseFilter(filter)
+			if err != nil {
+				return usageError{err}
+			}
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata delete"})
+			if err != nil {
+				return err
+			}
+			res, n, err := tb.Delete(c.Context(), pred)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				fmt.Fprintf(env.Out, "no row matched; nothing committed (version %d)\n", res.Version)
+				return nil
+			}
+			fmt.Fprintf(env.Out, "deleted %d rows (version %d)\n", n, res.Version)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&filter, "filter", "", "rows to delete, e.g. 'reward < 0 AND worker = 3'")
+	return c
+}
