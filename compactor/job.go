@@ -110,7 +110,6 @@ type memo struct {
 	version   uint64    // the newest version the last full pass left
 	gcAt      time.Time // when the last collection ran
 	sweptAt   time.Time // when abandoned shards were last looked for
-	checkedAt time.Time
 }
 
 func runPass(ctx context.Context, o JobOptions, memos map[string]*memo) (Summary, error) {

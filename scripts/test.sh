@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: installs the test servers (MinIO, fake-gcs-server) when
-# missing, checks formatting and vet, then runs go test. Under CI=true a
+# missing, checks formatting, vet, go.mod tidiness and staticcheck, then runs
+# go test, the race detector and the fuzz targets. Under CI=true a
 # test that needs a server it cannot start fails instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,10 +14,18 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+if ! go mod tidy -diff >/dev/null; then
+  echo "go.mod or go.sum is not tidy: run go mod tidy" >&2
+  exit 1
+fi
+# staticcheck is pinned in go.mod (tool directive).
+go tool staticcheck ./...
 # The end-to-end tests run verbosely: they print the rows, kills and
 # restarts they saw.
 go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout 15m -v "$@" ./e2e
+# The race detector over the packages whose goroutines share state.
+go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./server
 # Fuzz targets, each for a bounded time (FUZZTIME, default 15s); their
 # seeds already ran above as tests. A failing input is written under the
 # package's testdata/fuzz and fails the run.
