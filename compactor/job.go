@@ -106,10 +106,10 @@ func RunOnce(ctx context.Context, o JobOptions) (Summary, error) {
 // memo is what interval passes remember of a table between passes, so
 // that a pass over a table where nothing happened costs two requests.
 type memo struct {
-	b         blob.Bucket
-	version   uint64    // the newest version the last full pass left
-	gcAt      time.Time // when the last collection ran
-	sweptAt   time.Time // when abandoned shards were last looked for
+	b       blob.Bucket
+	version uint64    // the newest version the last full pass left
+	gcAt    time.Time // when the last collection ran
+	sweptAt time.Time // when abandoned shards were last looked for
 }
 
 func runPass(ctx context.Context, o JobOptions, memos map[string]*memo) (Summary, error) {
