@@ -1,12 +1,22 @@
 # Static strata and strata-compactor binaries on a distroless base, as a
-# non-root user.
+# non-root user. The build context includes .git, so Go stamps the module
+# version and VCS revision into both binaries (`strata version`,
+# `strata-compactor --version`); a context without it can pass them:
+#   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) .
 FROM golang:1.26 AS build
+ARG VERSION=""
+ARG REVISION=""
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/strata ./cmd/strata \
- && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/strata-compactor ./cmd/strata-compactor
+RUN set -e; pkg=github.com/stratadb/strata/internal/buildinfo; \
+    ldflags="-s -w"; \
+    if [ -n "$VERSION" ]; then ldflags="$ldflags -X $pkg.version=$VERSION"; fi; \
+    if [ -n "$REVISION" ]; then ldflags="$ldflags -X $pkg.revision=$REVISION"; fi; \
+    CGO_ENABLED=0 go build -buildvcs=auto -trimpath -ldflags="$ldflags" -o /out/strata ./cmd/strata; \
+    CGO_ENABLED=0 go build -buildvcs=auto -trimpath -ldflags="$ldflags" -o /out/strata-compactor ./cmd/strata-compactor; \
+    /out/strata version
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/strata /out/strata-compactor /usr/local/bin/

@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		for _, c := range []string{"strata", "strata-compactor"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, c), "./cmd/"+c)
+			// -buildvcs=true: the binaries carry the checkout's revision,
+			// as a release build does, whatever GOFLAGS says.
+			cmd := exec.Command("go", "build", "-buildvcs=true", "-o", filepath.Join(dir, c), "./cmd/"+c)
 			cmd.Dir, cmd.Stderr = root, os.Stderr
 			if err := cmd.Run(); err != nil {
 				fmt.Fprintln(os.Stderr, "building", c, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/buildinfo"
 )
 
 type listFlag []string
@@ -64,7 +65,9 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		minFragments, maxSources, keepV int
 		targetRows, targetBytes         int64
 		holder                          string
+		showVersion                     bool
 	)
+	fs.BoolVar(&showVersion, "version", false, "print the version of this build and exit")
 	fs.Var(&tables, "table", "table URL (repeatable, or comma-separated)")
 	fs.Var(&under, "tables-under", "compact every table under this bucket URL (repeatable)")
 	fs.BoolVar(&once, "once", false, "one pass, then exit (for a CronJob)")
@@ -110,6 +113,10 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		}
 		return 2
 	}
+	if showVersion {
+		fmt.Fprintf(stdout, "strata-compactor %s\n", buildinfo.Get())
+		return 0
+	}
 	if fs.NArg() > 0 || once == (interval > 0) || len(tables)+len(under) == 0 {
 		fmt.Fprintln(stderr, "strata-compactor: give --table or --tables-under, and exactly one of --once and --interval")
 		fs.Usage()
@@ -128,6 +135,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		holder, _ = os.Hostname()
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
 	for _, root := range under {
 		found, err := compactor.DiscoverTables(ctx, blob.Open, root)
 		if err != nil {

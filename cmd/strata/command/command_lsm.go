@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/internal/buildinfo"
 )
 
 // newLSM makes flush, merge and checkpoint: they ask a server, which owns
@@ -57,11 +57,7 @@ func newVersion(env *Env) *cobra.Command {
 		Short: "Print the version of this build",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
-			v := "(devel)"
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-				v = bi.Main.Version
-			}
-			fmt.Fprintf(env.Out, "strata %s\n", v)
+			fmt.Fprintf(env.Out, "strata %s\n", buildinfo.Get())
 			return nil
 		},
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/walshard"
 )
@@ -83,7 +84,8 @@ after 2 minutes.`,
 				return err
 			}
 			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-			log.Info("serving", "listen", ln.Addr().String(), "bucket", bucket, "shard", srv.ShardID(), "auth", token != "")
+			log.Info("serving", "listen", ln.Addr().String(), "bucket", bucket, "shard", srv.ShardID(), "auth", token != "",
+				"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
 			fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Serve(ln) }()
