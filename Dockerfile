@@ -11,11 +11,11 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN set -e; pkg=github.com/stratadb/strata/internal/buildinfo; \
-    ldflags="-s -w"; \
+    ldflags="-s -w"; vcs=false; if [ -d .git ]; then vcs=true; fi; \
     if [ -n "$VERSION" ]; then ldflags="$ldflags -X $pkg.version=$VERSION"; fi; \
     if [ -n "$REVISION" ]; then ldflags="$ldflags -X $pkg.revision=$REVISION"; fi; \
-    CGO_ENABLED=0 go build -buildvcs=auto -trimpath -ldflags="$ldflags" -o /out/strata ./cmd/strata; \
-    CGO_ENABLED=0 go build -buildvcs=auto -trimpath -ldflags="$ldflags" -o /out/strata-compactor ./cmd/strata-compactor; \
+    CGO_ENABLED=0 go build -buildvcs=$vcs -trimpath -ldflags="$ldflags" -o /out/strata ./cmd/strata; \
+    CGO_ENABLED=0 go build -buildvcs=$vcs -trimpath -ldflags="$ldflags" -o /out/strata-compactor ./cmd/strata-compactor; \
     /out/strata version
 
 FROM gcr.io/distroless/static-debian12:nonroot
