@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync/atomic"
+	"time"
 )
 
 // Stats counts the requests a bucket made, by kind. Object stores bill per
@@ -49,12 +50,57 @@ func (s Stats) Add(o Stats) Stats {
 	}
 }
 
-// Counted is a Bucket that counts the requests it passes on.
+// Counted is a Bucket that counts the requests it passes on, and times
+// them for an Observer when one is set.
 type Counted struct {
 	b Bucket
 	c struct {
 		gets, rangeGets, puts, condWon, condLost, condErr, lists, deletes, heads, in, out atomic.Int64
 	}
+	observe atomic.Pointer[Observer]
+}
+
+// Observer is told of every request a Counted bucket makes: its
+// operation (get, range_get, put, put_if_absent, delete, list,
+// attributes), its outcome (ok, not_found, exists, error) and how long
+// it took.
+type Observer func(op, outcome string, d time.Duration)
+
+// Observe sets the observer of the first Counted bucket found by
+// unwrapping b; false when there is none.
+func Observe(b Bucket, fn Observer) bool {
+	for b != nil {
+		if c, ok := b.(*Counted); ok {
+			c.observe.Store(&fn)
+			return true
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			break
+		}
+		b = u.Unwrap()
+	}
+	return false
+}
+
+// timed reports a request to the observer, if any; use it as
+// defer c.timed(op, time.Now(), &err).
+func (c *Counted) timed(op string, start time.Time, err *error) {
+	fn := c.observe.Load()
+	if fn == nil {
+		return
+	}
+	outcome := "ok"
+	switch {
+	case *err == nil:
+	case errors.Is(*err, ErrNotFound):
+		outcome = "not_found"
+	case errors.Is(*err, ErrExists):
+		outcome = "exists"
+	default:
+		outcome = "error"
+	}
+	(*fn)(op, outcome, time.Since(start))
 }
 
 var _ Bucket = (*Counted)(nil)
@@ -91,15 +137,17 @@ func StatsOf(b Bucket) (Stats, bool) {
 // Unwrap returns the bucket underneath.
 func (c *Counted) Unwrap() Bucket { return c.b }
 
-func (c *Counted) Get(ctx context.Context, key string) ([]byte, error) {
+func (c *Counted) Get(ctx context.Context, key string) (data []byte, err error) {
 	c.c.gets.Add(1)
-	data, err := c.b.Get(ctx, key)
+	defer c.timed("get", time.Now(), &err)
+	data, err = c.b.Get(ctx, key)
 	c.c.in.Add(int64(len(data)))
 	return data, err
 }
 
-func (c *Counted) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+func (c *Counted) NewRangeReader(ctx context.Context, key string, offset, length int64) (_ io.ReadCloser, err error) {
 	c.c.rangeGets.Add(1)
+	defer c.timed("range_get", time.Now(), &err)
 	r, err := c.b.NewRangeReader(ctx, key, offset, length)
 	if err != nil {
 		return nil, err
@@ -118,8 +166,9 @@ func (r *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *Counted) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	err := c.b.PutIfAbsent(ctx, key, data)
+func (c *Counted) PutIfAbsent(ctx context.Context, key string, data []byte) (err error) {
+	defer c.timed("put_if_absent", time.Now(), &err)
+	err = c.b.PutIfAbsent(ctx, key, data)
 	switch {
 	case err == nil:
 		c.c.condWon.Add(1)
@@ -132,24 +181,28 @@ func (c *Counted) PutIfAbsent(ctx context.Context, key string, data []byte) erro
 	return err
 }
 
-func (c *Counted) Put(ctx context.Context, key string, r io.Reader) error {
+func (c *Counted) Put(ctx context.Context, key string, r io.Reader) (err error) {
 	c.c.puts.Add(1)
+	defer c.timed("put", time.Now(), &err)
 	cr := &countingReader{ReadCloser: io.NopCloser(r), n: &c.c.out}
 	return c.b.Put(ctx, key, cr)
 }
 
-func (c *Counted) Delete(ctx context.Context, key string) error {
+func (c *Counted) Delete(ctx context.Context, key string) (err error) {
 	c.c.deletes.Add(1)
+	defer c.timed("delete", time.Now(), &err)
 	return c.b.Delete(ctx, key)
 }
 
-func (c *Counted) ListPage(ctx context.Context, prefix, token string, pageSize int) (Page, error) {
+func (c *Counted) ListPage(ctx context.Context, prefix, token string, pageSize int) (_ Page, err error) {
 	c.c.lists.Add(1)
+	defer c.timed("list", time.Now(), &err)
 	return c.b.ListPage(ctx, prefix, token, pageSize)
 }
 
-func (c *Counted) Attributes(ctx context.Context, key string) (Attributes, error) {
+func (c *Counted) Attributes(ctx context.Context, key string) (_ Attributes, err error) {
 	c.c.heads.Add(1)
+	defer c.timed("attributes", time.Now(), &err)
 	return c.b.Attributes(ctx, key)
 }
 

@@ -2,39 +2,77 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"slices"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/internal/buildinfo"
 )
 
-// metrics are exported in the Prometheus text format on GET /metrics.
+// metrics are the server's Prometheus families, on a registry of its own
+// (GET /metrics): the Go runtime and process, the build, HTTP requests,
+// appends, compactions, fleet merges and object-store requests as
+// histograms, and per table (only for tables this server has open) the
+// object-store request counts, the shard's lag and the Job's adoptions.
 type metrics struct {
-	mu struct {
-		sync.Mutex
-		requests map[[2]string]int64 // route, status → count
-		seconds  map[string]float64  // route → total seconds
-		count    map[string]int64    // route → requests
-	}
-	rowsAppended atomic.Int64
-	compactions  atomic.Int64
-	fleetMerges  atomic.Int64 // fleet merge commits
-	fleetGens    atomic.Int64 // generations they added
+	reg               *prometheus.Registry
+	requests          *prometheus.CounterVec
+	requestSeconds    *prometheus.HistogramVec
+	rowsAppended      prometheus.Counter
+	appendSeconds     prometheus.Histogram
+	compactions       *prometheus.CounterVec
+	compactionSeconds prometheus.Histogram
+	fleetMerges       prometheus.Counter
+	fleetGens         prometheus.Counter
+	fleetMergeSeconds prometheus.Histogram
+	storeSeconds      *prometheus.HistogramVec
 }
 
-func newMetrics() *metrics {
-	m := &metrics{}
-	m.mu.requests = map[[2]string]int64{}
-	m.mu.seconds = map[string]float64{}
-	m.mu.count = map[string]int64{}
+// Buckets of the latency histograms: 1 ms to about 2 minutes.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	bi := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_build_info", Help: "The build: version, revision and Go version (always 1).",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.Go}})
+	build.Set(1)
+	f(build)
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_http_requests_total",
+		Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	m.requestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_http_request_duration_seconds",
+		Help: "Time to serve a request, by route.", Buckets: latencyBuckets}, []string{"route"})
+	m.rowsAppended = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_rows_appended_total",
+		Help: "Rows acknowledged through this server."})
+	m.appendSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_append_duration_seconds",
+		Help: "Time from a decoded append to its rows being durable in the WAL.", Buckets: latencyBuckets})
+	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactions_total",
+		Help: "Compactions run by this server, by outcome (committed, nothing, failed)."}, []string{"outcome"})
+	m.compactionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_compaction_duration_seconds",
+		Help: "Time of the compactions run by this server.", Buckets: latencyBuckets})
+	m.fleetMerges = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_fleet_merges_total",
+		Help: "Fleet merge commits of this server (every shard's generations in one)."})
+	m.fleetGens = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_fleet_merged_generations_total",
+		Help: "Generations those commits added."})
+	m.fleetMergeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_fleet_merge_duration_seconds",
+		Help: "Time of the fleet merges run by this server.", Buckets: latencyBuckets})
+	m.storeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_object_store_request_duration_seconds",
+		Help: "Object-store requests of every table, by operation and outcome (ok, not_found, exists, error).", Buckets: latencyBuckets},
+		[]string{"op", "outcome"})
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.compactions,
+		m.compactionSeconds, m.fleetMerges, m.fleetGens, m.fleetMergeSeconds, m.storeSeconds} {
+		f(c)
+	}
+	f(&tableCollector{s: s})
 	return m
 }
 
@@ -42,63 +80,48 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.mu.requests[[2]string{route, fmt.Sprint(status)}]++
-	m.mu.seconds[route] += d.Seconds()
-	m.mu.count[route]++
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
 }
 
-func label(s string) string { return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) }
+// observeStore times a table's object-store requests.
+func (m *metrics) observeStore(b blob.Bucket) {
+	blob.Observe(b, func(op, outcome string, d time.Duration) {
+		m.storeSeconds.WithLabelValues(op, outcome).Observe(d.Seconds())
+	})
+}
 
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	m := s.metrics
-	m.mu.Lock()
-	var keys [][2]string
-	for k := range m.mu.requests {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+a[1], b[0]+b[1]) })
-	fmt.Fprintln(w, "# HELP strata_http_requests_total HTTP requests by route and status.")
-	fmt.Fprintln(w, "# TYPE strata_http_requests_total counter")
-	for _, k := range keys {
-		fmt.Fprintf(w, "strata_http_requests_total{route=\"%s\",status=\"%s\"} %d\n", label(k[0]), k[1], m.mu.requests[k])
-	}
-	var routes []string
-	for r := range m.mu.count {
-		routes = append(routes, r)
-	}
-	sort.Strings(routes)
-	fmt.Fprintln(w, "# HELP strata_http_request_seconds Time spent serving requests, by route.")
-	fmt.Fprintln(w, "# TYPE strata_http_request_seconds summary")
-	for _, r := range routes {
-		fmt.Fprintf(w, "strata_http_request_seconds_sum{route=\"%s\"} %g\n", label(r), m.mu.seconds[r])
-		fmt.Fprintf(w, "strata_http_request_seconds_count{route=\"%s\"} %d\n", label(r), m.mu.count[r])
-	}
-	m.mu.Unlock()
-	fmt.Fprintln(w, "# HELP strata_rows_appended_total Rows acknowledged through this server.")
-	fmt.Fprintln(w, "# TYPE strata_rows_appended_total counter")
-	fmt.Fprintf(w, "strata_rows_appended_total %d\n", m.rowsAppended.Load())
-	fmt.Fprintln(w, "# HELP strata_compaction_runs_total Compactions run by this server.")
-	fmt.Fprintln(w, "# TYPE strata_compaction_runs_total counter")
-	fmt.Fprintf(w, "strata_compaction_runs_total %d\n", m.compactions.Load())
-	fmt.Fprintln(w, "# HELP strata_fleet_merges_total Fleet merge commits of this server (every shard's generations in one).")
-	fmt.Fprintln(w, "# TYPE strata_fleet_merges_total counter")
-	fmt.Fprintf(w, "strata_fleet_merges_total %d\n", m.fleetMerges.Load())
-	fmt.Fprintln(w, "# HELP strata_fleet_merged_generations_total Generations those commits added.")
-	fmt.Fprintln(w, "# TYPE strata_fleet_merged_generations_total counter")
-	fmt.Fprintf(w, "strata_fleet_merged_generations_total %d\n", m.fleetGens.Load())
+	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil}).ServeHTTP(w, r)
+}
 
-	s.mu.Lock()
-	tables := make([]*tableState, 0, len(s.mu.tables))
-	for _, t := range s.mu.tables {
+// tableCollector reads the per-table families at scrape time, for the
+// tables this server has open: a dropped table, or one never created, has
+// none.
+type tableCollector struct{ s *Server }
+
+var (
+	descStoreRequests = prometheus.NewDesc("strata_object_store_requests_total", "Object-store requests by table and kind.", []string{"table", "kind"}, nil)
+	descWALLag        = prometheus.NewDesc("strata_wal_lag_entries", "WAL entries of this server's shard not yet in a generation.", []string{"table", "shard"}, nil)
+	descPending       = prometheus.NewDesc("strata_generations_pending", "Generations of this server's shard awaiting merge.", []string{"table", "shard"}, nil)
+	descCommits       = prometheus.NewDesc("strata_commits_total", "Merge commits of this server's shard.", []string{"table", "shard"}, nil)
+	descConflicts     = prometheus.NewDesc("strata_commit_conflicts_total", "Times those commits caught up with other commits first.", []string{"table", "shard"}, nil)
+	descAdopted       = prometheus.NewDesc("strata_shards_adopted_total", "Abandoned shards the compactor Job adopted, from the table's run history (read at most once a minute).", []string{"table"}, nil)
+)
+
+func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descStoreRequests, descWALLag, descPending, descCommits, descConflicts, descAdopted} {
+		ch <- d
+	}
+}
+
+func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.mu.Lock()
+	tables := make([]*tableState, 0, len(c.s.mu.tables))
+	for _, t := range c.s.mu.tables {
 		tables = append(tables, t)
 	}
-	s.mu.Unlock()
-	slices.SortFunc(tables, func(a, b *tableState) int { return strings.Compare(a.name, b.name) })
-	fmt.Fprintln(w, "# HELP strata_object_store_requests_total Object-store requests by table and kind.")
-	fmt.Fprintln(w, "# TYPE strata_object_store_requests_total counter")
+	c.s.mu.Unlock()
 	for _, t := range tables {
 		st, _ := blob.StatsOf(t.b)
 		for _, kv := range []struct {
@@ -107,38 +130,19 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}{{"get", st.Gets}, {"range_get", st.RangeGets}, {"put", st.Puts}, {"conditional_put_won", st.CondPutsWon},
 			{"conditional_put_lost", st.CondPutsLost}, {"conditional_put_error", st.CondPutsErr}, {"list", st.Lists},
 			{"delete", st.Deletes}, {"head", st.Heads}} {
-			fmt.Fprintf(w, "strata_object_store_requests_total{table=\"%s\",kind=\"%s\"} %d\n", label(t.name), kv.kind, kv.n)
+			ch <- prometheus.MustNewConstMetric(descStoreRequests, prometheus.CounterValue, float64(kv.n), t.name, kv.kind)
 		}
-	}
-	fmt.Fprintln(w, "# HELP strata_shards_adopted_total Abandoned shards the compactor Job adopted, from the table's run history (read at most once a minute).")
-	fmt.Fprintln(w, "# TYPE strata_shards_adopted_total counter")
-	for _, t := range tables {
-		if n, ok := t.adopted(r.Context()); ok {
-			fmt.Fprintf(w, "strata_shards_adopted_total{table=\"%s\"} %d\n", label(t.name), n)
-		}
-	}
-	var shards []walshard.Stats
-	var names []string
-	for _, t := range tables {
 		if sh := t.openShard(); sh != nil {
-			shards = append(shards, sh.Stats())
-			names = append(names, t.name)
+			ss := sh.Stats()
+			ch <- prometheus.MustNewConstMetric(descWALLag, prometheus.GaugeValue, float64(ss.WALLag), t.name, ss.Shard)
+			ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ss.PendingGenerations), t.name, ss.Shard)
+			ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(ss.Merges), t.name, ss.Shard)
+			ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(ss.MergeRebases), t.name, ss.Shard)
+		}
+		if n, ok := t.adopted(context.Background()); ok {
+			ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.CounterValue, float64(n), t.name)
 		}
 	}
-	family := func(name, typ, help string, value func(walshard.Stats) int64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-		for i, st := range shards {
-			fmt.Fprintf(w, "%s{table=\"%s\",shard=\"%s\"} %d\n", name, label(names[i]), st.Shard, value(st))
-		}
-	}
-	family("strata_wal_lag_entries", "gauge", "WAL entries of this server's shard not yet in a generation.",
-		func(s walshard.Stats) int64 { return int64(s.WALLag) })
-	family("strata_generations_pending", "gauge", "Generations of this server's shard awaiting merge.",
-		func(s walshard.Stats) int64 { return int64(s.PendingGenerations) })
-	family("strata_commits_total", "counter", "Merge commits of this server's shard.",
-		func(s walshard.Stats) int64 { return s.Merges })
-	family("strata_commit_conflicts_total", "counter", "Times those commits caught up with other commits first.",
-		func(s walshard.Stats) int64 { return s.MergeRebases })
 }
 
 // adopted is the Job's count of adopted shards, read from the table's run

@@ -191,11 +191,16 @@ type TableInfo struct {
 	Schema    SchemaJSON `json:"schema"`
 }
 
-func (s *Server) createTable(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error) {
 	t, err := s.table(r.Context(), r.PathValue("name"), true)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			s.forgetIfMissing(t)
+		}
+	}()
 	var schema *arrow.Schema
 	var batches []arrow.RecordBatch
 	switch mediaType(r) {
@@ -305,11 +310,13 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		return err
 	}
 	defer ingest.Release(recs)
+	appendStart := time.Now()
 	if err := sh.Append(r.Context(), recs...); err != nil {
 		return err
 	}
+	s.metrics.appendSeconds.Observe(time.Since(appendStart).Seconds())
 	rows := ingest.Rows(recs)
-	s.metrics.rowsAppended.Add(rows)
+	s.metrics.rowsAppended.Add(float64(rows))
 	writeJSON(w, http.StatusOK, map[string]int64{"rows": rows})
 	return nil
 }
@@ -698,7 +705,15 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 		if rerr := compactor.Record(context.WithoutCancel(ctx), t.b, run, 0); rerr != nil {
 			s.opts.Log.Warn("recording a compaction failed", "table", t.name, "error", rerr.Error())
 		}
-		s.metrics.compactions.Add(1)
+		outcome := "committed"
+		switch {
+		case err != nil:
+			outcome = "failed"
+		case res.Version == 0:
+			outcome = "nothing"
+		}
+		s.metrics.compactions.WithLabelValues(outcome).Inc()
+		s.metrics.compactionSeconds.Observe(time.Since(start).Seconds())
 		return err
 	})
 	w.Header().Set("Location", "/api/v1/tables/"+t.name+"/compact/stats")
@@ -785,10 +800,12 @@ func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState)
 	}
 	s.background(t, "fleet merge", func(ctx context.Context) error {
 		defer t.fleetMerging.Store(false)
+		start := time.Now()
 		res, err := walshard.FleetMerge(ctx, t.b, &walshard.FleetOptions{Commit: commit.Options{Writer: "server:" + s.opts.Instance + " (fleet merge)"}})
+		s.metrics.fleetMergeSeconds.Observe(time.Since(start).Seconds())
 		if res.Version != 0 {
-			s.metrics.fleetMerges.Add(1)
-			s.metrics.fleetGens.Add(int64(res.Generations))
+			s.metrics.fleetMerges.Inc()
+			s.metrics.fleetGens.Add(float64(res.Generations))
 		}
 		return err
 	})

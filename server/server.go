@@ -152,7 +152,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Open == nil {
 		opts.Open = blob.Open
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), metrics: newMetrics(), admit: newAdmission(opts.MemoryBudget, opts.BusyWait)}
+	s := &Server{opts: opts, mux: http.NewServeMux(), admit: newAdmission(opts.MemoryBudget, opts.BusyWait)}
+	s.metrics = newMetrics(s)
 	s.mu.tables = map[string]*tableState{}
 	s.routes()
 	return s, nil
@@ -260,6 +261,7 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 		return t, nil
 	}
 	t = &tableState{name: name, b: b}
+	s.metrics.observeStore(b)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	s.mu.tables[name] = t
 	return t, nil
@@ -268,6 +270,23 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 // shard returns the table's shard, opening it (and so claiming a new
 // epoch) on first use. t.mu is held while it opens, so that concurrent
 // first requests open it once.
+// forgetIfMissing closes and forgets a table that a failed create left
+// open but that does not exist, so that it has no metrics and no handle.
+func (s *Server) forgetIfMissing(t *tableState) {
+	if _, err := table.LatestVersion(context.Background(), t.b); !errors.Is(err, table.ErrNotFound) {
+		return
+	}
+	s.mu.Lock()
+	if s.mu.tables[t.name] == t && t.openShard() == nil {
+		delete(s.mu.tables, t.name)
+		s.mu.Unlock()
+		t.stopBackground()
+		t.b.Close()
+		return
+	}
+	s.mu.Unlock()
+}
+
 func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -196,7 +196,7 @@ func TestTableRoutes(t *testing.T) {
 	}
 	// Metrics.
 	code, body = raw(t, f, "GET", "/metrics", "", "", "")
-	if code != 200 || !strings.Contains(body, `strata_http_requests_total{route="POST /api/v1/tables/{name}/rows",status="200"}`) ||
+	if code != 200 || !strings.Contains(body, `strata_http_requests_total{code="200",route="POST /api/v1/tables/{name}/rows"}`) ||
 		!strings.Contains(body, "strata_object_store_requests_total") || !strings.Contains(body, "strata_rows_appended_total 52") ||
 		!strings.Contains(body, `strata_fleet_merges_total 1`) || !strings.Contains(body, `strata_fleet_merged_generations_total 1`) {
 		t.Fatalf("metrics: %d\n%s", code, body)
