@@ -38,6 +38,11 @@ type JobOptions struct {
 	Log        *slog.Logger
 	Open       func(ctx context.Context, url string) (blob.Bucket, error) // default blob.Open
 	Now        func() time.Time                                           // default time.Now
+	// OnPass, when set, is told of every pass (what it did, how long it
+	// took) and OnFleetMerge of every fleet merge that committed or failed
+	// (in interval mode they run beside the passes): metrics hang here.
+	OnPass       func(sum Summary, d time.Duration)
+	OnFleetMerge func(table string, res walshard.FleetResult, d time.Duration, err error)
 }
 
 // TableOutcome is what one pass did to one table.
@@ -100,7 +105,17 @@ func (o *JobOptions) defaults() {
 // tables' failures.
 func RunOnce(ctx context.Context, o JobOptions) (Summary, error) {
 	o.defaults()
-	return runPass(ctx, o, nil)
+	return timedPass(ctx, o, nil)
+}
+
+// timedPass runs a pass and tells OnPass.
+func timedPass(ctx context.Context, o JobOptions, memos map[string]*memo) (Summary, error) {
+	start := time.Now()
+	sum, err := runPass(ctx, o, memos)
+	if o.OnPass != nil {
+		o.OnPass(sum, time.Since(start))
+	}
+	return sum, err
 }
 
 // memo is what interval passes remember of a table between passes, so
@@ -185,7 +200,7 @@ func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := runPass(ctx, o, memos); err != nil {
+		if _, err := timedPass(ctx, o, memos); err != nil {
 			o.Log.Error("pass failed", "error", err.Error())
 		}
 		select {
@@ -221,7 +236,7 @@ func mergeLoop(ctx context.Context, o JobOptions, interval time.Duration) {
 				}
 				buckets[u] = b
 			}
-			fleetMerge(ctx, o, b, o.Log.With("table", u))
+			fleetMerge(ctx, o, u, b, o.Log.With("table", u))
 		}
 		select {
 		case <-ctx.Done():
@@ -232,9 +247,12 @@ func mergeLoop(ctx context.Context, o JobOptions, interval time.Duration) {
 }
 
 // fleetMerge runs one fleet merge and logs what it did.
-func fleetMerge(ctx context.Context, o JobOptions, b blob.Bucket, log *slog.Logger) (walshard.FleetResult, error) {
+func fleetMerge(ctx context.Context, o JobOptions, u string, b blob.Bucket, log *slog.Logger) (walshard.FleetResult, error) {
 	started := time.Now()
 	res, err := walshard.FleetMerge(ctx, b, &o.Fleet)
+	if o.OnFleetMerge != nil && (err != nil || res.Version != 0) && ctx.Err() == nil {
+		o.OnFleetMerge(u, res, time.Since(started), err)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Error("fleet merge failed", "error", err.Error(), "failed_shards", res.Failed)
@@ -326,7 +344,7 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 		}()
 	}
 	if !o.NoFleetMerge && !o.DryRun {
-		res, err := fleetMerge(ctx, o, b, log)
+		res, err := fleetMerge(ctx, o, u, b, log)
 		out.FleetMerged, out.FleetShards = res.Generations, res.Shards
 		if err != nil {
 			out.Err = err

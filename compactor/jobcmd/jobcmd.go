@@ -64,9 +64,10 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		retain, safety                  time.Duration
 		minFragments, maxSources, keepV int
 		targetRows, targetBytes         int64
-		holder                          string
+		holder, metricsListen           string
 		showVersion                     bool
 	)
+	fs.StringVar(&metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
 	fs.BoolVar(&showVersion, "version", false, "print the version of this build and exit")
 	fs.Var(&tables, "table", "table URL (repeatable, or comma-separated)")
 	fs.Var(&under, "tables-under", "compact every table under this bucket URL (repeatable)")
@@ -160,6 +161,20 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	}
 	if adoptAfter == 0 {
 		opts.AdoptAfter = -1
+	}
+	if metricsListen != "" {
+		if interval == 0 {
+			fmt.Fprintln(stderr, "strata-compactor: --metrics-listen needs --interval (a --once pass ends before a scrape)")
+			return 2
+		}
+		m := newJobMetrics()
+		m.wire(&opts)
+		stopMetrics, err := m.serve(ctx, metricsListen, log)
+		if err != nil {
+			log.Error("metrics listener failed", "error", err.Error())
+			return 1
+		}
+		defer stopMetrics()
 	}
 	if interval > 0 {
 		if err := compactor.Loop(ctx, opts, interval); err != nil {
