@@ -24,6 +24,18 @@ go tool staticcheck ./...
 # restarts they saw.
 go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout 15m -v "$@" ./e2e
+# The Python client against a real server, with the machine's python3.
+if command -v python3 >/dev/null; then
+  pybin=$(mktemp -d)
+  go build -o "$pybin/strata" ./cmd/strata
+  STRATA_BIN="$pybin/strata" python3 -m unittest discover -s clients/python/tests -v
+  rm -rf "$pybin"
+elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
+  echo "python3 is missing: the Python client's tests cannot run" >&2
+  exit 1
+else
+  echo "python3 is missing: skipping the Python client's tests" >&2
+fi
 # The race detector over the packages whose goroutines share state.
 go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./server
 # Fuzz targets, each for a bounded time (FUZZTIME, default 15s); their

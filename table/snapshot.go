@@ -135,10 +135,10 @@ func ReadTransaction(ctx context.Context, b blob.Bucket, v uint64) (*Transaction
 
 // VersionInfo is one entry of the version history.
 type VersionInfo struct {
-	Version uint64
-	Time    time.Time // when the manifest was written (the store's clock)
-	Kind    Kind      // set only when Versions was asked to read manifests
-	Rows    int64     // likewise
+	Version uint64    `json:"version"`
+	Time    time.Time `json:"time"`           // when the manifest was written (the store's clock)
+	Kind    Kind      `json:"kind,omitempty"` // set only when Versions was asked to read manifests
+	Rows    int64     `json:"rows,omitempty"` // likewise
 }
 
 // Versions lists the versions, newest first, from LIST alone; with

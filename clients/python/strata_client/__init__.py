@@ -1,0 +1,268 @@
+"""A Python client for the Strata HTTP server (``strata serve``).
+
+Standard library only for the JSON-lines path; Arrow IPC appends and scans
+when ``pyarrow`` is importable. Every method maps to one route under
+``/api/v1``; errors raise :class:`StrataError` with the HTTP status and the
+server's error code.
+
+    from strata_client import Client
+    c = Client("http://127.0.0.1:8080")
+    c.create_table("events", [{"name": "id", "type": "int64"}, {"name": "msg", "type": "string", "nullable": True}])
+    c.append("events", [{"id": 1, "msg": "hello"}])
+    c.checkpoint_lsm("events")
+    for row in c.scan("events", filter="id >= 1"):
+        print(row)
+"""
+
+import json
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+__all__ = ["Client", "StrataError"]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+NDJSON = "application/x-ndjson"
+
+
+class StrataError(Exception):
+    """An error answer: ``status`` (HTTP), ``code`` and ``message`` (the server's)."""
+
+    def __init__(self, status, code, message):
+        super().__init__(f"strata: {status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class Client:
+    """A client of one server. ``retries`` bounds the retries of a 429 or 503 answer."""
+
+    def __init__(self, base_url, token=None, timeout=60.0, retries=5):
+        self.base = base_url.rstrip("/")
+        self.token, self.timeout, self.retries = token, timeout, retries
+
+    # -- plumbing -------------------------------------------------------
+
+    def _url(self, path, query=None):
+        u = self.base + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None and v is not False}
+            if q:
+                u += "?" + urllib.parse.urlencode({k: ("true" if v is True else v) for k, v in q.items()})
+        return u
+
+    def _table(self, name, rest=""):
+        return "/api/v1/tables/" + urllib.parse.quote(name, safe="") + rest
+
+    def _open(self, method, path, query=None, body=None, ctype=None, accept=None, retries=None):
+        retries = self.retries if retries is None else retries
+        url = self._url(path, query)
+        for attempt in range(retries + 1):
+            req = urllib.request.Request(url, data=body, method=method)
+            if ctype:
+                req.add_header("Content-Type", ctype)
+            if accept:
+                req.add_header("Accept", accept)
+            if self.token:
+                req.add_header("Authorization", "Bearer " + self.token)
+            try:
+                return urllib.request.urlopen(req, timeout=self.timeout)
+            except urllib.error.HTTPError as e:
+                data = e.read()
+                if e.code in (429, 503) and attempt < retries:
+                    wait = e.headers.get("Retry-After")
+                    delay = float(wait) if wait and wait.isdigit() else min(0.05 * 2**attempt, 2.0)
+                    time.sleep(delay * (0.5 + random.random()))
+                    continue
+                try:
+                    err = json.loads(data)["error"]
+                    raise StrataError(e.code, err.get("code", ""), err.get("message", "")) from None
+                except (ValueError, KeyError, TypeError):
+                    raise StrataError(e.code, "", data.decode("utf-8", "replace")) from None
+        raise AssertionError("unreachable")
+
+    def _json(self, method, path, query=None, payload=None, retries=None):
+        body = None if payload is None else json.dumps(payload).encode()
+        with self._open(method, path, query, body, "application/json" if body is not None else None, retries=retries) as r:
+            data = r.read()
+        return json.loads(data) if data else None
+
+    # -- tables ---------------------------------------------------------
+
+    def tables(self):
+        """The server's tables: a list of ``{"name", "version"}``."""
+        return self._json("GET", "/api/v1/tables")["tables"]
+
+    def create_table(self, name, fields):
+        """Create a table from a JSON schema: ``[{"name", "type", "nullable"?}, …]``."""
+        return self._json("PUT", self._table(name), payload={"fields": fields})
+
+    def describe(self, name):
+        return self._json("GET", self._table(name))
+
+    def drop(self, name):
+        self._json("DELETE", self._table(name))
+
+    # -- rows -----------------------------------------------------------
+
+    def append(self, name, rows, ignore_unknown=False):
+        """Append rows, all or none: an iterable of dicts (sent as JSON lines), or
+        a pyarrow Table or RecordBatch (sent as an Arrow IPC stream). Returns the
+        number of rows acknowledged, durable in the server's WAL."""
+        query = {"ignore_unknown": ignore_unknown}
+        if _is_arrow(rows):
+            body, ctype = _arrow_stream(rows), ARROW_STREAM
+        else:
+            body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+            ctype = NDJSON
+        with self._open("POST", self._table(name, "/rows"), query, body, ctype) as r:
+            return json.loads(r.read())["rows"]
+
+    def scan(self, name, columns=None, filter=None, version=None, tag=None, limit=None, fresh=False):
+        """Iterate over the rows as dicts, streamed as JSON lines. A scan cut short
+        by the server raises rather than ending early."""
+        query = _scan_query(columns, filter, version, tag, limit, fresh)
+        query["format"] = "jsonl"
+        resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
+        return _lines(resp)
+
+    def scan_arrow(self, name, columns=None, filter=None, version=None, tag=None, limit=None, fresh=False):
+        """The rows as a pyarrow Table (needs pyarrow)."""
+        import pyarrow.ipc as ipc
+
+        query = _scan_query(columns, filter, version, tag, limit, fresh)
+        with self._open("GET", self._table(name, "/rows"), query, accept=ARROW_STREAM) as r:
+            return ipc.open_stream(r.read()).read_all()
+
+    def take(self, name, keys, column="id", columns=None):
+        """The rows whose ``column`` holds one of ``keys``, as dicts."""
+        payload = {"column": column, "keys": list(keys)}
+        if columns:
+            payload["columns"] = list(columns)
+        body = json.dumps(payload).encode()
+        resp = self._open("POST", self._table(name, "/take"), {"format": "jsonl"}, body, "application/json", accept=NDJSON)
+        return list(_lines(resp))
+
+    def delete(self, name, filter):
+        """Delete the rows matching ``filter``: ``{"deleted", "version"}``."""
+        return self._json("DELETE", self._table(name, "/rows"), {"filter": filter})
+
+    # -- versions and tags ------------------------------------------------
+
+    def versions(self, name, limit=20, detail=False):
+        return self._json("GET", self._table(name, "/versions"), {"limit": limit, "detail": "true" if detail else "false"})
+
+    def tags(self, name):
+        return self._json("GET", self._table(name, "/tags"))
+
+    def create_tag(self, name, tag, version=0):
+        """Name a version (0: the latest); returns the tag with its time."""
+        return self._json("POST", self._table(name, "/tags"), payload={"name": tag, "version": version})
+
+    def delete_tag(self, name, tag):
+        self._json("DELETE", self._table(name, "/tags/" + urllib.parse.quote(tag, safe="")))
+
+    # -- compaction -------------------------------------------------------
+
+    def compact(self, name, min_fragments=None, target_rows=None, target_bytes=None, dry_run=False, force=False):
+        """Start a compaction (202), or with ``dry_run`` return its plan. A 409
+        (another compactor holds the lease, or not due) raises StrataError."""
+        payload = {k: v for k, v in {"min_fragments": min_fragments, "target_rows": target_rows,
+                                     "target_bytes": target_bytes, "dry_run": dry_run, "force": force}.items() if v}
+        return self._json("POST", self._table(name, "/compact"), payload=payload or None, retries=0)
+
+    def compact_stats(self, name):
+        return self._json("GET", self._table(name, "/compact/stats"))
+
+    # -- LSM ------------------------------------------------------------------
+
+    def flush(self, name):
+        """Ask the server to seal its memtable into a generation (202)."""
+        self._json("POST", self._table(name, "/lsm/flush"))
+
+    def merge(self, name):
+        """Ask the server for a fleet merge (202); a 429 (one running) raises."""
+        self._json("POST", self._table(name, "/lsm/compact"), retries=0)
+
+    def lsm_stats(self, name, include_generation_rows=False):
+        return self._json("GET", self._table(name, "/lsm/stats"), {"include_generation_rows": include_generation_rows})
+
+    def checkpoint_lsm(self, name, poll=0.05, max_stalls=40):
+        """Flush and merge until every generation that existed when it began (and
+        every row the server acknowledged before) is in the table, as the Go
+        client's CheckpointLSM: the server's WAL flushed up to the last entry
+        acknowledged before the checkpoint, then every shard's watermark at or
+        above its newest generation then, merged by anyone. Raises when no
+        progress is seen in ``max_stalls`` polls."""
+        before = self.lsm_stats(name)
+        self.flush(name)
+        sealing = {s["shard"]: s["wal_last_written"] for s in before["shards"] if s.get("memtable_rows")}
+        stalls = 0
+        while True:
+            st = self.lsm_stats(name)
+            target = {s["shard"]: s["newest_generation"] for s in st["shards"]}
+            waiting = sum(1 for s in st["shards"] if s["shard"] in sealing and s["wal_flushed"] < sealing[s["shard"]])
+            if waiting == 0:
+                break
+            if stalls >= max_stalls:
+                raise StrataError(0, "checkpoint_stalled", f"checkpoint of {name}: the flush made no generation in {stalls} polls")
+            if stalls % 10 == 9:
+                self.flush(name)
+            stalls += 1
+            time.sleep(poll)
+
+        def outstanding():
+            st = self.lsm_stats(name)
+            n = sum(max(0, target[s["shard"]] - s["watermark"]) for s in st["shards"] if s["shard"] in target)
+            merging = st.get("merging", False) or any(s.get("compacting") for s in st["shards"])
+            return n, merging
+
+        last, merging = outstanding()
+        stalls = 0
+        while last > 0:
+            if not merging:
+                try:
+                    self.merge(name)
+                except StrataError as e:
+                    if e.status != 429:
+                        raise
+            time.sleep(poll)
+            n, merging = outstanding()
+            if n < last or merging:
+                stalls = 0
+            else:
+                stalls += 1
+                if stalls >= max_stalls:
+                    raise StrataError(0, "checkpoint_stalled",
+                                      f"checkpoint of {name} made no progress in {stalls} polls: {n} generations at or below the target still await merging")
+            last = n
+
+
+def _scan_query(columns, filter, version, tag, limit, fresh):
+    return {"columns": ",".join(columns) if columns else None, "filter": filter, "version": version,
+            "tag": tag, "limit": limit, "fresh": fresh}
+
+
+def _lines(resp):
+    with resp:
+        for line in resp:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _is_arrow(rows):
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return False
+    return isinstance(rows, (pa.Table, pa.RecordBatch))
+
+
+def _arrow_stream(rows):
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as w:
+        w.write(rows)
+    return sink.getvalue().to_pybytes()

@@ -1,0 +1,153 @@
+"""Tests of the Python client against a real ``strata serve`` (STRATA_BIN, or
+built with ``go build`` from the repository)."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from strata_client import Client, StrataError  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SCHEMA = [
+    {"name": "id", "type": "int64"},
+    {"name": "worker", "type": "string"},
+    {"name": "reward", "type": "float64", "nullable": True},
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="strata-py-")
+        binary = os.environ.get("STRATA_BIN")
+        if not binary:
+            binary = os.path.join(cls.tmp, "strata")
+            subprocess.run(["go", "build", "-o", binary, "./cmd/strata"], cwd=REPO, check=True)
+        port = free_port()
+        cls.proc = subprocess.Popen(
+            [binary, "serve", "--bucket", "file://" + os.path.join(cls.tmp, "tables"), "--listen", f"127.0.0.1:{port}",
+             "--instance", "py", "--flush-interval", "1h", "--merge-interval", "1h"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cls.url = f"http://127.0.0.1:{port}"
+        for _ in range(400):
+            try:
+                urllib.request.urlopen(cls.url + "/healthz", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.025)
+        else:
+            raise RuntimeError("strata serve never answered")
+        cls.c = Client(cls.url)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait(timeout=30)
+        cls.proc.stderr.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def rows(self, start, n, worker="w1"):
+        return [{"id": i, "worker": worker, "reward": (None if i % 3 == 0 else i / 10)} for i in range(start, start + n)]
+
+    def test_round_trip(self):
+        c = self.c
+        info = c.create_table("events", SCHEMA)
+        self.assertEqual(info["name"], "events")
+        with self.assertRaises(StrataError) as e:
+            c.create_table("events", SCHEMA)
+        self.assertEqual(e.exception.status, 409)
+        self.assertIn("events", [t["name"] for t in c.tables()])
+
+        self.assertEqual(c.append("events", self.rows(0, 30)), 30)
+        # Read-your-writes before any merge, then a checkpoint.
+        self.assertEqual(len(list(c.scan("events", fresh=True))), 30)
+        c.checkpoint_lsm("events")
+        got = list(c.scan("events"))
+        self.assertEqual(sorted(r["id"] for r in got), list(range(30)))
+        self.assertIsNone(next(r for r in got if r["id"] == 3)["reward"])  # a null stays null
+        self.assertEqual([r["id"] for r in c.scan("events", filter="id >= 25", columns=["id"])], [25, 26, 27, 28, 29])
+
+        taken = c.take("events", [4, 5, 999], columns=["id", "reward"])
+        self.assertEqual(sorted(r["id"] for r in taken), [4, 5])
+
+        # All or nothing: a bad row fails the request and stores nothing.
+        with self.assertRaises(StrataError) as e:
+            c.append("events", self.rows(100, 2) + [{"id": "not a number", "worker": "w1"}])
+        self.assertEqual(e.exception.status, 400)
+        c.checkpoint_lsm("events")
+        self.assertEqual(len(list(c.scan("events"))), 30)
+
+        v = c.versions("events", limit=5, detail=True)
+        self.assertTrue(v and "version" in v[0] and "time" in v[0])
+        tag = c.create_tag("events", "first")
+        self.assertEqual(tag["name"], "first")
+        self.assertFalse(tag["created"].startswith("0001"))
+        self.assertEqual(len(list(c.scan("events", tag="first"))), 30)
+        c.delete_tag("events", "first")
+        self.assertEqual(c.tags("events"), [])
+
+        res = c.delete("events", "id < 10")
+        self.assertEqual(res["deleted"], 10)
+        self.assertEqual(len(list(c.scan("events"))), 20)
+
+    def test_compaction_and_lsm(self):
+        c = self.c
+        c.create_table("runs", SCHEMA)
+        for i in range(4):
+            c.append("runs", self.rows(i * 10, 10))
+            c.checkpoint_lsm("runs")
+        stats = c.lsm_stats("runs")
+        self.assertTrue(stats["shards"])
+        self.assertNotIn("pending_rows", stats["shards"][0])  # absent, not zero
+        self.assertIn("pending_rows", c.lsm_stats("runs", include_generation_rows=True)["shards"][0])
+
+        plan = c.compact("runs", dry_run=True)
+        self.assertGreater(plan["fragments_before"], plan["fragments_after"])
+        with self.assertRaises(StrataError) as e:
+            c.compact("runs", min_fragments=100)
+        self.assertEqual((e.exception.status, e.exception.code), (409, "not_due"))
+        c.compact("runs")
+        deadline = time.time() + 30
+        while True:
+            st = c.compact_stats("runs")
+            if st["total_compactions"] == 1 and not st["running"]:
+                break
+            self.assertLess(time.time(), deadline, st)
+            time.sleep(0.05)
+        self.assertEqual(st["fragments"], 1)
+        self.assertIsNone(st["last_error"])
+        self.assertEqual(sorted(r["id"] for r in c.scan("runs", columns=["id"])), list(range(40)))
+
+    def test_errors(self):
+        with self.assertRaises(StrataError) as e:
+            list(self.c.scan("missing"))
+        self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
+
+    @unittest.skipUnless(__import__("importlib").util.find_spec("pyarrow"), "pyarrow is not installed")
+    def test_arrow(self):
+        import pyarrow as pa
+
+        c = self.c
+        c.create_table("arrow", SCHEMA)
+        t = pa.table({"id": pa.array([1, 2], pa.int64()), "worker": ["a", "b"], "reward": [0.5, None]})
+        self.assertEqual(c.append("arrow", t), 2)
+        c.checkpoint_lsm("arrow")
+        self.assertEqual(c.scan_arrow("arrow").num_rows, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
