@@ -269,3 +269,67 @@ func TestTableVerbsAndConventions(t *testing.T) {
 		}
 	}
 }
+
+// lockedBuffer is a log sink safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Every request gets a request id (the client's, when it is a plain
+// token) in X-Request-Id and one access-log line naming it.
+func TestRequestIDsAndTheAccessLog(t *testing.T) {
+	var logs lockedBuffer
+	f := start(t, "file://"+t.TempDir(), server.Options{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	get := func(id string) string {
+		req, _ := http.NewRequest("GET", f.http.URL+"/api/v1/tables/none", nil)
+		if id != "" {
+			req.Header.Set("X-Request-Id", id)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Request-Id")
+	}
+	if got := get("trace-42.a"); got != "trace-42.a" {
+		t.Fatalf("the client's id came back as %q", got)
+	}
+	fresh := get("")
+	bad := get(`<script>"`)
+	if fresh == "" || bad == "" || bad == `<script>"` || fresh == bad {
+		t.Fatalf("fresh ids: %q, for a bad one %q", fresh, bad)
+	}
+	var seen int
+	for line := range strings.Lines(logs.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] != "request" {
+			continue
+		}
+		if m["request_id"] == "trace-42.a" && m["status"] == float64(404) && m["route"] == "GET /api/v1/tables/{name}" && m["method"] == "GET" {
+			seen++
+		}
+		if m["request_id"] == fresh {
+			seen++
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("access log:\n%s", logs.String())
+	}
+}

@@ -168,8 +168,19 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		id := requestID(r)
+		w.Header().Set("X-Request-Id", id)
 		defer func() {
-			s.metrics.observe(r.Pattern, rw.status, time.Since(start))
+			d := time.Since(start)
+			s.metrics.observe(r.Pattern, rw.status, d)
+			level := slog.LevelInfo
+			if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+				level = slog.LevelDebug
+			}
+			s.opts.Log.LogAttrs(context.Background(), level, "request", slog.String("request_id", id),
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", r.Pattern),
+				slog.Int("status", rw.status), slog.Int64("bytes", rw.bytes), slog.Float64("duration_s", d.Seconds()),
+				slog.String("remote", r.RemoteAddr))
 		}()
 		if r.URL.Path != "/healthz" && s.opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -205,7 +216,19 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	bytes  int64
 }
+
+// requestID is the client's X-Request-Id when it is a plain token of at
+// most 64 characters, or a fresh one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 64 && requestIDChars.MatchString(id) {
+		return id
+	}
+	return table.NewID()
+}
+
+var requestIDChars = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
@@ -216,7 +239,9 @@ func (w *statusWriter) WriteHeader(code int) {
 
 func (w *statusWriter) Write(p []byte) (int, error) {
 	w.wrote = true
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the connection.

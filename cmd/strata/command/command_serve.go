@@ -19,7 +19,7 @@ import (
 )
 
 func newServe(env *Env) *cobra.Command {
-	var bucket, listen, token, instance string
+	var bucket, listen, token, instance, logLevel string
 	var insecure bool
 	var flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
 	var maxBody, budget int64
@@ -66,7 +66,11 @@ after 2 minutes.`,
 			if ip := net.ParseIP(host); token == "" && !insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
 				return usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, or pass --insecure-listen")}
 			}
-			log := slog.New(slog.NewJSONHandler(env.Err, nil))
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
+			}
+			log := slog.New(slog.NewJSONHandler(env.Err, &slog.HandlerOptions{Level: level}))
 			if os.Getenv("GOMEMLIMIT") == "" {
 				// The garbage collector works harder before the heap
 				// passes what the budget and the memtables allow, rather
@@ -117,6 +121,7 @@ after 2 minutes.`,
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&token, "token", "", "bearer token required of clients (or STRATA_TOKEN)")
 	f.StringVar(&instance, "instance", "", "instance id, naming this server's shard (or STRATA_INSTANCE; default the hostname)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info (one access-log line per request), warn or error")
 	f.BoolVar(&insecure, "insecure-listen", false, "allow a non-loopback address without a token")
 	f.DurationVar(&flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
