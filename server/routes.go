@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ const (
 func (s *Server) routes() {
 	const t = "/api/v1/tables/{name}"
 	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+		s.patterns = append(s.patterns, pattern)
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			if err := h(w, r); err != nil {
 				if slow := slowBody(r); slow != nil {
@@ -71,8 +73,13 @@ func (s *Server) routes() {
 	onTable("POST "+t+"/lsm/flush", s.lsmFlush)
 	onTable("POST "+t+"/lsm/compact", s.lsmMerge)
 	onTable("GET "+t+"/lsm/stats", s.lsmStats)
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
+	handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) error { _, err := io.WriteString(w, "ok\n"); return err })
+	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error { s.serveMetrics(w, r); return nil })
+	handle("GET /api/v1/openapi.json", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write(OpenAPI)
+		return err
+	})
 }
 
 // DeleteResult is what DELETE …/rows answers.
@@ -130,6 +137,16 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, TableList{Tables: tables})
 	return nil
 }
+
+// OpenAPI is the OpenAPI 3.1 document of the server's routes, served at
+// GET /api/v1/openapi.json.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// Routes are the patterns the server answers ("METHOD /path"), for checks
+// against the OpenAPI document.
+func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
 
 // notRouted answers a request no route takes: 405 with Allow when the
 // path has routes for other methods, 404 otherwise, both as JSON errors;

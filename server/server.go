@@ -82,6 +82,7 @@ type Server struct {
 	opts     Options
 	mux      *http.ServeMux
 	metrics  *metrics
+	patterns []string // the routes, as registered
 	admit    *admission
 	draining atomic.Bool
 	mu       struct {

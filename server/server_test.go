@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,6 +47,10 @@ func start(t testing.TB, root string, opts server.Options) *fixture {
 	t.Helper()
 	f := &fixture{}
 	opts.Bucket, opts.Instance = root, "test"
+	if opts.Log == nil {
+		// Warnings and errors only: not a line per request.
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	opts.Open = func(ctx context.Context, u string) (blob.Bucket, error) {
 		b, err := blob.Open(ctx, u)
 		if err != nil {
