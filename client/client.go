@@ -296,6 +296,20 @@ func (c *Client) Delete(ctx context.Context, name, filter string) (server.Delete
 	return out, c.call(ctx, http.MethodDelete, c.url(name, "/rows", url.Values{"filter": {filter}}), "", nil, "").json(&out)
 }
 
+// CreateIndex builds a key index of an integer column of the table.
+func (c *Client) CreateIndex(ctx context.Context, name, column string) (table.Index, error) {
+	var out table.Index
+	body, _ := jsonBody(map[string]string{"column": column})
+	return out, c.call(ctx, http.MethodPost, c.url(name, "/indexes", nil), "application/json", body, "").json(&out)
+}
+
+// Indexes lists the table's key indexes.
+func (c *Client) Indexes(ctx context.Context, name string) ([]table.Index, error) {
+	var out server.IndexList
+	err := c.call(ctx, http.MethodGet, c.url(name, "/indexes", nil), "", nil, "").json(&out)
+	return out.Indexes, err
+}
+
 // Tables lists the server's tables with their newest versions.
 func (c *Client) Tables(ctx context.Context) ([]table.Listed, error) {
 	var out server.TableList

@@ -68,6 +68,8 @@ func (s *Server) routes() {
 	onTable("GET "+t+"/tags", s.tags)
 	onTable("POST "+t+"/tags", s.createTag)
 	onTable("DELETE "+t+"/tags/{tag}", s.deleteTag)
+	onTable("GET "+t+"/indexes", s.indexes)
+	onTable("POST "+t+"/indexes", s.createIndex)
 	onTable("POST "+t+"/compact", s.compact)
 	onTable("GET "+t+"/compact/stats", s.compactStats)
 	onTable("POST "+t+"/lsm/flush", s.lsmFlush)
@@ -114,6 +116,62 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		return err
 	}
 	writeJSON(w, http.StatusOK, DeleteResult{Deleted: n, Version: res.Version})
+	return nil
+}
+
+// IndexList is what GET …/indexes answers: the table's key indexes.
+type IndexList struct {
+	Indexes []table.Index `json:"indexes"`
+}
+
+func (s *Server) indexes(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	out := IndexList{Indexes: m.Indexes}
+	if out.Indexes == nil {
+		out.Indexes = []table.Index{}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// IndexRequest is the body of POST …/indexes.
+type IndexRequest struct {
+	Column string `json:"column"`
+}
+
+// createIndex builds a key index of an int64 column (take by key reads it
+// after compactions without a scan) and answers 201 with it; building
+// reads the column of every fragment.
+func (s *Server) createIndex(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	var req IndexRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Column == "" {
+		return badRequest("body must be {\"column\": NAME}")
+	}
+	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (index)"})
+	if err != nil {
+		return err
+	}
+	sc := tb.Current().Manifest().Schema()
+	if idx := sc.FieldIndices(req.Column); len(idx) != 1 || table.KindOf(sc.Field(idx[0]).Type) != table.KindInt {
+		return badRequest("a key index needs an integer column; %q is not one", req.Column)
+	}
+	res, err := tb.CreateIndex(r.Context(), req.Column)
+	if err != nil {
+		return err
+	}
+	ix := res.Manifest.Transaction.Index
+	if ix == nil {
+		return fmt.Errorf("server: the index commit carries no index")
+	}
+	writeJSON(w, http.StatusCreated, ix)
 	return nil
 }
 

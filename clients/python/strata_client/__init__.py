@@ -163,6 +163,15 @@ class Client:
     def delete_tag(self, name, tag):
         self._json("DELETE", self._table(name, "/tags/" + urllib.parse.quote(tag, safe="")))
 
+    # -- key indexes ------------------------------------------------------
+
+    def create_index(self, name, column):
+        """Build a key index of an integer column; ``take`` reads it, through compactions."""
+        return self._json("POST", self._table(name, "/indexes"), payload={"column": column})
+
+    def indexes(self, name):
+        return self._json("GET", self._table(name, "/indexes"))["indexes"]
+
     # -- compaction -------------------------------------------------------
 
     def compact(self, name, min_fragments=None, target_rows=None, target_bytes=None, dry_run=False, force=False):

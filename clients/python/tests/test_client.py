@@ -81,6 +81,8 @@ class ServerTest(unittest.TestCase):
         self.assertIsNone(next(r for r in got if r["id"] == 3)["reward"])  # a null stays null
         self.assertEqual([r["id"] for r in c.scan("events", filter="id >= 25", columns=["id"])], [25, 26, 27, 28, 29])
 
+        self.assertEqual(c.create_index("events", "id")["column"], "id")
+        self.assertEqual([ix["column"] for ix in c.indexes("events")], ["id"])
         taken = c.take("events", [4, 5, 999], columns=["id", "reward"])
         self.assertEqual(sorted(r["id"] for r in taken), [4, 5])
 

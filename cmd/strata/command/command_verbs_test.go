@@ -218,6 +218,15 @@ func TestTablesDeleteTagDeleteAndTheLease(t *testing.T) {
 		t.Fatalf("delete again: %d %s", code, out)
 	}
 
+	if code, out, _ := run(t, nil, "index", u, "id"); code != 0 || !strings.Contains(out, "indexed") {
+		t.Fatalf("index: %d %s", code, out)
+	}
+	if code, out, _ := run(t, nil, "index", u, "--list"); code != 0 || !strings.Contains(out, "id ") {
+		t.Fatalf("index --list: %d %s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "index", u); code != 2 {
+		t.Fatalf("index without a column: %d %s", code, errOut)
+	}
 	if code, out, _ := run(t, nil, "tag", u, "keep"); code != 0 {
 		t.Fatalf("tag: %d %s", code, out)
 	}
