@@ -32,6 +32,7 @@ type metrics struct {
 	fleetGens         prometheus.Counter
 	fleetMergeSeconds prometheus.Histogram
 	storeSeconds      *prometheus.HistogramVec
+	commitSeconds     prometheus.Histogram
 }
 
 // Buckets of the latency histograms: 1 ms to about 2 minutes.
@@ -68,7 +69,9 @@ func newMetrics(s *Server) *metrics {
 	m.storeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_object_store_request_duration_seconds",
 		Help: "Object-store requests of every table, by operation and outcome (ok, not_found, exists, error).", Buckets: latencyBuckets},
 		[]string{"op", "outcome"})
-	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.compactions,
+	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_commit_duration_seconds",
+		Help: "Time of this server's own shard merge commits, catching up with other commits included (failures too).", Buckets: latencyBuckets})
+	for _, c := range []prometheus.Collector{m.commitSeconds, m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.compactions,
 		m.compactionSeconds, m.fleetMerges, m.fleetGens, m.fleetMergeSeconds, m.storeSeconds} {
 		f(c)
 	}
@@ -158,4 +161,9 @@ func (t *tableState) adopted(ctx context.Context) (int64, bool) {
 		}
 	}
 	return t.job.adopted, t.job.ok
+}
+
+// observeCommit times a shard merge commit.
+func (m *metrics) observeCommit(d time.Duration, _ error) {
+	m.commitSeconds.Observe(d.Seconds())
 }

@@ -61,6 +61,9 @@ func TestMetricsFamilies(t *testing.T) {
 	if code, body := raw(t, f, "PUT", "/api/v1/tables/broken", "application/json", `{"fields":[]}`, ""); code != http.StatusBadRequest {
 		t.Fatalf("create with no fields: %d %s", code, body)
 	}
+	if err := f.c.CheckpointLSM(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
 	fams := scrape(t, f)
 	want := map[string]dto.MetricType{
 		"go_goroutines":                                dto.MetricType_GAUGE,
@@ -75,6 +78,7 @@ func TestMetricsFamilies(t *testing.T) {
 		"strata_rows_appended_total":                   dto.MetricType_COUNTER,
 		"strata_object_store_requests_total":           dto.MetricType_COUNTER,
 		"strata_wal_lag_entries":                       dto.MetricType_GAUGE,
+		"strata_commit_duration_seconds":               dto.MetricType_HISTOGRAM,
 	}
 	for name, typ := range want {
 		fam := fams[name]

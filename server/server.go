@@ -321,6 +321,12 @@ func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, err
 	}
 	o := s.opts.Shard
 	o.Shard = s.ShardID()
+	if o.ObserveCommit == nil {
+		o.ObserveCommit = s.metrics.observeCommit
+	}
+	if o.ObserveCommit == nil {
+		o.ObserveCommit = s.metrics.observeCommit
+	}
 	sh, err := walshard.Open(ctx, t.b, o)
 	if err != nil {
 		return nil, err

@@ -99,7 +99,11 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	}
 	o := s.opts.Commit
 	o.CatchUp = true
+	started := time.Now()
 	res, err := commit.Commit(ctx, s.b, base, txn, &o)
+	if s.opts.ObserveCommit != nil {
+		s.opts.ObserveCommit(time.Since(started), err)
+	}
 	var ce *commit.ConflictError
 	if errors.As(err, &ce) && !ce.Retryable && ce.Theirs.CommitID == "" {
 		return MergeResult{}, s.setFenced() // the table records a newer epoch for this shard

@@ -62,6 +62,10 @@ type Options struct {
 	MergeMaxBytes       int64
 	// Commit tunes the merge commits.
 	Commit commit.Options
+	// ObserveCommit, when set, is told how long each of the shard's own
+	// merge commits took (catching up with others included) and how it
+	// ended: metrics hang here.
+	ObserveCommit func(d time.Duration, err error)
 	// OnQuarantine, when set, is told of each WAL entry set aside (see
 	// Quarantined): a server logs it.
 	OnQuarantine func(Quarantined)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -117,7 +118,12 @@ func seq(from, n int64) []int64 {
 
 func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 	b := newTable(t, "mem://")
-	s := open(t, b, "w1", walshard.Options{})
+	var commits atomic.Int64
+	s := open(t, b, "w1", walshard.Options{ObserveCommit: func(d time.Duration, err error) {
+		if err == nil && d > 0 {
+			commits.Add(1)
+		}
+	}})
 	defer s.Close()
 	appendIDs(t, s, seq(0, 10)...)
 	appendIDs(t, s, seq(10, 10)...)
@@ -132,8 +138,8 @@ func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	res, err := s.Merge(ctx)
-	if err != nil || res.Rows != 20 || res.Watermark != 1 {
-		t.Fatalf("Merge = %+v, %v", res, err)
+	if err != nil || res.Rows != 20 || res.Watermark != 1 || commits.Load() != 1 {
+		t.Fatalf("Merge = %+v, %v; %d commits observed", res, err, commits.Load())
 	}
 	exactlyOnce(t, baseIDs(t, b), seq(0, 20))
 	exactlyOnce(t, countIDs(t, s.ScanFresh(ctx, table.ScanOptions{})), seq(0, 25))
