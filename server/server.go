@@ -324,9 +324,6 @@ func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, err
 	if o.ObserveCommit == nil {
 		o.ObserveCommit = s.metrics.observeCommit
 	}
-	if o.ObserveCommit == nil {
-		o.ObserveCommit = s.metrics.observeCommit
-	}
 	sh, err := walshard.Open(ctx, t.b, o)
 	if err != nil {
 		return nil, err
