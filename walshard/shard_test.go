@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"testing"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
