@@ -83,8 +83,15 @@ func atExit(fn func()) {
 	stops = append(stops, fn)
 }
 
-// InCI reports whether the tests run under CI=true.
-func InCI() bool { return os.Getenv("CI") == "true" }
+// InCI reports whether the tests run under CI: CI set to anything but
+// empty, "0", "false" or "no" (CI=1 counts as CI=true does).
+func InCI() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("CI"))) {
+	case "", "0", "false", "no", "off":
+		return false
+	}
+	return true
+}
 
 // need skips t, or fails it under CI, when a server cannot be had.
 func need(t testing.TB, what string, err error) {
