@@ -57,7 +57,7 @@ type GCResult struct {
 	Boundary        uint64   // versions at or below it may be gone
 	VersionsKept    int      // manifests kept
 	VersionsDeleted []uint64 // manifests deleted
-	ObjectsDeleted  []string // data, deletion vectors, merged generations
+	ObjectsDeleted  []string // data, deletion vectors, key indexes, merged generations
 	BytesFreed      int64
 	// Repaired: versions whose commits were undone because the data they
 	// added was gone (see Repair); such a run deletes nothing more.
@@ -192,7 +192,7 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 	// The objects that may go, listed before anything is deleted.
 	var listed []blob.ObjectInfo
 	present := map[string]bool{}
-	for _, prefix := range []string{table.DataDir, table.DeletionsDir, "_shards/"} {
+	for _, prefix := range []string{table.DataDir, table.DeletionsDir, table.IndicesDir, table.ShardsDir} {
 		for o, err := range blob.List(ctx, b, prefix, 0) {
 			if err != nil {
 				return res, err
@@ -229,7 +229,7 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 	// other than generations stay.
 	eligible := func(key string) bool {
 		if !strings.HasPrefix(key, table.ShardsDir) {
-			return true // data and deletion vectors
+			return true // data, deletion vectors and key indexes
 		}
 		shard, gen, ok := table.ParseGenerationKey(key)
 		return ok && gen <= latest.Shards[shard].Watermark

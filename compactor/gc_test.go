@@ -190,3 +190,43 @@ func TestGCRemovesAGhostVersion(t *testing.T) {
 		}
 	}
 }
+
+// A key index built again replaces the old one in the manifest; once no
+// retained version references the old object, GC collects it and keeps the
+// live one.
+func TestGCCollectsAReplacedIndexAndKeepsTheLiveOne(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 4, 10)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := tb.CreateIndex(ctx, "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRollouts(t, b, 0, 4, 2, 10)
+	second, err := tb.CreateIndex(ctx, "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey, liveKey := first.Manifest.Transaction.Index.Key, second.Manifest.Transaction.Index.Key
+	if oldKey == liveKey || !exists(t, b, oldKey) {
+		t.Fatalf("index objects %q, %q", oldKey, liveKey)
+	}
+	// Right away the old one is young: kept (the safety age).
+	if _, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(t, b, oldKey) {
+		t.Fatal("a young index object was collected")
+	}
+	res, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, b, oldKey) || !exists(t, b, liveKey) || !slices.Contains(res.ObjectsDeleted, oldKey) {
+		t.Fatalf("after GC: old index there %v, live index there %v; deleted %v", exists(t, b, oldKey), exists(t, b, liveKey), res.ObjectsDeleted)
+	}
+	got, _ := take(t, b, 5, 45)
+	checkRows(t, got, 5, 45)
+}

@@ -38,8 +38,6 @@ type IndexEntry struct {
 	Offset   uint32
 }
 
-// IndexKey names a new index object.
-func IndexKey(id string) string { return "_indices/" + id + "/index.bin" }
 
 // EncodeIndex serialises entries (sorted here by key).
 func EncodeIndex(entries []IndexEntry) []byte {

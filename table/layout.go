@@ -16,6 +16,7 @@ const (
 	VersionsDir  = "_versions/"
 	DataDir      = "data/"
 	DeletionsDir = "_deletions/"
+	IndicesDir   = "_indices/"
 	TagsDir      = "_refs/tags/"
 	// GCBoundaryDir holds the garbage collector's boundary objects; see
 	// docs/format.md.
@@ -170,3 +171,6 @@ func NewID() string {
 	}
 	return ulid.MustNew(ulid.Now(), ids.entropy).String()
 }
+
+// IndexKey names a new key index object.
+func IndexKey(id string) string { return IndicesDir + id + "/index.bin" }
