@@ -230,3 +230,30 @@ func TestGCCollectsAReplacedIndexAndKeepsTheLiveOne(t *testing.T) {
 	got, _ := take(t, b, 5, 45)
 	checkRows(t, got, 5, 45)
 }
+
+// Retention and the safety age never go below MinRetain, whatever the
+// policy says: a collection right after writes, asked to keep nothing for
+// no time, deletes neither the young versions nor a young upload that a
+// slow writer is about to commit.
+func TestGCNeverGoesBelowItsFloor(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 6, 10) // versions 1..7, just written
+	rec := rollouts.Batch(nil, 42, 9, 0, 5)
+	defer rec.Release()
+	pending, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Nanosecond, SafetyAge: time.Nanosecond}
+	res, err := compactor.GC(ctx, b, zero, time.Now().Add(compactor.MinRetain-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.VersionsDeleted) != 0 || len(res.ObjectsDeleted) != 0 || !exists(t, b, pending.Key) || !exists(t, b, table.ManifestKey(1)) {
+		t.Fatalf("within the floor GC deleted versions %v and objects %v", res.VersionsDeleted, res.ObjectsDeleted)
+	}
+	// Past the floor the same policy collects.
+	res, err = compactor.GC(ctx, b, zero, time.Now().Add(compactor.MinRetain+time.Minute))
+	if err != nil || len(res.VersionsDeleted) == 0 || exists(t, b, pending.Key) {
+		t.Fatalf("past the floor: %+v, %v", res, err)
+	}
+}
