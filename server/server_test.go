@@ -399,6 +399,29 @@ func TestCheckpointFailsWhenMergesStall(t *testing.T) {
 	f.inject(nil)
 }
 
+// The flush phase is bounded too: when the server's flush can make no
+// generation (every state write refused), the checkpoint fails after its
+// polls instead of waiting for ever.
+func TestCheckpointFailsWhenTheFlushStalls(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(nil, 42, 0, 0, 10)
+	defer rec.Release()
+	if _, err := f.c.Append(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	f.inject(fault.OnKeys(regexp.MustCompile(`^_shards/.*/state/`), fault.OnOps(fault.Always(fault.Fault{Action: fault.Fail, Err: &blob.Error{Op: "put-if-absent", Kind: blob.ErrPermanent, Err: errors.New("refused")}}), fault.OpPutIfAbsent)))
+	defer f.inject(nil)
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := f.c.CheckpointLSM(c, "t", client.CheckpointOptions{Poll: 10 * time.Millisecond, MaxStalls: 20})
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "made no generation") {
+		t.Fatalf("checkpoint with a stalled flush: %v, want a bounded failure", err)
+	}
+}
+
 func TestShutdownFlushesAndMerges(t *testing.T) {
 	root := "file://" + t.TempDir()
 	f := start(t, root, server.Options{})
