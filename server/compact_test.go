@@ -5,12 +5,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
@@ -331,5 +333,45 @@ func TestRequestIDsAndTheAccessLog(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Fatalf("access log:\n%s", logs.String())
+	}
+}
+
+// Shutdown during a background compaction cancels it and returns only
+// once it has stopped: no request follows, the lease is released, and the
+// table is intact.
+func TestShutdownStopsARunningCompaction(t *testing.T) {
+	root := "file://" + t.TempDir()
+	f := start(t, root, server.Options{})
+	b := compactTable(t, f, root, 8)
+	// Every read of a fragment takes 200 ms: the compaction is slow.
+	f.inject(fault.OnKeys(regexp.MustCompile(`^data/`), fault.OnOps(fault.Always(fault.Fault{Delay: 200 * time.Millisecond}), fault.OpGet, fault.OpRangeGet)))
+	if code, body := raw(t, f, "POST", "/api/v1/tables/t/compact", "", "", ""); code != http.StatusAccepted {
+		t.Fatalf("compact: %d %s", code, body)
+	}
+	if st := compactStats(t, f); st["running"] != true {
+		t.Fatalf("not running: %v", st)
+	}
+	f.http.Close()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	served, ok := blob.StatsOf(f.faults)
+	if !ok || served.Requests() == 0 {
+		t.Fatal("the table's bucket counts no requests")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if later, _ := blob.StatsOf(f.faults); later.Requests() != served.Requests() {
+		t.Fatalf("%d requests after Shutdown returned", later.Requests()-served.Requests())
+	}
+	if _, held, err := compactor.CurrentLease(ctx, b, time.Now()); err != nil || held {
+		t.Fatalf("the lease outlived the shutdown (%v)", err)
+	}
+	st, err := compactor.ReadStatus(ctx, b, 1)
+	if err != nil || st.TotalCompactions != 0 {
+		t.Fatalf("status after a cancelled compaction: %+v %v", st, err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil || tb.Current().Manifest().Rows() != 80 || len(tb.Current().Manifest().Fragments) != 8 {
+		t.Fatalf("table after the shutdown: %v", err)
 	}
 }
