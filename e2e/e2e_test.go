@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -203,10 +204,21 @@ func TestFleet(t *testing.T) {
 	for _, p := range workers {
 		p.signal(syscall.SIGTERM) // a worker leaving normally flushes and merges
 		p.wait(t, time.Minute)
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("worker: exit %d\n%s", code, p.stderr())
+		}
 		all = append(all, acked(p.stdout())...)
 	}
 	compactor.signal(syscall.SIGTERM)
 	compactor.wait(t, time.Minute)
+	if code := compactor.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("compactor: exit %d\n%s", code, lastLines(compactor.stderr(), 5))
+	}
+	// The Job did its work: it compacted at least once, and merged the
+	// shards' generations.
+	if !regexp.MustCompile(`"msg":"compacted".*"version":[1-9]`).MatchString(compactor.stderr()) || !strings.Contains(compactor.stderr(), `"msg":"fleet merged"`) {
+		t.Fatalf("the compactor neither compacted nor fleet-merged:\n%s", lastLines(compactor.stderr(), 10))
+	}
 	// The server sees the same table: a checkpoint through it, then its
 	// description of the table.
 	var addr string
@@ -228,6 +240,9 @@ func TestFleet(t *testing.T) {
 	}
 	srv.signal(syscall.SIGTERM)
 	srv.wait(t, time.Minute)
+	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("server: exit %d\n%s", code, lastLines(srv.stderr(), 5))
+	}
 	n := checkOnce(t, u, all)
 	if info.Rows != int64(n) {
 		t.Fatalf("the server describes %d rows, the table holds %d", info.Rows, n)
