@@ -38,7 +38,6 @@ type IndexEntry struct {
 	Offset   uint32
 }
 
-
 // EncodeIndex serialises entries (sorted here by key).
 func EncodeIndex(entries []IndexEntry) []byte {
 	slices.SortFunc(entries, func(a, b IndexEntry) int {
