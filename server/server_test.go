@@ -301,6 +301,9 @@ func TestBusyAnswers(t *testing.T) {
 	if err != nil || len(st.Shards) != 1 || !st.Merging || st.Shards[0].MemtableRows == nil || st.Shards[0].PendingRows == nil {
 		t.Fatalf("stats while merging: %+v %v", st, err)
 	}
+	// The compaction's lease and history writes are slow too, so it is
+	// still running when the second request comes.
+	f.inject(fault.OnKeys(regexp.MustCompile(`^(_versions|_compactor)/`), fault.OnOps(fault.Always(fault.Fault{Delay: 800 * time.Millisecond}), fault.OpPutIfAbsent)))
 	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/compact", "", "", ""); code != http.StatusAccepted {
 		t.Fatalf("compaction: %d", code)
 	}
