@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +41,9 @@ func init() {
 // not by the table.
 //
 //	go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
+//
+// With STRATA_MEMORY_BOUND_MIB set, a peak above it fails the benchmark;
+// the test command sets 512.
 func BenchmarkCompactionMemory(b *testing.B) {
 	dir := b.TempDir()
 	u := "file://" + dir
@@ -68,7 +72,12 @@ func BenchmarkCompactionMemory(b *testing.B) {
 			b.Fatalf("%v\n%s", err, out)
 		}
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MiB")
+		peak := float64(ru.Maxrss) / 1024
+		b.ReportMetric(peak, "peak-rss-MiB")
+		// STRATA_MEMORY_BOUND_MIB makes the bound a check (CI sets it).
+		if bound, err := strconv.ParseFloat(os.Getenv("STRATA_MEMORY_BOUND_MIB"), 64); err == nil && peak > bound {
+			b.Fatalf("compacting 2,000 fragments peaked at %.0f MiB, over the bound of %.0f MiB", peak, bound)
+		}
 		b.ReportMetric(time.Since(t0).Seconds(), "compact-s")
 		b.Logf("%s", out)
 	}
