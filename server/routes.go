@@ -818,11 +818,13 @@ type CompactStats struct {
 }
 
 func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	m, err := table.ReadLatest(r.Context(), t.b)
+	// The history first, then the table: a run is recorded after its
+	// commit, so the fragment count is never older than the history.
+	st, err := compactor.ReadStatus(r.Context(), t.b, 20)
 	if err != nil {
 		return err
 	}
-	st, err := compactor.ReadStatus(r.Context(), t.b, 20)
+	m, err := table.ReadLatest(r.Context(), t.b)
 	if err != nil {
 		return err
 	}
