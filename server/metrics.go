@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/internal/buildinfo"
+	"github.com/stratadb/strata/internal/telemetry"
 )
 
 // metrics are the server's Prometheus families, on a registry of its own
@@ -35,44 +34,32 @@ type metrics struct {
 	commitSeconds     prometheus.Histogram
 }
 
-// Buckets of the latency histograms: 1 ms to about 2 minutes.
-var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
-
 func newMetrics(s *Server) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: telemetry.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
-	f(collectors.NewGoCollector())
-	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	bi := buildinfo.Get()
-	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_build_info", Help: "The build: version, revision and Go version (always 1).",
-		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.Go}})
-	build.Set(1)
-	f(build)
+	m.storeSeconds = telemetry.StoreRequests(m.reg, "every table")
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_http_requests_total",
 		Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.requestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_http_request_duration_seconds",
-		Help: "Time to serve a request, by route.", Buckets: latencyBuckets}, []string{"route"})
+		Help: "Time to serve a request, by route.", Buckets: telemetry.LatencyBuckets}, []string{"route"})
 	m.rowsAppended = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_rows_appended_total",
 		Help: "Rows acknowledged through this server."})
 	m.appendSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_append_duration_seconds",
-		Help: "Time from a decoded append to its rows being durable in the WAL.", Buckets: latencyBuckets})
+		Help: "Time from a decoded append to its rows being durable in the WAL.", Buckets: telemetry.LatencyBuckets})
 	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactions_total",
 		Help: "Compactions run by this server, by outcome (committed, nothing, failed)."}, []string{"outcome"})
 	m.compactionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_compaction_duration_seconds",
-		Help: "Time of the compactions run by this server.", Buckets: latencyBuckets})
+		Help: "Time of the compactions run by this server.", Buckets: telemetry.LatencyBuckets})
 	m.fleetMerges = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_fleet_merges_total",
 		Help: "Fleet merge commits of this server (every shard's generations in one)."})
 	m.fleetGens = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_fleet_merged_generations_total",
 		Help: "Generations those commits added."})
 	m.fleetMergeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_fleet_merge_duration_seconds",
-		Help: "Time of the fleet merges run by this server.", Buckets: latencyBuckets})
-	m.storeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_object_store_request_duration_seconds",
-		Help: "Object-store requests of every table, by operation and outcome (ok, not_found, exists, error).", Buckets: latencyBuckets},
-		[]string{"op", "outcome"})
+		Help: "Time of the fleet merges run by this server.", Buckets: telemetry.LatencyBuckets})
 	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_commit_duration_seconds",
-		Help: "Time of this server's own shard merge commits, catching up with other commits included (failures too).", Buckets: latencyBuckets})
+		Help: "Time of this server's own shard merge commits, catching up with other commits included (failures too).", Buckets: telemetry.LatencyBuckets})
 	for _, c := range []prometheus.Collector{m.commitSeconds, m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.compactions,
-		m.compactionSeconds, m.fleetMerges, m.fleetGens, m.fleetMergeSeconds, m.storeSeconds} {
+		m.compactionSeconds, m.fleetMerges, m.fleetGens, m.fleetMergeSeconds} {
 		f(c)
 	}
 	f(&tableCollector{s: s})
@@ -88,11 +75,7 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 }
 
 // observeStore times a table's object-store requests.
-func (m *metrics) observeStore(b blob.Bucket) {
-	blob.Observe(b, func(op, outcome string, d time.Duration) {
-		m.storeSeconds.WithLabelValues(op, outcome).Observe(d.Seconds())
-	})
-}
+func (m *metrics) observeStore(b blob.Bucket) { telemetry.ObserveStore(b, m.storeSeconds) }
 
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil}).ServeHTTP(w, r)

@@ -9,17 +9,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/internal/buildinfo"
+	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/walshard"
 )
-
-// Buckets of the latency histograms: 1 ms to about 2 minutes.
-var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
 
 // jobMetrics are the Job's Prometheus families, served on
 // --metrics-listen in interval mode.
@@ -27,7 +23,7 @@ type jobMetrics struct {
 	reg          *prometheus.Registry
 	passes       prometheus.Counter
 	passSeconds  prometheus.Histogram
-	compactions  *prometheus.CounterVec
+	tables       *prometheus.CounterVec
 	fragments    *prometheus.GaugeVec
 	fleetMerges  *prometheus.CounterVec
 	fleetGens    *prometheus.CounterVec
@@ -38,15 +34,12 @@ type jobMetrics struct {
 }
 
 func newJobMetrics() *jobMetrics {
-	m := &jobMetrics{reg: prometheus.NewRegistry()}
-	bi := buildinfo.Get()
-	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_build_info", Help: "The build: version, revision and Go version (always 1).",
-		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.Go}})
-	build.Set(1)
+	m := &jobMetrics{reg: telemetry.NewRegistry()}
+	m.storeSeconds = telemetry.StoreRequests(m.reg, "the Job")
 	m.passes = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_compactor_passes_total", Help: "Passes of the Job over its tables."})
 	m.passSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_compactor_pass_duration_seconds",
-		Help: "Time of a pass over every table.", Buckets: latencyBuckets})
-	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactor_tables_total",
+		Help: "Time of a pass over every table.", Buckets: telemetry.LatencyBuckets})
+	m.tables = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactor_tables_total",
 		Help: "Table outcomes of the passes: compacted, skipped (not due, lease held, idle) or failed."}, []string{"table", "outcome"})
 	m.fragments = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "strata_compactor_table_fragments",
 		Help: "Fragments of the table after the Job's last pass over it."}, []string{"table"})
@@ -55,16 +48,12 @@ func newJobMetrics() *jobMetrics {
 	m.fleetGens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactor_fleet_merged_generations_total",
 		Help: "Generations the Job's fleet merges added."}, []string{"table"})
 	m.fleetSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_compactor_fleet_merge_duration_seconds",
-		Help: "Time of the Job's fleet merges.", Buckets: latencyBuckets})
+		Help: "Time of the Job's fleet merges.", Buckets: telemetry.LatencyBuckets})
 	m.adopted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactor_shards_adopted_total",
 		Help: "Abandoned shards the Job adopted."}, []string{"table"})
 	m.gcDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactor_gc_objects_deleted_total",
 		Help: "Objects garbage collection deleted."}, []string{"table"})
-	m.storeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_object_store_request_duration_seconds",
-		Help: "Object-store requests of the Job, by operation and outcome (ok, not_found, exists, error).", Buckets: latencyBuckets},
-		[]string{"op", "outcome"})
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), build,
-		m.passes, m.passSeconds, m.compactions, m.fragments, m.fleetMerges, m.fleetGens, m.fleetSeconds, m.adopted, m.gcDeleted, m.storeSeconds)
+	m.reg.MustRegister(m.passes, m.passSeconds, m.tables, m.fragments, m.fleetMerges, m.fleetGens, m.fleetSeconds, m.adopted, m.gcDeleted)
 	return m
 }
 
@@ -77,9 +66,7 @@ func (m *jobMetrics) wire(o *compactor.JobOptions) {
 	o.Open = func(ctx context.Context, u string) (blob.Bucket, error) {
 		b, err := open(ctx, u)
 		if err == nil {
-			blob.Observe(b, func(op, outcome string, d time.Duration) {
-				m.storeSeconds.WithLabelValues(op, outcome).Observe(d.Seconds())
-			})
+			telemetry.ObserveStore(b, m.storeSeconds)
 		}
 		return b, err
 	}
@@ -94,15 +81,12 @@ func (m *jobMetrics) wire(o *compactor.JobOptions) {
 			case out.Compacted:
 				outcome = "compacted"
 			}
-			m.compactions.WithLabelValues(out.Table, outcome).Inc()
+			m.tables.WithLabelValues(out.Table, outcome).Inc()
 			if !out.Idle && out.Err == nil {
 				m.fragments.WithLabelValues(out.Table).Set(float64(out.FragmentsAfter))
 			}
 			m.adopted.WithLabelValues(out.Table).Add(float64(len(out.Adopted)))
 			m.gcDeleted.WithLabelValues(out.Table).Add(float64(out.ObjectsDeleted))
-			if out.FleetMerged > 0 {
-				m.fleetGens.WithLabelValues(out.Table).Add(float64(out.FleetMerged))
-			}
 		}
 	}
 	o.OnFleetMerge = func(table string, res walshard.FleetResult, d time.Duration, err error) {

@@ -357,8 +357,7 @@ func round(x float64) float64 {
 func addUsage(r Result) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		r["cpu_s"] = round(cpu.Seconds())
+		r["cpu_s"] = round(cpuTime().Seconds())
 		r["peak_rss_mb"] = round(float64(ru.Maxrss) / 1024)
 	}
 }
