@@ -1,6 +1,7 @@
 package compactor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,7 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 		}
 		l := Lease{Holder: holder, Epoch: next, Expires: now.Add(ttl)}
 		data, _ := json.Marshal(l)
-		err = b.PutIfAbsent(ctx, leaseKey(next), data)
+		err = putLease(ctx, b, leaseKey(next), data)
 		if err == nil {
 			pruneLeases(ctx, b)
 			return l, nil
@@ -87,9 +88,24 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 // expire. It creates a released marker as the next lease epoch.
 func (l Lease) Release(ctx context.Context, b blob.Bucket) error {
 	data, _ := json.Marshal(Lease{Holder: l.Holder + " (released)", Epoch: l.Epoch + 1})
-	err := b.PutIfAbsent(ctx, leaseKey(l.Epoch+1), data)
+	err := putLease(ctx, b, leaseKey(l.Epoch+1), data)
 	if errors.Is(err, blob.ErrExists) {
 		return nil // someone broke it already
+	}
+	return err
+}
+
+// putLease creates a lease object. When the store's answer is an error —
+// a lost response, or "exists" for a create that landed — the object is
+// read back: if it holds exactly data, the create was ours. Otherwise a
+// lost answer would leave the table leased to its own holder until the
+// TTL ran out.
+func putLease(ctx context.Context, b blob.Bucket, key string, data []byte) error {
+	err := b.PutIfAbsent(ctx, key, data)
+	if err != nil {
+		if got, gerr := b.Get(ctx, key); gerr == nil && bytes.Equal(got, data) {
+			return nil
+		}
 	}
 	return err
 }
@@ -133,7 +149,7 @@ func CurrentLease(ctx context.Context, b blob.Bucket, now time.Time) (Lease, boo
 func (l Lease) renew(ctx context.Context, b blob.Bucket, ttl time.Duration, now time.Time) (Lease, error) {
 	next := Lease{Holder: l.Holder, Epoch: l.Epoch + 1, Expires: now.Add(ttl)}
 	data, _ := json.Marshal(next)
-	err := b.PutIfAbsent(ctx, leaseKey(next.Epoch), data)
+	err := putLease(ctx, b, leaseKey(next.Epoch), data)
 	if errors.Is(err, blob.ErrExists) {
 		return l, &LeaseHeldError{Holder: "another compactor (it broke this lease)", Expires: l.Expires}
 	}

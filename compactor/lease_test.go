@@ -2,10 +2,12 @@ package compactor_test
 
 import (
 	"errors"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/testenv"
 )
@@ -147,5 +149,25 @@ func TestAHeldLeaseIsRenewed(t *testing.T) {
 	// Past the first TTL, the lease still keeps a second holder out.
 	if _, err := compactor.AcquireLease(ctx, b, "other", time.Minute, start.Add(3500*time.Millisecond)); !errors.Is(err, compactor.ErrLeaseHeld) {
 		t.Fatalf("after a renewal, past the first TTL: %v", err)
+	}
+}
+
+// A lease create whose answer is lost, or wrongly says "exists", is read
+// back: the lease is the caller's, not a stranger's held for the TTL.
+func TestALeaseCreateWithALostAnswerIsOurs(t *testing.T) {
+	for _, act := range []fault.Action{fault.LoseResponse, fault.FalseExists} {
+		under, _ := blob.Open(ctx, "mem://")
+		b := fault.Wrap(under, fault.OnKeys(regexp.MustCompile(`^_compactor/lease/`),
+			fault.OnOps(fault.Always(fault.Fault{Action: act}), fault.OpPutIfAbsent)))
+		l, err := compactor.AcquireLease(ctx, b, "job-a", time.Minute, time.Now())
+		if err != nil || l.Holder != "job-a" {
+			t.Fatalf("%v: acquire: %+v %v", act, l, err)
+		}
+		if err := l.Release(ctx, b); err != nil {
+			t.Fatalf("%v: release: %v", act, err)
+		}
+		if _, held, err := compactor.CurrentLease(ctx, under, time.Now()); err != nil || held {
+			t.Fatalf("%v: the lease is still held after its release (%v)", act, err)
+		}
 	}
 }

@@ -167,6 +167,10 @@ func TestCompactOptions(t *testing.T) {
 	if code != http.StatusBadRequest {
 		t.Fatalf("a misspelt option: %d %s", code, body)
 	}
+	code, body = raw(t, f, "POST", "/api/v1/tables/t/compact", "application/json", `{"dry_run":true}{"force":true}`, "")
+	if code != http.StatusBadRequest {
+		t.Fatalf("two requests in one body: %d %s", code, body)
+	}
 	code, body = raw(t, f, "POST", "/api/v1/tables/t/compact", "text/csv", `a,b`, "")
 	if code != http.StatusUnsupportedMediaType {
 		t.Fatalf("a CSV body: %d %s", code, body)

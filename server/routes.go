@@ -716,6 +716,9 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 			return badRequestOrLimit(err, "body is not a compaction request")
 		}
+		if dec.More() {
+			return badRequest("body is not a compaction request: more than one JSON value")
+		}
 		if req.MinFragments < 0 || req.TargetRows < 0 || req.TargetBytes < 0 {
 			return badRequest("min_fragments, target_rows and target_bytes must not be negative")
 		}
