@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -21,11 +22,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/stratadb/strata/server"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/api"
 )
 
-// Error is an error answer of the server.
+// Error is an error answer of the api.
 type Error struct {
 	Status  int
 	Code    string
@@ -42,7 +42,7 @@ func IsStatus(err error, status int) bool {
 	return errors.As(err, &e) && e.Status == status
 }
 
-// Client talks to one server.
+// Client talks to one api.
 type Client struct {
 	base  string
 	token string
@@ -107,7 +107,7 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 
 func readError(resp *http.Response) error {
 	defer resp.Body.Close()
-	var body server.ErrorBody
+	var body api.ErrorBody
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if json.Unmarshal(data, &body) != nil || body.Error.Code == "" {
 		return &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(data))}
@@ -168,18 +168,18 @@ func ipcBody(schema *arrow.Schema, batches []arrow.RecordBatch) (func() io.Reade
 }
 
 // CreateTable creates a table with schema and, optionally, initial rows.
-func (c *Client) CreateTable(ctx context.Context, name string, schema *arrow.Schema, batches ...arrow.RecordBatch) (server.TableInfo, error) {
+func (c *Client) CreateTable(ctx context.Context, name string, schema *arrow.Schema, batches ...arrow.RecordBatch) (api.TableInfo, error) {
 	body, err := ipcBody(schema, batches)
 	if err != nil {
-		return server.TableInfo{}, err
+		return api.TableInfo{}, err
 	}
-	var info server.TableInfo
-	return info, c.call(ctx, http.MethodPut, c.url(name, "", nil), server.ArrowStream, body, "").json(&info)
+	var info api.TableInfo
+	return info, c.call(ctx, http.MethodPut, c.url(name, "", nil), api.ArrowStream, body, "").json(&info)
 }
 
 // Describe returns the table's schema, version and size.
-func (c *Client) Describe(ctx context.Context, name string) (server.TableInfo, error) {
-	var info server.TableInfo
+func (c *Client) Describe(ctx context.Context, name string) (api.TableInfo, error) {
+	var info api.TableInfo
 	return info, c.call(ctx, http.MethodGet, c.url(name, "", nil), "", nil, "").json(&info)
 }
 
@@ -197,20 +197,16 @@ func (c *Client) Append(ctx context.Context, name string, batches ...arrow.Recor
 	if err != nil {
 		return 0, err
 	}
-	var out struct {
-		Rows int64 `json:"rows"`
-	}
-	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), server.ArrowStream, body, "").json(&out)
+	var out api.AppendResult
+	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), api.ArrowStream, body, "").json(&out)
 }
 
 // AppendJSONLines appends rows given as JSON lines, one object a row, all
 // or nothing; it returns once the server has them durable.
 func (c *Client) AppendJSONLines(ctx context.Context, name string, lines []byte) (int64, error) {
-	var out struct {
-		Rows int64 `json:"rows"`
-	}
+	var out api.AppendResult
 	body := func() io.Reader { return bytes.NewReader(lines) }
-	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), server.NDJSON, body, "").json(&out)
+	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), api.NDJSON, body, "").json(&out)
 }
 
 // ScanOptions shape a scan.
@@ -225,8 +221,17 @@ type ScanOptions struct {
 	Fresh bool
 }
 
-// Scan returns the rows as record batches; the caller releases them.
+// Scan returns the rows as record batches; the caller releases them. It
+// holds the whole answer in memory: ScanIter streams it.
 func (c *Client) Scan(ctx context.Context, name string, o ScanOptions) ([]arrow.RecordBatch, error) {
+	return collect(c.ScanIter(ctx, name, o))
+}
+
+// ScanIter streams the rows: each batch is valid until the loop body
+// returns (Retain it to keep it), the next is read from the connection only
+// when asked for, and leaving the loop closes the connection. An error ends
+// the sequence.
+func (c *Client) ScanIter(ctx context.Context, name string, o ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	q := url.Values{}
 	if len(o.Columns) > 0 {
 		q.Set("columns", strings.Join(o.Columns, ","))
@@ -246,73 +251,96 @@ func (c *Client) Scan(ctx context.Context, name string, o ScanOptions) ([]arrow.
 	if o.Fresh {
 		q.Set("fresh", "true")
 	}
-	return c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, server.ArrowStream).batches()
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, api.ArrowStream).stream(yield)
+	}
 }
 
-func (r reply) batches() ([]arrow.RecordBatch, error) {
+// stream yields the batches of an Arrow IPC answer.
+func (r reply) stream(yield func(arrow.RecordBatch, error) bool) {
 	if r.err != nil {
-		return nil, r.err
+		yield(nil, r.err)
+		return
 	}
 	defer r.resp.Body.Close()
 	rd, err := ipc.NewReader(r.resp.Body, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		return nil, err
+		yield(nil, err)
+		return
 	}
 	defer rd.Release()
-	var out []arrow.RecordBatch
 	for rd.Next() {
-		rec := rd.RecordBatch()
+		if !yield(rd.RecordBatch(), nil) {
+			return
+		}
+	}
+	if err := rd.Err(); err != nil {
+		yield(nil, err)
+	}
+}
+
+// collect keeps every batch of a sequence; on an error it releases what it
+// kept.
+func collect(seq iter.Seq2[arrow.RecordBatch, error]) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	for rec, err := range seq {
+		if err != nil {
+			for _, r := range out {
+				r.Release()
+			}
+			return nil, err
+		}
 		rec.Retain()
 		out = append(out, rec)
 	}
-	return out, rd.Err()
+	return out, nil
 }
 
 // Take returns the rows whose column (default "id") holds one of keys.
-func (c *Client) Take(ctx context.Context, name string, req server.TakeRequest) ([]arrow.RecordBatch, error) {
+func (c *Client) Take(ctx context.Context, name string, req api.TakeRequest) ([]arrow.RecordBatch, error) {
 	body, err := jsonBody(req)
 	if err != nil {
 		return nil, err
 	}
-	return c.call(ctx, http.MethodPost, c.url(name, "/take", nil), "application/json", body, server.ArrowStream).batches()
+	return collect(c.call(ctx, http.MethodPost, c.url(name, "/take", nil), api.JSON, body, api.ArrowStream).stream)
 }
 
 // Versions lists versions, newest first.
-func (c *Client) Versions(ctx context.Context, name string, limit int, detail bool) ([]table.VersionInfo, error) {
+func (c *Client) Versions(ctx context.Context, name string, limit int, detail bool) ([]api.Version, error) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}, "detail": {strconv.FormatBool(detail)}}
-	var out []table.VersionInfo
+	var out []api.Version
 	return out, c.call(ctx, http.MethodGet, c.url(name, "/versions", q), "", nil, "").json(&out)
 }
 
 // CreateTag names a version (0: the latest).
 func (c *Client) CreateTag(ctx context.Context, name, tag string, version uint64) error {
-	body, _ := jsonBody(map[string]any{"name": tag, "version": version})
-	return c.call(ctx, http.MethodPost, c.url(name, "/tags", nil), "application/json", body, "").none()
+	body, _ := jsonBody(api.TagRequest{Name: tag, Version: version})
+	return c.call(ctx, http.MethodPost, c.url(name, "/tags", nil), api.JSON, body, "").none()
 }
 
 // Delete deletes the rows matching filter (required) and says how many.
-func (c *Client) Delete(ctx context.Context, name, filter string) (server.DeleteResult, error) {
-	var out server.DeleteResult
+func (c *Client) Delete(ctx context.Context, name, filter string) (api.DeleteResult, error) {
+	var out api.DeleteResult
 	return out, c.call(ctx, http.MethodDelete, c.url(name, "/rows", url.Values{"filter": {filter}}), "", nil, "").json(&out)
 }
 
 // CreateIndex builds a key index of an integer column of the table.
-func (c *Client) CreateIndex(ctx context.Context, name, column string) (table.Index, error) {
-	var out table.Index
-	body, _ := jsonBody(map[string]string{"column": column})
-	return out, c.call(ctx, http.MethodPost, c.url(name, "/indexes", nil), "application/json", body, "").json(&out)
+func (c *Client) CreateIndex(ctx context.Context, name, column string) (api.Index, error) {
+	var out api.Index
+	body, _ := jsonBody(api.IndexRequest{Column: column})
+	return out, c.call(ctx, http.MethodPost, c.url(name, "/indexes", nil), api.JSON, body, "").json(&out)
 }
 
 // Indexes lists the table's key indexes.
-func (c *Client) Indexes(ctx context.Context, name string) ([]table.Index, error) {
-	var out server.IndexList
+func (c *Client) Indexes(ctx context.Context, name string) ([]api.Index, error) {
+	var out api.IndexList
 	err := c.call(ctx, http.MethodGet, c.url(name, "/indexes", nil), "", nil, "").json(&out)
 	return out.Indexes, err
 }
 
 // Tables lists the server's tables with their newest versions.
-func (c *Client) Tables(ctx context.Context) ([]table.Listed, error) {
-	var out server.TableList
+func (c *Client) Tables(ctx context.Context) ([]api.ListedTable, error) {
+	var out api.TableList
 	err := c.call(ctx, http.MethodGet, c.base+"/api/v1/tables", "", nil, "").json(&out)
 	return out.Tables, err
 }
@@ -323,8 +351,8 @@ func (c *Client) DeleteTag(ctx context.Context, name, tag string) error {
 }
 
 // Tags lists the tags.
-func (c *Client) Tags(ctx context.Context, name string) ([]table.Tag, error) {
-	var out []table.Tag
+func (c *Client) Tags(ctx context.Context, name string) ([]api.Tag, error) {
+	var out []api.Tag
 	return out, c.call(ctx, http.MethodGet, c.url(name, "/tags", nil), "", nil, "").json(&out)
 }
 
@@ -335,8 +363,8 @@ func (c *Client) Compact(ctx context.Context, name string) error {
 }
 
 // CompactStats returns the compaction status and history.
-func (c *Client) CompactStats(ctx context.Context, name string) (server.CompactStats, error) {
-	var out server.CompactStats
+func (c *Client) CompactStats(ctx context.Context, name string) (api.CompactStats, error) {
+	var out api.CompactStats
 	return out, c.call(ctx, http.MethodGet, c.url(name, "/compact/stats", nil), "", nil, "").json(&out)
 }
 
@@ -354,9 +382,9 @@ func (c *Client) Merge(ctx context.Context, name string) error {
 }
 
 // LSMStats returns every shard's stats.
-func (c *Client) LSMStats(ctx context.Context, name string, withRows bool) (server.LSMStats, error) {
+func (c *Client) LSMStats(ctx context.Context, name string, withRows bool) (api.LSMStats, error) {
 	q := url.Values{"include_generation_rows": {strconv.FormatBool(withRows)}}
-	var out server.LSMStats
+	var out api.LSMStats
 	return out, c.call(ctx, http.MethodGet, c.url(name, "/lsm/stats", q), "", nil, "").json(&out)
 }
 

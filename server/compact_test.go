@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
@@ -155,7 +156,7 @@ func TestCompactOptions(t *testing.T) {
 	f := start(t, root, server.Options{})
 	compactTable(t, f, root, 5)
 	code, body := raw(t, f, "POST", "/api/v1/tables/t/compact", "application/json", `{"dry_run":true}`, "")
-	var plan server.CompactPlan
+	var plan api.CompactPlan
 	if code != 200 || json.Unmarshal([]byte(body), &plan) != nil || plan.FragmentsBefore != 5 || plan.FragmentsAfter != 1 || plan.Bins != 1 {
 		t.Fatalf("dry run: %d %s", code, body)
 	}

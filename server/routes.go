@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
@@ -27,10 +28,10 @@ import (
 	"github.com/stratadb/strata/walshard"
 )
 
-// Content types.
+// Media types, re-exported for the server's callers.
 const (
-	ArrowStream = "application/vnd.apache.arrow.stream"
-	NDJSON      = "application/x-ndjson"
+	ArrowStream = api.ArrowStream
+	NDJSON      = api.NDJSON
 )
 
 func (s *Server) routes() {
@@ -78,16 +79,10 @@ func (s *Server) routes() {
 	handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) error { _, err := io.WriteString(w, "ok\n"); return err })
 	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error { s.serveMetrics(w, r); return nil })
 	handle("GET /api/v1/openapi.json", func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", api.JSON)
 		_, err := w.Write(OpenAPI)
 		return err
 	})
-}
-
-// DeleteResult is what DELETE …/rows answers.
-type DeleteResult struct {
-	Deleted int64  `json:"deleted"`
-	Version uint64 `json:"version"` // the version holding the delete (or the latest, when nothing matched)
 }
 
 // deleteRows deletes the rows matching filter= (required). The server's
@@ -115,13 +110,8 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, DeleteResult{Deleted: n, Version: res.Version})
+	writeJSON(w, http.StatusOK, api.DeleteResult{Deleted: n, Version: res.Version})
 	return nil
-}
-
-// IndexList is what GET …/indexes answers: the table's key indexes.
-type IndexList struct {
-	Indexes []table.Index `json:"indexes"`
 }
 
 func (s *Server) indexes(w http.ResponseWriter, r *http.Request, t *tableState) error {
@@ -129,17 +119,8 @@ func (s *Server) indexes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if err != nil {
 		return err
 	}
-	out := IndexList{Indexes: m.Indexes}
-	if out.Indexes == nil {
-		out.Indexes = []table.Index{}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.IndexList{Indexes: apiIndexes(m.Indexes)})
 	return nil
-}
-
-// IndexRequest is the body of POST …/indexes.
-type IndexRequest struct {
-	Column string `json:"column"`
 }
 
 // createIndex builds a key index of an int64 column (take by key reads it
@@ -149,7 +130,7 @@ func (s *Server) createIndex(w http.ResponseWriter, r *http.Request, t *tableSta
 	if err := jsonBody(r); err != nil {
 		return err
 	}
-	var req IndexRequest
+	var req api.IndexRequest
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || req.Column == "" {
@@ -171,13 +152,8 @@ func (s *Server) createIndex(w http.ResponseWriter, r *http.Request, t *tableSta
 	if ix == nil {
 		return fmt.Errorf("server: the index commit carries no index")
 	}
-	writeJSON(w, http.StatusCreated, ix)
+	writeJSON(w, http.StatusCreated, apiIndex(*ix))
 	return nil
-}
-
-// TableList is what GET /api/v1/tables answers.
-type TableList struct {
-	Tables []table.Listed `json:"tables"`
 }
 
 // listTables lists the tables under the server's bucket with their newest
@@ -192,7 +168,7 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, TableList{Tables: tables})
+	writeJSON(w, http.StatusOK, api.TableList{Tables: apiTables(tables)})
 	return nil
 }
 
@@ -245,8 +221,8 @@ func (p *probeWriter) Write(b []byte) (int, error) {
 // jsonBody refuses (415) a body declared as anything but JSON; a body
 // without a Content-Type is taken as JSON.
 func jsonBody(r *http.Request) error {
-	if ct := mediaType(r); ct != "" && ct != "application/json" {
-		return unsupportedMedia("application/json")
+	if ct := mediaType(r); ct != "" && ct != api.JSON {
+		return unsupportedMedia(api.JSON)
 	}
 	return nil
 }
@@ -254,16 +230,6 @@ func jsonBody(r *http.Request) error {
 func mediaType(r *http.Request) string {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	return mt
-}
-
-// TableInfo is what GET /api/v1/tables/{name} answers.
-type TableInfo struct {
-	Name      string     `json:"name"`
-	Version   uint64     `json:"version"`
-	Rows      int64      `json:"rows"`
-	Fragments int        `json:"fragments"`
-	Bytes     int64      `json:"bytes"`
-	Schema    SchemaJSON `json:"schema"`
 }
 
 func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error) {
@@ -290,8 +256,8 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error)
 			return err
 		}
 		defer ingest.Release(batches)
-	case "application/json":
-		var sj SchemaJSON
+	case api.JSON:
+		var sj api.Schema
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&sj); err != nil {
@@ -301,7 +267,7 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error)
 			return badRequest("%v", err)
 		}
 	default:
-		return unsupportedMedia(ArrowStream, "application/json")
+		return unsupportedMedia(ArrowStream, api.JSON)
 	}
 	m, err := commit.Create(r.Context(), t.b, schema, nil, &commit.Options{Writer: "server:" + s.opts.Instance}, batches...)
 	if err != nil {
@@ -317,8 +283,8 @@ func (s *Server) ingestOptions(r *http.Request) ingest.Options {
 	return ingest.Options{Limit: s.opts.MaxBodyBytes, IgnoreUnknown: r.URL.Query().Get("ignore_unknown") == "true"}
 }
 
-func info(name string, m *table.Manifest) TableInfo {
-	return TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: FromArrow(m.Schema())}
+func info(name string, m *table.Manifest) api.TableInfo {
+	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema())}
 }
 
 func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
@@ -392,7 +358,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	s.metrics.appendSeconds.Observe(time.Since(appendStart).Seconds())
 	rows := ingest.Rows(recs)
 	s.metrics.rowsAppended.Add(float64(rows))
-	writeJSON(w, http.StatusOK, map[string]int64{"rows": rows})
+	writeJSON(w, http.StatusOK, api.AppendResult{Rows: rows})
 	return nil
 }
 
@@ -558,15 +524,8 @@ func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState
 	return s.writeRows(w, r, schema, limit, walshard.ScanFleet(r.Context(), t.b, opts))
 }
 
-// TakeRequest is the body of POST …/take.
-type TakeRequest struct {
-	Column  string   `json:"column"` // default "id"
-	Keys    []int64  `json:"keys"`
-	Columns []string `json:"columns,omitempty"`
-}
-
 func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	var req TakeRequest
+	var req api.TakeRequest
 	decoding, err := s.admit.admit(r.Context(), s.bodyReserve(r))
 	if err != nil {
 		return err
@@ -623,7 +582,7 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, vs)
+	writeJSON(w, http.StatusOK, apiVersions(vs))
 	return nil
 }
 
@@ -635,18 +594,12 @@ func (s *Server) tags(w http.ResponseWriter, r *http.Request, t *tableState) err
 	if err != nil {
 		return err
 	}
-	if tags == nil {
-		tags = []table.Tag{}
-	}
-	writeJSON(w, http.StatusOK, tags)
+	writeJSON(w, http.StatusOK, apiTags(tags))
 	return nil
 }
 
 func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	var req struct {
-		Name    string `json:"name"`
-		Version uint64 `json:"version"`
-	}
+	var req api.TagRequest
 	if err := jsonBody(r); err != nil {
 		return err
 	}
@@ -669,7 +622,7 @@ func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, tag)
+	writeJSON(w, http.StatusCreated, apiTag(tag))
 	return nil
 }
 
@@ -682,31 +635,11 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request, t *tableState
 	return nil
 }
 
-// CompactRequest is the optional JSON body of POST …/compact. Fields left
-// out take the server's policy. Without Force a compaction waits out the
-// policy's quiet windows, and MinFragments, when given, must be reached.
-type CompactRequest struct {
-	MinFragments int   `json:"min_fragments,omitempty"`
-	TargetRows   int64 `json:"target_rows,omitempty"`
-	TargetBytes  int64 `json:"target_bytes,omitempty"`
-	DryRun       bool  `json:"dry_run,omitempty"`
-	Force        bool  `json:"force,omitempty"`
-}
-
-// CompactPlan is what a dry run of POST …/compact answers.
-type CompactPlan struct {
-	Version         uint64 `json:"version"` // the version planned against
-	Bins            int    `json:"bins"`
-	FragmentsBefore int    `json:"fragments_before"`
-	FragmentsAfter  int    `json:"fragments_after"`
-	Plan            string `json:"plan"`
-}
-
 // compact starts a compaction of the base table under the table's lease and
 // answers 202 with a Location to the stats; 409 when another compactor
 // holds the lease (naming it) or the policy says not now.
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	var req CompactRequest
+	var req api.CompactRequest
 	if r.ContentLength != 0 {
 		if err := jsonBody(r); err != nil {
 			return err
@@ -749,7 +682,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if req.DryRun {
 		plan := compactor.PlanCompaction(m, p.WithDefaults())
 		after := len(m.Fragments) - plan.Sources() + len(plan.Bins)
-		writeJSON(w, http.StatusOK, CompactPlan{Version: m.Version, Bins: len(plan.Bins), FragmentsBefore: len(m.Fragments),
+		writeJSON(w, http.StatusOK, api.CompactPlan{Version: m.Version, Bins: len(plan.Bins), FragmentsBefore: len(m.Fragments),
 			FragmentsAfter: after, Plan: strings.TrimSpace(plan.String())})
 		return nil
 	}
@@ -799,27 +732,6 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 	return nil
 }
 
-// CompactStats is what GET …/compact/stats answers. Every field is always
-// there: what is unknown or absent is null.
-type CompactStats struct {
-	Fragments int `json:"fragments"`
-	// Running: a compactor holds the table's lease (this server, the Job,
-	// a CLI); Holder names it and LeaseExpires says until when.
-	Running      bool       `json:"running"`
-	Holder       *string    `json:"holder"`
-	LeaseExpires *time.Time `json:"lease_expires"`
-	// Due: whether the server's policy would compact now, and why.
-	Due              bool            `json:"due"`
-	DueReason        string          `json:"due_reason"`
-	LastCompaction   *time.Time      `json:"last_compaction"`
-	TotalCompactions int64           `json:"total_compactions"`
-	LastError        *string         `json:"last_error"`
-	LastErrorAt      *time.Time      `json:"last_error_at"`
-	TotalAdopted     int64           `json:"total_adopted"`
-	History          []compactor.Run `json:"history"`
-	SkippedRecords   []string        `json:"skipped_records,omitempty"`
-}
-
 func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	// The history first, then the table: a run is recorded after its
 	// commit, so the fragment count is never older than the history.
@@ -832,11 +744,8 @@ func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableSt
 		return err
 	}
 	now := time.Now()
-	out := CompactStats{Fragments: len(m.Fragments), Running: t.compacting.Load(), TotalCompactions: st.TotalCompactions,
-		TotalAdopted: st.TotalAdopted, History: st.History, SkippedRecords: st.Skipped}
-	if out.History == nil {
-		out.History = []compactor.Run{}
-	}
+	out := api.CompactStats{Fragments: len(m.Fragments), Running: t.compacting.Load(), TotalCompactions: st.TotalCompactions,
+		TotalAdopted: st.TotalAdopted, History: apiRuns(st.History), SkippedRecords: st.Skipped}
 	lease, held, err := compactor.CurrentLease(r.Context(), t.b, now)
 	if err != nil {
 		return err
@@ -893,42 +802,10 @@ func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState)
 	return nil
 }
 
-// LSMStats is what GET …/lsm/stats answers: every shard of the table —
-// this server's own, read from its handle, and every other one, read from
-// the bucket (which cannot show another process's memtable: those fields
-// are absent).
-type LSMStats struct {
-	Version uint64       `json:"version"`
-	Merging bool         `json:"merging"` // a fleet merge of this server runs
-	Shards  []ShardStats `json:"shards"`
-}
-
-// ShardStats is one shard of LSMStats. Fields a reader cannot know are
-// absent, never zero: memtable and compacting for shards this server does
-// not own, pending_rows unless include_generation_rows=true.
-type ShardStats struct {
-	Shard              string                 `json:"shard"`
-	Own                bool                   `json:"own"` // written through this server
-	Epoch              uint64                 `json:"epoch"`
-	WALLastWritten     uint64                 `json:"wal_last_written"`
-	WALFlushed         uint64                 `json:"wal_flushed"`
-	WALLag             uint64                 `json:"wal_lag"`
-	MemtableRows       *int64                 `json:"memtable_rows,omitempty"`
-	MemtableBytes      *int64                 `json:"memtable_bytes,omitempty"`
-	Watermark          uint64                 `json:"watermark"`
-	PendingGenerations int                    `json:"pending_generations"`
-	PendingBytes       int64                  `json:"pending_bytes"`
-	PendingRows        *int64                 `json:"pending_rows,omitempty"`
-	NewestGeneration   uint64                 `json:"newest_generation"`
-	Merging            *bool                  `json:"compacting,omitempty"`
-	LastWrite          *time.Time             `json:"last_write,omitempty"`
-	Quarantined        []walshard.Quarantined `json:"quarantined,omitempty"`
-}
-
-func shardStats(st walshard.Stats, withRows bool) ShardStats {
-	out := ShardStats{Shard: st.Shard, Own: st.Local, Epoch: st.Epoch, WALLastWritten: st.WALLastWritten, WALFlushed: st.WALFlushed,
+func shardStats(st walshard.Stats, withRows bool) api.ShardStats {
+	out := api.ShardStats{Shard: st.Shard, Own: st.Local, Epoch: st.Epoch, WALLastWritten: st.WALLastWritten, WALFlushed: st.WALFlushed,
 		WALLag: st.WALLag, Watermark: st.Watermark, PendingGenerations: st.PendingGenerations, PendingBytes: st.PendingBytes,
-		NewestGeneration: st.NewestGeneration, Quarantined: st.Quarantined}
+		NewestGeneration: st.NewestGeneration, Quarantined: apiQuarantined(st.Quarantined)}
 	if st.Local {
 		out.MemtableRows, out.MemtableBytes, out.Merging = &st.MemtableRows, &st.MemtableBytes, &st.Merging
 	} else if !st.LastWrite.IsZero() {
@@ -954,7 +831,7 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 	if own != nil && !slices.Contains(ids, own.ID()) {
 		ids = append(ids, own.ID())
 	}
-	stats := make([]*ShardStats, len(ids))
+	stats := make([]*api.ShardStats, len(ids))
 	g, gctx := errgroup.WithContext(r.Context())
 	g.SetLimit(32)
 	for i, id := range ids {
@@ -975,13 +852,13 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	out := LSMStats{Version: m.Version, Merging: t.fleetMerging.Load(), Shards: []ShardStats{}}
+	out := api.LSMStats{Version: m.Version, Merging: t.fleetMerging.Load(), Shards: []api.ShardStats{}}
 	for _, st := range stats {
 		if st != nil {
 			out.Shards = append(out.Shards, *st)
 		}
 	}
-	slices.SortFunc(out.Shards, func(a, b ShardStats) int { return strings.Compare(a.Shard, b.Shard) })
+	slices.SortFunc(out.Shards, func(a, b api.ShardStats) int { return strings.Compare(a.Shard, b.Shard) })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
@@ -405,17 +406,8 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.msg }
 
-// ErrorBody is the JSON body of every error response.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var body ErrorBody
-	body.Error.Code, body.Error.Message = code, msg
+	body := api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
@@ -164,12 +165,12 @@ func TestTableRoutes(t *testing.T) {
 	if code != http.StatusBadRequest {
 		t.Fatalf("scan with a bad filter: %d %s", code, body)
 	}
-	recs, err = f.c.Take(ctx, "rollouts", server.TakeRequest{Keys: []int64{3, 44, 999}})
+	recs, err = f.c.Take(ctx, "rollouts", api.TakeRequest{Keys: []int64{3, 44, 999}})
 	if got := ids(t, recs); err != nil || len(got) != 2 || got[3] != 1 || got[44] != 1 {
 		t.Fatalf("take: %v %v", got, err)
 	}
 	vs, err := f.c.Versions(ctx, "rollouts", 10, true)
-	if err != nil || len(vs) < 2 || vs[0].Kind != table.KindMerge {
+	if err != nil || len(vs) < 2 || vs[0].Kind != string(table.KindMerge) {
 		t.Fatalf("versions: %+v %v", vs, err)
 	}
 	if err := f.c.CreateTag(ctx, "rollouts", "first", 0); err != nil {
@@ -560,5 +561,56 @@ func TestAdoptionsShowInStatsAndMetrics(t *testing.T) {
 	code, body = raw(t, f, "GET", "/metrics", "", "", "")
 	if code != 200 || !strings.Contains(body, `strata_shards_adopted_total{table="t"} 2`) {
 		t.Fatalf("metrics: %d\n%s", code, body)
+	}
+}
+
+// TestScanIterStreams: the client's streaming scan yields the same rows as
+// Scan, a loop left early closes the answer without error, and an error
+// answer ends the sequence with a typed error.
+func TestScanIterStreams(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "r", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		rec := rollouts.Batch(nil, 1, 0, int64(i*100), 100)
+		_, err := f.c.Append(ctx, "r", rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.c.CheckpointLSM(ctx, "r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows int64
+	batches := 0
+	for rec, err := range f.c.ScanIter(ctx, "r", client.ScanOptions{Columns: []string{"id"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += rec.NumRows()
+		batches++
+	}
+	if rows != 300 || batches < 3 {
+		t.Fatalf("streamed %d rows in %d batches, want 300 in at least 3", rows, batches)
+	}
+	seen := 0
+	for _, err := range f.c.ScanIter(ctx, "r", client.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		break
+	}
+	if seen != 1 {
+		t.Fatalf("an early break saw %d batches", seen)
+	}
+	var last error
+	for _, err := range f.c.ScanIter(ctx, "nope", client.ScanOptions{}) {
+		last = err
+	}
+	if !client.IsStatus(last, http.StatusNotFound) {
+		t.Fatalf("a missing table streams %v, want a 404", last)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/cmd/strata/command"
@@ -273,7 +274,7 @@ func roundTrip(t *testing.T, seed uint64) {
 		for range 5 {
 			keys = append(keys, g.r.Int64N(next))
 		}
-		took, err := c.Take(ctx, "t", server.TakeRequest{Keys: keys})
+		took, err := c.Take(ctx, "t", api.TakeRequest{Keys: keys})
 		if err != nil {
 			t.Fatalf("%s: take: %v", what, err)
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/server"
 )
 
 func newCreate(env *Env) *cobra.Command {
@@ -64,7 +64,7 @@ func readSchemaJSON(path string) (*arrow.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	var sj server.SchemaJSON
+	var sj api.Schema
 	if err := json.Unmarshal(data, &sj); err != nil {
 		return nil, usageError{fmt.Errorf("%s: not a JSON schema: %v", path, err)}
 	}

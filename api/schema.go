@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"fmt"
@@ -7,26 +7,26 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// SchemaJSON is the JSON form of a schema, for clients without Arrow:
+// Schema is the JSON form of a schema, for clients without Arrow:
 // {"fields": [{"name": "id", "type": "int64"}, …]}.
-type SchemaJSON struct {
-	Fields []FieldJSON `json:"fields"`
+type Schema struct {
+	Fields []Field `json:"fields"`
 }
 
-// FieldJSON is one column. Scalar types: bool, int8, int16, int32, int64,
+// Field is one column. Scalar types: bool, int8, int16, int32, int64,
 // uint8, uint16, uint32, uint64, float32, float64, string, large_string,
 // binary, large_binary, date32, timestamp_s, timestamp_ms, timestamp_us,
 // timestamp_ns (all UTC), time64_us. Nested types: "list" (and
 // "large_list") with "items", a field without a name; "struct" with
 // "fields"; "map" with "key" (never null) and "value".
-type FieldJSON struct {
-	Name     string      `json:"name,omitempty"`
-	Type     string      `json:"type"`
-	Nullable bool        `json:"nullable,omitempty"`
-	Fields   []FieldJSON `json:"fields,omitempty"`
-	Items    *FieldJSON  `json:"items,omitempty"`
-	Key      *FieldJSON  `json:"key,omitempty"`
-	Value    *FieldJSON  `json:"value,omitempty"`
+type Field struct {
+	Name     string  `json:"name,omitempty"`
+	Type     string  `json:"type"`
+	Nullable bool    `json:"nullable,omitempty"`
+	Fields   []Field `json:"fields,omitempty"`
+	Items    *Field  `json:"items,omitempty"`
+	Key      *Field  `json:"key,omitempty"`
+	Value    *Field  `json:"value,omitempty"`
 }
 
 var typesByName = map[string]arrow.DataType{
@@ -54,7 +54,7 @@ func typeNames() []string {
 
 // ToArrow converts the JSON form. Names are checked when the table is
 // created (table.CheckStorable).
-func (s SchemaJSON) ToArrow() (*arrow.Schema, error) {
+func (s Schema) ToArrow() (*arrow.Schema, error) {
 	fields := make([]arrow.Field, len(s.Fields))
 	for i, f := range s.Fields {
 		af, err := f.toArrow(fmt.Sprintf("field %d (%q)", i, f.Name), 0)
@@ -66,11 +66,11 @@ func (s SchemaJSON) ToArrow() (*arrow.Schema, error) {
 	return arrow.NewSchema(fields, nil), nil
 }
 
-func (f FieldJSON) toArrow(where string, depth int) (arrow.Field, error) {
+func (f Field) toArrow(where string, depth int) (arrow.Field, error) {
 	if depth > 32 {
 		return arrow.Field{}, fmt.Errorf("%s: nested too deep", where)
 	}
-	need := func(sub *FieldJSON, what string) (arrow.Field, error) {
+	need := func(sub *Field, what string) (arrow.Field, error) {
 		if sub == nil {
 			return arrow.Field{}, fmt.Errorf("%s: a %s needs %q", where, f.Type, what)
 		}
@@ -121,18 +121,18 @@ func (f FieldJSON) toArrow(where string, depth int) (arrow.Field, error) {
 	return out, nil
 }
 
-// FromArrow gives the JSON form of a schema (types outside the list keep
+// SchemaOf gives the JSON form of a schema (types outside the list keep
 // Arrow's own name).
-func FromArrow(s *arrow.Schema) SchemaJSON {
-	var out SchemaJSON
+func SchemaOf(s *arrow.Schema) Schema {
+	var out Schema
 	for _, f := range s.Fields() {
-		out.Fields = append(out.Fields, fieldJSON(f))
+		out.Fields = append(out.Fields, fieldOf(f))
 	}
 	return out
 }
 
-func fieldJSON(f arrow.Field) FieldJSON {
-	out := FieldJSON{Name: f.Name, Nullable: f.Nullable, Type: f.Type.String()}
+func fieldOf(f arrow.Field) Field {
+	out := Field{Name: f.Name, Nullable: f.Nullable, Type: f.Type.String()}
 	for n, t := range typesByName {
 		if arrow.TypeEqual(t, f.Type) {
 			out.Type = n
@@ -141,21 +141,21 @@ func fieldJSON(f arrow.Field) FieldJSON {
 	}
 	switch t := f.Type.(type) {
 	case *arrow.MapType:
-		k, v := fieldJSON(t.KeyField()), fieldJSON(t.ItemField())
+		k, v := fieldOf(t.KeyField()), fieldOf(t.ItemField())
 		k.Name, v.Name = "", ""
 		out.Type, out.Key, out.Value = "map", &k, &v
 	case *arrow.ListType:
-		item := fieldJSON(t.ElemField())
+		item := fieldOf(t.ElemField())
 		item.Name = ""
 		out.Type, out.Items = "list", &item
 	case *arrow.LargeListType:
-		item := fieldJSON(t.ElemField())
+		item := fieldOf(t.ElemField())
 		item.Name = ""
 		out.Type, out.Items = "large_list", &item
 	case *arrow.StructType:
 		out.Type = "struct"
 		for _, c := range t.Fields() {
-			out.Fields = append(out.Fields, fieldJSON(c))
+			out.Fields = append(out.Fields, fieldOf(c))
 		}
 	}
 	return out

@@ -1,0 +1,241 @@
+// Package api is the wire format of Strata's HTTP server: the JSON bodies
+// its routes take and answer, the media types, and the error codes. It is
+// what the server and its clients share, and nothing else: it imports no
+// engine package, so a program that only talks to a server (package
+// client) links this and Arrow, not the object-store SDKs.
+//
+// Every JSON name is lowercase with underscores. A field that a reader
+// cannot know is absent or null, never a zero standing for "unknown"; each
+// type says which. The OpenAPI document the server serves at
+// /api/v1/openapi.json describes the same shapes.
+package api
+
+import "time"
+
+// Media types of request and response bodies.
+const (
+	ArrowStream = "application/vnd.apache.arrow.stream" // Arrow IPC stream
+	NDJSON      = "application/x-ndjson"                // JSON lines, one object a row
+	JSON        = "application/json"
+	CSV         = "text/csv"
+)
+
+// Error codes: the "code" of an ErrorBody. A client decides on the status
+// and the code; the message is for people.
+const (
+	CodeBadRequest           = "bad_request"            // 400: a parameter or body the route does not take
+	CodeBadInput             = "bad_input"              // 400: rows that do not match the table's schema
+	CodeBadTableName         = "bad_table_name"         // 400
+	CodeUnsupportedSchema    = "unsupported_schema"     // 400: a schema Strata cannot store
+	CodeNotFound             = "not_found"              // 404: table, version, tag or shard
+	CodeNoRoute              = "no_route"               // 404
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405
+	CodeBodyTooSlow          = "body_too_slow"          // 408
+	CodeExists               = "exists"                 // 409: table or tag
+	CodeConflict             = "conflict"               // 409: a commit lost to a concurrent one it cannot follow
+	CodeCompactionRunning    = "compaction_running"     // 409
+	CodeLeaseHeld            = "lease_held"             // 409: another compactor holds the table's lease
+	CodeNotDue               = "not_due"                // 409: the compaction policy says not now
+	CodeTooLarge             = "too_large"              // 413
+	CodeTooManyKeys          = "too_many_keys"          // 413
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeBusy                 = "busy"                   // 429: over the memory budget, or a merge runs
+	CodeMergeRunning         = "merge_running"          // 429
+	CodeInternal             = "internal"               // 500
+	CodeUnavailable          = "unavailable"            // 503: the server's shard was fenced or closed
+	CodeStoreUnavailable     = "store_unavailable"      // 503: the object store failed in a way worth retrying
+)
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the error inside an ErrorBody.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// TableInfo is what GET and PUT /api/v1/tables/{name} answer.
+type TableInfo struct {
+	Name      string `json:"name"`
+	Version   uint64 `json:"version"`
+	Rows      int64  `json:"rows"`
+	Fragments int    `json:"fragments"`
+	Bytes     int64  `json:"bytes"`
+	Schema    Schema `json:"schema"`
+}
+
+// TableList is what GET /api/v1/tables answers.
+type TableList struct {
+	Tables []ListedTable `json:"tables"`
+}
+
+// ListedTable is one table of a TableList with its newest version.
+type ListedTable struct {
+	Name    string `json:"name"`
+	Version uint64 `json:"version"`
+}
+
+// AppendResult is what POST …/rows answers once the rows are durable.
+type AppendResult struct {
+	Rows int64 `json:"rows"`
+}
+
+// DeleteResult is what DELETE …/rows answers.
+type DeleteResult struct {
+	Deleted int64  `json:"deleted"`
+	Version uint64 `json:"version"` // the version holding the delete (or the latest, when nothing matched)
+}
+
+// TakeRequest is the body of POST …/take.
+type TakeRequest struct {
+	Column  string   `json:"column,omitempty"` // default "id"
+	Keys    []int64  `json:"keys"`
+	Columns []string `json:"columns,omitempty"`
+}
+
+// Version is one entry of GET …/versions.
+type Version struct {
+	Version uint64    `json:"version"`
+	Time    time.Time `json:"time"`           // when the manifest was written (the store's clock)
+	Kind    string    `json:"kind,omitempty"` // with detail=true: the operation (append, delete, rewrite, …)
+	Rows    int64     `json:"rows,omitempty"` // with detail=true: the rows of the version
+}
+
+// Tag names a version: an entry of GET …/tags and the answer of POST …/tags.
+type Tag struct {
+	Name    string    `json:"name"`
+	Version uint64    `json:"version"`
+	Created time.Time `json:"created"`
+}
+
+// TagRequest is the body of POST …/tags; version 0 is the latest.
+type TagRequest struct {
+	Name    string `json:"name"`
+	Version uint64 `json:"version,omitempty"`
+}
+
+// Index is a key index of an integer column.
+type Index struct {
+	ID     string `json:"id"`
+	Column string `json:"column"`
+	Key    string `json:"key"` // the index object, relative to the table
+	Rows   int64  `json:"rows"`
+	// CoveredBelow: the index holds every row of the fragments with a
+	// smaller id that existed when it was built; newer fragments are found
+	// by a statistics-pruned scan.
+	CoveredBelow uint64 `json:"covered_below"`
+}
+
+// IndexList is what GET …/indexes answers.
+type IndexList struct {
+	Indexes []Index `json:"indexes"`
+}
+
+// IndexRequest is the body of POST …/indexes.
+type IndexRequest struct {
+	Column string `json:"column"`
+}
+
+// CompactRequest is the optional body of POST …/compact. Fields left out
+// take the server's policy. Without Force a compaction waits out the
+// policy's quiet windows, and MinFragments, when given, must be reached.
+type CompactRequest struct {
+	MinFragments int   `json:"min_fragments,omitempty"`
+	TargetRows   int64 `json:"target_rows,omitempty"`
+	TargetBytes  int64 `json:"target_bytes,omitempty"`
+	DryRun       bool  `json:"dry_run,omitempty"`
+	Force        bool  `json:"force,omitempty"`
+}
+
+// CompactPlan is what a dry run of POST …/compact answers.
+type CompactPlan struct {
+	Version         uint64 `json:"version"` // the version planned against
+	Bins            int    `json:"bins"`
+	FragmentsBefore int    `json:"fragments_before"`
+	FragmentsAfter  int    `json:"fragments_after"`
+	Plan            string `json:"plan"`
+}
+
+// CompactStats is what GET …/compact/stats answers. Every field is always
+// there: what is unknown or absent is null.
+type CompactStats struct {
+	Fragments int `json:"fragments"`
+	// Running: a compactor holds the table's lease (this server, the Job,
+	// a CLI); Holder names it and LeaseExpires says until when.
+	Running      bool       `json:"running"`
+	Holder       *string    `json:"holder"`
+	LeaseExpires *time.Time `json:"lease_expires"`
+	// Due: whether the server's policy would compact now, and why.
+	Due              bool         `json:"due"`
+	DueReason        string       `json:"due_reason"`
+	LastCompaction   *time.Time   `json:"last_compaction"`
+	TotalCompactions int64        `json:"total_compactions"`
+	LastError        *string      `json:"last_error"`
+	LastErrorAt      *time.Time   `json:"last_error_at"`
+	TotalAdopted     int64        `json:"total_adopted"`
+	History          []CompactRun `json:"history"` // newest first
+	// SkippedRecords: history records that do not decode, each named with
+	// why.
+	SkippedRecords []string `json:"skipped_records,omitempty"`
+}
+
+// CompactRun is one recorded run of a compactor.
+type CompactRun struct {
+	Started         time.Time `json:"started"`
+	DurationS       float64   `json:"duration_s"`
+	Version         uint64    `json:"version,omitempty"` // absent: nothing committed
+	FragmentsBefore int       `json:"fragments_before"`
+	FragmentsAfter  int       `json:"fragments_after"`
+	Rows            int64     `json:"rows"`
+	BytesRewritten  int64     `json:"bytes_rewritten"`
+	Error           string    `json:"error,omitempty"`
+	Adopted         []string  `json:"adopted,omitempty"` // abandoned shards the run adopted
+	// Running totals as of this run.
+	LastCompaction   time.Time `json:"last_compaction,omitzero"`
+	TotalCompactions int64     `json:"total_compactions"`
+	LastError        string    `json:"last_error,omitempty"`
+	LastErrorAt      time.Time `json:"last_error_at,omitzero"`
+	TotalAdopted     int64     `json:"total_adopted"`
+}
+
+// LSMStats is what GET …/lsm/stats answers: every shard of the table.
+// A server knows its own shard's memtable; of other shards it knows what
+// the bucket shows, so those fields are absent.
+type LSMStats struct {
+	Version uint64       `json:"version"`
+	Merging bool         `json:"merging"` // a fleet merge of this server runs
+	Shards  []ShardStats `json:"shards"`
+}
+
+// ShardStats is one shard of LSMStats. Fields a reader cannot know are
+// absent, never zero: memtable and compacting for shards the server does
+// not own, pending_rows unless include_generation_rows=true.
+type ShardStats struct {
+	Shard              string        `json:"shard"`
+	Own                bool          `json:"own"` // written through this server
+	Epoch              uint64        `json:"epoch"`
+	WALLastWritten     uint64        `json:"wal_last_written"`
+	WALFlushed         uint64        `json:"wal_flushed"`
+	WALLag             uint64        `json:"wal_lag"`
+	MemtableRows       *int64        `json:"memtable_rows,omitempty"`
+	MemtableBytes      *int64        `json:"memtable_bytes,omitempty"`
+	Watermark          uint64        `json:"watermark"`
+	PendingGenerations int           `json:"pending_generations"`
+	PendingBytes       int64         `json:"pending_bytes"`
+	PendingRows        *int64        `json:"pending_rows,omitempty"`
+	NewestGeneration   uint64        `json:"newest_generation"`
+	Merging            *bool         `json:"compacting,omitempty"`
+	LastWrite          *time.Time    `json:"last_write,omitempty"`
+	Quarantined        []Quarantined `json:"quarantined,omitempty"`
+}
+
+// Quarantined is a WAL entry that could not be decoded, kept aside with
+// why; its rows are not in the table.
+type Quarantined struct {
+	Position uint64 `json:"position"`
+	Key      string `json:"key"` // the copy under quarantine/
+	Reason   string `json:"reason"`
+}
