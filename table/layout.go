@@ -91,6 +91,46 @@ const (
 	FleetMergedDir  = FleetDir + "merged/"
 )
 
+// A shard's own objects, under ShardsDir/<shard>/:
+//
+//	epochs/<inverted epoch>      the owner's fencing epochs
+//	wal/<inverted position>      WAL entries
+//	state/<inverted seq>.json    the shard's state records
+//	quarantine/<inverted pos>    WAL entries that cannot be decoded, kept aside
+//	gen/<gen>-e<epoch>-<rnd>.parquet  flushed generations (GenerationKey)
+
+// ShardDir is the folder of one shard.
+func ShardDir(shard string) string { return ShardsDir + shard + "/" }
+
+// ShardEpochsDir holds a shard's epochs; ShardEpochKey names one.
+func ShardEpochsDir(shard string) string          { return ShardDir(shard) + "epochs/" }
+func ShardEpochKey(shard string, e uint64) string { return ShardEpochsDir(shard) + Inverted(e) }
+
+// WALDir holds a shard's WAL entries; WALKey names the one at pos.
+func WALDir(shard string) string             { return ShardDir(shard) + "wal/" }
+func WALKey(shard string, pos uint64) string { return WALDir(shard) + Inverted(pos) }
+
+// ShardStatesDir holds a shard's state records; ShardStateKey names one.
+func ShardStatesDir(shard string) string { return ShardDir(shard) + "state/" }
+func ShardStateKey(shard string, seq uint64) string {
+	return ShardStatesDir(shard) + Inverted(seq) + ".json"
+}
+
+// QuarantineDir holds the WAL entries of a shard put aside; QuarantineKey
+// names the copy of the one at pos.
+func QuarantineDir(shard string) string             { return ShardDir(shard) + "quarantine/" }
+func QuarantineKey(shard string, pos uint64) string { return QuarantineDir(shard) + Inverted(pos) }
+
+// ParseShardKey returns the number a key listed under one of a shard's
+// folders (epochs, wal, state, quarantine) names.
+func ParseShardKey(dir, key string) (uint64, bool) {
+	name, ok := strings.CutPrefix(key, dir)
+	if !ok {
+		return 0, false
+	}
+	return ParseInverted(strings.TrimSuffix(name, ".json"))
+}
+
 // GenerationKey names generation gen of shard, written by epoch; rnd
 // makes each flush attempt's name fresh.
 func GenerationKey(shard string, gen, epoch uint64, rnd string) string {

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/stratadb/strata/table"
 )
@@ -29,20 +28,20 @@ func CheckShardID(id string) error {
 	return nil
 }
 
+// layout names one shard's objects; the names themselves live in
+// package table's layout.go, beside every other key of a table.
 type layout struct{ id, dir string }
 
-func newLayout(id string) layout { return layout{id: id, dir: ShardsDir + id + "/"} }
+func newLayout(id string) layout { return layout{id: id, dir: table.ShardDir(id)} }
 
-func (l layout) epochs() string             { return l.dir + "epochs/" }
-func (l layout) epochKey(e uint64) string   { return l.epochs() + table.Inverted(e) }
-func (l layout) wal() string                { return l.dir + "wal/" }
-func (l layout) walKey(pos uint64) string   { return l.wal() + table.Inverted(pos) }
-func (l layout) states() string             { return l.dir + "state/" }
-func (l layout) stateKey(seq uint64) string { return l.states() + table.Inverted(seq) + ".json" }
-func (l layout) quarantine() string         { return l.dir + "quarantine/" }
-func (l layout) quarantineKey(pos uint64) string {
-	return l.quarantine() + table.Inverted(pos)
-}
+func (l layout) epochs() string                  { return table.ShardEpochsDir(l.id) }
+func (l layout) epochKey(e uint64) string        { return table.ShardEpochKey(l.id, e) }
+func (l layout) wal() string                     { return table.WALDir(l.id) }
+func (l layout) walKey(pos uint64) string        { return table.WALKey(l.id, pos) }
+func (l layout) states() string                  { return table.ShardStatesDir(l.id) }
+func (l layout) stateKey(seq uint64) string      { return table.ShardStateKey(l.id, seq) }
+func (l layout) quarantine() string              { return table.QuarantineDir(l.id) }
+func (l layout) quarantineKey(pos uint64) string { return table.QuarantineKey(l.id, pos) }
 
 // genKey names a generation object: its number, the owner's epoch, and a
 // fresh random part, so that no two flush attempts share a name (a flush
@@ -54,11 +53,4 @@ func (l layout) genKey(gen, epoch uint64) string {
 }
 
 // parseLast returns the number a listed key under dir names.
-func parseLast(dir, key string) (uint64, bool) {
-	name, ok := strings.CutPrefix(key, dir)
-	if !ok {
-		return 0, false
-	}
-	name = strings.TrimSuffix(name, ".json")
-	return table.ParseInverted(name)
-}
+func parseLast(dir, key string) (uint64, bool) { return table.ParseShardKey(dir, key) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -227,8 +226,8 @@ func (w *world) gcOp(a *actor) (string, string) {
 	res, err := compactor.GC(w.ctx, a.bucket, w.gcPolicy(a), w.clock.Now())
 	var gens []string
 	for _, k := range res.ObjectsDeleted {
-		if strings.Contains(k, "/gen/") {
-			gens = append(gens, strings.TrimPrefix(k, "_shards/"))
+		if shard, gen, ok := table.ParseGenerationKey(k); ok {
+			gens = append(gens, fmt.Sprintf("%s/%d", shard, gen))
 		}
 	}
 	repaired := ""
