@@ -172,7 +172,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			sleep(ctx, backoff(o, res.Attempts))
 			continue
 		}
-		if landed.CommitID == txn.CommitID && !plant.BlindRetry.Load() {
+		if landed.CommitID == txn.CommitID && !plant.On(plant.BlindRetry) {
 			// Ours landed; what we wrote is next.
 			return finish(ctx, b, &txn, next, res, readAt, o)
 		}
@@ -209,7 +209,7 @@ func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur 
 		if err != nil {
 			return Result{}, false, nil, err
 		}
-		if theirs.CommitID == txn.CommitID && !plant.BlindRetry.Load() {
+		if theirs.CommitID == txn.CommitID && !plant.On(plant.BlindRetry) {
 			// Ours landed earlier (an ambiguous create we could not see
 			// at the time); it must not be committed again.
 			m, err := table.ReadManifest(ctx, b, v)

@@ -3,6 +3,7 @@ package commit
 import (
 	"slices"
 
+	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
 
@@ -87,7 +88,7 @@ func Check(ours, theirs *table.Transaction) Decision {
 	case table.KindRewrite:
 		switch theirs.Kind {
 		case table.KindDelete, table.KindRewrite:
-			if overlap(ours.Touched(), theirs.Touched()) {
+			if overlap(ours.Touched(), theirs.Touched()) && !(theirs.Kind == table.KindDelete && plant.On(plant.RewriteOverDelete)) {
 				return Retry
 			}
 		case table.KindCreateIndex:

@@ -333,3 +333,95 @@ func TestAnAmbiguousCreateCollectedBeforeItsOutcomeIsReadIsUnknown(t *testing.T)
 		t.Fatalf("rows %v, want 1 (it did land) and 2", got)
 	}
 }
+
+// A Delete writes its deletion vectors, then stalls past garbage
+// collection, which takes the vectors as orphans (or records them as
+// orphans, to delete next) before the Delete's manifest lands. The Delete
+// must not be acknowledged with the table referencing a vector that is
+// gone: it writes the vectors again and points the fragments at the
+// copies, and the table reads with the rows deleted. (Found by the
+// simulation's deleters.)
+func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
+	for _, how := range []string{"deleted", "recorded as orphans"} {
+		t.Run(how, func(t *testing.T) {
+			under := open(t, "mem://")
+			createIDTable(t, under)
+			setup, err := commit.OpenTable(ctx, under, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := idBatch(1, 2, 3, 4, 5, 6)
+			defer rec.Release()
+			if _, err := setup.Append(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			var fired atomic.Bool
+			var fail error
+			collector := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+				if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && fired.CompareAndSwap(false, true) {
+					var keys []string
+					for o, err := range blob.List(ctx, under, table.DeletionsDir, 0) {
+						if err != nil {
+							fail = err
+							return fault.Fault{}
+						}
+						keys = append(keys, o.Key)
+					}
+					if how == "deleted" {
+						for _, k := range keys {
+							if err := under.Delete(ctx, k); err != nil {
+								fail = err
+							}
+						}
+					} else if err := table.WriteOrphanRecord(ctx, under, keys, time.Now()); err != nil {
+						fail = err
+					}
+				}
+				return fault.Fault{}
+			})
+			f := fault.Wrap(under, fault.OnKeys(regexp.MustCompile(`.`), collector))
+			// The clock moves ten minutes on during the stall.
+			clock := func() time.Time {
+				if fired.Load() {
+					return time.Now().Add(10 * time.Minute)
+				}
+				return time.Now()
+			}
+			tb, err := commit.OpenTable(ctx, f, &commit.Options{Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pred, err := table.ParseFilter("id >= 2 AND id < 5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, n, err := tb.Delete(ctx, pred)
+			if err != nil || n != 3 {
+				t.Fatalf("delete across a stall: %d rows, %v", n, err)
+			}
+			if !fired.Load() || fail != nil {
+				t.Fatalf("the collector ran %v: %v", fired.Load(), fail)
+			}
+			// v3: the delete whose vector was taken; v4: the fragment
+			// pointed at a fresh copy.
+			if res.Version != 4 {
+				t.Fatalf("acknowledged at v%d, want v4", res.Version)
+			}
+			s, err := table.Open(ctx, under, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []int64
+			for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
+				if err != nil {
+					t.Fatalf("scan after the delete: %v", err)
+				}
+				ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, []int64{1, 5, 6}) {
+				t.Fatalf("rows %v, want 1, 5, 6", ids)
+			}
+		})
+	}
+}

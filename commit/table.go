@@ -210,10 +210,13 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		}
 		txn := table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: snap.Version()}
 		var deleted int64
+		written := t.opts.Now()
+		bodies := map[string][]byte{}
 		for id, rows := range matches {
 			f := snap.Manifest().Fragment(id)
 			key := table.DeletionKey(id, snap.Version()+1)
-			if err := t.b.PutIfAbsent(ctx, key, table.EncodeDeletions(rows)); err != nil {
+			bodies[key] = table.EncodeDeletions(rows)
+			if err := t.b.PutIfAbsent(ctx, key, bodies[key]); err != nil {
 				return Result{}, 0, err
 			}
 			before := int64(0)
@@ -228,6 +231,9 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		}
 		res, err := t.Commit(ctx, txn)
 		if err == nil {
+			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err != nil {
+				return Result{}, 0, err
+			}
 			return res, deleted, nil
 		}
 		if !IsRetryableConflict(err) {
@@ -236,6 +242,91 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		last = err
 	}
 	return Result{}, 0, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
+}
+
+// keepDeletions makes sure the deletion vectors of a Delete that landed
+// are still there. A writer that stalled longer than garbage collection's
+// safety age between writing them and landing may find them collected as
+// orphans (or listed in an orphan record, to be deleted): the version then
+// references objects that are gone. The writer still holds their bodies,
+// so it writes them again under fresh keys and commits a Delete that
+// points the fragments at the copies; the delete is acknowledged only once
+// the table is whole. Vectors younger than table.MinGCAge − 1 minute cannot
+// have been collected, so the common path costs nothing.
+func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.FragmentDeletion, bodies map[string][]byte, written time.Time) (Result, error) {
+	for range t.opts.MaxAttempts {
+		if t.opts.Now().Sub(written) < table.MinGCAge-time.Minute {
+			return res, nil
+		}
+		var records []table.OrphanRecord
+		err := retryTransient(ctx, t.opts, func() (err error) {
+			records, err = table.OrphanRecords(ctx, t.b, written.Add(-table.MinGCAge))
+			return err
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("commit: checking the deletion vectors of v%d after a stall: %w", res.Version, err)
+		}
+		doomed := map[string]bool{}
+		for _, r := range records {
+			for _, k := range r.Keys {
+				doomed[k] = true
+			}
+		}
+		var latest *table.Snapshot
+		if err := retryTransient(ctx, t.opts, func() (err error) { latest, err = t.Refresh(ctx); return err }); err != nil {
+			return Result{}, err
+		}
+		m := latest.Manifest()
+		if m.Version < res.Version {
+			m = res.Manifest // a listing that lags behind
+		}
+		repoint := table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: m.Version}
+		var next []table.FragmentDeletion
+		copied := t.opts.Now()
+		for _, d := range dels {
+			f := m.Fragment(d.FragmentID)
+			if f == nil || f.Deletion == nil || f.Deletion.Key != d.Deletion.Key {
+				continue // compacted or deleted from since: the vector no longer matters
+			}
+			if !doomed[d.Deletion.Key] {
+				err := retryTransient(ctx, t.opts, func() error { _, err := t.b.Attributes(ctx, d.Deletion.Key); return err })
+				if err == nil {
+					continue
+				}
+				if !errors.Is(err, blob.ErrNotFound) {
+					return Result{}, err
+				}
+			}
+			key := table.DeletionKey(d.FragmentID, m.Version+1)
+			bodies[key] = bodies[d.Deletion.Key]
+			err := retryTransient(ctx, t.opts, func() error {
+				err := t.b.PutIfAbsent(ctx, key, bodies[key])
+				if errors.Is(err, blob.ErrExists) {
+					return nil // ours, landed under a lost answer: the key is fresh
+				}
+				return err
+			})
+			if err != nil {
+				return Result{}, err
+			}
+			nd := table.FragmentDeletion{FragmentID: d.FragmentID, Deletion: table.Deletion{Key: key, Count: d.Deletion.Count}}
+			repoint.Deletions = append(repoint.Deletions, nd)
+			next = append(next, nd)
+		}
+		if len(repoint.Deletions) == 0 {
+			return res, nil
+		}
+		r, err := t.Commit(ctx, repoint)
+		if err != nil && !IsRetryableConflict(err) {
+			return Result{}, fmt.Errorf("commit: v%d's deletion vectors were collected during a stall, and pointing the fragments at fresh copies failed: %w", res.Version, err)
+		}
+		if err == nil {
+			// The copies are checked in turn, should this commit have
+			// stalled too.
+			res, dels, written = r, next, copied
+		}
+	}
+	return Result{}, fmt.Errorf("commit: v%d's deletion vectors were collected during a stall, and %d attempts to point the fragments at fresh copies did not land", res.Version, t.opts.MaxAttempts)
 }
 
 // Overwrite replaces every row (and possibly the schema) with batches. The

@@ -237,7 +237,7 @@ func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult
 	// Unreferenced objects, old enough.
 	var doomed []blob.ObjectInfo
 	for _, o := range listed {
-		if referenced[o.Key] || (now.Sub(o.ModTime) < p.SafetyAge && !plant.GCWithoutSafetyAge.Load()) || !eligible(o.Key) {
+		if referenced[o.Key] || (now.Sub(o.ModTime) < p.SafetyAge && !plant.On(plant.GCWithoutSafetyAge)) || !eligible(o.Key) {
 			continue
 		}
 		doomed = append(doomed, o)

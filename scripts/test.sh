@@ -36,6 +36,11 @@ elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; th
 else
   echo "python3 is missing: skipping the Python client's tests" >&2
 fi
+# The simulation's planted defects exist only in a build with the tag
+# strata_plant; each must be found within the campaign's seeds. Vet and
+# staticcheck look at that build too.
+go vet -tags strata_plant ./internal/...
+go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./internal/sim
 # The race detector over the packages whose goroutines share state.
 go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./server
 # Compaction's memory bound, in a process of its own: 2,000 fragments

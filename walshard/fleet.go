@@ -152,7 +152,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		}
 		bytes += sumBytes(p.gens)
 		top := p.gens[len(p.gens)-1].Gen
-		if plant.FleetMergeSkipsAGeneration.Load() && len(p.gens) > 1 {
+		if plant.On(plant.FleetMergeSkipsAGeneration) && len(p.gens) > 1 {
 			p.gens = p.gens[1:] // planted defect: a gap below the watermark
 		}
 		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.state.Epoch})

@@ -94,7 +94,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	}
 	top := pass[len(pass)-1].Gen
 	txn := table.Transaction{Kind: table.KindMerge, Shard: s.id, Watermark: top, Epoch: s.epoch, Added: frags}
-	if plant.MergeForgetsWatermark.Load() {
+	if plant.On(plant.MergeForgetsWatermark) {
 		txn.Watermark = watermark
 	}
 	o := s.opts.Commit

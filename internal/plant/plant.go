@@ -1,28 +1,35 @@
-// Package plant holds defects planted on purpose, each behind a switch, so
-// that the simulation in internal/sim can show it finds them. Every switch
-// is off unless a test of internal/sim turns it on; the engine's packages
-// read them at the one place each defect lives, and nowhere else.
+// Package plant holds defects planted on purpose, so that the simulation in
+// internal/sim can show it finds them. Each defect lives at one place in
+// the engine, which asks this package whether it is on.
 //
-// A switch is an atomic bool so that turning it on in a test and reading it
-// from the engine's goroutines is not a data race.
+// In the default build every question is a constant false, so the
+// compiler removes the defect and the engine reads nothing: the switches
+// exist only in a build with the tag strata_plant, which only the
+// simulation's tests use (go test -tags strata_plant ./internal/sim).
 package plant
 
-import "sync/atomic"
-
-var (
+// Defects, by name; the tagged build has a switch for each.
+const (
 	// MergeForgetsWatermark: a shard merge records the table's old
 	// watermark instead of the newest generation it adds, so the next
 	// merge adds the same generations again.
-	MergeForgetsWatermark atomic.Bool
+	MergeForgetsWatermark = "merge forgets the watermark"
 	// GCWithoutSafetyAge: garbage collection deletes unreferenced objects
 	// however young, including an upload on its way to a commit.
-	GCWithoutSafetyAge atomic.Bool
+	GCWithoutSafetyAge = "GC without a safety age"
 	// BlindRetry: after a conditional create of a manifest fails, the
 	// commit loop does not look for its own commit id; it takes whatever
 	// landed for another writer's and commits again.
-	BlindRetry atomic.Bool
+	BlindRetry = "commit retries blindly after an ambiguous create"
 	// FleetMergeSkipsAGeneration: a fleet merge leaves out a shard's
 	// oldest pending generation but moves the watermark past it, so its
 	// rows never reach the table.
-	FleetMergeSkipsAGeneration atomic.Bool
+	FleetMergeSkipsAGeneration = "a fleet merge skips a generation below its watermark"
+	// RewriteOverDelete: a Rewrite (compaction) commits over a fragment
+	// that a concurrent Delete changed, dropping the deletion vector, so
+	// deleted rows come back.
+	RewriteOverDelete = "a rewrite commits over a fragment a delete changed"
 )
+
+// All lists every defect.
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
@@ -141,17 +143,24 @@ func (w *world) freshRead(a *actor) string {
 	return fmt.Sprintf("%d rows, each once", len(seen))
 }
 
-// checkRows checks a read: each id in want once, no id more than once, no
-// forbidden id, no id nobody wrote. It returns the violation, if any.
+// checkRows checks a read: each id in want once (unless a Delete removed
+// it since), no id more than once, no forbidden id, no id nobody wrote.
+// It returns the violation, if any.
 func (w *world) checkRows(seen map[int64]int, want []int64, where string) string {
-	oracle, detail := w.rowTrouble(seen, want)
+	return w.checkRowsAt(seen, want, 0, where)
+}
+
+// checkRowsAt is checkRows of a read of version v: no row a Delete at or
+// before v removed may appear.
+func (w *world) checkRowsAt(seen map[int64]int, want []int64, v uint64, where string) string {
+	oracle, detail := w.rowTrouble(seen, want, v)
 	if oracle == "" {
 		return ""
 	}
 	return w.fail(oracle, "%s: %s", where, detail).Error()
 }
 
-func (w *world) rowTrouble(seen map[int64]int, want []int64) (oracle, detail string) {
+func (w *world) rowTrouble(seen map[int64]int, want []int64, v uint64) (oracle, detail string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.rep.RowsChecked += int64(len(seen))
@@ -159,6 +168,8 @@ func (w *world) rowTrouble(seen map[int64]int, want []int64) (oracle, detail str
 		switch n := seen[id]; {
 		case n > 1:
 			return "exactly once", fmt.Sprintf("row %d appears %d times", id, n)
+		case v > 0 && w.deletedAt[id] > 0 && w.deletedAt[id] <= v:
+			return "deleted rows stay deleted", fmt.Sprintf("row %d, deleted at v%d, appears", id, w.deletedAt[id])
 		case w.forbidden[id]:
 			return "fencing", fmt.Sprintf("row %d, refused to a fenced writer, appears", id)
 		case id < 1 || id > w.nextID:
@@ -168,7 +179,7 @@ func (w *world) rowTrouble(seen map[int64]int, want []int64) (oracle, detail str
 		}
 	}
 	for _, id := range want {
-		if seen[id] == 0 {
+		if _, gone := w.deletedAt[id]; !gone && seen[id] == 0 {
 			return "no lost rows", fmt.Sprintf("acknowledged row %d is missing", id)
 		}
 	}
@@ -254,8 +265,13 @@ func (w *world) readerOp(a *actor, rec *opRecord) (string, string) {
 		if err != nil {
 			return "read", fmt.Sprintf("v%d: %s", s.Version(), short(err))
 		}
-		if msg := w.checkRows(seen, nil, fmt.Sprintf("read of v%d", s.Version())); msg != "" {
+		if msg := w.checkRowsAt(seen, nil, s.Version(), fmt.Sprintf("read of v%d", s.Version())); msg != "" {
 			return "read", msg
+		}
+		if w.chance(0.5) {
+			if msg := w.checkTake(s, seen); msg != "" {
+				return "read", msg
+			}
 		}
 		rec.read = &d
 		return "read", fmt.Sprintf("v%d: %v", s.Version(), d)
@@ -378,4 +394,74 @@ func (w *world) fleetOp(a *actor) (string, string) {
 	o.Commit = w.commitOptions(a)
 	res, err := walshard.Adopt(w.ctx, a.bucket, target.name, o)
 	return "adopt", fmt.Sprintf("%s: epoch %d, %d rows replayed, %d generations merged at v%d: %s", target.name, res.Epoch, res.Rows, res.Generations, res.Version, short(err))
+}
+
+// checkTake takes a few keys of snapshot s — some it holds, some it does
+// not — and checks the answer against seen, a scan of the same snapshot.
+func (w *world) checkTake(s *table.Snapshot, seen map[int64]int) string {
+	w.mu.Lock()
+	top := w.nextID
+	w.mu.Unlock()
+	keys := make([]int64, 1+w.intn(8))
+	for i := range keys {
+		keys[i] = 1 + int64(w.intn(int(top)+5))
+	}
+	recs, _, err := s.Take(w.ctx, "id", keys, nil)
+	got, _, rerr := readRows(func(yield func(arrow.RecordBatch, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	})
+	for _, r := range recs {
+		r.Release()
+	}
+	if err != nil {
+		return ""
+	}
+	var v *Violation
+	if errors.As(rerr, &v) {
+		return w.fail(v.Oracle, "take at v%d: %s", s.Version(), v.Detail).Error()
+	}
+	for _, k := range keys {
+		if got[k] != seen[k] {
+			return w.fail("take agrees with scan", "take of %d at v%d answers %d rows, the scan holds %d", k, s.Version(), got[k], seen[k]).Error()
+		}
+	}
+	for k := range got {
+		if !slices.Contains(keys, k) {
+			return w.fail("take agrees with scan", "take at v%d answers row %d, not asked for", s.Version(), k).Error()
+		}
+	}
+	return ""
+}
+
+// Deleters.
+
+// deleteOp deletes a range of ids, among those handed out so far.
+func (w *world) deleteOp(a *actor) (string, string) {
+	if a.tbl == nil {
+		o := w.commitOptions(a)
+		t, err := commit.OpenTable(w.ctx, a.bucket, &o)
+		if err != nil {
+			return "open", short(err)
+		}
+		a.tbl = t
+	}
+	w.mu.Lock()
+	top := w.nextID
+	w.mu.Unlock()
+	if top < 2 {
+		return "delete", "nothing written yet"
+	}
+	lo := 1 + int64(w.intn(int(top)))
+	hi := lo + 1 + int64(w.intn(6))
+	filter := fmt.Sprintf("id >= %d AND id < %d", lo, hi)
+	pred, err := table.ParseFilter(filter)
+	if err != nil {
+		return "delete", w.fail("harness", "filter %q: %v", filter, err).Error()
+	}
+	res, n, err := a.tbl.Delete(w.ctx, pred)
+	return "delete", fmt.Sprintf("%s: %d rows at v%d: %s", filter, n, res.Version, short(err))
 }

@@ -55,6 +55,14 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		}
 		ev.delta = ev.delta.add(d)
 	}
+	for _, fd := range m.Transaction.Deletions {
+		d, lost := w.deleted(m, fd.FragmentID)
+		w.emu.Lock()
+		ev.delta = ev.delta.add(d.sub(w.fragRows[fd.FragmentID]))
+		w.fragRows[fd.FragmentID] = d
+		w.emu.Unlock()
+		ev.lost = ev.lost || lost
+	}
 	w.emu.Lock()
 	for _, id := range m.Transaction.Removed {
 		ev.delta = ev.delta.sub(w.fragRows[id])
@@ -64,6 +72,38 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 	w.emu.Unlock()
 	w.logf("manifest v%d: %s by %s adds %d fragments %v, removes %v; rows %+d (lost %v, created again %v)",
 		ev.version, ev.kind, ev.writer, len(ev.added), addedIDs(m), m.Transaction.Removed, ev.delta.N, ev.lost, ev.again)
+}
+
+// deleted reads fragment id as manifest m leaves it, after a Delete gave
+// it a deletion vector: it returns the rows left and records the rows the
+// vector removes as deleted at m's version. A fragment or vector that
+// cannot be read (gone in a stall past GC) counts as lost.
+func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
+	i := slices.IndexFunc(m.Fragments, func(f table.Fragment) bool { return f.ID == id })
+	if i < 0 {
+		w.fail("manifests", "v%d deletes from fragment %d, which it does not hold", m.Version, id)
+		return digest{}, true
+	}
+	f := m.Fragments[i]
+	live, d, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	if err != nil {
+		return digest{}, true
+	}
+	f.Deletion = nil
+	all, _, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	if err != nil {
+		return digest{}, true
+	}
+	w.mu.Lock()
+	for rid := range all {
+		if live[rid] == 0 {
+			if _, ok := w.deletedAt[rid]; !ok {
+				w.deletedAt[rid] = m.Version
+			}
+		}
+	}
+	w.mu.Unlock()
+	return d, false
 }
 
 // checkQuiet runs between top-level steps, when no operation is running.
@@ -138,14 +178,16 @@ func (w *world) finish() error {
 	}
 	want := make([]int64, 0, len(w.acked))
 	for id := range w.acked {
-		want = append(want, id)
+		if _, gone := w.deletedAt[id]; !gone {
+			want = append(want, id)
+		}
 	}
 	slices.Sort(want)
-	if msg := w.checkRows(seen, want, fmt.Sprintf("final table v%d", s.Version())); msg != "" {
+	if msg := w.checkRowsAt(seen, want, s.Version(), fmt.Sprintf("final table v%d", s.Version())); msg != "" {
 		return w.violation
 	}
-	w.logf("final: v%d holds %d rows: the %d acknowledged, each once, and %d of %d whose append failed",
-		s.Version(), len(seen), len(w.acked), len(seen)-len(w.acked), len(w.maybe))
+	w.logf("final: v%d holds %d rows: the %d acknowledged and not deleted (%d deleted), each once, and %d of %d whose append failed",
+		s.Version(), len(seen), len(want), len(w.deletedAt), len(seen)-len(want), len(w.maybe))
 	for _, p := range w.allPins() {
 		if p.tagged {
 			s, err := table.Open(w.ctx, w.store, &table.OpenOptions{Version: p.version})

@@ -2,9 +2,10 @@
 // while the object store misbehaves, and checks that nothing acknowledged
 // is ever lost or doubled.
 //
-// One seed decides everything: how many shard writers, direct appenders
-// and compactors there are, which operation runs next, which requests fail
-// and how, and where one actor's operation is suspended while others run.
+// One seed decides everything: how many shard writers, direct appenders,
+// compactors and deleters there are, which operation runs next, which
+// requests fail and how, and where one actor's operation is suspended while
+// others run.
 // Actors take turns on one logical thread. An operation is suspended at a
 // request to the store (before the request is made): the harness then runs
 // other actors' operations to completion, nested, and lets the suspended
@@ -31,6 +32,10 @@
 //     tagged version stays readable;
 //   - no manifest is overwritten, and no deleted version comes back;
 //   - a compaction's Rewrite conserves the rows (count and hashes);
+//   - a row a Delete removed never appears in a version at or after the
+//     delete's (deleters remove ranges of ids while the others work), and
+//     a take by key answers exactly the rows a scan of the same version
+//     holds under those keys;
 //   - the history of commits and reads of the latest version is
 //     linearizable (porcupine) against a sequential table whose state is
 //     the multiset of its rows (left out when listings lag: reading the
@@ -120,6 +125,7 @@ const (
 	kReader
 	kFencer
 	kFleet
+	kDeleter
 )
 
 type actor struct {
@@ -185,7 +191,7 @@ type world struct {
 
 	// Setup, from the seed.
 	shards, directs, compactors int
-	fleets                      int
+	fleets, deleters            int
 	pFault, pCrash, pPreempt    float64
 	pStall                      float64
 	listLag                     bool
@@ -199,10 +205,13 @@ type world struct {
 	final  atomic.Bool
 	clockT atomic.Int64 // logical time of calls, returns and manifests
 
-	nextID     int64
-	acked      map[int64]bool
-	maybe      map[int64]bool
-	forbidden  map[int64]bool
+	nextID    int64
+	acked     map[int64]bool
+	maybe     map[int64]bool
+	forbidden map[int64]bool
+	// deletedAt: rows a committed Delete removed, and the version that
+	// removed them (read from the manifests as they land).
+	deletedAt  map[int64]uint64
 	shardRows  []map[int64]bool // rows acknowledged by each shard actor
 	directRows []int64          // rows acknowledged by direct appenders
 
@@ -218,7 +227,7 @@ type world struct {
 func newWorld(ctx context.Context, cfg Config) *world {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5157))
 	w := &world{ctx: ctx, cfg: cfg, clock: &Clock{}, rng: rng,
-		acked: map[int64]bool{}, maybe: map[int64]bool{}, forbidden: map[int64]bool{},
+		acked: map[int64]bool{}, maybe: map[int64]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
 		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}}
 	w.shards = 1 + rng.IntN(3)
 	w.directs = rng.IntN(3)
@@ -229,11 +238,12 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	w.pStall = []float64{0, 0.05, 0.15}[rng.IntN(3)]
 	w.listLag = rng.IntN(4) == 0
 	w.fleets = rng.IntN(2)
+	w.deleters = rng.IntN(2)
 	w.store = NewStore(w.clock, w.listLag, cfg.Seed)
 	w.store.onCreate = w.manifestCreated
 	w.rep = Report{Seed: cfg.Seed, Ops: map[string]int{}, Faults: map[string]int{}}
-	w.rep.Setup = fmt.Sprintf("%d shards, %d direct appenders, %d compactors, %d fleet mergers and adopters; faults p=%.2f, crashes p=%.3f; suspended operations p=%.2f, stalled commits p=%.2f; listings lag: %v",
-		w.shards, w.directs, w.compactors, w.fleets, w.pFault, w.pCrash, w.pPreempt, w.pStall, w.listLag)
+	w.rep.Setup = fmt.Sprintf("%d shards, %d direct appenders, %d compactors, %d fleet mergers and adopters, %d deleters; faults p=%.2f, crashes p=%.3f; suspended operations p=%.2f, stalled commits p=%.2f; listings lag: %v",
+		w.shards, w.directs, w.compactors, w.fleets, w.deleters, w.pFault, w.pCrash, w.pPreempt, w.pStall, w.listLag)
 	add := func(kind actorKind, name string, n int) {
 		for i := range n {
 			w.actors = append(w.actors, &actor{name: fmt.Sprintf("%s-%d", name, i), kind: kind, idx: i})
@@ -246,6 +256,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	add(kReader, "reader", 2)
 	add(kFencer, "fencer", 1)
 	add(kFleet, "fleet", w.fleets)
+	add(kDeleter, "deleter", w.deleters)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -316,7 +327,7 @@ func (w *world) run() error {
 // pickTop chooses the actor of the next top-level step; writers come
 // up most often.
 func (w *world) pickTop() *actor {
-	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3}
+	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2}
 	total := 0
 	for _, a := range w.actors {
 		total += weights[a.kind]
@@ -487,7 +498,7 @@ func (w *world) now() int64 { return w.clockT.Add(1) }
 
 // runOp runs one operation of a and records it.
 func (w *world) runOp(a *actor) {
-	if a.restart && (a.kind == kDirect || a.kind == kCompactor) {
+	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter) {
 		// A new process: a fresh view of the store, a new writer name.
 		a.inc++
 		w.newBucket(a)
@@ -544,6 +555,9 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 	case kFleet:
 		rec.commits = true
 		return w.fleetOp(a)
+	case kDeleter:
+		rec.commits = true
+		return w.deleteOp(a)
 	default:
 		return w.fenceOp()
 	}

@@ -5,10 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/stratadb/strata/internal/plant"
 )
 
 var (
@@ -32,33 +29,6 @@ func TestCampaign(t *testing.T) {
 			v, v.Seed, *steps, tail(v.Trace, *lines))
 	}
 	t.Logf("seeds %d..%d: %v", *start, *start+uint64(*seeds)-1, c)
-}
-
-// Planted defects: each switch breaks the engine in one place, and the
-// campaign must find it within its seed budget.
-func TestPlantedDefectsAreFound(t *testing.T) {
-	for _, d := range []struct {
-		name   string
-		toggle *atomic.Bool
-	}{
-		{"merge forgets the watermark", &plant.MergeForgetsWatermark},
-		{"GC without a safety age", &plant.GCWithoutSafetyAge},
-		{"commit retries blindly after an ambiguous create", &plant.BlindRetry},
-		{"a fleet merge skips a generation below its watermark", &plant.FleetMergeSkipsAGeneration},
-	} {
-		t.Run(d.name, func(t *testing.T) {
-			d.toggle.Store(true)
-			defer d.toggle.Store(false)
-			c, err := Campaign(context.Background(), CampaignConfig{Start: *start, Seeds: *seeds, Steps: *steps})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Failed == nil {
-				t.Fatalf("%d seeds from %d found nothing", c.Seeds, *start)
-			}
-			t.Logf("found by seed %d after %d seeds and %d operations: %s: %s", c.Failed.Seed, c.Seeds, c.Operations, c.Failed.Oracle, c.Failed.Detail)
-		})
-	}
 }
 
 // A seed replays: two runs print the same trace.
