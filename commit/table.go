@@ -231,10 +231,9 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		}
 		res, err := t.Commit(ctx, txn)
 		if err == nil {
-			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err != nil {
-				return Result{}, 0, err
+			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err == nil {
+				return res, deleted, nil
 			}
-			return res, deleted, nil
 		}
 		if !IsRetryableConflict(err) {
 			return Result{}, 0, err
@@ -242,6 +241,25 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		last = err
 	}
 	return Result{}, 0, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
+}
+
+// undoneSince returns the version after v, up to latest, whose
+// transaction takes v back (0: none).
+func (t *Table) undoneSince(ctx context.Context, v, latest uint64) (uint64, error) {
+	for u := v + 1; u <= latest; u++ {
+		var txn *table.Transaction
+		err := retryTransient(ctx, t.opts, func() (err error) { txn, err = table.ReadTransaction(ctx, t.b, u); return err })
+		if errors.Is(err, table.ErrVersionNotFound) {
+			continue // collected: it cannot be newer than a repair that matters
+		}
+		if err != nil {
+			return 0, err
+		}
+		if txn.Undoes == v {
+			return u, nil
+		}
+	}
+	return 0, nil
 }
 
 // keepDeletions makes sure the deletion vectors of a Delete that landed
@@ -286,7 +304,18 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 		for _, d := range dels {
 			f := m.Fragment(d.FragmentID)
 			if f == nil || f.Deletion == nil || f.Deletion.Key != d.Deletion.Key {
-				continue // compacted or deleted from since: the vector no longer matters
+				// Compacted or deleted from since (which read the vector
+				// before it went), or a repair took the delete back.
+				undone, err := t.undoneSince(ctx, res.Version, m.Version)
+				if err != nil {
+					return Result{}, err
+				}
+				if undone != 0 {
+					return Result{}, &ConflictError{Ours: table.Transaction{Kind: table.KindDelete, ReadVersion: res.Version}, Version: undone,
+						Retryable: true, LostData: true,
+						Reason: fmt.Sprintf("stalled past garbage collection: v%d's deletion vectors were collected and a repair took the delete back at v%d; delete again", res.Version, undone)}
+				}
+				continue
 			}
 			if !doomed[d.Deletion.Key] {
 				err := retryTransient(ctx, t.opts, func() error { _, err := t.b.Attributes(ctx, d.Deletion.Key); return err })

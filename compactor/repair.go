@@ -1,6 +1,7 @@
 package compactor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,13 +70,24 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 	// missing fragment.
 	want := map[uint64]table.Fragment{}
 	var unproven []string
+	var vectors []table.Fragment
 	for _, f := range missing {
 		if strings.HasPrefix(f.Key, table.DeletionsDir) {
-			// Undoing the delete would bring its rows back: never.
-			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d)", f.Key, f.ID))
+			vectors = append(vectors, f)
 			continue
 		}
 		want[f.ID] = f
+	}
+	for _, f := range vectors {
+		v, why, err := undoDelete(ctx, b, m, f, orphaned, opts)
+		if err != nil {
+			return res, err
+		}
+		if why != "" {
+			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
+			continue
+		}
+		res.Undone = append(res.Undone, v)
 	}
 	for v := m.Version; v > 0 && len(want) > 0; v-- {
 		t, err := table.ReadTransaction(ctx, b, v)
@@ -123,6 +135,76 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 			Detail: "nothing proves the commits that added them were never acknowledged, so they are not undone: " + strings.Join(unproven, "; ")}
 	}
 	return res, nil
+}
+
+// undoDelete takes back the delete that gave fragment f (of the newest
+// version m) its deletion vector, f.Key, which is gone — when that delete
+// provably was never acknowledged: an orphan record created before its
+// manifest lists the vector (its writer, stalled past the safety age,
+// would have seen the record and written the vector again; it died
+// first). The fragment gets back the vector it had before, which must
+// still be there; the delete's rows are live again, as its writer was
+// told nothing. It returns the delete's version, or why nothing was done.
+func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, orphaned map[string]time.Time, opts *commit.Options) (uint64, string, error) {
+	var v uint64
+	var t *table.Transaction
+	for u := m.Version; u > 0 && v == 0; u-- {
+		txn, err := table.ReadTransaction(ctx, b, u)
+		if errors.Is(err, table.ErrVersionNotFound) {
+			return 0, "the delete that wrote it was already collected", nil
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		for _, d := range txn.Deletions {
+			if d.FragmentID == f.ID && d.Deletion.Key == f.Key {
+				v, t = u, txn
+			}
+		}
+	}
+	if v == 0 {
+		return 0, "no delete wrote it", nil
+	}
+	proven, why, err := neverAcknowledged(ctx, b, v, t, []table.Fragment{f}, orphaned)
+	if err != nil || !proven {
+		return 0, why, err
+	}
+	before, err := table.ReadManifest(ctx, b, v-1)
+	if errors.Is(err, table.ErrVersionNotFound) {
+		return 0, "the version before the delete was already collected", nil
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	prev := before.Fragment(f.ID)
+	if prev == nil {
+		return 0, "the fragment was not in the version before the delete", nil
+	}
+	var del table.Deletion
+	if prev.Deletion != nil {
+		if _, err := b.Attributes(ctx, prev.Deletion.Key); errors.Is(err, blob.ErrNotFound) {
+			return 0, "the vector it replaced is gone too", nil
+		} else if err != nil {
+			return 0, "", err
+		}
+		del = *prev.Deletion
+	} else {
+		del = table.Deletion{Key: table.DeletionKey(f.ID, m.Version+1)}
+		if err := b.PutIfAbsent(ctx, del.Key, table.EncodeDeletions(nil)); err != nil {
+			return 0, "", err
+		}
+	}
+	o := commit.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.CatchUp = true
+	txn := table.Transaction{Kind: table.KindDelete, Undoes: v, Writer: cmp.Or(o.Writer, "repair"),
+		Deletions: []table.FragmentDeletion{{FragmentID: f.ID, Deletion: del}}}
+	if _, err := commit.Commit(ctx, b, m, txn, &o); err != nil {
+		return 0, "", fmt.Errorf("compactor: taking back v%d, whose deletion vector garbage collection took before it landed: %w", v, err)
+	}
+	return v, "", nil
 }
 
 func unprovenKeys(descr []string) []string {

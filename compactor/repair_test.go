@@ -270,3 +270,80 @@ func TestCompactionRepairsASourceWhoseDataIsGone(t *testing.T) {
 		t.Fatalf("%d rows, want 30", rows)
 	}
 }
+
+// A Delete stalled past GC, its deletion vector was collected as an
+// orphan, its manifest landed anyway, and its writer died before it could
+// write the vector again: the newest version references a vector that is
+// gone, and nothing reads. The repair takes that delete back — it was
+// never acknowledged — giving the fragment the vector it had before, so an
+// earlier, acknowledged delete still holds. Without the orphan record the
+// vector is reported missing and nothing is undone.
+func TestRepairTakesBackADeleteWhoseVectorGCTook(t *testing.T) {
+	for _, proof := range []bool{true, false} {
+		b := rolloutsTable(t, "mem://", 0, 1, 10) // ids 0..9 in one fragment
+		tb, err := commit.OpenTable(ctx, b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := table.ParseFilter("id < 2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, n, err := tb.Delete(ctx, first); err != nil || n != 2 {
+			t.Fatalf("first delete: %d %v", n, err)
+		}
+		acknowledged := digest(t, b)
+		// The second delete's vector (ids 0..4, cumulative), written and
+		// then collected as an orphan before its manifest landed.
+		second, err := table.ParseFilter("id < 5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := tb.Refresh(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		matches, err := snap.MatchingRows(ctx, second)
+		if err != nil || len(matches) != 1 {
+			t.Fatalf("matching rows: %v %v", matches, err)
+		}
+		var txn table.Transaction
+		var vectors []table.Fragment
+		for id, rows := range matches {
+			key := table.DeletionKey(id, snap.Version()+1)
+			if err := b.PutIfAbsent(ctx, key, table.EncodeDeletions(rows)); err != nil {
+				t.Fatal(err)
+			}
+			txn = table.Transaction{Kind: table.KindDelete, Deletions: []table.FragmentDeletion{{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}}}}
+			vectors = append(vectors, table.Fragment{ID: id, Key: key})
+		}
+		var v uint64
+		if proof {
+			v = ghost(t, b, txn, vectors)
+		} else {
+			if err := b.Delete(ctx, vectors[0].Key); err != nil {
+				t.Fatal(err)
+			}
+			cur, err := table.ReadLatest(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			txn.CommitID, txn.ReadVersion = table.NewID(), cur.Version
+			if _, err := commit.Commit(ctx, b, cur, txn, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := compactor.Repair(ctx, b, nil, nil)
+		if !proof {
+			var me *table.MissingDataError
+			if !errors.As(err, &me) || !slices.Contains(me.Keys, vectors[0].Key) || len(res.Undone) != 0 {
+				t.Fatalf("without proof: %+v %v", res, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(res.Undone, []uint64{v}) {
+			t.Fatalf("repair: %+v %v, want v%d undone", res, err, v)
+		}
+		sameRows(t, acknowledged, digest(t, b), "taking back the unacknowledged delete")
+	}
+}

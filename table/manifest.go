@@ -165,7 +165,10 @@ type Transaction struct {
 	// Index is set by CreateIndex.
 	Index *Index `json:"index,omitempty"`
 	// Undoes is set on a Rewrite that takes back the commit of that
-	// version, whose data garbage collection took while it stalled.
+	// version, whose data garbage collection took while it stalled, and on
+	// a Delete that takes back a delete of that version whose deletion
+	// vector garbage collection took (compactor.Repair): it gives the
+	// fragments their deletion vectors from before.
 	Undoes uint64 `json:"undoes,omitempty"`
 
 	// Set when the transaction is applied: the version it made, and a
