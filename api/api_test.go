@@ -70,7 +70,8 @@ func TestJSONNamesAreLowercase(t *testing.T) {
 }
 
 // TestClientLinksNoEngine: a program that only talks to a server links
-// package api, Arrow and the standard library — no engine package and no
+// package api, Arrow, the standard library and the retry helper
+// (internal/backoff, standard library only) — no engine package and no
 // object-store SDK.
 func TestClientLinksNoEngine(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../client").Output()
@@ -80,7 +81,8 @@ func TestClientLinksNoEngine(t *testing.T) {
 	deps := strings.Fields(string(out))
 	for _, d := range deps {
 		switch {
-		case strings.HasPrefix(d, "github.com/stratadb/strata/") && d != "github.com/stratadb/strata/api" && d != "github.com/stratadb/strata/client":
+		case strings.HasPrefix(d, "github.com/stratadb/strata/") && d != "github.com/stratadb/strata/api" && d != "github.com/stratadb/strata/client" &&
+			d != "github.com/stratadb/strata/internal/backoff":
 			t.Errorf("the client links the engine package %s", d)
 		case strings.Contains(d, "aws") || strings.Contains(d, "cloud.google.com") || strings.Contains(d, "gocloud.dev") || strings.Contains(d, "minio"):
 			t.Errorf("the client links the store SDK package %s", d)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/stratadb/strata/internal/backoff"
 )
 
 // CheckpointOptions bound CheckpointLSM. Zero values mean defaults.
@@ -89,7 +91,7 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 				return err
 			}
 		}
-		if err := sleep(ctx, o.Poll); err != nil {
+		if err := backoff.Sleep(ctx, o.Poll); err != nil {
 			return err
 		}
 	}
@@ -122,7 +124,7 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 				return err
 			}
 		}
-		if err := sleep(ctx, o.Poll); err != nil {
+		if err := backoff.Sleep(ctx, o.Poll); err != nil {
 			return err
 		}
 		n, m, err := outstanding()
@@ -135,17 +137,6 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 			return fmt.Errorf("strata: checkpoint of %s made no progress in %d polls: %d generations at or below the target still await merging", name, stalls, n)
 		}
 		last, merging = n, m
-	}
-	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
 	}
 	return nil
 }

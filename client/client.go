@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,9 +22,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/internal/backoff"
 )
 
-// Error is an error answer of the api.
+// Error is an error answer of the server.
 type Error struct {
 	Status  int
 	Code    string
@@ -42,18 +42,79 @@ func IsStatus(err error, status int) bool {
 	return errors.As(err, &e) && e.Status == status
 }
 
-// Client talks to one api.
+// Client talks to one server.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
-	// Retries bounds the retries of a 429 or 503 answer (default 5).
-	Retries int
+	base string
+	opts Options
+}
+
+// Options configure a Client. A nil *Options, or a zero field, means the
+// default.
+type Options struct {
+	// Token is sent as "Authorization: Bearer TOKEN" when set.
+	Token string
+	// Retries bounds the retries of a 429 or 503 answer (default 5; -1:
+	// none). Between them the client backs off, jittered, from
+	// BaseBackoff (default 10ms) doubling up to MaxBackoff (default 2.5s).
+	Retries                 int
+	BaseBackoff, MaxBackoff time.Duration
+	// HTTP is the HTTP client (default: a new http.Client).
+	HTTP *http.Client
+}
+
+// ErrInvalidOptions: an option out of its range (see Options.Validate).
+var ErrInvalidOptions = errors.New("client: invalid options")
+
+// EnsureDefaults returns a copy of o (nil: the zero Options) with every
+// unset field at its default. o itself is not changed.
+func (o *Options) EnsureDefaults() *Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	switch {
+	case c.Retries == 0:
+		c.Retries = 5
+	case c.Retries < 0:
+		c.Retries = 0
+	}
+	if c.BaseBackoff <= 0 {
+		c.BaseBackoff = 10 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 2560 * time.Millisecond
+	}
+	if c.HTTP == nil {
+		c.HTTP = &http.Client{}
+	}
+	return &c
+}
+
+// Validate checks the options: BaseBackoff at most MaxBackoff, neither
+// negative.
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
+	}
+	if o.BaseBackoff < 0 || o.MaxBackoff < 0 {
+		return fmt.Errorf("%w: BaseBackoff and MaxBackoff must not be negative", ErrInvalidOptions)
+	}
+	if c := o.EnsureDefaults(); c.BaseBackoff > c.MaxBackoff {
+		return fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
+	}
+	return nil
 }
 
 // New returns a client of the server at base ("http://127.0.0.1:8080").
-func New(base, token string) *Client {
-	return &Client{base: strings.TrimSuffix(base, "/"), token: token, http: &http.Client{}, Retries: 5}
+func New(base string, opts *Options) (*Client, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: server address %q: want http://HOST:PORT or https://HOST", ErrInvalidOptions, base)
+	}
+	return &Client{base: strings.TrimSuffix(base, "/"), opts: *opts.EnsureDefaults()}, nil
 }
 
 func (c *Client) url(name, path string, q url.Values) string {
@@ -82,10 +143,10 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
+		if c.opts.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 		}
-		resp, err := c.http.Do(req)
+		resp, err := c.opts.HTTP.Do(req)
 		if err != nil {
 			return nil, err
 		}
@@ -93,14 +154,11 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 			return resp, nil
 		}
 		apiErr := readError(resp)
-		if (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= c.Retries {
+		if (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= c.opts.Retries {
 			return nil, apiErr
 		}
-		d := time.Duration(10<<min(attempt, 8)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(d/2 + rand.N(d/2+1)):
+		if err := backoff.Sleep(ctx, backoff.Policy{Base: c.opts.BaseBackoff, Max: c.opts.MaxBackoff}.Delay(attempt+1)); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -377,7 +435,7 @@ func (c *Client) Flush(ctx context.Context, name string) error {
 // (merge already running) is returned as an *Error, not retried.
 func (c *Client) Merge(ctx context.Context, name string) error {
 	once := *c
-	once.Retries = 0
+	once.opts.Retries = 0
 	return once.call(ctx, http.MethodPost, c.url(name, "/lsm/compact", nil), "", nil, "").none()
 }
 

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
@@ -21,6 +21,11 @@ type Options struct {
 	// Budget is the main bound: losing a race to another writer is normal
 	// on a busy table, and each loss costs a few milliseconds.
 	MaxAttempts int
+	// MaxReplans bounds how often a Table operation that plans against a
+	// version (Delete, CreateIndex, a Rewrite's caller) plans again after
+	// a retryable conflict; 0 means 10. Each plan's commit has its own
+	// MaxAttempts and Budget.
+	MaxReplans int
 	// Budget bounds a commit's wall time; 0 means 30s.
 	Budget time.Duration
 	// BaseBackoff and MaxBackoff bound the jittered exponential backoff
@@ -40,6 +45,43 @@ type Options struct {
 	CatchUp bool
 }
 
+// ErrInvalidOptions: an option out of its range, or options that break a
+// relation their documentation states (see Options.Validate).
+var ErrInvalidOptions = errors.New("commit: invalid options")
+
+// EnsureDefaults returns a copy of o (nil: the zero Options) with every
+// unset field at its default. o itself is not changed.
+func (o *Options) EnsureDefaults() *Options {
+	c := o.withDefaults()
+	return &c
+}
+
+// Validate checks the options as EnsureDefaults leaves them: no negative
+// bounds, BaseBackoff at most MaxBackoff, and StallCheck at most a tenth of
+// table.MinGCAge — the garbage collector never removes a manifest younger
+// than MinGCAge, so a commit slower than StallCheck must check before that
+// can happen. Every function taking *Options calls it.
+func (o *Options) Validate() error {
+	c := o.withDefaults()
+	switch {
+	case o != nil && (o.MaxAttempts < 0 || o.MaxReplans < 0 || o.Budget < 0 || o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.StallCheck < 0):
+		return fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff and StallCheck must not be negative", ErrInvalidOptions)
+	case c.BaseBackoff > c.MaxBackoff:
+		return fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
+	case c.StallCheck > table.MinGCAge/10:
+		return fmt.Errorf("%w: StallCheck %v is above %v, a tenth of the age below which garbage collection keeps every manifest", ErrInvalidOptions, c.StallCheck, table.MinGCAge/10)
+	}
+	return nil
+}
+
+// resolve is what every entry point does with its options.
+func (o *Options) resolve() (Options, error) {
+	if err := o.Validate(); err != nil {
+		return Options{}, err
+	}
+	return o.withDefaults(), nil
+}
+
 func (o *Options) withDefaults() Options {
 	var c Options
 	if o != nil {
@@ -47,6 +89,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 100
+	}
+	if c.MaxReplans <= 0 {
+		c.MaxReplans = 10
 	}
 	if c.Budget <= 0 {
 		c.Budget = 30 * time.Second
@@ -82,7 +127,10 @@ type Result struct {
 // the version that holds it. The transaction's data objects must already
 // be in the bucket. A zero CommitID is filled in with a fresh ULID.
 func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.Transaction, opts *Options) (Result, error) {
-	o := opts.withDefaults()
+	o, err := opts.resolve()
+	if err != nil {
+		return Result{}, err
+	}
 	if txn.CommitID == "" {
 		txn.CommitID = table.NewID()
 	}
@@ -169,7 +217,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			if collected {
 				return Result{}, fmt.Errorf("commit %s: v%d, whose create may have landed, was collected before its outcome was read: %w", txn.CommitID, next.Version, ErrOutcomeUnknown)
 			}
-			sleep(ctx, backoff(o, res.Attempts))
+			pause(ctx, o, res.Attempts)
 			continue
 		}
 		if landed.CommitID == txn.CommitID && !plant.On(plant.BlindRetry) {
@@ -181,7 +229,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		// newest version, checking each commit we missed.
 		res.Rebases++
 		if res.Rebases > 3 {
-			sleep(ctx, backoff(o, res.Rebases-3))
+			pause(ctx, o, res.Rebases-3)
 		}
 		latest, err := table.LatestVersion(ctx, b)
 		if err != nil {
@@ -273,14 +321,7 @@ func collectedSince(ctx context.Context, b blob.Bucket, v uint64, o Options) (bo
 // landed must not give up at the first hiccup: the commit's outcome, or
 // whether it relies on data garbage collection took, hangs on it.
 func retryTransient(ctx context.Context, o Options, op func() error) error {
-	var err error
-	for i := range 10 {
-		if err = op(); err == nil || !blob.IsRetryable(err) {
-			return err
-		}
-		sleep(ctx, backoff(o, i+1))
-	}
-	return err
+	return backoff.Retry(ctx, backoff.Policy{Base: o.BaseBackoff, Max: o.MaxBackoff}, 10, blob.IsRetryable, op)
 }
 
 // finish reports success, unless the commit stalled for so long that the
@@ -348,7 +389,10 @@ func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table
 // it landed undoes itself; the compactor undoes such a commit when its
 // writer died before it could (see compactor.Repair).
 func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) error {
-	o := opts.withDefaults()
+	o, err := opts.resolve()
+	if err != nil {
+		return err
+	}
 	repair := table.Transaction{Kind: table.KindRewrite, Writer: cmp.Or(o.Writer, m.Transaction.Writer), Undoes: m.Version}
 	for _, f := range m.Transaction.Added {
 		repair.Removed = append(repair.Removed, f.ID)
@@ -572,19 +616,8 @@ func resurrected(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
 	return "", nil
 }
 
-func backoff(o Options, attempt int) time.Duration {
-	d := o.BaseBackoff << min(attempt-1, 20)
-	if d > o.MaxBackoff || d <= 0 {
-		d = o.MaxBackoff
-	}
-	return rand.N(d + 1) // full jitter in [0, d]
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+// pause waits the loop's backoff before retry n; a context that ends cuts
+// it short (the next request then fails with the context's error).
+func pause(ctx context.Context, o Options, n int) {
+	_ = backoff.Sleep(ctx, backoff.Policy{Base: o.BaseBackoff, Max: o.MaxBackoff}.Delay(n))
 }

@@ -275,7 +275,7 @@ func TestAFragmentCompactedAfterTheCommitLandedIsNotLost(t *testing.T) {
 	rec0.Release()
 	f, now := afterLanding(under, fault.OpAttributes, "data/", func() {
 		before, _ := table.ReadLatest(ctx, under)
-		if _, err := compactor.Compact(ctx, under, compactor.Policy{MinFragments: 2}, nil); err != nil {
+		if _, err := compactor.Compact(ctx, under, &compactor.Policy{MinFragments: 2}, nil); err != nil {
 			t.Error(err)
 		}
 		for _, fr := range before.Fragments {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,12 +21,15 @@ import (
 // table.CheckStorable); dictionary-encoded fields are stored as their
 // values (table.NormalizeSchema). The rows pass table.Conform first.
 func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, batches ...arrow.RecordBatch) (*table.Manifest, error) {
-	o := opts.withDefaults()
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
 	schema = table.NormalizeSchema(schema)
 	if err := table.CheckStorable(schema); err != nil {
 		return nil, err
 	}
-	batches, err := conformAll(schema, batches)
+	batches, err = conformAll(schema, batches)
 	if err != nil {
 		return nil, err
 	}
@@ -91,11 +95,15 @@ type Table struct {
 
 // OpenTable opens the latest version of the table in b for writing.
 func OpenTable(ctx context.Context, b blob.Bucket, opts *Options) (*Table, error) {
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{b: b, opts: opts.withDefaults()}
+	t := &Table{b: b, opts: o}
 	t.mu.cur = m
 	return t, nil
 }
@@ -169,7 +177,7 @@ func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Resul
 	}
 	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: []table.Fragment{f}}
 	var last error
-	for range t.opts.MaxAttempts {
+	for range t.opts.MaxReplans {
 		res, err := t.Commit(ctx, txn)
 		if !IsRetryableConflict(err) || ctx.Err() != nil {
 			return res, err
@@ -191,15 +199,15 @@ func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Resul
 		}
 		txn.ReadVersion = 0
 	}
-	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: t.opts.MaxAttempts, Last: last}
+	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: t.opts.MaxReplans, Last: last}
 }
 
 // Delete deletes the live rows matching pred, recording deletion vectors.
 // On a retryable conflict it re-plans against the newer version, up to
-// the handle's MaxAttempts times.
+// the handle's MaxReplans times.
 func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64, error) {
 	var last error
-	for range t.opts.MaxAttempts {
+	for range t.opts.MaxReplans {
 		snap, err := t.Refresh(ctx)
 		if err != nil {
 			return Result{}, 0, err
@@ -212,7 +220,8 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		var deleted int64
 		written := t.opts.Now()
 		bodies := map[string][]byte{}
-		for id, rows := range matches {
+		for _, id := range slices.Sorted(maps.Keys(matches)) { // in order: the same requests every time
+			rows := matches[id]
 			f := snap.Manifest().Fragment(id)
 			key := table.DeletionKey(id, snap.Version()+1)
 			bodies[key] = table.EncodeDeletions(rows)
@@ -240,7 +249,7 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		}
 		last = err
 	}
-	return Result{}, 0, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
+	return Result{}, 0, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
 }
 
 // undoneSince returns the version after v, up to latest, whose
@@ -272,7 +281,7 @@ func (t *Table) undoneSince(ctx context.Context, v, latest uint64) (uint64, erro
 // the table is whole. Vectors younger than table.MinGCAge − 1 minute cannot
 // have been collected, so the common path costs nothing.
 func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.FragmentDeletion, bodies map[string][]byte, written time.Time) (Result, error) {
-	for range t.opts.MaxAttempts {
+	for range t.opts.MaxReplans {
 		if t.opts.Now().Sub(written) < table.MinGCAge-time.Minute {
 			return res, nil
 		}
@@ -355,7 +364,7 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 			res, dels, written = r, next, copied
 		}
 	}
-	return Result{}, fmt.Errorf("commit: v%d's deletion vectors were collected during a stall, and %d attempts to point the fragments at fresh copies did not land", res.Version, t.opts.MaxAttempts)
+	return Result{}, fmt.Errorf("commit: v%d's deletion vectors were collected during a stall, and %d attempts to point the fragments at fresh copies did not land", res.Version, t.opts.MaxReplans)
 }
 
 // Overwrite replaces every row (and possibly the schema) with batches. The
@@ -388,11 +397,11 @@ func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...
 // CreateIndex builds a key index on an integer column (such as id) from
 // the latest version and commits it. Take then finds rows by key with
 // ranged reads of the row groups that hold them. A Rewrite or Delete that
-// lands while the index is built makes it build again, up to MaxAttempts
+// lands while the index is built makes it build again, up to MaxReplans
 // times. Rebuilding the index folds in the remap entries compactions left.
 func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) {
 	var last error
-	for range t.opts.MaxAttempts {
+	for range t.opts.MaxReplans {
 		snap, err := t.Refresh(ctx)
 		if err != nil {
 			return Result{}, err
@@ -417,7 +426,7 @@ func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) 
 		}
 		last = err
 	}
-	return Result{}, &BudgetError{Attempts: t.opts.MaxAttempts, Last: last}
+	return Result{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
 }
 
 // conformAll passes batches through table.Conform, counting rows across

@@ -61,19 +61,16 @@ var ErrRowsChanged = errors.New("compactor: rewritten rows differ from the sourc
 // One compactor at a time per table: the run takes the table's lease
 // unless the caller holds it (Options.Leased), and fails with a
 // *LeaseHeldError (errors.Is ErrLeaseHeld) when another holds it.
-func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Result, error) {
+func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) (Result, error) {
 	var res Result
-	var o Options
-	if opts != nil {
-		o = *opts
+	if err := policy.Validate(); err != nil {
+		return res, err
 	}
+	if err := opts.Validate(); err != nil {
+		return res, err
+	}
+	p, o := *policy.EnsureDefaults(), *opts.EnsureDefaults()
 	if !o.Leased && !o.DryRun {
-		if o.Holder == "" {
-			o.Holder = "strata-compactor"
-		}
-		if o.LeaseTTL <= 0 {
-			o.LeaseTTL = 30 * time.Minute
-		}
 		h, err := TakeLease(ctx, b, o.Holder, o.LeaseTTL, time.Now())
 		if err != nil {
 			return res, err
@@ -82,16 +79,6 @@ func Compact(ctx context.Context, b blob.Bucket, p Policy, opts *Options) (Resul
 		// a committed run into an error.
 		defer func() { _ = h.Release(context.WithoutCancel(ctx)) }()
 	}
-	if o.Parallelism <= 0 {
-		o.Parallelism = 32
-	}
-	if o.ReadAheadBytes <= 0 {
-		o.ReadAheadBytes = 32 << 20
-	}
-	if o.MaxReplans <= 0 {
-		o.MaxReplans = 5
-	}
-	p = p.WithDefaults()
 	start := time.Now()
 	for {
 		m, err := table.ReadLatest(ctx, b)

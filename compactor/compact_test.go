@@ -95,7 +95,7 @@ func digest(t *testing.T, b blob.Bucket) map[int64][32]byte {
 func conserves(t *testing.T, u string) {
 	b := rolloutsTable(t, u, 0, 30, 50)
 	before := digest(t, b)
-	res, err := compactor.Compact(ctx, b, compactor.Policy{}, nil)
+	res, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func conserves(t *testing.T, u string) {
 	}
 	sameRows(t, before, digest(t, b), "compaction")
 	// Nothing left to do: a second run plans nothing.
-	res, err = compactor.Compact(ctx, b, compactor.Policy{}, nil)
+	res, err = compactor.Compact(ctx, b, &compactor.Policy{}, nil)
 	if err != nil || len(res.Plan.Bins) != 0 || res.Version != 0 {
 		t.Fatalf("second run %+v, %v", res, err)
 	}
@@ -121,7 +121,7 @@ func TestCompactionDropsDeletedRows(t *testing.T) {
 	if _, n, err := tb.Delete(ctx, table.Lt("step", table.Int(30))); err != nil || n != 30 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
-	res, err := compactor.Compact(ctx, b, compactor.Policy{}, nil)
+	res, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil)
 	if err != nil || res.RowsAfter != 90 || res.FragmentsAfter != 1 {
 		t.Fatalf("compaction over deletes: %+v, %v", res, err)
 	}
@@ -141,7 +141,7 @@ func concurrent(t *testing.T, u string) {
 		wg.Go(func() { appendRollouts(t, b, w, 0, 15, 20) })
 	}
 	wg.Go(func() {
-		s, err := walshard.Open(ctx, b, walshard.Options{Shard: "s1"})
+		s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "s1"})
 		if err != nil {
 			t.Error(err)
 			return
@@ -177,7 +177,7 @@ func concurrent(t *testing.T, u string) {
 				return
 			default:
 			}
-			if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); err != nil {
+			if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil {
 				cerr <- err
 				return
 			}
@@ -215,7 +215,7 @@ func TestTwoCompactorsAtOnce(t *testing.T) {
 	errs := make([]error, 2)
 	for i := range 2 {
 		wg.Go(func() {
-			results[i], errs[i] = compactor.Compact(ctx, b, compactor.Policy{}, &compactor.Options{Leased: true})
+			results[i], errs[i] = compactor.Compact(ctx, b, &compactor.Policy{}, &compactor.Options{Leased: true})
 		})
 	}
 	wg.Wait()

@@ -77,9 +77,12 @@ type GCResult struct {
 // keeps (to know what they reference), never those it deletes. Before
 // deleting anything it repairs a newest version whose data is gone
 // (Repair), and then stops.
-func GC(ctx context.Context, b blob.Bucket, p GCPolicy, now time.Time) (GCResult, error) {
-	p = p.withDefaults()
+func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GCResult, error) {
 	var res GCResult
+	if err := policy.Validate(); err != nil {
+		return res, err
+	}
+	p := *policy.EnsureDefaults()
 	type ver struct {
 		v   uint64
 		mod time.Time

@@ -33,7 +33,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 	if err := table.CreateTag(ctx, b, "keep-me", 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := compactor.Compact(ctx, b, compactor.Policy{}, nil); err != nil { // v22
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil { // v22
 		t.Fatal(err)
 	}
 	// A slow writer's fragment: uploaded, not yet committed.
@@ -49,7 +49,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 	// A dry run an hour and a half from now: lists, deletes nothing.
 	later := time.Now().Add(90 * time.Minute)
 	p := compactor.GCPolicy{KeepVersions: 5, RetainFor: time.Hour, SafetyAge: 2 * time.Hour}
-	dry, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 5, RetainFor: time.Hour, SafetyAge: 2 * time.Hour, DryRun: true}, later)
+	dry, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 5, RetainFor: time.Hour, SafetyAge: 2 * time.Hour, DryRun: true}, later)
 	if err != nil || len(dry.VersionsDeleted) == 0 {
 		t.Fatalf("dry run: %+v, %v", dry, err)
 	}
@@ -57,7 +57,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 		t.Fatal("a dry run deleted a manifest")
 	}
 
-	res, err := compactor.GC(ctx, b, p, later)
+	res, err := compactor.GC(ctx, b, &p, later)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 	// go; those of the tagged version 3 stay; the slow writer's upload is
 	// old enough now, and unreferenced, so it goes too.
 	p.KeepVersions = 1
-	res, err = compactor.GC(ctx, b, p, time.Now().Add(3*time.Hour))
+	res, err = compactor.GC(ctx, b, &p, time.Now().Add(3*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// GC runs while the writer is between its upload and its commit.
-	if _, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(30*time.Minute)); err != nil {
+	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(30*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{frag}}, nil); err != nil {
@@ -153,7 +153,7 @@ func TestGCDeletesVersionsOldestFirst(t *testing.T) {
 	failAt := table.ManifestKey(6)
 	f := fault.Wrap(under, fault.OnOps(fault.OnKeys(regexp.MustCompile("^"+regexp.QuoteMeta(failAt)+"$"),
 		fault.Always(fault.Fault{Action: fault.Fail})), fault.OpDelete))
-	_, err := compactor.GC(ctx, f, compactor.GCPolicy{KeepVersions: 2, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour))
+	_, err := compactor.GC(ctx, f, &compactor.GCPolicy{KeepVersions: 2, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour))
 	if err == nil {
 		t.Fatal("the collection did not meet the injected error")
 	}
@@ -180,7 +180,7 @@ func TestGCRemovesAGhostVersion(t *testing.T) {
 	if err := b.PutIfAbsent(ctx, table.ManifestKey(3), ghost); err != nil {
 		t.Fatal(err)
 	}
-	res, err := compactor.GC(ctx, b, compactor.GCPolicy{}, time.Now())
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{}, time.Now())
 	if err != nil || !slices.Equal(res.GhostsDeleted, []uint64{3}) {
 		t.Fatalf("gc: %+v %v, want v3 removed as a ghost", res, err)
 	}
@@ -214,13 +214,13 @@ func TestGCCollectsAReplacedIndexAndKeepsTheLiveOne(t *testing.T) {
 		t.Fatalf("index objects %q, %q", oldKey, liveKey)
 	}
 	// Right away the old one is young: kept (the safety age).
-	if _, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now()); err != nil {
+	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if !exists(t, b, oldKey) {
 		t.Fatal("a young index object was collected")
 	}
-	res, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour))
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestGCNeverGoesBelowItsFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Nanosecond, SafetyAge: time.Nanosecond}
-	res, err := compactor.GC(ctx, b, zero, time.Now().Add(compactor.MinRetain-time.Minute))
+	res, err := compactor.GC(ctx, b, &zero, time.Now().Add(compactor.MinRetain-time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestGCNeverGoesBelowItsFloor(t *testing.T) {
 		t.Fatalf("within the floor GC deleted versions %v and objects %v", res.VersionsDeleted, res.ObjectsDeleted)
 	}
 	// Past the floor the same policy collects.
-	res, err = compactor.GC(ctx, b, zero, time.Now().Add(compactor.MinRetain+time.Minute))
+	res, err = compactor.GC(ctx, b, &zero, time.Now().Add(compactor.MinRetain+time.Minute))
 	if err != nil || len(res.VersionsDeleted) == 0 || exists(t, b, pending.Key) {
 		t.Fatalf("past the floor: %+v, %v", res, err)
 	}

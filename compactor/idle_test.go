@@ -28,7 +28,7 @@ func TestIdleCostsNothing(t *testing.T) {
 	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1", FlushInterval: 10 * time.Millisecond, MergeInterval: 10 * time.Millisecond})
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: 10 * time.Millisecond, MergeInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestIdleCostsNothing(t *testing.T) {
 	if err := s.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	o.defaults()
+	o = *o.EnsureDefaults()
 	memos := map[string]*memo{}
 	if _, err := runPass(ctx, o, memos); err != nil {
 		t.Fatal(err)

@@ -73,10 +73,10 @@ func TestTakeFindsRowsThroughCompactionsWithoutRewritingTheIndex(t *testing.T) {
 	// Rows appended after the index: found by a pruned scan.
 	appendRollouts(t, b, 0, 12, 2, 25) // ids 300..349
 	// Two compactions, so lookups translate through a chain of entries.
-	if _, err := compactor.Compact(ctx, b, compactor.Policy{TargetRows: 150}, nil); err != nil {
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{TargetRows: 150}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := compactor.Compact(ctx, b, compactor.Policy{}, nil); err != nil {
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := table.ReadLatest(ctx, b)
@@ -108,7 +108,7 @@ func TestTakeFindsRowsThroughCompactionsWithoutRewritingTheIndex(t *testing.T) {
 
 func TestTakeReadsOnlyTheRowGroupsItNeeds(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 100, 400) // 40,000 rows
-	if _, err := compactor.Compact(ctx, b, compactor.Policy{}, nil); err != nil {
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	tb, _ := commit.OpenTable(ctx, b, nil)

@@ -75,37 +75,15 @@ type Summary struct {
 	Outcomes                           []TableOutcome
 }
 
-func (o *JobOptions) defaults() {
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = 30 * time.Minute
-	}
-	if o.Holder == "" {
-		o.Holder = "strata-compactor"
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	if o.Open == nil {
-		o.Open = blob.Open
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.AdoptAfter == 0 {
-		o.AdoptAfter = 15 * time.Minute
-	}
-	if o.Fleet.Commit.Writer == "" {
-		o.Fleet.Commit.Writer = o.Holder + " (fleet merge)"
-	}
-}
-
 // RunOnce makes one pass: for each table, take the lease, compact if due,
 // record the run, collect garbage, and release the lease. A table whose
 // lease another Job holds is skipped, not failed. The error joins the
 // tables' failures.
-func RunOnce(ctx context.Context, o JobOptions) (Summary, error) {
-	o.defaults()
-	return timedPass(ctx, o, nil)
+func RunOnce(ctx context.Context, opts *JobOptions) (Summary, error) {
+	if err := opts.Validate(); err != nil {
+		return Summary{}, err
+	}
+	return timedPass(ctx, *opts.EnsureDefaults(), nil)
 }
 
 // timedPass runs a pass and tells OnPass.
@@ -172,8 +150,11 @@ func runPass(ctx context.Context, o JobOptions, memos map[string]*memo) (Summary
 // over a table where nothing happened (no new version, no generation
 // announced, no collection or adoption sweep due) costs two requests: the
 // merge's LIST of announcements and the pass's LIST of versions.
-func Loop(ctx context.Context, o JobOptions, interval time.Duration) error {
-	o.defaults()
+func Loop(ctx context.Context, opts *JobOptions, interval time.Duration) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	o := *opts.EnsureDefaults()
 	memos := map[string]*memo{}
 	defer func() {
 		for _, m := range memos {
@@ -372,7 +353,7 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 		out.Skipped = why
 		log.Info("compaction not due", "reason", why, "fragments", len(latest.Fragments))
 	} else {
-		res, err := Compact(ctx, b, o.Policy, &Options{DryRun: o.DryRun, Leased: true})
+		res, err := Compact(ctx, b, &o.Policy, &Options{DryRun: o.DryRun, Leased: true})
 		run := Run{Started: now, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
 			FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
 		if err != nil {
@@ -402,7 +383,7 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 	}
 	gp := o.GC
 	gp.DryRun = gp.DryRun || o.DryRun
-	res, err := GC(ctx, b, gp, now)
+	res, err := GC(ctx, b, &gp, now)
 	if m != nil {
 		m.gcAt = now
 	}

@@ -160,6 +160,10 @@ func (l Lease) renew(ctx context.Context, b blob.Bucket, ttl time.Duration, now 
 	return next, nil
 }
 
+// MinLeaseTTL is the shortest lease a compactor takes: it is renewed every
+// third of its TTL, and a renewal needs a round trip to the store.
+const MinLeaseTTL = 10 * time.Second
+
 // HeldLease is a lease kept alive, renewed every third of its TTL, until
 // Release.
 type HeldLease struct {

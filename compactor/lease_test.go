@@ -92,7 +92,7 @@ func TestACorruptHistoryRecordIsSkipped(t *testing.T) {
 	if err != nil || len(st.Skipped) != 1 || len(st.History) != 1 || st.TotalCompactions != 1 {
 		t.Fatalf("status: %+v %v", st, err)
 	}
-	if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); err != nil {
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -106,7 +106,7 @@ func TestACompactionRespectsAnotherHoldersLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, &compactor.Options{Holder: "strata compact"})
+	res, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, &compactor.Options{Holder: "strata compact"})
 	var held *compactor.LeaseHeldError
 	if !errors.As(err, &held) || held.Holder != "job-on-node-7" || time.Until(held.Expires) < 50*time.Minute || res.Version != 0 {
 		t.Fatalf("compaction under another's lease: %+v %v", res, err)
@@ -120,7 +120,7 @@ func TestACompactionRespectsAnotherHoldersLease(t *testing.T) {
 	if _, ok, err := compactor.CurrentLease(ctx, b, time.Now()); err != nil || ok {
 		t.Fatalf("a released lease is still current (%v)", err)
 	}
-	res, err = compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, &compactor.Options{Holder: "strata compact"})
+	res, err = compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, &compactor.Options{Holder: "strata compact"})
 	if err != nil || res.Version == 0 || res.FragmentsAfter != 1 {
 		t.Fatalf("compaction after the release: %+v %v", res, err)
 	}

@@ -65,7 +65,7 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return sb, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- compactor.Loop(ctx, o, 20*time.Millisecond) }()
+	go func() { done <- compactor.Loop(ctx, &o, 20*time.Millisecond) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -77,7 +77,7 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Job never started compacting")
 	}
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func init() {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		res, err := compactor.Compact(context.Background(), b, compactor.Policy{MaxSourceFragments: 4096, MaxSourceBytes: 4 << 30}, nil)
+		res, err := compactor.Compact(context.Background(), b, &compactor.Policy{MaxSourceFragments: 4096, MaxSourceBytes: 4 << 30}, nil)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

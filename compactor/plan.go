@@ -47,7 +47,7 @@ func (p Plan) String() string {
 // the target rows and bytes, within the per-run bounds. A bin of one
 // fragment is kept only when that fragment is mostly deleted rows.
 func PlanCompaction(m *table.Manifest, p Policy) Plan {
-	p = p.WithDefaults()
+	p = p.withDefaults()
 	plan := Plan{Version: m.Version}
 	var cur Bin
 	sources, bytes := 0, int64(0)

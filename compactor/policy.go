@@ -68,8 +68,8 @@ type Policy struct {
 	SmallBytes int64
 }
 
-// WithDefaults returns p with zero values replaced by defaults.
-func (p Policy) WithDefaults() Policy {
+// withDefaults returns p with zero values replaced by defaults.
+func (p Policy) withDefaults() Policy {
 	if p.MinFragments <= 0 {
 		p.MinFragments = 16
 	}
@@ -108,7 +108,7 @@ func (p Policy) mostlyDeleted(f *table.Fragment) bool {
 // ShouldCompact reports whether a compaction is due for the table state m
 // at time now, and why (or why not).
 func ShouldCompact(m *table.Manifest, p Policy, now time.Time) (bool, string) {
-	p = p.WithDefaults()
+	p = p.withDefaults()
 	for _, w := range p.QuietWindows {
 		if w.Contains(now) {
 			return false, fmt.Sprintf("in quiet window %s", w)

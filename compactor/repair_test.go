@@ -70,7 +70,7 @@ func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
 	if _, err := table.Open(ctx, b, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := compactor.GC(ctx, b, compactor.GCPolicy{}, time.Now().Add(2*time.Hour))
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{}, time.Now().Add(2*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
 	if rows := len(digest(t, b)); rows != 30 {
 		t.Fatalf("v%d reads %d rows, want the 30 of the appends whose data is there", s.Version(), rows)
 	}
-	if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); err != nil {
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil {
 		t.Fatalf("compaction after the repair: %v", err)
 	}
 	if undo := s.Manifest().Transaction; undo.Undoes != v {
@@ -98,7 +98,7 @@ func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
 // loses nothing. This is the case of a merge's generation gone missing.
 func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10) // v2..v4
-	sh, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1"})
+	sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +129,10 @@ func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 	}
 	for _, run := range []func() error{
 		func() error {
-			_, err := compactor.GC(ctx, b, compactor.GCPolicy{}, time.Now().Add(2*time.Hour))
+			_, err := compactor.GC(ctx, b, &compactor.GCPolicy{}, time.Now().Add(2*time.Hour))
 			return err
 		},
-		func() error { _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); return err },
+		func() error { _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); return err },
 		func() error {
 			s, _ := table.Open(ctx, b, nil)
 			for _, err := range s.Scan(ctx, table.ScanOptions{}) {
@@ -157,7 +157,7 @@ func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameRows(t, before, digest(t, b), "the object put back")
-	if _, err := compactor.GC(ctx, b, compactor.GCPolicy{}, time.Now().Add(2*time.Hour)); err != nil {
+	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{}, time.Now().Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	sameRows(t, before, digest(t, b), "a collection")
@@ -180,7 +180,7 @@ func TestRepairPutsACompactionsSourcesBack(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 4, 10)
 	before := digest(t, b)
 	m, _ := table.ReadLatest(ctx, b)
-	plan := compactor.PlanCompaction(m, compactor.Policy{MinFragments: 2}.WithDefaults())
+	plan := compactor.PlanCompaction(m, compactor.Policy{MinFragments: 2})
 	if len(plan.Bins) != 1 {
 		t.Fatalf("plan: %v", plan)
 	}
@@ -223,7 +223,7 @@ func TestRepairPutsACompactionsSourcesBack(t *testing.T) {
 func TestATagRacingACollectionIsKeptOrRefused(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 12, 5) // v1..v13
 	later := time.Now().Add(2 * time.Hour)
-	res, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 2, RetainFor: time.Hour, SafetyAge: time.Hour}, later)
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 2, RetainFor: time.Hour, SafetyAge: time.Hour}, later)
 	if err != nil || res.Boundary < 3 {
 		t.Fatalf("gc: %+v %v", res, err)
 	}
@@ -241,7 +241,7 @@ func TestATagRacingACollectionIsKeptOrRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendRollouts(t, b, 0, 100, 5, 5)
-	if _, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, later.Add(3*time.Hour)); err != nil {
+	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, later.Add(3*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := table.Open(ctx, b, &table.OpenOptions{Tag: "kept"}); err != nil {
@@ -262,7 +262,7 @@ func TestCompactionRepairsASourceWhoseDataIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	ghost(t, b, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{f}}, []table.Fragment{f})
-	res, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil)
+	res, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil)
 	if err != nil || res.Replans != 1 || res.FragmentsAfter != 1 {
 		t.Fatalf("compaction: %+v %v", res, err)
 	}

@@ -42,7 +42,7 @@ func TestFragmentsOfSeveralRowGroupsWithAPartialLastOne(t *testing.T) {
 	}
 	sameRows(t, before, digest(t, b), "the delete")
 
-	res, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil)
+	res, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil)
 	if err != nil || res.Version == 0 || res.FragmentsAfter != 1 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}

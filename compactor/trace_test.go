@@ -143,7 +143,7 @@ func TestGoldenTraces(t *testing.T) {
 	}
 	b.record(t, "commit-append", func() error { return appendOne(0, 3) })
 
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,11 +159,11 @@ func TestGoldenTraces(t *testing.T) {
 	b.record(t, "shard-merge", func() error { _, err := s.Merge(ctx); return err })
 
 	b.record(t, "compaction", func() error {
-		_, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, &compactor.Options{Parallelism: 1, Holder: "trace"})
+		_, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, &compactor.Options{Parallelism: 1, Holder: "trace"})
 		return err
 	})
 	b.record(t, "gc", func() error {
-		_, err := compactor.GC(ctx, b, compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(2*time.Hour))
+		_, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(2*time.Hour))
 		return err
 	})
 }

@@ -230,7 +230,10 @@ func TestFleet(t *testing.T) {
 	if addr == "" {
 		t.Fatalf("the server did not start:\n%s", srv.stderr())
 	}
-	c := client.New(addr, "")
+	c, err := client.New(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c.CheckpointLSM(ctx, "rollouts"); err != nil {
 		t.Fatalf("checkpoint through the server: %v", err)
 	}

@@ -94,7 +94,10 @@ func TestCheckpointOverTheWholeFleet(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	srv := run(t, "strata", "serve", "--bucket", root, "--listen", "127.0.0.1:0", "--instance", "e2e", "--merge-interval", "1h")
 	addr := serverAddr(t, srv)
-	c := client.New(addr, "")
+	c, err := client.New(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var served []int64
 	for i := range 5 {
 		rec := rollouts.Batch(nil, 42, 50, int64(i*20), 20)

@@ -106,7 +106,7 @@ func TestCompactTakesTheTablesLease(t *testing.T) {
 	var wg sync.WaitGroup
 	var sum compactor.Summary
 	var jobErr error
-	wg.Go(func() { sum, jobErr = compactor.RunOnce(ctx, jobOpts) })
+	wg.Go(func() { sum, jobErr = compactor.RunOnce(ctx, &jobOpts) })
 	req, _ := http.NewRequest("POST", f.http.URL+"/api/v1/tables/t/compact", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -680,7 +680,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 		return &apiError{http.StatusConflict, "not_due", "compaction not due: " + why}
 	}
 	if req.DryRun {
-		plan := compactor.PlanCompaction(m, p.WithDefaults())
+		plan := compactor.PlanCompaction(m, *p.EnsureDefaults())
 		after := len(m.Fragments) - plan.Sources() + len(plan.Bins)
 		writeJSON(w, http.StatusOK, api.CompactPlan{Version: m.Version, Bins: len(plan.Bins), FragmentsBefore: len(m.Fragments),
 			FragmentsAfter: after, Plan: strings.TrimSpace(plan.String())})
@@ -707,7 +707,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 			}
 		}()
 		start := time.Now()
-		res, err := compactor.Compact(ctx, t.b, p, &compactor.Options{Leased: true})
+		res, err := compactor.Compact(ctx, t.b, &p, &compactor.Options{Leased: true})
 		run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
 			FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
 		if err != nil {

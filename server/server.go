@@ -116,44 +116,83 @@ type tableState struct {
 	}
 }
 
+// ErrInvalidOptions: an option out of its range, or options that break a
+// relation their documentation states (see Options.Validate).
+var ErrInvalidOptions = errors.New("server: invalid options")
+
+// EnsureDefaults returns a copy of o (nil: the zero Options) with every
+// unset field at its default. o itself is not changed.
+func (o *Options) EnsureDefaults() *Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 64 << 20
+	}
+	if c.MemoryBudget <= 0 {
+		c.MemoryBudget = 1 << 30
+	}
+	if c.BusyWait <= 0 {
+		c.BusyWait = 2 * time.Second
+	}
+	if c.MaxTakeKeys <= 0 {
+		c.MaxTakeKeys = 20_000
+	}
+	if c.BodyGrace <= 0 {
+		c.BodyGrace = 10 * time.Second
+	}
+	if c.MinBodyRate <= 0 {
+		c.MinBodyRate = 64 << 10
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 30 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Open == nil {
+		c.Open = blob.Open
+	}
+	return &c
+}
+
+// Validate checks the options as EnsureDefaults leaves them: a bucket and
+// an instance id that makes a valid shard id, no negative limits, a lease
+// of at least compactor.MinLeaseTTL (it is renewed every third of it), and
+// valid shard options and compaction policy. (A body over MemoryBudget is
+// allowed: it is admitted alone, holding the whole budget.)
+func (o *Options) Validate() error {
+	if o == nil || o.Bucket == "" {
+		return fmt.Errorf("%w: no bucket URL", ErrInvalidOptions)
+	}
+	if o.Instance == "" {
+		return fmt.Errorf("%w: no instance id", ErrInvalidOptions)
+	}
+	if err := walshard.CheckShardID("srv-" + o.Instance); err != nil {
+		return fmt.Errorf("%w: instance id %q: %w", ErrInvalidOptions, o.Instance, err)
+	}
+	if o.MaxBodyBytes < 0 || o.MemoryBudget < 0 || o.BusyWait < 0 || o.MaxTakeKeys < 0 || o.BodyGrace < 0 || o.MinBodyRate < 0 || o.LeaseTTL < 0 {
+		return fmt.Errorf("%w: limits must not be negative", ErrInvalidOptions)
+	}
+	c := o.EnsureDefaults()
+	if c.LeaseTTL < compactor.MinLeaseTTL {
+		return fmt.Errorf("%w: LeaseTTL %v is below %v", ErrInvalidOptions, c.LeaseTTL, compactor.MinLeaseTTL)
+	}
+	sh := c.Shard
+	sh.Shard = "srv-" + c.Instance
+	if err := sh.Validate(); err != nil {
+		return fmt.Errorf("server: Shard: %w", err)
+	}
+	return c.Compaction.Validate()
+}
+
 // New makes a server. It opens nothing until a request needs it.
-func New(opts Options) (*Server, error) {
-	if opts.Bucket == "" {
-		return nil, errors.New("server: no bucket URL")
+func New(o *Options) (*Server, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.Instance == "" {
-		return nil, errors.New("server: no instance id")
-	}
-	if err := walshard.CheckShardID("srv-" + opts.Instance); err != nil {
-		return nil, fmt.Errorf("server: instance id %q: %w", opts.Instance, err)
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 64 << 20
-	}
-	if opts.MemoryBudget <= 0 {
-		opts.MemoryBudget = 1 << 30
-	}
-	if opts.BusyWait <= 0 {
-		opts.BusyWait = 2 * time.Second
-	}
-	if opts.MaxTakeKeys <= 0 {
-		opts.MaxTakeKeys = 20_000
-	}
-	if opts.BodyGrace <= 0 {
-		opts.BodyGrace = 10 * time.Second
-	}
-	if opts.MinBodyRate <= 0 {
-		opts.MinBodyRate = 64 << 10
-	}
-	if opts.LeaseTTL <= 0 {
-		opts.LeaseTTL = 30 * time.Minute
-	}
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	if opts.Open == nil {
-		opts.Open = blob.Open
-	}
+	opts := *o.EnsureDefaults()
 	s := &Server{opts: opts, mux: http.NewServeMux(), admit: newAdmission(opts.MemoryBudget, opts.BusyWait)}
 	s.metrics = newMetrics(s)
 	s.mu.tables = map[string]*tableState{}
@@ -325,7 +364,7 @@ func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, err
 	if o.ObserveCommit == nil {
 		o.ObserveCommit = s.metrics.observeCommit
 	}
-	sh, err := walshard.Open(ctx, t.b, o)
+	sh, err := walshard.Open(ctx, t.b, &o)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func start(t testing.TB, root string, opts server.Options) *fixture {
 		f.mu.Unlock()
 		return fb, nil
 	}
-	srv, err := server.New(opts)
+	srv, err := server.New(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,11 @@ func start(t testing.TB, root string, opts server.Options) *fixture {
 		f.http.Close()
 		_ = srv.Shutdown(ctx)
 	})
-	f.c = client.New(f.http.URL, opts.Token)
+	c, err := client.New(f.http.URL, &client.Options{Token: opts.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c = c
 	return f
 }
 
@@ -211,7 +215,10 @@ func TestTableRoutes(t *testing.T) {
 
 func TestBadNamesAuthAndLimits(t *testing.T) {
 	f := start(t, "file://"+t.TempDir(), server.Options{Token: "s3cret", MaxBodyBytes: 1000})
-	authed := client.New(f.http.URL, "s3cret")
+	authed, err := client.New(f.http.URL, &client.Options{Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"..%2Fx", "a%2Fb", strings.Repeat("x", 200), ".hidden"} {
 		code, body := raw(t, f, "GET", "/api/v1/tables/"+name, "", "", "s3cret")
 		if code != http.StatusBadRequest || !strings.Contains(body, "bad_table_name") {
@@ -612,5 +619,37 @@ func TestScanIterStreams(t *testing.T) {
 	}
 	if !client.IsStatus(last, http.StatusNotFound) {
 		t.Fatalf("a missing table streams %v, want a 404", last)
+	}
+}
+
+// The options idiom at the server and the client: New refuses what
+// Validate refuses, with ErrInvalidOptions.
+func TestServerAndClientOptionsAreValidated(t *testing.T) {
+	for _, bad := range []*server.Options{
+		nil,
+		{Bucket: "file:///tmp/x"},
+		{Bucket: "file:///tmp/x", Instance: "a/b"},
+		{Bucket: "file:///tmp/x", Instance: "a", LeaseTTL: time.Second},
+		{Bucket: "file:///tmp/x", Instance: "a", MaxTakeKeys: -1},
+		{Bucket: "file:///tmp/x", Instance: "a", Compaction: compactor.Policy{DeletedFraction: 3}},
+	} {
+		if _, err := server.New(bad); !errors.Is(err, server.ErrInvalidOptions) && !errors.Is(err, compactor.ErrInvalidOptions) {
+			t.Errorf("server options %+v: %v", bad, err)
+		}
+	}
+	if o := (&server.Options{Bucket: "b", Instance: "i"}).EnsureDefaults(); o.MaxBodyBytes != 64<<20 || o.Open == nil {
+		t.Fatalf("server defaults: %+v", o)
+	}
+	for _, bad := range []struct {
+		base string
+		o    *client.Options
+	}{
+		{"localhost:8080", nil},
+		{"http://", nil},
+		{"http://127.0.0.1:1", &client.Options{BaseBackoff: time.Second, MaxBackoff: time.Millisecond}},
+	} {
+		if _, err := client.New(bad.base, bad.o); !errors.Is(err, client.ErrInvalidOptions) {
+			t.Errorf("client %q %+v: %v", bad.base, bad.o, err)
+		}
 	}
 }

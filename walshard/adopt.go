@@ -123,7 +123,7 @@ func Adopt(ctx context.Context, b blob.Bucket, shard string, o Options) (AdoptRe
 		o.Commit.Writer = "adopter"
 	}
 	res := AdoptResult{Shard: shard}
-	s, err := Open(ctx, b, o)
+	s, err := Open(ctx, b, &o)
 	if err != nil {
 		return res, err
 	}

@@ -45,7 +45,7 @@ func script(s *walshard.Shard) (acked, tried []int64, err error) {
 // id at most once, nothing else.
 func recoverAndCheck(t *testing.T, under blob.Bucket, acked, tried []int64, what string) {
 	t.Helper()
-	s, err := walshard.Open(ctx, under, walshard.Options{Shard: "w1"})
+	s, err := walshard.Open(ctx, under, &walshard.Options{Shard: "w1"})
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", what, err)
 	}
@@ -103,7 +103,7 @@ func TestCrashAtEveryPointLosesAndDoublesNothing(t *testing.T) {
 			}
 			f := fault.Wrap(under, inj)
 			var acked, tried []int64
-			s, err := walshard.Open(ctx, f, walshard.Options{Shard: "w1"})
+			s, err := walshard.Open(ctx, f, &walshard.Options{Shard: "w1"})
 			if err == nil {
 				acked, tried, err = script(s)
 				s.Close()

@@ -33,7 +33,7 @@ func TestAMissingWALEntryIsAnError(t *testing.T) {
 	if err := b.Delete(ctx, walKey("w1", 3)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1"})
+	_, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
 	var me *walshard.MissingEntryError
 	if !errors.As(err, &me) || !errors.Is(err, walshard.ErrMissingEntry) || me.Position != 3 {
 		t.Fatalf("open over a missing entry: %v", err)
@@ -80,7 +80,7 @@ func TestAPoisonedWALEntryIsQuarantined(t *testing.T) {
 		t.Fatal(err)
 	}
 	var told []walshard.Quarantined
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1", OnQuarantine: func(q walshard.Quarantined) { told = append(told, q) }})
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", OnQuarantine: func(q walshard.Quarantined) { told = append(told, q) }})
 	if err != nil {
 		t.Fatalf("open over a poisoned entry: %v", err)
 	}

@@ -50,6 +50,28 @@ type FleetOptions struct {
 	Commit commit.Options
 }
 
+// EnsureDefaults returns a copy of o (nil: the zero FleetOptions) with
+// every unset field at its default. o itself is not changed.
+func (o *FleetOptions) EnsureDefaults() *FleetOptions {
+	c := o.withDefaults()
+	return &c
+}
+
+// Validate checks the options: no negative bounds, and valid commit
+// options. FleetMerge calls it.
+func (o *FleetOptions) Validate() error {
+	if o == nil {
+		return nil
+	}
+	if o.MaxGenerations < 0 || o.MaxBytes < 0 || o.Parallelism < 0 {
+		return fmt.Errorf("%w: MaxGenerations, MaxBytes and Parallelism must not be negative", ErrInvalidOptions)
+	}
+	if err := o.Commit.Validate(); err != nil {
+		return fmt.Errorf("walshard: Commit: %w", err)
+	}
+	return nil
+}
+
 func (o *FleetOptions) withDefaults() FleetOptions {
 	var c FleetOptions
 	if o != nil {
@@ -87,8 +109,11 @@ type FleetResult struct {
 // FleetMerge merges the announced generations of every shard in one
 // commit. It makes one LIST when nothing is announced.
 func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetResult, error) {
-	o := opts.withDefaults()
 	var res FleetResult
+	if err := opts.Validate(); err != nil {
+		return res, err
+	}
+	o := opts.withDefaults()
 	hints, err := listPending(ctx, b)
 	if err != nil || len(hints) == 0 {
 		return res, err

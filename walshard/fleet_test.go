@@ -219,7 +219,7 @@ func TestAFleetFreshReadSeesEveryAcknowledgedRowOnce(t *testing.T) {
 			if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
 				t.Error(err)
 			}
-			if _, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 4}, nil); err != nil {
+			if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 4}, nil); err != nil {
 				t.Error(err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
 )
 
@@ -25,14 +26,19 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 		}
 		s.mu.Lock()
 		n := len(s.mu.state.pending(s.mu.watermark))
+		changed := s.changedLocked()
 		s.mu.Unlock()
 		if n < s.opts.MaxPendingGenerations {
 			break
 		}
+		// Merges move the watermark: this handle's own, or (seen when
+		// the handle reads the table) a fleet merge's.
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+		case <-s.stop:
+			return 0, ErrClosed
+		case <-changed:
 		}
 	}
 	s.mu.Lock()
@@ -84,6 +90,7 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 		s.mu.memSince = time.Now()
 	}
 	cleaned := s.mu.cleaned
+	s.broadcastLocked() // appends waiting for room
 	s.mu.Unlock()
 	// Announce the generation to fleet merges: a hint, not a record (the
 	// state is that); one that fails to land is found by the next flush's.
@@ -158,6 +165,7 @@ func (s *Shard) quarantineUnencodable(ctx context.Context, entries []memEntry) (
 				s.mu.memBytes -= me.bytes
 				releaseAll(me.batches)
 				s.mu.mem = append(s.mu.mem[:j], s.mu.mem[j+1:]...)
+				s.broadcastLocked()
 				break
 			}
 		}
@@ -165,6 +173,9 @@ func (s *Shard) quarantineUnencodable(ctx context.Context, entries []memEntry) (
 	}
 	return len(bad), nil
 }
+
+// loopRetry paces the background flush and merge loops after a failure.
+var loopRetry = backoff.Policy{Base: 10 * time.Millisecond, Max: 5 * time.Second}
 
 // flushLoop flushes when triggered (memtable over its bound) or when the
 // memtable is older than FlushInterval, backing off after a failure.
@@ -178,7 +189,7 @@ func (s *Shard) flushLoop() {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	backoff := 10 * time.Millisecond
+	failures := 0
 	for {
 		select {
 		case <-s.stop:
@@ -196,16 +207,14 @@ func (s *Shard) flushLoop() {
 			if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 				return
 			}
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(backoff):
+			failures++
+			if backoff.Sleep(ctx, loopRetry.Delay(failures)) != nil {
+				return // closed
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			s.triggerFlush()
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		failures = 0
 	}
 }
 

@@ -33,7 +33,7 @@ func registerKillChild() {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		s, err := walshard.Open(context.Background(), b, walshard.Options{Shard: "w1", FlushRows: 20, MergeInterval: 10 * time.Millisecond})
+		s, err := walshard.Open(context.Background(), b, &walshard.Options{Shard: "w1", FlushRows: 20, MergeInterval: 10 * time.Millisecond})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

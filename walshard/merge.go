@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
@@ -31,7 +32,12 @@ func (s *Shard) Merge(ctx context.Context) (MergeResult, error) {
 	if !s.merging.CompareAndSwap(false, true) {
 		return MergeResult{}, ErrMergeRunning
 	}
-	defer s.merging.Store(false)
+	defer func() {
+		s.merging.Store(false)
+		s.mu.Lock()
+		s.broadcastLocked()
+		s.mu.Unlock()
+	}()
 	// Nothing flushed awaits a merge as far as this handle knows, and its
 	// log is clean: an idle shard makes no request.
 	s.mu.Lock()
@@ -147,6 +153,7 @@ func (s *Shard) noteWatermark(w, version uint64) {
 	s.mu.Lock()
 	if w > s.mu.watermark || (w == s.mu.watermark && version > s.mu.version) {
 		s.mu.watermark, s.mu.version = w, version
+		s.broadcastLocked()
 	}
 	s.mu.Unlock()
 }
@@ -210,10 +217,8 @@ func (s *Shard) mergeLoop() {
 	go func() { <-s.stop; cancel() }()
 	wait := s.opts.MergeInterval
 	for {
-		select {
-		case <-s.stop:
-			return
-		case <-time.After(wait):
+		if backoff.Sleep(ctx, wait) != nil {
+			return // closed
 		}
 		var err error
 		if s.opts.FleetMerge {
@@ -240,12 +245,17 @@ func (s *Shard) Drain(ctx context.Context) error {
 		return err
 	}
 	for {
+		s.mu.Lock()
+		changed := s.changedLocked() // taken first: the running merge's end closes it
+		s.mu.Unlock()
 		res, err := s.Merge(ctx)
 		if errors.Is(err, ErrMergeRunning) {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(5 * time.Millisecond):
+			case <-s.stop:
+				return ErrClosed
+			case <-changed:
 			}
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
 )
 
@@ -29,6 +30,10 @@ var (
 	// ErrMergeRunning: a merge of this shard is already running.
 	ErrMergeRunning = errors.New("walshard: a merge of this shard is already running")
 )
+
+// walRetry paces the re-reads of a WAL position whose create's outcome
+// is unknown.
+var walRetry = backoff.Policy{Base: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 
 // Options configure a shard handle. Zero values mean defaults.
 type Options struct {
@@ -69,6 +74,42 @@ type Options struct {
 	// OnQuarantine, when set, is told of each WAL entry set aside (see
 	// Quarantined): a server logs it.
 	OnQuarantine func(Quarantined)
+}
+
+// ErrInvalidOptions: an option out of its range, or options that break a
+// relation their documentation states (see Options.Validate).
+var ErrInvalidOptions = errors.New("walshard: invalid options")
+
+// EnsureDefaults returns a copy of o (nil: the zero Options) with every
+// unset field at its default. o itself is not changed.
+func (o *Options) EnsureDefaults() *Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	c = c.withDefaults()
+	return &c
+}
+
+// Validate checks the options: a valid shard id, no negative sizes or
+// times, and valid commit options. (A memtable bound below FlushBytes is
+// allowed: an append that finds the memtable full starts a flush itself.)
+// Open calls it.
+func (o *Options) Validate() error {
+	if o == nil {
+		return CheckShardID("")
+	}
+	if err := CheckShardID(o.Shard); err != nil {
+		return err
+	}
+	if o.GroupBytes < 0 || o.GroupWait < 0 || o.FlushBytes < 0 || o.FlushRows < 0 || o.FlushInterval < 0 || o.MaxMemtableBytes < 0 ||
+		o.MaxPendingGenerations < 0 || o.MergeInterval < 0 || o.MergeMaxGenerations < 0 || o.MergeMaxBytes < 0 {
+		return fmt.Errorf("%w: sizes, counts and intervals must not be negative", ErrInvalidOptions)
+	}
+	if err := o.Commit.Validate(); err != nil {
+		return fmt.Errorf("walshard: Commit: %w", err)
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {
@@ -145,16 +186,30 @@ type Shard struct {
 		fenced      error
 		closed      bool
 		quarantined []Quarantined
+		// changed is closed (and replaced) whenever something a waiter
+		// waits for may have happened: the memtable shrank, the watermark
+		// moved, a merge ended, the handle was fenced.
+		changed chan struct{}
 	}
+}
+
+// changedLocked returns the channel the next change closes; take it under
+// the same lock as the check it guards, so no change is missed.
+func (s *Shard) changedLocked() <-chan struct{} { return s.mu.changed }
+
+// broadcastLocked wakes everything waiting on a change.
+func (s *Shard) broadcastLocked() {
+	close(s.mu.changed)
+	s.mu.changed = make(chan struct{})
 }
 
 // Open claims a new epoch of the shard, fences any earlier owner, and
 // replays the WAL entries not yet flushed into the memtable.
-func Open(ctx context.Context, b blob.Bucket, opts Options) (*Shard, error) {
-	if err := CheckShardID(opts.Shard); err != nil {
+func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
+	opts := *o.EnsureDefaults()
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		return nil, err
@@ -162,6 +217,7 @@ func Open(ctx context.Context, b blob.Bucket, opts Options) (*Shard, error) {
 	s := &Shard{b: b, l: newLayout(opts.Shard), id: opts.Shard, schema: m.Schema(), opts: opts,
 		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
 	s.mu.watermark, s.mu.version = m.Shards[opts.Shard].Watermark, m.Version
+	s.mu.changed = make(chan struct{})
 	if s.epoch, err = s.claimEpoch(ctx); err != nil {
 		return nil, err
 	}
@@ -404,6 +460,7 @@ func (s *Shard) setFenced() error {
 	defer s.mu.Unlock()
 	if s.mu.fenced == nil {
 		s.mu.fenced = fmt.Errorf("%w (shard %q, epoch %d)", ErrFenced, s.id, s.epoch)
+		s.broadcastLocked()
 	}
 	return s.mu.fenced
 }
@@ -438,6 +495,7 @@ func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
 		}
 		s.mu.Lock()
 		full := s.mu.memBytes > s.opts.MaxMemtableBytes
+		changed := s.changedLocked()
 		s.mu.Unlock()
 		if !full {
 			break
@@ -447,7 +505,10 @@ func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
 		case <-ctx.Done():
 			releaseAll(batches)
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-s.stop:
+			releaseAll(batches)
+			return ErrClosed
+		case <-changed: // a flush shrank the memtable, or the handle was fenced
 		}
 	}
 	req := appendReq{recs: batches, done: make(chan error, 1)}
@@ -575,7 +636,12 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 			return s.setFenced() // a newer owner's fence (or entry) holds our position
 		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline):
 			uncertain = true
-			time.Sleep(min(time.Duration(attempt)*5*time.Millisecond, 200*time.Millisecond))
+			if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
+				s.mu.Lock()
+				s.mu.uncertain = pos
+				s.mu.Unlock()
+				return fmt.Errorf("walshard: shard %q: WAL entry %d: %w", s.id, pos, err)
+			}
 			continue
 		default:
 			// Whose entry is at pos, if any, could not be read: ours may

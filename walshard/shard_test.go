@@ -56,7 +56,7 @@ func newTable(t testing.TB, u string) blob.Bucket {
 func open(t testing.TB, b blob.Bucket, id string, o walshard.Options) *walshard.Shard {
 	t.Helper()
 	o.Shard = id
-	s, err := walshard.Open(ctx, b, o)
+	s, err := walshard.Open(ctx, b, &o)
 	if err != nil {
 		t.Fatalf("open shard %s: %v", id, err)
 	}
@@ -276,7 +276,7 @@ func TestStaleMergeFromAnOlderEpochIsRefusedByTheTable(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	b := newTable(t, "mem://")
-	if _, err := walshard.Open(ctx, b, walshard.Options{Shard: "../x"}); !errors.Is(err, walshard.ErrBadShardID) {
+	if _, err := walshard.Open(ctx, b, &walshard.Options{Shard: "../x"}); !errors.Is(err, walshard.ErrBadShardID) {
 		t.Fatalf("bad shard id: %v", err)
 	}
 	s := open(t, b, "w1", walshard.Options{})
@@ -308,7 +308,7 @@ func TestBadInput(t *testing.T) {
 			_ = b.PutIfAbsent(ctx, o.Key, data)
 		}
 	}
-	_, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1"})
+	_, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
 	var ce *walshard.CorruptEntryError
 	if !errors.As(err, &ce) || ce.Key != victim || ce.Shard != "w1" || ce.Position == 0 {
 		t.Fatalf("reopen over a corrupt entry: %v (want a CorruptEntryError naming %s)", err, victim)

@@ -201,8 +201,28 @@ func (s *Shard) freshBase(ctx context.Context) (*table.Snapshot, error) {
 	s.mu.Lock()
 	known, version := s.mu.watermark, s.mu.version
 	s.mu.Unlock()
-	if base.Manifest().Shards[s.id].Watermark >= known || version <= base.Version() {
+	switch {
+	case base.Manifest().Shards[s.id].Watermark >= known:
+		return base, nil
+	case version > base.Version():
+		return table.Open(ctx, s.b, &table.OpenOptions{Version: version})
+	case version != 0:
 		return base, nil
 	}
-	return table.Open(ctx, s.b, &table.OpenOptions{Version: version})
+	// The handle learned its watermark from a fleet merge's record, which
+	// does not say in which version: read the versions after the base by
+	// name (names do not lag as listings do) until one shows it.
+	for v := base.Version() + 1; ; v++ {
+		m, err := table.ReadManifest(ctx, s.b, v)
+		if errors.Is(err, table.ErrVersionNotFound) {
+			return nil, fmt.Errorf("walshard: shard %q: no version from v%d on shows watermark %d, which a fleet merge recorded: %w",
+				s.id, base.Version(), known, blob.ErrRetryable)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Shards[s.id].Watermark >= known {
+			return table.Open(ctx, s.b, &table.OpenOptions{Version: v})
+		}
+	}
 }

@@ -177,12 +177,12 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		defer stopMetrics()
 	}
 	if interval > 0 {
-		if err := compactor.Loop(ctx, opts, interval); err != nil {
+		if err := compactor.Loop(ctx, &opts, interval); err != nil {
 			return 1
 		}
 		return 0
 	}
-	sum, err := compactor.RunOnce(ctx, opts)
+	sum, err := compactor.RunOnce(ctx, &opts)
 	fmt.Fprintf(stdout, "strata-compactor: %d tables: %d compacted, %d skipped, %d failed; fragments %d -> %d; gc deleted %d versions, %d objects; %d generations fleet-merged, %d shards adopted\n",
 		sum.Tables, sum.Compacted, sum.Skipped, sum.Failed, sum.FragmentsBefore, sum.FragmentsAfter, sum.VersionsDeleted, sum.ObjectsDeleted, sum.FleetMerged, sum.Adopted)
 	if err != nil {

@@ -40,7 +40,7 @@ func (s *syncBuffer) String() string {
 func TestIntervalJobServesMetrics(t *testing.T) {
 	u := "file://" + t.TempDir()
 	b := smallTable(t, u, 6)
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

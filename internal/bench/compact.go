@@ -23,7 +23,7 @@ func compact(ctx context.Context, cfg Config, u string) (Result, error) {
 	}
 	defer b.Close()
 	t0 := time.Now()
-	res, err := compactor.Compact(ctx, b, compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}, nil)
+	res, err := compactor.Compact(ctx, b, &compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}, nil)
 	wall := time.Since(t0)
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 				return
 			default:
 			}
-			if _, err := compactor.Compact(ctx, b, compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}, nil); err != nil {
+			if _, err := compactor.Compact(ctx, b, &compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}, nil); err != nil {
 				compactErr = err
 				return
 			}

@@ -99,7 +99,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 			defer func() { <-sem }()
 			b, err := open(ctx, u)
 			if err == nil {
-				shards[w], err = walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%04d", w), FlushInterval: cfg.FlushInterval})
+				shards[w], err = walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%04d", w), FlushInterval: cfg.FlushInterval})
 			}
 			errs[w] = err
 		})
@@ -131,7 +131,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	start := time.Now()
 	go func() {
 		defer close(jobDone)
-		_ = compactor.Loop(jobCtx, job, cfg.MergeInterval)
+		_ = compactor.Loop(jobCtx, &job, cfg.MergeInterval)
 	}()
 	fmt.Fprintf(log, "bench: %d writers append %d rows every %v for %v; the Job passes every %v\n",
 		cfg.Writers, cfg.Rows, cfg.AppendEvery, cfg.Duration, cfg.MergeInterval)

@@ -17,7 +17,7 @@ import (
 type shardWriter struct{ s *walshard.Shard }
 
 func openShardWriter(ctx context.Context, b blob.Bucket, w int) (ingestWriter, error) {
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", w),
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", w),
 		FlushBytes: 16 << 20, MergeInterval: 200 * time.Millisecond})
 	if err != nil {
 		return nil, err

@@ -152,14 +152,17 @@ func roundTrip(t *testing.T, seed uint64) {
 	if _, err := commit.Create(ctx, b, schema, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Bucket: "file://" + root, Instance: "rt"})
+	srv, err := server.New(&server.Options{Bucket: "file://" + root, Instance: "rt"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	defer srv.Shutdown(ctx)
-	c := client.New(hs.URL, "")
+	c, err := client.New(hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	want := rows{}
 	next := int64(0)
@@ -182,7 +185,7 @@ func roundTrip(t *testing.T, seed uint64) {
 	}
 	rec.Release()
 	// A shard of a worker.
-	sh, err := walshard.Open(ctx, b, walshard.Options{Shard: "w1"})
+	sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +223,7 @@ func roundTrip(t *testing.T, seed uint64) {
 	}
 	// Every row, through a fresh read of the server before anything is
 	// merged but its own, then merged.
-	sh, err = walshard.Open(ctx, b, walshard.Options{Shard: "w1"})
+	sh, err = walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +299,7 @@ func roundTrip(t *testing.T, seed uint64) {
 		checkFilter(t, g, snap)
 	}
 	read("after the appends")
-	if res, err := compactor.Compact(ctx, b, compactor.Policy{MinFragments: 2}, nil); err != nil || res.Version == 0 {
+	if res, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil || res.Version == 0 {
 		t.Fatalf("compact: %+v %v", res, err)
 	}
 	read("after a compaction")

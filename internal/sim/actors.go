@@ -37,7 +37,8 @@ func (w *world) reopen(a *actor) error {
 	}
 	a.inc++
 	w.newBucket(a)
-	s, err := walshard.Open(w.ctx, a.bucket, w.shardOptions(a))
+	o := w.shardOptions(a)
+	s, err := walshard.Open(w.ctx, a.bucket, &o)
 	if err != nil {
 		return err
 	}
@@ -218,15 +219,15 @@ func (w *world) compactOp(a *actor) (string, string) {
 	// Leased: the simulation runs compactors at once on purpose, to check
 	// that the conflict matrix alone keeps rows safe.
 	o := compactor.Options{Commit: w.commitOptions(a), Parallelism: 1, Leased: true}
-	res, err := compactor.Compact(w.ctx, a.bucket, p, &o)
+	res, err := compactor.Compact(w.ctx, a.bucket, &p, &o)
 	if errors.Is(err, compactor.ErrRowsChanged) {
 		return "compact", w.fail("compaction conserves rows", "%v", err).Error()
 	}
 	return "compact", fmt.Sprintf("%d -> %d fragments at v%d: %s", res.FragmentsBefore, res.FragmentsAfter, res.Version, short(err))
 }
 
-func (w *world) gcPolicy(a *actor) compactor.GCPolicy {
-	return compactor.GCPolicy{KeepVersions: 1 + w.intn(3), RetainFor: compactor.MinRetain, SafetyAge: compactor.MinRetain,
+func (w *world) gcPolicy(a *actor) *compactor.GCPolicy {
+	return &compactor.GCPolicy{KeepVersions: 1 + w.intn(3), RetainFor: compactor.MinRetain, SafetyAge: compactor.MinRetain,
 		Commit: w.commitOptions(a)}
 }
 
@@ -359,7 +360,7 @@ func (w *world) fenceOp() (string, string) {
 	bucket := w.procBucket(a, a.inc+1)
 	o := w.shardOptions(a)
 	o.Commit.Writer = fmt.Sprintf("%s#%d", a.name, a.inc+1)
-	s, err := walshard.Open(w.ctx, bucket, o)
+	s, err := walshard.Open(w.ctx, bucket, &o)
 	if err != nil {
 		return "fence", fmt.Sprintf("%s: %s", a.name, short(err))
 	}

@@ -152,10 +152,10 @@ func (w *world) finish() error {
 	w.newBucket(c)
 	rec := opRecord{actor: c.name, writer: c.writer(), commits: true, call: w.now()}
 	o := compactor.Options{Commit: w.commitOptions(c), Parallelism: 1, Leased: true}
-	if _, err := compactor.GC(w.ctx, c.bucket, compactor.GCPolicy{KeepVersions: 1000, Commit: o.Commit}, w.clock.Now()); err != nil {
+	if _, err := compactor.GC(w.ctx, c.bucket, &compactor.GCPolicy{KeepVersions: 1000, Commit: o.Commit}, w.clock.Now()); err != nil {
 		return w.fail("recovery", "first final collection: %v", err)
 	}
-	if _, err := compactor.Compact(w.ctx, c.bucket, compactor.Policy{MinFragments: 2}, &o); err != nil {
+	if _, err := compactor.Compact(w.ctx, c.bucket, &compactor.Policy{MinFragments: 2}, &o); err != nil {
 		m, _ := table.ReadLatest(w.ctx, w.store)
 		return w.fail("recovery", "final compaction: %v%s", err, w.provenance(m))
 	}
@@ -165,7 +165,7 @@ func (w *world) finish() error {
 		return err
 	}
 	w.clock.Advance(3 * time.Hour)
-	if _, err := compactor.GC(w.ctx, w.store, compactor.GCPolicy{KeepVersions: 1}, w.clock.Now()); err != nil {
+	if _, err := compactor.GC(w.ctx, w.store, &compactor.GCPolicy{KeepVersions: 1}, w.clock.Now()); err != nil {
 		return w.fail("recovery", "final collection: %v", err)
 	}
 	s, err := table.Open(w.ctx, w.store, nil)

@@ -269,10 +269,10 @@ func (s *Store) manifestTrouble(final bool) error {
 func isManifest(key string) bool { return strings.HasPrefix(key, "_versions/") }
 
 // randomPart matches the random parts of object names: ULIDs, the
-// suffixes of generation names, and the wall-clock time in orphan
-// records' names. The trace leaves them out, so that two runs of a seed
+// suffixes of generation and deletion-vector names, and the wall-clock
+// time in orphan records' names. The trace leaves them out, so that two runs of a seed
 // print the same lines.
-var randomPart = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|-[0-9a-f]{12}\.parquet|orphans/[0-9]{20}-`)
+var randomPart = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|-[0-9a-f]{12}\.parquet|-[0-9a-f]{8}\.bin|orphans/[0-9]{20}-`)
 
 // stableName names key the same way in every run of a seed: a random part
 // becomes the object's order of creation (or "new" for a key not created

@@ -191,7 +191,7 @@ func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, rows i
 		rec.Retain()
 		recs = append(recs, rec)
 	}
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: shard})
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: shard})
 	if err != nil {
 		return 0, err
 	}

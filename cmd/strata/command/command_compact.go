@@ -33,7 +33,7 @@ use strata-compactor.`,
 			defer b.Close()
 			start := time.Now()
 			host, _ := os.Hostname()
-			res, err := compactor.Compact(c.Context(), b, p, &compactor.Options{DryRun: dryRun, Holder: "strata compact on " + host})
+			res, err := compactor.Compact(c.Context(), b, &p, &compactor.Options{DryRun: dryRun, Holder: "strata compact on " + host})
 			if errors.Is(err, compactor.ErrLeaseHeld) {
 				// Another compactor is at work: nothing ran, nothing to record.
 				return err
@@ -85,7 +85,7 @@ boundary) and the objects no kept version references that are older than
 				return err
 			}
 			defer b.Close()
-			res, err := compactor.GC(c.Context(), b, p, time.Now())
+			res, err := compactor.GC(c.Context(), b, &p, time.Now())
 			for _, v := range res.Repaired {
 				fmt.Fprintf(env.Out, "undid v%d: its data was collected before it landed, so it was never acknowledged\n", v)
 			}

@@ -102,7 +102,7 @@ prints what happened. Run it again to add more workers' rows.`,
 				s.Version(), s.Manifest().Rows(), len(s.Manifest().Fragments), float64(s.Manifest().Bytes())/1e6)
 
 			fmt.Fprintln(env.Err, "demo: compacting, as the compactor Job would")
-			cres, err := compactor.Compact(ctx, b, compactor.Policy{}, nil)
+			cres, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil)
 			run := compactor.Run{Started: time.Now().Add(-cres.Duration), DurationS: cres.Duration.Seconds(), Version: cres.Version,
 				FragmentsBefore: cres.FragmentsBefore, FragmentsAfter: cres.FragmentsAfter, Rows: cres.RowsAfter, BytesRewritten: cres.BytesRewritten}
 			if err != nil {
@@ -149,7 +149,7 @@ look further:
 // final flush.
 func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *progress) (walshard.Stats, error) {
 	ctx := c.Context()
-	s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", n),
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", n),
 		FlushRows: int64(5 * rows), MergeInterval: 100 * time.Millisecond})
 	if err != nil {
 		return walshard.Stats{}, err

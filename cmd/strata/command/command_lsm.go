@@ -28,7 +28,11 @@ func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *clien
 			if token == "" {
 				token = os.Getenv("STRATA_TOKEN")
 			}
-			if err := act(c.Context(), client.New(srv, token), args[0]); err != nil {
+			cl, err := client.New(srv, &client.Options{Token: token})
+			if err != nil {
+				return usageError{err}
+			}
+			if err := act(c.Context(), cl, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(env.Out, "%s %s: done\n", verb, args[0])

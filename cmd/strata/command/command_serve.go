@@ -77,7 +77,7 @@ after 2 minutes.`,
 				// than letting it double.
 				debug.SetMemoryLimit(budget + 512<<20)
 			}
-			srv, err := server.New(server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
+			srv, err := server.New(&server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
 				MaxBodyBytes: maxBody, MemoryBudget: budget,
 				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery}})
 			if err != nil {

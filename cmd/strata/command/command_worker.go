@@ -49,7 +49,7 @@ its replayed WAL).`,
 			} else if err != nil {
 				return err
 			}
-			s, err := walshard.Open(ctx, b, walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery, FleetMerge: fleet})
+			s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery, FleetMerge: fleet})
 			if err != nil {
 				return err
 			}
