@@ -65,6 +65,9 @@ type GCResult struct {
 	// GhostsDeleted: collected versions a stalled writer created again
 	// and died before taking away (created after a newer version).
 	GhostsDeleted []uint64
+	// Plan is what the collection decided (see PlanGC); a dry run stops
+	// there.
+	Plan GCPlan
 }
 
 // GC deletes versions older than the policy allows (keeping the newest
@@ -83,169 +86,188 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 		return res, err
 	}
 	p := *policy.EnsureDefaults()
-	type ver struct {
-		v   uint64
-		mod time.Time
+	// Read the versions; ghosts and the boundary follow from them alone.
+	var st GCState
+	var err error
+	if st.Versions, err = listVersions(ctx, b); err != nil {
+		return res, err
 	}
-	var versions []ver // newest first
-	for o, err := range blob.List(ctx, b, table.VersionsDir, 0) {
-		if err != nil {
-			return res, err
-		}
-		if v, ok := table.ParseManifestKey(o.Key); ok {
-			versions = append(versions, ver{v, o.ModTime})
-		}
-	}
-	if len(versions) == 0 {
-		return res, table.ErrNotFound
-	}
-	// Versions the listing does not show yet (on a store whose listings
-	// lag behind creates) reference data too: look for them by name, one
-	// request that finds nothing in the usual case.
-	for {
-		next := versions[0].v + 1
-		a, err := b.Attributes(ctx, table.ManifestKey(next))
-		if errors.Is(err, blob.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return res, err
-		}
-		versions = append([]ver{{next, a.ModTime}}, versions...)
-	}
-	// Ghosts: a version created after a newer one cannot have been built
-	// upon (each version is created by a writer that read the one before);
-	// it is a collected version a stalled writer created again and, having
-	// died, did not take away. Nothing reaches it: it goes.
-	var real []ver
-	oldestNewer := time.Time{}
-	for _, v := range versions {
-		if !oldestNewer.IsZero() && v.mod.After(oldestNewer) {
-			res.GhostsDeleted = append(res.GhostsDeleted, v.v)
-			continue
-		}
-		real = append(real, v)
-		if oldestNewer.IsZero() || v.mod.Before(oldestNewer) {
-			oldestNewer = v.mod
-		}
-	}
-	versions = real
+	ghosts, real := gcGhosts(st.Versions)
+	res.GhostsDeleted = ghosts
+	res.Boundary = gcBoundary(real, p, now)
 	if !p.DryRun {
-		for _, v := range res.GhostsDeleted {
+		for _, v := range ghosts {
 			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				return res, err
 			}
 		}
-	}
-	// The boundary: the newest version that is neither among the newest
-	// KeepVersions nor younger than RetainFor. Everything at or below it,
-	// but tagged versions, goes.
-	for i, v := range versions {
-		if i >= p.KeepVersions && now.Sub(v.mod) >= p.RetainFor {
-			res.Boundary = v.v
-			break
+		// The boundary goes in before the tags are listed: a tag created
+		// after the listing then sees the boundary and gives up
+		// (CreateTag), and one created before it is in the listing.
+		if res.Boundary > 0 {
+			if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(res.Boundary), nil); err != nil && !errors.Is(err, blob.ErrExists) {
+				return res, fmt.Errorf("compactor: gc: creating the boundary: %w", err)
+			}
 		}
 	}
-	// The boundary goes in before the tags are listed: a tag created
-	// after the listing then sees the boundary and gives up (CreateTag),
-	// and one created before it is in the listing.
-	if !p.DryRun && res.Boundary > 0 {
-		if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(res.Boundary), nil); err != nil && !errors.Is(err, blob.ErrExists) {
-			return res, fmt.Errorf("compactor: gc: creating the boundary: %w", err)
-		}
-	}
-	tags, err := table.Tags(ctx, b)
-	if err != nil {
+	// Then what decides the rest: tags, the kept versions' manifests, and
+	// the objects that may go (listed before anything is deleted).
+	if st.Tags, err = table.Tags(ctx, b); err != nil {
 		return res, err
 	}
-	tagged := map[uint64]bool{}
-	for _, t := range tags {
-		tagged[t.Version] = true
-	}
-	var keep []uint64
-	for _, v := range versions {
-		if v.v > res.Boundary || tagged[v.v] {
-			keep = append(keep, v.v)
-		} else {
-			res.VersionsDeleted = append(res.VersionsDeleted, v.v)
-		}
-	}
-	res.VersionsKept = len(keep)
-	newest := versions[0].v
-	referenced := map[string]bool{}
-	var latest *table.Manifest
-	for _, v := range keep {
+	st.Manifests = map[uint64]*table.Manifest{}
+	for _, v := range gcKeep(real, res.Boundary, st.Tags) {
 		m, err := table.ReadManifest(ctx, b, v)
 		if err != nil {
 			return res, fmt.Errorf("compactor: gc: reading kept version %d: %w", v, err)
 		}
-		if latest == nil {
-			latest = m
-		}
-		for _, f := range m.Fragments {
-			referenced[f.Key] = true
-			if f.Deletion != nil {
-				referenced[f.Deletion.Key] = true
-			}
-		}
-		for _, ix := range m.Indexes {
-			referenced[ix.Key] = true
-		}
+		st.Manifests[v] = m
 	}
-	// The objects that may go, listed before anything is deleted.
-	var listed []blob.ObjectInfo
-	present := map[string]bool{}
 	for _, prefix := range []string{table.DataDir, table.DeletionsDir, table.IndicesDir, table.ShardsDir} {
 		for o, err := range blob.List(ctx, b, prefix, 0) {
 			if err != nil {
 				return res, err
 			}
-			listed = append(listed, o)
-			present[o.Key] = true
+			st.Objects = append(st.Objects, o)
 		}
 	}
-	// The newest version must be whole before anything goes: if a writer
-	// died after committing data that an earlier collection took during
-	// its stall, its commit is undone first (a compaction's sources come
-	// back), and this collection deletes nothing more.
-	if !p.DryRun {
-		rep, err := Repair(ctx, b, &p.Commit, func(key string) bool { return present[key] })
-		res.Repaired = rep.Undone
-		if err != nil || len(rep.Undone) > 0 {
-			return res, err
+	plan := PlanGC(st, p, now)
+	res.Plan, res.VersionsKept, res.VersionsDeleted = plan, len(plan.Kept), plan.Versions
+	if p.DryRun {
+		for _, o := range plan.Objects {
+			res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
+			res.BytesFreed += o.Size
+		}
+		return res, nil
+	}
+	return applyGC(ctx, b, st, plan, p, now, res)
+}
+
+// VersionAge is a version and when its manifest was written.
+type VersionAge struct {
+	Version uint64
+	Written time.Time
+}
+
+// GCState is what a collection reads of a table before it decides.
+type GCState struct {
+	Versions  []VersionAge               // newest first, from the listing and by name after it
+	Tags      []table.Tag                // every tag
+	Manifests map[uint64]*table.Manifest // the versions kept (see PlanGC)
+	Objects   []blob.ObjectInfo          // data, deletion vectors, key indexes and shard objects
+}
+
+// GCPlan is what a collection deletes, decided from a GCState alone.
+type GCPlan struct {
+	Ghosts   []uint64          // versions created again after a newer one (nothing reaches them)
+	Boundary uint64            // versions at or below it go, but tagged ones
+	Kept     []uint64          // versions kept, newest first
+	Versions []uint64          // versions deleted, oldest first
+	Objects  []blob.ObjectInfo // objects no kept version references, old enough, and eligible
+}
+
+// String prints the plan: what `strata gc --dry-run` shows.
+func (p GCPlan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "boundary v%d: keep %d versions, delete %d versions %v", p.Boundary, len(p.Kept), len(p.Versions), p.Versions)
+	if len(p.Ghosts) > 0 {
+		fmt.Fprintf(&b, " and ghosts %v", p.Ghosts)
+	}
+	var bytes int64
+	for _, o := range p.Objects {
+		bytes += o.Size
+	}
+	fmt.Fprintf(&b, "; delete %d objects (%d bytes)\n", len(p.Objects), bytes)
+	for _, o := range p.Objects {
+		fmt.Fprintf(&b, "  %s\t%d bytes\t%s\n", o.Key, o.Size, o.ModTime.UTC().Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+// PlanGC decides what a collection deletes, from what it read and the
+// clock alone (no requests; the same inputs give the same plan):
+//
+//   - ghosts: a version created after a newer one cannot have been built
+//     upon (each version's writer read the one before); it is a collected
+//     version a stalled writer created again and, having died, did not
+//     take away;
+//   - the boundary: the newest version neither among the newest
+//     KeepVersions nor younger than RetainFor (each raised to its floor,
+//     MinRetain); every version at or below it goes but tagged ones;
+//   - objects: those no kept version references, older than SafetyAge,
+//     and eligible — data, deletion vectors, key indexes, and shard
+//     generations at or below their shard's watermark in the newest
+//     version (newer ones await their merge; other shard objects stay).
+func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
+	p := policy.withDefaults()
+	var plan GCPlan
+	var real []VersionAge
+	plan.Ghosts, real = gcGhosts(st.Versions)
+	if len(real) == 0 {
+		return plan
+	}
+	plan.Boundary = gcBoundary(real, p, now)
+	plan.Kept = gcKeep(real, plan.Boundary, st.Tags)
+	for _, v := range real {
+		if !slices.Contains(plan.Kept, v.Version) {
+			plan.Versions = append(plan.Versions, v.Version)
 		}
 	}
 	// Oldest first: a collection cut short leaves the versions it did not
 	// reach without a gap below the newest, so a writer that reads an old
 	// version as the latest (through a listing that lags) finds the next
 	// one taken, never a collected slot it could fill with a ghost.
-	slices.Sort(res.VersionsDeleted)
-	if !p.DryRun {
-		for _, v := range res.VersionsDeleted {
-			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return res, err
-			}
+	slices.Sort(plan.Versions)
+	referenced := map[string]bool{}
+	for _, v := range plan.Kept {
+		for k := range referencedBy(st.Manifests[v]) {
+			referenced[k] = true
 		}
 	}
-	// Shard generations: only those the table has merged (at or below the
-	// shard's watermark); newer ones await their merge. Shard objects
-	// other than generations stay.
+	newest := st.Manifests[plan.Kept[0]]
 	eligible := func(key string) bool {
 		if !strings.HasPrefix(key, table.ShardsDir) {
 			return true // data, deletion vectors and key indexes
 		}
 		shard, gen, ok := table.ParseGenerationKey(key)
-		return ok && gen <= latest.Shards[shard].Watermark
+		return ok && newest != nil && gen <= newest.Shards[shard].Watermark
 	}
-	// Unreferenced objects, old enough.
-	var doomed []blob.ObjectInfo
-	for _, o := range listed {
+	for _, o := range st.Objects {
 		if referenced[o.Key] || (now.Sub(o.ModTime) < p.SafetyAge && !plant.On(plant.GCWithoutSafetyAge)) || !eligible(o.Key) {
 			continue
 		}
-		doomed = append(doomed, o)
+		plan.Objects = append(plan.Objects, o)
 	}
-	if !p.DryRun && len(doomed) > 0 {
+	return plan
+}
+
+// applyGC carries a plan out, in the order that keeps every reader and
+// writer safe: repair first, then versions, then the orphan record, then
+// the objects no version created meanwhile references.
+func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPolicy, now time.Time, res GCResult) (GCResult, error) {
+	if len(plan.Kept) == 0 {
+		return res, fmt.Errorf("compactor: gc: the plan keeps no version: %w", table.ErrNotFound)
+	}
+	present := map[string]bool{}
+	for _, o := range st.Objects {
+		present[o.Key] = true
+	}
+	// The newest version must be whole before anything goes: if a writer
+	// died after committing data that an earlier collection took during
+	// its stall, its commit is undone first (a compaction's sources come
+	// back), and this collection deletes nothing more.
+	rep, err := Repair(ctx, b, &p.Commit, func(key string) bool { return present[key] })
+	res.Repaired = rep.Undone
+	if err != nil || len(rep.Undone) > 0 {
+		return res, err
+	}
+	for _, v := range plan.Versions {
+		if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return res, err
+		}
+	}
+	doomed := plan.Objects
+	if len(doomed) > 0 {
 		// The orphan record goes in before looking for versions created
 		// since the listing (see table.OrphanRecord): a commit that lands
 		// after it sees it and is not acknowledged; one that landed before
@@ -257,27 +279,115 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 		if err := table.WriteOrphanRecord(ctx, b, keys, now); err != nil {
 			return res, fmt.Errorf("compactor: gc: recording the objects it deletes: %w", err)
 		}
-		spared, err := referencedSince(ctx, b, newest)
+		spared, err := referencedSince(ctx, b, plan.Kept[0])
 		if err != nil {
 			return res, err
 		}
-		doomed = slices.DeleteFunc(doomed, func(o blob.ObjectInfo) bool { return spared[o.Key] })
+		doomed = slices.DeleteFunc(slices.Clone(doomed), func(o blob.ObjectInfo) bool { return spared[o.Key] })
 	}
 	for _, o := range doomed {
 		res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
 		res.BytesFreed += o.Size
-		if !p.DryRun {
-			if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return res, err
-			}
-		}
-	}
-	if !p.DryRun {
-		if err := pruneOrphanRecords(ctx, b, now); err != nil {
+		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return res, err
 		}
 	}
+	if err := pruneOrphanRecords(ctx, b, now); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// listVersions lists the versions, newest first, and looks by name for
+// those a lagging listing does not show yet (they reference data too):
+// one request that finds nothing in the usual case.
+func listVersions(ctx context.Context, b blob.Bucket) ([]VersionAge, error) {
+	var versions []VersionAge
+	for o, err := range blob.List(ctx, b, table.VersionsDir, 0) {
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := table.ParseManifestKey(o.Key); ok {
+			versions = append(versions, VersionAge{v, o.ModTime})
+		}
+	}
+	if len(versions) == 0 {
+		return nil, table.ErrNotFound
+	}
+	for {
+		next := versions[0].Version + 1
+		a, err := b.Attributes(ctx, table.ManifestKey(next))
+		if errors.Is(err, blob.ErrNotFound) {
+			return versions, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		versions = append([]VersionAge{{next, a.ModTime}}, versions...)
+	}
+}
+
+// gcGhosts splits versions (newest first) into ghosts — each written
+// after a newer version — and the rest.
+func gcGhosts(versions []VersionAge) (ghosts []uint64, real []VersionAge) {
+	oldestNewer := time.Time{}
+	for _, v := range versions {
+		if !oldestNewer.IsZero() && v.Written.After(oldestNewer) {
+			ghosts = append(ghosts, v.Version)
+			continue
+		}
+		real = append(real, v)
+		if oldestNewer.IsZero() || v.Written.Before(oldestNewer) {
+			oldestNewer = v.Written
+		}
+	}
+	return ghosts, real
+}
+
+// gcBoundary is the newest version that is neither among the newest
+// KeepVersions nor younger than RetainFor (0: none).
+func gcBoundary(versions []VersionAge, p GCPolicy, now time.Time) uint64 {
+	p = p.withDefaults()
+	for i, v := range versions {
+		if i >= p.KeepVersions && now.Sub(v.Written) >= p.RetainFor {
+			return v.Version
+		}
+	}
+	return 0
+}
+
+// gcKeep returns the versions kept, newest first: above the boundary, or
+// tagged.
+func gcKeep(versions []VersionAge, boundary uint64, tags []table.Tag) []uint64 {
+	tagged := map[uint64]bool{}
+	for _, t := range tags {
+		tagged[t.Version] = true
+	}
+	var keep []uint64
+	for _, v := range versions {
+		if v.Version > boundary || tagged[v.Version] {
+			keep = append(keep, v.Version)
+		}
+	}
+	return keep
+}
+
+// referencedBy returns the objects a manifest references.
+func referencedBy(m *table.Manifest) map[string]bool {
+	out := map[string]bool{}
+	if m == nil {
+		return out
+	}
+	for _, f := range m.Fragments {
+		out[f.Key] = true
+		if f.Deletion != nil {
+			out[f.Deletion.Key] = true
+		}
+	}
+	for _, ix := range m.Indexes {
+		out[ix.Key] = true
+	}
+	return out
 }
 
 // OrphanRecordAge: orphan records are kept this long. A repair needs the
@@ -297,14 +407,8 @@ func referencedSince(ctx context.Context, b blob.Bucket, newest uint64) (map[str
 		if err != nil {
 			return nil, fmt.Errorf("compactor: gc: reading v%d, created during the collection: %w", v, err)
 		}
-		for _, f := range m.Fragments {
-			out[f.Key] = true
-			if f.Deletion != nil {
-				out[f.Deletion.Key] = true
-			}
-		}
-		for _, ix := range m.Indexes {
-			out[ix.Key] = true
+		for k := range referencedBy(m) {
+			out[k] = true
 		}
 	}
 }

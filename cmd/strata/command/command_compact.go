@@ -92,12 +92,12 @@ boundary) and the objects no kept version references that are older than
 			if err != nil {
 				return err
 			}
-			verb := "deleted"
 			if p.DryRun {
-				verb = "would delete"
+				fmt.Fprintf(env.Out, "would delete (nothing deleted):\n%s", res.Plan)
+				return nil
 			}
-			fmt.Fprintf(env.Out, "boundary v%d; kept %d versions; %s %d versions and %d objects (%d bytes)\n",
-				res.Boundary, res.VersionsKept, verb, len(res.VersionsDeleted), len(res.ObjectsDeleted), res.BytesFreed)
+			fmt.Fprintf(env.Out, "boundary v%d; kept %d versions; deleted %d versions and %d objects (%d bytes)\n",
+				res.Boundary, res.VersionsKept, len(res.VersionsDeleted), len(res.ObjectsDeleted), res.BytesFreed)
 			return nil
 		},
 	}
