@@ -6,7 +6,6 @@ package jobcmd
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,117 +13,115 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/buildinfo"
+	"github.com/stratadb/strata/internal/cli"
 )
 
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error {
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			*l = append(*l, s)
-		}
-	}
-	return nil
-}
-
-const usage = `Usage: strata-compactor --table URL [--table URL …] [flags]
-
-The singleton Job of each Strata table. Each pass merges the flushed
+const usage = `The singleton Job of each Strata table. Each pass merges the flushed
 generations of every shard in one commit (a fleet merge), adopts shards whose
 owner has written nothing for --adopt-after while holding rows not in the
 table, compacts when due, and collects garbage.
+
 Every flag can also be set by an environment variable, STRATA_ and the flag's
-name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …).
-S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.
+name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …); a
+flag on the command line wins. S3 credentials come from AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_REGION.`
 
-Examples:
-  strata-compactor --once --table file://./strata-demo
+const examples = `  strata-compactor --once --table file://./strata-demo
   strata-compactor --once --tables-under 's3://lake/tables?endpoint=http://minio:9000' --quiet-windows 8-18
-  strata-compactor --interval 5m --table s3://lake/rollouts --min-fragments 32
+  strata-compactor --interval 5m --table s3://lake/rollouts --min-fragments 32`
 
-Flags:
-`
+// usageError marks errors that exit with status 2.
+type usageError struct{ error }
 
 // Main runs the command and returns the exit status.
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("strata-compactor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
+	code := 0
+	c := &cobra.Command{
+		Use:           "strata-compactor --table URL [--table URL …] [flags]",
+		Short:         "The singleton compaction Job of Strata tables",
+		Long:          usage,
+		Example:       examples,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
-	var (
-		tables, under, windows          listFlag
-		once, dryRun, noGC, noFleet     bool
-		interval, leaseTTL, adoptAfter  time.Duration
-		retain, safety                  time.Duration
-		minFragments, maxSources, keepV int
-		targetRows, targetBytes         int64
-		holder, metricsListen           string
-		showVersion                     bool
-	)
-	fs.StringVar(&metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
+	var f jobFlags
+	var showVersion bool
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringSliceVar(&f.tables, "table", nil, "table URL (repeatable, or comma-separated)")
+	fs.StringSliceVar(&f.under, "tables-under", nil, "compact every table under this bucket URL (repeatable)")
+	fs.BoolVar(&f.once, "once", false, "one pass, then exit (for a CronJob)")
+	fs.DurationVar(&f.interval, "interval", 0, "loop, starting a pass this often")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plans and what GC would delete; change nothing")
+	fs.IntVar(&f.minFragments, "min-fragments", 16, "compact once a table has this many small fragments")
+	fs.StringSliceVar(&f.windows, "quiet-windows", nil, "UTC hour windows with no compaction, e.g. 22-6 (repeatable, or comma-separated)")
+	fs.Int64Var(&f.targetRows, "target-rows", 1_000_000, "rows per output fragment at most")
+	fs.Int64Var(&f.targetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
+	fs.IntVar(&f.maxSources, "max-source-fragments", 1024, "source fragments per run at most")
+	fs.BoolVar(&f.noGC, "no-gc", false, "skip garbage collection")
+	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
+	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
+	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
+	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
+	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
+	fs.DurationVar(&f.adoptAfter, "adopt-after", 15*time.Minute, "adopt a shard whose owner has written nothing this long and that holds rows not in the table (0: never)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
 	fs.BoolVar(&showVersion, "version", false, "print the version of this build and exit")
-	fs.Var(&tables, "table", "table URL (repeatable, or comma-separated)")
-	fs.Var(&under, "tables-under", "compact every table under this bucket URL (repeatable)")
-	fs.BoolVar(&once, "once", false, "one pass, then exit (for a CronJob)")
-	fs.DurationVar(&interval, "interval", 0, "loop, starting a pass this often")
-	fs.BoolVar(&dryRun, "dry-run", false, "print the plans and what GC would delete; change nothing")
-	fs.IntVar(&minFragments, "min-fragments", 16, "compact once a table has this many small fragments")
-	fs.Var(&windows, "quiet-windows", "UTC hour windows with no compaction, e.g. 22-6 (repeatable, or comma-separated)")
-	fs.Int64Var(&targetRows, "target-rows", 1_000_000, "rows per output fragment at most")
-	fs.Int64Var(&targetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
-	fs.IntVar(&maxSources, "max-source-fragments", 1024, "source fragments per run at most")
-	fs.BoolVar(&noGC, "no-gc", false, "skip garbage collection")
-	fs.IntVar(&keepV, "keep-versions", 10, "GC: newest versions always kept")
-	fs.DurationVar(&retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
-	fs.DurationVar(&safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
-	fs.DurationVar(&leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
-	fs.StringVar(&holder, "holder", "", "lease holder name (default: the hostname)")
-	fs.BoolVar(&noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
-	fs.DurationVar(&adoptAfter, "adopt-after", 15*time.Minute, "adopt a shard whose owner has written nothing this long and that holds rows not in the table (0: never)")
-
-	// Environment variables first; flags on the command line win.
-	env := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "STRATA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := env[name]; ok && envErr == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
+	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
 	})
-	if envErr != nil {
-		fmt.Fprintln(stderr, "strata-compactor:", envErr)
-		return 2
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := cli.BindEnv(c.Flags(), environ); err != nil {
+			return usageError{err}
 		}
-		return 2
+		if showVersion {
+			fmt.Fprintf(stdout, "strata-compactor %s\n", buildinfo.Get())
+			return nil
+		}
+		if f.once == (f.interval > 0) || len(f.tables)+len(f.under) == 0 {
+			return usageError{fmt.Errorf("give --table or --tables-under, and exactly one of --once and --interval\n\n%s", c.UsageString())}
+		}
+		code = runJob(ctx, stdout, stderr, f)
+		return nil
 	}
-	if showVersion {
-		fmt.Fprintf(stdout, "strata-compactor %s\n", buildinfo.Get())
-		return 0
+	c.SetArgs(args)
+	c.SetOut(stdout)
+	c.SetErr(stderr)
+	if err := c.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "strata-compactor:", err)
+		var ue usageError
+		if errors.As(err, &ue) || strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown shorthand") ||
+			strings.Contains(err.Error(), "accepts 0 arg") || strings.Contains(err.Error(), "unknown command") {
+			return 2
+		}
+		return 1
 	}
-	if fs.NArg() > 0 || once == (interval > 0) || len(tables)+len(under) == 0 {
-		fmt.Fprintln(stderr, "strata-compactor: give --table or --tables-under, and exactly one of --once and --interval")
-		fs.Usage()
-		return 2
-	}
+	return code
+}
+
+// jobFlags is what the command line gave.
+type jobFlags struct {
+	tables, under, windows          []string
+	once, dryRun, noGC, noFleet     bool
+	interval, leaseTTL, adoptAfter  time.Duration
+	retain, safety                  time.Duration
+	minFragments, maxSources, keepV int
+	targetRows, targetBytes         int64
+	holder, metricsListen           string
+}
+
+// runJob runs the Job as the flags say and returns the exit status.
+func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
+	tables, holder := f.tables, f.holder
 	var quiet []compactor.Window
-	for _, w := range windows {
+	for _, w := range f.windows {
 		win, err := compactor.ParseWindow(w)
 		if err != nil {
 			fmt.Fprintln(stderr, "strata-compactor:", err)
@@ -137,7 +134,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	log.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
-	for _, root := range under {
+	for _, root := range f.under {
 		found, err := compactor.DiscoverTables(ctx, blob.Open, root)
 		if err != nil {
 			log.Error("listing tables failed", "under", root, "error", err.Error())
@@ -148,36 +145,36 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	}
 	opts := compactor.JobOptions{
 		Tables: tables,
-		Policy: compactor.Policy{MinFragments: minFragments, QuietWindows: quiet, TargetRows: targetRows,
-			TargetBytes: targetBytes, MaxSourceFragments: maxSources},
-		GC:           compactor.GCPolicy{KeepVersions: keepV, RetainFor: retain, SafetyAge: safety},
-		NoGC:         noGC,
-		LeaseTTL:     leaseTTL,
+		Policy: compactor.Policy{MinFragments: f.minFragments, QuietWindows: quiet, TargetRows: f.targetRows,
+			TargetBytes: f.targetBytes, MaxSourceFragments: f.maxSources},
+		GC:           compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety},
+		NoGC:         f.noGC,
+		LeaseTTL:     f.leaseTTL,
 		Holder:       holder,
-		DryRun:       dryRun,
+		DryRun:       f.dryRun,
 		Log:          log,
-		NoFleetMerge: noFleet,
-		AdoptAfter:   adoptAfter,
+		NoFleetMerge: f.noFleet,
+		AdoptAfter:   f.adoptAfter,
 	}
-	if adoptAfter == 0 {
+	if f.adoptAfter == 0 {
 		opts.AdoptAfter = -1
 	}
-	if metricsListen != "" {
-		if interval == 0 {
-			fmt.Fprintln(stderr, "strata-compactor: --metrics-listen needs --interval (a --once pass ends before a scrape)")
+	if f.metricsListen != "" {
+		if f.interval == 0 {
+			fmt.Fprintln(stderr, "strata-compactor: --metrics-listen needs --f.interval (a --once pass ends before a scrape)")
 			return 2
 		}
 		m := newJobMetrics()
 		m.wire(&opts)
-		stopMetrics, err := m.serve(ctx, metricsListen, log)
+		stopMetrics, err := m.serve(ctx, f.metricsListen, log)
 		if err != nil {
 			log.Error("metrics listener failed", "error", err.Error())
 			return 1
 		}
 		defer stopMetrics()
 	}
-	if interval > 0 {
-		if err := compactor.Loop(ctx, &opts, interval); err != nil {
+	if f.interval > 0 {
+		if err := compactor.Loop(ctx, &opts, f.interval); err != nil {
 			return 1
 		}
 		return 0

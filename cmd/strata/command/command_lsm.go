@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -25,9 +24,6 @@ func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *clien
 			if srv == "" {
 				return usageError{fmt.Errorf("%s needs --server URL", verb)}
 			}
-			if token == "" {
-				token = os.Getenv("STRATA_TOKEN")
-			}
 			cl, err := client.New(srv, &client.Options{Token: token})
 			if err != nil {
 				return usageError{err}
@@ -39,7 +35,7 @@ func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *clien
 			return nil
 		},
 	}
-	c.Flags().StringVar(&srv, "server", os.Getenv("STRATA_SERVER"), "server URL (or STRATA_SERVER)")
+	c.Flags().StringVar(&srv, "server", "", "server URL (or STRATA_SERVER)")
 	c.Flags().StringVar(&token, "token", "", "bearer token (or STRATA_TOKEN)")
 	return c
 }

@@ -47,12 +47,6 @@ after 2 minutes.`,
   STRATA_TOKEN=secret strata serve --bucket 's3://lake?endpoint=http://minio:9000' --listen :8080`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
-			if token == "" {
-				token = os.Getenv("STRATA_TOKEN")
-			}
-			if instance == "" {
-				instance = os.Getenv("STRATA_INSTANCE")
-			}
 			if instance == "" {
 				instance, _ = os.Hostname()
 			}

@@ -256,3 +256,21 @@ func TestTablesDeleteTagDeleteAndTheLease(t *testing.T) {
 		t.Fatalf("compact after the release: %d %s %s", code, out, errOut)
 	}
 }
+
+// STRATA_SERVER, STRATA_TOKEN and STRATA_INSTANCE are read as
+// strata-compactor reads its flags (internal/cli): the flag, when given,
+// wins.
+func TestEnvironmentFlagsAndPrecedence(t *testing.T) {
+	t.Setenv("STRATA_SERVER", "http://127.0.0.1:1")
+	if code, _, errOut := run(t, nil, "flush", "t"); code != 1 || !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Fatalf("from the environment: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut := run(t, nil, "flush", "t", "--server", "http://127.0.0.1:2")
+	if code != 1 || !strings.Contains(errOut, "127.0.0.1:2") || strings.Contains(errOut, "127.0.0.1:1") {
+		t.Fatalf("the flag wins: exit %d\n%s", code, errOut)
+	}
+	t.Setenv("STRATA_SERVER", "localhost:8080")
+	if code, _, errOut := run(t, nil, "flush", "t"); code != 2 {
+		t.Fatalf("a server address without a scheme: exit %d\n%s", code, errOut)
+	}
+}

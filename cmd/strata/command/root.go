@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/cli"
 )
 
 // Env is what the verbs need from outside: where to print, and how to open
@@ -64,6 +65,15 @@ gs://bucket/prefix. S3 credentials come from AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// The flags that deployments set from the environment (STRATA_SERVER,
+	// STRATA_TOKEN, STRATA_INSTANCE), read as strata-compactor reads all
+	// of its own: a flag on the command line wins.
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if err := cli.BindEnv(c.Flags(), os.Environ(), "server", "token", "instance"); err != nil {
+			return usageError{err}
+		}
+		return nil
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
