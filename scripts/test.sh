@@ -49,9 +49,11 @@ STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime
 # Fuzz targets, each for a bounded number of executions (about 15 s each
 # here; FUZZTIME overrides, e.g. FUZZTIME=2m). A count, not a duration: Go
 # 1.26 can fail a duration-bounded run with "context deadline exceeded" at
-# its end, having found nothing (golang/go#75804). Their seeds already ran
-# above as tests. A failing input is written under the package's
-# testdata/fuzz and fails the run.
+# its end, having found nothing (golang/go#75804). Their seeds and the
+# corpus kept under each package's testdata/fuzz/<target>/ already ran above
+# as tests, and each run starts from that corpus. A failing input is written
+# there and fails the run; scripts/save-fuzz-corpus.sh keeps the new
+# interesting inputs a longer session found.
 fuzz() {
   go test -run '^$' -fuzz "^$1\$" -fuzztime "${FUZZTIME:-$3}" -fuzzminimizetime 200x "$2"
 }
