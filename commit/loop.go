@@ -161,7 +161,10 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 	}
 	if o.CatchUp {
 		// One LIST, and the transactions of any versions we lack: far
-		// cheaper than a conditional create that is sure to lose.
+		// cheaper than a conditional create that is sure to lose. What we
+		// know is as old as the LIST, not as the reads after it: a stall
+		// while reading the versions it showed is a stall all the same.
+		listedAt := o.Now()
 		latest, err := table.LatestVersion(ctx, b)
 		if err != nil {
 			return Result{}, err
@@ -171,7 +174,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			if err != nil || done {
 				return r, err
 			}
-			cur, readAt = newest, o.Now()
+			cur, readAt = newest, listedAt
 		}
 	}
 	var res Result
@@ -231,6 +234,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		if res.Rebases > 3 {
 			pause(ctx, o, res.Rebases-3)
 		}
+		listedAt := o.Now()
 		latest, err := table.LatestVersion(ctx, b)
 		if err != nil {
 			return Result{}, err
@@ -240,7 +244,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		if err != nil || done {
 			return r, err
 		}
-		cur, readAt = newest, o.Now()
+		cur, readAt = newest, listedAt
 	}
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
