@@ -64,10 +64,18 @@ func TestCountersCountRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	_ = b.PutIfAbsent(ctx, "a", []byte("12345"))
-	_ = b.PutIfAbsent(ctx, "a", []byte("12345"))
-	_, _ = b.Get(ctx, "a")
-	_, _ = b.ListPage(ctx, "", "", 10)
+	if err := b.PutIfAbsent(ctx, "a", []byte("12345")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, "a", []byte("12345")); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("the second create: %v, want ErrExists", err)
+	}
+	if _, err := b.Get(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ListPage(ctx, "", "", 10); err != nil {
+		t.Fatal(err)
+	}
 	st, ok := blob.StatsOf(b)
 	if !ok {
 		t.Fatal("Open's bucket has no counters")

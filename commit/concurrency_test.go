@@ -15,7 +15,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
@@ -28,7 +27,7 @@ var ctx = context.Background()
 var idSchema = arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 
 func idBatch(ids ...int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, idSchema)
+	b := array.NewRecordBuilder(testenv.Arrow, idSchema)
 	defer b.Release()
 	b.Field(0).(*array.Int64Builder).AppendValues(ids, nil)
 	return b.NewRecordBatch()
@@ -215,7 +214,10 @@ func TestFourProcessesAppendMinIO(t *testing.T) {
 func TestSnapshotReadsDoNotChangeWhileWritersCommit(t *testing.T) {
 	b := open(t, "mem://")
 	createIDTable(t, b)
-	tb, _ := commit.OpenTable(ctx, b, nil)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 10 {
 		rec := idBatch(int64(i))
 		_, _ = tb.Append(ctx, rec)
@@ -239,7 +241,10 @@ func TestSnapshotReadsDoNotChangeWhileWritersCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
-			other, _ := commit.OpenTable(ctx, b, nil)
+			other, err := commit.OpenTable(ctx, b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for i := range 25 {
 				rec := idBatch(int64(1000*(w+1) + i))
 				if _, err := other.Append(ctx, rec); err != nil {
@@ -255,14 +260,20 @@ func TestSnapshotReadsDoNotChangeWhileWritersCommit(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	latest, _ := table.Open(ctx, b, nil)
+	latest, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if latest.Version() != pinned.Version()+100 {
 		t.Fatalf("latest v%d, want v%d", latest.Version(), pinned.Version()+100)
 	}
 	if got := read(); !slices.Equal(got, before) {
 		t.Fatal("pinned version changed after 100 more commits")
 	}
-	reopened, _ := table.Open(ctx, b, &table.OpenOptions{Version: pinned.Version()})
+	reopened, err := table.Open(ctx, b, &table.OpenOptions{Version: pinned.Version()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if reopened.Manifest().Rows() != int64(len(before)) {
 		t.Fatal("reopening the pinned version gives other rows")
 	}

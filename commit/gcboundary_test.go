@@ -16,8 +16,14 @@ import (
 func TestStalledWriterCannotResurrectACollectedVersion(t *testing.T) {
 	b := open(t, "mem://")
 	createIDTable(t, b)
-	stale, _ := table.ReadManifest(ctx, b, 1)
-	h, _ := commit.OpenTable(ctx, b, nil)
+	stale, err := table.ReadManifest(ctx, b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 4 {
 		rec := idBatch(int64(i))
 		if _, err := h.Append(ctx, rec); err != nil {
@@ -54,7 +60,10 @@ func TestStalledWriterCannotResurrectACollectedVersion(t *testing.T) {
 	if err != nil || res.Version != 6 {
 		t.Fatalf("re-planned commit: v%d, %v", res.Version, err)
 	}
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if s.Manifest().Rows() != 5 {
 		t.Fatalf("rows %d, want 5", s.Manifest().Rows())
 	}

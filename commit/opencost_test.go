@@ -18,7 +18,10 @@ func tableWithVersions(tb testing.TB, n int) blob.Bucket {
 	if _, err := commit.Create(ctx, b, idSchema, nil, nil); err != nil {
 		tb.Fatal(err)
 	}
-	h, _ := commit.OpenTable(ctx, b, nil)
+	h, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for i := 1; i < n; i++ {
 		// Empty appends: versions without data, so the manifests stay small.
 		if _, err := h.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {

@@ -44,7 +44,7 @@ func appendRollouts(t *testing.T, b blob.Bucket, w, from, n, rows int) {
 		return
 	}
 	for i := from; i < from+n; i++ {
-		rec := rollouts.Batch(nil, 42, w, int64(i*rows), rows)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, w, int64(i*rows), rows)
 		if _, err := tb.Append(ctx, rec); err != nil {
 			t.Error(err)
 		}
@@ -117,7 +117,10 @@ func TestCompactionConservesRowsAndBlobsMinIO(t *testing.T) {
 
 func TestCompactionDropsDeletedRows(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 6, 20)
-	tb, _ := commit.OpenTable(ctx, b, nil)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, n, err := tb.Delete(ctx, table.Lt("step", table.Int(30))); err != nil || n != 30 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
@@ -125,7 +128,10 @@ func TestCompactionDropsDeletedRows(t *testing.T) {
 	if err != nil || res.RowsAfter != 90 || res.FragmentsAfter != 1 {
 		t.Fatalf("compaction over deletes: %+v, %v", res, err)
 	}
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if f := s.Manifest().Fragments[0]; f.Deletion != nil || f.Rows != 90 {
 		t.Fatalf("compacted fragment %+v", f)
 	}
@@ -148,7 +154,7 @@ func concurrent(t *testing.T, u string) {
 		}
 		defer s.Close()
 		for i := range 10 {
-			rec := rollouts.Batch(nil, 42, 3, int64(i*20), 20)
+			rec := rollouts.Batch(testenv.Allocator(t), 42, 3, int64(i*20), 20)
 			if err := s.Append(ctx, rec); err != nil {
 				t.Error(err)
 			}

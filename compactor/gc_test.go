@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 )
 
@@ -37,13 +38,16 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A slow writer's fragment: uploaded, not yet committed.
-	rec := rollouts.Batch(nil, 42, 9, 0, 5)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 9, 0, 5)
 	defer rec.Release()
 	pending, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v3, _ := table.Open(ctx, b, &table.OpenOptions{Version: 3})
+	v3, err := table.Open(ctx, b, &table.OpenOptions{Version: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	v3Frags := v3.Manifest().Fragments
 
 	// A dry run an hour and a half from now: lists, deletes nothing.
@@ -111,7 +115,10 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 	if len(res.ObjectsDeleted) != 20-2+1 { // 20 appended fragments, minus the 2 of v3, plus the upload
 		t.Fatalf("deleted %d objects: %v", len(res.ObjectsDeleted), res.ObjectsDeleted)
 	}
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if s.Manifest().Rows() != 200 {
 		t.Fatalf("latest holds %d rows", s.Manifest().Rows())
 	}
@@ -119,7 +126,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 
 func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10)
-	rec := rollouts.Batch(nil, 42, 5, 0, 7)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 5, 0, 7)
 	defer rec.Release()
 	frag, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
 	if err != nil {
@@ -132,7 +139,10 @@ func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
 	if _, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{frag}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
 	for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
 		if err != nil {
@@ -237,7 +247,7 @@ func TestGCCollectsAReplacedIndexAndKeepsTheLiveOne(t *testing.T) {
 // slow writer is about to commit.
 func TestGCNeverGoesBelowItsFloor(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 6, 10) // versions 1..7, just written
-	rec := rollouts.Batch(nil, 42, 9, 0, 5)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 9, 0, 5)
 	defer rec.Release()
 	pending, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
 	if err != nil {

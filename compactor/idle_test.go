@@ -10,6 +10,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -33,7 +34,7 @@ func TestIdleCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rec := rollouts.Batch(nil, 42, 1, 0, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
 	defer rec.Release()
 	if err := s.Append(ctx, rec); err != nil {
 		t.Fatal(err)
@@ -66,7 +67,9 @@ func TestIdleCostsNothing(t *testing.T) {
 	}
 	// Something new: the next pass does its work (the owner's own loop
 	// may merge the generation first).
-	if err := s.Append(ctx, rollouts.Batch(nil, 42, 1, 10, 10)); err != nil {
+	more := rollouts.Batch(testenv.Allocator(t), 42, 1, 10, 10)
+	defer more.Release()
+	if err := s.Append(ctx, more); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Flush(ctx); err != nil {

@@ -54,14 +54,20 @@ func checkRows(t *testing.T, got map[int64]rollouts.Row, want ...int64) {
 // rows appended after the index are found by a pruned scan.
 func TestTakeFindsRowsThroughCompactionsWithoutRewritingTheIndex(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 12, 25) // ids 0..299
-	tb, _ := commit.OpenTable(ctx, b, nil)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, n, err := tb.Delete(ctx, table.In("id", table.Int(30), table.Int(31), table.Int(260))); err != nil || n != 3 {
 		t.Fatalf("delete: %d %v", n, err)
 	}
 	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := table.ReadLatest(ctx, b)
+	before, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	indexKey := before.Indexes[0].Key
 	keys := []int64{0, 29, 32, 150, 299, 30, 260, 5000}
 	got, res := take(t, b, keys...)
@@ -79,7 +85,10 @@ func TestTakeFindsRowsThroughCompactionsWithoutRewritingTheIndex(t *testing.T) {
 	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := table.ReadLatest(ctx, b)
+	after, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(after.Indexes) != 1 || after.Indexes[0].Key != indexKey {
 		t.Fatalf("the compactions rewrote the index: %+v", after.Indexes)
 	}
@@ -95,7 +104,10 @@ func TestTakeFindsRowsThroughCompactionsWithoutRewritingTheIndex(t *testing.T) {
 	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
 		t.Fatal(err)
 	}
-	rebuilt, _ := table.ReadLatest(ctx, b)
+	rebuilt, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rebuilt.Remap) != 0 || rebuilt.Indexes[0].Key == indexKey {
 		t.Fatalf("rebuild: remap %d entries, index %s", len(rebuilt.Remap), rebuilt.Indexes[0].Key)
 	}
@@ -111,11 +123,17 @@ func TestTakeReadsOnlyTheRowGroupsItNeeds(t *testing.T) {
 	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	tb, _ := commit.OpenTable(ctx, b, nil)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := s.Manifest().Fragments[0]
 	before, _ := blob.StatsOf(b)
 	recs, _, err := s.Take(ctx, "id", []int64{12345}, nil)

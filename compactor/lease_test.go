@@ -13,7 +13,10 @@ import (
 )
 
 func TestLeaseKeepsASecondJobOutUntilItExpiresOrIsReleased(t *testing.T) {
-	b, _ := blob.Open(ctx, "mem://")
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	a, err := compactor.AcquireLease(ctx, b, "job-a", time.Minute, now)
 	if err != nil {
@@ -37,7 +40,10 @@ func TestLeaseKeepsASecondJobOutUntilItExpiresOrIsReleased(t *testing.T) {
 }
 
 func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
-	b, _ := blob.Open(ctx, "mem://")
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	runs := []compactor.Run{
 		{Started: t0, Version: 5, FragmentsBefore: 40, FragmentsAfter: 2},
@@ -78,7 +84,10 @@ func TestACorruptHistoryRecordIsSkipped(t *testing.T) {
 		}
 		bad = o.Key
 	}
-	data, _ := b.Get(ctx, bad)
+	data, err := b.Get(ctx, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Delete(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +141,10 @@ func TestACompactionRespectsAnotherHoldersLease(t *testing.T) {
 // A held lease is renewed while its holder works, so a run longer than the
 // TTL keeps others out.
 func TestAHeldLeaseIsRenewed(t *testing.T) {
-	b, _ := blob.Open(ctx, "mem://")
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	h, err := compactor.TakeLease(ctx, b, "long-run", 3*time.Second, start)
 	if err != nil {
@@ -156,7 +168,10 @@ func TestAHeldLeaseIsRenewed(t *testing.T) {
 // back: the lease is the caller's, not a stranger's held for the TTL.
 func TestALeaseCreateWithALostAnswerIsOurs(t *testing.T) {
 	for _, act := range []fault.Action{fault.LoseResponse, fault.FalseExists} {
-		under, _ := blob.Open(ctx, "mem://")
+		under, err := blob.Open(ctx, "mem://")
+		if err != nil {
+			t.Fatal(err)
+		}
 		b := fault.Wrap(under, fault.OnKeys(regexp.MustCompile(`^_compactor/lease/`),
 			fault.OnOps(fault.Always(fault.Fault{Action: act}), fault.OpPutIfAbsent)))
 		l, err := compactor.AcquireLease(ctx, b, "job-a", time.Minute, time.Now())

@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -82,7 +83,7 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rec := rollouts.Batch(nil, 42, 2, 1000, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 2, 1000, 10)
 	defer rec.Release()
 	if err := s.Append(ctx, rec); err != nil {
 		t.Fatal(err)

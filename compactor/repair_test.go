@@ -10,6 +10,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -60,7 +61,7 @@ func ghost(t *testing.T, b blob.Bucket, txn table.Transaction, lost []table.Frag
 // more; the table reads again, with every other row.
 func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10) // v2..v4, 30 rows
-	rec := rollouts.Batch(nil, 42, 1, 0, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
 	defer rec.Release()
 	f, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
 	if err != nil {
@@ -103,7 +104,7 @@ func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 		t.Fatal(err)
 	}
 	for g := range 3 {
-		rec := rollouts.Batch(nil, 42, 1, int64(500*g), 500)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 1, int64(500*g), 500)
 		if err := sh.Append(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,10 @@ func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 	}
 	sh.Close()
 	before := digest(t, b)
-	m, _ := table.ReadLatest(ctx, b)
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gone := m.Transaction.Added[1]
 	data, err := b.Get(ctx, gone.Key)
 	if err != nil {
@@ -134,7 +138,10 @@ func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 		},
 		func() error { _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); return err },
 		func() error {
-			s, _ := table.Open(ctx, b, nil)
+			s, err := table.Open(ctx, b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, err := range s.Scan(ctx, table.ScanOptions{}) {
 				if err != nil {
 					return err
@@ -179,7 +186,10 @@ func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 func TestRepairPutsACompactionsSourcesBack(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 4, 10)
 	before := digest(t, b)
-	m, _ := table.ReadLatest(ctx, b)
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	plan := compactor.PlanCompaction(m, compactor.Policy{MinFragments: 2})
 	if len(plan.Bins) != 1 {
 		t.Fatalf("plan: %v", plan)
@@ -255,7 +265,7 @@ func TestATagRacingACollectionIsKeptOrRefused(t *testing.T) {
 // ever running in a job).
 func TestCompactionRepairsASourceWhoseDataIsGone(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10)
-	rec := rollouts.Batch(nil, 42, 1, 0, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
 	defer rec.Release()
 	f, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
 	if err != nil {

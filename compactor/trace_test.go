@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -131,7 +132,7 @@ func TestGoldenTraces(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendOne := func(w, i int) error {
-		rec := rollouts.Batch(nil, 42, w, int64(i*10), 10)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, w, int64(i*10), 10)
 		defer rec.Release()
 		_, err := tb.Append(ctx, rec)
 		return err
@@ -148,7 +149,7 @@ func TestGoldenTraces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rec := rollouts.Batch(nil, 42, 1, 0, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
 	defer rec.Release()
 	if err := s.Append(ctx, rec); err != nil {
 		t.Fatal(err)

@@ -70,7 +70,10 @@ type proc struct {
 func run(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(filepath.Join(bins, name), args...), done: make(chan struct{})}
-	stdout, _ := p.cmd.StdoutPipe()
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.cmd.Stderr = &lockedBuilder{mu: &p.mu, b: &p.err}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -196,7 +199,7 @@ func TestFleet(t *testing.T) {
 	for w := range 4 {
 		workers = append(workers, run(t, "strata", workerArgs(u, w)...))
 	}
-	time.Sleep(500 * time.Millisecond) // the table exists once a worker made it
+	waitForTable(t, u) // a worker makes it
 	compactor := run(t, "strata-compactor", "--interval", "400ms", "--table", u, "--min-fragments", "4", "--no-gc")
 	srv := run(t, "strata", "serve", "--bucket", root, "--listen", "127.0.0.1:0", "--instance", "e2e")
 	time.Sleep(3 * time.Second)
@@ -270,7 +273,7 @@ func TestFleetWithKillsAndAStoreOutage(t *testing.T) {
 	for w := range workers {
 		workers[w] = run(t, "strata", workerArgs(u, w)...)
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitForTable(t, u)
 	compactor := run(t, "strata-compactor", "--interval", "300ms", "--table", u, "--min-fragments", "4", "--no-gc")
 	collect := func(w int) {
 		all = append(all, acked(workers[w].stdout())...)
@@ -343,7 +346,10 @@ func TestCompactorJobOnce(t *testing.T) {
 		p := run(t, "strata", "worker", u, "--worker", fmt.Sprint(w), "--appends", "6", "--rows", "10", "--flush-interval", "1ms", "--merge-interval", "1ms")
 		p.wait(t, time.Minute)
 	}
-	b, _ := blob.Open(ctx, u)
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
 	before, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +359,10 @@ func TestCompactorJobOnce(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderr())
 	}
-	after, _ := table.ReadLatest(ctx, b)
+	after, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(p.stdout(), "1 compacted") || len(after.Fragments) >= len(before.Fragments) || after.Rows() != before.Rows() {
 		t.Fatalf("job: %q; fragments %d -> %d, rows %d -> %d\n%s", p.stdout(), len(before.Fragments), len(after.Fragments), before.Rows(), after.Rows(), p.stderr())
 	}
@@ -366,4 +375,19 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// waitForTable waits until the table at u exists (its first version is
+// there).
+func waitForTable(t *testing.T, u string) {
+	t.Helper()
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testenv.Eventually(t, time.Minute, "the table at "+u, func() bool {
+		_, err := table.LatestVersion(ctx, b)
+		return err == nil
+	})
 }

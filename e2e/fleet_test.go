@@ -24,7 +24,7 @@ func TestAKilledWorkersRowsAreAdopted(t *testing.T) {
 	for w := range 3 {
 		workers = append(workers, run(t, "strata", workerArgs(u, w)...))
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitForTable(t, u)
 	// The one that dies flushes rarely: its rows are in its WAL only.
 	doomed := run(t, "strata", "worker", u, "--worker", "3", "--rows", "20", "--every", "10ms",
 		"--flush-interval", "1h", "--merge-interval", "1h")
@@ -91,7 +91,7 @@ func TestCheckpointOverTheWholeFleet(t *testing.T) {
 		workers = append(workers, run(t, "strata", "worker", u, "--worker", fmt.Sprint(w), "--rows", "20", "--every", "10ms",
 			"--flush-interval", "200ms", "--merge-interval", "5s"))
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitForTable(t, u)
 	srv := run(t, "strata", "serve", "--bucket", root, "--listen", "127.0.0.1:0", "--instance", "e2e", "--merge-interval", "1h")
 	addr := serverAddr(t, srv)
 	c, err := client.New(addr, nil)
@@ -100,7 +100,7 @@ func TestCheckpointOverTheWholeFleet(t *testing.T) {
 	}
 	var served []int64
 	for i := range 5 {
-		rec := rollouts.Batch(nil, 42, 50, int64(i*20), 20)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 50, int64(i*20), 20)
 		if _, err := c.Append(ctx, "rollouts", rec); err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,10 @@ func scrapeNames(t *testing.T, u string) map[string]bool {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	names := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) `).FindAllStringSubmatch(string(data), -1) {
 		names[m[1]] = true
@@ -75,7 +78,10 @@ func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
 	waitUp(t, base+"/healthz")
 	do := func(method, path, ctype, body string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
@@ -83,7 +89,10 @@ func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, _ := io.ReadAll(resp.Body)
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode >= 300 {
 			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)

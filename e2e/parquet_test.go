@@ -25,7 +25,10 @@ func TestFragmentsAreStandardParquet(t *testing.T) {
 		p := run(t, "strata", "worker", u, "--worker", fmt.Sprint(w), "--appends", "5", "--rows", "30", "--flush-interval", "1ms", "--merge-interval", "1ms")
 		p.wait(t, time.Minute)
 	}
-	b, _ := blob.Open(ctx, u)
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := table.Open(ctx, b, nil)
 	if err != nil {
 		t.Fatal(err)

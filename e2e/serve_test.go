@@ -23,14 +23,20 @@ func TestServeDrainsDespiteASlowClient(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d/api/v1/tables/events", port)
 	waitUp(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
 	do := func(method, u, ctype, body string) (int, string) {
-		req, _ := http.NewRequest(method, u, strings.NewReader(body))
+		req, err := http.NewRequest(method, u, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Content-Type", ctype)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return resp.StatusCode, string(data)
 	}
 	if code, msg := do("PUT", base, "application/json", `{"fields":[{"name":"id","type":"int64"}]}`); code != 201 {

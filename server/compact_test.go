@@ -48,7 +48,7 @@ func compactTable(t *testing.T, f *fixture, root string, n int) blob.Bucket {
 		t.Fatal(err)
 	}
 	for i := range n {
-		rec := rollouts.Batch(nil, 42, 1, int64(i*10), 10)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 1, int64(i*10), 10)
 		if _, err := tb.Append(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -107,12 +107,18 @@ func TestCompactTakesTheTablesLease(t *testing.T) {
 	var sum compactor.Summary
 	var jobErr error
 	wg.Go(func() { sum, jobErr = compactor.RunOnce(ctx, &jobOpts) })
-	req, _ := http.NewRequest("POST", f.http.URL+"/api/v1/tables/t/compact", nil)
+	req, err := http.NewRequest("POST", f.http.URL+"/api/v1/tables/t/compact", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	wg.Wait()
 	if jobErr != nil {
@@ -215,7 +221,7 @@ func TestTableVerbsAndConventions(t *testing.T) {
 		t.Fatalf("tables: %+v %v", tables, err)
 	}
 
-	rec := rollouts.Batch(nil, 42, 0, 0, 40)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 40)
 	defer rec.Release()
 	if _, err := f.c.Append(ctx, "a", rec); err != nil {
 		t.Fatal(err)
@@ -255,12 +261,18 @@ func TestTableVerbsAndConventions(t *testing.T) {
 		t.Fatalf("deleting a missing tag: %v", err)
 	}
 
-	req, _ := http.NewRequest("PATCH", f.http.URL+"/api/v1/tables/a/rows", nil)
+	req, err := http.NewRequest("PATCH", f.http.URL+"/api/v1/tables/a/rows", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	allow := resp.Header.Get("Allow")
 	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") ||
@@ -301,7 +313,10 @@ func TestRequestIDsAndTheAccessLog(t *testing.T) {
 	var logs lockedBuffer
 	f := start(t, "file://"+t.TempDir(), server.Options{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 	get := func(id string) string {
-		req, _ := http.NewRequest("GET", f.http.URL+"/api/v1/tables/none", nil)
+		req, err := http.NewRequest("GET", f.http.URL+"/api/v1/tables/none", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if id != "" {
 			req.Header.Set("X-Request-Id", id)
 		}

@@ -10,10 +10,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
 )
 
@@ -108,7 +108,7 @@ func FuzzAppendJSONLines(f *testing.F) {
 }
 
 func FuzzAppendIPC(f *testing.F) {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, fuzzSchema)
+	b := array.NewRecordBuilder(testenv.Arrow, fuzzSchema)
 	for i := range 4 {
 		b.Field(0).(*array.Int64Builder).Append(int64(i))
 		b.Field(1).(*array.StringBuilder).Append("m")

@@ -15,9 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
 )
 
@@ -33,7 +33,7 @@ var events = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 func eventBatch(ids ...int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, events)
+	b := array.NewRecordBuilder(testenv.Arrow, events)
 	defer b.Release()
 	for _, id := range ids {
 		b.Field(0).(*array.Int64Builder).Append(id)
@@ -108,6 +108,8 @@ func TestPoisonedAndOversizedAppendsAreRefused(t *testing.T) {
 	defer b.Release()
 	plain := ipcStream(t, nil, b)
 	offsets := le32(0, 0, 1, 3)
+	nulls := nullIDs(t)
+	defer nulls.Release()
 	for name, body := range map[string][]byte{
 		"negative string offsets":   patch(t, plain, offsets, le32(-8, 0, 1, 3)),
 		"string offsets backwards":  patch(t, plain, offsets, le32(0, 3, 1, 3)),
@@ -115,7 +117,7 @@ func TestPoisonedAndOversizedAppendsAreRefused(t *testing.T) {
 		"not Arrow at all":          []byte("hello"),
 		"a truncated stream":        plain[:len(plain)/2],
 		"a schema and no batches":   plain[:bytes.Index(plain[8:], []byte{0xFF, 0xFF, 0xFF, 0xFF})+8],
-		"nulls in a required field": ipcStream(t, nil, nullIDs(t)),
+		"nulls in a required field": ipcStream(t, nil, nulls),
 	} {
 		code, msg := post(t, f, rows, server.ArrowStream, body)
 		if code != http.StatusBadRequest && !(name == "a schema and no batches" && code == http.StatusOK) {
@@ -174,7 +176,7 @@ func seq(from, to int64) []int64 {
 func nullIDs(t *testing.T) arrow.RecordBatch {
 	s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		{Name: "msg", Type: arrow.BinaryTypes.String}}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	b := array.NewRecordBuilder(testenv.Arrow, s)
 	defer b.Release()
 	b.Field(0).(*array.Int64Builder).AppendNull()
 	b.Field(1).(*array.StringBuilder).Append("x")
@@ -203,7 +205,10 @@ func rawLength(t *testing.T, f *fixture, path, ctype string, n int64) (int, stri
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, string(data)
 }
 
@@ -348,7 +353,10 @@ func TestABusyServerAnswers429(t *testing.T) {
 	var resp *http.Response
 	var err error
 	for range 50 {
-		req, _ := http.NewRequest("GET", f.http.URL+"/api/v1/tables/events/rows", nil)
+		req, rerr := http.NewRequest("GET", f.http.URL+"/api/v1/tables/events/rows", nil)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
 		if resp, err = http.DefaultClient.Do(req); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
 )
 
@@ -52,7 +53,7 @@ func TestMetricsFamilies(t *testing.T) {
 	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
-	rec := rollouts.Batch(nil, 42, 0, 0, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 10)
 	defer rec.Release()
 	if _, err := f.c.Append(ctx, "t", rec); err != nil {
 		t.Fatal(err)

@@ -149,7 +149,10 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	// document's schema for that route and status.
 	check := func(method, route, path, ctype, reqBody string, want int) {
 		t.Helper()
-		req, _ := http.NewRequest(method, f.http.URL+path, strings.NewReader(reqBody))
+		req, err := http.NewRequest(method, f.http.URL+path, strings.NewReader(reqBody))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
@@ -157,7 +160,10 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, _ := io.ReadAll(resp.Body)
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
@@ -102,7 +101,10 @@ func ids(t *testing.T, recs []arrow.RecordBatch) map[int64]int {
 
 func raw(t testing.TB, f *fixture, method, path, ctype, body, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
@@ -114,7 +116,10 @@ func raw(t testing.TB, f *fixture, method, path, ctype, body, token string) (int
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, string(data)
 }
 
@@ -137,7 +142,7 @@ func TestTableRoutes(t *testing.T) {
 		t.Fatalf("create with a bad type: %d %s", code, body)
 	}
 	// Rows: Arrow in, JSON lines in, scans out both ways.
-	rec := rollouts.Batch(nil, 42, 0, 0, 50)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 50)
 	defer rec.Release()
 	if n, err := f.c.Append(ctx, "rollouts", rec); err != nil || n != 50 {
 		t.Fatalf("append: %d %v", n, err)
@@ -188,9 +193,11 @@ func TestTableRoutes(t *testing.T) {
 	}
 	// Wrong schema: 400, nothing written.
 	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Float64}}, nil)
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, other)
+	bld := array.NewRecordBuilder(testenv.Arrow, other)
+	defer bld.Release()
 	bld.Field(0).(*array.Float64Builder).Append(1)
 	bad := bld.NewRecordBatch()
+	defer bad.Release()
 	if _, err := f.c.Append(ctx, "rollouts", bad); !client.IsStatus(err, http.StatusBadRequest) {
 		t.Fatalf("append of another schema: %v", err)
 	}
@@ -287,7 +294,7 @@ func TestBusyAnswers(t *testing.T) {
 	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
-	rec := rollouts.Batch(nil, 42, 0, 0, 20)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 20)
 	defer rec.Release()
 	if _, err := f.c.Append(ctx, "t", rec); err != nil {
 		t.Fatal(err)
@@ -296,12 +303,18 @@ func TestBusyAnswers(t *testing.T) {
 	if code != http.StatusAccepted {
 		t.Fatal(code)
 	}
-	time.Sleep(100 * time.Millisecond)
+	testenv.Eventually(t, 10*time.Second, "the flush to record its generation", func() bool {
+		st, err := f.c.LSMStats(ctx, "t", false)
+		return err == nil && len(st.Shards) == 1 && st.Shards[0].PendingGenerations > 0
+	})
 	f.inject(fault.OnKeys(regexp.MustCompile(`^_versions/`), fault.OnOps(fault.Always(fault.Fault{Delay: 800 * time.Millisecond}), fault.OpPutIfAbsent)))
 	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/lsm/compact", "", "", ""); code != http.StatusAccepted {
 		t.Fatalf("first merge: %d", code)
 	}
-	time.Sleep(100 * time.Millisecond)
+	testenv.Eventually(t, 10*time.Second, "the first merge to run", func() bool {
+		st, err := f.c.LSMStats(ctx, "t", false)
+		return err == nil && st.Merging
+	})
 	if code, body := raw(t, f, "POST", "/api/v1/tables/t/lsm/compact", "", "", ""); code != http.StatusTooManyRequests || !strings.Contains(body, "merge_running") {
 		t.Fatalf("merge while merging: %d %s", code, body)
 	}
@@ -339,7 +352,7 @@ func TestCheckpointEndsUnderSustainedWrites(t *testing.T) {
 					return
 				default:
 				}
-				rec := rollouts.Batch(nil, 42, w, int64(i*10), 10)
+				rec := rollouts.Batch(testenv.Allocator(t), 42, w, int64(i*10), 10)
 				_, err := f.c.Append(ctx, "t", rec)
 				rec.Release()
 				if err != nil {
@@ -353,8 +366,11 @@ func TestCheckpointEndsUnderSustainedWrites(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
-	before, _ := f.c.LSMStats(ctx, "t", false)
+	testenv.Eventually(t, 10*time.Second, "the writers to start", func() bool { return acked.Load() > 0 })
+	before, err := f.c.LSMStats(ctx, "t", false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := f.c.CheckpointLSM(c, "t"); err != nil {
@@ -394,7 +410,7 @@ func TestCheckpointFailsWhenMergesStall(t *testing.T) {
 	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
-	rec := rollouts.Batch(nil, 42, 0, 0, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 10)
 	defer rec.Release()
 	if _, err := f.c.Append(ctx, "t", rec); err != nil {
 		t.Fatal(err)
@@ -418,7 +434,7 @@ func TestCheckpointFailsWhenTheFlushStalls(t *testing.T) {
 	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
-	rec := rollouts.Batch(nil, 42, 0, 0, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 10)
 	defer rec.Release()
 	if _, err := f.c.Append(ctx, "t", rec); err != nil {
 		t.Fatal(err)
@@ -439,7 +455,7 @@ func TestShutdownFlushesAndMerges(t *testing.T) {
 	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
-	rec := rollouts.Batch(nil, 42, 0, 0, 30)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 30)
 	defer rec.Release()
 	if _, err := f.c.Append(ctx, "t", rec); err != nil {
 		t.Fatal(err)
@@ -448,7 +464,10 @@ func TestShutdownFlushesAndMerges(t *testing.T) {
 	if err := f.srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := blob.Open(ctx, root+"/t")
+	b, err := blob.Open(ctx, root+"/t")
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := table.Open(ctx, b, nil)
 	if err != nil || s.Manifest().Rows() != 30 {
 		t.Fatalf("after shutdown the table holds %v rows (%v)", s.Manifest().Rows(), err)
@@ -470,7 +489,7 @@ func TestEndToEndOnMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		rec := rollouts.Batch(nil, 42, 1, int64(i*25), 25)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 1, int64(i*25), 25)
 		if _, err := f.c.Append(ctx, "rollouts", rec); err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +599,7 @@ func TestScanIterStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		rec := rollouts.Batch(nil, 1, 0, int64(i*100), 100)
+		rec := rollouts.Batch(testenv.Allocator(t), 1, 0, int64(i*100), 100)
 		_, err := f.c.Append(ctx, "r", rec)
 		rec.Release()
 		if err != nil {

@@ -14,7 +14,10 @@ import (
 func latestManifestBytes(t *testing.T) (string, []byte, *table.Manifest) {
 	b := memBucket(t)
 	newTable(t, b, 2, 10)
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := table.ManifestKey(s.Version())
 	data, err := b.Get(ctx, key)
 	if err != nil {
@@ -73,10 +76,18 @@ func TestNewerMajorFormatIsRefusedClearly(t *testing.T) {
 func TestCorruptFragmentIsATypedErrorNamingTheObject(t *testing.T) {
 	b := memBucket(t)
 	newTable(t, b, 3, 10)
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	victim := s.Manifest().Fragments[1]
-	data, _ := b.Get(ctx, victim.Key)
-	_ = b.Delete(ctx, victim.Key)
+	data, err := b.Get(ctx, victim.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, victim.Key); err != nil {
+		t.Fatal(err)
+	}
 	garbage := bytes.Repeat([]byte{0xAB}, len(data)) // same size, nothing readable
 	if err := b.PutIfAbsent(ctx, victim.Key, garbage); err != nil {
 		t.Fatal(err)
@@ -92,8 +103,12 @@ func TestCorruptFragmentIsATypedErrorNamingTheObject(t *testing.T) {
 		t.Fatalf("scan of a damaged fragment: %v, want a CorruptError naming %s", got, victim.Key)
 	}
 	// A truncated fragment too.
-	_ = b.Delete(ctx, victim.Key)
-	_ = b.PutIfAbsent(ctx, victim.Key, data[:len(data)/2])
+	if err := b.Delete(ctx, victim.Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, victim.Key, data[:len(data)/2]); err != nil {
+		t.Fatal(err)
+	}
 	got = nil
 	for _, err := range s.Scan(ctx, table.ScanOptions{}) {
 		if err != nil {
@@ -157,9 +172,18 @@ func TestCachedStateEncodingEqualsPlainJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig, _ := table.DecodeManifest(key, data)
-	a, _ := json.Marshal(orig)
-	b, _ := json.Marshal(got)
+	orig, err := table.DecodeManifest(key, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := json.Marshal(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(a, b) {
 		t.Fatalf("re-encoding with the fragment cache changed the manifest:\n%s\n%s", a, b)
 	}

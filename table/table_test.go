@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 )
 
@@ -39,7 +40,7 @@ func newTable(t testing.TB, b blob.Bucket, frags, rows int) *commit.Table {
 		t.Fatal(err)
 	}
 	for i := range frags {
-		rec := rollouts.Batch(nil, 42, 0, int64(i*rows), rows)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 0, int64(i*rows), rows)
 		if _, err := tb.Append(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +96,10 @@ func TestAppendThenScanReturnsEveryRowWithEveryColumn(t *testing.T) {
 func TestProjectionAndPredicates(t *testing.T) {
 	b := memBucket(t)
 	newTable(t, b, 4, 50) // ids 0..199, fragment k holds 50k..50k+49
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		pred table.Predicate
@@ -133,7 +137,10 @@ func TestProjectionAndPredicates(t *testing.T) {
 func TestProjectionReturnsOnlyAskedColumns(t *testing.T) {
 	b := memBucket(t)
 	newTable(t, b, 2, 10)
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"reward", "id"}, Filter: table.Eq("worker", table.String("w00"))}) {
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +154,10 @@ func TestProjectionReturnsOnlyAskedColumns(t *testing.T) {
 func TestCountUsesStatisticsWhenTheyDecide(t *testing.T) {
 	b := memBucket(t)
 	newTable(t, b, 4, 50)
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	before, _ := blob.StatsOf(b)
 	res, err := s.Count(ctx, table.Ge("id", table.Int(100)))
 	if err != nil || res.Rows != 100 || res.FragmentsScanned != 0 {
@@ -166,7 +176,10 @@ func TestCountUsesStatisticsWhenTheyDecide(t *testing.T) {
 func TestBadPredicatesAreTypedErrors(t *testing.T) {
 	b := memBucket(t)
 	newTable(t, b, 1, 10)
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []table.Predicate{table.Eq("nope", table.Int(1)), table.Eq("id", table.String("x")), table.Eq("artifact", table.Float(1))} {
 		if _, err := s.Count(ctx, p); !errors.Is(err, table.ErrBadPredicate) {
 			t.Errorf("Count(%v) = %v, want ErrBadPredicate", p, err)
@@ -185,7 +198,10 @@ func TestDeleteByPredicateHidesRowsFromScansAndCounts(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("second Delete = %d, %v", n, err)
 	}
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ids := scanIDs(t, s, table.ScanOptions{})
 	if len(ids) != 279 || slices.Contains(ids, 5) || slices.Contains(ids, 95) || slices.Contains(ids, 109) || !slices.Contains(ids, 110) {
 		t.Fatalf("after deletes: %d rows", len(ids))
@@ -197,7 +213,10 @@ func TestDeleteByPredicateHidesRowsFromScansAndCounts(t *testing.T) {
 		t.Fatalf("Count(id < 100) = %d, want 89", c.Rows)
 	}
 	// The version before the deletes still has every row.
-	old, _ := table.Open(ctx, b, &table.OpenOptions{Version: 4})
+	old, err := table.Open(ctx, b, &table.OpenOptions{Version: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := len(scanIDs(t, old, table.ScanOptions{})); got != 300 {
 		t.Fatalf("version 4 scans %d rows, want 300", got)
 	}
@@ -209,7 +228,7 @@ func TestAppendOfAnotherSchemaIsRefusedBeforeWriting(t *testing.T) {
 	// A column the table lacks, and a table column missing: refused,
 	// naming the column.
 	other := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}}, nil)
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, other)
+	bld := array.NewRecordBuilder(testenv.Arrow, other)
 	bld.Field(0).(*array.Int32Builder).Append(1)
 	rec := bld.NewRecordBatch()
 	defer rec.Release()
@@ -259,7 +278,10 @@ func TestTagsNameVersionsAndNeverMove(t *testing.T) {
 	if err := table.CreateTag(ctx, b, "../x", 2); err == nil {
 		t.Fatal("a tag name with a slash was accepted")
 	}
-	tags, _ := table.Tags(ctx, b)
+	tags, err := table.Tags(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(tags) != 1 || tags[0].Name != "before-compaction" {
 		t.Fatalf("Tags = %+v", tags)
 	}

@@ -128,13 +128,13 @@ func TestARetryIntoACleanedPositionIsNotAcknowledged(t *testing.T) {
 	defer s.Close()
 	appendIDs(t, s, 1, 2)
 	trip.Store(1)
-	if err := s.Append(ctx, batch("pod-1", 3)); err == nil {
+	if err := appendOnce(s, "pod-1", 3); err == nil {
 		t.Fatal("an append whose outcome could not be read was acknowledged")
 	}
 	if _, err := walshard.Adopt(ctx, under, "pod-1", walshard.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	err := s.Append(ctx, batch("pod-1", 4))
+	err := appendOnce(s, "pod-1", 4)
 	if !errors.Is(err, walshard.ErrAppendUnknown) && !errors.Is(err, walshard.ErrFenced) {
 		t.Fatalf("the retry after the adoption: %v", err)
 	}

@@ -32,7 +32,10 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 		}
 		shards = append(shards, s)
 	}
-	before, _ := table.LatestVersion(ctx, b)
+	before, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := walshard.FleetMerge(ctx, b, nil)
 	if err != nil || res.Shards != 8 || res.Generations != 8 || res.Rows != 40 {
 		t.Fatalf("fleet merge: %+v %v", res, err)
@@ -157,7 +160,7 @@ func TestAnAbandonedShardIsAdopted(t *testing.T) {
 		t.Fatalf("adopt: %+v %v", res, err)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 4, 5})
-	if err := dead.Append(ctx, batch("pod-7", 99)); !errors.Is(err, walshard.ErrFenced) {
+	if err := appendOnce(dead, "pod-7", 99); !errors.Is(err, walshard.ErrFenced) {
 		t.Fatalf("the old owner after adoption: %v", err)
 	}
 	dead.Close()
@@ -193,7 +196,7 @@ func TestAFleetFreshReadSeesEveryAcknowledgedRowOnce(t *testing.T) {
 				default:
 				}
 				id := int64(w)*1_000_000 + i
-				if err := s.Append(ctx, batch("x", id)); err != nil {
+				if err := appendOnce(s, "x", id); err != nil {
 					t.Error(err)
 					return
 				}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 )
 
@@ -19,7 +19,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
 	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	b := array.NewRecordBuilder(testenv.Arrow, schema)
 	for i := range 5 {
 		b.Field(0).(*array.Int64Builder).Append(int64(i))
 		lb := b.Field(1).(*array.ListBuilder)

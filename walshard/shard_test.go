@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
@@ -32,7 +31,7 @@ func TestMain(m *testing.M) {
 var schema = arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "shard", Type: arrow.BinaryTypes.String}}, nil)
 
 func batch(shard string, ids ...int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	b := array.NewRecordBuilder(testenv.Arrow, schema)
 	defer b.Release()
 	b.Field(0).(*array.Int64Builder).AppendValues(ids, nil)
 	for range ids {
@@ -70,6 +69,13 @@ func appendIDs(t testing.TB, s *walshard.Shard, ids ...int64) {
 	if err := s.Append(ctx, rec); err != nil {
 		t.Fatalf("append %v: %v", ids, err)
 	}
+}
+
+// appendOnce appends one batch of ids and releases it.
+func appendOnce(s *walshard.Shard, shard string, ids ...int64) error {
+	rec := batch(shard, ids...)
+	defer rec.Release()
+	return s.Append(ctx, rec)
 }
 
 // countIDs counts each id in a scan.
@@ -143,7 +149,10 @@ func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 	}
 	exactlyOnce(t, baseIDs(t, b), seq(0, 20))
 	exactlyOnce(t, countIDs(t, s.ScanFresh(ctx, table.ScanOptions{})), seq(0, 25))
-	m, _ := table.ReadLatest(ctx, b)
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if m.Shards["w1"].Watermark != 1 || m.Transaction.Kind != table.KindMerge {
 		t.Fatalf("manifest shard mark %+v, kind %s", m.Shards, m.Transaction.Kind)
 	}
@@ -281,9 +290,11 @@ func TestBadInput(t *testing.T) {
 	}
 	s := open(t, b, "w1", walshard.Options{})
 	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Float64}}, nil)
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, other)
+	bld := array.NewRecordBuilder(testenv.Arrow, other)
+	defer bld.Release()
 	bld.Field(0).(*array.Float64Builder).Append(1)
 	rec := bld.NewRecordBatch()
+	defer rec.Release()
 	before, _ := blob.StatsOf(b)
 	if err := s.Append(ctx, rec); !errors.Is(err, table.ErrSchemaMismatch) {
 		t.Fatalf("append of another schema: %v", err)
@@ -300,12 +311,19 @@ func TestBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, _ := b.Get(ctx, o.Key)
+		data, err := b.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(data) > 100 && victim == "" {
 			victim = o.Key
 			data[len(data)-3] ^= 0xff
-			_ = b.Delete(ctx, o.Key)
-			_ = b.PutIfAbsent(ctx, o.Key, data)
+			if err := b.Delete(ctx, o.Key); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.PutIfAbsent(ctx, o.Key, data); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	_, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
@@ -369,7 +387,10 @@ func fourShards(t *testing.T, u string) {
 		s.Close()
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
-	m, _ := table.ReadLatest(ctx, b)
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("%d rows from %d shards in %d versions, %d fragments", m.Rows(), shards, m.Version, len(m.Fragments))
 }
 
@@ -380,7 +401,10 @@ func TestFourShardsMinIO(t *testing.T) { fourShards(t, testenv.MinIO(t).URL(t)) 
 // at once: neither fails, and no row is lost or doubled.
 func TestRewriteAndMergeRunTogether(t *testing.T) {
 	b := newTable(t, "mem://")
-	direct, _ := commit.OpenTable(ctx, b, nil)
+	direct, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 6 {
 		rec := batch("direct", int64(1_000_000+i))
 		if _, err := direct.Append(ctx, rec); err != nil {
@@ -394,7 +418,10 @@ func TestRewriteAndMergeRunTogether(t *testing.T) {
 	var rewriteErr error
 	wg.Go(func() {
 		for range 5 {
-			snap, _ := table.Open(ctx, b, nil)
+			snap, err := table.Open(ctx, b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var ids []uint64
 			var recs []arrow.RecordBatch
 			for _, f := range snap.Manifest().Fragments {

@@ -30,9 +30,12 @@ func smallTable(t *testing.T, u string, frags int) blob.Bucket {
 	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	tb, _ := commit.OpenTable(ctx, b, nil)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range frags {
-		rec := rollouts.Batch(nil, 42, 0, int64(i*10), 10)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 0, int64(i*10), 10)
 		if _, err := tb.Append(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +82,10 @@ func TestOnceCompactsAndSummarises(t *testing.T) {
 		if err != nil || st.TotalCompactions != 1 || len(st.History) != 1 || st.History[0].FragmentsAfter != 1 {
 			t.Fatalf("status %+v, %v", st, err)
 		}
-		s, _ := table.Open(ctx, b, nil)
+		s, err := table.Open(ctx, b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(s.Manifest().Fragments) != 1 || s.Manifest().Rows() != 200 {
 			t.Fatalf("table after the job: %d fragments, %d rows", len(s.Manifest().Fragments), s.Manifest().Rows())
 		}
@@ -119,7 +125,10 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "bin 0: 20 fragments") {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
-	s, _ := table.Open(ctx, b, nil)
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(s.Manifest().Fragments) != 20 {
 		t.Fatal("a dry run compacted")
 	}

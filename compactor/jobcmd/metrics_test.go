@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -45,7 +46,7 @@ func TestIntervalJobServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rec := rollouts.Batch(nil, 42, 1, 1000, 10)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 1000, 10)
 	defer rec.Release()
 	if err := s.Append(ctx, rec); err != nil {
 		t.Fatal(err)

@@ -10,9 +10,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 )
 
@@ -32,7 +32,7 @@ var schema = arrow.NewSchema([]arrow.Field{
 
 func batch(t testing.TB, rows int) arrow.RecordBatch {
 	t.Helper()
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	b := array.NewRecordBuilder(testenv.Arrow, schema)
 	defer b.Release()
 	for i := range rows {
 		b.Field(0).(*array.Int64Builder).Append(int64(i))

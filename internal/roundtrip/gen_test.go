@@ -11,7 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/float16"
-	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/internal/testenv"
 )
 
 // scalars are every scalar type a table can hold.
@@ -67,7 +68,7 @@ func (g *gen) typ(depth int) arrow.DataType {
 
 // batch makes rows rows of schema, ids from first.
 func (g *gen) batch(schema *arrow.Schema, first int64, rows int) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	b := array.NewRecordBuilder(testenv.Arrow, schema)
 	defer b.Release()
 	for i := range rows {
 		b.Field(0).(*array.Int64Builder).Append(first + int64(i))

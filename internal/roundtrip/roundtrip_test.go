@@ -20,7 +20,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/csv"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/stratadb/strata/cmd/strata/command"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -502,7 +502,7 @@ func writeCSV(t *testing.T, dir string, rec arrow.RecordBatch) string {
 	return p
 }
 
-var memoryDefault = memory.DefaultAllocator
+var memoryDefault = testenv.Arrow
 
 func httpGet(u string) ([]byte, error) {
 	resp, err := http.Get(u)

@@ -14,12 +14,14 @@ package testenv
 
 import (
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -74,8 +76,24 @@ func Main(m *testing.M) int {
 	for i := len(stops) - 1; i >= 0; i-- {
 		stops[i]()
 	}
+	if n := Arrow.CurrentAlloc(); n != 0 && code == 0 {
+		fmt.Fprintf(os.Stderr, "testenv: %d bytes of the batches the tests built (testenv.Arrow) were never released\n", n)
+		Arrow.AssertSize(stderrT{}, 0)
+		return 1
+	}
 	return code
 }
+
+// Arrow is the allocator of the batches that test helpers without a
+// *testing.T build: Main fails the package's tests if any of it is still
+// allocated when they end.
+var Arrow = memory.NewCheckedAllocator(memory.NewGoAllocator())
+
+// stderrT prints what the checked allocator reports.
+type stderrT struct{}
+
+func (stderrT) Errorf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+func (stderrT) Helper()                           {}
 
 func atExit(fn func()) {
 	stopMu.Lock()
@@ -138,4 +156,29 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// Eventually waits until cond holds, checking every 10ms, and fails the
+// test naming what it waited for when timeout passes first. Tests wait on
+// conditions, never on a sleep they assume long enough.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Allocator returns an Arrow allocator that counts what the test
+// allocates through it and fails the test, when it ends, if any of it was
+// never released — by the test or by the engine it handed the batches to.
+// (The engine's own buffers are not counted: its Parquet encoders keep
+// pooled buffers for the life of the process.)
+func Allocator(t testing.TB) memory.Allocator {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	return mem
 }

@@ -1,0 +1,10 @@
+package table_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stratadb/strata/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
