@@ -153,10 +153,10 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 	if cur.Version > txn.ReadVersion {
 		readBase, err := table.ReadManifest(ctx, b, txn.ReadVersion)
 		if err != nil {
-			return Result{}, err
+			return Result{}, collectedBase(txn, err)
 		}
 		if res, done, _, err := checkRange(ctx, b, &txn, readBase, cur.Version); err != nil || done {
-			return res, err
+			return res, collectedBase(txn, err)
 		}
 	}
 	if o.CatchUp {
@@ -172,7 +172,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		if latest > cur.Version {
 			r, done, newest, err := checkRange(ctx, b, &txn, cur, latest)
 			if err != nil || done {
-				return r, err
+				return r, collectedBase(txn, err)
 			}
 			cur, readAt = newest, listedAt
 		}
@@ -286,6 +286,19 @@ func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur 
 		cur = next
 	}
 	return Result{}, false, cur, nil
+}
+
+// collectedBase turns the absence of a version between the base and the
+// latest — collected while the caller held its base (a writer idle for
+// longer than GC's retention) — into a retryable conflict: what those
+// versions did cannot be checked against ours, so the caller plans again
+// against the latest version (Table does so by itself). Other errors pass.
+func collectedBase(txn table.Transaction, err error) error {
+	if !errors.Is(err, table.ErrVersionNotFound) {
+		return err
+	}
+	return &ConflictError{Ours: txn, Retryable: true,
+		Reason: fmt.Sprintf("versions after v%d were collected before they were read (%v); plan again against the latest", txn.ReadVersion, err)}
 }
 
 // readTransaction reads the transaction of version v, retrying transient

@@ -542,3 +542,38 @@ func TestAStallDuringCatchUpDoesNotAcknowledgeAGhost(t *testing.T) {
 		t.Fatalf("rows %v, want 1..4", ids)
 	}
 }
+
+// A writer idle for longer than garbage collection's retention holds a
+// base whose successors were collected: it cannot check what they did, so
+// it plans again against the latest version instead of failing every
+// append from then on. (Found by the simulation: its direct appenders
+// failed with "version not found" for the rest of a run.)
+func TestAnIdleHandleWhoseBaseWasOutlivedAppendsAgain(t *testing.T) {
+	b := open(t, "mem://")
+	createIDTable(t, b)
+	idle, err := commit.OpenTable(ctx, b, nil) // at v1
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range int64(5) {
+		rec := idBatch(id)
+		if _, err := busy.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(2*time.Hour))
+	if err != nil || !slices.Contains(res.VersionsDeleted, 2) {
+		t.Fatalf("the collection: %+v %v", res, err)
+	}
+	rec := idBatch(100)
+	defer rec.Release()
+	got, err := idle.Append(ctx, rec)
+	if err != nil || got.Version != 7 {
+		t.Fatalf("the idle handle's append: v%d, %v; want v7", got.Version, err)
+	}
+}
