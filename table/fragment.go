@@ -271,7 +271,8 @@ func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Al
 		}
 	}()
 	var src parquet.ReaderAtSeeker
-	if f.Bytes <= wholeReadLimit {
+	remote := f.Bytes > wholeReadLimit
+	if !remote {
 		data, err := b.Get(ctx, f.Key)
 		if err != nil {
 			return nil, err
@@ -288,7 +289,10 @@ func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Al
 	if err != nil {
 		return nil, corrupt(f.Key, "not a readable parquet file", err)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize)}, mem)
+	// Read by ranges, each column chunk is a request of its own: read the
+	// columns of a row group at once, so a scan pays one round trip per
+	// row group rather than one per column chunk.
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), Parallel: remote}, mem)
 	if err != nil {
 		return nil, corrupt(f.Key, "parquet schema does not map to arrow", err)
 	}
