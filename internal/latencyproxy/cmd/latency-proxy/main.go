@@ -1,0 +1,35 @@
+// Command latency-proxy runs a latencyproxy.Proxy: every request to
+// --listen waits --delay ± --jitter, then goes to --target.
+//
+//	go run ./internal/latencyproxy/cmd/latency-proxy --target http://127.0.0.1:9000 --listen 127.0.0.1:9100 --delay 20ms --jitter 5ms
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/stratadb/strata/internal/latencyproxy"
+)
+
+func main() {
+	target := flag.String("target", "http://127.0.0.1:9000", "the store's URL")
+	listen := flag.String("listen", "127.0.0.1:9100", "address to listen on")
+	delay := flag.Duration("delay", 20*time.Millisecond, "added to every request")
+	jitter := flag.Duration("jitter", 5*time.Millisecond, "the delay varies by up to this, either way")
+	flag.Parse()
+	p, err := latencyproxy.New(*target, *delay, *jitter)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "latency-proxy: %s -> %s, %v ± %v\n", ln.Addr(), *target, *delay, *jitter)
+	log.Fatal(http.Serve(ln, p))
+}
