@@ -42,7 +42,7 @@ fi
 go vet -tags strata_plant ./internal/...
 go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./internal/sim
 # The race detector over the packages whose goroutines share state.
-go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./server
+go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./server ./table
 # Compaction's memory bound, in a process of its own: 2,000 fragments
 # (935 MB of rows) compacted within 512 MiB of peak RSS (363–384 MiB measured).
 STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor

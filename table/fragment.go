@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/stratadb/strata/blob"
@@ -264,39 +265,69 @@ func WriteFragment(ctx context.Context, b blob.Bucket, schema *arrow.Schema, bat
 
 // openFragment opens a fragment's Parquet reader: small objects with one
 // GET, large ones with ranged reads.
-func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int) (_ *pqarrow.FileReader, err error) {
+// A large one's reads go through a prefetcher (nil for a small one),
+// which the caller closes when done.
+func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int, readAhead int64) (_ *pqarrow.FileReader, _ *prefetcher, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = corrupt(f.Key, "parquet footer is damaged", fmt.Errorf("%v", r))
 		}
 	}()
 	var src parquet.ReaderAtSeeker
+	var pre *prefetcher
 	remote := f.Bytes > wholeReadLimit
 	if !remote {
 		data, err := b.Get(ctx, f.Key)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if int64(len(data)) != f.Bytes {
-			return nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
+			return nil, nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
 		}
 		src = bytes.NewReader(data)
 	} else {
-		src = blob.NewReaderAtSize(ctx, b, f.Key, f.Bytes)
+		pre = newPrefetcher(ctx, blob.NewReaderAtSize(ctx, b, f.Key, f.Bytes), readAhead)
+		src = pre
+		defer func() {
+			if err != nil {
+				pre.close()
+			}
+		}()
 	}
-	props := parquet.NewReaderProperties(mem)
+	props := parquet.NewReaderProperties(mem) // unbuffered: one ReadAt per column chunk
 	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
 	if err != nil {
-		return nil, corrupt(f.Key, "not a readable parquet file", err)
+		return nil, nil, corrupt(f.Key, "not a readable parquet file", err)
 	}
 	// Read by ranges, each column chunk is a request of its own: read the
 	// columns of a row group at once, so a scan pays one round trip per
 	// row group rather than one per column chunk.
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), Parallel: remote}, mem)
 	if err != nil {
-		return nil, corrupt(f.Key, "parquet schema does not map to arrow", err)
+		return nil, nil, corrupt(f.Key, "parquet schema does not map to arrow", err)
 	}
-	return fr, nil
+	return fr, pre, nil
+}
+
+// chunkRanges returns the byte ranges of the column chunks of leaves in
+// row groups rgs, in the order a scan reads them.
+func chunkRanges(md *metadata.FileMetaData, rgs, leaves []int) [][2]int64 {
+	var out [][2]int64
+	for _, rg := range rgs {
+		rgmd := md.RowGroup(rg)
+		for _, leaf := range leaves {
+			col, err := rgmd.ColumnChunk(leaf)
+			if err != nil {
+				continue
+			}
+			start := col.DataPageOffset()
+			if col.HasDictionaryPage() && col.DictionaryPageOffset() > 0 && start > col.DictionaryPageOffset() {
+				start = col.DictionaryPageOffset()
+			}
+			out = append(out, [2]int64{start, col.TotalCompressedSize()})
+		}
+	}
+	return out
 }
 
 // CheckEncodable reports whether batches can be written as a fragment of

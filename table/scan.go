@@ -316,9 +316,12 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	if err != nil {
 		return err
 	}
-	fr, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize)
+	fr, pre, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, p.opts.ReadAheadBytes)
 	if err != nil {
 		return err
+	}
+	if pre != nil {
+		defer pre.close()
 	}
 	md := fr.ParquetReader().MetaData()
 	if md.NumRows != f.Rows {
@@ -330,20 +333,36 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 		slices.Sort(wanted)
 		wanted = slices.Compact(wanted)
 	}
-	var offset int64
+	// The row groups to read: those the filter's statistics and the wanted
+	// rows do not rule out. Read by ranges, their column chunks are fetched
+	// ahead, a few at once, while earlier ones are decoded.
+	var rgs []int
+	skip := make([]bool, md.NumRowGroups())
+	var at int64
 	for rg := 0; rg < md.NumRowGroups(); rg++ {
 		rgmd := md.RowGroup(rg)
 		rows := rgmd.NumRows()
-		if p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd)) {
+		switch {
+		case p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd)):
+			skip[rg] = true
+		case wanted != nil:
+			lo, _ := slices.BinarySearch(wanted, uint32(at))
+			skip[rg] = lo == len(wanted) || int64(wanted[lo]) >= at+rows // no wanted row in this row group
+		}
+		if !skip[rg] {
+			rgs = append(rgs, rg)
+		}
+		at += rows
+	}
+	if pre != nil {
+		pre.prefetch(chunkRanges(md, rgs, p.leaves))
+	}
+	var offset int64
+	for rg := 0; rg < md.NumRowGroups(); rg++ {
+		rows := md.RowGroup(rg).NumRows()
+		if skip[rg] {
 			offset += rows
 			continue
-		}
-		if wanted != nil {
-			lo, _ := slices.BinarySearch(wanted, uint32(offset))
-			if lo == len(wanted) || int64(wanted[lo]) >= offset+rows {
-				offset += rows // no wanted row in this row group
-				continue
-			}
 		}
 		rr, err := fr.GetRecordReader(ctx, p.leaves, []int{rg})
 		if err != nil {

@@ -1,0 +1,65 @@
+package table_test
+
+import (
+	"testing"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/table"
+)
+
+// A fragment read by ranges costs one request for its footer (the object's
+// tail) and one per column chunk a scan reads, each fetched once, ahead of
+// the decoding; a scan left early stops fetching.
+func TestARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, table.RowGroupRows+3000) // two row groups
+	defer rec.Release()
+	if _, err := tb.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Manifest().Fragments[0]; f.Bytes <= 4<<20 {
+		t.Fatalf("the fragment is %d bytes: too small to be read by ranges", f.Bytes)
+	}
+	scan := func(opts table.ScanOptions, stopAfter int) (rows int64, ranged int64) {
+		before, _ := blob.StatsOf(b)
+		n := 0
+		for rec, err := range s.Scan(ctx, opts) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows += rec.NumRows()
+			if n++; n == stopAfter {
+				break
+			}
+		}
+		after, _ := blob.StatsOf(b)
+		return rows, after.Sub(before).RangeGets
+	}
+	cols := int64(len(rollouts.Schema.Fields()))
+	if rows, ranged := scan(table.ScanOptions{}, 0); rows != table.RowGroupRows+3000 || ranged != 1+2*cols {
+		t.Fatalf("full scan: %d rows in %d ranged reads, want %d in %d", rows, ranged, table.RowGroupRows+3000, 1+2*cols)
+	}
+	if rows, ranged := scan(table.ScanOptions{Columns: []string{"id"}}, 0); rows != table.RowGroupRows+3000 || ranged != 1+2 {
+		t.Fatalf("one column: %d rows in %d ranged reads, want 3", rows, ranged)
+	}
+	if _, ranged := scan(table.ScanOptions{BatchSize: 1000}, 1); ranged > 1+2*cols {
+		t.Fatalf("a scan left after one batch made %d ranged reads", ranged)
+	}
+}
