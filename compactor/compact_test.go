@@ -23,7 +23,7 @@ var ctx = context.Background()
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // rolloutsTable appends n batches of rows rows from worker w.
-func rolloutsTable(t *testing.T, u string, w, n, rows int) blob.Bucket {
+func rolloutsTable(t testing.TB, u string, w, n, rows int) blob.Bucket {
 	t.Helper()
 	b, err := blob.Open(ctx, u)
 	if err != nil {
@@ -36,7 +36,7 @@ func rolloutsTable(t *testing.T, u string, w, n, rows int) blob.Bucket {
 	return b
 }
 
-func appendRollouts(t *testing.T, b blob.Bucket, w, from, n, rows int) {
+func appendRollouts(t testing.TB, b blob.Bucket, w, from, n, rows int) {
 	t.Helper()
 	tb, err := commit.OpenTable(ctx, b, nil)
 	if err != nil {
