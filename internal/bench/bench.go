@@ -250,6 +250,9 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 		r["requests"] = requests.Requests()
 		r["requests_per_mb"] = round(float64(requests.Requests()) / mb)
 		r["put_requests_per_mb"] = round(float64(requests.Puts+requests.CondPutsWon+requests.CondPutsLost+requests.CondPutsErr) / mb)
+		// What the store receives per logical byte: WAL entries, generations,
+		// states and manifests together.
+		r["store_bytes_per_logical_byte"] = round(float64(requests.BytesOut) / float64(r["logical_bytes"].(int64)))
 	}
 	return r, nil
 }
