@@ -286,7 +286,7 @@ func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Al
 		}
 		src = bytes.NewReader(data)
 	} else {
-		pre = newPrefetcher(ctx, blob.NewReaderAtSize(ctx, b, f.Key, f.Bytes), readAhead)
+		pre = newPrefetcher(ctx, b, f.Key, f.Bytes, readAhead)
 		src = pre
 		defer func() {
 			if err != nil {

@@ -46,8 +46,11 @@ type fetched struct {
 	done   chan struct{}
 }
 
-func newPrefetcher(ctx context.Context, r *blob.ReaderAt, budget int64) *prefetcher {
+// newPrefetcher reads key (of size bytes) in b; its requests end when
+// the prefetcher is closed, so a scan left early does not wait for them.
+func newPrefetcher(ctx context.Context, b blob.Bucket, key string, size, budget int64) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
+	r := blob.NewReaderAtSize(ctx, b, key, size)
 	budget = max(budget, tailBytes)
 	p := &prefetcher{ReaderAt: r, ctx: ctx, cancel: cancel, size: budget, budget: semaphore.NewWeighted(budget),
 		ranges: map[int64]*fetched{}, taken: map[int64]bool{}}
