@@ -27,6 +27,7 @@ const (
 	CodeBadInput             = "bad_input"              // 400: rows that do not match the table's schema
 	CodeBadTableName         = "bad_table_name"         // 400
 	CodeUnsupportedSchema    = "unsupported_schema"     // 400: a schema Strata cannot store
+	CodeUnauthorized         = "unauthorized"           // 401: the server wants a bearer token
 	CodeNotFound             = "not_found"              // 404: table, version, tag or shard
 	CodeNoRoute              = "no_route"               // 404
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
@@ -43,6 +44,7 @@ const (
 	CodeMergeRunning         = "merge_running"          // 429
 	CodeInternal             = "internal"               // 500
 	CodeUnavailable          = "unavailable"            // 503: the server's shard was fenced or closed
+	CodeDraining             = "draining"               // 503: the server is shutting down
 	CodeStoreUnavailable     = "store_unavailable"      // 503: the object store failed in a way worth retrying
 )
 

@@ -62,24 +62,23 @@ func (o *Options) EnsureDefaults() *Options {
 // than MinGCAge, so a commit slower than StallCheck must check before that
 // can happen. Every function taking *Options calls it.
 func (o *Options) Validate() error {
+	_, err := o.resolve()
+	return err
+}
+
+// resolve is what every entry point does with its options: fill in the
+// defaults, then check.
+func (o *Options) resolve() (Options, error) {
 	c := o.withDefaults()
 	switch {
 	case o != nil && (o.MaxAttempts < 0 || o.MaxReplans < 0 || o.Budget < 0 || o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.StallCheck < 0):
-		return fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff and StallCheck must not be negative", ErrInvalidOptions)
+		return Options{}, fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff and StallCheck must not be negative", ErrInvalidOptions)
 	case c.BaseBackoff > c.MaxBackoff:
-		return fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
+		return Options{}, fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
 	case c.StallCheck > table.MinGCAge/10:
-		return fmt.Errorf("%w: StallCheck %v is above %v, a tenth of the age below which garbage collection keeps every manifest", ErrInvalidOptions, c.StallCheck, table.MinGCAge/10)
+		return Options{}, fmt.Errorf("%w: StallCheck %v is above %v, a tenth of the age below which garbage collection keeps every manifest", ErrInvalidOptions, c.StallCheck, table.MinGCAge/10)
 	}
-	return nil
-}
-
-// resolve is what every entry point does with its options.
-func (o *Options) resolve() (Options, error) {
-	if err := o.Validate(); err != nil {
-		return Options{}, err
-	}
-	return o.withDefaults(), nil
+	return c, nil
 }
 
 func (o *Options) withDefaults() Options {

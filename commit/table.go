@@ -157,13 +157,6 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 	if err == nil {
 		t.advance(res.Manifest)
 	}
-	if IsRetryableConflict(err) {
-		// The next attempt starts from the latest version, not from a base
-		// whose successors may be gone.
-		if _, rerr := t.Refresh(ctx); rerr != nil {
-			return res, errors.Join(err, rerr)
-		}
-	}
 	return res, err
 }
 

@@ -345,9 +345,8 @@ func gcGhosts(versions []VersionAge) (ghosts []uint64, real []VersionAge) {
 }
 
 // gcBoundary is the newest version that is neither among the newest
-// KeepVersions nor younger than RetainFor (0: none).
+// KeepVersions nor younger than RetainFor (0: none); p has its defaults.
 func gcBoundary(versions []VersionAge, p GCPolicy, now time.Time) uint64 {
-	p = p.withDefaults()
 	for i, v := range versions {
 		if i >= p.KeepVersions && now.Sub(v.Written) >= p.RetainFor {
 			return v.Version

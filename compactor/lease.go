@@ -162,7 +162,13 @@ func (l Lease) renew(ctx context.Context, b blob.Bucket, ttl time.Duration, now 
 
 // MinLeaseTTL is the shortest lease a compactor takes: it is renewed every
 // third of its TTL, and a renewal needs a round trip to the store.
-const MinLeaseTTL = 10 * time.Second
+// DefaultLeaseTTL and DefaultHolder are what a compactor that names
+// neither uses.
+const (
+	MinLeaseTTL     = 10 * time.Second
+	DefaultLeaseTTL = 30 * time.Minute
+	DefaultHolder   = "strata-compactor"
+)
 
 // HeldLease is a lease kept alive, renewed every third of its TTL, until
 // Release.

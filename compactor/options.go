@@ -102,10 +102,10 @@ func (o *Options) EnsureDefaults() *Options {
 		c.MaxReplans = 5
 	}
 	if c.Holder == "" {
-		c.Holder = "strata-compactor"
+		c.Holder = DefaultHolder
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 30 * time.Minute
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	return &c
 }
@@ -137,10 +137,10 @@ func (o *JobOptions) EnsureDefaults() *JobOptions {
 		c = *o
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 30 * time.Minute
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.Holder == "" {
-		c.Holder = "strata-compactor"
+		c.Holder = DefaultHolder
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

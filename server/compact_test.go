@@ -107,19 +107,7 @@ func TestCompactTakesTheTablesLease(t *testing.T) {
 	var sum compactor.Summary
 	var jobErr error
 	wg.Go(func() { sum, jobErr = compactor.RunOnce(ctx, &jobOpts) })
-	req, err := http.NewRequest("POST", f.http.URL+"/api/v1/tables/t/compact", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, data := send(t, f, "POST", "/api/v1/tables/t/compact", nil, "")
 	wg.Wait()
 	if jobErr != nil {
 		t.Fatal(jobErr)
@@ -130,7 +118,7 @@ func TestCompactTakesTheTablesLease(t *testing.T) {
 		if loc := resp.Header.Get("Location"); loc != "/api/v1/tables/t/compact/stats" {
 			t.Fatalf("202 without the stats Location: %q", loc)
 		}
-	case resp.StatusCode == http.StatusConflict && strings.Contains(string(data), `"lease_held"`) && strings.Contains(string(data), "job"):
+	case resp.StatusCode == http.StatusConflict && strings.Contains(data, `"lease_held"`) && strings.Contains(data, "job"):
 	default:
 		t.Fatalf("POST /compact beside the Job: %d %s", resp.StatusCode, data)
 	}
@@ -261,22 +249,10 @@ func TestTableVerbsAndConventions(t *testing.T) {
 		t.Fatalf("deleting a missing tag: %v", err)
 	}
 
-	req, err := http.NewRequest("PATCH", f.http.URL+"/api/v1/tables/a/rows", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, data := send(t, f, "PATCH", "/api/v1/tables/a/rows", nil, "")
 	allow := resp.Header.Get("Allow")
 	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") ||
-		!strings.Contains(allow, "DELETE") || !strings.Contains(string(data), `"method_not_allowed"`) {
+		!strings.Contains(allow, "DELETE") || !strings.Contains(data, `"method_not_allowed"`) {
 		t.Fatalf("PATCH rows: %d Allow=%q %s", resp.StatusCode, allow, data)
 	}
 	if code, body := raw(t, f, "GET", "/api/v1/nothing", "", "", ""); code != http.StatusNotFound || !strings.Contains(body, `"no_route"`) {

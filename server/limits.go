@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/stratadb/strata/api"
 )
 
 // The server bounds what clients can make it hold:
@@ -26,7 +28,7 @@ import (
 //   - a take asks for at most MaxTakeKeys keys.
 
 // errBusy: the memory budget is spent.
-var errBusy = &apiError{http.StatusTooManyRequests, "busy", "the server's memory budget is in use by other requests; retry shortly"}
+var errBusy = &apiError{http.StatusTooManyRequests, api.CodeBusy, "the server's memory budget is in use by other requests; retry shortly"}
 
 // Per-request reservations against the memory budget.
 const (
@@ -111,7 +113,7 @@ type paceKey struct{}
 // too slowly: whatever error decoding it gave, the answer is 408.
 func slowBody(r *http.Request) error {
 	if p, ok := r.Context().Value(paceKey{}).(*pacedBody); ok && p.slow {
-		return &apiError{http.StatusRequestTimeout, "body_too_slow",
+		return &apiError{http.StatusRequestTimeout, api.CodeBodyTooSlow,
 			fmt.Sprintf("the request body arrived slower than %d bytes/s after %v", p.rate, p.grace)}
 	}
 	return nil

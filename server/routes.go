@@ -193,9 +193,9 @@ func (s *Server) notRouted(w http.ResponseWriter, r *http.Request) {
 	case http.StatusMethodNotAllowed:
 		allow := probe.header.Get("Allow")
 		w.Header().Set("Allow", allow)
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: the route takes %s", r.Method, r.URL.Path, allow))
+		writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, fmt.Sprintf("%s %s: the route takes %s", r.Method, r.URL.Path, allow))
 	case http.StatusNotFound:
-		writeError(w, http.StatusNotFound, "no_route", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, api.CodeNoRoute, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	default:
 		h.ServeHTTP(w, r)
 	}
@@ -541,7 +541,7 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 		req.Column = "id"
 	}
 	if len(req.Keys) > s.opts.MaxTakeKeys {
-		return &apiError{http.StatusRequestEntityTooLarge, "too_many_keys",
+		return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooManyKeys,
 			fmt.Sprintf("%d keys; a take asks for at most %d (split the request)", len(req.Keys), s.opts.MaxTakeKeys)}
 	}
 	release, err := s.admit.admit(r.Context(), int64(len(req.Keys))*takeRowReserve)
@@ -677,7 +677,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 		p.QuietWindows = nil
 	}
 	if due, why := compactor.ShouldCompact(m, p, time.Now()); !due && (minGiven || len(p.QuietWindows) > 0) {
-		return &apiError{http.StatusConflict, "not_due", "compaction not due: " + why}
+		return &apiError{http.StatusConflict, api.CodeNotDue, "compaction not due: " + why}
 	}
 	if req.DryRun {
 		plan := compactor.PlanCompaction(m, *p.EnsureDefaults())
@@ -687,14 +687,14 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 		return nil
 	}
 	if !t.compacting.CompareAndSwap(false, true) {
-		return &apiError{http.StatusConflict, "compaction_running", "a compaction of this table by this server is already running"}
+		return &apiError{http.StatusConflict, api.CodeCompactionRunning, "a compaction of this table by this server is already running"}
 	}
 	lease, err := compactor.TakeLease(r.Context(), t.b, "server:"+s.opts.Instance, s.opts.LeaseTTL, time.Now())
 	if err != nil {
 		t.compacting.Store(false)
 		var held *compactor.LeaseHeldError
 		if errors.As(err, &held) {
-			return &apiError{http.StatusConflict, "lease_held", fmt.Sprintf("another compactor holds the table's lease: %s, until %s",
+			return &apiError{http.StatusConflict, api.CodeLeaseHeld, fmt.Sprintf("another compactor holds the table's lease: %s, until %s",
 				held.Holder, held.Expires.UTC().Format(time.RFC3339))}
 		}
 		return err
@@ -785,7 +785,7 @@ func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request, t *tableState)
 // runs.
 func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	if !t.fleetMerging.CompareAndSwap(false, true) {
-		return &apiError{http.StatusTooManyRequests, "merge_running", "a merge of this table is running"}
+		return &apiError{http.StatusTooManyRequests, api.CodeMergeRunning, "a merge of this table is running"}
 	}
 	s.background(t, "fleet merge", func(ctx context.Context) error {
 		defer t.fleetMerging.Store(false)

@@ -146,7 +146,7 @@ func (o *Options) EnsureDefaults() *Options {
 		c.MinBodyRate = 64 << 10
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 30 * time.Minute
+		c.LeaseTTL = compactor.DefaultLeaseTTL
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -226,16 +226,16 @@ func (s *Server) Handler() http.Handler {
 		if r.URL.Path != "/healthz" && s.opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
-				writeError(rw, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, "a bearer token is required")
 				return
 			}
 		}
 		if s.draining.Load() && r.URL.Path != "/healthz" && r.URL.Path != "/metrics" {
-			writeError(rw, http.StatusServiceUnavailable, "draining", "the server is shutting down")
+			writeError(rw, http.StatusServiceUnavailable, api.CodeDraining, "the server is shutting down")
 			return
 		}
 		if r.ContentLength > s.opts.MaxBodyBytes {
-			writeError(rw, http.StatusRequestEntityTooLarge, "too_large",
+			writeError(rw, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
 				fmt.Sprintf("the body is %d bytes, over the limit of %d", r.ContentLength, s.opts.MaxBodyBytes))
 			return
 		}
@@ -301,7 +301,7 @@ var tableName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // made-up names cannot grow the server's memory.
 func (s *Server) table(ctx context.Context, name string, create bool) (*tableState, error) {
 	if !tableName.MatchString(name) || strings.Contains(name, "..") {
-		return nil, &apiError{http.StatusBadRequest, "bad_table_name",
+		return nil, &apiError{http.StatusBadRequest, api.CodeBadTableName,
 			fmt.Sprintf("table name %q: want 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit", name)}
 	}
 	s.mu.Lock()
@@ -463,41 +463,41 @@ func fail(w http.ResponseWriter, err error) {
 		}
 		writeError(w, ae.status, ae.code, ae.msg)
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
 	case errors.Is(err, table.ErrNotFound), errors.Is(err, walshard.ErrUnknownShard):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, table.ErrVersionNotFound), errors.Is(err, table.ErrTagNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, table.ErrExists), errors.Is(err, table.ErrTagExists):
-		writeError(w, http.StatusConflict, "exists", err.Error())
+		writeError(w, http.StatusConflict, api.CodeExists, err.Error())
 	case errors.Is(err, commit.ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
+		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
 	case errors.Is(err, ingest.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
 	case errors.Is(err, table.ErrBadInput), errors.Is(err, table.ErrSchemaMismatch):
-		writeError(w, http.StatusBadRequest, "bad_input", err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, err.Error())
 	case errors.Is(err, table.ErrUnsupportedSchema):
-		writeError(w, http.StatusBadRequest, "unsupported_schema", err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeUnsupportedSchema, err.Error())
 	case errors.Is(err, table.ErrBadPredicate), errors.Is(err, table.ErrBadName):
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	case errors.Is(err, walshard.ErrMergeRunning):
-		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
+		writeError(w, http.StatusTooManyRequests, api.CodeBusy, err.Error())
 	case errors.Is(err, walshard.ErrFenced), errors.Is(err, walshard.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 	case errors.Is(err, blob.ErrRetryable):
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+		writeError(w, http.StatusServiceUnavailable, api.CodeStoreUnavailable, err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}
 }
 
 // unsupportedMedia is the 415 for a Content-Type a route does not take.
 func unsupportedMedia(types ...string) error {
-	return &apiError{http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be " + strings.Join(types, " or ")}
+	return &apiError{http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, "Content-Type must be " + strings.Join(types, " or ")}
 }
 
 func badRequest(format string, args ...any) error {
-	return &apiError{http.StatusBadRequest, "bad_request", fmt.Sprintf(format, args...)}
+	return &apiError{http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf(format, args...)}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

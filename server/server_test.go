@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -101,16 +102,26 @@ func ids(t *testing.T, recs []arrow.RecordBatch) map[int64]int {
 
 func raw(t testing.TB, f *fixture, method, path, ctype, body, token string) (int, string) {
 	t.Helper()
+	h := http.Header{}
+	if ctype != "" {
+		h.Set("Content-Type", ctype)
+	}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	resp, data := send(t, f, method, path, h, body)
+	return resp.StatusCode, data
+}
+
+// send makes one request with headers h and returns the answer with its
+// body read (and closed).
+func send(t testing.TB, f *fixture, method, path string, h http.Header, body string) (*http.Response, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	maps.Copy(req.Header, h)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +131,7 @@ func raw(t testing.TB, f *fixture, method, path, ctype, body, token string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, string(data)
+	return resp, string(data)
 }
 
 func TestTableRoutes(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,8 +96,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	if err := c.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "strata-compactor:", err)
 		var ue usageError
-		if errors.As(err, &ue) || strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown shorthand") ||
-			strings.Contains(err.Error(), "accepts 0 arg") || strings.Contains(err.Error(), "unknown command") {
+		if errors.As(err, &ue) || cli.IsCobraUsage(err) {
 			return 2
 		}
 		return 1

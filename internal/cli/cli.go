@@ -9,6 +9,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -32,7 +33,7 @@ func BindEnv(fs *pflag.FlagSet, environ []string, names ...string) error {
 	}
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || (len(names) > 0 && !contains(names, f.Name)) {
+		if err != nil || f.Changed || (len(names) > 0 && !slices.Contains(names, f.Name)) {
 			return
 		}
 		name := EnvName(f.Name)
@@ -45,9 +46,13 @@ func BindEnv(fs *pflag.FlagSet, environ []string, names ...string) error {
 	return err
 }
 
-func contains(names []string, n string) bool {
-	for _, x := range names {
-		if x == n {
+// IsCobraUsage recognises cobra's own argument errors ("unknown command",
+// "unknown flag", a wrong number of arguments), which carry no type: both
+// tools exit 2 on them, as on their own usage errors.
+func IsCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts 0 arg"} {
+		if strings.Contains(msg, p) {
 			return true
 		}
 	}

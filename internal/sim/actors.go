@@ -189,15 +189,21 @@ func (w *world) rowTrouble(seen map[int64]int, want []int64, v uint64) (oracle, 
 
 // Direct appenders.
 
+// openTable opens a's table handle, once per process.
+func (w *world) openTable(a *actor) error {
+	if a.tbl != nil {
+		return nil
+	}
+	o := w.commitOptions(a)
+	t, err := commit.OpenTable(w.ctx, a.bucket, &o)
+	a.tbl = t
+	return err
+}
+
 func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 	rec.commits = true
-	if a.tbl == nil {
-		o := w.commitOptions(a)
-		t, err := commit.OpenTable(w.ctx, a.bucket, &o)
-		if err != nil {
-			return "open", short(err)
-		}
-		a.tbl = t
+	if err := w.openTable(a); err != nil {
+		return "open", short(err)
 	}
 	ids := w.newRows()
 	b := batch(ids)
@@ -442,13 +448,8 @@ func (w *world) checkTake(s *table.Snapshot, seen map[int64]int) string {
 
 // deleteOp deletes a range of ids, among those handed out so far.
 func (w *world) deleteOp(a *actor) (string, string) {
-	if a.tbl == nil {
-		o := w.commitOptions(a)
-		t, err := commit.OpenTable(w.ctx, a.bucket, &o)
-		if err != nil {
-			return "open", short(err)
-		}
-		a.tbl = t
+	if err := w.openTable(a); err != nil {
+		return "open", short(err)
 	}
 	w.mu.Lock()
 	top := w.nextID

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -46,7 +45,7 @@ func Run(args []string, env *Env) int {
 		return 0
 	}
 	fmt.Fprintln(env.Err, "strata:", err)
-	if ue := (usageError{}); errors.As(err, &ue) || isCobraUsage(err) {
+	if ue := (usageError{}); errors.As(err, &ue) || cli.IsCobraUsage(err) {
 		return 2
 	}
 	return 1
@@ -83,18 +82,6 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		newCreate(env), newAppend(env), newVersion(env), newTables(env), newDelete(env), newIndex(env))
 	root.AddCommand(lsmVerbs(env)...)
 	return root
-}
-
-// isCobraUsage recognises cobra's own argument errors ("unknown command",
-// "unknown flag"), which carry no type.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // exactArgs is cobra.ExactArgs with a usage error.
