@@ -160,11 +160,12 @@ func (o *JobOptions) EnsureDefaults() *JobOptions {
 	return &c
 }
 
-// Validate checks the options: at least one table, no negative history or
-// lease, a lease of at least MinLeaseTTL, and valid policies.
+// Validate checks the options: no negative history or lease, a lease of
+// at least MinLeaseTTL, and valid policies. No tables is valid: a pass over
+// an empty bucket does nothing.
 func (o *JobOptions) Validate() error {
-	if o == nil || len(o.Tables) == 0 {
-		return fmt.Errorf("%w: JobOptions: no tables", ErrInvalidOptions)
+	if o == nil {
+		return nil
 	}
 	if o.History < 0 || o.LeaseTTL < 0 {
 		return fmt.Errorf("%w: JobOptions: History and LeaseTTL must not be negative", ErrInvalidOptions)

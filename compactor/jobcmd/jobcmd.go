@@ -157,6 +157,10 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 	if f.adoptAfter == 0 {
 		opts.AdoptAfter = -1
 	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(stderr, "strata-compactor:", err)
+		return 2
+	}
 	if f.metricsListen != "" {
 		if f.interval == 0 {
 			fmt.Fprintln(stderr, "strata-compactor: --metrics-listen needs --f.interval (a --once pass ends before a scrape)")

@@ -144,8 +144,18 @@ func TestTablesUnderAPrefix(t *testing.T) {
 	}
 }
 
+// A bucket with no tables yet (a fresh deployment) is a pass that does
+// nothing, not a failure of the CronJob.
+func TestAnEmptyBucketIsAPassThatDoesNothing(t *testing.T) {
+	code, out, errOut := run(nil, "--once", "--tables-under", "file://"+t.TempDir())
+	if code != 0 || !strings.Contains(out, "0 tables") {
+		t.Fatalf("exit %d %q\n%s", code, out, errOut)
+	}
+}
+
 func TestUsageAndFailures(t *testing.T) {
-	for _, args := range [][]string{{}, {"--table", "mem://"}, {"--once", "--interval", "1m", "--table", "mem://"}, {"--once", "--quiet-windows", "25-3", "--table", "mem://"}, {"--nope"}} {
+	for _, args := range [][]string{{}, {"--table", "mem://"}, {"--once", "--interval", "1m", "--table", "mem://"}, {"--once", "--quiet-windows", "25-3", "--table", "mem://"}, {"--nope"},
+		{"--once", "--lease-ttl", "1s", "--table", "mem://"}} {
 		if code, _, _ := run(nil, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

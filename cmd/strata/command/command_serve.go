@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/walshard"
@@ -74,6 +75,9 @@ after 2 minutes.`,
 			srv, err := server.New(&server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
 				MaxBodyBytes: maxBody, MemoryBudget: budget,
 				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery}})
+			if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}
