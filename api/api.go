@@ -224,6 +224,7 @@ type ShardStats struct {
 	WALLag             uint64        `json:"wal_lag"`
 	MemtableRows       *int64        `json:"memtable_rows,omitempty"`
 	MemtableBytes      *int64        `json:"memtable_bytes,omitempty"`
+	MemtableFrom       *uint64       `json:"memtable_from,omitempty"` // lowest WAL position in the memtable; 0 when empty
 	Watermark          uint64        `json:"watermark"`
 	PendingGenerations int           `json:"pending_generations"`
 	PendingBytes       int64         `json:"pending_bytes"`

@@ -53,11 +53,13 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 	if err := c.Flush(ctx, name); err != nil {
 		return err
 	}
-	// The flush runs in the background: the target is read once every
-	// shard that had rows in its memtable has flushed its WAL up to the
-	// last entry written before the checkpoint began. (A newer generation
-	// alone does not say so: a flush already running when the checkpoint
-	// began may hold only some of those rows.)
+	// The flush runs in the background: the target is read once no shard
+	// that had rows in its memtable still holds one of the WAL entries
+	// written before the checkpoint began. (A newer generation alone does
+	// not say so: a flush already running when the checkpoint began may
+	// hold only some of those rows. Nor does the flushed WAL position: a
+	// shard opened again after a restart writes a fence above its entries,
+	// which no flush covers.)
 	sealing := map[string]uint64{}
 	for _, s := range before.Shards {
 		if s.MemtableRows != nil && *s.MemtableRows > 0 {
@@ -74,7 +76,7 @@ func (c *Client) CheckpointLSM(ctx context.Context, name string, opts ...Checkpo
 		waiting := 0
 		for _, s := range st.Shards {
 			target[s.Shard] = s.NewestGeneration
-			if pos, ok := sealing[s.Shard]; ok && s.WALFlushed < pos {
+			if pos, ok := sealing[s.Shard]; ok && s.MemtableFrom != nil && *s.MemtableFrom != 0 && *s.MemtableFrom <= pos {
 				waiting++
 			}
 		}

@@ -97,7 +97,11 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	if sh := t.openShard(); sh != nil {
+	sh, err := s.ownShard(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	if sh != nil {
 		if err := sh.Drain(r.Context()); err != nil {
 			return err
 		}
@@ -807,7 +811,7 @@ func shardStats(st walshard.Stats, withRows bool) api.ShardStats {
 		WALLag: st.WALLag, Watermark: st.Watermark, PendingGenerations: st.PendingGenerations, PendingBytes: st.PendingBytes,
 		NewestGeneration: st.NewestGeneration, Quarantined: apiQuarantined(st.Quarantined)}
 	if st.Local {
-		out.MemtableRows, out.MemtableBytes, out.Merging = &st.MemtableRows, &st.MemtableBytes, &st.Merging
+		out.MemtableRows, out.MemtableBytes, out.MemtableFrom, out.Merging = &st.MemtableRows, &st.MemtableBytes, &st.MemtableFrom, &st.Merging
 	} else if !st.LastWrite.IsZero() {
 		out.LastWrite = &st.LastWrite
 	}
@@ -827,7 +831,12 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return err
 	}
-	own := t.openShard()
+	// This server's shard from before a restart is opened, so the rows its
+	// WAL acknowledged show in its memtable (a checkpoint waits for them).
+	own, err := s.ownShard(r.Context(), t)
+	if err != nil {
+		return err
+	}
 	if own != nil && !slices.Contains(ids, own.ID()) {
 		ids = append(ids, own.ID())
 	}

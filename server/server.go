@@ -372,6 +372,24 @@ func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, err
 	return sh, nil
 }
 
+// ownShard returns this server's shard of the table: the open handle, or,
+// when this server wrote through it before a restart, the shard opened
+// again (which replays the rows its WAL acknowledged); nil when this server
+// never wrote to the table.
+func (s *Server) ownShard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
+	if sh := t.openShard(); sh != nil {
+		return sh, nil
+	}
+	_, err := t.b.Attributes(ctx, table.FleetShardsDir+s.ShardID())
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.shard(ctx, t)
+}
+
 // openShard returns the table's shard if it is open.
 func (t *tableState) openShard() *walshard.Shard {
 	t.mu.Lock()

@@ -29,6 +29,9 @@ type Stats struct {
 	// The memtable (zero when read from the bucket by Inspect).
 	MemtableRows  int64 `json:"memtable_rows"`
 	MemtableBytes int64 `json:"memtable_bytes"`
+	// MemtableFrom is the lowest WAL position the memtable holds (0 when it
+	// is empty): every entry below it is flushed or set aside.
+	MemtableFrom uint64 `json:"memtable_from"`
 	// Generations awaiting merge, above the table's watermark. Rows come
 	// from the shard's state object: counting them costs no reads.
 	Watermark          uint64 `json:"watermark"`
@@ -76,6 +79,9 @@ func (s *Shard) Stats() Stats {
 	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.nextPos - 1, MemtableRows: s.mu.memRows,
 		MemtableBytes: s.mu.memBytes, Watermark: s.mu.watermark, Merging: s.merging.Load(),
 		Merges: s.merges.Load(), MergeRebases: s.rebases.Load(), Quarantined: slices.Clone(s.mu.quarantined), Local: true}
+	if len(s.mu.mem) > 0 {
+		st.MemtableFrom = s.mu.mem[0].pos
+	}
 	fillPending(&st, s.mu.state)
 	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
 	return st

@@ -211,7 +211,10 @@ class Client:
         while True:
             st = self.lsm_stats(name)
             target = {s["shard"]: s["newest_generation"] for s in st["shards"]}
-            waiting = sum(1 for s in st["shards"] if s["shard"] in sealing and s["wal_flushed"] < sealing[s["shard"]])
+            # Still holding an entry written before the checkpoint began (the
+            # flushed position alone misses a fence written on reopening).
+            waiting = sum(1 for s in st["shards"] if s["shard"] in sealing
+                          and 0 < s.get("memtable_from", 0) <= sealing[s["shard"]])
             if waiting == 0:
                 break
             if stalls >= max_stalls:
