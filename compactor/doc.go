@@ -18,4 +18,8 @@
 //     the same fragments makes the compaction plan again, never lose a row.
 //   - One driver per table is expected (a Job with a lease); correctness
 //     never depends on it.
+//   - Garbage collection never deletes what a reader may still reach: the
+//     kept versions (newest, young, tagged, and those the table's Iceberg
+//     view describes, see package lakehouse) and every object they or the
+//     view's newest metadata reference.
 package compactor

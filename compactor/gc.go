@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/plant"
+	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/table"
 )
 
@@ -115,8 +116,14 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Tags, err = table.Tags(ctx, b); err != nil {
 		return res, err
 	}
+	// The Iceberg view, read after the boundary went in, as the tags are:
+	// an export that lands later sees the boundary and drops what it
+	// covers (see lakehouse.Export).
+	if st.Iceberg, err = readIcebergRefs(ctx, b, &st.Objects); err != nil {
+		return res, err
+	}
 	st.Manifests = map[uint64]*table.Manifest{}
-	for _, v := range gcKeep(real, res.Boundary, st.Tags) {
+	for _, v := range gcKeep(real, res.Boundary, st.Tags, st.Iceberg.Versions) {
 		m, err := table.ReadManifest(ctx, b, v)
 		if err != nil {
 			return res, fmt.Errorf("compactor: gc: reading kept version %d: %w", v, err)
@@ -154,7 +161,8 @@ type GCState struct {
 	Versions  []VersionAge               // newest first, from the listing and by name after it
 	Tags      []table.Tag                // every tag
 	Manifests map[uint64]*table.Manifest // the versions kept (see PlanGC)
-	Objects   []blob.ObjectInfo          // data, deletion vectors, key indexes and shard objects
+	Objects   []blob.ObjectInfo          // data, deletion vectors, key indexes, shard objects and the Iceberg view's
+	Iceberg   lakehouse.Refs             // what the table's Iceberg view holds on to (lakehouse.ReadRefs)
 }
 
 // GCPlan is what a collection deletes, decided from a GCState alone.
@@ -207,7 +215,7 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 		return plan
 	}
 	plan.Boundary = gcBoundary(real, p, now)
-	plan.Kept = gcKeep(real, plan.Boundary, st.Tags)
+	plan.Kept = gcKeep(real, plan.Boundary, st.Tags, st.Iceberg.Versions)
 	for _, v := range real {
 		if !slices.Contains(plan.Kept, v.Version) {
 			plan.Versions = append(plan.Versions, v.Version)
@@ -224,10 +232,18 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 			referenced[k] = true
 		}
 	}
+	for k := range referenced {
+		if strings.HasPrefix(k, table.DeletionsDir) {
+			referenced[lakehouse.DeleteFileKey(k)] = true
+		}
+	}
+	for k := range st.Iceberg.Keys {
+		referenced[k] = true
+	}
 	newest := st.Manifests[plan.Kept[0]]
 	eligible := func(key string) bool {
 		if !strings.HasPrefix(key, table.ShardsDir) {
-			return true // data, deletion vectors and key indexes
+			return true // data, deletion vectors, key indexes, the Iceberg view's objects
 		}
 		shard, gen, ok := table.ParseGenerationKey(key)
 		return ok && newest != nil && gen <= newest.Shards[shard].Watermark
@@ -298,6 +314,27 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 	return res, nil
 }
 
+// readIcebergRefs lists the Iceberg view's objects into objects and, when
+// there are any, reads what its newest metadata holds on to: one LIST for
+// a table without a view.
+func readIcebergRefs(ctx context.Context, b blob.Bucket, objects *[]blob.ObjectInfo) (lakehouse.Refs, error) {
+	n := len(*objects)
+	for o, err := range blob.List(ctx, b, table.IcebergDir, 0) {
+		if err != nil {
+			return lakehouse.Refs{}, err
+		}
+		*objects = append(*objects, o)
+	}
+	if len(*objects) == n {
+		return lakehouse.Refs{}, nil
+	}
+	refs, err := lakehouse.ReadRefs(ctx, b)
+	if err != nil {
+		return refs, fmt.Errorf("compactor: gc: reading the Iceberg view: %w", err)
+	}
+	return refs, nil
+}
+
 // listVersions lists the versions, newest first, and looks by name for
 // those a lagging listing does not show yet (they reference data too):
 // one request that finds nothing in the usual case.
@@ -355,12 +392,15 @@ func gcBoundary(versions []VersionAge, p GCPolicy, now time.Time) uint64 {
 	return 0
 }
 
-// gcKeep returns the versions kept, newest first: above the boundary, or
-// tagged.
-func gcKeep(versions []VersionAge, boundary uint64, tags []table.Tag) []uint64 {
+// gcKeep returns the versions kept, newest first: above the boundary,
+// tagged, or described by the Iceberg view (pinned).
+func gcKeep(versions []VersionAge, boundary uint64, tags []table.Tag, pinned []uint64) []uint64 {
 	tagged := map[uint64]bool{}
 	for _, t := range tags {
 		tagged[t.Version] = true
+	}
+	for _, v := range pinned {
+		tagged[v] = true
 	}
 	var keep []uint64
 	for _, v := range versions {

@@ -11,16 +11,20 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
 
 // JobOptions configure the singleton compactor Job (strata-compactor).
 type JobOptions struct {
-	Tables   []string // table URLs
-	Policy   Policy
-	GC       GCPolicy
-	NoGC     bool
+	Tables []string // table URLs
+	Policy Policy
+	GC     GCPolicy
+	NoGC   bool
+	// Iceberg keeps each table's Iceberg view (package lakehouse) up to
+	// date: every pass exports the versions GC keeps, before collecting.
+	Iceberg  bool
 	LeaseTTL time.Duration // default 30m
 	Holder   string        // who holds the lease (default: "strata-compactor")
 	DryRun   bool
@@ -60,6 +64,9 @@ type TableOutcome struct {
 	FleetMerged int
 	FleetShards int
 	Adopted     []string
+	// Iceberg is the newest Iceberg metadata's location, when the pass
+	// exported (JobOptions.Iceberg).
+	Iceberg string
 	// Idle: nothing had changed since the last pass (interval mode), so it
 	// looked (two requests) and did nothing.
 	Idle bool
@@ -378,6 +385,12 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 			return out
 		}
 	}
+	if o.Iceberg && !o.DryRun {
+		if err := exportIceberg(ctx, o, u, b, now, &out, log); err != nil {
+			out.Err = err
+			return out
+		}
+	}
 	if o.NoGC || (m != nil && now.Sub(m.gcAt) < o.gcEvery()) {
 		return out
 	}
@@ -405,6 +418,26 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 	log.Info("gc", "dry_run", gp.DryRun, "boundary", res.Boundary, "versions_kept", res.VersionsKept,
 		"versions_deleted", len(res.VersionsDeleted), "objects_deleted", len(res.ObjectsDeleted), "bytes_freed", res.BytesFreed)
 	return out
+}
+
+// exportIceberg brings the table's Iceberg view up to date, describing
+// the versions this pass's collection keeps (the same policy), so that the
+// collection right after it may take the versions that aged out.
+func exportIceberg(ctx context.Context, o JobOptions, u string, b blob.Bucket, now time.Time, out *TableOutcome, log *slog.Logger) error {
+	loc, err := lakehouse.LocationOf(u)
+	if err != nil {
+		return err
+	}
+	gp := o.GC.withDefaults()
+	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc, KeepVersions: gp.KeepVersions, RetainFor: gp.RetainFor}, now)
+	if err != nil {
+		log.Error("iceberg export failed", "error", err.Error())
+		return fmt.Errorf("iceberg export: %w", err)
+	}
+	out.Iceberg = res.MetadataLocation
+	log.Info("iceberg", "metadata", res.MetadataLocation, "written", res.Written, "current", res.Current,
+		"snapshots", len(res.Snapshots), "added", len(res.Added), "dropped", len(res.Dropped))
+	return nil
 }
 
 // adoptAfter adopts the table's abandoned shards, logging each and

@@ -18,6 +18,9 @@ const (
 	DeletionsDir = "_deletions/"
 	IndicesDir   = "_indices/"
 	TagsDir      = "_refs/tags/"
+	// IcebergDir holds the Apache Iceberg view of the table's versions
+	// (package lakehouse).
+	IcebergDir = "_iceberg/"
 	// GCBoundaryDir holds the garbage collector's boundary objects; see
 	// docs/format.md.
 	GCBoundaryDir  = "_gc/boundary/"

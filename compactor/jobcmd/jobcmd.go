@@ -23,7 +23,8 @@ import (
 const usage = `The singleton Job of each Strata table. Each pass merges the flushed
 generations of every shard in one commit (a fleet merge), adopts shards whose
 owner has written nothing for --adopt-after while holding rows not in the
-table, compacts when due, and collects garbage.
+table, compacts when due, with --iceberg brings the table's Iceberg view up to
+date (see strata export iceberg), and collects garbage.
 
 Every flag can also be set by an environment variable, STRATA_ and the flag's
 name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …); a
@@ -32,7 +33,8 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION.`
 
 const examples = `  strata-compactor --once --table file://./strata-demo
   strata-compactor --once --tables-under 's3://lake/tables?endpoint=http://minio:9000' --quiet-windows 8-18
-  strata-compactor --interval 5m --table s3://lake/rollouts --min-fragments 32`
+  strata-compactor --interval 5m --table s3://lake/rollouts --min-fragments 32
+  strata-compactor --interval 5m --table s3://lake/rollouts --iceberg`
 
 // usageError marks errors that exit with status 2.
 type usageError struct{ error }
@@ -64,6 +66,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	fs.Int64Var(&f.targetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
 	fs.IntVar(&f.maxSources, "max-source-fragments", 1024, "source fragments per run at most")
 	fs.BoolVar(&f.noGC, "no-gc", false, "skip garbage collection")
+	fs.BoolVar(&f.iceberg, "iceberg", false, "keep each table's Iceberg view (_iceberg/) up to date, every pass")
 	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
 	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
 	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
@@ -108,6 +111,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 type jobFlags struct {
 	tables, under, windows          []string
 	once, dryRun, noGC, noFleet     bool
+	iceberg                         bool
 	interval, leaseTTL, adoptAfter  time.Duration
 	retain, safety                  time.Duration
 	minFragments, maxSources, keepV int
@@ -147,6 +151,7 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 			TargetBytes: f.targetBytes, MaxSourceFragments: f.maxSources},
 		GC:           compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety},
 		NoGC:         f.noGC,
+		Iceberg:      f.iceberg,
 		LeaseTTL:     f.leaseTTL,
 		Holder:       holder,
 		DryRun:       f.dryRun,

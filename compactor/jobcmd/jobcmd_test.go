@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/table"
 )
 
@@ -164,5 +165,42 @@ func TestUsageAndFailures(t *testing.T) {
 	code, _, errOut := run(nil, "--once", "--table", "file://"+t.TempDir())
 	if code != 1 || !strings.Contains(errOut, "no table here") {
 		t.Fatalf("missing table: exit %d\n%s", code, errOut)
+	}
+}
+
+// --iceberg keeps each table's Iceberg view up to date every pass, on a
+// folder and on MinIO: after a pass that compacted, the view's current
+// snapshot is the compaction's version and names its one fragment.
+func TestIcebergKeepsTheViewUpToDate(t *testing.T) {
+	for _, u := range []string{"file://" + t.TempDir(), testenv.MinIO(t).URL(t)} {
+		b := smallTable(t, u, 20)
+		code, _, errOut := run(nil, "--once", "--iceberg", "--table", u)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", u, code, errOut)
+		}
+		var logged map[string]any
+		for _, l := range logLines(t, errOut) {
+			if l["msg"] == "iceberg" {
+				logged = l
+			}
+		}
+		latest, err := table.LatestVersion(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if logged == nil || logged["current"] != float64(latest) || logged["written"] != true {
+			t.Fatalf("%s: iceberg log line %v (latest version %d)\n%s", u, logged, latest, errOut)
+		}
+		hint, err := b.Get(ctx, lakehouse.HintKey)
+		if err != nil || string(hint) != "1" {
+			t.Fatalf("%s: hint %q, %v", u, hint, err)
+		}
+		// A second pass with nothing new writes no new metadata.
+		if code, _, errOut := run(nil, "--once", "--iceberg", "--table", u); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", u, code, errOut)
+		}
+		if _, err := b.Get(ctx, lakehouse.MetadataKey(2)); err == nil {
+			t.Fatalf("%s: a pass with nothing new wrote new metadata", u)
+		}
 	}
 }

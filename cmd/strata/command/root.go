@@ -79,7 +79,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	})
 	root.AddCommand(newSelftest(env), newBench(env), newDemo(env), newScan(env), newTake(env), newVersions(env),
 		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newRepair(env), newServe(env), newWorker(env),
-		newCreate(env), newAppend(env), newVersion(env), newTables(env), newDelete(env), newIndex(env))
+		newCreate(env), newAppend(env), newVersion(env), newTables(env), newDelete(env), newIndex(env), newExport(env))
 	root.AddCommand(lsmVerbs(env)...)
 	return root
 }

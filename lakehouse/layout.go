@@ -1,0 +1,85 @@
+package lakehouse
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stratadb/strata/table"
+)
+
+// Keys of the view's objects, under the table's prefix.
+const (
+	MetadataDir = table.IcebergDir + "metadata/"
+	DeletesDir  = table.IcebergDir + "deletes/"
+	// HintKey names the newest metadata's number, as static-file readers
+	// (DuckDB, Spark's Hadoop catalog) expect.
+	HintKey = MetadataDir + "version-hint.text"
+)
+
+// MetadataKey names the n-th metadata file.
+func MetadataKey(n int) string { return fmt.Sprintf("%sv%d.metadata.json", MetadataDir, n) }
+
+// ParseMetadataKey returns n for a key MetadataKey(n) made.
+func ParseMetadataKey(key string) (int, bool) {
+	s, ok := strings.CutPrefix(key, MetadataDir+"v")
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, ".metadata.json")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n > 0 && strconv.Itoa(n) == s
+}
+
+func manifestListKey(v uint64) string {
+	return fmt.Sprintf("%ssnap-%d-%s.avro", MetadataDir, v, table.NewID())
+}
+
+func manifestKey() string { return MetadataDir + table.NewID() + "-m.avro" }
+
+// DeleteFileKey names the position-delete file made from the deletion
+// vector at dvKey: one per vector, so a vector is converted once, and
+// garbage collection keeps the file exactly as long as the vector.
+func DeleteFileKey(dvKey string) string {
+	return DeletesDir + strings.TrimSuffix(path.Base(dvKey), ".bin") + ".parquet"
+}
+
+// ErrBadLocation is the kind of error LocationOf returns.
+var ErrBadLocation = errors.New("lakehouse: no location Iceberg readers can use")
+
+// LocationOf turns a Strata bucket URL into the table's location as
+// Iceberg readers name it: s3://bucket/prefix, gs://bucket/prefix, or
+// file:///abs/path for a local folder. The query (endpoint, region) is
+// dropped: readers are configured for the store on their side.
+func LocationOf(rawURL string) (string, error) {
+	if !strings.Contains(rawURL, "://") {
+		abs, err := filepath.Abs(rawURL)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q: %v", ErrBadLocation, rawURL, err)
+		}
+		return "file://" + filepath.ToSlash(abs), nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrBadLocation, rawURL, err)
+	}
+	switch u.Scheme {
+	case "s3", "gs":
+		if u.Host == "" {
+			return "", fmt.Errorf("%w: %q names no bucket", ErrBadLocation, rawURL)
+		}
+		return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"), nil
+	case "file":
+		p := u.Host + u.Path // file://./rel and file:///abs
+		return LocationOf(p)
+	default:
+		return "", fmt.Errorf("%w: %q (a %s:// bucket cannot be read by other engines; use s3://, gs:// or a folder)", ErrBadLocation, rawURL, u.Scheme)
+	}
+}

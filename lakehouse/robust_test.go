@@ -1,0 +1,222 @@
+package lakehouse_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/table"
+)
+
+func open(t *testing.T, url string) blob.Bucket {
+	t.Helper()
+	b, err := blob.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// latestReadsTheSame fails unless the view's newest metadata reads, for
+// every snapshot it describes, what Strata reads of that version.
+func latestReadsTheSame(t *testing.T, dir string, b blob.Bucket) lakehouse.Result {
+	t.Helper()
+	loc, _ := lakehouse.LocationOf(dir)
+	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, _ := table.LatestVersion(ctx, b)
+	if res.Current != latest {
+		t.Fatalf("the view's current version is %d, the table's %d", res.Current, latest)
+	}
+	hint, err := b.Get(ctx, lakehouse.HintKey)
+	if err != nil || lakehouse.MetadataKey(atoi(t, string(hint))) != res.MetadataKey {
+		t.Fatalf("the hint says %q (%v), the newest metadata is %s", hint, err, res.MetadataKey)
+	}
+	for _, v := range res.Snapshots {
+		if want, got := strataRows(t, b, v), icebergRows(t, store{}, res.MetadataLocation, int64(v)); !slices.Equal(want, got) {
+			t.Fatalf("version %d: Strata reads %d rows, iceberg-go %d", v, len(want), len(got))
+		}
+	}
+	return res
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			t.Fatalf("hint %q is not a number", s)
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// An export that dies at any request — before, between or after its
+// objects, its metadata and its hint — leaves a view that the next export
+// finishes: every snapshot then reads as Strata reads its version.
+func TestAnExportCutShortAnywhereIsFinishedByTheNext(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	history(t, open(t, src))
+	loc, _ := lakehouse.LocationOf(src)
+	// How many requests a whole export makes.
+	whole := fault.Wrap(open(t, src+"-count"), fault.Never())
+	if err := os.CopyFS(src+"-count", os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lakehouse.Export(ctx, whole, &lakehouse.Options{Location: loc + "-count"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	n := whole.Requests()
+	for i := int64(1); i <= n; i++ {
+		dir := filepath.Join(t.TempDir(), "t")
+		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		dloc, _ := lakehouse.LocationOf(dir)
+		crashing := fault.Wrap(open(t, dir), fault.CrashAfter(i))
+		if _, err := lakehouse.Export(ctx, crashing, &lakehouse.Options{Location: dloc}, time.Now()); err == nil && crashing.Crashed() {
+			t.Fatalf("crash after %d requests: the export reported success", i)
+		}
+		latestReadsTheSame(t, dir, open(t, dir))
+	}
+}
+
+// Two exports at once both succeed, and the view they leave is whole.
+func TestConcurrentExportsLeaveOneWholeView(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	b := open(t, dir)
+	history(t, b)
+	loc, _ := lakehouse.LocationOf(dir)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = lakehouse.Export(ctx, open(t, dir), &lakehouse.Options{Location: loc}, time.Now())
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	res := latestReadsTheSame(t, dir, b)
+	if res.Written {
+		t.Fatalf("the exports left work undone: %+v", res)
+	}
+}
+
+// Types an Iceberg reader would read differently are refused, naming the
+// column, and nothing is written.
+func TestTypesIcebergCannotHoldAreRefused(t *testing.T) {
+	for _, dt := range []arrow.DataType{
+		arrow.PrimitiveTypes.Uint64,
+		arrow.FixedWidthTypes.Float16,
+		&arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"},
+		&arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Europe/Paris"},
+		arrow.FixedWidthTypes.Time32ms,
+		arrow.ListOf(arrow.PrimitiveTypes.Uint64),
+	} {
+		t.Run(dt.String(), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t")
+			b := open(t, dir)
+			sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "odd", Type: dt, Nullable: true}}, nil)
+			if _, err := commit.Create(ctx, b, sc, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			loc, _ := lakehouse.LocationOf(dir)
+			_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
+			if !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), `"odd`) {
+				t.Fatalf("export of a %s column: %v", dt, err)
+			}
+			for o, err := range blob.List(ctx, b, table.IcebergDir, 0) {
+				t.Fatalf("a refused export wrote %s (%v)", o.Key, err)
+			}
+		})
+	}
+}
+
+// An overwrite that adds a column gets a new schema with the old columns'
+// ids: the snapshots before and after it read as Strata reads them. One
+// that changes a column's type is refused.
+func TestSchemaChangesKeepOlderSnapshotsReadable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	b := open(t, dir)
+	v1 := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	rec := func(sc *arrow.Schema, n int) arrow.RecordBatch {
+		bld := array.NewRecordBuilder(testenv.Allocator(t), sc)
+		defer bld.Release()
+		for i := range n {
+			bld.Field(0).(*array.Int64Builder).Append(int64(i))
+			bld.Field(1).(*array.StringBuilder).Append(strings.Repeat("x", i))
+			if sc.NumFields() > 2 {
+				bld.Field(2).(*array.Float64Builder).Append(float64(i) / 2)
+			}
+		}
+		return bld.NewRecordBatch()
+	}
+	r1 := rec(v1, 5)
+	defer r1.Release()
+	if _, err := commit.Create(ctx, b, v1, nil, nil, r1); err != nil {
+		t.Fatal(err)
+	}
+	latestReadsTheSame(t, dir, b)
+	v2 := arrow.NewSchema(append(v1.Fields(), arrow.Field{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true}), nil)
+	r2 := rec(v2, 7)
+	defer r2.Release()
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Overwrite(ctx, v2, r2); err != nil {
+		t.Fatal(err)
+	}
+	res := latestReadsTheSame(t, dir, b)
+	if len(res.Snapshots) != 2 {
+		t.Fatalf("snapshots %v", res.Snapshots)
+	}
+
+	v3 := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}}, nil)
+	if _, err := tb.Overwrite(ctx, v3); err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := lakehouse.LocationOf(dir)
+	if _, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), `"id"`) {
+		t.Fatalf("export after a column changed type: %v", err)
+	}
+}
+
+func TestLocationOf(t *testing.T) {
+	abs, _ := filepath.Abs("rel/t")
+	for in, want := range map[string]string{
+		"s3://lake/tables/t?endpoint=http://127.0.0.1:9000&region=us-east-1": "s3://lake/tables/t",
+		"gs://lake/t/":     "gs://lake/t",
+		"file:///data/t":   "file:///data/t",
+		"/data/t":          "file:///data/t",
+		"./rel/t":          "file://" + abs,
+		"file://./rel/t":   "file://" + abs,
+		"mem://":           "",
+		"s3:///no-bucket":  "",
+		"ftp://host/table": "",
+	} {
+		got, err := lakehouse.LocationOf(in)
+		if got != want || (want == "") != errors.Is(err, lakehouse.ErrBadLocation) {
+			t.Errorf("LocationOf(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}

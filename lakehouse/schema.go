@@ -1,0 +1,115 @@
+package lakehouse
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+	itable "github.com/apache/iceberg-go/table"
+)
+
+// ErrUnsupported is the kind of error for a table the view cannot describe
+// without changing what readers see.
+var ErrUnsupported = errors.New("lakehouse: not expressible in Iceberg")
+
+// checkExportable refuses column types whose values an Iceberg reader
+// would read differently from Strata.
+func checkExportable(sc *arrow.Schema) error {
+	var walk func(name string, dt arrow.DataType) error
+	walk = func(name string, dt arrow.DataType) error {
+		bad := func(why string) error {
+			return fmt.Errorf("%w: column %q is %s: %s", ErrUnsupported, name, dt, why)
+		}
+		switch t := dt.(type) {
+		case *arrow.Uint64Type:
+			return bad("Iceberg's widest integer is a signed 64-bit long, so values above 2^63-1 would read negative")
+		case *arrow.Float16Type:
+			return bad("Iceberg has no half-precision float")
+		case *arrow.Time32Type:
+			return bad("Iceberg times are microseconds")
+		case *arrow.TimestampType:
+			if t.Unit == arrow.Nanosecond {
+				return bad("format v2 timestamps are microseconds")
+			}
+			if t.TimeZone != "" && !slices.Contains([]string{"UTC", "+00:00", "Etc/UTC", "Z"}, t.TimeZone) {
+				return bad("Iceberg keeps instants in UTC, not in a named zone")
+			}
+		case *arrow.Decimal256Type:
+			if t.Precision > 38 {
+				return bad("Iceberg decimals hold at most 38 digits")
+			}
+		case arrow.ListLikeType:
+			return walk(name+".element", t.Elem())
+		case *arrow.StructType:
+			for _, f := range t.Fields() {
+				if err := walk(name+"."+f.Name, f.Type); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, f := range sc.Fields() {
+		if err := walk(f.Name, f.Type); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// icebergSchema converts a version's Arrow schema for the view. Columns
+// that prev (the view's current schema, nil for none) has under the same
+// name and type keep their field ids, so the one name mapping serves every
+// snapshot; new columns get ids above lastID. A column whose type changed
+// under the same name is refused: older files would be read through the
+// new column's mapping.
+func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int) (*iceberg.Schema, error) {
+	if err := checkExportable(sc); err != nil {
+		return nil, err
+	}
+	fresh, err := itable.ArrowSchemaToIcebergWithFreshIDs(sc, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	if prev == nil {
+		return fresh, nil
+	}
+	next := lastID
+	fields := make([]iceberg.NestedField, 0, len(fresh.Fields()))
+	for _, f := range fresh.Fields() {
+		if i := slices.IndexFunc(prev.Fields(), func(o iceberg.NestedField) bool { return o.Name == f.Name }); i >= 0 {
+			old := prev.Fields()[i]
+			same, err := sameType(old, f)
+			if err != nil {
+				return nil, err
+			}
+			if !same {
+				return nil, fmt.Errorf("%w: column %q changed type from %s to %s; older snapshots would read it through the new type (delete %s to start the view afresh)",
+					ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
+			}
+			fields = append(fields, old)
+			continue
+		}
+		one, err := iceberg.AssignFreshSchemaIDs(iceberg.NewSchema(0, f), func() int { next++; return next })
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, one.Fields()[0])
+	}
+	return iceberg.NewSchema(0, fields...), nil
+}
+
+// sameType compares two fields' types ignoring their ids.
+func sameType(a, b iceberg.NestedField) (bool, error) {
+	ra, err := iceberg.AssignFreshSchemaIDs(iceberg.NewSchema(0, a), nil)
+	if err != nil {
+		return false, err
+	}
+	rb, err := iceberg.AssignFreshSchemaIDs(iceberg.NewSchema(0, b), nil)
+	if err != nil {
+		return false, err
+	}
+	return ra.Fields()[0].Type.Equals(rb.Fields()[0].Type) && a.Required == b.Required, nil
+}
