@@ -16,6 +16,7 @@ import (
 	itable "github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
@@ -23,10 +24,11 @@ import (
 
 // Summary properties each snapshot carries.
 const (
-	PropVersion  = "strata.version"
-	PropKind     = "strata.operation"
-	PropCommitID = "strata.commit-id"
-	PropTableID  = "strata.table-id"
+	PropVersion   = "strata.version"
+	PropKind      = "strata.operation"
+	PropCommitID  = "strata.commit-id"
+	PropTableID   = "strata.table-id"
+	PropTimestamp = "strata.timestamp"
 )
 
 // ErrInvalidOptions is the kind of error Options.Validate returns.
@@ -220,27 +222,29 @@ func chooseVersions(listed []table.VersionInfo, tags []table.Tag, boundary, targ
 
 func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (Result, bool, error) {
 	var res Result
-	cur, err := readView(ctx, b)
-	if err != nil {
-		return res, false, err
-	}
-	boundary, err := table.GCBoundary(ctx, b)
-	if err != nil {
-		return res, false, err
-	}
-	listed, err := table.Versions(ctx, b, 0, false)
-	if err != nil {
-		return res, false, fmt.Errorf("lakehouse: listing versions: %w", err)
-	}
-	tags, err := table.Tags(ctx, b)
-	if err != nil {
+	// What decides the export, read together.
+	var cur view
+	var boundary uint64
+	var listed []table.VersionInfo
+	var tags []table.Tag
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { cur, err = readView(gctx, b); return err })
+	g.Go(func() (err error) { boundary, err = table.GCBoundary(gctx, b); return err })
+	g.Go(func() (err error) {
+		if listed, err = table.Versions(gctx, b, 0, false); err != nil {
+			return fmt.Errorf("lakehouse: listing versions: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) { tags, err = table.Tags(gctx, b); return err })
+	if err := g.Wait(); err != nil {
 		return res, false, err
 	}
 	target := o.Version
 	if target == 0 {
 		target = listed[0].Version
 	} else if !slices.ContainsFunc(listed, func(v table.VersionInfo) bool { return v.Version == target }) {
-		return res, false, fmt.Errorf("lakehouse: version %d: %w", target, table.ErrNotFound)
+		return res, false, fmt.Errorf("lakehouse: version %d: %w (the newest is %d)", target, table.ErrVersionNotFound, listed[0].Version)
 	}
 	want := chooseVersions(listed, tags, boundary, target, o, now)
 	have := cur.versions()
@@ -283,7 +287,11 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 	}
 
 	ex := &exporter{b: b, loc: o.Location, o: o, entries: map[string][]iceberg.ManifestEntry{}}
+	ex.puts, ex.putCtx = errgroup.WithContext(ctx)
+	ex.puts.SetLimit(concurrency)
+	defer func() { _ = ex.puts.Wait() }()
 	var bld *itable.MetadataBuilder
+	var err error
 	if cur.meta != nil {
 		if bld, err = itable.MetadataBuilderFromBase(cur.meta, o.Location+"/"+MetadataKey(cur.n)); err != nil {
 			return res, false, err
@@ -292,8 +300,9 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 			return res, false, err
 		}
 	}
-	for _, v := range add {
-		m, err := table.ReadManifest(ctx, b, v)
+	ms := &prefetched{}
+	for i, v := range add {
+		m, err := ms.get(ctx, b, add, i)
 		if err != nil {
 			return res, false, fmt.Errorf("lakehouse: reading version %d: %w", v, err)
 		}
@@ -340,6 +349,10 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 			return res, false, err
 		}
 	}
+	// Every object the snapshots name is in place before the metadata.
+	if err := ex.puts.Wait(); err != nil {
+		return res, false, err
+	}
 	if len(drop) > 0 {
 		ids := make([]int64, len(drop))
 		for i, v := range drop {
@@ -371,14 +384,14 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 	} else if err != nil {
 		return res, false, fmt.Errorf("lakehouse: writing %s: %w", key, err)
 	}
-	if err := writeHint(ctx, b, cur.n+1); err != nil {
-		return res, false, err
-	}
 	// A collection that read the view before this metadata landed may be
 	// collecting a version this export added, if its boundary covers it;
 	// such a version would no longer be chosen: export again without it.
-	after, err := table.GCBoundary(ctx, b)
-	if err != nil {
+	var after uint64
+	g, gctx = errgroup.WithContext(ctx)
+	g.Go(func() error { return writeHint(gctx, b, cur.n+1) })
+	g.Go(func() (err error) { after, err = table.GCBoundary(gctx, b); return err })
+	if err := g.Wait(); err != nil {
 		return res, false, err
 	}
 	if after != boundary && len(add) > 0 && add[0] <= after {
@@ -430,22 +443,38 @@ func sameRefs(meta itable.Metadata, want map[string]uint64, main uint64) bool {
 }
 
 // newBuilder starts the view: format v2, unpartitioned, unsorted, its
-// UUID the Strata table id.
+// UUID the Strata table id. (Not from NewMetadata, whose last-updated time
+// is now: snapshots of versions older than a minute would be refused.)
 func newBuilder(m *table.Manifest, loc string) (*itable.MetadataBuilder, error) {
 	sc, err := icebergSchema(m.Schema(), nil, 0)
 	if err != nil {
 		return nil, fmt.Errorf("lakehouse: version %d: %w", m.Version, err)
 	}
-	id := uuid.Nil
+	id := uuid.New()
 	if u, err := ulid.Parse(m.TableID); err == nil {
 		id = uuid.UUID(u)
 	}
-	meta, err := itable.NewMetadataWithUUID(sc, iceberg.UnpartitionedSpec, itable.UnsortedSortOrder, loc,
-		iceberg.Properties{itable.PropertyFormatVersion: "2", PropTableID: m.TableID}, id)
+	bld, err := itable.NewMetadataBuilder(2)
 	if err != nil {
 		return nil, err
 	}
-	return itable.MetadataBuilderFromBase(meta, "")
+	unsorted := itable.UnsortedSortOrder
+	for _, step := range []func() error{
+		func() error { return bld.SetUUID(id) },
+		func() error { return bld.SetLoc(loc) },
+		func() error { return bld.AddSchema(sc) },
+		func() error { return bld.SetCurrentSchemaID(-1) },
+		func() error { return bld.AddPartitionSpec(iceberg.UnpartitionedSpec, true) },
+		func() error { return bld.SetDefaultSpecID(-1) },
+		func() error { return bld.AddSortOrder(&unsorted) },
+		func() error { return bld.SetDefaultSortOrderID(-1) },
+		func() error { return bld.SetProperties(iceberg.Properties{PropTableID: m.TableID}) },
+	} {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("lakehouse: starting the view: %w", err)
+		}
+	}
+	return bld, nil
 }
 
 // exporter builds snapshots one version after another, each from the one
@@ -457,10 +486,54 @@ type exporter struct {
 
 	base      *table.Manifest // the version the last snapshot describes; nil: none
 	baseID    int64
+	lastTS    int64 // the last snapshot's timestamp-ms
 	manifests []iceberg.ManifestFile
 	// entries caches manifests' live entries by path (read or written in
 	// this export).
 	entries map[string][]iceberg.ManifestEntry
+	// puts creates the manifests and manifest lists in the background;
+	// the metadata is written only once they all are.
+	puts   *errgroup.Group
+	putCtx context.Context
+}
+
+// concurrency bounds the requests an export has in flight.
+const concurrency = 16
+
+// create creates an object of the view in the background.
+func (ex *exporter) create(key string, data []byte) {
+	ex.puts.Go(func() error {
+		if err := ex.b.PutIfAbsent(ex.putCtx, key, data); err != nil {
+			return fmt.Errorf("lakehouse: writing %s: %w", key, err)
+		}
+		return nil
+	})
+}
+
+// prefetched reads the manifests of the versions an export adds,
+// concurrency at a time, ahead of their use: memory holds one window.
+type prefetched struct {
+	from int
+	ms   []*table.Manifest
+}
+
+func (p *prefetched) get(ctx context.Context, b blob.Bucket, versions []uint64, i int) (*table.Manifest, error) {
+	if i < p.from || i >= p.from+len(p.ms) {
+		p.from = i
+		p.ms = make([]*table.Manifest, min(concurrency, len(versions)-i))
+		g, gctx := errgroup.WithContext(ctx)
+		for j := range p.ms {
+			g.Go(func() (err error) {
+				p.ms[j], err = table.ReadManifest(gctx, b, versions[i+j])
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			p.ms = nil
+			return nil, err
+		}
+	}
+	return p.ms[i-p.from], nil
 }
 
 // startFrom takes the view's newest snapshot as the base of the next.
@@ -469,15 +542,15 @@ func (ex *exporter) startFrom(ctx context.Context, meta itable.Metadata, newest 
 	if snap == nil {
 		return nil
 	}
-	m, err := table.ReadManifest(ctx, ex.b, newest)
-	if errors.Is(err, table.ErrNotFound) {
-		return nil // collected meanwhile: the next snapshot is built whole
-	}
-	if err != nil {
-		return err
-	}
-	data, err := ex.get(ctx, snap.ManifestList)
-	if err != nil {
+	ex.lastTS = max(snap.TimestampMs, meta.LastUpdatedMillis())
+	var m *table.Manifest
+	var data []byte
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { m, err = table.ReadManifest(gctx, ex.b, newest); return err })
+	g.Go(func() (err error) { data, err = ex.get(gctx, snap.ManifestList); return err })
+	if err := g.Wait(); errors.Is(err, table.ErrNotFound) && m == nil {
+		return nil // the version was collected meanwhile: the next snapshot is built whole
+	} else if err != nil {
 		return err
 	}
 	files, err := iceberg.ReadManifestList(bytes.NewReader(data))
@@ -614,9 +687,7 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 		return nil, err
 	}
 	listKey := manifestListKey(m.Version)
-	if err := ex.b.PutIfAbsent(ctx, listKey, buf.Bytes()); err != nil {
-		return nil, fmt.Errorf("lakehouse: writing %s: %w", listKey, err)
-	}
+	ex.create(listKey, buf.Bytes())
 	// The list gave the new manifests this snapshot's sequence number; the
 	// next snapshot reuses them as the list describes them.
 	listed, err := iceberg.ReadManifestList(bytes.NewReader(buf.Bytes()))
@@ -632,18 +703,24 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 	case len(addedDels) > 0 || len(removed) > 0:
 		op = itable.OpDelete
 	}
+	// Iceberg wants snapshot times in order; versions are, but their
+	// times come from the writers' clocks. A time behind the previous
+	// snapshot's is raised to it; the summary keeps the version's own.
+	ts := max(m.Timestamp.UnixMilli(), ex.lastTS)
+	ex.lastTS = ts
 	schemaID := sc.ID
 	snap := &itable.Snapshot{
 		SnapshotID:       id,
 		ParentSnapshotID: parent,
 		SequenceNumber:   seq,
-		TimestampMs:      m.Timestamp.UnixMilli(),
+		TimestampMs:      ts,
 		ManifestList:     ex.loc + "/" + listKey,
 		SchemaID:         &schemaID,
 		Summary: &itable.Summary{Operation: op, Properties: iceberg.Properties{
 			PropVersion:          strconv.FormatUint(m.Version, 10),
 			PropKind:             string(m.Transaction.Kind),
 			PropCommitID:         m.Transaction.CommitID,
+			PropTimestamp:        m.Timestamp.UTC().Format(time.RFC3339Nano),
 			"added-data-files":   strconv.Itoa(len(addedData)),
 			"added-delete-files": strconv.Itoa(len(addedDels)),
 			"total-records":      strconv.FormatInt(m.Rows(), 10),
@@ -698,16 +775,24 @@ func (ex *exporter) write(ctx context.Context, content iceberg.ManifestContent, 
 	if err != nil {
 		return nil, err
 	}
+	// What a later snapshot reading this manifest would find: the added
+	// entries inherit this snapshot's sequence number (= its id) from the
+	// list.
+	entries := make([]iceberg.ManifestEntry, 0, len(carried)+len(added))
 	for _, e := range carried {
 		sid, seq := e.SnapshotID(), e.SequenceNum()
-		if err := w.Existing(iceberg.NewManifestEntry(iceberg.EntryStatusEXISTING, &sid, &seq, e.FileSequenceNum(), e.DataFile())); err != nil {
+		ne := iceberg.NewManifestEntry(iceberg.EntryStatusEXISTING, &sid, &seq, e.FileSequenceNum(), e.DataFile())
+		if err := w.Existing(ne); err != nil {
 			return nil, err
 		}
+		entries = append(entries, ne)
 	}
 	for _, df := range added {
 		if err := w.Add(iceberg.NewManifestEntry(iceberg.EntryStatusADDED, &snapshotID, nil, nil, df)); err != nil {
 			return nil, err
 		}
+		seq := snapshotID
+		entries = append(entries, iceberg.NewManifestEntry(iceberg.EntryStatusADDED, &snapshotID, &seq, &seq, df))
 	}
 	if err := w.Close(); err != nil {
 		return nil, err
@@ -717,8 +802,7 @@ func (ex *exporter) write(ctx context.Context, content iceberg.ManifestContent, 
 	if err != nil {
 		return nil, err
 	}
-	if err := ex.b.PutIfAbsent(ctx, key, buf.Bytes()); err != nil {
-		return nil, fmt.Errorf("lakehouse: writing %s: %w", key, err)
-	}
+	ex.create(key, buf.Bytes())
+	ex.entries[mf.FilePath()] = entries
 	return mf, nil
 }

@@ -220,3 +220,55 @@ func TestLocationOf(t *testing.T) {
 		}
 	}
 }
+
+// A table whose versions are hours old, made by writers whose clocks
+// disagree (a version's time before its parent's), exports: snapshot times
+// are the versions' own, raised only where they would go back, and the
+// summary keeps each version's own time.
+func TestOldVersionsAndSkewedClocksExport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	b := open(t, dir)
+	history(t, b)
+	latest, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Age every version by three hours; version 4's writer ran ten
+	// minutes behind.
+	own := map[uint64]time.Time{}
+	for v := uint64(1); v <= latest; v++ {
+		m, err := table.ReadManifest(ctx, b, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Timestamp = m.Timestamp.Add(-3 * time.Hour)
+		if v == 4 {
+			m.Timestamp = m.Timestamp.Add(-10 * time.Minute)
+		}
+		own[v] = m.Timestamp
+		data, err := table.EncodeManifest(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(table.ManifestKey(v))), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loc, _ := lakehouse.LocationOf(dir)
+	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc, KeepVersions: int(latest)}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := readMeta(t, store{}, res.MetadataLocation)
+	for _, s := range meta.Snapshots() {
+		v := uint64(s.SnapshotID)
+		want := own[v].UnixMilli()
+		if v == 4 {
+			want = own[3].UnixMilli()
+		}
+		if s.TimestampMs != want || s.Summary.Properties[lakehouse.PropTimestamp] != own[v].UTC().Format(time.RFC3339Nano) {
+			t.Errorf("version %d: timestamp-ms %d, summary %q; want %d and its own time %v", v, s.TimestampMs, s.Summary.Properties[lakehouse.PropTimestamp], want, own[v])
+		}
+	}
+	latestReadsTheSame(t, dir, b)
+}
