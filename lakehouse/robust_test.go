@@ -1,6 +1,7 @@
 package lakehouse_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -269,6 +270,53 @@ func TestOldVersionsAndSkewedClocksExport(t *testing.T) {
 		if s.TimestampMs != want || s.Summary.Properties[lakehouse.PropTimestamp] != own[v].UTC().Format(time.RFC3339Nano) {
 			t.Errorf("version %d: timestamp-ms %d, summary %q; want %d and its own time %v", v, s.TimestampMs, s.Summary.Properties[lakehouse.PropTimestamp], want, own[v])
 		}
+	}
+	latestReadsTheSame(t, dir, b)
+}
+
+// collectingDuringExport creates a GC boundary right after the export's
+// metadata lands, as a collection that read the view just before would.
+type collectingDuringExport struct {
+	blob.Bucket
+	boundary uint64
+	done     bool
+}
+
+func (c *collectingDuringExport) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	err := c.Bucket.PutIfAbsent(ctx, key, data)
+	if _, ok := lakehouse.ParseMetadataKey(key); ok && err == nil && !c.done {
+		c.done = true
+		if err := c.Bucket.PutIfAbsent(ctx, table.GCBoundaryKey(c.boundary), nil); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// A collection whose boundary covers versions an export is adding, and
+// which may have read the view before the export's metadata landed, makes
+// the export start again and leave those versions out (but tagged ones):
+// no snapshot names a version such a collection may be deleting.
+func TestAnExportRacingACollectionLeavesOutWhatItMayDelete(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	b := open(t, dir)
+	_, tagged := history(t, b)
+	latest, _ := table.LatestVersion(ctx, b)
+	racing := &collectingDuringExport{Bucket: b, boundary: tagged}
+	loc, _ := lakehouse.LocationOf(dir)
+	res, err := lakehouse.Export(ctx, racing, &lakehouse.Options{Location: loc, KeepVersions: int(latest)}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !racing.done || res.MetadataKey != lakehouse.MetadataKey(2) {
+		t.Fatalf("the race did not happen as staged: %+v", res)
+	}
+	want := []uint64{}
+	for v := tagged; v <= latest; v++ {
+		want = append(want, v)
+	}
+	if !slices.Equal(res.Snapshots, want) {
+		t.Fatalf("after a collection with boundary %d, the view describes %v; want %v", tagged, res.Snapshots, want)
 	}
 	latestReadsTheSame(t, dir, b)
 }
