@@ -29,9 +29,10 @@ type Options struct {
 	// Budget bounds a commit's wall time; 0 means 30s.
 	Budget time.Duration
 	// BaseBackoff and MaxBackoff bound the jittered exponential backoff
-	// between attempts; 0 means 2ms and 100ms. Losing a race is not a sign
-	// of overload (the loser already holds the newest version), so the
-	// backoff stays short.
+	// between attempts after a transient failure, and after a commit has
+	// lost 16 races in a row; 0 means 2ms and 100ms. Losing a race is not
+	// a sign of overload (the loser already holds the newest version), so
+	// a loser retries at once and the backoff stays short.
 	BaseBackoff, MaxBackoff time.Duration
 	// StallCheck: a commit that took longer than this from reading its base
 	// version checks the GC boundary before reporting success; 0 means 30s.
@@ -154,7 +155,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		if err != nil {
 			return Result{}, collectedBase(txn, err)
 		}
-		if res, done, _, err := checkRange(ctx, b, &txn, readBase, cur.Version); err != nil || done {
+		if res, done, _, err := checkRange(ctx, b, &txn, readBase, cur.Version, nil); err != nil || done {
 			return res, collectedBase(txn, err)
 		}
 	}
@@ -169,7 +170,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			return Result{}, err
 		}
 		if latest > cur.Version {
-			r, done, newest, err := checkRange(ctx, b, &txn, cur, latest)
+			r, done, newest, err := checkRange(ctx, b, &txn, cur, latest, nil)
 			if err != nil || done {
 				return r, collectedBase(txn, err)
 			}
@@ -202,6 +203,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		// The point of no return: the create may have landed even though
 		// it reported an error (a lost response, or a 412 that an SDK retry
 		// of our own request provoked). Read before anything else.
+		resolvedAt := o.Now()
 		landed, err := readTransaction(ctx, b, next.Version, o)
 		if err != nil && !errors.Is(err, table.ErrVersionNotFound) {
 			return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
@@ -226,12 +228,28 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			// Ours landed; what we wrote is next.
 			return finish(ctx, b, &txn, next, res, readAt, o)
 		}
-		// Someone else holds next.Version. Back off first if we keep
-		// losing (so the state we then read is fresh), then catch up to the
-		// newest version, checking each commit we missed.
+		// Someone else holds next.Version: rebase on it alone — its
+		// transaction is read already — and try the version after it at
+		// once. A writer that lost goes back into the race after one round
+		// trip instead of three (LIST, the transaction again, the create),
+		// so the one that lost is not the one that keeps losing. Every
+		// fourth loss in a row others may be ahead by more than one, and
+		// only a long losing streak backs off (a storm of writers): then
+		// catch up to the newest version with a LIST, checking each commit
+		// missed. (Stepping one version at a time after a pause would
+		// never catch up.)
 		res.Rebases++
-		if res.Rebases > 3 {
-			pause(ctx, o, res.Rebases-3)
+		paused := res.Rebases > lossesBeforeBackoff
+		if paused {
+			pause(ctx, o, res.Rebases-lossesBeforeBackoff)
+		}
+		if !paused && res.Rebases%4 != 0 {
+			r, done, newest, err := checkRange(ctx, b, &txn, cur, next.Version, landed)
+			if err != nil || done {
+				return r, err
+			}
+			cur, readAt = newest, resolvedAt
+			continue
 		}
 		listedAt := o.Now()
 		latest, err := table.LatestVersion(ctx, b)
@@ -239,7 +257,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			return Result{}, err
 		}
 		latest = max(latest, next.Version)
-		r, done, newest, err := checkRange(ctx, b, &txn, cur, latest)
+		r, done, newest, err := checkRange(ctx, b, &txn, cur, latest, landed)
 		if err != nil || done {
 			return r, err
 		}
@@ -251,14 +269,22 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: res.Attempts, Last: last}
 }
 
+// lossesBeforeBackoff is how many races in a row a commit loses before
+// it backs off between attempts.
+const lossesBeforeBackoff = 16
+
 // checkRange checks txn against every commit in (from, to], reading only
 // their transactions, and returns the state of version to, rebuilt from
-// cur (version from) by replaying them.
-func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur *table.Manifest, to uint64) (Result, bool, *table.Manifest, error) {
+// cur (version from) by replaying them. known, when not nil, is a
+// transaction of that range read already (it is not read again).
+func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur *table.Manifest, to uint64, known *table.Transaction) (Result, bool, *table.Manifest, error) {
 	for v := cur.Version + 1; v <= to; v++ {
-		theirs, err := table.ReadTransaction(ctx, b, v)
-		if err != nil {
-			return Result{}, false, nil, err
+		theirs := known
+		if theirs == nil || theirs.Version != v {
+			var err error
+			if theirs, err = table.ReadTransaction(ctx, b, v); err != nil {
+				return Result{}, false, nil, err
+			}
 		}
 		if theirs.CommitID == txn.CommitID && !plant.On(plant.BlindRetry) {
 			// Ours landed earlier (an ambiguous create we could not see
