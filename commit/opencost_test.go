@@ -62,3 +62,36 @@ func BenchmarkOpenLatest(b *testing.B) {
 		})
 	}
 }
+
+// A commit that loses a race goes back into it after one round trip: it
+// reads the winner's transaction (which it must, to learn its own create's
+// outcome), rebases on it, and creates the next version — no LIST, and the
+// winner's transaction is not read twice.
+func TestALoserRetriesOneRoundTripAfterLosing(t *testing.T) {
+	b := tableWithVersions(t, 3)
+	base, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another writer takes the version this commit will try.
+	other, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := blob.StatsOf(b)
+	res, err := commit.Commit(ctx, b, base, table.Transaction{Kind: table.KindAppend}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := blob.StatsOf(b)
+	spent := after.Sub(before)
+	if res.Version != base.Version+2 || res.Rebases != 1 {
+		t.Fatalf("commit: %+v", res)
+	}
+	if spent.CondPutsLost != 1 || spent.CondPutsWon != 1 || spent.Gets != 1 || spent.Lists != 0 || spent.Requests() != 3 {
+		t.Fatalf("a commit that lost once made %+v; want the lost create, one GET, the won create", spent)
+	}
+}
