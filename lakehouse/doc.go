@@ -20,7 +20,9 @@
 // every engine named above reads it, whereas v3 deletion vectors are not
 // yet read by all of them. The fragments carry no Iceberg field ids; the
 // view sets schema.name-mapping.default, so readers map columns by name, and
-// every fragment ever written — old or new — reads the same way. Strata
+// every fragment ever written — old or new — reads the same way. (A table
+// whose schema carries Parquet field ids has them in its fragments too;
+// readers go by a file's ids first, so the view takes those ids.) Strata
 // tags become tag refs; the main branch is the newest version described.
 //
 // Invariants:

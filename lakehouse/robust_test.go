@@ -320,3 +320,64 @@ func TestAnExportRacingACollectionLeavesOutWhatItMayDelete(t *testing.T) {
 	}
 	latestReadsTheSame(t, dir, b)
 }
+
+// A table whose schema came with Parquet field ids (created like a file
+// another engine wrote) has those ids in every fragment; readers resolve
+// columns by a file's ids before any name mapping, so the view's schema
+// takes the same ids — and every column reads as Strata reads it.
+func TestFieldIDsTheFragmentsCarryAreTheViewsIDs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	b := open(t, dir)
+	id := func(n string) arrow.Metadata { return arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{n}) }
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: id("7")},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: id("3")},
+	}, nil)
+	bld := array.NewRecordBuilder(testenv.Allocator(t), sc)
+	defer bld.Release()
+	for i := range 4 {
+		bld.Field(0).(*array.Int64Builder).Append(int64(i))
+		bld.Field(1).(*array.StringBuilder).Append(strings.Repeat("y", i+1))
+	}
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	if _, err := commit.Create(ctx, b, sc, nil, nil, rec); err != nil {
+		t.Fatal(err)
+	}
+	res := latestReadsTheSame(t, dir, b)
+	meta := readMeta(t, store{}, res.MetadataLocation)
+	for name, want := range map[string]int{"id": 7, "name": 3} {
+		if f, ok := meta.CurrentSchema().FindFieldByName(name); !ok || f.ID != want {
+			t.Fatalf("column %s has id %d in the view; its fragments say %d", name, f.ID, want)
+		}
+	}
+
+	// Ids of -1 (what a file without ids yields) are no ids: names map.
+	none := filepath.Join(t.TempDir(), "n")
+	nb := open(t, none)
+	nsc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: id("-1")},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: id("-1")},
+	}, nil)
+	nrec := array.NewRecordBatch(nsc, []arrow.Array{rec.Column(0), rec.Column(1)}, rec.NumRows())
+	defer nrec.Release()
+	if _, err := commit.Create(ctx, nb, nsc, nil, nil, nrec); err != nil {
+		t.Fatal(err)
+	}
+	latestReadsTheSame(t, none, nb)
+
+	// Ids on some columns only cannot be honoured: refused, not guessed.
+	partial := filepath.Join(t.TempDir(), "p")
+	pb := open(t, partial)
+	psc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: id("7")},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	if _, err := commit.Create(ctx, pb, psc, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := lakehouse.LocationOf(partial)
+	if _, err := lakehouse.Export(ctx, pb, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, lakehouse.ErrUnsupported) {
+		t.Fatalf("export of a schema with ids on some columns: %v", err)
+	}
+}

@@ -69,6 +69,12 @@ func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int) (*iceberg
 	if err := checkExportable(sc); err != nil {
 		return nil, err
 	}
+	switch withIDs, without := countFieldIDs(sc); {
+	case withIDs > 0 && without > 0:
+		return nil, fmt.Errorf("%w: %d of the schema's fields carry Parquet field ids and %d do not; readers resolve a fragment's columns by its ids, so they must all have one or none", ErrUnsupported, withIDs, without)
+	case withIDs > 0:
+		return schemaWithItsIDs(sc, prev)
+	}
 	fresh, err := itable.ArrowSchemaToIcebergWithFreshIDs(sc, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
@@ -112,4 +118,65 @@ func sameType(a, b iceberg.NestedField) (bool, error) {
 		return false, err
 	}
 	return ra.Fields()[0].Type.Equals(rb.Fields()[0].Type) && a.Required == b.Required, nil
+}
+
+// fieldIDKey is the field metadata through which Arrow schemas carry
+// Parquet field ids (pqarrow writes it into the fragments).
+const fieldIDKey = "PARQUET:field_id"
+
+// countFieldIDs counts the fields, at every depth, with a Parquet field id
+// (a non-negative one: -1 means none) and without.
+func countFieldIDs(sc *arrow.Schema) (with, without int) {
+	var walk func(f arrow.Field)
+	walk = func(f arrow.Field) {
+		if v, ok := f.Metadata.GetValue(fieldIDKey); ok && v != "" && v[0] != '-' {
+			with++
+		} else {
+			without++
+		}
+		switch t := f.Type.(type) {
+		case *arrow.MapType:
+			walk(t.KeyField())
+			walk(t.ItemField())
+		case arrow.ListLikeType:
+			walk(t.ElemField())
+		case *arrow.StructType:
+			for _, c := range t.Fields() {
+				walk(c)
+			}
+		}
+	}
+	for _, f := range sc.Fields() {
+		walk(f)
+	}
+	return with, without
+}
+
+// schemaWithItsIDs converts a schema whose fields carry Parquet field ids
+// keeping those ids: the fragments were written with them, and readers
+// resolve a file's columns by its ids before any name mapping. Against
+// prev, a column must keep its id and type, and no id may change column.
+func schemaWithItsIDs(sc *arrow.Schema, prev *iceberg.Schema) (*iceberg.Schema, error) {
+	out, err := itable.ArrowSchemaToIceberg(sc, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	if prev == nil {
+		return out, nil
+	}
+	for _, f := range out.Fields() {
+		for _, old := range prev.Fields() {
+			switch {
+			case old.Name == f.Name && old.ID != f.ID:
+				return nil, fmt.Errorf("%w: column %q changed field id from %d to %d (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.ID, f.ID, MetadataDir)
+			case old.Name != f.Name && old.ID == f.ID:
+				return nil, fmt.Errorf("%w: field id %d moved from column %q to %q (delete %s to start the view afresh)", ErrUnsupported, f.ID, old.Name, f.Name, MetadataDir)
+			case old.Name == f.Name:
+				if same, err := sameType(old, f); err != nil || !same {
+					return nil, fmt.Errorf("%w: column %q changed type from %s to %s (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
+				}
+			}
+		}
+	}
+	return out, nil
 }
