@@ -42,7 +42,7 @@
 //   - An export costs requests in proportion to what changed since the
 //     previous one: the previous snapshot's manifests are reused, and only
 //     those holding a file that a version removed are read and rewritten.
-//   - A type Iceberg cannot represent exactly (uint64, float16, timestamps
+//   - A type Iceberg cannot represent exactly (uint32, uint64, float16, timestamps
 //     in nanoseconds or a zone other than UTC, time32) is refused with
 //     ErrUnsupported naming the column, never exported with changed values.
 package lakehouse

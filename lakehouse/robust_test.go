@@ -127,6 +127,7 @@ func TestConcurrentExportsLeaveOneWholeView(t *testing.T) {
 func TestTypesIcebergCannotHoldAreRefused(t *testing.T) {
 	for _, dt := range []arrow.DataType{
 		arrow.PrimitiveTypes.Uint64,
+		arrow.PrimitiveTypes.Uint32,
 		arrow.FixedWidthTypes.Float16,
 		&arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"},
 		&arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Europe/Paris"},

@@ -25,6 +25,8 @@ func checkExportable(sc *arrow.Schema) error {
 		switch t := dt.(type) {
 		case *arrow.Uint64Type:
 			return bad("Iceberg's widest integer is a signed 64-bit long, so values above 2^63-1 would read negative")
+		case *arrow.Uint32Type:
+			return bad("its Parquet column is a 32-bit integer, which Iceberg reads as a signed int, so values above 2^31-1 would not read")
 		case *arrow.Float16Type:
 			return bad("Iceberg has no half-precision float")
 		case *arrow.Time32Type:

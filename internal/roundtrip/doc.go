@@ -5,5 +5,7 @@
 // JSON-lines files), read back in every format, compacted and read again.
 // The values must come back as sent, the statistics in the manifest must
 // agree with the rows, and a filtered scan must equal the unfiltered scan
-// filtered. It has no code of its own outside its test.
+// filtered, and the table's Iceberg view, read with iceberg-go's scan, must
+// hold the same values (or the export must refuse the schema by name). It
+// has no code of its own outside its test.
 package roundtrip
