@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -40,10 +41,10 @@ const MinRetain = table.MinGCAge
 
 func (p GCPolicy) withDefaults() GCPolicy {
 	if p.KeepVersions <= 0 {
-		p.KeepVersions = 10
+		p.KeepVersions = table.DefaultKeepVersions
 	}
 	if p.RetainFor == 0 {
-		p.RetainFor = time.Hour
+		p.RetainFor = table.DefaultRetention
 	}
 	if p.SafetyAge == 0 {
 		p.SafetyAge = time.Hour
@@ -226,19 +227,19 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 	// version as the latest (through a listing that lags) finds the next
 	// one taken, never a collected slot it could fill with a ghost.
 	slices.Sort(plan.Versions)
-	referenced := map[string]bool{}
+	// The kept versions' objects, and the Iceberg view's: its own (Keys)
+	// and the position-delete file of each kept deletion vector.
+	referenced := maps.Clone(st.Iceberg.Keys)
+	if referenced == nil {
+		referenced = map[string]bool{}
+	}
 	for _, v := range plan.Kept {
 		for k := range referencedBy(st.Manifests[v]) {
 			referenced[k] = true
+			if strings.HasPrefix(k, table.DeletionsDir) {
+				referenced[lakehouse.DeleteFileKey(k)] = true
+			}
 		}
-	}
-	for k := range referenced {
-		if strings.HasPrefix(k, table.DeletionsDir) {
-			referenced[lakehouse.DeleteFileKey(k)] = true
-		}
-	}
-	for k := range st.Iceberg.Keys {
-		referenced[k] = true
 	}
 	newest := st.Manifests[plan.Kept[0]]
 	eligible := func(key string) bool {

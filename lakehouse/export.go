@@ -61,10 +61,10 @@ func (o *Options) EnsureDefaults() *Options {
 		c = *o
 	}
 	if c.KeepVersions == 0 {
-		c.KeepVersions = 10
+		c.KeepVersions = table.DefaultKeepVersions
 	}
 	if c.RetainFor == 0 {
-		c.RetainFor = time.Hour
+		c.RetainFor = table.DefaultRetention
 	}
 	if c.MaxManifests == 0 {
 		c.MaxManifests = 64
@@ -484,10 +484,13 @@ type exporter struct {
 	loc string
 	o   *Options
 
-	base      *table.Manifest // the version the last snapshot describes; nil: none
-	baseID    int64
-	lastTS    int64 // the last snapshot's timestamp-ms
-	manifests []iceberg.ManifestFile
+	base   *table.Manifest // the version the last snapshot describes; nil: none
+	baseID int64
+	// baseData and baseDels map the base's data and delete files' paths
+	// to their fragments (files).
+	baseData, baseDels map[string]*table.Fragment
+	lastTS             int64 // the last snapshot's timestamp-ms
+	manifests          []iceberg.ManifestFile
 	// entries caches manifests' live entries by path (read or written in
 	// this export).
 	entries map[string][]iceberg.ManifestEntry
@@ -558,14 +561,15 @@ func (ex *exporter) startFrom(ctx context.Context, meta itable.Metadata, newest 
 		return fmt.Errorf("lakehouse: manifest list %s: %w", snap.ManifestList, err)
 	}
 	ex.base, ex.baseID, ex.manifests = m, snap.SnapshotID, files
+	ex.baseData, ex.baseDels = ex.files(m)
 	return nil
 }
 
 // get reads an object of the view by its full location.
 func (ex *exporter) get(ctx context.Context, location string) ([]byte, error) {
-	key, ok := strings.CutPrefix(location, ex.loc+"/")
-	if !ok {
-		return nil, fmt.Errorf("lakehouse: %s is not under the table's location %s (was the view written for another location?)", location, ex.loc)
+	key, err := objectKey(ex.loc, location)
+	if err != nil {
+		return nil, err
 	}
 	return ex.b.Get(ctx, key)
 }
@@ -596,18 +600,8 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 	id := int64(m.Version)
 	// What the version holds, and what changed since the base.
 	data, dels := ex.files(m)
-	baseData, baseDels := ex.files(ex.base)
-	removed := map[string]bool{}
-	for p := range baseData {
-		if data[p] == nil {
-			removed[p] = true
-		}
-	}
-	for p := range baseDels {
-		if dels[p] == nil {
-			removed[p] = true
-		}
-	}
+	baseData, baseDels := ex.baseData, ex.baseDels
+	removedData, removedDels := gone(baseData, data), gone(baseDels, dels)
 	var addedData, addedDels []iceberg.DataFile
 	for _, p := range slices.Sorted(maps.Keys(data)) {
 		if baseData[p] == nil {
@@ -634,14 +628,15 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 	for _, c := range []struct {
 		content iceberg.ManifestContent
 		added   []iceberg.DataFile
-	}{{iceberg.ManifestContentData, addedData}, {iceberg.ManifestContentDeletes, addedDels}} {
+		removed map[string]bool
+	}{{iceberg.ManifestContentData, addedData, removedData}, {iceberg.ManifestContentDeletes, addedDels, removedDels}} {
 		var keep []iceberg.ManifestFile
 		var carried []iceberg.ManifestEntry // entries of rewritten manifests
 		for _, mf := range ex.manifests {
 			if mf.ManifestContent() != c.content {
 				continue
 			}
-			if len(removed) == 0 {
+			if len(c.removed) == 0 {
 				keep = append(keep, mf)
 				continue
 			}
@@ -649,7 +644,7 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 			if err != nil {
 				return nil, err
 			}
-			left := slices.DeleteFunc(slices.Clone(entries), func(e iceberg.ManifestEntry) bool { return removed[e.DataFile().FilePath()] })
+			left := slices.DeleteFunc(slices.Clone(entries), func(e iceberg.ManifestEntry) bool { return c.removed[e.DataFile().FilePath()] })
 			if len(left) == len(entries) {
 				keep = append(keep, mf)
 			} else {
@@ -698,9 +693,9 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 	switch {
 	case m.Transaction.Kind == table.KindOverwrite:
 		op = itable.OpOverwrite
-	case len(removed) > 0 && len(addedData) > 0:
+	case len(removedData)+len(removedDels) > 0 && len(addedData) > 0:
 		op = itable.OpReplace
-	case len(addedDels) > 0 || len(removed) > 0:
+	case len(addedDels)+len(removedData)+len(removedDels) > 0:
 		op = itable.OpDelete
 	}
 	// Iceberg wants snapshot times in order; versions are, but their
@@ -728,7 +723,19 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 		}},
 	}
 	ex.base, ex.baseID, ex.manifests = m, id, listed
+	ex.baseData, ex.baseDels = data, dels
 	return snap, nil
+}
+
+// gone returns the paths of before that now lacks.
+func gone(before, now map[string]*table.Fragment) map[string]bool {
+	out := map[string]bool{}
+	for p := range before {
+		if now[p] == nil {
+			out[p] = true
+		}
+	}
+	return out
 }
 
 // files maps the full paths of a version's data files and delete files to

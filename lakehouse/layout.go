@@ -51,6 +51,16 @@ func DeleteFileKey(dvKey string) string {
 	return DeletesDir + strings.TrimSuffix(path.Base(dvKey), ".bin") + ".parquet"
 }
 
+// objectKey turns the full location of one of the view's objects into its
+// key under the table's prefix, given the table's location.
+func objectKey(tableLoc, location string) (string, error) {
+	key, ok := strings.CutPrefix(location, tableLoc+"/")
+	if !ok {
+		return "", fmt.Errorf("lakehouse: %s is not under the table's location %s (was the view written for another location? delete %s to start it afresh)", location, tableLoc, table.IcebergDir)
+	}
+	return key, nil
+}
+
 // ErrBadLocation is the kind of error LocationOf returns.
 var ErrBadLocation = errors.New("lakehouse: no location Iceberg readers can use")
 

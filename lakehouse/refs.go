@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/apache/iceberg-go"
+	itable "github.com/apache/iceberg-go/table"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
 )
@@ -25,7 +26,8 @@ type Refs struct {
 }
 
 // ReadRefs reads the newest metadata and its snapshots' manifest lists
-// (one GET each). A table without a view gives empty Refs.
+// (one GET each, up to concurrency at once). A table without a view gives
+// empty Refs.
 func ReadRefs(ctx context.Context, b blob.Bucket) (Refs, error) {
 	refs := Refs{Keys: map[string]bool{HintKey: true}}
 	v, err := readView(ctx, b)
@@ -33,35 +35,47 @@ func ReadRefs(ctx context.Context, b blob.Bucket) (Refs, error) {
 		return refs, err
 	}
 	refs.Keys[MetadataKey(v.n)] = true
-	loc := v.meta.Location() + "/"
-	key := func(location string) (string, error) {
-		k, ok := strings.CutPrefix(location, loc)
-		if !ok {
-			return "", fmt.Errorf("lakehouse: %s names %s, outside the table's location %s", MetadataKey(v.n), location, loc)
-		}
-		return k, nil
-	}
+	loc := v.meta.Location()
+	var snaps []itable.Snapshot
 	for _, s := range v.meta.Snapshots() {
 		refs.Versions = append(refs.Versions, versionOf(s))
-		lk, err := key(s.ManifestList)
-		if err != nil {
-			return refs, err
-		}
-		refs.Keys[lk] = true
-		data, err := b.Get(ctx, lk)
-		if err != nil {
-			return refs, fmt.Errorf("lakehouse: reading manifest list of snapshot %d: %w", s.SnapshotID, err)
-		}
-		files, err := iceberg.ReadManifestList(bytes.NewReader(data))
-		if err != nil {
-			return refs, fmt.Errorf("lakehouse: manifest list %s: %w", lk, err)
-		}
-		for _, mf := range files {
-			mk, err := key(mf.FilePath())
+		snaps = append(snaps, s)
+	}
+	listed := make([][]string, len(snaps)) // each snapshot's list and manifests
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for i, s := range snaps {
+		g.Go(func() error {
+			lk, err := objectKey(loc, s.ManifestList)
 			if err != nil {
-				return refs, err
+				return err
 			}
-			refs.Keys[mk] = true
+			data, err := b.Get(gctx, lk)
+			if err != nil {
+				return fmt.Errorf("lakehouse: reading manifest list of snapshot %d: %w", s.SnapshotID, err)
+			}
+			files, err := iceberg.ReadManifestList(bytes.NewReader(data))
+			if err != nil {
+				return fmt.Errorf("lakehouse: manifest list %s: %w", lk, err)
+			}
+			keys := []string{lk}
+			for _, mf := range files {
+				mk, err := objectKey(loc, mf.FilePath())
+				if err != nil {
+					return err
+				}
+				keys = append(keys, mk)
+			}
+			listed[i] = keys
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return refs, err
+	}
+	for _, keys := range listed {
+		for _, k := range keys {
+			refs.Keys[k] = true
 		}
 	}
 	return refs, nil

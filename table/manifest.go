@@ -56,6 +56,14 @@ type Fragment struct {
 // its way to a commit. GC's retention and safety age are never below it.
 const MinGCAge = 5 * time.Minute
 
+// Garbage collection's default retention: the newest DefaultKeepVersions
+// versions and those younger than DefaultRetention are kept. The Iceberg
+// view (package lakehouse) describes the same versions by default.
+const (
+	DefaultKeepVersions = 10
+	DefaultRetention    = time.Hour
+)
+
 // LiveRows is the number of rows not deleted.
 func (f *Fragment) LiveRows() int64 {
 	if f.Deletion == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/table"
 )
 
 func newExport(env *Env) *cobra.Command {
@@ -76,7 +77,7 @@ view follows what it keeps.`,
 	}
 	c.Flags().Uint64Var(&o.Version, "version", 0, "the newest version described, the current snapshot (default: the latest)")
 	c.Flags().StringVar(&o.Location, "location", "", "the table's address as readers see it (default: from URL, e.g. s3://bucket/prefix, file:///abs/path)")
-	c.Flags().IntVar(&o.KeepVersions, "keep-versions", 10, "newest versions always described (as GC keeps them)")
-	c.Flags().DurationVar(&o.RetainFor, "retain", time.Hour, "versions younger than this are described (as GC keeps them)")
+	c.Flags().IntVar(&o.KeepVersions, "keep-versions", table.DefaultKeepVersions, "newest versions always described (as GC keeps them)")
+	c.Flags().DurationVar(&o.RetainFor, "retain", table.DefaultRetention, "versions younger than this are described (as GC keeps them)")
 	return c
 }
