@@ -78,6 +78,8 @@ func (o *Options) Validate() error {
 	switch {
 	case c.Location == "":
 		return fmt.Errorf("%w: Location is required (see LocationOf)", ErrInvalidOptions)
+	case !strings.Contains(c.Location, "://"):
+		return fmt.Errorf("%w: Location %q is not an absolute URI (s3://…, gs://…, file:///…; see LocationOf)", ErrInvalidOptions, c.Location)
 	case strings.HasSuffix(c.Location, "/"):
 		return fmt.Errorf("%w: Location %q ends with a slash", ErrInvalidOptions, c.Location)
 	case c.KeepVersions < 1:
@@ -149,13 +151,32 @@ func (v view) versions() []uint64 {
 }
 
 // readView finds the newest metadata: the hint's number, then by name
-// past it (a hint is written after its metadata, so it may lag), or a
-// listing when there is no hint.
+// past it (a hint is written after its metadata, so it may lag). The hint
+// is advisory: when there is none, or it is not a number, or it names
+// metadata that is not there, a listing of the metadata finds the newest.
 func readView(ctx context.Context, b blob.Bucket) (view, error) {
-	n := 0
+	hint := 0
 	data, err := b.Get(ctx, HintKey)
-	switch {
-	case errors.Is(err, blob.ErrNotFound):
+	if err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return view{}, err
+	}
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && n > 0 {
+			hint = n
+		}
+	}
+	v, err := readViewFrom(ctx, b, hint)
+	if errors.Is(err, blob.ErrNotFound) && hint > 0 {
+		v, err = readViewFrom(ctx, b, 0) // the hint named metadata that is not there
+	}
+	v.hint = hint
+	return v, err
+}
+
+// readViewFrom reads the newest metadata numbered n or above (n = 0:
+// listing the metadata first).
+func readViewFrom(ctx context.Context, b blob.Bucket, n int) (view, error) {
+	if n == 0 {
 		for o, err := range blob.List(ctx, b, MetadataDir, 0) {
 			if err != nil {
 				return view{}, err
@@ -164,19 +185,9 @@ func readView(ctx context.Context, b blob.Bucket) (view, error) {
 				n = k
 			}
 		}
-	case err != nil:
-		return view{}, err
-	default:
-		if n, err = strconv.Atoi(strings.TrimSpace(string(data))); err != nil || n < 1 {
-			return view{}, fmt.Errorf("lakehouse: %s holds %q, not a metadata number", HintKey, data)
+		if n == 0 {
+			return view{}, nil
 		}
-	}
-	if n == 0 {
-		return view{}, nil
-	}
-	hint := n
-	if errors.Is(err, blob.ErrNotFound) {
-		hint = 0
 	}
 	for {
 		_, err := b.Attributes(ctx, MetadataKey(n+1))
@@ -194,9 +205,9 @@ func readView(ctx context.Context, b blob.Bucket) (view, error) {
 	}
 	meta, err := itable.ParseMetadataBytes(raw)
 	if err != nil {
-		return view{}, fmt.Errorf("lakehouse: %s is not Iceberg metadata: %w", MetadataKey(n), err)
+		return view{}, fmt.Errorf("lakehouse: %s is not Iceberg metadata (delete %s to start the view afresh): %w", MetadataKey(n), table.IcebergDir, err)
 	}
-	return view{n: n, hint: hint, meta: meta}, nil
+	return view{n: n, meta: meta}, nil
 }
 
 // chooseVersions returns the versions to describe, ascending: those
@@ -551,8 +562,10 @@ func (ex *exporter) startFrom(ctx context.Context, meta itable.Metadata, newest 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) { m, err = table.ReadManifest(gctx, ex.b, newest); return err })
 	g.Go(func() (err error) { data, err = ex.get(gctx, snap.ManifestList); return err })
-	if err := g.Wait(); errors.Is(err, table.ErrNotFound) && m == nil {
-		return nil // the version was collected meanwhile: the next snapshot is built whole
+	if err := g.Wait(); errors.Is(err, table.ErrVersionNotFound) || errors.Is(err, blob.ErrNotFound) {
+		// The version or the snapshot's manifest list is gone (collected,
+		// or lost): the next snapshot is built whole, without a base.
+		return nil
 	} else if err != nil {
 		return err
 	}

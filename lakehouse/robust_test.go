@@ -3,6 +3,7 @@ package lakehouse_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/table"
@@ -380,5 +382,134 @@ func TestFieldIDsTheFragmentsCarryAreTheViewsIDs(t *testing.T) {
 	loc, _ := lakehouse.LocationOf(partial)
 	if _, err := lakehouse.Export(ctx, pb, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, lakehouse.ErrUnsupported) {
 		t.Fatalf("export of a schema with ids on some columns: %v", err)
+	}
+}
+
+// currentReadsTheSame exports and checks the current snapshot alone.
+func currentReadsTheSame(t *testing.T, dir string, b blob.Bucket) lakehouse.Result {
+	t.Helper()
+	loc, _ := lakehouse.LocationOf(dir)
+	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, got := strataRows(t, b, res.Current), icebergRows(t, store{}, res.MetadataLocation, 0); !slices.Equal(want, got) {
+		t.Fatalf("current version %d: Strata reads %d rows, iceberg-go %d", res.Current, len(want), len(got))
+	}
+	return res
+}
+
+func appendOne(t *testing.T, b blob.Bucket) {
+	t.Helper()
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 5, 0, 3)
+	defer rec.Release()
+	if _, err := tb.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store that forgets or damages what the view relies on: the next export
+// recovers, or refuses with an error that says what and where — never a
+// view that reads wrong.
+func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
+	for name, damage := range map[string]func(t *testing.T, b blob.Bucket, res lakehouse.Result){
+		"a hint that is not a number": func(t *testing.T, b blob.Bucket, _ lakehouse.Result) {
+			if err := b.Put(ctx, lakehouse.HintKey, strings.NewReader("not a number")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"a hint naming metadata that is not there": func(t *testing.T, b blob.Bucket, _ lakehouse.Result) {
+			if err := b.Put(ctx, lakehouse.HintKey, strings.NewReader("99")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"the hint gone": func(t *testing.T, b blob.Bucket, _ lakehouse.Result) {
+			if err := b.Delete(ctx, lakehouse.HintKey); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"the manifest of the view's newest version gone": func(t *testing.T, b blob.Bucket, res lakehouse.Result) {
+			if err := b.Delete(ctx, table.ManifestKey(res.Current)); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"the manifest list of the view's newest snapshot gone": func(t *testing.T, b blob.Bucket, res lakehouse.Result) {
+			for o, err := range blob.List(ctx, b, lakehouse.MetadataDir+fmt.Sprintf("snap-%d-", res.Current), 0) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Delete(ctx, o.Key); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t")
+			b := open(t, dir)
+			history(t, b)
+			res := currentReadsTheSame(t, dir, b)
+			appendOne(t, b) // the damaged version is then not the latest
+			damage(t, b, res)
+			next := currentReadsTheSame(t, dir, b)
+			if next.Current != res.Current+1 {
+				t.Fatalf("after the damage the view is at %d, want %d", next.Current, res.Current+1)
+			}
+			if hint, err := b.Get(ctx, lakehouse.HintKey); err != nil || lakehouse.MetadataKey(atoi(t, string(hint))) != next.MetadataKey {
+				t.Fatalf("hint %q (%v), newest metadata %s", hint, err, next.MetadataKey)
+			}
+			if _, err := lakehouse.ReadRefs(ctx, b); err != nil && name != "the manifest list of the view's newest snapshot gone" {
+				t.Fatalf("what GC keeps for the view: %v", err)
+			}
+		})
+	}
+
+	// Damaged metadata is refused by name, with the remedy.
+	dir := filepath.Join(t.TempDir(), "t")
+	b := open(t, dir)
+	history(t, b)
+	res := currentReadsTheSame(t, dir, b)
+	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(res.MetadataKey)), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := lakehouse.LocationOf(dir)
+	_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
+	if err == nil || !strings.Contains(err.Error(), res.MetadataKey) || !strings.Contains(err.Error(), "delete _iceberg/") {
+		t.Fatalf("export over damaged metadata: %v", err)
+	}
+}
+
+// A response lost at any one of an export's requests (the request landed,
+// its caller heard an error) leaves a view the next export completes.
+func TestAnExportLosingAnyResponseIsCompletedByTheNext(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	history(t, open(t, src))
+	for i := int64(1); ; i++ {
+		dir := filepath.Join(t.TempDir(), "t")
+		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		loc, _ := lakehouse.LocationOf(dir)
+		lossy := fault.Wrap(open(t, dir), fault.Nth(i, fault.Always(fault.Fault{Action: fault.LoseResponse})))
+		_, err := lakehouse.Export(ctx, lossy, &lakehouse.Options{Location: loc}, time.Now())
+		if len(lossy.Injected()) == 0 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break // the export made fewer than i requests: all positions tried
+		}
+		latestReadsTheSame(t, dir, open(t, dir))
+	}
+}
+
+func TestALocationMustBeAnAbsoluteURI(t *testing.T) {
+	for _, loc := range []string{"", "relative/path", "/abs/without/scheme", "s3://lake/t/"} {
+		if err := (&lakehouse.Options{Location: loc}).Validate(); !errors.Is(err, lakehouse.ErrInvalidOptions) {
+			t.Errorf("Location %q: %v", loc, err)
+		}
 	}
 }
