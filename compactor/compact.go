@@ -23,6 +23,11 @@ type Options struct {
 	ReadAheadBytes int64
 	// DryRun plans and returns without writing anything.
 	DryRun bool
+	// Recode rewrites every bin by decoding its rows and encoding them
+	// again. By default a bin whose fragments qualify (no deletion
+	// vector, one layout: table.CopyFragments) is merged by copying their
+	// compressed pages, which spends a fraction of the CPU.
+	Recode bool
 	// MaxReplans bounds how often a run plans again after a Delete or
 	// another Rewrite touched its fragments (default 5).
 	MaxReplans int
@@ -44,6 +49,7 @@ type Result struct {
 	RowsBefore      int64
 	RowsAfter       int64
 	BytesRewritten  int64 // bytes of the source fragments
+	BinsCopied      int   // bins merged by copying their pages (the others were decoded)
 	Replans         int
 	Duration        time.Duration
 }
@@ -92,7 +98,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 			res.Duration = time.Since(start)
 			return res, nil
 		}
-		added, rewritten, err := writeBins(ctx, b, m, res.Plan, o)
+		added, rewritten, copied, err := writeBins(ctx, b, m, res.Plan, o)
 		if errors.Is(err, blob.ErrNotFound) && res.Replans < o.MaxReplans {
 			// A source is gone: either a newer version no longer holds
 			// it (this run stalled), or the newest version lost it to a
@@ -132,46 +138,56 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		}
 		res.Version = cres.Version
 		res.FragmentsAfter, res.RowsAfter = len(cres.Manifest.Fragments), cres.Manifest.Rows()
-		res.BytesRewritten = rewritten
+		res.BytesRewritten, res.BinsCopied = rewritten, copied
 		res.Duration = time.Since(start)
 		return res, nil
 	}
 }
 
-// writeBins rewrites each bin into one fragment.
-func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, o Options) ([]table.Fragment, int64, error) {
+// writeBins rewrites each bin into one fragment; copied counts the bins
+// whose pages were copied.
+func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, o Options) (added []table.Fragment, rewritten int64, copied int, err error) {
 	snap := table.NewSnapshot(b, m)
-	var added []table.Fragment
-	var rewritten int64
 	for _, bin := range plan.Bins {
-		w, err := table.NewFragmentWriter(ctx, b, m.Schema())
+		f, err := table.Fragment{}, table.ErrNotCopyable
+		if !o.Recode {
+			f, err = snap.CopyFragments(ctx, bin.Fragments, table.CopyOptions{Parallelism: o.Parallelism, ReadAheadBytes: o.ReadAheadBytes})
+		}
+		if errors.Is(err, table.ErrNotCopyable) {
+			f, err = recode(ctx, b, snap, bin, o)
+		} else if err == nil {
+			copied++
+		}
 		if err != nil {
 			discard(ctx, b, added)
-			return nil, 0, err
-		}
-		for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: o.Parallelism, ReadAheadBytes: o.ReadAheadBytes, BatchSize: 4096}) {
-			if err == nil {
-				err = w.Write(rec)
-			}
-			if err != nil {
-				w.Abort()
-				discard(ctx, b, added)
-				return nil, 0, err
-			}
-		}
-		f, err := w.Close()
-		if err != nil {
-			discard(ctx, b, added)
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		added = append(added, f)
 		if f.Rows != bin.Rows {
 			discard(ctx, b, added)
-			return nil, 0, fmt.Errorf("%w: bin %v holds %d live rows, wrote %d", ErrRowsChanged, bin.Fragments, bin.Rows, f.Rows)
+			return nil, 0, 0, fmt.Errorf("%w: bin %v holds %d live rows, wrote %d", ErrRowsChanged, bin.Fragments, bin.Rows, f.Rows)
 		}
 		rewritten += bin.Bytes
 	}
-	return added, rewritten, nil
+	return added, rewritten, copied, nil
+}
+
+// recode rewrites a bin by decoding its live rows and encoding them again.
+func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o Options) (table.Fragment, error) {
+	w, err := table.NewFragmentWriter(ctx, b, snap.Manifest().Schema())
+	if err != nil {
+		return table.Fragment{}, err
+	}
+	for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: o.Parallelism, ReadAheadBytes: o.ReadAheadBytes, BatchSize: 4096}) {
+		if err == nil {
+			err = w.Write(rec)
+		}
+		if err != nil {
+			w.Abort()
+			return table.Fragment{}, err
+		}
+	}
+	return w.Close()
 }
 
 // discard deletes fragments no manifest references (best effort: garbage

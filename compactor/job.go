@@ -372,7 +372,7 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 			out.FragmentsBefore, out.FragmentsAfter = res.FragmentsBefore, res.FragmentsAfter
 			log.Info("compacted", "reason", why, "dry_run", o.DryRun, "plan", strings.TrimSpace(res.Plan.String()), "version", res.Version,
 				"fragments_before", res.FragmentsBefore, "fragments_after", res.FragmentsAfter, "rows", res.RowsAfter,
-				"bytes_rewritten", res.BytesRewritten, "duration_s", res.Duration.Seconds(), "replans", res.Replans)
+				"bytes_rewritten", res.BytesRewritten, "bins_copied", res.BinsCopied, "duration_s", res.Duration.Seconds(), "replans", res.Replans)
 		}
 		if !o.DryRun {
 			// A failed run commits nothing to the table: its error is

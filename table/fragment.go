@@ -31,15 +31,13 @@ const wholeReadLimit = 4 << 20
 // object (zstd, with row-group statistics). Memory is bounded by a row
 // group: the object is uploaded as it is written.
 type FragmentWriter struct {
-	schema  *arrow.Schema
-	key     string
-	pw      *io.PipeWriter
-	counter countWriter
-	fw      *pqarrow.FileWriter
-	done    chan error
-	stats   []statsAcc
-	rows    int64
-	closed  bool
+	schema *arrow.Schema
+	key    string
+	up     *upload
+	fw     *pqarrow.FileWriter
+	stats  []statsAcc
+	rows   int64
+	closed bool
 	// pending batches, written as one row group once they reach
 	// RowGroupRows: whole row groups stream their pages to the object,
 	// where a buffered row group would grow (and copy) one buffer per
@@ -53,15 +51,36 @@ type FragmentWriter struct {
 	encoded   chan error
 }
 
-type countWriter struct {
-	w io.Writer
-	n int64
+// upload streams what is written to it into a new object, counting the
+// bytes.
+type upload struct {
+	pw   *io.PipeWriter
+	n    int64
+	done chan error
 }
 
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
+func startUpload(ctx context.Context, b blob.Bucket, key string) *upload {
+	pr, pw := io.Pipe()
+	u := &upload{pw: pw, done: make(chan error, 1)}
+	go func() {
+		err := b.Put(ctx, key, pr)
+		pr.CloseWithError(err) // unblock the writer if the upload failed
+		u.done <- err
+	}()
+	return u
+}
+
+func (u *upload) Write(p []byte) (int, error) {
+	n, err := u.pw.Write(p)
+	u.n += int64(n)
 	return n, err
+}
+
+// finish ends the object — or, given an error, abandons it — and returns
+// the upload's error.
+func (u *upload) finish(err error) error {
+	u.pw.CloseWithError(err)
+	return <-u.done
 }
 
 // NewFragmentWriter starts a fragment with a fresh key in b. The caller
@@ -73,18 +92,10 @@ func NewFragmentWriter(ctx context.Context, b blob.Bucket, schema *arrow.Schema)
 // NewFragmentWriterAt starts a fragment object at key, which must be a
 // fresh name no other writer uses.
 func NewFragmentWriterAt(ctx context.Context, b blob.Bucket, schema *arrow.Schema, key string) (*FragmentWriter, error) {
-	pr, pw := io.Pipe()
-	w := &FragmentWriter{schema: schema, key: key, pw: pw, done: make(chan error, 1)}
-	w.counter.w = pw
-	go func() {
-		err := b.Put(ctx, w.key, pr)
-		pr.CloseWithError(err) // unblock the writer if the upload failed
-		w.done <- err
-	}()
-	fw, err := pqarrow.NewFileWriter(schema, &w.counter, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	w := &FragmentWriter{schema: schema, key: key, up: startUpload(ctx, b, key)}
+	fw, err := pqarrow.NewFileWriter(schema, w.up, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
-		pw.CloseWithError(err)
-		<-w.done
+		_ = w.up.finish(err)
 		return nil, fmt.Errorf("table: start fragment: %w", err)
 	}
 	w.fw = fw
@@ -221,14 +232,13 @@ func (w *FragmentWriter) Close() (Fragment, error) {
 	if cerr := w.fw.Close(); err == nil {
 		err = cerr
 	}
-	w.pw.CloseWithError(err)
-	if uerr := <-w.done; err == nil {
+	if uerr := w.up.finish(err); err == nil {
 		err = uerr
 	}
 	if err != nil {
 		return Fragment{}, fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
-	f := Fragment{Key: w.key, Rows: w.rows, Bytes: w.counter.n, Columns: make([]ColumnStats, len(w.stats)), Created: time.Now().UTC()}
+	f := Fragment{Key: w.key, Rows: w.rows, Bytes: w.up.n, Columns: make([]ColumnStats, len(w.stats)), Created: time.Now().UTC()}
 	for i := range w.stats {
 		f.Columns[i] = w.stats[i].result()
 	}
@@ -244,8 +254,7 @@ func (w *FragmentWriter) Abort() {
 	w.closed = true
 	w.releasePending()
 	_ = w.finishEncoding()
-	w.pw.CloseWithError(fmt.Errorf("fragment aborted"))
-	<-w.done
+	_ = w.up.finish(fmt.Errorf("fragment aborted"))
 }
 
 // WriteFragment writes batches as one fragment.

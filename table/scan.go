@@ -202,32 +202,50 @@ func (s *Snapshot) ScanSchema(opts ScanOptions) (*arrow.Schema, error) {
 	return p.out, nil
 }
 
-type item struct {
-	rec arrow.RecordBatch
+// run reads up to Parallelism fragments at once and yields their batches
+// in fragment order.
+func (p *scanPlan) run(ctx context.Context, yield func(arrow.RecordBatch, error) bool) {
+	err := readInOrder(ctx, p.fragments(), p.opts.Parallelism, p.opts.ReadAheadBytes, p.readFragment,
+		func(rec arrow.RecordBatch) bool {
+			defer rec.Release()
+			return yield(rec, nil)
+		},
+		func(rec arrow.RecordBatch) { rec.Release() })
+	if err != nil {
+		yield(nil, err)
+	}
+}
+
+type item[T any] struct {
+	v   T
 	err error
 }
 
-// run reads up to Parallelism fragments at once and yields their batches
-// in fragment order.
-func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, error) bool) {
+// readInOrder reads frags with read, up to parallelism at once and at most
+// readAhead bytes of fragment objects at once (a larger one alone), and
+// hands what they emit to use, in fragment order; use takes ownership and
+// returns false to stop the reads. What is read but not used goes to
+// release. It returns the first read's error, or the context's when it
+// ended first.
+func readInOrder[T any](parent context.Context, frags []*Fragment, parallelism int, readAhead int64,
+	read func(context.Context, *Fragment, func(T) bool) error, use func(T) bool, release func(T)) error {
 	ctx, cancel := context.WithCancel(parent)
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
-	frags := p.fragments()
-	queue := make(chan chan item, p.opts.Parallelism)
-	// At most Parallelism fragments are read at once: a slot is taken
+	queue := make(chan chan item[T], parallelism)
+	// At most parallelism fragments are read at once: a slot is taken
 	// before a reader starts and given back when it is done.
-	// So are at most ReadAheadBytes of fragment objects (a larger one
+	// So are at most readAhead bytes of fragment objects (a larger one
 	// alone): many small fragments are read many at once, large ones few.
-	slots := make(chan struct{}, p.opts.Parallelism)
-	budget := semaphore.NewWeighted(p.opts.ReadAheadBytes)
+	slots := make(chan struct{}, parallelism)
+	budget := semaphore.NewWeighted(readAhead)
 	wg.Go(func() {
 		defer close(queue)
 		for _, f := range frags {
-			weight := min(max(f.Bytes, 1), p.opts.ReadAheadBytes)
+			weight := min(max(f.Bytes, 1), readAhead)
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
@@ -240,7 +258,7 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 				<-slots
 				return
 			}
-			ch := make(chan item, 2)
+			ch := make(chan item[T], 2)
 			select {
 			case queue <- ch:
 			case <-ctx.Done():
@@ -251,48 +269,44 @@ func (p *scanPlan) run(parent context.Context, yield func(arrow.RecordBatch, err
 			wg.Go(func() {
 				defer func() { <-slots; budget.Release(weight) }()
 				defer close(ch)
-				err := p.readFragment(ctx, f, func(rec arrow.RecordBatch) bool {
+				err := read(ctx, f, func(v T) bool {
 					select {
-					case ch <- item{rec: rec}:
+					case ch <- item[T]{v: v}:
 						return true
 					case <-ctx.Done():
-						rec.Release()
+						release(v)
 						return false
 					}
 				})
 				if err != nil && ctx.Err() == nil {
-					ch <- item{err: err}
+					ch <- item[T]{err: err}
 					cancel()
 				}
 			})
 		}
 	})
+	var err error
 	stopped := false
 	for ch := range queue {
 		for it := range ch {
-			if stopped {
-				if it.rec != nil {
-					it.rec.Release()
+			switch {
+			case stopped:
+				if it.err == nil {
+					release(it.v)
 				}
-				continue
-			}
-			if it.err != nil {
-				yield(nil, it.err)
-				stopped = true
+			case it.err != nil:
+				err, stopped = it.err, true
 				cancel()
-				continue
-			}
-			ok := yield(it.rec, nil)
-			it.rec.Release()
-			if !ok {
+			case !use(it.v):
 				stopped = true
 				cancel()
 			}
 		}
 	}
 	if !stopped && parent.Err() != nil {
-		yield(nil, parent.Err())
+		return parent.Err()
 	}
+	return err
 }
 
 // readFragment reads one fragment's matching rows and hands them to emit,
