@@ -16,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/stratadb/strata/blob"
 )
 
@@ -272,29 +274,36 @@ func WriteFragment(ctx context.Context, b blob.Bucket, schema *arrow.Schema, bat
 	return w.Close()
 }
 
-// openFragment opens a fragment's Parquet reader: small objects with one
-// GET, large ones with ranged reads.
-// A large one's reads go through a prefetcher (nil for a small one),
-// which the caller closes when done.
-func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int, readAhead int64) (_ *pqarrow.FileReader, _ *prefetcher, err error) {
+// openFragment opens a fragment's Parquet reader over src: small objects
+// with one GET, large ones with ranged reads — the whole object at once,
+// in wholeReadParts ranges, when whole is set (a scan of every row and
+// column) and it fits in readAhead, else through a prefetcher (pre,
+// otherwise nil), which the caller closes when done.
+func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int, readAhead int64, whole bool) (_ *pqarrow.FileReader, src parquet.ReaderAtSeeker, _ *prefetcher, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = corrupt(f.Key, "parquet footer is damaged", fmt.Errorf("%v", r))
 		}
 	}()
-	var src parquet.ReaderAtSeeker
 	var pre *prefetcher
 	remote := f.Bytes > wholeReadLimit
-	if !remote {
+	switch {
+	case !remote:
 		data, err := b.Get(ctx, f.Key)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if int64(len(data)) != f.Bytes {
-			return nil, nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
+			return nil, nil, nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
 		}
 		src = bytes.NewReader(data)
-	} else {
+	case whole && f.Bytes <= readAhead:
+		data, err := readParts(ctx, b, f.Key, f.Bytes, wholeReadParts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		src = bytes.NewReader(data)
+	default:
 		pre = newPrefetcher(ctx, b, f.Key, f.Bytes, readAhead)
 		src = pre
 		defer func() {
@@ -303,19 +312,54 @@ func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Al
 			}
 		}()
 	}
-	props := parquet.NewReaderProperties(mem) // unbuffered: one ReadAt per column chunk
-	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
+	fr, err := fragmentReader(src, nil, mem, batchSize, remote)
 	if err != nil {
-		return nil, nil, corrupt(f.Key, "not a readable parquet file", err)
+		return nil, nil, nil, corrupt(f.Key, "not a readable parquet file", err)
 	}
-	// Read by ranges, each column chunk is a request of its own: read the
-	// columns of a row group at once, so a scan pays one round trip per
-	// row group rather than one per column chunk.
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), Parallel: remote}, mem)
+	return fr, src, pre, nil
+}
+
+// wholeReadParts: a large object read whole is read in this many ranges at
+// once.
+const wholeReadParts = 4
+
+// readParts reads the object key of size bytes in n ranges at once.
+func readParts(ctx context.Context, b blob.Bucket, key string, size int64, n int) ([]byte, error) {
+	data := make([]byte, size)
+	r := blob.NewReaderAtSize(ctx, b, key, size)
+	part := (size + int64(n) - 1) / int64(n)
+	var g errgroup.Group
+	for off := int64(0); off < size; off += part {
+		g.Go(func() error {
+			end := min(off+part, size)
+			_, err := r.ReadAt(data[off:end], off)
+			if err == io.EOF && end == size {
+				err = nil
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// fragmentReader opens src's Parquet file for reading as Arrow, with its
+// footer md when given (read from src otherwise). Read by ranges (remote),
+// each column chunk is a request of its own: the columns of a row group
+// are read at once, so a scan pays one round trip per row group rather
+// than one per column chunk.
+func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem memory.Allocator, batchSize int, remote bool) (*pqarrow.FileReader, error) {
+	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(mem))} // unbuffered: one ReadAt per column chunk
+	if md != nil {
+		opts = append(opts, file.WithMetadata(md))
+	}
+	pf, err := file.NewParquetReader(src, opts...)
 	if err != nil {
-		return nil, nil, corrupt(f.Key, "parquet schema does not map to arrow", err)
+		return nil, err
 	}
-	return fr, pre, nil
+	return pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), Parallel: remote, PreAllocBinaryData: true}, mem)
 }
 
 // chunkRanges returns the byte ranges of the column chunks of leaves in

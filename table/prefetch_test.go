@@ -3,6 +3,7 @@ package table_test
 import (
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/rollouts"
@@ -10,9 +11,11 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// A fragment read by ranges costs one request for its footer (the object's
-// tail) and one per column chunk a scan reads, each fetched once, ahead of
-// the decoding; a scan left early stops fetching.
+// A large fragment read whole (a scan of every row and column) costs four
+// ranged reads at once, however many column chunks it holds; read in part,
+// one request for its footer (the object's tail) and one per column chunk
+// the scan reads, each fetched once, ahead of the decoding; a scan left
+// early stops fetching.
 func TestARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
 	b, err := blob.Open(ctx, "mem://")
 	if err != nil {
@@ -40,9 +43,19 @@ func TestARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
 	scan := func(opts table.ScanOptions, stopAfter int) (rows int64, ranged int64) {
 		before, _ := blob.StatsOf(b)
 		n := 0
+		next := int64(0)
 		for rec, err := range s.Scan(ctx, opts) {
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Row groups decoded at once are handed on in order.
+			if ids, ok := rec.Column(0).(*array.Int64); ok && opts.Columns == nil {
+				for i := range ids.Len() {
+					if ids.Value(i) != next {
+						t.Fatalf("row %d has id %d", next, ids.Value(i))
+					}
+					next++
+				}
 			}
 			rows += rec.NumRows()
 			if n++; n == stopAfter {
@@ -53,13 +66,17 @@ func TestARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
 		return rows, after.Sub(before).RangeGets
 	}
 	cols := int64(len(rollouts.Schema.Fields()))
-	if rows, ranged := scan(table.ScanOptions{}, 0); rows != table.RowGroupRows+3000 || ranged != 1+2*cols {
-		t.Fatalf("full scan: %d rows in %d ranged reads, want %d in %d", rows, ranged, table.RowGroupRows+3000, 1+2*cols)
+	if rows, ranged := scan(table.ScanOptions{}, 0); rows != table.RowGroupRows+3000 || ranged != 4 {
+		t.Fatalf("full scan: %d rows in %d ranged reads, want %d in 4", rows, ranged, table.RowGroupRows+3000)
+	}
+	half := table.Lt("id", table.Int(table.RowGroupRows))
+	if rows, ranged := scan(table.ScanOptions{Filter: half}, 0); rows != table.RowGroupRows || ranged != 1+cols {
+		t.Fatalf("filtered scan: %d rows in %d ranged reads, want %d in %d", rows, ranged, table.RowGroupRows, 1+cols)
 	}
 	if rows, ranged := scan(table.ScanOptions{Columns: []string{"id"}}, 0); rows != table.RowGroupRows+3000 || ranged != 1+2 {
 		t.Fatalf("one column: %d rows in %d ranged reads, want 3", rows, ranged)
 	}
-	if _, ranged := scan(table.ScanOptions{BatchSize: 1000}, 1); ranged > 1+2*cols {
+	if _, ranged := scan(table.ScanOptions{Columns: []string{"id", "prompt", "artifact"}, BatchSize: 1000}, 1); ranged > 1+2*3 {
 		t.Fatalf("a scan left after one batch made %d ranged reads", ranged)
 	}
 }

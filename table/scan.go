@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -227,8 +228,19 @@ type item[T any] struct {
 // returns false to stop the reads. What is read but not used goes to
 // release. It returns the first read's error, or the context's when it
 // ended first.
-func readInOrder[T any](parent context.Context, frags []*Fragment, parallelism int, readAhead int64,
+func readInOrder[T any](ctx context.Context, frags []*Fragment, parallelism int, readAhead int64,
 	read func(context.Context, *Fragment, func(T) bool) error, use func(T) bool, release func(T)) error {
+	return inOrder(ctx, len(frags), parallelism, readAhead,
+		func(i int) int64 { return min(max(frags[i].Bytes, 1), readAhead) },
+		func(ctx context.Context, i int, emit func(T) bool) error { return read(ctx, frags[i], emit) },
+		use, release)
+}
+
+// inOrder runs produce for items 0..n-1, up to parallelism at once and at
+// most budget of their weights at once, and hands what they emit to use in
+// item order (see readInOrder).
+func inOrder[T any](parent context.Context, n, parallelism int, budget int64, weight func(int) int64,
+	produce func(context.Context, int, func(T) bool) error, use func(T) bool, release func(T)) error {
 	ctx, cancel := context.WithCancel(parent)
 	var wg sync.WaitGroup
 	defer func() {
@@ -236,25 +248,24 @@ func readInOrder[T any](parent context.Context, frags []*Fragment, parallelism i
 		wg.Wait()
 	}()
 	queue := make(chan chan item[T], parallelism)
-	// At most parallelism fragments are read at once: a slot is taken
-	// before a reader starts and given back when it is done.
-	// So are at most readAhead bytes of fragment objects (a larger one
-	// alone): many small fragments are read many at once, large ones few.
+	// At most parallelism items are produced at once: a slot is taken
+	// before a producer starts and given back when it is done; so are at
+	// most budget of their weights (a heavier one alone).
 	slots := make(chan struct{}, parallelism)
-	budget := semaphore.NewWeighted(readAhead)
+	sem := semaphore.NewWeighted(budget)
 	wg.Go(func() {
 		defer close(queue)
-		for _, f := range frags {
-			weight := min(max(f.Bytes, 1), readAhead)
+		for i := range n {
+			w := weight(i)
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
-			// A reader that failed cancels before it gives its slot
-			// back: no read starts after a failure, so the requests a
-			// scan makes do not depend on the scheduler.
-			if ctx.Err() != nil || budget.Acquire(ctx, weight) != nil {
+			// A producer that failed cancels before it gives its slot
+			// back: none starts after a failure, so the requests a scan
+			// makes do not depend on the scheduler.
+			if ctx.Err() != nil || sem.Acquire(ctx, w) != nil {
 				<-slots
 				return
 			}
@@ -263,13 +274,13 @@ func readInOrder[T any](parent context.Context, frags []*Fragment, parallelism i
 			case queue <- ch:
 			case <-ctx.Done():
 				<-slots
-				budget.Release(weight)
+				sem.Release(w)
 				return
 			}
 			wg.Go(func() {
-				defer func() { <-slots; budget.Release(weight) }()
+				defer func() { <-slots; sem.Release(w) }()
 				defer close(ch)
-				err := read(ctx, f, func(v T) bool {
+				err := produce(ctx, i, func(v T) bool {
 					select {
 					case ch <- item[T]{v: v}:
 						return true
@@ -330,7 +341,8 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	if err != nil {
 		return err
 	}
-	fr, pre, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, p.opts.ReadAheadBytes)
+	whole := p.pred == nil && p.opts.rows == nil && len(p.leaves) == leafCount(arrow.StructOf(p.s.m.Schema().Fields()...))
+	fr, src, pre, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, p.opts.ReadAheadBytes, whole)
 	if err != nil {
 		return err
 	}
@@ -371,41 +383,71 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	if pre != nil {
 		pre.prefetch(chunkRanges(md, rgs, p.leaves))
 	}
-	var offset int64
-	for rg := 0; rg < md.NumRowGroups(); rg++ {
-		rows := md.RowGroup(rg).NumRows()
-		if skip[rg] {
-			offset += rows
-			continue
+	if at != f.Rows {
+		return corrupt(f.Key, fmt.Sprintf("row groups hold %d rows, the manifest says %d", at, f.Rows), nil)
+	}
+	starts := make([]int64, md.NumRowGroups())
+	for rg := 1; rg < len(starts); rg++ {
+		starts[rg] = starts[rg-1] + md.RowGroup(rg-1).NumRows()
+	}
+	// A large fragment's row groups are decoded a few at once, each by a
+	// reader of its own over the same source and footer, and handed on in
+	// order.
+	parallel := 1
+	if f.Bytes > wholeReadLimit && len(rgs) > 1 {
+		parallel = min(len(rgs), max(runtime.GOMAXPROCS(0), 2), 4)
+	}
+	readRowGroup := func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) (err error) {
+		rg := rgs[i]
+		defer func() {
+			if r := recover(); r != nil {
+				err = corrupt(f.Key, fmt.Sprintf("row group %d is damaged", rg), fmt.Errorf("%v", r))
+			}
+		}()
+		r := fr
+		if parallel > 1 {
+			if r, err = fragmentReader(src, md, p.opts.Allocator, p.opts.BatchSize, true); err != nil {
+				return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+			}
 		}
-		rr, err := fr.GetRecordReader(ctx, p.leaves, []int{rg})
+		rr, err := r.GetRecordReader(ctx, p.leaves, []int{rg})
 		if err != nil {
 			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
+		defer rr.Release()
+		offset := starts[rg]
 		for rr.Next() {
 			rec := rr.RecordBatch()
 			out, err := p.filter(ctx, f, rec, offset, deleted, wanted)
 			offset += rec.NumRows()
 			if err != nil {
-				rr.Release()
 				return err
 			}
-			if out == nil {
-				continue
-			}
-			if !emit(out) {
-				rr.Release()
+			if out != nil && !emit(out) {
 				return nil
 			}
 		}
-		err = rr.Err()
-		rr.Release()
-		if err != nil {
+		if err := rr.Err(); err != nil {
 			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
+		if read := offset - starts[rg]; read != md.RowGroup(rg).NumRows() {
+			return corrupt(f.Key, fmt.Sprintf("read %d rows of row group %d, its footer says %d", read, rg, md.RowGroup(rg).NumRows()), nil)
+		}
+		return nil
 	}
-	if offset != f.Rows {
-		return corrupt(f.Key, fmt.Sprintf("read %d rows, the manifest says %d", offset, f.Rows), nil)
+	if parallel > 1 {
+		return inOrder(ctx, len(rgs), parallel, int64(parallel), func(int) int64 { return 1 }, readRowGroup,
+			emit, func(rec arrow.RecordBatch) { rec.Release() })
+	}
+	for i := range rgs {
+		stopped := false
+		err := readRowGroup(ctx, i, func(rec arrow.RecordBatch) bool {
+			stopped = !emit(rec)
+			return !stopped
+		})
+		if err != nil || stopped {
+			return err
+		}
 	}
 	return nil
 }
