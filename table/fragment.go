@@ -351,7 +351,13 @@ func readParts(ctx context.Context, b blob.Bucket, key string, size int64, n int
 // are read at once, so a scan pays one round trip per row group rather
 // than one per column chunk.
 func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem memory.Allocator, batchSize int, remote bool) (*pqarrow.FileReader, error) {
-	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(mem))} // unbuffered: one ReadAt per column chunk
+	props := parquet.NewReaderProperties(mem) // unbuffered: one ReadAt per column chunk
+	if _, ok := src.(*bytes.Reader); ok {
+		// In memory: pages are read through a small buffer rather than
+		// each column chunk copied whole into one of its own.
+		props.BufferedStreamEnabled, props.BufferSize = true, 1<<20
+	}
+	opts := []file.ReadOption{file.WithReadProps(props)}
 	if md != nil {
 		opts = append(opts, file.WithMetadata(md))
 	}
