@@ -138,7 +138,17 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		txn.Writer = o.Writer
 	}
 	start := time.Now()
-	readAt := o.Now() // on the options' clock: the stall check compares it with GC's ages
+	// When the newest version was last known, on the options' clock (the
+	// stall check compares it with GC's ages): now, for a base read here or
+	// caught up with a listing. A base handed in without CatchUp may have
+	// been read any time since it was made: no version after it can have
+	// been collected while it is younger than GC's least age, so the check
+	// counts from when it was made (the writer's clock, never later than
+	// now).
+	readAt := o.Now()
+	if base != nil && !o.CatchUp && base.Timestamp.Before(readAt) {
+		readAt = base.Timestamp
+	}
 	cur := base
 	if cur == nil {
 		var err error
@@ -203,7 +213,6 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		// The point of no return: the create may have landed even though
 		// it reported an error (a lost response, or a 412 that an SDK retry
 		// of our own request provoked). Read before anything else.
-		resolvedAt := o.Now()
 		landed, err := readTransaction(ctx, b, next.Version, o)
 		if err != nil && !errors.Is(err, table.ErrVersionNotFound) {
 			return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
@@ -248,7 +257,11 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			if err != nil || done {
 				return r, err
 			}
-			cur, readAt = newest, resolvedAt
+			// readAt stays: only a listing tells that a version was the
+			// newest, and the winner's may be an old one that a tag kept
+			// while the slot after it was collected during a stall. The
+			// stall check measures from the last time the newest was known.
+			cur = newest
 			continue
 		}
 		listedAt := o.Now()

@@ -565,3 +565,68 @@ func TestAnIdleHandleWhoseBaseWasOutlivedAppendsAgain(t *testing.T) {
 		t.Fatalf("the idle handle's append: v%d, %v; want v7", got.Version, err)
 	}
 }
+
+// A writer stalls before its create; meanwhile others commit that version
+// and more, a tag keeps that version, and garbage collection takes the
+// slot after it. The writer loses its create, rebases on the winner alone
+// — without a listing, which would have shown the newest version — and
+// creates the collected slot: the stall started before the base it holds
+// was known to be the newest, so it must check for a ghost and commit
+// again above, never acknowledge the ghost. (Found by the simulation, seed
+// 3006178: the append was acknowledged at a collected version after a lost
+// race, and its rows were lost.)
+func TestALoserRebasedAfterAStallDoesNotAcknowledgeAGhost(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	other, err := commit.OpenTable(ctx, under, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOther := func(id int64) {
+		rec := idBatch(id)
+		defer rec.Release()
+		if _, err := other.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fired atomic.Bool
+	var fail atomic.Value
+	stalled := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpPutIfAbsent && key == table.ManifestKey(2) && fired.CompareAndSwap(false, true) {
+			appendOther(1) // v2: the writer's create will lose to it
+			if err := table.CreateTag(ctx, under, "keep", 2); err != nil {
+				fail.Store(err.Error())
+			}
+			appendOther(2) // v3, collected below
+			appendOther(3) // v4, the newest
+			offset.Store(int64(10 * time.Minute))
+			res, err := compactor.GC(ctx, under, &compactor.GCPolicy{KeepVersions: 1, RetainFor: compactor.MinRetain, SafetyAge: compactor.MinRetain},
+				time.Now().Add(10*time.Minute))
+			if err != nil || !slices.Contains(res.VersionsDeleted, 3) || slices.Contains(res.VersionsDeleted, 2) {
+				fail.Store(fmt.Sprintf("the collection: %+v %v", res, err))
+			}
+		}
+		return fault.Fault{}
+	}))
+	w, err := commit.OpenTable(ctx, stalled, &commit.Options{Now: clock}) // sees v1
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := idBatch(4)
+	defer rec.Release()
+	res, err := w.Append(ctx, rec)
+	if !fired.Load() || fail.Load() != nil {
+		t.Fatalf("the stall did not happen as planned: %v", fail.Load())
+	}
+	if err != nil {
+		t.Fatalf("append across the stall: %v", err)
+	}
+	if res.Version <= 4 {
+		t.Fatalf("acknowledged at v%d, a version slot collected during the stall", res.Version)
+	}
+	if ids := latestIDs(t, under); !slices.Equal(ids, []int64{1, 2, 3, 4}) {
+		t.Fatalf("rows %v, want 1..4", ids)
+	}
+}
