@@ -298,6 +298,14 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 			if col.HasDictionaryPage() || col.Compression() != props.CompressionFor(col.PathInSchema().String()) || col.CryptoMetadata() != nil {
 				return fmt.Errorf("%w: %s column %s is dictionary encoded, encrypted or compressed with %s", ErrNotCopyable, f.Key, col.PathInSchema(), col.Compression())
 			}
+			// A flat column holds a value per row; its statistics are
+			// decoded here, where a damaged footer is this source's error.
+			if md.Schema.Column(c).MaxRepetitionLevel() == 0 && col.NumValues() != u.md.NumRows() {
+				return corrupt(f.Key, fmt.Sprintf("row group %d column %s holds %d values for %d rows", rg, col.PathInSchema(), col.NumValues(), u.md.NumRows()), nil)
+			}
+			if _, err := col.Statistics(); err != nil {
+				return corrupt(f.Key, fmt.Sprintf("row group %d column %s statistics", rg, col.PathInSchema()), err)
+			}
 			r := ranges[rg*len(leaves)+c]
 			if r[0] < 4 || r[1] < 0 || r[0]+r[1] > f.Bytes {
 				return corrupt(f.Key, fmt.Sprintf("row group %d column %d lies outside the object", rg, c), nil)
@@ -438,10 +446,16 @@ func newPageCopier(ctx context.Context, b blob.Bucket, key string) *pageCopier {
 }
 
 // add takes a source row group; false stops the copy (w.err says why).
-func (w *pageCopier) add(u *sourceRowGroup) bool {
+// A panic on what a source's footer holds is that source's CorruptError.
+func (w *pageCopier) add(u *sourceRowGroup) (ok bool) {
 	if w.err != nil {
 		return false
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.err, ok = corrupt(u.key, "parquet footer is damaged", fmt.Errorf("%v", r)), false
+		}
+	}()
 	if u.stats != nil {
 		w.stats = append(w.stats, *u.stats)
 	}
@@ -517,8 +531,14 @@ func (w *pageCopier) flush() error {
 }
 
 // close writes the last row group and the footer and finishes the upload.
-func (w *pageCopier) close() (Fragment, error) {
-	err := w.flush()
+func (w *pageCopier) close() (_ Fragment, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			_ = w.up.finish(errors.New("fragment aborted"))
+			err = fmt.Errorf("table: write fragment %s: %v", w.key, r)
+		}
+	}()
+	err = w.flush()
 	var md *metadata.FileMetaData
 	if err == nil {
 		md, err = w.meta.Finish()

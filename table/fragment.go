@@ -56,9 +56,11 @@ type FragmentWriter struct {
 // upload streams what is written to it into a new object, counting the
 // bytes.
 type upload struct {
-	pw   *io.PipeWriter
-	n    int64
-	done chan error
+	pw       *io.PipeWriter
+	n        int64
+	done     chan error
+	finished bool
+	err      error
 }
 
 func startUpload(ctx context.Context, b blob.Bucket, key string) *upload {
@@ -79,10 +81,14 @@ func (u *upload) Write(p []byte) (int, error) {
 }
 
 // finish ends the object — or, given an error, abandons it — and returns
-// the upload's error.
+// the upload's error. Later calls return the first one's result.
 func (u *upload) finish(err error) error {
-	u.pw.CloseWithError(err)
-	return <-u.done
+	if !u.finished {
+		u.finished = true
+		u.pw.CloseWithError(err)
+		u.err = <-u.done
+	}
+	return u.err
 }
 
 // NewFragmentWriter starts a fragment with a fresh key in b. The caller
