@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -301,7 +303,8 @@ func TestAcceptedAnswersHaveNoBody(t *testing.T) {
 // While the shard's merge is held up (slow manifest commits), another
 // merge request gets 429 and a compaction request 409.
 func TestBusyAnswers(t *testing.T) {
-	f := start(t, "file://"+t.TempDir(), server.Options{})
+	dir := t.TempDir()
+	f := start(t, "file://"+dir, server.Options{})
 	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +320,16 @@ func TestBusyAnswers(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the flush to record its generation", func() bool {
 		st, err := f.c.LSMStats(ctx, "t", false)
 		return err == nil && len(st.Shards) == 1 && st.Shards[0].PendingGenerations > 0
+	})
+	// The flush announces the generation to fleet merges after recording
+	// it: until then a merge finds nothing and ends at once.
+	testenv.Eventually(t, 10*time.Second, "the flush to announce its generation", func() bool {
+		found := false
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			found = found || (err == nil && !d.IsDir() && strings.Contains(filepath.ToSlash(path), "/_fleet/pending/"))
+			return nil
+		})
+		return found
 	})
 	f.inject(fault.OnKeys(regexp.MustCompile(`^_versions/`), fault.OnOps(fault.Always(fault.Fault{Delay: 800 * time.Millisecond}), fault.OpPutIfAbsent)))
 	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/lsm/compact", "", "", ""); code != http.StatusAccepted {
