@@ -474,21 +474,7 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 // ghost. (Found by the simulation, seed 709249: the append was
 // acknowledged at a collected version and its rows were lost.)
 func TestAStallDuringCatchUpDoesNotAcknowledgeAGhost(t *testing.T) {
-	under := open(t, "mem://")
-	createIDTable(t, under)
-	var offset atomic.Int64
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	other, err := commit.OpenTable(ctx, under, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendOther := func(id int64) {
-		rec := idBatch(id)
-		defer rec.Release()
-		if _, err := other.Append(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	under, offset, clock, appendOther := stallSetup(t)
 	var fired atomic.Bool
 	var fail atomic.Value
 	stall := fault.InjectorFunc(func(fault.Op, string) fault.Fault { return fault.Fault{} })
@@ -576,21 +562,7 @@ func TestAnIdleHandleWhoseBaseWasOutlivedAppendsAgain(t *testing.T) {
 // 3006178: the append was acknowledged at a collected version after a lost
 // race, and its rows were lost.)
 func TestALoserRebasedAfterAStallDoesNotAcknowledgeAGhost(t *testing.T) {
-	under := open(t, "mem://")
-	createIDTable(t, under)
-	var offset atomic.Int64
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	other, err := commit.OpenTable(ctx, under, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendOther := func(id int64) {
-		rec := idBatch(id)
-		defer rec.Release()
-		if _, err := other.Append(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	under, offset, clock, appendOther := stallSetup(t)
 	var fired atomic.Bool
 	var fail atomic.Value
 	stalled := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
@@ -629,4 +601,26 @@ func TestALoserRebasedAfterAStallDoesNotAcknowledgeAGhost(t *testing.T) {
 	if ids := latestIDs(t, under); !slices.Equal(ids, []int64{1, 2, 3, 4}) {
 		t.Fatalf("rows %v, want 1..4", ids)
 	}
+}
+
+// stallSetup makes an id table, a clock that offset moves on, and a
+// function appending one id through a handle of another writer.
+func stallSetup(t *testing.T) (blob.Bucket, *atomic.Int64, func() time.Time, func(int64)) {
+	t.Helper()
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	offset := new(atomic.Int64)
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	other, err := commit.OpenTable(ctx, under, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOther := func(id int64) {
+		rec := idBatch(id)
+		defer rec.Release()
+		if _, err := other.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return under, offset, clock, appendOther
 }
