@@ -345,10 +345,10 @@ func checkIceberg(t *testing.T, b blob.Bucket, dir string, schema *arrow.Schema,
 		}
 		cols := make([]arrow.Array, rec.NumCols())
 		for i := range cols {
-			cols[i], err = compute.CastArray(ctx, rec.Column(i), compute.SafeCastOptions(schema.Field(i).Type))
+			cols[i], err = castBack(rec.Column(i), schema.Field(i).Type)
 			if errors.Is(err, arrow.ErrNotImplemented) {
-				// Arrow casts no maps: those columns are compared as
-				// iceberg-go reads them (same values, other types).
+				// Arrow casts no maps, and some nested casts fail inside
+				// arrow-go: those columns are not compared.
 				t.Logf("%s: iceberg-go's %s is not compared (no cast to %s)", what, rec.Column(i).DataType(), schema.Field(i).Type)
 				for _, c := range cols[:i] {
 					c.Release()
@@ -372,6 +372,19 @@ func checkIceberg(t *testing.T, b blob.Bucket, dir string, schema *arrow.Schema,
 		}
 	}()
 	sameRows(t, what+": iceberg-go scan of the Iceberg view", want, canonical(t, recs...))
+}
+
+// castBack casts what iceberg-go read to the table's type. arrow-go's cast
+// panics on some nested types (a list of structs holding a timestamp in
+// seconds, for one: "slice bounds out of range" building the child); that
+// is an ErrNotImplemented here, like a cast arrow-go does not offer.
+func castBack(col arrow.Array, to arrow.DataType) (out arrow.Array, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("%w: arrow-go's cast panicked: %v", arrow.ErrNotImplemented, r)
+		}
+	}()
+	return compute.CastArray(ctx, col, compute.SafeCastOptions(to))
 }
 
 // jsonLines scans through the server as JSON lines and decodes them back
