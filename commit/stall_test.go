@@ -500,21 +500,7 @@ func TestAStallDuringCatchUpDoesNotAcknowledgeAGhost(t *testing.T) {
 		}
 		return fault.Fault{}
 	}
-	rec := idBatch(4)
-	defer rec.Release()
-	res, err := w.Append(ctx, rec)
-	if !fired.Load() || fail.Load() != nil {
-		t.Fatalf("the stall did not happen as planned: %v", fail.Load())
-	}
-	if err != nil {
-		t.Fatalf("append across the stall: %v", err)
-	}
-	if res.Version <= 4 {
-		t.Fatalf("acknowledged at v%d, a version slot collected during the stall", res.Version)
-	}
-	if ids := latestIDs(t, under); !slices.Equal(ids, []int64{1, 2, 3, 4}) {
-		t.Fatalf("rows %v, want 1..4", ids)
-	}
+	appendAcrossTheStall(t, w, under, &fired, &fail)
 }
 
 // A writer idle for longer than garbage collection's retention holds a
@@ -586,21 +572,7 @@ func TestALoserRebasedAfterAStallDoesNotAcknowledgeAGhost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := idBatch(4)
-	defer rec.Release()
-	res, err := w.Append(ctx, rec)
-	if !fired.Load() || fail.Load() != nil {
-		t.Fatalf("the stall did not happen as planned: %v", fail.Load())
-	}
-	if err != nil {
-		t.Fatalf("append across the stall: %v", err)
-	}
-	if res.Version <= 4 {
-		t.Fatalf("acknowledged at v%d, a version slot collected during the stall", res.Version)
-	}
-	if ids := latestIDs(t, under); !slices.Equal(ids, []int64{1, 2, 3, 4}) {
-		t.Fatalf("rows %v, want 1..4", ids)
-	}
+	appendAcrossTheStall(t, w, under, &fired, &fail)
 }
 
 // stallSetup makes an id table, a clock that offset moves on, and a
@@ -623,4 +595,26 @@ func stallSetup(t *testing.T) (blob.Bucket, *atomic.Int64, func() time.Time, fun
 		}
 	}
 	return under, offset, clock, appendOther
+}
+
+// appendAcrossTheStall appends id 4 through w, whose stall (fired, or the
+// reason it failed in fail) lets others append 1..3 and collect v3: the
+// append must land above v4, and the table hold 1..4.
+func appendAcrossTheStall(t *testing.T, w *commit.Table, under blob.Bucket, fired *atomic.Bool, fail *atomic.Value) {
+	t.Helper()
+	rec := idBatch(4)
+	defer rec.Release()
+	res, err := w.Append(ctx, rec)
+	if !fired.Load() || fail.Load() != nil {
+		t.Fatalf("the stall did not happen as planned: %v", fail.Load())
+	}
+	if err != nil {
+		t.Fatalf("append across the stall: %v", err)
+	}
+	if res.Version <= 4 {
+		t.Fatalf("acknowledged at v%d, a version slot collected during the stall", res.Version)
+	}
+	if ids := latestIDs(t, under); !slices.Equal(ids, []int64{1, 2, 3, 4}) {
+		t.Fatalf("rows %v, want 1..4", ids)
+	}
 }

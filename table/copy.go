@@ -146,9 +146,10 @@ func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*
 			rec.Release()
 		}
 	}()
-	flush := func() (bool, error) {
+	stopped := false // emit said stop
+	flush := func() error {
 		if len(pending) == 0 {
-			return true, nil
+			return nil
 		}
 		u, err := encodeRowGroup(schema, pending)
 		for _, rec := range pending {
@@ -156,10 +157,11 @@ func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*
 		}
 		pending, pendingRows = nil, 0
 		if err != nil {
-			return false, fmt.Errorf("table: recode fragment %s: %w", f.Key, err)
+			return fmt.Errorf("table: recode fragment %s: %w", f.Key, err)
 		}
 		u.key = f.Key
-		return emit(u), nil
+		stopped = !emit(u)
+		return nil
 	}
 	for rec, err := range s.Scan(ctx, ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1, BatchSize: RowGroupRows}) {
 		if err != nil {
@@ -171,12 +173,12 @@ func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*
 		live += rec.NumRows()
 		pending = append(pending, WithTypesOf(schema, rec))
 		if pendingRows += rec.NumRows(); pendingRows >= RowGroupRows {
-			if ok, err := flush(); !ok {
+			if err := flush(); err != nil || stopped {
 				return err
 			}
 		}
 	}
-	if ok, err := flush(); !ok {
+	if err := flush(); err != nil || stopped {
 		return err
 	}
 	st := &sourceStats{rows: live, columns: make([]ColumnStats, len(acc))}
@@ -219,21 +221,19 @@ func encodeRowGroup(schema *arrow.Schema, batches []arrow.RecordBatch) (_ *sourc
 		return nil, fmt.Errorf("encoded %d row groups, not one", md.NumRowGroups())
 	}
 	u := &sourceRowGroup{file: md, md: md.RowGroup(0)}
-	held := &heldChunks{size: int64(len(data))}
-	for _, r := range chunkRanges(md, []int{0}, allLeaves(md)) {
-		chunk := data[r[0] : r[0]+r[1]]
-		u.chunks = append(u.chunks, chunk)
+	for _, r := range chunkRanges(md, []int{0}, indices(md.NumColumns())) {
+		u.chunks = append(u.chunks, data[r[0]:r[0]+r[1]])
 		u.bytes += r[1]
-		held.add(r[0], chunk)
 	}
-	if u.pages, err = checkPages(md, 0, held); err != nil {
+	if u.pages, err = checkPages(md, 0, bytes.NewReader(data)); err != nil {
 		return nil, err
 	}
 	return u, nil
 }
 
-func allLeaves(md *metadata.FileMetaData) []int {
-	out := make([]int, md.NumColumns())
+// indices returns 0, 1, …, n-1.
+func indices(n int) []int {
+	out := make([]int, n)
 	for i := range out {
 		out[i] = i
 	}
@@ -252,20 +252,12 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 			err = &MissingDataError{Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 		}
 	}()
-	var src parquet.ReaderAtSeeker
-	var whole []byte
-	if f.Bytes <= wholeReadLimit {
-		if whole, err = b.Get(ctx, f.Key); err != nil {
-			return err
-		}
-		if int64(len(whole)) != f.Bytes {
-			return corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(whole), f.Bytes), nil)
-		}
-		src = bytes.NewReader(whole)
-	} else {
-		pre := newPrefetcher(ctx, b, f.Key, f.Bytes, readAhead)
+	src, whole, pre, err := fragmentSource(ctx, b, f, readAhead, false)
+	if err != nil {
+		return err
+	}
+	if pre != nil {
 		defer pre.close()
-		src = pre
 	}
 	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator)))
 	if err != nil {
@@ -275,21 +267,22 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 	if md.NumRows != f.Rows {
 		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
 	}
-	leaves := allLeaves(md)
-	rgs := make([]int, md.NumRowGroups())
-	for i := range rgs {
-		rgs[i] = i
-	}
-	ranges := chunkRanges(md, rgs, leaves)
-	if pre, ok := src.(*prefetcher); ok {
+	leaves := indices(md.NumColumns())
+	ranges := chunkRanges(md, indices(md.NumRowGroups()), leaves)
+	if pre != nil {
 		pre.prefetch(ranges)
 	}
-	for rg := range rgs {
+	for rg := range md.NumRowGroups() {
 		u := &sourceRowGroup{key: f.Key, file: md, md: md.RowGroup(rg)}
 		if rg == 0 {
 			u.stats = &sourceStats{rows: f.Rows, columns: f.Columns}
 		}
-		held := &heldChunks{size: f.Bytes}
+		// Pages are checked where they are held: in the object read
+		// whole, or in the chunks read by ranges (each handed out once).
+		pages, held := src, &heldChunks{size: f.Bytes}
+		if pre != nil {
+			pages = held
+		}
 		for c := range leaves {
 			col, err := u.md.ColumnChunk(c)
 			if err != nil {
@@ -318,12 +311,12 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 				if _, err := src.ReadAt(chunk, r[0]); err != nil && !(err == io.EOF && r[0]+r[1] == f.Bytes) {
 					return err
 				}
+				held.add(r[0], chunk)
 			}
 			u.chunks = append(u.chunks, chunk)
 			u.bytes += r[1]
-			held.add(r[0], chunk)
 		}
-		if u.pages, err = checkPages(md, rg, held); err != nil {
+		if u.pages, err = checkPages(md, rg, pages); err != nil {
 			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
 		if !emit(u) {
@@ -333,12 +326,12 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 	return nil
 }
 
-// checkPages reads every page of row group rg's column chunks from held:
+// checkPages reads every page of row group rg's column chunks from src:
 // headers parse, data decompresses to the size its header gives, and the
 // values add up to the chunk's count. It returns the data pages counted by
 // encoding, per column.
-func checkPages(md *metadata.FileMetaData, rg int, held *heldChunks) ([]map[parquet.Encoding]int32, error) {
-	r, err := file.NewParquetReader(held, file.WithMetadata(md), file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator)))
+func checkPages(md *metadata.FileMetaData, rg int, src parquet.ReaderAtSeeker) ([]map[parquet.Encoding]int32, error) {
+	r, err := file.NewParquetReader(src, file.WithMetadata(md), file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator)))
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64
 	}
 	for id, rows := range found {
 		f := s.m.Fragment(id)
-		old, err := readDeletions(ctx, s.b, f)
+		old, err := ReadDeletions(ctx, s.b, f)
 		if err != nil {
 			return nil, err
 		}

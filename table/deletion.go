@@ -61,15 +61,10 @@ func DecodeDeletions(key string, data []byte) ([]uint32, error) {
 	return rows, nil
 }
 
-// readDeletions loads a fragment's deletion vector (nil when none).
 // ReadDeletions reads a fragment's deletion vector: the deleted row
 // offsets, ascending (nil when it has none). The vector is checked against
 // the fragment entry; a mismatch is a CorruptError naming the object.
 func ReadDeletions(ctx context.Context, b blob.Bucket, f *Fragment) ([]uint32, error) {
-	return readDeletions(ctx, b, f)
-}
-
-func readDeletions(ctx context.Context, b blob.Bucket, f *Fragment) ([]uint32, error) {
 	if f.Deletion == nil {
 		return nil, nil
 	}

@@ -280,49 +280,57 @@ func WriteFragment(ctx context.Context, b blob.Bucket, schema *arrow.Schema, bat
 	return w.Close()
 }
 
-// openFragment opens a fragment's Parquet reader over src: small objects
-// with one GET, large ones with ranged reads — the whole object at once,
-// in wholeReadParts ranges, when whole is set (a scan of every row and
-// column) and it fits in readAhead, else through a prefetcher (pre,
-// otherwise nil), which the caller closes when done.
+// openFragment opens a fragment's Parquet reader over src (see
+// fragmentSource); pre, when not nil, is the prefetcher src reads through,
+// which the caller closes when done.
 func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int, readAhead int64, whole bool) (_ *pqarrow.FileReader, src parquet.ReaderAtSeeker, _ *prefetcher, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = corrupt(f.Key, "parquet footer is damaged", fmt.Errorf("%v", r))
 		}
 	}()
-	var pre *prefetcher
-	remote := f.Bytes > wholeReadLimit
-	switch {
-	case !remote:
-		data, err := b.Get(ctx, f.Key)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if int64(len(data)) != f.Bytes {
-			return nil, nil, nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
-		}
-		src = bytes.NewReader(data)
-	case whole && f.Bytes <= readAhead:
-		data, err := readParts(ctx, b, f.Key, f.Bytes, wholeReadParts)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		src = bytes.NewReader(data)
-	default:
-		pre = newPrefetcher(ctx, b, f.Key, f.Bytes, readAhead)
-		src = pre
+	src, _, pre, err := fragmentSource(ctx, b, f, readAhead, whole)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if pre != nil {
 		defer func() {
 			if err != nil {
 				pre.close()
 			}
 		}()
 	}
-	fr, err := fragmentReader(src, nil, mem, batchSize, remote)
+	fr, err := fragmentReader(src, nil, mem, batchSize, f.Bytes > wholeReadLimit)
 	if err != nil {
 		return nil, nil, nil, corrupt(f.Key, "not a readable parquet file", err)
 	}
 	return fr, src, pre, nil
+}
+
+// fragmentSource fetches fragment f for reading (src): the whole object
+// in memory (data) when it is small — one GET, its size checked against
+// the manifest — or when whole is set (every column chunk will be read) and
+// it fits in readAhead — wholeReadParts ranged GETs at once; otherwise
+// through a prefetcher (pre) that serves ranged reads, which the caller
+// closes.
+func fragmentSource(ctx context.Context, b blob.Bucket, f *Fragment, readAhead int64, whole bool) (src parquet.ReaderAtSeeker, data []byte, pre *prefetcher, err error) {
+	switch {
+	case f.Bytes <= wholeReadLimit:
+		if data, err = b.Get(ctx, f.Key); err != nil {
+			return nil, nil, nil, err
+		}
+		if int64(len(data)) != f.Bytes {
+			return nil, nil, nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
+		}
+	case whole && f.Bytes <= readAhead:
+		if data, err = readParts(ctx, b, f.Key, f.Bytes, wholeReadParts); err != nil {
+			return nil, nil, nil, err
+		}
+	default:
+		pre = newPrefetcher(ctx, b, f.Key, f.Bytes, readAhead)
+		return pre, nil, pre, nil
+	}
+	return bytes.NewReader(data), data, nil, nil
 }
 
 // wholeReadParts: a large object read whole is read in this many ranges at

@@ -56,6 +56,9 @@ type scanPlan struct {
 	read   []string      // columns read: projection ∪ filter columns
 	leaves []int         // parquet leaf indices of read (every leaf of a nested column)
 	first  []int         // the first leaf of each read column
+	// whole: the scan reads every column of every row (no filter, no
+	// rows picked), so a fragment is read whole.
+	whole bool
 	// readSchema: the table's fields for read; batches from the Parquet
 	// reader are brought to it (see AdaptRead).
 	readSchema *arrow.Schema
@@ -130,6 +133,7 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 	for i := range proj {
 		p.outIndex = append(p.outIndex, i)
 	}
+	p.whole = p.pred == nil && opts.rows == nil && len(p.leaves) == n
 	if opts.WithRowAddress {
 		fields = append(fields, arrow.Field{Name: FragmentColumn, Type: arrow.PrimitiveTypes.Uint64},
 			arrow.Field{Name: OffsetColumn, Type: arrow.PrimitiveTypes.Uint32})
@@ -337,12 +341,11 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 				Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 		}
 	}()
-	deleted, err := readDeletions(ctx, p.s.b, f)
+	deleted, err := ReadDeletions(ctx, p.s.b, f)
 	if err != nil {
 		return err
 	}
-	whole := p.pred == nil && p.opts.rows == nil && len(p.leaves) == leafCount(arrow.StructOf(p.s.m.Schema().Fields()...))
-	fr, src, pre, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, p.opts.ReadAheadBytes, whole)
+	fr, src, pre, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, p.opts.ReadAheadBytes, p.whole)
 	if err != nil {
 		return err
 	}
@@ -363,21 +366,23 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	// rows do not rule out. Read by ranges, their column chunks are fetched
 	// ahead, a few at once, while earlier ones are decoded.
 	var rgs []int
-	skip := make([]bool, md.NumRowGroups())
+	starts := make([]int64, md.NumRowGroups()) // each row group's first row
 	var at int64
 	for rg := 0; rg < md.NumRowGroups(); rg++ {
 		rgmd := md.RowGroup(rg)
 		rows := rgmd.NumRows()
+		skip := false
 		switch {
 		case p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd)):
-			skip[rg] = true
+			skip = true
 		case wanted != nil:
 			lo, _ := slices.BinarySearch(wanted, uint32(at))
-			skip[rg] = lo == len(wanted) || int64(wanted[lo]) >= at+rows // no wanted row in this row group
+			skip = lo == len(wanted) || int64(wanted[lo]) >= at+rows // no wanted row in this row group
 		}
-		if !skip[rg] {
+		if !skip {
 			rgs = append(rgs, rg)
 		}
+		starts[rg] = at
 		at += rows
 	}
 	if pre != nil {
@@ -385,10 +390,6 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	}
 	if at != f.Rows {
 		return corrupt(f.Key, fmt.Sprintf("row groups hold %d rows, the manifest says %d", at, f.Rows), nil)
-	}
-	starts := make([]int64, md.NumRowGroups())
-	for rg := 1; rg < len(starts); rg++ {
-		starts[rg] = starts[rg-1] + md.RowGroup(rg-1).NumRows()
 	}
 	// A large fragment's row groups are decoded a few at once, each by a
 	// reader of its own over the same source and footer, and handed on in
