@@ -53,10 +53,7 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 		var batches []arrow.RecordBatch
 		for _, c := range cuts {
 			for _, g := range c.gens {
-				for _, f := range g.fragments() {
-					f.ID = uint64(len(frags))
-					frags = append(frags, f)
-				}
+				frags = append(frags, table.Fragment{ID: uint64(len(frags)), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes, Columns: g.Columns})
 			}
 			batches = append(batches, c.batches...)
 		}

@@ -29,20 +29,14 @@ func FuzzDecodeEntry(f *testing.F) {
 	rec := b.NewRecordBatch()
 	b.Release()
 	defer rec.Release()
-	data, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}}, schema, false)
+	data, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}}, schema)
 	if err != nil {
 		f.Fatal(err)
 	}
-	pq, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}}, schema, true)
-	if err != nil {
-		f.Fatal(err)
-	}
-	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: 2, position: 7, id: table.NewID()}, schema, false)
+	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: 2, position: 7, id: table.NewID()}, schema)
 	f.Add(data)
-	f.Add(pq)
 	f.Add(fence)
 	f.Add(data[:70])
-	f.Add(pq[:len(pq)-20])
 	f.Fuzz(func(t *testing.T, d []byte) {
 		e, err := decodeEntry("w1", "wal/x", 7, d, schema, false)
 		if err != nil {
