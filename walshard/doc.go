@@ -30,7 +30,10 @@
 //   - A fenced writer can do no harm: a new owner writes a fence entry at
 //     the first free WAL position and a state object at the next sequence
 //     number, so the old owner's next WAL write or state write collides and
-//     fails with ErrFenced. The old owner can merge only generations a
+//     fails with ErrFenced. The fence outlives cleanup by minutes, and an
+//     owner that has not read the epoch claims for half a minute reads them
+//     before it acknowledges an entry, so an owner paused past the cleanup
+//     is fenced too. The old owner can merge only generations a
 //     state object recorded, which the new owner also sees, so exactly-once
 //     holds for them too.
 //   - No object is overwritten: every name above is created once.

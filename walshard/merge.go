@@ -137,6 +137,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 // checkEpoch fails with ErrFenced when a newer epoch is claimed (one
 // LIST of one key).
 func (s *Shard) checkEpoch(ctx context.Context) error {
+	asked := s.now()
 	page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
 	if err != nil {
 		return err
@@ -146,7 +147,15 @@ func (s *Shard) checkEpoch(ctx context.Context) error {
 			return s.setFenced()
 		}
 	}
-	return s.fencedErr()
+	if err := s.fencedErr(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if asked.After(s.mu.verified) {
+		s.mu.verified = asked
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *Shard) noteWatermark(w, version uint64) {
@@ -189,6 +198,9 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 			pos, ok := parseLast(s.l.wal(), o.Key)
 			if !ok || pos > walTo {
 				continue
+			}
+			if o.Size == walHeader && s.now().Sub(o.ModTime) < fenceKeep {
+				continue // a fence (the only entry this small), kept a while (see fenceKeep)
 			}
 			if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				return err

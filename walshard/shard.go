@@ -173,16 +173,19 @@ type Shard struct {
 
 	mu struct {
 		sync.Mutex
-		nextPos     uint64
-		mem         []memEntry
-		memRows     int64
-		memBytes    int64
-		memSince    time.Time // when the oldest memtable entry landed
-		state       *State
-		watermark   uint64 // newest table watermark this handle saw
-		version     uint64 // the table version it was seen in
-		cleaned     uint64 // the watermark the WAL and states were cleaned up to
-		uncertain   uint64 // a WAL position an attempt may have landed at unseen
+		nextPos   uint64
+		mem       []memEntry
+		memRows   int64
+		memBytes  int64
+		memSince  time.Time // when the oldest memtable entry landed
+		state     *State
+		watermark uint64 // newest table watermark this handle saw
+		version   uint64 // the table version it was seen in
+		cleaned   uint64 // the watermark the WAL and states were cleaned up to
+		uncertain uint64 // a WAL position an attempt may have landed at unseen
+		// verified: when this handle last knew (reading the claims, or
+		// claiming) that no newer epoch was claimed: see epochRecheck.
+		verified    time.Time
 		fenced      error
 		closed      bool
 		quarantined []Quarantined
@@ -218,9 +221,11 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
 	s.mu.watermark, s.mu.version = m.Shards[opts.Shard].Watermark, m.Version
 	s.mu.changed = make(chan struct{})
+	claimed := s.now()
 	if s.epoch, err = s.claimEpoch(ctx); err != nil {
 		return nil, err
 	}
+	s.mu.verified = claimed
 	// Other processes (fleet merges, adoption, fresh reads) find the
 	// shard by this.
 	if err := b.PutIfAbsent(ctx, table.FleetShardsDir+opts.Shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
@@ -653,8 +658,11 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 		}
 		break
 	}
-	if uncertain {
-		if err := s.checkEpoch(ctx); err != nil {
+	s.mu.Lock()
+	stale := s.now().Sub(s.mu.verified) > epochRecheck
+	s.mu.Unlock()
+	if uncertain || stale {
+		if err := s.checkEpochRetrying(ctx, deadline); err != nil {
 			s.mu.Lock()
 			s.mu.uncertain = pos
 			s.mu.Unlock()
@@ -671,6 +679,46 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	s.mu.Unlock()
 	s.addToMemtable(pos, batches)
 	return nil
+}
+
+// A newer owner's fence is what makes an older owner's next WAL write
+// fail: it sits at the first free position, where the older owner writes
+// next. Once merged, WAL entries are deleted — and so would the fence be,
+// leaving its position free for an older owner that was paused (a frozen
+// process, a partition) to write at and be acknowledged for rows nobody
+// replays. So a fence is kept fenceKeep after it is written, and a writer
+// acknowledges an entry without reading the claims only within
+// epochRecheck of when it last knew it held the newest epoch: later, it
+// reads them first (one LIST of one key). A newer epoch claimed before an
+// entry lands is then either seen by that read or claimed within
+// epochRecheck of the write, and its fence, younger than fenceKeep, is
+// still there to collide with. fenceKeep leaves minutes for the skew
+// between a cleaner's clock and the store's.
+const (
+	epochRecheck = 30 * time.Second
+	fenceKeep    = 5 * time.Minute
+)
+
+// checkEpochRetrying is checkEpoch, tried again after a transient
+// failure until deadline.
+func (s *Shard) checkEpochRetrying(ctx context.Context, deadline time.Time) error {
+	for attempt := 1; ; attempt++ {
+		err := s.checkEpoch(ctx)
+		if err == nil || errors.Is(err, ErrFenced) || !blob.IsRetryable(err) || !time.Now().Before(deadline) {
+			return err
+		}
+		if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// now is the handle's clock (Commit.Now; default time.Now).
+func (s *Shard) now() time.Time {
+	if s.opts.Commit.Now != nil {
+		return s.opts.Commit.Now()
+	}
+	return time.Now()
 }
 
 func (s *Shard) budget() time.Duration {

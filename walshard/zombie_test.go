@@ -1,0 +1,70 @@
+package walshard_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// movableClock is a clock a test moves forward.
+type movableClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *movableClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *movableClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// An owner paused while a newer one took over, replayed, flushed, merged
+// and cleaned up its WAL must not be acknowledged when it wakes: soon
+// after, the newer owner's fence is still there to collide with; later,
+// the paused owner reads the epoch claims before it acknowledges.
+func TestAPausedOwnerIsNotAcknowledgedAfterTheNewerOneCleanedUp(t *testing.T) {
+	for _, pause := range []time.Duration{0, 10 * time.Minute} {
+		b := newTable(t, "mem://")
+		clk := &movableClock{t: time.Now()}
+		o := walshard.Options{Commit: commit.Options{Now: clk.Now}}
+		old := open(t, b, "w1", o)
+		appendIDs(t, old, 1, 2) // position 2 (1 is old's fence)
+		newer := open(t, b, "w1", o)
+		appendIDs(t, newer, 3) // its fence is at 3, where old writes next
+		clk.Advance(pause)
+		if _, err := newer.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newer.Merge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fence, err := b.Attributes(ctx, table.WALKey("w1", 3))
+		if pause == 0 && err != nil {
+			t.Fatalf("the newer owner's fence, written a moment ago, is gone after its cleanup: %v", err)
+		}
+		if pause > 0 && !errors.Is(err, blob.ErrNotFound) {
+			t.Fatalf("the fence, %v old, is still there (%+v, %v): the case this checks did not arise", pause, fence, err)
+		}
+		err = appendOnce(old, "w1", 100)
+		if !errors.Is(err, walshard.ErrFenced) && !errors.Is(err, walshard.ErrAppendUnknown) {
+			t.Fatalf("paused %v: the older owner's append: %v, want ErrFenced or ErrAppendUnknown", pause, err)
+		}
+		old.Close()
+		newer.Close()
+		again := open(t, b, "w1", o)
+		exactlyOnce(t, countIDs(t, again.ScanFresh(ctx, table.ScanOptions{})), []int64{1, 2, 3})
+		again.Close()
+	}
+}
