@@ -467,5 +467,14 @@ func (w *world) deleteOp(a *actor) (string, string) {
 		return "delete", w.fail("harness", "filter %q: %v", filter, err).Error()
 	}
 	res, n, err := a.tbl.Delete(w.ctx, pred)
+	if err == nil && n > 0 { // n == 0: no commit, res.Version is the one read
+		w.mu.Lock()
+		w.deletesAcked[res.Version] = true
+		by, undone := w.deletesUndone[res.Version]
+		w.mu.Unlock()
+		if undone {
+			return "delete", w.fail("deleted rows stay deleted", "the delete of %s acknowledged at v%d was undone at v%d", filter, res.Version, by).Error()
+		}
+	}
 	return "delete", fmt.Sprintf("%s: %d rows at v%d: %s", filter, n, res.Version, short(err))
 }

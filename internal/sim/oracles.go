@@ -55,6 +55,9 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		}
 		ev.delta = ev.delta.add(d)
 	}
+	if u := m.Transaction.Undoes; u > 0 {
+		w.undoDeletes(m, u)
+	}
 	for _, fd := range m.Transaction.Deletions {
 		d, lost := w.deleted(m, fd.FragmentID)
 		w.emu.Lock()
@@ -104,6 +107,37 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 	}
 	w.mu.Unlock()
 	return d, false
+}
+
+// undoDeletes notes that manifest m takes back version u: rows a delete
+// at u removed that m's deletion vectors hold live again are no longer
+// deleted. The delete must not have been acknowledged.
+func (w *world) undoDeletes(m *table.Manifest, u uint64) {
+	w.mu.Lock()
+	w.deletesUndone[u] = m.Version
+	acked := w.deletesAcked[u]
+	w.mu.Unlock()
+	if acked {
+		w.fail("deleted rows stay deleted", "v%d undoes v%d, an acknowledged delete", m.Version, u)
+		return
+	}
+	for _, fd := range m.Transaction.Deletions {
+		i := slices.IndexFunc(m.Fragments, func(f table.Fragment) bool { return f.ID == fd.FragmentID })
+		if i < 0 {
+			continue
+		}
+		live, _, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{m.Fragments[i]}))
+		if err != nil {
+			continue // unreadable: its rows count as deleted still
+		}
+		w.mu.Lock()
+		for id := range live {
+			if w.deletedAt[id] == u {
+				delete(w.deletedAt, id)
+			}
+		}
+		w.mu.Unlock()
+	}
 }
 
 // checkQuiet runs between top-level steps, when no operation is running.

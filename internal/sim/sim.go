@@ -211,9 +211,15 @@ type world struct {
 	forbidden map[int64]bool
 	// deletedAt: rows a committed Delete removed, and the version that
 	// removed them (read from the manifests as they land).
-	deletedAt  map[int64]uint64
-	shardRows  []map[int64]bool // rows acknowledged by each shard actor
-	directRows []int64          // rows acknowledged by direct appenders
+	deletedAt map[int64]uint64
+	// Deletes acknowledged, and deletes undone (compactor.Repair takes
+	// back a delete whose deletion vectors garbage collection took while
+	// it stalled; it was never acknowledged, and its rows come back), by
+	// the version they made.
+	deletesAcked  map[uint64]bool
+	deletesUndone map[uint64]uint64 // -> the version that undid it
+	shardRows     []map[int64]bool  // rows acknowledged by each shard actor
+	directRows    []int64           // rows acknowledged by direct appenders
 
 	ops       []opRecord
 	emu       sync.Mutex
@@ -228,6 +234,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5157))
 	w := &world{ctx: ctx, cfg: cfg, clock: &Clock{}, rng: rng,
 		acked: map[int64]bool{}, maybe: map[int64]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
+		deletesAcked: map[uint64]bool{}, deletesUndone: map[uint64]uint64{},
 		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}}
 	w.shards = 1 + rng.IntN(3)
 	w.directs = rng.IntN(3)
