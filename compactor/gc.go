@@ -205,8 +205,10 @@ func (p GCPlan) String() string {
 //     MinRetain); every version at or below it goes but tagged ones;
 //   - objects: those no kept version references, older than SafetyAge,
 //     and eligible — data, deletion vectors, key indexes, and shard
-//     generations at or below their shard's watermark in the newest
-//     version (newer ones await their merge; other shard objects stay).
+//     generations and WAL entries at or below their shard's watermark in
+//     the newest version (newer ones await their merge; a WAL entry that
+//     a merge added as a fragment stays while a kept version references
+//     it; other shard objects stay).
 func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 	p := policy.withDefaults()
 	var plan GCPlan

@@ -41,6 +41,7 @@ func TestPlanGCDecidesFromWhatWasRead(t *testing.T) {
 			{Key: "_shards/w1/gen/00000000000000000001-e1-bbbbbbbbbbbb.parquet", ModTime: at(4), Size: 7},
 			{Key: "_shards/w1/gen/00000000000000000003-e1-cccccccccccc.parquet", ModTime: at(4)},
 			{Key: "_shards/w1/wal/18446744073709551614", ModTime: at(4)},
+			{Key: "_shards/w1/wal/18446744073709551612", ModTime: at(4)},
 		},
 	}
 	plan := compactor.PlanGC(st, compactor.GCPolicy{KeepVersions: 2, RetainFor: 90 * time.Minute, SafetyAge: time.Hour}, now)
@@ -54,10 +55,10 @@ func TestPlanGCDecidesFromWhatWasRead(t *testing.T) {
 	for _, o := range plan.Objects {
 		keys = append(keys, o.Key)
 	}
-	// Unreferenced and old enough: data/gone-old, and the merged
-	// generation 1 (generation 3 is above the watermark; the WAL entry is
-	// not a generation; data/gone-young is too young).
-	if want := []string{"data/gone-old", "_shards/w1/gen/00000000000000000001-e1-bbbbbbbbbbbb.parquet"}; !slices.Equal(keys, want) {
+	// Unreferenced and old enough: data/gone-old, the merged generation 1
+	// and the WAL entry at position 1 (generation 3 and the entry at
+	// position 3 are above the watermark; data/gone-young is too young).
+	if want := []string{"data/gone-old", "_shards/w1/gen/00000000000000000001-e1-bbbbbbbbbbbb.parquet", "_shards/w1/wal/18446744073709551614"}; !slices.Equal(keys, want) {
 		t.Fatalf("objects %v, want %v", keys, want)
 	}
 	if again := compactor.PlanGC(st, compactor.GCPolicy{KeepVersions: 2, RetainFor: 90 * time.Minute, SafetyAge: time.Hour}, now); !slices.Equal(again.Versions, plan.Versions) {

@@ -425,6 +425,101 @@ func CheckEncodable(schema *arrow.Schema, batches []arrow.RecordBatch) (err erro
 	return fw.Close()
 }
 
+// EncodeFragment encodes batches of schema as the bytes of one fragment
+// object, in memory, as a FragmentWriter would write them: for an object
+// that must be created with a condition (a shard's WAL entry), which a
+// streamed upload cannot be. The Fragment holds rows, size and
+// statistics; its Key is unset.
+func EncodeFragment(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []byte, f Fragment, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("table: rows do not encode as Parquet: %v", r)
+		}
+	}()
+	stats := make([]statsAcc, schema.NumFields())
+	for i, fd := range schema.Fields() {
+		stats[i].name = fd.Name
+	}
+	recs := make([]arrow.RecordBatch, 0, len(batches))
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	for _, rec := range batches {
+		if err := CheckSchema(schema, rec.Schema()); err != nil {
+			return nil, f, err
+		}
+		for i := range stats {
+			stats[i].add(rec.Column(i))
+		}
+		f.Rows += rec.NumRows()
+		recs = append(recs, WithTypesOf(schema, rec))
+	}
+	var buf bytes.Buffer
+	fw, err := pqarrow.NewFileWriter(schema, &buf, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return nil, f, err
+	}
+	tbl := array.NewTableFromRecords(schema, recs)
+	defer tbl.Release()
+	if err := fw.WriteTable(tbl, RowGroupRows); err != nil {
+		return nil, f, fmt.Errorf("table: rows do not encode as Parquet: %w", err)
+	}
+	if err := fw.Close(); err != nil {
+		return nil, f, fmt.Errorf("table: rows do not encode as Parquet: %w", err)
+	}
+	f.Bytes = int64(buf.Len())
+	f.Columns = make([]ColumnStats, len(stats))
+	for i := range stats {
+		f.Columns[i] = stats[i].result()
+	}
+	return buf.Bytes(), f, nil
+}
+
+// DecodeFragment reads a fragment object held in memory (named key, for
+// errors) as record batches of the schema stored in it. A damaged object
+// is a *CorruptError.
+func DecodeFragment(ctx context.Context, key string, data []byte) (out []arrow.RecordBatch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			releaseBatches(out)
+			out, err = nil, corrupt(key, "parquet is damaged", fmt.Errorf("%v", r))
+		}
+	}()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, corrupt(key, "parquet footer is damaged", err)
+	}
+	defer pf.Close()
+	rd, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: RowGroupRows}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, corrupt(key, "parquet footer is damaged", err)
+	}
+	tbl, err := rd.ReadTable(ctx)
+	if err != nil {
+		return nil, corrupt(key, "parquet pages are damaged", err)
+	}
+	defer tbl.Release()
+	if tbl.NumRows() != pf.NumRows() {
+		return nil, corrupt(key, "parquet pages are damaged", fmt.Errorf("%d rows read, the footer says %d", tbl.NumRows(), pf.NumRows()))
+	}
+	tr := array.NewTableReader(tbl, RowGroupRows)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		rec.Retain()
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func releaseBatches(recs []arrow.RecordBatch) {
+	for _, rec := range recs {
+		rec.Release()
+	}
+}
+
 func fragmentProps() *parquet.WriterProperties {
 	return parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Zstd),

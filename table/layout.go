@@ -140,11 +140,24 @@ func GenerationKey(shard string, gen, epoch uint64, rnd string) string {
 	return fmt.Sprintf("%s%s/gen/%020d-e%d-%s.parquet", ShardsDir, shard, gen, epoch, rnd)
 }
 
-// ParseGenerationKey returns the shard and generation a generation's key
-// names.
+// ParseGenerationKey returns the shard and generation number a shard
+// object that can be a table fragment names: a generation's key, or a WAL
+// entry's (a data entry written as Parquet joins the table as it is, as
+// part of the generation that covers its position), whose number is its
+// position. A generation's number is never above the newest WAL position
+// it covers (it equals it when the generation holds such an entry), and
+// above the positions earlier generations cover: so whichever of the two
+// a key names, a number at or below the shard's watermark in the table is
+// merged, and a fragment's number above it is not.
 func ParseGenerationKey(key string) (shard string, gen uint64, ok bool) {
 	rest, ok := strings.CutPrefix(key, ShardsDir)
 	if !ok {
+		return "", 0, false
+	}
+	if shard, name, ok := strings.Cut(rest, "/wal/"); ok && !strings.Contains(shard, "/") {
+		if pos, ok := ParseInverted(name); ok {
+			return shard, pos, true
+		}
 		return "", 0, false
 	}
 	shard, name, ok := strings.Cut(rest, "/gen/")

@@ -10,11 +10,15 @@
 // flushed generations into the base table — each generation is a Parquet
 // fragment already and joins the table without a copy — recording the
 // shard's watermark (the newest generation merged) in the same manifest.
+// With Options.ReuseBytes, WAL entries are Parquet fragments too, and a
+// large one joins the table as a part of its generation, so that its rows
+// are written to the store once.
 //
 // Objects, under _shards/<shard>/ (docs/format.md has the details):
 //
 //	epochs/<inverted epoch>          claims, put-if-absent
 //	wal/<inverted position>          WAL entries and fences, put-if-absent
+//	                                 (a data entry may be a table fragment too)
 //	gen/<generation>-e<epoch>.parquet generations, fresh names
 //	state/<inverted seq>.json        shard states, put-if-absent
 //
@@ -36,5 +40,9 @@
 //     is fenced too. The old owner can merge only generations a
 //     state object recorded, which the new owner also sees, so exactly-once
 //     holds for them too.
+//   - A WAL entry that is a part of a generation is deleted only by
+//     garbage collection, once no kept version references it: the owner's
+//     cleanup deletes merged entries only where its state tells parts
+//     apart (State.PartsUpTo).
 //   - No object is overwritten: every name above is created once.
 package walshard

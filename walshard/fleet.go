@@ -182,7 +182,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		}
 		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.state.Epoch})
 		for _, gen := range p.gens {
-			txn.Added = append(txn.Added, table.Fragment{Key: gen.Key, Rows: gen.Rows, Bytes: gen.Bytes, Columns: gen.Columns})
+			txn.Added = append(txn.Added, gen.fragments()...)
 		}
 		gensOf[p.shard] = p.gens
 	}

@@ -53,7 +53,10 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 		var batches []arrow.RecordBatch
 		for _, c := range cuts {
 			for _, g := range c.gens {
-				frags = append(frags, table.Fragment{ID: uint64(len(frags)), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes, Columns: g.Columns})
+				for _, f := range g.fragments() {
+					f.ID = uint64(len(frags))
+					frags = append(frags, f)
+				}
 			}
 			batches = append(batches, c.batches...)
 		}

@@ -56,20 +56,19 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 	state := s.mu.state
 	watermark := s.mu.watermark
 	s.mu.Unlock()
-	gen := state.NextGen
-	frag, err := s.writeGeneration(ctx, gen, entries)
+	g, err := s.buildGeneration(ctx, state.NextGen, entries)
 	if err != nil {
-		// An entry that cannot be encoded must not hold back the others:
-		// it is quarantined, and the next flush goes on without it.
-		if n, qerr := s.quarantineUnencodable(ctx, entries); qerr != nil || n > 0 {
-			return 0, errors.Join(err, qerr)
-		}
 		return 0, err
 	}
+	gen := g.Gen
 	next := &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
 		WALFlushed: entries[len(entries)-1].pos, NextGen: gen + 1, MergedBelow: watermark}
-	next.Generations = append(state.pending(watermark), Generation{Gen: gen, Key: frag.Key, Rows: frag.Rows, Bytes: frag.Bytes,
-		WALFrom: entries[0].pos, WALTo: entries[len(entries)-1].pos, Columns: frag.Columns, Seq: next.Seq})
+	g.Seq = next.Seq
+	next.Generations = append(state.pending(watermark), g)
+	next.PartsUpTo = state.PartsUpTo
+	for pos := range g.entryParts() {
+		next.PartsUpTo = max(next.PartsUpTo, pos)
+	}
 	if err := writeState(ctx, s.b, s.l, next); err != nil {
 		if errors.Is(err, errStateTaken) {
 			return 0, s.setFenced()
@@ -118,6 +117,55 @@ func (s *Shard) learnWatermark(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// buildGeneration makes the next generation of entries (nextGen: the
+// state's next generation number): it writes the rows of the entries that
+// are not reused into the generation's object, and lists the reused ones
+// (entries this handle wrote as fragments, of at least ReuseBytes) as
+// parts beside it. A generation with parts is numbered by its newest WAL
+// position, so that every part's key names a number above the previous
+// generation's and at most its own (see Part); an entry whose position
+// would not (below nextGen, which a build before this numbering may have
+// counted up to) is written into the object instead.
+func (s *Shard) buildGeneration(ctx context.Context, nextGen uint64, entries []memEntry) (Generation, error) {
+	last := entries[len(entries)-1].pos
+	g := Generation{Gen: nextGen, WALFrom: entries[0].pos, WALTo: last}
+	var rest []memEntry
+	var parts []Part
+	for _, me := range entries {
+		if me.reuse != nil && me.pos >= nextGen {
+			parts = append(parts, Part{Key: me.reuse.Key, Rows: me.reuse.Rows, Bytes: me.reuse.Bytes, Columns: me.reuse.Columns})
+			continue
+		}
+		rest = append(rest, me)
+	}
+	if len(parts) > 0 {
+		g.Gen = last
+	}
+	if len(rest) > 0 {
+		frag, err := s.writeGeneration(ctx, g.Gen, rest)
+		if err != nil {
+			// An entry that cannot be encoded must not hold back the
+			// others: it is quarantined, and the next flush goes on
+			// without it.
+			if n, qerr := s.quarantineUnencodable(ctx, rest); qerr != nil || n > 0 {
+				return g, errors.Join(err, qerr)
+			}
+			return g, err
+		}
+		if len(parts) == 0 {
+			g.Key, g.Rows, g.Bytes, g.Columns = frag.Key, frag.Rows, frag.Bytes, frag.Columns
+			return g, nil
+		}
+		parts = append(parts, Part{Key: frag.Key, Rows: frag.Rows, Bytes: frag.Bytes, Columns: frag.Columns})
+	}
+	g.Parts = parts
+	for _, p := range parts {
+		g.Rows += p.Rows
+		g.Bytes += p.Bytes
+	}
+	return g, nil
 }
 
 // writeGeneration writes the entries' rows as generation gen.

@@ -29,14 +29,20 @@ func FuzzDecodeEntry(f *testing.F) {
 	rec := b.NewRecordBatch()
 	b.Release()
 	defer rec.Release()
-	data, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}}, schema)
+	data, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}}, schema, false)
 	if err != nil {
 		f.Fatal(err)
 	}
-	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: 2, position: 7, id: table.NewID()}, schema)
+	pq, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}}, schema, true)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: 2, position: 7, id: table.NewID()}, schema, false)
 	f.Add(data)
+	f.Add(pq)
 	f.Add(fence)
 	f.Add(data[:70])
+	f.Add(pq[:len(pq)-20])
 	f.Fuzz(func(t *testing.T, d []byte) {
 		e, err := decodeEntry("w1", "wal/x", 7, d, schema, false)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -92,10 +93,10 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	}
 	// Generations are Parquet fragments already: the merge adds them to
 	// the table as they are, with no copy.
-	frags := make([]table.Fragment, len(pass))
+	var frags []table.Fragment
 	var rows int64
-	for i, g := range pass {
-		frags[i] = table.Fragment{Key: g.Key, Rows: g.Rows, Bytes: g.Bytes, Columns: g.Columns}
+	for _, g := range pass {
+		frags = append(frags, g.fragments()...)
 		rows += g.Rows
 	}
 	top := pass[len(pass)-1].Gen
@@ -170,19 +171,32 @@ func (s *Shard) noteWatermark(w, version uint64) {
 // cleanup deletes the WAL entries that merged generations cover. Entries
 // above the state's flushed position, and the newest state objects, stay:
 // fencing and replay need them. Merged generations are table fragments now
-// and stay too.
+// and stay too, and so do the WAL entries that are parts of them.
+//
+// Below the oldest merged generation the state lists, an entry at or
+// below the state's PartsUpTo may be part of a generation merged and
+// dropped from the state before this cleanup ran: those are left to
+// garbage collection (compactor.GC), which deletes a WAL entry once it is
+// at or below the shard's watermark and no kept version references it.
+// From the oldest merged generation listed to the newest, the state lists
+// every generation, so every entry part there is known.
 func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 	s.mu.Lock()
 	state := s.mu.state
 	s.mu.Unlock()
-	var walTo uint64
+	var from, to uint64
+	keep := map[uint64]bool{}
 	for _, g := range state.Generations {
 		if g.Gen > watermark {
 			continue
 		}
-		walTo = max(walTo, g.WALTo)
+		if from == 0 || g.WALFrom < from {
+			from = g.WALFrom
+		}
+		to = max(to, g.WALTo)
+		maps.Copy(keep, g.entryParts())
 	}
-	walTo = min(walTo, state.WALFlushed)
+	to = min(to, state.WALFlushed)
 	defer func() {
 		if err == nil {
 			s.mu.Lock()
@@ -190,13 +204,13 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 			s.mu.Unlock()
 		}
 	}()
-	if walTo > 0 {
+	if to > 0 {
 		for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
 			if err != nil {
 				return err
 			}
 			pos, ok := parseLast(s.l.wal(), o.Key)
-			if !ok || pos > walTo {
+			if !ok || pos > to || keep[pos] || (pos < from && pos <= state.PartsUpTo) {
 				continue
 			}
 			if o.Size == walHeader && s.now().Sub(o.ModTime) < fenceKeep {

@@ -50,6 +50,17 @@ type Options struct {
 	FlushBytes    int64
 	FlushRows     int64
 	FlushInterval time.Duration
+	// ReuseBytes, when above 0, writes data entries as Parquet fragments,
+	// and a flush adds each entry of at least that many bytes to the
+	// table as it is, rather than writing its rows a second time into the
+	// generation's object: the rows cross to the store once. Smaller
+	// entries are gathered into the generation's object as usual (each
+	// reused entry is one more fragment until compaction folds it).
+	// Default 0: off, and entries are written in the binary form that
+	// builds before this option read. Turn it on only once every process
+	// that replays or merges the table's shards (workers, servers, the
+	// compactor Job) runs a build that has it.
+	ReuseBytes int64
 	// MaxMemtableBytes: appends wait while the memtable holds more
 	// (default 256 MiB). MaxPendingGenerations: flushes wait while more
 	// generations await merging (default 64).
@@ -102,7 +113,7 @@ func (o *Options) Validate() error {
 	if err := CheckShardID(o.Shard); err != nil {
 		return err
 	}
-	if o.GroupBytes < 0 || o.GroupWait < 0 || o.FlushBytes < 0 || o.FlushRows < 0 || o.FlushInterval < 0 || o.MaxMemtableBytes < 0 ||
+	if o.GroupBytes < 0 || o.GroupWait < 0 || o.FlushBytes < 0 || o.ReuseBytes < 0 || o.FlushRows < 0 || o.FlushInterval < 0 || o.MaxMemtableBytes < 0 ||
 		o.MaxPendingGenerations < 0 || o.MergeInterval < 0 || o.MergeMaxGenerations < 0 || o.MergeMaxBytes < 0 {
 		return fmt.Errorf("%w: sizes, counts and intervals must not be negative", ErrInvalidOptions)
 	}
@@ -145,6 +156,9 @@ type memEntry struct {
 	batches []arrow.RecordBatch
 	rows    int64
 	bytes   int64
+	// reuse: the entry's own object as a fragment, when it is one this
+	// handle wrote of at least ReuseBytes.
+	reuse *table.Fragment
 }
 
 type appendReq struct {
@@ -311,7 +325,7 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 	pos := max(end, flushed) + 1
 	for range 1000 {
 		e := &entry{kind: kindFence, epoch: s.epoch, position: pos, id: table.NewID()}
-		data, _ := encodeEntry(e, s.schema)
+		data, _ := encodeEntry(e, s.schema, false)
 		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
 		if err == nil {
 			return pos, nil
@@ -389,7 +403,7 @@ func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 			return err
 		}
 		if e.kind == kindData {
-			s.addToMemtable(pos, e.batches)
+			s.addToMemtable(pos, e.batches, nil)
 		}
 	}
 	return nil
@@ -424,8 +438,10 @@ func (s *Shard) quarantine(ctx context.Context, pos uint64, reason string) error
 	return nil
 }
 
-func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch) {
-	me := memEntry{pos: pos, batches: batches}
+// addToMemtable adds an entry's rows; reuse, when not nil, is the entry's
+// object as a fragment, to join the table as it is when flushed.
+func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *table.Fragment) {
+	me := memEntry{pos: pos, batches: batches, reuse: reuse}
 	for _, rec := range batches {
 		me.rows += rec.NumRows()
 		me.bytes += recordBytes(rec)
@@ -619,7 +635,7 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	uncertain := s.mu.uncertain == pos
 	s.mu.Unlock()
 	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID(), batches: batches}
-	data, err := encodeEntry(e, s.schema)
+	data, err := encodeEntry(e, s.schema, s.opts.ReuseBytes > 0)
 	if err != nil {
 		return err
 	}
@@ -677,7 +693,12 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	s.mu.Lock()
 	s.mu.nextPos = pos + 1
 	s.mu.Unlock()
-	s.addToMemtable(pos, batches)
+	var reuse *table.Fragment
+	if s.opts.ReuseBytes > 0 && e.frag.Bytes >= s.opts.ReuseBytes {
+		reuse = &e.frag
+		reuse.Key = s.l.walKey(pos)
+	}
+	s.addToMemtable(pos, batches, reuse)
 	return nil
 }
 

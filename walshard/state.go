@@ -28,14 +28,22 @@ type State struct {
 	// knew it: Generations lists every generation above it (a fresh read
 	// over an older version of the table must read a newer one).
 	MergedBelow uint64 `json:"merged_below,omitempty"`
+	// PartsUpTo is the newest WAL position any generation has taken as a
+	// part (see Part): WAL entries above it are never table fragments, so
+	// the shard's cleanup may delete them once merged.
+	PartsUpTo uint64 `json:"parts_up_to,omitempty"`
 }
 
-// Generation is one flushed memtable: a Parquet object under the shard.
+// Generation is one flushed memtable: a Parquet object under the shard,
+// or, when some of its WAL entries join the table as they are
+// (Options.ReuseBytes), several objects, listed in Parts (Key is then
+// empty). Rows and Bytes count all of them.
 type Generation struct {
 	Gen     uint64 `json:"gen"`
 	Key     string `json:"key"`
 	Rows    int64  `json:"rows"`
 	Bytes   int64  `json:"bytes"`
+	Parts   []Part `json:"parts,omitempty"`
 	WALFrom uint64 `json:"wal_from"`
 	WALTo   uint64 `json:"wal_to"`
 	// Seq is the state that first recorded the generation (it names the
@@ -112,6 +120,44 @@ func (s *State) pending(watermark uint64) []Generation {
 	for _, g := range s.Generations {
 		if g.Gen > watermark {
 			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Part is one object of a generation that has several: the generation's
+// own object (the rows of its smaller entries) or a WAL entry's. Every
+// part's key names, by table.ParseGenerationKey, a number above the
+// previous generation's and at most the generation's own: the generation
+// number of a generation with parts is the newest WAL position it covers.
+type Part struct {
+	Key     string              `json:"key"`
+	Rows    int64               `json:"rows"`
+	Bytes   int64               `json:"bytes"`
+	Columns []table.ColumnStats `json:"columns,omitempty"`
+}
+
+// fragments returns the generation's objects as table fragments (IDs
+// unset).
+func (g Generation) fragments() []table.Fragment {
+	if len(g.Parts) == 0 {
+		return []table.Fragment{{Key: g.Key, Rows: g.Rows, Bytes: g.Bytes, Columns: g.Columns}}
+	}
+	out := make([]table.Fragment, len(g.Parts))
+	for i, p := range g.Parts {
+		out[i] = table.Fragment{Key: p.Key, Rows: p.Rows, Bytes: p.Bytes, Columns: p.Columns}
+	}
+	return out
+}
+
+// entryParts returns the WAL positions whose entries are parts of g: the
+// table references them, so the shard's cleanup leaves them to garbage
+// collection.
+func (g Generation) entryParts() map[uint64]bool {
+	out := map[uint64]bool{}
+	for _, p := range g.Parts {
+		if shard, pos, ok := table.ParseGenerationKey(p.Key); ok && p.Key == table.WALKey(shard, pos) {
+			out[pos] = true
 		}
 	}
 	return out

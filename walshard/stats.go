@@ -177,9 +177,12 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 				rec.Release()
 			}
 		}()
-		frags := make([]table.Fragment, len(gens))
-		for i, g := range gens {
-			frags[i] = table.Fragment{ID: uint64(i), Key: g.Key, Rows: g.Rows, Bytes: g.Bytes}
+		var frags []table.Fragment
+		for _, g := range gens {
+			for _, f := range g.fragments() {
+				f.ID = uint64(len(frags))
+				frags = append(frags, f)
+			}
 		}
 		for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
 			base.Scan(ctx, opts),

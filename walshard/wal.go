@@ -2,7 +2,9 @@ package walshard
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -10,11 +12,22 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/stratadb/strata/table"
 )
 
-// WAL entry objects:
+// WAL entry objects come in two forms. With Options.ReuseBytes set, a
+// data entry is a Parquet fragment (format version 2): the table's own
+// encoding of the rows, so that a large one can join the table as it is
+// when flushed, with no second copy. Its footer's key-value metadata
+// holds, under "strata.wal", a JSON object:
+//
+//	{"version": 2, "kind": 1, "epoch": E, "position": P, "id": ULID,
+//	 "crc32c": CRC-32C of the object's bytes before the footer}
+//
+// A fence, and otherwise a data entry (format version 1), is a binary
+// header and a payload:
 //
 //	offset size
 //	0      8    magic "STRATAWL"
@@ -32,7 +45,19 @@ const (
 	walHeader = 66
 	kindData  = 1
 	kindFence = 2
+	// walMetaKey names a Parquet data entry's header in its footer.
+	walMetaKey = "strata.wal"
 )
+
+// walMeta is a Parquet data entry's header.
+type walMeta struct {
+	Version  int    `json:"version"`
+	Kind     byte   `json:"kind"`
+	Epoch    uint64 `json:"epoch"`
+	Position uint64 `json:"position"`
+	ID       string `json:"id"`
+	CRC      uint32 `json:"crc32c"`
+}
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -106,9 +131,45 @@ type entry struct {
 	position uint64
 	id       string
 	batches  []arrow.RecordBatch // data entries
+	// frag: a data entry's size and statistics as a fragment (set by
+	// encodeEntry; Key unset).
+	frag table.Fragment
 }
 
-func encodeEntry(e *entry, schema *arrow.Schema) ([]byte, error) {
+// encodeEntry encodes an entry: a data entry as a Parquet fragment when
+// asked (setting e.frag), else in the binary form.
+func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error) {
+	if e.kind == kindData && asParquet {
+		data, frag, err := table.EncodeFragment(schema, e.batches)
+		if err != nil {
+			return nil, err
+		}
+		start, md, err := parquetFooter(data)
+		if err != nil {
+			return nil, err
+		}
+		meta, _ := json.Marshal(walMeta{Version: 2, Kind: kindData, Epoch: e.epoch, Position: e.position, ID: e.id,
+			CRC: crc32.Checksum(data[:start], crcTable)})
+		kv := md.KeyValueMetadata()
+		if err := kv.Append(walMetaKey, string(meta)); err != nil {
+			return nil, err
+		}
+		md.FileMetaData.KeyValueMetadata = kv
+		var out bytes.Buffer
+		out.Grow(len(data) + len(meta) + 64)
+		out.Write(data[:start])
+		n, err := md.WriteTo(&out, nil)
+		if err != nil {
+			return nil, err
+		}
+		var tail [8]byte
+		binary.LittleEndian.PutUint32(tail[:4], uint32(n))
+		copy(tail[4:], "PAR1")
+		out.Write(tail[:])
+		frag.Bytes = int64(out.Len())
+		e.frag = frag
+		return out.Bytes(), nil
+	}
 	var payload bytes.Buffer
 	if e.kind == kindData {
 		w := ipc.NewWriter(&payload, ipc.WithSchema(schema), ipc.WithLZ4())
@@ -133,10 +194,80 @@ func encodeEntry(e *entry, schema *arrow.Schema) ([]byte, error) {
 	return append(out, payload.Bytes()...), nil
 }
 
+// parquetFooter finds a Parquet object's footer: where it starts, and
+// what it holds.
+func parquetFooter(data []byte) (start int, md *metadata.FileMetaData, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("parquet footer: %v", r)
+		}
+	}()
+	if len(data) < 12 || string(data[:4]) != "PAR1" || string(data[len(data)-4:]) != "PAR1" {
+		return 0, nil, errors.New("not a Parquet object")
+	}
+	n := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	if n > int64(len(data)-12) {
+		return 0, nil, fmt.Errorf("parquet footer of %d bytes in an object of %d", n, len(data))
+	}
+	start = len(data) - 8 - int(n)
+	md, err = metadata.NewFileMetaData(data[start:len(data)-8], nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("parquet footer: %w", err)
+	}
+	return start, md, nil
+}
+
+// decodeParquetEntry parses a data entry of format version 2.
+func decodeParquetEntry(key string, pos uint64, data []byte, headerOnly bool, bad func(string) error) (*entry, error) {
+	start, md, err := parquetFooter(data)
+	if err != nil {
+		return nil, bad(err.Error())
+	}
+	raw := md.KeyValueMetadata().FindValue(walMetaKey)
+	if raw == nil {
+		return nil, bad("a Parquet object without a WAL header")
+	}
+	var meta walMeta
+	if err := json.Unmarshal([]byte(*raw), &meta); err != nil {
+		return nil, bad("WAL header: " + err.Error())
+	}
+	if meta.Version != 2 || meta.Kind != kindData {
+		return nil, bad(fmt.Sprintf("unknown format version %d or kind %d", meta.Version, meta.Kind))
+	}
+	e := &entry{kind: kindData, epoch: meta.Epoch, position: meta.Position, id: meta.ID}
+	if e.position != pos {
+		return nil, bad(fmt.Sprintf("holds position %d", e.position))
+	}
+	if crc32.Checksum(data[:start], crcTable) != meta.CRC {
+		return nil, bad("checksum mismatch")
+	}
+	if headerOnly {
+		return e, nil
+	}
+	e.batches, err = table.DecodeFragment(context.Background(), key, data)
+	if err != nil {
+		return nil, bad(err.Error())
+	}
+	return e, nil
+}
+
 // decodeEntry parses an entry; with header only, it leaves the payload.
 func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schema, headerOnly bool) (_ *entry, err error) {
 	bad := func(reason string) error {
 		return &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: reason}
+	}
+	var e *entry
+	if bytes.HasPrefix(data, []byte("PAR1")) {
+		if e, err = decodeParquetEntry(key, pos, data, headerOnly, bad); err != nil || headerOnly {
+			return e, err
+		}
+		for _, rec := range e.batches {
+			if table.CheckSchema(schema, rec.Schema()) != nil {
+				releaseAll(e.batches)
+				return nil, bad("rows of another schema")
+			}
+		}
+		return conformEntry(shard, key, pos, e, schema)
 	}
 	if len(data) < walHeader || string(data[:8]) != walMagic {
 		return nil, bad("not a WAL entry")
@@ -144,7 +275,7 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 	if v := binary.LittleEndian.Uint16(data[8:]); v != 1 {
 		return nil, bad(fmt.Sprintf("unknown format version %d", v))
 	}
-	e := &entry{kind: data[10], epoch: binary.LittleEndian.Uint64(data[12:]), position: binary.LittleEndian.Uint64(data[20:]),
+	e = &entry{kind: data[10], epoch: binary.LittleEndian.Uint64(data[12:]), position: binary.LittleEndian.Uint64(data[20:]),
 		id: string(bytes.TrimRight(data[28:54], "\x00"))}
 	if e.position != pos {
 		return nil, bad(fmt.Sprintf("holds position %d", e.position))
@@ -189,9 +320,13 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		releaseAll(e.batches)
 		return nil, bad("arrow payload: " + err.Error())
 	}
-	// The rows passed table.Conform before they were written; an entry of
-	// an older build may hold rows that would not, and must not reach a
-	// generation.
+	return conformEntry(shard, key, pos, e, schema)
+}
+
+// conformEntry checks a data entry's rows as an append would. The rows
+// passed table.Conform before they were written; an entry of an older
+// build may hold rows that would not, and must not reach a generation.
+func conformEntry(shard, key string, pos uint64, e *entry, schema *arrow.Schema) (*entry, error) {
 	var base int64
 	for i, rec := range e.batches {
 		c, err := table.Conform(schema, rec, table.ConformOptions{RowBase: base})

@@ -41,6 +41,8 @@ type Config struct {
 	// appends through its own WAL shard; merges run in the background and
 	// a final flush and merge is inside the timed phase).
 	Mode string
+	// ReuseBytes is the shard writers' walshard.Options.ReuseBytes.
+	ReuseBytes int64
 	// StoreLatency delays every request by StoreLatency to 1.5× it, as a
 	// remote store's round trip would (0: none). A store on the same
 	// machine answers in a millisecond and shares the CPU; this shows how
@@ -259,7 +261,7 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 
 func openWriter(ctx context.Context, cfg Config, b blob.Bucket, w int) (ingestWriter, error) {
 	if cfg.Mode == "shard" {
-		return openShardWriter(ctx, b, w)
+		return openShardWriter(ctx, b, w, cfg.ReuseBytes)
 	}
 	tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: fmt.Sprintf("w%02d", w)})
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 // background; the final flush and merge (finish) is inside the timed phase.
 type shardWriter struct{ s *walshard.Shard }
 
-func openShardWriter(ctx context.Context, b blob.Bucket, w int) (ingestWriter, error) {
+func openShardWriter(ctx context.Context, b blob.Bucket, w int, reuse int64) (ingestWriter, error) {
 	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", w),
-		FlushBytes: 16 << 20, MergeInterval: 200 * time.Millisecond})
+		FlushBytes: 16 << 20, MergeInterval: 200 * time.Millisecond, ReuseBytes: reuse})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,10 @@ func (w *world) shardOptions(a *actor) walshard.Options {
 		GroupWait:  20 * time.Microsecond,
 		FlushBytes: 1 << 40, MaxMemtableBytes: 1 << 40, MaxPendingGenerations: 1 << 20,
 		MergeMaxGenerations: 1 + w.intn(4),
-		Commit:              w.commitOptions(a),
+		// Entries written as fragments, every one or the larger ones
+		// joining the table as they are, or the binary form.
+		ReuseBytes: []int64{0, 1, 900}[w.intn(3)],
+		Commit:     w.commitOptions(a),
 	}
 }
 

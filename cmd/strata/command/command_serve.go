@@ -23,6 +23,7 @@ func newServe(env *Env) *cobra.Command {
 	var bucket, listen, token, instance, logLevel string
 	var insecure bool
 	var flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
+	var reuseBytes int64
 	var maxBody, budget int64
 	c := &cobra.Command{
 		Use:   "serve",
@@ -74,7 +75,7 @@ after 2 minutes.`,
 			}
 			srv, err := server.New(&server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
 				MaxBodyBytes: maxBody, MemoryBudget: budget,
-				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery}})
+				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery, ReuseBytes: reuseBytes}})
 			if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
 				return usageError{err}
 			}
@@ -123,6 +124,7 @@ after 2 minutes.`,
 	f.BoolVar(&insecure, "insecure-listen", false, "allow a non-loopback address without a token")
 	f.DurationVar(&flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
+	f.Int64Var(&reuseBytes, "reuse-bytes", 0, "write WAL entries as Parquet fragments, and add each of at least this many bytes to the table as it is when flushed, so that its rows are written once (0: off; every process that merges the table must run this build or newer)")
 	f.DurationVar(&shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
 	f.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.Int64Var(&maxBody, "max-body", 64<<20, "largest request body in bytes")

@@ -20,6 +20,7 @@ func newWorker(env *Env) *cobra.Command {
 	var n, rows, appends int
 	var every time.Duration
 	var flushEvery, mergeEvery time.Duration
+	var reuseBytes int64
 	var fleet bool
 	c := &cobra.Command{
 		Use:   "worker URL",
@@ -49,7 +50,8 @@ its replayed WAL).`,
 			} else if err != nil {
 				return err
 			}
-			s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery, FleetMerge: fleet})
+			s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery, FleetMerge: fleet,
+				ReuseBytes: reuseBytes})
 			if err != nil {
 				return err
 			}
@@ -96,6 +98,7 @@ its replayed WAL).`,
 	f.DurationVar(&every, "every", 0, "pause between appends")
 	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
+	f.Int64Var(&reuseBytes, "reuse-bytes", 0, "write WAL entries as Parquet fragments, and add each of at least this many bytes to the table as it is when flushed, so that its rows are written once (0: off; every process that merges the table must run this build or newer)")
 	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
 	return c
 }
