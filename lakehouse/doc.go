@@ -14,7 +14,7 @@
 // Each Strata version becomes one snapshot whose id and sequence number are
 // the version number, whose timestamp is the version's, and whose summary
 // carries the version, its operation and its commit id. Data files are the
-// table's fragments in place (data/… and _shards/…/gen/…), with the
+// table's fragments in place (data/…, _shards/…/gen/… and _shards/…/wal/…), with the
 // statistics the Strata manifest already holds. Deletion vectors become
 // format-v2 position-delete files, one per vector, written once: v2 because
 // every engine named above reads it, whereas v3 deletion vectors are not
