@@ -169,6 +169,34 @@ func history(t *testing.T, b blob.Bucket) (older []uint64, tagged uint64) {
 	if err := sh.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// And a shard whose WAL entries join the table as they are: the view
+	// names them as data files.
+	sh, err = walshard.Open(ctx, b, &walshard.Options{Shard: "w3", ReuseBytes: 1, FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 3, 0, 15)
+	err = sh.Append(ctx, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(m.Fragments, func(f table.Fragment) bool { return f.Key == table.WALKey("w3", 2) }) {
+		t.Fatalf("shard w3's WAL entry is not a fragment: %+v", m.Fragments)
+	}
 	refresh := func() uint64 {
 		v, err := table.LatestVersion(ctx, b)
 		if err != nil {
