@@ -147,49 +147,34 @@ func history(t *testing.T, b blob.Bucket) (older []uint64, tagged uint64) {
 	for i := range 3 {
 		appendRows(0, i*20, 20)
 	}
-	// Two shard generations merged into the table.
-	sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		rec := rollouts.Batch(testenv.Allocator(t), 42, 1, int64(i*15), 15)
-		err := sh.Append(ctx, rec)
-		rec.Release()
+	// viaShard appends batches of 15 rows of worker w through shard id,
+	// flushing after each, then merges.
+	viaShard := func(id string, reuse int64, w, batches int) {
+		sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: id, ReuseBytes: reuse, FlushInterval: time.Hour, MergeInterval: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sh.Flush(ctx); err != nil {
+		defer sh.Close()
+		for i := range batches {
+			rec := rollouts.Batch(testenv.Allocator(t), 42, w, int64(i*15), 15)
+			err := sh.Append(ctx, rec)
+			rec.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sh.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := sh.Merge(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := sh.Merge(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := sh.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// And a shard whose WAL entries join the table as they are: the view
-	// names them as data files.
-	sh, err = walshard.Open(ctx, b, &walshard.Options{Shard: "w3", ReuseBytes: 1, FlushInterval: time.Hour, MergeInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 3, 0, 15)
-	err = sh.Append(ctx, rec)
-	rec.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sh.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sh.Merge(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := sh.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// Two shard generations merged into the table; and a shard whose WAL
+	// entries join the table as they are: the view names them as data
+	// files.
+	viaShard("w1", 0, 1, 2)
+	viaShard("w3", 1, 3, 1)
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		t.Fatal(err)
