@@ -91,6 +91,9 @@ for run in $(seq "$RUNS"); do
     [ "$store" = file ] || wipe "strata-$store"
     [ "$store" = file ] && rm -rf "$work/strata-file"
     strata_bench "${sargs[@]}" --mode=shard --phases=ingest | sed "s/^{/{\"cmp\":\"strata-shards\",\"where\":\"$store\",/" >>"$out"
+    [ "$store" = file ] || wipe "strata-$store"
+    [ "$store" = file ] && rm -rf "$work/strata-file"
+    strata_bench "${sargs[@]}" --mode=shard --reuse-bytes=131072 --phases=ingest | sed "s/^{/{\"cmp\":\"strata-shards-once\",\"where\":\"$store\",/" >>"$out"
     lance_bench "${largs[@]}" --phases=ingest,scan-before,compact,scan-after | sed "s/^{/{\"cmp\":\"lancedb\",\"where\":\"$store\",/" >>"$out"
   done
   echo "## run $run (proxy: $DELAY ± $JITTER per request)"
@@ -109,6 +112,7 @@ def fmt(v, unit):
 lines = [
     ("ingest, direct", "ingest", "rows_per_s", " rows/s", "strata", True),
     ("ingest, shards", "ingest", "rows_per_s", " rows/s", "strata-shards", True),
+    ("ingest, shards, rows written once", "ingest", "rows_per_s", " rows/s", "strata-shards-once", True),
     ("ingest p99, direct", "ingest", "p99_ms", " ms", "strata", False),
     ("ingest max, direct", "ingest", "max_ms", " ms", "strata", False),
     ("full scan, 200 fragments", "scan-before", "full_s", " s", "strata", False),
@@ -122,5 +126,7 @@ for where in ("file", "minio", "proxy"):
         s, l = get(cmp, where, phase, key), get("lancedb", where, phase, key)
         ratio = f"{s / l:.2f}×" if s is not None and l else "—"
         print(f"| {label} | {where} | {fmt(s, unit)} | {fmt(l, unit)} | {ratio} |")
+    for label, cmp in (("store bytes ÷ logical bytes, shards", "strata-shards"), ("store bytes ÷ logical bytes, shards, rows written once", "strata-shards-once")):
+        print(f"| {label} | {where} | {fmt(get(cmp, where, 'ingest', 'store_bytes_per_logical_byte'), '')} | — | — |")
 EOF
 done

@@ -371,13 +371,15 @@ func (w *world) procBucket(a *actor, inc int) *fault.Bucket {
 // suspendable: requests an operation makes from its own goroutine, one at
 // a time. Uploads run beside the encoder, and scans read two fragments at
 // once, so requests for data objects are never suspension points: which of
-// two concurrent reads came first is up to the Go scheduler.
+// two concurrent reads came first is up to the Go scheduler. A WAL entry
+// can be a fragment too (walshard.Options.ReuseBytes).
 func suspendable(op fault.Op, key string) bool {
 	switch op {
 	case fault.OpPutIfAbsent, fault.OpList, fault.OpDelete, fault.OpAttributes:
 		return true
 	case fault.OpGet:
-		return !strings.HasSuffix(key, ".parquet")
+		_, _, fragment := table.ParseGenerationKey(key)
+		return !strings.HasSuffix(key, ".parquet") && !fragment
 	}
 	return false
 }
