@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 var ctx = context.Background()
@@ -506,9 +508,19 @@ func TestShutdownFlushesAndMerges(t *testing.T) {
 
 // Against MinIO: append through the server, checkpoint, compact, scan:
 // every row once.
+// Appends, checkpoints, a compaction and a scan through the HTTP API on
+// MinIO; also with the server's shard writing each append's rows once
+// (ReuseBytes): then every append is a fragment until the compaction.
 func TestEndToEndOnMinIO(t *testing.T) {
-	root := testenv.MinIO(t).URL(t)
-	f := start(t, root, server.Options{})
+	for _, reuse := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("reuse=%d", reuse), func(t *testing.T) {
+			endToEnd(t, testenv.MinIO(t).URL(t), reuse)
+		})
+	}
+}
+
+func endToEnd(t *testing.T, root string, reuse int64) {
+	f := start(t, root, server.Options{Shard: walshard.Options{ReuseBytes: reuse}})
 	if _, err := f.c.CreateTable(ctx, "rollouts", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
@@ -527,6 +539,14 @@ func TestEndToEndOnMinIO(t *testing.T) {
 	if err := f.c.CheckpointLSM(ctx, "rollouts"); err != nil {
 		t.Fatal(err)
 	}
+	before, err := f.c.CompactStats(ctx, "rollouts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reuse > 0 && before.Fragments < 20 || reuse == 0 && before.Fragments > 5 {
+		t.Fatalf("reuse %d: %d fragments before compaction", reuse, before.Fragments)
+	}
+	t.Logf("reuse %d: %d fragments before compaction", reuse, before.Fragments)
 	if err := f.c.Compact(ctx, "rollouts"); err != nil {
 		t.Fatal(err)
 	}
