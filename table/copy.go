@@ -3,7 +3,6 @@ package table
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -537,13 +536,7 @@ func (w *pageCopier) close() (_ Fragment, err error) {
 		md, err = w.meta.Finish()
 	}
 	if err == nil {
-		var n int64
-		if n, err = md.WriteTo(w.up, nil); err == nil {
-			var tail [8]byte
-			binary.LittleEndian.PutUint32(tail[:4], uint32(n))
-			copy(tail[4:], "PAR1")
-			_, err = w.up.Write(tail[:])
-		}
+		err = writeFooter(w.up, md)
 	}
 	if err == nil {
 		err = w.up.finish(nil)

@@ -3,6 +3,8 @@ package table
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -53,10 +55,11 @@ type FragmentWriter struct {
 	encoded   chan error
 }
 
-// upload streams what is written to it into a new object, counting the
-// bytes.
+// upload streams what is written to it into a new object (or, in
+// memory, into a buffer), counting the bytes.
 type upload struct {
-	pw       *io.PipeWriter
+	w        io.Writer
+	pw       *io.PipeWriter // the PUT's body; nil in memory
 	n        int64
 	done     chan error
 	finished bool
@@ -65,7 +68,7 @@ type upload struct {
 
 func startUpload(ctx context.Context, b blob.Bucket, key string) *upload {
 	pr, pw := io.Pipe()
-	u := &upload{pw: pw, done: make(chan error, 1)}
+	u := &upload{w: pw, pw: pw, done: make(chan error, 1)}
 	go func() {
 		err := b.Put(ctx, key, pr)
 		pr.CloseWithError(err) // unblock the writer if the upload failed
@@ -75,18 +78,23 @@ func startUpload(ctx context.Context, b blob.Bucket, key string) *upload {
 }
 
 func (u *upload) Write(p []byte) (int, error) {
-	n, err := u.pw.Write(p)
+	n, err := u.w.Write(p)
 	u.n += int64(n)
 	return n, err
 }
 
 // finish ends the object — or, given an error, abandons it — and returns
-// the upload's error. Later calls return the first one's result.
+// the upload's error (in memory, the error given). Later calls return the
+// first one's result.
 func (u *upload) finish(err error) error {
 	if !u.finished {
 		u.finished = true
-		u.pw.CloseWithError(err)
-		u.err = <-u.done
+		if u.pw == nil {
+			u.err = err
+		} else {
+			u.pw.CloseWithError(err)
+			u.err = <-u.done
+		}
 	}
 	return u.err
 }
@@ -100,7 +108,13 @@ func NewFragmentWriter(ctx context.Context, b blob.Bucket, schema *arrow.Schema)
 // NewFragmentWriterAt starts a fragment object at key, which must be a
 // fresh name no other writer uses.
 func NewFragmentWriterAt(ctx context.Context, b blob.Bucket, schema *arrow.Schema, key string) (*FragmentWriter, error) {
-	w := &FragmentWriter{schema: schema, key: key, up: startUpload(ctx, b, key)}
+	return newFragmentWriter(schema, key, startUpload(ctx, b, key))
+}
+
+// newFragmentWriter writes a fragment named key (for errors and the
+// result) through up.
+func newFragmentWriter(schema *arrow.Schema, key string, up *upload) (*FragmentWriter, error) {
+	w := &FragmentWriter{schema: schema, key: key, up: up}
 	fw, err := pqarrow.NewFileWriter(schema, w.up, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		_ = w.up.finish(err)
@@ -403,78 +417,94 @@ func chunkRanges(md *metadata.FileMetaData, rgs, leaves []int) [][2]int64 {
 	return out
 }
 
-// CheckEncodable reports whether batches can be written as a fragment of
-// schema, by encoding them to nowhere: how a shard tells which of its WAL
-// entries holds rows that stop a flush.
-func CheckEncodable(schema *arrow.Schema, batches []arrow.RecordBatch) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("table: rows do not encode as Parquet: %v", r)
+// EncodeFragment encodes batches of schema as the bytes of one fragment
+// object, in memory, as NewFragmentWriter would write them: for an object
+// that must be created with a condition (a shard's WAL entry), which a
+// streamed upload cannot be, and to tell whether rows encode at all. The
+// Fragment holds rows, size and statistics; its Key is unset.
+//
+// seal, when not nil, is given the object's bytes before its footer (the
+// pages) and returns a key-value pair the footer holds besides: a
+// checksum of them, say (see FooterValue).
+func EncodeFragment(schema *arrow.Schema, batches []arrow.RecordBatch, seal func(pages []byte) (key, value string)) ([]byte, Fragment, error) {
+	var buf bytes.Buffer
+	w, err := newFragmentWriter(schema, "(in memory)", &upload{w: &buf})
+	if err != nil {
+		return nil, Fragment{}, err
+	}
+	for _, rec := range batches {
+		if err := w.Write(rec); err != nil {
+			w.Abort()
+			return nil, Fragment{}, err
 		}
-	}()
-	fw, err := pqarrow.NewFileWriter(schema, io.Discard, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	}
+	f, err := w.Close()
+	if err != nil {
+		return nil, Fragment{}, err
+	}
+	f.Key = ""
+	if seal == nil {
+		return buf.Bytes(), f, nil
+	}
+	md, err := w.fw.FileMetadata()
+	if err != nil {
+		return nil, Fragment{}, err
+	}
+	// The footer is written again, with the pair, in place of the first.
+	pages := buf.Len() - 8 - int(binary.LittleEndian.Uint32(buf.Bytes()[buf.Len()-8:]))
+	kv := md.KeyValueMetadata()
+	if err := kv.Append(seal(buf.Bytes()[:pages])); err != nil {
+		return nil, Fragment{}, err
+	}
+	md.FileMetaData.KeyValueMetadata = kv
+	buf.Truncate(pages)
+	if err := writeFooter(&buf, md); err != nil {
+		return nil, Fragment{}, err
+	}
+	f.Bytes = int64(buf.Len())
+	return buf.Bytes(), f, nil
+}
+
+// writeFooter ends a Parquet object: its footer, the footer's length and
+// the magic.
+func writeFooter(w io.Writer, md *metadata.FileMetaData) error {
+	n, err := md.WriteTo(w, nil)
 	if err != nil {
 		return err
 	}
-	for _, rec := range batches {
-		if err := fw.WriteBuffered(rec); err != nil {
-			_ = fw.Close()
-			return fmt.Errorf("table: rows do not encode as Parquet: %w", err)
-		}
-	}
-	return fw.Close()
+	var tail [8]byte
+	binary.LittleEndian.PutUint32(tail[:4], uint32(n))
+	copy(tail[4:], "PAR1")
+	_, err = w.Write(tail[:])
+	return err
 }
 
-// EncodeFragment encodes batches of schema as the bytes of one fragment
-// object, in memory, as a FragmentWriter would write them: for an object
-// that must be created with a condition (a shard's WAL entry), which a
-// streamed upload cannot be. The Fragment holds rows, size and
-// statistics; its Key is unset.
-func EncodeFragment(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []byte, f Fragment, err error) {
+// FooterValue reads a Parquet object held in memory (data) for the value
+// its footer holds under key (ok false when it holds none), and returns
+// its bytes before the footer (the pages). An object that is not Parquet,
+// or whose footer does not decode, is an error.
+func FooterValue(data []byte, key string) (value string, ok bool, pages []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("table: rows do not encode as Parquet: %v", r)
+			err = fmt.Errorf("parquet footer: %v", r)
 		}
 	}()
-	stats := make([]statsAcc, schema.NumFields())
-	for i, fd := range schema.Fields() {
-		stats[i].name = fd.Name
+	if len(data) < 12 || string(data[:4]) != "PAR1" || string(data[len(data)-4:]) != "PAR1" {
+		return "", false, nil, errors.New("not a Parquet object")
 	}
-	recs := make([]arrow.RecordBatch, 0, len(batches))
-	defer func() {
-		for _, rec := range recs {
-			rec.Release()
-		}
-	}()
-	for _, rec := range batches {
-		if err := CheckSchema(schema, rec.Schema()); err != nil {
-			return nil, f, err
-		}
-		for i := range stats {
-			stats[i].add(rec.Column(i))
-		}
-		f.Rows += rec.NumRows()
-		recs = append(recs, WithTypesOf(schema, rec))
+	n := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	if n > int64(len(data)-12) {
+		return "", false, nil, fmt.Errorf("parquet footer of %d bytes in an object of %d", n, len(data))
 	}
-	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(schema, &buf, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	start := len(data) - 8 - int(n)
+	md, err := metadata.NewFileMetaData(data[start:len(data)-8], nil)
 	if err != nil {
-		return nil, f, err
+		return "", false, nil, fmt.Errorf("parquet footer: %w", err)
 	}
-	tbl := array.NewTableFromRecords(schema, recs)
-	defer tbl.Release()
-	if err := fw.WriteTable(tbl, RowGroupRows); err != nil {
-		return nil, f, fmt.Errorf("table: rows do not encode as Parquet: %w", err)
+	if v := md.KeyValueMetadata().FindValue(key); v != nil {
+		return *v, true, data[:start], nil
 	}
-	if err := fw.Close(); err != nil {
-		return nil, f, fmt.Errorf("table: rows do not encode as Parquet: %w", err)
-	}
-	f.Bytes = int64(buf.Len())
-	f.Columns = make([]ColumnStats, len(stats))
-	for i := range stats {
-		f.Columns[i] = stats[i].result()
-	}
-	return buf.Bytes(), f, nil
+	return "", false, data[:start], nil
 }
 
 // DecodeFragment reads a fragment object held in memory (named key, for
@@ -487,22 +517,18 @@ func DecodeFragment(ctx context.Context, key string, data []byte) (out []arrow.R
 			out, err = nil, corrupt(key, "parquet is damaged", fmt.Errorf("%v", r))
 		}
 	}()
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	fr, err := fragmentReader(bytes.NewReader(data), nil, memory.DefaultAllocator, RowGroupRows, false)
 	if err != nil {
 		return nil, corrupt(key, "parquet footer is damaged", err)
 	}
-	defer pf.Close()
-	rd, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: RowGroupRows}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, corrupt(key, "parquet footer is damaged", err)
-	}
-	tbl, err := rd.ReadTable(ctx)
+	defer fr.ParquetReader().Close()
+	tbl, err := fr.ReadTable(ctx)
 	if err != nil {
 		return nil, corrupt(key, "parquet pages are damaged", err)
 	}
 	defer tbl.Release()
-	if tbl.NumRows() != pf.NumRows() {
-		return nil, corrupt(key, "parquet pages are damaged", fmt.Errorf("%d rows read, the footer says %d", tbl.NumRows(), pf.NumRows()))
+	if want := fr.ParquetReader().NumRows(); tbl.NumRows() != want {
+		return nil, corrupt(key, "parquet pages are damaged", fmt.Errorf("%d rows read, the footer says %d", tbl.NumRows(), want))
 	}
 	tr := array.NewTableReader(tbl, RowGroupRows)
 	defer tr.Release()

@@ -49,28 +49,37 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 			yield(nil, err)
 			return
 		}
-		var frags []table.Fragment
+		var gens []Generation
 		var batches []arrow.RecordBatch
 		for _, c := range cuts {
-			for _, g := range c.gens {
-				for _, f := range g.fragments() {
-					f.ID = uint64(len(frags))
-					frags = append(frags, f)
-				}
-			}
+			gens = append(gens, c.gens...)
 			batches = append(batches, c.batches...)
 		}
 		defer releaseAll(batches)
-		schema := base.Manifest().Schema()
-		for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
-			base.Scan(ctx, opts),
-			table.SnapshotOf(b, schema, frags).Scan(ctx, opts),
-			table.ScanBatches(ctx, schema, batches, opts),
-		} {
-			for rec, err := range part {
-				if !yield(rec, err) || err != nil {
-					return
-				}
+		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, opts, yield)
+	}
+}
+
+// scanFresh yields what a fresh read sees: the rows of base, then those of
+// generations gens that base does not hold yet, then batches (rows in the
+// WAL, not flushed).
+func scanFresh(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *table.Snapshot, gens []Generation,
+	batches []arrow.RecordBatch, opts table.ScanOptions, yield func(arrow.RecordBatch, error) bool) {
+	var frags []table.Fragment
+	for _, g := range gens {
+		for _, f := range g.fragments() {
+			f.ID = uint64(len(frags))
+			frags = append(frags, f)
+		}
+	}
+	for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
+		base.Scan(ctx, opts),
+		table.SnapshotOf(b, schema, frags).Scan(ctx, opts),
+		table.ScanBatches(ctx, schema, batches, opts),
+	} {
+		for rec, err := range part {
+			if !yield(rec, err) || err != nil {
+				return
 			}
 		}
 	}

@@ -198,7 +198,7 @@ func (s *Shard) quarantineUnencodable(ctx context.Context, entries []memEntry) (
 	var bad []memEntry
 	var reasons []string
 	for _, me := range entries {
-		if err := table.CheckEncodable(s.schema, me.batches); err != nil {
+		if _, _, err := table.EncodeFragment(s.schema, me.batches, nil); err != nil {
 			bad, reasons = append(bad, me), append(reasons, err.Error())
 		}
 	}

@@ -148,6 +148,9 @@ func (o Options) withDefaults() Options {
 	if o.Commit.Writer == "" {
 		o.Commit.Writer = "shard:" + o.Shard
 	}
+	if o.Commit.Now == nil {
+		o.Commit.Now = time.Now
+	}
 	return o
 }
 
@@ -735,12 +738,7 @@ func (s *Shard) checkEpochRetrying(ctx context.Context, deadline time.Time) erro
 }
 
 // now is the handle's clock (Commit.Now; default time.Now).
-func (s *Shard) now() time.Time {
-	if s.opts.Commit.Now != nil {
-		return s.opts.Commit.Now()
-	}
-	return time.Now()
-}
+func (s *Shard) now() time.Time { return s.opts.Commit.Now() }
 
 func (s *Shard) budget() time.Duration {
 	if s.opts.Commit.Budget > 0 {

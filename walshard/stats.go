@@ -177,24 +177,7 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 				rec.Release()
 			}
 		}()
-		var frags []table.Fragment
-		for _, g := range gens {
-			for _, f := range g.fragments() {
-				f.ID = uint64(len(frags))
-				frags = append(frags, f)
-			}
-		}
-		for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
-			base.Scan(ctx, opts),
-			table.SnapshotOf(s.b, s.schema, frags).Scan(ctx, opts),
-			table.ScanBatches(ctx, s.schema, mem, opts),
-		} {
-			for rec, err := range part {
-				if !yield(rec, err) || err != nil {
-					return
-				}
-			}
-		}
+		scanFresh(ctx, s.b, s.schema, base, gens, mem, opts, yield)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/stratadb/strata/table"
 )
@@ -140,35 +139,16 @@ type entry struct {
 // asked (setting e.frag), else in the binary form.
 func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error) {
 	if e.kind == kindData && asParquet {
-		data, frag, err := table.EncodeFragment(schema, e.batches)
+		data, frag, err := table.EncodeFragment(schema, e.batches, func(pages []byte) (string, string) {
+			meta, _ := json.Marshal(walMeta{Version: 2, Kind: kindData, Epoch: e.epoch, Position: e.position, ID: e.id,
+				CRC: crc32.Checksum(pages, crcTable)})
+			return walMetaKey, string(meta)
+		})
 		if err != nil {
 			return nil, err
 		}
-		start, md, err := parquetFooter(data)
-		if err != nil {
-			return nil, err
-		}
-		meta, _ := json.Marshal(walMeta{Version: 2, Kind: kindData, Epoch: e.epoch, Position: e.position, ID: e.id,
-			CRC: crc32.Checksum(data[:start], crcTable)})
-		kv := md.KeyValueMetadata()
-		if err := kv.Append(walMetaKey, string(meta)); err != nil {
-			return nil, err
-		}
-		md.FileMetaData.KeyValueMetadata = kv
-		var out bytes.Buffer
-		out.Grow(len(data) + len(meta) + 64)
-		out.Write(data[:start])
-		n, err := md.WriteTo(&out, nil)
-		if err != nil {
-			return nil, err
-		}
-		var tail [8]byte
-		binary.LittleEndian.PutUint32(tail[:4], uint32(n))
-		copy(tail[4:], "PAR1")
-		out.Write(tail[:])
-		frag.Bytes = int64(out.Len())
 		e.frag = frag
-		return out.Bytes(), nil
+		return data, nil
 	}
 	var payload bytes.Buffer
 	if e.kind == kindData {
@@ -194,41 +174,17 @@ func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error)
 	return append(out, payload.Bytes()...), nil
 }
 
-// parquetFooter finds a Parquet object's footer: where it starts, and
-// what it holds.
-func parquetFooter(data []byte) (start int, md *metadata.FileMetaData, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("parquet footer: %v", r)
-		}
-	}()
-	if len(data) < 12 || string(data[:4]) != "PAR1" || string(data[len(data)-4:]) != "PAR1" {
-		return 0, nil, errors.New("not a Parquet object")
-	}
-	n := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
-	if n > int64(len(data)-12) {
-		return 0, nil, fmt.Errorf("parquet footer of %d bytes in an object of %d", n, len(data))
-	}
-	start = len(data) - 8 - int(n)
-	md, err = metadata.NewFileMetaData(data[start:len(data)-8], nil)
-	if err != nil {
-		return 0, nil, fmt.Errorf("parquet footer: %w", err)
-	}
-	return start, md, nil
-}
-
 // decodeParquetEntry parses a data entry of format version 2.
 func decodeParquetEntry(key string, pos uint64, data []byte, headerOnly bool, bad func(string) error) (*entry, error) {
-	start, md, err := parquetFooter(data)
+	raw, ok, pages, err := table.FooterValue(data, walMetaKey)
 	if err != nil {
 		return nil, bad(err.Error())
 	}
-	raw := md.KeyValueMetadata().FindValue(walMetaKey)
-	if raw == nil {
+	if !ok {
 		return nil, bad("a Parquet object without a WAL header")
 	}
 	var meta walMeta
-	if err := json.Unmarshal([]byte(*raw), &meta); err != nil {
+	if err := json.Unmarshal([]byte(raw), &meta); err != nil {
 		return nil, bad("WAL header: " + err.Error())
 	}
 	if meta.Version != 2 || meta.Kind != kindData {
@@ -238,7 +194,7 @@ func decodeParquetEntry(key string, pos uint64, data []byte, headerOnly bool, ba
 	if e.position != pos {
 		return nil, bad(fmt.Sprintf("holds position %d", e.position))
 	}
-	if crc32.Checksum(data[:start], crcTable) != meta.CRC {
+	if crc32.Checksum(pages, crcTable) != meta.CRC {
 		return nil, bad("checksum mismatch")
 	}
 	if headerOnly {

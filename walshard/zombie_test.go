@@ -2,7 +2,7 @@ package walshard_test
 
 import (
 	"errors"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,24 +12,6 @@ import (
 	"github.com/stratadb/strata/walshard"
 )
 
-// movableClock is a clock a test moves forward.
-type movableClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *movableClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *movableClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // An owner paused while a newer one took over, replayed, flushed, merged
 // and cleaned up its WAL must not be acknowledged when it wakes: soon
 // after, the newer owner's fence is still there to collide with; later,
@@ -37,13 +19,13 @@ func (c *movableClock) Advance(d time.Duration) {
 func TestAPausedOwnerIsNotAcknowledgedAfterTheNewerOneCleanedUp(t *testing.T) {
 	for _, pause := range []time.Duration{0, 10 * time.Minute} {
 		b := newTable(t, "mem://")
-		clk := &movableClock{t: time.Now()}
-		o := walshard.Options{Commit: commit.Options{Now: clk.Now}}
+		var offset atomic.Int64 // the clock, moved forward
+		o := walshard.Options{Commit: commit.Options{Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }}}
 		old := open(t, b, "w1", o)
 		appendIDs(t, old, 1, 2) // position 2 (1 is old's fence)
 		newer := open(t, b, "w1", o)
 		appendIDs(t, newer, 3) // its fence is at 3, where old writes next
-		clk.Advance(pause)
+		offset.Add(int64(pause))
 		if _, err := newer.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		ev.delta = ev.delta.add(d)
 	}
 	if u := m.Transaction.Undoes; u > 0 {
-		w.undoDeletes(m, u)
+		w.noteUndo(m.Version, u)
 	}
 	for _, fd := range m.Transaction.Deletions {
 		d, lost := w.deleted(m, fd.FragmentID)
@@ -82,15 +82,26 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 // vector removes as deleted at m's version. A fragment or vector that
 // cannot be read (gone in a stall past GC) counts as lost.
 func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
-	i := slices.IndexFunc(m.Fragments, func(f table.Fragment) bool { return f.ID == id })
-	if i < 0 {
+	fp := m.Fragment(id)
+	if fp == nil {
 		w.fail("manifests", "v%d deletes from fragment %d, which it does not hold", m.Version, id)
 		return digest{}, true
 	}
-	f := m.Fragments[i]
+	f := *fp
 	live, d, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
 	if err != nil {
 		return digest{}, true
+	}
+	if u := m.Transaction.Undoes; u > 0 {
+		// m takes back the delete at u: the rows it removed that are
+		// live again are no longer deleted.
+		w.mu.Lock()
+		for rid := range live {
+			if w.deletedAt[rid] == u {
+				delete(w.deletedAt, rid)
+			}
+		}
+		w.mu.Unlock()
 	}
 	f.Deletion = nil
 	all, _, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
@@ -109,34 +120,15 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 	return d, false
 }
 
-// undoDeletes notes that manifest m takes back version u: rows a delete
-// at u removed that m's deletion vectors hold live again are no longer
-// deleted. The delete must not have been acknowledged.
-func (w *world) undoDeletes(m *table.Manifest, u uint64) {
+// noteUndo records that version v takes back version u, which must not
+// be an acknowledged delete (deleted gives back the rows it removed).
+func (w *world) noteUndo(v, u uint64) {
 	w.mu.Lock()
-	w.deletesUndone[u] = m.Version
+	w.deletesUndone[u] = v
 	acked := w.deletesAcked[u]
 	w.mu.Unlock()
 	if acked {
-		w.fail("deleted rows stay deleted", "v%d undoes v%d, an acknowledged delete", m.Version, u)
-		return
-	}
-	for _, fd := range m.Transaction.Deletions {
-		i := slices.IndexFunc(m.Fragments, func(f table.Fragment) bool { return f.ID == fd.FragmentID })
-		if i < 0 {
-			continue
-		}
-		live, _, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{m.Fragments[i]}))
-		if err != nil {
-			continue // unreadable: its rows count as deleted still
-		}
-		w.mu.Lock()
-		for id := range live {
-			if w.deletedAt[id] == u {
-				delete(w.deletedAt, id)
-			}
-		}
-		w.mu.Unlock()
+		w.fail("deleted rows stay deleted", "v%d undoes v%d, an acknowledged delete", v, u)
 	}
 }
 

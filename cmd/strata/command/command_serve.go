@@ -124,7 +124,7 @@ after 2 minutes.`,
 	f.BoolVar(&insecure, "insecure-listen", false, "allow a non-loopback address without a token")
 	f.DurationVar(&flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
-	f.Int64Var(&reuseBytes, "reuse-bytes", 0, "write WAL entries as Parquet fragments, and add each of at least this many bytes to the table as it is when flushed, so that its rows are written once (0: off; every process that merges the table must run this build or newer)")
+	f.Int64Var(&reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
 	f.DurationVar(&shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
 	f.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.Int64Var(&maxBody, "max-body", 64<<20, "largest request body in bytes")

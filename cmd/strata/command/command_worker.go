@@ -98,10 +98,14 @@ its replayed WAL).`,
 	f.DurationVar(&every, "every", 0, "pause between appends")
 	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
-	f.Int64Var(&reuseBytes, "reuse-bytes", 0, "write WAL entries as Parquet fragments, and add each of at least this many bytes to the table as it is when flushed, so that its rows are written once (0: off; every process that merges the table must run this build or newer)")
+	f.Int64Var(&reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
 	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
 	return c
 }
+
+// reuseBytesHelp describes --reuse-bytes (walshard.Options.ReuseBytes) of
+// the commands that write through a shard.
+const reuseBytesHelp = "write WAL entries as Parquet fragments, and add each of at least this many bytes to the table as it is when flushed, so that its rows are written once (0: off; every process that merges the table must run this build or newer)"
 
 // nextSeq finds the worker's next sequence number: one past the largest id
 // of this worker in the table, its shard's generations and its memtable.
