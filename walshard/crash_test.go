@@ -79,12 +79,20 @@ func recoverAndCheck(t *testing.T, under blob.Bucket, acked, tried []int64, what
 // Crash after N requests, for every N through the whole script: appends,
 // flushes, merges and cleanups are all cut somewhere. A second sweep makes
 // request N land but lose its response before the crash.
+// The owner that crashes may write WAL entries as fragments (ReuseBytes);
+// the one that recovers reads them with the option off.
 func TestCrashAtEveryPointLosesAndDoublesNothing(t *testing.T) {
+	for _, reuse := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("reuse=%d", reuse), func(t *testing.T) { crashAtEveryPoint(t, reuse) })
+	}
+}
+
+func crashAtEveryPoint(t *testing.T, reuse int64) {
 	total := 0
 	{
 		under := newTable(t, "mem://")
 		f := fault.Wrap(under, nil)
-		s := open(t, f, "w1", walshard.Options{})
+		s := open(t, f, "w1", walshard.Options{ReuseBytes: reuse})
 		if _, _, err := script(s); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +111,7 @@ func TestCrashAtEveryPointLosesAndDoublesNothing(t *testing.T) {
 			}
 			f := fault.Wrap(under, inj)
 			var acked, tried []int64
-			s, err := walshard.Open(ctx, f, &walshard.Options{Shard: "w1"})
+			s, err := walshard.Open(ctx, f, &walshard.Options{Shard: "w1", ReuseBytes: reuse})
 			if err == nil {
 				acked, tried, err = script(s)
 				s.Close()

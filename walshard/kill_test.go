@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/walshard"
 )
@@ -26,14 +27,15 @@ const killChild = "walshard-kill-worker"
 // each acknowledged id, until it is killed.
 func registerKillChild() {
 	testenv.RegisterChild(killChild, func() int {
-		args := testenv.ChildArgs() // url start
+		args := testenv.ChildArgs() // url start reuse-bytes
 		start, _ := strconv.ParseInt(args[1], 10, 64)
+		reuse, _ := strconv.ParseInt(args[2], 10, 64)
 		b, err := blob.Open(context.Background(), args[0])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		s, err := walshard.Open(context.Background(), b, &walshard.Options{Shard: "w1", FlushRows: 20, MergeInterval: 10 * time.Millisecond})
+		s, err := walshard.Open(context.Background(), b, &walshard.Options{Shard: "w1", FlushRows: 20, MergeInterval: 10 * time.Millisecond, ReuseBytes: reuse})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -56,12 +58,19 @@ func registerKillChild() {
 // Worker processes are killed with SIGKILL at random moments and
 // restarted; every id any of them acknowledged ends up in the table
 // exactly once.
-func TestSIGKILLedWorkersLoseNothingFile(t *testing.T) { killedWorkers(t, "file://"+t.TempDir()) }
+func TestSIGKILLedWorkersLoseNothingFile(t *testing.T) { killedWorkers(t, "file://"+t.TempDir(), 0) }
 func TestSIGKILLedWorkersLoseNothingMinIO(t *testing.T) {
-	killedWorkers(t, testenv.MinIO(t).URL(t))
+	killedWorkers(t, testenv.MinIO(t).URL(t), 0)
 }
 
-func killedWorkers(t *testing.T, u string) {
+// The same with every WAL entry joining the table as it is
+// (ReuseBytes); afterwards compaction and garbage collection take the
+// entries, and the rows stay.
+func TestSIGKILLedWorkersWritingRowsOnceLoseNothingMinIO(t *testing.T) {
+	killedWorkers(t, testenv.MinIO(t).URL(t), 1)
+}
+
+func killedWorkers(t *testing.T, u string, reuse int64) {
 	b := newTable(t, u)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -71,7 +80,7 @@ func killedWorkers(t *testing.T, u string) {
 	const rounds = 6
 	for r := range rounds {
 		start := int64(r) * 1_000_000
-		cmd := testenv.ChildCommand(killChild, u, strconv.FormatInt(start, 10))
+		cmd := testenv.ChildCommand(killChild, u, strconv.FormatInt(start, 10), strconv.FormatInt(reuse, 10))
 		stdout, _ := cmd.StdoutPipe()
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -126,16 +135,32 @@ func killedWorkers(t *testing.T, u string) {
 	if _, err := s.Merge(ctx); err != nil {
 		t.Fatal(err)
 	}
-	seen := baseIDs(t, b)
-	for _, id := range acked {
-		if seen[id] != 1 {
-			t.Fatalf("acknowledged id %d seen %d times", id, seen[id])
+	check := func(when string) map[int64]int {
+		seen := baseIDs(t, b)
+		for _, id := range acked {
+			if seen[id] != 1 {
+				t.Fatalf("%s: acknowledged id %d seen %d times", when, id, seen[id])
+			}
 		}
+		for id, n := range seen {
+			if !tried[id] || n != 1 {
+				t.Fatalf("%s: id %d seen %d times; never acknowledged", when, id, n)
+			}
+		}
+		return seen
 	}
-	for id, n := range seen {
-		if !tried[id] || n != 1 {
-			t.Fatalf("id %d seen %d times; never acknowledged", id, n)
+	seen := check("after the last merge")
+	if reuse > 0 {
+		if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil {
+			t.Fatal(err)
 		}
+		res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1, RetainFor: compactor.MinRetain, SafetyAge: compactor.MinRetain},
+			time.Now().Add(3*compactor.MinRetain))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("after compaction and collection")
+		t.Logf("collection deleted %d objects", len(res.ObjectsDeleted))
 	}
 	t.Logf("%d kills, %d acknowledged rows, %d in the table", rounds, len(acked), len(seen))
 }
