@@ -197,6 +197,13 @@ func (b *fileBucket) PutIfAbsent(ctx context.Context, key string, data []byte) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// A name taken already fails at once, before the content is written
+	// and synced: a writer that lost a race learns it without queueing a
+	// sync behind the winner's (a name once taken stays taken, so the
+	// answer is the one the link would give).
+	if _, err := os.Lstat(p); err == nil {
+		return fileErr("put-if-absent", key, &fs.PathError{Op: "create", Path: p, Err: fs.ErrExist})
+	}
 	if err := b.mkdirFor("put-if-absent", key, p); err != nil {
 		return err
 	}
