@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -109,6 +110,10 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	}
 	for _, phase := range cfg.Phases {
 		fmt.Fprintf(log, "bench: phase %s\n", phase)
+		// Each phase starts from a collected heap, so that the garbage of
+		// the one before is not collected on its time (the LanceDB
+		// benchmark runs its collector at each phase's start too).
+		runtime.GC()
 		var r Result
 		switch phase {
 		case "ingest":
