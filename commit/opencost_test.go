@@ -1,10 +1,15 @@
 package commit_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
@@ -94,4 +99,67 @@ func TestALoserRetriesOneRoundTripAfterLosing(t *testing.T) {
 	if spent.CondPutsLost != 1 || spent.CondPutsWon != 1 || spent.Gets != 1 || spent.Lists != 0 || spent.Requests() != 3 {
 		t.Fatalf("a commit that lost once made %+v; want the lost create, one GET, the won create", spent)
 	}
+}
+
+// racedBy wraps b so that, before each of the first rounds manifest creates
+// made through it, another writer commits k versions: each of those
+// creates loses. Its requests go to b directly.
+func racedBy(t *testing.T, b blob.Bucket, k, rounds int) blob.Bucket {
+	other, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := rounds
+	return blob.NewCounted(fault.Wrap(b, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.VersionsDir) && left > 0 {
+			left--
+			for range k {
+				if _, err := other.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		return fault.Fault{}
+	})))
+}
+
+// A writer that keeps losing to another one does not back off — a pause
+// would only put it further behind — and catches up with a LIST every
+// fourth loss; in a storm (its catch-up finds stormVersions or more
+// versions made after the one it lost) it backs off before every attempt.
+// The backoff here is an hour, so a pause shows as the deadline.
+func TestALoserBacksOffOnlyInAStorm(t *testing.T) {
+	slow := &commit.Options{BaseBackoff: time.Hour, MaxBackoff: time.Hour}
+	t.Run("one writer ahead", func(t *testing.T) {
+		b := tableWithVersions(t, 3)
+		base, err := table.ReadLatest(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := racedBy(t, b, 1, 20)
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		res, err := commit.Commit(ctx, w, base, table.Transaction{Kind: table.KindAppend}, slow)
+		if err != nil {
+			t.Fatalf("a loser in a race of two: %v", err)
+		}
+		spent, _ := blob.StatsOf(w)
+		if res.Rebases != 20 || res.Version != base.Version+21 || spent.Lists != 5 {
+			t.Fatalf("commit %+v after %d listings; want 20 losses, version %d, a listing every fourth loss", res, spent.Lists, base.Version+21)
+		}
+	})
+	t.Run("a storm", func(t *testing.T) {
+		b := tableWithVersions(t, 3)
+		base, err := table.ReadLatest(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := racedBy(t, b, 9, 12)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err = commit.Commit(ctx, w, base, table.Transaction{Kind: table.KindAppend}, slow)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a loser 9 versions behind at every loss did not back off: %v", err)
+		}
+	})
 }
