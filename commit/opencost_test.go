@@ -129,36 +129,34 @@ func racedBy(t *testing.T, b blob.Bucket, k, rounds int) blob.Bucket {
 // versions made after the one it lost) it backs off before every attempt.
 // The backoff here is an hour, so a pause shows as the deadline.
 func TestALoserBacksOffOnlyInAStorm(t *testing.T) {
-	slow := &commit.Options{BaseBackoff: time.Hour, MaxBackoff: time.Hour}
-	t.Run("one writer ahead", func(t *testing.T) {
+	// race commits an append on a table of 3 versions while another writer
+	// takes k versions before each of its first rounds creates, within
+	// timeout.
+	race := func(t *testing.T, k, rounds int, timeout time.Duration) (uint64, commit.Result, blob.Stats, error) {
 		b := tableWithVersions(t, 3)
 		base, err := table.ReadLatest(ctx, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := racedBy(t, b, 1, 20)
-		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		w := racedBy(t, b, k, rounds)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		res, err := commit.Commit(ctx, w, base, table.Transaction{Kind: table.KindAppend}, slow)
+		res, err := commit.Commit(ctx, w, base, table.Transaction{Kind: table.KindAppend},
+			&commit.Options{BaseBackoff: time.Hour, MaxBackoff: time.Hour})
+		spent, _ := blob.StatsOf(w)
+		return base.Version, res, spent, err
+	}
+	t.Run("one writer ahead", func(t *testing.T) {
+		base, res, spent, err := race(t, 1, 20, time.Minute)
 		if err != nil {
 			t.Fatalf("a loser in a race of two: %v", err)
 		}
-		spent, _ := blob.StatsOf(w)
-		if res.Rebases != 20 || res.Version != base.Version+21 || spent.Lists != 5 {
-			t.Fatalf("commit %+v after %d listings; want 20 losses, version %d, a listing every fourth loss", res, spent.Lists, base.Version+21)
+		if res.Rebases != 20 || res.Version != base+21 || spent.Lists != 5 {
+			t.Fatalf("commit %+v after %d listings; want 20 losses, version %d, a listing every fourth loss", res, spent.Lists, base+21)
 		}
 	})
 	t.Run("a storm", func(t *testing.T) {
-		b := tableWithVersions(t, 3)
-		base, err := table.ReadLatest(ctx, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := racedBy(t, b, 9, 12)
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		_, err = commit.Commit(ctx, w, base, table.Transaction{Kind: table.KindAppend}, slow)
-		if !errors.Is(err, context.DeadlineExceeded) {
+		if _, _, _, err := race(t, 9, 12, 2*time.Second); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("a loser 9 versions behind at every loss did not back off: %v", err)
 		}
 	})

@@ -217,12 +217,6 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		if e, err = decodeParquetEntry(key, pos, data, headerOnly, bad); err != nil || headerOnly {
 			return e, err
 		}
-		for _, rec := range e.batches {
-			if table.CheckSchema(schema, rec.Schema()) != nil {
-				releaseAll(e.batches)
-				return nil, bad("rows of another schema")
-			}
-		}
 		return conformEntry(shard, key, pos, e, schema)
 	}
 	if len(data) < walHeader || string(data[:8]) != walMagic {
@@ -264,9 +258,6 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		return nil, bad("arrow payload: " + err.Error())
 	}
 	defer r.Release()
-	if err := table.CheckSchema(schema, r.Schema()); err != nil {
-		return nil, bad("rows of another schema")
-	}
 	for r.Next() {
 		rec := r.RecordBatch()
 		rec.Retain()
@@ -279,10 +270,18 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 	return conformEntry(shard, key, pos, e, schema)
 }
 
-// conformEntry checks a data entry's rows as an append would. The rows
-// passed table.Conform before they were written; an entry of an older
-// build may hold rows that would not, and must not reach a generation.
+// conformEntry checks a data entry's rows, whichever its form: rows of
+// another schema are a damaged entry; then each batch is checked as an
+// append would. The rows passed table.Conform before they were written;
+// an entry of an older build may hold rows that would not, and must not
+// reach a generation.
 func conformEntry(shard, key string, pos uint64, e *entry, schema *arrow.Schema) (*entry, error) {
+	for _, rec := range e.batches {
+		if table.CheckSchema(schema, rec.Schema()) != nil {
+			releaseAll(e.batches)
+			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema"}
+		}
+	}
 	var base int64
 	for i, rec := range e.batches {
 		c, err := table.Conform(schema, rec, table.ConformOptions{RowBase: base})
