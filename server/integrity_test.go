@@ -227,6 +227,8 @@ func TestValuesAreStoredAsSentOrRefused(t *testing.T) {
 		"a good line then a bad one":   "{\"id\": 1, \"msg\": \"a\"}\n{\"id\": \"x\", \"msg\": \"b\"}",
 		"a good line then not JSON":    "{\"id\": 1, \"msg\": \"a\"}\n{\"id\": 2, \"msg\"",
 		"a body over the limit at end": strings.Repeat("{\"id\": 1, \"msg\": \"a\"}\n", 300),
+		"a byte that is not UTF-8":     "{\"id\": 1, \"msg\": \"a\xffb\"}",
+		"half a surrogate pair":        `{"id": 1, "msg": "a\ud800b"}`,
 	} {
 		code, msg := post(t, f, rows, server.NDJSON, []byte(body))
 		want := http.StatusBadRequest

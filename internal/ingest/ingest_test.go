@@ -217,6 +217,15 @@ func TestJSONLines(t *testing.T) {
 		{"two values on a line", `{"id": 1} {"id": 2}`, 0, ""},
 		{"not an object", `[1, 2]`, 0, ""},
 		{"a good line then a bad one", `{"id": 1}` + "\n" + `{"id": "x"}`, 1, "id"},
+		// A JSON decoder turns these into U+FFFD: the row would not be the
+		// one sent.
+		{"bytes that are not UTF-8", "{\"id\": 1, \"msg\": \"a\xffb\"}", 0, ""},
+		{"a cut UTF-8 sequence", "{\"id\": 1}\n{\"id\": 2, \"msg\": \"\xc3\"}", 1, ""},
+		{"a lone high surrogate", `{"id": 1, "msg": "a\ud800b"}`, 0, ""},
+		{"a high surrogate at the end of a string", `{"id": 1, "msg": "a\ud800"}`, 0, ""},
+		{"a high surrogate before another high one", `{"id": 1, "msg": "\ud800\ud800"}`, 0, ""},
+		{"a lone low surrogate", `{"id": 1, "tags": ["x", "\udc00"]}`, 0, ""},
+		{"a lone surrogate in a map key", `{"id": 1, "attrs": {"\uDBFF": 1}}`, 0, ""},
 	}
 	for _, c := range bad {
 		recs, err := ingest.ReadJSONLines(strings.NewReader(c.in), s, ingest.Options{})
@@ -229,6 +238,17 @@ func TestJSONLines(t *testing.T) {
 			t.Errorf("%s: %v: row %d column %q, want row %d column %q", c.name, err, ie.Row, ie.Column, c.row, c.column)
 		}
 	}
+	// Text that is Unicode passes as it is: a surrogate pair, an escaped
+	// backslash before a "u", U+FFFD itself, and UTF-8 of every length.
+	text := `{"id": 1, "msg": "\ud83d\ude00 \\ud800 \ufffd \uFFFD é€😀 \u00e9"}`
+	recs, err = ingest.ReadJSONLines(strings.NewReader(text), s, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := recs[0].Column(1).(*array.String).Value(0); v != "😀 \\ud800 \ufffd \ufffd é€😀 é" {
+		t.Fatalf("msg = %q", v)
+	}
+	ingest.Release(recs)
 	recs, err = ingest.ReadJSONLines(strings.NewReader(`{"id": 1, "mgs": "typo"}`), s, ingest.Options{IgnoreUnknown: true})
 	if err != nil || ingest.Rows(recs) != 1 {
 		t.Fatalf("ignoring unknown keys: %v", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/goccy/go-json"
 	"io"
 	"iter"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,7 +21,9 @@ import (
 // table lacks is an error (unless IgnoreUnknown), a key given twice is an
 // error, a missing key is a null (an error in a non-nullable column, as
 // is an explicit null), and a value must fit its column's type (arrow-go's
-// JSON decoding per type: no fraction in an integer, no overflow). Blank
+// JSON decoding per type: no fraction in an integer, no overflow). A line
+// whose text is not Unicode is an error (see invalidText): decoded, it
+// would not be the row that was sent. Blank
 // lines are skipped; rows are counted from 0, blank lines not counted.
 // Decoding stops at the first error, which it yields.
 func JSONLines(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch, error] {
@@ -109,6 +112,9 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 	bad := func(col, reason string) error {
 		return &table.InputError{Row: row, Column: col, Reason: reason}
 	}
+	if at, why := invalidText(line); why != "" {
+		return bad("", fmt.Sprintf("%s at byte %d of the line", why, at))
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -159,6 +165,67 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 		}
 	}
 	return nil
+}
+
+// invalidText finds what a JSON decoder would silently turn into U+FFFD:
+// bytes that are not UTF-8, and a \u escape of half a surrogate pair
+// without its other half. It returns the byte offset and what is wrong,
+// or "" when the line is clean. (Outside strings a backslash is a syntax
+// error the decoder reports, so escapes are looked for everywhere.)
+func invalidText(line []byte) (int, string) {
+	if !utf8.Valid(line) {
+		for i := 0; i < len(line); {
+			r, n := utf8.DecodeRune(line[i:])
+			if r == utf8.RuneError && n <= 1 {
+				return i, "text is not UTF-8"
+			}
+			i += n
+		}
+	}
+	for i := bytes.IndexByte(line, '\\'); i >= 0 && i+1 < len(line); {
+		if line[i+1] == 'u' {
+			switch r := hex4(line, i+2); {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return i, "\\u escape of a low surrogate without its high surrogate before it"
+			case r >= 0xD800 && r <= 0xDBFF:
+				if i+7 >= len(line) || line[i+6] != '\\' || line[i+7] != 'u' {
+					return i, "\\u escape of a high surrogate without its low surrogate after it"
+				}
+				if lo := hex4(line, i+8); lo < 0xDC00 || lo > 0xDFFF {
+					return i, "\\u escape of a high surrogate without its low surrogate after it"
+				}
+				i += 6 // the pair's low half is skipped below
+			}
+		}
+		i += 2 // past the escape's backslash and its letter
+		j := bytes.IndexByte(line[i:], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
+	}
+	return 0, ""
+}
+
+// hex4 reads the four hex digits at line[i:]; -1 when they are not.
+func hex4(line []byte, i int) int {
+	if i+4 > len(line) {
+		return -1
+	}
+	r := 0
+	for _, c := range line[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | int(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | int(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return r
 }
 
 // chunks yields the batches chunk makes until it returns nil, or its
