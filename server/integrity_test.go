@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -370,5 +371,49 @@ func TestABusyServerAnswers429(t *testing.T) {
 	}
 	if code != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a scan while the budget is held: %d, Retry-After %q", code, resp.Header.Get("Retry-After"))
+	}
+}
+
+// A query string the route would misread is refused before anything is
+// done: a parameter it does not take, one given twice, a value not of its
+// type. What the OpenAPI document declares passes.
+func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	const rows = "/api/v1/tables/events/rows"
+	if code, msg := post(t, f, rows, server.NDJSON, []byte(`{"id": 1, "msg": "a"}`+"\n"+`{"id": 2, "msg": "b"}`)); code != http.StatusOK {
+		t.Fatalf("append: %d %s", code, msg)
+	}
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", rows + "?fitler=id%3D1", "takes no fitler= parameter (it takes columns=, filter=, format=, fresh=, limit=, tag=, version=)"},
+		{"GET", rows + "?fresh=1", `fresh="1": want true or false`},
+		{"GET", rows + "?format=json", `format="json": want one of jsonl, arrow`},
+		{"GET", rows + "?columns=id&columns=msg", "columns= is given 2 times"},
+		{"GET", rows + "?limit=ten", `limit="ten": want an integer`},
+		{"GET", rows + "?version=%zz", "the query string does not parse"},
+		{"GET", "/api/v1/tables/events/versions?limit=1.5", "want an integer"},
+		{"POST", rows + "?ignore_unknown=yes", "want true or false"},
+		{"GET", "/healthz?verbose=true", "takes no verbose= parameter (it takes no query parameters)"},
+		{"DELETE", rows + "?filter=id%3D1&filter=id%3D2", "filter= is given 2 times"},
+	} {
+		code, body := raw(t, f, c.method, c.path, server.NDJSON, "", "")
+		var e struct{ Error struct{ Message string } }
+		_ = json.Unmarshal([]byte(body), &e)
+		if msg := e.Error.Message; code != http.StatusBadRequest || !strings.Contains(msg, c.want) {
+			t.Errorf("%s %s: %d %s, want 400 saying %q", c.method, c.path, code, body, c.want)
+		}
+	}
+	if got := freshIDs(t, f.c, "events"); len(got) != 2 {
+		t.Fatalf("after the refused requests the table holds %v, want ids 1 and 2", got)
+	}
+	code, msg := raw(t, f, "GET", rows+"?fresh=true&format=jsonl&version=&columns=id", "", "", "")
+	if code != http.StatusOK || strings.Count(msg, `{"id":`) != 2 {
+		t.Fatalf("a good query: %d %s", code, msg)
+	}
+	resp, _ := send(t, f, "GET", rows+"?fresh=true&format=arrow", http.Header{"Accept": {server.NDJSON}}, "")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != server.ArrowStream {
+		t.Fatalf("format=arrow with Accept asking for JSON lines: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }

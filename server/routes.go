@@ -34,12 +34,23 @@ const (
 	NDJSON      = api.NDJSON
 )
 
-func (s *Server) routes() {
+// routes registers every route; a query string is checked against the
+// OpenAPI document's parameters for the route before its handler runs.
+func (s *Server) routes() error {
+	queries, err := routeQueries()
+	if err != nil {
+		return err
+	}
 	const t = "/api/v1/tables/{name}"
 	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
 		s.patterns = append(s.patterns, pattern)
+		params := queries[pattern]
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
+			err := checkQuery(r, pattern, params)
+			if err == nil {
+				err = h(w, r)
+			}
+			if err != nil {
 				if slow := slowBody(r); slow != nil {
 					err = slow
 				}
@@ -83,6 +94,7 @@ func (s *Server) routes() {
 		_, err := w.Write(OpenAPI)
 		return err
 	})
+	return nil
 }
 
 // deleteRows deletes the rows matching filter= (required). The server's
@@ -391,10 +403,17 @@ func scanOptions(r *http.Request) (table.ScanOptions, error) {
 	return o, nil
 }
 
-// wantsJSONLines tells the answer's format: JSON lines when format=jsonl
-// or Accept asks for them, Arrow IPC otherwise.
+// wantsJSONLines tells the answer's format: format=jsonl or format=arrow,
+// or without format= JSON lines when Accept asks for them and Arrow IPC
+// otherwise.
 func wantsJSONLines(r *http.Request) bool {
-	return r.URL.Query().Get("format") == "jsonl" || strings.Contains(r.Header.Get("Accept"), NDJSON)
+	switch r.URL.Query().Get("format") {
+	case "jsonl":
+		return true
+	case "arrow":
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), NDJSON)
 }
 
 // writeRows streams batches as Arrow IPC or JSON lines.

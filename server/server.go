@@ -196,7 +196,9 @@ func New(o *Options) (*Server, error) {
 	s := &Server{opts: opts, mux: http.NewServeMux(), admit: newAdmission(opts.MemoryBudget, opts.BusyWait)}
 	s.metrics = newMetrics(s)
 	s.mu.tables = map[string]*tableState{}
-	s.routes()
+	if err := s.routes(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
