@@ -157,8 +157,12 @@ func (s *Server) createIndex(w http.ResponseWriter, r *http.Request, t *tableSta
 		return err
 	}
 	sc := tb.Current().Manifest().Schema()
-	if idx := sc.FieldIndices(req.Column); len(idx) != 1 || table.KindOf(sc.Field(idx[0]).Type) != table.KindInt {
-		return badRequest("a key index needs an integer column; %q is not one", req.Column)
+	idx := sc.FieldIndices(req.Column)
+	if len(idx) != 1 {
+		return badRequest("the table has no column %q", req.Column)
+	}
+	if table.KindOf(sc.Field(idx[0]).Type) != table.KindInt {
+		return badRequest("a key index needs an integer column; %q is %s", req.Column, sc.Field(idx[0]).Type)
 	}
 	res, err := tb.CreateIndex(r.Context(), req.Column)
 	if err != nil {
