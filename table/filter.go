@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // ParseFilter reads a predicate written as comparisons joined by AND:
@@ -14,7 +15,10 @@ import (
 //
 // Operators: = != < <= > >= IN. Literals: integers, decimals, 'strings'
 // (taken as written) or "strings" (with Go's backslash escapes), true,
-// false. Column names are letters, digits and '_'.
+// false. A column name is written as it is when it is letters (of any
+// script), digits and '_', not starting with a digit; any other name is
+// written between backticks, a backtick in it doubled: `a.b`, `x y`,
+// `it“s`.
 func ParseFilter(s string) (Predicate, error) {
 	toks, err := lex(s)
 	if err != nil {
@@ -44,7 +48,8 @@ func ParseFilter(s string) (Predicate, error) {
 type tokKind int
 
 const (
-	tokWord tokKind = iota
+	tokWord  tokKind = iota
+	tokIdent         // a `quoted` column name
 	tokNumber
 	tokString
 	tokOp
@@ -59,10 +64,31 @@ type token struct {
 func lex(s string) ([]token, error) {
 	var out []token
 	for i := 0; i < len(s); {
-		c := rune(s[i])
+		c, size := utf8.DecodeRuneInString(s[i:])
 		switch {
+		case c == utf8.RuneError && size == 1:
+			return nil, fmt.Errorf("%w: byte %#x at %d of %q is not UTF-8", ErrBadPredicate, s[i], i, s)
 		case unicode.IsSpace(c):
-			i++
+			i += size
+		case c == '`':
+			var name strings.Builder
+			j := i + 1
+			for {
+				k := strings.IndexByte(s[j:], '`')
+				if k < 0 {
+					return nil, fmt.Errorf("%w: unterminated `name` in %q", ErrBadPredicate, s)
+				}
+				name.WriteString(s[j : j+k])
+				j += k + 1
+				if j < len(s) && s[j] == '`' { // a doubled backtick
+					name.WriteByte('`')
+					j++
+					continue
+				}
+				break
+			}
+			out = append(out, token{tokIdent, name.String()})
+			i = j
 		case c == '\'':
 			j := strings.IndexByte(s[i+1:], s[i])
 			if j < 0 {
@@ -118,9 +144,13 @@ func lex(s string) ([]token, error) {
 			out = append(out, token{tokNumber, s[i:j]})
 			i = j
 		case c == '_' || unicode.IsLetter(c):
-			j := i + 1
-			for j < len(s) && (s[j] == '_' || unicode.IsLetter(rune(s[j])) || unicode.IsDigit(rune(s[j]))) {
-				j++
+			j := i + size
+			for j < len(s) {
+				r, n := utf8.DecodeRuneInString(s[j:])
+				if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+					break
+				}
+				j += n
 			}
 			out = append(out, token{tokWord, s[i:j]})
 			i = j
@@ -149,8 +179,11 @@ func (p *parser) next() token {
 
 func (p *parser) comparison() (Predicate, error) {
 	col := p.next()
-	if col.kind != tokWord {
+	if col.kind != tokWord && col.kind != tokIdent {
 		return nil, fmt.Errorf("want a column name, got %q", col.text)
+	}
+	if col.text == "" {
+		return nil, fmt.Errorf("want a column name, got ``")
 	}
 	op := p.next()
 	if op.kind == tokWord && strings.EqualFold(op.text, "IN") {
@@ -175,7 +208,7 @@ func (p *parser) comparison() (Predicate, error) {
 		return In(col.text, vals...), nil
 	}
 	if op.kind != tokOp {
-		return nil, fmt.Errorf("want an operator after %s, got %q", col.text, op.text)
+		return nil, fmt.Errorf("want an operator after %s, got %q", QuoteColumn(col.text), op.text)
 	}
 	v, err := p.literal()
 	if err != nil {
@@ -207,4 +240,21 @@ func (p *parser) literal() (Value, error) {
 		}
 	}
 	return Value{}, fmt.Errorf("want a literal, got %q", t.text)
+}
+
+// QuoteColumn writes a column name as a filter reads it: as it is when it
+// is a plain word (letters, digits and '_', not starting with a digit),
+// else between backticks with any backtick doubled.
+func QuoteColumn(name string) string {
+	plain := name != ""
+	for i, r := range name {
+		if r != '_' && !unicode.IsLetter(r) && (i == 0 || !unicode.IsDigit(r)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
 }

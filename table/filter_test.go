@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
@@ -18,6 +20,12 @@ func TestParseFilter(t *testing.T) {
 		"id == -5":                           "id = -5",
 		"x > 1e3":                            "x > 1000",
 		"ok = true":                          "ok = true",
+		// Names that are not plain words, between backticks.
+		"`a.b` = 1 AND `x y` IN (2)": "`a.b` = 1 AND `x y` IN (2)",
+		"`it``s` != 'x'":             "`it``s` != \"x\"",
+		"`plain` < 3":                "plain < 3",
+		"`1st` = 1":                  "`1st` = 1",
+		"café = 'crème' AND 日本 >= 2": `café = "crème" AND 日本 >= 2`,
 	}
 	for in, want := range good {
 		p, err := table.ParseFilter(in)
@@ -29,10 +37,46 @@ func TestParseFilter(t *testing.T) {
 			t.Errorf("ParseFilter(%q) = %s, want %s", in, p, want)
 		}
 	}
-	for _, bad := range []string{"", "reward", "reward >=", "reward ! 3", "id IN (1, 2", "a = 'x", "a = 1 OR b = 2", "= 3", "a = @"} {
+	for _, bad := range []string{"", "reward", "reward >=", "reward ! 3", "id IN (1, 2", "a = 'x", "a = 1 OR b = 2", "= 3", "a = @",
+		"`a = 1", "`` = 1", "a = `b`", "\xff = 1", "a = 1 `AND` b = 2"} {
 		if _, err := table.ParseFilter(bad); !errors.Is(err, table.ErrBadPredicate) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadPredicate", bad, err)
 		}
+	}
+}
+
+// Columns whose names are not plain words are filtered by their names
+// between backticks, and only they are.
+func TestFilterOnAnyColumnName(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "a.b", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "a", Type: arrow.StructOf(arrow.Field{Name: "b", Type: arrow.PrimitiveTypes.Int64})},
+		{Name: "café", Type: arrow.BinaryTypes.String},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	b.Field(0).(*array.Int64Builder).AppendValues([]int64{7, 8, 9}, nil)
+	sb := b.Field(1).(*array.StructBuilder)
+	for _, v := range []int64{9, 8, 7} {
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.Int64Builder).Append(v)
+	}
+	b.Field(2).(*array.StringBuilder).AppendValues([]string{"x", "y", "x"}, nil)
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	p, err := table.ParseFilter("`a.b` >= 8 AND café = 'x'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for out, err := range table.ScanBatches(ctx, schema, []arrow.RecordBatch{rec}, table.ScanOptions{Filter: p}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, out.Column(0).(*array.Int64).Int64Values()...)
+	}
+	if len(got) != 1 || got[0] != 9 {
+		t.Fatalf("`a.b` >= 8 AND café = 'x' kept a.b = %v, want [9]", got)
 	}
 }
 
@@ -42,7 +86,7 @@ func TestParseFilter(t *testing.T) {
 // a panic, keeping only rows it matches.
 func FuzzParseFilter(f *testing.F) {
 	for _, s := range []string{"reward >= 0.9", "worker = 'w03' AND step < 10", `id IN (1, 2,3) and worker != "w01"`,
-		"x > 1e3", "ok = true", "a = 'x", "id IN ()", "step != -0", "reward < 1e309"} {
+		"x > 1e3", "ok = true", "a = 'x", "id IN ()", "step != -0", "reward < 1e309", "`a.b` = 1", "`it``s` IN (1)", "café = 'é'"} {
 		f.Add(s)
 	}
 	rec := rollouts.Batch(nil, 42, 3, 0, 64)

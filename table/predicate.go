@@ -80,13 +80,13 @@ func (a AndOf) Columns() []string {
 	return out
 }
 
-func (c Cmp) String() string { return fmt.Sprintf("%s %s %s", c.Column, c.Op, c.Value) }
+func (c Cmp) String() string { return fmt.Sprintf("%s %s %s", QuoteColumn(c.Column), c.Op, c.Value) }
 func (s InSet) String() string {
 	parts := make([]string, len(s.Values))
 	for i, v := range s.Values {
 		parts[i] = v.String()
 	}
-	return fmt.Sprintf("%s IN (%s)", s.Column, strings.Join(parts, ", "))
+	return fmt.Sprintf("%s IN (%s)", QuoteColumn(s.Column), strings.Join(parts, ", "))
 }
 func (a AndOf) String() string {
 	parts := make([]string, len(a))
