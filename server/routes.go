@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -277,8 +278,17 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error)
 		}
 		defer ingest.Release(batches)
 	case api.JSON:
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return badRequestOrLimit(err, "reading the schema")
+		}
+		// A name the decoder would turn into U+FFFD would name a column
+		// other than the one asked for.
+		if at, why := ingest.InvalidText(body); why != "" {
+			return badRequest("body is not a JSON schema: %s at byte %d", why, at)
+		}
 		var sj api.Schema
-		dec := json.NewDecoder(r.Body)
+		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&sj); err != nil {
 			return badRequestOrLimit(err, "body is not a JSON schema")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -128,7 +130,8 @@ func normalizeType(t arrow.DataType) arrow.DataType {
 }
 
 // CheckStorable refuses a schema Strata cannot store and read back as it
-// was given: no fields, empty or repeated names (at any depth), and types
+// was given: no fields, empty or repeated names (at any depth), names that
+// are not UTF-8, hold a control character or run over maxNameBytes, and types
 // the Parquet fragments cannot hold faithfully (unions, views, intervals,
 // durations, date64, fixed-size lists, run-end encoding, extension
 // types, the null type). Dictionary types are refused too: normalize the
@@ -142,6 +145,31 @@ func CheckStorable(s *arrow.Schema) error {
 
 const maxNesting = 32
 
+// maxNameBytes bounds a column's name. Each fragment's entry in a manifest
+// repeats the names of its columns (with their statistics), so that names
+// of any length would make every commit encode, and every reader decode,
+// fragments × names bytes.
+const maxNameBytes = 1024
+
+// checkName refuses a name that is not UTF-8 (JSON, in which names are
+// shown and written, would replace its bytes), that holds a control
+// character (a newline in a CSV header, a NUL to C readers of the
+// Parquet), or that is longer than maxNameBytes; "" when it is fine.
+func checkName(name string) string {
+	switch {
+	case !utf8.ValidString(name):
+		return "the name is not UTF-8"
+	case len(name) > maxNameBytes:
+		return fmt.Sprintf("the name is %d bytes long; at most %d", len(name), maxNameBytes)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("the name holds the control character %U", r)
+		}
+	}
+	return ""
+}
+
 func checkFields(parent string, fields []arrow.Field, depth int) error {
 	if depth > maxNesting {
 		return &UnsupportedSchemaError{Field: parent, Reason: fmt.Sprintf("nested more than %d levels deep", maxNesting)}
@@ -154,6 +182,12 @@ func checkFields(parent string, fields []arrow.Field, depth int) error {
 		}
 		if f.Name == "" {
 			return &UnsupportedSchemaError{Field: parent, Reason: "a column has an empty name"}
+		}
+		if why := checkName(f.Name); why != "" {
+			if len(path) > 80 {
+				path = strings.ToValidUTF8(path[:80], "?") + "…"
+			}
+			return &UnsupportedSchemaError{Field: path, Reason: why}
 		}
 		if seen[f.Name] {
 			return &UnsupportedSchemaError{Field: path, Reason: "the name is used twice"}

@@ -243,8 +243,13 @@ func TestCheckStorable(t *testing.T) {
 			f("x", arrow.PrimitiveTypes.Int64), f("x", arrow.PrimitiveTypes.Int64)))}, nil),
 		"a dense union": arrow.NewSchema([]arrow.Field{f("u", arrow.DenseUnionOf(
 			[]arrow.Field{f("a", arrow.PrimitiveTypes.Int64)}, []arrow.UnionTypeCode{0}))}, nil),
-		"a duration":      arrow.NewSchema([]arrow.Field{f("d", arrow.FixedWidthTypes.Duration_ms)}, nil),
-		"an empty struct": arrow.NewSchema([]arrow.Field{f("s", arrow.StructOf())}, nil),
+		"a duration":               arrow.NewSchema([]arrow.Field{f("d", arrow.FixedWidthTypes.Duration_ms)}, nil),
+		"an empty struct":          arrow.NewSchema([]arrow.Field{f("s", arrow.StructOf())}, nil),
+		"a name that is not UTF-8": arrow.NewSchema([]arrow.Field{f("a\xffb", arrow.PrimitiveTypes.Int64)}, nil),
+		"a newline in a name":      arrow.NewSchema([]arrow.Field{f("a\nb", arrow.PrimitiveTypes.Int64)}, nil),
+		"a NUL in a nested name":   arrow.NewSchema([]arrow.Field{f("s", arrow.StructOf(f("x\x00", arrow.PrimitiveTypes.Int64)))}, nil),
+		"a C1 control in a name":   arrow.NewSchema([]arrow.Field{f("a\u0085", arrow.PrimitiveTypes.Int64)}, nil),
+		"a name over 1,024 bytes":  arrow.NewSchema([]arrow.Field{f(strings.Repeat("x", 1025), arrow.PrimitiveTypes.Int64)}, nil),
 	}
 	for name, s := range refused {
 		if err := table.CheckStorable(s); !errors.Is(err, table.ErrUnsupportedSchema) {
@@ -255,6 +260,10 @@ func TestCheckStorable(t *testing.T) {
 		f("s", arrow.StructOf(f("x", arrow.PrimitiveTypes.Int64))),
 		f("m", arrow.MapOf(arrow.BinaryTypes.String, arrow.ListOf(arrow.PrimitiveTypes.Float64))),
 		f("l", arrow.LargeListOf(arrow.ListOf(arrow.BinaryTypes.Binary))),
+		f(strings.Repeat("é", 512), arrow.PrimitiveTypes.Int64), // 1,024 bytes
+		f("café", arrow.PrimitiveTypes.Int64),
+		f("a.b", arrow.PrimitiveTypes.Int64),
+		f("run id", arrow.PrimitiveTypes.Int64),
 	}, nil)
 	if err := table.CheckStorable(ok); err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 // error, a missing key is a null (an error in a non-nullable column, as
 // is an explicit null), and a value must fit its column's type (arrow-go's
 // JSON decoding per type: no fraction in an integer, no overflow). A line
-// whose text is not Unicode is an error (see invalidText): decoded, it
+// whose text is not Unicode is an error (see InvalidText): decoded, it
 // would not be the row that was sent. Blank
 // lines are skipped; rows are counted from 0, blank lines not counted.
 // Decoding stops at the first error, which it yields.
@@ -112,7 +112,7 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 	bad := func(col, reason string) error {
 		return &table.InputError{Row: row, Column: col, Reason: reason}
 	}
-	if at, why := invalidText(line); why != "" {
+	if at, why := InvalidText(line); why != "" {
 		return bad("", fmt.Sprintf("%s at byte %d of the line", why, at))
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -167,12 +167,12 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 	return nil
 }
 
-// invalidText finds what a JSON decoder would silently turn into U+FFFD:
-// bytes that are not UTF-8, and a \u escape of half a surrogate pair
-// without its other half. It returns the byte offset and what is wrong,
-// or "" when the line is clean. (Outside strings a backslash is a syntax
-// error the decoder reports, so escapes are looked for everywhere.)
-func invalidText(line []byte) (int, string) {
+// InvalidText finds in JSON text what a decoder would silently turn into
+// U+FFFD: bytes that are not UTF-8, and a \u escape of half a surrogate
+// pair without its other half. It returns the byte offset and what is
+// wrong, or "" when the text is clean. (Outside strings a backslash is a
+// syntax error the decoder reports, so escapes are looked for everywhere.)
+func InvalidText(line []byte) (int, string) {
 	if !utf8.Valid(line) {
 		for i := 0; i < len(line); {
 			r, n := utf8.DecodeRune(line[i:])
