@@ -418,6 +418,12 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 	if code != http.StatusOK || strings.Count(msg, `{"id":`) != 2 {
 		t.Fatalf("a good query: %d %s", code, msg)
 	}
+	for limit, want := range map[string]int{"0": 0, "1": 1, "5": 2} {
+		code, msg := raw(t, f, "GET", rows+"?fresh=true&format=jsonl&limit="+limit, "", "", "")
+		if code != http.StatusOK || strings.Count(msg, `{"id":`) != want {
+			t.Errorf("limit=%s: %d %q, want %d rows", limit, code, msg, want)
+		}
+	}
 	resp, _ := send(t, f, "GET", rows+"?fresh=true&format=arrow", http.Header{"Accept": {server.NDJSON}}, "")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != server.ArrowStream {
 		t.Fatalf("format=arrow with Accept asking for JSON lines: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))

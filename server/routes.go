@@ -430,8 +430,12 @@ func wantsJSONLines(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), NDJSON)
 }
 
-// writeRows streams batches as Arrow IPC or JSON lines.
+// writeRows streams batches as Arrow IPC or JSON lines, at most limit
+// rows (< 0: all; 0: none, the schema alone in Arrow IPC).
 func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, limit int64, batches func(yield func(arrow.RecordBatch, error) bool)) error {
+	if limit == 0 {
+		batches = func(func(arrow.RecordBatch, error) bool) {}
+	}
 	jsonl := wantsJSONLines(r)
 	var iw *ipc.Writer
 	started := false
@@ -518,7 +522,7 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if (oo.Version != 0) && oo.Tag != "" || fresh && (oo.Version != 0 || oo.Tag != "") {
 		return badRequest("give at most one of version=, tag= and fresh=true")
 	}
-	var limit int64
+	limit := int64(-1) // all
 	if l := q.Get("limit"); l != "" {
 		if limit, err = strconv.ParseInt(l, 10, 64); err != nil || limit < 0 {
 			return badRequest("limit=%q is not a count", l)
@@ -603,7 +607,7 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 			rec.Release()
 		}
 	}()
-	return s.writeRows(w, r, schema, 0, func(yield func(arrow.RecordBatch, error) bool) {
+	return s.writeRows(w, r, schema, -1, func(yield func(arrow.RecordBatch, error) bool) {
 		for _, rec := range recs {
 			if !yield(rec, nil) {
 				return
