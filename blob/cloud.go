@@ -73,9 +73,13 @@ func classify(op, key string, err error, as func(error, any) bool) error {
 	return newError(op, key, ErrRetryable, err)
 }
 
+// httpStatus is the status of the store's answer, when there was one. The
+// S3 SDK reports a request that got no answer (the connection refused,
+// or dropped before the answer came) as a response error of status 0:
+// that is no status, and whether a write landed is unknown.
 func httpStatus(err error, as func(error, any) bool) (int, bool) {
 	var re *awshttp.ResponseError
-	if as(err, &re) {
+	if as(err, &re) && re.HTTPStatusCode() > 0 {
 		return re.HTTPStatusCode(), true
 	}
 	var ge *googleapi.Error

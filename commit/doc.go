@@ -23,7 +23,9 @@
 //     ULID). After any failure of the conditional create that might hide a
 //     landed write — a timeout, a lost response, or a 412 that an SDK retry
 //     of our own request produced — the loop reads the manifest at that
-//     version and compares commit ids before doing anything else.
+//     version and compares commit ids before doing anything else; when
+//     the store answers none of those reads, the error wraps
+//     ErrOutcomeUnknown.
 //   - Never a lost commit: success is reported only when a manifest holding
 //     our commit id exists at a version above the garbage collector's
 //     boundary (see table.GCBoundaryDir).

@@ -14,11 +14,14 @@ var (
 	// ErrBudget: the loop ran out of attempts or time. Always wrapped in
 	// a *BudgetError.
 	ErrBudget = errors.New("commit retry budget exhausted")
-	// ErrOutcomeUnknown: a stall as long as garbage collection's retention
-	// hides whether the commit took effect (its version, or the versions
-	// after it, were collected before the outcome was read). The caller
-	// must treat the write as possibly done, and must not delete its data
-	// objects: garbage collection removes them if nothing references them.
+	// ErrOutcomeUnknown: whether the commit took effect cannot be told —
+	// its create got no answer and the store did not answer the reads that
+	// would tell either (the error also wraps the store's), or a stall as
+	// long as garbage collection's retention hid it (its version, or the
+	// versions after it, were collected before the outcome was read). The
+	// caller must treat the write as possibly done (a retry may commit it
+	// twice), and must not delete its data objects: garbage collection
+	// removes them if nothing references them.
 	ErrOutcomeUnknown = errors.New("commit outcome unknown")
 )
 

@@ -1,11 +1,14 @@
 package commit_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,5 +230,39 @@ func TestCommitHistoryIsLinearizable(t *testing.T) {
 			}
 			t.Logf("%d operations linearizable; faults %v", len(history), f.Injected())
 		})
+	}
+}
+
+// A create whose answer is lost, from a store that then stops answering,
+// leaves the commit's outcome unknown: the error says so (ErrOutcomeUnknown,
+// beside the store's retryable error), for the create may have landed —
+// here it did. Reported as the store's error alone, it read as a failure
+// to retry, and a retry with a new commit would store the rows twice.
+func TestAnUnanswerableCreateIsAnUnknownOutcome(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	var lost atomic.Bool
+	f := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		switch {
+		case lost.Load():
+			return fault.Fault{Action: fault.Fail} // the store is gone
+		case op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.VersionsDir):
+			lost.Store(true)
+			return fault.Fault{Action: fault.LoseResponse}
+		}
+		return fault.Fault{}
+	}))
+	tb, err := commit.OpenTable(ctx, f, &commit.Options{BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := idBatch(7)
+	defer rec.Release()
+	_, err = tb.Append(ctx, rec)
+	if !errors.Is(err, commit.ErrOutcomeUnknown) || !errors.Is(err, blob.ErrRetryable) {
+		t.Fatalf("append: %v, want ErrOutcomeUnknown and the store's retryable error", err)
+	}
+	if v, err := table.LatestVersion(ctx, under); err != nil || v != 2 {
+		t.Fatalf("latest version %d, %v: the create that lost its answer should have landed", v, err)
 	}
 }

@@ -215,7 +215,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		// of our own request provoked). Read before anything else.
 		landed, err := readTransaction(ctx, b, next.Version, o)
 		if err != nil && !errors.Is(err, table.ErrVersionNotFound) {
-			return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
+			return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w: %w", txn.CommitID, next.Version, ErrOutcomeUnknown, err)
 		}
 		if landed == nil {
 			// Nothing there: the request failed before landing, or a 409
@@ -225,7 +225,7 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 			// a boundary covers it, and whether ours landed cannot be told.
 			collected, err := collectedSince(ctx, b, next.Version, o)
 			if err != nil {
-				return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w", txn.CommitID, next.Version, err)
+				return Result{}, fmt.Errorf("commit %s: resolving the outcome at v%d: %w: %w", txn.CommitID, next.Version, ErrOutcomeUnknown, err)
 			}
 			if collected {
 				return Result{}, fmt.Errorf("commit %s: v%d, whose create may have landed, was collected before its outcome was read: %w", txn.CommitID, next.Version, ErrOutcomeUnknown)
