@@ -143,3 +143,43 @@ func TestARetryIntoACleanedPositionIsNotAcknowledged(t *testing.T) {
 		t.Fatalf("the table holds %v", seen)
 	}
 }
+
+// An append whose entry landed unseen (the answer lost, and the read-back
+// failed) leaves its position uncertain; the next append finds that entry
+// there. It is the handle's own: its rows are taken in, as a reopening
+// would replay them, and the next append goes after it. It used to be
+// taken for a newer owner's fence, fencing the handle for good: a server
+// answered 503 to every append on the table until it restarted.
+func TestTheNextAppendTakesInAnEntryThatLandedUnseen(t *testing.T) {
+	under := newTable(t, "mem://")
+	var trip atomic.Int64 // 1: the next WAL create lands with its answer lost, and its read-back fails
+	inj := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if !strings.Contains(key, "/wal/") || trip.Load() == 0 {
+			return fault.Fault{}
+		}
+		switch op {
+		case fault.OpPutIfAbsent:
+			return fault.Fault{Action: fault.LoseResponse}
+		case fault.OpGet:
+			trip.Store(0)
+			return fault.Fault{Action: fault.Fail}
+		}
+		return fault.Fault{}
+	})
+	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{})
+	defer s.Close()
+	appendIDs(t, s, 1, 2)
+	trip.Store(1)
+	if err := appendOnce(s, "pod-1", 3); err == nil {
+		t.Fatal("an append whose outcome could not be read was acknowledged")
+	}
+	appendIDs(t, s, 4)
+	appendIDs(t, s, 5)
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, baseIDs(t, under), []int64{1, 2, 3, 4, 5})
+}

@@ -200,6 +200,9 @@ type Shard struct {
 		version   uint64 // the table version it was seen in
 		cleaned   uint64 // the watermark the WAL and states were cleaned up to
 		uncertain uint64 // a WAL position an attempt may have landed at unseen
+		// uncertainID: that attempt's entry id, by which the shard knows
+		// the entry as its own if it finds it there later.
+		uncertainID string
 		// verified: when this handle last knew (reading the claims, or
 		// claiming) that no newer epoch was claimed: see epochRecheck.
 		verified    time.Time
@@ -492,7 +495,9 @@ func (s *Shard) setFenced() error {
 // Append makes recs durable in the shard's WAL and adds them to the
 // memtable. It returns once one WAL entry holding all of recs is in the
 // bucket: either every row is acknowledged, or (on error) none is, though
-// an entry whose create timed out may still land. Each batch first passes
+// an entry whose create timed out may still land — its rows are then
+// stored once, as the handle's next append or a reopening finds the entry
+// and takes it in. Each batch first passes
 // table.Conform (valid data, the table's schema or one that converts
 // without loss, no null where the schema forbids one); a batch that does
 // not is refused before anything is written. When the memtable is over
@@ -636,8 +641,17 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	// where nobody will replay what is written. So a write there is
 	// acknowledged only once no newer epoch is claimed after it landed.
 	uncertain := s.mu.uncertain == pos
+	var earlier string // the id of the attempt that may have landed at pos
+	if uncertain {
+		earlier = s.mu.uncertainID
+	}
 	s.mu.Unlock()
 	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID(), batches: batches}
+	markUncertain := func() {
+		s.mu.Lock()
+		s.mu.uncertain, s.mu.uncertainID = pos, e.id
+		s.mu.Unlock()
+	}
 	data, err := encodeEntry(e, s.schema, s.opts.ReuseBytes > 0)
 	if err != nil {
 		return err
@@ -656,23 +670,27 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 		switch {
 		case rerr == nil && got.id == e.id:
 			err = nil
+		case rerr == nil && earlier != "" && got.id == earlier && got.epoch == s.epoch:
+			// An earlier append's entry, whose outcome it could not read,
+			// did land: its rows are the shard's, as a reopening would
+			// replay them. Take them in, then write ours after them.
+			if err := s.takeInLanded(ctx, pos, deadline); err != nil {
+				return err
+			}
+			return s.writeEntry(ctx, batches)
 		case rerr == nil:
 			return s.setFenced() // a newer owner's fence (or entry) holds our position
 		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline):
 			uncertain = true
 			if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
-				s.mu.Lock()
-				s.mu.uncertain = pos
-				s.mu.Unlock()
+				markUncertain()
 				return fmt.Errorf("walshard: shard %q: WAL entry %d: %w", s.id, pos, err)
 			}
 			continue
 		default:
 			// Whose entry is at pos, if any, could not be read: ours may
 			// have landed.
-			s.mu.Lock()
-			s.mu.uncertain = pos
-			s.mu.Unlock()
+			markUncertain()
 			return fmt.Errorf("walshard: shard %q: WAL entry %d: %w", s.id, pos, err)
 		}
 		break
@@ -682,9 +700,7 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	s.mu.Unlock()
 	if uncertain || stale {
 		if err := s.checkEpochRetrying(ctx, deadline); err != nil {
-			s.mu.Lock()
-			s.mu.uncertain = pos
-			s.mu.Unlock()
+			markUncertain()
 			if errors.Is(err, ErrFenced) {
 				// The newer owner may have replayed this entry (if its fence
 				// went above it) or not (if it had cleaned the position up).
@@ -702,6 +718,36 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 		reuse.Key = s.l.walKey(pos)
 	}
 	s.addToMemtable(pos, batches, reuse)
+	return nil
+}
+
+// takeInLanded adds to the memtable the entry at pos that an earlier
+// append of this handle wrote without learning it had landed, once no
+// newer owner has claimed the shard (which may have replayed it, or
+// cleaned its position up), and moves the next position past it. A
+// poisoned entry is quarantined instead, as a replay would.
+func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time) error {
+	if err := s.checkEpochRetrying(ctx, deadline); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return fmt.Errorf("walshard: shard %q: WAL entry %d, from an append whose outcome was unknown, landed; a newer owner has claimed the shard since: %w", s.id, pos, ErrAppendUnknown)
+		}
+		return err
+	}
+	e, err := s.readEntry(ctx, pos, false)
+	var poison *PoisonEntryError
+	switch {
+	case errors.As(err, &poison):
+		if err := s.quarantine(ctx, pos, poison.Reason); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("walshard: shard %q: reading WAL entry %d, from an append whose outcome was unknown: %w", s.id, pos, err)
+	default:
+		s.addToMemtable(pos, e.batches, nil)
+	}
+	s.mu.Lock()
+	s.mu.nextPos, s.mu.uncertainID = pos+1, ""
+	s.mu.Unlock()
 	return nil
 }
 
