@@ -46,6 +46,7 @@ const (
 	CodeUnavailable          = "unavailable"            // 503: the server's shard was fenced or closed
 	CodeDraining             = "draining"               // 503: the server is shutting down
 	CodeStoreUnavailable     = "store_unavailable"      // 503: the object store failed in a way worth retrying
+	CodeOutcomeUnknown       = "outcome_unknown"        // 503: an append's rows may have been stored; sent again, they may be stored twice
 )
 
 // ErrorBody is the body of every error answer.

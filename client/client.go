@@ -1,6 +1,8 @@
 // Package client is the Go client of Strata's HTTP server (package
 // server): every route, typed errors, and retries of 429 and 503 answers
-// with backoff, a bounded number of times.
+// with backoff, a bounded number of times — but for an append answered
+// outcome_unknown, whose rows may be stored already: that is the caller's
+// to decide (IsCode(err, api.CodeOutcomeUnknown)).
 package client
 
 import (
@@ -42,6 +44,13 @@ func IsStatus(err error, status int) bool {
 	return errors.As(err, &e) && e.Status == status
 }
 
+// IsCode reports whether err is an answer with that error code (the
+// api.Code… constants).
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
 // Client talks to one server.
 type Client struct {
 	base string
@@ -54,7 +63,7 @@ type Options struct {
 	// Token is sent as "Authorization: Bearer TOKEN" when set.
 	Token string
 	// Retries bounds the retries of a 429 or 503 answer (default 5; -1:
-	// none). Between them the client backs off, jittered, from
+	// none; a 503 outcome_unknown is never retried). Between them the client backs off, jittered, from
 	// BaseBackoff (default 10ms) doubling up to MaxBackoff (default 2.5s).
 	Retries                 int
 	BaseBackoff, MaxBackoff time.Duration
@@ -154,7 +163,8 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 			return resp, nil
 		}
 		apiErr := readError(resp)
-		if (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= c.opts.Retries {
+		if (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= c.opts.Retries ||
+			IsCode(apiErr, api.CodeOutcomeUnknown) { // sent again, the rows may be stored twice
 			return nil, apiErr
 		}
 		if err := backoff.Sleep(ctx, backoff.Policy{Base: c.opts.BaseBackoff, Max: c.opts.MaxBackoff}.Delay(attempt+1)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
@@ -427,5 +430,53 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 	resp, _ := send(t, f, "GET", rows+"?fresh=true&format=arrow", http.Header{"Accept": {server.NDJSON}}, "")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != server.ArrowStream {
 		t.Fatalf("format=arrow with Accept asking for JSON lines: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// An append whose WAL entry landed while the store stopped answering (the
+// create's answer lost, the read-back failed) is answered 503
+// outcome_unknown, which the client hands back instead of retrying: sent
+// again, the rows could be stored twice. They are stored once: the next
+// append finds the entry and takes it in.
+func TestAnAppendWhoseOutcomeIsUnknownIsNotRetried(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	appendIDs := func(ids ...int64) error {
+		rec := eventBatch(ids...)
+		defer rec.Release()
+		_, err := f.c.Append(ctx, "events", rec)
+		return err
+	}
+	if err := appendIDs(1); err != nil {
+		t.Fatal(err)
+	}
+	var creates, reads atomic.Int64
+	f.inject(fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if !strings.Contains(key, "/wal/") {
+			return fault.Fault{}
+		}
+		switch {
+		case op == fault.OpPutIfAbsent && creates.Add(1) == 1:
+			return fault.Fault{Action: fault.LoseResponse}
+		case op == fault.OpGet && reads.Add(1) == 1:
+			return fault.Fault{Action: fault.Fail}
+		}
+		return fault.Fault{}
+	}))
+	err := appendIDs(2)
+	if !client.IsCode(err, api.CodeOutcomeUnknown) || !client.IsStatus(err, http.StatusServiceUnavailable) {
+		t.Fatalf("an append whose entry landed unseen: %v, want 503 %s", err, api.CodeOutcomeUnknown)
+	}
+	if n := creates.Load(); n != 1 {
+		t.Fatalf("the WAL entry was created %d times: the client retried an append whose rows may be stored", n)
+	}
+	if err := appendIDs(3); err != nil {
+		t.Fatal(err)
+	}
+	got := freshIDs(t, f.c, "events")
+	if len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Fatalf("the table holds %v, want ids 1, 2 and 3 once each", got)
 	}
 }

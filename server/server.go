@@ -502,6 +502,10 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	case errors.Is(err, walshard.ErrMergeRunning):
 		writeError(w, http.StatusTooManyRequests, api.CodeBusy, err.Error())
+	case errors.Is(err, walshard.ErrAppendUnknown):
+		// Not store_unavailable: the clients retry that, and a retry of
+		// these rows may store them twice.
+		writeError(w, http.StatusServiceUnavailable, api.CodeOutcomeUnknown, err.Error())
 	case errors.Is(err, walshard.ErrFenced), errors.Is(err, walshard.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 	case errors.Is(err, blob.ErrRetryable):

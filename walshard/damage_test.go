@@ -170,8 +170,8 @@ func TestTheNextAppendTakesInAnEntryThatLandedUnseen(t *testing.T) {
 	defer s.Close()
 	appendIDs(t, s, 1, 2)
 	trip.Store(1)
-	if err := appendOnce(s, "pod-1", 3); err == nil {
-		t.Fatal("an append whose outcome could not be read was acknowledged")
+	if err := appendOnce(s, "pod-1", 3); !errors.Is(err, walshard.ErrAppendUnknown) {
+		t.Fatalf("an append whose outcome could not be read: %v, want ErrAppendUnknown", err)
 	}
 	appendIDs(t, s, 4)
 	appendIDs(t, s, 5)

@@ -24,8 +24,12 @@ var (
 	// ErrClosed: the shard handle was closed.
 	ErrClosed = errors.New("walshard: shard closed")
 	// ErrAppendUnknown: an append whose rows may or may not be stored (at
-	// most once): its WAL entry landed where a newer owner may or may not
-	// replay it. The handle is fenced.
+	// most once). Either its WAL entry's create got no answer and the store
+	// did not answer the read that would tell (the error also wraps the
+	// store's): the handle's next append, or a reopening, finds the entry if
+	// it landed and stores its rows. Or its entry landed where a newer
+	// owner may or may not replay it: the handle is fenced. Appending the
+	// same rows again may store them twice.
 	ErrAppendUnknown = errors.New("walshard: outcome of the append unknown")
 	// ErrMergeRunning: a merge of this shard is already running.
 	ErrMergeRunning = errors.New("walshard: a merge of this shard is already running")
@@ -684,14 +688,14 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 			uncertain = true
 			if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
 				markUncertain()
-				return fmt.Errorf("walshard: shard %q: WAL entry %d: %w", s.id, pos, err)
+				return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
 			}
 			continue
 		default:
 			// Whose entry is at pos, if any, could not be read: ours may
 			// have landed.
 			markUncertain()
-			return fmt.Errorf("walshard: shard %q: WAL entry %d: %w", s.id, pos, err)
+			return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
 		}
 		break
 	}

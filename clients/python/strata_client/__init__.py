@@ -36,7 +36,8 @@ class StrataError(Exception):
 
 
 class Client:
-    """A client of one server. ``retries`` bounds the retries of a 429 or 503 answer."""
+    """A client of one server. ``retries`` bounds the retries of a 429 or 503 answer
+    (never of a 503 ``outcome_unknown``: the append's rows may be stored already)."""
 
     def __init__(self, base_url, token=None, timeout=60.0, retries=5):
         self.base = base_url.rstrip("/")
@@ -70,7 +71,9 @@ class Client:
                 return urllib.request.urlopen(req, timeout=self.timeout)
             except urllib.error.HTTPError as e:
                 data = e.read()
-                if e.code in (429, 503) and attempt < retries:
+                # An append answered outcome_unknown may be stored already:
+                # sent again, its rows could be stored twice.
+                if e.code in (429, 503) and attempt < retries and b'"outcome_unknown"' not in data:
                     wait = e.headers.get("Retry-After")
                     delay = float(wait) if wait and wait.isdigit() else min(0.05 * 2**attempt, 2.0)
                     time.sleep(delay * (0.5 + random.random()))
