@@ -23,6 +23,7 @@ import (
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
+	"github.com/stratadb/strata/walshard"
 )
 
 // The defects of an append path that trusted its input, each as a client
@@ -439,7 +440,9 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 // again, the rows could be stored twice. They are stored once: the next
 // append finds the entry and takes it in.
 func TestAnAppendWhoseOutcomeIsUnknownIsNotRetried(t *testing.T) {
-	f := start(t, "file://"+t.TempDir(), server.Options{})
+	// The shard fails the append at the first unanswered read, as it does
+	// once the store has been away for longer than ResolveWithin.
+	f := start(t, "file://"+t.TempDir(), server.Options{Shard: walshard.Options{ResolveWithin: -1}})
 	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
 		t.Fatal(err)
 	}

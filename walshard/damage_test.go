@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
@@ -124,7 +125,7 @@ func TestARetryIntoACleanedPositionIsNotAcknowledged(t *testing.T) {
 		}
 		return fault.Fault{}
 	})
-	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{})
+	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{ResolveWithin: -1})
 	defer s.Close()
 	appendIDs(t, s, 1, 2)
 	trip.Store(1)
@@ -166,7 +167,7 @@ func TestTheNextAppendTakesInAnEntryThatLandedUnseen(t *testing.T) {
 		}
 		return fault.Fault{}
 	})
-	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{})
+	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{ResolveWithin: -1})
 	defer s.Close()
 	appendIDs(t, s, 1, 2)
 	trip.Store(1)
@@ -182,4 +183,42 @@ func TestTheNextAppendTakesInAnEntryThatLandedUnseen(t *testing.T) {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, under), []int64{1, 2, 3, 4, 5})
+}
+
+// A store that stops answering between an entry's create and its
+// read-back, and is back within ResolveWithin, costs the append time, not
+// an unknown outcome: it reads the position again until it is answered,
+// and its rows are acknowledged, once.
+func TestAnAppendWaitsForTheStoreToTellItsOutcome(t *testing.T) {
+	under := newTable(t, "mem://")
+	var lost, failedReads atomic.Int64
+	inj := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if !strings.Contains(key, "/wal/") || lost.Load() == 0 {
+			return fault.Fault{}
+		}
+		switch {
+		case op == fault.OpPutIfAbsent && lost.Load() == 1:
+			lost.Store(2)
+			return fault.Fault{Action: fault.LoseResponse}
+		case op == fault.OpGet && failedReads.Add(1) <= 5:
+			return fault.Fault{Action: fault.Fail}
+		}
+		return fault.Fault{}
+	})
+	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{ResolveWithin: time.Minute})
+	defer s.Close()
+	appendIDs(t, s, 1)
+	lost.Store(1)
+	appendIDs(t, s, 2) // fails the test if not acknowledged
+	if n := failedReads.Load(); n < 6 {
+		t.Fatalf("the append read its position %d times: the faults did not happen as planned", n)
+	}
+	appendIDs(t, s, 3)
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, baseIDs(t, under), []int64{1, 2, 3})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,14 @@ type Options struct {
 	MergeInterval       time.Duration
 	MergeMaxGenerations int
 	MergeMaxBytes       int64
+	// ResolveWithin: how long an append whose WAL create got no answer
+	// goes on learning whether its entry landed while the store does not
+	// answer (reading the position again, and creating the entry again:
+	// both are safe to repeat) before it fails with ErrAppendUnknown.
+	// Default 10s, and never past the commit budget; negative: it fails
+	// at the first unanswered read. A store that is back within it costs
+	// the append time, not an unknown outcome.
+	ResolveWithin time.Duration
 	// Commit tunes the merge commits.
 	Commit commit.Options
 	// ObserveCommit, when set, is told how long each of the shard's own
@@ -149,6 +158,9 @@ func (o Options) withDefaults() Options {
 	if o.MergeMaxBytes <= 0 {
 		o.MergeMaxBytes = 1 << 30
 	}
+	if o.ResolveWithin == 0 {
+		o.ResolveWithin = 10 * time.Second
+	}
 	if o.Commit.Writer == "" {
 		o.Commit.Writer = "shard:" + o.Shard
 	}
@@ -204,9 +216,9 @@ type Shard struct {
 		version   uint64 // the table version it was seen in
 		cleaned   uint64 // the watermark the WAL and states were cleaned up to
 		uncertain uint64 // a WAL position an attempt may have landed at unseen
-		// uncertainID: that attempt's entry id, by which the shard knows
-		// the entry as its own if it finds it there later.
-		uncertainID string
+		// uncertainIDs: the entry ids of the attempts there, by which the
+		// shard knows the entry as its own if it finds it later.
+		uncertainIDs []string
 		// verified: when this handle last knew (reading the claims, or
 		// claiming) that no newer epoch was claimed: see epochRecheck.
 		verified    time.Time
@@ -645,15 +657,21 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	// where nobody will replay what is written. So a write there is
 	// acknowledged only once no newer epoch is claimed after it landed.
 	uncertain := s.mu.uncertain == pos
-	var earlier string // the id of the attempt that may have landed at pos
+	var earlier []string // the ids of the attempts that may have landed at pos
 	if uncertain {
-		earlier = s.mu.uncertainID
+		earlier = slices.Clone(s.mu.uncertainIDs)
 	}
 	s.mu.Unlock()
 	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID(), batches: batches}
 	markUncertain := func() {
 		s.mu.Lock()
-		s.mu.uncertain, s.mu.uncertainID = pos, e.id
+		if s.mu.uncertain != pos {
+			s.mu.uncertainIDs = nil
+		}
+		s.mu.uncertain = pos
+		if !slices.Contains(s.mu.uncertainIDs, e.id) {
+			s.mu.uncertainIDs = append(s.mu.uncertainIDs, e.id)
+		}
 		s.mu.Unlock()
 	}
 	data, err := encodeEntry(e, s.schema, s.opts.ReuseBytes > 0)
@@ -661,12 +679,20 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 		return err
 	}
 	deadline := time.Now().Add(s.budget())
+	var resolveBy time.Time // zero: never
+	if s.opts.ResolveWithin > 0 {
+		resolveBy = time.Now().Add(min(s.opts.ResolveWithin, s.budget()))
+	}
 	for attempt := 1; ; attempt++ {
 		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, blob.ErrExists) && !blob.IsRetryable(err) {
+			if attempt > 1 { // an earlier attempt here may have landed
+				markUncertain()
+				return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
+			}
 			return err
 		}
 		// Outcome unknown, or the position is taken: whose entry is there?
@@ -674,7 +700,7 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 		switch {
 		case rerr == nil && got.id == e.id:
 			err = nil
-		case rerr == nil && earlier != "" && got.id == earlier && got.epoch == s.epoch:
+		case rerr == nil && slices.Contains(earlier, got.id) && got.epoch == s.epoch:
 			// An earlier append's entry, whose outcome it could not read,
 			// did land: its rows are the shard's, as a reopening would
 			// replay them. Take them in, then write ours after them.
@@ -684,7 +710,11 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 			return s.writeEntry(ctx, batches)
 		case rerr == nil:
 			return s.setFenced() // a newer owner's fence (or entry) holds our position
-		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline):
+		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline),
+			blob.IsRetryable(rerr) && time.Now().Before(resolveBy):
+			// Not there yet (a create may land late), or the store does
+			// not answer: read again, and create again (a no-op if ours
+			// landed), after a pause.
 			uncertain = true
 			if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
 				markUncertain()
@@ -750,7 +780,7 @@ func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time
 		s.addToMemtable(pos, e.batches, nil)
 	}
 	s.mu.Lock()
-	s.mu.nextPos, s.mu.uncertainID = pos+1, ""
+	s.mu.nextPos, s.mu.uncertainIDs = pos+1, nil
 	s.mu.Unlock()
 	return nil
 }

@@ -27,7 +27,13 @@ func (w *world) shardOptions(a *actor) walshard.Options {
 		// Entries written as fragments, every one or the larger ones
 		// joining the table as they are, or the binary form.
 		ReuseBytes: []int64{0, 1, 900}[w.intn(3)],
-		Commit:     w.commitOptions(a),
+		// An append whose outcome a failed read hides fails at once, as a
+		// store away for longer than ResolveWithin makes it: the uncertain
+		// positions, and the next append's taking in of what landed there,
+		// are what the simulation must reach (waiting, an append re-reads
+		// past the few failures it injects).
+		ResolveWithin: -1,
+		Commit:        w.commitOptions(a),
 	}
 }
 
