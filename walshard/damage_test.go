@@ -104,6 +104,25 @@ func TestAPoisonedWALEntryIsQuarantined(t *testing.T) {
 	}
 }
 
+// landsUnseen: while trip is set, a WAL create lands and answers with
+// answer (a lost response, or a 412), and the next read of a WAL entry
+// fails, which clears trip.
+func landsUnseen(trip *atomic.Int64, answer fault.Action) fault.Injector {
+	return fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if !strings.Contains(key, "/wal/") || trip.Load() == 0 {
+			return fault.Fault{}
+		}
+		switch op {
+		case fault.OpPutIfAbsent:
+			return fault.Fault{Action: answer}
+		case fault.OpGet:
+			trip.Store(0)
+			return fault.Fault{Action: fault.Fail}
+		}
+		return fault.Fault{}
+	})
+}
+
 // An append whose create landed unseen (a 412 after it landed, and the
 // read-back failed) is tried again at the same position. Meanwhile an
 // adopter fenced above that entry, replayed it, merged it and cleaned the
@@ -112,20 +131,7 @@ func TestAPoisonedWALEntryIsQuarantined(t *testing.T) {
 func TestARetryIntoACleanedPositionIsNotAcknowledged(t *testing.T) {
 	under := newTable(t, "mem://")
 	var trip atomic.Int64 // 1: the next WAL create reports 412 after landing, and its read-back fails
-	inj := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if !strings.Contains(key, "/wal/") || trip.Load() == 0 {
-			return fault.Fault{}
-		}
-		switch op {
-		case fault.OpPutIfAbsent:
-			return fault.Fault{Action: fault.FalseExists}
-		case fault.OpGet:
-			trip.Store(0)
-			return fault.Fault{Action: fault.Fail}
-		}
-		return fault.Fault{}
-	})
-	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{ResolveWithin: -1})
+	s := open(t, fault.Wrap(under, landsUnseen(&trip, fault.FalseExists)), "pod-1", walshard.Options{ResolveWithin: -1})
 	defer s.Close()
 	appendIDs(t, s, 1, 2)
 	trip.Store(1)
@@ -154,20 +160,7 @@ func TestARetryIntoACleanedPositionIsNotAcknowledged(t *testing.T) {
 func TestTheNextAppendTakesInAnEntryThatLandedUnseen(t *testing.T) {
 	under := newTable(t, "mem://")
 	var trip atomic.Int64 // 1: the next WAL create lands with its answer lost, and its read-back fails
-	inj := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if !strings.Contains(key, "/wal/") || trip.Load() == 0 {
-			return fault.Fault{}
-		}
-		switch op {
-		case fault.OpPutIfAbsent:
-			return fault.Fault{Action: fault.LoseResponse}
-		case fault.OpGet:
-			trip.Store(0)
-			return fault.Fault{Action: fault.Fail}
-		}
-		return fault.Fault{}
-	})
-	s := open(t, fault.Wrap(under, inj), "pod-1", walshard.Options{ResolveWithin: -1})
+	s := open(t, fault.Wrap(under, landsUnseen(&trip, fault.LoseResponse)), "pod-1", walshard.Options{ResolveWithin: -1})
 	defer s.Close()
 	appendIDs(t, s, 1, 2)
 	trip.Store(1)
