@@ -252,7 +252,7 @@ func TestAnUnanswerableCreateIsAnUnknownOutcome(t *testing.T) {
 		}
 		return fault.Fault{}
 	}))
-	tb, err := commit.OpenTable(ctx, f, &commit.Options{BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	tb, err := commit.OpenTable(ctx, f, &commit.Options{BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Budget: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,5 +264,41 @@ func TestAnUnanswerableCreateIsAnUnknownOutcome(t *testing.T) {
 	}
 	if v, err := table.LatestVersion(ctx, under); err != nil || v != 2 {
 		t.Fatalf("latest version %d, %v: the create that lost its answer should have landed", v, err)
+	}
+}
+
+// A store away for a moment between a create and the read that tells its
+// outcome (a restart) costs the commit time, not an unknown outcome: the
+// reads go on within the commit's budget, and the append succeeds, once.
+func TestACommitWaitsForTheStoreToTellItsOutcome(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	var lost atomic.Bool
+	var failed atomic.Int64
+	f := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		switch {
+		case lost.Load() && failed.Add(1) <= 30:
+			return fault.Fault{Action: fault.Fail} // away for 30 requests
+		case op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.VersionsDir) && !lost.Load():
+			lost.Store(true)
+			return fault.Fault{Action: fault.LoseResponse}
+		}
+		return fault.Fault{}
+	}))
+	tb, err := commit.OpenTable(ctx, f, &commit.Options{BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := idBatch(7)
+	defer rec.Release()
+	res, err := tb.Append(ctx, rec)
+	if err != nil || res.Version != 2 {
+		t.Fatalf("append: v%d, %v; want v2", res.Version, err)
+	}
+	if failed.Load() < 30 {
+		t.Fatalf("%d requests failed: the outage did not happen as planned", failed.Load())
+	}
+	if v, err := table.LatestVersion(ctx, under); err != nil || v != 2 {
+		t.Fatalf("latest version %d, %v: the append is not there once", v, err)
 	}
 }

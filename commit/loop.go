@@ -383,11 +383,23 @@ func collectedSince(ctx context.Context, b blob.Bucket, v uint64, o Options) (bo
 }
 
 // retryTransient runs op until it succeeds or fails for good, retrying
-// transient errors up to 10 times. What follows a create that may have
-// landed must not give up at the first hiccup: the commit's outcome, or
-// whether it relies on data garbage collection took, hangs on it.
+// transient errors for as long as a commit's Budget from the first try
+// (and at least 10 times). What follows a create that may have landed
+// must not give up while the store is briefly away — a restart, a
+// failover: the commit's outcome, or whether it relies on data garbage
+// collection took, hangs on it.
 func retryTransient(ctx context.Context, o Options, op func() error) error {
-	return backoff.Retry(ctx, backoff.Policy{Base: o.BaseBackoff, Max: o.MaxBackoff}, 10, blob.IsRetryable, op)
+	p := backoff.Policy{Base: o.BaseBackoff, Max: o.MaxBackoff}
+	until := time.Now().Add(o.Budget)
+	for n := 1; ; n++ {
+		err := op()
+		if err == nil || !blob.IsRetryable(err) || n >= 10 && !time.Now().Before(until) {
+			return err
+		}
+		if err := backoff.Sleep(ctx, p.Delay(n)); err != nil {
+			return err
+		}
+	}
 }
 
 // finish reports success, unless the commit stalled for so long that the
