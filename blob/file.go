@@ -217,7 +217,12 @@ func (b *fileBucket) PutIfAbsent(ctx context.Context, key string, data []byte) e
 	if err := os.Link(tmp, p); err != nil {
 		return fileErr("put-if-absent", key, err)
 	}
-	return syncDir("put-if-absent", key, filepath.Dir(p))
+	if err := syncDir("put-if-absent", key, filepath.Dir(p)); err != nil {
+		// The name is taken, by us, and others may read it already: not a
+		// refusal. The caller reads what is there, as after a lost answer.
+		return newError("put-if-absent", key, ErrRetryable, fmt.Errorf("created, but its folder did not sync: %w", err))
+	}
+	return nil
 }
 
 func (b *fileBucket) Put(ctx context.Context, key string, r io.Reader) error {
@@ -242,7 +247,9 @@ func (b *fileBucket) Put(ctx context.Context, key string, r io.Reader) error {
 	return syncDir("put", key, filepath.Dir(p))
 }
 
-func syncDir(op, key, dir string) error {
+// syncDir fsyncs a folder, so that the names created in it last (a
+// variable, for tests of a sync that fails).
+var syncDir = func(op, key, dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fileErr(op, key, err)

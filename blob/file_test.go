@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -44,5 +45,29 @@ func TestALongLivedFileBucketRemovesStaleTempFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a stale temp file outlived a day of writes: %v", err)
+	}
+}
+
+// A conditional create whose name was linked but whose folder did not
+// sync is not a refusal: the object is there, and others may read it. It
+// is reported retryable, so that a committer reads what is there (its
+// own manifest) instead of taking the commit for failed and making it
+// again.
+func TestAFolderSyncFailingAfterTheLinkIsNotARefusal(t *testing.T) {
+	b, err := OpenFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	real := syncDir
+	defer func() { syncDir = real }()
+	syncDir = func(op, key, dir string) error { return fileErr(op, key, syscall.EIO) }
+	err = b.PutIfAbsent(context.Background(), "v/1", []byte("x"))
+	if !errors.Is(err, ErrRetryable) {
+		t.Fatalf("put-if-absent with a failing folder sync: %v, want ErrRetryable", err)
+	}
+	syncDir = real
+	if got, err := b.Get(context.Background(), "v/1"); err != nil || string(got) != "x" {
+		t.Fatalf("the object: %q, %v", got, err)
 	}
 }
