@@ -82,7 +82,11 @@ func TestDemoThenEveryVerb(t *testing.T) {
 	if code, out, _ = run(t, nil, "gc", u, "--dry-run"); code != 0 || !strings.Contains(out, "would delete") {
 		t.Fatalf("gc --dry-run: %d %s", code, out)
 	}
-	if code, _, errOut := run(t, nil, "stats", "file://"+t.TempDir()); code != 1 || !strings.Contains(errOut, "no table here") {
+	empty := "file://" + t.TempDir()
+	if code, _, errOut := run(t, nil, "scan", empty); code != 1 || !strings.Contains(errOut, "no table at "+empty) {
+		t.Fatalf("scan of no table: %d %q, want it to name the URL", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "stats", "file://"+t.TempDir()); code != 1 || !strings.Contains(errOut, "no table at") {
 		t.Fatalf("stats of nothing: %d %s", code, errOut)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/table"
 )
 
 // Env is what the verbs need from outside: where to print, and how to open
@@ -36,7 +38,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func Run(args []string, env *Env) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := newRoot(env)
+	// The bucket URL a command opened last, to name it where the error
+	// alone would not say which table is missing.
+	var opened string
+	e := *env
+	e.Open = func(ctx context.Context, u string) (blob.Bucket, error) {
+		opened = u
+		return env.Open(ctx, u)
+	}
+	root := newRoot(&e)
 	root.SetArgs(args)
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
@@ -44,7 +54,11 @@ func Run(args []string, env *Env) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(env.Err, "strata:", err)
+	msg := err.Error()
+	if errors.Is(err, table.ErrNotFound) && opened != "" {
+		msg = strings.Replace(msg, table.ErrNotFound.Error(), "no table at "+opened, 1)
+	}
+	fmt.Fprintln(env.Err, "strata:", msg)
 	if ue := (usageError{}); errors.As(err, &ue) || cli.IsCobraUsage(err) {
 		return 2
 	}
