@@ -407,6 +407,7 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 		{"POST", rows + "?ignore_unknown=yes", "want true or false"},
 		{"GET", "/healthz?verbose=true", "takes no verbose= parameter (it takes no query parameters)"},
 		{"DELETE", rows + "?filter=id%3D1&filter=id%3D2", "filter= is given 2 times"},
+		{"GET", rows + "?columns=id,,msg", "an empty column name"},
 	} {
 		code, body := raw(t, f, c.method, c.path, server.NDJSON, "", "")
 		var e struct{ Error struct{ Message string } }
@@ -418,8 +419,8 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 	if got := freshIDs(t, f.c, "events"); len(got) != 2 {
 		t.Fatalf("after the refused requests the table holds %v, want ids 1 and 2", got)
 	}
-	code, msg := raw(t, f, "GET", rows+"?fresh=true&format=jsonl&version=&columns=id", "", "", "")
-	if code != http.StatusOK || strings.Count(msg, `{"id":`) != 2 {
+	code, msg := raw(t, f, "GET", rows+"?fresh=true&format=jsonl&version=&columns=%60id%60", "", "", "")
+	if code != http.StatusOK || strings.Count(msg, `{"id":`) != 2 || strings.Contains(msg, "msg") {
 		t.Fatalf("a good query: %d %s", code, msg)
 	}
 	for limit, want := range map[string]int{"0": 0, "1": 1, "5": 2} {

@@ -405,7 +405,11 @@ func scanOptions(r *http.Request) (table.ScanOptions, error) {
 	var o table.ScanOptions
 	q := r.URL.Query()
 	if c := q.Get("columns"); c != "" {
-		o.Columns = strings.Split(c, ",")
+		cols, err := table.ParseColumns(c)
+		if err != nil {
+			return o, err
+		}
+		o.Columns = cols
 	}
 	if f := q.Get("filter"); f != "" {
 		p, err := table.ParseFilter(f)

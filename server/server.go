@@ -498,7 +498,7 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, api.CodeBadInput, err.Error())
 	case errors.Is(err, table.ErrUnsupportedSchema):
 		writeError(w, http.StatusBadRequest, api.CodeUnsupportedSchema, err.Error())
-	case errors.Is(err, table.ErrBadPredicate), errors.Is(err, table.ErrBadName):
+	case errors.Is(err, table.ErrBadPredicate), errors.Is(err, table.ErrBadName), errors.Is(err, table.ErrBadColumns):
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	case errors.Is(err, walshard.ErrMergeRunning):
 		writeError(w, http.StatusTooManyRequests, api.CodeBusy, err.Error())

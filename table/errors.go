@@ -28,6 +28,8 @@ var (
 	// ErrBadPredicate: a filter that names a missing column or compares a
 	// column with a value of another type.
 	ErrBadPredicate = errors.New("bad predicate")
+	// ErrBadColumns: a list of columns (ParseColumns) that does not parse.
+	ErrBadColumns = errors.New("bad column list")
 	// ErrBadName: a tag (or other) name outside what the format allows.
 	ErrBadName = errors.New("bad name")
 )

@@ -71,23 +71,11 @@ func lex(s string) ([]token, error) {
 		case unicode.IsSpace(c):
 			i += size
 		case c == '`':
-			var name strings.Builder
-			j := i + 1
-			for {
-				k := strings.IndexByte(s[j:], '`')
-				if k < 0 {
-					return nil, fmt.Errorf("%w: unterminated `name` in %q", ErrBadPredicate, s)
-				}
-				name.WriteString(s[j : j+k])
-				j += k + 1
-				if j < len(s) && s[j] == '`' { // a doubled backtick
-					name.WriteByte('`')
-					j++
-					continue
-				}
-				break
+			name, j, err := quotedName(s, i)
+			if err != nil {
+				return nil, err
 			}
-			out = append(out, token{tokIdent, name.String()})
+			out = append(out, token{tokIdent, name})
 			i = j
 		case c == '\'':
 			j := strings.IndexByte(s[i+1:], s[i])
@@ -257,4 +245,65 @@ func QuoteColumn(name string) string {
 		return name
 	}
 	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// ParseColumns reads a list of column names separated by commas (as
+// --columns and columns= take them), each written as a filter writes it:
+// as it is, spaces around it dropped, or between backticks with any
+// backtick doubled (`a,b`, `x y`).
+func ParseColumns(s string) ([]string, error) {
+	var out []string
+	for i := 0; ; {
+		for i < len(s) && s[i] == ' ' {
+			i++
+		}
+		var name string
+		if i < len(s) && s[i] == '`' {
+			var err error
+			if name, i, err = quotedName(s, i); err != nil {
+				return nil, fmt.Errorf("%w: unterminated `name` in %q", ErrBadColumns, s)
+			}
+			for i < len(s) && s[i] == ' ' {
+				i++
+			}
+			if i < len(s) && s[i] != ',' {
+				return nil, fmt.Errorf("%w: want , after `%s` in %q", ErrBadColumns, name, s)
+			}
+		} else {
+			j := strings.IndexByte(s[i:], ',')
+			if j < 0 {
+				j = len(s) - i
+			}
+			name, i = strings.TrimSpace(s[i:i+j]), i+j
+		}
+		if name == "" {
+			return nil, fmt.Errorf("%w: an empty column name in %q", ErrBadColumns, s)
+		}
+		out = append(out, name)
+		if i >= len(s) {
+			return out, nil
+		}
+		i++ // the comma
+	}
+}
+
+// quotedName reads the `name` that starts at s[i] (a backtick), a doubled
+// backtick standing for one, and returns it with the offset after it.
+func quotedName(s string, i int) (string, int, error) {
+	var name strings.Builder
+	j := i + 1
+	for {
+		k := strings.IndexByte(s[j:], '`')
+		if k < 0 {
+			return "", 0, fmt.Errorf("%w: unterminated `name` in %q", ErrBadPredicate, s)
+		}
+		name.WriteString(s[j : j+k])
+		j += k + 1
+		if j < len(s) && s[j] == '`' { // a doubled backtick
+			name.WriteByte('`')
+			j++
+			continue
+		}
+		return name.String(), j, nil
+	}
 }

@@ -2,6 +2,7 @@ package table_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -77,6 +78,27 @@ func TestFilterOnAnyColumnName(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != 9 {
 		t.Fatalf("`a.b` >= 8 AND café = 'x' kept a.b = %v, want [9]", got)
+	}
+}
+
+func TestParseColumns(t *testing.T) {
+	good := map[string][]string{
+		"id":                    {"id"},
+		"id, reward ,worker":    {"id", "reward", "worker"},
+		"`a,b`, `x y` ,`it``s`": {"a,b", "x y", "it`s"},
+		"café,`1st`":            {"café", "1st"},
+		"a.b,c":                 {"a.b", "c"},
+	}
+	for in, want := range good {
+		got, err := table.ParseColumns(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseColumns(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "a,", ",a", "a,,b", "`a", "`a`b", " , "} {
+		if got, err := table.ParseColumns(bad); !errors.Is(err, table.ErrBadColumns) {
+			t.Errorf("ParseColumns(%q) = %q, %v; want ErrBadColumns", bad, got, err)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package command
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +30,11 @@ merged (each shard's generations and WAL entries), each once.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts := table.ScanOptions{}
 			if columns != "" {
-				opts.Columns = strings.Split(columns, ",")
+				cols, err := table.ParseColumns(columns)
+				if err != nil {
+					return usageError{err}
+				}
+				opts.Columns = cols
 			}
 			if filter != "" {
 				p, err := table.ParseFilter(filter)

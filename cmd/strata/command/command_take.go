@@ -3,7 +3,6 @@ package command
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,7 +46,9 @@ func newTake(env *Env) *cobra.Command {
 			}
 			var cols []string
 			if columns != "" {
-				cols = strings.Split(columns, ",")
+				if cols, err = table.ParseColumns(columns); err != nil {
+					return usageError{err}
+				}
 			}
 			recs, res, err := s.Take(c.Context(), column, keys, cols)
 			if err != nil {
