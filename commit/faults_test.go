@@ -1,6 +1,7 @@
 package commit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -301,4 +302,45 @@ func TestACommitWaitsForTheStoreToTellItsOutcome(t *testing.T) {
 	if v, err := table.LatestVersion(ctx, under); err != nil || v != 2 {
 		t.Fatalf("latest version %d, %v: the append is not there once", v, err)
 	}
+}
+
+// A commit canceled while its create was out may have landed: the error
+// says the outcome is unknown (it did land here), not only "canceled".
+func TestACommitCanceledMidCreateIsAnUnknownOutcome(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tb, err := commit.OpenTable(ctx, &cancelMidCreate{Bucket: under, cancel: cancel}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := idBatch(7)
+	defer rec.Release()
+	_, err = tb.Append(cctx, rec)
+	if !errors.Is(err, commit.ErrOutcomeUnknown) {
+		t.Fatalf("append canceled mid-create: %v, want ErrOutcomeUnknown", err)
+	}
+	if v, err := table.LatestVersion(ctx, under); err != nil || v != 2 {
+		t.Fatalf("latest version %d, %v: the create should have landed", v, err)
+	}
+}
+
+// cancelMidCreate lands a manifest's create, then cancels the caller's
+// context and answers as a store client does when its context ends
+// while the request is out.
+type cancelMidCreate struct {
+	blob.Bucket
+	cancel func()
+}
+
+func (c *cancelMidCreate) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	if !strings.HasPrefix(key, table.VersionsDir) {
+		return c.Bucket.PutIfAbsent(ctx, key, data)
+	}
+	if err := c.Bucket.PutIfAbsent(context.Background(), key, data); err != nil {
+		return err
+	}
+	c.cancel()
+	return &blob.Error{Op: "put-if-absent", Key: key, Kind: blob.ErrRetryable, Err: context.Canceled}
 }

@@ -206,7 +206,14 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		if err == nil {
 			return finish(ctx, b, &txn, next, res, readAt, o)
 		}
-		if errors.Is(err, blob.ErrPermanent) || ctx.Err() != nil {
+		if errors.Is(err, blob.ErrPermanent) {
+			return Result{}, fmt.Errorf("commit %s at v%d: %w", txn.CommitID, next.Version, err)
+		}
+		if ctx.Err() != nil {
+			if errors.Is(err, blob.ErrRetryable) {
+				// Canceled while the create was out: it may have landed.
+				return Result{}, fmt.Errorf("commit %s at v%d, canceled: %w: %w", txn.CommitID, next.Version, ErrOutcomeUnknown, err)
+			}
 			return Result{}, fmt.Errorf("commit %s at v%d: %w", txn.CommitID, next.Version, err)
 		}
 		last = err
