@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/walshard"
 )
 
 func TestDemoThenEveryVerb(t *testing.T) {
@@ -276,5 +279,29 @@ func TestEnvironmentFlagsAndPrecedence(t *testing.T) {
 	t.Setenv("STRATA_SERVER", "localhost:8080")
 	if code, _, errOut := run(t, nil, "flush", "t"); code != 2 {
 		t.Fatalf("a server address without a scheme: exit %d\n%s", code, errOut)
+	}
+}
+
+// A write whose outcome is unknown exits 3, apart from failures (1): the
+// rows may be stored, and a script that retried on any failure could
+// store them twice.
+func TestAWriteOfUnknownOutcomeExits3(t *testing.T) {
+	rows := t.TempDir() + "/x.jsonl"
+	if err := os.WriteFile(rows, []byte("{\"id\":1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, unknown := range []error{commit.ErrOutcomeUnknown, walshard.ErrAppendUnknown} {
+		env := &Env{Open: func(ctx context.Context, u string) (blob.Bucket, error) {
+			return nil, fmt.Errorf("the store stopped answering: %w", unknown)
+		}}
+		if code, _, errOut := run(t, env, "append", "mem://", rows); code != 3 {
+			t.Errorf("%v: exit %d, want 3: %s", unknown, code, errOut)
+		}
+	}
+	env := &Env{Open: func(ctx context.Context, u string) (blob.Bucket, error) {
+		return nil, errors.New("the store refused")
+	}}
+	if code, _, _ := run(t, env, "append", "mem://", rows); code != 1 {
+		t.Errorf("a plain failure: exit %d, want 1", code)
 	}
 }

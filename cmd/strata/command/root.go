@@ -1,5 +1,6 @@
 // Package command implements the verbs of the strata command-line tool.
-// Exit codes: 0 success, 1 failure, 2 usage.
+// Exit codes: 0 success, 1 failure, 2 usage, 3 a write whose outcome is
+// unknown (it may have been stored).
 package command
 
 import (
@@ -15,8 +16,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 // Env is what the verbs need from outside: where to print, and how to open
@@ -59,8 +62,13 @@ func Run(args []string, env *Env) int {
 		msg = strings.Replace(msg, table.ErrNotFound.Error(), "no table at "+opened, 1)
 	}
 	fmt.Fprintln(env.Err, "strata:", msg)
-	if ue := (usageError{}); errors.As(err, &ue) || cli.IsCobraUsage(err) {
+	switch ue := (usageError{}); {
+	case errors.As(err, &ue) || cli.IsCobraUsage(err):
 		return 2
+	case errors.Is(err, commit.ErrOutcomeUnknown), errors.Is(err, walshard.ErrAppendUnknown):
+		// The rows may be stored: a script that retries could store
+		// them twice.
+		return 3
 	}
 	return 1
 }
