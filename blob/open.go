@@ -13,7 +13,6 @@ import (
 	gcblob "gocloud.dev/blob"
 	_ "gocloud.dev/blob/gcsblob" // registers gs://
 	"gocloud.dev/blob/memblob"
-	_ "gocloud.dev/blob/s3blob" // registers s3://
 )
 
 // accessTimeout bounds Open's check that a cloud bucket can be reached.
@@ -35,7 +34,9 @@ var ErrBadURL = errors.New("bad bucket URL")
 // For s3, the query takes gocloud.dev's s3blob parameters (endpoint,
 // region, use_path_style, disable_https, profile, …); when endpoint is
 // given, use_path_style defaults to true, as MinIO and most S3-compatible
-// servers expect; response_checksum_validation defaults to when_required. Credentials come from the standard AWS variables and
+// servers expect; response_checksum_validation defaults to when_required;
+// read_timeout (Strata's own) bounds how long a request waits for the
+// store's next byte (DefaultS3ReadTimeout; 0: forever). Credentials come from the standard AWS variables and
 // files. The bucket must exist: Open checks that it can be reached.
 //
 // The returned bucket counts its requests (see StatsOf).
@@ -90,8 +91,13 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 				q.Set("response_checksum_validation", "when_required")
 			}
 		}
-		gcURL := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
-		gb, err := gcblob.DefaultURLMux().OpenBucketURL(ctx, &gcURL)
+		var gb *gcblob.Bucket
+		if u.Scheme == "s3" {
+			gb, err = openS3(ctx, u, q)
+		} else {
+			gcURL := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
+			gb, err = gcblob.DefaultURLMux().OpenBucketURL(ctx, &gcURL)
+		}
 		if err != nil {
 			return nil, bad("%v", err)
 		}

@@ -1,0 +1,89 @@
+package blob
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	gcaws "gocloud.dev/aws"
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/s3blob"
+)
+
+// DefaultS3ReadTimeout is how long an S3 request may wait for the store to
+// send its next byte before it fails (retryable). The SDK sets none for
+// S3: a store that accepts a connection and never answers would hold an
+// append, a commit or the compactor Job for good. read_timeout= in the
+// bucket URL changes it (0: none). Each request's body is at most a few
+// MiB (uploads go in parts), so a store that is merely slow keeps well
+// inside it.
+const DefaultS3ReadTimeout = 60 * time.Second
+
+// openS3 opens an s3:// bucket as gocloud's URL opener does, taking the
+// same query parameters, with a read timeout on its connections.
+func openS3(ctx context.Context, u *url.URL, q url.Values) (*gcblob.Bucket, error) {
+	readTimeout := DefaultS3ReadTimeout
+	if v := q.Get("read_timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("read_timeout=%q: want a duration such as 30s (0: none)", v)
+		}
+		readTimeout = d
+		q.Del("read_timeout")
+	}
+	var opts []func(*s3.Options)
+	var bo s3blob.Options
+	for _, key := range []string{"use_path_style", "s3ForcePathStyle", "disable_https", "accelerate"} {
+		v := q.Get(key)
+		if v == "" {
+			continue
+		}
+		q.Del(key)
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: want true or false", key, v)
+		}
+		switch key {
+		case "disable_https":
+			opts = append(opts, func(o *s3.Options) { o.EndpointOptions.DisableHTTPS = on })
+		case "accelerate":
+			opts = append(opts, func(o *s3.Options) { o.UseAccelerate = on })
+		default:
+			opts = append(opts, func(o *s3.Options) { o.UsePathStyle = on })
+		}
+	}
+	if v := q.Get("ssetype"); v != "" {
+		q.Del("ssetype")
+		for _, t := range types.ServerSideEncryptionAes256.Values() {
+			if strings.EqualFold(string(t), v) {
+				bo.EncryptionType = t
+			}
+		}
+		if bo.EncryptionType == "" {
+			return nil, fmt.Errorf("ssetype=%q: want one of %v", v, types.ServerSideEncryptionAes256.Values())
+		}
+	}
+	if v := q.Get("kmskeyid"); v != "" {
+		q.Del("kmskeyid")
+		bo.KMSEncryptionID = v
+	}
+	cfg, err := gcaws.V2ConfigFromURLParams(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		cfg.HTTPClient = bc.WithReadTimeout(readTimeout)
+	} else if cfg.HTTPClient == nil {
+		cfg.HTTPClient = awshttp.NewBuildableClient().WithReadTimeout(readTimeout)
+	}
+	// The upload manager takes the checksum setting from the bucket's
+	// options, not from the client's.
+	bo.RequestChecksumCalculation = cfg.RequestChecksumCalculation
+	return s3blob.OpenBucket(ctx, s3.NewFromConfig(cfg, opts...), u.Host, &bo)
+}
