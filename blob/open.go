@@ -36,8 +36,9 @@ var ErrBadURL = errors.New("bad bucket URL")
 // given, use_path_style defaults to true, as MinIO and most S3-compatible
 // servers expect; response_checksum_validation defaults to when_required;
 // read_timeout (Strata's own) bounds how long a request waits for the
-// store's next byte (DefaultS3ReadTimeout; 0: forever). Credentials come from the standard AWS variables and
-// files. The bucket must exist: Open checks that it can be reached.
+// store's next byte (DefaultS3ReadTimeout; 0: forever). Credentials come
+// from the standard AWS variables and files. The bucket must exist: Open
+// checks that it can be reached.
 //
 // The returned bucket counts its requests (see StatsOf).
 func Open(ctx context.Context, rawURL string) (Bucket, error) {

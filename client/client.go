@@ -63,8 +63,9 @@ type Options struct {
 	// Token is sent as "Authorization: Bearer TOKEN" when set.
 	Token string
 	// Retries bounds the retries of a 429 or 503 answer (default 5; -1:
-	// none; a 503 outcome_unknown is never retried). Between them the client backs off, jittered, from
-	// BaseBackoff (default 10ms) doubling up to MaxBackoff (default 2.5s).
+	// none; a 503 outcome_unknown is never retried). Between them the
+	// client backs off, jittered, from BaseBackoff (default 10ms) doubling
+	// up to MaxBackoff (default 2.5s).
 	Retries                 int
 	BaseBackoff, MaxBackoff time.Duration
 	// HTTP is the HTTP client (default: a new http.Client).

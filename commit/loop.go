@@ -396,17 +396,7 @@ func collectedSince(ctx context.Context, b blob.Bucket, v uint64, o Options) (bo
 // failover: the commit's outcome, or whether it relies on data garbage
 // collection took, hangs on it.
 func retryTransient(ctx context.Context, o Options, op func() error) error {
-	p := backoff.Policy{Base: o.BaseBackoff, Max: o.MaxBackoff}
-	until := time.Now().Add(o.Budget)
-	for n := 1; ; n++ {
-		err := op()
-		if err == nil || !blob.IsRetryable(err) || n >= 10 && !time.Now().Before(until) {
-			return err
-		}
-		if err := backoff.Sleep(ctx, p.Delay(n)); err != nil {
-			return err
-		}
-	}
+	return backoff.RetryFor(ctx, backoff.Policy{Base: o.BaseBackoff, Max: o.MaxBackoff}, 10, o.Budget, blob.IsRetryable, op)
 }
 
 // finish reports success, unless the commit stalled for so long that the

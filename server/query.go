@@ -67,7 +67,6 @@ func checkQuery(r *http.Request, pattern string, params map[string]queryParam) e
 			takes := "no query parameters"
 			if len(params) > 0 {
 				takes = strings.Join(slices.Sorted(maps.Keys(params)), "=, ") + "="
-
 			}
 			return badRequest("%s takes no %s= parameter (it takes %s)", pattern, name, takes)
 		}

@@ -17,8 +17,9 @@ import (
 // (taken as written) or "strings" (with Go's backslash escapes), true,
 // false. A column name is written as it is when it is letters (of any
 // script), digits and '_', not starting with a digit; any other name is
-// written between backticks, a backtick in it doubled: `a.b`, `x y`,
-// `it“s`.
+// written between backticks, a backtick in it doubled:
+//
+//	`a.b` = 1 AND `x y` > 2 AND `it``s` = 'x'
 func ParseFilter(s string) (Predicate, error) {
 	toks, err := lex(s)
 	if err != nil {
@@ -71,9 +72,9 @@ func lex(s string) ([]token, error) {
 		case unicode.IsSpace(c):
 			i += size
 		case c == '`':
-			name, j, err := quotedName(s, i)
-			if err != nil {
-				return nil, err
+			name, j, ok := quotedName(s, i)
+			if !ok {
+				return nil, fmt.Errorf("%w: unterminated `name` in %q", ErrBadPredicate, s)
 			}
 			out = append(out, token{tokIdent, name})
 			i = j
@@ -131,11 +132,11 @@ func lex(s string) ([]token, error) {
 			}
 			out = append(out, token{tokNumber, s[i:j]})
 			i = j
-		case c == '_' || unicode.IsLetter(c):
+		case wordRune(c, true):
 			j := i + size
 			for j < len(s) {
 				r, n := utf8.DecodeRuneInString(s[j:])
-				if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				if !wordRune(r, false) {
 					break
 				}
 				j += n
@@ -236,15 +237,18 @@ func (p *parser) literal() (Value, error) {
 func QuoteColumn(name string) string {
 	plain := name != ""
 	for i, r := range name {
-		if r != '_' && !unicode.IsLetter(r) && (i == 0 || !unicode.IsDigit(r)) {
-			plain = false
-			break
-		}
+		plain = plain && wordRune(r, i == 0)
 	}
 	if plain {
 		return name
 	}
 	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// wordRune tells whether r may be in a plain word (a column name written
+// as it is, or a keyword): letters, '_', and digits but not first.
+func wordRune(r rune, first bool) bool {
+	return r == '_' || unicode.IsLetter(r) || !first && unicode.IsDigit(r)
 }
 
 // ParseColumns reads a list of column names separated by commas (as
@@ -259,8 +263,8 @@ func ParseColumns(s string) ([]string, error) {
 		}
 		var name string
 		if i < len(s) && s[i] == '`' {
-			var err error
-			if name, i, err = quotedName(s, i); err != nil {
+			var ok bool
+			if name, i, ok = quotedName(s, i); !ok {
 				return nil, fmt.Errorf("%w: unterminated `name` in %q", ErrBadColumns, s)
 			}
 			for i < len(s) && s[i] == ' ' {
@@ -288,22 +292,23 @@ func ParseColumns(s string) ([]string, error) {
 }
 
 // quotedName reads the `name` that starts at s[i] (a backtick), a doubled
-// backtick standing for one, and returns it with the offset after it.
-func quotedName(s string, i int) (string, int, error) {
-	var name strings.Builder
+// backtick standing for one, and returns it with the offset after it; ok
+// is false when the closing backtick is missing.
+func quotedName(s string, i int) (name string, next int, ok bool) {
+	var b strings.Builder
 	j := i + 1
 	for {
 		k := strings.IndexByte(s[j:], '`')
 		if k < 0 {
-			return "", 0, fmt.Errorf("%w: unterminated `name` in %q", ErrBadPredicate, s)
+			return "", 0, false
 		}
-		name.WriteString(s[j : j+k])
+		b.WriteString(s[j : j+k])
 		j += k + 1
 		if j < len(s) && s[j] == '`' { // a doubled backtick
-			name.WriteByte('`')
+			b.WriteByte('`')
 			j++
 			continue
 		}
-		return name.String(), j, nil
+		return b.String(), j, true
 	}
 }

@@ -410,23 +410,29 @@ func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*en
 // rows the table cannot take is quarantined (see quarantine) and skipped.
 func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 	for pos := from + 1; pos < to; pos++ {
-		e, err := s.readEntry(ctx, pos, false)
+		err := s.replayEntry(ctx, pos)
 		if errors.Is(err, blob.ErrNotFound) {
 			return &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: to}
-		}
-		var poison *PoisonEntryError
-		if errors.As(err, &poison) {
-			if err := s.quarantine(ctx, pos, poison.Reason); err != nil {
-				return err
-			}
-			continue
 		}
 		if err != nil {
 			return err
 		}
-		if e.kind == kindData {
-			s.addToMemtable(pos, e.batches, nil)
-		}
+	}
+	return nil
+}
+
+// replayEntry reads the WAL entry at pos and adds its rows to the
+// memtable, or quarantines it when they cannot go into a generation.
+func (s *Shard) replayEntry(ctx context.Context, pos uint64) error {
+	e, err := s.readEntry(ctx, pos, false)
+	var poison *PoisonEntryError
+	switch {
+	case errors.As(err, &poison):
+		return s.quarantine(ctx, pos, poison.Reason)
+	case err != nil:
+		return err
+	case e.kind == kindData:
+		s.addToMemtable(pos, e.batches, nil)
 	}
 	return nil
 }
@@ -755,11 +761,10 @@ func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) err
 	return nil
 }
 
-// takeInLanded adds to the memtable the entry at pos that an earlier
-// append of this handle wrote without learning it had landed, once no
-// newer owner has claimed the shard (which may have replayed it, or
-// cleaned its position up), and moves the next position past it. A
-// poisoned entry is quarantined instead, as a replay would.
+// takeInLanded replays the entry at pos that an earlier append of this
+// handle wrote without learning it had landed, once no newer owner has
+// claimed the shard (which may have replayed it, or cleaned its position
+// up), and moves the next position past it.
 func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time) error {
 	if err := s.checkEpochRetrying(ctx, deadline); err != nil {
 		if errors.Is(err, ErrFenced) {
@@ -767,17 +772,8 @@ func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time
 		}
 		return err
 	}
-	e, err := s.readEntry(ctx, pos, false)
-	var poison *PoisonEntryError
-	switch {
-	case errors.As(err, &poison):
-		if err := s.quarantine(ctx, pos, poison.Reason); err != nil {
-			return err
-		}
-	case err != nil:
+	if err := s.replayEntry(ctx, pos); err != nil {
 		return fmt.Errorf("walshard: shard %q: reading WAL entry %d, from an append whose outcome was unknown: %w", s.id, pos, err)
-	default:
-		s.addToMemtable(pos, e.batches, nil)
 	}
 	s.mu.Lock()
 	s.mu.nextPos, s.mu.uncertainIDs = pos+1, nil

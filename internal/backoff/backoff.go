@@ -4,9 +4,10 @@
 // background work and the client goes through it, so each has the same
 // shape and each stops when its context does.
 //
-// Budgets are the caller's: Retry takes a number of attempts, and a caller
-// that also re-plans (plans, commits, plans again on a conflict) bounds
-// the re-plans apart from the commit's own attempts.
+// Budgets are the caller's: Retry takes a number of attempts (RetryFor
+// also a time to keep trying for), and a caller that also re-plans
+// (plans, commits, plans again on a conflict) bounds the re-plans apart
+// from the commit's own attempts.
 package backoff
 
 import (
@@ -53,9 +54,17 @@ func Sleep(ctx context.Context, d time.Duration) error {
 // or has run attempts times, sleeping p.Delay between runs. It returns
 // op's last error, or ctx's error when ctx ends during a sleep.
 func Retry(ctx context.Context, p Policy, attempts int, retryable func(error) bool, op func() error) error {
+	return RetryFor(ctx, p, attempts, 0, retryable, op)
+}
+
+// RetryFor is Retry that goes on past attempts until d has passed since
+// its first run: for what must not give up while a store is briefly away
+// (a restart, a failover), yet must not give up early on a fast one.
+func RetryFor(ctx context.Context, p Policy, attempts int, d time.Duration, retryable func(error) bool, op func() error) error {
+	until := time.Now().Add(d)
 	var err error
 	for n := 1; ; n++ {
-		if err = op(); err == nil || !retryable(err) || n >= attempts {
+		if err = op(); err == nil || !retryable(err) || n >= attempts && !time.Now().Before(until) {
 			return err
 		}
 		if serr := Sleep(ctx, p.Delay(n)); serr != nil {

@@ -56,3 +56,25 @@ func TestRetryStopsOnSuccessRefusalAttemptsAndContext(t *testing.T) {
 		t.Fatalf("a context ended during the sleep: %v after %d runs", err, runs)
 	}
 }
+
+func TestRetryForGoesOnPastItsAttemptsUntilItsTime(t *testing.T) {
+	p := Policy{Base: time.Millisecond, Max: time.Millisecond}
+	again := errors.New("again")
+	yes := func(err error) bool { return errors.Is(err, again) }
+	runs, start := 0, time.Now()
+	if err := RetryFor(context.Background(), p, 2, 30*time.Millisecond, yes, func() error { runs++; return again }); err != again {
+		t.Fatalf("RetryFor: %v", err)
+	}
+	if d := time.Since(start); runs <= 2 || d < 30*time.Millisecond {
+		t.Fatalf("%d runs in %v: want more than 2, over 30ms", runs, d)
+	}
+	runs = 0
+	if err := RetryFor(context.Background(), p, 2, time.Hour, yes, func() error {
+		if runs++; runs < 5 {
+			return again
+		}
+		return nil
+	}); err != nil || runs != 5 {
+		t.Fatalf("success on the fifth run: %v after %d", err, runs)
+	}
+}

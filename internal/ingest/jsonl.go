@@ -3,11 +3,13 @@ package ingest
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/goccy/go-json"
 	"io"
 	"iter"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -183,49 +185,33 @@ func InvalidText(line []byte) (int, string) {
 		}
 	}
 	for i := bytes.IndexByte(line, '\\'); i >= 0 && i+1 < len(line); {
-		if line[i+1] == 'u' {
-			switch r := hex4(line, i+2); {
-			case r >= 0xDC00 && r <= 0xDFFF:
-				return i, "\\u escape of a low surrogate without its high surrogate before it"
-			case r >= 0xD800 && r <= 0xDBFF:
-				if i+7 >= len(line) || line[i+6] != '\\' || line[i+7] != 'u' {
-					return i, "\\u escape of a high surrogate without its low surrogate after it"
-				}
-				if lo := hex4(line, i+8); lo < 0xDC00 || lo > 0xDFFF {
-					return i, "\\u escape of a high surrogate without its low surrogate after it"
-				}
-				i += 6 // the pair's low half is skipped below
+		n := 2 // the escape's backslash and its letter
+		if r, ok := uEscape(line, i); ok && utf16.IsSurrogate(r) {
+			lo, ok := uEscape(line, i+6)
+			if !ok || utf16.DecodeRune(r, lo) == utf8.RuneError {
+				return i, "\\u escape of half a surrogate pair without its other half"
 			}
+			n = 12 // both halves
 		}
-		i += 2 // past the escape's backslash and its letter
-		j := bytes.IndexByte(line[i:], '\\')
+		j := bytes.IndexByte(line[i+n:], '\\')
 		if j < 0 {
 			break
 		}
-		i += j
+		i += n + j
 	}
 	return 0, ""
 }
 
-// hex4 reads the four hex digits at line[i:]; -1 when they are not.
-func hex4(line []byte, i int) int {
-	if i+4 > len(line) {
-		return -1
+// uEscape reads the \uXXXX escape at line[i:], if that is one.
+func uEscape(line []byte, i int) (rune, bool) {
+	var b [2]byte
+	if i+6 > len(line) || line[i] != '\\' || line[i+1] != 'u' {
+		return 0, false
 	}
-	r := 0
-	for _, c := range line[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | int(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | int(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | int(c-'A'+10)
-		default:
-			return -1
-		}
+	if _, err := hex.Decode(b[:], line[i+2:i+6]); err != nil {
+		return 0, false
 	}
-	return r
+	return rune(b[0])<<8 | rune(b[1]), true
 }
 
 // chunks yields the batches chunk makes until it returns nil, or its
