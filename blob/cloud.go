@@ -23,6 +23,9 @@ const cloudDefaultPageSize = 1000
 type cloudBucket struct {
 	b  *gcblob.Bucket
 	s3 *s3Put // S3 only: conditional creates in one PutObject
+	// beforeWrite, when set, tunes each upload's writer (GCS: how long it
+	// retries on its own).
+	beforeWrite func(as func(any) bool) error
 }
 
 // FromGoCloud adapts an open gocloud.dev bucket. The adapter takes
@@ -150,7 +153,8 @@ func (c *cloudBucket) PutIfAbsent(ctx context.Context, key string, data []byte) 
 		ContentType: "application/octet-stream",
 		// One request: no multipart upload for the small objects that are
 		// created conditionally.
-		BufferSize: max(len(data)+1, 5<<20),
+		BufferSize:  max(len(data)+1, 5<<20),
+		BeforeWrite: c.beforeWrite,
 	})
 	return c.classify("put-if-absent", key, err)
 }
@@ -162,7 +166,7 @@ func (c *cloudBucket) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := c.b.Upload(ctx, key, r, &gcblob.WriterOptions{ContentType: "application/octet-stream"})
+	err := c.b.Upload(ctx, key, r, &gcblob.WriterOptions{ContentType: "application/octet-stream", BeforeWrite: c.beforeWrite})
 	return c.classify("put", key, err)
 }
 

@@ -11,12 +11,20 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
-	_ "gocloud.dev/blob/gcsblob" // registers gs://
 	"gocloud.dev/blob/memblob"
 )
 
 // accessTimeout bounds Open's check that a cloud bucket can be reached.
 const accessTimeout = 15 * time.Second
+
+// DefaultReadTimeout is how long a request to S3 or GCS may wait for the
+// store to send its next byte before it fails (retryable). Neither SDK
+// sets one: a store that accepts a connection and never answers would
+// hold an append, a commit or the compactor Job for good. read_timeout=
+// in the bucket URL changes it (0: none). Each request's body is at most
+// a few MiB (uploads go in parts), so a store that is merely slow keeps
+// well inside it.
+const DefaultReadTimeout = 60 * time.Second
 
 // ErrBadURL is the kind of error Open returns for a URL it cannot use.
 var ErrBadURL = errors.New("bad bucket URL")
@@ -34,11 +42,13 @@ var ErrBadURL = errors.New("bad bucket URL")
 // For s3, the query takes gocloud.dev's s3blob parameters (endpoint,
 // region, use_path_style, disable_https, profile, …); when endpoint is
 // given, use_path_style defaults to true, as MinIO and most S3-compatible
-// servers expect; response_checksum_validation defaults to when_required;
-// read_timeout (Strata's own) bounds how long a request waits for the
-// store's next byte (DefaultS3ReadTimeout; 0: forever). Credentials come
-// from the standard AWS variables and files. The bucket must exist: Open
-// checks that it can be reached.
+// servers expect; response_checksum_validation defaults to when_required.
+// Credentials come from the standard AWS variables and files. For gs, the
+// query takes gocloud.dev's gcsblob parameters (anonymous, universe_domain,
+// …), credentials are Application Default Credentials, and each request is
+// tried GCSAttempts times. For both, read_timeout (Strata's own) bounds how
+// long a request waits for the store's next byte (DefaultReadTimeout; 0:
+// forever). The bucket must exist: Open checks that it can be reached.
 //
 // The returned bucket counts its requests (see StatsOf).
 func Open(ctx context.Context, rawURL string) (Bucket, error) {
@@ -92,12 +102,23 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 				q.Set("response_checksum_validation", "when_required")
 			}
 		}
+		readTimeout := DefaultReadTimeout
+		if v := q.Get("read_timeout"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return nil, bad("read_timeout=%q: want a duration such as 30s (0: none)", v)
+			}
+			readTimeout = d
+			q.Del("read_timeout")
+		}
 		var gb *gcblob.Bucket
 		if u.Scheme == "s3" {
-			gb, err = openS3(ctx, u, q)
+			gb, err = openS3(ctx, u, q, readTimeout)
 		} else {
-			gcURL := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
-			gb, err = gcblob.DefaultURLMux().OpenBucketURL(ctx, &gcURL)
+			gb, err = openGCS(ctx, u, q, readTimeout)
+		}
+		if errors.Is(err, ErrPermanent) {
+			return nil, newError("open", rawURL, ErrPermanent, err)
 		}
 		if err != nil {
 			return nil, bad("%v", err)
@@ -109,6 +130,9 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 		b, err := withPrefix(rawURL, gb, prefix)
 		if err != nil {
 			return nil, err
+		}
+		if u.Scheme == "gs" {
+			b.(*cloudBucket).beforeWrite = boundGCSUploadRetries
 		}
 		var client *s3.Client
 		if u.Scheme == "s3" && gb.As(&client) {

@@ -16,27 +16,9 @@ import (
 	"gocloud.dev/blob/s3blob"
 )
 
-// DefaultS3ReadTimeout is how long an S3 request may wait for the store to
-// send its next byte before it fails (retryable). The SDK sets none for
-// S3: a store that accepts a connection and never answers would hold an
-// append, a commit or the compactor Job for good. read_timeout= in the
-// bucket URL changes it (0: none). Each request's body is at most a few
-// MiB (uploads go in parts), so a store that is merely slow keeps well
-// inside it.
-const DefaultS3ReadTimeout = 60 * time.Second
-
 // openS3 opens an s3:// bucket as gocloud's URL opener does, taking the
 // same query parameters, with a read timeout on its connections.
-func openS3(ctx context.Context, u *url.URL, q url.Values) (*gcblob.Bucket, error) {
-	readTimeout := DefaultS3ReadTimeout
-	if v := q.Get("read_timeout"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("read_timeout=%q: want a duration such as 30s (0: none)", v)
-		}
-		readTimeout = d
-		q.Del("read_timeout")
-	}
+func openS3(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Duration) (*gcblob.Bucket, error) {
 	var opts []func(*s3.Options)
 	var bo s3blob.Options
 	for _, key := range []string{"use_path_style", "s3ForcePathStyle", "disable_https", "accelerate"} {

@@ -1,0 +1,149 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"cloud.google.com/go/storage"
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/gcsblob"
+	"gocloud.dev/gcp"
+	"golang.org/x/oauth2/google"
+	"google.golang.org/api/option"
+)
+
+// GCSAttempts is how many times the GCS client tries one request before
+// its error reaches Strata (which has retries of its own, bounded by each
+// operation's budget). The client's default is to retry for as long as
+// the caller's context lives: a store answering 503 held an append, a
+// commit or the compactor Job for good.
+const GCSAttempts = 3
+
+// boundGCSUploadRetries is the BeforeWrite of every GCS upload. The
+// client's attempt limit does not reach uploads, which retry until the
+// context ends; the upload's object handle gets a retry rule of its own
+// that gives up after GCSAttempts failed requests.
+func boundGCSUploadRetries(as func(any) bool) error {
+	var obj **storage.ObjectHandle
+	if !as(&obj) {
+		return nil
+	}
+	failed := 0
+	*obj = (*obj).Retryer(storage.WithErrorFunc(func(err error) bool {
+		failed++
+		return failed < GCSAttempts && storage.ShouldRetry(err)
+	}))
+	return nil
+}
+
+// openGCS opens a gs:// bucket as gocloud's URL opener does (its query
+// parameters, Application Default Credentials, STORAGE_EMULATOR_HOST),
+// with a read timeout on its connections and GCSAttempts tries per
+// request. The read timeout applies to the JSON API; with grpc=true or
+// zonal=true the gRPC client keeps its own.
+func openGCS(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Duration) (*gcblob.Bucket, error) {
+	flag := func(key string) (bool, error) {
+		v := q.Get(key)
+		if v == "" {
+			return false, nil
+		}
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("%s=%q: want true or false", key, v)
+		}
+		return on, nil
+	}
+	anonymous, err := flag("anonymous")
+	if err != nil {
+		return nil, err
+	}
+	anonymous = anonymous || q.Get("access_id") == "-"
+	grpc, err := flag("grpc")
+	if err != nil {
+		return nil, err
+	}
+	zonal, err := flag("zonal")
+	if err != nil {
+		return nil, err
+	}
+	emulator := os.Getenv("STORAGE_EMULATOR_HOST") != "" || os.Getenv("STORAGE_EMULATOR_HOST_GRPC") != ""
+
+	var creds *google.Credentials
+	var opts gcsblob.Options
+	switch {
+	case emulator || anonymous:
+		// The emulator takes no credentials; the opener needs some.
+		creds, err = google.CredentialsFromJSON(ctx, []byte(`{"type": "service_account", "project_id": "emulator"}`))
+	case q.Get("universe_domain") != "":
+		creds, err = gcp.DefaultCredentialsWithParams(ctx, google.CredentialsParams{UniverseDomain: q.Get("universe_domain")})
+	default:
+		creds, err = gcp.DefaultCredentials(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: no credentials for GCS (set GOOGLE_APPLICATION_CREDENTIALS, or anonymous=true for a public bucket): %w", ErrPermanent, err)
+	}
+	if !emulator && !anonymous {
+		if ud, err := creds.GetUniverseDomain(); err == nil && ud != "" {
+			opts.ClientOptions = append(opts.ClientOptions, option.WithUniverseDomain(ud))
+		}
+	}
+
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if readTimeout > 0 {
+		dial := tr.DialContext
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &idleTimeoutConn{Conn: c, timeout: readTimeout}, nil
+		}
+	}
+	client := gcp.NewAnonymousHTTPClient(tr)
+	if !emulator && !anonymous {
+		if client, err = gcp.NewHTTPClient(tr, creds.TokenSource); err != nil {
+			return nil, err
+		}
+	}
+	if !grpc && !zonal {
+		// Last, so that it takes the place of the client gocloud picks
+		// for the emulator and for anonymous access (both untimed).
+		opts.ClientOptions = append(opts.ClientOptions, option.WithHTTPClient(&client.Client))
+	}
+	opener := &gcsblob.URLOpener{Client: client, TokenSource: gcp.CredentialsTokenSource(creds), Options: opts}
+	gb, err := opener.OpenBucketURL(ctx, &url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()})
+	if err != nil {
+		return nil, err
+	}
+	var sc *storage.Client
+	if gb.As(&sc) {
+		sc.SetRetry(storage.WithMaxAttempts(GCSAttempts))
+	}
+	return gb, nil
+}
+
+// idleTimeoutConn fails a read that waits longer than timeout for the
+// next byte; every byte received starts the wait anew, so a slow transfer
+// survives and a silent connection fails once.
+type idleTimeoutConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *idleTimeoutConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("the store sent nothing for %v: %w", c.timeout, err)
+	}
+	return n, err
+}

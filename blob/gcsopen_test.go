@@ -1,0 +1,109 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeGCS answers the first listing, Open's access check, as GCS's JSON
+// API does (an empty bucket), and hands every other request to rest.
+func fakeGCS(t *testing.T, rest http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	var others atomic.Int64
+	var checked atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/storage/v1/b/b/o") && !checked.Swap(true) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind":"storage#objects"}`))
+			return
+		}
+		others.Add(1)
+		rest(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
+	return srv, &others
+}
+
+// within runs op and fails the test if it has not returned after d: a
+// request that hangs must fail this test, not the whole suite.
+func within(t *testing.T, d time.Duration, what string, op func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- op() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("%s had not returned after %v", what, d)
+		return nil
+	}
+}
+
+// A GCS store that answers 503 to everything makes a request fail,
+// retryably, after GCSAttempts tries — not retry for as long as the
+// caller's context lives, which for a writer is for good.
+func TestAGCSStoreThatFailsEveryRequestFailsItInTime(t *testing.T) {
+	_, others := fakeGCS(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":503,"message":"backend unavailable"}}`))
+	})
+	b, err := Open(context.Background(), "gs://b/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	err = within(t, 60*time.Second, "a create the store answers 503", func() error {
+		return b.PutIfAbsent(context.Background(), "k", []byte("v"))
+	})
+	if !errors.Is(err, ErrRetryable) {
+		t.Fatalf("a create answered 503: %v, want ErrRetryable", err)
+	}
+	if n := others.Load(); n != GCSAttempts {
+		t.Fatalf("the store saw %d requests, want %d (GCSAttempts)", n, GCSAttempts)
+	}
+	for name, op := range map[string]func() error{
+		"an upload": func() error { return b.Put(context.Background(), "k", strings.NewReader("v")) },
+		"a read":    func() error { _, err := b.Get(context.Background(), "k"); return err },
+		"a listing": func() error { _, err := b.ListPage(context.Background(), "", "", 10); return err },
+	} {
+		err := within(t, 60*time.Second, name+" the store answers 503", op)
+		if !errors.Is(err, ErrRetryable) {
+			t.Fatalf("%s answered 503: %v, want ErrRetryable", name, err)
+		}
+	}
+}
+
+// A GCS store that takes requests and never answers them fails each
+// request after read_timeout, retryably.
+func TestAGCSStoreThatStopsAnsweringFailsARequestInTime(t *testing.T) {
+	silent := make(chan struct{})
+	fakeGCS(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-silent:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(silent)
+	b, err := Open(context.Background(), "gs://b/t?read_timeout=200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	err = within(t, 60*time.Second, "a GET the store never answers", func() error {
+		_, err := b.Get(context.Background(), "k")
+		return err
+	})
+	if !errors.Is(err, ErrRetryable) {
+		t.Fatalf("a GET the store never answers: %v, want ErrRetryable", err)
+	}
+	if _, err := Open(context.Background(), "gs://b/t?read_timeout=soon"); !errors.Is(err, ErrBadURL) {
+		t.Fatalf("read_timeout=soon: %v, want ErrBadURL", err)
+	}
+}
