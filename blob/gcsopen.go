@@ -87,7 +87,7 @@ func openGCS(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Dur
 		creds, err = gcp.DefaultCredentials(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: no credentials for GCS (set GOOGLE_APPLICATION_CREDENTIALS, or anonymous=true for a public bucket): %w", ErrPermanent, err)
+		return nil, noCredentials{fmt.Errorf("no credentials for GCS (set GOOGLE_APPLICATION_CREDENTIALS, or anonymous=true for a public bucket): %w", err)}
 	}
 	if !emulator && !anonymous {
 		if ud, err := creds.GetUniverseDomain(); err == nil && ud != "" {
@@ -128,6 +128,12 @@ func openGCS(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Dur
 	}
 	return gb, nil
 }
+
+// noCredentials: the opener found no credentials; Open reports it as
+// permanent, not as a bad URL.
+type noCredentials struct{ error }
+
+func (e noCredentials) Unwrap() error { return e.error }
 
 // idleTimeoutConn fails a read that waits longer than timeout for the
 // next byte; every byte received starts the wait anew, so a slow transfer

@@ -107,3 +107,14 @@ func TestAGCSStoreThatStopsAnsweringFailsARequestInTime(t *testing.T) {
 		t.Fatalf("read_timeout=soon: %v, want ErrBadURL", err)
 	}
 }
+
+// Without credentials, Open fails at once with a permanent error that says
+// so, not with a bad URL or at the first request.
+func TestOpenGCSWithoutCredentialsIsPermanent(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", t.TempDir()+"/missing.json")
+	_, err := Open(context.Background(), "gs://b/t")
+	if !errors.Is(err, ErrPermanent) || errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), "no credentials for GCS") {
+		t.Fatalf("gs:// without credentials: %v, want ErrPermanent saying there are no credentials", err)
+	}
+}

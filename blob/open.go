@@ -117,7 +117,7 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 		} else {
 			gb, err = openGCS(ctx, u, q, readTimeout)
 		}
-		if errors.Is(err, ErrPermanent) {
+		if errors.As(err, new(noCredentials)) {
 			return nil, newError("open", rawURL, ErrPermanent, err)
 		}
 		if err != nil {
