@@ -156,7 +156,19 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 		for pos := st.WALFlushed + 1; pos <= end; pos++ {
 			e, err := s.readEntry(ctx, pos, false)
 			if errors.Is(err, blob.ErrNotFound) {
-				gone = true // merged and cleaned since the state was read
+				// Merged and cleaned since the state was read — but then a
+				// flush wrote the state after it first. With none there
+				// (read by name: a listing may lag), the entry is lost.
+				_, serr := b.Attributes(ctx, l.stateKey(st.Seq+1))
+				if errors.Is(serr, blob.ErrNotFound) {
+					releaseAll(c.batches)
+					return nil, &MissingEntryError{Shard: id, Position: pos, Key: l.walKey(pos), End: end}
+				}
+				if serr != nil {
+					releaseAll(c.batches)
+					return nil, serr
+				}
+				gone = true
 				break
 			}
 			if errors.Is(err, ErrPoisonEntry) {
