@@ -43,6 +43,7 @@ const (
 	CodeBusy                 = "busy"                   // 429: over the memory budget, or a merge runs
 	CodeMergeRunning         = "merge_running"          // 429
 	CodeInternal             = "internal"               // 500
+	CodeDataMissing          = "data_missing"           // 500: the store lost or damaged an object holding acknowledged rows (strata repair)
 	CodeUnavailable          = "unavailable"            // 503: the server's shard was fenced or closed
 	CodeDraining             = "draining"               // 503: the server is shutting down
 	CodeStoreUnavailable     = "store_unavailable"      // 503: the object store failed in a way worth retrying

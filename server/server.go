@@ -510,6 +510,10 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 	case errors.Is(err, blob.ErrRetryable):
 		writeError(w, http.StatusServiceUnavailable, api.CodeStoreUnavailable, err.Error())
+	case errors.Is(err, table.ErrMissingData), errors.Is(err, walshard.ErrMissingEntry), errors.Is(err, walshard.ErrCorruptEntry):
+		// Not worth retrying: an object holding acknowledged rows is gone
+		// or damaged until an operator puts it back or repairs.
+		writeError(w, http.StatusInternalServerError, api.CodeDataMissing, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}
