@@ -19,10 +19,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/server"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -482,5 +484,57 @@ func TestAnAppendWhoseOutcomeIsUnknownIsNotRetried(t *testing.T) {
 	got := freshIDs(t, f.c, "events")
 	if len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
 		t.Fatalf("the table holds %v, want ids 1, 2 and 3 once each", got)
+	}
+}
+
+// A WAL entry of the server's shard lost from the store (no backup): the
+// restarted server answers every append and fresh read with 500
+// data_missing, which no client retries and which names the repair; once
+// the lost entry is set aside, the same server appends again, and the
+// table holds every other acknowledged row once.
+func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
+	dir := t.TempDir()
+	root := "file://" + dir
+	first := start(t, root, server.Options{})
+	if _, err := first.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2, 3} {
+		rec := eventBatch(id)
+		_, err := first.c.Append(ctx, "events", rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.inject(fault.Always(fault.Fault{Action: fault.Crash}))
+	b, err := blob.Open(ctx, root+"/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// The shard's fence is at 1, the appends at 2, 3 and 4.
+	if err := b.Delete(ctx, "_shards/srv-test/wal/"+table.Inverted(3)); err != nil {
+		t.Fatal(err)
+	}
+	second := start(t, root, server.Options{})
+	rec := eventBatch(4)
+	defer rec.Release()
+	_, err = second.c.Append(ctx, "events", rec)
+	if !client.IsCode(err, api.CodeDataMissing) || !client.IsStatus(err, http.StatusInternalServerError) || !strings.Contains(err.Error(), "--shard srv-test --drop-missing") {
+		t.Fatalf("an append over a lost WAL entry: %v, want 500 %s naming the repair", err, api.CodeDataMissing)
+	}
+	if _, err := second.c.Scan(ctx, "events", client.ScanOptions{Fresh: true}); !client.IsCode(err, api.CodeDataMissing) {
+		t.Fatalf("a fresh read over a lost WAL entry: %v, want %s", err, api.CodeDataMissing)
+	}
+	if _, err := walshard.Adopt(ctx, b, "srv-test", walshard.Options{SetAsideLost: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.c.Append(ctx, "events", rec); err != nil {
+		t.Fatalf("an append after the repair: %v", err)
+	}
+	got := freshIDs(t, second.c, "events")
+	if len(got) != 3 || got[1] != 1 || got[3] != 1 || got[4] != 1 {
+		t.Fatalf("the table holds %v, want ids 1, 3 and 4 once each (2 was lost)", got)
 	}
 }

@@ -110,6 +110,9 @@ type AdoptResult struct {
 	Rows        int64  // rows replayed from the WAL
 	Generations int    // generations merged
 	Version     uint64 // the table version that holds them (0: none)
+	// SetAside: the entries replay set aside (quarantined, or lost and
+	// given up under Options.SetAsideLost).
+	SetAside []Quarantined
 }
 
 // Adopt opens shard as its owner would on a restart (fencing any earlier
@@ -129,7 +132,8 @@ func Adopt(ctx context.Context, b blob.Bucket, shard string, o Options) (AdoptRe
 	}
 	defer s.Close()
 	res.Epoch = s.Epoch()
-	res.Rows = s.Stats().MemtableRows
+	st := s.Stats()
+	res.Rows, res.SetAside = st.MemtableRows, st.Quarantined
 	if _, err := s.Flush(ctx); err != nil {
 		return res, err
 	}

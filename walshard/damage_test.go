@@ -215,3 +215,95 @@ func TestAnAppendWaitsForTheStoreToTellItsOutcome(t *testing.T) {
 	}
 	exactlyOnce(t, baseIDs(t, under), []int64{1, 2, 3})
 }
+
+// A shard whose WAL lost entries (deleted by hand, or by a lifecycle rule)
+// and has no backup is repaired by giving them up: CheckLog names them and
+// changes nothing; the fresh read says they are lost (it said "try again"
+// before, for ever); Adopt with SetAsideLost sets them aside — a note
+// under quarantine/, a fence in their place — and merges the rest; the
+// shard then opens as usual, and the table holds every other row once.
+func TestARepairSetsAsideLostWALEntries(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "w1", walshard.Options{})
+	appendIDs(t, s, 1, 2)
+	appendIDs(t, s, 3, 4)
+	appendIDs(t, s, 5, 6)
+	s.Close()
+	// Reopened and closed: a fence at 5 above the entries at 2, 3 and 4.
+	// With 3 and 4 gone, the newest data entry after the repair is 2, and
+	// only what the repair leaves at 3 and 4 lets a later open past them.
+	open(t, b, "w1", walshard.Options{}).Close()
+	for _, pos := range []uint64{3, 4} {
+		if err := b.Delete(ctx, walKey("w1", pos)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage, err := walshard.CheckLog(ctx, b, "w1")
+	if err != nil || len(damage) != 2 || !errors.Is(damage[0], walshard.ErrMissingEntry) || !errors.Is(damage[1], walshard.ErrMissingEntry) {
+		t.Fatalf("CheckLog: %v %v, want positions 3 and 4 missing", damage, err)
+	}
+	for _, err := range walshard.ScanFleet(ctx, b, table.ScanOptions{}) {
+		if !errors.Is(err, walshard.ErrMissingEntry) {
+			t.Fatalf("a fresh read over a lost entry: %v, want ErrMissingEntry", err)
+		}
+		break
+	}
+	if _, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"}); !errors.Is(err, walshard.ErrMissingEntry) {
+		t.Fatalf("open over lost entries: %v", err)
+	}
+	res, err := walshard.Adopt(ctx, b, "w1", walshard.Options{SetAsideLost: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.SetAside) != 2 || res.SetAside[0].Position != 3 || res.SetAside[1].Position != 4 || res.Rows != 2 {
+		t.Fatalf("repair: %+v", res)
+	}
+	for _, q := range res.SetAside {
+		note, err := b.Get(ctx, q.Key)
+		if err != nil || !strings.Contains(string(note), "missing") {
+			t.Fatalf("the note for position %d: %q %v", q.Position, note, err)
+		}
+	}
+	if damage, err := walshard.CheckLog(ctx, b, "w1"); err != nil || len(damage) != 0 {
+		t.Fatalf("CheckLog after the repair: %v %v", damage, err)
+	}
+	s = open(t, b, "w1", walshard.Options{})
+	appendIDs(t, s, 7)
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 7})
+}
+
+// An entry that does not decode is set aside the same way, its bytes kept
+// under quarantine/.
+func TestARepairSetsAsideACorruptWALEntry(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "w1", walshard.Options{})
+	appendIDs(t, s, 1, 2)
+	appendIDs(t, s, 3, 4)
+	appendIDs(t, s, 5, 6)
+	s.Close()
+	garbage := []byte("STRATAWL not an entry")
+	if err := b.Delete(ctx, walKey("w1", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, walKey("w1", 3), garbage); err != nil {
+		t.Fatal(err)
+	}
+	damage, err := walshard.CheckLog(ctx, b, "w1")
+	if err != nil || len(damage) != 1 || !errors.Is(damage[0], walshard.ErrCorruptEntry) {
+		t.Fatalf("CheckLog: %v %v, want position 3 corrupt", damage, err)
+	}
+	res, err := walshard.Adopt(ctx, b, "w1", walshard.Options{SetAsideLost: true})
+	if err != nil || len(res.SetAside) != 1 || res.SetAside[0].Position != 3 {
+		t.Fatalf("repair: %+v %v", res, err)
+	}
+	if kept, err := b.Get(ctx, res.SetAside[0].Key); err != nil || !bytes.Equal(kept, garbage) {
+		t.Fatalf("the quarantined copy: %q %v", kept, err)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 5, 6})
+	s = open(t, b, "w1", walshard.Options{})
+	s.Close()
+}

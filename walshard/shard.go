@@ -98,6 +98,16 @@ type Options struct {
 	// OnQuarantine, when set, is told of each WAL entry set aside (see
 	// Quarantined): a server logs it.
 	OnQuarantine func(Quarantined)
+	// SetAsideLost is for an operator's repair (strata repair --shard
+	// --drop-missing), when the store lost or damaged a WAL entry and no
+	// backup holds it: replay sets aside a position between the flushed
+	// one and the end of the log that is empty (*MissingEntryError) or
+	// holds an entry that does not decode (*CorruptEntryError) instead of
+	// refusing to open. The entry's rows are lost. Its position gets a
+	// fence, so that the log is dense again and later opens replay past
+	// it; quarantine/ keeps a copy of a damaged entry, or a note for a
+	// missing one, and Quarantined records it.
+	SetAsideLost bool
 }
 
 // ErrInvalidOptions: an option out of its range, or options that break a
@@ -412,11 +422,58 @@ func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 	for pos := from + 1; pos < to; pos++ {
 		err := s.replayEntry(ctx, pos)
 		if errors.Is(err, blob.ErrNotFound) {
-			return &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: to}
+			err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: to}
+		}
+		if err != nil && s.opts.SetAsideLost && (errors.Is(err, ErrMissingEntry) || errors.Is(err, ErrCorruptEntry)) {
+			err = s.setAside(ctx, pos, err)
 		}
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// setAside gives up the entry at pos, missing or damaged (lost, its
+// cause), for an operator's repair (Options.SetAsideLost): quarantine/
+// gets a copy of what is there, or a note that nothing was, and the
+// position a fence of this epoch. Only this owner writes below its fence,
+// so nothing else can take the position meanwhile.
+func (s *Shard) setAside(ctx context.Context, pos uint64, lost error) error {
+	key := s.l.walKey(pos)
+	data, err := s.b.Get(ctx, key)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		data = []byte(fmt.Sprintf("strata: WAL entry %s was missing when a repair set it aside at %s; its rows are lost\n", key, time.Now().UTC().Format(time.RFC3339)))
+	case err != nil:
+		return err
+	}
+	qkey := s.l.quarantineKey(pos)
+	if err := s.b.PutIfAbsent(ctx, qkey, data); err != nil && !errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("walshard: shard %q: setting aside WAL entry %d: %w", s.id, pos, err)
+	}
+	if err := s.b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return fmt.Errorf("walshard: shard %q: setting aside WAL entry %d: %w", s.id, pos, err)
+	}
+	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: s.epoch, position: pos, id: table.NewID()}, s.schema, false)
+	if err := s.b.PutIfAbsent(ctx, key, fence); err != nil {
+		// There already: a fence from an attempt of ours whose answer was
+		// lost will do; anything else is not ours to overwrite.
+		if e, rerr := s.readEntry(ctx, pos, true); !errors.Is(err, blob.ErrExists) || rerr != nil || e.kind != kindFence {
+			return fmt.Errorf("walshard: shard %q: fencing set-aside WAL position %d: %w", s.id, pos, err)
+		}
+	}
+	why := "the entry was missing"
+	var ce *CorruptEntryError
+	if errors.As(lost, &ce) {
+		why = "the entry was corrupt: " + ce.Reason
+	}
+	q := Quarantined{Position: pos, Key: qkey, Reason: "set aside by a repair, its rows lost: " + why}
+	s.mu.Lock()
+	s.mu.quarantined = append(s.mu.quarantined, q)
+	s.mu.Unlock()
+	if s.opts.OnQuarantine != nil {
+		s.opts.OnQuarantine(q)
 	}
 	return nil
 }

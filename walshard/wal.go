@@ -73,8 +73,8 @@ type CorruptEntryError struct {
 }
 
 func (e *CorruptEntryError) Error() string {
-	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) is corrupt: %s; refusing to skip acknowledged rows",
-		e.Shard, e.Position, e.Key, e.Reason)
+	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) is corrupt: %s; refusing to skip acknowledged rows (put the object back from a backup, or give them up: strata repair URL --shard %s --drop-missing)",
+		e.Shard, e.Position, e.Key, e.Reason, e.Shard)
 }
 
 // Is makes errors.Is(err, ErrCorruptEntry) true.
@@ -95,8 +95,8 @@ type MissingEntryError struct {
 }
 
 func (e *MissingEntryError) Error() string {
-	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) is missing, below the log's end at %d: its acknowledged rows are gone from the bucket; refusing to skip them",
-		e.Shard, e.Position, e.Key, e.End)
+	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) is missing, below the log's end at %d: its acknowledged rows are gone from the bucket; refusing to skip them (put the object back from a backup, or give them up: strata repair URL --shard %s --drop-missing)",
+		e.Shard, e.Position, e.Key, e.End, e.Shard)
 }
 
 // Is makes errors.Is(err, ErrMissingEntry) true.

@@ -14,7 +14,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -303,5 +305,54 @@ func TestAWriteOfUnknownOutcomeExits3(t *testing.T) {
 	}}
 	if code, _, _ := run(t, env, "append", "mem://", rows); code != 1 {
 		t.Errorf("a plain failure: exit %d, want 1", code)
+	}
+}
+
+// repair --shard names a shard's lost WAL entry and changes nothing; with
+// --drop-missing it sets the entry aside and merges the shard's other rows;
+// then the shard checks clean.
+func TestRepairAShardsLostWALEntry(t *testing.T) {
+	ctx := context.Background()
+	u := "file://" + t.TempDir() + "/t"
+	b, err := blob.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(3) {
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 0, i*10, 10)
+		err := s.Append(ctx, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if err := b.Delete(ctx, "_shards/w1/wal/"+table.Inverted(3)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, nil, "repair", u, "--shard", "w1")
+	if code != 1 || !strings.Contains(out, "position 3") || !strings.Contains(errOut, "--drop-missing") {
+		t.Fatalf("repair --shard: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, nil, "repair", u, "--shard", "w1", "--drop-missing")
+	if code != 0 || !strings.Contains(out, "set aside WAL position 3") || !strings.Contains(out, "replayed 20 rows") {
+		t.Fatalf("repair --shard --drop-missing: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = run(t, nil, "repair", u, "--shard", "w1")
+	if code != 0 || !strings.Contains(out, "every WAL entry") {
+		t.Fatalf("repair --shard after: exit %d\n%s", code, out)
+	}
+	code, out, _ = run(t, nil, "stats", u, "--json")
+	var st TableStats
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Rows != 20 {
+		t.Fatalf("stats after the repair: exit %d\n%s", code, out)
 	}
 }
