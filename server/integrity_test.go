@@ -538,3 +538,42 @@ func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 		t.Fatalf("the table holds %v, want ids 1, 3 and 4 once each (2 was lost)", got)
 	}
 }
+
+// A server whose shard a newer owner took over (here the compactor Job's
+// adoption; also an operator's repair, or a second server given the same
+// instance id) opens it again on the next request, instead of answering
+// 503 unavailable to every append until it is restarted; nothing it
+// acknowledged is lost or doubled.
+func TestAServerWhoseShardWasTakenOverOpensItAgain(t *testing.T) {
+	root := "file://" + t.TempDir()
+	f := start(t, root, server.Options{})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	appendIDs := func(ids ...int64) error {
+		rec := eventBatch(ids...)
+		defer rec.Release()
+		_, err := f.c.Append(ctx, "events", rec)
+		return err
+	}
+	if err := appendIDs(1); err != nil {
+		t.Fatal(err)
+	}
+	b, err := blob.Open(ctx, root+"/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := walshard.Adopt(ctx, b, "srv-test", walshard.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{2, 3} {
+		if err := appendIDs(id); err != nil {
+			t.Fatalf("append %d after the shard was taken over: %v", id, err)
+		}
+	}
+	got := freshIDs(t, f.c, "events")
+	if len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Fatalf("the table holds %v, want ids 1, 2 and 3 once each", got)
+	}
+}

@@ -102,8 +102,11 @@ type tableState struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 	mu     sync.Mutex // guards shard
-	// shard is opened on first use: an append, a flush or a merge.
+	// shard is opened on first use: an append, a flush or a merge; and
+	// again when a newer owner fenced it, at most once per reopenEvery
+	// (reopened: when it last was).
 	shard        *walshard.Shard
+	reopened     time.Time
 	compacting   atomic.Bool
 	fleetMerging atomic.Bool
 	// job is what /metrics last read of the compactor Job's history (at
@@ -335,9 +338,6 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 	return t, nil
 }
 
-// shard returns the table's shard, opening it (and so claiming a new
-// epoch) on first use. t.mu is held while it opens, so that concurrent
-// first requests open it once.
 // forgetIfMissing closes and forgets a table that a failed create left
 // open but that does not exist, so that it has no metrics and no handle.
 func (s *Server) forgetIfMissing(t *tableState) {
@@ -355,9 +355,28 @@ func (s *Server) forgetIfMissing(t *tableState) {
 	s.mu.Unlock()
 }
 
+// reopenEvery bounds how often a server opens again a shard that a newer
+// owner fenced.
+const reopenEvery = 5 * time.Second
+
+// shard returns the table's shard, opening it (and so claiming a new
+// epoch) on first use, and again once a newer owner fenced it. t.mu is
+// held while it opens, so that concurrent requests open it once.
 func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.shard != nil && t.shard.Fenced() && time.Since(t.reopened) >= reopenEvery {
+		// A newer owner took the shard over: the compactor Job adopting
+		// it, an operator's repair, or another server with this instance
+		// id. What this handle acknowledged is in the WAL, replayed by
+		// that owner; opening the shard again claims the next epoch. Not
+		// more often than reopenEvery, so that two servers given the same
+		// id do not take it from each other on every request.
+		s.opts.Log.Warn("the table's shard was taken over by a newer owner; opening it again",
+			"table", t.name, "shard", t.shard.ID(), "epoch", t.shard.Epoch())
+		t.shard.Close()
+		t.shard, t.reopened = nil, time.Now()
+	}
 	if t.shard != nil {
 		return t.shard, nil
 	}
@@ -379,7 +398,7 @@ func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, err
 // again (which replays the rows its WAL acknowledged); nil when this server
 // never wrote to the table.
 func (s *Server) ownShard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
-	if sh := t.openShard(); sh != nil {
+	if sh := t.openShard(); sh != nil && !sh.Fenced() {
 		return sh, nil
 	}
 	_, err := t.b.Attributes(ctx, table.FleetShardsDir+s.ShardID())

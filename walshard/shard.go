@@ -561,6 +561,15 @@ func (s *Shard) fencedErr() error {
 	return s.mu.fenced
 }
 
+// Fenced tells whether a newer owner took the shard over: the handle
+// appends, flushes and merges no more (each fails with ErrFenced), and the
+// rows it acknowledged are in the WAL, for the newer owner to replay.
+func (s *Shard) Fenced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.fenced != nil
+}
+
 func (s *Shard) setFenced() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
