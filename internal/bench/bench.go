@@ -266,6 +266,9 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 		return nil, err
 	}
 	r["conflicts"] = conflicts
+	if os.Getenv("STRATA_BENCH_TRACE") != "" {
+		fmt.Fprintf(log, "bench: requests during ingest: %+v\n", requests)
+	}
 	if cfg.Mode == "shard" {
 		mb := float64(r["logical_bytes"].(int64)) / 1e6
 		r["requests"] = requests.Requests()

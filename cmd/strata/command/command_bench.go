@@ -24,7 +24,7 @@ opening the table on its own, make C commits of R rows; then full, projected
 and filtered scans. Results go to stdout as JSON lines, progress to stderr.
 The exit status is non-zero when a check fails (a row count). With
 STRATA_BENCH_TRACE=1 set, commits slower than 100ms are logged with their
-attempts and rebases.
+attempts and rebases, and the ingest's requests to the store by kind.
 
 Phases: ingest, scan-before, compact, scan-after, concurrent.
 
