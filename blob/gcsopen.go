@@ -80,7 +80,7 @@ func openGCS(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Dur
 	switch {
 	case emulator || anonymous:
 		// The emulator takes no credentials; the opener needs some.
-		creds, err = google.CredentialsFromJSON(ctx, []byte(`{"type": "service_account", "project_id": "emulator"}`))
+		creds, err = google.CredentialsFromJSONWithType(ctx, []byte(`{"type": "service_account", "project_id": "emulator"}`), google.ServiceAccount)
 	case q.Get("universe_domain") != "":
 		creds, err = gcp.DefaultCredentialsWithParams(ctx, google.CredentialsParams{UniverseDomain: q.Get("universe_domain")})
 	default:
