@@ -527,6 +527,20 @@ func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 	if _, err := second.c.Scan(ctx, "events", client.ScanOptions{Fresh: true}); !client.IsCode(err, api.CodeDataMissing) {
 		t.Fatalf("a fresh read over a lost WAL entry: %v, want %s", err, api.CodeDataMissing)
 	}
+	// Each open claims an epoch and writes a fence before it meets the
+	// gap; the server does not open the damaged shard again per request.
+	claimed, err := walshard.NewestEpoch(ctx, b, "srv-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := second.c.Append(ctx, "events", rec); !client.IsCode(err, api.CodeDataMissing) {
+			t.Fatalf("an append over a lost WAL entry: %v", err)
+		}
+	}
+	if now, err := walshard.NewestEpoch(ctx, b, "srv-test"); err != nil || now != claimed {
+		t.Fatalf("five appends over the damaged shard took it from epoch %d to %d (%v): each opened it again", claimed, now, err)
+	}
 	if _, err := walshard.Adopt(ctx, b, "srv-test", walshard.Options{SetAsideLost: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -105,8 +105,15 @@ type tableState struct {
 	// shard is opened on first use: an append, a flush or a merge; and
 	// again when a newer owner fenced it, at most once per reopenEvery
 	// (reopened: when it last was).
-	shard        *walshard.Shard
-	reopened     time.Time
+	shard    *walshard.Shard
+	reopened time.Time
+	// damaged: the last open failed over a WAL entry the store lost or
+	// damaged, claiming epoch damagedEpoch, at damagedAt. Until a newer
+	// epoch is claimed (a repair) or damagedRetry passes (an object put
+	// back), requests get that error without claiming another epoch.
+	damaged      error
+	damagedEpoch uint64
+	damagedAt    time.Time
 	compacting   atomic.Bool
 	fleetMerging atomic.Bool
 	// job is what /metrics last read of the compactor Job's history (at
@@ -356,8 +363,12 @@ func (s *Server) forgetIfMissing(t *tableState) {
 }
 
 // reopenEvery bounds how often a server opens again a shard that a newer
-// owner fenced.
-const reopenEvery = 5 * time.Second
+// owner fenced; damagedRetry how often it tries again to open one whose
+// log the store damaged, unless a repair claimed a newer epoch meanwhile.
+const (
+	reopenEvery  = 5 * time.Second
+	damagedRetry = 30 * time.Second
+)
 
 // shard returns the table's shard, opening it (and so claiming a new
 // epoch) on first use, and again once a newer owner fenced it. t.mu is
@@ -385,11 +396,20 @@ func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, err
 	if o.ObserveCommit == nil {
 		o.ObserveCommit = s.metrics.observeCommit
 	}
+	if t.damaged != nil && time.Since(t.damagedAt) < damagedRetry {
+		if e, err := walshard.NewestEpoch(ctx, t.b, o.Shard); err != nil || e == t.damagedEpoch {
+			return nil, t.damaged
+		}
+	}
 	sh, err := walshard.Open(ctx, t.b, &o)
+	if errors.Is(err, walshard.ErrMissingEntry) || errors.Is(err, walshard.ErrCorruptEntry) {
+		t.damaged, t.damagedAt = err, time.Now()
+		t.damagedEpoch, _ = walshard.NewestEpoch(ctx, t.b, o.Shard)
+	}
 	if err != nil {
 		return nil, err
 	}
-	t.shard = sh
+	t.shard, t.damaged = sh, nil
 	return sh, nil
 }
 

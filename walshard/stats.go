@@ -100,6 +100,21 @@ func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
 	return InspectAt(ctx, b, id, m)
 }
 
+// NewestEpoch reads the newest epoch claimed on shard id (0: none), with one
+// LIST of one key.
+func NewestEpoch(ctx context.Context, b blob.Bucket, id string) (uint64, error) {
+	if err := CheckShardID(id); err != nil {
+		return 0, err
+	}
+	l := newLayout(id)
+	page, err := b.ListPage(ctx, l.epochs(), "", 1)
+	if err != nil || len(page.Objects) == 0 {
+		return 0, err
+	}
+	e, _ := parseLast(l.epochs(), page.Objects[0].Key)
+	return e, nil
+}
+
 // InspectAt is Inspect against a manifest already read.
 func InspectAt(ctx context.Context, b blob.Bucket, id string, m *table.Manifest) (Stats, error) {
 	if err := CheckShardID(id); err != nil {
