@@ -340,9 +340,15 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 		}
 	}
 	if o.AdoptAfter > 0 && !o.DryRun && (m == nil || now.Sub(m.sweptAt) >= o.AdoptAfter/3) {
+		// A shard that cannot be adopted (its WAL damaged) holds up
+		// neither the others nor the rest of the pass; its error is the
+		// pass's unless a later step fails.
 		if err := adoptAbandoned(ctx, o, b, now, &out, log); err != nil {
-			out.Err = err
-			return out
+			defer func() {
+				if out.Err == nil {
+					out.Err = err
+				}
+			}()
 		}
 		if m != nil {
 			m.sweptAt = now
@@ -448,22 +454,36 @@ func adoptAbandoned(ctx context.Context, o JobOptions, b blob.Bucket, now time.T
 		log.Error("looking for abandoned shards failed", "error", err.Error())
 		return err
 	}
+	var errs []error
 	for _, a := range found {
+		if ctx.Err() != nil {
+			break
+		}
 		res, err := walshard.Adopt(ctx, b, a.Shard, walshard.Options{Commit: commit.Options{Writer: o.Holder + " (adopting " + a.Shard + ")"}})
 		if err != nil {
 			log.Error("adoption failed", "shard", a.Shard, "error", err.Error())
-			return fmt.Errorf("adopting shard %q: %w", a.Shard, err)
+			errs = append(errs, fmt.Errorf("adopting shard %q: %w", a.Shard, err))
+			continue
 		}
 		out.Adopted = append(out.Adopted, a.Shard)
 		log.Warn("adopted an abandoned shard", "shard", a.Shard, "quiet_since", a.LastWrite.UTC().Format(time.RFC3339),
 			"epoch", res.Epoch, "rows_replayed", res.Rows, "generations_merged", res.Generations, "version", res.Version)
 	}
-	if len(out.Adopted) > 0 {
-		if err := Record(ctx, b, Run{Started: now, Adopted: out.Adopted}, o.History); err != nil {
-			log.Warn("recording the adoptions failed", "error", err.Error())
+	err = errors.Join(errs...)
+	if len(out.Adopted) > 0 || err != nil {
+		// A failure shows where operators look: the status's last_error.
+		// Records sort by start time, and the pass's compaction records
+		// one at now after this: this one goes just before it, so that
+		// the compaction's is the newest and carries both forward.
+		run := Run{Started: now.Add(-time.Nanosecond), Adopted: out.Adopted}
+		if err != nil {
+			run.Error = "adopt: " + err.Error()
+		}
+		if rerr := Record(ctx, b, run, o.History); rerr != nil {
+			log.Warn("recording the adoptions failed", "error", rerr.Error())
 		}
 	}
-	return nil
+	return err
 }
 
 // DiscoverTables lists the tables under a bucket URL: every prefix that
