@@ -20,6 +20,12 @@ func CheckLog(ctx context.Context, b blob.Bucket, shard string) ([]error, error)
 	if err := CheckShardID(shard); err != nil {
 		return nil, err
 	}
+	if e, err := NewestEpoch(ctx, b, shard); err != nil || e == 0 {
+		if err == nil {
+			err = fmt.Errorf("%w %q", ErrUnknownShard, shard)
+		}
+		return nil, err
+	}
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		return nil, err

@@ -355,4 +355,7 @@ func TestRepairAShardsLostWALEntry(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Rows != 20 {
 		t.Fatalf("stats after the repair: exit %d\n%s", code, out)
 	}
+	if code, _, errOut := run(t, nil, "repair", u, "--shard", "w2"); code != 1 || !strings.Contains(errOut, `unknown shard "w2"`) {
+		t.Fatalf("repair --shard of a shard the table never had: exit %d\n%s", code, errOut)
+	}
 }
