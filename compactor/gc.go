@@ -193,6 +193,33 @@ func (p GCPlan) String() string {
 	return b.String()
 }
 
+// StoreClock returns now, or the store's clock when it is behind now: the
+// time to hand GC. A collection judges ages by the modification times the
+// store gives its objects; measured with a clock that runs ahead of the
+// store's, a fresh upload on its way to a commit would look older than the
+// safety age, and its commit would land referencing an object already
+// deleted. The store's clock is read from an empty object written for it
+// under table.GCClockDir (then deleted: three requests), and only ever
+// makes ages smaller. The compactor Job and strata gc call it before each
+// collection.
+func StoreClock(ctx context.Context, b blob.Bucket, now time.Time) (time.Time, error) {
+	key := table.GCClockDir + table.NewID()
+	if err := b.PutIfAbsent(ctx, key, nil); err != nil {
+		return now, err
+	}
+	a, err := b.Attributes(ctx, key)
+	if err != nil {
+		return now, err
+	}
+	if err := b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return now, err
+	}
+	if a.ModTime.IsZero() || !a.ModTime.Before(now) {
+		return now, nil
+	}
+	return a.ModTime, nil
+}
+
 // PlanGC decides what a collection deletes, from what it read and the
 // clock alone (no requests; the same inputs give the same plan):
 //

@@ -402,7 +402,15 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 	}
 	gp := o.GC
 	gp.DryRun = gp.DryRun || o.DryRun
-	res, err := GC(ctx, b, &gp, now)
+	gcNow := now
+	if !gp.DryRun {
+		if gcNow, err = StoreClock(ctx, b, now); err != nil {
+			out.Err = err
+			log.Error("gc failed: reading the store's clock", "error", err.Error())
+			return out
+		}
+	}
+	res, err := GC(ctx, b, &gp, gcNow)
 	if m != nil {
 		m.gcAt = now
 	}

@@ -24,6 +24,9 @@ const (
 	// GCBoundaryDir holds the garbage collector's boundary objects; see
 	// docs/format.md.
 	GCBoundaryDir  = "_gc/boundary/"
+	// GCClockDir: a collection writes an empty object here, reads its
+	// modification time — the store's clock — and deletes it.
+	GCClockDir = "_gc/clock/"
 	manifestSuffix = ".manifest"
 )
 

@@ -85,7 +85,13 @@ boundary) and the objects no kept version references that are older than
 				return err
 			}
 			defer b.Close()
-			res, err := compactor.GC(c.Context(), b, &p, time.Now())
+			now := time.Now()
+			if !p.DryRun {
+				if now, err = compactor.StoreClock(c.Context(), b, now); err != nil {
+					return err
+				}
+			}
+			res, err := compactor.GC(c.Context(), b, &p, now)
 			for _, v := range res.Repaired {
 				fmt.Fprintf(env.Out, "undid v%d: its data was collected before it landed, so it was never acknowledged\n", v)
 			}
