@@ -205,15 +205,26 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 		}
 	}()
 	if to > 0 {
+		// A fence's age is the store's: the WAL lists newest first, and
+		// the newest entry's modification time is a lower bound of the
+		// store's clock, taken when it is behind this owner's — an owner
+		// whose clock runs ahead must not delete a fence still young.
+		var now time.Time
 		for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
 			if err != nil {
 				return err
+			}
+			if now.IsZero() {
+				now = s.now()
+				if !o.ModTime.IsZero() && o.ModTime.Before(now) {
+					now = o.ModTime
+				}
 			}
 			pos, ok := parseLast(s.l.wal(), o.Key)
 			if !ok || pos > to || keep[pos] || (pos < from && pos <= state.PartsUpTo) {
 				continue
 			}
-			if o.Size == walHeader && s.now().Sub(o.ModTime) < fenceKeep {
+			if o.Size == walHeader && now.Sub(o.ModTime) < fenceKeep {
 				continue // a fence (the only entry this small), kept a while (see fenceKeep)
 			}
 			if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
