@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 // A Job whose host clock runs two hours ahead of the store's keeps an
@@ -56,5 +57,39 @@ func TestAJobWhoseClockRunsAheadKeepsAFreshUpload(t *testing.T) {
 		if err != nil {
 			t.Fatalf("scan after the commit: %v", err)
 		}
+	}
+}
+
+// Nor does it take a live shard for an abandoned one: quiet since when is
+// judged by the store's clock. Before, a Job an hour ahead adopted a shard
+// its owner had written to a moment ago, fencing the owner.
+func TestAJobWhoseClockRunsAheadLeavesALiveShardAlone(t *testing.T) {
+	ctx := context.Background()
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
+	defer rec.Release()
+	if err := s.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	o := JobOptions{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:  func() time.Time { return time.Now().Add(time.Hour) },
+		Open: func(ctx context.Context, u string) (blob.Bucket, error) { return keepOpen{b}, nil }}
+	sum, err := RunOnce(ctx, &o)
+	if err != nil || sum.Adopted != 0 {
+		t.Fatalf("a pass an hour ahead: adopted %d, %v; want the live shard left alone", sum.Adopted, err)
+	}
+	if err := s.Append(ctx, rec); err != nil {
+		t.Fatalf("the owner's next append: %v", err)
 	}
 }

@@ -339,11 +339,25 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 			return out
 		}
 	}
+	// The store's clock, read once a pass and only for the steps that
+	// judge ages by the store's modification times (StoreClock).
+	var storeNow time.Time
+	storeClock := func() (time.Time, error) {
+		if storeNow.IsZero() {
+			t, err := StoreClock(ctx, b, now)
+			if err != nil {
+				return now, fmt.Errorf("reading the store's clock: %w", err)
+			}
+			storeNow = t
+		}
+		return storeNow, nil
+	}
 	if o.AdoptAfter > 0 && !o.DryRun && (m == nil || now.Sub(m.sweptAt) >= o.AdoptAfter/3) {
 		// A shard that cannot be adopted (its WAL damaged) holds up
 		// neither the others nor the rest of the pass; its error is the
 		// pass's unless a later step fails.
-		if err := adoptAbandoned(ctx, o, b, now, &out, log); err != nil {
+		err := adoptAbandoned(ctx, o, b, now, storeClock, &out, log)
+		if err != nil {
 			defer func() {
 				if out.Err == nil {
 					out.Err = err
@@ -404,9 +418,9 @@ func runTable(ctx context.Context, o JobOptions, u string, memos map[string]*mem
 	gp.DryRun = gp.DryRun || o.DryRun
 	gcNow := now
 	if !gp.DryRun {
-		if gcNow, err = StoreClock(ctx, b, now); err != nil {
+		if gcNow, err = storeClock(); err != nil {
 			out.Err = err
-			log.Error("gc failed: reading the store's clock", "error", err.Error())
+			log.Error("gc failed", "error", err.Error())
 			return out
 		}
 	}
@@ -456,8 +470,15 @@ func exportIceberg(ctx context.Context, o JobOptions, u string, b blob.Bucket, n
 
 // adoptAfter adopts the table's abandoned shards, logging each and
 // recording them in the history.
-func adoptAbandoned(ctx context.Context, o JobOptions, b blob.Bucket, now time.Time, out *TableOutcome, log *slog.Logger) error {
-	found, err := walshard.FindAbandoned(ctx, b, o.AdoptAfter, now)
+func adoptAbandoned(ctx context.Context, o JobOptions, b blob.Bucket, now time.Time, storeClock func() (time.Time, error), out *TableOutcome, log *slog.Logger) error {
+	// Quiet since when, by the store's clock: a Job whose clock runs ahead
+	// must not take a live shard for an abandoned one.
+	quietNow, err := storeClock()
+	if err != nil {
+		log.Error("looking for abandoned shards failed", "error", err.Error())
+		return err
+	}
+	found, err := walshard.FindAbandoned(ctx, b, o.AdoptAfter, quietNow)
 	if err != nil {
 		log.Error("looking for abandoned shards failed", "error", err.Error())
 		return err
