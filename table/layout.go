@@ -23,10 +23,10 @@ const (
 	IcebergDir = "_iceberg/"
 	// GCBoundaryDir holds the garbage collector's boundary objects; see
 	// docs/format.md.
-	GCBoundaryDir  = "_gc/boundary/"
+	GCBoundaryDir = "_gc/boundary/"
 	// GCClockDir: a collection writes an empty object here, reads its
 	// modification time — the store's clock — and deletes it.
-	GCClockDir = "_gc/clock/"
+	GCClockDir     = "_gc/clock/"
 	manifestSuffix = ".manifest"
 )
 
