@@ -200,7 +200,8 @@ func (p GCPlan) String() string {
 // safety age, and its commit would land referencing an object already
 // deleted. The store's clock is read from an empty object written for it
 // under table.GCClockDir (then deleted: three requests), and only ever
-// makes ages smaller. The compactor Job and strata gc call it before each
+// makes ages smaller (S3 gives an object's time in whole seconds, so by up
+// to a second more). The compactor Job and strata gc call it before each
 // collection.
 func StoreClock(ctx context.Context, b blob.Bucket, now time.Time) (time.Time, error) {
 	key := table.GCClockDir + table.NewID()
