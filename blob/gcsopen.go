@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -49,27 +48,16 @@ func boundGCSUploadRetries(as func(any) bool) error {
 // request. The read timeout applies to the JSON API; with grpc=true or
 // zonal=true the gRPC client keeps its own.
 func openGCS(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Duration) (*gcblob.Bucket, error) {
-	flag := func(key string) (bool, error) {
-		v := q.Get(key)
-		if v == "" {
-			return false, nil
-		}
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return false, fmt.Errorf("%s=%q: want true or false", key, v)
-		}
-		return on, nil
-	}
-	anonymous, err := flag("anonymous")
+	anonymous, err := boolParam(q, "anonymous")
 	if err != nil {
 		return nil, err
 	}
 	anonymous = anonymous || q.Get("access_id") == "-"
-	grpc, err := flag("grpc")
+	grpc, err := boolParam(q, "grpc")
 	if err != nil {
 		return nil, err
 	}
-	zonal, err := flag("zonal")
+	zonal, err := boolParam(q, "zonal")
 	if err != nil {
 		return nil, err
 	}

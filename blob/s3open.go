@@ -16,21 +16,33 @@ import (
 	"gocloud.dev/blob/s3blob"
 )
 
+// boolParam reads a true/false query parameter (absent: false).
+func boolParam(q url.Values, key string) (bool, error) {
+	v := q.Get(key)
+	if v == "" {
+		return false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want true or false", key, v)
+	}
+	return on, nil
+}
+
 // openS3 opens an s3:// bucket as gocloud's URL opener does, taking the
 // same query parameters, with a read timeout on its connections.
 func openS3(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Duration) (*gcblob.Bucket, error) {
 	var opts []func(*s3.Options)
 	var bo s3blob.Options
 	for _, key := range []string{"use_path_style", "s3ForcePathStyle", "disable_https", "accelerate"} {
-		v := q.Get(key)
-		if v == "" {
+		if q.Get(key) == "" {
 			continue
 		}
-		q.Del(key)
-		on, err := strconv.ParseBool(v)
+		on, err := boolParam(q, key)
 		if err != nil {
-			return nil, fmt.Errorf("%s=%q: want true or false", key, v)
+			return nil, err
 		}
+		q.Del(key)
 		switch key {
 		case "disable_https":
 			opts = append(opts, func(o *s3.Options) { o.EndpointOptions.DisableHTTPS = on })

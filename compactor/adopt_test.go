@@ -1,4 +1,4 @@
-package compactor
+package compactor_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
@@ -23,36 +23,18 @@ import (
 // more (no compaction, no collection) until the damaged shard looked
 // quiet again.
 func TestADamagedShardDoesNotHoldUpTheOtherAdoptions(t *testing.T) {
-	ctx := context.Background()
-	b, err := blob.Open(ctx, "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	b := rolloutsTable(t, "mem://", 0, 0, 0)
 	for i, id := range []string{"a-damaged", "b-whole"} {
-		s, err := walshard.Open(ctx, b, &walshard.Options{Shard: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range int64(2) {
-			rec := rollouts.Batch(testenv.Allocator(t), 42, i, j*10, 10)
-			err := s.Append(ctx, rec)
-			rec.Release()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		s := shardWithRows(t, b, id, i, 2)
 		s.Close() // dies: its rows are in its WAL only
 	}
 	if err := b.Delete(ctx, "_shards/a-damaged/wal/"+table.Inverted(2)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
-	o := JobOptions{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), AdoptAfter: 20 * time.Millisecond,
-		Open: func(ctx context.Context, u string) (blob.Bucket, error) { return keepOpen{b}, nil }}
-	sum, err := RunOnce(ctx, &o)
+	o := jobOver(b)
+	o.AdoptAfter = 20 * time.Millisecond
+	sum, err := compactor.RunOnce(ctx, &o)
 	if err == nil || !strings.Contains(err.Error(), `adopting shard "a-damaged"`) || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("the pass: %v, want the damaged shard's adoption named", err)
 	}
@@ -66,14 +48,38 @@ func TestADamagedShardDoesNotHoldUpTheOtherAdoptions(t *testing.T) {
 	if n := s.Manifest().Rows(); n != 20 {
 		t.Fatalf("the table holds %d rows after the pass, want b-whole's 20", n)
 	}
-	st, err := ReadStatus(ctx, b, 1)
+	st, err := compactor.ReadStatus(ctx, b, 1)
 	if err != nil || !strings.Contains(st.LastError, "a-damaged") || st.TotalAdopted != 1 {
 		t.Fatalf("status: %+v %v, want the failure as last_error and one adoption", st, err)
 	}
 }
 
-// keepOpen is a bucket the pass cannot close, so that the test reads it
-// afterwards.
+// jobOver is a Job's options over bucket b alone, which its passes
+// cannot close (the test reads it afterwards), logging nothing.
+func jobOver(b blob.Bucket) compactor.JobOptions {
+	return compactor.JobOptions{Tables: []string{"t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Open: func(context.Context, string) (blob.Bucket, error) { return keepOpen{b}, nil }}
+}
+
 type keepOpen struct{ blob.Bucket }
 
 func (keepOpen) Close() error { return nil }
+
+// shardWithRows opens shard id on b and appends n batches of 10 rows of
+// worker w, acknowledged and not flushed.
+func shardWithRows(t *testing.T, b blob.Bucket, id string, w, n int) *walshard.Shard {
+	t.Helper()
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range int64(n) {
+		rec := rollouts.Batch(testenv.Allocator(t), 42, w, j*10, 10)
+		err := s.Append(ctx, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}

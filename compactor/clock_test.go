@@ -1,18 +1,14 @@
-package compactor
+package compactor_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // A Job whose host clock runs two hours ahead of the store's keeps an
@@ -21,15 +17,8 @@ import (
 // age, and was deleted; the commit then landed referencing it, and its
 // acknowledged rows could not be read.
 func TestAJobWhoseClockRunsAheadKeepsAFreshUpload(t *testing.T) {
-	ctx := context.Background()
-	b, err := blob.Open(ctx, "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := rolloutsTable(t, "file://"+t.TempDir(), 0, 0, 0)
 	defer b.Close()
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 5, 0, 7)
 	defer rec.Release()
 	frag, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
@@ -37,10 +26,9 @@ func TestAJobWhoseClockRunsAheadKeepsAFreshUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The pass runs while the writer is between its upload and its commit.
-	o := JobOptions{Tables: []string{"file://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:  func() time.Time { return time.Now().Add(2 * time.Hour) },
-		Open: func(ctx context.Context, u string) (blob.Bucket, error) { return keepOpen{b}, nil }}
-	if _, err := RunOnce(ctx, &o); err != nil {
+	o := jobOver(b)
+	o.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	if _, err := compactor.RunOnce(ctx, &o); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Attributes(ctx, frag.Key); err != nil {
@@ -64,31 +52,17 @@ func TestAJobWhoseClockRunsAheadKeepsAFreshUpload(t *testing.T) {
 // judged by the store's clock. Before, a Job an hour ahead adopted a shard
 // its owner had written to a moment ago, fencing the owner.
 func TestAJobWhoseClockRunsAheadLeavesALiveShardAlone(t *testing.T) {
-	ctx := context.Background()
-	b, err := blob.Open(ctx, "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "live"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := rolloutsTable(t, "mem://", 0, 0, 0)
+	s := shardWithRows(t, b, "live", 1, 1)
 	defer s.Close()
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
-	defer rec.Release()
-	if err := s.Append(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	o := JobOptions{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:  func() time.Time { return time.Now().Add(time.Hour) },
-		Open: func(ctx context.Context, u string) (blob.Bucket, error) { return keepOpen{b}, nil }}
-	sum, err := RunOnce(ctx, &o)
+	o := jobOver(b)
+	o.Now = func() time.Time { return time.Now().Add(time.Hour) }
+	sum, err := compactor.RunOnce(ctx, &o)
 	if err != nil || sum.Adopted != 0 {
 		t.Fatalf("a pass an hour ahead: adopted %d, %v; want the live shard left alone", sum.Adopted, err)
 	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 10, 10)
+	defer rec.Release()
 	if err := s.Append(ctx, rec); err != nil {
 		t.Fatalf("the owner's next append: %v", err)
 	}

@@ -437,6 +437,22 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 	}
 }
 
+// withEvents serves root with the table "events" created, and returns an
+// append of those ids (one request).
+func withEvents(t *testing.T, root string, opts server.Options) (*fixture, func(ids ...int64) error) {
+	t.Helper()
+	f := start(t, root, opts)
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	return f, func(ids ...int64) error {
+		rec := eventBatch(ids...)
+		defer rec.Release()
+		_, err := f.c.Append(ctx, "events", rec)
+		return err
+	}
+}
+
 // An append whose WAL entry landed while the store stopped answering (the
 // create's answer lost, the read-back failed) is answered 503
 // outcome_unknown, which the client hands back instead of retrying: sent
@@ -445,16 +461,7 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 func TestAnAppendWhoseOutcomeIsUnknownIsNotRetried(t *testing.T) {
 	// The shard fails the append at the first unanswered read, as it does
 	// once the store has been away for longer than ResolveWithin.
-	f := start(t, "file://"+t.TempDir(), server.Options{Shard: walshard.Options{ResolveWithin: -1}})
-	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
-		t.Fatal(err)
-	}
-	appendIDs := func(ids ...int64) error {
-		rec := eventBatch(ids...)
-		defer rec.Release()
-		_, err := f.c.Append(ctx, "events", rec)
-		return err
-	}
+	f, appendIDs := withEvents(t, "file://"+t.TempDir(), server.Options{Shard: walshard.Options{ResolveWithin: -1}})
 	if err := appendIDs(1); err != nil {
 		t.Fatal(err)
 	}
@@ -495,15 +502,9 @@ func TestAnAppendWhoseOutcomeIsUnknownIsNotRetried(t *testing.T) {
 func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 	dir := t.TempDir()
 	root := "file://" + dir
-	first := start(t, root, server.Options{})
-	if _, err := first.c.CreateTable(ctx, "events", events); err != nil {
-		t.Fatal(err)
-	}
+	first, appendIDs := withEvents(t, root, server.Options{})
 	for _, id := range []int64{1, 2, 3} {
-		rec := eventBatch(id)
-		_, err := first.c.Append(ctx, "events", rec)
-		rec.Release()
-		if err != nil {
+		if err := appendIDs(id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -560,16 +561,7 @@ func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 // acknowledged is lost or doubled.
 func TestAServerWhoseShardWasTakenOverOpensItAgain(t *testing.T) {
 	root := "file://" + t.TempDir()
-	f := start(t, root, server.Options{})
-	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
-		t.Fatal(err)
-	}
-	appendIDs := func(ids ...int64) error {
-		rec := eventBatch(ids...)
-		defer rec.Release()
-		_, err := f.c.Append(ctx, "events", rec)
-		return err
-	}
+	f, appendIDs := withEvents(t, root, server.Options{})
 	if err := appendIDs(1); err != nil {
 		t.Fatal(err)
 	}

@@ -30,44 +30,25 @@ func CheckLog(ctx context.Context, b blob.Bucket, shard string) ([]error, error)
 	if err != nil {
 		return nil, err
 	}
-	l := newLayout(shard)
-	s := &Shard{b: b, l: l, id: shard, schema: m.Schema()}
-	for range 3 {
-		st, err := readState(ctx, b, l)
-		if err != nil {
-			return nil, err
+	s := &Shard{b: b, l: newLayout(shard), id: shard, schema: m.Schema()}
+	var damage []error
+	err = s.readUnflushed(ctx, func(*State) error {
+		damage = nil
+		return nil
+	}, func(e *entry, err error) error {
+		switch {
+		case errors.Is(err, ErrMissingEntry), errors.Is(err, ErrCorruptEntry):
+			damage = append(damage, err)
+		case errors.Is(err, ErrPoisonEntry):
+		case err != nil:
+			return err
+		default:
+			releaseAll(e.batches)
 		}
-		end, err := s.walEnd(ctx)
-		if err != nil {
-			return nil, err
-		}
-		var damage []error
-		moved := false
-		for pos := st.WALFlushed + 1; pos <= end && !moved; pos++ {
-			e, err := s.readEntry(ctx, pos, false)
-			switch {
-			case errors.Is(err, blob.ErrNotFound):
-				_, serr := b.Attributes(ctx, l.stateKey(st.Seq+1))
-				if serr == nil {
-					moved = true // flushed and cleaned since the state was read
-					break
-				}
-				if !errors.Is(serr, blob.ErrNotFound) {
-					return nil, serr
-				}
-				damage = append(damage, &MissingEntryError{Shard: shard, Position: pos, Key: l.walKey(pos), End: end})
-			case errors.Is(err, ErrCorruptEntry):
-				damage = append(damage, err)
-			case errors.Is(err, ErrPoisonEntry):
-			case err != nil:
-				return nil, err
-			default:
-				releaseAll(e.batches)
-			}
-		}
-		if !moved {
-			return damage, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("shard %q: %w", shard, ErrFleetMoving)
+	return damage, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -21,15 +22,24 @@ func walKey(shard string, pos uint64) string {
 	return "_shards/" + shard + "/wal/" + table.Inverted(pos)
 }
 
-// A WAL entry gone from the middle of the log held acknowledged rows:
-// opening the shard refuses to skip it, naming it.
-func TestAMissingWALEntryIsAnError(t *testing.T) {
+// threeEntries is a table whose shard w1 holds, unflushed, the first
+// owner's fence at position 1 and the entries at 2, 3 and 4 (ids 1 and 2,
+// 3 and 4, 5 and 6); the owner is closed.
+func threeEntries(t *testing.T) blob.Bucket {
+	t.Helper()
 	b := newTable(t, "mem://")
 	s := open(t, b, "w1", walshard.Options{})
 	appendIDs(t, s, 1, 2)
 	appendIDs(t, s, 3, 4)
 	appendIDs(t, s, 5, 6)
 	s.Close()
+	return b
+}
+
+// A WAL entry gone from the middle of the log held acknowledged rows:
+// opening the shard refuses to skip it, naming it.
+func TestAMissingWALEntryIsAnError(t *testing.T) {
+	b := threeEntries(t)
 	// Position 1 is the first owner's fence; the appends are 2, 3 and 4.
 	if err := b.Delete(ctx, walKey("w1", 3)); err != nil {
 		t.Fatal(err)
@@ -223,12 +233,7 @@ func TestAnAppendWaitsForTheStoreToTellItsOutcome(t *testing.T) {
 // under quarantine/, a fence in their place — and merges the rest; the
 // shard then opens as usual, and the table holds every other row once.
 func TestARepairSetsAsideLostWALEntries(t *testing.T) {
-	b := newTable(t, "mem://")
-	s := open(t, b, "w1", walshard.Options{})
-	appendIDs(t, s, 1, 2)
-	appendIDs(t, s, 3, 4)
-	appendIDs(t, s, 5, 6)
-	s.Close()
+	b := threeEntries(t)
 	// Reopened and closed: a fence at 5 above the entries at 2, 3 and 4.
 	// With 3 and 4 gone, the newest data entry after the repair is 2, and
 	// only what the repair leaves at 3 and 4 lets a later open past them.
@@ -267,7 +272,7 @@ func TestARepairSetsAsideLostWALEntries(t *testing.T) {
 	if damage, err := walshard.CheckLog(ctx, b, "w1"); err != nil || len(damage) != 0 {
 		t.Fatalf("CheckLog after the repair: %v %v", damage, err)
 	}
-	s = open(t, b, "w1", walshard.Options{})
+	s := open(t, b, "w1", walshard.Options{})
 	appendIDs(t, s, 7)
 	if err := s.Drain(ctx); err != nil {
 		t.Fatal(err)
@@ -279,12 +284,7 @@ func TestARepairSetsAsideLostWALEntries(t *testing.T) {
 // An entry that does not decode is set aside the same way, its bytes kept
 // under quarantine/.
 func TestARepairSetsAsideACorruptWALEntry(t *testing.T) {
-	b := newTable(t, "mem://")
-	s := open(t, b, "w1", walshard.Options{})
-	appendIDs(t, s, 1, 2)
-	appendIDs(t, s, 3, 4)
-	appendIDs(t, s, 5, 6)
-	s.Close()
+	b := threeEntries(t)
 	garbage := []byte("STRATAWL not an entry")
 	if err := b.Delete(ctx, walKey("w1", 3)); err != nil {
 		t.Fatal(err)
@@ -304,6 +304,5 @@ func TestARepairSetsAsideACorruptWALEntry(t *testing.T) {
 		t.Fatalf("the quarantined copy: %q %v", kept, err)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 5, 6})
-	s = open(t, b, "w1", walshard.Options{})
-	s.Close()
+	open(t, b, "w1", walshard.Options{}).Close()
 }

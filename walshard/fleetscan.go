@@ -137,55 +137,79 @@ var errStaleBase = errors.New("walshard: the table version read is older than a 
 
 // cutShard reads one shard's cut against a table watermark.
 func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64) (*shardCut, error) {
-	l := newLayout(id)
-	s := &Shard{b: b, l: l, id: id, schema: schema}
-	for range 3 {
-		st, err := readState(ctx, b, l)
-		if err != nil {
-			return nil, err
+	s := &Shard{b: b, l: newLayout(id), id: id, schema: schema}
+	var c *shardCut
+	err := s.readUnflushed(ctx, func(st *State) error {
+		if c != nil {
+			releaseAll(c.batches)
 		}
+		c = nil
 		if st.MergedBelow > watermark {
-			return nil, errStaleBase
+			return errStaleBase
+		}
+		c = &shardCut{shard: id, state: st, gens: st.pending(watermark)}
+		return nil
+	}, func(e *entry, err error) error {
+		switch {
+		case errors.Is(err, ErrPoisonEntry):
+			// its owner quarantines it; its rows were never good
+		case err != nil:
+			return err
+		case e.kind == kindData:
+			c.batches = append(c.batches, e.batches...)
+		}
+		return nil
+	})
+	if err != nil {
+		if c != nil {
+			releaseAll(c.batches)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// readUnflushed reads, by name and in full, each WAL entry between the
+// shard's flushed position and the end of its log, for each (its entry,
+// or the error reading it), after start is told of the newest state; an
+// error from either stops the read. A position found empty was merged and
+// cleaned since the state was read — but then a flush wrote the state
+// after it first: the read starts over (with start told again), three
+// times at most (ErrFleetMoving). With no such state (read by name: a
+// listing may lag) the entry is lost: each gets a *MissingEntryError.
+func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, each func(e *entry, err error) error) error {
+	for range 3 {
+		st, err := readState(ctx, s.b, s.l)
+		if err != nil {
+			return err
+		}
+		if err := start(st); err != nil {
+			return err
 		}
 		end, err := s.walEnd(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c := &shardCut{shard: id, state: st, gens: st.pending(watermark)}
-		gone := false
-		for pos := st.WALFlushed + 1; pos <= end; pos++ {
+		moved := false
+		for pos := st.WALFlushed + 1; pos <= end && !moved; pos++ {
 			e, err := s.readEntry(ctx, pos, false)
 			if errors.Is(err, blob.ErrNotFound) {
-				// Merged and cleaned since the state was read — but then a
-				// flush wrote the state after it first. With none there
-				// (read by name: a listing may lag), the entry is lost.
-				_, serr := b.Attributes(ctx, l.stateKey(st.Seq+1))
-				if errors.Is(serr, blob.ErrNotFound) {
-					releaseAll(c.batches)
-					return nil, &MissingEntryError{Shard: id, Position: pos, Key: l.walKey(pos), End: end}
+				_, serr := s.b.Attributes(ctx, s.l.stateKey(st.Seq+1))
+				if moved = serr == nil; moved {
+					break
 				}
-				if serr != nil {
-					releaseAll(c.batches)
-					return nil, serr
+				if !errors.Is(serr, blob.ErrNotFound) {
+					return serr
 				}
-				gone = true
-				break
+				err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: end}
 			}
-			if errors.Is(err, ErrPoisonEntry) {
-				continue // its owner quarantines it; its rows were never good
-			}
-			if err != nil {
-				releaseAll(c.batches)
-				return nil, err
-			}
-			if e.kind == kindData {
-				c.batches = append(c.batches, e.batches...)
+			if err := each(e, err); err != nil {
+				return err
 			}
 		}
-		if !gone {
-			return c, nil
+		if !moved {
+			return nil
 		}
-		releaseAll(c.batches)
 	}
-	return nil, fmt.Errorf("shard %q: %w", id, ErrFleetMoving)
+	return fmt.Errorf("shard %q: %w", s.id, ErrFleetMoving)
 }

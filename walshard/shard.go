@@ -448,9 +448,9 @@ func (s *Shard) setAside(ctx context.Context, pos uint64, lost error) error {
 	case err != nil:
 		return err
 	}
-	qkey := s.l.quarantineKey(pos)
-	if err := s.b.PutIfAbsent(ctx, qkey, data); err != nil && !errors.Is(err, blob.ErrExists) {
-		return fmt.Errorf("walshard: shard %q: setting aside WAL entry %d: %w", s.id, pos, err)
+	qkey, err := s.keepAside(ctx, pos, data)
+	if err != nil {
+		return err
 	}
 	if err := s.b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return fmt.Errorf("walshard: shard %q: setting aside WAL entry %d: %w", s.id, pos, err)
@@ -468,13 +468,7 @@ func (s *Shard) setAside(ctx context.Context, pos uint64, lost error) error {
 	if errors.As(lost, &ce) {
 		why = "the entry was corrupt: " + ce.Reason
 	}
-	q := Quarantined{Position: pos, Key: qkey, Reason: "set aside by a repair, its rows lost: " + why}
-	s.mu.Lock()
-	s.mu.quarantined = append(s.mu.quarantined, q)
-	s.mu.Unlock()
-	if s.opts.OnQuarantine != nil {
-		s.opts.OnQuarantine(q)
-	}
+	s.recordAside(Quarantined{Position: pos, Key: qkey, Reason: "set aside by a repair, its rows lost: " + why})
 	return nil
 }
 
@@ -510,17 +504,32 @@ func (s *Shard) quarantine(ctx context.Context, pos uint64, reason string) error
 	if err != nil {
 		return fmt.Errorf("walshard: shard %q: quarantining WAL entry %d: %w", s.id, pos, err)
 	}
+	key, err := s.keepAside(ctx, pos, data)
+	if err != nil {
+		return err
+	}
+	s.recordAside(Quarantined{Position: pos, Key: key, Reason: reason})
+	return nil
+}
+
+// keepAside stores data under quarantine/ for position pos and returns
+// its key; a copy there already (an earlier attempt's) stays.
+func (s *Shard) keepAside(ctx context.Context, pos uint64, data []byte) (string, error) {
 	key := s.l.quarantineKey(pos)
 	if err := s.b.PutIfAbsent(ctx, key, data); err != nil && !errors.Is(err, blob.ErrExists) {
-		return fmt.Errorf("walshard: shard %q: quarantining WAL entry %d: %w", s.id, pos, err)
+		return "", fmt.Errorf("walshard: shard %q: quarantining WAL entry %d: %w", s.id, pos, err)
 	}
+	return key, nil
+}
+
+// recordAside records an entry set aside, in the stats and to OnQuarantine.
+func (s *Shard) recordAside(q Quarantined) {
 	s.mu.Lock()
-	s.mu.quarantined = append(s.mu.quarantined, Quarantined{Position: pos, Key: key, Reason: reason})
+	s.mu.quarantined = append(s.mu.quarantined, q)
 	s.mu.Unlock()
 	if s.opts.OnQuarantine != nil {
-		s.opts.OnQuarantine(Quarantined{Position: pos, Key: key, Reason: reason})
+		s.opts.OnQuarantine(q)
 	}
-	return nil
 }
 
 // addToMemtable adds an entry's rows; reuse, when not nil, is the entry's
