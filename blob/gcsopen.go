@@ -83,9 +83,17 @@ func openGCS(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Dur
 		}
 	}
 
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A copy of the default transport, to dial through; a program that
+	// replaced it with a RoundTripper of its own gets a fresh one.
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = dt.Clone()
+	}
 	if readTimeout > 0 {
 		dial := tr.DialContext
+		if dial == nil {
+			dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		}
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)
 			if err != nil {

@@ -118,3 +118,23 @@ func TestOpenGCSWithoutCredentialsIsPermanent(t *testing.T) {
 		t.Fatalf("gs:// without credentials: %v, want ErrPermanent saying there are no credentials", err)
 	}
 }
+
+// A program that replaced http.DefaultTransport (with tracing, say) opens
+// a GCS bucket all the same: the opener asserted it was an *http.Transport
+// and panicked.
+func TestOpenGCSWithAReplacedDefaultTransport(t *testing.T) {
+	fakeGCS(t, func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
+	saved := http.DefaultTransport
+	http.DefaultTransport = wrappedTransport{saved}
+	t.Cleanup(func() { http.DefaultTransport = saved })
+	b, err := Open(context.Background(), "gs://b/t?read_timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Get(context.Background(), "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a GET of a missing object: %v, want ErrNotFound", err)
+	}
+}
+
+type wrappedTransport struct{ http.RoundTripper }
