@@ -166,8 +166,28 @@ func (c *cloudBucket) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := c.b.Upload(ctx, key, r, &gcblob.WriterOptions{ContentType: "application/octet-stream", BeforeWrite: c.beforeWrite})
+	// gocloud closes (and so commits) the writer even when r fails: on GCS
+	// and in memory, what was read so far would become the object. A
+	// failing r cancels the upload's context first, which aborts it.
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err := c.b.Upload(uctx, key, &abortOnError{r: r, abort: cancel}, &gcblob.WriterOptions{ContentType: "application/octet-stream", BeforeWrite: c.beforeWrite})
 	return c.classify("put", key, err)
+}
+
+// abortOnError passes reads through; a read error other than io.EOF calls
+// abort before it is returned.
+type abortOnError struct {
+	r     io.Reader
+	abort func()
+}
+
+func (a *abortOnError) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		a.abort()
+	}
+	return n, err
 }
 
 func (c *cloudBucket) Delete(ctx context.Context, key string) error {

@@ -43,6 +43,7 @@ func Run(t *testing.T, open Opener, opts Options) {
 		{"GetMissingIsNotFoundAndNamesTheKey", testGetMissing},
 		{"PutThenGetRoundTrips", testRoundTrip},
 		{"PutReplacesWholeObject", testPutReplaces},
+		{"PutWhoseReaderFailsWritesNothing", testPutReaderFails},
 		{"PutIfAbsentCreatesOnceAndKeepsTheFirst", testPutIfAbsent},
 		{"RangeReadsReturnExactBytes", testRangeReads},
 		{"ReaderAtReadsWithRanges", testReaderAt},
@@ -124,6 +125,33 @@ func testPutReplaces(t *testing.T, b blob.Bucket) {
 	got, err := b.Get(ctx(t), "k")
 	if err != nil || !bytes.Equal(got, second) {
 		t.Fatalf("after replacing: got %q, %v; want %q", got, err, second)
+	}
+}
+
+// failingReader yields what r holds, then fails with err.
+type failingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, f.err
+	}
+	return n, err
+}
+
+func testPutReaderFails(t *testing.T, b blob.Bucket) {
+	boom := errors.New("producer failed")
+	for _, size := range []int{0, 1000, 6 << 20} {
+		key := fmt.Sprintf("fail/obj-%d", size)
+		err := b.Put(ctx(t), key, &failingReader{r: bytes.NewReader(randomBytes(size)), err: boom})
+		if err == nil {
+			t.Fatalf("Put(%q) of a reader failing after %d bytes succeeded", key, size)
+		}
+		_, err = b.Get(ctx(t), key)
+		wantKind(t, fmt.Sprintf("Get after a failed Put of %d bytes", size), err, blob.ErrNotFound)
 	}
 }
 
