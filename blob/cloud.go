@@ -1,6 +1,7 @@
 package blob
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -165,6 +166,23 @@ func (c *cloudBucket) Put(ctx context.Context, key string, r io.Reader) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if c.s3 != nil && plain(key) {
+		buf := smallPutBuffers.Get().(*bytes.Buffer)
+		defer func() {
+			if buf.Cap() <= 2*smallPutLimit {
+				buf.Reset()
+				smallPutBuffers.Put(buf)
+			}
+		}()
+		whole, err := readSmall(r, buf, smallPutLimit)
+		if err != nil {
+			return c.classify("put", key, err)
+		}
+		if whole {
+			return c.classify("put", key, c.s3.put(ctx, key, buf.Bytes(), false))
+		}
+		r = io.MultiReader(bytes.NewReader(buf.Bytes()), r)
 	}
 	// gocloud closes (and so commits) the writer even when r fails: on GCS
 	// and in memory, what was read so far would become the object. A

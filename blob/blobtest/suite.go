@@ -104,7 +104,9 @@ func testGetMissing(t *testing.T, b blob.Bucket) {
 }
 
 func testRoundTrip(t *testing.T, b blob.Bucket) {
-	for _, size := range []int{0, 1, 1000, 3<<20 + 17} {
+	// Sizes on both sides of the S3 backend's single-request limit (4 MiB)
+	// and beyond a part of its multipart uploads (5 MiB).
+	for _, size := range []int{0, 1, 1000, 3<<20 + 17, 4 << 20, 4<<20 + 1, 11<<20 + 5} {
 		key := fmt.Sprintf("rt/obj-%d", size)
 		data := randomBytes(size)
 		put(t, b, key, data)
