@@ -60,8 +60,13 @@ func (e *InputError) Error() string {
 		fmt.Fprintf(&b, "column %q: ", e.Column)
 	}
 	b.WriteString(e.Reason)
-	if e.Want != "" || e.Got != "" {
+	switch {
+	case e.Want != "" && e.Got != "":
 		fmt.Fprintf(&b, " (table: %s; input: %s)", e.Want, e.Got)
+	case e.Want != "":
+		fmt.Fprintf(&b, " (table: %s)", e.Want)
+	case e.Got != "":
+		fmt.Fprintf(&b, " (input: %s)", e.Got)
 	}
 	return b.String()
 }

@@ -269,3 +269,21 @@ func TestCheckStorable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An input error names only the types it knows: no empty "input: " when
+// the input's type is not one (a JSON value that does not fit).
+func TestInputErrorNamesTheTypesItKnows(t *testing.T) {
+	for _, c := range []struct {
+		err  table.InputError
+		want string
+	}{
+		{table.InputError{Row: 0, Column: "id", Want: "int64", Reason: "value does not fit the column"}, `table: row 0: column "id": value does not fit the column (table: int64)`},
+		{table.InputError{Row: -1, Want: "int64", Got: "utf8", Reason: "types differ"}, `table: types differ (table: int64; input: utf8)`},
+		{table.InputError{Row: 2, Got: "utf8", Reason: "no such column"}, `table: row 2: no such column (input: utf8)`},
+		{table.InputError{Row: -1, Reason: "empty"}, `table: empty`},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("got %s, want %s", got, c.want)
+		}
+	}
+}
