@@ -64,3 +64,4 @@ fuzz FuzzReadIPC ./internal/ingest 2000x
 fuzz FuzzDecodeEntry ./walshard 20000x
 fuzz FuzzParseFilter ./table 10000x
 fuzz FuzzDecodeManifest ./table 20000x
+fuzz FuzzDecodeManifestFrames ./table 20000x

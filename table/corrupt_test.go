@@ -11,7 +11,7 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-func latestManifestBytes(t *testing.T) (string, []byte, *table.Manifest) {
+func latestManifestBytes(t testing.TB) (string, []byte, *table.Manifest) {
 	b := memBucket(t)
 	newTable(t, b, 2, 10)
 	s, err := table.Open(ctx, b, nil)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -51,34 +52,119 @@ func codecs() (*zstd.Encoder, *zstd.Decoder) {
 }
 
 // EncodeManifest serialises m.
+//
+// The payload is stored as zstd frames one after another (RFC 8878 allows
+// it; decompressed, they are the payload): the first holds the length and
+// the transaction, so that a committer catching up reads a transaction by
+// decompressing that frame alone; then the state, its fragment entries
+// manifestChunk to a frame. A committer encodes the whole state again on
+// every attempt, and its entries are mostly those of the version before:
+// the frames of whole chunks are cached, and only a chunk that changed is
+// compressed again.
 func EncodeManifest(m *Manifest) ([]byte, error) {
 	txn, err := json.Marshal(&m.Transaction)
 	if err != nil {
 		return nil, fmt.Errorf("table: encode manifest v%d: %w", m.Version, err)
 	}
-	state, err := marshalState(m)
+	rest, err := marshalRest(m)
 	if err != nil {
 		return nil, fmt.Errorf("table: encode manifest v%d: %w", m.Version, err)
 	}
-	payload := make([]byte, 4, 4+len(txn)+len(state))
-	binary.LittleEndian.PutUint32(payload, uint32(len(txn)))
-	payload = append(append(payload, txn...), state...)
 	enc, _ := codecs()
-	comp := enc.EncodeAll(payload, nil)
-	out := make([]byte, headerSize, headerSize+len(comp))
+	out := make([]byte, headerSize, headerSize+len(txn)/4+len(rest)/4+1024*(len(m.Fragments)/manifestChunk+1))
+	head := make([]byte, 4, 4+len(txn))
+	binary.LittleEndian.PutUint32(head, uint32(len(txn)))
+	out = enc.EncodeAll(append(head, txn...), out)
+	if len(m.Fragments) == 0 {
+		out = enc.EncodeAll([]byte(`{"fragments":[`), out)
+	}
+	for i := 0; i < len(m.Fragments); i += manifestChunk {
+		if out, err = appendChunk(out, m.TableID, m.Fragments[i:min(i+manifestChunk, len(m.Fragments))], i == 0); err != nil {
+			return nil, fmt.Errorf("table: encode manifest v%d: %w", m.Version, err)
+		}
+	}
+	// rest is a non-empty object (it has table_id): its fields follow the
+	// fragments.
+	out = enc.EncodeAll(append([]byte("],"), rest[1:]...), out)
+	comp := out[headerSize:]
 	copy(out, manifestMagic)
 	binary.LittleEndian.PutUint16(out[8:], FormatMajor)
 	binary.LittleEndian.PutUint16(out[10:], FormatMinor)
 	binary.LittleEndian.PutUint32(out[12:], flagZstd)
 	binary.LittleEndian.PutUint64(out[16:], uint64(len(comp)))
 	binary.LittleEndian.PutUint32(out[24:], crc32.Checksum(comp, crcTable))
-	return append(out, comp...), nil
+	return out, nil
+}
+
+// manifestChunk: fragment entries per zstd frame of a manifest.
+const manifestChunk = 32
+
+// chunkCacheKey names the frame of a whole chunk: its entries, and whether
+// it is the first (which opens the state document; the others start with
+// a comma).
+type chunkCacheKey struct {
+	first   bool
+	entries [manifestChunk]fragmentCacheKey
+}
+
+var chunkFrames struct {
+	sync.Mutex
+	m map[chunkCacheKey][]byte
+}
+
+const chunkFramesCacheMax = 1 << 10
+
+// appendChunk appends to out the frame of fragment entries fs (at most
+// manifestChunk of them), from the cache when fs is a whole chunk seen
+// before.
+func appendChunk(out []byte, tableID string, fs []Fragment, first bool) ([]byte, error) {
+	var k chunkCacheKey
+	whole := len(fs) == manifestChunk
+	if whole {
+		k.first = first
+		for i := range fs {
+			k.entries[i] = fragmentKey(tableID, &fs[i])
+		}
+		chunkFrames.Lock()
+		frame, ok := chunkFrames.m[k]
+		chunkFrames.Unlock()
+		if ok {
+			return append(out, frame...), nil
+		}
+	}
+	var buf bytes.Buffer
+	buf.Grow(640 * len(fs))
+	if first {
+		buf.WriteString(`{"fragments":[`)
+	}
+	for i := range fs {
+		data, err := encodeFragment(tableID, &fs[i])
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 || !first {
+			buf.WriteByte(',')
+		}
+		buf.Write(data)
+	}
+	enc, _ := codecs()
+	start := len(out)
+	out = enc.EncodeAll(buf.Bytes(), out)
+	if whole {
+		chunkFrames.Lock()
+		if chunkFrames.m == nil || len(chunkFrames.m) >= chunkFramesCacheMax {
+			chunkFrames.m = make(map[chunkCacheKey][]byte)
+		}
+		chunkFrames.m[k] = slices.Clone(out[start:])
+		chunkFrames.Unlock()
+	}
+	return out, nil
 }
 
 // DecodeManifest parses a manifest object read from key. It never panics:
 // anything wrong is a *CorruptError naming key, or ErrUnsupportedFormat.
 func DecodeManifest(key string, data []byte) (*Manifest, error) {
-	txn, state, err := splitPayload(key, data)
+	txn, state, err := splitPayload(key, data, false)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +184,7 @@ func DecodeManifest(key string, data []byte) (*Manifest, error) {
 // DecodeTransaction parses only the transaction of a manifest object: the
 // cheap read a committer makes of each version it missed.
 func DecodeTransaction(key string, data []byte) (*Transaction, error) {
-	raw, _, err := splitPayload(key, data)
+	raw, _, err := splitPayload(key, data, true)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +199,10 @@ func DecodeTransaction(key string, data []byte) (*Transaction, error) {
 }
 
 // splitPayload checks the header and checksum, decompresses, and splits
-// the payload into its transaction and state documents.
-func splitPayload(key string, data []byte) (txn, state []byte, err error) {
+// the payload into its transaction and state documents. With txnOnly, the
+// state may be left out (nil): only the frame that holds the transaction
+// is decompressed, when it can be told apart.
+func splitPayload(key string, data []byte, txnOnly bool) (txn, state []byte, err error) {
 	if len(data) < headerSize {
 		return nil, nil, corrupt(key, fmt.Sprintf("%d bytes is shorter than the %d-byte manifest header", len(data), headerSize), nil)
 	}
@@ -141,7 +229,19 @@ func splitPayload(key string, data []byte) (txn, state []byte, err error) {
 	}
 	if flags&flagZstd != 0 {
 		_, dec := codecs()
-		if payload, err = dec.DecodeAll(payload, nil); err != nil {
+		claimed, complete := claimedSize(payload)
+		if claimed > maxExpansion*uint64(len(payload)) || claimed > maxManifestSize {
+			return nil, nil, corrupt(key, fmt.Sprintf("payload of %d bytes claims %d bytes decompressed", len(payload), claimed), nil)
+		}
+		if txnOnly {
+			if txn, ok := firstFrameTransaction(dec, payload); ok {
+				return txn, nil, nil
+			}
+		}
+		if !complete {
+			claimed = 0 // the buffer grows as the payload decompresses
+		}
+		if payload, err = dec.DecodeAll(payload, make([]byte, 0, claimed)); err != nil {
 			return nil, nil, corrupt(key, "payload does not decompress", err)
 		}
 	}
@@ -153,6 +253,87 @@ func splitPayload(key string, data []byte) (txn, state []byte, err error) {
 		return nil, nil, corrupt(key, fmt.Sprintf("transaction length %d exceeds the payload", t), nil)
 	}
 	return payload[4 : 4+t], payload[4+t:], nil
+}
+
+// frameEnd returns the length of the zstd frame at the start of data and
+// its header (false when data does not start with a whole frame).
+func frameEnd(data []byte) (int, zstd.Header, bool) {
+	var h zstd.Header
+	if err := h.Decode(data); err != nil || h.Skippable || !h.FirstBlock.OK {
+		return 0, h, false
+	}
+	at := h.HeaderSize
+	for {
+		if at+3 > len(data) {
+			return 0, h, false
+		}
+		bh := uint32(data[at]) | uint32(data[at+1])<<8 | uint32(data[at+2])<<16
+		size := int(bh >> 3)
+		switch (bh >> 1) & 3 {
+		case 1: // RLE: one byte, repeated
+			size = 1
+		case 3: // reserved
+			return 0, h, false
+		}
+		at += 3 + size
+		if bh&1 != 0 { // the last block
+			break
+		}
+	}
+	if h.HasCheckSum {
+		at += 4
+	}
+	if at > len(data) {
+		return 0, h, false
+	}
+	return at, h, true
+}
+
+// maxExpansion bounds what a manifest's frames may claim to decompress to,
+// as a multiple of their compressed size. JSON entries that each hold a
+// random key compress some tenfold; a header claiming more than this is
+// damage, and the decoder would allocate what it claims before decoding.
+const maxExpansion = 1 << 10
+
+// claimedSize sums the decompressed sizes that payload's frame headers
+// claim, up to the first frame that cannot be walked or gives no size;
+// complete is true when every frame was summed.
+func claimedSize(payload []byte) (total uint64, complete bool) {
+	for len(payload) > 0 {
+		n, h, ok := frameEnd(payload)
+		if h.HasFCS {
+			if h.FrameContentSize > maxManifestSize {
+				return h.FrameContentSize, false
+			}
+			total += h.FrameContentSize
+		}
+		if !ok || !h.HasFCS {
+			return total, false
+		}
+		payload = payload[n:]
+	}
+	return total, true
+}
+
+// firstFrameTransaction decompresses the first zstd frame of payload and
+// returns the transaction, when that frame holds the whole of it (as
+// EncodeManifest writes it). ok is false otherwise — an older manifest
+// whose first frame ends the transaction nowhere, any doubt — and the
+// caller decompresses everything.
+func firstFrameTransaction(dec *zstd.Decoder, payload []byte) (txn []byte, ok bool) {
+	n, h, ok := frameEnd(payload)
+	if !ok || n == len(payload) {
+		return nil, false // one frame: decompressing it is decompressing everything
+	}
+	first, err := dec.DecodeAll(payload[:n], make([]byte, 0, min(h.FrameContentSize, maxManifestSize)))
+	if err != nil || len(first) < 4 {
+		return nil, false
+	}
+	t := uint64(binary.LittleEndian.Uint32(first))
+	if t > uint64(len(first)-4) {
+		return nil, false
+	}
+	return first[4 : 4+t], true
 }
 
 // validate checks what the rest of the engine assumes of a manifest.
@@ -202,11 +383,17 @@ var fragmentJSON struct {
 
 const fragmentJSONCacheMax = 1 << 16
 
-func encodeFragment(tableID string, f *Fragment) ([]byte, error) {
+// fragmentKey is the cache key of f's entry in table tableID.
+func fragmentKey(tableID string, f *Fragment) fragmentCacheKey {
 	k := fragmentCacheKey{table: tableID, id: f.ID, key: f.Key, rows: f.Rows, bytes: f.Bytes}
 	if f.Deletion != nil {
 		k.delKey, k.count = f.Deletion.Key, f.Deletion.Count
 	}
+	return k
+}
+
+func encodeFragment(tableID string, f *Fragment) ([]byte, error) {
+	k := fragmentKey(tableID, f)
 	fragmentJSON.Lock()
 	data, ok := fragmentJSON.m[k]
 	fragmentJSON.Unlock()
@@ -226,33 +413,14 @@ func encodeFragment(tableID string, f *Fragment) ([]byte, error) {
 	return data, nil
 }
 
-// marshalState encodes the manifest's state with cached fragment entries;
-// the result is the same as json.Marshal(m), with "fragments" first.
-func marshalState(m *Manifest) ([]byte, error) {
+// marshalRest encodes the manifest's state without its fragments: the
+// fields that follow them in the state document.
+func marshalRest(m *Manifest) ([]byte, error) {
 	type plain Manifest // no methods: the default encoding
-	rest, err := json.Marshal(struct {
+	return json.Marshal(struct {
 		*plain
 		// Shadows plain.Fragments; nil, so left out. (A "-" tag would not
 		// shadow: encoding/json drops such fields before resolving names.)
 		Fragments *struct{} `json:"fragments,omitempty"`
 	}{plain: (*plain)(m)})
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(rest) + 512*len(m.Fragments))
-	buf.WriteString(`{"fragments":[`)
-	for i := range m.Fragments {
-		data, err := encodeFragment(m.TableID, &m.Fragments[i])
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(data)
-	}
-	buf.WriteString("],")
-	buf.Write(rest[1:]) // rest is a non-empty object: it has table_id
-	return buf.Bytes(), nil
 }

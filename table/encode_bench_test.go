@@ -18,6 +18,11 @@ func BenchmarkManifestCodec(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(data)), "bytes")
 	})
+	b.Run("transaction-200-fragments", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = table.DecodeTransaction("k", data)
+		}
+	})
 	b.Run("decode-200-fragments", func(b *testing.B) {
 		for b.Loop() {
 			_, _ = table.DecodeManifest("k", data)
