@@ -146,12 +146,7 @@ func FuzzDecodeManifestPayload(f *testing.F) {
 	f.Add([]byte(`{"table_id":"t","version":1,"fragments":[{"id":1,"rows":-1}],"next_fragment_id":5}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		d := make([]byte, 28, 28+len(payload))
-		copy(d, "STRATAMF")
-		binary.LittleEndian.PutUint16(d[8:], table.FormatMajor)
-		binary.LittleEndian.PutUint64(d[16:], uint64(len(payload)))
-		binary.LittleEndian.PutUint32(d[24:], crc32c(payload))
-		d = append(d, payload...)
+		d := manifestObject(payload, 0)
 		m, err := table.DecodeManifest("_versions/x.manifest", d)
 		if err == nil && m.Schema() == nil {
 			t.Fatal("decoded a manifest without a schema")

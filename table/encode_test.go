@@ -137,13 +137,7 @@ func TestOneFrameManifestsStillRead(t *testing.T) {
 	payload = append(append(payload, txn...), state...)
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	comp := enc.EncodeAll(payload, nil)
-	data := make([]byte, 28, 28+len(comp))
-	copy(data, "STRATAMF")
-	binary.LittleEndian.PutUint16(data[8:], table.FormatMajor)
-	binary.LittleEndian.PutUint32(data[12:], 1)
-	binary.LittleEndian.PutUint64(data[16:], uint64(len(comp)))
-	binary.LittleEndian.PutUint32(data[24:], crc32c(comp))
-	sameManifest(t, "one frame", m, append(data, comp...))
+	sameManifest(t, "one frame", m, manifestObject(comp, 1))
 }
 
 // FuzzDecodeManifestFrames wraps fuzzed bytes as a compressed payload with
@@ -159,13 +153,7 @@ func FuzzDecodeManifestFrames(f *testing.F) {
 	f.Add(data[28 : 28+len(data[28:])/2])
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd})
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		d := make([]byte, 28, 28+len(payload))
-		copy(d, "STRATAMF")
-		binary.LittleEndian.PutUint16(d[8:], table.FormatMajor)
-		binary.LittleEndian.PutUint32(d[12:], 1)
-		binary.LittleEndian.PutUint64(d[16:], uint64(len(payload)))
-		binary.LittleEndian.PutUint32(d[24:], crc32c(payload))
-		d = append(d, payload...)
+		d := manifestObject(payload, 1)
 		m, err := table.DecodeManifest("_versions/x.manifest", d)
 		if err == nil && m.Schema() == nil {
 			t.Fatal("decoded a manifest without a schema")
@@ -188,13 +176,7 @@ func TestManifestFrameClaimingTooMuchIsCorrupt(t *testing.T) {
 		0, 0, 0, 0x10, 0, 0, 0, 0, // content size: 256 MiB
 		0x09, 0, 0, 'x', // the last block: raw, one byte
 	}
-	d := make([]byte, 28, 28+len(frame))
-	copy(d, "STRATAMF")
-	binary.LittleEndian.PutUint16(d[8:], table.FormatMajor)
-	binary.LittleEndian.PutUint32(d[12:], 1)
-	binary.LittleEndian.PutUint64(d[16:], uint64(len(frame)))
-	binary.LittleEndian.PutUint32(d[24:], crc32c(frame))
-	d = append(d, frame...)
+	d := manifestObject(frame, 1)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err := table.DecodeManifest("_versions/x.manifest", d)
