@@ -169,8 +169,9 @@ func (c *cloudBucket) Put(ctx context.Context, key string, r io.Reader) error {
 	}
 	if c.s3 != nil && plain(key) {
 		buf := smallPutBuffers.Get().(*bytes.Buffer)
+		reuse := true
 		defer func() {
-			if buf.Cap() <= 2*smallPutLimit {
+			if reuse && buf.Cap() <= 2*smallPutLimit {
 				buf.Reset()
 				smallPutBuffers.Put(buf)
 			}
@@ -180,7 +181,12 @@ func (c *cloudBucket) Put(ctx context.Context, key string, r io.Reader) error {
 			return c.classify("put", key, err)
 		}
 		if whole {
-			return c.classify("put", key, c.s3.put(ctx, key, buf.Bytes(), false))
+			err := c.s3.put(ctx, key, buf.Bytes(), false)
+			// After an answer that came before the whole body went out (an
+			// error), the HTTP transport may still be sending it (see
+			// net/http.RoundTripper): that buffer is left to the collector.
+			reuse = err == nil
+			return c.classify("put", key, err)
 		}
 		r = io.MultiReader(bytes.NewReader(buf.Bytes()), r)
 	}
