@@ -551,44 +551,54 @@ func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Opti
 		return nil, 0, nil
 	}
 	var old []table.Fragment
-	since := time.Time{}
 	for _, f := range m.Transaction.Added {
 		if f.Created.IsZero() || o.Now().Sub(f.Created) < table.MinGCAge-time.Minute {
 			continue
 		}
 		old = append(old, f)
-		if since.IsZero() || f.Created.Before(since) {
-			since = f.Created
-		}
 	}
 	if len(old) == 0 {
 		return nil, 0, nil
 	}
-	// A collection that listed one of them as an orphan may delete it
-	// after this check; its record came before our manifest landed, so the
-	// commit must not stand (see table.OrphanRecord). Records older than
-	// the objects do not matter; the margin covers clocks that disagree.
-	records, err := table.OrphanRecords(ctx, b, since.Add(-table.MinGCAge))
-	if err != nil {
-		return nil, 0, err
-	}
-	doomed := map[string]bool{}
-	for _, r := range records {
-		for _, k := range r.Keys {
-			doomed[k] = true
-		}
-	}
-	var missing []table.Fragment
+	// Each is looked for. One still there may yet be deleted by a
+	// collection that listed it as an orphan before our manifest landed:
+	// its record came first, so the commit must not stand (see
+	// table.OrphanRecord). Records made before a fragment was uploaded
+	// cannot name it; both times are the store's (the fragment's and the
+	// records' modification times), so that a writer whose clock runs
+	// ahead of the store's skips none. The margin covers a store whose
+	// nodes' clocks disagree a little.
+	var missing, present []table.Fragment
+	var since time.Time
 	for _, f := range old {
-		if doomed[f.Key] {
+		attrs, err := b.Attributes(ctx, f.Key)
+		if errors.Is(err, blob.ErrNotFound) {
 			missing = append(missing, f)
 			continue
 		}
-		_, err := b.Attributes(ctx, f.Key)
-		if errors.Is(err, blob.ErrNotFound) {
-			missing = append(missing, f)
-		} else if err != nil {
+		if err != nil {
 			return nil, 0, err
+		}
+		present = append(present, f)
+		if since.IsZero() || attrs.ModTime.Before(since) {
+			since = attrs.ModTime
+		}
+	}
+	if len(present) > 0 {
+		records, err := table.OrphanRecords(ctx, b, since.Add(-table.MinGCAge))
+		if err != nil {
+			return nil, 0, err
+		}
+		doomed := map[string]bool{}
+		for _, r := range records {
+			for _, k := range r.Keys {
+				doomed[k] = true
+			}
+		}
+		for _, f := range present {
+			if doomed[f.Key] {
+				missing = append(missing, f)
+			}
 		}
 	}
 	if len(missing) == 0 {

@@ -3,6 +3,8 @@ package commit_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -125,6 +127,85 @@ func TestAStalledCommitListedInAnOrphanRecordIsNotAcknowledged(t *testing.T) {
 		t.Fatalf("the collector listed %v", doomed)
 	}
 	// The collector goes on and deletes what it recorded.
+	for _, k := range doomed {
+		if err := under.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.Version != 4 {
+		t.Fatalf("landed at v%d, want v4 (v2 not acknowledged, v3 its undo)", res.Version)
+	}
+	s, err := table.Open(ctx, under, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatalf("scan after the collection: %v", err)
+		}
+		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
+	}
+	if !slices.Equal(ids, []int64{7, 8, 9}) {
+		t.Fatalf("rows %v, want 7, 8, 9 once", ids)
+	}
+}
+
+// The same when the writer's clock runs two hours ahead of the store's: the
+// records a stalled writer reads are those the store made since its
+// fragment was uploaded, on the store's clock. By the writer's clock the
+// collector's record (made ten minutes after the upload, by the store's)
+// would be older than the fragment, and was skipped: the commit was
+// acknowledged, and the collector deleted its rows. On a folder, where
+// the store's clock is each file's modification time, set back here.
+func TestAStalledCommitOfAWriterAheadOfTheStoreSeesTheOrphanRecord(t *testing.T) {
+	dir := t.TempDir()
+	under := open(t, "file://"+dir)
+	createIDTable(t, under)
+	storeNow := time.Now().Add(-2 * time.Hour) // the store's clock, behind the writer's
+	var fired atomic.Bool
+	var doomed []string
+	collector := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && fired.CompareAndSwap(false, true) {
+			for o, err := range blob.List(ctx, under, "data/", 0) {
+				if err == nil {
+					doomed = append(doomed, o.Key)
+					// Uploaded ten minutes before the collection, by the store.
+					if err := os.Chtimes(filepath.Join(dir, o.Key), storeNow, storeNow.Add(-10*time.Minute)); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			if err := table.WriteOrphanRecord(ctx, under, doomed, storeNow); err != nil {
+				t.Error(err)
+			}
+			for o, err := range blob.List(ctx, under, table.OrphansDir, 0) {
+				if err == nil {
+					if err := os.Chtimes(filepath.Join(dir, o.Key), storeNow, storeNow); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}
+		return fault.Fault{}
+	})
+	f := fault.Wrap(under, fault.OnKeys(regexp.MustCompile(`.`), collector))
+	// The writer's clock: the host's (which dates its fragments), and the
+	// commit ten minutes on — the stall.
+	later := func() time.Time { return time.Now().Add(10 * time.Minute) }
+	tb, err := commit.OpenTable(ctx, f, &commit.Options{Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := idBatch(7, 8, 9)
+	defer rec.Release()
+	res, err := tb.Append(ctx, rec)
+	if err != nil {
+		t.Fatalf("append across a stall: %v", err)
+	}
+	if len(doomed) != 1 {
+		t.Fatalf("the collector listed %v", doomed)
+	}
 	for _, k := range doomed {
 		if err := under.Delete(ctx, k); err != nil {
 			t.Fatal(err)
@@ -382,9 +463,24 @@ func TestAnAmbiguousCreateCollectedBeforeItsOutcomeIsReadIsUnknown(t *testing.T)
 // copies, and the table reads with the rows deleted. (Found by the
 // simulation's deleters.)
 func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
-	for _, how := range []string{"deleted", "recorded as orphans"} {
+	const skewed = "recorded as orphans by a store two hours behind the writer"
+	for _, how := range []string{"deleted", "recorded as orphans", skewed} {
 		t.Run(how, func(t *testing.T) {
-			under := open(t, "mem://")
+			// On a folder the store's clock is each file's modification
+			// time, which the skewed case sets back.
+			var fail error
+			dir := t.TempDir()
+			under := open(t, "file://"+dir)
+			storeNow := time.Now().Add(-2 * time.Hour)
+			backdate := func(prefix string, to time.Time) {
+				for o, err := range blob.List(ctx, under, prefix, 0) {
+					if err == nil {
+						if err := os.Chtimes(filepath.Join(dir, o.Key), to, to); err != nil {
+							fail = err
+						}
+					}
+				}
+			}
 			createIDTable(t, under)
 			setup, err := commit.OpenTable(ctx, under, nil)
 			if err != nil {
@@ -396,7 +492,6 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 				t.Fatal(err)
 			}
 			var fired atomic.Bool
-			var fail error
 			collector := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
 				if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && fired.CompareAndSwap(false, true) {
 					var keys []string
@@ -413,6 +508,13 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 								fail = err
 							}
 						}
+					} else if how == skewed {
+						// Uploaded ten minutes before the collection, by the store.
+						backdate(table.DeletionsDir, storeNow.Add(-10*time.Minute))
+						if err := table.WriteOrphanRecord(ctx, under, keys, storeNow); err != nil {
+							fail = err
+						}
+						backdate(table.OrphansDir, storeNow)
 					} else if err := table.WriteOrphanRecord(ctx, under, keys, time.Now()); err != nil {
 						fail = err
 					}
