@@ -61,6 +61,7 @@ fuzz() {
 fuzz FuzzAppendIPC ./server 500x
 fuzz FuzzAppendJSONLines ./server 1500x
 fuzz FuzzReadIPC ./internal/ingest 2000x
+fuzz FuzzReadCSV ./internal/ingest 5000x
 fuzz FuzzDecodeEntry ./walshard 20000x
 fuzz FuzzParseFilter ./table 10000x
 fuzz FuzzDecodeManifest ./table 20000x

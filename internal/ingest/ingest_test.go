@@ -323,3 +323,38 @@ func FuzzReadIPC(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadCSV: any text gives a clean error or batches that pass Conform,
+// over a schema with a column of each kind CSV fills.
+func FuzzReadCSV(f *testing.F) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+		{Name: "day", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
+		{Name: "raw", Type: arrow.BinaryTypes.Binary, Nullable: true},
+	}, nil)
+	f.Add("id,msg,score\n1,hello,0.5\n2,,\n")
+	f.Add("msg,id,ok,ts,day,raw\n\"a,b\",3,true,2024-01-02T03:04:05Z,2024-01-02,aGk=\n")
+	f.Add("id\n9223372036854775807\n-9223372036854775808\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		recs, err := ingest.ReadCSV(strings.NewReader(in), s, ingest.Options{Limit: 1 << 20, ChunkRows: 3})
+		if err != nil {
+			var ie *table.InputError
+			if !errors.As(err, &ie) && !errors.Is(err, ingest.ErrTooLarge) {
+				t.Fatalf("error %v is neither bad input nor too large", err)
+			}
+			return
+		}
+		defer ingest.Release(recs)
+		for _, r := range recs {
+			c, err := table.Conform(s, r, table.ConformOptions{})
+			if err != nil {
+				t.Fatalf("a returned batch does not conform: %v", err)
+			}
+			c.Release()
+		}
+	})
+}
