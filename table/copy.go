@@ -263,6 +263,9 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 		return corrupt(f.Key, "not a readable parquet file", err)
 	}
 	md := pf.MetaData()
+	if err := CheckChunks(md); err != nil {
+		return corrupt(f.Key, "parquet footer is damaged", err)
+	}
 	if md.NumRows != f.Rows {
 		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
 	}

@@ -407,7 +407,7 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 		}()
 		r := fr
 		if parallel > 1 {
-			if r, err = fragmentReader(src, md, p.opts.Allocator, p.opts.BatchSize, true); err != nil {
+			if r, err = fragmentReader(src, md, p.opts.Allocator, p.opts.BatchSize); err != nil {
 				return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 			}
 		}

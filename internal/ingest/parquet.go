@@ -20,18 +20,7 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		o = o.withDefaults()
 		fail := func(err error) { yield(nil, fmt.Errorf("%s: %w", path, err)) }
-		pf, err := file.OpenParquetFile(path, false)
-		if err != nil {
-			fail(&table.InputError{Row: -1, Reason: "not a readable Parquet file: " + err.Error()})
-			return
-		}
-		defer pf.Close()
-		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(o.ChunkRows)}, memory.DefaultAllocator)
-		if err != nil {
-			fail(&table.InputError{Row: -1, Reason: "Parquet schema does not map to Arrow: " + err.Error()})
-			return
-		}
-		rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+		rr, err := openParquet(path, o)
 		if err != nil {
 			fail(err)
 			return
@@ -72,4 +61,51 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 			fail(&table.InputError{Row: base, Reason: "Parquet data does not decode: " + err.Error()})
 		}
 	}
+}
+
+// openParquet opens a Parquet file for reading a row group at a time. A
+// file the Parquet reader cannot take is an *table.InputError: a footer
+// that does not parse or map to Arrow, or column chunks that do not lie
+// within the file (which the reader would allocate before reading, for a
+// struct's fields in goroutines where a panic kills the process).
+func openParquet(path string, o Options) (_ pqarrow.RecordReader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &table.InputError{Row: -1, Reason: fmt.Sprintf("Parquet footer does not decode: %v", p)}
+		}
+	}()
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, &table.InputError{Row: -1, Reason: "not a readable Parquet file: " + err.Error()}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			pf.Close()
+		}
+	}()
+	if err := table.CheckChunks(pf.MetaData()); err != nil {
+		return nil, &table.InputError{Row: -1, Reason: "Parquet footer is damaged: " + err.Error()}
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(o.ChunkRows)}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, &table.InputError{Row: -1, Reason: "Parquet schema does not map to Arrow: " + err.Error()}
+	}
+	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		return nil, &table.InputError{Row: -1, Reason: "Parquet file does not open: " + err.Error()}
+	}
+	ok = true
+	return &closingReader{RecordReader: rr, close: pf.Close}, nil
+}
+
+// closingReader closes the file when the record reader is released.
+type closingReader struct {
+	pqarrow.RecordReader
+	close func() error
+}
+
+func (c *closingReader) Release() {
+	c.RecordReader.Release()
+	_ = c.close()
 }
