@@ -62,6 +62,7 @@ fuzz FuzzAppendIPC ./server 500x
 fuzz FuzzAppendJSONLines ./server 1500x
 fuzz FuzzReadIPC ./internal/ingest 2000x
 fuzz FuzzReadCSV ./internal/ingest 5000x
+fuzz FuzzParquetFile ./internal/ingest 3000x
 fuzz FuzzDecodeEntry ./walshard 20000x
 fuzz FuzzParseFilter ./table 10000x
 fuzz FuzzDecodeManifest ./table 20000x

@@ -263,7 +263,7 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 		return corrupt(f.Key, "not a readable parquet file", err)
 	}
 	md := pf.MetaData()
-	if err := CheckChunks(md); err != nil {
+	if err := CheckFooter(md); err != nil {
 		return corrupt(f.Key, "parquet footer is damaged", err)
 	}
 	if md.NumRows != f.Rows {

@@ -395,7 +395,7 @@ func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem m
 		return nil, err
 	}
 	if md == nil { // a footer handed in was checked when it was read
-		if err := CheckChunks(pf.MetaData()); err != nil {
+		if err := CheckFooter(pf.MetaData()); err != nil {
 			return nil, err
 		}
 	}
@@ -414,12 +414,23 @@ func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem m
 	return pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), Parallel: ranged, PreAllocBinaryData: true}, mem)
 }
 
-// CheckChunks refuses a Parquet footer whose column chunks do not lie
-// within the file it was read from. The Parquet reader allocates what a
-// chunk's recorded length says before reading it — for a struct's fields
-// in goroutines of its own, where a panic is out of reach of any recover
-// and kills the process — so a damaged length must stop before it.
-func CheckChunks(md *metadata.FileMetaData) error {
+// CheckFooter refuses a Parquet footer that the Parquet reader would
+// trip over: a column of no known physical type (its reader is nil), or a
+// column chunk that does not lie within the file it was read from (the
+// reader allocates what a chunk's recorded length says before reading).
+// The reader builds the readers of a struct's fields in goroutines of its
+// own, where a panic is out of reach of any recover and kills the process;
+// so such a footer must stop before it.
+func CheckFooter(md *metadata.FileMetaData) error {
+	for i := range md.Schema.NumColumns() {
+		col := md.Schema.Column(i)
+		switch col.PhysicalType() {
+		case parquet.Types.Boolean, parquet.Types.Int32, parquet.Types.Int64, parquet.Types.Int96,
+			parquet.Types.Float, parquet.Types.Double, parquet.Types.ByteArray, parquet.Types.FixedLenByteArray:
+		default:
+			return fmt.Errorf("column %s: unknown physical type %d", col.Path(), col.PhysicalType())
+		}
+	}
 	size := md.GetSourceFileSize()
 	for rg := range md.NumRowGroups() {
 		rgmd := md.RowGroup(rg)

@@ -84,7 +84,7 @@ func openParquet(path string, o Options) (_ pqarrow.RecordReader, err error) {
 			pf.Close()
 		}
 	}()
-	if err := table.CheckChunks(pf.MetaData()); err != nil {
+	if err := table.CheckFooter(pf.MetaData()); err != nil {
 		return nil, &table.InputError{Row: -1, Reason: "Parquet footer is damaged: " + err.Error()}
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(o.ChunkRows)}, memory.DefaultAllocator)

@@ -53,3 +53,87 @@ func TestAParquetFileWithADamagedChunkLengthIsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A Parquet file whose footer gives a struct's field a physical type
+// Parquet does not have is refused as bad input: the reader built a nil
+// reader for it, in the field's goroutine, and strata append died on its
+// first use (found by fuzzing).
+func TestAParquetFileWithAnUnknownColumnTypeIsBadInput(t *testing.T) {
+	rec := batch(t, 20)
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(schema, &buf, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The schema element of meta.a: type INT32 (field 1, zigzag 2),
+	// repetition OPTIONAL (field 3), name "a" (field 4), converted type
+	// INT_32 (field 5), then its logical type (field 10, a union whose
+	// member INTEGER is field 10 again).
+	elem := []byte{0x15, 0x02, 0x25, 0x02, 0x18, 0x01, 'a', 0x25, 0x22, 0x4c, 0xac}
+	data := buf.Bytes()
+	at := bytes.Index(data, elem)
+	if at < 0 || bytes.Contains(data[at+1:], elem) {
+		t.Fatal("the schema element of meta.a is not in the footer once")
+	}
+	data[at+1] = 0x01  // type -1
+	data[at+10] = 0xbc // a union member no one knows: no logical type to check the type against
+	path := filepath.Join(t.TempDir(), "in.parquet")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got error
+	for r, err := range ingest.ParquetFile(path, schema, ingest.Options{}) {
+		if err != nil {
+			got = err
+			break
+		}
+		r.Release()
+	}
+	var ie *table.InputError
+	if !errors.As(got, &ie) {
+		t.Fatalf("%v, want bad input", got)
+	}
+}
+
+// FuzzParquetFile: any file gives a clean error or batches of the table's
+// schema — never a panic, in strata append's goroutine or the reader's.
+func FuzzParquetFile(f *testing.F) {
+	rec := batch(f, 20)
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(schema, &buf, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		f.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "in.parquet")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for r, err := range ingest.ParquetFile(path, schema, ingest.Options{}) {
+			if err != nil {
+				var ie *table.InputError
+				if !errors.As(err, &ie) && !errors.Is(err, table.ErrSchemaMismatch) {
+					t.Fatalf("error %v is not bad input", err)
+				}
+				return
+			}
+			r.Release()
+		}
+	})
+}
