@@ -93,76 +93,38 @@ func TestAStallPastGCDoesNotLoseAnAcknowledgedAppend(t *testing.T) {
 // commit, even though its fragment is still there a moment before the
 // collector deletes it. Here the "collector" writes its record when the
 // writer's manifest create arrives, and deletes only afterwards.
-func TestAStalledCommitListedInAnOrphanRecordIsNotAcknowledged(t *testing.T) {
-	under := open(t, "mem://")
-	createIDTable(t, under)
-	var fired atomic.Bool
-	var doomed []string
-	collector := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && fired.CompareAndSwap(false, true) {
-			for o, err := range blob.List(ctx, under, "data/", 0) {
-				if err == nil {
-					doomed = append(doomed, o.Key)
-				}
-			}
-			if err := table.WriteOrphanRecord(ctx, under, doomed, time.Now()); err != nil {
-				t.Error(err)
-			}
-		}
-		return fault.Fault{}
-	})
-	f := fault.Wrap(under, fault.OnKeys(regexp.MustCompile(`.`), collector))
-	later := func() time.Time { return time.Now().Add(10 * time.Minute) }
-	tb, err := commit.OpenTable(ctx, f, &commit.Options{Now: later})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := idBatch(7, 8, 9)
-	defer rec.Release()
-	res, err := tb.Append(ctx, rec)
-	if err != nil {
-		t.Fatalf("append across a stall: %v", err)
-	}
-	if len(doomed) != 1 {
-		t.Fatalf("the collector listed %v", doomed)
-	}
-	// The collector goes on and deletes what it recorded.
-	for _, k := range doomed {
-		if err := under.Delete(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if res.Version != 4 {
-		t.Fatalf("landed at v%d, want v4 (v2 not acknowledged, v3 its undo)", res.Version)
-	}
-	s, err := table.Open(ctx, under, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []int64
-	for rec, err := range s.Scan(ctx, table.ScanOptions{}) {
-		if err != nil {
-			t.Fatalf("scan after the collection: %v", err)
-		}
-		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
-	}
-	if !slices.Equal(ids, []int64{7, 8, 9}) {
-		t.Fatalf("rows %v, want 7, 8, 9 once", ids)
-	}
-}
-
-// The same when the writer's clock runs two hours ahead of the store's: the
-// records a stalled writer reads are those the store made since its
+//
+// The same when the writer's clock runs two hours ahead of the store's:
+// the records a stalled writer reads are those the store made since its
 // fragment was uploaded, on the store's clock. By the writer's clock the
 // collector's record (made ten minutes after the upload, by the store's)
 // would be older than the fragment, and was skipped: the commit was
-// acknowledged, and the collector deleted its rows. On a folder, where
-// the store's clock is each file's modification time, set back here.
-func TestAStalledCommitOfAWriterAheadOfTheStoreSeesTheOrphanRecord(t *testing.T) {
+// acknowledged, and the collector deleted its rows. On a folder the
+// store's clock is each file's modification time, which that case sets
+// back.
+func TestAStalledCommitListedInAnOrphanRecordIsNotAcknowledged(t *testing.T) {
+	for _, skewed := range []bool{false, true} {
+		name := "the store's clock and the writer's agree"
+		if skewed {
+			name = "the store's clock two hours behind the writer's"
+		}
+		t.Run(name, func(t *testing.T) { stalledAppendListedAsOrphan(t, skewed) })
+	}
+}
+
+func stalledAppendListedAsOrphan(t *testing.T, skewed bool) {
 	dir := t.TempDir()
 	under := open(t, "file://"+dir)
 	createIDTable(t, under)
-	storeNow := time.Now().Add(-2 * time.Hour) // the store's clock, behind the writer's
+	storeNow := time.Now()
+	if skewed {
+		storeNow = storeNow.Add(-2 * time.Hour)
+	}
+	backdate := func(key string, to time.Time) {
+		if err := os.Chtimes(filepath.Join(dir, key), to, to); err != nil {
+			t.Error(err)
+		}
+	}
 	var fired atomic.Bool
 	var doomed []string
 	collector := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
@@ -170,9 +132,8 @@ func TestAStalledCommitOfAWriterAheadOfTheStoreSeesTheOrphanRecord(t *testing.T)
 			for o, err := range blob.List(ctx, under, "data/", 0) {
 				if err == nil {
 					doomed = append(doomed, o.Key)
-					// Uploaded ten minutes before the collection, by the store.
-					if err := os.Chtimes(filepath.Join(dir, o.Key), storeNow, storeNow.Add(-10*time.Minute)); err != nil {
-						t.Error(err)
+					if skewed { // uploaded ten minutes before the collection, by the store
+						backdate(o.Key, storeNow.Add(-10*time.Minute))
 					}
 				}
 			}
@@ -180,10 +141,8 @@ func TestAStalledCommitOfAWriterAheadOfTheStoreSeesTheOrphanRecord(t *testing.T)
 				t.Error(err)
 			}
 			for o, err := range blob.List(ctx, under, table.OrphansDir, 0) {
-				if err == nil {
-					if err := os.Chtimes(filepath.Join(dir, o.Key), storeNow, storeNow); err != nil {
-						t.Error(err)
-					}
+				if err == nil && skewed {
+					backdate(o.Key, storeNow)
 				}
 			}
 		}
@@ -206,6 +165,7 @@ func TestAStalledCommitOfAWriterAheadOfTheStoreSeesTheOrphanRecord(t *testing.T)
 	if len(doomed) != 1 {
 		t.Fatalf("the collector listed %v", doomed)
 	}
+	// The collector goes on and deletes what it recorded.
 	for _, k := range doomed {
 		if err := under.Delete(ctx, k); err != nil {
 			t.Fatal(err)

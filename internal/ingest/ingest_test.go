@@ -297,6 +297,27 @@ func TestCSV(t *testing.T) {
 	}
 }
 
+// cleanOrConforming fails unless err is bad input or too large, or else
+// every batch of recs (which it releases) passes Conform against s.
+func cleanOrConforming(t *testing.T, s *arrow.Schema, recs []arrow.RecordBatch, err error) {
+	t.Helper()
+	if err != nil {
+		var ie *table.InputError
+		if !errors.As(err, &ie) && !errors.Is(err, ingest.ErrTooLarge) {
+			t.Fatalf("error %v is neither bad input nor too large", err)
+		}
+		return
+	}
+	defer ingest.Release(recs)
+	for _, r := range recs {
+		c, err := table.Conform(s, r, table.ConformOptions{})
+		if err != nil {
+			t.Fatalf("a returned batch does not conform: %v", err)
+		}
+		c.Release()
+	}
+}
+
 // FuzzReadIPC: any bytes give a clean error or batches that pass Conform,
 // never a panic or an allocation past the budget.
 func FuzzReadIPC(f *testing.F) {
@@ -306,21 +327,7 @@ func FuzzReadIPC(f *testing.F) {
 	f.Add(stream(f, schema, []ipc.Option{ipc.WithLZ4()}, rec, rec))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, recs, err := ingest.ReadIPC(bytes.NewReader(data), schema, ingest.Options{Limit: 1 << 20})
-		if err != nil {
-			var ie *table.InputError
-			if !errors.As(err, &ie) && !errors.Is(err, ingest.ErrTooLarge) {
-				t.Fatalf("error %v is neither bad input nor too large", err)
-			}
-			return
-		}
-		defer ingest.Release(recs)
-		for _, r := range recs {
-			c, err := table.Conform(schema, r, table.ConformOptions{})
-			if err != nil {
-				t.Fatalf("a returned batch does not conform: %v", err)
-			}
-			c.Release()
-		}
+		cleanOrConforming(t, schema, recs, err)
 	})
 }
 
@@ -341,20 +348,6 @@ func FuzzReadCSV(f *testing.F) {
 	f.Add("id\n9223372036854775807\n-9223372036854775808\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		recs, err := ingest.ReadCSV(strings.NewReader(in), s, ingest.Options{Limit: 1 << 20, ChunkRows: 3})
-		if err != nil {
-			var ie *table.InputError
-			if !errors.As(err, &ie) && !errors.Is(err, ingest.ErrTooLarge) {
-				t.Fatalf("error %v is neither bad input nor too large", err)
-			}
-			return
-		}
-		defer ingest.Release(recs)
-		for _, r := range recs {
-			c, err := table.Conform(s, r, table.ConformOptions{})
-			if err != nil {
-				t.Fatalf("a returned batch does not conform: %v", err)
-			}
-			c.Release()
-		}
+		cleanOrConforming(t, s, recs, err)
 	})
 }

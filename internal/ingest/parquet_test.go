@@ -16,12 +16,10 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// A Parquet file whose footer gives a column chunk a negative length is
-// refused as bad input naming the file. For the fields of a struct column
-// the Parquet reader sized the chunk's buffer in a goroutine of its own:
-// strata append died with a panic there, out of reach of its recover.
-func TestAParquetFileWithADamagedChunkLengthIsBadInput(t *testing.T) {
-	rec := batch(t, 200)
+// parquetOf returns a Parquet file (zstd) of rows rows of schema.
+func parquetOf(t testing.TB, rows int) []byte {
+	t.Helper()
+	rec := batch(t, rows)
 	defer rec.Release()
 	var buf bytes.Buffer
 	w, err := pqarrow.NewFileWriter(schema, &buf, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd)), pqarrow.DefaultWriterProps())
@@ -34,19 +32,33 @@ func TestAParquetFileWithADamagedChunkLengthIsBadInput(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return buf.Bytes()
+}
+
+// readParquet reads the file at path through strata append's reader and
+// returns its first error.
+func readParquet(path string) error {
+	for r, err := range ingest.ParquetFile(path, schema, ingest.Options{}) {
+		if err != nil {
+			return err
+		}
+		r.Release()
+	}
+	return nil
+}
+
+// A Parquet file whose footer gives a column chunk a negative length is
+// refused as bad input naming the file. For the fields of a struct column
+// the Parquet reader sized the chunk's buffer in a goroutine of its own:
+// strata append died with a panic there, out of reach of its recover.
+func TestAParquetFileWithADamagedChunkLengthIsBadInput(t *testing.T) {
+	data := parquetOf(t, 200)
 	path := filepath.Join(t.TempDir(), "in.parquet")
 	for _, c := range []int{0, 2, 3} { // id, meta.a, meta.b
-		if err := os.WriteFile(path, testenv.NegativeChunkLength(t, buf.Bytes(), c), 0o644); err != nil {
+		if err := os.WriteFile(path, testenv.NegativeChunkLength(t, data, c), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var got error
-		for r, err := range ingest.ParquetFile(path, schema, ingest.Options{}) {
-			if err != nil {
-				got = err
-				break
-			}
-			r.Release()
-		}
+		got := readParquet(path)
 		var ie *table.InputError
 		if !errors.As(got, &ie) {
 			t.Fatalf("column %d: %v, want bad input", c, got)
@@ -59,25 +71,12 @@ func TestAParquetFileWithADamagedChunkLengthIsBadInput(t *testing.T) {
 // reader for it, in the field's goroutine, and strata append died on its
 // first use (found by fuzzing).
 func TestAParquetFileWithAnUnknownColumnTypeIsBadInput(t *testing.T) {
-	rec := batch(t, 20)
-	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(schema, &buf, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
 	// The schema element of meta.a: type INT32 (field 1, zigzag 2),
 	// repetition OPTIONAL (field 3), name "a" (field 4), converted type
 	// INT_32 (field 5), then its logical type (field 10, a union whose
 	// member INTEGER is field 10 again).
 	elem := []byte{0x15, 0x02, 0x25, 0x02, 0x18, 0x01, 'a', 0x25, 0x22, 0x4c, 0xac}
-	data := buf.Bytes()
+	data := parquetOf(t, 20)
 	at := bytes.Index(data, elem)
 	if at < 0 || bytes.Contains(data[at+1:], elem) {
 		t.Fatal("the schema element of meta.a is not in the footer once")
@@ -88,16 +87,8 @@ func TestAParquetFileWithAnUnknownColumnTypeIsBadInput(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var got error
-	for r, err := range ingest.ParquetFile(path, schema, ingest.Options{}) {
-		if err != nil {
-			got = err
-			break
-		}
-		r.Release()
-	}
 	var ie *table.InputError
-	if !errors.As(got, &ie) {
+	if got := readParquet(path); !errors.As(got, &ie) {
 		t.Fatalf("%v, want bad input", got)
 	}
 }
@@ -105,35 +96,18 @@ func TestAParquetFileWithAnUnknownColumnTypeIsBadInput(t *testing.T) {
 // FuzzParquetFile: any file gives a clean error or batches of the table's
 // schema — never a panic, in strata append's goroutine or the reader's.
 func FuzzParquetFile(f *testing.F) {
-	rec := batch(f, 20)
-	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(schema, &buf, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		f.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
+	f.Add(parquetOf(f, 20))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(dir, "in.parquet")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for r, err := range ingest.ParquetFile(path, schema, ingest.Options{}) {
-			if err != nil {
-				var ie *table.InputError
-				if !errors.As(err, &ie) && !errors.Is(err, table.ErrSchemaMismatch) {
-					t.Fatalf("error %v is not bad input", err)
-				}
-				return
+		if err := readParquet(path); err != nil {
+			var ie *table.InputError
+			if !errors.As(err, &ie) && !errors.Is(err, table.ErrSchemaMismatch) {
+				t.Fatalf("error %v is not bad input", err)
 			}
-			r.Release()
 		}
 	})
 }
