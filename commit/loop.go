@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -535,6 +536,45 @@ func copyFragment(ctx context.Context, b blob.Bucket, f table.Fragment, v uint64
 	return g, nil
 }
 
+// goneOrDoomed returns which of keys (objects a commit added) are gone, or
+// listed in an orphan record — a collection that listed one before the
+// commit landed may yet delete it, and the commit must not stand (see
+// table.OrphanRecord). Each object is looked for first; records made
+// before an object was uploaded cannot name it, and both times are the
+// store's (the object's and the records' modification times), so that a
+// writer whose clock runs ahead of the store's skips none. The margin
+// covers a store whose nodes' clocks disagree a little.
+func goneOrDoomed(ctx context.Context, b blob.Bucket, keys []string) (map[string]bool, error) {
+	gone := map[string]bool{}
+	var since time.Time
+	for _, k := range keys {
+		attrs, err := b.Attributes(ctx, k)
+		switch {
+		case errors.Is(err, blob.ErrNotFound):
+			gone[k] = true
+		case err != nil:
+			return nil, err
+		case since.IsZero() || attrs.ModTime.Before(since):
+			since = attrs.ModTime
+		}
+	}
+	if since.IsZero() { // none is there
+		return gone, nil
+	}
+	records, err := table.OrphanRecords(ctx, b, since.Add(-table.MinGCAge))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range records {
+		for _, k := range r.Keys {
+			if slices.Contains(keys, k) {
+				gone[k] = true
+			}
+		}
+	}
+	return gone, nil
+}
+
 // lostFragments finds out what became of the fragments the commit that
 // made m added, when they are old enough for GC to have taken them and
 // are gone. A fragment the newest version still references was taken
@@ -560,45 +600,18 @@ func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Opti
 	if len(old) == 0 {
 		return nil, 0, nil
 	}
-	// Each is looked for. One still there may yet be deleted by a
-	// collection that listed it as an orphan before our manifest landed:
-	// its record came first, so the commit must not stand (see
-	// table.OrphanRecord). Records made before a fragment was uploaded
-	// cannot name it; both times are the store's (the fragment's and the
-	// records' modification times), so that a writer whose clock runs
-	// ahead of the store's skips none. The margin covers a store whose
-	// nodes' clocks disagree a little.
-	var missing, present []table.Fragment
-	var since time.Time
-	for _, f := range old {
-		attrs, err := b.Attributes(ctx, f.Key)
-		if errors.Is(err, blob.ErrNotFound) {
-			missing = append(missing, f)
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		present = append(present, f)
-		if since.IsZero() || attrs.ModTime.Before(since) {
-			since = attrs.ModTime
-		}
+	keys := make([]string, len(old))
+	for i, f := range old {
+		keys[i] = f.Key
 	}
-	if len(present) > 0 {
-		records, err := table.OrphanRecords(ctx, b, since.Add(-table.MinGCAge))
-		if err != nil {
-			return nil, 0, err
-		}
-		doomed := map[string]bool{}
-		for _, r := range records {
-			for _, k := range r.Keys {
-				doomed[k] = true
-			}
-		}
-		for _, f := range present {
-			if doomed[f.Key] {
-				missing = append(missing, f)
-			}
+	gone, err := goneOrDoomed(ctx, b, keys)
+	if err != nil {
+		return nil, 0, err
+	}
+	var missing []table.Fragment
+	for _, f := range old {
+		if gone[f.Key] {
+			missing = append(missing, f)
 		}
 	}
 	if len(missing) == 0 {

@@ -293,14 +293,9 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 		if m.Version < res.Version {
 			m = res.Manifest // a listing that lags behind
 		}
-		// Each vector still in place is looked for; one still there may
-		// yet be deleted by a collection whose orphan record came before
-		// our version landed. The records that matter are those the store
-		// made since the vectors were uploaded, on the store's clock (their
-		// modification times), whatever ours says; see lostFragments.
+		// The vectors still in place are looked for, and in the orphan
+		// records (see goneOrDoomed).
 		var kept []table.FragmentDeletion
-		gone := map[string]bool{}
-		var since time.Time
 		for _, d := range dels {
 			f := m.Fragment(d.FragmentID)
 			if f == nil || f.Deletion == nil || f.Deletion.Key != d.Deletion.Key {
@@ -318,31 +313,14 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 				continue
 			}
 			kept = append(kept, d)
-			var attrs blob.Attributes
-			err := retryTransient(ctx, t.opts, func() (err error) { attrs, err = t.b.Attributes(ctx, d.Deletion.Key); return err })
-			switch {
-			case errors.Is(err, blob.ErrNotFound):
-				gone[d.Deletion.Key] = true
-			case err != nil:
-				return Result{}, err
-			case since.IsZero() || attrs.ModTime.Before(since):
-				since = attrs.ModTime
-			}
 		}
-		if !since.IsZero() {
-			var records []table.OrphanRecord
-			err := retryTransient(ctx, t.opts, func() (err error) {
-				records, err = table.OrphanRecords(ctx, t.b, since.Add(-table.MinGCAge))
-				return err
-			})
-			if err != nil {
-				return Result{}, fmt.Errorf("commit: checking the deletion vectors of v%d after a stall: %w", res.Version, err)
-			}
-			for _, r := range records {
-				for _, k := range r.Keys {
-					gone[k] = true
-				}
-			}
+		keys := make([]string, len(kept))
+		for i, d := range kept {
+			keys[i] = d.Deletion.Key
+		}
+		var gone map[string]bool
+		if err := retryTransient(ctx, t.opts, func() (err error) { gone, err = goneOrDoomed(ctx, t.b, keys); return err }); err != nil {
+			return Result{}, fmt.Errorf("commit: checking the deletion vectors of v%d after a stall: %w", res.Version, err)
 		}
 		repoint := table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: m.Version}
 		var next []table.FragmentDeletion
