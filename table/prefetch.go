@@ -63,10 +63,20 @@ func newPrefetcher(ctx context.Context, b blob.Bucket, key string, size, budget 
 
 // start reads f's range in the background.
 func (p *prefetcher) start(f *fetched) {
-	f.done = make(chan struct{})
 	p.mu.Lock()
-	p.ranges[f.off] = f
+	p.register(f)
 	p.mu.Unlock()
+	p.fetch(f)
+}
+
+// register makes f the range a ReadAt at its offset waits for (p.mu held).
+func (p *prefetcher) register(f *fetched) {
+	f.done = make(chan struct{})
+	p.ranges[f.off] = f
+}
+
+// fetch reads f's range, registered, in the background.
+func (p *prefetcher) fetch(f *fetched) {
 	p.wg.Go(func() {
 		defer close(f.done)
 		buf := make([]byte, f.weight)
@@ -90,14 +100,20 @@ func (p *prefetcher) prefetch(ranges [][2]int64) {
 			if p.budget.Acquire(p.ctx, r[1]) != nil {
 				return
 			}
+			// Checked and registered at once: a ReadAt in between would
+			// read the chunk itself, and the chunk be fetched twice.
 			p.mu.Lock()
 			taken := p.taken[r[0]]
+			f := &fetched{off: r[0], weight: r[1]}
+			if !taken {
+				p.register(f)
+			}
 			p.mu.Unlock()
 			if taken {
 				p.budget.Release(r[1]) // the reader got there first
 				continue
 			}
-			p.start(&fetched{off: r[0], weight: r[1]})
+			p.fetch(f)
 		}
 	})
 }
