@@ -1,11 +1,14 @@
 package table_test
 
 import (
+	"bytes"
 	"errors"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/testenv"
@@ -35,7 +38,7 @@ func structBatch() arrow.RecordBatch {
 }
 
 // structFragment encodes structBatch as a fragment.
-func structFragment(t *testing.T) []byte {
+func structFragment(t testing.TB) []byte {
 	t.Helper()
 	rec := structBatch()
 	defer rec.Release()
@@ -90,4 +93,120 @@ func TestAScanOfAFragmentWithANegativeChunkLengthFailsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	scanFindsCorrupt(t, b, s, key, testenv.NegativeChunkLength(t, data, 2), "a fragment with a negative chunk length")
+}
+
+// A fragment read by ranges (larger than the scan's read-ahead) whose
+// first page of a column claims to be a dictionary page is a CorruptError
+// naming it. A page header is not checksummed; the reader trips over this
+// one with a nil dereference, and its parallel mode, which decoded such
+// fragments a column per goroutine, had no recover there: the process
+// died (a server, on every scan of the fragment; the compactor Job, on
+// every run).
+func TestADamagedPageOfAFragmentReadByRangesIsCorrupt(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "payload", Type: arrow.BinaryTypes.Binary},
+	}, nil)
+	b := memBucket(t)
+	if _, err := commit.Create(ctx, b, schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 6,000 rows of 1 KiB that does not compress: a 6 MB fragment, read
+	// whole only up to 4 MiB.
+	rb := array.NewRecordBuilder(testenv.Arrow, schema)
+	defer rb.Release()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	payload := make([]byte, 1024)
+	for i := range 6000 {
+		for j := range payload {
+			payload[j] = byte(rnd.Uint32())
+		}
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		rb.Field(1).(*array.BinaryBuilder).Append(payload)
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	res, err := tb.Append(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag := res.Manifest.Fragments[0]
+	data, err := b.Get(ctx, frag.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := table.ScanOptions{ReadAheadBytes: 1 << 20}
+	if frag.Bytes <= 4<<20 || frag.Bytes <= opts.ReadAheadBytes {
+		t.Fatalf("the fragment is %d bytes: it would be read whole", frag.Bytes)
+	}
+	for c := range 2 {
+		bad := firstPageClaimsDictionary(t, data, c)
+		if err := b.Delete(ctx, frag.Key); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.PutIfAbsent(ctx, frag.Key, bad); err != nil {
+			t.Fatal(err)
+		}
+		var got error
+		for _, err := range s.Scan(ctx, opts) {
+			if err != nil {
+				got = err
+			}
+		}
+		var ce *table.CorruptError
+		if !errors.As(got, &ce) || ce.Key != frag.Key {
+			t.Fatalf("column %d: scan: %v, want a CorruptError naming %s", c, got, frag.Key)
+		}
+	}
+}
+
+// firstPageClaimsDictionary returns a copy of the Parquet file data whose
+// first page of column c of row group 0 has the page type of a dictionary
+// page: the page header's first field (0x15, the type, an i32) holds
+// zigzag(0), a data page, made zigzag(2).
+func firstPageClaimsDictionary(t testing.TB, data []byte, c int) []byte {
+	t.Helper()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := pf.MetaData().RowGroup(0).ColumnChunk(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := col.DataPageOffset()
+	if col.HasDictionaryPage() || data[at] != 0x15 || data[at+1] != 0x00 {
+		t.Fatalf("column %d: no data page header at %d", c, at)
+	}
+	out := bytes.Clone(data)
+	out[at+1] = 0x04
+	return out
+}
+
+// FuzzDecodeColumnsAtOnce: whatever the bytes, decoding a fragment's
+// columns at once, as a scan of a fragment read by ranges does, gives rows
+// or an error. A panic that escapes, in a goroutine of the decode, ends the
+// fuzzing process, which fails the target.
+func FuzzDecodeColumnsAtOnce(f *testing.F) {
+	data := structFragment(f)
+	if rows, err := table.DecodeColumnsAtOnce(ctx, data); err != nil || rows != 500 {
+		f.Fatalf("the undamaged fragment: %d rows, %v", rows, err)
+	}
+	bad := firstPageClaimsDictionary(f, data, 1)
+	if _, err := table.DecodeColumnsAtOnce(ctx, bad); err == nil {
+		f.Fatal("a first page that claims to be a dictionary page decoded")
+	}
+	f.Add(data)
+	f.Add(bad)
+	f.Fuzz(func(t *testing.T, d []byte) {
+		_, _ = table.DecodeColumnsAtOnce(ctx, d)
+	})
 }

@@ -399,19 +399,11 @@ func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem m
 			return nil, err
 		}
 	}
-	// Held in memory, columns are decoded one after another in the
-	// caller's goroutine: the reader's parallel mode decodes each in a
+	// Never the reader's parallel mode: it decodes each column in a
 	// goroutine of its own, where a damaged page's panic kills the
-	// process instead of becoming a CorruptError, and a large fragment's
-	// row groups are decoded a few at once anyway (readFragment). Through
-	// MinIO, directly and behind a 20 ms proxy, a full scan of the
-	// benchmark's 45 MB fragment took as long either way (8 scans each:
-	// medians 81 and 78 ms, 123 and 121 ms). Read by ranges, the column
-	// chunks of a row group are read at once, each by a goroutine: one
-	// after another, a full scan of that fragment read 16 MiB at a time
-	// took 183-289 ms against 132-231 ms.
-	_, ranged := src.(*prefetcher)
-	return pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), Parallel: ranged, PreAllocBinaryData: true}, mem)
+	// process. A rowGroupReader decodes a fragment read by ranges a column
+	// per goroutine, each with a recover.
+	return pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), PreAllocBinaryData: true}, mem)
 }
 
 // CheckFooter refuses a Parquet footer that the Parquet reader would

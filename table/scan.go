@@ -411,28 +411,38 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 				return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 			}
 		}
-		rr, err := r.GetRecordReader(ctx, p.leaves, []int{rg})
+		// Held in memory, a row group's columns are decoded one after
+		// another (its row groups a few at once, above); read by ranges, at
+		// once, so that their chunks' reads are in flight together (one
+		// after another, a full scan of the benchmark's 45 MB fragment
+		// read 16 MiB at a time through MinIO behind a 20 ms proxy took
+		// 183-289 ms against 132-231 ms). Decoding them in the Parquet
+		// reader's parallel mode instead, where a damaged page killed the
+		// process, took as long (24 scans each after the first: median
+		// 141 ms both).
+		rr, err := newRowGroupReader(ctx, r, p.opts.Allocator, p.leaves, rg, int64(p.opts.BatchSize), pre != nil)
 		if err != nil {
 			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
-		defer rr.Release()
+		defer rr.release()
 		offset := starts[rg]
-		for rr.Next() {
-			rec := rr.RecordBatch()
+		for {
+			rec, err := rr.next()
+			if err != nil {
+				return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+			}
+			if rec == nil {
+				break
+			}
 			out, err := p.filter(ctx, f, rec, offset, deleted, wanted)
 			offset += rec.NumRows()
+			rec.Release()
 			if err != nil {
 				return err
 			}
 			if out != nil && !emit(out) {
 				return nil
 			}
-		}
-		if err := rr.Err(); err != nil {
-			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
-		}
-		if read := offset - starts[rg]; read != md.RowGroup(rg).NumRows() {
-			return corrupt(f.Key, fmt.Sprintf("read %d rows of row group %d, its footer says %d", read, rg, md.RowGroup(rg).NumRows()), nil)
 		}
 		return nil
 	}

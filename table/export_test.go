@@ -1,0 +1,44 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// DecodeColumnsAtOnce reads every row group of a fragment held in memory
+// as a scan reads a fragment read by ranges: the columns of each batch
+// decoded at once, a goroutine each, and a panic in the caller's
+// goroutine recovered as readFragment does. It returns the rows read.
+func DecodeColumnsAtOnce(ctx context.Context, data []byte) (rows int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("damaged: %v", r)
+		}
+	}()
+	fr, err := fragmentReader(bytes.NewReader(data), nil, memory.DefaultAllocator, 100)
+	if err != nil {
+		return 0, err
+	}
+	for rg := range fr.ParquetReader().NumRowGroups() {
+		rr, err := newRowGroupReader(ctx, fr, memory.DefaultAllocator, nil, rg, 100, true)
+		if err != nil {
+			return rows, err
+		}
+		for {
+			rec, err := rr.next()
+			if err != nil || rec == nil {
+				rr.release()
+				if err != nil {
+					return rows, err
+				}
+				break
+			}
+			rows += rec.NumRows()
+			rec.Release()
+		}
+	}
+	return rows, nil
+}
