@@ -65,6 +65,8 @@ fuzz FuzzReadCSV ./internal/ingest 5000x
 fuzz FuzzParquetFile ./internal/ingest 3000x
 fuzz FuzzDecodeEntry ./walshard 20000x
 fuzz FuzzDecodeColumnsAtOnce ./table 3000x
+fuzz FuzzDecodeDeletions ./table 20000x
+fuzz FuzzDecodeIndex ./table 20000x
 fuzz FuzzParseFilter ./table 10000x
 fuzz FuzzDecodeManifest ./table 20000x
 fuzz FuzzDecodeManifestFrames ./table 20000x

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"strings"
 	"testing"
 
@@ -198,4 +199,74 @@ func TestEncodingCacheKeepsTablesApart(t *testing.T) {
 	if got.Fragments[0].Bytes != m2.Fragments[0].Bytes {
 		t.Fatalf("fragment bytes %d, want %d: the cache served another table's entry", got.Fragments[0].Bytes, m2.Fragments[0].Bytes)
 	}
+}
+
+// A deletion vector or key index whose header claims 2^62 entries over an
+// empty body is a CorruptError naming it. The size check multiplied the
+// count, which wrapped to the body's size: the decoder then allocated
+// 2^62 entries and panicked.
+func TestDeletionVectorsAndIndexesClaimingTooMuchAreCorrupt(t *testing.T) {
+	dv := table.EncodeDeletions(nil)
+	binary.LittleEndian.PutUint64(dv[12:], 1<<62)
+	_, err := table.DecodeDeletions("deletions/1-2.bin", dv)
+	var ce *table.CorruptError
+	if !errors.As(err, &ce) || ce.Key != "deletions/1-2.bin" {
+		t.Fatalf("deletion vector: %v, want a CorruptError naming it", err)
+	}
+	ix := table.EncodeIndex(nil)
+	binary.LittleEndian.PutUint64(ix[12:], 1<<62)
+	_, err = table.DecodeIndex("_indexes/id-3.idx", ix)
+	if !errors.As(err, &ce) || ce.Key != "_indexes/id-3.idx" {
+		t.Fatalf("key index: %v, want a CorruptError naming it", err)
+	}
+}
+
+// A key index whose entries are out of order, checksum and all, is
+// corrupt: a lookup's binary search would miss keys it holds.
+func TestAnIndexOutOfOrderIsCorrupt(t *testing.T) {
+	ix := table.EncodeIndex([]table.IndexEntry{{Key: 1, Fragment: 1}, {Key: 2, Fragment: 1}})
+	body := ix[24:]
+	binary.LittleEndian.PutUint64(body[0:], 3) // keys 3, 2
+	binary.LittleEndian.PutUint32(ix[20:], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	if _, err := table.DecodeIndex("_indexes/id-3.idx", ix); !errors.Is(err, table.ErrCorrupt) {
+		t.Fatalf("%v, want ErrCorrupt", err)
+	}
+}
+
+// FuzzDecodeDeletions: any object is a typed error, or a vector that
+// encodes back to the same bytes.
+func FuzzDecodeDeletions(f *testing.F) {
+	f.Add(table.EncodeDeletions([]uint32{1, 5, 9}))
+	f.Add(table.EncodeDeletions(nil))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		rows, err := table.DecodeDeletions("deletions/x.bin", d)
+		if err != nil {
+			if !errors.Is(err, table.ErrCorrupt) && !errors.Is(err, table.ErrUnsupportedFormat) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(table.EncodeDeletions(rows), d) {
+			t.Fatalf("%d offsets decoded do not encode back to the object", len(rows))
+		}
+	})
+}
+
+// FuzzDecodeIndex: any object is a typed error, or entries that encode
+// back to the same bytes.
+func FuzzDecodeIndex(f *testing.F) {
+	f.Add(table.EncodeIndex([]table.IndexEntry{{Key: 1, Fragment: 2, Offset: 3}, {Key: 1, Fragment: 4}, {Key: 9, Fragment: 2, Offset: 7}}))
+	f.Add(table.EncodeIndex(nil))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		entries, err := table.DecodeIndex("_indexes/x.idx", d)
+		if err != nil {
+			if !errors.Is(err, table.ErrCorrupt) && !errors.Is(err, table.ErrUnsupportedFormat) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(table.EncodeIndex(entries), d) {
+			t.Fatalf("%d entries decoded do not encode back to the object", len(entries))
+		}
+	})
 }

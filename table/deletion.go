@@ -45,7 +45,7 @@ func DecodeDeletions(key string, data []byte) ([]uint32, error) {
 		return nil, fmt.Errorf("table: deletion vector %q has format %d: %w", key, v, ErrUnsupportedFormat)
 	}
 	n := binary.LittleEndian.Uint64(data[12:])
-	if uint64(len(data)-deletionHeader) != 4*n {
+	if body := uint64(len(data) - deletionHeader); body%4 != 0 || body/4 != n { // not 4*n: it wraps
 		return nil, corrupt(key, fmt.Sprintf("holds %d bytes of offsets, header says %d offsets", len(data)-deletionHeader, n), nil)
 	}
 	if crc32.Checksum(data[deletionHeader:], crcTable) != binary.LittleEndian.Uint32(data[20:]) {

@@ -42,3 +42,17 @@ func DecodeColumnsAtOnce(ctx context.Context, data []byte) (rows int64, err erro
 	}
 	return rows, nil
 }
+
+// DecodeIndex is decodeIndex, for tests: the entries of a key index
+// object, in its order.
+func DecodeIndex(key string, data []byte) ([]IndexEntry, error) {
+	ix, err := decodeIndex(key, data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]IndexEntry, len(ix.keys))
+	for i := range out {
+		out[i] = IndexEntry{Key: ix.keys[i], Fragment: ix.frags[i], Offset: ix.offs[i]}
+	}
+	return out, nil
+}

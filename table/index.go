@@ -87,7 +87,7 @@ func decodeIndex(key string, data []byte) (*keyIndex, error) {
 	}
 	n := binary.LittleEndian.Uint64(data[12:])
 	body := data[indexHeader:]
-	if uint64(len(body)) != 20*n {
+	if uint64(len(body))%20 != 0 || uint64(len(body))/20 != n { // not 20*n: it wraps
 		return nil, corrupt(key, fmt.Sprintf("holds %d bytes for %d entries", len(body), n), nil)
 	}
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(data[20:]) {
@@ -98,6 +98,9 @@ func decodeIndex(key string, data []byte) (*keyIndex, error) {
 		ix.keys[i] = int64(binary.LittleEndian.Uint64(body[8*i:]))
 		ix.frags[i] = binary.LittleEndian.Uint64(body[8*int(n)+8*i:])
 		ix.offs[i] = binary.LittleEndian.Uint32(body[16*int(n)+4*i:])
+		if i > 0 && (ix.keys[i] < ix.keys[i-1] || ix.keys[i] == ix.keys[i-1] && ix.frags[i] < ix.frags[i-1]) {
+			return nil, corrupt(key, "entries not sorted by key", nil) // lookups search them
+		}
 	}
 	return ix, nil
 }
