@@ -571,11 +571,18 @@ func (ex *exporter) startFrom(ctx context.Context, meta itable.Metadata, newest 
 	}
 	files, err := iceberg.ReadManifestList(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("lakehouse: manifest list %s: %w", snap.ManifestList, err)
+		return damagedList(snap.ManifestList, err)
 	}
 	ex.base, ex.baseID, ex.manifests = m, snap.SnapshotID, files
 	ex.baseData, ex.baseDels = ex.files(m)
 	return nil
+}
+
+// damagedList is the error of a manifest list that does not parse: the
+// view cannot go on from it (nor garbage collection know what it holds on
+// to) until it is started afresh; the table's own data is not affected.
+func damagedList(list string, err error) error {
+	return fmt.Errorf("lakehouse: manifest list %s is not Iceberg Avro (delete %s to start the view afresh): %w", list, table.IcebergDir, err)
 }
 
 // get reads an object of the view by its full location.

@@ -56,7 +56,7 @@ func ReadRefs(ctx context.Context, b blob.Bucket) (Refs, error) {
 			}
 			files, err := iceberg.ReadManifestList(bytes.NewReader(data))
 			if err != nil {
-				return fmt.Errorf("lakehouse: manifest list %s: %w", lk, err)
+				return damagedList(lk, err)
 			}
 			keys := []string{lk}
 			for _, mf := range files {

@@ -481,6 +481,35 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), res.MetadataKey) || !strings.Contains(err.Error(), "delete _iceberg/") {
 		t.Fatalf("export over damaged metadata: %v", err)
 	}
+
+	// So is a damaged manifest list, by the export and by what garbage
+	// collection reads of the view.
+	dir = filepath.Join(t.TempDir(), "t")
+	b = open(t, dir)
+	history(t, b)
+	res = currentReadsTheSame(t, dir, b)
+	appendOne(t, b)
+	var list string
+	for o, err := range blob.List(ctx, b, lakehouse.MetadataDir+fmt.Sprintf("snap-%d-", res.Current), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = o.Key
+	}
+	data, err := b.Get(ctx, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(list)), data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
+	_, rerr := lakehouse.ReadRefs(ctx, b)
+	for _, err := range []error{err, rerr} {
+		if err == nil || !strings.Contains(err.Error(), list) || !strings.Contains(err.Error(), "delete _iceberg/") {
+			t.Fatalf("over a damaged manifest list: %v", err)
+		}
+	}
 }
 
 // A response lost at any one of an export's requests (the request landed,
