@@ -2,6 +2,7 @@ package table_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/testenv"
@@ -209,4 +211,53 @@ func FuzzDecodeColumnsAtOnce(f *testing.F) {
 	f.Fuzz(func(t *testing.T, d []byte) {
 		_, _ = table.DecodeColumnsAtOnce(ctx, d)
 	})
+}
+
+// A Parquet file whose footer keeps an Arrow schema (ARROW:schema) whose
+// message claims a body of 32 GiB is a CorruptError naming it. The Parquet
+// reader allocated the body before reading it: a fatal out of memory, past
+// any recover (a WAL entry so damaged killed every process that replayed
+// the shard; found by fuzzing FuzzDecodeEntry).
+func TestAFooterSchemaClaimingAHugeBodyIsCorrupt(t *testing.T) {
+	data := parquetWithArrowSchema(t, testenv.SchemaMessageClaimingBody(1<<35))
+	_, err := table.DecodeFragment(ctx, "data/x.parquet", data)
+	var ce *table.CorruptError
+	if !errors.As(err, &ce) || ce.Key != "data/x.parquet" {
+		t.Fatalf("%v, want a CorruptError naming the object", err)
+	}
+	// So is such a schema where a manifest keeps it.
+	if _, err := table.DecodeSchema(testenv.SchemaMessageClaimingBody(1 << 35)); err == nil {
+		t.Fatal("DecodeSchema read a schema claiming a 32 GiB body")
+	}
+	// The same schema claiming no body reads.
+	if _, err := table.DecodeFragment(ctx, "data/x.parquet", parquetWithArrowSchema(t, testenv.SchemaMessageClaimingBody(0))); err != nil {
+		t.Fatalf("a footer schema claiming no body: %v", err)
+	}
+}
+
+// parquetWithArrowSchema writes a Parquet file of one int64 column whose
+// footer keeps schema, base64-encoded, as ARROW:schema.
+func parquetWithArrowSchema(t *testing.T, schema []byte) []byte {
+	t.Helper()
+	md := arrow.NewMetadata([]string{"ARROW:schema"}, []string{base64.StdEncoding.EncodeToString(schema)})
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, &md)
+	b := array.NewInt64Builder(testenv.Arrow)
+	defer b.Release()
+	b.AppendValues([]int64{1, 2, 3}, nil)
+	col := b.NewArray()
+	defer col.Release()
+	rec := array.NewRecordBatch(sc, []arrow.Array{col}, 3)
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(sc, &buf, nil, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

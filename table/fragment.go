@@ -3,6 +3,7 @@ package table
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/ipcguard"
 )
 
 // RowGroupRows bounds a fragment's row groups, so that a reader's memory
@@ -412,8 +414,14 @@ func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem m
 // reader allocates what a chunk's recorded length says before reading).
 // The reader builds the readers of a struct's fields in goroutines of its
 // own, where a panic is out of reach of any recover and kills the process;
-// so such a footer must stop before it.
+// so such a footer must stop before it. So must an Arrow schema kept in
+// the footer (ARROW:schema) whose message claims more than it holds: the
+// reader allocates the lengths it claims (a body of 32 GB: a fatal out of
+// memory, past any recover).
 func CheckFooter(md *metadata.FileMetaData) error {
+	if err := checkArrowSchema(md.KeyValueMetadata()); err != nil {
+		return err
+	}
 	for i := range md.Schema.NumColumns() {
 		col := md.Schema.Column(i)
 		switch col.PhysicalType() {
@@ -440,6 +448,30 @@ func CheckFooter(md *metadata.FileMetaData) error {
 				return fmt.Errorf("row group %d column %s: a chunk of %d bytes at %d does not lie within the %d-byte file", rg, col.PathInSchema(), n, start, size)
 			}
 		}
+	}
+	return nil
+}
+
+// checkArrowSchema checks the footer's serialized Arrow schema, decoded
+// from base64 as the Parquet reader decodes it, with ipcguard.
+func checkArrowSchema(kv metadata.KeyValueMetadata) error {
+	v := kv.FindValue("ARROW:schema")
+	if v == nil {
+		return nil
+	}
+	var data []byte
+	var err error
+	if len(*v)%4 == 0 {
+		data, err = base64.StdEncoding.DecodeString(*v)
+	}
+	if len(data) == 0 || err != nil {
+		data, err = base64.RawStdEncoding.DecodeString(*v)
+	}
+	if err != nil {
+		return fmt.Errorf("footer's ARROW:schema: %w", err)
+	}
+	if err := ipcguard.CheckSchema(data); err != nil {
+		return fmt.Errorf("footer's ARROW:schema: %w", err)
 	}
 	return nil
 }

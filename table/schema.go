@@ -7,6 +7,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/internal/ipcguard"
 )
 
 // EncodeSchema serialises s as an Arrow IPC stream holding only the
@@ -28,6 +30,11 @@ func DecodeSchema(data []byte) (s *arrow.Schema, err error) {
 			s, err = nil, fmt.Errorf("schema message is damaged: %v", r)
 		}
 	}()
+	// Nor can a recover undo what it allocates for the lengths it finds:
+	// those are checked first.
+	if err := ipcguard.CheckSchema(data); err != nil {
+		return nil, err
+	}
 	r, err := ipc.NewReader(bytes.NewReader(data), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return nil, err

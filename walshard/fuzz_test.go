@@ -1,7 +1,9 @@
 package walshard
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -60,4 +62,24 @@ func FuzzDecodeEntry(f *testing.F) {
 			c.Release()
 		}
 	})
+}
+
+// An entry of format 1 whose Arrow payload (checksum and all) is a schema
+// message claiming a 32 GiB body is a CorruptEntryError. The IPC reader
+// allocated the body before reading it: a fatal out of memory, past any
+// recover, for every process that replayed the shard.
+func TestAnEntryWhosePayloadClaimsAHugeBodyIsCorrupt(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	data, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID()}, schema, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := testenv.SchemaMessageClaimingBody(1 << 35)
+	data = append(data[:walHeader], payload...)
+	binary.LittleEndian.PutUint64(data[54:], uint64(len(payload)))
+	binary.LittleEndian.PutUint32(data[62:], crc32.Checksum(payload, crcTable))
+	var ce *CorruptEntryError
+	if _, err := decodeEntry("w1", "wal/x", 7, data, schema, false); !errors.As(err, &ce) {
+		t.Fatalf("%v, want a CorruptEntryError", err)
+	}
 }

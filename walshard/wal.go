@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/stratadb/strata/internal/ipcguard"
 	"github.com/stratadb/strata/table"
 )
 
@@ -253,7 +254,10 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 			err = bad(fmt.Sprintf("arrow payload: %v", r))
 		}
 	}()
-	r, err := ipc.NewReader(bytes.NewReader(payload), ipc.WithAllocator(memory.DefaultAllocator))
+	// The IPC reader allocates the lengths a message claims before it
+	// reads, past any recover: they are checked against the payload first.
+	size := int64(len(payload))
+	r, err := ipc.NewReader(ipcguard.New(bytes.NewReader(payload), size, size, size), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return nil, bad("arrow payload: " + err.Error())
 	}

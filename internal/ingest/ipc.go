@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/stratadb/strata/internal/ipcguard"
 	"github.com/stratadb/strata/table"
 )
 
@@ -23,7 +24,7 @@ const maxMetadata = 4 << 20
 func ReadIPC(r io.Reader, want *arrow.Schema, o Options) (schema *arrow.Schema, recs []arrow.RecordBatch, err error) {
 	o = o.withDefaults()
 	lr := &limited{r: r, left: o.Limit}
-	g := &guard{r: lr, maxMeta: maxMetadata, maxBody: o.Limit, budget: o.Limit}
+	g := ipcguard.New(lr, maxMetadata, o.Limit, o.Limit)
 	mem := newBudget(o.MaxDecoded)
 	var raw []arrow.RecordBatch
 	defer func() {
@@ -47,9 +48,9 @@ func ReadIPC(r io.Reader, want *arrow.Schema, o Options) (schema *arrow.Schema, 
 		release(raw)
 		return nil, nil, decodeFailure(g, lr, mem, err)
 	}
-	if g.err != nil { // the guard refused something the reader then swallowed
+	if g.Err() != nil { // the guard refused something the reader then swallowed
 		release(raw)
-		return nil, nil, decodeFailure(g, lr, mem, g.err)
+		return nil, nil, decodeFailure(g, lr, mem, g.Err())
 	}
 	if want == nil {
 		want = table.NormalizeSchema(schema)
@@ -62,15 +63,15 @@ func ReadIPC(r io.Reader, want *arrow.Schema, o Options) (schema *arrow.Schema, 
 }
 
 // decodeFailure classifies a decoding error: over a limit, or malformed.
-func decodeFailure(g *guard, lr *limited, mem *budget, err error) error {
+func decodeFailure(g *ipcguard.Reader, lr *limited, mem *budget, err error) error {
 	if mem.over.Load() || errors.Is(err, errOverBudget) {
 		return tooLarge("decoding the Arrow stream needs more than %d bytes", mem.limit)
 	}
-	if lr.over || g.tooBig {
+	if lr.over || g.TooBig() {
 		return tooLarge("%v", err)
 	}
-	if g.err != nil {
-		err = g.err
+	if g.Err() != nil {
+		err = g.Err()
 	}
 	return &table.InputError{Row: -1, Reason: "not a readable Arrow IPC stream: " + err.Error()}
 }

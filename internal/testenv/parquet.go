@@ -35,3 +35,28 @@ func NegativeChunkLength(t testing.TB, data []byte, c int) []byte {
 	out[start+at+1]--
 	return out
 }
+
+// SchemaMessageClaimingBody returns an Arrow IPC stream of one message, a
+// schema of no fields, whose metadata claims a body of n bytes: a
+// flatbuffer Message {version V5, header_type Schema, header, bodyLength}.
+func SchemaMessageClaimingBody(n uint64) []byte {
+	fb := make([]byte, 48)
+	le := binary.LittleEndian
+	le.PutUint32(fb[0:], 16) // root: the Message table at 16
+	// The Message's vtable at 4: 12 bytes, a 24-byte table, fields at 4,
+	// 6, 8 and 16.
+	for i, v := range []uint16{12, 24, 4, 6, 8, 16} {
+		le.PutUint16(fb[4+2*i:], v)
+	}
+	le.PutUint32(fb[16:], 12) // the table's vtable is 12 bytes before it
+	le.PutUint16(fb[20:], 4)  // version V5
+	fb[22] = 1                // header type: Schema
+	le.PutUint32(fb[24:], 20) // header: the Schema table at 24 + 20
+	le.PutUint64(fb[32:], n)  // bodyLength
+	le.PutUint16(fb[40:], 4)  // the Schema's vtable: no fields
+	le.PutUint16(fb[42:], 4)
+	le.PutUint32(fb[44:], 4) // the Schema table, its vtable 4 bytes before
+	msg := binary.LittleEndian.AppendUint32(nil, 0xFFFFFFFF)
+	msg = binary.LittleEndian.AppendUint32(msg, uint32(len(fb)))
+	return append(msg, fb...)
+}

@@ -1,6 +1,15 @@
-package ingest
+// Package ipcguard checks untrusted Arrow IPC bytes before arrow-go's
+// reader sees them. The reader trusts the lengths it finds in a message's
+// flatbuffer: a vector claiming four billion children, or a body claiming
+// 32 GB, makes it allocate for them before it looks, which no recover can
+// undo (the runtime's out-of-memory is fatal). A Reader reads each
+// message's framing and metadata first, checks every length in the
+// metadata against the bytes that hold it and the body against a budget,
+// and only then passes the message on, byte for byte.
+package ipcguard
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,14 +17,9 @@ import (
 	"math"
 )
 
-// guard sits between an untrusted Arrow IPC stream and arrow-go's reader.
-// The reader trusts the lengths it finds in a message's flatbuffer: a
-// vector claiming four billion children makes it allocate for them before
-// it looks, which no recover can undo. guard reads each message's framing
-// and metadata first, checks every length in the metadata against the
-// bytes that hold it and the body against the budget, and only then passes
-// the message on, byte for byte.
-type guard struct {
+// Reader sits between an untrusted Arrow IPC stream and arrow-go's
+// reader (see the package doc).
+type Reader struct {
 	r       io.Reader
 	maxMeta int64 // largest metadata block
 	maxBody int64 // largest body; bodies also count against budget
@@ -27,15 +31,43 @@ type guard struct {
 	tooBig  bool // err is about a size over the limit
 }
 
-// errGuard marks what the guard refused.
-var errGuard = errors.New("arrow IPC stream refused")
+// ErrRefused marks what a Reader refused.
+var ErrRefused = errors.New("arrow IPC stream refused")
 
-func (g *guard) fail(format string, args ...any) error {
-	g.err = fmt.Errorf("%w: %s", errGuard, fmt.Sprintf(format, args...))
+// New returns a Reader of r that refuses message metadata over maxMeta
+// bytes, a message body over maxBody and bodies over budget in all.
+func New(r io.Reader, maxMeta, maxBody, budget int64) *Reader {
+	return &Reader{r: r, maxMeta: maxMeta, maxBody: maxBody, budget: budget}
+}
+
+// Err is what the Reader refused, if anything (the reader it feeds may
+// have swallowed the error).
+func (g *Reader) Err() error { return g.err }
+
+// TooBig tells whether Err is about a body over a limit.
+func (g *Reader) TooBig() bool { return g.tooBig }
+
+// CheckSchema checks a serialized schema — an IPC stream whose first
+// message is the schema, as Parquet files written from Arrow keep in their
+// footer under ARROW:schema — before arrow-go's reader decodes it: its
+// framing and metadata lie within data, and it claims no body.
+func CheckSchema(data []byte) error {
+	g := New(bytes.NewReader(data), int64(len(data)), 0, 0)
+	if err := g.nextMessage(); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: no schema message", ErrRefused)
+		}
+		return err
+	}
+	return nil
+}
+
+func (g *Reader) fail(format string, args ...any) error {
+	g.err = fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, args...))
 	return g.err
 }
 
-func (g *guard) Read(p []byte) (int, error) {
+func (g *Reader) Read(p []byte) (int, error) {
 	if g.err != nil {
 		return 0, g.err
 	}
@@ -65,7 +97,7 @@ func (g *guard) Read(p []byte) (int, error) {
 
 // nextMessage reads one message's prefix and metadata into pending,
 // verified, and sets the body to pass through.
-func (g *guard) nextMessage() error {
+func (g *Reader) nextMessage() error {
 	var head [8]byte
 	if _, err := io.ReadFull(g.r, head[:4]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
