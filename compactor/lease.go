@@ -36,7 +36,29 @@ func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
 type Lease struct {
 	Holder  string    `json:"holder"`
 	Epoch   uint64    `json:"epoch"`
-	Expires time.Time `json:"expires"`
+	Expires time.Time `json:"expires"`          // by the holder's clock
+	TTL     float64   `json:"ttl_s,omitempty"` // what the holder took it for, in seconds
+}
+
+// leaseSlack is how far the clocks of a lease's holder, the store and its
+// readers may disagree before a lease ends early for a reader.
+const leaseSlack = time.Minute
+
+// liveUntil is when a lease the store wrote at written (by its own clock)
+// ends: at its expiry by its holder's clock, but no later than written
+// plus its TTL and leaseSlack. A holder whose clock runs a year ahead
+// would otherwise keep every compactor off the table for a year — itself
+// included — where at worst a lease ended early lets two compactors work
+// at once, which correctness never minds.
+func (l Lease) liveUntil(written time.Time) time.Time {
+	if l.TTL <= 0 || written.IsZero() {
+		return l.Expires
+	}
+	bound := written.Add(time.Duration(l.TTL*float64(time.Second)) + leaseSlack)
+	if l.Expires.After(bound) {
+		return bound
+	}
+	return l.Expires
 }
 
 func leaseKey(epoch uint64) string {
@@ -65,12 +87,14 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 				return Lease{}, err
 			}
 			var cur Lease
-			if err == nil && json.Unmarshal(data, &cur) == nil && now.Before(cur.Expires) {
-				return cur, &LeaseHeldError{Holder: cur.Holder, Expires: cur.Expires}
+			if err == nil && json.Unmarshal(data, &cur) == nil {
+				if until := cur.liveUntil(page.Objects[0].ModTime); now.Before(until) {
+					return cur, &LeaseHeldError{Holder: cur.Holder, Expires: until}
+				}
 			}
 			next = epoch + 1
 		}
-		l := Lease{Holder: holder, Epoch: next, Expires: now.Add(ttl)}
+		l := Lease{Holder: holder, Epoch: next, Expires: now.Add(ttl), TTL: ttl.Seconds()}
 		data, _ := json.Marshal(l)
 		err = putLease(ctx, b, leaseKey(next), data)
 		if err == nil {
@@ -138,16 +162,17 @@ func CurrentLease(ctx context.Context, b blob.Bucket, now time.Time) (Lease, boo
 		return Lease{}, false, err
 	}
 	var cur Lease
-	if json.Unmarshal(data, &cur) != nil || !now.Before(cur.Expires) {
+	if json.Unmarshal(data, &cur) != nil || !now.Before(cur.liveUntil(page.Objects[0].ModTime)) {
 		return Lease{}, false, nil
 	}
+	cur.Expires = cur.liveUntil(page.Objects[0].ModTime)
 	return cur, true, nil
 }
 
 // renew extends the lease by ttl from now: lease epoch E+1 with the same
 // holder. It fails with ErrLeaseHeld when another compactor broke it.
 func (l Lease) renew(ctx context.Context, b blob.Bucket, ttl time.Duration, now time.Time) (Lease, error) {
-	next := Lease{Holder: l.Holder, Epoch: l.Epoch + 1, Expires: now.Add(ttl)}
+	next := Lease{Holder: l.Holder, Epoch: l.Epoch + 1, Expires: now.Add(ttl), TTL: ttl.Seconds()}
 	data, _ := json.Marshal(next)
 	err := putLease(ctx, b, leaseKey(next.Epoch), data)
 	if errors.Is(err, blob.ErrExists) {

@@ -39,6 +39,35 @@ func TestLeaseKeepsASecondJobOutUntilItExpiresOrIsReleased(t *testing.T) {
 	}
 }
 
+// A Job whose clock runs a year ahead takes the lease for a minute, by
+// its clock a year from now: it keeps others out for that minute (and
+// the clocks' slack) after the store wrote it, not for a year. Before,
+// every compactor, the skewed one included, was kept off the table until
+// the lease's expiry came round.
+func TestALeaseFromAClockFarAheadEndsByTheStoresClock(t *testing.T) {
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := compactor.AcquireLease(ctx, b, "job-ahead", time.Minute, now.Add(365*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var held *compactor.LeaseHeldError
+	if _, err := compactor.AcquireLease(ctx, b, "job-b", time.Minute, now.Add(30*time.Second)); !errors.As(err, &held) {
+		t.Fatalf("during the lease's minute: %v", err)
+	}
+	if held.Expires.After(now.Add(3 * time.Minute)) {
+		t.Fatalf("held until %v", held.Expires)
+	}
+	if l, ok, err := compactor.CurrentLease(ctx, b, now.Add(30*time.Second)); err != nil || !ok || l.Expires.After(now.Add(3*time.Minute)) {
+		t.Fatalf("current lease: %+v, %v, %v", l, ok, err)
+	}
+	if _, err := compactor.AcquireLease(ctx, b, "job-b", time.Minute, now.Add(5*time.Minute)); err != nil {
+		t.Fatalf("five minutes on: %v", err)
+	}
+}
+
 func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
 	b, err := blob.Open(ctx, "mem://")
 	if err != nil {
