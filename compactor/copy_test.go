@@ -206,16 +206,7 @@ func TestFragmentsOfAnotherLayoutAreDecoded(t *testing.T) {
 			rec := rollouts.Batch(testenv.Allocator(t), 42, 5, 0, 70)
 			defer rec.Release()
 			var buf bytes.Buffer
-			fw, err := pqarrow.NewFileWriter(rollouts.Schema, &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(memory.DefaultAllocator)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := fw.Write(rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := fw.Close(); err != nil {
-				t.Fatal(err)
-			}
+			testenv.WriteParquet(t, &buf, rec, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(memory.DefaultAllocator)))
 			scratch, err := blob.Open(ctx, "mem://")
 			if err != nil {
 				t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/stratadb/strata/commit"
@@ -150,7 +149,7 @@ func TestADamagedPageOfAFragmentReadByRangesIsCorrupt(t *testing.T) {
 		t.Fatalf("the fragment is %d bytes: it would be read whole", frag.Bytes)
 	}
 	for c := range 2 {
-		bad := firstPageClaimsDictionary(t, data, c)
+		bad := testenv.FirstPageClaimsDictionary(t, data, c)
 		if err := b.Delete(ctx, frag.Key); err != nil {
 			t.Fatal(err)
 		}
@@ -170,29 +169,6 @@ func TestADamagedPageOfAFragmentReadByRangesIsCorrupt(t *testing.T) {
 	}
 }
 
-// firstPageClaimsDictionary returns a copy of the Parquet file data whose
-// first page of column c of row group 0 has the page type of a dictionary
-// page: the page header's first field (0x15, the type, an i32) holds
-// zigzag(0), a data page, made zigzag(2).
-func firstPageClaimsDictionary(t testing.TB, data []byte, c int) []byte {
-	t.Helper()
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	col, err := pf.MetaData().RowGroup(0).ColumnChunk(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := col.DataPageOffset()
-	if col.HasDictionaryPage() || data[at] != 0x15 || data[at+1] != 0x00 {
-		t.Fatalf("column %d: no data page header at %d", c, at)
-	}
-	out := bytes.Clone(data)
-	out[at+1] = 0x04
-	return out
-}
-
 // FuzzDecodeColumnsAtOnce: whatever the bytes, decoding a fragment's
 // columns at once, as a scan of a fragment read by ranges does, gives rows
 // or an error. A panic that escapes, in a goroutine of the decode, ends the
@@ -202,7 +178,7 @@ func FuzzDecodeColumnsAtOnce(f *testing.F) {
 	if rows, err := table.DecodeColumnsAtOnce(ctx, data); err != nil || rows != 500 {
 		f.Fatalf("the undamaged fragment: %d rows, %v", rows, err)
 	}
-	bad := firstPageClaimsDictionary(f, data, 1)
+	bad := testenv.FirstPageClaimsDictionary(f, data, 1)
 	if _, err := table.DecodeColumnsAtOnce(ctx, bad); err == nil {
 		f.Fatal("a first page that claims to be a dictionary page decoded")
 	}
@@ -249,15 +225,6 @@ func parquetWithArrowSchema(t *testing.T, schema []byte) []byte {
 	rec := array.NewRecordBatch(sc, []arrow.Array{col}, 3)
 	defer rec.Release()
 	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(sc, &buf, nil, pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteParquet(t, &buf, rec, nil, pqarrow.DefaultWriterProps())
 	return buf.Bytes()
 }

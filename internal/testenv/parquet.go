@@ -3,9 +3,14 @@ package testenv
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // NegativeChunkLength returns a copy of the Parquet file data whose footer
@@ -15,15 +20,7 @@ import (
 // test when that size is not in the footer exactly once.
 func NegativeChunkLength(t testing.TB, data []byte, c int) []byte {
 	t.Helper()
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	col, err := pf.MetaData().RowGroup(0).ColumnChunk(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := col.TotalCompressedSize()
+	n := chunk(t, data, c).TotalCompressedSize()
 	flen := int(binary.LittleEndian.Uint32(data[len(data)-8:]))
 	start := len(data) - 8 - flen
 	want := binary.AppendUvarint([]byte{0x16}, uint64(n)<<1)
@@ -59,4 +56,52 @@ func SchemaMessageClaimingBody(n uint64) []byte {
 	msg := binary.LittleEndian.AppendUint32(nil, 0xFFFFFFFF)
 	msg = binary.LittleEndian.AppendUint32(msg, uint32(len(fb)))
 	return append(msg, fb...)
+}
+
+// chunk returns the footer's entry of column chunk c of row group 0 of
+// the Parquet file data.
+func chunk(t testing.TB, data []byte, c int) *metadata.ColumnChunkMetaData {
+	t.Helper()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := pf.MetaData().RowGroup(0).ColumnChunk(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return col
+}
+
+// FirstPageClaimsDictionary returns a copy of the Parquet file data whose
+// first page of column c of row group 0 has the page type of a dictionary
+// page: the page header's first field (0x15, the type, an i32) holds
+// zigzag(0), a data page, made zigzag(2).
+func FirstPageClaimsDictionary(t testing.TB, data []byte, c int) []byte {
+	t.Helper()
+	col := chunk(t, data, c)
+	at := col.DataPageOffset()
+	if col.HasDictionaryPage() || data[at] != 0x15 || data[at+1] != 0x00 {
+		t.Fatalf("column %d: no data page header at %d", c, at)
+	}
+	out := bytes.Clone(data)
+	out[at+1] = 0x04
+	return out
+}
+
+// WriteParquet writes rec as a Parquet file to w, with props (nil: the
+// defaults) and the Arrow writer's props; w is closed when it is an
+// io.Closer.
+func WriteParquet(t testing.TB, w io.Writer, rec arrow.RecordBatch, props *parquet.WriterProperties, arrowProps pqarrow.ArrowWriterProperties) {
+	t.Helper()
+	fw, err := pqarrow.NewFileWriter(rec.Schema(), w, props, arrowProps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
