@@ -36,7 +36,7 @@ func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
 type Lease struct {
 	Holder  string    `json:"holder"`
 	Epoch   uint64    `json:"epoch"`
-	Expires time.Time `json:"expires"`          // by the holder's clock
+	Expires time.Time `json:"expires"`         // by the holder's clock
 	TTL     float64   `json:"ttl_s,omitempty"` // what the holder took it for, in seconds
 }
 
