@@ -69,4 +69,5 @@ fuzz FuzzDecodeDeletions ./table 20000x
 fuzz FuzzDecodeIndex ./table 20000x
 fuzz FuzzParseFilter ./table 10000x
 fuzz FuzzDecodeManifest ./table 20000x
+fuzz FuzzDecodeManifestPayload ./table 20000x
 fuzz FuzzDecodeManifestFrames ./table 20000x

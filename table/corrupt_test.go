@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 )
@@ -136,6 +138,25 @@ func FuzzDecodeManifest(f *testing.F) {
 // FuzzDecodeManifestPayload wraps fuzzed JSON in a valid header and
 // checksum, so the decoder's checks past the checksum are exercised.
 func FuzzDecodeManifestPayload(f *testing.F) {
+	// A real version's payload, so that mutations reach the schema it
+	// keeps (schema_ipc) and the fragment entries.
+	b := memBucket(f)
+	newTable(f, b, 2, 5)
+	s, _ := table.Open(ctx, b, nil)
+	obj, err := b.Get(ctx, table.ManifestKey(s.Version()))
+	if err != nil {
+		f.Fatal(err)
+	}
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	real, err := dec.DecodeAll(obj[28:], nil) // past the header: the zstd-compressed payload
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := table.DecodeManifest("_versions/x.manifest", manifestObject(real, 0)); err != nil {
+		f.Fatalf("a real version's payload: %v", err)
+	}
+	f.Add(real)
 	f.Add([]byte(`{"table_id":"t","version":1,"schema_ipc":"AAAA","fragments":[{"id":0}],"next_fragment_id":0}`))
 	f.Add([]byte(`{"table_id":"t","version":1,"fragments":[{"id":1,"rows":-1}],"next_fragment_id":5}`))
 	f.Add([]byte(`null`))
