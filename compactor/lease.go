@@ -162,10 +162,12 @@ func CurrentLease(ctx context.Context, b blob.Bucket, now time.Time) (Lease, boo
 		return Lease{}, false, err
 	}
 	var cur Lease
-	if json.Unmarshal(data, &cur) != nil || !now.Before(cur.liveUntil(page.Objects[0].ModTime)) {
+	if json.Unmarshal(data, &cur) != nil {
 		return Lease{}, false, nil
 	}
-	cur.Expires = cur.liveUntil(page.Objects[0].ModTime)
+	if cur.Expires = cur.liveUntil(page.Objects[0].ModTime); !now.Before(cur.Expires) {
+		return Lease{}, false, nil
+	}
 	return cur, true, nil
 }
 

@@ -98,6 +98,12 @@ func TestCorruptFragmentIsATypedErrorNamingTheObject(t *testing.T) {
 // scan of s fails with a CorruptError naming key.
 func scanFindsCorrupt(t *testing.T, b blob.Bucket, s *table.Snapshot, key string, data []byte, what string) {
 	t.Helper()
+	scanWithFindsCorrupt(t, b, s, table.ScanOptions{}, key, data, what)
+}
+
+// scanWithFindsCorrupt is scanFindsCorrupt for a scan with opts.
+func scanWithFindsCorrupt(t *testing.T, b blob.Bucket, s *table.Snapshot, opts table.ScanOptions, key string, data []byte, what string) {
+	t.Helper()
 	if err := b.Delete(ctx, key); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +111,7 @@ func scanFindsCorrupt(t *testing.T, b blob.Bucket, s *table.Snapshot, key string
 		t.Fatal(err)
 	}
 	var got error
-	for _, err := range s.Scan(ctx, table.ScanOptions{}) {
+	for _, err := range s.Scan(ctx, opts) {
 		if err != nil {
 			got = err
 		}
@@ -261,15 +267,7 @@ func FuzzDecodeDeletions(f *testing.F) {
 	f.Add(table.EncodeDeletions(nil))
 	f.Fuzz(func(t *testing.T, d []byte) {
 		rows, err := table.DecodeDeletions("deletions/x.bin", d)
-		if err != nil {
-			if !errors.Is(err, table.ErrCorrupt) && !errors.Is(err, table.ErrUnsupportedFormat) {
-				t.Fatalf("untyped error %v", err)
-			}
-			return
-		}
-		if !bytes.Equal(table.EncodeDeletions(rows), d) {
-			t.Fatalf("%d offsets decoded do not encode back to the object", len(rows))
-		}
+		decodesBack(t, d, err, func() []byte { return table.EncodeDeletions(rows) })
 	})
 }
 
@@ -280,14 +278,21 @@ func FuzzDecodeIndex(f *testing.F) {
 	f.Add(table.EncodeIndex(nil))
 	f.Fuzz(func(t *testing.T, d []byte) {
 		entries, err := table.DecodeIndex("_indexes/x.idx", d)
-		if err != nil {
-			if !errors.Is(err, table.ErrCorrupt) && !errors.Is(err, table.ErrUnsupportedFormat) {
-				t.Fatalf("untyped error %v", err)
-			}
-			return
-		}
-		if !bytes.Equal(table.EncodeIndex(entries), d) {
-			t.Fatalf("%d entries decoded do not encode back to the object", len(entries))
-		}
+		decodesBack(t, d, err, func() []byte { return table.EncodeIndex(entries) })
 	})
+}
+
+// decodesBack fails unless decoding object d gave a typed error (err), or
+// what encodes back to d.
+func decodesBack(t *testing.T, d []byte, err error, encode func() []byte) {
+	t.Helper()
+	if err != nil {
+		if !errors.Is(err, table.ErrCorrupt) && !errors.Is(err, table.ErrUnsupportedFormat) {
+			t.Fatalf("untyped error %v", err)
+		}
+		return
+	}
+	if !bytes.Equal(encode(), d) {
+		t.Fatal("what decoded does not encode back to the object")
+	}
 }

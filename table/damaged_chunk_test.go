@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
@@ -70,22 +72,30 @@ func TestAFooterWithANegativeChunkLengthIsCorrupt(t *testing.T) {
 // The same fragment in a table: a scan fails with a CorruptError naming
 // it, where the process died.
 func TestAScanOfAFragmentWithANegativeChunkLengthFailsCleanly(t *testing.T) {
+	rec := structBatch()
+	defer rec.Release()
+	b, s, frag, data := oneFragmentTable(t, rec)
+	scanFindsCorrupt(t, b, s, frag.Key, testenv.NegativeChunkLength(t, data, 2), "a fragment with a negative chunk length")
+}
+
+// oneFragmentTable makes a table in memory of rec's schema and appends rec:
+// the bucket, the snapshot, the fragment and its object.
+func oneFragmentTable(t *testing.T, rec arrow.RecordBatch) (blob.Bucket, *table.Snapshot, table.Fragment, []byte) {
+	t.Helper()
 	b := memBucket(t)
-	if _, err := commit.Create(ctx, b, structSchema, nil, nil); err != nil {
+	if _, err := commit.Create(ctx, b, rec.Schema(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	tb, err := commit.OpenTable(ctx, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := structBatch()
-	defer rec.Release()
 	res, err := tb.Append(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := res.Manifest.Fragments[0].Key
-	data, err := b.Get(ctx, key)
+	frag := res.Manifest.Fragments[0]
+	data, err := b.Get(ctx, frag.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +103,7 @@ func TestAScanOfAFragmentWithANegativeChunkLengthFailsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scanFindsCorrupt(t, b, s, key, testenv.NegativeChunkLength(t, data, 2), "a fragment with a negative chunk length")
+	return b, s, frag, data
 }
 
 // A fragment read by ranges (larger than the scan's read-ahead) whose
@@ -108,14 +118,6 @@ func TestADamagedPageOfAFragmentReadByRangesIsCorrupt(t *testing.T) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "payload", Type: arrow.BinaryTypes.Binary},
 	}, nil)
-	b := memBucket(t)
-	if _, err := commit.Create(ctx, b, schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// 6,000 rows of 1 KiB that does not compress: a 6 MB fragment, read
 	// whole only up to 4 MiB.
 	rb := array.NewRecordBuilder(testenv.Arrow, schema)
@@ -131,41 +133,13 @@ func TestADamagedPageOfAFragmentReadByRangesIsCorrupt(t *testing.T) {
 	}
 	rec := rb.NewRecordBatch()
 	defer rec.Release()
-	res, err := tb.Append(ctx, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	frag := res.Manifest.Fragments[0]
-	data, err := b.Get(ctx, frag.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := table.Open(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, s, frag, data := oneFragmentTable(t, rec)
 	opts := table.ScanOptions{ReadAheadBytes: 1 << 20}
 	if frag.Bytes <= 4<<20 || frag.Bytes <= opts.ReadAheadBytes {
 		t.Fatalf("the fragment is %d bytes: it would be read whole", frag.Bytes)
 	}
 	for c := range 2 {
-		bad := testenv.FirstPageClaimsDictionary(t, data, c)
-		if err := b.Delete(ctx, frag.Key); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.PutIfAbsent(ctx, frag.Key, bad); err != nil {
-			t.Fatal(err)
-		}
-		var got error
-		for _, err := range s.Scan(ctx, opts) {
-			if err != nil {
-				got = err
-			}
-		}
-		var ce *table.CorruptError
-		if !errors.As(got, &ce) || ce.Key != frag.Key {
-			t.Fatalf("column %d: scan: %v, want a CorruptError naming %s", c, got, frag.Key)
-		}
+		scanWithFindsCorrupt(t, b, s, opts, frag.Key, testenv.FirstPageClaimsDictionary(t, data, c), fmt.Sprintf("a first page of column %d claiming to be a dictionary page", c))
 	}
 }
 

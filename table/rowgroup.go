@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -32,82 +33,87 @@ type rowGroupReader struct {
 }
 
 // newRowGroupReader opens row group rg of fr for the Parquet leaves (nil:
-// every leaf), batch rows at a time, its columns decoded at once when
-// parallel. fr must not be in the Parquet reader's parallel mode (see
-// fragmentReader).
+// every leaf), batch rows at a time, its columns opened and decoded at
+// once when parallel (opening one reads its column chunk: read by ranges,
+// their reads are then in flight together). fr must not be in the Parquet
+// reader's parallel mode (see fragmentReader).
 func newRowGroupReader(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, leaves []int, rg int, batch int64, parallel bool) (*rowGroupReader, error) {
 	if fr.Props.Parallel {
 		return nil, fmt.Errorf("table: row group %d: the reader is in parallel mode", rg)
 	}
 	md := fr.ParquetReader().MetaData()
-	if rg < 0 || rg >= md.NumRowGroups() {
-		return nil, fmt.Errorf("table: row group %d of %d", rg, md.NumRowGroups())
-	}
 	if leaves == nil {
 		leaves = make([]int, md.Schema.NumColumns())
 		for i := range leaves {
 			leaves[i] = i
 		}
 	}
-	fields, schema, err := fieldReaders(ctx, fr, leaves, rg, parallel)
-	if err != nil {
-		return nil, err
-	}
-	return &rowGroupReader{fields: fields, schema: schema, mem: mem, batch: max(batch, 1),
-		left: md.RowGroup(rg).NumRows(), parallel: parallel && len(fields) > 1}, nil
-}
-
-// fieldReaders opens the readers of the fields of row group rg that
-// hold the Parquet leaves, at once when parallel: opening one reads its
-// column chunk, so that read by ranges, their reads are in flight
-// together.
-func fieldReaders(ctx context.Context, fr *pqarrow.FileReader, leaves []int, rg int, parallel bool) (_ []*pqarrow.ColumnReader, _ *arrow.Schema, err error) {
-	if !parallel {
-		return fr.GetFieldReaders(ctx, leaves, []int{rg})
-	}
 	indices, err := fr.Manifest.GetFieldIndices(leaves)
 	if err != nil {
-		return nil, nil, err
-	}
-	if len(indices) == 0 {
-		return nil, nil, fmt.Errorf("table: row group %d: no column to read", rg)
+		return nil, err
 	}
 	included := make(map[int]bool, len(leaves))
 	for _, l := range leaves {
 		included[l] = true
 	}
 	readers := make([]*pqarrow.ColumnReader, len(indices))
-	errs := make([]error, len(indices))
-	var wg sync.WaitGroup
-	for i, field := range indices {
-		wg.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					errs[i] = fmt.Errorf("field %d: %v", field, p)
-				}
-			}()
-			readers[i], errs[i] = fr.GetFieldReader(ctx, field, included, []int{rg})
-		})
+	i, err := each(len(indices), parallel, func(i int) (err error) {
+		if readers[i], err = fr.GetFieldReader(ctx, indices[i], included, []int{rg}); err == nil && readers[i] == nil {
+			err = errors.New("it holds none of the columns read")
+		}
+		return err
+	})
+	if err != nil {
+		err = fmt.Errorf("field %d: %w", indices[i], err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			for _, r := range readers {
-				if r != nil {
-					r.Release()
-				}
+	r := &rowGroupReader{fields: readers, mem: mem, batch: max(batch, 1), left: md.RowGroup(rg).NumRows(), parallel: parallel}
+	if err == nil && len(readers) == 0 {
+		err = errors.New("no column to read")
+	}
+	if err != nil {
+		r.release()
+		return nil, fmt.Errorf("table: row group %d: %w", rg, err)
+	}
+	fields := make([]arrow.Field, len(readers))
+	for i, f := range readers {
+		fields[i] = *f.Field()
+	}
+	r.schema = arrow.NewSchema(fields, fr.Manifest.SchemaMeta)
+	return r, nil
+}
+
+// each runs fn for 0 … n−1 — one after another in the caller's
+// goroutine, or at once, a goroutine each, where a panic (a damaged page
+// the decoder trips over) becomes that call's error — and returns the
+// first that failed, and its error.
+func each(n int, parallel bool, fn func(i int) error) (int, error) {
+	errs := make([]error, n)
+	if parallel && n > 1 {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				defer func() {
+					if p := recover(); p != nil {
+						errs[i] = fmt.Errorf("%v", p)
+					}
+				}()
+				errs[i] = fn(i)
+			})
+		}
+		wg.Wait()
+	} else {
+		for i := range n {
+			if errs[i] = fn(i); errs[i] != nil {
+				break
 			}
-			return nil, nil, err
 		}
 	}
-	fields := make([]arrow.Field, 0, len(readers))
-	for _, r := range readers {
-		if r == nil {
-			return nil, nil, fmt.Errorf("table: row group %d: no column to read", rg)
+	for i, err := range errs {
+		if err != nil {
+			return i, err
 		}
-		fields = append(fields, *r.Field())
 	}
-	return readers, arrow.NewSchema(fields, fr.Manifest.SchemaMeta), nil
+	return 0, nil
 }
 
 // next returns the next batch, which the caller releases; nil at the end
@@ -125,31 +131,11 @@ func (r *rowGroupReader) next() (arrow.RecordBatch, error) {
 			}
 		}
 	}()
-	errs := make([]error, len(r.fields))
-	if r.parallel {
-		var wg sync.WaitGroup
-		for i := range r.fields {
-			wg.Go(func() {
-				defer func() {
-					if p := recover(); p != nil {
-						errs[i] = fmt.Errorf("column %q: %v", r.schema.Field(i).Name, p)
-					}
-				}()
-				cols[i], errs[i] = r.column(i, n)
-			})
-		}
-		wg.Wait()
-	} else {
-		for i := range r.fields {
-			if cols[i], errs[i] = r.column(i, n); errs[i] != nil {
-				break
-			}
-		}
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if i, err := each(len(r.fields), r.parallel, func(i int) (err error) {
+		cols[i], err = r.column(i, n)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("column %q: %w", r.schema.Field(i).Name, err)
 	}
 	r.left -= n
 	return array.NewRecordBatch(r.schema, cols, n), nil
@@ -157,31 +143,26 @@ func (r *rowGroupReader) next() (arrow.RecordBatch, error) {
 
 // column reads the next n values of field i as one array.
 func (r *rowGroupReader) column(i int, n int64) (arrow.Array, error) {
-	name := r.schema.Field(i).Name
 	data, err := r.fields[i].NextBatch(n)
 	if err != nil {
-		return nil, fmt.Errorf("column %q: %w", name, err)
+		return nil, err
 	}
 	defer data.Release()
 	if int64(data.Len()) != n {
-		return nil, fmt.Errorf("column %q: read %d values, want %d", name, data.Len(), n)
+		return nil, fmt.Errorf("read %d values, want %d", data.Len(), n)
 	}
-	switch chunks := data.Chunks(); len(chunks) {
-	case 1:
+	if chunks := data.Chunks(); len(chunks) == 1 {
 		chunks[0].Retain()
 		return chunks[0], nil
-	default:
-		a, err := array.Concatenate(chunks, r.mem)
-		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", name, err)
-		}
-		return a, nil
 	}
+	return array.Concatenate(data.Chunks(), r.mem)
 }
 
 // release releases the column readers.
 func (r *rowGroupReader) release() {
 	for _, f := range r.fields {
-		f.Release()
+		if f != nil {
+			f.Release()
+		}
 	}
 }
