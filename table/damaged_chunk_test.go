@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 )
@@ -201,4 +202,21 @@ func parquetWithArrowSchema(t *testing.T, schema []byte) []byte {
 	var buf bytes.Buffer
 	testenv.WriteParquet(t, &buf, rec, nil, pqarrow.DefaultWriterProps())
 	return buf.Bytes()
+}
+
+// A fragment object shorter than the manifest records, large enough to be
+// read whole in ranges at once, is a CorruptError naming it, as a small
+// one is. The ranges cut short said only that the store might answer
+// better next time (a retryable error): a server answered 503, and a
+// client retried a damage that no retry mends.
+func TestAFragmentShorterThanRecordedIsCorrupt(t *testing.T) {
+	rec := rollouts.Batch(testenv.Arrow, 42, 1, 0, 6000) // a 6.7 MB fragment
+	defer rec.Release()
+	b, s, frag, data := oneFragmentTable(t, rec)
+	if frag.Bytes <= 4<<20 {
+		t.Fatalf("the fragment is %d bytes: it would be read with one GET", frag.Bytes)
+	}
+	for _, cut := range [][]byte{data[:len(data)/2], data[len(data)/2:], data[:len(data)-1]} {
+		scanFindsCorrupt(t, b, s, frag.Key, cut, fmt.Sprintf("a fragment of %d of its %d bytes", len(cut), len(data)))
+	}
 }

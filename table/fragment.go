@@ -336,10 +336,18 @@ func fragmentSource(ctx context.Context, b blob.Bucket, f *Fragment, readAhead i
 			return nil, nil, nil, err
 		}
 		if int64(len(data)) != f.Bytes {
-			return nil, nil, nil, corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", len(data), f.Bytes), nil)
+			return nil, nil, nil, wrongSize(f, int64(len(data)))
 		}
 	case whole && f.Bytes <= readAhead:
 		if data, err = readParts(ctx, b, f.Key, f.Bytes, wholeReadParts); err != nil {
+			// A range cut short may be the network's doing (the error
+			// is retryable) or an object shorter than the manifest
+			// records, which is damage: the store's size tells.
+			if errors.Is(err, blob.ErrRetryable) {
+				if a, aerr := b.Attributes(ctx, f.Key); aerr == nil && a.Size != f.Bytes {
+					err = wrongSize(f, a.Size)
+				}
+			}
 			return nil, nil, nil, err
 		}
 	default:
@@ -347,6 +355,11 @@ func fragmentSource(ctx context.Context, b blob.Bucket, f *Fragment, readAhead i
 		return pre, nil, pre, nil
 	}
 	return bytes.NewReader(data), data, nil, nil
+}
+
+// wrongSize is the error of fragment f's object found to be size bytes.
+func wrongSize(f *Fragment, size int64) error {
+	return corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", size, f.Bytes), nil)
 }
 
 // wholeReadParts: a large object read whole is read in this many ranges at
