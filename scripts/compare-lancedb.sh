@@ -3,12 +3,15 @@
 # WORKLOAD.md), in one run, on three stores: a local folder, MinIO on
 # 127.0.0.1, and the same MinIO behind a proxy that holds every request
 # DELAY (default 20ms) ± JITTER (default 2ms) — both systems go through the
-# same proxy, so both pay the same round trip. Prints one table per run.
+# same proxy, so both pay the same round trip; with MBPS set, the proxy also
+# passes each response no faster than MBPS MB/s, as one connection to a
+# remote store does. Prints one table per run.
 # Both time their scans from a table already open (LanceDB's benchmark
 # opens the table before its timers start); Strata's open is shown apart.
 #
 #   scripts/compare-lancedb.sh            # RUNS=3 by default
 #   RUNS=1 DELAY=30ms scripts/compare-lancedb.sh
+#   RUNS=1 MBPS=100 scripts/compare-lancedb.sh
 #
 # Needs Go, Node.js and npm (LanceDB, @lancedb/lancedb from npm, is
 # installed once into .tools/lancedb from the shared folder's lock file).
@@ -18,6 +21,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 DELAY=${DELAY:-20ms}
 JITTER=${JITTER:-2ms}
+MBPS=${MBPS:-0}
 lance_src=../shared/bench/lancedb
 tools="$PWD/.tools"
 work=$(mktemp -d)
@@ -51,7 +55,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 pport=$(free_port)
-"$work/latency-proxy" --target "http://127.0.0.1:$mport" --listen "127.0.0.1:$pport" --delay "$DELAY" --jitter "$JITTER" 2>"$work/proxy.log" &
+"$work/latency-proxy" --target "http://127.0.0.1:$mport" --listen "127.0.0.1:$pport" --delay "$DELAY" --jitter "$JITTER" --mb-per-s "$MBPS" 2>"$work/proxy.log" &
 pids+=($!)
 sleep 0.5
 
@@ -98,7 +102,9 @@ for run in $(seq "$RUNS"); do
     strata_bench "${sargs[@]}" --mode=shard --reuse-bytes=131072 --phases=ingest | sed "s/^{/{\"cmp\":\"strata-shards-once\",\"where\":\"$store\",/" >>"$out"
     lance_bench "${largs[@]}" --phases=ingest,scan-before,compact,scan-after | sed "s/^{/{\"cmp\":\"lancedb\",\"where\":\"$store\",/" >>"$out"
   done
-  echo "## run $run (proxy: $DELAY ± $JITTER per request)"
+  pace=""
+  [ "$MBPS" = 0 ] || pace=", $MBPS MB/s per response"
+  echo "## run $run (proxy: $DELAY ± $JITTER per request$pace)"
   python3 - "$out" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]

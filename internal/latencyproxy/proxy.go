@@ -5,12 +5,15 @@
 // benchmarking tool, not part of the engine.
 //
 // Each request waits Delay ± Jitter (uniform) before it is forwarded; the
-// response streams back as the store sends it. The Host header is passed
+// response streams back as the store sends it, or no faster than
+// BytesPerSecond when that is set (one connection to a remote store
+// carries some tens to a hundred MB/s, however fast the store behind it). The Host header is passed
 // through unchanged, so S3 signatures made for the proxy's address verify
 // at the store.
 package latencyproxy
 
 import (
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httputil"
@@ -21,10 +24,11 @@ import (
 
 // Proxy forwards requests to Target after a delay.
 type Proxy struct {
-	Target        *url.URL
-	Delay, Jitter time.Duration
-	requests      atomic.Int64
-	rp            *httputil.ReverseProxy
+	Target         *url.URL
+	Delay, Jitter  time.Duration
+	BytesPerSecond int64 // each response body's rate; 0: as fast as the store sends it
+	requests       atomic.Int64
+	rp             *httputil.ReverseProxy
 }
 
 // New returns a proxy to target ("http://127.0.0.1:9000").
@@ -40,7 +44,13 @@ func New(target string, delay, jitter time.Duration) (*Proxy, error) {
 			r.Out.Host = r.In.Host // signed by the client for the proxy's address
 		},
 		FlushInterval: -1,
-		Transport:     &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0, DisableCompression: true},
+		ModifyResponse: func(resp *http.Response) error {
+			if p.BytesPerSecond > 0 {
+				resp.Body = &paced{ReadCloser: resp.Body, rate: p.BytesPerSecond, start: time.Now()}
+			}
+			return nil
+		},
+		Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0, DisableCompression: true},
 	}
 	return p, nil
 }
@@ -68,4 +78,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.rp.ServeHTTP(w, r)
+}
+
+// paced reads a response body no faster than rate bytes a second.
+type paced struct {
+	io.ReadCloser
+	rate  int64
+	start time.Time
+	n     int64 // bytes read so far
+}
+
+func (p *paced) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b[:min(len(b), 64<<10)])
+	p.n += int64(n)
+	due := p.start.Add(time.Duration(float64(p.n) / float64(p.rate) * float64(time.Second)))
+	if d := time.Until(due); d > 0 {
+		time.Sleep(d)
+	}
+	return n, err
 }

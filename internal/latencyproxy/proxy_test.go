@@ -40,3 +40,33 @@ func TestRequestsWaitAndKeepTheirHost(t *testing.T) {
 		t.Fatalf("the target saw Host %q (want %q) after %d requests", host, want, p.Requests())
 	}
 }
+
+// A paced response takes at least its size over the rate, and arrives
+// whole.
+func TestResponsesArePaced(t *testing.T) {
+	body := make([]byte, 300_000)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(body)
+	}))
+	defer target.Close()
+	p, err := New(target.URL, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BytesPerSecond = 1_000_000 // 300 KB: 0.3 s
+	front := httptest.NewServer(p)
+	defer front.Close()
+	start := time.Now()
+	resp, err := http.Get(front.URL + "/bucket/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || len(got) != len(body) {
+		t.Fatalf("read %d bytes of %d, %v", len(got), len(body), err)
+	}
+	if took := time.Since(start); took < 290*time.Millisecond {
+		t.Fatalf("300 KB at 1 MB/s came in %v", took)
+	}
+}
