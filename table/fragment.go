@@ -19,8 +19,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/ipcguard"
 )
@@ -300,22 +298,19 @@ func WriteFragment(ctx context.Context, b blob.Bucket, schema *arrow.Schema, bat
 // fragmentSource); pre, when not nil, is the prefetcher src reads through,
 // which the caller closes when done.
 func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int, readAhead int64, whole bool) (_ *pqarrow.FileReader, src parquet.ReaderAtSeeker, _ *prefetcher, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = corrupt(f.Key, "parquet footer is damaged", fmt.Errorf("%v", r))
-		}
-	}()
 	src, _, pre, err := fragmentSource(ctx, b, f, readAhead, whole)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if pre != nil {
-		defer func() {
-			if err != nil {
-				pre.close()
-			}
-		}()
-	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = corrupt(f.Key, "parquet footer is damaged", fmt.Errorf("%v", r))
+		}
+		if err != nil {
+			err = readFailure(src, err)
+			closeSource(src)
+		}
+	}()
 	fr, err := fragmentReader(src, nil, mem, batchSize)
 	if err != nil {
 		return nil, nil, nil, corrupt(f.Key, "not a readable parquet file", err)
@@ -325,10 +320,11 @@ func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Al
 
 // fragmentSource fetches fragment f for reading (src): the whole object
 // in memory (data) when it is small — one GET, its size checked against
-// the manifest — or when whole is set (every column chunk will be read) and
-// it fits in readAhead — wholeReadParts ranged GETs at once; otherwise
-// through a prefetcher (pre) that serves ranged reads, which the caller
-// closes.
+// the manifest; a stream of the whole object when whole is set (every
+// column chunk will be read) and it fits in readAhead — wholeReadParts
+// ranged GETs at once, read as they arrive; otherwise through a
+// prefetcher (pre) that serves ranged reads. The caller closes a stream
+// or a prefetcher with closeSource.
 func fragmentSource(ctx context.Context, b blob.Bucket, f *Fragment, readAhead int64, whole bool) (src parquet.ReaderAtSeeker, data []byte, pre *prefetcher, err error) {
 	switch {
 	case f.Bytes <= wholeReadLimit:
@@ -339,17 +335,7 @@ func fragmentSource(ctx context.Context, b blob.Bucket, f *Fragment, readAhead i
 			return nil, nil, nil, wrongSize(f, int64(len(data)))
 		}
 	case whole && f.Bytes <= readAhead:
-		if data, err = readParts(ctx, b, f.Key, f.Bytes, wholeReadParts); err != nil {
-			// A range cut short may be the network's doing (the error
-			// is retryable) or an object shorter than the manifest
-			// records, which is damage: the store's size tells.
-			if errors.Is(err, blob.ErrRetryable) {
-				if a, aerr := b.Attributes(ctx, f.Key); aerr == nil && a.Size != f.Bytes {
-					err = wrongSize(f, a.Size)
-				}
-			}
-			return nil, nil, nil, err
-		}
+		return newStream(ctx, b, f), nil, nil, nil
 	default:
 		pre = newPrefetcher(ctx, b, f.Key, f.Bytes, readAhead)
 		return pre, nil, pre, nil
@@ -362,30 +348,27 @@ func wrongSize(f *Fragment, size int64) error {
 	return corrupt(f.Key, fmt.Sprintf("object is %d bytes, the manifest says %d", size, f.Bytes), nil)
 }
 
-// wholeReadParts: a large object read whole is read in this many ranges at
-// once.
-const wholeReadParts = 4
+// closeSource ends the requests still in flight for src, a fragment's
+// source from fragmentSource.
+func closeSource(src parquet.ReaderAtSeeker) {
+	switch s := src.(type) {
+	case *prefetcher:
+		s.close()
+	case *stream:
+		s.close()
+	}
+}
 
-// readParts reads the object key of size bytes in n ranges at once.
-func readParts(ctx context.Context, b blob.Bucket, key string, size int64, n int) ([]byte, error) {
-	data := make([]byte, size)
-	r := blob.NewReaderAtSize(ctx, b, key, size)
-	part := (size + int64(n) - 1) / int64(n)
-	var g errgroup.Group
-	for off := int64(0); off < size; off += part {
-		g.Go(func() error {
-			end := min(off+part, size)
-			_, err := r.ReadAt(data[off:end], off)
-			if err == io.EOF && end == size {
-				err = nil
-			}
-			return err
-		})
+// readFailure is err, or the failure of src's requests when src is a
+// stream and one failed: the Parquet reader's error for bytes that never
+// came (a page it calls damaged, say) is not the object's.
+func readFailure(src parquet.ReaderAtSeeker, err error) error {
+	if s, ok := src.(*stream); ok && err != nil {
+		if ferr := s.failure(); ferr != nil {
+			return ferr
+		}
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return data, nil
+	return err
 }
 
 // fragmentReader opens src's Parquet file for reading as Arrow, with its
@@ -396,7 +379,8 @@ func readParts(ctx context.Context, b blob.Bucket, key string, size int64, n int
 // than one per column chunk.
 func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem memory.Allocator, batchSize int) (*pqarrow.FileReader, error) {
 	props := parquet.NewReaderProperties(mem) // unbuffered: one ReadAt per column chunk
-	if _, ok := src.(*bytes.Reader); ok {
+	switch src.(type) {
+	case *bytes.Reader, *stream:
 		// In memory: pages are read through a small buffer rather than
 		// each column chunk copied whole into one of its own.
 		props.BufferedStreamEnabled, props.BufferSize = true, 1<<20

@@ -18,10 +18,10 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// A large fragment read whole, its row groups decoded two at once, meets a
-// failing store, a damaged page and a reader that stops early: each ends
-// in an error naming what failed or a clean stop — never a panic, a hang,
-// a row twice or rows out of order.
+// A large fragment read whole, its row groups decoded at once as its
+// bytes arrive, meets a failing store, a damaged page and a reader that
+// stops early: each ends in an error naming what failed or a clean stop —
+// never a panic, a hang, a row twice or rows out of order.
 func TestALargeFragmentScanFailsCleanly(t *testing.T) {
 	under, err := blob.Open(ctx, "mem://")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"golang.org/x/sync/semaphore"
 
@@ -328,10 +329,12 @@ func inOrder[T any](parent context.Context, n, parallelism int, budget int64, we
 // which takes ownership; emit returns false to stop. An object that is not
 // in the bucket is a *MissingDataError naming it.
 func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arrow.RecordBatch) bool) (err error) {
+	var src parquet.ReaderAtSeeker
 	defer func() {
 		if r := recover(); r != nil {
 			err = corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
 		}
+		err = readFailure(src, err)
 		if errors.Is(err, blob.ErrNotFound) && !errors.Is(err, ErrMissingData) {
 			key := f.Key
 			if f.Deletion != nil && !strings.Contains(err.Error(), f.Key) {
@@ -349,9 +352,7 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	if err != nil {
 		return err
 	}
-	if pre != nil {
-		defer pre.close()
-	}
+	defer closeSource(src)
 	md := fr.ParquetReader().MetaData()
 	if md.NumRows != f.Rows {
 		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
@@ -393,10 +394,14 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	}
 	// A large fragment's row groups are decoded a few at once, each by a
 	// reader of its own over the same source and footer, and handed on in
-	// order.
+	// order. Streamed, up to four at once whatever the cores: each waits
+	// for its bytes, which arrive together.
 	parallel := 1
 	if f.Bytes > wholeReadLimit && len(rgs) > 1 {
 		parallel = min(len(rgs), max(runtime.GOMAXPROCS(0), 2), 4)
+		if _, ok := src.(*stream); ok {
+			parallel = min(len(rgs), 4)
+		}
 	}
 	readRowGroup := func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) (err error) {
 		rg := rgs[i]
@@ -411,8 +416,9 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 				return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 			}
 		}
-		// Held in memory, a row group's columns are decoded one after
-		// another (its row groups a few at once, above); read by ranges, at
+		// Held in memory or streamed, a row group's columns are decoded one
+		// after another (its row groups a few at once, above), in the order
+		// their bytes lie in the object; read by ranges, at
 		// once, so that their chunks' reads are in flight together (one
 		// after another, a full scan of the benchmark's 45 MB fragment
 		// read 16 MiB at a time through MinIO behind a 20 ms proxy took
