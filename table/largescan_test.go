@@ -2,7 +2,9 @@ package table_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -129,4 +131,81 @@ func TestALargeFragmentScanFailsCleanly(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the scans' goroutines to end", func() bool {
 		return runtime.NumGoroutine() <= goroutines
 	})
+}
+
+// stallingBucket holds every ranged read that starts within [from, to)
+// until its context ends.
+type stallingBucket struct {
+	blob.Bucket
+	from, to int64
+}
+
+func (s *stallingBucket) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if off >= s.from && off < s.to {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Bucket.NewRangeReader(ctx, key, off, n)
+}
+
+// A streamed fragment whose first row group is damaged while the bytes of
+// the others do not all come: the scan ends with the CorruptError at once,
+// rather than wait on the reads of row groups it will not hand on.
+func TestAStreamedScanEndsWhenARowGroupFails(t *testing.T) {
+	under := memBucket(t)
+	if _, err := commit.Create(ctx, under, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, under, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 2*table.RowGroupRows+3000)
+	defer rec.Release()
+	res, err := tb.Append(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag := res.Manifest.Fragments[0]
+	data, err := under.Get(ctx, frag.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, _ := pf.MetaData().RowGroup(0).ColumnChunk(pf.MetaData().Schema.ColumnIndexByName("artifact"))
+	for k := range int64(8) { // across row group 0's artifact column (not all in page headers)
+		data[col.DataPageOffset()+(2*k+1)*col.TotalCompressedSize()/16] ^= 0x5a
+	}
+	if err := under.Put(ctx, frag.Key, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	// The parts of the body that start past row group 0 stall; the
+	// footer comes.
+	rg1, _ := pf.MetaData().RowGroup(1).ColumnChunk(0)
+	s, err := table.Open(ctx, &stallingBucket{Bucket: under, from: rg1.DataPageOffset(), to: frag.Bytes - 64<<10}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var got error
+		for _, err := range s.Scan(ctx, table.ScanOptions{}) {
+			if err != nil {
+				got = err
+			}
+		}
+		done <- got
+	}()
+	select {
+	case err := <-done:
+		var ce *table.CorruptError
+		if !errors.As(err, &ce) || ce.Key != frag.Key {
+			t.Fatalf("scan: %v, want a CorruptError naming %s", err, frag.Key)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the scan waits for row groups it will not hand on")
+	}
 }

@@ -410,6 +410,11 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 				err = corrupt(f.Key, fmt.Sprintf("row group %d is damaged", rg), fmt.Errorf("%v", r))
 			}
 		}()
+		if st, ok := src.(*stream); ok {
+			// The row groups' reads end when they do (another failed, the
+			// caller stopped): a read waiting for bytes does not see ctx.
+			defer context.AfterFunc(ctx, st.close)()
+		}
 		r := fr
 		if parallel > 1 {
 			if r, err = fragmentReader(src, md, p.opts.Allocator, p.opts.BatchSize); err != nil {

@@ -210,7 +210,8 @@ func (s *stream) failure() error {
 	return s.err
 }
 
-// close stops the reads still in flight and waits for them.
+// close stops the reads still in flight and waits for them; a read
+// waiting for bytes returns an error. Closing again does nothing more.
 func (s *stream) close() {
 	s.mu.Lock()
 	s.closed = true
