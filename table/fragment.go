@@ -295,8 +295,8 @@ func WriteFragment(ctx context.Context, b blob.Bucket, schema *arrow.Schema, bat
 }
 
 // openFragment opens a fragment's Parquet reader over src (see
-// fragmentSource); pre, when not nil, is the prefetcher src reads through,
-// which the caller closes when done.
+// fragmentSource), which the caller closes with closeSource when done;
+// pre, when not nil, is the prefetcher src reads through.
 func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Allocator, batchSize int, readAhead int64, whole bool) (_ *pqarrow.FileReader, src parquet.ReaderAtSeeker, _ *prefetcher, err error) {
 	src, _, pre, err := fragmentSource(ctx, b, f, readAhead, whole)
 	if err != nil {
@@ -321,8 +321,8 @@ func openFragment(ctx context.Context, b blob.Bucket, f *Fragment, mem memory.Al
 // fragmentSource fetches fragment f for reading (src): the whole object
 // in memory (data) when it is small — one GET, its size checked against
 // the manifest; a stream of the whole object when whole is set (every
-// column chunk will be read) and it fits in readAhead — wholeReadParts
-// ranged GETs at once, read as they arrive; otherwise through a
+// column chunk will be read) and it fits in readAhead — ranged GETs of
+// about streamPart at once, read as they arrive; otherwise through a
 // prefetcher (pre) that serves ranged reads. The caller closes a stream
 // or a prefetcher with closeSource.
 func fragmentSource(ctx context.Context, b blob.Bucket, f *Fragment, readAhead int64, whole bool) (src parquet.ReaderAtSeeker, data []byte, pre *prefetcher, err error) {
@@ -381,8 +381,8 @@ func fragmentReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem m
 	props := parquet.NewReaderProperties(mem) // unbuffered: one ReadAt per column chunk
 	switch src.(type) {
 	case *bytes.Reader, *stream:
-		// In memory: pages are read through a small buffer rather than
-		// each column chunk copied whole into one of its own.
+		// In memory or streamed: pages are read through a small buffer
+		// rather than each column chunk copied whole into one of its own.
 		props.BufferedStreamEnabled, props.BufferSize = true, 1<<20
 	}
 	opts := []file.ReadOption{file.WithReadProps(props)}
