@@ -83,7 +83,12 @@ func TestAScanOfAFragmentWithANegativeChunkLengthFailsCleanly(t *testing.T) {
 // the bucket, the snapshot, the fragment and its object.
 func oneFragmentTable(t *testing.T, rec arrow.RecordBatch) (blob.Bucket, *table.Snapshot, table.Fragment, []byte) {
 	t.Helper()
-	b := memBucket(t)
+	return oneFragmentTableIn(t, memBucket(t), rec)
+}
+
+// oneFragmentTableIn is oneFragmentTable in bucket b.
+func oneFragmentTableIn(t *testing.T, b blob.Bucket, rec arrow.RecordBatch) (blob.Bucket, *table.Snapshot, table.Fragment, []byte) {
+	t.Helper()
 	if _, err := commit.Create(ctx, b, rec.Schema(), nil, nil); err != nil {
 		t.Fatal(err)
 	}

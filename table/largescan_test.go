@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
@@ -104,21 +105,12 @@ func TestALargeFragmentScanFailsCleanly(t *testing.T) {
 	}
 	f.SetInjector(fault.Never())
 
-	// Bytes flipped across the second row group's artifact column: zstd's
-	// checksum of a page catches them (a flip in a page header's
-	// statistics would pass, hence several).
+	// Bytes flipped across the second row group's artifact column.
 	data, err := under.Get(ctx, frag.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	col, _ := pf.MetaData().RowGroup(1).ColumnChunk(pf.MetaData().Schema.ColumnIndexByName("artifact"))
-	for k := range int64(8) {
-		data[col.DataPageOffset()+(2*k+1)*col.TotalCompressedSize()/16] ^= 0x5a
-	}
+	damageColumn(t, data, 1, "artifact")
 	if err := under.Put(ctx, frag.Key, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
@@ -152,39 +144,16 @@ func (s *stallingBucket) NewRangeReader(ctx context.Context, key string, off, n 
 // the others do not all come: the scan ends with the CorruptError at once,
 // rather than wait on the reads of row groups it will not hand on.
 func TestAStreamedScanEndsWhenARowGroupFails(t *testing.T) {
-	under := memBucket(t)
-	if _, err := commit.Create(ctx, under, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, under, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 2*table.RowGroupRows+3000)
 	defer rec.Release()
-	res, err := tb.Append(ctx, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	frag := res.Manifest.Fragments[0]
-	data, err := under.Get(ctx, frag.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	col, _ := pf.MetaData().RowGroup(0).ColumnChunk(pf.MetaData().Schema.ColumnIndexByName("artifact"))
-	for k := range int64(8) { // across row group 0's artifact column (not all in page headers)
-		data[col.DataPageOffset()+(2*k+1)*col.TotalCompressedSize()/16] ^= 0x5a
-	}
+	under, _, frag, data := oneFragmentTable(t, rec)
+	md := damageColumn(t, data, 0, "artifact")
 	if err := under.Put(ctx, frag.Key, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	// The parts of the body that start past row group 0 stall; the
 	// footer comes.
-	rg1, _ := pf.MetaData().RowGroup(1).ColumnChunk(0)
+	rg1, _ := md.RowGroup(1).ColumnChunk(0)
 	s, err := table.Open(ctx, &stallingBucket{Bucket: under, from: rg1.DataPageOffset(), to: frag.Bytes - 64<<10}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -208,4 +177,25 @@ func TestAStreamedScanEndsWhenARowGroupFails(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the scan waits for row groups it will not hand on")
 	}
+}
+
+// damageColumn flips bytes across column name of row group rg of the
+// Parquet file in data, where zstd's checksum of a page catches them (a
+// flip in a page header's statistics would pass, hence several), and
+// returns the file's footer.
+func damageColumn(t *testing.T, data []byte, rg int, name string) *metadata.FileMetaData {
+	t.Helper()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := pf.MetaData()
+	col, err := md.RowGroup(rg).ColumnChunk(md.Schema.ColumnIndexByName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(8) {
+		data[col.DataPageOffset()+(2*k+1)*col.TotalCompressedSize()/16] ^= 0x5a
+	}
+	return md
 }

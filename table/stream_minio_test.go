@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
@@ -24,24 +23,10 @@ func TestALargeFragmentStreamsFromMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rows = 2*table.RowGroupRows + 3000 // three row groups
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 3, 0, rows)
 	defer rec.Release()
-	if _, err := tb.Append(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	s, err := table.Open(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	frag := s.Manifest().Fragments[0]
+	_, s, frag, data := oneFragmentTableIn(t, b, rec)
 	if frag.Bytes <= 4<<20 || frag.Bytes > 64<<20 {
 		t.Fatalf("the fragment is %d bytes: not read whole by ranges", frag.Bytes)
 	}
@@ -61,10 +46,6 @@ func TestALargeFragmentStreamsFromMinIO(t *testing.T) {
 		t.Fatalf("scanned %d rows, wrote %d", at, rows)
 	}
 
-	data, err := b.Get(ctx, frag.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := b.Put(ctx, frag.Key, bytes.NewReader(data[:len(data)/2])); err != nil {
 		t.Fatal(err)
 	}

@@ -12,24 +12,12 @@ import (
 // header as the client sent it (what an S3 signature covers).
 func TestRequestsWaitAndKeepTheirHost(t *testing.T) {
 	var host string
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p, front := proxied(t, 30*time.Millisecond, 0, func(w http.ResponseWriter, r *http.Request) {
 		host = r.Host
 		io.WriteString(w, "hello")
-	}))
-	defer target.Close()
-	p, err := New(target.URL, 30*time.Millisecond, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(p)
-	defer front.Close()
+	})
 	start := time.Now()
-	resp, err := http.Get(front.URL + "/bucket/key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body, err := get(front.URL + "/bucket/key")
 	if err != nil || string(body) != "hello" {
 		t.Fatalf("body %q, %v", body, err)
 	}
@@ -45,28 +33,40 @@ func TestRequestsWaitAndKeepTheirHost(t *testing.T) {
 // whole.
 func TestResponsesArePaced(t *testing.T) {
 	body := make([]byte, 300_000)
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write(body)
-	}))
-	defer target.Close()
-	p, err := New(target.URL, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.BytesPerSecond = 1_000_000 // 300 KB: 0.3 s
-	front := httptest.NewServer(p)
-	defer front.Close()
+	_, front := proxied(t, 0, 1_000_000, func(w http.ResponseWriter, r *http.Request) { w.Write(body) }) // 300 KB: 0.3 s
 	start := time.Now()
-	resp, err := http.Get(front.URL + "/bucket/key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	got, err := get(front.URL + "/bucket/key")
 	if err != nil || len(got) != len(body) {
 		t.Fatalf("read %d bytes of %d, %v", len(got), len(body), err)
 	}
 	if took := time.Since(start); took < 290*time.Millisecond {
 		t.Fatalf("300 KB at 1 MB/s came in %v", took)
 	}
+}
+
+// proxied starts a store that answers with handler and a Proxy in front
+// of it, delaying each request delay and pacing each response at rate
+// bytes a second (0: unpaced); both end with the test.
+func proxied(t *testing.T, delay time.Duration, rate int64, handler http.HandlerFunc) (*Proxy, *httptest.Server) {
+	t.Helper()
+	target := httptest.NewServer(handler)
+	t.Cleanup(target.Close)
+	p, err := New(target.URL, delay, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BytesPerSecond = rate
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	return p, front
+}
+
+// get returns the body of a GET of url.
+func get(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
