@@ -70,9 +70,9 @@ func TestJSONNamesAreLowercase(t *testing.T) {
 }
 
 // TestClientLinksNoEngine: a program that only talks to a server links
-// package api, Arrow, the standard library and the retry helper
-// (internal/backoff, standard library only) — no engine package and no
-// object-store SDK.
+// package api, Arrow, the standard library, the retry helper and the
+// Arrow IPC guard (internal/backoff and internal/ipcguard, standard library
+// only) — no engine package and no object-store SDK.
 func TestClientLinksNoEngine(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../client").Output()
 	if err != nil {
@@ -82,7 +82,7 @@ func TestClientLinksNoEngine(t *testing.T) {
 	for _, d := range deps {
 		switch {
 		case strings.HasPrefix(d, "github.com/stratadb/strata/") && d != "github.com/stratadb/strata/api" && d != "github.com/stratadb/strata/client" &&
-			d != "github.com/stratadb/strata/internal/backoff":
+			d != "github.com/stratadb/strata/internal/backoff" && d != "github.com/stratadb/strata/internal/ipcguard":
 			t.Errorf("the client links the engine package %s", d)
 		case strings.Contains(d, "aws") || strings.Contains(d, "cloud.google.com") || strings.Contains(d, "gocloud.dev") || strings.Contains(d, "minio"):
 			t.Errorf("the client links the store SDK package %s", d)

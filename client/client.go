@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/internal/backoff"
+	"github.com/stratadb/strata/internal/ipcguard"
 )
 
 // Error is an error answer of the server.
@@ -70,7 +72,15 @@ type Options struct {
 	BaseBackoff, MaxBackoff time.Duration
 	// HTTP is the HTTP client (default: a new http.Client).
 	HTTP *http.Client
+	// MaxMessageBytes bounds the body of one Arrow IPC message (a batch)
+	// of the server's answers (default 1 GiB): a message claiming more is
+	// refused before any memory is allocated for it.
+	MaxMessageBytes int64
 }
+
+// maxAnswerMetadata bounds the metadata of one Arrow IPC message of an
+// answer, as the server bounds it in what it is sent.
+const maxAnswerMetadata = 4 << 20
 
 // ErrInvalidOptions: an option out of its range (see Options.Validate).
 var ErrInvalidOptions = errors.New("client: invalid options")
@@ -96,6 +106,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if c.HTTP == nil {
 		c.HTTP = &http.Client{}
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 1 << 30
 	}
 	return &c
 }
@@ -186,13 +199,14 @@ func readError(resp *http.Response) error {
 
 // reply is a response, or the error that stands for it.
 type reply struct {
-	resp *http.Response
-	err  error
+	resp    *http.Response
+	err     error
+	maxBody int64 // of an Arrow IPC message (Options.MaxMessageBytes)
 }
 
 func (c *Client) call(ctx context.Context, method, u, ctype string, body func() io.Reader, accept string) reply {
 	resp, err := c.do(ctx, method, u, ctype, body, accept)
-	return reply{resp, err}
+	return reply{resp, err, c.opts.MaxMessageBytes}
 }
 
 // none drains and closes a response whose body does not matter (202,
@@ -332,9 +346,19 @@ func (r reply) stream(yield func(arrow.RecordBatch, error) bool) {
 		return
 	}
 	defer r.resp.Body.Close()
-	rd, err := ipc.NewReader(r.resp.Body, ipc.WithAllocator(memory.DefaultAllocator))
+	// Read through the guard: arrow-go's reader allocates what a message
+	// claims before it reads it, and a claim it cannot meet (a body of
+	// 32 GiB from a broken or hostile server) is a fatal out of memory.
+	g := ipcguard.New(r.resp.Body, maxAnswerMetadata, r.maxBody, math.MaxInt64)
+	refused := func(err error) error {
+		if gerr := g.Err(); gerr != nil {
+			return fmt.Errorf("client: the server's answer: %w", gerr)
+		}
+		return err
+	}
+	rd, err := ipc.NewReader(g, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		yield(nil, err)
+		yield(nil, refused(err))
 		return
 	}
 	defer rd.Release()
@@ -344,7 +368,7 @@ func (r reply) stream(yield func(arrow.RecordBatch, error) bool) {
 		}
 	}
 	if err := rd.Err(); err != nil {
-		yield(nil, err)
+		yield(nil, refused(err))
 	}
 }
 
