@@ -398,10 +398,11 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 	// for its bytes, which arrive together.
 	parallel := 1
 	if f.Bytes > wholeReadLimit && len(rgs) > 1 {
-		parallel = min(len(rgs), max(runtime.GOMAXPROCS(0), 2), 4)
+		at := max(runtime.GOMAXPROCS(0), 2)
 		if _, ok := src.(*stream); ok {
-			parallel = min(len(rgs), 4)
+			at = 4
 		}
+		parallel = min(len(rgs), at, 4)
 	}
 	readRowGroup := func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) (err error) {
 		rg := rgs[i]

@@ -32,12 +32,11 @@ type stream struct {
 	ranges []streamRange
 	err    error // the first range's failure
 	closed bool  // close ended the reads: their errors are not failures
-	pos    int64 // for Seek
 }
 
 type streamRange struct {
 	start, end, got int64  // got: bytes delivered from start
-	data            []byte // the range's bytes, set before the first arrive
+	data            []byte // the range's buffer, set once it is made
 }
 
 // streamPart is about the size of each range a stream reads its body in,
@@ -84,12 +83,15 @@ func (s *stream) fill(ctx context.Context, b blob.Bucket, i int) {
 			return err
 		}
 		defer rc.Close()
+		s.mu.Lock()
+		s.ranges[i].data = buf
+		s.mu.Unlock()
 		for got := 0; got < len(buf); {
 			n, err := rc.Read(buf[got:])
 			if n > 0 {
 				got += n
 				s.mu.Lock()
-				s.ranges[i].data, s.ranges[i].got = buf, int64(got)
+				s.ranges[i].got = int64(got)
 				s.mu.Unlock()
 				s.cond.Broadcast()
 			}
@@ -180,24 +182,13 @@ func (s *stream) ReadAt(b []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// Seek sets the position the Parquet reader asks the object's size with.
+// Seek answers the one question the Parquet reader asks with it, the
+// object's size (Seek(0, io.SeekEnd)); every read is a ReadAt, by offset.
 func (s *stream) Seek(offset int64, whence int) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		offset += s.pos
-	case io.SeekEnd:
-		offset += s.f.Bytes
-	default:
-		return 0, errors.New("table: bad whence")
+	if whence != io.SeekEnd || s.f.Bytes+offset < 0 {
+		return 0, errors.New("table: a fragment stream seeks only from its end, to within it")
 	}
-	if offset < 0 {
-		return 0, errors.New("table: negative position")
-	}
-	s.pos = offset
-	return offset, nil
+	return s.f.Bytes + offset, nil
 }
 
 // failure is the error of the first range that failed, nil while none
