@@ -16,6 +16,15 @@ import (
 func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
 	rec := *txn
 	rec.Added = slices.Clone(txn.Added)
+	if k := rec.Idempotency; k != nil {
+		o, found, err := cur.Producers.Lookup(*k)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			return nil, &duplicateError{outcome: o}
+		}
+	}
 	if len(rec.Merges) > 0 {
 		if trimFleetMerge(cur, &rec); len(rec.Merges) == 0 {
 			return nil, errNothingLeft
@@ -82,6 +91,9 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 	switch txn.Kind {
 	case table.KindAppend:
 		next.Fragments = append(next.Fragments, txn.Added...)
+		if k := txn.Idempotency; k != nil {
+			next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
+		}
 	case table.KindMerge:
 		if len(txn.Merges) > 0 {
 			next.Fragments = append(next.Fragments, txn.Added...)
@@ -150,6 +162,24 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}
 	return next, nil
+}
+
+// duplicateError: the state records the transaction's idempotency key: an
+// earlier commit of the same append stored its rows (outcome.At is its
+// version), and this one must not.
+type duplicateError struct{ outcome table.Outcome }
+
+func (e *duplicateError) Error() string {
+	return fmt.Sprintf("commit: the append was stored by v%d", e.outcome.At)
+}
+
+// addedRows counts the rows of the fragments a transaction adds.
+func addedRows(txn *table.Transaction) int64 {
+	var n int64
+	for _, f := range txn.Added {
+		n += f.Rows
+	}
+	return n
 }
 
 // errNothingLeft: a fleet merge whose every part other merges have

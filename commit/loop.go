@@ -118,9 +118,13 @@ type Result struct {
 	Attempts int             // conditional creates tried
 	Rebases  int             // times the loop caught up with newer versions
 	// Done is true when no manifest was written because a newer commit
-	// already covered ours (a merge of the same shard); Version is then
-	// the version that did.
+	// already covered ours (a merge of the same shard, or the same
+	// idempotent append); Version is then the version that did.
 	Done bool
+	// Duplicate: the transaction's idempotency key was recorded already:
+	// Version (and Rows) are the first append's, and nothing was stored.
+	Duplicate bool
+	Rows      int64
 }
 
 // Commit commits txn on top of base (nil: the latest version) and returns
@@ -194,6 +198,10 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 		next, err := Apply(cur, &txn)
 		if errors.Is(err, errNothingLeft) {
 			return Result{Version: cur.Version, Done: true, Attempts: res.Attempts, Rebases: res.Rebases}, nil
+		}
+		var dup *duplicateError
+		if errors.As(err, &dup) {
+			return Result{Version: dup.outcome.At, Done: true, Duplicate: true, Rows: dup.outcome.Rows, Attempts: res.Attempts, Rebases: res.Rebases}, nil
 		}
 		if err != nil {
 			return Result{}, err

@@ -21,27 +21,49 @@ import (
 // table.CheckStorable); dictionary-encoded fields are stored as their
 // values (table.NormalizeSchema). The rows pass table.Conform first.
 func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, batches ...arrow.RecordBatch) (*table.Manifest, error) {
+	m, _, err := create(ctx, b, schema, config, opts, nil, batches)
+	return m, err
+}
+
+// CreateOnce is Create named by key, safe to call again with the same key
+// after an error whose outcome is unknown: when the table's version 1 is
+// this create (its key and rows), it answers that version with
+// duplicate set instead of table.ErrExists.
+func CreateOnce(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, key table.Idempotency, batches ...arrow.RecordBatch) (m *table.Manifest, duplicate bool, err error) {
+	if err := key.Check(); err != nil {
+		return nil, false, err
+	}
+	return create(ctx, b, schema, config, opts, &key, batches)
+}
+
+func create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, key *table.Idempotency, batches []arrow.RecordBatch) (*table.Manifest, bool, error) {
 	o, err := opts.resolve()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	schema = table.NormalizeSchema(schema)
 	if err := table.CheckStorable(schema); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	batches, err = conformAll(schema, batches)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer releaseAll(batches)
+	var k *table.AppendKey
+	if key != nil {
+		if k, err = appendKey(*key, schema, batches, o.Now()); err != nil {
+			return nil, false, err
+		}
+	}
 	if _, err := table.LatestVersion(ctx, b); err == nil {
-		return nil, table.ErrExists
+		return createdBefore(ctx, b, k, o)
 	} else if !errors.Is(err, table.ErrNotFound) {
-		return nil, err
+		return nil, false, err
 	}
 	schemaIPC, err := table.EncodeSchema(schema)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	txn := table.Transaction{Kind: table.KindCreate, CommitID: table.NewID(), Writer: o.Writer, SchemaIPC: schemaIPC, Version: 1}
 	m := &table.Manifest{
@@ -51,33 +73,65 @@ func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 	if len(batches) > 0 {
 		f, err := table.WriteFragment(ctx, b, schema, batches...)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		f.ID = 0
 		m.Fragments, m.NextFragmentID = []table.Fragment{f}, 1
 		m.Transaction.Added = []table.Fragment{f}
 	}
+	if k != nil {
+		m.Transaction.Idempotency = k
+		m.Producers = m.Producers.Record(*k, 1, addedRows(&m.Transaction))
+	}
 	m.Transaction.NextFragmentID, m.Transaction.FragmentCount = m.NextFragmentID, len(m.Fragments)
 	if err := table.Refresh(m); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	data, err := table.EncodeManifest(m)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	err = b.PutIfAbsent(ctx, table.ManifestKey(1), data)
 	if err == nil {
-		return m, nil
+		return m, false, nil
 	}
 	// Ambiguous or lost: whose version 1 is it?
 	got, rerr := readTransaction(ctx, b, 1, o)
 	if rerr == nil && got.CommitID == txn.CommitID {
-		return m, nil
+		return m, false, nil
 	}
 	if rerr == nil || errors.Is(err, blob.ErrExists) {
-		return nil, table.ErrExists
+		return createdBefore(ctx, b, k, o)
 	}
-	return nil, fmt.Errorf("commit: create: %w", err)
+	return nil, false, fmt.Errorf("commit: create: %w", err)
+}
+
+// createdBefore answers a create that found a table: table.ErrExists,
+// unless key names the create that made its version 1 — then that version,
+// a duplicate (or table.ErrKeyReused, for other rows under the key).
+func createdBefore(ctx context.Context, b blob.Bucket, key *table.AppendKey, o Options) (*table.Manifest, bool, error) {
+	if key == nil {
+		return nil, false, table.ErrExists
+	}
+	got, err := readTransaction(ctx, b, 1, o)
+	if errors.Is(err, table.ErrVersionNotFound) {
+		return nil, false, table.ErrExists // collected long since: not a retry within the window
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	theirs := got.Idempotency
+	if theirs == nil || theirs.Producer != key.Producer || theirs.Seq != key.Seq {
+		return nil, false, table.ErrExists
+	}
+	if theirs.Digest != key.Digest {
+		return nil, false, fmt.Errorf("%w: the table was created with other rows under this key", table.ErrKeyReused)
+	}
+	m, err := table.ReadManifest(ctx, b, 1)
+	if err != nil {
+		return nil, false, err
+	}
+	return m, true, nil
 }
 
 // Table is a writer's handle on a table. It remembers the newest version
@@ -165,17 +219,44 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 // schema or one that converts without loss, no null where the schema
 // forbids one); one that does not is refused before anything is written.
 func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Result, error) {
+	return t.append(ctx, nil, batches)
+}
+
+// AppendOnce is Append named by key, safe to call again with the same key
+// after an error whose outcome is unknown: an append whose key the table
+// records (its rows were stored) stores nothing and answers the first
+// one's version, with Result.Duplicate set; the same key with other rows
+// fails with table.ErrKeyReused. See table.Idempotency for the window.
+func (t *Table) AppendOnce(ctx context.Context, key table.Idempotency, batches ...arrow.RecordBatch) (Result, error) {
+	if err := key.Check(); err != nil {
+		return Result{}, err
+	}
+	return t.append(ctx, &key, batches)
+}
+
+func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []arrow.RecordBatch) (Result, error) {
 	base := t.base()
 	batches, err := conformAll(base.Schema(), batches)
 	if err != nil {
 		return Result{}, err
 	}
 	defer releaseAll(batches)
+	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
+	if key != nil {
+		if txn.Idempotency, err = appendKey(*key, base.Schema(), batches, t.opts.Now()); err != nil {
+			return Result{}, err
+		}
+		// Known already: nothing to write. (A key recorded after the
+		// version this handle holds is found when the commit catches up.)
+		if o, found, err := base.Producers.Lookup(*txn.Idempotency); err != nil || found {
+			return Result{Version: o.At, Done: found, Duplicate: found, Rows: o.Rows}, err
+		}
+	}
 	f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)
 	if err != nil {
 		return Result{}, err
 	}
-	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: []table.Fragment{f}}
+	txn.Added = []table.Fragment{f}
 	var last error
 	for range t.opts.MaxReplans {
 		res, err := t.Commit(ctx, txn)
@@ -200,6 +281,20 @@ func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Resul
 		txn.ReadVersion = 0
 	}
 	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: t.opts.MaxReplans, Last: last}
+}
+
+// appendKey is key as a transaction records it, with the rows' digest
+// when the key names none.
+func appendKey(key table.Idempotency, schema *arrow.Schema, batches []arrow.RecordBatch, now time.Time) (*table.AppendKey, error) {
+	var d uint64
+	if key.Digest == 0 {
+		var err error
+		if d, err = table.RowsDigest(schema, batches); err != nil {
+			return nil, err
+		}
+	}
+	k := key.Key(d, now)
+	return &k, nil
 }
 
 // Delete deletes the live rows matching pred, recording deletion vectors.

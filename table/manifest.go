@@ -30,6 +30,9 @@ type Manifest struct {
 	Indexes        []Index              `json:"indexes,omitempty"`
 	Remap          []RemapEntry         `json:"remap,omitempty"`
 	Config         map[string]string    `json:"config,omitempty"`
+	// Producers records the table's recent idempotent direct appends (see
+	// Idempotency).
+	Producers Producers `json:"producers,omitempty"`
 	// Transaction made this version. It is stored apart from the state
 	// (see EncodeManifest), so a committer catching up can read it alone.
 	Transaction Transaction `json:"-"`
@@ -178,6 +181,10 @@ type Transaction struct {
 	// vector garbage collection took (compactor.Repair): it gives the
 	// fragments their deletion vectors from before.
 	Undoes uint64 `json:"undoes,omitempty"`
+	// Idempotency names an append (or a create with rows) that its caller
+	// may send again: applied, it is recorded in the state's producers, and
+	// a transaction whose name the state already records is not applied.
+	Idempotency *AppendKey `json:"idempotency,omitempty"`
 
 	// Set when the transaction is applied: the version it made, and a
 	// fingerprint of the resulting state, so that replaying the recorded
@@ -261,6 +268,7 @@ func (m *Manifest) Clone() *Manifest {
 	c.Fragments = slices.Clone(m.Fragments)
 	c.Indexes = slices.Clone(m.Indexes)
 	c.Remap = slices.Clone(m.Remap)
+	c.Producers = slices.Clone(m.Producers)
 	if m.Shards != nil {
 		c.Shards = make(map[string]ShardMark, len(m.Shards))
 		for k, v := range m.Shards {

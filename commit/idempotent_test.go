@@ -1,0 +1,302 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+// Promises of idempotent appends (table.Idempotency), pinned here:
+//   - an append sent again under its key stores nothing and answers the
+//     first one's version (TestAnAppendSentAgainUnderItsKeyIsStoredOnce);
+//   - the same key with other rows is refused (TestAKeyReusedForOtherRowsIsRefused);
+//   - a caller retrying every error, unknown outcomes included, stores
+//     each append once (TestRetriesOfUnknownOutcomesStoreEachAppendOnce);
+//   - two attempts of one append racing store it once
+//     (TestRacingAttemptsOfOneAppendStoreItOnce);
+//   - the record survives every other kind of commit, and replaying a
+//     version's transaction rebuilds it (TestRecordsSurviveOtherCommitsAndReplay);
+//   - a create with rows sent again answers its version 1 (TestACreateSentAgainUnderItsKeyAnswersItsVersion).
+
+func idempotentTable(t *testing.T) (blob.Bucket, *commit.Table) {
+	t.Helper()
+	b := open(t, "mem://")
+	createIDTable(t, b)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, tb
+}
+
+func appendOnce(t *testing.T, tb *commit.Table, key table.Idempotency, ids ...int64) commit.Result {
+	t.Helper()
+	rec := idBatch(ids...)
+	defer rec.Release()
+	res, err := tb.AppendOnce(ctx, key, rec)
+	if err != nil {
+		t.Fatalf("append %v under %v: %v", ids, key, err)
+	}
+	return res
+}
+
+func TestAnAppendSentAgainUnderItsKeyIsStoredOnce(t *testing.T) {
+	b, tb := idempotentTable(t)
+	key := table.Idempotency{Producer: "client-1", Seq: 7}
+	first := appendOnce(t, tb, key, 1, 2, 3)
+	if first.Duplicate || first.Version != 2 {
+		t.Fatalf("first append: %+v, want v2, not a duplicate", first)
+	}
+	// Again through this handle, and through a new one (a new process).
+	again := appendOnce(t, tb, key, 1, 2, 3)
+	other, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := appendOnce(t, other, key, 1, 2, 3)
+	for _, r := range []commit.Result{again, third} {
+		if !r.Duplicate || r.Version != 2 || r.Rows != 3 {
+			t.Fatalf("append sent again: %+v, want a duplicate of v2 with 3 rows", r)
+		}
+	}
+	// The next sequence number is a new append.
+	if r := appendOnce(t, tb, table.Idempotency{Producer: "client-1", Seq: 8}, 4); r.Duplicate || r.Version != 3 {
+		t.Fatalf("next sequence number: %+v, want v3", r)
+	}
+	if got := latestIDs(t, b); !slices.Equal(got, []int64{1, 2, 3, 4}) {
+		t.Fatalf("table holds %v, want [1 2 3 4]", got)
+	}
+}
+
+func TestAKeyReusedForOtherRowsIsRefused(t *testing.T) {
+	b, tb := idempotentTable(t)
+	key := table.Idempotency{Producer: "k-1"}
+	appendOnce(t, tb, key, 1)
+	rec := idBatch(2)
+	defer rec.Release()
+	if _, err := tb.AppendOnce(ctx, key, rec); !errors.Is(err, table.ErrKeyReused) {
+		t.Fatalf("same key, other rows: %v, want ErrKeyReused", err)
+	}
+	if _, err := tb.AppendOnce(ctx, table.Idempotency{}, rec); !errors.Is(err, table.ErrBadIdempotency) {
+		t.Fatalf("empty producer: %v, want ErrBadIdempotency", err)
+	}
+	if got := latestIDs(t, b); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("table holds %v, want [1]", got)
+	}
+}
+
+// Each writer retries an append, through a new handle, until it is
+// acknowledged, whatever the error: the store loses responses of
+// manifest creates, answers "exists" for creates that landed, and the
+// writer's context is canceled while some creates are out (the outcome
+// is then unknown to it). Under keys every append is stored exactly once;
+// without them (a planted fault in the key check, or plain Append) this
+// test finds doubles.
+func TestRetriesOfUnknownOutcomesStoreEachAppendOnce(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	under, f := faultyStore(t, seed)
+	createIDTable(t, under)
+	const writers, n = 4, 25
+	var unknown sync.Map
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range n {
+				id := int64(w*1000 + i)
+				key := table.Idempotency{Producer: fmt.Sprintf("writer-%d", w), Seq: uint64(i)}
+				for attempt := 0; ; attempt++ {
+					if attempt > 200 {
+						t.Errorf("append %d never acknowledged", id)
+						return
+					}
+					tb, err := commit.OpenTable(ctx, f, &commit.Options{MaxAttempts: 50, Budget: 20 * time.Second})
+					if err != nil {
+						continue
+					}
+					// Every third attempt is canceled as its manifest create
+					// goes out: an unknown outcome for the caller.
+					cctx, cancel := context.WithCancel(ctx)
+					tbc := tb
+					if attempt%3 == 0 {
+						cb := &cancelMidCreate{Bucket: f, cancel: cancel}
+						if tbc, err = commit.OpenTable(ctx, cb, &commit.Options{MaxAttempts: 50, Budget: 20 * time.Second}); err != nil {
+							cancel()
+							continue
+						}
+					}
+					rec := idBatch(id)
+					_, err = tbc.AppendOnce(cctx, key, rec)
+					rec.Release()
+					cancel()
+					if err == nil {
+						break
+					}
+					if errors.Is(err, commit.ErrOutcomeUnknown) {
+						unknown.Store(id, true)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n0 := 0
+	unknown.Range(func(any, any) bool { n0++; return true })
+	t.Logf("faults injected: %v over %d requests; %d appends had an unknown outcome at least once", f.Injected(), f.Requests(), n0)
+	if n0 == 0 {
+		t.Fatal("no append's outcome was unknown: the test did not test retries")
+	}
+	var want []int64
+	for w := range writers {
+		for i := range n {
+			want = append(want, int64(w*1000+i))
+		}
+	}
+	if got := latestIDs(t, under); !slices.Equal(got, want) {
+		t.Fatalf("table holds %d rows, want each of %d once (first differences: %v)", len(got), len(want), firstDiff(got, want))
+	}
+}
+
+func firstDiff(got, want []int64) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("at %d: %d, want %d", i, got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(got), len(want))
+}
+
+// Two attempts of one append, each through a handle at the same version,
+// race: one stores the rows, the other finds the key when it catches up.
+func TestRacingAttemptsOfOneAppendStoreItOnce(t *testing.T) {
+	for round := range 20 {
+		b, _ := idempotentTable(t)
+		key := table.Idempotency{Producer: "racer", Seq: uint64(round)}
+		var handles [4]*commit.Table
+		for i := range handles {
+			var err error
+			if handles[i], err = commit.OpenTable(ctx, b, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		results := make([]commit.Result, len(handles))
+		var wg sync.WaitGroup
+		for i, h := range handles {
+			wg.Go(func() { results[i] = appendOnce(t, h, key, 42) })
+		}
+		wg.Wait()
+		stored := 0
+		for _, r := range results {
+			if r.Version != 2 {
+				t.Fatalf("round %d: results %+v, want every one at v2", round, results)
+			}
+			if !r.Duplicate {
+				stored++
+			}
+		}
+		if stored != 1 {
+			t.Fatalf("round %d: %d attempts stored the rows, want 1 (%+v)", round, stored, results)
+		}
+		if got := latestIDs(t, b); !slices.Equal(got, []int64{42}) {
+			t.Fatalf("round %d: table holds %v", round, got)
+		}
+	}
+}
+
+// The record of an append outlives commits of other kinds, and the state
+// that replaying each version's transaction rebuilds is the one stored.
+func TestRecordsSurviveOtherCommitsAndReplay(t *testing.T) {
+	b, tb := idempotentTable(t)
+	key := table.Idempotency{Producer: "survivor"}
+	appendOnce(t, tb, key, 1, 2)
+	appendOnce(t, tb, table.Idempotency{Producer: "other", Seq: 1}, 3)
+	four := idBatch(4)
+	defer four.Release()
+	if _, err := tb.Append(ctx, four); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tb.Delete(ctx, table.Eq("id", table.Int(4))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
+		t.Fatal(err)
+	}
+	// A rewrite of every fragment into one, as a compaction commits it.
+	cur := tb.Current()
+	var removed []uint64
+	for _, f := range cur.Manifest().Fragments {
+		removed = append(removed, f.ID)
+	}
+	rows := idBatch(1, 2, 3)
+	frag, err := table.WriteFragment(ctx, b, idSchema, rows)
+	rows.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Commit(ctx, table.Transaction{Kind: table.KindRewrite, Added: []table.Fragment{frag}, Removed: removed}); err != nil {
+		t.Fatal(err)
+	}
+	if r := appendOnce(t, tb, key, 1, 2); !r.Duplicate || r.Version != 2 {
+		t.Fatalf("after a delete, an index and a rewrite: %+v, want a duplicate of v2", r)
+	}
+	latest, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(2); v <= latest; v++ {
+		prev, err := table.ReadManifest(ctx, b, v-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := table.ReadManifest(ctx, b, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayed, err := commit.Replay(prev, &m.Transaction)
+		if err != nil {
+			t.Fatalf("replay of v%d: %v", v, err)
+		}
+		if !slices.EqualFunc(replayed.Producers, m.Producers, sameRecord) || len(m.Producers) == 0 && v > 2 {
+			t.Fatalf("v%d: replayed producers %+v, stored %+v", v, replayed.Producers, m.Producers)
+		}
+	}
+}
+
+func sameRecord(a, b table.ProducerRecord) bool {
+	return a.Producer == b.Producer && a.Time.Equal(b.Time) && slices.Equal(a.Recent, b.Recent)
+}
+
+func TestACreateSentAgainUnderItsKeyAnswersItsVersion(t *testing.T) {
+	b := open(t, "mem://")
+	key := table.Idempotency{Producer: "creator"}
+	rows := idBatch(1, 2)
+	defer rows.Release()
+	m, dup, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, key, rows)
+	if err != nil || dup || m.Version != 1 {
+		t.Fatalf("create: v%v, duplicate %v, %v", m, dup, err)
+	}
+	m, dup, err = commit.CreateOnce(ctx, b, idSchema, nil, nil, key, rows)
+	if err != nil || !dup || m.Version != 1 || m.Rows() != 2 {
+		t.Fatalf("create sent again: %v, duplicate %v, %v; want version 1, a duplicate", m, dup, err)
+	}
+	other := idBatch(3)
+	defer other.Release()
+	if _, _, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, key, other); !errors.Is(err, table.ErrKeyReused) {
+		t.Fatalf("create with other rows under the key: %v, want ErrKeyReused", err)
+	}
+	if _, _, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, table.Idempotency{Producer: "another"}, rows); !errors.Is(err, table.ErrExists) {
+		t.Fatalf("create under another key: %v, want ErrExists", err)
+	}
+	if _, err := commit.Create(ctx, b, idSchema, nil, nil, rows); !errors.Is(err, table.ErrExists) {
+		t.Fatalf("create without a key: %v, want ErrExists", err)
+	}
+}
+

@@ -1,0 +1,99 @@
+package table
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The window of remembered appends (IdempotencyWindow, MaxProducers,
+// RecentSeqs), pinned:
+//   - a recorded name is found with its outcome; another digest is ErrKeyReused;
+//   - a producer keeps its RecentSeqs highest sequence numbers, and a lower
+//     one is ErrSequenceExpired, never taken for new;
+//   - a sequence number between kept ones that was never stored is new
+//     (appends may arrive out of order);
+//   - a producer idle past the window, or the least recently active beyond
+//     MaxProducers, is forgotten;
+//   - Record does not change the records it is given (manifests share them).
+func TestProducersRememberWithinTheirWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	key := func(p string, seq uint64, d Digest, at time.Time) AppendKey {
+		return AppendKey{Producer: ProducerID(p), Seq: seq, Digest: d, Time: at}
+	}
+	var p Producers
+	p = p.Record(key("a", 1, 11, t0), 100, 5)
+	if o, found, err := p.Lookup(key("a", 1, 11, t0)); !found || err != nil || o.At != 100 || o.Rows != 5 {
+		t.Fatalf("recorded name: %+v %v %v", o, found, err)
+	}
+	if _, _, err := p.Lookup(key("a", 1, 12, t0)); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("other digest: %v, want ErrKeyReused", err)
+	}
+	before := p
+	for seq := uint64(2); seq <= 20; seq += 2 { // 2, 4, …, 20: the kept are 6…20
+		p = p.Record(key("a", seq, Digest(seq), t0.Add(time.Duration(seq)*time.Second)), 100+seq, 1)
+	}
+	if len(before) != 1 || len(before[0].Recent) != 1 {
+		t.Fatalf("Record changed the records it was given: %+v", before)
+	}
+	if got := len(p[0].Recent); got != RecentSeqs || p[0].Recent[0].Seq != 6 {
+		t.Fatalf("kept %d outcomes from seq %d, want %d from 6", got, p[0].Recent[0].Seq, RecentSeqs)
+	}
+	if _, _, err := p.Lookup(key("a", 4, 4, t0)); !errors.Is(err, ErrSequenceExpired) {
+		t.Fatalf("a sequence number below the kept ones: %v, want ErrSequenceExpired", err)
+	}
+	if _, found, err := p.Lookup(key("a", 7, 7, t0)); found || err != nil {
+		t.Fatalf("a sequence number between kept ones, never stored: found %v, %v; want new", found, err)
+	}
+	if _, found, err := p.Lookup(key("a", 21, 21, t0)); found || err != nil {
+		t.Fatalf("the next sequence number: found %v, %v; want new", found, err)
+	}
+	// An idle producer is forgotten once another records past its window.
+	p = p.Record(key("b", 0, 1, t0.Add(IdempotencyWindow+10*time.Second)), 200, 1)
+	if _, found, _ := p.Lookup(key("a", 20, 20, t0)); !found {
+		t.Fatal("producer a forgotten while within its window (its last append was at t0+20s)")
+	}
+	p = p.Record(key("c", 0, 1, t0.Add(IdempotencyWindow+21*time.Second)), 201, 1)
+	if _, found, _ := p.Lookup(key("a", 20, 20, t0)); found {
+		t.Fatal("producer a remembered past its window")
+	}
+	// Beyond MaxProducers, the least recently active go first.
+	for i := range MaxProducers + 10 {
+		p = p.Record(key(fmt.Sprint("p", i), 0, 1, t0.Add(2*IdempotencyWindow+time.Duration(i)*time.Millisecond)), uint64(300+i), 1)
+	}
+	if len(p) != MaxProducers {
+		t.Fatalf("%d producers kept, want %d", len(p), MaxProducers)
+	}
+	if _, found, _ := p.Lookup(key("p9", 0, 1, t0)); found {
+		t.Fatal("p9, among the least recently active, kept")
+	}
+	if _, found, _ := p.Lookup(key("p10", 0, 1, t0)); !found {
+		t.Fatal("p10 forgotten")
+	}
+	// Records read back from JSON are the same.
+	data, err := json.Marshal(p[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Producers
+	if err := json.Unmarshal(data, &back); err != nil || len(back) != 2 || back[1].Recent[0] != p[1].Recent[0] {
+		t.Fatalf("JSON round trip: %v, %+v", err, back)
+	}
+}
+
+func TestIdempotencyKeysAreChecked(t *testing.T) {
+	for _, k := range []Idempotency{{}, {Producer: string(make([]byte, MaxProducerBytes+1))}} {
+		if err := k.Check(); !errors.Is(err, ErrBadIdempotency) {
+			t.Errorf("producer of %d bytes: %v, want ErrBadIdempotency", len(k.Producer), err)
+		}
+	}
+	if err := (Idempotency{Producer: "x"}).Check(); err != nil {
+		t.Fatal(err)
+	}
+	var d Digest
+	if err := d.UnmarshalText([]byte("12")); err == nil {
+		t.Fatal("a digest of 2 digits accepted")
+	}
+}
