@@ -299,4 +299,3 @@ func TestACreateSentAgainUnderItsKeyAnswersItsVersion(t *testing.T) {
 		t.Fatalf("create without a key: %v, want ErrExists", err)
 	}
 }
-
