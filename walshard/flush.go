@@ -55,6 +55,7 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 	s.mu.Lock()
 	state := s.mu.state
 	watermark := s.mu.watermark
+	producers := s.mu.producers
 	s.mu.Unlock()
 	g, err := s.buildGeneration(ctx, state.NextGen, entries)
 	if err != nil {
@@ -66,6 +67,7 @@ func (s *Shard) Flush(ctx context.Context) (uint64, error) {
 	g.Seq = next.Seq
 	next.Generations = append(state.pending(watermark), g)
 	next.PartsUpTo = state.PartsUpTo
+	next.Producers = producers.Expire(s.now())
 	for pos := range g.entryParts() {
 		next.PartsUpTo = max(next.PartsUpTo, pos)
 	}

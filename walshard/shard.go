@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +191,19 @@ type memEntry struct {
 
 type appendReq struct {
 	recs []arrow.RecordBatch // one request's batches go in one entry
-	done chan error
+	key  *table.AppendKey    // an idempotent append's name, or nil
+	rows int64
+	done chan Ack
+}
+
+// Ack is what an append learns: the WAL position that holds its rows,
+// or, for an idempotent append sent again, the first one's (Duplicate,
+// and nothing was stored this time).
+type Ack struct {
+	Position  uint64
+	Rows      int64
+	Duplicate bool
+	err       error
 }
 
 // Shard is one owner's handle on a shard. Safe for concurrent use.
@@ -235,6 +246,11 @@ type Shard struct {
 		fenced      error
 		closed      bool
 		quarantined []Quarantined
+		// producers records the idempotent appends of entries that
+		// landed (see State.Producers); inflight, the names being
+		// written, each with a channel closed when its write ends.
+		producers table.Producers
+		inflight  map[appendName]chan struct{}
 		// changed is closed (and replaced) whenever something a waiter
 		// waits for may have happened: the memtable shrank, the watermark
 		// moved, a merge ended, the handle was fenced.
@@ -289,6 +305,7 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 		return nil, err
 	}
 	s.mu.state = state
+	s.mu.producers = state.Producers
 	s.mu.nextPos = fencePos + 1
 	if err := s.replay(ctx, state.WALFlushed, fencePos); err != nil {
 		return nil, err
@@ -483,7 +500,7 @@ func (s *Shard) replayEntry(ctx context.Context, pos uint64) error {
 	case err != nil:
 		return err
 	case e.kind == kindData:
-		s.addToMemtable(pos, e.batches, nil)
+		s.addToMemtable(pos, e.batches, nil, e.appends)
 	}
 	return nil
 }
@@ -532,15 +549,19 @@ func (s *Shard) recordAside(q Quarantined) {
 	}
 }
 
-// addToMemtable adds an entry's rows; reuse, when not nil, is the entry's
-// object as a fragment, to join the table as it is when flushed.
-func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *table.Fragment) {
+// addToMemtable adds an entry's rows, and records its idempotent
+// appends; reuse, when not nil, is the entry's object as a fragment, to
+// join the table as it is when flushed.
+func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *table.Fragment, appends []appendRecord) {
 	me := memEntry{pos: pos, batches: batches, reuse: reuse}
 	for _, rec := range batches {
 		me.rows += rec.NumRows()
 		me.bytes += recordBytes(rec)
 	}
 	s.mu.Lock()
+	for _, a := range appends {
+		s.mu.producers = s.mu.producers.Record(a.AppendKey, pos, a.Rows)
+	}
 	if len(s.mu.mem) == 0 {
 		s.mu.memSince = time.Now()
 	}
@@ -587,273 +608,6 @@ func (s *Shard) setFenced() error {
 		s.broadcastLocked()
 	}
 	return s.mu.fenced
-}
-
-// Append makes recs durable in the shard's WAL and adds them to the
-// memtable. It returns once one WAL entry holding all of recs is in the
-// bucket: either every row is acknowledged, or (on error) none is, though
-// an entry whose create timed out may still land — its rows are then
-// stored once, as the handle's next append or a reopening finds the entry
-// and takes it in. Each batch first passes
-// table.Conform (valid data, the table's schema or one that converts
-// without loss, no null where the schema forbids one); a batch that does
-// not is refused before anything is written. When the memtable is over
-// its bound, Append waits for a flush.
-func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
-	batches := make([]arrow.RecordBatch, 0, len(recs))
-	var base int64
-	for _, rec := range recs {
-		c, err := table.Conform(s.schema, rec, table.ConformOptions{RowBase: base})
-		if err != nil {
-			releaseAll(batches)
-			return err
-		}
-		base += rec.NumRows()
-		batches = append(batches, c)
-	}
-	if len(batches) == 0 {
-		return nil
-	}
-	for {
-		if err := s.fencedErr(); err != nil {
-			releaseAll(batches)
-			return err
-		}
-		s.mu.Lock()
-		full := s.mu.memBytes > s.opts.MaxMemtableBytes
-		changed := s.changedLocked()
-		s.mu.Unlock()
-		if !full {
-			break
-		}
-		s.triggerFlush()
-		select {
-		case <-ctx.Done():
-			releaseAll(batches)
-			return ctx.Err()
-		case <-s.stop:
-			releaseAll(batches)
-			return ErrClosed
-		case <-changed: // a flush shrank the memtable, or the handle was fenced
-		}
-	}
-	req := appendReq{recs: batches, done: make(chan error, 1)}
-	select {
-	case s.appendq <- req:
-	case <-ctx.Done():
-		releaseAll(batches)
-		return ctx.Err()
-	case <-s.stop:
-		releaseAll(batches)
-		return ErrClosed
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		// The entry may still land; the rows are then durable, but this
-		// caller was not told so.
-		return ctx.Err()
-	}
-}
-
-func releaseAll(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		r.Release()
-	}
-}
-
-// writeLoop gathers concurrent appends into WAL entries.
-func (s *Shard) writeLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
-	for {
-		var reqs []appendReq
-		select {
-		case r := <-s.appendq:
-			reqs = append(reqs, r)
-		case <-s.stop:
-			return
-		}
-		size := reqs[0].bytes()
-		timer := time.NewTimer(s.opts.GroupWait)
-	gather:
-		for size < s.opts.GroupBytes {
-			select {
-			case r := <-s.appendq:
-				reqs = append(reqs, r)
-				size += r.bytes()
-			case <-timer.C:
-				break gather
-			case <-s.stop:
-				break gather
-			}
-		}
-		timer.Stop()
-		var batches []arrow.RecordBatch
-		for _, r := range reqs {
-			batches = append(batches, r.recs...)
-		}
-		err := s.writeEntrySafe(ctx, batches)
-		if err != nil {
-			releaseAll(batches)
-		}
-		for _, r := range reqs {
-			r.done <- err
-		}
-	}
-}
-
-func (r appendReq) bytes() int64 {
-	var n int64
-	for _, rec := range r.recs {
-		n += recordBytes(rec)
-	}
-	return n
-}
-
-// writeEntrySafe is writeEntry with a panic turned into an error: a
-// shard's background loop must not take the process down.
-func (s *Shard) writeEntrySafe(ctx context.Context, batches []arrow.RecordBatch) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("walshard: shard %q: writing a WAL entry panicked: %v", s.id, r)
-		}
-	}()
-	return s.writeEntry(ctx, batches)
-}
-
-// writeEntry creates the next WAL entry with batches and, once it is in
-// the bucket, adds them to the memtable (which takes the references).
-func (s *Shard) writeEntry(ctx context.Context, batches []arrow.RecordBatch) error {
-	if err := s.fencedErr(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	pos := s.mu.nextPos
-	// An earlier attempt at this position may have landed unseen. A newer
-	// owner then placed its fence above it, replayed it, and may have
-	// cleaned it up since: the position can be free again below the fence,
-	// where nobody will replay what is written. So a write there is
-	// acknowledged only once no newer epoch is claimed after it landed.
-	uncertain := s.mu.uncertain == pos
-	var earlier []string // the ids of the attempts that may have landed at pos
-	if uncertain {
-		earlier = slices.Clone(s.mu.uncertainIDs)
-	}
-	s.mu.Unlock()
-	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID(), batches: batches}
-	markUncertain := func() {
-		s.mu.Lock()
-		if s.mu.uncertain != pos {
-			s.mu.uncertainIDs = nil
-		}
-		s.mu.uncertain = pos
-		if !slices.Contains(s.mu.uncertainIDs, e.id) {
-			s.mu.uncertainIDs = append(s.mu.uncertainIDs, e.id)
-		}
-		s.mu.Unlock()
-	}
-	data, err := encodeEntry(e, s.schema, s.opts.ReuseBytes > 0)
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(s.budget())
-	var resolveBy time.Time // zero: never
-	if s.opts.ResolveWithin > 0 {
-		resolveBy = time.Now().Add(min(s.opts.ResolveWithin, s.budget()))
-	}
-	for attempt := 1; ; attempt++ {
-		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, blob.ErrExists) && !blob.IsRetryable(err) {
-			if attempt > 1 { // an earlier attempt here may have landed
-				markUncertain()
-				return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
-			}
-			return err
-		}
-		// Outcome unknown, or the position is taken: whose entry is there?
-		got, rerr := s.readEntry(ctx, pos, true)
-		switch {
-		case rerr == nil && got.id == e.id:
-			err = nil
-		case rerr == nil && slices.Contains(earlier, got.id) && got.epoch == s.epoch:
-			// An earlier append's entry, whose outcome it could not read,
-			// did land: its rows are the shard's, as a reopening would
-			// replay them. Take them in, then write ours after them.
-			if err := s.takeInLanded(ctx, pos, deadline); err != nil {
-				return err
-			}
-			return s.writeEntry(ctx, batches)
-		case rerr == nil:
-			return s.setFenced() // a newer owner's fence (or entry) holds our position
-		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline),
-			blob.IsRetryable(rerr) && time.Now().Before(resolveBy):
-			// Not there yet (a create may land late), or the store does
-			// not answer: read again, and create again (a no-op if ours
-			// landed), after a pause.
-			uncertain = true
-			if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
-				markUncertain()
-				return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
-			}
-			continue
-		default:
-			// Whose entry is at pos, if any, could not be read: ours may
-			// have landed.
-			markUncertain()
-			return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
-		}
-		break
-	}
-	s.mu.Lock()
-	stale := s.now().Sub(s.mu.verified) > epochRecheck
-	s.mu.Unlock()
-	if uncertain || stale {
-		if err := s.checkEpochRetrying(ctx, deadline); err != nil {
-			markUncertain()
-			if errors.Is(err, ErrFenced) {
-				// The newer owner may have replayed this entry (if its fence
-				// went above it) or not (if it had cleaned the position up).
-				return fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w", s.id, pos, ErrAppendUnknown)
-			}
-			return err
-		}
-	}
-	s.mu.Lock()
-	s.mu.nextPos = pos + 1
-	s.mu.Unlock()
-	var reuse *table.Fragment
-	if s.opts.ReuseBytes > 0 && e.frag.Bytes >= s.opts.ReuseBytes {
-		reuse = &e.frag
-		reuse.Key = s.l.walKey(pos)
-	}
-	s.addToMemtable(pos, batches, reuse)
-	return nil
-}
-
-// takeInLanded replays the entry at pos that an earlier append of this
-// handle wrote without learning it had landed, once no newer owner has
-// claimed the shard (which may have replayed it, or cleaned its position
-// up), and moves the next position past it.
-func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time) error {
-	if err := s.checkEpochRetrying(ctx, deadline); err != nil {
-		if errors.Is(err, ErrFenced) {
-			return fmt.Errorf("walshard: shard %q: WAL entry %d, from an append whose outcome was unknown, landed; a newer owner has claimed the shard since: %w", s.id, pos, ErrAppendUnknown)
-		}
-		return err
-	}
-	if err := s.replayEntry(ctx, pos); err != nil {
-		return fmt.Errorf("walshard: shard %q: reading WAL entry %d, from an append whose outcome was unknown: %w", s.id, pos, err)
-	}
-	s.mu.Lock()
-	s.mu.nextPos, s.mu.uncertainIDs = pos+1, nil
-	s.mu.Unlock()
-	return nil
 }
 
 // A newer owner's fence is what makes an older owner's next WAL write

@@ -32,6 +32,11 @@ type State struct {
 	// part (see Part): WAL entries above it are never table fragments, so
 	// the shard's cleanup may delete them once merged.
 	PartsUpTo uint64 `json:"parts_up_to,omitempty"`
+	// Producers records the idempotent appends of the shard (At: each
+	// one's WAL position) within the window of table.Idempotency: those
+	// of entries at or below WALFlushed at least; replay adds the others'
+	// from their entries.
+	Producers table.Producers `json:"producers,omitempty"`
 }
 
 // Generation is one flushed memtable: a Parquet object under the shard,

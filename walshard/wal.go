@@ -26,12 +26,12 @@ import (
 //	{"version": 2, "kind": 1, "epoch": E, "position": P, "id": ULID,
 //	 "crc32c": CRC-32C of the object's bytes before the footer}
 //
-// A fence, and otherwise a data entry (format version 1), is a binary
-// header and a payload:
+// A fence, and otherwise a data entry (format version 1, or 3 when it
+// holds idempotent appends), is a binary header and a payload:
 //
 //	offset size
 //	0      8    magic "STRATAWL"
-//	8      2    format version (1)
+//	8      2    format version (1, or 3)
 //	10     1    kind: 1 data, 2 fence
 //	11     1    reserved (0)
 //	12     8    epoch of the writer
@@ -40,6 +40,12 @@ import (
 //	54     8    payload length
 //	62     4    CRC-32C of the payload
 //	66     …    payload: an Arrow IPC stream of the rows (data), empty (fence)
+//
+// In format version 3 the payload starts with the entry's idempotent
+// appends: a u32 length A, then A bytes of JSON (see appendRecord), then
+// the Arrow IPC stream. A Parquet data entry lists them under "appends" in
+// its header. Builds before version 3 refuse such an entry as corrupt;
+// entries without idempotent appends are written as before.
 const (
 	walMagic  = "STRATAWL"
 	walHeader = 66
@@ -57,6 +63,15 @@ type walMeta struct {
 	Position uint64 `json:"position"`
 	ID       string `json:"id"`
 	CRC      uint32 `json:"crc32c"`
+	// Appends: the idempotent appends whose rows the entry holds.
+	Appends []appendRecord `json:"appends,omitempty"`
+}
+
+// appendRecord is an idempotent append as a WAL entry records it: its
+// name, and how many of the entry's rows are its own.
+type appendRecord struct {
+	table.AppendKey
+	Rows int64 `json:"rows"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -131,6 +146,7 @@ type entry struct {
 	position uint64
 	id       string
 	batches  []arrow.RecordBatch // data entries
+	appends  []appendRecord      // the idempotent appends among them
 	// frag: a data entry's size and statistics as a fragment (set by
 	// encodeEntry; Key unset).
 	frag table.Fragment
@@ -142,7 +158,7 @@ func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error)
 	if e.kind == kindData && asParquet {
 		data, frag, err := table.EncodeFragment(schema, e.batches, func(pages []byte) (string, string) {
 			meta, _ := json.Marshal(walMeta{Version: 2, Kind: kindData, Epoch: e.epoch, Position: e.position, ID: e.id,
-				CRC: crc32.Checksum(pages, crcTable)})
+				CRC: crc32.Checksum(pages, crcTable), Appends: e.appends})
 			return walMetaKey, string(meta)
 		})
 		if err != nil {
@@ -152,6 +168,16 @@ func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error)
 		return data, nil
 	}
 	var payload bytes.Buffer
+	version := uint16(1)
+	if e.kind == kindData && len(e.appends) > 0 {
+		version = 3
+		js, err := json.Marshal(e.appends)
+		if err != nil {
+			return nil, err
+		}
+		payload.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(js))))
+		payload.Write(js)
+	}
 	if e.kind == kindData {
 		w := ipc.NewWriter(&payload, ipc.WithSchema(schema), ipc.WithLZ4())
 		for _, rec := range e.batches {
@@ -165,7 +191,7 @@ func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error)
 	}
 	out := make([]byte, walHeader, walHeader+payload.Len())
 	copy(out, walMagic)
-	binary.LittleEndian.PutUint16(out[8:], 1)
+	binary.LittleEndian.PutUint16(out[8:], version)
 	out[10] = e.kind
 	binary.LittleEndian.PutUint64(out[12:], e.epoch)
 	binary.LittleEndian.PutUint64(out[20:], e.position)
@@ -191,7 +217,7 @@ func decodeParquetEntry(key string, pos uint64, data []byte, headerOnly bool, ba
 	if meta.Version != 2 || meta.Kind != kindData {
 		return nil, bad(fmt.Sprintf("unknown format version %d or kind %d", meta.Version, meta.Kind))
 	}
-	e := &entry{kind: kindData, epoch: meta.Epoch, position: meta.Position, id: meta.ID}
+	e := &entry{kind: kindData, epoch: meta.Epoch, position: meta.Position, id: meta.ID, appends: meta.Appends}
 	if e.position != pos {
 		return nil, bad(fmt.Sprintf("holds position %d", e.position))
 	}
@@ -223,8 +249,9 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 	if len(data) < walHeader || string(data[:8]) != walMagic {
 		return nil, bad("not a WAL entry")
 	}
-	if v := binary.LittleEndian.Uint16(data[8:]); v != 1 {
-		return nil, bad(fmt.Sprintf("unknown format version %d", v))
+	version := binary.LittleEndian.Uint16(data[8:])
+	if version != 1 && version != 3 {
+		return nil, bad(fmt.Sprintf("unknown format version %d", version))
 	}
 	e = &entry{kind: data[10], epoch: binary.LittleEndian.Uint64(data[12:]), position: binary.LittleEndian.Uint64(data[20:]),
 		id: string(bytes.TrimRight(data[28:54], "\x00"))}
@@ -245,6 +272,11 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 	case kindData:
 	default:
 		return nil, bad(fmt.Sprintf("unknown kind %d", e.kind))
+	}
+	if version == 3 {
+		if payload, err = decodeAppends(e, payload); err != nil {
+			return nil, bad(err.Error())
+		}
 	}
 	if headerOnly {
 		return e, nil
@@ -272,6 +304,22 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		return nil, bad("arrow payload: " + err.Error())
 	}
 	return conformEntry(shard, key, pos, e, schema)
+}
+
+// decodeAppends reads the idempotent appends that open a version 3
+// payload into e, and returns the rest of the payload.
+func decodeAppends(e *entry, payload []byte) ([]byte, error) {
+	if len(payload) < 4 {
+		return nil, errors.New("appends section cut short")
+	}
+	n := binary.LittleEndian.Uint32(payload)
+	if uint64(n) > uint64(len(payload)-4) {
+		return nil, fmt.Errorf("appends section of %d bytes in a payload of %d", n, len(payload))
+	}
+	if err := json.Unmarshal(payload[4:4+n], &e.appends); err != nil {
+		return nil, fmt.Errorf("appends section: %v", err)
+	}
+	return payload[4+n:], nil
 }
 
 // conformEntry checks a data entry's rows, whichever its form: rows of

@@ -1,0 +1,429 @@
+package walshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/backoff"
+	"github.com/stratadb/strata/table"
+)
+
+// Append makes recs durable in the shard's WAL and adds them to the
+// memtable. It returns once one WAL entry holding all of recs is in the
+// bucket: either every row is acknowledged, or (on error) none is, though
+// an entry whose create timed out may still land — its rows are then
+// stored once, as the handle's next append or a reopening finds the entry
+// and takes it in. Each batch first passes
+// table.Conform (valid data, the table's schema or one that converts
+// without loss, no null where the schema forbids one); a batch that does
+// not is refused before anything is written. When the memtable is over
+// its bound, Append waits for a flush.
+func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
+	_, err := s.append(ctx, nil, recs)
+	return err
+}
+
+// AppendOnce is Append named by key, safe to call again with the same key
+// after any error, through this handle or a later owner of the shard
+// (after a restart or an adoption): an append whose name the shard
+// records (its entry landed) stores nothing and answers the first one's
+// WAL position, with Ack.Duplicate set; one still being written is waited
+// for. The same name with other rows fails with table.ErrKeyReused. The
+// shard keeps the names in its WAL entries and its state (see
+// table.Idempotency for the window); a name is the shard's alone, so a
+// retry must go to the same shard.
+func (s *Shard) AppendOnce(ctx context.Context, key table.Idempotency, recs ...arrow.RecordBatch) (Ack, error) {
+	if err := key.Check(); err != nil {
+		return Ack{}, err
+	}
+	return s.append(ctx, &key, recs)
+}
+
+// appendName is an idempotent append's name, as the in-flight set keys it.
+type appendName struct {
+	producer string
+	seq      uint64
+}
+
+func (s *Shard) append(ctx context.Context, key *table.Idempotency, recs []arrow.RecordBatch) (Ack, error) {
+	batches := make([]arrow.RecordBatch, 0, len(recs))
+	var base int64
+	for _, rec := range recs {
+		c, err := table.Conform(s.schema, rec, table.ConformOptions{RowBase: base})
+		if err != nil {
+			releaseAll(batches)
+			return Ack{}, err
+		}
+		base += rec.NumRows()
+		batches = append(batches, c)
+	}
+	if len(batches) == 0 {
+		return Ack{}, nil
+	}
+	req := appendReq{recs: batches, rows: base, done: make(chan Ack, 1)}
+	if key != nil {
+		k, err := s.appendKey(*key, batches)
+		if err != nil {
+			releaseAll(batches)
+			return Ack{}, err
+		}
+		ack, done, err := s.claim(ctx, k)
+		if err != nil || ack.Duplicate {
+			releaseAll(batches)
+			return ack, err
+		}
+		defer done()
+		req.key = &k
+	}
+	if err := s.waitForRoom(ctx); err != nil {
+		releaseAll(batches)
+		return Ack{}, err
+	}
+	select {
+	case s.appendq <- req:
+	case <-ctx.Done():
+		releaseAll(batches)
+		return Ack{}, ctx.Err()
+	case <-s.stop:
+		releaseAll(batches)
+		return Ack{}, ErrClosed
+	}
+	select {
+	case ack := <-req.done:
+		return ack, ack.err
+	case <-ctx.Done():
+		// The entry may still land; the rows are then durable, but this
+		// caller was not told so.
+		return Ack{}, ctx.Err()
+	}
+}
+
+// appendKey is key as the shard records it, with the rows' digest when
+// the key names none.
+func (s *Shard) appendKey(key table.Idempotency, batches []arrow.RecordBatch) (table.AppendKey, error) {
+	var d uint64
+	if key.Digest == 0 {
+		var err error
+		if d, err = table.RowsDigest(s.schema, batches); err != nil {
+			return table.AppendKey{}, err
+		}
+	}
+	return key.Key(d, s.now()), nil
+}
+
+// claim makes this call the one writing k, once no other is: it answers
+// the first outcome of a name already recorded (a duplicate) or its
+// error, and otherwise marks k in flight until done is called. A call
+// that finds k in flight waits for that write to end, then looks again:
+// the write that failed with its outcome unknown may have landed, and the
+// next entry written at its position finds it (see writeGroup).
+func (s *Shard) claim(ctx context.Context, k table.AppendKey) (Ack, func(), error) {
+	name := appendName{k.Producer, k.Seq}
+	for {
+		s.mu.Lock()
+		o, found, err := s.mu.producers.Lookup(k)
+		if err != nil || found {
+			s.mu.Unlock()
+			return Ack{Position: o.At, Rows: o.Rows, Duplicate: found}, nil, err
+		}
+		busy, ok := s.mu.inflight[name]
+		if !ok {
+			if s.mu.inflight == nil {
+				s.mu.inflight = map[appendName]chan struct{}{}
+			}
+			ch := make(chan struct{})
+			s.mu.inflight[name] = ch
+			s.mu.Unlock()
+			return Ack{}, func() {
+				s.mu.Lock()
+				delete(s.mu.inflight, name)
+				s.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return Ack{}, nil, ctx.Err()
+		case <-s.stop:
+			return Ack{}, nil, ErrClosed
+		}
+	}
+}
+
+// waitForRoom waits while the memtable is over its bound, starting a
+// flush.
+func (s *Shard) waitForRoom(ctx context.Context) error {
+	for {
+		if err := s.fencedErr(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		full := s.mu.memBytes > s.opts.MaxMemtableBytes
+		changed := s.changedLocked()
+		s.mu.Unlock()
+		if !full {
+			return nil
+		}
+		s.triggerFlush()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stop:
+			return ErrClosed
+		case <-changed: // a flush shrank the memtable, or the handle was fenced
+		}
+	}
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}
+
+// writeLoop gathers concurrent appends into WAL entries.
+func (s *Shard) writeLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	for {
+		var reqs []appendReq
+		select {
+		case r := <-s.appendq:
+			reqs = append(reqs, r)
+		case <-s.stop:
+			return
+		}
+		size := reqs[0].bytes()
+		timer := time.NewTimer(s.opts.GroupWait)
+	gather:
+		for size < s.opts.GroupBytes {
+			select {
+			case r := <-s.appendq:
+				reqs = append(reqs, r)
+				size += r.bytes()
+			case <-timer.C:
+				break gather
+			case <-s.stop:
+				break gather
+			}
+		}
+		timer.Stop()
+		s.writeGroup(ctx, reqs)
+	}
+}
+
+// writeGroup writes reqs as one WAL entry and answers each. Before each
+// try it answers, as duplicates, the idempotent appends the shard has
+// recorded meanwhile: an earlier attempt of the same append whose outcome
+// was unknown, found landed at the position when this entry went to take
+// it (errTookInLanded).
+func (s *Shard) writeGroup(ctx context.Context, reqs []appendReq) {
+	for {
+		if reqs = s.answerRecorded(reqs); len(reqs) == 0 {
+			return
+		}
+		pos, err := s.writeEntrySafe(ctx, reqs)
+		if errors.Is(err, errTookInLanded) {
+			continue
+		}
+		for _, r := range reqs {
+			if err != nil {
+				releaseAll(r.recs)
+			}
+			r.done <- Ack{Position: pos, Rows: r.rows, err: err}
+		}
+		return
+	}
+}
+
+// answerRecorded answers the requests whose names the shard records, and
+// returns the others.
+func (s *Shard) answerRecorded(reqs []appendReq) []appendReq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.DeleteFunc(reqs, func(r appendReq) bool {
+		if r.key == nil {
+			return false
+		}
+		o, found, err := s.mu.producers.Lookup(*r.key)
+		if !found && err == nil {
+			return false
+		}
+		releaseAll(r.recs)
+		r.done <- Ack{Position: o.At, Rows: o.Rows, Duplicate: found, err: err}
+		return true
+	})
+}
+
+func (r appendReq) bytes() int64 {
+	var n int64
+	for _, rec := range r.recs {
+		n += recordBytes(rec)
+	}
+	return n
+}
+
+// errTookInLanded: the entry's position held an earlier append's entry
+// of this handle, which landed unseen; its rows are taken in, and the
+// entry goes to the next position.
+var errTookInLanded = errors.New("walshard: an earlier entry took the position")
+
+// writeEntrySafe is writeEntry with a panic turned into an error: a
+// shard's background loop must not take the process down.
+func (s *Shard) writeEntrySafe(ctx context.Context, reqs []appendReq) (pos uint64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("walshard: shard %q: writing a WAL entry panicked: %v", s.id, r)
+		}
+	}()
+	return s.writeEntry(ctx, reqs)
+}
+
+// writeEntry creates the next WAL entry with the requests' rows and, once
+// it is in the bucket, adds them to the memtable (which takes the
+// references) and records their names. It returns the entry's position.
+func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error) {
+	if err := s.fencedErr(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	pos := s.mu.nextPos
+	// An earlier attempt at this position may have landed unseen. A newer
+	// owner then placed its fence above it, replayed it, and may have
+	// cleaned it up since: the position can be free again below the fence,
+	// where nobody will replay what is written. So a write there is
+	// acknowledged only once no newer epoch is claimed after it landed.
+	uncertain := s.mu.uncertain == pos
+	var earlier []string // the ids of the attempts that may have landed at pos
+	if uncertain {
+		earlier = slices.Clone(s.mu.uncertainIDs)
+	}
+	s.mu.Unlock()
+	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID()}
+	for _, r := range reqs {
+		e.batches = append(e.batches, r.recs...)
+		if r.key != nil {
+			e.appends = append(e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows})
+		}
+	}
+	markUncertain := func() {
+		s.mu.Lock()
+		if s.mu.uncertain != pos {
+			s.mu.uncertainIDs = nil
+		}
+		s.mu.uncertain = pos
+		if !slices.Contains(s.mu.uncertainIDs, e.id) {
+			s.mu.uncertainIDs = append(s.mu.uncertainIDs, e.id)
+		}
+		s.mu.Unlock()
+	}
+	unknown := func(err error) (uint64, error) {
+		markUncertain()
+		return 0, fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
+	}
+	data, err := encodeEntry(e, s.schema, s.opts.ReuseBytes > 0)
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(s.budget())
+	var resolveBy time.Time // zero: never
+	if s.opts.ResolveWithin > 0 {
+		resolveBy = time.Now().Add(min(s.opts.ResolveWithin, s.budget()))
+	}
+	for attempt := 1; ; attempt++ {
+		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, blob.ErrExists) && !blob.IsRetryable(err) {
+			if attempt > 1 { // an earlier attempt here may have landed
+				return unknown(err)
+			}
+			return 0, err
+		}
+		// Outcome unknown, or the position is taken: whose entry is there?
+		got, rerr := s.readEntry(ctx, pos, true)
+		switch {
+		case rerr == nil && got.id == e.id:
+			err = nil
+		case rerr == nil && slices.Contains(earlier, got.id) && got.epoch == s.epoch:
+			// An earlier append's entry, whose outcome it could not read,
+			// did land: its rows are the shard's, as a reopening would
+			// replay them. Take them in; ours go after them.
+			if err := s.takeInLanded(ctx, pos, deadline); err != nil {
+				return 0, err
+			}
+			return 0, errTookInLanded
+		case rerr == nil:
+			return 0, s.setFenced() // a newer owner's fence (or entry) holds our position
+		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline),
+			blob.IsRetryable(rerr) && time.Now().Before(resolveBy):
+			// Not there yet (a create may land late), or the store does
+			// not answer: read again, and create again (a no-op if ours
+			// landed), after a pause.
+			uncertain = true
+			if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
+				return unknown(err)
+			}
+			continue
+		default:
+			// Whose entry is at pos, if any, could not be read: ours may
+			// have landed.
+			return unknown(err)
+		}
+		break
+	}
+	s.mu.Lock()
+	stale := s.now().Sub(s.mu.verified) > epochRecheck
+	s.mu.Unlock()
+	if uncertain || stale {
+		if err := s.checkEpochRetrying(ctx, deadline); err != nil {
+			markUncertain()
+			if errors.Is(err, ErrFenced) {
+				// The newer owner may have replayed this entry (if its fence
+				// went above it) or not (if it had cleaned the position up).
+				return 0, fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w", s.id, pos, ErrAppendUnknown)
+			}
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	s.mu.nextPos = pos + 1
+	s.mu.Unlock()
+	var reuse *table.Fragment
+	if s.opts.ReuseBytes > 0 && e.frag.Bytes >= s.opts.ReuseBytes {
+		reuse = &e.frag
+		reuse.Key = s.l.walKey(pos)
+	}
+	s.addToMemtable(pos, e.batches, reuse, e.appends)
+	return pos, nil
+}
+
+// takeInLanded replays the entry at pos that an earlier append of this
+// handle wrote without learning it had landed, once no newer owner has
+// claimed the shard (which may have replayed it, or cleaned its position
+// up), and moves the next position past it.
+func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time) error {
+	if err := s.checkEpochRetrying(ctx, deadline); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return fmt.Errorf("walshard: shard %q: WAL entry %d, from an append whose outcome was unknown, landed; a newer owner has claimed the shard since: %w", s.id, pos, ErrAppendUnknown)
+		}
+		return err
+	}
+	if err := s.replayEntry(ctx, pos); err != nil {
+		return fmt.Errorf("walshard: shard %q: reading WAL entry %d, from an append whose outcome was unknown: %w", s.id, pos, err)
+	}
+	s.mu.Lock()
+	s.mu.nextPos, s.mu.uncertainIDs = pos+1, nil
+	s.mu.Unlock()
+	return nil
+}
