@@ -33,6 +33,8 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
 	CodeBodyTooSlow          = "body_too_slow"          // 408
 	CodeExists               = "exists"                 // 409: table or tag
+	CodeSequenceExpired      = "sequence_expired"       // 409: a sequence number older than those the server keeps for its producer
+	CodeKeyReused            = "idempotency_key_reused" // 422: the request's name was used before for another body
 	CodeConflict             = "conflict"               // 409: a commit lost to a concurrent one it cannot follow
 	CodeCompactionRunning    = "compaction_running"     // 409
 	CodeLeaseHeld            = "lease_held"             // 409: another compactor holds the table's lease
@@ -85,7 +87,30 @@ type ListedTable struct {
 // AppendResult is what POST …/rows answers once the rows are durable.
 type AppendResult struct {
 	Rows int64 `json:"rows"`
+	// Shard and Position: the WAL entry that holds the rows (Position is
+	// set for a named append: see HeaderIdempotencyKey).
+	Shard    string `json:"shard,omitempty"`
+	Position uint64 `json:"position,omitempty"`
+	// Duplicate: the request's name was recorded already; nothing was
+	// stored, and Rows and Position are the first request's.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
+
+// Headers that name a request carrying rows (an append, a create with
+// rows), so that sending it again after losing the answer stores nothing
+// twice; see docs/format.md, "Idempotent appends".
+const (
+	// HeaderIdempotencyKey: a key of the caller's for one request (1–247
+	// bytes).
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderProducer and HeaderSequence: a client instance and the
+	// number of its request; the server keeps a few numbers per producer.
+	HeaderProducer = "Strata-Producer"
+	HeaderSequence = "Strata-Sequence"
+	// HeaderReplayed: "true" on an answer that repeats the first
+	// request's outcome.
+	HeaderReplayed = "Idempotent-Replayed"
+)
 
 // DeleteResult is what DELETE …/rows answers.
 type DeleteResult struct {

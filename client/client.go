@@ -1,13 +1,26 @@
 // Package client is the Go client of Strata's HTTP server (package
 // server): every route, typed errors, and retries of 429 and 503 answers
-// with backoff, a bounded number of times — but for an append answered
-// outcome_unknown, whose rows may be stored already: that is the caller's
-// to decide (IsCode(err, api.CodeOutcomeUnknown)).
+// with backoff, a bounded number of times.
+//
+// Requests that carry rows (Append, AppendJSONLines, CreateTable) are
+// named (see api.HeaderProducer), so that sending one again stores
+// nothing twice: a request takes a lane — a producer with a random
+// identity, which numbers its requests — for as long as it runs, so that
+// each lane has one request at a time and a request sent again is always
+// its lane's newest (the server keeps a few numbers per producer). A
+// client has as many lanes as it ever ran requests with rows at once. Such a request is retried after any failure to learn its
+// outcome — a lost connection, a timeout, 429, 502, 503, 504,
+// outcome_unknown —
+// for up to Options.RetryFor, with the same name. AppendOnce names an
+// append with a key of the caller's, for retries across the caller's own
+// restarts.
 package client
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +31,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -57,6 +71,18 @@ func IsCode(err error, code string) bool {
 type Client struct {
 	base string
 	opts Options
+	// lanes name the client's requests with rows (see the package doc):
+	// the free ones.
+	lanes struct {
+		sync.Mutex
+		free []*lane
+	}
+}
+
+// lane is a producer of requests with rows: one request at a time.
+type lane struct {
+	producer string
+	seq      uint64
 }
 
 // Options configure a Client. A nil *Options, or a zero field, means the
@@ -70,6 +96,12 @@ type Options struct {
 	// up to MaxBackoff (default 2.5s).
 	Retries                 int
 	BaseBackoff, MaxBackoff time.Duration
+	// RetryFor: how long a named request (one with rows) is sent again
+	// after failures that leave its outcome unknown (default 30s; the
+	// name makes it safe). NoNames sends requests with rows unnamed, as
+	// clients before names did: then a failure is the caller's to judge.
+	RetryFor time.Duration
+	NoNames  bool
 	// HTTP is the HTTP client (default: a new http.Client).
 	HTTP *http.Client
 	// MaxMessageBytes bounds the body of one Arrow IPC message (a batch)
@@ -107,6 +139,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.HTTP == nil {
 		c.HTTP = &http.Client{}
 	}
+	if c.RetryFor <= 0 {
+		c.RetryFor = 30 * time.Second
+	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1 << 30
 	}
@@ -119,8 +154,8 @@ func (o *Options) Validate() error {
 	if o == nil {
 		return nil
 	}
-	if o.BaseBackoff < 0 || o.MaxBackoff < 0 {
-		return fmt.Errorf("%w: BaseBackoff and MaxBackoff must not be negative", ErrInvalidOptions)
+	if o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.RetryFor < 0 {
+		return fmt.Errorf("%w: BaseBackoff, MaxBackoff and RetryFor must not be negative", ErrInvalidOptions)
 	}
 	if c := o.EnsureDefaults(); c.BaseBackoff > c.MaxBackoff {
 		return fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
@@ -149,8 +184,11 @@ func (c *Client) url(name, path string, q url.Values) string {
 }
 
 // do sends a request, retrying 429 and 503 with jittered backoff; body
-// is a function so it can be sent again.
-func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io.Reader, accept string) (*http.Response, error) {
+// is a function so it can be sent again. A request with a name (headers
+// that make sending it again safe) is also retried after a transport
+// error and an outcome_unknown answer, for up to RetryFor.
+func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io.Reader, accept string, name http.Header) (*http.Response, error) {
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		var rd io.Reader
 		if body != nil {
@@ -169,21 +207,65 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 		if c.opts.Token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 		}
+		for k, v := range name {
+			req.Header[k] = v
+		}
 		resp, err := c.opts.HTTP.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode < 400 {
+		retry := false
+		switch {
+		case err != nil:
+			// The request may or may not have reached the server.
+			retry = name != nil && ctx.Err() == nil && time.Since(start) < c.opts.RetryFor
+		case resp.StatusCode < 400:
 			return resp, nil
+		default:
+			err = readError(resp)
+			busy := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+			if name != nil {
+				// And a proxy's answer for a server that did not answer it.
+				gateway := resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
+				retry = (busy || gateway) && time.Since(start) < c.opts.RetryFor
+			} else {
+				// Sent again unnamed, rows answered outcome_unknown may be
+				// stored twice.
+				retry = busy && attempt < c.opts.Retries && !IsCode(err, api.CodeOutcomeUnknown)
+			}
 		}
-		apiErr := readError(resp)
-		if (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= c.opts.Retries ||
-			IsCode(apiErr, api.CodeOutcomeUnknown) { // sent again, the rows may be stored twice
-			return nil, apiErr
+		if !retry {
+			return nil, err
 		}
 		if err := backoff.Sleep(ctx, backoff.Policy{Base: c.opts.BaseBackoff, Max: c.opts.MaxBackoff}.Delay(attempt+1)); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// newProducer is a client's random identity as a producer of requests.
+func newProducer() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// nextName names a request with rows, on a lane of its own until done is
+// called (nil, and a no-op: NoNames).
+func (c *Client) nextName() (name http.Header, done func()) {
+	if c.opts.NoNames {
+		return nil, func() {}
+	}
+	c.lanes.Lock()
+	var l *lane
+	if n := len(c.lanes.free); n > 0 {
+		l, c.lanes.free = c.lanes.free[n-1], c.lanes.free[:n-1]
+	} else {
+		l = &lane{producer: newProducer()}
+	}
+	c.lanes.Unlock()
+	l.seq++
+	return http.Header{api.HeaderProducer: {l.producer}, api.HeaderSequence: {strconv.FormatUint(l.seq, 10)}}, func() {
+		c.lanes.Lock()
+		c.lanes.free = append(c.lanes.free, l)
+		c.lanes.Unlock()
 	}
 }
 
@@ -205,7 +287,12 @@ type reply struct {
 }
 
 func (c *Client) call(ctx context.Context, method, u, ctype string, body func() io.Reader, accept string) reply {
-	resp, err := c.do(ctx, method, u, ctype, body, accept)
+	return c.callNamed(ctx, method, u, ctype, body, accept, nil)
+}
+
+// callNamed is call for a request with a name (nil: none).
+func (c *Client) callNamed(ctx context.Context, method, u, ctype string, body func() io.Reader, accept string, name http.Header) reply {
+	resp, err := c.do(ctx, method, u, ctype, body, accept, name)
 	return reply{resp, err, c.opts.MaxMessageBytes}
 }
 
@@ -257,7 +344,9 @@ func (c *Client) CreateTable(ctx context.Context, name string, schema *arrow.Sch
 		return api.TableInfo{}, err
 	}
 	var info api.TableInfo
-	return info, c.call(ctx, http.MethodPut, c.url(name, "", nil), api.ArrowStream, body, "").json(&info)
+	reqName, done := c.nextName()
+	defer done()
+	return info, c.callNamed(ctx, http.MethodPut, c.url(name, "", nil), api.ArrowStream, body, "", reqName).json(&info)
 }
 
 // Describe returns the table's schema, version and size.
@@ -271,25 +360,47 @@ func (c *Client) Drop(ctx context.Context, name string) error {
 	return c.call(ctx, http.MethodDelete, c.url(name, "", nil), "", nil, "").none()
 }
 
-// Append appends batches; it returns once the server has them durable.
+// Append appends batches, all or none; it returns once the server has
+// them durable, having sent them again under the same name as long as it
+// could not tell (see the package doc).
 func (c *Client) Append(ctx context.Context, name string, batches ...arrow.RecordBatch) (int64, error) {
+	reqName, done := c.nextName()
+	defer done()
+	res, err := c.appendNamed(ctx, name, reqName, batches)
+	return res.Rows, err
+}
+
+// AppendOnce is Append named by key, a key of the caller's (at most 247
+// bytes): sent again with the same key — by this client, or by another
+// after the caller restarted — it stores nothing and answers the first
+// append's outcome (Duplicate set). The same key with other rows is
+// refused (IsCode(err, api.CodeKeyReused)). The server remembers a key
+// for an hour, and at most 1,000 keys per shard.
+func (c *Client) AppendOnce(ctx context.Context, name, key string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	return c.appendNamed(ctx, name, http.Header{api.HeaderIdempotencyKey: {key}}, batches)
+}
+
+func (c *Client) appendNamed(ctx context.Context, name string, reqName http.Header, batches []arrow.RecordBatch) (api.AppendResult, error) {
+	var out api.AppendResult
 	if len(batches) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	body, err := ipcBody(batches[0].Schema(), batches)
 	if err != nil {
-		return 0, err
+		return out, err
 	}
-	var out api.AppendResult
-	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), api.ArrowStream, body, "").json(&out)
+	return out, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", nil), api.ArrowStream, body, "", reqName).json(&out)
 }
 
 // AppendJSONLines appends rows given as JSON lines, one object a row, all
-// or nothing; it returns once the server has them durable.
+// or nothing; it returns once the server has them durable (named as
+// Append's are).
 func (c *Client) AppendJSONLines(ctx context.Context, name string, lines []byte) (int64, error) {
 	var out api.AppendResult
 	body := func() io.Reader { return bytes.NewReader(lines) }
-	return out.Rows, c.call(ctx, http.MethodPost, c.url(name, "/rows", nil), api.NDJSON, body, "").json(&out)
+	reqName, done := c.nextName()
+	defer done()
+	return out.Rows, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", nil), api.NDJSON, body, "", reqName).json(&out)
 }
 
 // ScanOptions shape a scan.
@@ -469,7 +580,7 @@ func (c *Client) Flush(ctx context.Context, name string) error {
 // Merge asks the server to merge its shard's generations (202). A 429
 // (merge already running) is returned as an *Error, not retried.
 func (c *Client) Merge(ctx context.Context, name string) error {
-	once := *c
+	once := &Client{base: c.base, opts: c.opts}
 	once.opts.Retries = 0
 	return once.call(ctx, http.MethodPost, c.url(name, "/lsm/compact", nil), "", nil, "").none()
 }

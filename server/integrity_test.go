@@ -455,13 +455,33 @@ func withEvents(t *testing.T, root string, opts server.Options) (*fixture, func(
 
 // An append whose WAL entry landed while the store stopped answering (the
 // create's answer lost, the read-back failed) is answered 503
-// outcome_unknown, which the client hands back instead of retrying: sent
-// again, the rows could be stored twice. They are stored once: the next
-// append finds the entry and takes it in.
-func TestAnAppendWhoseOutcomeIsUnknownIsNotRetried(t *testing.T) {
+// outcome_unknown. A client whose requests are unnamed hands it back
+// instead of retrying (sent again, the rows could be stored twice); a
+// client naming its requests (the default) sends it again under its name,
+// and the shard, finding its entry at the position, answers a duplicate.
+// Either way the rows are stored once.
+func TestAnAppendWhoseOutcomeIsUnknownIsStoredOnce(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(fmt.Sprintf("named=%v", named), func(t *testing.T) { outcomeUnknown(t, named) })
+	}
+}
+
+func outcomeUnknown(t *testing.T, named bool) {
 	// The shard fails the append at the first unanswered read, as it does
 	// once the store has been away for longer than ResolveWithin.
 	f, appendIDs := withEvents(t, "file://"+t.TempDir(), server.Options{Shard: walshard.Options{ResolveWithin: -1}})
+	if !named {
+		c, err := client.New(f.http.URL, &client.Options{NoNames: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendIDs = func(ids ...int64) error {
+			rec := eventBatch(ids...)
+			defer rec.Release()
+			_, err := c.Append(ctx, "events", rec)
+			return err
+		}
+	}
 	if err := appendIDs(1); err != nil {
 		t.Fatal(err)
 	}
@@ -479,11 +499,13 @@ func TestAnAppendWhoseOutcomeIsUnknownIsNotRetried(t *testing.T) {
 		return fault.Fault{}
 	}))
 	err := appendIDs(2)
-	if !client.IsCode(err, api.CodeOutcomeUnknown) || !client.IsStatus(err, http.StatusServiceUnavailable) {
-		t.Fatalf("an append whose entry landed unseen: %v, want 503 %s", err, api.CodeOutcomeUnknown)
-	}
-	if n := creates.Load(); n != 1 {
-		t.Fatalf("the WAL entry was created %d times: the client retried an append whose rows may be stored", n)
+	switch {
+	case named && err != nil:
+		t.Fatalf("a named append whose entry landed unseen: %v, want it sent again and answered", err)
+	case !named && (!client.IsCode(err, api.CodeOutcomeUnknown) || !client.IsStatus(err, http.StatusServiceUnavailable)):
+		t.Fatalf("an unnamed append whose entry landed unseen: %v, want 503 %s", err, api.CodeOutcomeUnknown)
+	case !named && creates.Load() != 1:
+		t.Fatalf("the WAL entry was created %d times: the client retried an unnamed append whose rows may be stored", creates.Load())
 	}
 	if err := appendIDs(3); err != nil {
 		t.Fatal(err)

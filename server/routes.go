@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -253,60 +252,6 @@ func mediaType(r *http.Request) string {
 	return mt
 }
 
-func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error) {
-	t, err := s.table(r.Context(), r.PathValue("name"), true)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			s.forgetIfMissing(t)
-		}
-	}()
-	var schema *arrow.Schema
-	var batches []arrow.RecordBatch
-	switch mediaType(r) {
-	case ArrowStream:
-		release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
-		if err != nil {
-			return err
-		}
-		defer release()
-		// Rows given with the schema are checked as an append's are.
-		if schema, batches, err = ingest.ReadIPC(r.Body, nil, s.ingestOptions(r)); err != nil {
-			return err
-		}
-		defer ingest.Release(batches)
-	case api.JSON:
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return badRequestOrLimit(err, "reading the schema")
-		}
-		// A name the decoder would turn into U+FFFD would name a column
-		// other than the one asked for.
-		if at, why := ingest.InvalidText(body); why != "" {
-			return badRequest("body is not a JSON schema: %s at byte %d", why, at)
-		}
-		var sj api.Schema
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&sj); err != nil {
-			return badRequestOrLimit(err, "body is not a JSON schema")
-		}
-		if schema, err = sj.ToArrow(); err != nil {
-			return badRequest("%v", err)
-		}
-	default:
-		return unsupportedMedia(ArrowStream, api.JSON)
-	}
-	m, err := commit.Create(r.Context(), t.b, schema, nil, &commit.Options{Writer: "server:" + s.opts.Instance}, batches...)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, info(t.name, m))
-	return nil
-}
-
 // ingestOptions bounds the decoding of a request's rows by the body limit;
 // ignore_unknown=true drops columns the table does not have.
 func (s *Server) ingestOptions(r *http.Request) ingest.Options {
@@ -351,44 +296,6 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState
 	}
 	t.b.Close()
 	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// appendRows appends an Arrow IPC stream or JSON lines through the
-// server's shard, answering once the rows are durable. A request is all
-// or nothing: its rows are decoded and checked in full (see package
-// ingest) before any is written, and then go into one WAL entry.
-func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	sh, err := s.shard(r.Context(), t)
-	if err != nil {
-		return err
-	}
-	release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
-	if err != nil {
-		return err
-	}
-	defer release()
-	var recs []arrow.RecordBatch
-	switch mediaType(r) {
-	case ArrowStream:
-		_, recs, err = ingest.ReadIPC(r.Body, sh.Schema(), s.ingestOptions(r))
-	case NDJSON, "application/jsonl":
-		recs, err = ingest.ReadJSONLines(r.Body, sh.Schema(), s.ingestOptions(r))
-	default:
-		return unsupportedMedia(ArrowStream, NDJSON)
-	}
-	if err != nil {
-		return err
-	}
-	defer ingest.Release(recs)
-	appendStart := time.Now()
-	if err := sh.Append(r.Context(), recs...); err != nil {
-		return err
-	}
-	s.metrics.appendSeconds.Observe(time.Since(appendStart).Seconds())
-	rows := ingest.Rows(recs)
-	s.metrics.rowsAppended.Add(float64(rows))
-	writeJSON(w, http.StatusOK, api.AppendResult{Rows: rows})
 	return nil
 }
 

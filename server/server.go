@@ -513,6 +513,9 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 
 // fail maps an error to its status and writes it.
 func fail(w http.ResponseWriter, err error) {
+	if ke := keyError(err); ke != nil {
+		err = ke
+	}
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	switch {

@@ -10,14 +10,21 @@
 // carries some tens to a hundred MB/s, however fast the store behind it). The Host header is passed
 // through unchanged, so S3 signatures made for the proxy's address verify
 // at the store.
+//
+// With LoseResponses set, that share of requests reach the target and are
+// answered there, but the proxy drops the client's connection instead of
+// passing the answer on: a lost response, as a load balancer's timeout or
+// a dropped connection makes one, after the target acted.
 package latencyproxy
 
 import (
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -27,9 +34,19 @@ type Proxy struct {
 	Target         *url.URL
 	Delay, Jitter  time.Duration
 	BytesPerSecond int64 // each response body's rate; 0: as fast as the store sends it
-	requests       atomic.Int64
-	rp             *httputil.ReverseProxy
+	// LoseResponses is the share of answers dropped after the target
+	// gave them (0 to 1), drawn from a generator seeded with Seed.
+	LoseResponses float64
+	Seed          uint64
+	requests      atomic.Int64
+	lost          atomic.Int64
+	rp            *httputil.ReverseProxy
+	mu            sync.Mutex
+	rng           *rand.Rand
 }
+
+// errLost marks a response the proxy drops.
+var errLost = errors.New("latencyproxy: response lost on purpose")
 
 // New returns a proxy to target ("http://127.0.0.1:9000").
 func New(target string, delay, jitter time.Duration) (*Proxy, error) {
@@ -45,15 +62,44 @@ func New(target string, delay, jitter time.Duration) (*Proxy, error) {
 		},
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
+			if p.lose() {
+				// The target acted and answered; the client never hears.
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return errLost
+			}
 			if p.BytesPerSecond > 0 {
 				resp.Body = &paced{ReadCloser: resp.Body, rate: p.BytesPerSecond, start: time.Now()}
 			}
 			return nil
 		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, errLost) {
+				p.lost.Add(1)
+				panic(http.ErrAbortHandler) // the connection closes, no answer
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0, DisableCompression: true},
 	}
 	return p, nil
 }
+
+// lose draws whether to drop the next answer.
+func (p *Proxy) lose() bool {
+	if p.LoseResponses <= 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rng == nil {
+		p.rng = rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))
+	}
+	return p.rng.Float64() < p.LoseResponses
+}
+
+// Lost returns how many answers the proxy dropped.
+func (p *Proxy) Lost() int64 { return p.lost.Load() }
 
 // Requests returns how many requests the proxy has passed.
 func (p *Proxy) Requests() int64 { return p.requests.Load() }

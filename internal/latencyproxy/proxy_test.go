@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -69,4 +71,36 @@ func get(url string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
+}
+
+// A lost response reached the target, which acted; the client gets no
+// answer, only a closed connection. The others pass.
+func TestLostResponsesReachTheTargetAndNeverTheClient(t *testing.T) {
+	var served atomic.Int64
+	p, front := proxied(t, 0, 0, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		io.WriteString(w, "ok")
+	})
+	p.LoseResponses, p.Seed = 0.3, 7
+	failed := 0
+	const n = 200
+	for range n {
+		// A POST: the HTTP client sends a GET again by itself when a
+		// kept-alive connection closes unanswered.
+		resp, err := http.Post(front.URL+"/k", "text/plain", strings.NewReader("x"))
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		switch {
+		case err != nil:
+			failed++
+		case string(body) != "ok":
+			t.Fatalf("a passed answer is %q", body)
+		}
+	}
+	if served.Load() != n || int64(failed) != p.Lost() || failed < n/10 || failed > n/2 {
+		t.Fatalf("target served %d of %d; %d failed, the proxy lost %d (want about 30%%)", served.Load(), n, failed, p.Lost())
+	}
 }

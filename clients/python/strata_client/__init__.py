@@ -14,8 +14,13 @@ server's error code.
         print(row)
 """
 
+import contextlib
+import http.client
+import itertools
 import json
 import random
+import secrets
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -36,12 +41,40 @@ class StrataError(Exception):
 
 
 class Client:
-    """A client of one server. ``retries`` bounds the retries of a 429 or 503 answer
-    (never of a 503 ``outcome_unknown``: the append's rows may be stored already)."""
+    """A client of one server. ``retries`` bounds the retries of a 429 or 503 answer.
 
-    def __init__(self, base_url, token=None, timeout=60.0, retries=5):
+    Requests that carry rows (``append``, ``create_table``) are named (the
+    ``Strata-Producer`` and ``Strata-Sequence`` headers), so that the server stores
+    a request sent again only once: each request takes a lane — a producer with a
+    random identity that numbers its requests — for as long as it runs, so that a
+    request sent again is always its lane's newest (the server keeps a few numbers
+    per producer); a client has as many lanes as requests it ran at once. Such a request is sent again after any failure
+    that leaves its outcome unknown — a lost connection, a timeout, 429, 502, 503,
+    504, ``outcome_unknown`` — for up to ``retry_for`` seconds. ``append(...,
+    idempotency_key=K)`` names an append with a key of the caller's instead, for
+    retries across the caller's own restarts. ``names=False`` sends them unnamed."""
+
+    def __init__(self, base_url, token=None, timeout=60.0, retries=5, retry_for=30.0, names=True):
         self.base = base_url.rstrip("/")
         self.token, self.timeout, self.retries = token, timeout, retries
+        self.retry_for, self.names = retry_for, names
+        self._lanes, self._lanes_lock = [], threading.Lock()
+
+    @contextlib.contextmanager
+    def _named(self, key=None):
+        """The name of a request with rows: ``key``, or the next number of a lane
+        held for the request's whole life (see the class)."""
+        if key is not None or not self.names:
+            yield None if key is None else {"Idempotency-Key": key}
+            return
+        with self._lanes_lock:
+            lane = self._lanes.pop() if self._lanes else [secrets.token_hex(16), 0]
+        lane[1] += 1
+        try:
+            yield {"Strata-Producer": lane[0], "Strata-Sequence": str(lane[1])}
+        finally:
+            with self._lanes_lock:
+                self._lanes.append(lane)
 
     # -- plumbing -------------------------------------------------------
 
@@ -56,10 +89,13 @@ class Client:
     def _table(self, name, rest=""):
         return "/api/v1/tables/" + urllib.parse.quote(name, safe="") + rest
 
-    def _open(self, method, path, query=None, body=None, ctype=None, accept=None, retries=None):
+    def _open(self, method, path, query=None, body=None, ctype=None, accept=None, retries=None, name=None):
+        """Send a request; ``name``, headers that make sending it again safe, also
+        retries failures that leave its outcome unknown, for ``retry_for`` seconds."""
         retries = self.retries if retries is None else retries
         url = self._url(path, query)
-        for attempt in range(retries + 1):
+        start = time.monotonic()
+        for attempt in itertools.count():
             req = urllib.request.Request(url, data=body, method=method)
             if ctype:
                 req.add_header("Content-Type", ctype)
@@ -67,27 +103,34 @@ class Client:
                 req.add_header("Accept", accept)
             if self.token:
                 req.add_header("Authorization", "Bearer " + self.token)
+            for k, v in (name or {}).items():
+                req.add_header(k, v)
+            in_time = time.monotonic() - start < self.retry_for
             try:
                 return urllib.request.urlopen(req, timeout=self.timeout)
             except urllib.error.HTTPError as e:
                 data = e.read()
-                # An append answered outcome_unknown may be stored already:
-                # sent again, its rows could be stored twice.
-                if e.code in (429, 503) and attempt < retries and b'"outcome_unknown"' not in data:
-                    wait = e.headers.get("Retry-After")
-                    delay = float(wait) if wait and wait.isdigit() else min(0.05 * 2**attempt, 2.0)
-                    time.sleep(delay * (0.5 + random.random()))
-                    continue
-                try:
-                    err = json.loads(data)["error"]
-                    raise StrataError(e.code, err.get("code", ""), err.get("message", "")) from None
-                except (ValueError, KeyError, TypeError):
-                    raise StrataError(e.code, "", data.decode("utf-8", "replace")) from None
+                if name is not None:
+                    again = e.code in (429, 502, 503, 504) and in_time
+                else:
+                    # Unnamed, an append answered outcome_unknown may be stored
+                    # already: sent again, its rows could be stored twice.
+                    again = e.code in (429, 503) and attempt < retries and b'"outcome_unknown"' not in data
+                if not again:
+                    raise _error(e.code, data) from None
+                wait = e.headers.get("Retry-After")
+                delay = float(wait) if wait and wait.isdigit() else min(0.05 * 2**attempt, 2.0)
+            except (urllib.error.URLError, http.client.HTTPException, OSError):
+                # No answer: the request may or may not have been acted on.
+                if name is None or not in_time:
+                    raise
+                delay = min(0.05 * 2**attempt, 2.0)
+            time.sleep(delay * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
-    def _json(self, method, path, query=None, payload=None, retries=None):
+    def _json(self, method, path, query=None, payload=None, retries=None, name=None):
         body = None if payload is None else json.dumps(payload).encode()
-        with self._open(method, path, query, body, "application/json" if body is not None else None, retries=retries) as r:
+        with self._open(method, path, query, body, "application/json" if body is not None else None, retries=retries, name=name) as r:
             data = r.read()
         return json.loads(data) if data else None
 
@@ -99,7 +142,8 @@ class Client:
 
     def create_table(self, name, fields):
         """Create a table from a JSON schema: ``[{"name", "type", "nullable"?}, …]``."""
-        return self._json("PUT", self._table(name), payload={"fields": fields})
+        with self._named() as req_name:
+            return self._json("PUT", self._table(name), payload={"fields": fields}, name=req_name)
 
     def describe(self, name):
         return self._json("GET", self._table(name))
@@ -109,17 +153,22 @@ class Client:
 
     # -- rows -----------------------------------------------------------
 
-    def append(self, name, rows, ignore_unknown=False):
+    def append(self, name, rows, ignore_unknown=False, idempotency_key=None):
         """Append rows, all or none: an iterable of dicts (sent as JSON lines), or
         a pyarrow Table or RecordBatch (sent as an Arrow IPC stream). Returns the
-        number of rows acknowledged, durable in the server's WAL."""
+        number of rows acknowledged, durable in the server's WAL. The request is
+        named (see the class), by ``idempotency_key`` when given: sent again with
+        the same key, even by another client, it stores nothing and answers the
+        first append's count; the same key with other rows raises StrataError
+        ``idempotency_key_reused`` (422)."""
         query = {"ignore_unknown": ignore_unknown}
         if _is_arrow(rows):
             body, ctype = _arrow_stream(rows), ARROW_STREAM
         else:
             body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
             ctype = NDJSON
-        with self._open("POST", self._table(name, "/rows"), query, body, ctype) as r:
+        with self._named(idempotency_key) as req_name, \
+                self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
             return json.loads(r.read())["rows"]
 
     def scan(self, name, columns=None, filter=None, version=None, tag=None, limit=None, fresh=False):
@@ -252,6 +301,15 @@ class Client:
                     raise StrataError(0, "checkpoint_stalled",
                                       f"checkpoint of {name} made no progress in {stalls} polls: {n} generations at or below the target still await merging")
             last = n
+
+
+def _error(status, data):
+    """The StrataError of an error answer's body."""
+    try:
+        err = json.loads(data)["error"]
+        return StrataError(status, err.get("code", ""), err.get("message", ""))
+    except (ValueError, KeyError, TypeError):
+        return StrataError(status, "", data.decode("utf-8", "replace"))
 
 
 def _scan_query(columns, filter, version, tag, limit, fresh):

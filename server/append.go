@@ -1,0 +1,234 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/table"
+)
+
+// Requests that carry rows (an append, a create with rows) may be named
+// so that sending one again after losing its answer is safe: with
+// Idempotency-Key (a key of the caller's, for one request), or with
+// Strata-Producer and Strata-Sequence (a client instance numbering its
+// requests: the server remembers a few numbers per producer rather than a
+// record per request). A request whose name the table or the server's
+// shard records answers the first one's outcome with Idempotent-Replayed:
+// true and stores nothing; the same name with another body is refused
+// (422 idempotency_key_reused). See docs/format.md, "Idempotent appends".
+
+// requestKey reads a request's name; nil when it has none. The digest is
+// the body's, filled in once the body is read (see digestBody).
+func requestKey(r *http.Request) (*table.Idempotency, error) {
+	key := r.Header.Get(api.HeaderIdempotencyKey)
+	producer, seq := r.Header.Get(api.HeaderProducer), r.Header.Get(api.HeaderSequence)
+	var k table.Idempotency
+	switch {
+	case key != "" && (producer != "" || seq != ""):
+		return nil, badRequest("give %s, or %s with %s, not both", api.HeaderIdempotencyKey, api.HeaderProducer, api.HeaderSequence)
+	case key != "":
+		k.Producer = "key:" + key
+	case producer != "" && seq != "":
+		n, err := strconv.ParseUint(seq, 10, 64)
+		if err != nil {
+			return nil, badRequest("%s: %q is not a sequence number", api.HeaderSequence, seq)
+		}
+		k.Producer, k.Seq = "producer:"+producer, n
+	case producer != "" || seq != "":
+		return nil, badRequest("%s and %s go together", api.HeaderProducer, api.HeaderSequence)
+	default:
+		return nil, nil
+	}
+	if len(k.Producer) > table.MaxProducerBytes {
+		return nil, badRequest("an idempotency key or producer is at most %d bytes", table.MaxProducerBytes-len("producer:"))
+	}
+	return &k, nil
+}
+
+// digestBody makes r's body digested as it is read; done reads what the
+// decoder left and returns the digest (never 0: 0 asks for the rows').
+func digestBody(r *http.Request) (done func() (uint64, error)) {
+	body, sum := table.BodyDigest(r.Body)
+	r.Body = io.NopCloser(body)
+	return func() (uint64, error) {
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return 0, err
+		}
+		return max(sum(), 1), nil
+	}
+}
+
+// replayed marks an answer that repeats a first request's outcome.
+func replayed(w http.ResponseWriter) { w.Header().Set(api.HeaderReplayed, "true") }
+
+func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error) {
+	t, err := s.table(r.Context(), r.PathValue("name"), true)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.forgetIfMissing(t)
+		}
+	}()
+	key, err := requestKey(r)
+	if err != nil {
+		return err
+	}
+	var schema *arrow.Schema
+	var batches []arrow.RecordBatch
+	switch mediaType(r) {
+	case ArrowStream:
+		release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+		if err != nil {
+			return err
+		}
+		defer release()
+		digest := digestBody(r)
+		// Rows given with the schema are checked as an append's are.
+		if schema, batches, err = ingest.ReadIPC(r.Body, nil, s.ingestOptions(r)); err != nil {
+			return err
+		}
+		defer ingest.Release(batches)
+		if key != nil {
+			if key.Digest, err = digest(); err != nil {
+				return badRequestOrLimit(err, "reading the body")
+			}
+		}
+	case api.JSON:
+		digest := digestBody(r)
+		if schema, err = readJSONSchema(r); err != nil {
+			return err
+		}
+		if key != nil {
+			if key.Digest, err = digest(); err != nil {
+				return badRequestOrLimit(err, "reading the body")
+			}
+		}
+	default:
+		return unsupportedMedia(ArrowStream, api.JSON)
+	}
+	opts := &commit.Options{Writer: "server:" + s.opts.Instance}
+	var m *table.Manifest
+	if key != nil {
+		var dup bool
+		if m, dup, err = commit.CreateOnce(r.Context(), t.b, schema, nil, opts, *key, batches...); dup {
+			replayed(w)
+		}
+	} else {
+		m, err = commit.Create(r.Context(), t.b, schema, nil, opts, batches...)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, info(t.name, m))
+	return nil
+}
+
+// readJSONSchema reads a create's JSON schema.
+func readJSONSchema(r *http.Request) (*arrow.Schema, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, badRequestOrLimit(err, "reading the schema")
+	}
+	// A name the decoder would turn into U+FFFD would name a column
+	// other than the one asked for.
+	if at, why := ingest.InvalidText(body); why != "" {
+		return nil, badRequest("body is not a JSON schema: %s at byte %d", why, at)
+	}
+	var sj api.Schema
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sj); err != nil {
+		return nil, badRequestOrLimit(err, "body is not a JSON schema")
+	}
+	schema, err := sj.ToArrow()
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	return schema, nil
+}
+
+// appendRows appends an Arrow IPC stream or JSON lines through the
+// server's shard, answering once the rows are durable. A request is all
+// or nothing: its rows are decoded and checked in full (see package
+// ingest) before any is written, and then go into one WAL entry.
+func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	key, err := requestKey(r)
+	if err != nil {
+		return err
+	}
+	sh, err := s.shard(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+	if err != nil {
+		return err
+	}
+	defer release()
+	var digest func() (uint64, error)
+	if key != nil {
+		digest = digestBody(r)
+	}
+	var recs []arrow.RecordBatch
+	switch mediaType(r) {
+	case ArrowStream:
+		_, recs, err = ingest.ReadIPC(r.Body, sh.Schema(), s.ingestOptions(r))
+	case NDJSON, "application/jsonl":
+		recs, err = ingest.ReadJSONLines(r.Body, sh.Schema(), s.ingestOptions(r))
+	default:
+		return unsupportedMedia(ArrowStream, NDJSON)
+	}
+	if err != nil {
+		return err
+	}
+	defer ingest.Release(recs)
+	appendStart := time.Now()
+	res := api.AppendResult{Rows: ingest.Rows(recs), Shard: sh.ID()}
+	if key == nil {
+		err = sh.Append(r.Context(), recs...)
+	} else {
+		if key.Digest, err = digest(); err != nil {
+			return badRequestOrLimit(err, "reading the body")
+		}
+		ack, aerr := sh.AppendOnce(r.Context(), *key, recs...)
+		res.Position, res.Duplicate, err = ack.Position, ack.Duplicate, aerr
+		if ack.Duplicate {
+			res.Rows = ack.Rows
+			replayed(w)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !res.Duplicate {
+		s.metrics.appendSeconds.Observe(time.Since(appendStart).Seconds())
+		s.metrics.rowsAppended.Add(float64(res.Rows))
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// keyError maps the refusals of idempotent appends to their answers.
+func keyError(err error) *apiError {
+	switch {
+	case errors.Is(err, table.ErrKeyReused):
+		return &apiError{http.StatusUnprocessableEntity, api.CodeKeyReused, err.Error()}
+	case errors.Is(err, table.ErrSequenceExpired):
+		return &apiError{http.StatusConflict, api.CodeSequenceExpired, err.Error()}
+	case errors.Is(err, table.ErrBadIdempotency):
+		return &apiError{http.StatusBadRequest, api.CodeBadRequest, err.Error()}
+	}
+	return nil
+}
