@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -120,4 +125,67 @@ func idRows(from, n int) arrow.RecordBatch {
 	col := b.NewArray()
 	defer col.Release()
 	return array.NewRecordBatch(idOnly, []arrow.Array{col}, int64(n))
+}
+
+// strata append is killed after the store created its commit — the
+// table's manifest, or its shard's WAL entry — and before it heard; run
+// again with the same arguments, it appends nothing more, and the table
+// holds the rows once.
+func TestAKilledAppendRunAgainAppendsItsRowsOnce(t *testing.T) {
+	minio := testenv.MinIO(t)
+	dir := t.TempDir()
+	os.WriteFile(dir+"/s.json", []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644)
+	var lines strings.Builder
+	for id := range 1000 {
+		fmt.Fprintf(&lines, "{\"id\":%d}\n", id)
+	}
+	os.WriteFile(dir+"/rows.jsonl", []byte(lines.String()), 0o644)
+	for _, c := range []struct {
+		via    []string
+		commit string
+		nth    int // the create that commits (a shard's first is its fence)
+	}{
+		{nil, "/_versions/", 1},
+		{[]string{"--shard", "loader"}, "/_shards/loader/wal/", 2},
+	} {
+		direct := minio.URL(t)
+		created := run(t, "strata", "create", direct, "--schema", dir+"/s.json")
+		if created.wait(t, time.Minute); created.cmd.ProcessState.ExitCode() != 0 {
+			t.Fatal(created.stderr())
+		}
+		var victim atomic.Pointer[proc]
+		var creates atomic.Int64
+		p, err := latencyproxy.New(minio.Endpoint, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.BeforeAnswer = func(r *http.Request, status int) {
+			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, c.commit) && status == http.StatusOK && creates.Add(1) == int64(c.nth) {
+				v := victim.Load()
+				v.signal(syscall.SIGKILL)
+				<-v.done
+			}
+		}
+		front := httptest.NewServer(p)
+		viaProxy := strings.Replace(direct, url.QueryEscape(minio.Endpoint), url.QueryEscape(front.URL), 1)
+		args := append([]string{"append", viaProxy, dir + "/rows.jsonl"}, c.via...)
+		cut := run(t, "strata", args...)
+		victim.Store(cut)
+		cut.wait(t, time.Minute)
+		front.Close()
+		if ws := cut.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() {
+			t.Fatalf("%v: the append was not killed after its commit landed (exit %d)\n%s", c.via, cut.cmd.ProcessState.ExitCode(), cut.stderr())
+		}
+		again := run(t, "strata", append([]string{"append", direct, dir + "/rows.jsonl"}, c.via...)...)
+		again.wait(t, time.Minute)
+		if again.cmd.ProcessState.ExitCode() != 0 || !strings.Contains(again.stdout(), "already appended") {
+			t.Fatalf("%v: run again: %s%s", c.via, again.stdout(), again.stderr())
+		}
+		t.Logf("%v: killed after the store acted; run again: %s", c.via, strings.TrimSpace(again.stdout()))
+		want := make([]int64, 1000)
+		for i := range want {
+			want[i] = int64(i)
+		}
+		checkOnce(t, direct, want)
+	}
 }

@@ -38,6 +38,10 @@ type Proxy struct {
 	// gave them (0 to 1), drawn from a generator seeded with Seed.
 	LoseResponses float64
 	Seed          uint64
+	// BeforeAnswer, when set, is called with each request the target
+	// answered and its status, before the answer is passed on: a test
+	// kills its client there, after the target acted.
+	BeforeAnswer func(r *http.Request, status int)
 	requests      atomic.Int64
 	lost          atomic.Int64
 	rp            *httputil.ReverseProxy
@@ -62,6 +66,9 @@ func New(target string, delay, jitter time.Duration) (*Proxy, error) {
 		},
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
+			if p.BeforeAnswer != nil {
+				p.BeforeAnswer(resp.Request, resp.StatusCode)
+			}
 			if p.lose() {
 				// The target acted and answered; the client never hears.
 				_, _ = io.Copy(io.Discard, resp.Body)

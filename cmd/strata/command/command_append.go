@@ -2,12 +2,17 @@ package command
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
@@ -29,8 +34,8 @@ const (
 )
 
 func newAppend(env *Env) *cobra.Command {
-	var shard string
-	var ignoreUnknown bool
+	var shard, key string
+	var ignoreUnknown, noKey bool
 	c := &cobra.Command{
 		Use:   "append URL FILE...",
 		Short: "Append Parquet, CSV (with a header) or JSON-lines files, all or nothing",
@@ -45,9 +50,19 @@ file, row and column.
 Values: a null or a missing column is refused in a non-nullable column (in
 CSV an empty field is a null); a column the table lacks is refused unless
 --ignore-unknown-columns; types convert only without loss (narrower
-integers, float32, dictionary-encoded strings).`,
+integers, float32, dictionary-encoded strings).
+
+Run again: an append is named by an idempotency key — by default one
+derived from the files' bytes (and --ignore-unknown-columns), or
+--idempotency-key KEY — recorded with the rows. Running the same command
+again after it failed, or after it was killed, whatever it had done,
+appends the rows at most once: when the table (or the shard) records the
+key, it prints "already appended" and appends nothing. Keys are
+remembered for an hour (at most 1,000 per table, or per shard);
+--no-idempotency-key appends the same files again on purpose.`,
 		Example: `  strata append file://./events part-0.parquet part-1.parquet
-  strata append file://./events events.csv --shard loader-1`,
+  strata append file://./events events.csv --shard loader-1
+  strata append file://./events day-1.jsonl --idempotency-key import-day-1`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{fmt.Errorf("append needs a URL and at least one file\n\n%s", c.UsageString())}
@@ -69,6 +84,9 @@ integers, float32, dictionary-encoded strings).`,
 				}
 				size += fi.Size()
 			}
+			if noKey && key != "" {
+				return usageError{errors.New("give --idempotency-key or --no-idempotency-key, not both")}
+			}
 			if shard != "" && size > shardAppendLimit {
 				return usageError{fmt.Errorf("%d bytes of input: an append through a shard holds every row in one WAL entry, at most %d bytes; append directly (without --shard)", size, shardAppendLimit)}
 			}
@@ -80,6 +98,12 @@ integers, float32, dictionary-encoded strings).`,
 			m, err := table.ReadLatest(ctx, b)
 			if err != nil {
 				return err
+			}
+			var k *table.Idempotency
+			if !noKey {
+				if k, err = appendKey(args[1:], key, ignoreUnknown); err != nil {
+					return err
+				}
 			}
 			opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
 			bar := newProgress(env.Err, "append", "bytes", size)
@@ -99,28 +123,115 @@ integers, float32, dictionary-encoded strings).`,
 					}
 				}
 			}
-			var total int64
+			var done appended
 			if shard == "" {
-				total, err = appendDirect(ctx, b, m.Schema(), rows)
+				done, err = appendDirect(ctx, b, m, k, rows)
 			} else {
-				total, err = appendThroughShard(ctx, b, shard, rows)
+				done, err = appendThroughShard(ctx, b, shard, k, rows)
 			}
 			bar.Done()
-			if err != nil {
+			switch {
+			case err != nil && k != nil && (errors.Is(err, commit.ErrOutcomeUnknown) || errors.Is(err, walshard.ErrAppendUnknown)):
+				return fmt.Errorf("%w; run the same command again: it appends the rows once (idempotency key %s)", err, k.Producer)
+			case err != nil:
 				return fmt.Errorf("%w (nothing was appended)", err)
+			case done.duplicate:
+				fmt.Fprintf(env.Out, "already appended: %s holds these %d rows (idempotency key %s); nothing appended\n", done.at, done.rows, k.Producer)
+			default:
+				fmt.Fprintf(env.Out, "appended %d rows from %d files\n", done.rows, len(args)-1)
 			}
-			fmt.Fprintf(env.Out, "appended %d rows from %d files\n", total, len(args)-1)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&shard, "shard", "", "append through this WAL shard instead of a direct commit")
 	c.Flags().BoolVar(&ignoreUnknown, "ignore-unknown-columns", false, "drop input columns the table does not have instead of refusing the input")
+	c.Flags().StringVar(&key, "idempotency-key", "", "name the append with this key (default: one derived from the files' bytes)")
+	c.Flags().BoolVar(&noKey, "no-idempotency-key", false, "append without a key: running the command again appends the rows again")
 	return c
 }
 
-// appendDirect streams rows into fragments and commits them all at once.
-// On any error the fragments written are deleted and nothing is committed.
-func appendDirect(ctx context.Context, b blob.Bucket, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) (int64, error) {
+// appended is what an append did: rows stored at at, or, for a duplicate,
+// found stored there already.
+type appended struct {
+	rows      int64
+	at        string
+	duplicate bool
+}
+
+// appendKey names an append of files: by key when given, else by the
+// files' bytes; its digest is the files' bytes' either way.
+func appendKey(files []string, key string, ignoreUnknown bool) (*table.Idempotency, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "strata append v1 ignore-unknown=%v\n", ignoreUnknown)
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := f.Stat()
+		if err == nil {
+			fmt.Fprintf(h, "%d\n", fi.Size())
+			_, err = io.Copy(h, f)
+		}
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	sum := h.Sum(nil)
+	k := &table.Idempotency{Producer: "strata-append:" + hex.EncodeToString(sum[:16]), Digest: max(binary.LittleEndian.Uint64(sum[16:]), 1)}
+	if key != "" {
+		k.Producer = "key:" + key
+	}
+	return k, k.Check()
+}
+
+// appendDirect streams rows into fragments and commits them all at once,
+// named by key when not nil. On any error the fragments written are
+// deleted and nothing is committed; an append whose key the table
+// records writes nothing.
+func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (appended, error) {
+	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
+	if key != nil {
+		k := key.Key(0, time.Now())
+		if o, found, err := m.Producers.Lookup(k); err != nil || found {
+			return appended{rows: o.Rows, at: fmt.Sprintf("version %d", o.At), duplicate: found}, err
+		}
+		txn.Idempotency = &k
+	}
+	frags, total, err := writeFragments(ctx, b, m.Schema(), rows)
+	discard := func() {
+		for _, f := range frags {
+			_ = b.Delete(context.WithoutCancel(ctx), f.Key)
+		}
+	}
+	if err != nil || len(frags) == 0 {
+		return appended{}, err
+	}
+	tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: "strata-append"})
+	if err != nil {
+		discard()
+		return appended{}, err
+	}
+	txn.Added = frags
+	res, err := tb.Commit(ctx, txn)
+	if errors.Is(err, commit.ErrConflict) || err == nil && res.Duplicate {
+		discard() // our manifest is not there
+	}
+	// Any other failure may hide a create that lands later: the objects
+	// stay for garbage collection to judge.
+	if err != nil {
+		return appended{}, err
+	}
+	if res.Duplicate {
+		return appended{rows: res.Rows, at: fmt.Sprintf("version %d", res.Version), duplicate: true}, nil
+	}
+	return appended{rows: total, at: fmt.Sprintf("version %d", res.Version)}, nil
+}
+
+// writeFragments streams rows into fragments of at most
+// appendFragmentRows rows. On an error the fragments written are deleted.
+func writeFragments(ctx context.Context, b blob.Bucket, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) ([]table.Fragment, int64, error) {
 	var frags []table.Fragment
 	var w *table.FragmentWriter
 	discard := func() {
@@ -147,7 +258,7 @@ func appendDirect(ctx context.Context, b blob.Bucket, schema *arrow.Schema, rows
 		}
 		if err != nil {
 			discard()
-			return 0, err
+			return nil, 0, err
 		}
 		total += rec.NumRows()
 	}
@@ -156,53 +267,43 @@ func appendDirect(ctx context.Context, b blob.Bucket, schema *arrow.Schema, rows
 		w = nil
 		if err != nil {
 			discard()
-			return 0, err
+			return nil, 0, err
 		}
 		frags = append(frags, f)
 	}
-	if len(frags) == 0 {
-		return 0, nil
-	}
-	tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: "strata-append"})
-	if err != nil {
-		discard()
-		return 0, err
-	}
-	_, err = tb.Commit(ctx, table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: frags})
-	if errors.Is(err, commit.ErrConflict) {
-		discard() // a conflict means our manifest is not there
-	}
-	// Any other failure may hide a create that lands later: the objects
-	// stay for garbage collection to judge.
-	return total, err
+	return frags, total, nil
 }
 
 // appendThroughShard gathers every row, then appends them in one WAL entry
-// and drains the shard into the table.
-func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, rows iter.Seq2[arrow.RecordBatch, error]) (int64, error) {
+// (named by key when not nil) and drains the shard into the table.
+func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (appended, error) {
 	var recs []arrow.RecordBatch
-	defer ingest.Release(recs)
+	defer func() { ingest.Release(recs) }()
 	for rec, err := range rows {
 		if err != nil {
-			ingest.Release(recs)
-			recs = nil
-			return 0, err
+			return appended{}, err
 		}
 		rec.Retain()
 		recs = append(recs, rec)
 	}
 	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: shard})
 	if err != nil {
-		return 0, err
+		return appended{}, err
 	}
 	defer s.Close()
-	if err := s.Append(ctx, recs...); err != nil {
-		return 0, err
+	ack := walshard.Ack{Rows: ingest.Rows(recs)}
+	if key != nil {
+		ack, err = s.AppendOnce(ctx, *key, recs...)
+	} else {
+		err = s.Append(ctx, recs...)
+	}
+	if err != nil {
+		return appended{}, err
 	}
 	if err := s.Drain(ctx); err != nil {
-		return 0, fmt.Errorf("the rows are in shard %s's WAL; merging them into the table failed (a restart of the shard replays them): %w", shard, err)
+		return appended{}, fmt.Errorf("the rows are in shard %s's WAL; merging them into the table failed (a restart of the shard replays them): %w", shard, err)
 	}
-	return ingest.Rows(recs), nil
+	return appended{rows: ack.Rows, at: fmt.Sprintf("shard %s's WAL entry %d", shard, ack.Position), duplicate: ack.Duplicate}, nil
 }
 
 // readFile yields a file's rows in batches of the table's schema.

@@ -1,0 +1,121 @@
+package command
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
+)
+
+// strata append run again appends its rows once: after it succeeded (it
+// says "already appended"), and after the store acted and the command
+// died before it heard (it exits 3 and says to run it again) — directly
+// and through a shard. --no-idempotency-key appends again on purpose; a
+// key given for other files is refused.
+func TestAnAppendRunAgainAppendsItsRowsOnce(t *testing.T) {
+	dir := t.TempDir()
+	schema := dir + "/s.json"
+	os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644)
+	os.WriteFile(dir+"/a.jsonl", []byte("{\"id\":1}\n{\"id\":2}\n"), 0o644)
+	os.WriteFile(dir+"/b.jsonl", []byte("{\"id\":3}\n"), 0o644)
+	u := "file://" + dir + "/t"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 {
+		t.Fatal(errOut)
+	}
+	rows := func() int {
+		code, out, errOut := run(t, nil, "scan", u, "--format", "csv")
+		if code != 0 {
+			t.Fatal(errOut)
+		}
+		n := 0
+		for line := range strings.Lines(out) {
+			if line != "id\n" {
+				n++
+			}
+		}
+		return n
+	}
+	for _, via := range [][]string{nil, {"--shard", "loader"}} {
+		args := append([]string{"append", u, dir + "/a.jsonl"}, via...)
+		before := rows()
+		if code, out, errOut := run(t, nil, args...); code != 0 || !strings.Contains(out, "appended 2 rows") {
+			t.Fatalf("append %v: %d %s %s", via, code, out, errOut)
+		}
+		if code, out, errOut := run(t, nil, args...); code != 0 || !strings.Contains(out, "already appended") || !strings.Contains(out, "nothing appended") {
+			t.Fatalf("append %v run again: %d %s %s", via, code, out, errOut)
+		}
+		if n := rows(); n != before+2 {
+			t.Fatalf("append %v run twice: %d rows added, want 2", via, n-before)
+		}
+		if code, out, _ := run(t, nil, append(args, "--no-idempotency-key")...); code != 0 || !strings.Contains(out, "appended 2 rows") || rows() != before+4 {
+			t.Fatalf("append %v --no-idempotency-key: %d %s", via, code, out)
+		}
+	}
+	keyed := []string{"append", u, dir + "/b.jsonl", "--idempotency-key", "day-1"}
+	if code, _, errOut := run(t, nil, keyed...); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := run(t, nil, "append", u, dir+"/a.jsonl", "--idempotency-key", "day-1"); code != 1 || !strings.Contains(errOut, "reused") {
+		t.Fatalf("a key given for other files: %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "append", u, dir+"/a.jsonl", "--idempotency-key", "x", "--no-idempotency-key"); code != 2 {
+		t.Fatalf("both key flags: %d %s", code, errOut)
+	}
+}
+
+// The store creates the commit (the manifest, or the shard's WAL entry),
+// then stops answering for good, as if the command were killed then: it
+// exits 3. Run again on a working store, it appends nothing more.
+func TestAnAppendWhoseStoreDiedAfterActingIsRunAgainSafely(t *testing.T) {
+	for _, c := range []struct {
+		via    []string
+		commit *regexp.Regexp
+		nth    int // the create that commits (a shard's first is its fence)
+	}{
+		{nil, regexp.MustCompile(`^_versions/`), 1},
+		{[]string{"--shard", "loader"}, regexp.MustCompile(`^_shards/loader/wal/`), 2},
+	} {
+		dir := t.TempDir()
+		os.WriteFile(dir+"/s.json", []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644)
+		os.WriteFile(dir+"/a.jsonl", []byte("{\"id\":1}\n{\"id\":2}\n"), 0o644)
+		root := "file://" + dir
+		if code, _, errOut := run(t, nil, "create", root+"/t", "--schema", dir+"/s.json"); code != 0 {
+			t.Fatal(errOut)
+		}
+		dying := &Env{Open: func(ctx context.Context, u string) (blob.Bucket, error) {
+			b, err := blob.Open(ctx, u)
+			if err != nil {
+				return nil, err
+			}
+			creates, dead := 0, false
+			return fault.Wrap(b, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+				if dead {
+					return fault.Fault{Action: fault.Crash}
+				}
+				if op == fault.OpPutIfAbsent && c.commit.MatchString(key) {
+					creates++
+					if creates == c.nth {
+						dead = true
+						return fault.Fault{Action: fault.LoseResponse}
+					}
+				}
+				return fault.Fault{}
+			})), nil
+		}}
+		args := append([]string{"append", root + "/t", dir + "/a.jsonl"}, c.via...)
+		code, _, errOut := run(t, dying, args...)
+		if code != 3 || !strings.Contains(errOut, "run the same command again") {
+			t.Fatalf("%v: the store died after acting: exit %d, %s", c.via, code, errOut)
+		}
+		if code, out, errOut := run(t, nil, args...); code != 0 || !strings.Contains(out, "already appended") {
+			t.Fatalf("%v: run again: %d %s %s", c.via, code, out, errOut)
+		}
+		if code, out, _ := run(t, nil, "scan", root+"/t", "--format", "csv", "--fresh"); code != 0 || strings.Count(out, "\n") != 3 {
+			t.Fatalf("%v: the table holds\n%s\nwant ids 1 and 2 once", c.via, out)
+		}
+	}
+}
