@@ -42,11 +42,11 @@ type Proxy struct {
 	// answered and its status, before the answer is passed on: a test
 	// kills its client there, after the target acted.
 	BeforeAnswer func(r *http.Request, status int)
-	requests      atomic.Int64
-	lost          atomic.Int64
-	rp            *httputil.ReverseProxy
-	mu            sync.Mutex
-	rng           *rand.Rand
+	requests     atomic.Int64
+	lost         atomic.Int64
+	rp           *httputil.ReverseProxy
+	mu           sync.Mutex
+	rng          *rand.Rand
 }
 
 // errLost marks a response the proxy drops.
