@@ -137,6 +137,10 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		next.Fragments = slices.DeleteFunc(next.Fragments, func(f table.Fragment) bool { return slices.Contains(txn.Removed, f.ID) })
 		next.Fragments = append(next.Fragments, txn.Added...)
 		next.Remap = append(next.Remap, txn.Remap...)
+		if txn.Undoes != 0 {
+			// The append taken back stored nothing: its name goes too.
+			next.Producers = cur.Producers.Forget(txn.Undoes)
+		}
 	case table.KindOverwrite:
 		txn.Removed = nil
 		for _, f := range next.Fragments {

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
@@ -24,7 +27,9 @@ import (
 //     (TestRacingAttemptsOfOneAppendStoreItOnce);
 //   - the record survives every other kind of commit, and replaying a
 //     version's transaction rebuilds it (TestRecordsSurviveOtherCommitsAndReplay);
-//   - a create with rows sent again answers its version 1 (TestACreateSentAgainUnderItsKeyAnswersItsVersion).
+//   - a create with rows sent again answers its version 1 (TestACreateSentAgainUnderItsKeyAnswersItsVersion);
+//   - a recorded append whose data garbage collection took is not taken
+//     for stored (TestARetryOfAnAppendWhoseDataWasLostStoresItAgain).
 
 func idempotentTable(t *testing.T) (blob.Bucket, *commit.Table) {
 	t.Helper()
@@ -297,5 +302,52 @@ func TestACreateSentAgainUnderItsKeyAnswersItsVersion(t *testing.T) {
 	}
 	if _, err := commit.Create(ctx, b, idSchema, nil, nil, rows); !errors.Is(err, table.ErrExists) {
 		t.Fatalf("create without a key: %v, want ErrExists", err)
+	}
+}
+
+// A named append stalls so long that garbage collection deletes its
+// fragment before its manifest lands; its writer dies right after the
+// create, before it could take the commit back. The version records the
+// append's name, but its rows are gone: the caller's retry must not be
+// told "stored". It takes the dead commit back and stores the rows.
+func TestARetryOfAnAppendWhoseDataWasLostStoresItAgain(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	var landed atomic.Bool
+	dying := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if landed.Load() {
+			return fault.Fault{Action: fault.Crash}
+		}
+		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") {
+			for o, err := range blob.List(ctx, under, "data/", 0) {
+				if err == nil {
+					_ = under.Delete(ctx, o.Key)
+				}
+			}
+			landed.Store(true)
+		}
+		return fault.Fault{}
+	}))
+	later := func() time.Time { return time.Now().Add(10 * time.Minute) }
+	tb, err := commit.OpenTable(ctx, dying, &commit.Options{Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := table.Idempotency{Producer: "stalled"}
+	rec := idBatch(7, 8, 9)
+	defer rec.Release()
+	if _, err := tb.AppendOnce(ctx, key, rec); err == nil {
+		t.Fatal("the writer died after its create, yet its append succeeded")
+	}
+	retry, err := commit.OpenTable(ctx, under, &commit.Options{Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := retry.AppendOnce(ctx, key, rec)
+	if err != nil || res.Duplicate {
+		t.Fatalf("retry of an append whose data was lost: %+v, %v; want it stored anew", res, err)
+	}
+	if got := latestIDs(t, under); !slices.Equal(got, []int64{7, 8, 9}) {
+		t.Fatalf("table holds %v, want 7, 8, 9 once", got)
 	}
 }

@@ -246,10 +246,19 @@ func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []ar
 		if txn.Idempotency, err = appendKey(*key, base.Schema(), batches, t.opts.Now()); err != nil {
 			return Result{}, err
 		}
-		// Known already: nothing to write. (A key recorded after the
-		// version this handle holds is found when the commit catches up.)
-		if o, found, err := base.Producers.Lookup(*txn.Idempotency); err != nil || found {
-			return Result{Version: o.At, Done: found, Duplicate: found, Rows: o.Rows}, err
+		// Known already: nothing to write, once nothing newer may have
+		// taken it back (else the commit loop looks again). A key recorded
+		// after the version this handle holds is found when the commit
+		// catches up.
+		o, found, err := base.Producers.Lookup(*txn.Idempotency)
+		if err != nil {
+			return Result{}, err
+		}
+		if found {
+			why, err := checkDuplicate(ctx, t.b, base, o.At, t.opts)
+			if err != nil || why == duplicateStands {
+				return Result{Version: o.At, Done: true, Duplicate: true, Rows: o.Rows}, err
+			}
 		}
 	}
 	f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/stratadb/strata/internal/plant"
 )
 
 // Idempotent appends. A caller that may send an append again after losing
@@ -175,7 +177,7 @@ type Producers []ProducerRecord
 // every one the producer's record still holds.
 func (p Producers) Lookup(k AppendKey) (o Outcome, found bool, err error) {
 	i := p.index(k.Producer)
-	if i < 0 {
+	if i < 0 || plant.On(plant.NamesForgotten) {
 		return Outcome{}, false, nil
 	}
 	rec := p[i].Recent
@@ -241,6 +243,21 @@ func (p Producers) expire(now time.Time) Producers {
 		return p
 	}
 	return slices.Clone(p[cut:])
+}
+
+// Forget returns p without the outcomes stored at at: a commit taken back
+// (a stalled append whose data garbage collection took, undone) stored
+// nothing, and its append must be sent again. p itself is not changed.
+func (p Producers) Forget(at uint64) Producers {
+	var out Producers
+	for _, r := range p {
+		kept := slices.DeleteFunc(slices.Clone(r.Recent), func(o Outcome) bool { return o.At == at })
+		if len(kept) > 0 {
+			r.Recent = kept
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Expire returns p without the records idle for IdempotencyWindow at now

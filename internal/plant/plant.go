@@ -29,7 +29,11 @@ const (
 	// that a concurrent Delete changed, dropping the deletion vector, so
 	// deleted rows come back.
 	RewriteOverDelete = "a rewrite commits over a fragment a delete changed"
+	// NamesForgotten: the check of an idempotent append's name finds
+	// nothing, so an append sent again after a lost answer is stored
+	// twice.
+	NamesForgotten = "an append's name is never found"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten}

@@ -88,12 +88,18 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 	s := a.shard
 	switch n := w.intn(100); {
 	case n < 55:
-		ids := w.newRows()
+		ids, key := w.nextAppend(a)
 		b := batch(ids)
-		err := s.Append(w.ctx, b)
+		var err error
+		var ack walshard.Ack
+		if a.keyed {
+			ack, err = s.AppendOnce(w.ctx, key, b)
+		} else {
+			err = s.Append(w.ctx, b)
+		}
 		b.Release()
 		fenced := errors.Is(err, walshard.ErrFenced)
-		w.settle(ids, err, fenced)
+		w.settleAppend(a, ids, err, fenced)
 		if err == nil {
 			w.mu.Lock()
 			for _, id := range ids {
@@ -104,7 +110,7 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 		if fenced && a.next == nil {
 			a.restart = true
 		}
-		return "append", fmt.Sprintf("ids %d..%d: %s", ids[0], ids[len(ids)-1], short(err))
+		return "append", fmt.Sprintf("ids %d..%d%s: %s", ids[0], ids[len(ids)-1], keyNote(a, key, ack.Duplicate), short(err))
 	case n < 70:
 		g, err := s.Flush(w.ctx)
 		if errors.Is(err, walshard.ErrFenced) && a.next == nil {
@@ -216,17 +222,34 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 	if err := w.openTable(a); err != nil {
 		return "open", short(err)
 	}
-	ids := w.newRows()
+	ids, key := w.nextAppend(a)
 	b := batch(ids)
-	res, err := a.tbl.Append(w.ctx, b)
+	var res commit.Result
+	var err error
+	if a.keyed {
+		res, err = a.tbl.AppendOnce(w.ctx, key, b)
+	} else {
+		res, err = a.tbl.Append(w.ctx, b)
+	}
 	b.Release()
-	w.settle(ids, err, false)
+	w.settleAppend(a, ids, err, false)
 	if err == nil {
 		w.mu.Lock()
 		w.directRows = append(w.directRows, ids...)
 		w.mu.Unlock()
 	}
-	return "append", fmt.Sprintf("ids %d..%d at v%d: %s", ids[0], ids[len(ids)-1], res.Version, short(err))
+	return "append", fmt.Sprintf("ids %d..%d%s at v%d: %s", ids[0], ids[len(ids)-1], keyNote(a, key, res.Duplicate), res.Version, short(err))
+}
+
+// keyNote describes a named append in the trace.
+func keyNote(a *actor, key table.Idempotency, dup bool) string {
+	switch {
+	case !a.keyed:
+		return ""
+	case dup:
+		return fmt.Sprintf(" as %s/%d (a duplicate: stored before)", key.Producer, key.Seq)
+	}
+	return fmt.Sprintf(" as %s/%d", key.Producer, key.Seq)
 }
 
 // Compactors and GC.

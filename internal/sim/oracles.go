@@ -8,6 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -160,6 +161,9 @@ func (w *world) finish() error {
 		if err := w.reopen(a); err != nil {
 			return w.fail("recovery", "%s does not reopen: %v", a.name, err)
 		}
+		if err := w.completeRetry(a); err != nil {
+			return err
+		}
 		rec := opRecord{actor: a.name, writer: a.writer(), commits: true, call: w.now()}
 		err := w.drain(a.shard)
 		rec.ret = w.now()
@@ -172,6 +176,13 @@ func (w *world) finish() error {
 			return w.fail("recovery", "%s after draining: %+v, %v", a.name, st, err)
 		}
 		_ = a.shard.Close()
+	}
+	for _, a := range w.actors {
+		if a.kind == kDirect {
+			if err := w.completeRetry(a); err != nil {
+				return err
+			}
+		}
 	}
 	w.logf("final: collection, compaction and collection")
 	c := &actor{name: "compactor-final", kind: kCompactor}
@@ -226,6 +237,49 @@ func (w *world) finish() error {
 		}
 	}
 	return w.checkLinearizable()
+}
+
+// completeRetry sends a's named append whose outcome it never learned
+// again (faults are off by now), through a new process: it must be
+// acknowledged, and its rows are then checked as every acknowledged row
+// is — once, whether an earlier attempt landed or not.
+func (w *world) completeRetry(a *actor) error {
+	if a.retry == nil {
+		return nil
+	}
+	ids, key := w.nextAppend(a)
+	b := batch(ids)
+	defer b.Release()
+	var err error
+	var dup bool
+	if a.kind == kDirect {
+		a.tbl = nil
+		a.inc++
+		w.newBucket(a)
+	}
+	rec := opRecord{actor: a.name, writer: a.writer(), commits: true, call: w.now()}
+	defer func() {
+		rec.ret = w.now()
+		w.ops = append(w.ops, rec)
+	}()
+	switch a.kind {
+	case kShard:
+		var ack walshard.Ack
+		ack, err = a.shard.AppendOnce(w.ctx, key, b)
+		dup = ack.Duplicate
+	case kDirect:
+		if err = w.openTable(a); err == nil {
+			var res commit.Result
+			res, err = a.tbl.AppendOnce(w.ctx, key, b)
+			dup = res.Duplicate
+		}
+	}
+	if err != nil {
+		return w.fail("recovery", "%s: its named append %d sent again: %v", a.name, key.Seq, err)
+	}
+	w.logf("final: %s's named append %d sent again: %s", a.name, key.Seq, map[bool]string{true: "a duplicate", false: "stored"}[dup])
+	w.settleAppend(a, ids, nil, false)
+	return nil
 }
 
 // drain flushes s and merges until nothing awaits merging, as Drain

@@ -149,6 +149,19 @@ type actor struct {
 	next   *walshard.Shard // a handle a fencer opened while this one was busy
 	tbl    *commit.Table
 	pins   []pin
+	// keyed: the actor names its appends (producer: its name, the same in
+	// every incarnation; one append at a time, numbered by seq) and sends
+	// one whose outcome it did not learn again, under its name, until it
+	// is acknowledged: retry holds it meanwhile.
+	keyed bool
+	seq   uint64
+	retry *pendingAppend
+}
+
+// pendingAppend is a named append whose outcome its actor does not know.
+type pendingAppend struct {
+	ids []int64
+	seq uint64
 }
 
 func (a *actor) writer() string { return fmt.Sprintf("%s#%d", a.name, a.inc) }
@@ -251,9 +264,15 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	w.rep = Report{Seed: cfg.Seed, Ops: map[string]int{}, Faults: map[string]int{}}
 	w.rep.Setup = fmt.Sprintf("%d shards, %d direct appenders, %d compactors, %d fleet mergers and adopters, %d deleters; faults p=%.2f, crashes p=%.3f; suspended operations p=%.2f, stalled commits p=%.2f; listings lag: %v",
 		w.shards, w.directs, w.compactors, w.fleets, w.deleters, w.pFault, w.pCrash, w.pPreempt, w.pStall, w.listLag)
+	keyed := 0
 	add := func(kind actorKind, name string, n int) {
 		for i := range n {
-			w.actors = append(w.actors, &actor{name: fmt.Sprintf("%s-%d", name, i), kind: kind, idx: i})
+			a := &actor{name: fmt.Sprintf("%s-%d", name, i), kind: kind, idx: i}
+			if kind == kShard || kind == kDirect {
+				a.keyed = rng.IntN(2) == 0
+				keyed += map[bool]int{true: 1}[a.keyed]
+			}
+			w.actors = append(w.actors, a)
 		}
 	}
 	add(kShard, "shard", w.shards)
@@ -264,6 +283,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	add(kFencer, "fencer", 1)
 	add(kFleet, "fleet", w.fleets)
 	add(kDeleter, "deleter", w.deleters)
+	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them", keyed)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -587,6 +607,38 @@ func (w *world) newRows() []int64 {
 		ids[i] = w.nextID
 	}
 	return ids
+}
+
+// nextAppend is a's next append: the one it must send again, or new rows
+// (numbered, when a names its appends).
+func (w *world) nextAppend(a *actor) ([]int64, table.Idempotency) {
+	key := table.Idempotency{Producer: a.name}
+	if a.retry != nil {
+		key.Seq = a.retry.seq
+		return a.retry.ids, key
+	}
+	a.seq++
+	key.Seq = a.seq
+	return w.newRows(), key
+}
+
+// settleAppend records how a's append of ids ended. A named append that
+// did not succeed is sent again on a's next turn — a refusal to a fenced
+// handle too: its rows are then sent to the new owner, and an earlier
+// attempt may have landed — so its rows may appear, at most once, until
+// it is acknowledged.
+func (w *world) settleAppend(a *actor, ids []int64, err error, fenced bool) {
+	if !a.keyed {
+		w.settle(ids, err, fenced)
+		return
+	}
+	if err == nil {
+		a.retry = nil
+		w.settle(ids, nil, false)
+		return
+	}
+	a.retry = &pendingAppend{ids: ids, seq: a.seq}
+	w.settle(ids, err, false)
 }
 
 func (w *world) settle(ids []int64, err error, fenced bool) {
