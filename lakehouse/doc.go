@@ -42,6 +42,9 @@
 //   - An export costs requests in proportion to what changed since the
 //     previous one: the previous snapshot's manifests are reused, and only
 //     those holding a file that a version removed are read and rewritten.
+//     Its work per version grows with the table's columns, never with
+//     their square: a schema's columns are matched by name through an
+//     index, and a fragment's statistics likewise.
 //   - A type Iceberg cannot represent exactly (uint32, uint64, float16, timestamps
 //     in nanoseconds or a zone other than UTC, time32) is refused with
 //     ErrUnsupported naming the column, never exported with changed values.

@@ -31,11 +31,19 @@ func dataFile(loc string, f *table.Fragment, sc *iceberg.Schema, arrowSchema *ar
 	}
 	values, nulls := map[int]int64{}, map[int]int64{}
 	lower, upper := map[int][]byte{}, map[int][]byte{}
+	// The fragment's statistics by column, found once each: a wide table
+	// has thousands of columns.
+	stats := make(map[string]*table.ColumnStats, len(f.Columns))
+	for i := range f.Columns {
+		if _, dup := stats[f.Columns[i].Name]; !dup { // the first, as Fragment.Stats
+			stats[f.Columns[i].Name] = &f.Columns[i]
+		}
+	}
 	for _, field := range sc.Fields() {
 		if _, ok := field.Type.(iceberg.PrimitiveType); !ok {
 			continue
 		}
-		st := f.Stats(field.Name)
+		st := stats[field.Name]
 		if st == nil {
 			continue
 		}

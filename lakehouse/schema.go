@@ -85,10 +85,11 @@ func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int) (*iceberg
 		return fresh, nil
 	}
 	next := lastID
-	fields := make([]iceberg.NestedField, 0, len(fresh.Fields()))
-	for _, f := range fresh.Fields() {
-		if i := slices.IndexFunc(prev.Fields(), func(o iceberg.NestedField) bool { return o.Name == f.Name }); i >= 0 {
-			old := prev.Fields()[i]
+	freshFields := fresh.Fields()
+	byName := fieldsByName(prev.Fields())
+	fields := make([]iceberg.NestedField, 0, len(freshFields))
+	for _, f := range freshFields {
+		if old, ok := byName[f.Name]; ok {
 			same, err := sameType(old, f)
 			if err != nil {
 				return nil, err
@@ -166,19 +167,36 @@ func schemaWithItsIDs(sc *arrow.Schema, prev *iceberg.Schema) (*iceberg.Schema, 
 	if prev == nil {
 		return out, nil
 	}
+	prevFields := prev.Fields()
+	byName, byID := fieldsByName(prevFields), make(map[int]iceberg.NestedField, len(prevFields))
+	for _, f := range prevFields {
+		byID[f.ID] = f
+	}
 	for _, f := range out.Fields() {
-		for _, old := range prev.Fields() {
-			switch {
-			case old.Name == f.Name && old.ID != f.ID:
-				return nil, fmt.Errorf("%w: column %q changed field id from %d to %d (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.ID, f.ID, MetadataDir)
-			case old.Name != f.Name && old.ID == f.ID:
-				return nil, fmt.Errorf("%w: field id %d moved from column %q to %q (delete %s to start the view afresh)", ErrUnsupported, f.ID, old.Name, f.Name, MetadataDir)
-			case old.Name == f.Name:
-				if same, err := sameType(old, f); err != nil || !same {
-					return nil, fmt.Errorf("%w: column %q changed type from %s to %s (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
-				}
+		if old, ok := byName[f.Name]; ok && old.ID != f.ID {
+			return nil, fmt.Errorf("%w: column %q changed field id from %d to %d (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.ID, f.ID, MetadataDir)
+		} else if ok {
+			if same, err := sameType(old, f); err != nil || !same {
+				return nil, fmt.Errorf("%w: column %q changed type from %s to %s (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
 			}
+		}
+		if old, ok := byID[f.ID]; ok && old.Name != f.Name {
+			return nil, fmt.Errorf("%w: field id %d moved from column %q to %q (delete %s to start the view afresh)", ErrUnsupported, f.ID, old.Name, f.Name, MetadataDir)
 		}
 	}
 	return out, nil
+}
+
+// fieldsByName indexes a schema's top-level fields by name, the first of
+// a name. (A schema's Fields copies them all: a loop over columns takes
+// them once, and finds each by name through this index, not by a search
+// of them all.)
+func fieldsByName(fields []iceberg.NestedField) map[string]iceberg.NestedField {
+	out := make(map[string]iceberg.NestedField, len(fields))
+	for _, f := range fields {
+		if _, dup := out[f.Name]; !dup {
+			out[f.Name] = f
+		}
+	}
+	return out
 }

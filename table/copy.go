@@ -1,7 +1,6 @@
 package table
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,13 +8,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/stratadb/strata/blob"
 )
@@ -46,8 +42,8 @@ type CopyOptions struct {
 // would fail a decoding rewrite, with a *CorruptError naming it.
 //
 // A fragment with a deletion vector, or without manifest statistics, is
-// decoded and encoded again (its live rows, a row group at a time, in
-// memory) and its row groups join the others. Sources must share one
+// decoded and encoded again (its live rows, RowGroupRows at a time, in
+// memory: recodeRowGroups) and its row groups join the others. Sources must share one
 // Parquet and Arrow schema, with no dictionary page and no codec other
 // than the one fragments are written with; otherwise the result is
 // ErrNotCopyable, found once the footers are read (the partial object is
@@ -125,109 +121,6 @@ func (s *Snapshot) copyable(f *Fragment) bool {
 		ok = f.Columns[i].Name == schema.Field(i).Name
 	}
 	return ok
-}
-
-// recodeRowGroups decodes f's live rows and encodes them again, up to
-// RowGroupRows at a time, into a Parquet file held in memory whose row
-// group it hands to emit like a copied one, then the live rows'
-// statistics: a fragment with a deletion vector joins the others without
-// the whole bin being decoded.
-func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
-	schema := s.m.Schema()
-	acc := make([]statsAcc, schema.NumFields())
-	for i, fd := range schema.Fields() {
-		acc[i].name = fd.Name
-	}
-	var pending []arrow.RecordBatch
-	var pendingRows, live int64
-	defer func() {
-		for _, rec := range pending {
-			rec.Release()
-		}
-	}()
-	stopped := false // emit said stop
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		u, err := encodeRowGroup(schema, pending)
-		for _, rec := range pending {
-			rec.Release()
-		}
-		pending, pendingRows = nil, 0
-		if err != nil {
-			return fmt.Errorf("table: recode fragment %s: %w", f.Key, err)
-		}
-		u.key = f.Key
-		stopped = !emit(u)
-		return nil
-	}
-	for rec, err := range s.Scan(ctx, ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1, BatchSize: RowGroupRows}) {
-		if err != nil {
-			return err
-		}
-		for i := range acc {
-			acc[i].add(rec.Column(i))
-		}
-		live += rec.NumRows()
-		pending = append(pending, WithTypesOf(schema, rec))
-		if pendingRows += rec.NumRows(); pendingRows >= RowGroupRows {
-			if err := flush(); err != nil || stopped {
-				return err
-			}
-		}
-	}
-	if err := flush(); err != nil || stopped {
-		return err
-	}
-	st := &sourceStats{rows: live, columns: make([]ColumnStats, len(acc))}
-	for i := range acc {
-		st.columns[i] = acc[i].result()
-	}
-	emit(&sourceRowGroup{key: f.Key, stats: st})
-	return nil
-}
-
-// encodeRowGroup encodes batches as a Parquet file of one row group, held
-// in memory, and returns that row group.
-func encodeRowGroup(schema *arrow.Schema, batches []arrow.RecordBatch) (_ *sourceRowGroup, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("encoding panicked: %v", r)
-		}
-	}()
-	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(schema, &buf, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		return nil, err
-	}
-	tbl := array.NewTableFromRecords(schema, batches)
-	defer tbl.Release()
-	err = fw.WriteTable(tbl, tbl.NumRows())
-	if cerr := fw.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	md := pf.MetaData()
-	if md.NumRowGroups() != 1 {
-		return nil, fmt.Errorf("encoded %d row groups, not one", md.NumRowGroups())
-	}
-	u := &sourceRowGroup{file: md, md: md.RowGroup(0)}
-	for _, r := range chunkRanges(md, []int{0}, indices(md.NumColumns())) {
-		u.chunks = append(u.chunks, data[r[0]:r[0]+r[1]])
-		u.bytes += r[1]
-	}
-	if u.pages, err = checkPages(md, 0, bytes.NewReader(data)); err != nil {
-		return nil, err
-	}
-	return u, nil
 }
 
 // indices returns 0, 1, …, n-1.

@@ -1,0 +1,135 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// recodeRowGroups decodes f's live rows and encodes them again into
+// Parquet held in memory, RowGroupRows rows at a time (the last group
+// fewer), and hands each row group to emit like a copied one, then the
+// live rows' statistics: a fragment with a deletion vector joins the
+// others without the whole bin being decoded.
+//
+// Rows are cut into groups exactly where the fragment writer's row groups
+// end, whatever the sizes of the batches the scan yields (one per source
+// row group, fewer rows where rows are deleted): a group is never more
+// than RowGroupRows rows, so memory stays bounded by one row group, and
+// every row group the encoder writes is handed on.
+func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
+	schema := s.m.Schema()
+	acc := make([]statsAcc, schema.NumFields())
+	for i, fd := range schema.Fields() {
+		acc[i].name = fd.Name
+	}
+	var pending []arrow.RecordBatch
+	var pendingRows, live int64
+	defer func() { releaseAll(pending) }()
+	stopped := false // emit said stop
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		groups, err := encodeRowGroups(schema, pending)
+		releaseAll(pending)
+		pending, pendingRows = nil, 0
+		if err != nil {
+			return fmt.Errorf("table: recode fragment %s: %w", f.Key, err)
+		}
+		for _, u := range groups {
+			u.key = f.Key
+			if stopped = !emit(u); stopped {
+				break
+			}
+		}
+		return nil
+	}
+	for rec, err := range s.Scan(ctx, ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1, BatchSize: RowGroupRows}) {
+		if err != nil {
+			return err
+		}
+		for i := range acc {
+			acc[i].add(rec.Column(i))
+		}
+		live += rec.NumRows()
+		for off := int64(0); off < rec.NumRows(); {
+			n := min(rec.NumRows()-off, RowGroupRows-pendingRows)
+			part := rec.NewSlice(off, off+n)
+			pending = append(pending, WithTypesOf(schema, part))
+			part.Release()
+			off, pendingRows = off+n, pendingRows+n
+			if pendingRows < RowGroupRows {
+				continue
+			}
+			if err := flush(); err != nil || stopped {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil || stopped {
+		return err
+	}
+	st := &sourceStats{rows: live, columns: make([]ColumnStats, len(acc))}
+	for i := range acc {
+		st.columns[i] = acc[i].result()
+	}
+	emit(&sourceRowGroup{key: f.Key, stats: st})
+	return nil
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, rec := range recs {
+		rec.Release()
+	}
+}
+
+// encodeRowGroups encodes batches as a Parquet file held in memory and
+// returns its row groups, each checked like a source's.
+func encodeRowGroups(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []*sourceRowGroup, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("encoding panicked: %v", r)
+		}
+	}()
+	var buf bytes.Buffer
+	fw, err := pqarrow.NewFileWriter(schema, &buf, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return nil, err
+	}
+	tbl := array.NewTableFromRecords(schema, batches)
+	defer tbl.Release()
+	err = fw.WriteTable(tbl, RowGroupRows)
+	if cerr := fw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	md := pf.MetaData()
+	leaves := indices(md.NumColumns())
+	ranges := chunkRanges(md, indices(md.NumRowGroups()), leaves)
+	out := make([]*sourceRowGroup, md.NumRowGroups())
+	for rg := range out {
+		u := &sourceRowGroup{file: md, md: md.RowGroup(rg)}
+		for _, r := range ranges[rg*len(leaves) : (rg+1)*len(leaves)] {
+			u.chunks = append(u.chunks, data[r[0]:r[0]+r[1]])
+			u.bytes += r[1]
+		}
+		if u.pages, err = checkPages(md, rg, bytes.NewReader(data)); err != nil {
+			return nil, err
+		}
+		out[rg] = u
+	}
+	return out, nil
+}
