@@ -44,6 +44,9 @@ type Config struct {
 	Mode string
 	// ReuseBytes is the shard writers' walshard.Options.ReuseBytes.
 	ReuseBytes int64
+	// Keys: the ingest writers name each append (producer "wNN", one
+	// sequence number an append), as the clients do by default.
+	Keys bool
 	// StoreLatency delays every request by StoreLatency to 1.5× it, as a
 	// remote store's round trip would (0: none). A store on the same
 	// machine answers in a millisecond and shares the CPU; this shows how
@@ -104,6 +107,9 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		r["system"], r["store"], r["phase"] = "strata", cfg.Store, phase
 		if cfg.Mode == "shard" {
 			r["mode"] = "shard"
+		}
+		if phase == "ingest" {
+			r["keys"] = cfg.Keys
 		}
 		addUsage(r)
 		_ = enc.Encode(r)
@@ -172,15 +178,41 @@ type ingestWriter interface {
 	close()
 }
 
-// directWriter commits each batch.
-type directWriter struct{ tb *commit.Table }
+// directWriter commits each batch, named when names is not nil.
+type directWriter struct {
+	tb    *commit.Table
+	names *names
+}
 
 func (d directWriter) append(ctx context.Context, rec arrow.RecordBatch) (int, error) {
+	if d.names != nil {
+		res, err := d.tb.AppendOnce(ctx, d.names.next(), rec)
+		return res.Rebases, err
+	}
 	res, err := d.tb.Append(ctx, rec)
 	return res.Rebases, err
 }
 func (directWriter) finish(context.Context) error { return nil }
 func (directWriter) close()                       {}
+
+// names numbers one writer's appends (Config.Keys).
+type names struct {
+	producer string
+	seq      uint64
+}
+
+func (n *names) next() table.Idempotency {
+	n.seq++
+	return table.Idempotency{Producer: n.producer, Seq: n.seq}
+}
+
+// writerNames is writer w's names, or nil without Config.Keys.
+func writerNames(cfg Config, w int) *names {
+	if !cfg.Keys {
+		return nil
+	}
+	return &names{producer: fmt.Sprintf("bench-w%02d", w)}
+}
 
 // ingest runs W writers concurrently, each opening the bucket and the table
 // on its own, as separate worker processes would.
@@ -283,13 +315,13 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 
 func openWriter(ctx context.Context, cfg Config, b blob.Bucket, w int) (ingestWriter, error) {
 	if cfg.Mode == "shard" {
-		return openShardWriter(ctx, b, w, cfg.ReuseBytes)
+		return openShardWriter(ctx, b, w, cfg.ReuseBytes, writerNames(cfg, w))
 	}
 	tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: fmt.Sprintf("w%02d", w)})
 	if err != nil {
 		return nil, err
 	}
-	return directWriter{tb}, nil
+	return directWriter{tb, writerNames(cfg, w)}, nil
 }
 
 // ingestResult checks the row count after an ingest and makes the fields

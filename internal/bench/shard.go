@@ -14,18 +14,25 @@ import (
 // shardWriter appends through the writer's own shard: each append is
 // acknowledged once durable in the shard's WAL; merges run in the
 // background; the final flush and merge (finish) is inside the timed phase.
-type shardWriter struct{ s *walshard.Shard }
+type shardWriter struct {
+	s     *walshard.Shard
+	names *names
+}
 
-func openShardWriter(ctx context.Context, b blob.Bucket, w int, reuse int64) (ingestWriter, error) {
+func openShardWriter(ctx context.Context, b blob.Bucket, w int, reuse int64, n *names) (ingestWriter, error) {
 	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", w),
 		FlushBytes: 16 << 20, MergeInterval: 200 * time.Millisecond, ReuseBytes: reuse})
 	if err != nil {
 		return nil, err
 	}
-	return shardWriter{s}, nil
+	return shardWriter{s, n}, nil
 }
 
 func (w shardWriter) append(ctx context.Context, rec arrow.RecordBatch) (int, error) {
+	if w.names != nil {
+		_, err := w.s.AppendOnce(ctx, w.names.next(), rec)
+		return 0, err
+	}
 	return 0, w.s.Append(ctx, rec)
 }
 func (w shardWriter) finish(ctx context.Context) error { return w.s.Drain(ctx) }

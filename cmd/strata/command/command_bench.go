@@ -83,6 +83,7 @@ and AWS_REGION.`,
 	f.DurationVar(&cfg.MergeInterval, "merge-interval", 5*time.Second, "fleet: the compactor Job's pass interval (fleet merge, then compaction when due)")
 	f.DurationVar(&cfg.FlushInterval, "flush-interval", 0, "fleet: the writers' flush interval (default half the merge interval)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
+	f.BoolVar(&cfg.Keys, "keys", true, "name each ingest append (producer and sequence number), as the clients do by default")
 	f.Int64Var(&cfg.ReuseBytes, "reuse-bytes", 0, "shard: the writers' ReuseBytes: WAL entries of at least this many bytes join the table as they are (0: off)")
 	f.DurationVar(&cfg.StoreLatency, "store-latency", 0, "delay every request by this to 1.5× it, as a remote store's round trip would (e.g. 20ms)")
 	return c
