@@ -3,10 +3,13 @@ package server_test
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/client"
@@ -32,5 +35,43 @@ func TestCreateRefusesAnUnknownTimeZone(t *testing.T) {
 	paris := arrow.NewSchema([]arrow.Field{{Name: "at", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Europe/Paris"}}}, nil)
 	if _, err := f.c.CreateTable(ctx, "paris", paris); err != nil {
 		t.Fatalf("create in Europe/Paris: %v", err)
+	}
+}
+
+// The Go client selects columns whose names hold a comma, a backtick or
+// spaces at their ends: it quotes them as columns= reads them.
+func TestTheClientSelectsColumnsOfAnyName(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	names := []string{"id", "a,b", "`tick", " lead"}
+	fields := make([]arrow.Field, len(names))
+	for i, n := range names {
+		fields[i] = arrow.Field{Name: n, Type: arrow.PrimitiveTypes.Int64}
+	}
+	schema := arrow.NewSchema(fields, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := range names {
+		b.Field(i).(*array.Int64Builder).Append(int64(i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	if _, err := f.c.CreateTable(ctx, "odd", schema, rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, cols := range [][]string{{"a,b"}, {"`tick", "id"}, {" lead", "a,b"}} {
+		recs, err := f.c.Scan(ctx, "odd", client.ScanOptions{Columns: cols})
+		if err != nil {
+			t.Fatalf("scan %q: %v", cols, err)
+		}
+		got := []string{}
+		for _, fld := range recs[0].Schema().Fields() {
+			got = append(got, fld.Name)
+		}
+		for _, r := range recs {
+			r.Release()
+		}
+		if !slices.Equal(got, cols) {
+			t.Fatalf("scan %q read the columns %q", cols, got)
+		}
 	}
 }
