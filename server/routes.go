@@ -52,8 +52,8 @@ func (s *Server) routes() error {
 				err = h(w, r)
 			}
 			if err != nil {
-				if slow := slowBody(r); slow != nil {
-					err = slow
+				if fault := bodyFault(r); fault != nil {
+					err = fault
 				}
 				fail(w, err)
 			}

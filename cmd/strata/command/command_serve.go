@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
@@ -86,12 +85,12 @@ after 2 minutes.`,
 			if err != nil {
 				return err
 			}
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+			hs := srv.HTTPServer()
 			log.Info("serving", "listen", ln.Addr().String(), "bucket", bucket, "shard", srv.ShardID(), "auth", token != "",
 				"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
 			fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
 			errc := make(chan error, 1)
-			go func() { errc <- hs.Serve(ln) }()
+			go func() { errc <- hs.Serve(server.Listener(ln)) }()
 			select {
 			case err := <-errc:
 				return err
