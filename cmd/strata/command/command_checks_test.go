@@ -1,6 +1,9 @@
 package command
 
 import (
+	"context"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +14,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/testenv"
 )
 
@@ -62,5 +68,62 @@ func TestCreateLikeRefusesAnUnknownTimeZone(t *testing.T) {
 	// A file in an unknown zone does not append to a table in a known one.
 	if code, _, errOut := run(t, nil, "append", u, mars); code != 1 || !strings.Contains(errOut, "Mars/Olympus") {
 		t.Fatalf("append a file in Mars/Olympus: exit %d %s", code, errOut)
+	}
+}
+
+// Every numeric flag of every verb declares the values it takes (an
+// integer or duration flag without a range fails here).
+func TestEveryNumericFlagHasARange(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if free := cli.Unbounded(c.Flags()); len(free) > 0 {
+			t.Errorf("%s: numeric flags without a range: %q", c.CommandPath(), free)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&Env{Open: blob.Open}))
+}
+
+// A numeric flag outside its range is a usage error (exit 2) naming the
+// flag and the range, before the verb does anything (it opens no bucket):
+// a worker told to append -5 rows acknowledged them, a demo with -5
+// workers panicked, and a self-test of 100,000 racers ran out of memory.
+func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	// serve, should it get past its flags, fails to listen.
+	serve := "serve --listen " + busy.Addr().String() + " --bucket mem://"
+	const u = "mem://t"
+	for _, c := range []struct{ args, says string }{
+		{"worker " + u + " --rows -5 --appends 1", "--rows -5: want 1 to 1000000000"},
+		{"worker " + u + " --rows 0 --appends 1", "--rows 0: want 1 to 1000000000"},
+		{"worker " + u + " --worker -1 --appends 1", "--worker -1: want 0 to 9223372035"},
+		{"worker " + u + " --appends -5", "--appends -5: want at least 0"},
+		{"worker " + u + " --every -1s --appends 1", "--every -1s: want at least 0s"},
+		{"selftest " + u + " --racers 100000", "--racers 100000: want 1 to 256"},
+		{"selftest " + u + " --racers 0", "--racers 0: want 1 to 256"},
+		{"demo " + u + " --workers -5", "--workers -5: want 1 to 9223372036"},
+		{"demo " + u + " --appends 0", "--appends 0: want at least 1"},
+		{"versions " + u + " --limit -5", "--limit -5: want at least 0"},
+		{"scan " + u + " --limit -5", "--limit -5: want at least 0"},
+		{"compact " + u + " --target-rows 0", "--target-rows 0: want at least 1"},
+		{"gc " + u + " --keep-versions 0", "--keep-versions 0: want at least 1"},
+		{serve + " --drain-timeout 0s", "--drain-timeout 0s: want at least 1ms"},
+		{serve + " --shutdown-grace -1s", "--shutdown-grace -1s: want at least 0s"},
+		{"bench --phases ingest --rows 0", "--rows 0: want at least 1"},
+	} {
+		env := &Env{Open: func(_ context.Context, u string) (blob.Bucket, error) {
+			t.Errorf("%s: opened %s", c.args, u)
+			return nil, errors.New("a refused command opened a bucket")
+		}}
+		code, out, errOut := run(t, env, strings.Fields(c.args)...)
+		if code != 2 || !strings.Contains(errOut, c.says) || out != "" {
+			t.Errorf("%s: exit %d, want 2 saying %q\n%s%s", c.args, code, c.says, out, errOut)
+		}
 	}
 }

@@ -128,5 +128,8 @@ after 2 minutes.`,
 	f.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.Int64Var(&maxBody, "max-body", 64<<20, "largest request body in bytes")
 	f.Int64Var(&budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
+	atLeast(c, 1, "max-body", "memory-budget")
+	atLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace")
+	atLeast(c, int64(time.Millisecond), "drain-timeout")
 	return c
 }
