@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/api"
@@ -73,5 +75,36 @@ func TestTheClientSelectsColumnsOfAnyName(t *testing.T) {
 		if !slices.Equal(got, cols) {
 			t.Fatalf("scan %q read the columns %q", cols, got)
 		}
+	}
+}
+
+// An Arrow IPC append whose columns do not fit the table is refused the
+// same whether it carries rows or not: a schema-only stream of another
+// table's columns was answered 200 {"rows":0}.
+func TestASchemaOnlyAppendIsCheckedAsOneWithRows(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
+		t.Fatal(err)
+	}
+	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Float64}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, other)
+	defer b.Release()
+	b.Field(0).(*array.Float64Builder).Append(1)
+	one := b.NewRecordBatch()
+	defer one.Release()
+	var schemaOnly bytes.Buffer
+	if err := ipc.NewWriter(&schemaOnly, ipc.WithSchema(other)).Close(); err != nil {
+		t.Fatal(err)
+	}
+	const rows = "/api/v1/tables/events/rows"
+	codeRows, withRows := post(t, f, rows, server.ArrowStream, ipcStream(t, nil, one))
+	codeNone, withNone := post(t, f, rows, server.ArrowStream, schemaOnly.Bytes())
+	if codeRows != http.StatusBadRequest || codeNone != codeRows || withNone != withRows {
+		t.Fatalf("with a row: %d %s\nschema only: %d %s", codeRows, withRows, codeNone, withNone)
+	}
+	fits := eventBatch()
+	defer fits.Release()
+	if code, body := post(t, f, rows, server.ArrowStream, ipcStream(t, nil, fits)); code != http.StatusOK || !strings.Contains(body, `"rows":0`) {
+		t.Fatalf("an empty batch of the table's columns: %d %s", code, body)
 	}
 }
