@@ -2,13 +2,11 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // The framing guard. Given a request with both Content-Length and
@@ -23,31 +21,6 @@ import (
 // and the handler refuses the first request the guard cannot vouch for
 // (400 bad_framing, Connection: close): nothing after it on the
 // connection runs.
-
-// Listener wraps ln so that each connection it accepts is followed by the
-// framing guard. Serve the listener with the http.Server of HTTPServer,
-// whose ConnContext hands the guard to the handler.
-func Listener(ln net.Listener) net.Listener { return guardedListener{ln} }
-
-// HTTPServer returns the http.Server that serves s on a listener wrapped by
-// Listener: the handler, the header and idle timeouts, and the guard of
-// each connection in its requests' context.
-func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// Every request goes to the handler, which counts them: an
-		// OPTIONS * answered by the http.Server itself would not be.
-		DisableGeneralOptionsHandler: true,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if g, ok := c.(*guardedConn); ok {
-				return context.WithValue(ctx, guardKey{}, g)
-			}
-			return ctx
-		},
-	}
-}
 
 type guardKey struct{}
 

@@ -139,3 +139,24 @@ func TestExportRefusesALocationWithAControlCharacter(t *testing.T) {
 		}
 	}
 }
+
+// serve opens its bucket before it listens: a URL it cannot use fails at
+// start, naming the schemes it takes, instead of at the first request.
+func TestServeRefusesABucketItCannotOpenBeforeListening(t *testing.T) {
+	// Should serve get as far as listening, it fails there instead.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for bucket, says := range map[string]string{
+		"ftp://x":      `unknown scheme "ftp"; want mem, file, s3 or gs`,
+		"s3:/lake/t":   `lacks "//"`,
+		"gs:///tables": "no bucket name",
+	} {
+		code, out, errOut := run(t, nil, "serve", "--bucket", bucket, "--listen", busy.Addr().String())
+		if code != 1 || !strings.Contains(errOut, says) || strings.Contains(out, "listening") {
+			t.Errorf("--bucket %s: exit %d, want 1 saying %q\n%s%s", bucket, code, says, out, errOut)
+		}
+	}
+}

@@ -81,6 +81,11 @@ after 2 minutes.`,
 			if err != nil {
 				return err
 			}
+			// A bucket that cannot be opened fails now, not at the first
+			// request.
+			if err := srv.CheckBucket(c.Context()); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
