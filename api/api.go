@@ -26,6 +26,7 @@ const (
 	CodeBadRequest           = "bad_request"            // 400: a parameter or body the route does not take
 	CodeBadInput             = "bad_input"              // 400: rows that do not match the table's schema
 	CodeBadTableName         = "bad_table_name"         // 400
+	CodeBadFraming           = "bad_framing"            // 400: a body framed two ways (Content-Length and Transfer-Encoding) or a malformed chunked body; the connection closes
 	CodeUnsupportedSchema    = "unsupported_schema"     // 400: a schema Strata cannot store
 	CodeUnauthorized         = "unauthorized"           // 401: the server wants a bearer token
 	CodeNotFound             = "not_found"              // 404: table, version, tag or shard

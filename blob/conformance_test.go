@@ -144,3 +144,15 @@ func TestSelfTestFailsOnStoreIgnoringConditions(t *testing.T) {
 		t.Fatalf("report %+v: want all 8 racers to have 'won'", rep)
 	}
 }
+
+// More racers than MaxSelfTestRacers are refused before any body is made:
+// each holds SelfTestObjectBytes.
+func TestSelfTestRefusesTooManyRacers(t *testing.T) {
+	b := openURL(t, "mem://")
+	if _, err := blob.SelfTest(context.Background(), b, blob.MaxSelfTestRacers+1); !errors.Is(err, blob.ErrTooManyRacers) {
+		t.Fatalf("SelfTest with %d racers: %v, want ErrTooManyRacers", blob.MaxSelfTestRacers+1, err)
+	}
+	if rep, err := blob.SelfTest(context.Background(), b, blob.MaxSelfTestRacers); err != nil || rep.Winners != 1 {
+		t.Fatalf("SelfTest with %d racers: %+v, %v", blob.MaxSelfTestRacers, rep, err)
+	}
+}

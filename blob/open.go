@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
@@ -39,6 +40,10 @@ var ErrBadURL = errors.New("bad bucket URL")
 //	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1
 //	gs://bucket/prefix     GCS; STORAGE_EMULATOR_HOST points it at an emulator
 //
+// Any other scheme is ErrBadURL, naming these; so is a path that starts
+// like a URL without "//" ("s3:/b": ./s3:/b is the folder) or that holds a
+// control character.
+//
 // For s3, the query takes gocloud.dev's s3blob parameters (endpoint,
 // region, use_path_style, disable_https, profile, …); when endpoint is
 // given, use_path_style defaults to true, as MinIO and most S3-compatible
@@ -67,6 +72,14 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 		return nil, bad("empty URL")
 	}
 	if !strings.Contains(rawURL, "://") {
+		// A path. One that starts like a URL is a mistyped one ("s3:/b",
+		// "gs:bucket"), not a folder to create in the working directory.
+		if scheme, _, ok := strings.Cut(rawURL, ":"); ok && len(scheme) > 1 && isScheme(scheme) {
+			return nil, bad("%q starts with the scheme %q but lacks \"//\"; want %s://…, or ./%s for a folder", rawURL, scheme, scheme, rawURL)
+		}
+		if i := strings.IndexFunc(rawURL, unicode.IsControl); i >= 0 {
+			return nil, bad("the path holds a control character at byte %d", i)
+		}
 		return OpenFile(rawURL)
 	}
 	u, err := url.Parse(rawURL)
@@ -146,6 +159,18 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 	default:
 		return nil, bad("unknown scheme %q; want mem, file, s3 or gs", u.Scheme)
 	}
+}
+
+// isScheme: a URL scheme as RFC 3986 writes it, a letter and then letters,
+// digits, '+', '-' or '.'.
+func isScheme(s string) bool {
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func withPrefix(rawURL string, gb *gcblob.Bucket, prefix string) (Bucket, error) {

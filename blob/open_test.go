@@ -14,11 +14,20 @@ import (
 )
 
 func TestOpenRejectsBadURLs(t *testing.T) {
-	for _, u := range []string{"", "ftp://x/y", "s3:///prefix", "gs:///p", "mem://a/../../b", "file://"} {
+	t.Chdir(t.TempDir())
+	for _, u := range []string{"", "ftp://x/y", "s3:///prefix", "gs:///p", "mem://a/../../b", "file://",
+		"s3:/bucket/t", "gs:bucket", "file:rel", "./t\nx", "s3://b/t\n"} {
 		_, err := blob.Open(context.Background(), u)
 		if !errors.Is(err, blob.ErrBadURL) {
 			t.Errorf("Open(%q) = %v, want ErrBadURL", u, err)
 		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) > 0 {
+		t.Errorf("refused URLs made %d folders", len(entries))
+	}
+	// An unknown scheme names the ones Open takes.
+	if _, err := blob.Open(context.Background(), "ftp://x"); err == nil || !strings.Contains(err.Error(), "want mem, file, s3 or gs") {
+		t.Errorf("ftp://x: %v", err)
 	}
 }
 

@@ -13,6 +13,17 @@ import (
 	"time"
 )
 
+// SelfTestObjectBytes is the size of the body each racer of SelfTest
+// writes; MaxSelfTestRacers bounds the racers, whose bodies are all held
+// at once (256 racers: 64 MiB).
+const (
+	SelfTestObjectBytes = 256 << 10
+	MaxSelfTestRacers   = 256
+)
+
+// ErrTooManyRacers: SelfTest was asked for more than MaxSelfTestRacers.
+var ErrTooManyRacers = errors.New("selftest: too many racers")
+
 // SelfTestReport says what SelfTest checked.
 type SelfTestReport struct {
 	Key          string        // the fresh key it raced on
@@ -32,10 +43,14 @@ type SelfTestReport struct {
 //   - the key shows up in a listing and can be deleted.
 //
 // A store that ignores conditional creates fails with ErrNoConditionalWrites.
-// racers <= 0 means 16.
+// racers <= 0 means 16; more than MaxSelfTestRacers is ErrTooManyRacers.
 func SelfTest(ctx context.Context, b Bucket, racers int) (SelfTestReport, error) {
 	if racers <= 0 {
 		racers = 16
+	}
+	if racers > MaxSelfTestRacers {
+		return SelfTestReport{Racers: racers}, fmt.Errorf("%w: %d, at most %d (each holds a body of %d KiB)",
+			ErrTooManyRacers, racers, MaxSelfTestRacers, SelfTestObjectBytes>>10)
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
@@ -51,7 +66,7 @@ func SelfTest(ctx context.Context, b Bucket, racers int) (SelfTestReport, error)
 	// Each racer writes a distinct body, so the survivor names its writer.
 	bodies := make([][]byte, racers)
 	for i := range bodies {
-		bodies[i] = make([]byte, 256<<10)
+		bodies[i] = make([]byte, SelfTestObjectBytes)
 		_, _ = rand.Read(bodies[i])
 	}
 	errs := make([]error, racers)

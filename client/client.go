@@ -428,7 +428,7 @@ func (c *Client) Scan(ctx context.Context, name string, o ScanOptions) ([]arrow.
 func (c *Client) ScanIter(ctx context.Context, name string, o ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	q := url.Values{}
 	if len(o.Columns) > 0 {
-		q.Set("columns", strings.Join(o.Columns, ","))
+		q.Set("columns", api.ColumnList(o.Columns))
 	}
 	if o.Filter != "" {
 		q.Set("filter", o.Filter)

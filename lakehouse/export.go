@@ -78,10 +78,8 @@ func (o *Options) Validate() error {
 	switch {
 	case c.Location == "":
 		return fmt.Errorf("%w: Location is required (see LocationOf)", ErrInvalidOptions)
-	case !strings.Contains(c.Location, "://"):
-		return fmt.Errorf("%w: Location %q is not an absolute URI (s3://…, gs://…, file:///…; see LocationOf)", ErrInvalidOptions, c.Location)
-	case strings.HasSuffix(c.Location, "/"):
-		return fmt.Errorf("%w: Location %q ends with a slash", ErrInvalidOptions, c.Location)
+	case checkLocation(c.Location) != "":
+		return fmt.Errorf("%w: Location %q %s", ErrInvalidOptions, c.Location, checkLocation(c.Location))
 	case c.KeepVersions < 1:
 		return fmt.Errorf("%w: KeepVersions %d is below 1", ErrInvalidOptions, c.KeepVersions)
 	case c.RetainFor < 0:

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stratadb/strata/table"
 )
@@ -59,6 +61,26 @@ func objectKey(tableLoc, location string) (string, error) {
 		return "", fmt.Errorf("lakehouse: %s is not under the table's location %s (was the view written for another location? delete %s to start it afresh)", location, tableLoc, table.IcebergDir)
 	}
 	return key, nil
+}
+
+// checkLocation says what is wrong with a table's location, or "": every
+// file of the view is named under it, in metadata that readers parse, so
+// it must be an absolute URI (one that parses, a scheme and "//"), hold no
+// control character (a newline would split the names in version-hint.text
+// and in readers' logs), and not end with a slash.
+func checkLocation(loc string) string {
+	if i := strings.IndexFunc(loc, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(loc[i:])
+		return fmt.Sprintf("holds the control character %U", r)
+	}
+	u, err := url.Parse(loc)
+	if err != nil || u.Scheme == "" || !strings.HasPrefix(loc, u.Scheme+"://") {
+		return "is not an absolute URI (s3://…, gs://…, file:///…; see LocationOf)"
+	}
+	if strings.HasSuffix(loc, "/") {
+		return "ends with a slash"
+	}
+	return ""
 }
 
 // ErrBadLocation is the kind of error LocationOf returns.

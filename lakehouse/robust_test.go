@@ -536,9 +536,18 @@ func TestAnExportLosingAnyResponseIsCompletedByTheNext(t *testing.T) {
 }
 
 func TestALocationMustBeAnAbsoluteURI(t *testing.T) {
-	for _, loc := range []string{"", "relative/path", "/abs/without/scheme", "s3://lake/t/"} {
+	for _, loc := range []string{"", "relative/path", "/abs/without/scheme", "s3://lake/t/", "s3:/lake/t", "://lake/t",
+		"s3://lake/t\n", "s3://lake/t\nfile:///etc", "file:///tmp/a\tb", "s3://lake/\x00t", "gs://lake/t\u0085"} {
 		if err := (&lakehouse.Options{Location: loc}).Validate(); !errors.Is(err, lakehouse.ErrInvalidOptions) {
 			t.Errorf("Location %q: %v", loc, err)
 		}
+	}
+	for _, loc := range []string{"s3://lake/t", "gs://lake/t", "file:///tmp/my tables/t", "file:///tmp/café"} {
+		if err := (&lakehouse.Options{Location: loc}).Validate(); err != nil {
+			t.Errorf("Location %q: %v", loc, err)
+		}
+	}
+	if err := (&lakehouse.Options{Location: "s3://lake/t\n"}).Validate(); err == nil || !strings.Contains(err.Error(), "control character U+000A") {
+		t.Errorf("a newline: %v", err)
 	}
 }

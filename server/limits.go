@@ -92,7 +92,8 @@ type pacedBody struct {
 	grace time.Duration
 	rate  int64
 	read  int64
-	slow  bool // a read ran past the deadline
+	slow  bool  // a read ran past the deadline
+	bad   error // the body's framing failed: a malformed chunk, a cut-off body
 }
 
 func (p *pacedBody) Read(b []byte) (int, error) {
@@ -101,22 +102,41 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	n, err := p.ReadCloser.Read(b)
 	p.read += int64(n)
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	switch {
+	case err == nil || err == io.EOF:
+	case errors.As(err, &ne) && ne.Timeout():
 		p.slow = true
+	default:
+		p.bad = err
 	}
 	return n, err
 }
 
 type paceKey struct{}
 
-// slowBody reports whether the request's body was cut off for arriving
-// too slowly: whatever error decoding it gave, the answer is 408.
-func slowBody(r *http.Request) error {
-	if p, ok := r.Context().Value(paceKey{}).(*pacedBody); ok && p.slow {
+// bodyFault reports whether reading the request's body failed, whatever
+// error decoding it gave: cut off for arriving too slowly (408), or its
+// framing broken — a malformed chunked encoding, a body that ended before
+// its length (400 bad_framing, and the connection closes: where the next
+// request would start is unknown).
+func bodyFault(r *http.Request) error {
+	p, ok := r.Context().Value(paceKey{}).(*pacedBody)
+	switch {
+	case !ok:
+		return nil
+	case p.slow:
 		return &apiError{http.StatusRequestTimeout, api.CodeBodyTooSlow,
 			fmt.Sprintf("the request body arrived slower than %d bytes/s after %v", p.rate, p.grace)}
+	case p.bad != nil:
+		return &apiError{http.StatusBadRequest, api.CodeBadFraming, "the request body's framing is broken: " + p.bad.Error()}
 	}
 	return nil
+}
+
+// badFraming answers 400 bad_framing and closes the connection after it.
+func badFraming(w http.ResponseWriter, why string) {
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusBadRequest, api.CodeBadFraming, why)
 }
 
 // retryAfter sets the header a 429 carries.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -16,6 +17,9 @@ import (
 type queryParam struct {
 	Type string   // "string", "integer" or "boolean"
 	Enum []string // when set, the values allowed
+	// Minimum and Maximum bound an integer (absent: no bound but int64's).
+	Minimum *int64
+	Maximum *int64
 }
 
 // routeQueries maps a route's pattern ("GET /api/v1/tables/{name}/rows")
@@ -52,7 +56,9 @@ var routeQueries = sync.OnceValues(func() (map[string]map[string]queryParam, err
 // it does not take (a typo such as fitler= would otherwise scan every
 // row), one given twice (only the first would count), or a value not of
 // the parameter's type (fresh=1 would read as false, format=json as Arrow
-// IPC). An empty value counts as an absent parameter.
+// IPC), or an integer outside the range the document declares (limit=-5).
+// An empty value counts as an absent parameter. Handlers then read
+// integers with intQuery.
 func checkQuery(r *http.Request, pattern string, params map[string]queryParam) error {
 	if r.URL.RawQuery == "" {
 		return nil
@@ -87,25 +93,42 @@ func checkQuery(r *http.Request, pattern string, params map[string]queryParam) e
 				return badRequest("%s=%q: want true or false", name, v)
 			}
 		case "integer":
-			if !isInteger(v) {
-				return badRequest("%s=%q: want an integer", name, v)
+			if _, err := parseInteger(name, v, p); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// isInteger: an optional minus sign and decimal digits. (The handler
-// checks the range.)
-func isInteger(v string) bool {
-	v = strings.TrimPrefix(v, "-")
+// parseInteger reads an integer query parameter: an optional minus sign
+// and decimal digits, within int64 and the parameter's declared range.
+func parseInteger(name, v string, p queryParam) (int64, error) {
+	digits := strings.TrimPrefix(v, "-")
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, badRequest("%s=%q: want an integer", name, v)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil:
+		return 0, badRequest("%s=%q: out of range", name, v)
+	case p.Minimum != nil && n < *p.Minimum:
+		return 0, badRequest("%s=%d: want at least %d", name, n, *p.Minimum)
+	case p.Maximum != nil && n > *p.Maximum:
+		return 0, badRequest("%s=%d: want at most %d", name, n, *p.Maximum)
+	}
+	return n, nil
+}
+
+// intQuery returns the integer query parameter name of r, and whether it
+// was given (an empty value is not). checkQuery, which runs before every
+// handler, has refused a value that is not an integer in its declared
+// range.
+func intQuery(r *http.Request, name string) (n int64, given bool) {
+	v := r.URL.Query().Get(name)
 	if v == "" {
-		return false
+		return 0, false
 	}
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
 }

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -51,8 +50,8 @@ func (s *Server) routes() error {
 				err = h(w, r)
 			}
 			if err != nil {
-				if slow := slowBody(r); slow != nil {
-					err = slow
+				if fault := bodyFault(r); fault != nil {
+					err = fault
 				}
 				fail(w, err)
 			}
@@ -423,10 +422,8 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	}
 	q := r.URL.Query()
 	var oo table.OpenOptions
-	if v := q.Get("version"); v != "" {
-		if oo.Version, err = strconv.ParseUint(v, 10, 64); err != nil || oo.Version == 0 {
-			return badRequest("version=%q is not a version number", v)
-		}
+	if v, ok := intQuery(r, "version"); ok {
+		oo.Version = uint64(v)
 	}
 	oo.Tag = q.Get("tag")
 	fresh := q.Get("fresh") == "true"
@@ -434,10 +431,8 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 		return badRequest("give at most one of version=, tag= and fresh=true")
 	}
 	limit := int64(-1) // all
-	if l := q.Get("limit"); l != "" {
-		if limit, err = strconv.ParseInt(l, 10, 64); err != nil || limit < 0 {
-			return badRequest("limit=%q is not a count", l)
-		}
+	if l, ok := intQuery(r, "limit"); ok {
+		limit = l
 	}
 	// Bounded buffering: a few fragments and batches in flight, and no
 	// more read ahead than the client takes (writes block on a slow one).
@@ -528,9 +523,9 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 }
 
 func (s *Server) versions(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	limit, _ := intQuery(r, "limit")
 	detail := r.URL.Query().Get("detail") == "true"
-	vs, err := table.Versions(r.Context(), t.b, limit, detail)
+	vs, err := table.Versions(r.Context(), t.b, int(limit), detail)
 	if err != nil {
 		return err
 	}

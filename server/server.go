@@ -216,7 +216,8 @@ func New(o *Options) (*Server, error) {
 func (s *Server) ShardID() string { return "srv-" + s.opts.Instance }
 
 // Handler returns the HTTP handler: authentication, draining, body limits
-// and metrics around the routes.
+// and metrics around the routes. Served by HTTPServer on a Listener, it
+// also refuses requests whose framing is ambiguous (see Listener).
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -235,6 +236,9 @@ func (s *Server) Handler() http.Handler {
 				slog.Int("status", rw.status), slog.Int64("bytes", rw.bytes), slog.Float64("duration_s", d.Seconds()),
 				slog.String("remote", r.RemoteAddr))
 		}()
+		if !checkFraming(rw, r) {
+			return
+		}
 		if r.URL.Path != "/healthz" && s.opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
@@ -522,6 +526,10 @@ func fail(w http.ResponseWriter, err error) {
 	case errors.As(err, &ae):
 		if ae.status == http.StatusTooManyRequests {
 			retryAfter(w, time.Second)
+		}
+		if ae.code == api.CodeBadFraming {
+			// Where the next request on the connection starts is unknown.
+			w.Header().Set("Connection", "close")
 		}
 		writeError(w, ae.status, ae.code, ae.msg)
 	case errors.As(err, &mbe):

@@ -72,7 +72,11 @@ func start(t testing.TB, root string, opts server.Options) *fixture {
 		t.Fatal(err)
 	}
 	f.srv = srv
-	f.http = httptest.NewServer(srv.Handler())
+	// As strata serve serves it: the framing guard on each connection.
+	f.http = httptest.NewUnstartedServer(nil)
+	f.http.Config = srv.HTTPServer()
+	f.http.Listener = server.Listener(f.http.Listener)
+	f.http.Start()
 	t.Cleanup(func() {
 		f.http.Close()
 		_ = srv.Shutdown(ctx)

@@ -139,8 +139,9 @@ func normalizeType(t arrow.DataType) arrow.DataType {
 // are not UTF-8, hold a control character or run over maxNameBytes, and types
 // the Parquet fragments cannot hold faithfully (unions, views, intervals,
 // durations, date64, fixed-size lists, run-end encoding, extension
-// types, the null type). Dictionary types are refused too: normalize the
-// schema first (NormalizeSchema).
+// types, the null type), and timestamps in a time zone Arrow does not
+// know. Dictionary types are refused too: normalize the schema first
+// (NormalizeSchema).
 func CheckStorable(s *arrow.Schema) error {
 	if s == nil || s.NumFields() == 0 {
 		return &UnsupportedSchemaError{Reason: "a table needs at least one column"}
@@ -214,8 +215,10 @@ func checkType(path string, t arrow.DataType, depth int) error {
 		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
 		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64,
 		arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY, arrow.FIXED_SIZE_BINARY,
-		arrow.DATE32, arrow.TIME32, arrow.TIME64, arrow.TIMESTAMP, arrow.DECIMAL128, arrow.DECIMAL256:
+		arrow.DATE32, arrow.TIME32, arrow.TIME64, arrow.DECIMAL128, arrow.DECIMAL256:
 		return nil
+	case arrow.TIMESTAMP:
+		return checkZone(path, t.(*arrow.TimestampType).TimeZone)
 	case arrow.STRUCT:
 		st := t.(*arrow.StructType)
 		if st.NumFields() == 0 {
@@ -241,6 +244,18 @@ func checkType(path string, t arrow.DataType, depth int) error {
 	default:
 		return unsupported("Parquet fragments cannot hold it faithfully")
 	}
+}
+
+// checkZone refuses a timestamp's time zone that Arrow cannot resolve: its
+// values could be stored, but never shown (every one prints as "..." in
+// CSV and JSON). Arrow resolves "" and "UTC", the names of the time zone
+// database, and fixed offsets such as "+02:00".
+func checkZone(path, zone string) error {
+	if _, err := (&arrow.TimestampType{TimeZone: zone}).GetZone(); err != nil {
+		return &UnsupportedSchemaError{Field: path, Reason: fmt.Sprintf(
+			"unknown time zone %q: want a name of the time zone database (\"UTC\", \"Europe/Paris\") or an offset such as \"+02:00\"", zone)}
+	}
+	return nil
 }
 
 // ConformOptions shape Conform.

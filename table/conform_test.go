@@ -250,6 +250,9 @@ func TestCheckStorable(t *testing.T) {
 		"a NUL in a nested name":   arrow.NewSchema([]arrow.Field{f("s", arrow.StructOf(f("x\x00", arrow.PrimitiveTypes.Int64)))}, nil),
 		"a C1 control in a name":   arrow.NewSchema([]arrow.Field{f("a\u0085", arrow.PrimitiveTypes.Int64)}, nil),
 		"a name over 1,024 bytes":  arrow.NewSchema([]arrow.Field{f(strings.Repeat("x", 1025), arrow.PrimitiveTypes.Int64)}, nil),
+		"an unknown time zone":     arrow.NewSchema([]arrow.Field{f("ts", &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Mars/Olympus"})}, nil),
+		"an unknown nested zone": arrow.NewSchema([]arrow.Field{f("l", arrow.ListOf(
+			&arrow.TimestampType{Unit: arrow.Second, TimeZone: "+2 hours"}))}, nil),
 	}
 	for name, s := range refused {
 		if err := table.CheckStorable(s); !errors.Is(err, table.ErrUnsupportedSchema) {
@@ -264,9 +267,25 @@ func TestCheckStorable(t *testing.T) {
 		f("café", arrow.PrimitiveTypes.Int64),
 		f("a.b", arrow.PrimitiveTypes.Int64),
 		f("run id", arrow.PrimitiveTypes.Int64),
+		f("naive", &arrow.TimestampType{Unit: arrow.Microsecond}),
+		f("utc", &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}),
+		f("paris", &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "Europe/Paris"}),
+		f("offset", &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "+02:00"}),
 	}, nil)
 	if err := table.CheckStorable(ok); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A time zone Arrow cannot resolve would store values that no reader can
+// show: it is refused, naming the column and the zone.
+func TestAnUnknownTimeZoneIsRefusedNamingTheColumnAndZone(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "meta", Type: arrow.StructOf(arrow.Field{Name: "at", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Mars/Olympus"}})}}, nil)
+	err := table.CheckStorable(s)
+	var ue *table.UnsupportedSchemaError
+	if !errors.As(err, &ue) || ue.Field != "meta.at" || !strings.Contains(err.Error(), `"Mars/Olympus"`) {
+		t.Fatalf("got %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 )
@@ -98,6 +99,21 @@ func TestParseColumns(t *testing.T) {
 	for _, bad := range []string{"", "a,", ",a", "a,,b", "`a", "`a`b", " , "} {
 		if got, err := table.ParseColumns(bad); !errors.Is(err, table.ErrBadColumns) {
 			t.Errorf("ParseColumns(%q) = %q, %v; want ErrBadColumns", bad, got, err)
+		}
+	}
+}
+
+// What clients send as columns= (api.ColumnList) reads back as the same
+// names, and quotes a name as a filter would.
+func TestColumnListReadsBack(t *testing.T) {
+	names := []string{"id", "a,b", " lead", "trail ", "`tick", "it`s", "x y", "a.b", "café", "1st", ",", "`,`"}
+	got, err := table.ParseColumns(api.ColumnList(names))
+	if err != nil || !slices.Equal(got, names) {
+		t.Fatalf("ParseColumns(%q) = %q, %v; want %q", api.ColumnList(names), got, err, names)
+	}
+	for _, n := range names {
+		if q := api.ColumnList([]string{n}); q != table.QuoteColumn(n) {
+			t.Errorf("%q: ColumnList writes %s, QuoteColumn %s", n, q, table.QuoteColumn(n))
 		}
 	}
 }

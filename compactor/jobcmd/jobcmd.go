@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
@@ -53,34 +54,15 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	}
 	var f jobFlags
 	var showVersion bool
-	fs := c.Flags()
-	fs.SortFlags = false
-	fs.StringSliceVar(&f.tables, "table", nil, "table URL (repeatable, or comma-separated)")
-	fs.StringSliceVar(&f.under, "tables-under", nil, "compact every table under this bucket URL (repeatable)")
-	fs.BoolVar(&f.once, "once", false, "one pass, then exit (for a CronJob)")
-	fs.DurationVar(&f.interval, "interval", 0, "loop, starting a pass this often")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plans and what GC would delete; change nothing")
-	fs.IntVar(&f.minFragments, "min-fragments", 16, "compact once a table has this many small fragments")
-	fs.StringSliceVar(&f.windows, "quiet-windows", nil, "UTC hour windows with no compaction, e.g. 22-6 (repeatable, or comma-separated)")
-	fs.Int64Var(&f.targetRows, "target-rows", 1_000_000, "rows per output fragment at most")
-	fs.Int64Var(&f.targetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
-	fs.IntVar(&f.maxSources, "max-source-fragments", 1024, "source fragments per run at most")
-	fs.BoolVar(&f.noGC, "no-gc", false, "skip garbage collection")
-	fs.BoolVar(&f.iceberg, "iceberg", false, "keep each table's Iceberg view (_iceberg/) up to date, every pass")
-	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
-	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
-	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
-	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
-	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
-	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
-	fs.DurationVar(&f.adoptAfter, "adopt-after", 15*time.Minute, "adopt a shard whose owner has written nothing this long and that holds rows not in the table (0: never)")
-	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
-	fs.BoolVar(&showVersion, "version", false, "print the version of this build and exit")
+	defineFlags(c.Flags(), &f, &showVersion)
 	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
 	})
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := cli.BindEnv(c.Flags(), environ); err != nil {
+			return usageError{err}
+		}
+		if err := cli.CheckBounds(c.Flags()); err != nil {
 			return usageError{err}
 		}
 		if showVersion {
@@ -105,6 +87,45 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return 1
 	}
 	return code
+}
+
+// defineFlags defines the command's flags in fs, to be parsed into f.
+func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
+	fs.SortFlags = false
+	fs.StringSliceVar(&f.tables, "table", nil, "table URL (repeatable, or comma-separated)")
+	fs.StringSliceVar(&f.under, "tables-under", nil, "compact every table under this bucket URL (repeatable)")
+	fs.BoolVar(&f.once, "once", false, "one pass, then exit (for a CronJob)")
+	fs.DurationVar(&f.interval, "interval", 0, "loop, starting a pass this often")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plans and what GC would delete; change nothing")
+	fs.IntVar(&f.minFragments, "min-fragments", 16, "compact once a table has this many small fragments")
+	fs.StringSliceVar(&f.windows, "quiet-windows", nil, "UTC hour windows with no compaction, e.g. 22-6 (repeatable, or comma-separated)")
+	fs.Int64Var(&f.targetRows, "target-rows", 1_000_000, "rows per output fragment at most")
+	fs.Int64Var(&f.targetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
+	fs.IntVar(&f.maxSources, "max-source-fragments", 1024, "source fragments per run at most")
+	fs.BoolVar(&f.noGC, "no-gc", false, "skip garbage collection")
+	fs.BoolVar(&f.iceberg, "iceberg", false, "keep each table's Iceberg view (_iceberg/) up to date, every pass")
+	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
+	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
+	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
+	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
+	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
+	fs.DurationVar(&f.adoptAfter, "adopt-after", 15*time.Minute, "adopt a shard whose owner has written nothing this long and that holds rows not in the table (0: never)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
+	fs.BoolVar(showVersion, "version", false, "print the version of this build and exit")
+	boundFlags(fs)
+}
+
+// boundFlags declares the values each numeric flag takes: a value outside
+// them is a usage error, from the command line or the environment.
+func boundFlags(fs *pflag.FlagSet) {
+	for _, n := range []string{"min-fragments", "target-rows", "target-bytes", "max-source-fragments", "keep-versions"} {
+		cli.Bound(fs, n, 1, cli.Unlimited)
+	}
+	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after"} {
+		cli.Bound(fs, n, 0, cli.Unlimited)
+	}
+	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
 }
 
 // jobFlags is what the command line gave.

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/lakehouse"
@@ -165,6 +168,40 @@ func TestUsageAndFailures(t *testing.T) {
 	code, _, errOut := run(nil, "--once", "--table", "file://"+t.TempDir())
 	if code != 1 || !strings.Contains(errOut, "no table here") {
 		t.Fatalf("missing table: exit %d\n%s", code, errOut)
+	}
+}
+
+// Every numeric flag declares the values it takes, and a value outside
+// them, from the command line or the environment, is a usage error naming
+// the flag, before any table is touched.
+func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	defineFlags(fs, &jobFlags{}, new(bool))
+	if free := cli.Unbounded(fs); len(free) > 0 {
+		t.Fatalf("numeric flags without a range: %q", free)
+	}
+	u := "file://" + t.TempDir()
+	smallTable(t, u, 1)
+	for _, c := range []struct {
+		env  []string
+		args string
+		says string
+	}{
+		{nil, "--min-fragments 0", "--min-fragments 0: want at least 1"},
+		{nil, "--max-source-fragments -5", "--max-source-fragments -5: want at least 1"},
+		{nil, "--keep-versions 0", "--keep-versions 0: want at least 1"},
+		{nil, "--adopt-after -1s", "--adopt-after -1s: want at least 0s"},
+		{nil, "--retain -1h", "--retain -1h0m0s: want at least 0s"},
+		{nil, "--lease-ttl 1s", "--lease-ttl 1s: want at least 10s"},
+		{[]string{"STRATA_TARGET_ROWS=-5"}, "", "--target-rows -5: want at least 1"},
+	} {
+		args := append([]string{"--once", "--table", u}, strings.Fields(c.args)...)
+		if code, _, errOut := run(c.env, args...); code != 2 || !strings.Contains(errOut, c.says) {
+			t.Errorf("%v %s: exit %d, %s", c.env, c.args, code, errOut)
+		}
+	}
+	if code, _, errOut := run(nil, "--interval", "-1s", "--table", u); code != 2 || !strings.Contains(errOut, "--interval -1s: want at least 0s") {
+		t.Errorf("--interval -1s: exit %d, %s", code, errOut)
 	}
 }
 

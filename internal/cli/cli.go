@@ -1,6 +1,7 @@
 // Package cli is what Strata's two command-line tools (strata and
-// strata-compactor) share: one flag library (cobra and pflag) and one way
-// to read flags from the environment.
+// strata-compactor) share: one flag library (cobra and pflag), one way
+// to read flags from the environment, and one way to bound numeric flags
+// (Bound, CheckBounds).
 //
 // A flag --some-name is read from STRATA_SOME_NAME when the command line
 // does not give it: the command line always wins, for repeatable flags too

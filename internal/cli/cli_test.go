@@ -2,6 +2,7 @@ package cli
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -33,5 +34,42 @@ func TestFlagsWinOverTheEnvironment(t *testing.T) {
 	}
 	if err := BindEnv(fs2, []string{"STRATA_ONCE=true"}, "min-fragments"); err != nil || fs2.Lookup("once").Changed {
 		t.Fatalf("a flag not named was bound: %v", err)
+	}
+}
+
+// A numeric flag outside its declared range is refused, naming the flag,
+// its value and the range; within it, and at its ends, it passes. A flag
+// without a range is listed by Unbounded.
+func TestBoundsOfNumericFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.Int("rows", 100, "")
+	fs.Uint64("version", 0, "")
+	fs.Duration("every", 0, "")
+	fs.Int("racers", 16, "")
+	fs.Int("free", 0, "")
+	fs.String("name", "", "")
+	Bound(fs, "rows", 1, Unlimited)
+	Bound(fs, "version", 0, Unlimited)
+	Bound(fs, "every", 0, Unlimited)
+	Bound(fs, "racers", 1, 256)
+	if got := Unbounded(fs); !slices.Equal(got, []string{"free"}) {
+		t.Fatalf("Unbounded = %q, want [free]", got)
+	}
+	for args, want := range map[string]string{
+		"--rows=-5":                       "--rows -5: want at least 1",
+		"--rows=0":                        "--rows 0: want at least 1",
+		"--racers=100000":                 "--racers 100000: want 1 to 256",
+		"--every=-1s":                     "--every -1s: want at least 0s",
+		"--version=18446744073709551615":  "--version 18446744073709551615: want at most 9223372036854775807",
+		"--rows=1 --racers=256 --every=0": "",
+	} {
+		fs.VisitAll(func(f *pflag.Flag) { _ = f.Value.Set(f.DefValue) })
+		if err := fs.Parse(strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		err := CheckBounds(fs)
+		if (want == "") != (err == nil) || err != nil && err.Error() != want {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
 	}
 }

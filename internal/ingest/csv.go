@@ -138,6 +138,9 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 		n++
 	}
 	if n == 0 {
+		if d.row == 0 {
+			return nil, checkEmpty(d.want, d.fileSchema, d.o)
+		}
 		return nil, nil
 	}
 	raw := d.b.NewRecordBatch()

@@ -13,6 +13,9 @@
 //   - Every batch returned has passed table.Conform: valid Arrow data, the
 //     table's schema exactly, no null where a field forbids one. Errors name
 //     the row (counted over the whole input), the column and both types.
+//     An input of no rows whose columns do not fit is refused as one with
+//     rows would be (a schema-only stream, a header-only CSV, a Parquet
+//     file of no row groups).
 //   - Decoding never panics on any input; a panic inside a decoder becomes
 //     an error.
 //   - Decoding is all or nothing: on error, no batch is returned (those
@@ -25,6 +28,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/table"
@@ -122,6 +126,31 @@ func conformAll(want *arrow.Schema, raw []arrow.RecordBatch, o Options) ([]arrow
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// checkEmpty checks an input that holds no rows as one holding rows is
+// checked: its columns, as schema names them, must fit want (Conform of a
+// batch of no rows). Else a file or stream of another table's columns
+// would pass for an empty append whenever it carries no rows.
+func checkEmpty(want, schema *arrow.Schema, o Options) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &table.InputError{Row: -1, Reason: fmt.Sprintf("the input's schema cannot be read: %v", p)}
+		}
+	}()
+	cols := make([]arrow.Array, schema.NumFields())
+	for i, f := range schema.Fields() {
+		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
+		defer cols[i].Release()
+	}
+	rec := array.NewRecordBatch(schema, cols, 0)
+	defer rec.Release()
+	out, err := table.Conform(want, rec, table.ConformOptions{IgnoreUnknown: o.IgnoreUnknown})
+	if err != nil {
+		return err
+	}
+	out.Release()
+	return nil
 }
 
 func release(recs []arrow.RecordBatch) {

@@ -54,6 +54,10 @@ func ReadIPC(r io.Reader, want *arrow.Schema, o Options) (schema *arrow.Schema, 
 	}
 	if want == nil {
 		want = table.NormalizeSchema(schema)
+	} else if len(raw) == 0 {
+		if err := checkEmpty(want, schema, o); err != nil {
+			return nil, nil, err
+		}
 	}
 	recs, err = conformAll(want, raw, o)
 	if err != nil {

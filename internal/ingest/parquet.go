@@ -27,6 +27,7 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 		}
 		defer rr.Release()
 		var base int64
+		batches := 0
 		next := func() (ok bool, err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -51,6 +52,7 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 				return
 			}
 			base += raw.NumRows()
+			batches++
 			more := yield(rec, nil)
 			rec.Release()
 			if !more {
@@ -59,6 +61,12 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 		}
 		if err := rr.Err(); err != nil {
 			fail(&table.InputError{Row: base, Reason: "Parquet data does not decode: " + err.Error()})
+			return
+		}
+		if batches == 0 {
+			if err := checkEmpty(want, rr.Schema(), o); err != nil {
+				fail(err)
+			}
 		}
 	}
 }

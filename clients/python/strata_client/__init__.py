@@ -19,6 +19,7 @@ import http.client
 import itertools
 import json
 import random
+import re
 import secrets
 import threading
 import time
@@ -313,8 +314,18 @@ def _error(status, data):
 
 
 def _scan_query(columns, filter, version, tag, limit, fresh):
-    return {"columns": ",".join(columns) if columns else None, "filter": filter, "version": version,
+    return {"columns": _column_list(columns) if columns else None, "filter": filter, "version": version,
             "tag": tag, "limit": limit, "fresh": fresh}
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _column_list(names):
+    """Names as ``columns=`` reads them: separated by commas, a name other than a
+    plain word between backticks with each backtick doubled (joined bare, a name
+    holding a comma would read as two columns)."""
+    return ",".join(n if _PLAIN_NAME.fullmatch(n) else "`" + n.replace("`", "``") + "`" for n in names)
 
 
 def _lines(resp):

@@ -134,6 +134,18 @@ class ServerTest(unittest.TestCase):
         self.assertIsNone(st["last_error"])
         self.assertEqual(sorted(r["id"] for r in c.scan("runs", columns=["id"])), list(range(40)))
 
+    def test_columns_of_any_name(self):
+        # A comma, a backtick or a space at the ends of a name: the client
+        # quotes each as the server reads columns=.
+        c = self.c
+        names = ["id", "a,b", "`tick", " lead", "x y"]
+        c.create_table("odd", [{"name": n, "type": "int64"} for n in names])
+        c.append("odd", [{n: i for i, n in enumerate(names)}])
+        c.checkpoint_lsm("odd")
+        for cols in (["a,b"], ["`tick", "id"], [" lead", "a,b", "x y"]):
+            self.assertEqual(list(c.scan("odd", columns=cols)), [{n: names.index(n) for n in cols}])
+            self.assertEqual(list(list(c.scan("odd", columns=cols))[0]), cols)
+
     def test_errors(self):
         with self.assertRaises(StrataError) as e:
             list(self.c.scan("missing"))

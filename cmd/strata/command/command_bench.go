@@ -1,6 +1,7 @@
 package command
 
 import (
+	"math"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/internal/bench"
+	"github.com/stratadb/strata/internal/cli"
 )
 
 func newBench(env *Env) *cobra.Command {
@@ -86,5 +88,9 @@ and AWS_REGION.`,
 	f.BoolVar(&cfg.Keys, "keys", true, "name each ingest append (producer and sequence number), as the clients do by default")
 	f.Int64Var(&cfg.ReuseBytes, "reuse-bytes", 0, "shard: the writers' ReuseBytes: WAL entries of at least this many bytes join the table as they are (0: off)")
 	f.DurationVar(&cfg.StoreLatency, "store-latency", 0, "delay every request by this to 1.5× it, as a remote store's round trip would (e.g. 20ms)")
+	atLeast(c, 1, "writers", "commits", "rows", "target-rows", "conc-writers", "conc-commits")
+	atLeast(c, int64(time.Millisecond), "duration", "merge-interval")
+	atLeast(c, 0, "append-every", "flush-interval", "reuse-bytes", "store-latency")
+	cli.Bound(f, "seed", 0, math.MaxUint32)
 	return c
 }

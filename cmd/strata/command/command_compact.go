@@ -64,6 +64,7 @@ use strata-compactor.`,
 	f.Int64Var(&p.TargetRows, "target-rows", 1_000_000, "rows per output fragment at most")
 	f.Int64Var(&p.TargetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
 	f.IntVar(&p.MaxSourceFragments, "max-source-fragments", 1024, "source fragments per run at most")
+	atLeast(c, 1, "target-rows", "target-bytes", "max-source-fragments")
 	return c
 }
 
@@ -112,5 +113,7 @@ boundary) and the objects no kept version references that are older than
 	f.IntVar(&p.KeepVersions, "keep-versions", 10, "newest versions always kept")
 	f.DurationVar(&p.RetainFor, "retain", time.Hour, "versions younger than this are kept (at least 5m)")
 	f.DurationVar(&p.SafetyAge, "safety-age", time.Hour, "unreferenced objects younger than this are kept (at least 5m)")
+	atLeast(c, 1, "keep-versions")
+	atLeast(c, 0, "retain", "safety-age")
 	return c
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -141,6 +142,9 @@ look further:
 	f.IntVar(&workers, "workers", 4, "worker goroutines, each with its own shard")
 	f.IntVar(&appends, "appends", 25, "appends per worker")
 	f.IntVar(&rows, "rows", 100, "rows per append")
+	cli.Bound(f, "workers", 1, maxWorker+1)
+	cli.Bound(f, "rows", 1, rollouts.IDBase)
+	atLeast(c, 1, "appends")
 	return c
 }
 

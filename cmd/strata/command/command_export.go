@@ -79,5 +79,7 @@ view follows what it keeps.`,
 	c.Flags().StringVar(&o.Location, "location", "", "the table's address as readers see it (default: from URL, e.g. s3://bucket/prefix, file:///abs/path)")
 	c.Flags().IntVar(&o.KeepVersions, "keep-versions", table.DefaultKeepVersions, "newest versions always described (as GC keeps them)")
 	c.Flags().DurationVar(&o.RetainFor, "retain", table.DefaultRetention, "versions younger than this are described (as GC keeps them)")
+	atLeast(c, 0, "version", "retain")
+	atLeast(c, 1, "keep-versions")
 	return c
 }

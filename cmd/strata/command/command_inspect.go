@@ -37,5 +37,6 @@ func newInspect(env *Env) *cobra.Command {
 		},
 	}
 	c.Flags().Uint64Var(&version, "version", 0, "version (default: latest)")
+	atLeast(c, 0, "version")
 	return c
 }

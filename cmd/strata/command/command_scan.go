@@ -79,5 +79,6 @@ merged (each shard's generations and WAL entries), each once.`,
 	f.StringVar(&format, "format", "table", "table, csv or jsonl")
 	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
 	f.BoolVar(&fresh, "fresh", false, "add the rows acknowledged through shards and not yet merged")
+	atLeast(c, 0, "version", "limit")
 	return c
 }

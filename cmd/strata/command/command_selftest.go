@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/cli"
 )
 
 func newSelftest(env *Env) *cobra.Command {
@@ -48,6 +49,8 @@ ignores conditional writes (GCS through its XML API, old MinIO releases).`,
 			return nil
 		},
 	}
-	c.Flags().IntVar(&racers, "racers", 16, "concurrent conditional creates to race")
+	c.Flags().IntVar(&racers, "racers", 16, fmt.Sprintf("concurrent conditional creates to race (at most %d: each holds a body of %d KiB)",
+		blob.MaxSelfTestRacers, blob.SelfTestObjectBytes>>10))
+	cli.Bound(c.Flags(), "racers", 1, blob.MaxSelfTestRacers)
 	return c
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
@@ -82,16 +81,21 @@ after 2 minutes.`,
 			if err != nil {
 				return err
 			}
+			// A bucket that cannot be opened fails now, not at the first
+			// request.
+			if err := srv.CheckBucket(c.Context()); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
 			}
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+			hs := srv.HTTPServer()
 			log.Info("serving", "listen", ln.Addr().String(), "bucket", bucket, "shard", srv.ShardID(), "auth", token != "",
 				"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
 			fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
 			errc := make(chan error, 1)
-			go func() { errc <- hs.Serve(ln) }()
+			go func() { errc <- hs.Serve(server.Listener(ln)) }()
 			select {
 			case err := <-errc:
 				return err
@@ -129,5 +133,8 @@ after 2 minutes.`,
 	f.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.Int64Var(&maxBody, "max-body", 64<<20, "largest request body in bytes")
 	f.Int64Var(&budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
+	atLeast(c, 1, "max-body", "memory-budget")
+	atLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace")
+	atLeast(c, int64(time.Millisecond), "drain-timeout")
 	return c
 }

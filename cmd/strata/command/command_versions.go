@@ -53,6 +53,7 @@ also reads each manifest for its operation and row count (one GET each).`,
 	}
 	c.Flags().IntVar(&limit, "limit", 20, "newest versions to list (0: all)")
 	c.Flags().BoolVar(&detail, "detail", false, "read each manifest for its operation and rows")
+	atLeast(c, 0, "limit")
 	return c
 }
 
@@ -96,5 +97,6 @@ func newTag(env *Env) *cobra.Command {
 	}
 	c.Flags().Uint64Var(&version, "version", 0, "version to tag (default: latest)")
 	c.Flags().BoolVar(&del, "delete", false, "remove the tag (its version is then kept only as long as the retention keeps it)")
+	atLeast(c, 0, "version")
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -100,6 +101,10 @@ its replayed WAL).`,
 	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
 	f.Int64Var(&reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
 	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
+	cli.Bound(f, "worker", 0, maxWorker)
+	// A worker's ids span IDBase: one append cannot hold more rows.
+	cli.Bound(f, "rows", 1, rollouts.IDBase)
+	atLeast(c, 0, "appends", "every", "flush-interval", "merge-interval", "reuse-bytes")
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -94,6 +96,9 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		if err := cli.BindEnv(c.Flags(), os.Environ(), "server", "token", "instance"); err != nil {
 			return usageError{err}
 		}
+		if err := cli.CheckBounds(c.Flags()); err != nil {
+			return usageError{err}
+		}
 		return nil
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -105,6 +110,18 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	root.AddCommand(lsmVerbs(env)...)
 	return root
 }
+
+// atLeast declares that each named numeric flag of c takes values from lo
+// up: a value below is a usage error before the verb runs (cli.Bound).
+func atLeast(c *cobra.Command, lo int64, names ...string) {
+	for _, n := range names {
+		cli.Bound(c.Flags(), n, lo, cli.Unlimited)
+	}
+}
+
+// maxWorker is the largest worker number: ids are worker*IDBase + seq, and
+// must fit an int64.
+const maxWorker = math.MaxInt64/rollouts.IDBase - 1
 
 // exactArgs is cobra.ExactArgs with a usage error.
 func exactArgs(n int) cobra.PositionalArgs {
