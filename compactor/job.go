@@ -496,7 +496,7 @@ func adoptAbandoned(ctx context.Context, o JobOptions, b blob.Bucket, now time.T
 		}
 		out.Adopted = append(out.Adopted, a.Shard)
 		log.Warn("adopted an abandoned shard", "shard", a.Shard, "quiet_since", a.LastWrite.UTC().Format(time.RFC3339),
-			"epoch", res.Epoch, "rows_replayed", res.Rows, "generations_merged", res.Generations, "version", res.Version)
+			"epoch", res.Epoch, "rows_replayed", res.Rows, "generations_merged", res.Generations, "version", res.Version, "retired", res.Retired)
 	}
 	err = errors.Join(errs...)
 	if len(out.Adopted) > 0 || err != nil {
