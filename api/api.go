@@ -34,6 +34,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
 	CodeBodyTooSlow          = "body_too_slow"          // 408
 	CodeExists               = "exists"                 // 409: table or tag
+	CodeBadPlacement         = "bad_placement"          // 409: a table that would share a folder with another table's own objects
 	CodeSequenceExpired      = "sequence_expired"       // 409: a sequence number older than those the server keeps for its producer
 	CodeKeyReused            = "idempotency_key_reused" // 422: the request's name was used before for another body
 	CodeConflict             = "conflict"               // 409: a commit lost to a concurrent one it cannot follow

@@ -45,6 +45,17 @@ type Bucket interface {
 	// last page. pageSize <= 0 means a backend default.
 	ListPage(ctx context.Context, prefix, pageToken string, pageSize int) (Page, error)
 
+	// ListDir lists one level of the folder prefix (empty, or ending in
+	// "/"), as a LIST with delimiter "/" does: up to pageSize entries in
+	// ascending byte order of key, each an object whose key has no "/"
+	// after prefix, or a folder — prefix, the next segment of deeper keys,
+	// and "/" — named once however many keys lie below it. A page is one
+	// request whatever the folders hold. pageToken and DirPage.Next work as
+	// for ListPage; pageSize counts objects and folders. A prefix that is
+	// not a folder's is an ErrPermanent error. A local folder's bucket may
+	// list a folder that holds nothing any more.
+	ListDir(ctx context.Context, prefix, pageToken string, pageSize int) (DirPage, error)
+
 	// Attributes returns the object's size and modification time. A
 	// missing key gives ErrNotFound.
 	Attributes(ctx context.Context, key string) (Attributes, error)
@@ -70,6 +81,13 @@ type ObjectInfo struct {
 type Page struct {
 	Objects []ObjectInfo
 	Next    string // token for the next page; empty on the last page
+}
+
+// DirPage is one page of a one-level listing (Bucket.ListDir).
+type DirPage struct {
+	Objects []ObjectInfo
+	Folders []string // full keys, each ending in "/"
+	Next    string   // token for the next page; empty on the last page
 }
 
 // List iterates over every object under prefix in ascending key order,

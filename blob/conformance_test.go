@@ -75,7 +75,7 @@ func TestConformanceMinIO(t *testing.T) {
 
 func TestConformanceFakeGCS(t *testing.T) {
 	srv := testenv.FakeGCS(t)
-	blobtest.Run(t, func(t *testing.T) blob.Bucket { return openURL(t, srv.URL(t)) }, blobtest.Options{})
+	blobtest.Run(t, func(t *testing.T) blob.Bucket { return openURL(t, srv.URL(t)) }, blobtest.Options{FoldersOverPage: true})
 }
 
 // The wrappers must keep the contract when they inject nothing, or only

@@ -12,7 +12,9 @@
 //     partially written object.
 //  3. List returns keys in ascending byte order, so the first key of a
 //     listing is the smallest. Strata names manifests so that the smallest
-//     name is the newest version.
+//     name is the newest version. ListDir lists one folder level (a LIST
+//     with delimiter "/") in the same order, so that walking folders
+//     (finding tables) costs a request per folder, not per object below.
 //
 // Errors are classified into kinds (ErrNotFound, ErrExists, ErrRetryable,
 // ErrPermanent) that callers test with errors.Is; every error returned by a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
@@ -82,4 +83,109 @@ func shardWithRows(t *testing.T, b blob.Bucket, id string, w, n int) *walshard.S
 		}
 	}
 	return s
+}
+
+// A dead shard adopted once is left alone: later passes, each past the
+// adoption age, adopt nothing, claim no epoch, grow no lag, record no
+// history, and cost the same requests, none of them the shard's. A new
+// owner that writes to the shard and dies has it adopted again. Before,
+// every pass past the age adopted it again (rows_replayed 0): its epoch
+// climbed and its WAL lag grew by one a pass, and the history filled with
+// adoptions.
+func TestAnAdoptedShardIsLeftAloneByLaterPasses(t *testing.T) {
+	counted, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer counted.Close()
+	tr := &tracer{Bucket: counted}
+	if _, err := commit.Create(ctx, tr, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	shardWithRows(t, tr, "dead", 1, 3).Close() // dies: its rows are in its WAL only
+	o := jobOver(tr)
+	o.AdoptAfter, o.NoGC = 20*time.Millisecond, true
+	pass := func() compactor.Summary {
+		t.Helper()
+		time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
+		sum, err := compactor.RunOnce(ctx, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	type look struct {
+		epoch, lag    uint64
+		adopted       int64
+		history, rows int64
+	}
+	looks := func() look {
+		t.Helper()
+		e, err := walshard.NewestEpoch(ctx, counted, "dead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := walshard.Inspect(ctx, counted, "dead")
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, err := compactor.ReadStatus(ctx, counted, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := table.ReadLatest(ctx, counted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return look{e, st.WALLag, status.TotalAdopted, int64(len(status.History)), m.Rows()}
+	}
+	if sum := pass(); sum.Adopted != 1 {
+		t.Fatalf("the first pass adopted %d shards, want the dead one", sum.Adopted)
+	}
+	adopted := looks()
+	if adopted.lag != 0 || adopted.rows != 30 || adopted.adopted != 1 {
+		t.Fatalf("after the adoption: %+v, want no lag, its 30 rows in the table, one adoption", adopted)
+	}
+	var costs []int64
+	for i := range 4 {
+		before, _ := blob.StatsOf(counted)
+		tr.mu.Lock()
+		tr.on, tr.lines = true, nil
+		tr.mu.Unlock()
+		sum := pass()
+		tr.mu.Lock()
+		tr.on = false
+		var touched []string
+		lease := int64(0)
+		for _, l := range tr.lines {
+			if strings.Contains(l, "/dead") {
+				touched = append(touched, l)
+			}
+			if strings.Contains(l, " _compactor/lease/") {
+				lease++
+			}
+		}
+		tr.mu.Unlock()
+		after, _ := blob.StatsOf(counted)
+		// The lease's upkeep aside (a pass takes it, releases it, and
+		// deletes the leases of passes before the last two).
+		costs = append(costs, after.Sub(before).Requests()-lease)
+		if got := looks(); sum.Adopted != 0 || got != adopted || len(touched) > 0 {
+			t.Fatalf("pass %d after the adoption: adopted %d; %+v, want %+v; requests to the shard %q", i+1, sum.Adopted, got, adopted, touched)
+		}
+	}
+	t.Logf("requests of the passes after the adoption, the lease's aside: %v", costs)
+	for _, c := range costs[1:] {
+		if c != costs[0] {
+			t.Fatalf("requests of the passes after the adoption, the lease's aside: %v, want the same each pass", costs)
+		}
+	}
+	// A new owner writes, and dies: the shard is adopted again.
+	shardWithRows(t, tr, "dead", 3, 1).Close()
+	if sum := pass(); sum.Adopted != 1 {
+		t.Fatalf("a new owner's rows: adopted %d shards, want the dead one", sum.Adopted)
+	}
+	if got := looks(); got.rows != 40 || got.lag != 0 || got.epoch != adopted.epoch+2 || got.adopted != 2 {
+		t.Fatalf("after the second adoption: %+v, want 40 rows, no lag, two epochs more, two adoptions", got)
+	}
 }

@@ -496,7 +496,7 @@ func adoptAbandoned(ctx context.Context, o JobOptions, b blob.Bucket, now time.T
 		}
 		out.Adopted = append(out.Adopted, a.Shard)
 		log.Warn("adopted an abandoned shard", "shard", a.Shard, "quiet_since", a.LastWrite.UTC().Format(time.RFC3339),
-			"epoch", res.Epoch, "rows_replayed", res.Rows, "generations_merged", res.Generations, "version", res.Version)
+			"epoch", res.Epoch, "rows_replayed", res.Rows, "generations_merged", res.Generations, "version", res.Version, "retired", res.Retired)
 	}
 	err = errors.Join(errs...)
 	if len(out.Adopted) > 0 || err != nil {
@@ -513,45 +513,4 @@ func adoptAbandoned(ctx context.Context, o JobOptions, b blob.Bucket, now time.T
 		}
 	}
 	return err
-}
-
-// DiscoverTables lists the tables under a bucket URL: every prefix that
-// holds a _versions/ folder. It returns their URLs.
-func DiscoverTables(ctx context.Context, open func(context.Context, string) (blob.Bucket, error), root string) ([]string, error) {
-	b, err := open(ctx, root)
-	if err != nil {
-		return nil, err
-	}
-	defer b.Close()
-	seen := map[string]bool{}
-	var out []string
-	for o, err := range blob.List(ctx, b, "", 0) {
-		if err != nil {
-			return nil, err
-		}
-		i := strings.Index(o.Key, table.VersionsDir)
-		if i < 0 || (i > 0 && o.Key[i-1] != '/') {
-			continue
-		}
-		prefix := strings.TrimSuffix(o.Key[:i], "/")
-		if seen[prefix] {
-			continue
-		}
-		seen[prefix] = true
-		out = append(out, joinURL(root, prefix))
-	}
-	return out, nil
-}
-
-// joinURL appends a path to a bucket URL, before any query.
-func joinURL(root, sub string) string {
-	if sub == "" {
-		return root
-	}
-	base, query, _ := strings.Cut(root, "?")
-	u := strings.TrimSuffix(base, "/") + "/" + sub
-	if query != "" {
-		u += "?" + query
-	}
-	return u
 }

@@ -63,6 +63,10 @@ func (t *tracer) ListPage(ctx context.Context, prefix, token string, n int) (blo
 	t.log("LIST", prefix)
 	return t.Bucket.ListPage(ctx, prefix, token, n)
 }
+func (t *tracer) ListDir(ctx context.Context, prefix, token string, n int) (blob.DirPage, error) {
+	t.log("LIST-DIR", prefix)
+	return t.Bucket.ListDir(ctx, prefix, token, n)
+}
 func (t *tracer) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
 	t.log("HEAD", key)
 	return t.Bucket.Attributes(ctx, key)

@@ -118,6 +118,9 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error)
 	default:
 		return unsupportedMedia(ArrowStream, api.JSON)
 	}
+	if err := s.checkPlacement(r.Context(), t); err != nil {
+		return err
+	}
 	opts := &commit.Options{Writer: "server:" + s.opts.Instance}
 	var m *table.Manifest
 	if key != nil {

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/ingest"
@@ -175,22 +174,6 @@ func (s *Server) createIndex(w http.ResponseWriter, r *http.Request, t *tableSta
 	return nil
 }
 
-// listTables lists the tables under the server's bucket with their newest
-// versions.
-func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
-	root, err := s.opts.Open(r.Context(), s.opts.Bucket)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	tables, err := table.ListTables(r.Context(), root)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.TableList{Tables: apiTables(tables)})
-	return nil
-}
-
 // OpenAPI is the OpenAPI 3.1 document of the server's routes, served at
 // GET /api/v1/openapi.json.
 //
@@ -255,47 +238,6 @@ func mediaType(r *http.Request) string {
 // ignore_unknown=true drops columns the table does not have.
 func (s *Server) ingestOptions(r *http.Request) ingest.Options {
 	return ingest.Options{Limit: s.opts.MaxBodyBytes, IgnoreUnknown: r.URL.Query().Get("ignore_unknown") == "true"}
-}
-
-func info(name string, m *table.Manifest) api.TableInfo {
-	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema())}
-}
-
-func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	m, err := table.ReadLatest(r.Context(), t.b)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, info(t.name, m))
-	return nil
-}
-
-// dropTable deletes every object of the table.
-func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	delete(s.mu.tables, t.name)
-	s.mu.Unlock()
-	t.stopBackground()
-	if sh := t.openShard(); sh != nil {
-		sh.Close()
-	}
-	// Manifests first, newest first: once the newest is gone, the table is.
-	for _, prefix := range []string{table.VersionsDir, ""} {
-		for o, err := range blob.List(r.Context(), t.b, prefix, 0) {
-			if err != nil {
-				return err
-			}
-			if err := t.b.Delete(r.Context(), o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return err
-			}
-		}
-	}
-	t.b.Close()
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 func badRequestOrLimit(err error, what string) error {

@@ -310,15 +310,14 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-var tableName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // table returns the state of table name, opening its bucket on first use.
 // Only tables that exist (or are being created) are kept, so requests for
 // made-up names cannot grow the server's memory.
 func (s *Server) table(ctx context.Context, name string, create bool) (*tableState, error) {
-	if !tableName.MatchString(name) || strings.Contains(name, "..") {
-		return nil, &apiError{http.StatusBadRequest, api.CodeBadTableName,
-			fmt.Sprintf("table name %q: want 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit", name)}
+	// A name is a path under the server's bucket ("runs/eval": the
+	// client escapes its "/" as %2F), checked by the format's rule.
+	if err := table.CheckName(name); err != nil {
+		return nil, &apiError{http.StatusBadRequest, api.CodeBadTableName, err.Error()}
 	}
 	s.mu.Lock()
 	t, ok := s.mu.tables[name]
@@ -542,6 +541,8 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, api.CodeExists, err.Error())
 	case errors.Is(err, commit.ErrConflict):
 		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
+	case errors.Is(err, table.ErrPlacement):
+		writeError(w, http.StatusConflict, api.CodeBadPlacement, err.Error())
 	case errors.Is(err, ingest.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
 	case errors.Is(err, table.ErrBadInput), errors.Is(err, table.ErrSchemaMismatch):

@@ -245,7 +245,7 @@ func TestBadNamesAuthAndLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"..%2Fx", "a%2Fb", strings.Repeat("x", 200), ".hidden"} {
+	for _, name := range []string{"..%2Fx", "a%2F%2Fb", "a%2F.b", strings.Repeat("x", 200), ".hidden", "a%20b"} {
 		code, body := raw(t, f, "GET", "/api/v1/tables/"+name, "", "", "s3cret")
 		if code != http.StatusBadRequest || !strings.Contains(body, "bad_table_name") {
 			t.Errorf("name %q: %d %s", name, code, body)

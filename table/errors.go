@@ -30,8 +30,12 @@ var (
 	ErrBadPredicate = errors.New("bad predicate")
 	// ErrBadColumns: a list of columns (ParseColumns) that does not parse.
 	ErrBadColumns = errors.New("bad column list")
-	// ErrBadName: a tag (or other) name outside what the format allows.
+	// ErrBadName: a tag or table name (or other) outside what the format
+	// allows. A table's comes in a *NameError.
 	ErrBadName = errors.New("bad name")
+	// ErrPlacement: a table created where it would share a folder with
+	// another table's own objects. Always in a *PlacementError.
+	ErrPlacement = errors.New("a table cannot go there")
 )
 
 // CorruptError says which object is damaged and how.

@@ -23,6 +23,11 @@ import (
 // generation, merged, and its log cleaned. If the owner comes back under
 // the same name, it opens the next epoch over the state the adopter left:
 // nothing to replay, nothing lost, nothing twice.
+//
+// An adoption is done once: it records the WAL as flushed up to its own
+// fence and takes the shard's registration down, so that later sweeps
+// neither adopt the shard again (a new epoch, a fence, a history entry
+// each time) nor spend a request on it, until a new owner opens it.
 
 // Abandoned describes a shard that looks abandoned.
 type Abandoned struct {
@@ -40,13 +45,12 @@ func Shards(ctx context.Context, b blob.Bucket, m *table.Manifest) ([]string, er
 	for id := range m.Shards {
 		seen[id] = true
 	}
-	for o, err := range blob.List(ctx, b, table.FleetShardsDir, 0) {
-		if err != nil {
-			return nil, err
-		}
-		if id := strings.TrimPrefix(o.Key, table.FleetShardsDir); CheckShardID(id) == nil {
-			seen[id] = true
-		}
+	ids, err := registered(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		seen[id] = true
 	}
 	out := make([]string, 0, len(seen))
 	for id := range seen {
@@ -56,17 +60,35 @@ func Shards(ctx context.Context, b blob.Bucket, m *table.Manifest) ([]string, er
 	return out, nil
 }
 
+// registered lists the shards registered under _fleet/shards/, sorted.
+func registered(ctx context.Context, b blob.Bucket) ([]string, error) {
+	var out []string
+	for o, err := range blob.List(ctx, b, table.FleetShardsDir, 0) {
+		if err != nil {
+			return nil, err
+		}
+		if id := strings.TrimPrefix(o.Key, table.FleetShardsDir); CheckShardID(id) == nil {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // FindAbandoned lists the shards whose owner has written nothing since
 // before now-after and which hold rows not in the table: WAL entries
 // above their flushed position, or generations above the watermark.
-// It costs two LISTs a shard, and a LIST and a GET more for each quiet
-// one.
+// It looks among the registered shards (_fleet/shards/, one LIST page per
+// thousand): every owner registers its shard when it opens it, before it
+// writes, and an adoption that leaves nothing in a shard takes its
+// registration down (Adopt), so that an adopted shard costs later sweeps
+// nothing. It costs two LISTs a registered shard, and a LIST and a GET
+// more for each quiet one.
 func FindAbandoned(ctx context.Context, b blob.Bucket, after time.Duration, now time.Time) ([]Abandoned, error) {
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := Shards(ctx, b, m)
+	ids, err := registered(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +135,9 @@ type AdoptResult struct {
 	// SetAside: the entries replay set aside (quarantined, or lost and
 	// given up under Options.SetAsideLost).
 	SetAside []Quarantined
+	// Retired: the shard held nothing more, and its registration was taken
+	// down (it opens again as any shard does).
+	Retired bool
 }
 
 // Adopt opens shard as its owner would on a restart (fencing any earlier
@@ -147,7 +172,72 @@ func Adopt(ctx context.Context, b blob.Bucket, shard string, o Options) (AdoptRe
 			res.Version = mr.Version
 		}
 		if mr.Generations == 0 && s.Stats().PendingGenerations == 0 {
-			return res, nil
+			break
 		}
 	}
+	// Nothing is left in the shard: say so where the next sweep looks.
+	if err := s.coverFence(ctx); err != nil {
+		return res, err
+	}
+	res.Retired, err = retire(ctx, b, shard, s.Epoch())
+	return res, err
+}
+
+// coverFence records, in a state of its own, that every WAL entry up to
+// the fence this handle placed is flushed, set aside or a fence, when the
+// memtable holds nothing. An adopter appends nothing, so the fence is its
+// WAL's newest entry; without this, the flushed position stayed below it,
+// and the adopted shard, with nothing new, looked abandoned with entries
+// to replay as soon as the adoption age passed again: it was adopted at
+// every later sweep, each time a new epoch and one more fence.
+func (s *Shard) coverFence(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	state, top, watermark, empty := s.mu.state, s.mu.nextPos-1, s.mu.watermark, len(s.mu.mem) == 0
+	producers := s.mu.producers
+	s.mu.Unlock()
+	if !empty || state.WALFlushed >= top {
+		return nil
+	}
+	// The state as it stands, but its flushed position; it records the
+	// idempotent appends of the entries it now covers, as a flush does.
+	copied := *state
+	next := &copied
+	next.Seq, next.Epoch, next.ID, next.WALFlushed, next.MergedBelow = state.Seq+1, s.epoch, table.NewID(), top, watermark
+	next.Generations = state.pending(watermark)
+	next.Producers = producers.Expire(s.now())
+	if err := writeState(ctx, s.b, s.l, next); err != nil {
+		if errors.Is(err, errStateTaken) {
+			return s.setFenced()
+		}
+		return fmt.Errorf("walshard: shard %q: recording the flushed position %d: %w", s.id, top, err)
+	}
+	s.mu.Lock()
+	s.mu.state = next
+	s.mu.Unlock()
+	return nil
+}
+
+// retire takes down the registration of a shard an adoption at epoch left
+// with nothing in it, so that sweeps for abandoned shards (FindAbandoned)
+// no longer look at it. A new owner registers it again when it opens it,
+// after claiming epoch+1 and before writing: one that claimed before the
+// registration went is seen by the read of epoch+1 (by name) after it,
+// and the registration is put back. It reports whether the registration
+// stays down.
+func retire(ctx context.Context, b blob.Bucket, shard string, epoch uint64) (bool, error) {
+	key := table.FleetShardsDir + shard
+	if err := b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return false, fmt.Errorf("walshard: shard %q: retiring it: %w", shard, err)
+	}
+	_, err := b.Attributes(ctx, table.ShardEpochKey(shard, epoch+1))
+	if errors.Is(err, blob.ErrNotFound) {
+		return true, nil
+	}
+	// A newer owner, or no answer: the registration goes back.
+	if perr := b.PutIfAbsent(ctx, key, nil); perr != nil && !errors.Is(perr, blob.ErrExists) {
+		return false, fmt.Errorf("walshard: shard %q: registering it again after a retirement: %w", shard, errors.Join(err, perr))
+	}
+	return false, nil
 }

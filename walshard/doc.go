@@ -44,5 +44,11 @@
 //     garbage collection, once no kept version references it: the owner's
 //     cleanup deletes merged entries only where its state tells parts
 //     apart (State.PartsUpTo).
+//   - A shard that may hold rows outside the table is registered
+//     (_fleet/shards/<shard>): an owner registers it at open, after its
+//     epoch claim and before it writes; only an adopter that left it
+//     empty takes the registration down, and puts it back if a newer
+//     epoch was claimed meanwhile. Sweeps for abandoned shards look at
+//     registered shards only, so an adopted shard is adopted once.
 //   - No object is overwritten: every name above is created once.
 package walshard

@@ -19,8 +19,8 @@ type State struct {
 	// Writer and ID let a writer recognise its own state object after an
 	// ambiguous create.
 	ID string `json:"id"`
-	// WALFlushed: every WAL entry at or below it is in a generation (or is
-	// a fence); replay starts above it.
+	// WALFlushed: every WAL entry at or below it is in a generation, is a
+	// fence, or was set aside (quarantined); replay starts above it.
 	WALFlushed  uint64       `json:"wal_flushed"`
 	NextGen     uint64       `json:"next_gen"`
 	Generations []Generation `json:"generations"`

@@ -29,6 +29,10 @@ type Options struct {
 	// RaceRounds is how many rounds of 32 goroutines race on a fresh key;
 	// 0 means 20.
 	RaceRounds int
+	// FoldersOverPage: the backend may return more folders than a
+	// ListDir page size asks for (the GCS emulator does; GCS and S3 do
+	// not). Entries must still come once each, in order.
+	FoldersOverPage bool
 }
 
 // Run runs the conformance suite against the buckets open returns.
@@ -51,6 +55,8 @@ func Run(t *testing.T, open Opener, opts Options) {
 		{"DeleteRemovesAndMissingIsNotFound", testDelete},
 		{"ListIsInByteOrderAndFiltersByPrefix", testListOrder},
 		{"ListPagesCoverEverythingOnce", testListPaging},
+		{"ListDirShowsOneLevelInByteOrder", func(t *testing.T, b blob.Bucket) { testListDir(t, b, opts) }},
+		{"ListDirPagesCoverTheLevelOnce", func(t *testing.T, b blob.Bucket) { testListDirPaging(t, b, opts) }},
 		{"InvalidKeysArePermanentErrors", testInvalidKeys},
 		{"CanceledContextStopsRequests", testCanceled},
 		{"ConcurrentPutIfAbsentHasOneWinner", func(t *testing.T, b blob.Bucket) { testRace(t, b, opts.RaceRounds) }},
@@ -311,6 +317,116 @@ func testListPaging(t *testing.T, b blob.Bucket) {
 		}
 		if len(page.Objects) > size {
 			t.Fatalf("page of %d holds %d objects", size, len(page.Objects))
+		}
+	}
+}
+
+// listDirAll lists one level of prefix in pages of pageSize, checking
+// each page's size and that entries come in ascending order, each once.
+func listDirAll(t *testing.T, b blob.Bucket, opts Options, prefix string, pageSize int) (objects, folders []string) {
+	t.Helper()
+	token, last := "", ""
+	for {
+		page, err := b.ListDir(ctx(t), prefix, token, pageSize)
+		if err != nil {
+			t.Fatalf("ListDir(%q, %q): %v", prefix, token, err)
+		}
+		n := len(page.Objects) + len(page.Folders)
+		if opts.FoldersOverPage {
+			n = len(page.Objects)
+		}
+		if pageSize > 0 && n > pageSize {
+			t.Fatalf("ListDir(%q): a page of %d holds %d entries", prefix, pageSize, len(page.Objects)+len(page.Folders))
+		}
+		var keys []string
+		for _, o := range page.Objects {
+			if o.Size != int64(len(o.Key)) {
+				t.Fatalf("ListDir(%q): %q listed with size %d, want %d", prefix, o.Key, o.Size, len(o.Key))
+			}
+			objects, keys = append(objects, o.Key), append(keys, o.Key)
+		}
+		for _, f := range page.Folders {
+			if !strings.HasSuffix(f, "/") {
+				t.Fatalf("ListDir(%q): folder %q does not end in /", prefix, f)
+			}
+			folders, keys = append(folders, f), append(keys, f)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if k <= last {
+				t.Fatalf("ListDir(%q) in pages of %d: %q after %q", prefix, pageSize, k, last)
+			}
+			last = k
+		}
+		if page.Next == "" {
+			return objects, folders
+		}
+		token = page.Next
+	}
+}
+
+// Keys for one-level listings: objects beside folders whose names sort
+// around them ('-' and '.' before '/'), folders holding deeper folders,
+// and a folder named like a table's own.
+var dirKeys = []string{"a/b", "a-c", "a.b", "a/c/d", "a/c/e/f", "a/a", "b", "ab/c",
+	"_versions/00000000000000000003.manifest", "_versions/00000000000000000002.manifest",
+	"_versions/_versions/00000000000000000001.manifest", "_versions/data/x.parquet"}
+
+func testListDir(t *testing.T, b blob.Bucket, opts Options) {
+	for _, k := range dirKeys {
+		put(t, b, k, []byte(k))
+	}
+	cases := []struct {
+		prefix           string
+		objects, folders []string
+	}{
+		{"", []string{"a-c", "a.b", "b"}, []string{"_versions/", "a/", "ab/"}},
+		{"a/", []string{"a/a", "a/b"}, []string{"a/c/"}},
+		{"a/c/", []string{"a/c/d"}, []string{"a/c/e/"}},
+		{"_versions/", []string{"_versions/00000000000000000002.manifest", "_versions/00000000000000000003.manifest"},
+			[]string{"_versions/_versions/", "_versions/data/"}},
+		{"zzz/", nil, nil},
+	}
+	for _, c := range cases {
+		objects, folders := listDirAll(t, b, opts, c.prefix, 0)
+		if !slices.Equal(objects, c.objects) || !slices.Equal(folders, c.folders) {
+			t.Fatalf("ListDir(%q) = objects %q, folders %q; want %q, %q", c.prefix, objects, folders, c.objects, c.folders)
+		}
+	}
+	// One entry: the smallest name, a manifest's before the folders.
+	page, err := b.ListDir(ctx(t), "_versions/", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Folders) != 0 && !opts.FoldersOverPage || len(page.Objects) != 1 || page.Objects[0].Key != "_versions/00000000000000000002.manifest" || page.Next == "" {
+		t.Fatalf("first entry of _versions/ = %+v, want the smallest manifest name and a next token", page)
+	}
+	for _, bad := range []string{"a", "a//", "../"} {
+		_, err := b.ListDir(ctx(t), bad, "", 0)
+		wantKind(t, fmt.Sprintf("ListDir(%q)", bad), err, blob.ErrPermanent)
+	}
+}
+
+func testListDirPaging(t *testing.T, b blob.Bucket, opts Options) {
+	var objects, folders []string
+	for i := range 23 {
+		k := fmt.Sprintf("p/f%02d/k", i)
+		if i%3 == 0 {
+			k = fmt.Sprintf("p/o%02d", i)
+			objects = append(objects, k)
+		} else {
+			folders = append(folders, fmt.Sprintf("p/f%02d/", i))
+			// Many keys below a folder: it is still one entry.
+			for j := range i % 4 {
+				put(t, b, fmt.Sprintf("p/f%02d/deep/%d", i, j), []byte(fmt.Sprintf("p/f%02d/deep/%d", i, j)))
+			}
+		}
+		put(t, b, k, []byte(k))
+	}
+	for _, size := range []int{1, 2, 7, 1000} {
+		gotO, gotF := listDirAll(t, b, opts, "p/", size)
+		if !slices.Equal(gotO, objects) || !slices.Equal(gotF, folders) {
+			t.Fatalf("pages of %d: objects %q folders %q\nwant %q %q", size, gotO, gotF, objects, folders)
 		}
 	}
 }

@@ -260,6 +260,18 @@ func (f *Bucket) ListPage(ctx context.Context, prefix, token string, pageSize in
 	return p, nil
 }
 
+func (f *Bucket) ListDir(ctx context.Context, prefix, token string, pageSize int) (blob.DirPage, error) {
+	act, err := f.decide(ctx, OpList, prefix)
+	if err != nil {
+		return blob.DirPage{}, err
+	}
+	p, err := f.b.ListDir(ctx, prefix, token, pageSize)
+	if err = after(act, OpList, prefix, err); err != nil {
+		return blob.DirPage{}, err
+	}
+	return p, nil
+}
+
 func (f *Bucket) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
 	act, err := f.decide(ctx, OpAttributes, key)
 	if err != nil {

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -205,6 +206,57 @@ func (s *Store) ListPage(ctx context.Context, prefix, token string, pageSize int
 			break
 		}
 		page.Objects = append(page.Objects, blob.ObjectInfo{Key: k, Size: int64(len(o.data)), ModTime: o.mod})
+	}
+	return page, nil
+}
+
+// ListDir implements blob.Bucket: one level of the folder prefix, with
+// the same omissions as ListPage (a folder shows once a key below it
+// does). Page tokens are the last key returned.
+func (s *Store) ListDir(ctx context.Context, prefix, token string, pageSize int) (blob.DirPage, error) {
+	if prefix != "" && (!strings.HasSuffix(prefix, "/") || blob.CheckKey(prefix+"x") != nil) {
+		return blob.DirPage{}, &blob.Error{Op: "list", Key: prefix, Kind: blob.ErrPermanent, Err: errors.New("not a folder's prefix")}
+	}
+	if pageSize <= 0 {
+		pageSize = 1000
+	}
+	s.mu.Lock()
+	s.served++
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	entries := map[string]*object{} // folders map to nil
+	for k, o := range s.objs {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if o.hiddenUntil > s.served && now.Sub(o.mod) < MaxListLag {
+			s.omitted++
+			continue
+		}
+		if i := strings.IndexByte(k[len(prefix):], '/'); i >= 0 {
+			entries[k[:len(prefix)+i+1]] = nil
+		} else {
+			entries[k] = o
+		}
+	}
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		if k > token {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var page blob.DirPage
+	for i, k := range keys {
+		if i == pageSize {
+			page.Next = keys[i-1]
+			break
+		}
+		if o := entries[k]; o != nil {
+			page.Objects = append(page.Objects, blob.ObjectInfo{Key: k, Size: int64(len(o.data)), ModTime: o.mod})
+		} else {
+			page.Folders = append(page.Folders, k)
+		}
 	}
 	return page, nil
 }

@@ -23,7 +23,13 @@ func newCreate(env *Env) *cobra.Command {
 		Long: `create makes version 1 of a new table. The schema comes from a JSON file,
 {"fields": [{"name": "id", "type": "int64"}, {"name": "msg", "type": "string", "nullable": true}]}
 (types: bool, int8…int64, uint8…uint64, float32, float64, string, binary,
-timestamp_us, date32), or from the schema of a Parquet file.`,
+timestamp_us, date32), or from the schema of a Parquet file.
+
+The table's folder name (the URL's last segment) is 1 to 128 of
+[A-Za-z0-9._-], not beginning with '.'. A table may sit in another table's
+folder ("runs/eval" beside "runs"), but not in one of its own folders (data/,
+or one whose name begins with _ or .), nor hold a table in one of its own:
+create refuses both, naming the table in the way.`,
 		Example: `  strata create file://./events --schema events.schema.json
   strata create 's3://lake/events?endpoint=http://127.0.0.1:9000' --like sample.parquet`,
 		Args: exactArgs(1),
@@ -46,6 +52,9 @@ timestamp_us, date32), or from the schema of a Parquet file.`,
 				return err
 			}
 			defer b.Close()
+			if err := checkNewTable(c.Context(), env, args[0], b); err != nil {
+				return err
+			}
 			m, err := commit.Create(c.Context(), b, schema, nil, nil)
 			if err != nil {
 				return err

@@ -54,6 +54,9 @@ prints what happened. Run it again to add more workers' rows.`,
 			defer b.Close()
 			m, err := table.ReadLatest(ctx, b)
 			if errors.Is(err, table.ErrNotFound) {
+				if err := checkNewTable(ctx, env, u, b); err != nil {
+					return err
+				}
 				if m, err = commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
 					return err
 				}

@@ -15,10 +15,12 @@ import (
 func newTables(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "tables URL",
-		Short: "List the tables directly under a bucket URL, with their newest versions",
-		Long: `tables lists the folders under URL (one LIST per thousand) and, for each,
-looks for a newest version (one LIST of one key): the folders that hold one
-are tables.`,
+		Short: "List the tables under a bucket URL, at any depth, with their newest versions",
+		Long: `tables walks the folders under URL: a folder whose _versions/ holds a manifest
+is a table, named by its path under URL ("." for URL itself). It costs a LIST
+a folder and one more a table, never a listing of what the tables hold: it
+does not look into a table's own folders (data/, and those whose names begin
+with _ or .), only into its others, where tables may nest ("runs/eval").`,
 		Example: `  strata tables file://./strata-demo
   strata tables 's3://lake/tables?endpoint=http://127.0.0.1:9000'`,
 		Args: exactArgs(1),
@@ -35,7 +37,11 @@ are tables.`,
 			tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TABLE\tVERSION")
 			for _, t := range tables {
-				fmt.Fprintf(tw, "%s\t%d\n", t.Name, t.Version)
+				name := t.Name
+				if name == "" {
+					name = "."
+				}
+				fmt.Fprintf(tw, "%s\t%d\n", name, t.Version)
 			}
 			return tw.Flush()
 		},

@@ -45,6 +45,9 @@ its replayed WAL).`,
 			}
 			defer b.Close()
 			if _, err := table.LatestVersion(ctx, b); errors.Is(err, table.ErrNotFound) {
+				if err := checkNewTable(ctx, env, args[0], b); err != nil {
+					return err
+				}
 				if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// The routes on tables as wholes: list, describe, drop, and the check of
+// where a created table goes (createTable, beside appends, runs it). A
+// table's name is its path under the server's bucket (see
+// table.CheckName).
+
+// listTables lists the tables under the server's bucket, at any depth,
+// with their newest versions (table.ListTables: a LIST a folder). The
+// bucket's root, were it a table, has no name to serve it by.
+func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
+	root, err := s.opts.Open(r.Context(), s.opts.Bucket)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tables, err := table.ListTables(r.Context(), root)
+	if err != nil {
+		return err
+	}
+	tables = slices.DeleteFunc(tables, func(l table.Listed) bool { return l.Name == "" })
+	writeJSON(w, http.StatusOK, api.TableList{Tables: apiTables(tables)})
+	return nil
+}
+
+// checkPlacement refuses (409) a table that would share a folder with
+// another table's own objects (table.CheckPlacement). The server's bucket
+// is opened only when the name has a reserved segment.
+func (s *Server) checkPlacement(ctx context.Context, t *tableState) error {
+	var root blob.Bucket
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
+	return table.CheckPlacement(ctx, t.b, t.name, func(ctx context.Context, above string) (bool, error) {
+		if root == nil {
+			var err error
+			if root, err = s.opts.Open(ctx, s.opts.Bucket); err != nil {
+				return false, err
+			}
+		}
+		return table.IsTable(ctx, root, above)
+	})
+}
+
+func info(name string, m *table.Manifest) api.TableInfo {
+	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema())}
+}
+
+func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info(t.name, m))
+	return nil
+}
+
+// dropTable deletes every object of the table.
+func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.mu.tables, t.name)
+	s.mu.Unlock()
+	t.stopBackground()
+	if sh := t.openShard(); sh != nil {
+		sh.Close()
+	}
+	if err := deleteOwn(r.Context(), t.b); err != nil {
+		return err
+	}
+	t.b.Close()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// deleteOwn deletes a table's own objects: its manifests first, newest
+// first (once the newest is gone, the table is), then the objects in its
+// folder and in its other reserved folders. Its other folders may hold
+// other tables ("runs/eval" under "runs"), which stay.
+func deleteOwn(ctx context.Context, b blob.Bucket) error {
+	del := func(prefix string) error {
+		for o, err := range blob.List(ctx, b, prefix, 0) {
+			if err != nil {
+				return err
+			}
+			if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := del(table.VersionsDir); err != nil {
+		return err
+	}
+	for token := ""; ; {
+		page, err := b.ListDir(ctx, "", token, 0)
+		if err != nil {
+			return err
+		}
+		for _, o := range page.Objects {
+			if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return err
+			}
+		}
+		for _, f := range page.Folders {
+			if table.Reserved(strings.TrimSuffix(f, "/")) {
+				if err := del(f); err != nil {
+					return err
+				}
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		token = page.Next
+	}
+}
