@@ -3,10 +3,6 @@ package compactor
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
-
-	"github.com/stratadb/strata/blob"
 )
 
 // Every options type of this package follows one idiom: a nil pointer or a
@@ -127,57 +123,4 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("compactor: Options.Commit: %w", err)
 	}
 	return nil
-}
-
-// EnsureDefaults returns a copy of o (nil: the zero JobOptions) with every
-// unset field at its default.
-func (o *JobOptions) EnsureDefaults() *JobOptions {
-	var c JobOptions
-	if o != nil {
-		c = *o
-	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.Holder == "" {
-		c.Holder = DefaultHolder
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
-	if c.Open == nil {
-		c.Open = blob.Open
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.AdoptAfter == 0 {
-		c.AdoptAfter = 15 * time.Minute
-	}
-	if c.Fleet.Commit.Writer == "" {
-		c.Fleet.Commit.Writer = c.Holder + " (fleet merge)"
-	}
-	return &c
-}
-
-// Validate checks the options: no negative history or lease, a lease of
-// at least MinLeaseTTL, and valid policies. No tables is valid: a pass over
-// an empty bucket does nothing.
-func (o *JobOptions) Validate() error {
-	if o == nil {
-		return nil
-	}
-	if o.History < 0 || o.LeaseTTL < 0 {
-		return fmt.Errorf("%w: JobOptions: History and LeaseTTL must not be negative", ErrInvalidOptions)
-	}
-	if o.LeaseTTL > 0 && o.LeaseTTL < MinLeaseTTL {
-		return fmt.Errorf("%w: JobOptions: LeaseTTL %v is below %v", ErrInvalidOptions, o.LeaseTTL, MinLeaseTTL)
-	}
-	if err := o.Policy.Validate(); err != nil {
-		return err
-	}
-	if err := o.GC.Validate(); err != nil {
-		return err
-	}
-	return o.Fleet.Validate()
 }

@@ -44,10 +44,6 @@ func TestOptionsDefaultsAndValidate(t *testing.T) {
 			_, err := compactor.GC(ctx, b, &compactor.GCPolicy{RetainFor: -time.Hour}, time.Now())
 			return err
 		}},
-		{"a Job with a lease too short to renew", func() error {
-			_, err := compactor.RunOnce(ctx, &compactor.JobOptions{LeaseTTL: time.Second})
-			return err
-		}},
 	} {
 		if err := bad.run(); !errors.Is(err, compactor.ErrInvalidOptions) {
 			t.Errorf("%s: %v, want ErrInvalidOptions", bad.what, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
+	jobpkg "github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/server"
 )
 
@@ -101,12 +102,12 @@ func TestCompactTakesTheTablesLease(t *testing.T) {
 	}
 
 	// Both at once.
-	jobOpts := compactor.JobOptions{Tables: []string{tableURL(root, "t")}, Holder: "job", NoGC: true, NoFleetMerge: true,
+	jobOpts := jobpkg.Options{Tables: []string{tableURL(root, "t")}, Holder: "job", NoGC: true, NoMerge: true,
 		Policy: compactor.Policy{MinFragments: 2}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	var wg sync.WaitGroup
-	var sum compactor.Summary
+	var sum jobpkg.Summary
 	var jobErr error
-	wg.Go(func() { sum, jobErr = compactor.RunOnce(ctx, &jobOpts) })
+	wg.Go(func() { sum, jobErr = jobpkg.RunOnce(ctx, &jobOpts) })
 	resp, data := send(t, f, "POST", "/api/v1/tables/t/compact", nil, "")
 	wg.Wait()
 	if jobErr != nil {

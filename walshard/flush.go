@@ -17,7 +17,15 @@ import (
 // (0 when the memtable was empty). Flushes are serialised; appends go on
 // while one runs. When more than MaxPendingGenerations generations await
 // merging, Flush waits for a merge.
-func (s *Shard) Flush(ctx context.Context) (uint64, error) {
+func (s *Shard) Flush(ctx context.Context) (gen uint64, err error) {
+	if s.opts.OnFlush != nil {
+		start := time.Now()
+		defer func() { s.opts.OnFlush(gen, time.Since(start), err) }()
+	}
+	return s.flush(ctx)
+}
+
+func (s *Shard) flush(ctx context.Context) (uint64, error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	for {

@@ -29,7 +29,19 @@ type MergeResult struct {
 // A generation is a Parquet fragment already, so it joins the table as it
 // is, without a copy; compaction folds such fragments later. It returns ErrMergeRunning
 // when a merge of this handle is already running.
-func (s *Shard) Merge(ctx context.Context) (MergeResult, error) {
+func (s *Shard) Merge(ctx context.Context) (res MergeResult, err error) {
+	if s.opts.OnMerge != nil {
+		start := time.Now()
+		defer func() {
+			if !errors.Is(err, ErrMergeRunning) {
+				s.opts.OnMerge(res, time.Since(start), err)
+			}
+		}()
+	}
+	return s.merge(ctx)
+}
+
+func (s *Shard) merge(ctx context.Context) (MergeResult, error) {
 	if !s.merging.CompareAndSwap(false, true) {
 		return MergeResult{}, ErrMergeRunning
 	}

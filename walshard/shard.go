@@ -97,6 +97,11 @@ type Options struct {
 	// OnQuarantine, when set, is told of each WAL entry set aside (see
 	// Quarantined): a server logs it.
 	OnQuarantine func(Quarantined)
+	// OnFlush and OnMerge, when set, are told of every flush and every
+	// merge of the shard (the background loops' too), how long it took and
+	// how it ended: a background failure is never dropped.
+	OnFlush func(gen uint64, d time.Duration, err error)
+	OnMerge func(res MergeResult, d time.Duration, err error)
 	// SetAsideLost is for an operator's repair (strata repair --shard
 	// --drop-missing), when the store lost or damaged a WAL entry and no
 	// backup holds it: replay sets aside a position between the flushed

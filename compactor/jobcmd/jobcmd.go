@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/job"
 )
 
 const usage = `The singleton Job of each Strata table. Each pass merges the flushed
@@ -166,19 +167,19 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		log.Info("tables found", "under", root, "count", len(found))
 		tables = append(tables, found...)
 	}
-	opts := compactor.JobOptions{
+	opts := job.Options{
 		Tables: tables,
 		Policy: compactor.Policy{MinFragments: f.minFragments, QuietWindows: quiet, TargetRows: f.targetRows,
 			TargetBytes: f.targetBytes, MaxSourceFragments: f.maxSources},
-		GC:           compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety},
-		NoGC:         f.noGC,
-		Iceberg:      f.iceberg,
-		LeaseTTL:     f.leaseTTL,
-		Holder:       holder,
-		DryRun:       f.dryRun,
-		Log:          log,
-		NoFleetMerge: f.noFleet,
-		AdoptAfter:   f.adoptAfter,
+		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety},
+		NoGC:       f.noGC,
+		Iceberg:    f.iceberg,
+		LeaseTTL:   f.leaseTTL,
+		Holder:     holder,
+		DryRun:     f.dryRun,
+		Log:        log,
+		NoMerge:    f.noFleet,
+		AdoptAfter: f.adoptAfter,
 	}
 	if f.adoptAfter == 0 {
 		opts.AdoptAfter = -1
@@ -202,14 +203,14 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		defer stopMetrics()
 	}
 	if f.interval > 0 {
-		if err := compactor.Loop(ctx, &opts, f.interval); err != nil {
+		if err := job.Loop(ctx, &opts, f.interval); err != nil {
 			return 1
 		}
 		return 0
 	}
-	sum, err := compactor.RunOnce(ctx, &opts)
-	fmt.Fprintf(stdout, "strata-compactor: %d tables: %d compacted, %d skipped, %d failed; fragments %d -> %d; gc deleted %d versions, %d objects; %d generations fleet-merged, %d shards adopted\n",
-		sum.Tables, sum.Compacted, sum.Skipped, sum.Failed, sum.FragmentsBefore, sum.FragmentsAfter, sum.VersionsDeleted, sum.ObjectsDeleted, sum.FleetMerged, sum.Adopted)
+	sum, err := job.RunOnce(ctx, &opts)
+	fmt.Fprintf(stdout, "strata-compactor: %d tables: %d compacted, %d skipped, %d failed; fragments %d -> %d; gc deleted %d versions, %d objects; %d generations merged, %d shards adopted\n",
+		sum.Tables, sum.Compacted, sum.Skipped, sum.Failed, sum.FragmentsBefore, sum.FragmentsAfter, sum.VersionsDeleted, sum.ObjectsDeleted, sum.Merged, sum.Adopted)
 	if err != nil {
 		return 1
 	}

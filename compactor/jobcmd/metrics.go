@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
-	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/job"
 )
 
 // jobMetrics are the Job's Prometheus families, served on
@@ -58,7 +58,7 @@ func newJobMetrics() *jobMetrics {
 }
 
 // wire hangs the metrics on the Job's options.
-func (m *jobMetrics) wire(o *compactor.JobOptions) {
+func (m *jobMetrics) wire(o *job.Options) {
 	open := o.Open
 	if open == nil {
 		open = blob.Open
@@ -70,7 +70,7 @@ func (m *jobMetrics) wire(o *compactor.JobOptions) {
 		}
 		return b, err
 	}
-	o.OnPass = func(sum compactor.Summary, d time.Duration) {
+	o.OnPass = func(sum job.Summary, d time.Duration) {
 		m.passes.Inc()
 		m.passSeconds.Observe(d.Seconds())
 		for _, out := range sum.Outcomes {
@@ -89,15 +89,15 @@ func (m *jobMetrics) wire(o *compactor.JobOptions) {
 			m.gcDeleted.WithLabelValues(out.Table).Add(float64(out.ObjectsDeleted))
 		}
 	}
-	o.OnFleetMerge = func(table string, res walshard.FleetResult, d time.Duration, err error) {
-		m.fleetSeconds.Observe(d.Seconds())
+	o.Listener = engine.Tee(engine.LoggingListener(o.Log), engine.EventListener{MergeEnd: func(i engine.MergeInfo) {
+		m.fleetSeconds.Observe(i.Duration.Seconds())
 		outcome := "committed"
-		if err != nil {
+		if i.Err != nil {
 			outcome = "failed"
 		}
-		m.fleetMerges.WithLabelValues(table, outcome).Inc()
-		m.fleetGens.WithLabelValues(table).Add(float64(res.Generations))
-	}
+		m.fleetMerges.WithLabelValues(i.Table, outcome).Inc()
+		m.fleetGens.WithLabelValues(i.Table).Add(float64(i.Result.Generations))
+	}})
 }
 
 // serve serves /metrics on addr until ctx ends.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -118,7 +118,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	// The Job, as deployed: an interval loop with its own bucket.
 	var mergeFailures atomic.Int64
 	jobLog := slog.New(&errorCounter{n: &mergeFailures, next: slog.NewTextHandler(log, &slog.HandlerOptions{Level: jobLevel()})})
-	job := compactor.JobOptions{Tables: []string{u}, Open: open, Log: jobLog, Holder: "bench-job"}
+	jobOpts := job.Options{Tables: []string{u}, Open: open, Log: jobLog, Holder: "bench-job"}
 	v0, err := table.LatestVersion(ctx, admin)
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	start := time.Now()
 	go func() {
 		defer close(jobDone)
-		_ = compactor.Loop(jobCtx, &job, cfg.MergeInterval)
+		_ = job.Loop(jobCtx, &jobOpts, cfg.MergeInterval)
 	}()
 	fmt.Fprintf(log, "bench: %d writers append %d rows every %v for %v; the Job passes every %v\n",
 		cfg.Writers, cfg.Rows, cfg.AppendEvery, cfg.Duration, cfg.MergeInterval)

@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -145,7 +146,7 @@ func jobFindsAndAdopts(t *testing.T, root string, created []string) {
 		t.Fatalf("the Job found %q\nwant %q", found, wantURLs)
 	}
 	time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
-	sum, err := compactor.RunOnce(ctx, &compactor.JobOptions{Tables: found, AdoptAfter: 20 * time.Millisecond, NoGC: true, Iceberg: true,
+	sum, err := job.RunOnce(ctx, &job.Options{Tables: found, AdoptAfter: 20 * time.Millisecond, NoGC: true, Iceberg: true,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil || sum.Adopted != len(created) {
 		t.Fatalf("the pass: adopted %d of %d: %v", sum.Adopted, len(created), err)

@@ -1,4 +1,4 @@
-package compactor_test
+package job_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -35,7 +36,7 @@ func TestADamagedShardDoesNotHoldUpTheOtherAdoptions(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
 	o := jobOver(b)
 	o.AdoptAfter = 20 * time.Millisecond
-	sum, err := compactor.RunOnce(ctx, &o)
+	sum, err := job.RunOnce(ctx, &o)
 	if err == nil || !strings.Contains(err.Error(), `adopting shard "a-damaged"`) || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("the pass: %v, want the damaged shard's adoption named", err)
 	}
@@ -57,8 +58,8 @@ func TestADamagedShardDoesNotHoldUpTheOtherAdoptions(t *testing.T) {
 
 // jobOver is a Job's options over bucket b alone, which its passes
 // cannot close (the test reads it afterwards), logging nothing.
-func jobOver(b blob.Bucket) compactor.JobOptions {
-	return compactor.JobOptions{Tables: []string{"t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+func jobOver(b blob.Bucket) job.Options {
+	return job.Options{Tables: []string{"t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Open: func(context.Context, string) (blob.Bucket, error) { return keepOpen{b}, nil }}
 }
 
@@ -105,10 +106,10 @@ func TestAnAdoptedShardIsLeftAloneByLaterPasses(t *testing.T) {
 	shardWithRows(t, tr, "dead", 1, 3).Close() // dies: its rows are in its WAL only
 	o := jobOver(tr)
 	o.AdoptAfter, o.NoGC = 20*time.Millisecond, true
-	pass := func() compactor.Summary {
+	pass := func() job.Summary {
 		t.Helper()
 		time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
-		sum, err := compactor.RunOnce(ctx, &o)
+		sum, err := job.RunOnce(ctx, &o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,13 +1,13 @@
-package compactor_test
+package job_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
 )
 
@@ -28,7 +28,7 @@ func TestAJobWhoseClockRunsAheadKeepsAFreshUpload(t *testing.T) {
 	// The pass runs while the writer is between its upload and its commit.
 	o := jobOver(b)
 	o.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
-	if _, err := compactor.RunOnce(ctx, &o); err != nil {
+	if _, err := job.RunOnce(ctx, &o); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Attributes(ctx, frag.Key); err != nil {
@@ -57,7 +57,7 @@ func TestAJobWhoseClockRunsAheadLeavesALiveShardAlone(t *testing.T) {
 	defer s.Close()
 	o := jobOver(b)
 	o.Now = func() time.Time { return time.Now().Add(time.Hour) }
-	sum, err := compactor.RunOnce(ctx, &o)
+	sum, err := job.RunOnce(ctx, &o)
 	if err != nil || sum.Adopted != 0 {
 		t.Fatalf("a pass an hour ahead: adopted %d, %v; want the live shard left alone", sum.Adopted, err)
 	}

@@ -1,4 +1,4 @@
-package compactor
+package job
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 func TestIdleCostsNothing(t *testing.T) {
 	ctx := context.Background()
 	var b blob.Bucket
-	o := JobOptions{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	o := Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Open: func(ctx context.Context, u string) (blob.Bucket, error) { return b, nil }}
 	var err error
 	if b, err = blob.Open(ctx, "mem://"); err != nil {
@@ -42,9 +42,9 @@ func TestIdleCostsNothing(t *testing.T) {
 	if err := s.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	o = *o.EnsureDefaults()
-	memos := map[string]*memo{}
-	if _, err := runPass(ctx, o, memos); err != nil {
+	j := newRunner(*o.EnsureDefaults(), true)
+	defer j.close()
+	if _, err := j.pass(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The shard's loops tick every 10 ms: as a minute of production
@@ -56,7 +56,7 @@ func TestIdleCostsNothing(t *testing.T) {
 		t.Fatalf("an idle shard made %d requests in 50 ticks of its loops", n)
 	}
 	for range 5 {
-		sum, err := runPass(ctx, o, memos)
+		sum, err := j.pass(ctx)
 		if err != nil || sum.Idle != 1 {
 			t.Fatalf("pass: %+v %v", sum, err)
 		}
@@ -75,7 +75,7 @@ func TestIdleCostsNothing(t *testing.T) {
 	if _, err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := runPass(ctx, o, memos)
+	sum, err := j.pass(ctx)
 	if err != nil || sum.Idle != 0 {
 		t.Fatalf("pass after a flush: %+v %v", sum, err)
 	}

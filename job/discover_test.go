@@ -1,4 +1,4 @@
-package compactor_test
+package job_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
 )
 
@@ -58,7 +59,7 @@ func TestTablesNamedWithVersionsAreFoundAndTheirDeadWorkersAdopted(t *testing.T)
 		t.Fatalf("found %q\nwant %q", found, want)
 	}
 	time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
-	sum, err := compactor.RunOnce(ctx, &compactor.JobOptions{Tables: found, AdoptAfter: 20 * time.Millisecond, NoGC: true,
+	sum, err := job.RunOnce(ctx, &job.Options{Tables: found, AdoptAfter: 20 * time.Millisecond, NoGC: true,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil || sum.Failed != 0 || sum.Adopted != len(names) {
 		t.Fatalf("the pass: %+v %v", sum, err)

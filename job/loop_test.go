@@ -1,4 +1,4 @@
-package compactor_test
+package job_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -61,12 +62,12 @@ func (s *stallingBucket) Close() error { return nil }
 func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 1, 4, 10)
 	sb := &stallingBucket{Bucket: b, stalled: make(chan struct{}), release: make(chan struct{})}
-	o := compactor.JobOptions{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
+	o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
 		Policy: compactor.Policy{MinFragments: 2},
 		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return sb, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- compactor.Loop(ctx, &o, 20*time.Millisecond) }()
+	go func() { done <- job.Loop(ctx, &o, 20*time.Millisecond) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// reopenEvery bounds how often a DB opens again a shard that a newer
+// owner fenced; damagedRetry how often it tries again to open one whose
+// log the store damaged, unless a repair claimed a newer epoch meanwhile.
+const (
+	reopenEvery  = 5 * time.Second
+	damagedRetry = 30 * time.Second
+)
+
+// shardOwner holds the process's own WAL shard of the table: opened (a
+// new epoch) on first use, and again once a newer owner fenced it.
+type shardOwner struct {
+	db *DB
+	mu struct {
+		sync.Mutex
+		s            *walshard.Shard
+		reopened     time.Time
+		damaged      error // the last open failed on a damaged log
+		damagedAt    time.Time
+		damagedEpoch uint64
+	}
+}
+
+// ErrNoShard: the DB was opened without a shard (Options.Shard).
+var ErrNoShard = errors.New("engine: this process writes the table without a shard")
+
+// open returns the shard, opening it when it is not open or was fenced.
+func (o *shardOwner) open(ctx context.Context) (*walshard.Shard, error) {
+	db := o.db
+	if db.opts.Shard.Shard == "" {
+		return nil, ErrNoShard
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s := o.mu.s; s != nil && s.Fenced() && time.Since(o.mu.reopened) >= reopenEvery {
+		// A newer owner took the shard over: the compactor Job adopting
+		// it, an operator's repair, or another process with this shard id.
+		// What this handle acknowledged is in the WAL, replayed by that
+		// owner; opening the shard again claims the next epoch. Not more
+		// often than reopenEvery, so that two processes given the same id
+		// do not take it from each other on every request.
+		db.opts.Log.Warn("the table's shard was taken over by a newer owner; opening it again",
+			"table", db.opts.Name, "shard", s.ID(), "epoch", s.Epoch())
+		s.Close()
+		o.mu.s, o.mu.reopened = nil, time.Now()
+	}
+	if o.mu.s != nil {
+		return o.mu.s, nil
+	}
+	so := db.opts.Shard
+	so.MergeInterval = 0 // the DB merges (Options.MergeInterval)
+	so.OnFlush = func(gen uint64, d time.Duration, err error) {
+		db.opts.Listener.FlushEnd(FlushInfo{Table: db.opts.Name, Shard: so.Shard, Generation: gen, Duration: d, Err: err})
+	}
+	so.OnMerge = func(r walshard.MergeResult, d time.Duration, err error) {
+		res := walshard.FleetResult{Generations: r.Generations, Rows: r.Rows, Version: r.Version}
+		if r.Version != 0 && !r.Done {
+			res.Shards, res.Merged = 1, map[string]uint64{so.Shard: r.Watermark}
+		}
+		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Result: res, Duration: d, Err: err})
+	}
+	if o.mu.damaged != nil && time.Since(o.mu.damagedAt) < damagedRetry {
+		if e, err := walshard.NewestEpoch(ctx, db.b, so.Shard); err != nil || e == o.mu.damagedEpoch {
+			return nil, o.mu.damaged
+		}
+	}
+	s, err := walshard.Open(ctx, db.b, &so)
+	if errors.Is(err, walshard.ErrMissingEntry) || errors.Is(err, walshard.ErrCorruptEntry) {
+		o.mu.damaged, o.mu.damagedAt = err, time.Now()
+		o.mu.damagedEpoch, _ = walshard.NewestEpoch(ctx, db.b, so.Shard)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.mu.s, o.mu.damaged = s, nil
+	return s, nil
+}
+
+// current returns the open shard, or nil.
+func (o *shardOwner) current() *walshard.Shard {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.mu.s
+}
+
+func (o *shardOwner) close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.s == nil {
+		return nil
+	}
+	err := o.mu.s.Close()
+	o.mu.s = nil
+	return err
+}
+
+// Shard returns the process's own shard, opening it; ErrNoShard when the
+// DB has none.
+func (db *DB) Shard(ctx context.Context) (*walshard.Shard, error) { return db.shard.open(ctx) }
+
+// OwnShard returns the process's own shard when it is open or when this
+// process wrote through it before (a restart: opening it again replays
+// the rows its WAL acknowledged); nil when it never wrote to the table.
+func (db *DB) OwnShard(ctx context.Context) (*walshard.Shard, error) {
+	if s := db.shard.current(); s != nil && !s.Fenced() {
+		return s, nil
+	}
+	if db.opts.Shard.Shard == "" {
+		return nil, nil
+	}
+	_, err := db.b.Attributes(ctx, table.FleetShardsDir+db.opts.Shard.Shard)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return db.shard.open(ctx)
+}
+
+// Ack is what an append learns: where its rows are (the WAL position of
+// an append through a shard; the version of a direct one), and, for a
+// named append sent again, that the first one stored them (Duplicate).
+type Ack struct {
+	Rows      int64
+	Shard     string // "": a direct append
+	Position  uint64
+	Version   uint64
+	Duplicate bool
+}
+
+// Append appends batches, all or none: through the process's shard when
+// the DB has one (acknowledged once durable in its WAL), else in one
+// commit. key, when not nil, names the append (see table.Idempotency):
+// sent again under its name it stores nothing and answers the first
+// outcome.
+func (db *DB) Append(ctx context.Context, key *table.Idempotency, batches ...arrow.RecordBatch) (Ack, error) {
+	var rows int64
+	for _, b := range batches {
+		rows += b.NumRows()
+	}
+	if db.opts.Shard.Shard != "" {
+		s, err := db.shard.open(ctx)
+		if err != nil {
+			return Ack{}, err
+		}
+		ack := walshard.Ack{Rows: rows}
+		if key != nil {
+			ack, err = s.AppendOnce(ctx, *key, batches...)
+		} else {
+			err = s.Append(ctx, batches...)
+		}
+		return Ack{Rows: ack.Rows, Shard: s.ID(), Position: ack.Position, Duplicate: ack.Duplicate}, err
+	}
+	t, err := db.table(ctx)
+	if err != nil {
+		return Ack{}, err
+	}
+	var res commit.Result
+	if key != nil {
+		res, err = t.AppendOnce(ctx, *key, batches...)
+		if res.Duplicate {
+			rows = res.Rows
+		}
+	} else {
+		res, err = t.Append(ctx, batches...)
+	}
+	return Ack{Rows: rows, Version: res.Version, Duplicate: res.Duplicate}, err
+}
+
+// Flush seals the process's shard's memtable into a generation (0: it
+// was empty, or the DB has no open shard).
+func (db *DB) Flush(ctx context.Context) (uint64, error) {
+	s, err := db.OwnShard(ctx)
+	if err != nil || s == nil {
+		return 0, err
+	}
+	return s.Flush(ctx)
+}
+
+// Drain flushes the process's shard and merges until nothing of it awaits
+// merging (a server shutting down).
+func (db *DB) Drain(ctx context.Context) error {
+	s := db.shard.current()
+	if s == nil {
+		return nil
+	}
+	return s.Drain(ctx)
+}
+
+// ScanFresh reads the latest version and every row acknowledged through
+// any shard and not yet merged, each once.
+func (db *DB) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return walshard.ScanFleet(ctx, db.b, opts)
+}

@@ -1,0 +1,70 @@
+package job
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/walshard"
+)
+
+// engineFleet tunes the merges (walshard.FleetOptions).
+type engineFleet = walshard.FleetOptions
+
+// DefaultHolder names the Job in the tables' leases.
+const DefaultHolder = compactor.DefaultHolder
+
+// EnsureDefaults returns a copy of o (nil: the zero Options) with every
+// unset field at its default.
+func (o *Options) EnsureDefaults() *Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = compactor.DefaultLeaseTTL
+	}
+	if c.Holder == "" {
+		c.Holder = DefaultHolder
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Open == nil {
+		c.Open = blob.Open
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.AdoptAfter == 0 {
+		c.AdoptAfter = 15 * time.Minute
+	}
+	if c.Fleet.Commit.Writer == "" {
+		c.Fleet.Commit.Writer = c.Holder + " (merge)"
+	}
+	return &c
+}
+
+// Validate checks the options: no negative history or lease, a lease of
+// at least compactor.MinLeaseTTL, and valid policies. No tables is valid:
+// a pass over an empty bucket does nothing.
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
+	}
+	if o.History < 0 || o.LeaseTTL < 0 {
+		return fmt.Errorf("%w: job Options: History and LeaseTTL must not be negative", compactor.ErrInvalidOptions)
+	}
+	if o.LeaseTTL > 0 && o.LeaseTTL < compactor.MinLeaseTTL {
+		return fmt.Errorf("%w: job Options: LeaseTTL %v is below %v", compactor.ErrInvalidOptions, o.LeaseTTL, compactor.MinLeaseTTL)
+	}
+	if err := o.Policy.Validate(); err != nil {
+		return err
+	}
+	if err := o.GC.Validate(); err != nil {
+		return err
+	}
+	return o.Fleet.Validate()
+}
