@@ -110,7 +110,7 @@ func replica(t *testing.T, root, instance string) *client.Client {
 
 // Two replicas of different instance ids over one bucket write through
 // shards of their own, srv-<instance>: each lists its own as its own and
-// the other's as not.
+// the other's as not, without the fields it cannot know of it.
 func TestReplicasWriteThroughShardsOfTheirOwn(t *testing.T) {
 	root := "file://" + t.TempDir()
 	a, b := replica(t, root, "a"), replica(t, root, "b")
@@ -136,6 +136,13 @@ func TestReplicasWriteThroughShardsOfTheirOwn(t *testing.T) {
 				own = append(own, s.Shard)
 			} else {
 				others = append(others, s.Shard)
+				// What this server cannot know of another's shard is absent.
+				if s.MemtableRows != nil || s.MemtableFrom != nil || s.MemtableBytes != nil || s.Merging != nil {
+					t.Fatalf("replica %s reports memtable or merge fields of %s, which it does not own: %+v", name, s.Shard, s)
+				}
+			}
+			if s.PendingRows != nil {
+				t.Fatalf("replica %s reports pending rows of %s unasked", name, s.Shard)
 			}
 		}
 		other := map[string]string{"a": "b", "b": "a"}[name]
