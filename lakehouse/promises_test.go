@@ -131,11 +131,10 @@ func TestASnapshotsIDAndSequenceNumberAreItsVersion(t *testing.T) {
 			if mf.SequenceNum() > int64(v) || mf.SequenceNum() < int64(oldest) {
 				t.Fatalf("snapshot %d lists manifest %s of sequence number %d", v, mf.FilePath(), mf.SequenceNum())
 			}
-			entries, err := mf.FetchEntries(fio, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range entries {
+			for e, err := range mf.Entries(fio, true) {
+				if err != nil {
+					t.Fatal(err)
+				}
 				key := strings.TrimPrefix(e.DataFile().FilePath(), loc(t, st)+"/")
 				want := max(added[key], oldest)
 				if added[key] == 0 {
@@ -215,11 +214,10 @@ func TestASnapshotsFilesAreItsFragmentsAndVectors(t *testing.T) {
 		}
 		var data, dels []string
 		for _, mf := range mfs {
-			entries, err := mf.FetchEntries(fio, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range entries {
+			for e, err := range mf.Entries(fio, true) {
+				if err != nil {
+					t.Fatal(err)
+				}
 				switch e.DataFile().ContentType() {
 				case iceberg.EntryContentData:
 					data = append(data, e.DataFile().FilePath())
