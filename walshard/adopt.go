@@ -41,15 +41,21 @@ type Abandoned struct {
 // Shards lists a table's shards: those registered under _fleet/shards/
 // and those the table has merged from. One LIST page per thousand.
 func Shards(ctx context.Context, b blob.Bucket, m *table.Manifest) ([]string, error) {
-	seen := map[string]bool{}
-	for id := range m.Shards {
-		seen[id] = true
-	}
 	ids, err := registered(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
+	return shardsOf(m, ids), nil
+}
+
+// shardsOf returns the shards m has merged from and those registered,
+// sorted, each once.
+func shardsOf(m *table.Manifest, registered []string) []string {
+	seen := map[string]bool{}
+	for id := range m.Shards {
+		seen[id] = true
+	}
+	for _, id := range registered {
 		seen[id] = true
 	}
 	out := make([]string, 0, len(seen))
@@ -57,7 +63,7 @@ func Shards(ctx context.Context, b blob.Bucket, m *table.Manifest) ([]string, er
 		out = append(out, id)
 	}
 	slices.Sort(out)
-	return out, nil
+	return out
 }
 
 // registered lists the shards registered under _fleet/shards/, sorted.

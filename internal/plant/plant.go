@@ -33,7 +33,11 @@ const (
 	// nothing, so an append sent again after a lost answer is stored
 	// twice.
 	NamesForgotten = "an append's name is never found"
+	// FleetReadSkipsTheNewestEntry: reading a shard's unflushed WAL stops
+	// one entry short of its end, so a fresh read of the fleet misses the
+	// rows of each shard's newest entry.
+	FleetReadSkipsTheNewestEntry = "a fleet read skips a shard's newest WAL entry"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry}

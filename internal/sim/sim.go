@@ -24,7 +24,9 @@
 // Oracles, checked as the run goes and at its end:
 //
 //   - every acknowledged row appears exactly once in a fresh read of its
-//     shard and, after a final drain, compaction and GC, in the base table;
+//     shard, in a fresh read of the whole fleet (walshard.ScanFleet: each
+//     shard's WAL, generations and the table; left out when listings
+//     lag) and, after a final drain, compaction and GC, in the base table;
 //     rows whose append failed appear at most once; rows a fenced writer
 //     was refused never appear; no row appears that nobody wrote, and every
 //     row reads back with its value and its blob (up to 1 KiB) intact;
