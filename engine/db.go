@@ -35,8 +35,10 @@ type DB struct {
 		tbl     *commit.Table // for direct appends, opened on the first
 		lastErr BackgroundErrorInfo
 		lastAt  time.Time
-		closed  bool
-		pass    remembered // what maintenance passes remember
+		closed  bool // Stop ran: no more shards, no more direct appends
+		// bucketClosed: Close ran.
+		bucketClosed bool
+		pass         remembered // what maintenance passes remember
 	}
 }
 
@@ -77,7 +79,7 @@ func newDB(b blob.Bucket, o *Options) *DB {
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	db.shard.db = db
 	if db.opts.Shard.Shard != "" && db.opts.MergeInterval > 0 {
-		db.goEvery("merge", db.opts.MergeInterval, db.mergeIfOwned)
+		db.Every("merge", db.opts.MergeInterval, db.mergeIfOwned)
 	}
 	return db
 }
@@ -106,9 +108,10 @@ func (db *DB) Go(what string, fn func(ctx context.Context) error) {
 	})
 }
 
-// goEvery runs fn every interval in the background until Close, backing
-// off (doubling, up to ten intervals) after a failure.
-func (db *DB) goEvery(what string, interval time.Duration, fn func(ctx context.Context) error) {
+// Every runs fn every interval in the background until Close (the first
+// time after one interval), backing off (doubling, up to ten intervals)
+// after a failure, which is told as Go's are.
+func (db *DB) Every(what string, interval time.Duration, fn func(ctx context.Context) error) {
 	db.bg.Go(func() {
 		wait := interval
 		for {
@@ -156,20 +159,29 @@ func (db *DB) LastError() (BackgroundErrorInfo, time.Time) {
 	return db.mu.lastErr, db.mu.lastAt
 }
 
+// Stop ends the DB's background work and waits for it, and closes its
+// shard; the bucket stays open (Close closes it, with CloseBucket).
+func (db *DB) Stop() error {
+	db.mu.Lock()
+	db.mu.closed = true
+	db.mu.Unlock()
+	db.cancel()
+	db.bg.Wait()
+	return db.shard.close()
+}
+
 // Close stops the DB's background work and waits for it, then closes its
 // shard (acknowledged rows stay durable in the WAL: Drain first to merge
 // them) and, with Options.CloseBucket, its bucket.
 func (db *DB) Close() error {
 	db.mu.Lock()
-	if db.mu.closed {
+	if db.mu.bucketClosed {
 		db.mu.Unlock()
 		return nil
 	}
-	db.mu.closed = true
+	db.mu.bucketClosed = true
 	db.mu.Unlock()
-	db.cancel()
-	db.bg.Wait()
-	err := db.shard.close()
+	err := db.Stop()
 	if db.opts.CloseBucket {
 		err = errors.Join(err, db.b.Close())
 	}

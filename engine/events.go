@@ -30,9 +30,11 @@ type FlushInfo struct {
 	Err        error
 }
 
-// MergeInfo: a merge installed flushed generations into the manifest.
+// MergeInfo: a merge installed flushed generations into the manifest:
+// every shard's (Fleet), or the process's own shard's.
 type MergeInfo struct {
 	Table    string
+	Fleet    bool
 	Result   walshard.FleetResult
 	Duration time.Duration
 	Err      error

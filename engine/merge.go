@@ -23,7 +23,7 @@ func (db *DB) Merge(ctx context.Context) (walshard.FleetResult, error) {
 	}
 	res, err := walshard.FleetMerge(ctx, db.b, &fo)
 	if ctx.Err() == nil && (err != nil || res.Version != 0) {
-		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Result: res, Duration: time.Since(start), Err: err})
+		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Fleet: true, Result: res, Duration: time.Since(start), Err: err})
 	}
 	return res, err
 }

@@ -48,6 +48,12 @@ func (o *shardOwner) open(ctx context.Context) (*walshard.Shard, error) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	db.mu.Lock()
+	closed := db.mu.closed
+	db.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
 	if s := o.mu.s; s != nil && s.Fenced() && time.Since(o.mu.reopened) >= reopenEvery {
 		// A newer owner took the shard over: the compactor Job adopting
 		// it, an operator's repair, or another process with this shard id.
@@ -113,6 +119,9 @@ func (o *shardOwner) close() error {
 // Shard returns the process's own shard, opening it; ErrNoShard when the
 // DB has none.
 func (db *DB) Shard(ctx context.Context) (*walshard.Shard, error) { return db.shard.open(ctx) }
+
+// OpenShard returns the process's own shard if it is open, else nil.
+func (db *DB) OpenShard() *walshard.Shard { return db.shard.current() }
 
 // OwnShard returns the process's own shard when it is open or when this
 // process wrote through it before (a restart: opening it again replays

@@ -171,7 +171,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	sh, err := s.shard(r.Context(), t)
+	sh, err := t.db.Shard(r.Context())
 	if err != nil {
 		return err
 	}
@@ -197,23 +197,22 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		return err
 	}
 	defer ingest.Release(recs)
-	appendStart := time.Now()
-	res := api.AppendResult{Rows: ingest.Rows(recs), Shard: sh.ID()}
-	if key == nil {
-		err = sh.Append(r.Context(), recs...)
-	} else {
+	if key != nil {
 		if key.Digest, err = digest(); err != nil {
 			return badRequestOrLimit(err, "reading the body")
 		}
-		ack, aerr := sh.AppendOnce(r.Context(), *key, recs...)
-		res.Position, res.Duplicate, err = ack.Position, ack.Duplicate, aerr
-		if ack.Duplicate {
-			res.Rows = ack.Rows
-			replayed(w)
-		}
 	}
+	appendStart := time.Now()
+	ack, err := t.db.Append(r.Context(), key, recs...)
 	if err != nil {
 		return err
+	}
+	res := api.AppendResult{Rows: ack.Rows, Shard: ack.Shard, Duplicate: ack.Duplicate}
+	if key != nil {
+		res.Position = ack.Position
+	}
+	if ack.Duplicate {
+		replayed(w)
 	}
 	if !res.Duplicate {
 		s.metrics.appendSeconds.Observe(time.Since(appendStart).Seconds())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
 )
 
@@ -118,14 +119,14 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 			{"delete", st.Deletes}, {"head", st.Heads}} {
 			ch <- prometheus.MustNewConstMetric(descStoreRequests, prometheus.CounterValue, float64(kv.n), t.name, kv.kind)
 		}
-		if sh := t.openShard(); sh != nil {
+		if sh := t.db.OpenShard(); sh != nil {
 			ss := sh.Stats()
 			ch <- prometheus.MustNewConstMetric(descWALLag, prometheus.GaugeValue, float64(ss.WALLag), t.name, ss.Shard)
 			ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ss.PendingGenerations), t.name, ss.Shard)
 			ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(ss.Merges), t.name, ss.Shard)
 			ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(ss.MergeRebases), t.name, ss.Shard)
 		}
-		if n, ok := t.adopted(context.Background()); ok {
+		if n, ok := t.adopted(); ok {
 			ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.CounterValue, float64(n), t.name)
 		}
 	}
@@ -133,17 +134,64 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 
 // adopted is the Job's count of adopted shards, read from the table's run
 // history at most once a minute; false when it has never been read.
-func (t *tableState) adopted(ctx context.Context) (int64, bool) {
+// adopted is the Job's count of adopted shards as last read from the
+// table's run history; when that read is older than a minute, the table's
+// handle reads it again in the background: a scrape makes no request to
+// the store, and shows the new count at the next scrape.
+func (t *tableState) adopted() (int64, bool) {
 	t.job.Lock()
 	defer t.job.Unlock()
-	if time.Since(t.job.readAt) >= time.Minute {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if st, err := compactor.ReadStatus(ctx, t.b, 1); err == nil {
-			t.job.adopted, t.job.ok, t.job.readAt = st.TotalAdopted, true, time.Now()
-		}
+	if !t.job.reading && time.Since(t.job.readAt) >= time.Minute {
+		t.job.reading = true
+		t.db.Go("reading the compactor's history", t.readJob)
 	}
 	return t.job.adopted, t.job.ok
+}
+
+// readJob reads the Job's count of adopted shards from the table's run
+// history.
+func (t *tableState) readJob(ctx context.Context) error {
+	defer func() {
+		t.job.Lock()
+		t.job.reading, t.job.readAt = false, time.Now()
+		t.job.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := compactor.ReadStatus(ctx, t.b, 1)
+	if err != nil {
+		return err
+	}
+	t.job.Lock()
+	t.job.adopted, t.job.ok = st.TotalAdopted, true
+	t.job.Unlock()
+	return nil
+}
+
+// listener is the metrics' subscription to the tables' engine events.
+func (m *metrics) listener() engine.EventListener {
+	return engine.EventListener{
+		CompactionEnd: func(i engine.CompactionInfo) {
+			outcome := "committed"
+			switch {
+			case i.Err != nil:
+				outcome = "failed"
+			case i.Result.Version == 0:
+				outcome = "nothing"
+			}
+			m.compactions.WithLabelValues(outcome).Inc()
+			m.compactionSeconds.Observe(i.Duration.Seconds())
+		},
+		MergeEnd: func(i engine.MergeInfo) {
+			if i.Fleet {
+				m.fleetMergeSeconds.Observe(i.Duration.Seconds())
+				if i.Result.Version != 0 {
+					m.fleetMerges.Inc()
+					m.fleetGens.Add(float64(i.Result.Generations))
+				}
+			}
+		},
+	}
 }
 
 // observeCommit times a shard merge commit.

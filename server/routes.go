@@ -21,6 +21,7 @@ import (
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -107,7 +108,7 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	sh, err := s.ownShard(r.Context(), t)
+	sh, err := t.db.OwnShard(r.Context())
 	if err != nil {
 		return err
 	}
@@ -575,47 +576,17 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 			FragmentsAfter: after, Plan: strings.TrimSpace(plan.String())})
 		return nil
 	}
-	if !t.compacting.CompareAndSwap(false, true) {
+	err = t.db.CompactInBackground(r.Context(), engine.CompactOptions{Policy: &p})
+	var held *compactor.LeaseHeldError
+	switch {
+	case errors.Is(err, engine.ErrCompactionRunning):
 		return &apiError{http.StatusConflict, api.CodeCompactionRunning, "a compaction of this table by this server is already running"}
-	}
-	lease, err := compactor.TakeLease(r.Context(), t.b, "server:"+s.opts.Instance, s.opts.LeaseTTL, time.Now())
-	if err != nil {
-		t.compacting.Store(false)
-		var held *compactor.LeaseHeldError
-		if errors.As(err, &held) {
-			return &apiError{http.StatusConflict, api.CodeLeaseHeld, fmt.Sprintf("another compactor holds the table's lease: %s, until %s",
-				held.Holder, held.Expires.UTC().Format(time.RFC3339))}
-		}
+	case errors.As(err, &held):
+		return &apiError{http.StatusConflict, api.CodeLeaseHeld, fmt.Sprintf("another compactor holds the table's lease: %s, until %s",
+			held.Holder, held.Expires.UTC().Format(time.RFC3339))}
+	case err != nil:
 		return err
 	}
-	s.background(t, "compaction", func(ctx context.Context) error {
-		defer t.compacting.Store(false)
-		defer func() {
-			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
-				s.opts.Log.Warn("releasing the compaction lease failed", "table", t.name, "error", err.Error())
-			}
-		}()
-		start := time.Now()
-		res, err := compactor.Compact(ctx, t.b, &p, &compactor.Options{Leased: true})
-		run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
-			FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
-		if err != nil {
-			run.Error = err.Error()
-		}
-		if rerr := compactor.Record(context.WithoutCancel(ctx), t.b, run, 0); rerr != nil {
-			s.opts.Log.Warn("recording a compaction failed", "table", t.name, "error", rerr.Error())
-		}
-		outcome := "committed"
-		switch {
-		case err != nil:
-			outcome = "failed"
-		case res.Version == 0:
-			outcome = "nothing"
-		}
-		s.metrics.compactions.WithLabelValues(outcome).Inc()
-		s.metrics.compactionSeconds.Observe(time.Since(start).Seconds())
-		return err
-	})
 	w.Header().Set("Location", "/api/v1/tables/"+t.name+"/compact/stats")
 	w.WriteHeader(http.StatusAccepted)
 	return nil
@@ -633,7 +604,7 @@ func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableSt
 		return err
 	}
 	now := time.Now()
-	out := api.CompactStats{Fragments: len(m.Fragments), Running: t.compacting.Load(), TotalCompactions: st.TotalCompactions,
+	out := api.CompactStats{Fragments: len(m.Fragments), Running: t.db.Compacting(), TotalCompactions: st.TotalCompactions,
 		TotalAdopted: st.TotalAdopted, History: apiRuns(st.History), SkippedRecords: st.Skipped}
 	lease, held, err := compactor.CurrentLease(r.Context(), t.b, now)
 	if err != nil {
@@ -656,11 +627,11 @@ func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableSt
 // lsmFlush seals the server's memtable of the table into a generation in
 // the background and answers 202 with no body.
 func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	sh, err := s.shard(r.Context(), t)
+	sh, err := t.db.Shard(r.Context())
 	if err != nil {
 		return err
 	}
-	s.background(t, "flush", func(ctx context.Context) error {
+	t.db.Go("flush", func(ctx context.Context) error {
 		_, err := sh.Flush(ctx)
 		return err
 	})
@@ -668,22 +639,17 @@ func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request, t *tableState)
 	return nil
 }
 
-// lsmMerge starts a fleet merge of the table — every shard's flushed
-// generations in one commit, whoever wrote them (walshard.FleetMerge) —
-// after merging the server's own shard's; 429 while one of this server
-// runs.
+// lsmMerge starts a merge of the table — every shard's flushed
+// generations in one commit, whoever wrote them — in the background;
+// 429 while one of this server runs.
 func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	if !t.fleetMerging.CompareAndSwap(false, true) {
+	if t.db.Merging() {
 		return &apiError{http.StatusTooManyRequests, api.CodeMergeRunning, "a merge of this table is running"}
 	}
-	s.background(t, "fleet merge", func(ctx context.Context) error {
-		defer t.fleetMerging.Store(false)
-		start := time.Now()
-		res, err := walshard.FleetMerge(ctx, t.b, &walshard.FleetOptions{Commit: commit.Options{Writer: "server:" + s.opts.Instance + " (fleet merge)"}})
-		s.metrics.fleetMergeSeconds.Observe(time.Since(start).Seconds())
-		if res.Version != 0 {
-			s.metrics.fleetMerges.Inc()
-			s.metrics.fleetGens.Add(float64(res.Generations))
+	t.db.Go("merge", func(ctx context.Context) error {
+		_, err := t.db.Merge(ctx)
+		if errors.Is(err, engine.ErrMergeRunning) {
+			return nil
 		}
 		return err
 	})
@@ -718,7 +684,7 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 	}
 	// This server's shard from before a restart is opened, so the rows its
 	// WAL acknowledged show in its memtable (a checkpoint waits for them).
-	own, err := s.ownShard(r.Context(), t)
+	own, err := t.db.OwnShard(r.Context())
 	if err != nil {
 		return err
 	}
@@ -746,7 +712,7 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	out := api.LSMStats{Version: m.Version, Merging: t.fleetMerging.Load(), Shards: []api.ShardStats{}}
+	out := api.LSMStats{Version: m.Version, Merging: t.db.Merging(), Shards: []api.ShardStats{}}
 	for _, st := range stats {
 		if st != nil {
 			out.Shards = append(out.Shards, *st)

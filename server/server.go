@@ -35,6 +35,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -95,34 +96,20 @@ type Server struct {
 type tableState struct {
 	name string
 	b    blob.Bucket
-	// Background work on the table (compaction, flush, merge) runs under
-	// ctx and is counted in bg: dropping the table or shutting the server
-	// down cancels it and waits for it before closing the bucket.
-	ctx    context.Context
-	cancel context.CancelFunc
-	bg     sync.WaitGroup
-	mu     sync.Mutex // guards shard
-	// shard is opened on first use: an append, a flush or a merge; and
-	// again when a newer owner fenced it, at most once per reopenEvery
-	// (reopened: when it last was).
-	shard    *walshard.Shard
-	reopened time.Time
-	// damaged: the last open failed over a WAL entry the store lost or
-	// damaged, claiming epoch damagedEpoch, at damagedAt. Until a newer
-	// epoch is claimed (a repair) or damagedRetry passes (an object put
-	// back), requests get that error without claiming another epoch.
-	damaged      error
-	damagedEpoch uint64
-	damagedAt    time.Time
-	compacting   atomic.Bool
-	fleetMerging atomic.Bool
-	// job is what /metrics last read of the compactor Job's history (at
-	// most once a minute: a LIST and a GET).
+	// db owns the table's life in this server: its shard (opened on the
+	// first append, flush or merge, and again once a newer owner fenced
+	// it), its background work (compaction, flush, merge; dropping the
+	// table or shutting the server down ends it and waits for it), and
+	// the bucket (closed with it).
+	db *engine.DB
+	// job is what was read last of the compactor Job's history (at most
+	// once a minute: a LIST and a GET), for /metrics (see adopted).
 	job struct {
 		sync.Mutex
-		readAt  time.Time
 		adopted int64
 		ok      bool
+		readAt  time.Time // the last read ended
+		reading bool
 	}
 }
 
@@ -343,9 +330,27 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 	}
 	t = &tableState{name: name, b: b}
 	s.metrics.observeStore(b)
-	t.ctx, t.cancel = context.WithCancel(context.Background())
+	db, err := engine.OpenNew(b, s.engineOptions(name))
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	t.db = db
 	s.mu.tables[name] = t
 	return t, nil
+}
+
+// engineOptions are the options of a table's engine handle.
+func (s *Server) engineOptions(name string) *engine.Options {
+	o := &engine.Options{Name: name, Writer: "server:" + s.opts.Instance, Shard: s.opts.Shard,
+		MergeInterval: s.opts.Shard.MergeInterval, FleetMerge: s.opts.Shard.FleetMerge,
+		Policy: s.opts.Compaction, LeaseTTL: s.opts.LeaseTTL, Log: s.opts.Log, CloseBucket: true,
+		Listener: engine.Tee(engine.LoggingListener(s.opts.Log), s.metrics.listener())}
+	o.Shard.Shard = s.ShardID()
+	if o.Shard.ObserveCommit == nil {
+		o.Shard.ObserveCommit = s.metrics.observeCommit
+	}
+	return o
 }
 
 // forgetIfMissing closes and forgets a table that a failed create left
@@ -355,90 +360,13 @@ func (s *Server) forgetIfMissing(t *tableState) {
 		return
 	}
 	s.mu.Lock()
-	if s.mu.tables[t.name] == t && t.openShard() == nil {
+	if s.mu.tables[t.name] == t && t.db.OpenShard() == nil {
 		delete(s.mu.tables, t.name)
 		s.mu.Unlock()
-		t.stopBackground()
-		t.b.Close()
+		t.db.Close()
 		return
 	}
 	s.mu.Unlock()
-}
-
-// reopenEvery bounds how often a server opens again a shard that a newer
-// owner fenced; damagedRetry how often it tries again to open one whose
-// log the store damaged, unless a repair claimed a newer epoch meanwhile.
-const (
-	reopenEvery  = 5 * time.Second
-	damagedRetry = 30 * time.Second
-)
-
-// shard returns the table's shard, opening it (and so claiming a new
-// epoch) on first use, and again once a newer owner fenced it. t.mu is
-// held while it opens, so that concurrent requests open it once.
-func (s *Server) shard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.shard != nil && t.shard.Fenced() && time.Since(t.reopened) >= reopenEvery {
-		// A newer owner took the shard over: the compactor Job adopting
-		// it, an operator's repair, or another server with this instance
-		// id. What this handle acknowledged is in the WAL, replayed by
-		// that owner; opening the shard again claims the next epoch. Not
-		// more often than reopenEvery, so that two servers given the same
-		// id do not take it from each other on every request.
-		s.opts.Log.Warn("the table's shard was taken over by a newer owner; opening it again",
-			"table", t.name, "shard", t.shard.ID(), "epoch", t.shard.Epoch())
-		t.shard.Close()
-		t.shard, t.reopened = nil, time.Now()
-	}
-	if t.shard != nil {
-		return t.shard, nil
-	}
-	o := s.opts.Shard
-	o.Shard = s.ShardID()
-	if o.ObserveCommit == nil {
-		o.ObserveCommit = s.metrics.observeCommit
-	}
-	if t.damaged != nil && time.Since(t.damagedAt) < damagedRetry {
-		if e, err := walshard.NewestEpoch(ctx, t.b, o.Shard); err != nil || e == t.damagedEpoch {
-			return nil, t.damaged
-		}
-	}
-	sh, err := walshard.Open(ctx, t.b, &o)
-	if errors.Is(err, walshard.ErrMissingEntry) || errors.Is(err, walshard.ErrCorruptEntry) {
-		t.damaged, t.damagedAt = err, time.Now()
-		t.damagedEpoch, _ = walshard.NewestEpoch(ctx, t.b, o.Shard)
-	}
-	if err != nil {
-		return nil, err
-	}
-	t.shard, t.damaged = sh, nil
-	return sh, nil
-}
-
-// ownShard returns this server's shard of the table: the open handle, or,
-// when this server wrote through it before a restart, the shard opened
-// again (which replays the rows its WAL acknowledged); nil when this server
-// never wrote to the table.
-func (s *Server) ownShard(ctx context.Context, t *tableState) (*walshard.Shard, error) {
-	if sh := t.openShard(); sh != nil && !sh.Fenced() {
-		return sh, nil
-	}
-	_, err := t.b.Attributes(ctx, table.FleetShardsDir+s.ShardID())
-	if errors.Is(err, blob.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.shard(ctx, t)
-}
-
-// openShard returns the table's shard if it is open.
-func (t *tableState) openShard() *walshard.Shard {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.shard
 }
 
 // Shutdown drains: requests other than health and metrics get 503, then
@@ -454,39 +382,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, t := range tables {
-		t.stopBackground()
-		if sh := t.openShard(); sh != nil {
-			if err := sh.Drain(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("%s: flush and merge: %w", t.name, err))
-			}
-			sh.Close()
+		if err := t.db.Drain(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: flush and merge: %w", t.name, err))
 		}
-		t.b.Close()
+		t.db.Close()
 	}
 	return errors.Join(errs...)
-}
-
-// background runs fn on the table's behalf after the request that asked
-// for it has been answered: under the table's context, counted, with a
-// failure logged and a panic recovered (a bug in background work must not
-// take the server down).
-func (s *Server) background(t *tableState, what string, fn func(ctx context.Context) error) {
-	t.bg.Go(func() {
-		defer func() {
-			if r := recover(); r != nil {
-				s.opts.Log.Error(what+" panicked", "table", t.name, "panic", fmt.Sprint(r))
-			}
-		}()
-		if err := fn(t.ctx); err != nil && t.ctx.Err() == nil {
-			s.opts.Log.Error(what+" failed", "table", t.name, "error", err.Error())
-		}
-	})
-}
-
-// stopBackground cancels the table's background work and waits for it.
-func (t *tableState) stopBackground() {
-	t.cancel()
-	t.bg.Wait()
 }
 
 func joinURL(root, sub string) string {

@@ -77,14 +77,14 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState
 	s.mu.Lock()
 	delete(s.mu.tables, t.name)
 	s.mu.Unlock()
-	t.stopBackground()
-	if sh := t.openShard(); sh != nil {
-		sh.Close()
-	}
+	// The handle's background work ends, and its shard closes, before
+	// the objects go; the bucket is closed after them.
+	t.db.Stop()
 	if err := deleteOwn(r.Context(), t.b); err != nil {
+		t.db.Close()
 		return err
 	}
-	t.b.Close()
+	t.db.Close()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
