@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -286,21 +288,16 @@ func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *t
 		rec.Retain()
 		recs = append(recs, rec)
 	}
-	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: shard})
+	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata append", Shard: walshard.Options{Shard: shard}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return appended{}, err
 	}
-	defer s.Close()
-	ack := walshard.Ack{Rows: ingest.Rows(recs)}
-	if key != nil {
-		ack, err = s.AppendOnce(ctx, *key, recs...)
-	} else {
-		err = s.Append(ctx, recs...)
-	}
+	defer db.Stop()
+	ack, err := db.Append(ctx, key, recs...)
 	if err != nil {
 		return appended{}, err
 	}
-	if err := s.Drain(ctx); err != nil {
+	if err := db.Drain(ctx); err != nil {
 		return appended{}, fmt.Errorf("the rows are in shard %s's WAL; merging them into the table failed (a restart of the shard replays them): %w", shard, err)
 	}
 	return appended{rows: ack.Rows, at: fmt.Sprintf("shard %s's WAL entry %d", shard, ack.Position), duplicate: ack.Duplicate}, nil

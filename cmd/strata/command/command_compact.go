@@ -1,14 +1,17 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 )
 
 func newCompact(env *Env) *cobra.Command {
@@ -26,35 +29,28 @@ use strata-compactor.`,
   strata compact file://./strata-demo/rollouts --target-rows 500000`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			b, err := env.Open(c.Context(), args[0])
+			db, err := openDB(c.Context(), env, args[0], "strata compact")
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			start := time.Now()
+			defer db.Close()
 			host, _ := os.Hostname()
-			res, err := compactor.Compact(c.Context(), b, &p, &compactor.Options{DryRun: dryRun, Holder: "strata compact on " + host})
+			info, err := db.Compact(c.Context(), engine.CompactOptions{Policy: &p, DryRun: dryRun, Holder: "strata compact on " + host})
 			if errors.Is(err, compactor.ErrLeaseHeld) {
-				// Another compactor is at work: nothing ran, nothing to record.
+				// Another compactor is at work: nothing ran, nothing recorded.
 				return err
 			}
+			res := info.Result
 			fmt.Fprint(env.Out, res.Plan.String())
-			if !dryRun {
-				run := compactor.Run{Started: start, DurationS: res.Duration.Seconds(), Version: res.Version,
-					FragmentsBefore: res.FragmentsBefore, FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
-				if err != nil {
-					run.Error = err.Error()
-				}
-				if rerr := compactor.Record(c.Context(), b, run, 0); rerr != nil && err == nil {
-					err = rerr
-				}
-			}
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
-			}
-			if !dryRun {
+			case dryRun:
+			case info.Skipped != "":
+				fmt.Fprintf(env.Out, "%s: fragments %d (version unchanged)\n", info.Skipped, res.FragmentsBefore)
+			default:
 				fmt.Fprintf(env.Out, "fragments %d -> %d, %d rows, %d bytes rewritten, %.2fs (version %d)\n",
-					res.FragmentsBefore, res.FragmentsAfter, res.RowsAfter, res.BytesRewritten, res.Duration.Seconds(), res.Version)
+					res.FragmentsBefore, res.FragmentsAfter, res.RowsAfter, res.BytesRewritten, info.Duration.Seconds(), res.Version)
 			}
 			return nil
 		},
@@ -81,18 +77,12 @@ boundary) and the objects no kept version references that are older than
   strata gc file://./strata-demo/rollouts --keep-versions 3 --retain 10m`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			b, err := env.Open(c.Context(), args[0])
+			db, err := openDB(c.Context(), env, args[0], "strata gc")
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			now := time.Now()
-			if !p.DryRun {
-				if now, err = compactor.StoreClock(c.Context(), b, now); err != nil {
-					return err
-				}
-			}
-			res, err := compactor.GC(c.Context(), b, &p, now)
+			defer db.Close()
+			res, err := db.GC(c.Context(), engine.GCOptions{Policy: &p})
 			for _, v := range res.Repaired {
 				fmt.Fprintf(env.Out, "undid v%d: its data was collected before it landed, so it was never acknowledged\n", v)
 			}
@@ -116,4 +106,19 @@ boundary) and the objects no kept version references that are older than
 	atLeast(c, 1, "keep-versions")
 	atLeast(c, 0, "retain", "safety-age")
 	return c
+}
+
+// openDB opens the table at u as an engine handle that closes its bucket,
+// writing as writer; its events log nothing (the verb prints what it did).
+func openDB(ctx context.Context, env *Env, u, writer string) (*engine.DB, error) {
+	b, err := env.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	db, err := engine.Open(ctx, b, &engine.Options{Name: u, Writer: writer, CloseBucket: true, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return db, nil
 }

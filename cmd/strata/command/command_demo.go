@@ -3,6 +3,7 @@ package command
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"sync"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
@@ -106,18 +107,18 @@ prints what happened. Run it again to add more workers' rows.`,
 				s.Version(), s.Manifest().Rows(), len(s.Manifest().Fragments), float64(s.Manifest().Bytes())/1e6)
 
 			fmt.Fprintln(env.Err, "demo: compacting, as the compactor Job would")
-			cres, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil)
-			run := compactor.Run{Started: time.Now().Add(-cres.Duration), DurationS: cres.Duration.Seconds(), Version: cres.Version,
-				FragmentsBefore: cres.FragmentsBefore, FragmentsAfter: cres.FragmentsAfter, Rows: cres.RowsAfter, BytesRewritten: cres.BytesRewritten}
-			if err != nil {
-				run.Error = err.Error()
-			}
-			_ = compactor.Record(ctx, b, run, 0)
+			db, err := engine.Open(ctx, b, &engine.Options{Name: u, Writer: "strata demo", Log: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				return err
 			}
+			info, err := db.Compact(ctx, engine.CompactOptions{})
+			db.Close()
+			if err != nil {
+				return err
+			}
+			cres := info.Result
 			fmt.Fprintf(env.Out, "compaction: fragments %d -> %d, %d rows, %.2fs (version %d)\n",
-				cres.FragmentsBefore, cres.FragmentsAfter, cres.RowsAfter, cres.Duration.Seconds(), cres.Version)
+				cres.FragmentsBefore, cres.FragmentsAfter, cres.RowsAfter, info.Duration.Seconds(), cres.Version)
 
 			s, err = table.Open(ctx, b, nil)
 			if err != nil {
@@ -156,23 +157,23 @@ look further:
 // final flush.
 func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *progress) (walshard.Stats, error) {
 	ctx := c.Context()
-	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", n),
-		FlushRows: int64(5 * rows), MergeInterval: 100 * time.Millisecond})
+	db, err := engine.Open(ctx, b, &engine.Options{Writer: fmt.Sprintf("demo worker %d", n), Log: slog.New(slog.DiscardHandler),
+		Shard: walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushRows: int64(5 * rows)}, MergeInterval: 100 * time.Millisecond})
 	if err != nil {
 		return walshard.Stats{}, err
 	}
-	defer s.Close()
+	defer db.Close()
 	for a := range appends {
 		rec := rollouts.Batch(nil, 42, n, int64(a*rows), rows)
-		err := s.Append(ctx, rec)
+		_, err := db.Append(ctx, nil, rec)
 		rec.Release()
 		if err != nil {
 			return walshard.Stats{}, err
 		}
 		bar.Add(int64(rows))
 	}
-	st := s.Stats()
-	return st, s.Drain(ctx)
+	st := db.OpenShard().Stats()
+	return st, db.Drain(ctx)
 }
 
 // quoteURL quotes a URL for a shell when it has a query.

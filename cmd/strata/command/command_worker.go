@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
@@ -54,12 +56,17 @@ its replayed WAL).`,
 			} else if err != nil {
 				return err
 			}
-			s, err := walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, MergeInterval: mergeEvery, FleetMerge: fleet,
-				ReuseBytes: reuseBytes})
+			db, err := engine.Open(ctx, b, &engine.Options{Name: args[0], Writer: fmt.Sprintf("worker %d", n),
+				Shard:         walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, ReuseBytes: reuseBytes},
+				MergeInterval: mergeEvery, FleetMerge: fleet, Log: slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer db.Close()
+			s, err := db.Shard(ctx)
+			if err != nil {
+				return err
+			}
 			// Continue after the rows this worker already wrote: ids are
 			// worker*1e9 + seq, and the table and the shard know the rest.
 			seq, err := nextSeq(c, s, n)
@@ -75,7 +82,7 @@ its replayed WAL).`,
 				rec := rollouts.Batch(nil, 42, n, seq, rows)
 				// A SIGTERM lets the append in flight finish and be
 				// reported: cut short, its rows could land unreported.
-				err := s.Append(context.WithoutCancel(ctx), rec)
+				_, err := db.Append(context.WithoutCancel(ctx), nil, rec)
 				rec.Release()
 				if err != nil {
 					return err
@@ -92,7 +99,7 @@ its replayed WAL).`,
 			}
 			// Leaving normally (done, or SIGTERM): flush and merge, so the
 			// rows are in the table and not only in the WAL.
-			return s.Drain(context.WithoutCancel(ctx))
+			return db.Drain(context.WithoutCancel(ctx))
 		},
 	}
 	f := c.Flags()
