@@ -154,12 +154,22 @@ type Ack struct {
 	Duplicate bool
 }
 
+// AppendOptions shape an append.
+type AppendOptions struct {
+	// Key, when not nil, names the append (see table.Idempotency): sent
+	// again under its name it stores nothing and answers the first
+	// outcome.
+	Key *table.Idempotency
+	// Conformed: the batches passed table.Conform against the table's
+	// schema already (package ingest's readers do), so the append takes
+	// them as they are: an append through a shard is checked once.
+	Conformed bool
+}
+
 // Append appends batches, all or none: through the process's shard when
 // the DB has one (acknowledged once durable in its WAL), else in one
-// commit. key, when not nil, names the append (see table.Idempotency):
-// sent again under its name it stores nothing and answers the first
-// outcome.
-func (db *DB) Append(ctx context.Context, key *table.Idempotency, batches ...arrow.RecordBatch) (Ack, error) {
+// commit.
+func (db *DB) Append(ctx context.Context, o AppendOptions, batches ...arrow.RecordBatch) (Ack, error) {
 	var rows int64
 	for _, b := range batches {
 		rows += b.NumRows()
@@ -170,9 +180,12 @@ func (db *DB) Append(ctx context.Context, key *table.Idempotency, batches ...arr
 			return Ack{}, err
 		}
 		ack := walshard.Ack{Rows: rows}
-		if key != nil {
-			ack, err = s.AppendOnce(ctx, *key, batches...)
-		} else {
+		switch {
+		case o.Conformed:
+			ack, err = s.AppendConformed(ctx, o.Key, batches...)
+		case o.Key != nil:
+			ack, err = s.AppendOnce(ctx, *o.Key, batches...)
+		default:
 			err = s.Append(ctx, batches...)
 		}
 		return Ack{Rows: ack.Rows, Shard: s.ID(), Position: ack.Position, Duplicate: ack.Duplicate}, err
@@ -182,8 +195,8 @@ func (db *DB) Append(ctx context.Context, key *table.Idempotency, batches ...arr
 		return Ack{}, err
 	}
 	var res commit.Result
-	if key != nil {
-		res, err = t.AppendOnce(ctx, *key, batches...)
+	if o.Key != nil {
+		res, err = t.AppendOnce(ctx, *o.Key, batches...)
 		if res.Duplicate {
 			rows = res.Rows
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
 )
@@ -203,7 +204,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		}
 	}
 	appendStart := time.Now()
-	ack, err := t.db.Append(r.Context(), key, recs...)
+	ack, err := t.db.Append(r.Context(), engine.AppendOptions{Key: key, Conformed: true}, recs...)
 	if err != nil {
 		return err
 	}

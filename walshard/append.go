@@ -25,8 +25,21 @@ import (
 // not is refused before anything is written. When the memtable is over
 // its bound, Append waits for a flush.
 func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
-	_, err := s.append(ctx, nil, recs)
+	_, err := s.append(ctx, nil, recs, false)
 	return err
+}
+
+// AppendConformed is Append (AppendOnce when key is not nil) of batches
+// that passed table.Conform against Schema() already — read by package
+// ingest, say — so that an append is checked once: they are taken as
+// they are.
+func (s *Shard) AppendConformed(ctx context.Context, key *table.Idempotency, recs ...arrow.RecordBatch) (Ack, error) {
+	if key != nil {
+		if err := key.Check(); err != nil {
+			return Ack{}, err
+		}
+	}
+	return s.append(ctx, key, recs, true)
 }
 
 // AppendOnce is Append named by key, safe to call again with the same key
@@ -42,7 +55,7 @@ func (s *Shard) AppendOnce(ctx context.Context, key table.Idempotency, recs ...a
 	if err := key.Check(); err != nil {
 		return Ack{}, err
 	}
-	return s.append(ctx, &key, recs)
+	return s.append(ctx, &key, recs, false)
 }
 
 // appendName is an idempotent append's name, as the in-flight set keys it.
@@ -51,14 +64,19 @@ type appendName struct {
 	seq      uint64
 }
 
-func (s *Shard) append(ctx context.Context, key *table.Idempotency, recs []arrow.RecordBatch) (Ack, error) {
+func (s *Shard) append(ctx context.Context, key *table.Idempotency, recs []arrow.RecordBatch, conformed bool) (Ack, error) {
 	batches := make([]arrow.RecordBatch, 0, len(recs))
 	var base int64
 	for _, rec := range recs {
-		c, err := table.Conform(s.schema, rec, table.ConformOptions{RowBase: base})
-		if err != nil {
-			releaseAll(batches)
-			return Ack{}, err
+		c := rec
+		if conformed {
+			rec.Retain()
+		} else {
+			var err error
+			if c, err = table.Conform(s.schema, rec, table.ConformOptions{RowBase: base}); err != nil {
+				releaseAll(batches)
+				return Ack{}, err
+			}
 		}
 		base += rec.NumRows()
 		batches = append(batches, c)

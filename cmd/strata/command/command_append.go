@@ -293,7 +293,7 @@ func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *t
 		return appended{}, err
 	}
 	defer db.Stop()
-	ack, err := db.Append(ctx, key, recs...)
+	ack, err := db.Append(ctx, engine.AppendOptions{Key: key, Conformed: true}, recs...)
 	if err != nil {
 		return appended{}, err
 	}

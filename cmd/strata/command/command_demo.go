@@ -165,7 +165,7 @@ func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *prog
 	defer db.Close()
 	for a := range appends {
 		rec := rollouts.Batch(nil, 42, n, int64(a*rows), rows)
-		_, err := db.Append(ctx, nil, rec)
+		_, err := db.Append(ctx, engine.AppendOptions{}, rec)
 		rec.Release()
 		if err != nil {
 			return walshard.Stats{}, err

@@ -82,7 +82,7 @@ its replayed WAL).`,
 				rec := rollouts.Batch(nil, 42, n, seq, rows)
 				// A SIGTERM lets the append in flight finish and be
 				// reported: cut short, its rows could land unreported.
-				_, err := db.Append(context.WithoutCancel(ctx), nil, rec)
+				_, err := db.Append(context.WithoutCancel(ctx), engine.AppendOptions{}, rec)
 				rec.Release()
 				if err != nil {
 					return err
