@@ -160,8 +160,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	}
 	_ = g.Wait()
 	var errs []error
-	txn := table.Transaction{Kind: table.KindMerge}
-	gensOf := map[string][]Generation{}
+	var parts []shardPart
 	var bytes int64
 	for _, p := range plans {
 		if p.err != nil {
@@ -176,53 +175,15 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 			continue // the next pass takes it
 		}
 		bytes += sumBytes(p.gens)
-		top := p.gens[len(p.gens)-1].Gen
-		if plant.On(plant.FleetMergeSkipsAGeneration) && len(p.gens) > 1 {
-			p.gens = p.gens[1:] // planted defect: a gap below the watermark
-		}
-		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.state.Epoch})
-		for _, gen := range p.gens {
-			txn.Added = append(txn.Added, gen.fragments()...)
-		}
-		gensOf[p.shard] = p.gens
+		parts = append(parts, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
 	}
-	if len(txn.Merges) > 0 {
-		co := o.Commit
-		co.CatchUp = true
-		cres, err := commit.Commit(ctx, b, base, txn, &co)
+	if len(parts) > 0 {
+		in, err := install(ctx, b, base, parts, o.Commit, o.Parallelism)
 		if err != nil {
 			return res, errors.Join(append(errs, fmt.Errorf("walshard: fleet merge: %w", err))...)
 		}
-		if !cres.Done {
-			res.Version = cres.Version
-			res.Merged = map[string]uint64{}
-			for _, m := range cres.Manifest.Transaction.Merges {
-				res.Shards++
-				res.Merged[m.Shard] = m.Watermark
-				for _, gen := range gensOf[m.Shard] {
-					if gen.Gen > base.Shards[m.Shard].Watermark && gen.Gen <= m.Watermark {
-						res.Generations++
-						res.Rows += gen.Rows
-					}
-				}
-			}
-			// Record the new watermarks, many at once: each is a few
-			// requests, and a fleet has many shards.
-			var mu sync.Mutex
-			g, gctx := errgroup.WithContext(ctx)
-			g.SetLimit(o.Parallelism)
-			for _, m := range cres.Manifest.Transaction.Merges {
-				g.Go(func() error {
-					if err := announceMerged(gctx, b, m.Shard, base.Shards[m.Shard].Watermark, m.Watermark, gensOf[m.Shard]); err != nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
-					}
-					return nil
-				})
-			}
-			_ = g.Wait()
-		}
+		res.Version, res.Merged, res.Shards, res.Generations, res.Rows = in.version, in.merged, len(in.merged), in.generations, in.rows
+		errs = append(errs, in.errs...)
 	}
 	// Announcements of generations merged already (by their owner, or
 	// a pass whose cleanup failed) go too.
@@ -255,6 +216,90 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	}
 	_ = g.Wait()
 	return res, errors.Join(errs...)
+}
+
+// shardPart is one shard's part of a merge: its generations above the
+// table's watermark (a contiguous run), read from a state of epoch.
+type shardPart struct {
+	shard string
+	epoch uint64
+	gens  []Generation
+}
+
+// installed is what an install did.
+type installed struct {
+	version     uint64            // the version that holds the generations (0: none: others merged them)
+	merged      map[string]uint64 // each shard's watermark after it, for the shards it merged
+	generations int
+	rows        int64
+	rebases     int             // times the commit caught up with newer versions
+	manifest    *table.Manifest // of version
+	errs        []error         // recording the new watermarks (hints) failed
+}
+
+// install is the one installer of flushed generations: it commits the
+// parts' generations into the table in one commit on top of base, moving
+// each shard's watermark in the same manifest (a transaction of kind merge
+// with merges), then records the new watermarks (announceMerged). Applied
+// on a newer version, the commit is trimmed to what no other merge took,
+// and a shard a newer epoch owns is left out (commit.Apply). A fleet merge
+// installs many shards' parts; an owner's merge its own shard's.
+func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int) (installed, error) {
+	var in installed
+	txn := table.Transaction{Kind: table.KindMerge}
+	gensOf := map[string][]Generation{}
+	for _, p := range parts {
+		top := p.gens[len(p.gens)-1].Gen
+		gens := p.gens
+		if plant.On(plant.FleetMergeSkipsAGeneration) && len(gens) > 1 {
+			gens = gens[1:] // planted defect: a gap below the watermark
+		}
+		if old := base.Shards[p.shard].Watermark; plant.On(plant.MergeForgetsWatermark) && top-1 > old {
+			top-- // planted defect: the watermark left below what is added
+		}
+		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch})
+		for _, gen := range gens {
+			txn.Added = append(txn.Added, gen.fragments()...)
+		}
+		gensOf[p.shard] = p.gens
+	}
+	co.CatchUp = true
+	cres, err := commit.Commit(ctx, b, base, txn, &co)
+	if err != nil {
+		return in, err
+	}
+	in.rebases = cres.Rebases
+	if cres.Done {
+		in.version = cres.Version
+		return in, nil
+	}
+	in.version, in.manifest, in.merged = cres.Version, cres.Manifest, map[string]uint64{}
+	for _, m := range cres.Manifest.Transaction.Merges {
+		in.merged[m.Shard] = m.Watermark
+		for _, gen := range gensOf[m.Shard] {
+			if gen.Gen > base.Shards[m.Shard].Watermark && gen.Gen <= m.Watermark {
+				in.generations++
+				in.rows += gen.Rows
+			}
+		}
+	}
+	// Record the new watermarks, many at once: each is a few requests,
+	// and a fleet has many shards.
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallelism)
+	for _, m := range cres.Manifest.Transaction.Merges {
+		g.Go(func() error {
+			if err := announceMerged(gctx, b, m.Shard, base.Shards[m.Shard].Watermark, m.Watermark, gensOf[m.Shard]); err != nil {
+				mu.Lock()
+				in.errs = append(in.errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return in, nil
 }
 
 func sumBytes(gens []Generation) int64 {

@@ -10,7 +10,6 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/backoff"
-	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
 
@@ -104,47 +103,44 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		return MergeResult{Watermark: watermark}, s.cleanup(ctx, watermark)
 	}
 	// Generations are Parquet fragments already: the merge adds them to
-	// the table as they are, with no copy.
-	var frags []table.Fragment
+	// the table as they are, with no copy, by the installer every merge
+	// uses (install).
 	var rows int64
 	for _, g := range pass {
-		frags = append(frags, g.fragments()...)
 		rows += g.Rows
 	}
 	top := pass[len(pass)-1].Gen
-	txn := table.Transaction{Kind: table.KindMerge, Shard: s.id, Watermark: top, Epoch: s.epoch, Added: frags}
-	if plant.On(plant.MergeForgetsWatermark) {
-		txn.Watermark = watermark
-	}
-	o := s.opts.Commit
-	o.CatchUp = true
 	started := time.Now()
-	res, err := commit.Commit(ctx, s.b, base, txn, &o)
+	in, err := install(ctx, s.b, base, []shardPart{{shard: s.id, epoch: s.epoch, gens: pass}}, s.opts.Commit, 1)
 	if s.opts.ObserveCommit != nil {
 		s.opts.ObserveCommit(time.Since(started), err)
-	}
-	var ce *commit.ConflictError
-	if errors.As(err, &ce) && !ce.Retryable && ce.Theirs.CommitID == "" {
-		return MergeResult{}, s.setFenced() // the table records a newer epoch for this shard
 	}
 	if err != nil {
 		return MergeResult{}, err
 	}
-	s.noteWatermark(top, res.Version)
-	s.rebases.Add(int64(res.Rebases))
-	if !res.Done {
-		if err := announceMerged(ctx, s.b, s.id, watermark, top, pass); err != nil {
+	s.rebases.Add(int64(in.rebases))
+	if _, ok := in.merged[s.id]; !ok {
+		// Nothing of ours was committed: another merge took these
+		// generations (the table's watermark covers them), or the table
+		// records a newer epoch for the shard — then this handle is fenced.
+		m, err := table.ReadLatest(ctx, s.b)
+		if err != nil {
 			return MergeResult{}, err
 		}
+		mark := m.Shards[s.id]
+		if mark.Epoch > s.epoch {
+			return MergeResult{}, s.setFenced()
+		}
+		s.noteWatermark(mark.Watermark, m.Version)
+		return MergeResult{Watermark: mark.Watermark, Version: in.version, Done: true}, s.cleanup(ctx, mark.Watermark)
 	}
-	if !res.Done {
-		s.merges.Add(1)
+	top = in.merged[s.id]
+	s.noteWatermark(top, in.version)
+	s.merges.Add(1)
+	if len(in.errs) > 0 {
+		return MergeResult{}, errors.Join(in.errs...)
 	}
-	out := MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: res.Version, Done: res.Done}
-	if res.Done {
-		out.Generations, out.Rows = 0, 0
-	}
-	return out, s.cleanup(ctx, top)
+	return MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: in.version}, s.cleanup(ctx, top)
 }
 
 // checkEpoch fails with ErrFenced when a newer epoch is claimed (one
