@@ -110,7 +110,7 @@ func FindAbandoned(ctx context.Context, b blob.Bucket, after time.Duration, now 
 			}
 			st, err := readState(gctx, b, l)
 			if err != nil {
-				return fmt.Errorf("shard %q: %w", id, err)
+				return fmt.Errorf("walshard: shard %q: %w", id, err)
 			}
 			unmerged := len(st.pending(m.Shards[id].Watermark))
 			if end > st.WALFlushed || unmerged > 0 {

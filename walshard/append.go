@@ -290,11 +290,6 @@ func (r appendReq) bytes() int64 {
 	return n
 }
 
-// errTookInLanded: the entry's position held an earlier append's entry
-// of this handle, which landed unseen; its rows are taken in, and the
-// entry goes to the next position.
-var errTookInLanded = errors.New("walshard: an earlier entry took the position")
-
 // writeEntrySafe is writeEntry with a panic turned into an error: a
 // shard's background loop must not take the process down.
 func (s *Shard) writeEntrySafe(ctx context.Context, reqs []appendReq) (pos uint64, err error) {

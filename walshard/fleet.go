@@ -165,7 +165,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	for _, p := range plans {
 		if p.err != nil {
 			res.Failed = append(res.Failed, p.shard)
-			errs = append(errs, fmt.Errorf("shard %q: %w", p.shard, p.err))
+			errs = append(errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
 			continue
 		}
 		if len(p.gens) == 0 {

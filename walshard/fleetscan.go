@@ -15,10 +15,6 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// ErrFleetMoving: a fresh read found the fleet changing faster than it
-// could read a consistent cut three times over; try again.
-var ErrFleetMoving = errors.New("walshard: shards changed under the fresh read; try again")
-
 // shardCut is what a fresh read takes of one shard: its generations above
 // the table's watermark, and the rows of its WAL entries above the flushed
 // position its state records.
@@ -144,10 +140,6 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int) (*table.Snap
 	return nil, nil, ErrFleetMoving
 }
 
-// errStaleBase: a shard's state knew of a newer merge than the version
-// read.
-var errStaleBase = errors.New("walshard: the table version read is older than a shard's state")
-
 // cutShard reads one shard's cut against a table watermark.
 func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64) (*shardCut, error) {
 	s := &Shard{b: b, l: newLayout(id), id: id, schema: schema}
@@ -227,5 +219,5 @@ func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, eac
 			return nil
 		}
 	}
-	return fmt.Errorf("shard %q: %w", s.id, ErrFleetMoving)
+	return fmt.Errorf("%w (shard %q)", ErrFleetMoving, s.id)
 }

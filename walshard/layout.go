@@ -2,7 +2,6 @@ package walshard
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 
 	"github.com/stratadb/strata/table"
@@ -10,10 +9,6 @@ import (
 
 // ShardsDir holds every shard of a table.
 const ShardsDir = table.ShardsDir
-
-// ErrBadShardID: a shard id that is not 1–128 characters of letters,
-// digits, '-', '_' and '.'.
-var ErrBadShardID = errors.New("walshard: bad shard id")
 
 // CheckShardID validates a shard id.
 func CheckShardID(id string) error {

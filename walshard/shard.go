@@ -16,25 +16,6 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// Errors.
-var (
-	// ErrFenced: a newer owner opened the shard; this handle can do
-	// nothing more. Reopen the shard to write again.
-	ErrFenced = errors.New("walshard: fenced by a newer owner of the shard")
-	// ErrClosed: the shard handle was closed.
-	ErrClosed = errors.New("walshard: shard closed")
-	// ErrAppendUnknown: an append whose rows may or may not be stored (at
-	// most once). Either its WAL entry's create got no answer and the store
-	// did not answer the read that would tell (the error also wraps the
-	// store's): the handle's next append, or a reopening, finds the entry if
-	// it landed and stores its rows. Or its entry landed where a newer
-	// owner may or may not replay it: the handle is fenced. Appending the
-	// same rows again may store them twice.
-	ErrAppendUnknown = errors.New("walshard: outcome of the append unknown")
-	// ErrMergeRunning: a merge of this shard is already running.
-	ErrMergeRunning = errors.New("walshard: a merge of this shard is already running")
-)
-
 // walRetry paces the re-reads of a WAL position whose create's outcome
 // is unknown.
 var walRetry = backoff.Policy{Base: 5 * time.Millisecond, Max: 200 * time.Millisecond}
@@ -113,10 +94,6 @@ type Options struct {
 	// missing one, and Quarantined records it.
 	SetAsideLost bool
 }
-
-// ErrInvalidOptions: an option out of its range, or options that break a
-// relation their documentation states (see Options.Validate).
-var ErrInvalidOptions = errors.New("walshard: invalid options")
 
 // EnsureDefaults returns a copy of o (nil: the zero Options) with every
 // unset field at its default. o itself is not changed.

@@ -84,10 +84,6 @@ func readState(ctx context.Context, b blob.Bucket, l layout) (*State, error) {
 	return &s, nil
 }
 
-// errStateTaken: another writer created the state object at that
-// sequence number.
-var errStateTaken = errors.New("walshard: state sequence number taken")
-
 // writeState creates state s at s.Seq. It returns errStateTaken when
 // another writer holds that sequence number. A failure that may hide a
 // landed create (a lost response, a 412 after an SDK retry) is resolved by

@@ -14,9 +14,6 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// ErrUnknownShard: no shard of that id in the table.
-var ErrUnknownShard = errors.New("walshard: unknown shard")
-
 // Stats is the LSM view of one shard.
 type Stats struct {
 	Shard string `json:"shard"`
