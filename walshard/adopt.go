@@ -200,8 +200,8 @@ func (s *Shard) coverFence(ctx context.Context) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
-	state, top, watermark, empty := s.mu.state, s.mu.nextPos-1, s.mu.watermark, len(s.mu.mem) == 0
-	producers := s.mu.producers
+	state, top, watermark, empty := s.mu.gens.state, s.mu.wal.nextPos-1, s.mu.gens.watermark, len(s.mu.mem.entries) == 0
+	producers := s.mu.names.producers
 	s.mu.Unlock()
 	if !empty || state.WALFlushed >= top {
 		return nil
@@ -220,7 +220,7 @@ func (s *Shard) coverFence(ctx context.Context) error {
 		return fmt.Errorf("walshard: shard %q: recording the flushed position %d: %w", s.id, top, err)
 	}
 	s.mu.Lock()
-	s.mu.state = next
+	s.mu.gens.state = next
 	s.mu.Unlock()
 	return nil
 }

@@ -145,22 +145,22 @@ func (s *Shard) claim(ctx context.Context, k table.AppendKey) (Ack, func(), erro
 	name := appendName{k.Producer, k.Seq}
 	for {
 		s.mu.Lock()
-		o, found, err := s.mu.producers.Lookup(k)
+		o, found, err := s.mu.names.producers.Lookup(k)
 		if err != nil || found {
 			s.mu.Unlock()
 			return Ack{Position: o.At, Rows: o.Rows, Duplicate: found}, nil, err
 		}
-		busy, ok := s.mu.inflight[name]
+		busy, ok := s.mu.names.inflight[name]
 		if !ok {
-			if s.mu.inflight == nil {
-				s.mu.inflight = map[appendName]chan struct{}{}
+			if s.mu.names.inflight == nil {
+				s.mu.names.inflight = map[appendName]chan struct{}{}
 			}
 			ch := make(chan struct{})
-			s.mu.inflight[name] = ch
+			s.mu.names.inflight[name] = ch
 			s.mu.Unlock()
 			return Ack{}, func() {
 				s.mu.Lock()
-				delete(s.mu.inflight, name)
+				delete(s.mu.names.inflight, name)
 				s.mu.Unlock()
 				close(ch)
 			}, nil
@@ -184,7 +184,7 @@ func (s *Shard) waitForRoom(ctx context.Context) error {
 			return err
 		}
 		s.mu.Lock()
-		full := s.mu.memBytes > s.opts.MaxMemtableBytes
+		full := s.mu.mem.bytes > s.opts.MaxMemtableBytes
 		changed := s.changedLocked()
 		s.mu.Unlock()
 		if !full {
@@ -272,7 +272,7 @@ func (s *Shard) answerRecorded(reqs []appendReq) []appendReq {
 		if r.key == nil {
 			return false
 		}
-		o, found, err := s.mu.producers.Lookup(*r.key)
+		o, found, err := s.mu.names.producers.Lookup(*r.key)
 		if !found && err == nil {
 			return false
 		}
@@ -308,117 +308,150 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 	if err := s.fencedErr(); err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	pos := s.mu.nextPos
-	// An earlier attempt at this position may have landed unseen. A newer
-	// owner then placed its fence above it, replayed it, and may have
-	// cleaned it up since: the position can be free again below the fence,
-	// where nobody will replay what is written. So a write there is
-	// acknowledged only once no newer epoch is claimed after it landed.
-	uncertain := s.mu.uncertain == pos
-	var earlier []string // the ids of the attempts that may have landed at pos
-	if uncertain {
-		earlier = slices.Clone(s.mu.uncertainIDs)
-	}
-	s.mu.Unlock()
-	e := &entry{kind: kindData, epoch: s.epoch, position: pos, id: table.NewID()}
-	for _, r := range reqs {
-		e.batches = append(e.batches, r.recs...)
-		if r.key != nil {
-			e.appends = append(e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows})
-		}
-	}
-	markUncertain := func() {
-		s.mu.Lock()
-		if s.mu.uncertain != pos {
-			s.mu.uncertainIDs = nil
-		}
-		s.mu.uncertain = pos
-		if !slices.Contains(s.mu.uncertainIDs, e.id) {
-			s.mu.uncertainIDs = append(s.mu.uncertainIDs, e.id)
-		}
-		s.mu.Unlock()
-	}
-	unknown := func(err error) (uint64, error) {
-		markUncertain()
-		return 0, fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, pos, ErrAppendUnknown, err)
-	}
-	data, err := encodeEntry(e, s.schema, s.opts.ReuseBytes > 0)
+	a, err := s.newAttempt(reqs)
 	if err != nil {
 		return 0, err
 	}
-	deadline := time.Now().Add(s.budget())
-	var resolveBy time.Time // zero: never
+	if err := s.create(ctx, a); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	stale := s.now().Sub(s.mu.wal.verified) > epochRecheck
+	s.mu.Unlock()
+	if a.uncertain || stale {
+		if err := s.checkEpochRetrying(ctx, a.deadline); err != nil {
+			s.markUncertain(a)
+			if errors.Is(err, ErrFenced) {
+				// The newer owner may have replayed this entry (if its fence
+				// went above it) or not (if it had cleaned the position up).
+				return 0, fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w", s.id, a.pos, ErrAppendUnknown)
+			}
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	s.mu.wal.nextPos = a.pos + 1
+	s.mu.Unlock()
+	var reuse *table.Fragment
+	if s.opts.ReuseBytes > 0 && a.e.frag.Bytes >= s.opts.ReuseBytes {
+		reuse = &a.e.frag
+		reuse.Key = s.l.walKey(a.pos)
+	}
+	s.addToMemtable(a.pos, a.e.batches, reuse, a.e.appends)
+	return a.pos, nil
+}
+
+// walAttempt is one attempt to create a WAL entry at pos.
+type walAttempt struct {
+	pos  uint64
+	e    *entry
+	data []byte
+	// earlier: the ids of the attempts that may have landed at pos; when
+	// there are any, or this attempt's outcome was unknown a while
+	// (uncertain), the entry is acknowledged only once no newer epoch is
+	// claimed after it landed.
+	earlier   []string
+	uncertain bool
+	// deadline bounds waiting for a create to show; resolveBy waiting
+	// for a store that does not answer (zero: never).
+	deadline, resolveBy time.Time
+}
+
+// newAttempt encodes the requests' rows as the entry at the next position.
+func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
+	s.mu.Lock()
+	a := &walAttempt{pos: s.mu.wal.nextPos}
+	// An earlier attempt at this position may have landed unseen. A newer
+	// owner then placed its fence above it, replayed it, and may have
+	// cleaned it up since: the position can be free again below the fence,
+	// where nobody will replay what is written.
+	if a.uncertain = s.mu.wal.uncertain == a.pos; a.uncertain {
+		a.earlier = slices.Clone(s.mu.wal.uncertainIDs)
+	}
+	s.mu.Unlock()
+	a.e = &entry{kind: kindData, epoch: s.epoch, position: a.pos, id: table.NewID()}
+	for _, r := range reqs {
+		a.e.batches = append(a.e.batches, r.recs...)
+		if r.key != nil {
+			a.e.appends = append(a.e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows})
+		}
+	}
+	var err error
+	if a.data, err = encodeEntry(a.e, s.schema, s.opts.ReuseBytes > 0); err != nil {
+		return nil, err
+	}
+	a.deadline = time.Now().Add(s.budget())
 	if s.opts.ResolveWithin > 0 {
-		resolveBy = time.Now().Add(min(s.opts.ResolveWithin, s.budget()))
+		a.resolveBy = time.Now().Add(min(s.opts.ResolveWithin, s.budget()))
+	}
+	return a, nil
+}
+
+// markUncertain records that a's entry may have landed unseen.
+func (s *Shard) markUncertain(a *walAttempt) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := &s.mu.wal
+	if w.uncertain != a.pos {
+		w.uncertainIDs = nil
+	}
+	w.uncertain = a.pos
+	if !slices.Contains(w.uncertainIDs, a.e.id) {
+		w.uncertainIDs = append(w.uncertainIDs, a.e.id)
+	}
+}
+
+// create creates a's entry, resolving what the store leaves unanswered:
+// nil once the entry is there, errTookInLanded when an earlier attempt of
+// this handle holds the position (its rows are taken in), the fencing
+// error when another owner's does, and ErrAppendUnknown when whose entry
+// is there cannot be told.
+func (s *Shard) create(ctx context.Context, a *walAttempt) error {
+	unknown := func(err error) error {
+		s.markUncertain(a)
+		return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, a.pos, ErrAppendUnknown, err)
 	}
 	for attempt := 1; ; attempt++ {
-		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
+		err := s.b.PutIfAbsent(ctx, s.l.walKey(a.pos), a.data)
 		if err == nil {
-			break
+			return nil
 		}
 		if !errors.Is(err, blob.ErrExists) && !blob.IsRetryable(err) {
 			if attempt > 1 { // an earlier attempt here may have landed
 				return unknown(err)
 			}
-			return 0, err
+			return err
 		}
 		// Outcome unknown, or the position is taken: whose entry is there?
-		got, rerr := s.readEntry(ctx, pos, true)
+		got, rerr := s.readEntry(ctx, a.pos, true)
 		switch {
-		case rerr == nil && got.id == e.id:
-			err = nil
-		case rerr == nil && slices.Contains(earlier, got.id) && got.epoch == s.epoch:
+		case rerr == nil && got.id == a.e.id:
+			return nil
+		case rerr == nil && slices.Contains(a.earlier, got.id) && got.epoch == s.epoch:
 			// An earlier append's entry, whose outcome it could not read,
 			// did land: its rows are the shard's, as a reopening would
 			// replay them. Take them in; ours go after them.
-			if err := s.takeInLanded(ctx, pos, deadline); err != nil {
-				return 0, err
+			if err := s.takeInLanded(ctx, a.pos, a.deadline); err != nil {
+				return err
 			}
-			return 0, errTookInLanded
+			return errTookInLanded
 		case rerr == nil:
-			return 0, s.setFenced() // a newer owner's fence (or entry) holds our position
-		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(deadline),
-			blob.IsRetryable(rerr) && time.Now().Before(resolveBy):
+			return s.setFenced() // a newer owner's fence (or entry) holds our position
+		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(a.deadline),
+			blob.IsRetryable(rerr) && time.Now().Before(a.resolveBy):
 			// Not there yet (a create may land late), or the store does
 			// not answer: read again, and create again (a no-op if ours
 			// landed), after a pause.
-			uncertain = true
+			a.uncertain = true
 			if err := backoff.Sleep(ctx, walRetry.Delay(attempt)); err != nil {
 				return unknown(err)
 			}
-			continue
 		default:
 			// Whose entry is at pos, if any, could not be read: ours may
 			// have landed.
 			return unknown(err)
 		}
-		break
 	}
-	s.mu.Lock()
-	stale := s.now().Sub(s.mu.verified) > epochRecheck
-	s.mu.Unlock()
-	if uncertain || stale {
-		if err := s.checkEpochRetrying(ctx, deadline); err != nil {
-			markUncertain()
-			if errors.Is(err, ErrFenced) {
-				// The newer owner may have replayed this entry (if its fence
-				// went above it) or not (if it had cleaned the position up).
-				return 0, fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w", s.id, pos, ErrAppendUnknown)
-			}
-			return 0, err
-		}
-	}
-	s.mu.Lock()
-	s.mu.nextPos = pos + 1
-	s.mu.Unlock()
-	var reuse *table.Fragment
-	if s.opts.ReuseBytes > 0 && e.frag.Bytes >= s.opts.ReuseBytes {
-		reuse = &e.frag
-		reuse.Key = s.l.walKey(pos)
-	}
-	s.addToMemtable(pos, e.batches, reuse, e.appends)
-	return pos, nil
 }
 
 // takeInLanded replays the entry at pos that an earlier append of this
@@ -436,7 +469,7 @@ func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time
 		return fmt.Errorf("walshard: shard %q: reading WAL entry %d, from an append whose outcome was unknown: %w", s.id, pos, err)
 	}
 	s.mu.Lock()
-	s.mu.nextPos, s.mu.uncertainIDs = pos+1, nil
+	s.mu.wal.nextPos, s.mu.wal.uncertainIDs = pos+1, nil
 	s.mu.Unlock()
 	return nil
 }

@@ -123,18 +123,60 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	if err != nil {
 		return res, err
 	}
-	type plan struct {
-		shard string
-		state *State
-		gens  []Generation
-		err   error
+	var errs []error
+	var parts []shardPart
+	var bytes int64
+	for _, p := range readPlans(ctx, b, base, hints, o) {
+		if p.err != nil {
+			res.Failed = append(res.Failed, p.shard)
+			errs = append(errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
+			continue
+		}
+		if len(p.gens) == 0 {
+			continue
+		}
+		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
+			continue // the next pass takes it
+		}
+		bytes += sumBytes(p.gens)
+		parts = append(parts, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
 	}
+	latest := base
+	if len(parts) > 0 {
+		in, err := install(ctx, b, base, parts, o.Commit, o.Parallelism)
+		if err != nil {
+			return res, errors.Join(append(errs, fmt.Errorf("walshard: fleet merge: %w", err))...)
+		}
+		res.Version, res.Merged, res.Shards, res.Generations, res.Rows = in.version, in.merged, len(in.merged), in.generations, in.rows
+		errs = append(errs, in.errs...)
+		if in.manifest != nil {
+			latest = in.manifest
+		}
+	}
+	// Announcements of generations merged already (by their owner, or a
+	// pass whose cleanup failed) go too.
+	errs = append(errs, dropStale(ctx, b, hints, res.Merged, latest, o.Parallelism)...)
+	return res, errors.Join(errs...)
+}
+
+// fleetPlan is what a fleet merge found of one announced shard: its state
+// and its generations above the table's watermark (none when a newer
+// owner merges it), or why it could not read them.
+type fleetPlan struct {
+	shard string
+	state *State
+	gens  []Generation
+	err   error
+}
+
+// readPlans reads each announced shard's state, many at once.
+func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints map[string]*hint, o FleetOptions) []fleetPlan {
 	shards := make([]string, 0, len(hints))
 	for s := range hints {
 		shards = append(shards, s)
 	}
 	slices.Sort(shards)
-	plans := make([]plan, len(shards))
+	plans := make([]fleetPlan, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Parallelism)
 	for i, shard := range shards {
@@ -159,51 +201,25 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		})
 	}
 	_ = g.Wait()
-	var errs []error
-	var parts []shardPart
-	var bytes int64
-	for _, p := range plans {
-		if p.err != nil {
-			res.Failed = append(res.Failed, p.shard)
-			errs = append(errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
-			continue
-		}
-		if len(p.gens) == 0 {
-			continue
-		}
-		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
-			continue // the next pass takes it
-		}
-		bytes += sumBytes(p.gens)
-		parts = append(parts, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
-	}
-	if len(parts) > 0 {
-		in, err := install(ctx, b, base, parts, o.Commit, o.Parallelism)
-		if err != nil {
-			return res, errors.Join(append(errs, fmt.Errorf("walshard: fleet merge: %w", err))...)
-		}
-		res.Version, res.Merged, res.Shards, res.Generations, res.Rows = in.version, in.merged, len(in.merged), in.generations, in.rows
-		errs = append(errs, in.errs...)
-	}
-	// Announcements of generations merged already (by their owner, or
-	// a pass whose cleanup failed) go too.
-	latest := base
-	if res.Version != 0 {
-		if m, err := table.ReadManifest(ctx, b, res.Version); err == nil {
-			latest = m
-		}
-	}
+	return plans
+}
+
+// dropStale deletes the announcements of generations at or below the
+// watermarks of latest, for the shards this merge did not merge (their
+// merges took their own down).
+func dropStale(ctx context.Context, b blob.Bucket, hints map[string]*hint, merged map[string]uint64, latest *table.Manifest, parallelism int) []error {
 	var stale []string
 	for shard, h := range hints {
 		for gen, key := range h.keys {
-			if _, done := res.Merged[shard]; gen <= latest.Shards[shard].Watermark && !done {
+			if _, done := merged[shard]; gen <= latest.Shards[shard].Watermark && !done {
 				stale = append(stale, key)
 			}
 		}
 	}
+	var errs []error
 	var mu sync.Mutex
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(o.Parallelism)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallelism)
 	for _, key := range stale {
 		g.Go(func() error {
 			if err := b.Delete(gctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
@@ -215,7 +231,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		})
 	}
 	_ = g.Wait()
-	return res, errors.Join(errs...)
+	return errs
 }
 
 // shardPart is one shard's part of a merge: its generations above the

@@ -33,7 +33,7 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 			return 0, err
 		}
 		s.mu.Lock()
-		n := len(s.mu.state.pending(s.mu.watermark))
+		n := len(s.mu.gens.pending())
 		changed := s.changedLocked()
 		s.mu.Unlock()
 		if n < s.opts.MaxPendingGenerations {
@@ -50,7 +50,7 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 		}
 	}
 	s.mu.Lock()
-	entries := s.mu.mem[:len(s.mu.mem):len(s.mu.mem)]
+	entries := s.mu.mem.snapshot()
 	s.mu.Unlock()
 	if len(entries) == 0 {
 		return 0, nil
@@ -61,9 +61,9 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	s.mu.Lock()
-	state := s.mu.state
-	watermark := s.mu.watermark
-	producers := s.mu.producers
+	state := s.mu.gens.state
+	watermark := s.mu.gens.watermark
+	producers := s.mu.names.producers
 	s.mu.Unlock()
 	g, err := s.buildGeneration(ctx, state.NextGen, entries)
 	if err != nil {
@@ -86,19 +86,11 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
 	}
 	s.mu.Lock()
-	s.mu.state = next
-	s.mu.mem = s.mu.mem[len(entries):]
-	for _, me := range entries {
-		s.mu.memRows -= me.rows
-		s.mu.memBytes -= me.bytes
-		for _, rec := range me.batches {
-			rec.Release()
-		}
-	}
-	if len(s.mu.mem) > 0 {
-		s.mu.memSince = time.Now()
-	}
-	cleaned := s.mu.cleaned
+	// The state and the memtable change under one lock: a fresh read sees
+	// the flushed rows in the generation or in the memtable, never both.
+	s.mu.gens.state = next
+	s.mu.mem.drop(len(entries))
+	cleaned := s.mu.gens.cleaned
 	s.broadcastLocked() // appends waiting for room
 	s.mu.Unlock()
 	// Announce the generation to fleet merges: a hint, not a record (the
@@ -217,15 +209,8 @@ func (s *Shard) quarantineUnencodable(ctx context.Context, entries []memEntry) (
 			return 0, err
 		}
 		s.mu.Lock()
-		for j := range s.mu.mem {
-			if s.mu.mem[j].pos == me.pos {
-				s.mu.memRows -= me.rows
-				s.mu.memBytes -= me.bytes
-				releaseAll(me.batches)
-				s.mu.mem = append(s.mu.mem[:j], s.mu.mem[j+1:]...)
-				s.broadcastLocked()
-				break
-			}
+		if s.mu.mem.remove(me.pos) {
+			s.broadcastLocked()
 		}
 		s.mu.Unlock()
 	}
@@ -255,7 +240,7 @@ func (s *Shard) flushLoop() {
 		case <-s.flushq:
 		case <-t.C:
 			s.mu.Lock()
-			due := s.opts.FlushInterval > 0 && len(s.mu.mem) > 0 && time.Since(s.mu.memSince) >= s.opts.FlushInterval
+			due := s.opts.FlushInterval > 0 && len(s.mu.mem.entries) > 0 && time.Since(s.mu.mem.since) >= s.opts.FlushInterval
 			s.mu.Unlock()
 			if !due {
 				continue

@@ -53,8 +53,8 @@ func (s *Shard) merge(ctx context.Context) (MergeResult, error) {
 	// Nothing flushed awaits a merge as far as this handle knows, and its
 	// log is clean: an idle shard makes no request.
 	s.mu.Lock()
-	idle := len(s.mu.state.pending(s.mu.watermark)) == 0 && s.mu.cleaned >= s.mu.watermark
-	watermark := s.mu.watermark
+	idle := len(s.mu.gens.pending()) == 0 && s.mu.gens.cleaned >= s.mu.gens.watermark
+	watermark := s.mu.gens.watermark
 	s.mu.Unlock()
 	if idle {
 		return MergeResult{Watermark: watermark}, s.fencedErr()
@@ -88,7 +88,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	watermark := base.Shards[s.id].Watermark
 	s.noteWatermark(watermark, base.Version)
 	s.mu.Lock()
-	pending := s.mu.state.pending(watermark)
+	pending := s.mu.gens.state.pending(watermark)
 	s.mu.Unlock()
 	var pass []Generation
 	var bytes int64
@@ -160,8 +160,8 @@ func (s *Shard) checkEpoch(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	if asked.After(s.mu.verified) {
-		s.mu.verified = asked
+	if asked.After(s.mu.wal.verified) {
+		s.mu.wal.verified = asked
 	}
 	s.mu.Unlock()
 	return nil
@@ -169,8 +169,7 @@ func (s *Shard) checkEpoch(ctx context.Context) error {
 
 func (s *Shard) noteWatermark(w, version uint64) {
 	s.mu.Lock()
-	if w > s.mu.watermark || (w == s.mu.watermark && version > s.mu.version) {
-		s.mu.watermark, s.mu.version = w, version
+	if s.mu.gens.note(w, version) {
 		s.broadcastLocked()
 	}
 	s.mu.Unlock()
@@ -190,7 +189,7 @@ func (s *Shard) noteWatermark(w, version uint64) {
 // every generation, so every entry part there is known.
 func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 	s.mu.Lock()
-	state := s.mu.state
+	state := s.mu.gens.state
 	s.mu.Unlock()
 	var from, to uint64
 	keep := map[uint64]bool{}
@@ -208,7 +207,7 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 	defer func() {
 		if err == nil {
 			s.mu.Lock()
-			s.mu.cleaned = max(s.mu.cleaned, watermark)
+			s.mu.gens.cleaned = max(s.mu.gens.cleaned, watermark)
 			s.mu.Unlock()
 		}
 	}()

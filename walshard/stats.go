@@ -73,13 +73,13 @@ func (s *Shard) StatsAt(m *table.Manifest) Stats {
 func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.nextPos - 1, MemtableRows: s.mu.memRows,
-		MemtableBytes: s.mu.memBytes, Watermark: s.mu.watermark, Merging: s.merging.Load(),
+	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.wal.nextPos - 1, MemtableRows: s.mu.mem.rows,
+		MemtableBytes: s.mu.mem.bytes, Watermark: s.mu.gens.watermark, Merging: s.merging.Load(),
 		Merges: s.merges.Load(), MergeRebases: s.rebases.Load(), Quarantined: slices.Clone(s.mu.quarantined), Local: true}
-	if len(s.mu.mem) > 0 {
-		st.MemtableFrom = s.mu.mem[0].pos
+	if len(s.mu.mem.entries) > 0 {
+		st.MemtableFrom = s.mu.mem.entries[0].pos
 	}
-	fillPending(&st, s.mu.state)
+	fillPending(&st, s.mu.gens.state)
 	st.WALLag = st.WALLastWritten - min(st.WALFlushed, st.WALLastWritten)
 	return st
 }
@@ -175,9 +175,9 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 		watermark := base.Manifest().Shards[s.id].Watermark
 		// The memtable and the state change together under the lock.
 		s.mu.Lock()
-		gens := s.mu.state.pending(watermark)
+		gens := s.mu.gens.state.pending(watermark)
 		var mem []arrow.RecordBatch
-		for _, me := range s.mu.mem {
+		for _, me := range s.mu.mem.entries {
 			for _, rec := range me.batches {
 				rec.Retain()
 				mem = append(mem, rec)
@@ -203,7 +203,7 @@ func (s *Shard) freshBase(ctx context.Context) (*table.Snapshot, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	known, version := s.mu.watermark, s.mu.version
+	known, version := s.mu.gens.watermark, s.mu.gens.version
 	s.mu.Unlock()
 	switch {
 	case base.Manifest().Shards[s.id].Watermark >= known:
