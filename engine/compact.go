@@ -19,7 +19,10 @@ type CompactOptions struct {
 	// DryRun plans and records nothing.
 	DryRun bool
 	// Holder names the lease's holder (default Options.Writer).
-	Holder string
+	// NoLease compacts without the table's lease: for a harness that races
+	// compactions on purpose (correctness never depends on the lease).
+	Holder  string
+	NoLease bool
 	// Tune is passed to the compaction (its Commit, Parallelism, Recode…;
 	// its lease and dry-run fields are the DB's to set).
 	Tune compactor.Options
@@ -63,7 +66,7 @@ func (db *DB) beginCompaction(ctx context.Context, o CompactOptions) (*compactor
 	if !db.compacting.CompareAndSwap(false, true) {
 		return nil, ErrCompactionRunning
 	}
-	if o.DryRun {
+	if o.DryRun || o.NoLease {
 		return nil, nil
 	}
 	holder := o.Holder
@@ -78,7 +81,7 @@ func (db *DB) beginCompaction(ctx context.Context, o CompactOptions) (*compactor
 	return lease, nil
 }
 
-// runCompaction compacts under lease (nil: a dry run), records the run,
+// runCompaction compacts under lease (nil: a dry run, or NoLease), records the run,
 // and releases both.
 func (db *DB) runCompaction(ctx context.Context, o CompactOptions, lease *compactor.HeldLease) (info CompactionInfo, err error) {
 	defer db.compacting.Store(false)

@@ -74,10 +74,7 @@ func (db *DB) AdoptAbandoned(ctx context.Context, after time.Duration, storeNow 
 		if ctx.Err() != nil {
 			break
 		}
-		so := walshard.Options{Commit: db.opts.Commit}
-		so.Commit.Writer = db.opts.Writer + " (adopting " + a.Shard + ")"
-		res, err := walshard.Adopt(ctx, db.b, a.Shard, so)
-		db.opts.Listener.AdoptionEnd(AdoptionInfo{Table: db.opts.Name, Shard: a.Shard, QuietFrom: a.LastWrite, Result: res, Err: err})
+		_, err := db.adopt(ctx, a.Shard, AdoptOptions{}, a.LastWrite)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("adopting shard %q: %w", a.Shard, err))
 			continue

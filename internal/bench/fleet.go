@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
@@ -89,7 +90,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	}
 	// The writers open their shards before the clock starts.
 	fmt.Fprintf(log, "bench: opening %d shards\n", cfg.Writers)
-	shards := make([]*walshard.Shard, cfg.Writers)
+	shards := make([]*engine.DB, cfg.Writers)
 	errs := make([]error, cfg.Writers)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
@@ -99,7 +100,11 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 			defer func() { <-sem }()
 			b, err := open(ctx, u)
 			if err == nil {
-				shards[w], err = walshard.Open(ctx, b, &walshard.Options{Shard: fmt.Sprintf("w%04d", w), FlushInterval: cfg.FlushInterval})
+				shards[w], err = engine.Open(ctx, b, &engine.Options{Writer: fmt.Sprintf("w%04d", w), Log: slog.New(slog.DiscardHandler),
+					Shard: walshard.Options{Shard: fmt.Sprintf("w%04d", w), FlushInterval: cfg.FlushInterval}})
+			}
+			if err == nil {
+				_, err = shards[w].Shard(ctx) // opened before the clock starts
 			}
 			errs[w] = err
 		})
@@ -150,7 +155,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 			for time.Now().Before(deadline) {
 				rec := rollouts.Batch(nil, cfg.Seed, w, seq, cfg.Rows)
 				t0 := time.Now()
-				err := shards[w].Append(ctx, rec)
+				_, err := shards[w].Append(ctx, engine.AppendOptions{}, rec)
 				at := time.Now()
 				rec.Release()
 				if err != nil {
@@ -193,8 +198,13 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	}
 	stopJob()
 	<-jobDone
+	adminDB, err := engine.Open(ctx, admin, &engine.Options{Writer: "bench-drain", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	defer adminDB.Close()
 	for {
-		res, err := walshard.FleetMerge(ctx, admin, nil)
+		res, err := adminDB.Merge(ctx)
 		if err != nil {
 			return nil, err
 		}

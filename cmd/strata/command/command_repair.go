@@ -1,15 +1,11 @@
 package command
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -40,30 +36,26 @@ rows lost — and flushes and merges the rest of the log.`,
   strata repair file://./strata-demo/rollouts --shard srv-web-1 --drop-missing`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			b, err := env.Open(c.Context(), args[0])
+			db, err := openDB(c.Context(), env, args[0], "repair")
 			if err != nil {
 				return err
 			}
-			defer b.Close()
+			defer db.Close()
 			if shard != "" {
-				return repairShard(c, env, b, shard, drop)
+				return repairShard(c, env, db, shard, drop)
 			}
-			res, err := compactor.Repair(c.Context(), b, nil, nil)
+			res, err := db.Repair(c.Context(), drop)
 			for _, v := range res.Undone {
 				fmt.Fprintf(env.Out, "undid v%d: its data was collected before it landed, so it was never acknowledged\n", v)
 			}
-			if errors.Is(err, table.ErrMissingData) && drop {
-				dropped, derr := compactor.DropMissing(c.Context(), b, nil)
-				if derr != nil {
-					return derr
-				}
+			if drop && res.Dropped != nil {
 				var rows int64
-				for _, f := range dropped {
+				for _, f := range res.Dropped {
 					rows += f.LiveRows()
 					fmt.Fprintf(env.Out, "dropped fragment %d (%s, %d rows)\n", f.ID, f.Key, f.LiveRows())
 				}
-				fmt.Fprintf(env.Out, "dropped %d fragments, %d rows\n", len(dropped), rows)
-				return nil
+				fmt.Fprintf(env.Out, "dropped %d fragments, %d rows\n", len(res.Dropped), rows)
+				return err
 			}
 			if err != nil {
 				return err
@@ -81,8 +73,8 @@ rows lost — and flushes and merges the rest of the log.`,
 
 // repairShard checks a shard's WAL and, with drop, sets aside what cannot
 // be replayed and merges the rest.
-func repairShard(c *cobra.Command, env *Env, b blob.Bucket, shard string, drop bool) error {
-	damage, err := walshard.CheckLog(c.Context(), b, shard)
+func repairShard(c *cobra.Command, env *Env, db *engine.DB, shard string, drop bool) error {
+	damage, err := walshard.CheckLog(c.Context(), db.Bucket(), shard)
 	if err != nil {
 		return err
 	}
@@ -96,7 +88,7 @@ func repairShard(c *cobra.Command, env *Env, b blob.Bucket, shard string, drop b
 	if !drop {
 		return fmt.Errorf("shard %s: %d WAL entries cannot be replayed; put them back from a backup, or give up their rows with --drop-missing", shard, len(damage))
 	}
-	res, err := walshard.Adopt(c.Context(), b, shard, walshard.Options{SetAsideLost: true, Commit: commit.Options{Writer: "repair"}})
+	res, err := db.Adopt(c.Context(), shard, engine.AdoptOptions{SetAsideLost: true, Writer: "repair"})
 	for _, q := range res.SetAside {
 		fmt.Fprintf(env.Out, "set aside WAL position %d (%s): %s\n", q.Position, q.Key, q.Reason)
 	}
