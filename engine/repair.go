@@ -18,6 +18,9 @@ type AdoptOptions struct {
 	// Writer names the adopter in its commits (default: the DB's writer,
 	// "adopting" the shard).
 	Writer string
+	// Tune, when set, is the adopter's shard options (a harness's), which
+	// the fields above then amend.
+	Tune *walshard.Options
 }
 
 // Adopt opens shard as its owner would (a new epoch, fencing any owner
@@ -28,8 +31,14 @@ func (db *DB) Adopt(ctx context.Context, shard string, o AdoptOptions) (walshard
 }
 
 func (db *DB) adopt(ctx context.Context, shard string, o AdoptOptions, quietFrom time.Time) (walshard.AdoptResult, error) {
-	so := walshard.Options{Commit: db.opts.Commit, SetAsideLost: o.SetAsideLost}
-	so.Commit.Writer = o.Writer
+	so := walshard.Options{Commit: db.opts.Commit}
+	if o.Tune != nil {
+		so = *o.Tune
+	}
+	so.SetAsideLost = so.SetAsideLost || o.SetAsideLost
+	if o.Writer != "" || o.Tune == nil {
+		so.Commit.Writer = o.Writer
+	}
 	if so.Commit.Writer == "" {
 		so.Commit.Writer = db.opts.Writer + " (adopting " + shard + ")"
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -188,11 +190,12 @@ func (w *world) finish() error {
 	c := &actor{name: "compactor-final", kind: kCompactor}
 	w.newBucket(c)
 	rec := opRecord{actor: c.name, writer: c.writer(), commits: true, call: w.now()}
-	o := compactor.Options{Commit: w.commitOptions(c), Parallelism: 1, Leased: true}
-	if _, err := compactor.GC(w.ctx, c.bucket, &compactor.GCPolicy{KeepVersions: 1000, Commit: o.Commit}, w.clock.Now()); err != nil {
+	o := compactor.Options{Commit: w.commitOptions(c), Parallelism: 1}
+	db := w.db(c)
+	if _, err := db.GC(w.ctx, engine.GCOptions{Policy: &compactor.GCPolicy{KeepVersions: 1000, Commit: o.Commit}, Now: w.clock.Now()}); err != nil {
 		return w.fail("recovery", "first final collection: %v", err)
 	}
-	if _, err := compactor.Compact(w.ctx, c.bucket, &compactor.Policy{MinFragments: 2}, &o); err != nil {
+	if _, err := db.Compact(w.ctx, engine.CompactOptions{Policy: &compactor.Policy{MinFragments: 2}, NoLease: true, Tune: o}); err != nil {
 		m, _ := table.ReadLatest(w.ctx, w.store)
 		return w.fail("recovery", "final compaction: %v%s", err, w.provenance(m))
 	}
@@ -202,7 +205,8 @@ func (w *world) finish() error {
 		return err
 	}
 	w.clock.Advance(3 * time.Hour)
-	if _, err := compactor.GC(w.ctx, w.store, &compactor.GCPolicy{KeepVersions: 1}, w.clock.Now()); err != nil {
+	final, _ := engine.OpenNew(w.store, &engine.Options{Name: "sim", Writer: "gc-final", Now: w.clock.Now, Log: slog.New(slog.DiscardHandler)})
+	if _, err := final.GC(w.ctx, engine.GCOptions{Policy: &compactor.GCPolicy{KeepVersions: 1}, Now: w.clock.Now()}); err != nil {
 		return w.fail("recovery", "final collection: %v", err)
 	}
 	s, err := table.Open(w.ctx, w.store, nil)

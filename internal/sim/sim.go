@@ -28,7 +28,11 @@
 //     shard's WAL, generations and the table; left out when listings
 //     lag) and, after a final drain, compaction and GC, in the base table;
 //     rows whose append failed appear at most once; rows a fenced writer
-//     was refused never appear; no row appears that nobody wrote, and every
+//     was refused never appear; a named append (actors that name theirs
+//     send one whose outcome they missed again, across crashes, until it
+//     is acknowledged) is stored once — or at most twice when sent again
+//     past the window its name is remembered for (table.IdempotencyWindow:
+//     the clock moves hours on with a stall); no row appears that nobody wrote, and every
 //     row reads back with its value and its blob (up to 1 KiB) intact;
 //   - a pinned version's rows never change while it is retained, and a
 //     tagged version stays readable;
@@ -49,6 +53,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -57,6 +62,7 @@ import (
 
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -150,6 +156,7 @@ type actor struct {
 	zombie *walshard.Shard // a fenced handle, tried once more, then closed
 	next   *walshard.Shard // a handle a fencer opened while this one was busy
 	tbl    *commit.Table
+	db     *engine.DB // the engine handle of the process's bucket (db)
 	pins   []pin
 	// keyed: the actor names its appends (producer: its name, the same in
 	// every incarnation; one append at a time, numbered by seq) and sends
@@ -164,6 +171,7 @@ type actor struct {
 type pendingAppend struct {
 	ids []int64
 	seq uint64
+	at  time.Time // the first attempt, on the simulation's clock
 }
 
 func (a *actor) writer() string { return fmt.Sprintf("%s#%d", a.name, a.inc) }
@@ -220,9 +228,12 @@ type world struct {
 	final  atomic.Bool
 	clockT atomic.Int64 // logical time of calls, returns and manifests
 
-	nextID    int64
-	acked     map[int64]bool
-	maybe     map[int64]bool
+	nextID int64
+	acked  map[int64]bool
+	maybe  map[int64]bool
+	// twice: rows of named appends sent again past the window their name
+	// is remembered for, which may appear twice.
+	twice     map[int64]bool
 	forbidden map[int64]bool
 	// deletedAt: rows a committed Delete removed, and the version that
 	// removed them (read from the manifests as they land).
@@ -248,7 +259,7 @@ type world struct {
 func newWorld(ctx context.Context, cfg Config) *world {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5157))
 	w := &world{ctx: ctx, cfg: cfg, clock: &Clock{}, rng: rng,
-		acked: map[int64]bool{}, maybe: map[int64]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
+		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
 		deletesAcked: map[uint64]bool{}, deletesUndone: map[uint64]uint64{},
 		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}}
 	w.shards = 1 + rng.IntN(3)
@@ -381,6 +392,26 @@ type proc struct {
 // newBucket gives a the faulty view of the store of its next process.
 func (w *world) newBucket(a *actor) {
 	a.bucket = w.procBucket(a, a.inc)
+	a.db = nil
+}
+
+// db is a's engine handle on the table through its current bucket (a
+// process's), opened on first use.
+func (w *world) db(a *actor) *engine.DB {
+	if a.db == nil {
+		a.db = w.openDB(a, a.bucket, w.shardOptions(a))
+	}
+	return a.db
+}
+
+// openDB opens an engine handle through b for actor a, with shard options
+// so (its shard opened on first use) and the simulation's clock; its
+// events log nothing.
+func (w *world) openDB(a *actor, b *fault.Bucket, so walshard.Options) *engine.DB {
+	db, _ := engine.OpenNew(b, &engine.Options{Name: "sim", Writer: so.Commit.Writer, Shard: so, Commit: so.Commit,
+		Fleet: walshard.FleetOptions{Parallelism: 1, Commit: w.commitOptions(a)},
+		Now:   w.clock.Now, Log: slog.New(slog.DiscardHandler)})
+	return db
 }
 
 func (w *world) procBucket(a *actor, inc int) *fault.Bucket {
@@ -617,6 +648,16 @@ func (w *world) nextAppend(a *actor) ([]int64, table.Idempotency) {
 	key := table.Idempotency{Producer: a.name}
 	if a.retry != nil {
 		key.Seq = a.retry.seq
+		if w.clock.Now().Sub(a.retry.at) >= table.IdempotencyWindow {
+			// Sent again past the window its name is remembered for (the
+			// clock moved on with a stall): it may be stored twice, as
+			// documented, and no more.
+			w.mu.Lock()
+			for _, id := range a.retry.ids {
+				w.twice[id] = true
+			}
+			w.mu.Unlock()
+		}
 		return a.retry.ids, key
 	}
 	a.seq++
@@ -639,7 +680,9 @@ func (w *world) settleAppend(a *actor, ids []int64, err error, fenced bool) {
 		w.settle(ids, nil, false)
 		return
 	}
-	a.retry = &pendingAppend{ids: ids, seq: a.seq}
+	if a.retry == nil {
+		a.retry = &pendingAppend{ids: ids, seq: a.seq, at: w.clock.Now()}
+	}
 	w.settle(ids, err, false)
 }
 

@@ -322,9 +322,9 @@ func isManifest(key string) bool { return strings.HasPrefix(key, "_versions/") }
 
 // randomPart matches the random parts of object names: ULIDs, the
 // suffixes of generation and deletion-vector names, and the wall-clock
-// time in orphan records' names. The trace leaves them out, so that two runs of a seed
+// time in orphan records' and compaction records' names. The trace leaves them out, so that two runs of a seed
 // print the same lines.
-var randomPart = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|-[0-9a-f]{12}\.parquet|-[0-9a-f]{8}\.bin|orphans/[0-9]{20}-`)
+var randomPart = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|-[0-9a-f]{12}\.parquet|-[0-9a-f]{8}\.bin|orphans/[0-9]{20}-|history/[0-9]{20}-[0-9a-f]{8}\.json`)
 
 // stableName names key the same way in every run of a seed: a random part
 // becomes the object's order of creation (or "new" for a key not created
