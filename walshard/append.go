@@ -209,9 +209,7 @@ func releaseAll(recs []arrow.RecordBatch) {
 
 // writeLoop gathers concurrent appends into WAL entries.
 func (s *Shard) writeLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	ctx := s.ctx // ends with Close
 	for {
 		var reqs []appendReq
 		select {

@@ -22,7 +22,12 @@ func (s *Shard) Flush(ctx context.Context) (gen uint64, err error) {
 		start := time.Now()
 		defer func() { s.opts.OnFlush(gen, time.Since(start), err) }()
 	}
-	return s.flush(ctx)
+	if gen, err = s.flush(ctx); err != nil {
+		return gen, err
+	}
+	// What merges by others took since the last clean-up (the flush
+	// learned their watermark): the WAL entries they cover can go.
+	return gen, s.tidy(ctx)
 }
 
 func (s *Shard) flush(ctx context.Context) (uint64, error) {
@@ -90,18 +95,12 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 	// the flushed rows in the generation or in the memtable, never both.
 	s.mu.gens.state = next
 	s.mu.mem.drop(len(entries))
-	cleaned := s.mu.gens.cleaned
 	s.broadcastLocked() // appends waiting for room
 	s.mu.Unlock()
 	// Announce the generation to fleet merges: a hint, not a record (the
 	// state is that); one that fails to land is found by the next flush's.
 	if err := s.b.PutIfAbsent(ctx, table.PendingKey(s.id, gen, next.Seq), nil); err != nil && !errors.Is(err, blob.ErrExists) {
 		return gen, fmt.Errorf("walshard: shard %q: generation %d is recorded, announcing it failed: %w", s.id, gen, err)
-	}
-	if watermark > cleaned {
-		if err := s.cleanup(ctx, watermark); err != nil {
-			return gen, err
-		}
 	}
 	return gen, nil
 }
@@ -223,9 +222,7 @@ var loopRetry = backoff.Policy{Base: 10 * time.Millisecond, Max: 5 * time.Second
 // flushLoop flushes when triggered (memtable over its bound) or when the
 // memtable is older than FlushInterval, backing off after a failure.
 func (s *Shard) flushLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	ctx := s.ctx // ends with Close
 	tick := time.Hour
 	if s.opts.FlushInterval > 0 {
 		tick = max(s.opts.FlushInterval/4, time.Millisecond)

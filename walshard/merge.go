@@ -175,6 +175,18 @@ func (s *Shard) noteWatermark(w, version uint64) {
 	s.mu.Unlock()
 }
 
+// tidy cleans up after the merges this handle learned of and has not
+// cleaned up after yet (a fleet merge's, learned by a flush).
+func (s *Shard) tidy(ctx context.Context) error {
+	s.mu.Lock()
+	watermark, cleaned := s.mu.gens.watermark, s.mu.gens.cleaned
+	s.mu.Unlock()
+	if watermark <= cleaned {
+		return nil
+	}
+	return s.cleanup(ctx, watermark)
+}
+
 // cleanup deletes the WAL entries that merged generations cover. Entries
 // above the state's flushed position, and the newest state objects, stay:
 // fencing and replay need them. Merged generations are table fragments now
@@ -256,9 +268,7 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 
 // mergeLoop merges every MergeInterval, backing off after a failure.
 func (s *Shard) mergeLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	ctx := s.ctx // ends with Close
 	wait := s.opts.MergeInterval
 	for {
 		if backoff.Sleep(ctx, wait) != nil {

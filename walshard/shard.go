@@ -46,6 +46,10 @@ type Shard struct {
 	opts   Options
 
 	appendq chan appendReq
+	// stop is closed, and ctx canceled, by Close: the handle's loops
+	// (writeLoop, flushLoop, mergeLoop) end with them, and wg waits.
+	ctx     context.Context
+	cancel  context.CancelFunc
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	flushq  chan struct{} // non-blocking trigger
@@ -128,6 +132,7 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	if err := s.replay(ctx, state.WALFlushed, fencePos); err != nil {
 		return nil, err
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Go(s.writeLoop)
 	s.wg.Go(s.flushLoop)
 	if opts.MergeInterval > 0 {
@@ -352,6 +357,7 @@ func (s *Shard) Close() error {
 	s.mu.closed = true
 	s.mu.Unlock()
 	close(s.stop)
+	s.cancel()
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()

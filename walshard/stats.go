@@ -62,19 +62,20 @@ func fillPending(st *Stats, state *State) {
 	}
 }
 
-// StatsAt is Stats after noting the watermark version m records for the
-// shard: other processes (fleet merges) move it without this handle.
-func (s *Shard) StatsAt(m *table.Manifest) Stats {
-	s.noteWatermark(m.Shards[s.id].Watermark, m.Version)
-	return s.Stats()
-}
+// StatsAt is Stats as of the watermark version m records for the shard,
+// when it is newer than the handle's: other processes (fleet merges) move
+// it without this handle. Reading stats changes nothing.
+func (s *Shard) StatsAt(m *table.Manifest) Stats { return s.stats(m.Shards[s.id].Watermark) }
 
 // Stats returns the handle's view, with no I/O.
-func (s *Shard) Stats() Stats {
+func (s *Shard) Stats() Stats { return s.stats(0) }
+
+// stats is the handle's view, at watermark w when it is newer.
+func (s *Shard) stats(w uint64) Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Shard: s.id, Epoch: s.epoch, WALLastWritten: s.mu.wal.nextPos - 1, MemtableRows: s.mu.mem.rows,
-		MemtableBytes: s.mu.mem.bytes, Watermark: s.mu.gens.watermark, Merging: s.merging.Load(),
+		MemtableBytes: s.mu.mem.bytes, Watermark: max(s.mu.gens.watermark, w), Merging: s.merging.Load(),
 		Merges: s.merges.Load(), MergeRebases: s.rebases.Load(), Quarantined: slices.Clone(s.mu.quarantined), Local: true}
 	if len(s.mu.mem.entries) > 0 {
 		st.MemtableFrom = s.mu.mem.entries[0].pos
