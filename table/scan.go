@@ -21,8 +21,20 @@ type ScanOptions struct {
 	BatchSize   int       // rows per batch read; 0 means 8192
 	Parallelism int       // fragments read at once; 0 means 8
 	// ReadAheadBytes bounds the bytes of the fragment objects read at once
-	// (a larger fragment is read alone); 0 means 64 MiB.
+	// (a larger fragment is read alone); 0 means 64 MiB. With a Memory
+	// budget, it bounds what one fragment has fetched and not yet
+	// decoded: a fragment up to its size, read whole, is streamed; a
+	// larger one's column chunks are fetched ahead up to it.
 	ReadAheadBytes int64
+	// Memory, when set, is a budget the scan reserves from, for each
+	// fragment in order, what reading it holds (see Memory); besides,
+	// it holds OpenAheadBytes(Parallelism).
+	Memory Memory
+	// Hold, when set, is reserved for the rows a read keeps in memory
+	// from before its first batch to its end rather than streams — a
+	// fresh read's WAL rows (walshard.ScanFleet) — and given back at its
+	// end. A scan of fragments does not use it.
+	Hold Memory
 	// Allocator allocates the batches; nil means the Go allocator.
 	Allocator memory.Allocator
 	// Fragments restricts the scan to these fragment ids (nil: all).
@@ -180,7 +192,8 @@ func (p *scanPlan) fragments() []*Fragment {
 // Scan returns the rows of the snapshot as record batches, in fragment
 // order. Each batch is released when the loop body returns; Retain it to
 // keep it. Memory is bounded by Parallelism fragments' worth of a few
-// batches each. Scan stops at the first error, which it yields.
+// batches each — with a Memory budget, by the fragments' weights it
+// reserves. Scan stops at the first error, which it yields.
 func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		p, err := s.plan(opts)
@@ -208,8 +221,13 @@ func (p *scanPlan) run(ctx context.Context, yield func(arrow.RecordBatch, error)
 		defer rec.Release()
 		return yield(rec, nil)
 	}
-	err := readInOrder(ctx, p.fragments(), p.opts.Parallelism, p.opts.ReadAheadBytes, p.readFragment,
-		use, func(rec arrow.RecordBatch) { rec.Release() })
+	var err error
+	if p.opts.Memory != nil {
+		err = p.runWithin(ctx, p.fragments(), use)
+	} else {
+		err = readInOrder(ctx, p.fragments(), p.opts.Parallelism, p.opts.ReadAheadBytes, p.readFragment,
+			use, func(rec arrow.RecordBatch) { rec.Release() })
+	}
 	if err != nil {
 		yield(nil, err)
 	}
