@@ -26,6 +26,16 @@ type shardCut struct {
 	state   *State
 	gens    []Generation
 	batches []arrow.RecordBatch
+	held    int64 // reserved of the read's Hold for batches
+}
+
+// release lets go of the cut's rows and gives back their reservation.
+func (c *shardCut) release(hold table.Memory) {
+	releaseAll(c.batches)
+	if hold != nil && c.held > 0 {
+		hold.Release(c.held)
+	}
+	c.batches, c.held = nil, 0
 }
 
 // ScanFleet reads the latest version of the table and every acknowledged
@@ -41,10 +51,15 @@ type shardCut struct {
 // than the version read makes it read a newer version, and a WAL entry
 // gone from under it (its rows merged meanwhile) makes it read that shard
 // again; it gives up with ErrFleetMoving after three tries.
+//
+// With opts.Hold set, the rows of each WAL entry are reserved from it as
+// the entry is decoded (its rows' bytes; not the object while it
+// decodes) and given back when the read ends; a refusal fails the read.
+// The table and the generations reserve from opts.Memory as a scan does.
 func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		opts.WithRowAddress = false
-		base, cuts, err := fleetCut(ctx, b)
+		base, cuts, err := fleetCut(ctx, b, opts.Hold)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -55,7 +70,11 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 			gens = append(gens, c.gens...)
 			batches = append(batches, c.batches...)
 		}
-		defer releaseAll(batches)
+		defer func() {
+			for _, c := range cuts {
+				c.release(opts.Hold)
+			}
+		}()
 		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, opts, yield)
 	}
 }
@@ -87,7 +106,7 @@ func scanFresh(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *t
 
 // fleetCut reads a version of the table and a cut of every shard
 // consistent with it.
-func fleetCut(ctx context.Context, b blob.Bucket) (*table.Snapshot, []*shardCut, error) {
+func fleetCut(ctx context.Context, b blob.Bucket, hold table.Memory) (*table.Snapshot, []*shardCut, error) {
 	for range 3 {
 		base, err := table.Open(ctx, b, nil)
 		if err != nil {
@@ -104,7 +123,7 @@ func fleetCut(ctx context.Context, b blob.Bucket) (*table.Snapshot, []*shardCut,
 		g.SetLimit(32)
 		for i, id := range ids {
 			g.Go(func() error {
-				c, err := cutShard(gctx, b, id, m.Schema(), m.Shards[id].Watermark)
+				c, err := cutShard(gctx, b, id, m.Schema(), m.Shards[id].Watermark, hold)
 				if errors.Is(err, errStaleBase) {
 					stale.Store(true)
 					return nil
@@ -117,7 +136,7 @@ func fleetCut(ctx context.Context, b blob.Bucket) (*table.Snapshot, []*shardCut,
 		if err != nil || stale.Load() {
 			for _, c := range cuts {
 				if c != nil {
-					releaseAll(c.batches)
+					c.release(hold)
 				}
 			}
 		}
@@ -135,13 +154,14 @@ func fleetCut(ctx context.Context, b blob.Bucket) (*table.Snapshot, []*shardCut,
 // read.
 var errStaleBase = errors.New("walshard: the table version read is older than a shard's state")
 
-// cutShard reads one shard's cut against a table watermark.
-func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64) (*shardCut, error) {
+// cutShard reads one shard's cut against a table watermark, reserving
+// its rows from hold (when not nil).
+func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64, hold table.Memory) (*shardCut, error) {
 	s := &Shard{b: b, l: newLayout(id), id: id, schema: schema}
 	var c *shardCut
 	err := s.readUnflushed(ctx, func(st *State) error {
 		if c != nil {
-			releaseAll(c.batches)
+			c.release(hold)
 		}
 		c = nil
 		if st.MergedBelow > watermark {
@@ -157,12 +177,22 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 			return err
 		case e.kind == kindData:
 			c.batches = append(c.batches, e.batches...)
+			if hold != nil {
+				var n int64
+				for _, rec := range e.batches {
+					n += recordBytes(rec)
+				}
+				if err := hold.Reserve(ctx, n); err != nil {
+					return err
+				}
+				c.held += n
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		if c != nil {
-			releaseAll(c.batches)
+			c.release(hold)
 		}
 		return nil, err
 	}
