@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"golang.org/x/sync/errgroup"
 
@@ -441,6 +440,7 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 		batches = func(func(arrow.RecordBatch, error) bool) {}
 	}
 	jsonl := wantsJSONLines(r)
+	jl := &jsonLines{w: w}
 	var iw *ipc.Writer
 	started := false
 	start := func() {
@@ -482,7 +482,7 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 		}
 		n += rec.NumRows()
 		if jsonl {
-			if err := array.RecordToJSON(rec, w); err != nil {
+			if err := jl.write(rec); err != nil {
 				cut(err)
 				return nil
 			}
