@@ -144,7 +144,24 @@ func inOrder[T any](parent context.Context, n, parallelism int, reserve func(con
 	})
 	var err error
 	stopped := false
+	// A use that panics (a server cutting an answer short) leaves no
+	// reservation taken and nothing emitted unreleased: the rest of the
+	// run is given back as a stopped run's would be.
+	var cur *queued[T]
+	defer func() {
+		if r := recover(); r != nil {
+			cancel()
+			if cur != nil {
+				drainQueued(*cur, release)
+			}
+			for q := range queue {
+				drainQueued(q, release)
+			}
+			panic(r)
+		}
+	}()
 	for q := range queue {
+		cur = &q
 		for it := range q.ch {
 			switch {
 			case stopped:
@@ -159,10 +176,22 @@ func inOrder[T any](parent context.Context, n, parallelism int, reserve func(con
 				cancel()
 			}
 		}
+		cur = nil
 		q.res.afterUse()
 	}
 	if !stopped && parent.Err() != nil {
 		return parent.Err()
 	}
 	return err
+}
+
+// drainQueued releases what is left of an item's output, then its
+// reservation.
+func drainQueued[T any](q queued[T], release func(T)) {
+	for it := range q.ch {
+		if it.err == nil {
+			release(it.v)
+		}
+	}
+	q.res.afterUse()
 }

@@ -296,3 +296,26 @@ func TestATakeReadsWithinItsBudget(t *testing.T) {
 		t.Fatalf("took %d rows with %d reservations, %d bytes still held; want 3 rows, one reservation per fragment, none held", n, len(got), held)
 	}
 }
+
+// A caller that panics out of a scan's loop (a server cutting an answer
+// short) leaves nothing of the budget reserved.
+func TestACallerThatPanicsLeavesNothingReserved(t *testing.T) {
+	_, s := rolloutsTable(t, 300, 5000, 200, 400)
+	m := newBudget(1 << 40)
+	func() {
+		defer func() {
+			if r := recover(); r != "cut" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		for _, err := range s.Scan(ctx, table.ScanOptions{Memory: m, Parallelism: 3, BatchSize: 100}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			panic("cut")
+		}
+	}()
+	if held, _, got := m.stats(); held != 0 || len(got) == 0 {
+		t.Fatalf("after a panic out of the scan, %d bytes of %d reservations are still held", held, len(got))
+	}
+}
