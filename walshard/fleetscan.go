@@ -159,7 +159,7 @@ var errStaleBase = errors.New("walshard: the table version read is older than a 
 func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64, hold table.Memory) (*shardCut, error) {
 	s := &Shard{b: b, l: newLayout(id), id: id, schema: schema}
 	var c *shardCut
-	err := s.readUnflushed(ctx, func(st *State) error {
+	err := s.readUnflushed(ctx, hold, func(st *State) error {
 		if c != nil {
 			c.release(hold)
 		}
@@ -207,7 +207,12 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 // after it first: the read starts over (with start told again), three
 // times at most (ErrFleetMoving). With no such state (read by name: a
 // listing may lag) the entry is lost: each gets a *MissingEntryError.
-func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, each func(e *entry, err error) error) error {
+//
+// With hold set, twice an entry's object is reserved from it while the
+// entry is decoded and each is told of it: the object, and the copy of
+// its payload the decoder reads (the rows it decodes to are each's to
+// count).
+func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func(*State) error, each func(e *entry, err error) error) error {
 	for range 3 {
 		st, err := readState(ctx, s.b, s.l)
 		if err != nil {
@@ -222,7 +227,7 @@ func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, eac
 		}
 		moved := false
 		for pos := st.WALFlushed + 1; pos <= end && !moved; pos++ {
-			e, err := s.readEntry(ctx, pos, false)
+			e, decoding, err := s.readEntryHeld(ctx, pos, hold)
 			if errors.Is(err, blob.ErrNotFound) {
 				_, serr := s.b.Attributes(ctx, s.l.stateKey(st.Seq+1))
 				if moved = serr == nil; moved {
@@ -233,7 +238,11 @@ func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, eac
 				}
 				err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: end}
 			}
-			if err := each(e, err); err != nil {
+			err = each(e, err)
+			if decoding > 0 {
+				hold.Release(decoding)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -242,4 +251,25 @@ func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, eac
 		}
 	}
 	return fmt.Errorf("shard %q: %w", s.id, ErrFleetMoving)
+}
+
+// readEntryHeld reads the data entry at pos, reserving from hold (when
+// not nil) twice its object while it decodes: what it reserved, which
+// the caller releases.
+func (s *Shard) readEntryHeld(ctx context.Context, pos uint64, hold table.Memory) (*entry, int64, error) {
+	if hold == nil {
+		e, err := s.readEntry(ctx, pos, false)
+		return e, 0, err
+	}
+	key := s.l.walKey(pos)
+	data, err := s.b.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := 2 * int64(len(data))
+	if err := hold.Reserve(ctx, n); err != nil {
+		return nil, 0, err
+	}
+	e, err := decodeEntry(s.id, key, pos, data, s.schema, false)
+	return e, n, err
 }

@@ -39,14 +39,15 @@ func (h *holding) Release(n int64) {
 	h.held -= n
 }
 
-// A fresh read reserves the rows of each WAL entry it keeps from its
-// Hold as it decodes it, and gives them back when the read ends; a Hold
-// that refuses fails the read with its error, holding nothing after.
+// A fresh read reserves from its Hold, for each WAL entry it keeps, twice
+// the entry's object while it decodes it, and its rows until the read
+// ends, when it gives them back; a Hold that refuses fails the read with
+// its error, holding nothing after.
 func TestAFreshReadHoldsItsWALRowsWithinItsBudget(t *testing.T) {
 	b := threeEntries(t)
 	h := &holding{}
 	seen := countIDs(t, walshard.ScanFleet(ctx, b, table.ScanOptions{Hold: h}))
-	if len(seen) != 6 || h.reservation != 3 || h.peak < 6*8 || h.held != 0 {
+	if len(seen) != 6 || h.reservation < 6 || h.peak < 6*8 || h.held != 0 {
 		t.Fatalf("a fresh read of 6 rows in 3 entries: %d rows, %d reservations, at most %d bytes held, %d still", len(seen), h.reservation, h.peak, h.held)
 	}
 	refusing := &holding{limit: h.peak - 1}
