@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -21,8 +22,10 @@ const streamedValue = 64 << 10
 // each value as Arrow marshals it for JSON, HTML characters escaped —
 // holding at most a row's small values and a piece of a large one.
 type jsonLines struct {
-	w    io.Writer
-	line []byte // the row so far, up to its next large value
+	w     io.Writer
+	line  []byte // the row so far, up to its next large value
+	piece bytes.Buffer
+	enc   *json.Encoder // encodes a large string's pieces into piece
 }
 
 // write writes rec's rows.
@@ -101,16 +104,20 @@ func (j *jsonLines) flush() error {
 // encode to the bytes s encodes to.
 func (j *jsonLines) longString(s string) error {
 	j.line = append(j.line, '"')
+	if j.enc == nil {
+		j.enc = json.NewEncoder(&j.piece) // escapes HTML, as json.Marshal does
+	}
 	for len(s) > 0 {
 		cut := min(len(s), streamedValue)
 		for cut < len(s) && !utf8.RuneStart(s[cut]) && !(cut >= 3 && continues(s[cut-3:cut])) {
 			cut++
 		}
-		b, err := json.Marshal(s[:cut])
-		if err != nil {
+		j.piece.Reset()
+		if err := j.enc.Encode(s[:cut]); err != nil {
 			return err
 		}
-		j.line = append(j.line, b[1:len(b)-1]...)
+		b := j.piece.Bytes() // the piece quoted, and a newline
+		j.line = append(j.line, b[1:len(b)-2]...)
 		if err := j.flush(); err != nil {
 			return err
 		}
