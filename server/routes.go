@@ -266,7 +266,7 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error)
 	var batches []arrow.RecordBatch
 	switch mediaType(r) {
 	case ArrowStream:
-		release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+		release, err := s.budget.write(r.Context(), s.bodyReserve(r))
 		if err != nil {
 			return err
 		}
@@ -362,7 +362,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+	release, err := s.budget.write(r.Context(), s.bodyReserve(r))
 	if err != nil {
 		return err
 	}
@@ -532,10 +532,13 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 			return badRequest("limit=%q is not a count", l)
 		}
 	}
-	// Bounded buffering: a few fragments and batches in flight, and no
-	// more read ahead than the client takes (writes block on a slow one).
-	opts.Parallelism, opts.BatchSize = scanParallelism, scanBatchRows
-	release, err := s.admit.admit(r.Context(), scanReserve)
+	// Bounded buffering: a few fragments and batches in flight, each
+	// fragment's weight reserved before it is read, and no more read
+	// ahead than the client takes (writes block on a slow one).
+	opts.Parallelism, opts.BatchSize, opts.ReadAheadBytes = scanParallelism, scanBatchRows, scanReadAhead
+	holds := s.budget.newHolds()
+	opts.Memory, opts.Hold = &scanMemory{b: s.budget}, holds
+	release, err := holds.hold(r.Context(), scanHold)
 	if err != nil {
 		return err
 	}
@@ -571,7 +574,8 @@ func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState
 
 func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req api.TakeRequest
-	decoding, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+	holds := s.budget.newHolds()
+	decoding, err := holds.hold(r.Context(), s.bodyReserve(r))
 	if err != nil {
 		return err
 	}
@@ -589,7 +593,7 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 		return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooManyKeys,
 			fmt.Sprintf("%d keys; a take asks for at most %d (split the request)", len(req.Keys), s.opts.MaxTakeKeys)}
 	}
-	release, err := s.admit.admit(r.Context(), int64(len(req.Keys))*takeRowReserve)
+	release, err := holds.hold(r.Context(), int64(len(req.Keys))*takeRowReserve+scanHold)
 	if err != nil {
 		return err
 	}
@@ -602,7 +606,9 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	recs, _, err := snap.Take(r.Context(), req.Column, req.Keys, req.Columns)
+	// Its scans read as a scan's do, within the budget.
+	recs, _, err := snap.TakeWith(r.Context(), req.Column, req.Keys, table.ScanOptions{Columns: req.Columns,
+		Parallelism: scanParallelism, BatchSize: scanBatchRows, ReadAheadBytes: scanReadAhead, Memory: &scanMemory{b: s.budget}})
 	if err != nil {
 		return err
 	}
