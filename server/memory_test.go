@@ -52,9 +52,17 @@ func rolloutsUnder(t testing.TB, dir, name string, frags, rows int) {
 	}
 }
 
-// scanCount scans table name as Arrow IPC: its status, and the rows of a
-// 200.
-func scanCount(f *fixture, name string) (int, int64, error) {
+// slowReader reads at most 64 KiB every 5 ms.
+type slowReader struct{ r io.Reader }
+
+func (s slowReader) Read(p []byte) (int, error) {
+	time.Sleep(5 * time.Millisecond)
+	return s.r.Read(p[:min(len(p), 64<<10)])
+}
+
+// scanCount scans table name as Arrow IPC, reading the answer slowly
+// when slow is set: its status, and the rows of a 200.
+func scanCount(f *fixture, name string, slow bool) (int, int64, error) {
 	resp, err := http.Get(f.http.URL + "/api/v1/tables/" + name + "/rows?format=arrow")
 	if err != nil {
 		return 0, 0, err
@@ -64,7 +72,11 @@ func scanCount(f *fixture, name string) (int, int64, error) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, 0, nil
 	}
-	r, err := ipc.NewReader(resp.Body)
+	var body io.Reader = resp.Body
+	if slow {
+		body = slowReader{body}
+	}
+	r, err := ipc.NewReader(body)
 	if err != nil {
 		return resp.StatusCode, 0, err
 	}
@@ -76,15 +88,16 @@ func scanCount(f *fixture, name string) (int, int64, error) {
 	return resp.StatusCode, n, r.Err()
 }
 
-// Sixteen scans and a steady appender against a budget that lets one scan
-// start at a time: every append is admitted — readers cannot take the
-// write share — every scan answers the whole table or 429 before its
-// answer starts, and once they are done a scan is admitted again: nothing
-// stays held.
+// Sixteen scans read slowly — holding their memory as long as they last
+// — and a steady appender, against a budget that lets a few scans start
+// at a time: every append is admitted — readers cannot take the write
+// share — every scan answers the whole table or 429 before its answer
+// starts, and once they are done a scan is admitted again: nothing stays
+// held.
 func TestScansDoNotStarveAnAppender(t *testing.T) {
 	dir := t.TempDir()
 	rolloutsUnder(t, dir, "r", 8, 400)
-	f := start(t, "file://"+dir, server.Options{MemoryBudget: 48 << 20, BusyWait: 300 * time.Millisecond})
+	f := start(t, "file://"+dir, server.Options{MemoryBudget: 20 << 20, BusyWait: 300 * time.Millisecond})
 	done := make(chan struct{})
 	var appends []int
 	var wg sync.WaitGroup
@@ -112,7 +125,7 @@ func TestScansDoNotStarveAnAppender(t *testing.T) {
 	codes := make([]int, 16)
 	for i := range codes {
 		scans.Go(func() {
-			code, n, err := scanCount(f, "r")
+			code, n, err := scanCount(f, "r", true)
 			codes[i] = code
 			if err != nil || code == http.StatusOK && n < 3200 || code != http.StatusOK && code != http.StatusTooManyRequests {
 				t.Errorf("scan %d: %d, %d rows, %v", i, code, n, err)
@@ -128,7 +141,7 @@ func TestScansDoNotStarveAnAppender(t *testing.T) {
 		}
 	}
 	t.Logf("scans answered %v; %d appends", codes, len(appends))
-	if code, n, err := scanCount(f, "r"); code != http.StatusOK || n < 3200 || err != nil {
+	if code, n, err := scanCount(f, "r", false); code != http.StatusOK || n < 3200 || err != nil {
 		t.Fatalf("a scan once the others are done: %d, %d rows, %v", code, n, err)
 	}
 }
