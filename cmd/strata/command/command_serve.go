@@ -45,8 +45,9 @@ Limits: a body over --max-body is refused (413); a body must keep arriving
 (after 10 s, at least 64 KiB/s, or 408); appends, scans and takes share
 --memory-budget (beyond it, 429 with Retry-After), of which --write-share
 is for appends alone, so that readers cannot starve writers; idle
-connections close after 2 minutes. Go's soft memory limit is set to the
-budget and the server's fixed overhead (192 MiB), unless GOMEMLIMIT is set.`,
+connections close after 2 minutes. The process stays within the budget and
+a fixed overhead of 192 MiB: Go's soft memory limit is set to the budget
+and 96 MiB, unless GOMEMLIMIT is set.`,
 		Example: `  strata serve --bucket file://./strata-demo --listen 127.0.0.1:8080
   STRATA_TOKEN=secret strata serve --bucket 's3://lake?endpoint=http://minio:9000' --listen :8080`,
 		Args: exactArgs(0),
@@ -71,7 +72,7 @@ budget and the server's fixed overhead (192 MiB), unless GOMEMLIMIT is set.`,
 			log := slog.New(slog.NewJSONHandler(env.Err, &slog.HandlerOptions{Level: level}))
 			if os.Getenv("GOMEMLIMIT") == "" {
 				// The garbage collector works harder before the heap
-				// passes the budget and the server's fixed overhead,
+				// passes the budget and what the server holds besides,
 				// rather than letting it double.
 				debug.SetMemoryLimit(server.MemoryLimit(budget))
 			}
