@@ -47,6 +47,11 @@ go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./serve
 # (935 MB of rows) compacted within 512 MiB of peak RSS, copying pages
 # (162–184 MiB measured) and decoding them (381 MiB).
 STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
+# The server's memory bound, in a process of its own: sixteen clients
+# scanning a 50 MB table twice each and an appender, against a budget of
+# 128 MiB; it fails above the budget and server.FixedOverhead (320 MiB of
+# peak RSS; 266–284 MiB measured) or when an append is refused.
+go test -run '^$' -bench ServerMemory -benchtime 1x ./server
 # Fuzz targets, each for a bounded number of executions (about 15 s each
 # here; FUZZTIME overrides, e.g. FUZZTIME=2m). A count, not a duration: Go
 # 1.26 can fail a duration-bounded run with "context deadline exceeded" at

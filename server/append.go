@@ -90,7 +90,7 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error)
 	var batches []arrow.RecordBatch
 	switch mediaType(r) {
 	case ArrowStream:
-		release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+		release, err := s.budget.write(r.Context(), s.bodyReserve(r))
 		if err != nil {
 			return err
 		}
@@ -176,7 +176,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	release, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+	release, err := s.budget.write(r.Context(), s.bodyReserve(r))
 	if err != nil {
 		return err
 	}

@@ -355,15 +355,16 @@ func TestSlowBodiesAndLargeTakes(t *testing.T) {
 	}
 }
 
-// Requests that hold data share the memory budget: while one holds it,
-// the next waits a moment, then gets 429 with Retry-After.
+// Reads share their parts of the memory budget: while a take whose body
+// is on its way holds them, a scan waits a moment, then gets 429 with
+// Retry-After; an append, in the write share, goes through meanwhile.
 func TestABusyServerAnswers429(t *testing.T) {
 	f := start(t, "file://"+t.TempDir(), server.Options{MemoryBudget: 300_000, BusyWait: 100 * time.Millisecond})
 	if _, err := f.c.CreateTable(ctx, "events", events); err != nil {
 		t.Fatal(err)
 	}
-	// An append whose declared body takes the whole budget, sent slowly.
-	postHead(t, f, "/api/v1/tables/events/rows", server.NDJSON, 100_000, "{")
+	// A take whose declared body takes the whole holds part, sent slowly.
+	postHead(t, f, "/api/v1/tables/events/take", "application/json", 100_000, "{")
 	var code int
 	var resp *http.Response
 	var err error
@@ -383,6 +384,9 @@ func TestABusyServerAnswers429(t *testing.T) {
 	}
 	if code != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a scan while the budget is held: %d, Retry-After %q", code, resp.Header.Get("Retry-After"))
+	}
+	if code, msg := post(t, f, "/api/v1/tables/events/rows", server.NDJSON, []byte(`{"id": 1, "msg": "a"}`)); code != http.StatusOK {
+		t.Fatalf("an append while reads hold their parts: %d %s", code, msg)
 	}
 }
 

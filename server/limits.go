@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/table"
 )
 
 // The server bounds what clients can make it hold:
@@ -21,10 +19,11 @@ import (
 //     length says so;
 //   - a body must keep arriving at MinBodyRate after BodyGrace, so that a
 //     client trickling bytes cannot hold a request (and its memory) open;
-//   - requests that hold data in memory — appends, creates with rows,
-//     scans, takes — each reserve their share of MemoryBudget before they
-//     start; when the budget is spent a request waits up to BusyWait, then
-//     is answered 429 with Retry-After;
+//   - requests that hold data — appends, creates with rows, scans,
+//     takes — reserve what they will hold of MemoryBudget (see budget):
+//     writes in a share of their own, so that readers cannot starve
+//     them; when their part is spent a request waits up to BusyWait,
+//     then is answered 429 with Retry-After;
 //   - a take asks for at most MaxTakeKeys keys.
 
 // errBusy: the memory budget is spent.
@@ -32,12 +31,16 @@ var errBusy = &apiError{http.StatusTooManyRequests, api.CodeBusy, "the server's 
 
 // Per-request reservations against the memory budget.
 const (
-	// scanReserve: a scan reads scanParallelism fragments at once, each a
-	// whole object of up to 4 MiB or a column chunk at a time, and holds a
-	// few batches of scanBatchRows rows.
-	scanReserve     = 64 << 20
+	// A scan reads scanParallelism fragments at once, in batches of
+	// scanBatchRows rows, fetching up to scanReadAhead bytes of column
+	// chunks ahead of their decoding; each fragment reserves its weight
+	// (table.Memory). It holds besides the fragments it opened ahead
+	// (table.OpenAheadBytes) and what encoding its answer buffers, at
+	// most scanEncodeBytes (a large value is written in pieces).
 	scanParallelism = 2
 	scanBatchRows   = 1024
+	scanReadAhead   = 32 << 20
+	scanEncodeBytes = 1 << 20
 	// appendFactor: an append holds its decoded rows, their WAL entry and
 	// their memtable copy: about three times the body.
 	appendFactor = 3
@@ -46,32 +49,36 @@ const (
 	takeRowReserve = 8 << 10
 )
 
-type admission struct {
-	sem    *semaphore.Weighted
-	budget int64
-	wait   time.Duration
-}
+// FixedOverhead is what a server holds besides its memory budget, and
+// what its process's resident memory may pass the budget by: the
+// binary's code mapped from its file (56 MiB measured), the Go runtime,
+// goroutines and buffers of open connections (about 20 MiB idle,
+// measured), the memtable of a table written steadily up to its flush
+// (the shard's FlushBytes, 64 MiB), and garbage not yet collected. A
+// memtable held past its flush — flushes falling behind — comes on top,
+// up to the shard's MaxMemtableBytes a table.
+const FixedOverhead = 192 << 20
 
-func newAdmission(budget int64, wait time.Duration) *admission {
-	return &admission{sem: semaphore.NewWeighted(budget), budget: budget, wait: wait}
-}
+// goOverhead is the part of FixedOverhead that Go's soft memory limit
+// allows beyond the budget. The rest is the binary's code, which the
+// limit does not count, and what the heap passes its soft limit by
+// before the collector catches up (15 MiB measured under sixteen scans).
+const goOverhead = 96 << 20
 
-// admit reserves n bytes of the budget (at most all of it) for a request,
-// waiting up to the admission's wait; release gives them back.
-func (a *admission) admit(ctx context.Context, n int64) (release func(), err error) {
-	n = min(max(n, 1), a.budget)
-	if !a.sem.TryAcquire(n) {
-		wctx, cancel := context.WithTimeout(ctx, a.wait)
-		defer cancel()
-		if err := a.sem.Acquire(wctx, n); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, errBusy
-		}
+// MemoryLimit is the Go runtime's soft memory limit for a server of the
+// given memory budget, which `strata serve` sets: the budget and
+// goOverhead. Under it, the heap does not grow to twice what is live, as
+// the garbage collector would otherwise let it, but is collected sooner;
+// so the process's peak RSS stays within the budget and FixedOverhead.
+func MemoryLimit(budget int64) int64 {
+	if budget <= 0 {
+		budget = 1 << 30
 	}
-	return func() { a.sem.Release(n) }, nil
+	return budget + goOverhead
 }
+
+// scanHold is what a scan holds from its start to its end.
+var scanHold = table.OpenAheadBytes(scanParallelism) + scanEncodeBytes
 
 // bodyReserve is what a request's body will make it hold.
 func (s *Server) bodyReserve(r *http.Request) int64 {

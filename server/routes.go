@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"golang.org/x/sync/errgroup"
 
@@ -290,6 +289,7 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 		batches = func(func(arrow.RecordBatch, error) bool) {}
 	}
 	jsonl := wantsJSONLines(r)
+	jl := &jsonLines{w: w}
 	var iw *ipc.Writer
 	started := false
 	start := func() {
@@ -331,7 +331,7 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 		}
 		n += rec.NumRows()
 		if jsonl {
-			if err := array.RecordToJSON(rec, w); err != nil {
+			if err := jl.write(rec); err != nil {
 				cut(err)
 				return nil
 			}
@@ -377,10 +377,13 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if l, ok := intQuery(r, "limit"); ok {
 		limit = l
 	}
-	// Bounded buffering: a few fragments and batches in flight, and no
-	// more read ahead than the client takes (writes block on a slow one).
-	opts.Parallelism, opts.BatchSize = scanParallelism, scanBatchRows
-	release, err := s.admit.admit(r.Context(), scanReserve)
+	// Bounded buffering: a few fragments and batches in flight, each
+	// fragment's weight reserved before it is read, and no more read
+	// ahead than the client takes (writes block on a slow one).
+	opts.Parallelism, opts.BatchSize, opts.ReadAheadBytes = scanParallelism, scanBatchRows, scanReadAhead
+	holds := s.budget.newHolds()
+	opts.Memory, opts.Hold = &scanMemory{b: s.budget}, holds
+	release, err := holds.hold(r.Context(), scanHold)
 	if err != nil {
 		return err
 	}
@@ -416,7 +419,8 @@ func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState
 
 func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req api.TakeRequest
-	decoding, err := s.admit.admit(r.Context(), s.bodyReserve(r))
+	holds := s.budget.newHolds()
+	decoding, err := holds.hold(r.Context(), s.bodyReserve(r))
 	if err != nil {
 		return err
 	}
@@ -434,7 +438,7 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 		return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooManyKeys,
 			fmt.Sprintf("%d keys; a take asks for at most %d (split the request)", len(req.Keys), s.opts.MaxTakeKeys)}
 	}
-	release, err := s.admit.admit(r.Context(), int64(len(req.Keys))*takeRowReserve)
+	release, err := holds.hold(r.Context(), int64(len(req.Keys))*takeRowReserve+scanHold)
 	if err != nil {
 		return err
 	}
@@ -447,7 +451,9 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	recs, _, err := snap.Take(r.Context(), req.Column, req.Keys, req.Columns)
+	// Its scans read as a scan's do, within the budget.
+	recs, _, err := snap.TakeWith(r.Context(), req.Column, req.Keys, table.ScanOptions{Columns: req.Columns,
+		Parallelism: scanParallelism, BatchSize: scanBatchRows, ReadAheadBytes: scanReadAhead, Memory: &scanMemory{b: s.budget}})
 	if err != nil {
 		return err
 	}

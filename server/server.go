@@ -55,9 +55,13 @@ type Options struct {
 	MaxBodyBytes int64
 	// MemoryBudget bounds what requests that hold data (appends, scans,
 	// takes) may hold at once (default 1 GiB); past it, requests wait up
-	// to BusyWait (default 2s), then get 429. The memtables of the
-	// server's shards are bounded apart (Shard.MaxMemtableBytes).
+	// to BusyWait (default 2s), then get 429. WriteShare of it (default a
+	// quarter) is for writes alone — appends and creates with rows — so
+	// that readers cannot starve writers; reads share the rest (see
+	// budget). The memtables of the server's shards are bounded apart
+	// (Shard.MaxMemtableBytes).
 	MemoryBudget int64
+	WriteShare   int64
 	BusyWait     time.Duration
 	// MaxTakeKeys bounds the keys of one take (default 20,000).
 	MaxTakeKeys int
@@ -85,7 +89,7 @@ type Server struct {
 	mux      *http.ServeMux
 	metrics  *metrics
 	patterns []string // the routes, as registered
-	admit    *admission
+	budget   *budget
 	draining atomic.Bool
 	mu       struct {
 		sync.Mutex
@@ -130,6 +134,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.MemoryBudget <= 0 {
 		c.MemoryBudget = 1 << 30
 	}
+	if c.WriteShare <= 0 {
+		c.WriteShare = c.MemoryBudget / 4
+	}
 	if c.BusyWait <= 0 {
 		c.BusyWait = 2 * time.Second
 	}
@@ -156,9 +163,10 @@ func (o *Options) EnsureDefaults() *Options {
 
 // Validate checks the options as EnsureDefaults leaves them: a bucket and
 // an instance id that makes a valid shard id, no negative limits, a lease
-// of at least compactor.MinLeaseTTL (it is renewed every third of it), and
-// valid shard options and compaction policy. (A body over MemoryBudget is
-// allowed: it is admitted alone, holding the whole budget.)
+// of at least compactor.MinLeaseTTL (it is renewed every third of it), a
+// write share of at most half the memory budget, and valid shard options
+// and compaction policy. (A body over MemoryBudget is allowed: it is
+// admitted alone, holding the whole of its part.)
 func (o *Options) Validate() error {
 	if o == nil || o.Bucket == "" {
 		return fmt.Errorf("%w: no bucket URL", ErrInvalidOptions)
@@ -169,10 +177,13 @@ func (o *Options) Validate() error {
 	if err := walshard.CheckShardID("srv-" + o.Instance); err != nil {
 		return fmt.Errorf("%w: instance id %q: %w", ErrInvalidOptions, o.Instance, err)
 	}
-	if o.MaxBodyBytes < 0 || o.MemoryBudget < 0 || o.BusyWait < 0 || o.MaxTakeKeys < 0 || o.BodyGrace < 0 || o.MinBodyRate < 0 || o.LeaseTTL < 0 {
+	if o.MaxBodyBytes < 0 || o.MemoryBudget < 0 || o.WriteShare < 0 || o.BusyWait < 0 || o.MaxTakeKeys < 0 || o.BodyGrace < 0 || o.MinBodyRate < 0 || o.LeaseTTL < 0 {
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidOptions)
 	}
 	c := o.EnsureDefaults()
+	if c.WriteShare > c.MemoryBudget/2 {
+		return fmt.Errorf("%w: WriteShare %d is over half the MemoryBudget %d: reads would be left less than writes", ErrInvalidOptions, c.WriteShare, c.MemoryBudget)
+	}
 	if c.LeaseTTL < compactor.MinLeaseTTL {
 		return fmt.Errorf("%w: LeaseTTL %v is below %v", ErrInvalidOptions, c.LeaseTTL, compactor.MinLeaseTTL)
 	}
@@ -190,7 +201,7 @@ func New(o *Options) (*Server, error) {
 		return nil, err
 	}
 	opts := *o.EnsureDefaults()
-	s := &Server{opts: opts, mux: http.NewServeMux(), admit: newAdmission(opts.MemoryBudget, opts.BusyWait)}
+	s := &Server{opts: opts, mux: http.NewServeMux(), budget: newBudget(opts.MemoryBudget, opts.WriteShare, opts.BusyWait)}
 	s.metrics = newMetrics(s)
 	s.mu.tables = map[string]*tableState{}
 	if err := s.routes(); err != nil {

@@ -173,6 +173,18 @@ type TakeResult struct {
 // in fragments newer than the index are found by a statistics-pruned scan.
 // Without an index it scans with pruning. The caller releases the batches.
 func (s *Snapshot) Take(ctx context.Context, col string, keys []int64, columns []string) ([]arrow.RecordBatch, TakeResult, error) {
+	return s.TakeWith(ctx, col, keys, ScanOptions{Columns: columns})
+}
+
+// TakeWith is Take with the scans it makes shaped by opts: the columns
+// they read, their Memory budget, parallelism, read-ahead, batch size and
+// allocator. Its filter, fragments and row addresses do not apply.
+func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts ScanOptions) ([]arrow.RecordBatch, TakeResult, error) {
+	columns := opts.Columns
+	scan := func(o ScanOptions) ScanOptions {
+		o.Memory, o.Parallelism, o.ReadAheadBytes, o.BatchSize, o.Allocator = opts.Memory, opts.Parallelism, opts.ReadAheadBytes, opts.BatchSize, opts.Allocator
+		return o
+	}
 	var res TakeResult
 	vals := make([]Value, len(keys))
 	for i, k := range keys {
@@ -196,7 +208,7 @@ func (s *Snapshot) Take(ctx context.Context, col string, keys []int64, columns [
 		return nil
 	}
 	if ix == nil {
-		return out, res, collect(ScanOptions{Columns: columns, Filter: In(col, vals...)})
+		return out, res, collect(scan(ScanOptions{Columns: columns, Filter: In(col, vals...)}))
 	}
 	kix, err := loadIndex(ctx, s.b, ix.Key)
 	if err != nil {
@@ -266,13 +278,13 @@ func (s *Snapshot) Take(ctx context.Context, col string, keys []int64, columns [
 		}
 	}
 	if len(want) > 0 {
-		if err := collect(ScanOptions{Columns: columns, rows: want}); err != nil {
+		if err := collect(scan(ScanOptions{Columns: columns, rows: want})); err != nil {
 			return nil, res, err
 		}
 	}
 	if len(unindexed) > 0 && len(rest) > 0 {
 		res.ScannedFrags = len(unindexed)
-		if err := collect(ScanOptions{Columns: columns, Filter: In(col, rest...), Fragments: unindexed}); err != nil {
+		if err := collect(scan(ScanOptions{Columns: columns, Filter: In(col, rest...), Fragments: unindexed})); err != nil {
 			return nil, res, err
 		}
 	}

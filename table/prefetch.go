@@ -162,6 +162,25 @@ func (p *prefetcher) drop(f *fetched) {
 	p.mu.Unlock()
 }
 
+// tail is the object's end as fetched for its footer (tailBytes, or the
+// whole object when smaller); nil when it was not fetched whole.
+func (p *prefetcher) tail() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.ranges {
+		if f.tail {
+			select {
+			case <-f.done:
+				if f.err == nil && int64(len(f.data)) == f.weight {
+					return f.data
+				}
+			default:
+			}
+		}
+	}
+	return nil
+}
+
 // close stops fetching and lets go of what was fetched.
 func (p *prefetcher) close() {
 	p.cancel()

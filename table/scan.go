@@ -2,23 +2,15 @@ package table
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
-	"runtime"
 	"slices"
-	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
-	"golang.org/x/sync/semaphore"
-
-	"github.com/stratadb/strata/blob"
 )
 
 // ScanOptions shape a scan. The zero value reads every column of every
@@ -29,9 +21,22 @@ type ScanOptions struct {
 	BatchSize   int       // rows per batch read; 0 means 8192
 	Parallelism int       // fragments read at once; 0 means 8
 	// ReadAheadBytes bounds the bytes of the fragment objects read at once
-	// (a larger fragment is read alone); 0 means 64 MiB.
+	// (a larger fragment is read alone); 0 means 64 MiB. With a Memory
+	// budget, it bounds what one fragment has fetched and not yet
+	// decoded: a fragment up to its size, read whole, is streamed; a
+	// larger one's column chunks are fetched ahead up to it.
 	ReadAheadBytes int64
-	Allocator      memory.Allocator // nil means the Go allocator
+	// Memory, when set, is a budget the scan reserves from, for each
+	// fragment in order, what reading it holds (see Memory); besides,
+	// it holds OpenAheadBytes(Parallelism).
+	Memory Memory
+	// Hold, when set, is reserved for the rows a read keeps in memory
+	// from before its first batch to its end rather than streams — a
+	// fresh read's WAL rows (walshard.ScanFleet) — and given back at its
+	// end. A scan of fragments does not use it.
+	Hold Memory
+	// Allocator allocates the batches; nil means the Go allocator.
+	Allocator memory.Allocator
 	// Fragments restricts the scan to these fragment ids (nil: all).
 	Fragments []uint64
 	// WithRowAddress adds, for each row, its fragment id and offset
@@ -187,7 +192,8 @@ func (p *scanPlan) fragments() []*Fragment {
 // Scan returns the rows of the snapshot as record batches, in fragment
 // order. Each batch is released when the loop body returns; Retain it to
 // keep it. Memory is bounded by Parallelism fragments' worth of a few
-// batches each. Scan stops at the first error, which it yields.
+// batches each — with a Memory budget, by the fragments' weights it
+// reserves. Scan stops at the first error, which it yields.
 func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		p, err := s.plan(opts)
@@ -211,268 +217,20 @@ func (s *Snapshot) ScanSchema(opts ScanOptions) (*arrow.Schema, error) {
 // run reads up to Parallelism fragments at once and yields their batches
 // in fragment order.
 func (p *scanPlan) run(ctx context.Context, yield func(arrow.RecordBatch, error) bool) {
-	err := readInOrder(ctx, p.fragments(), p.opts.Parallelism, p.opts.ReadAheadBytes, p.readFragment,
-		func(rec arrow.RecordBatch) bool {
-			defer rec.Release()
-			return yield(rec, nil)
-		},
-		func(rec arrow.RecordBatch) { rec.Release() })
+	use := func(rec arrow.RecordBatch) bool {
+		defer rec.Release()
+		return yield(rec, nil)
+	}
+	var err error
+	if p.opts.Memory != nil {
+		err = p.runWithin(ctx, p.fragments(), use)
+	} else {
+		err = readInOrder(ctx, p.fragments(), p.opts.Parallelism, p.opts.ReadAheadBytes, p.readFragment,
+			use, func(rec arrow.RecordBatch) { rec.Release() })
+	}
 	if err != nil {
 		yield(nil, err)
 	}
-}
-
-type item[T any] struct {
-	v   T
-	err error
-}
-
-// readInOrder reads frags with read, up to parallelism at once and at most
-// readAhead bytes of fragment objects at once (a larger one alone), and
-// hands what they emit to use, in fragment order; use takes ownership and
-// returns false to stop the reads. What is read but not used goes to
-// release. It returns the first read's error, or the context's when it
-// ended first.
-func readInOrder[T any](ctx context.Context, frags []*Fragment, parallelism int, readAhead int64,
-	read func(context.Context, *Fragment, func(T) bool) error, use func(T) bool, release func(T)) error {
-	return inOrder(ctx, len(frags), parallelism, readAhead,
-		func(i int) int64 { return min(max(frags[i].Bytes, 1), readAhead) },
-		func(ctx context.Context, i int, emit func(T) bool) error { return read(ctx, frags[i], emit) },
-		use, release)
-}
-
-// inOrder runs produce for items 0..n-1, up to parallelism at once and at
-// most budget of their weights at once, and hands what they emit to use in
-// item order (see readInOrder).
-func inOrder[T any](parent context.Context, n, parallelism int, budget int64, weight func(int) int64,
-	produce func(context.Context, int, func(T) bool) error, use func(T) bool, release func(T)) error {
-	ctx, cancel := context.WithCancel(parent)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	queue := make(chan chan item[T], parallelism)
-	// At most parallelism items are produced at once: a slot is taken
-	// before a producer starts and given back when it is done; so are at
-	// most budget of their weights (a heavier one alone).
-	slots := make(chan struct{}, parallelism)
-	sem := semaphore.NewWeighted(budget)
-	wg.Go(func() {
-		defer close(queue)
-		for i := range n {
-			w := weight(i)
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			// A producer that failed cancels before it gives its slot
-			// back: none starts after a failure, so the requests a scan
-			// makes do not depend on the scheduler.
-			if ctx.Err() != nil || sem.Acquire(ctx, w) != nil {
-				<-slots
-				return
-			}
-			ch := make(chan item[T], 2)
-			select {
-			case queue <- ch:
-			case <-ctx.Done():
-				<-slots
-				sem.Release(w)
-				return
-			}
-			wg.Go(func() {
-				defer func() { <-slots; sem.Release(w) }()
-				defer close(ch)
-				err := produce(ctx, i, func(v T) bool {
-					select {
-					case ch <- item[T]{v: v}:
-						return true
-					case <-ctx.Done():
-						release(v)
-						return false
-					}
-				})
-				if err != nil && ctx.Err() == nil {
-					ch <- item[T]{err: err}
-					cancel()
-				}
-			})
-		}
-	})
-	var err error
-	stopped := false
-	for ch := range queue {
-		for it := range ch {
-			switch {
-			case stopped:
-				if it.err == nil {
-					release(it.v)
-				}
-			case it.err != nil:
-				err, stopped = it.err, true
-				cancel()
-			case !use(it.v):
-				stopped = true
-				cancel()
-			}
-		}
-	}
-	if !stopped && parent.Err() != nil {
-		return parent.Err()
-	}
-	return err
-}
-
-// readFragment reads one fragment's matching rows and hands them to emit,
-// which takes ownership; emit returns false to stop. An object that is not
-// in the bucket is a *MissingDataError naming it.
-func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arrow.RecordBatch) bool) (err error) {
-	var src parquet.ReaderAtSeeker
-	defer func() {
-		if r := recover(); r != nil {
-			err = corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
-		}
-		err = readFailure(src, err)
-		if errors.Is(err, blob.ErrNotFound) && !errors.Is(err, ErrMissingData) {
-			key := f.Key
-			if f.Deletion != nil && !strings.Contains(err.Error(), f.Key) {
-				key = f.Deletion.Key
-			}
-			err = &MissingDataError{Version: p.s.m.Version, Keys: []string{key},
-				Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
-		}
-	}()
-	deleted, err := ReadDeletions(ctx, p.s.b, f)
-	if err != nil {
-		return err
-	}
-	fr, src, pre, err := openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, p.opts.ReadAheadBytes, p.whole)
-	if err != nil {
-		return err
-	}
-	defer closeSource(src)
-	md := fr.ParquetReader().MetaData()
-	if md.NumRows != f.Rows {
-		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
-	}
-	var wanted []uint32
-	if p.opts.rows != nil {
-		wanted = slices.Clone(p.opts.rows[f.ID])
-		slices.Sort(wanted)
-		wanted = slices.Compact(wanted)
-	}
-	// The row groups to read: those the filter's statistics and the wanted
-	// rows do not rule out. Read by ranges, their column chunks are fetched
-	// ahead, a few at once, while earlier ones are decoded.
-	var rgs []int
-	starts := make([]int64, md.NumRowGroups()) // each row group's first row
-	var at int64
-	for rg := 0; rg < md.NumRowGroups(); rg++ {
-		rgmd := md.RowGroup(rg)
-		rows := rgmd.NumRows()
-		skip := false
-		switch {
-		case p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd)):
-			skip = true
-		case wanted != nil:
-			lo, _ := slices.BinarySearch(wanted, uint32(at))
-			skip = lo == len(wanted) || int64(wanted[lo]) >= at+rows // no wanted row in this row group
-		}
-		if !skip {
-			rgs = append(rgs, rg)
-		}
-		starts[rg] = at
-		at += rows
-	}
-	if pre != nil {
-		pre.prefetch(chunkRanges(md, rgs, p.leaves))
-	}
-	if at != f.Rows {
-		return corrupt(f.Key, fmt.Sprintf("row groups hold %d rows, the manifest says %d", at, f.Rows), nil)
-	}
-	// A large fragment's row groups are decoded a few at once, each by a
-	// reader of its own over the same source and footer, and handed on in
-	// order. Streamed, up to four at once whatever the cores: each waits
-	// for its bytes, which arrive together.
-	parallel := 1
-	if f.Bytes > wholeReadLimit && len(rgs) > 1 {
-		at := max(runtime.GOMAXPROCS(0), 2)
-		if _, ok := src.(*stream); ok {
-			at = 4
-		}
-		parallel = min(len(rgs), at, 4)
-	}
-	readRowGroup := func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) (err error) {
-		rg := rgs[i]
-		defer func() {
-			if r := recover(); r != nil {
-				err = corrupt(f.Key, fmt.Sprintf("row group %d is damaged", rg), fmt.Errorf("%v", r))
-			}
-		}()
-		if st, ok := src.(*stream); ok {
-			// The row groups' reads end when they do (another failed, the
-			// caller stopped): a read waiting for bytes does not see ctx.
-			defer context.AfterFunc(ctx, st.close)()
-		}
-		r := fr
-		if parallel > 1 {
-			if r, err = fragmentReader(src, md, p.opts.Allocator, p.opts.BatchSize); err != nil {
-				return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
-			}
-		}
-		// Held in memory or streamed, a row group's columns are decoded one
-		// after another (its row groups a few at once, above), in the order
-		// their bytes lie in the object; read by ranges, at
-		// once, so that their chunks' reads are in flight together (one
-		// after another, a full scan of the benchmark's 45 MB fragment
-		// read 16 MiB at a time through MinIO behind a 20 ms proxy took
-		// 183-289 ms against 132-231 ms). Decoding them in the Parquet
-		// reader's parallel mode instead, where a damaged page killed the
-		// process, took as long (24 scans each after the first: median
-		// 141 ms both).
-		rr, err := newRowGroupReader(ctx, r, p.opts.Allocator, p.leaves, rg, int64(p.opts.BatchSize), pre != nil)
-		if err != nil {
-			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
-		}
-		defer rr.release()
-		offset := starts[rg]
-		for {
-			rec, err := rr.next()
-			if err != nil {
-				return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
-			}
-			if rec == nil {
-				break
-			}
-			out, err := p.filter(ctx, f, rec, offset, deleted, wanted)
-			offset += rec.NumRows()
-			rec.Release()
-			if err != nil {
-				return err
-			}
-			if out != nil && !emit(out) {
-				return nil
-			}
-		}
-		return nil
-	}
-	if parallel > 1 {
-		return inOrder(ctx, len(rgs), parallel, int64(parallel), func(int) int64 { return 1 }, readRowGroup,
-			emit, func(rec arrow.RecordBatch) { rec.Release() })
-	}
-	for i := range rgs {
-		stopped := false
-		err := readRowGroup(ctx, i, func(rec arrow.RecordBatch) bool {
-			stopped = !emit(rec)
-			return !stopped
-		})
-		if err != nil || stopped {
-			return err
-		}
-	}
-	return nil
 }
 
 // filter applies deletions and the predicate to a batch that starts at

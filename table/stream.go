@@ -51,19 +51,29 @@ const (
 
 // newStream starts reading fragment f (f.Bytes > 0) from b; close ends it.
 func newStream(ctx context.Context, b blob.Bucket, f *Fragment) *stream {
+	return newStreamFrom(ctx, b, f, nil)
+}
+
+// newStreamFrom is newStream given the object's tail when it was read
+// already (for the footer): the last min(f.Bytes, tailBytes) bytes, or nil.
+func newStreamFrom(ctx context.Context, b blob.Bucket, f *Fragment, tail []byte) *stream {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &stream{f: f, cancel: cancel}
 	s.cond.L = &s.mu
-	tail := min(f.Bytes, tailBytes)
-	body := f.Bytes - tail
+	body := f.Bytes - min(f.Bytes, tailBytes)
 	s.ranges = append(s.ranges, streamRange{start: body, end: f.Bytes}) // asked for first
+	if int64(len(tail)) == f.Bytes-body {
+		s.ranges[0].data, s.ranges[0].got = tail, int64(len(tail))
+	}
 	parts := min(max((body+streamPart-1)/streamPart, streamMinParts), streamMaxParts)
 	part := (body + parts - 1) / parts
 	for off := int64(0); off < body; off += part {
 		s.ranges = append(s.ranges, streamRange{start: off, end: min(off+part, body)})
 	}
 	for i := range s.ranges {
-		s.wg.Go(func() { s.fill(ctx, b, i) })
+		if s.ranges[i].data == nil {
+			s.wg.Go(func() { s.fill(ctx, b, i) })
+		}
 	}
 	return s
 }

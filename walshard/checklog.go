@@ -32,7 +32,7 @@ func CheckLog(ctx context.Context, b blob.Bucket, shard string) ([]error, error)
 	}
 	s := &Shard{b: b, l: newLayout(shard), id: shard, schema: m.Schema()}
 	var damage []error
-	err = s.readUnflushed(ctx, func(*State) error {
+	err = s.readUnflushed(ctx, nil, func(*State) error {
 		damage = nil
 		return nil
 	}, func(e *entry, err error) error {

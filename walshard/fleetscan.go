@@ -23,6 +23,16 @@ type shardCut struct {
 	state   *State
 	gens    []Generation
 	batches []arrow.RecordBatch
+	held    int64 // reserved of the read's Hold for batches
+}
+
+// release lets go of the cut's rows and gives back their reservation.
+func (c *shardCut) release(hold table.Memory) {
+	releaseAll(c.batches)
+	if hold != nil && c.held > 0 {
+		hold.Release(c.held)
+	}
+	c.batches, c.held = nil, 0
 }
 
 // ScanFleet reads the latest version of the table and every acknowledged
@@ -40,6 +50,11 @@ type shardCut struct {
 // again; it gives up with ErrFleetMoving after three tries. It reads up to
 // 32 shards at once, or opts.Parallelism when that is set (1: one shard
 // after another, in order, as a deterministic simulation needs).
+//
+// With opts.Hold set, the rows of each WAL entry are reserved from it as
+// the entry is decoded (its rows' bytes; not the object while it
+// decodes) and given back when the read ends; a refusal fails the read.
+// The table and the generations reserve from opts.Memory as a scan does.
 func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		opts.WithRowAddress = false
@@ -47,7 +62,7 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 		if opts.Parallelism > 0 {
 			shardsAtOnce = opts.Parallelism
 		}
-		base, cuts, err := fleetCut(ctx, b, shardsAtOnce)
+		base, cuts, err := fleetCut(ctx, b, shardsAtOnce, opts.Hold)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -58,7 +73,11 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 			gens = append(gens, c.gens...)
 			batches = append(batches, c.batches...)
 		}
-		defer releaseAll(batches)
+		defer func() {
+			for _, c := range cuts {
+				c.release(opts.Hold)
+			}
+		}()
 		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, opts, yield)
 	}
 }
@@ -90,7 +109,7 @@ func scanFresh(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *t
 
 // fleetCut reads a version of the table and a cut of every shard
 // consistent with it, cutting up to shardsAtOnce shards at once.
-func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int) (*table.Snapshot, []*shardCut, error) {
+func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int, hold table.Memory) (*table.Snapshot, []*shardCut, error) {
 	for range 3 {
 		// The registrations before the version: an adopter retires a
 		// shard it emptied only after its merge landed, so a shard
@@ -113,7 +132,7 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int) (*table.Snap
 		g.SetLimit(shardsAtOnce)
 		for i, id := range ids {
 			g.Go(func() error {
-				c, err := cutShard(gctx, b, id, m.Schema(), m.Shards[id].Watermark)
+				c, err := cutShard(gctx, b, id, m.Schema(), m.Shards[id].Watermark, hold)
 				if errors.Is(err, errStaleBase) {
 					stale.Store(true)
 					return nil
@@ -126,7 +145,7 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int) (*table.Snap
 		if err != nil || stale.Load() {
 			for _, c := range cuts {
 				if c != nil {
-					releaseAll(c.batches)
+					c.release(hold)
 				}
 			}
 		}
@@ -140,13 +159,14 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int) (*table.Snap
 	return nil, nil, ErrFleetMoving
 }
 
-// cutShard reads one shard's cut against a table watermark.
-func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64) (*shardCut, error) {
+// cutShard reads one shard's cut against a table watermark, reserving
+// its rows from hold (when not nil).
+func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64, hold table.Memory) (*shardCut, error) {
 	s := &Shard{b: b, l: newLayout(id), id: id, schema: schema}
 	var c *shardCut
-	err := s.readUnflushed(ctx, func(st *State) error {
+	err := s.readUnflushed(ctx, hold, func(st *State) error {
 		if c != nil {
-			releaseAll(c.batches)
+			c.release(hold)
 		}
 		c = nil
 		if st.MergedBelow > watermark {
@@ -162,12 +182,22 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 			return err
 		case e.kind == kindData:
 			c.batches = append(c.batches, e.batches...)
+			if hold != nil {
+				var n int64
+				for _, rec := range e.batches {
+					n += recordBytes(rec)
+				}
+				if err := hold.Reserve(ctx, n); err != nil {
+					return err
+				}
+				c.held += n
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		if c != nil {
-			releaseAll(c.batches)
+			c.release(hold)
 		}
 		return nil, err
 	}
@@ -182,7 +212,12 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 // after it first: the read starts over (with start told again), three
 // times at most (ErrFleetMoving). With no such state (read by name: a
 // listing may lag) the entry is lost: each gets a *MissingEntryError.
-func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, each func(e *entry, err error) error) error {
+//
+// With hold set, twice an entry's object is reserved from it while the
+// entry is decoded and each is told of it: the object, and the copy of
+// its payload the decoder reads (the rows it decodes to are each's to
+// count).
+func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func(*State) error, each func(e *entry, err error) error) error {
 	for range 3 {
 		st, err := readState(ctx, s.b, s.l)
 		if err != nil {
@@ -200,7 +235,7 @@ func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, eac
 		}
 		moved := false
 		for pos := st.WALFlushed + 1; pos <= end && !moved; pos++ {
-			e, err := s.readEntry(ctx, pos, false)
+			e, decoding, err := s.readEntryHeld(ctx, pos, hold)
 			if errors.Is(err, blob.ErrNotFound) {
 				_, serr := s.b.Attributes(ctx, s.l.stateKey(st.Seq+1))
 				if moved = serr == nil; moved {
@@ -211,7 +246,11 @@ func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, eac
 				}
 				err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: end}
 			}
-			if err := each(e, err); err != nil {
+			err = each(e, err)
+			if decoding > 0 {
+				hold.Release(decoding)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -220,4 +259,25 @@ func (s *Shard) readUnflushed(ctx context.Context, start func(*State) error, eac
 		}
 	}
 	return fmt.Errorf("%w (shard %q)", ErrFleetMoving, s.id)
+}
+
+// readEntryHeld reads the data entry at pos, reserving from hold (when
+// not nil) twice its object while it decodes: what it reserved, which
+// the caller releases.
+func (s *Shard) readEntryHeld(ctx context.Context, pos uint64, hold table.Memory) (*entry, int64, error) {
+	if hold == nil {
+		e, err := s.readEntry(ctx, pos, false)
+		return e, 0, err
+	}
+	key := s.l.walKey(pos)
+	data, err := s.b.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := 2 * int64(len(data))
+	if err := hold.Reserve(ctx, n); err != nil {
+		return nil, 0, err
+	}
+	e, err := decodeEntry(s.id, key, pos, data, s.schema, false)
+	return e, n, err
 }

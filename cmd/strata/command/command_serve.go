@@ -23,7 +23,7 @@ func newServe(env *Env) *cobra.Command {
 	var insecure bool
 	var flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
 	var reuseBytes int64
-	var maxBody, budget int64
+	var maxBody, budget, writeShare int64
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the tables under a bucket over HTTP",
@@ -42,8 +42,11 @@ its shards, then exits.
 
 Limits: a body over --max-body is refused (413); a body must keep arriving
 (after 10 s, at least 64 KiB/s, or 408); appends, scans and takes share
---memory-budget (beyond it, 429 with Retry-After); idle connections close
-after 2 minutes.`,
+--memory-budget (beyond it, 429 with Retry-After), of which --write-share
+is for appends alone, so that readers cannot starve writers; idle
+connections close after 2 minutes. The process stays within the budget and
+a fixed overhead of 192 MiB: Go's soft memory limit is set to the budget
+and 96 MiB, unless GOMEMLIMIT is set.`,
 		Example: `  strata serve --bucket file://./strata-demo --listen 127.0.0.1:8080
   STRATA_TOKEN=secret strata serve --bucket 's3://lake?endpoint=http://minio:9000' --listen :8080`,
 		Args: exactArgs(0),
@@ -68,12 +71,12 @@ after 2 minutes.`,
 			log := slog.New(slog.NewJSONHandler(env.Err, &slog.HandlerOptions{Level: level}))
 			if os.Getenv("GOMEMLIMIT") == "" {
 				// The garbage collector works harder before the heap
-				// passes what the budget and the memtables allow, rather
-				// than letting it double.
-				debug.SetMemoryLimit(budget + 512<<20)
+				// passes the budget and what the server holds besides,
+				// rather than letting it double.
+				debug.SetMemoryLimit(server.MemoryLimit(budget))
 			}
 			srv, err := server.New(&server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
-				MaxBodyBytes: maxBody, MemoryBudget: budget,
+				MaxBodyBytes: maxBody, MemoryBudget: budget, WriteShare: writeShare,
 				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery, ReuseBytes: reuseBytes}})
 			if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
 				return usageError{err}
@@ -133,8 +136,9 @@ after 2 minutes.`,
 	f.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.Int64Var(&maxBody, "max-body", 64<<20, "largest request body in bytes")
 	f.Int64Var(&budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
+	f.Int64Var(&writeShare, "write-share", 0, "bytes of the memory budget for appends alone, that reads never take (0: a quarter of it; at most half)")
 	atLeast(c, 1, "max-body", "memory-budget")
-	atLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace")
+	atLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace", "write-share")
 	atLeast(c, int64(time.Millisecond), "drain-timeout")
 	return c
 }

@@ -1,0 +1,148 @@
+package table
+
+import (
+	"context"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Memory is a budget of bytes that the scans of a process share (a
+// server's requests, say). A scan given one (ScanOptions.Memory) reserves
+// from it, for each fragment and before decoding it, what reading that
+// fragment will hold (see weight), and gives it back once the fragment's
+// batches have all been used.
+//
+// A scan reserves in fragment order, from one goroutine, and never while
+// a later fragment of its own holds a reservation: what it holds when it
+// waits comes back without its taking any other (see inOrder). So scans
+// sharing a budget whose holders all end without reserving more — as the
+// scans' fragments do — cannot wait for one another in a cycle.
+type Memory interface {
+	// Reserve returns once n more bytes may be held, or with ctx's error,
+	// or with the budget's own error (a server that will not wait longer,
+	// say), which fails the scan. A budget smaller than n grants it
+	// alone, or refuses it.
+	Reserve(ctx context.Context, n int64) error
+	// Release gives back n bytes a Reserve granted.
+	Release(n int64)
+}
+
+// pageBytes is the Parquet data page size fragments are written with (the
+// writer's default): a column is decompressed a page at a time.
+const pageBytes = 1 << 20
+
+// OpenAheadBytes is what a scan with a Memory budget holds besides what it
+// reserves: up to parallelism fragments (ScanOptions.Parallelism; 0 means
+// 8) opened ahead of their reservation — a small fragment's object, or a
+// larger one's tail — and their footers. A caller counts it once per scan.
+func OpenAheadBytes(parallelism int) int64 {
+	if parallelism <= 0 {
+		parallelism = 8
+	}
+	return int64(parallelism) * (wholeReadLimit + 2*tailBytes)
+}
+
+// runWithin is run for a scan with a Memory budget: fragments are opened
+// up to Parallelism ahead (their footers read), then, in order, each
+// reserves its weight before it is decoded and gives it back once its
+// batches are used.
+func (p *scanPlan) runWithin(ctx context.Context, frags []*Fragment, use func(arrow.RecordBatch) bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	ahead := p.openAhead(ctx, frags)
+	defer func() {
+		cancel()
+		ahead.drain()
+	}()
+	mem := p.opts.Memory
+	opened := make([]*opened, len(frags))
+	reserve := func(ctx context.Context, i int) (reservation, error) {
+		o, done, err := ahead.take(ctx, i)
+		if err != nil {
+			return reservation{}, err
+		}
+		defer done()
+		w := p.weight(o)
+		if err := mem.Reserve(ctx, w); err != nil {
+			o.close()
+			return reservation{}, err
+		}
+		opened[i] = o
+		return reservation{used: func() {
+			o.close()
+			mem.Release(w)
+		}}, nil
+	}
+	return inOrder(ctx, len(frags), p.opts.Parallelism, reserve,
+		func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) error {
+			o := opened[i]
+			opened[i] = nil // the fragment's bytes go once it is used
+			return p.decode(ctx, o, emit)
+		},
+		use, func(rec arrow.RecordBatch) { rec.Release() })
+}
+
+// opener opens a scan's fragments ahead of their reservations, in order
+// and at most a token's worth at once: a token is taken before a fragment
+// is opened and given back once it is reserved (or given up).
+type opener struct {
+	tokens  chan struct{}
+	results []chan openResult
+	wg      sync.WaitGroup
+}
+
+type openResult struct {
+	o   *opened
+	err error
+}
+
+// openAhead starts opening frags; ctx's end stops it.
+func (p *scanPlan) openAhead(ctx context.Context, frags []*Fragment) *opener {
+	a := &opener{tokens: make(chan struct{}, p.opts.Parallelism), results: make([]chan openResult, len(frags))}
+	for i := range a.results {
+		a.results[i] = make(chan openResult, 1)
+	}
+	a.wg.Go(func() {
+		for i, f := range frags {
+			select {
+			case a.tokens <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			a.wg.Go(func() {
+				o, err := p.open(ctx, f, true)
+				a.results[i] <- openResult{o, err}
+			})
+		}
+	})
+	return a
+}
+
+// take waits for fragment i to be opened; done gives its token back.
+func (a *opener) take(ctx context.Context, i int) (o *opened, done func(), err error) {
+	select {
+	case r := <-a.results[i]:
+		if r.err != nil {
+			<-a.tokens
+			return nil, nil, r.err
+		}
+		return r.o, func() { <-a.tokens }, nil
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+}
+
+// drain waits for the opens under way, once the scan's context has
+// ended, and closes the fragments opened and never taken.
+func (a *opener) drain() {
+	a.wg.Wait()
+	for _, ch := range a.results {
+		select {
+		case r := <-ch:
+			if r.o != nil {
+				r.o.close()
+			}
+		default:
+		}
+	}
+}
