@@ -242,26 +242,30 @@ type LSMStats struct {
 }
 
 // ShardStats is one shard of LSMStats. Fields a reader cannot know are
-// absent, never zero: memtable and compacting for shards the server does
-// not own, pending_rows unless include_generation_rows=true.
+// absent, never zero: memtable, merging and compacting for shards the
+// server does not own, pending_rows unless include_generation_rows=true.
 type ShardStats struct {
-	Shard              string        `json:"shard"`
-	Own                bool          `json:"own"` // written through this server
-	Epoch              uint64        `json:"epoch"`
-	WALLastWritten     uint64        `json:"wal_last_written"`
-	WALFlushed         uint64        `json:"wal_flushed"`
-	WALLag             uint64        `json:"wal_lag"`
-	MemtableRows       *int64        `json:"memtable_rows,omitempty"`
-	MemtableBytes      *int64        `json:"memtable_bytes,omitempty"`
-	MemtableFrom       *uint64       `json:"memtable_from,omitempty"` // lowest WAL position in the memtable; 0 when empty
-	Watermark          uint64        `json:"watermark"`
-	PendingGenerations int           `json:"pending_generations"`
-	PendingBytes       int64         `json:"pending_bytes"`
-	PendingRows        *int64        `json:"pending_rows,omitempty"`
-	NewestGeneration   uint64        `json:"newest_generation"`
-	Merging            *bool         `json:"compacting,omitempty"`
-	LastWrite          *time.Time    `json:"last_write,omitempty"`
-	Quarantined        []Quarantined `json:"quarantined,omitempty"`
+	Shard              string  `json:"shard"`
+	Own                bool    `json:"own"` // written through this server
+	Epoch              uint64  `json:"epoch"`
+	WALLastWritten     uint64  `json:"wal_last_written"`
+	WALFlushed         uint64  `json:"wal_flushed"`
+	WALLag             uint64  `json:"wal_lag"`
+	MemtableRows       *int64  `json:"memtable_rows,omitempty"`
+	MemtableBytes      *int64  `json:"memtable_bytes,omitempty"`
+	MemtableFrom       *uint64 `json:"memtable_from,omitempty"` // lowest WAL position in the memtable; 0 when empty
+	Watermark          uint64  `json:"watermark"`
+	PendingGenerations int     `json:"pending_generations"`
+	PendingBytes       int64   `json:"pending_bytes"`
+	PendingRows        *int64  `json:"pending_rows,omitempty"`
+	NewestGeneration   uint64  `json:"newest_generation"`
+	Merging            *bool   `json:"merging,omitempty"` // the shard's own merge runs
+	// Compacting is Merging under the name it had before (a merge
+	// installs generations and compacts nothing), still sent for clients
+	// that read it.
+	Compacting  *bool         `json:"compacting,omitempty"`
+	LastWrite   *time.Time    `json:"last_write,omitempty"`
+	Quarantined []Quarantined `json:"quarantined,omitempty"`
 }
 
 // Quarantined is a WAL entry that could not be decoded, kept aside with

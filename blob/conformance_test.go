@@ -13,9 +13,9 @@ import (
 	"gocloud.dev/blob/fileblob"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/blob/blobtest"
 	"github.com/stratadb/strata/blob/fault"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/blobtest"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 func TestMain(m *testing.M) {

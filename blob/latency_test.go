@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 // BenchmarkPutIfAbsent measures conditional creates of fresh 4 KiB keys

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 func TestOpenRejectsBadURLs(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 // On S3, conditional creates go in one PutObject of their own, beside

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/ipcguard"
-	"github.com/stratadb/strata/internal/testenv"
 )
 
 // A server's answer whose first message claims a 32 GiB body is an error

@@ -107,7 +107,7 @@ func (m *lsm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/lsm/flush"):
 		m.flushes = append(m.flushes, &pendingFlush{upTo: m.walEnd, wait: 2})
 		w.WriteHeader(http.StatusAccepted)
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/lsm/compact"):
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/lsm/merge"):
 		if m.merge != nil {
 			m.refused++
 			w.Header().Set("Content-Type", "application/json")

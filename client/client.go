@@ -560,38 +560,6 @@ func (c *Client) Tags(ctx context.Context, name string) ([]api.Tag, error) {
 	return out, c.call(ctx, http.MethodGet, c.url(name, "/tags", nil), "", nil, "").json(&out)
 }
 
-// Compact starts a compaction (202); an *Error with status 409 says one
-// is running.
-func (c *Client) Compact(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodPost, c.url(name, "/compact", nil), "", nil, "").none()
-}
-
-// CompactStats returns the compaction status and history.
-func (c *Client) CompactStats(ctx context.Context, name string) (api.CompactStats, error) {
-	var out api.CompactStats
-	return out, c.call(ctx, http.MethodGet, c.url(name, "/compact/stats", nil), "", nil, "").json(&out)
-}
-
-// Flush asks the server to seal its memtable into a generation (202).
-func (c *Client) Flush(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodPost, c.url(name, "/lsm/flush", nil), "", nil, "").none()
-}
-
-// Merge asks the server to merge its shard's generations (202). A 429
-// (merge already running) is returned as an *Error, not retried.
-func (c *Client) Merge(ctx context.Context, name string) error {
-	once := &Client{base: c.base, opts: c.opts}
-	once.opts.Retries = 0
-	return once.call(ctx, http.MethodPost, c.url(name, "/lsm/compact", nil), "", nil, "").none()
-}
-
-// LSMStats returns every shard's stats.
-func (c *Client) LSMStats(ctx context.Context, name string, withRows bool) (api.LSMStats, error) {
-	q := url.Values{"include_generation_rows": {strconv.FormatBool(withRows)}}
-	var out api.LSMStats
-	return out, c.call(ctx, http.MethodGet, c.url(name, "/lsm/stats", q), "", nil, "").json(&out)
-}
-
 // Healthz reports whether the server answers.
 func (c *Client) Healthz(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, c.base+"/healthz", "", nil, "").none()

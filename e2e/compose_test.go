@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 // This machine has no Docker engine, so docker-compose.yml cannot run here.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/client"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 // Four worker processes on MinIO; one is killed with SIGKILL after it has

@@ -19,8 +19,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/client"
-	"github.com/stratadb/strata/internal/latencyproxy"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/latencyproxy"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 var idOnly = arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)

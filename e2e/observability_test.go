@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 // scrapeNames reads the metric family names a /metrics answer exposes.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 // Both binaries, built from a checkout as a release is, name the module

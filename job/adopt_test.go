@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/trace"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -99,7 +100,7 @@ func TestAnAdoptedShardIsLeftAloneByLaterPasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer counted.Close()
-	tr := &tracer{Bucket: counted}
+	tr := trace.Wrap(counted)
 	if _, err := commit.Create(ctx, tr, rollouts.Schema, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -150,15 +151,11 @@ func TestAnAdoptedShardIsLeftAloneByLaterPasses(t *testing.T) {
 	var costs []int64
 	for i := range 4 {
 		before, _ := blob.StatsOf(counted)
-		tr.mu.Lock()
-		tr.on, tr.lines = true, nil
-		tr.mu.Unlock()
-		sum := pass()
-		tr.mu.Lock()
-		tr.on = false
+		var sum job.Summary
+		lines, _ := tr.Record(func() error { sum = pass(); return nil })
 		var touched []string
 		lease := int64(0)
-		for _, l := range tr.lines {
+		for _, l := range lines {
 			if strings.Contains(l, "/dead") {
 				touched = append(touched, l)
 			}
@@ -166,7 +163,6 @@ func TestAnAdoptedShardIsLeftAloneByLaterPasses(t *testing.T) {
 				lease++
 			}
 		}
-		tr.mu.Unlock()
 		after, _ := blob.StatsOf(counted)
 		// The lease's upkeep aside (a pass takes it, releases it, and
 		// deletes the leases of passes before the last two).

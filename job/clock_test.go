@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
 )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets Strata beside LanceDB on the shared workload (../shared/bench/
-# WORKLOAD.md), in one run, on three stores: a local folder, MinIO on
+# Sets Strata beside LanceDB on the rollouts workload (docs/benchmark.md),
+# in one run, on three stores: a local folder, MinIO on
 # 127.0.0.1, and the same MinIO behind a proxy that holds every request
 # DELAY (default 20ms) ± JITTER (default 2ms) — both systems go through the
 # same proxy, so both pay the same round trip; with MBPS set, the proxy also
@@ -13,8 +13,13 @@
 #   RUNS=1 DELAY=30ms scripts/compare-lancedb.sh
 #   RUNS=1 MBPS=100 scripts/compare-lancedb.sh
 #
-# Needs Go, Node.js and npm (LanceDB, @lancedb/lancedb from npm, is
-# installed once into .tools/lancedb from the shared folder's lock file).
+# Needs Go, Node.js and npm, and LANCE_BENCH: a folder holding LanceDB's
+# program for the workload (bench.mjs, taking the flags of
+# docs/benchmark.md and printing its JSON lines) with the package.json and
+# package-lock.json it runs with. LanceDB (@lancedb/lancedb from npm) is
+# installed once into .tools/lancedb from that lock file.
+#
+#   LANCE_BENCH=/path/to/lancedb-bench scripts/compare-lancedb.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +27,8 @@ RUNS=${RUNS:-3}
 DELAY=${DELAY:-20ms}
 JITTER=${JITTER:-2ms}
 MBPS=${MBPS:-0}
-lance_src=../shared/bench/lancedb
+lance_src=${LANCE_BENCH:?set LANCE_BENCH to the folder of the LanceDB program for the workload (see the top of this script)}
+lance_src=$(cd "$lance_src" && pwd)
 tools="$PWD/.tools"
 work=$(mktemp -d)
 pids=()
@@ -40,7 +46,7 @@ if [ ! -d "$tools/lancedb/node_modules/@lancedb" ]; then
   (cd "$tools/lancedb" && npm ci --no-audit --no-fund >&2)
 fi
 go build -o "$work/strata" ./cmd/strata
-go build -o "$work/latency-proxy" ./internal/latencyproxy/cmd/latency-proxy
+go build -o "$work/latency-proxy" ./harness/latencyproxy/cmd/latency-proxy
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -70,7 +76,7 @@ strata_bench() { # store-args... ; prints JSON lines
   "$work/strata" bench "$@" 2>>"$work/strata.log"
 }
 lance_bench() {
-  (cd "$tools/lancedb" && NODE_PATH="$tools/lancedb/node_modules" node --expose-gc "$PWD/../../$lance_src/bench.mjs" "$@" 2>>"$work/lance.log")
+  (cd "$tools/lancedb" && NODE_PATH="$tools/lancedb/node_modules" node --expose-gc "$lance_src/bench.mjs" "$@" 2>>"$work/lance.log")
 }
 
 for run in $(seq "$RUNS"); do

@@ -13,6 +13,12 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:" $unformatted >&2
   exit 1
 fi
+# go vet runs its testinggoroutine analyzer (t.Fatal or t.FailNow in a
+# goroutine a test started); staticcheck, below, its SA2002 check of the
+# same. The layering of imports and the lengths of functions and files are
+# tests (harness/houserules), run with the others; .golangci.yml holds the
+# same layering for golangci-lint, which this script does not build (it
+# would take minutes of the machine's two cores).
 go vet ./...
 if ! go mod tidy -diff >/dev/null; then
   echo "go.mod or go.sum is not tidy: run go mod tidy" >&2
@@ -39,8 +45,8 @@ fi
 # The simulation's planted defects exist only in a build with the tag
 # strata_plant; each must be found within the campaign's seeds. Vet and
 # staticcheck look at that build too.
-go vet -tags strata_plant ./internal/...
-go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./internal/sim
+go vet -tags strata_plant ./internal/... ./harness/...
+go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./harness/sim
 # The race detector over the packages whose goroutines share state.
 go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./server ./table
 # Compaction's memory bound, in a process of its own: 2,000 fragments

@@ -235,3 +235,9 @@ func keyError(err error) *apiError {
 	}
 	return nil
 }
+
+// ingestOptions bounds the decoding of a request's rows by the body limit;
+// ignore_unknown=true drops columns the table does not have.
+func (s *Server) ingestOptions(r *http.Request) ingest.Options {
+	return ingest.Options{Limit: s.opts.MaxBodyBytes, IgnoreUnknown: r.URL.Query().Get("ignore_unknown") == "true"}
+}

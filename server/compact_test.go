@@ -17,8 +17,8 @@ import (
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	jobpkg "github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/server"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
-	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/server"
 )
 

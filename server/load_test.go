@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
 )
 

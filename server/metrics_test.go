@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/client"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
 )
 

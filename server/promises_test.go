@@ -44,8 +44,8 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/client"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"

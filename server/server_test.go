@@ -28,8 +28,8 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -279,7 +279,7 @@ func TestAcceptedAnswersHaveNoBody(t *testing.T) {
 	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/compact", "/lsm/flush", "/lsm/compact"} {
+	for _, path := range []string{"/compact", "/lsm/flush", "/lsm/merge"} {
 		code, body := raw(t, f, "POST", "/api/v1/tables/t"+path, "", "", "")
 		if code != http.StatusAccepted || body != "" {
 			t.Fatalf("POST %s: %d %q", path, code, body)
@@ -343,18 +343,22 @@ func TestBusyAnswers(t *testing.T) {
 		return found
 	})
 	f.inject(fault.OnKeys(regexp.MustCompile(`^_versions/`), fault.OnOps(fault.Always(fault.Fault{Delay: 800 * time.Millisecond}), fault.OpPutIfAbsent)))
-	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/lsm/compact", "", "", ""); code != http.StatusAccepted {
+	if code, _ := raw(t, f, "POST", "/api/v1/tables/t/lsm/merge", "", "", ""); code != http.StatusAccepted {
 		t.Fatalf("first merge: %d", code)
 	}
 	testenv.Eventually(t, 10*time.Second, "the first merge to run", func() bool {
 		st, err := f.c.LSMStats(ctx, "t", false)
 		return err == nil && st.Merging
 	})
-	if code, body := raw(t, f, "POST", "/api/v1/tables/t/lsm/compact", "", "", ""); code != http.StatusTooManyRequests || !strings.Contains(body, "merge_running") {
-		t.Fatalf("merge while merging: %d %s", code, body)
+	// Under either name, the same merge: the old name finds it running.
+	for _, path := range []string{"/lsm/merge", "/lsm/compact"} {
+		if code, body := raw(t, f, "POST", "/api/v1/tables/t"+path, "", "", ""); code != http.StatusTooManyRequests || !strings.Contains(body, "merge_running") {
+			t.Fatalf("POST %s while merging: %d %s", path, code, body)
+		}
 	}
 	st, err := f.c.LSMStats(ctx, "t", true)
-	if err != nil || len(st.Shards) != 1 || !st.Merging || st.Shards[0].MemtableRows == nil || st.Shards[0].PendingRows == nil {
+	if err != nil || len(st.Shards) != 1 || !st.Merging || st.Shards[0].MemtableRows == nil || st.Shards[0].PendingRows == nil ||
+		st.Shards[0].Merging == nil || st.Shards[0].Compacting == nil || *st.Shards[0].Compacting != *st.Shards[0].Merging {
 		t.Fatalf("stats while merging: %+v %v", st, err)
 	}
 	// The compaction's lease and history writes are slow too, so it is
@@ -604,6 +608,7 @@ func TestEveryRouteAnswers404ForAMissingTable(t *testing.T) {
 		{"POST", "/compact", "", ""},
 		{"GET", "/compact/stats", "", ""},
 		{"POST", "/lsm/flush", "", ""},
+		{"POST", "/lsm/merge", "", ""},
 		{"POST", "/lsm/compact", "", ""},
 		{"GET", "/lsm/stats", "", ""},
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/internal/rollouts"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/internal/rollouts"
+	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
 )
 

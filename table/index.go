@@ -214,61 +214,14 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 	if err != nil {
 		return nil, res, err
 	}
-	remap := map[uint64]RemapEntry{}
-	sources := map[uint64][]uint64{} // Rewrite output → its source fragments
-	for _, e := range s.m.Remap {
-		remap[e.From] = e
-		sources[e.To] = append(sources[e.To], e.From)
+	want, found, err := s.resolveKeys(ctx, kix, keys)
+	if err != nil {
+		return nil, res, err
 	}
-	// A fragment's rows are all in the index when it is older than the
-	// index, or was rewritten from such fragments only.
-	memo := map[uint64]bool{}
-	var indexed func(id uint64, depth int) bool
-	indexed = func(id uint64, depth int) bool {
-		if id < ix.CoveredBelow {
-			return true
-		}
-		if v, ok := memo[id]; ok {
-			return v
-		}
-		src := sources[id]
-		v := len(src) > 0 && depth < 1000
-		for _, from := range src {
-			v = v && indexed(from, depth+1)
-		}
-		memo[id] = v
-		return v
+	for _, offs := range want {
+		res.FromIndex += len(offs)
 	}
-	want := map[uint64][]uint32{}
-	dvCache := map[string][]uint32{}
-	found := map[int64]bool{}
-	for _, k := range keys {
-		i := sort.Search(len(kix.keys), func(i int) bool { return kix.keys[i] >= k })
-		for ; i < len(kix.keys) && kix.keys[i] == k; i++ {
-			frag, off := kix.frags[i], kix.offs[i]
-			ok := true
-			for hops := 0; ok && hops < 1000; hops++ {
-				e, moved := remap[frag]
-				if !moved {
-					break
-				}
-				if frag, off, ok, err = e.translate(ctx, s.b, off, dvCache); err != nil {
-					return nil, res, err
-				}
-			}
-			if ok && s.m.Fragment(frag) != nil {
-				want[frag] = append(want[frag], off)
-				res.FromIndex++
-				found[k] = true
-			}
-		}
-	}
-	var unindexed []uint64
-	for i := range s.m.Fragments {
-		if !indexed(s.m.Fragments[i].ID, 0) {
-			unindexed = append(unindexed, s.m.Fragments[i].ID)
-		}
-	}
+	unindexed := s.unindexed(ix)
 	// Keys the index resolved are not looked for again: a key index is
 	// for keys that are unique, such as ids.
 	var rest []Value
@@ -289,6 +242,73 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 		}
 	}
 	return out, res, nil
+}
+
+// resolveKeys looks keys up in the key index kix and follows each address
+// through the remap entries of later Rewrites: want holds the rows of
+// live fragments that hold a key, found the keys it resolved.
+func (s *Snapshot) resolveKeys(ctx context.Context, kix *keyIndex, keys []int64) (want map[uint64][]uint32, found map[int64]bool, err error) {
+	remap := map[uint64]RemapEntry{}
+	for _, e := range s.m.Remap {
+		remap[e.From] = e
+	}
+	want, found = map[uint64][]uint32{}, map[int64]bool{}
+	dvCache := map[string][]uint32{}
+	for _, k := range keys {
+		i := sort.Search(len(kix.keys), func(i int) bool { return kix.keys[i] >= k })
+		for ; i < len(kix.keys) && kix.keys[i] == k; i++ {
+			frag, off := kix.frags[i], kix.offs[i]
+			ok := true
+			for hops := 0; ok && hops < 1000; hops++ {
+				e, moved := remap[frag]
+				if !moved {
+					break
+				}
+				if frag, off, ok, err = e.translate(ctx, s.b, off, dvCache); err != nil {
+					return nil, nil, err
+				}
+			}
+			if ok && s.m.Fragment(frag) != nil {
+				want[frag] = append(want[frag], off)
+				found[k] = true
+			}
+		}
+	}
+	return want, found, nil
+}
+
+// unindexed returns the fragments some of whose rows the index ix lacks.
+// A fragment's rows are all in the index when it is older than the index,
+// or was rewritten from such fragments only.
+func (s *Snapshot) unindexed(ix *Index) []uint64 {
+	sources := map[uint64][]uint64{} // Rewrite output → its source fragments
+	for _, e := range s.m.Remap {
+		sources[e.To] = append(sources[e.To], e.From)
+	}
+	memo := map[uint64]bool{}
+	var indexed func(id uint64, depth int) bool
+	indexed = func(id uint64, depth int) bool {
+		if id < ix.CoveredBelow {
+			return true
+		}
+		if v, ok := memo[id]; ok {
+			return v
+		}
+		src := sources[id]
+		v := len(src) > 0 && depth < 1000
+		for _, from := range src {
+			v = v && indexed(from, depth+1)
+		}
+		memo[id] = v
+		return v
+	}
+	var out []uint64
+	for i := range s.m.Fragments {
+		if !indexed(s.m.Fragments[i].ID, 0) {
+			out = append(out, s.m.Fragments[i].ID)
+		}
+	}
+	return out
 }
 
 // translate maps an offset of e.From to its place in e.To; ok is false

@@ -79,110 +79,132 @@ func weighed(budget int64, weight func(int) int64) func(context.Context, int) (r
 func inOrder[T any](parent context.Context, n, parallelism int, reserve func(context.Context, int) (reservation, error),
 	produce func(context.Context, int, func(T) bool) error, use func(T) bool, release func(T)) error {
 	ctx, cancel := context.WithCancel(parent)
-	var wg sync.WaitGroup
+	r := &orderedRun[T]{ctx: ctx, cancel: cancel, queue: make(chan queued[T], parallelism),
+		slots: make(chan struct{}, parallelism), reserve: reserve, produce: produce, release: release}
 	defer func() {
 		cancel()
-		wg.Wait()
+		r.wg.Wait()
 	}()
-	queue := make(chan queued[T], parallelism)
-	// At most parallelism items are produced at once: a slot is taken
-	// before a producer starts and given back when it is done.
-	slots := make(chan struct{}, parallelism)
-	wg.Go(func() {
-		defer close(queue)
-		for i := range n {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
+	r.wg.Go(func() { r.feed(n) })
+	err, stopped := r.consume(use)
+	if !stopped && parent.Err() != nil {
+		return parent.Err()
+	}
+	return err
+}
+
+// orderedRun is one inOrder run: the producers it starts, and their
+// outputs queued in item order.
+type orderedRun[T any] struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	queue   chan queued[T]
+	slots   chan struct{} // at most parallelism items produced at once
+	reserve func(context.Context, int) (reservation, error)
+	produce func(context.Context, int, func(T) bool) error
+	release func(T)
+}
+
+// feed starts the producers of items 0..n-1 in order: each takes a slot,
+// then its reservation, and gives the slot back when it is done.
+func (r *orderedRun[T]) feed(n int) {
+	defer close(r.queue)
+	for i := range n {
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.ctx.Done():
+			return
+		}
+		// A producer that failed cancels before it gives its slot back:
+		// none starts after a failure, so the requests a scan makes do
+		// not depend on the scheduler.
+		if r.ctx.Err() != nil {
+			<-r.slots
+			return
+		}
+		res, err := r.reserve(r.ctx, i)
+		if err != nil {
+			<-r.slots
+			if r.ctx.Err() == nil {
+				failed := make(chan item[T], 1)
+				failed <- item[T]{err: err}
+				close(failed)
+				r.queue <- queued[T]{ch: failed}
 			}
-			// A producer that failed cancels before it gives its slot
-			// back: none starts after a failure, so the requests a scan
-			// makes do not depend on the scheduler.
-			if ctx.Err() != nil {
-				<-slots
-				return
-			}
-			res, err := reserve(ctx, i)
-			if err != nil {
-				<-slots
-				if ctx.Err() == nil {
-					failed := make(chan item[T], 1)
-					failed <- item[T]{err: err}
-					close(failed)
-					queue <- queued[T]{ch: failed}
-				}
-				return
-			}
-			ch := make(chan item[T], 2)
-			select {
-			case queue <- queued[T]{ch: ch, res: res}:
-			case <-ctx.Done():
-				<-slots
-				res.afterProduce()
-				res.afterUse()
-				return
-			}
-			wg.Go(func() {
-				defer func() { <-slots; res.afterProduce() }()
-				defer close(ch)
-				err := produce(ctx, i, func(v T) bool {
-					select {
-					case ch <- item[T]{v: v}:
-						return true
-					case <-ctx.Done():
-						release(v)
-						return false
-					}
-				})
-				if err != nil && ctx.Err() == nil {
-					ch <- item[T]{err: err}
-					cancel()
-				}
-			})
+			return
+		}
+		ch := make(chan item[T], 2)
+		select {
+		case r.queue <- queued[T]{ch: ch, res: res}:
+		case <-r.ctx.Done():
+			<-r.slots
+			res.afterProduce()
+			res.afterUse()
+			return
+		}
+		r.wg.Go(func() { r.run(i, ch, res) })
+	}
+}
+
+// run produces item i into ch.
+func (r *orderedRun[T]) run(i int, ch chan item[T], res reservation) {
+	defer func() { <-r.slots; res.afterProduce() }()
+	defer close(ch)
+	err := r.produce(r.ctx, i, func(v T) bool {
+		select {
+		case ch <- item[T]{v: v}:
+			return true
+		case <-r.ctx.Done():
+			r.release(v)
+			return false
 		}
 	})
-	var err error
-	stopped := false
+	if err != nil && r.ctx.Err() == nil {
+		ch <- item[T]{err: err}
+		r.cancel()
+	}
+}
+
+// consume hands the outputs to use in item order, and returns the first
+// error and whether the run stopped early.
+func (r *orderedRun[T]) consume(use func(T) bool) (err error, stopped bool) {
 	// A use that panics (a server cutting an answer short) leaves no
 	// reservation taken and nothing emitted unreleased: the rest of the
 	// run is given back as a stopped run's would be.
 	var cur *queued[T]
 	defer func() {
-		if r := recover(); r != nil {
-			cancel()
+		if p := recover(); p != nil {
+			r.cancel()
 			if cur != nil {
-				drainQueued(*cur, release)
+				drainQueued(*cur, r.release)
 			}
-			for q := range queue {
-				drainQueued(q, release)
+			for q := range r.queue {
+				drainQueued(q, r.release)
 			}
-			panic(r)
+			panic(p)
 		}
 	}()
-	for q := range queue {
+	for q := range r.queue {
 		cur = &q
 		for it := range q.ch {
 			switch {
 			case stopped:
 				if it.err == nil {
-					release(it.v)
+					r.release(it.v)
 				}
 			case it.err != nil:
 				err, stopped = it.err, true
-				cancel()
+				r.cancel()
 			case !use(it.v):
 				stopped = true
-				cancel()
+				r.cancel()
 			}
 		}
 		cur = nil
 		q.res.afterUse()
 	}
-	if !stopped && parent.Err() != nil {
-		return parent.Err()
-	}
-	return err
+	return err, stopped
 }
 
 // drainQueued releases what is left of an item's output, then its

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

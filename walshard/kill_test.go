@@ -16,7 +16,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/walshard"
 )
 

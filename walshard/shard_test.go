@@ -16,7 +16,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )

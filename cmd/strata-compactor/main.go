@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/stratadb/strata/compactor/jobcmd"
+	"github.com/stratadb/strata/cmd/strata-compactor/jobcmd"
 )
 
 func main() {

@@ -1,5 +1,5 @@
 // Command strata-sim runs long campaigns of Strata's seeded fault
-// simulation (internal/sim): many actors on one table while the object
+// simulation (harness/sim): many actors on one table while the object
 // store fails, lags and stalls, with oracles for lost, doubled and phantom
 // rows, pinned versions, manifests and linearizability.
 //
@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratadb/strata/internal/sim"
+	"github.com/stratadb/strata/harness/sim"
 )
 
 func main() {

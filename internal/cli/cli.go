@@ -47,6 +47,18 @@ func BindEnv(fs *pflag.FlagSet, environ []string, names ...string) error {
 	return err
 }
 
+// Prepare is what both tools do before a command runs, in their
+// PersistentPreRunE: set each flag of fs the command line left unset from
+// its environment variable (BindEnv, environ and names as there), then
+// check every numeric flag against its bounds (CheckBounds). An error is
+// a usage error: the tools exit 2 on it.
+func Prepare(fs *pflag.FlagSet, environ []string, names ...string) error {
+	if err := BindEnv(fs, environ, names...); err != nil {
+		return err
+	}
+	return CheckBounds(fs)
+}
+
 // IsCobraUsage recognises cobra's own argument errors ("unknown command",
 // "unknown flag", a wrong number of arguments), which carry no type: both
 // tools exit 2 on them, as on their own usage errors.

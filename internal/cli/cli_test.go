@@ -73,3 +73,34 @@ func TestBoundsOfNumericFlags(t *testing.T) {
 		}
 	}
 }
+
+// Prepare reads the environment, then checks the bounds: a value from the
+// environment out of its range is refused as one from the command line
+// would be, naming the flag; names limit what is read.
+func TestPrepareBindsThenChecksBounds(t *testing.T) {
+	newFS := func() *pflag.FlagSet {
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		fs.Int("min-fragments", 16, "")
+		fs.String("table", "", "")
+		Bound(fs, "min-fragments", 1, Unlimited)
+		return fs
+	}
+	fs := newFS()
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	err := Prepare(fs, []string{"STRATA_MIN_FRAGMENTS=-5", "STRATA_TABLE=mem://"})
+	if err == nil || !strings.Contains(err.Error(), "--min-fragments -5") {
+		t.Fatalf("an out-of-range value from the environment: %v", err)
+	}
+	fs = newFS()
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := Prepare(fs, []string{"STRATA_MIN_FRAGMENTS=-5", "STRATA_TABLE=mem://"}, "table"); err != nil {
+		t.Fatalf("with names, only those flags are read: %v", err)
+	}
+	if v, _ := fs.GetString("table"); v != "mem://" {
+		t.Errorf("table %q, want it from the environment", v)
+	}
+}

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/internal/testenv"
 	"github.com/stratadb/strata/table"
 )
 

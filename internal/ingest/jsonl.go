@@ -260,88 +260,9 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 	}
 	switch bb := b.(type) {
 	case *array.StructBuilder:
-		if null, err := opening(dec, bb, '{', bad); null || err != nil {
-			return err
-		}
-		st := f.Type.(*arrow.StructType)
-		bb.Append(true)
-		seen := make([]bool, st.NumFields())
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := tok.(string)
-			i, ok := st.FieldIdx(key)
-			if !ok {
-				if !ignore {
-					return &table.InputError{Column: path + "." + key, Reason: "the struct has no such field"}
-				}
-				var skip json.RawMessage
-				if err := dec.Decode(&skip); err != nil {
-					return err
-				}
-				continue
-			}
-			if seen[i] {
-				return &table.InputError{Column: path + "." + key, Reason: "the key appears twice"}
-			}
-			seen[i] = true
-			if err := decodeValue(dec, bb.FieldBuilder(i), st.Field(i), path+"."+key, ignore); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // '}'
-			return err
-		}
-		for i, ok := range seen {
-			if !ok {
-				bb.FieldBuilder(i).AppendNull()
-			}
-		}
-		return nil
+		return decodeStruct(dec, bb, f, path, ignore, bad)
 	case *array.MapBuilder:
-		m := f.Type.(*arrow.MapType)
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case nil:
-			bb.AppendNull()
-			return nil
-		case json.Delim('{'): // {"k": v, …}: string keys
-			if m.KeyType().ID() != arrow.STRING && m.KeyType().ID() != arrow.LARGE_STRING {
-				return bad("a JSON object gives string keys; give [{\"key\": …, \"value\": …}, …]")
-			}
-			bb.Append(true)
-			for dec.More() {
-				tok, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				key, _ := tok.(string)
-				if err := bb.KeyBuilder().AppendValueFromString(key); err != nil {
-					return err
-				}
-				if err := decodeValue(dec, bb.ItemBuilder(), m.ItemField(), path+"."+key, ignore); err != nil {
-					return err
-				}
-			}
-			_, err := dec.Token() // '}'
-			return err
-		case json.Delim('['): // [{"key": k, "value": v}, …]
-			bb.Append(true)
-			entries := arrow.Field{Name: "entries", Type: arrow.StructOf(m.KeyField(), m.ItemField())}
-			for dec.More() {
-				if err := decodeEntry(dec, bb, entries, path, ignore); err != nil {
-					return err
-				}
-			}
-			_, err := dec.Token() // ']'
-			return err
-		}
-		return bad(fmt.Sprintf("want an array of entries or an object, got %v", tok))
+		return decodeMap(dec, bb, f, path, ignore, bad)
 	case array.ListLikeBuilder:
 		if null, err := opening(dec, bb, '[', bad); null || err != nil {
 			return err
@@ -360,6 +281,98 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 		return bad("value does not fit the column: " + err.Error())
 	}
 	return nil
+}
+
+// decodeStruct decodes a JSON object (or null) into a struct column:
+// fields it lacks are null, keys the struct lacks are an error unless
+// ignore.
+func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, path string, ignore bool, bad func(string) error) error {
+	if null, err := opening(dec, bb, '{', bad); null || err != nil {
+		return err
+	}
+	st := f.Type.(*arrow.StructType)
+	bb.Append(true)
+	seen := make([]bool, st.NumFields())
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		i, ok := st.FieldIdx(key)
+		if !ok {
+			if !ignore {
+				return &table.InputError{Column: path + "." + key, Reason: "the struct has no such field"}
+			}
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return err
+			}
+			continue
+		}
+		if seen[i] {
+			return &table.InputError{Column: path + "." + key, Reason: "the key appears twice"}
+		}
+		seen[i] = true
+		if err := decodeValue(dec, bb.FieldBuilder(i), st.Field(i), path+"."+key, ignore); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return err
+	}
+	for i, ok := range seen {
+		if !ok {
+			bb.FieldBuilder(i).AppendNull()
+		}
+	}
+	return nil
+}
+
+// decodeMap decodes a map column's value: null, a JSON object (string
+// keys) or an array of {"key": …, "value": …} entries.
+func decodeMap(dec *json.Decoder, bb *array.MapBuilder, f arrow.Field, path string, ignore bool, bad func(string) error) error {
+	m := f.Type.(*arrow.MapType)
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case nil:
+		bb.AppendNull()
+		return nil
+	case json.Delim('{'): // {"k": v, …}: string keys
+		if m.KeyType().ID() != arrow.STRING && m.KeyType().ID() != arrow.LARGE_STRING {
+			return bad("a JSON object gives string keys; give [{\"key\": …, \"value\": …}, …]")
+		}
+		bb.Append(true)
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string)
+			if err := bb.KeyBuilder().AppendValueFromString(key); err != nil {
+				return err
+			}
+			if err := decodeValue(dec, bb.ItemBuilder(), m.ItemField(), path+"."+key, ignore); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // '}'
+		return err
+	case json.Delim('['): // [{"key": k, "value": v}, …]
+		bb.Append(true)
+		entries := arrow.Field{Name: "entries", Type: arrow.StructOf(m.KeyField(), m.ItemField())}
+		for dec.More() {
+			if err := decodeEntry(dec, bb, entries, path, ignore); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // ']'
+		return err
+	}
+	return bad(fmt.Sprintf("want an array of entries or an object, got %v", tok))
 }
 
 // opening reads the token that opens a nested value: a null (appended to

@@ -8,8 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/ipcguard"
-	"github.com/stratadb/strata/internal/testenv"
 )
 
 // A schema as Arrow's writer serializes it passes; one claiming a body,

@@ -1,11 +1,11 @@
 // Package plant holds defects planted on purpose, so that the simulation in
-// internal/sim can show it finds them. Each defect lives at one place in
+// harness/sim can show it finds them. Each defect lives at one place in
 // the engine, which asks this package whether it is on.
 //
 // In the default build every question is a constant false, so the
 // compiler removes the defect and the engine reads nothing: the switches
 // exist only in a build with the tag strata_plant, which only the
-// simulation's tests use (go test -tags strata_plant ./internal/sim).
+// simulation's tests use (go test -tags strata_plant ./harness/sim).
 package plant
 
 // Defects, by name; the tagged build has a switch for each.

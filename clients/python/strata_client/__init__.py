@@ -244,8 +244,10 @@ class Client:
         self._json("POST", self._table(name, "/lsm/flush"))
 
     def merge(self, name):
-        """Ask the server for a fleet merge (202); a 429 (one running) raises."""
-        self._json("POST", self._table(name, "/lsm/compact"), retries=0)
+        """Ask the server for a fleet merge (202): every shard's flushed generations
+        installed in the table (POST …/lsm/merge); a 429 (one running) raises. A
+        merge rewrites no fragment: that is ``compact``."""
+        self._json("POST", self._table(name, "/lsm/merge"), retries=0)
 
     def lsm_stats(self, name, include_generation_rows=False):
         return self._json("GET", self._table(name, "/lsm/stats"), {"include_generation_rows": include_generation_rows})
@@ -280,7 +282,7 @@ class Client:
         def outstanding():
             st = self.lsm_stats(name)
             n = sum(max(0, target[s["shard"]] - s["watermark"]) for s in st["shards"] if s["shard"] in target)
-            merging = st.get("merging", False) or any(s.get("compacting") for s in st["shards"])
+            merging = st.get("merging", False) or any(s.get("merging", s.get("compacting")) for s in st["shards"])
             return n, merging
 
         last, merging = outstanding()

@@ -72,77 +72,7 @@ remembered for an hour (at most 1,000 per table, or per shard);
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			var size int64
-			for _, path := range args[1:] {
-				switch strings.ToLower(filepath.Ext(path)) {
-				case ".parquet", ".csv", ".jsonl", ".ndjson", ".json":
-				default:
-					return usageError{fmt.Errorf("%s: unknown file type (want .parquet, .csv, .jsonl)", path)}
-				}
-				fi, err := os.Stat(path)
-				if err != nil {
-					return err
-				}
-				size += fi.Size()
-			}
-			if noKey && key != "" {
-				return usageError{errors.New("give --idempotency-key or --no-idempotency-key, not both")}
-			}
-			if shard != "" && size > shardAppendLimit {
-				return usageError{fmt.Errorf("%d bytes of input: an append through a shard holds every row in one WAL entry, at most %d bytes; append directly (without --shard)", size, shardAppendLimit)}
-			}
-			b, err := env.Open(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			m, err := table.ReadLatest(ctx, b)
-			if err != nil {
-				return err
-			}
-			var k *table.Idempotency
-			if !noKey {
-				if k, err = appendKey(args[1:], key, ignoreUnknown); err != nil {
-					return err
-				}
-			}
-			opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
-			bar := newProgress(env.Err, "append", "bytes", size)
-			rows := func(yield func(arrow.RecordBatch, error) bool) {
-				for _, path := range args[1:] {
-					for rec, err := range readFile(path, m.Schema(), opts) {
-						if err != nil {
-							yield(nil, fmt.Errorf("%s: %w", path, err))
-							return
-						}
-						if !yield(rec, nil) {
-							return
-						}
-					}
-					if fi, err := os.Stat(path); err == nil {
-						bar.Add(fi.Size())
-					}
-				}
-			}
-			var done appended
-			if shard == "" {
-				done, err = appendDirect(ctx, b, m, k, rows)
-			} else {
-				done, err = appendThroughShard(ctx, b, shard, k, rows)
-			}
-			bar.Done()
-			switch {
-			case err != nil && k != nil && (errors.Is(err, commit.ErrOutcomeUnknown) || errors.Is(err, walshard.ErrAppendUnknown)):
-				return fmt.Errorf("%w; run the same command again: it appends the rows once (idempotency key %s)", err, k.Producer)
-			case err != nil:
-				return fmt.Errorf("%w (nothing was appended)", err)
-			case done.duplicate:
-				fmt.Fprintf(env.Out, "already appended: %s holds these %d rows (idempotency key %s); nothing appended\n", done.at, done.rows, k.Producer)
-			default:
-				fmt.Fprintf(env.Out, "appended %d rows from %d files\n", done.rows, len(args)-1)
-			}
-			return nil
+			return runAppend(c.Context(), env, args[0], args[1:], appendFlags{shard: shard, key: key, ignoreUnknown: ignoreUnknown, noKey: noKey})
 		},
 	}
 	c.Flags().StringVar(&shard, "shard", "", "append through this WAL shard instead of a direct commit")
@@ -150,6 +80,95 @@ remembered for an hour (at most 1,000 per table, or per shard);
 	c.Flags().StringVar(&key, "idempotency-key", "", "name the append with this key (default: one derived from the files' bytes)")
 	c.Flags().BoolVar(&noKey, "no-idempotency-key", false, "append without a key: running the command again appends the rows again")
 	return c
+}
+
+// appendFlags are append's flags.
+type appendFlags struct {
+	shard, key           string
+	ignoreUnknown, noKey bool
+}
+
+// inputSize checks the files' types and returns their bytes.
+func inputSize(files []string) (int64, error) {
+	var size int64
+	for _, path := range files {
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".parquet", ".csv", ".jsonl", ".ndjson", ".json":
+		default:
+			return 0, usageError{fmt.Errorf("%s: unknown file type (want .parquet, .csv, .jsonl)", path)}
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0, err
+		}
+		size += fi.Size()
+	}
+	return size, nil
+}
+
+// runAppend appends the rows of files to the table at u.
+func runAppend(ctx context.Context, env *Env, u string, files []string, f appendFlags) error {
+	size, err := inputSize(files)
+	if err != nil {
+		return err
+	}
+	if f.noKey && f.key != "" {
+		return usageError{errors.New("give --idempotency-key or --no-idempotency-key, not both")}
+	}
+	if f.shard != "" && size > shardAppendLimit {
+		return usageError{fmt.Errorf("%d bytes of input: an append through a shard holds every row in one WAL entry, at most %d bytes; append directly (without --shard)", size, shardAppendLimit)}
+	}
+	b, err := env.Open(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		return err
+	}
+	var k *table.Idempotency
+	if !f.noKey {
+		if k, err = appendKey(files, f.key, f.ignoreUnknown); err != nil {
+			return err
+		}
+	}
+	opts := ingest.Options{IgnoreUnknown: f.ignoreUnknown, Limit: max(size, 1) + 1}
+	bar := newProgress(env.Err, "append", "bytes", size)
+	rows := func(yield func(arrow.RecordBatch, error) bool) {
+		for _, path := range files {
+			for rec, err := range readFile(path, m.Schema(), opts) {
+				if err != nil {
+					yield(nil, fmt.Errorf("%s: %w", path, err))
+					return
+				}
+				if !yield(rec, nil) {
+					return
+				}
+			}
+			if fi, err := os.Stat(path); err == nil {
+				bar.Add(fi.Size())
+			}
+		}
+	}
+	var done appended
+	if f.shard == "" {
+		done, err = appendDirect(ctx, b, m, k, rows)
+	} else {
+		done, err = appendThroughShard(ctx, b, f.shard, k, rows)
+	}
+	bar.Done()
+	switch {
+	case err != nil && k != nil && (errors.Is(err, commit.ErrOutcomeUnknown) || errors.Is(err, walshard.ErrAppendUnknown)):
+		return fmt.Errorf("%w; run the same command again: it appends the rows once (idempotency key %s)", err, k.Producer)
+	case err != nil:
+		return fmt.Errorf("%w (nothing was appended)", err)
+	case done.duplicate:
+		fmt.Fprintf(env.Out, "already appended: %s holds these %d rows (idempotency key %s); nothing appended\n", done.at, done.rows, k.Producer)
+	default:
+		fmt.Fprintf(env.Out, "appended %d rows from %d files\n", done.rows, len(files))
+	}
+	return nil
 }
 
 // appended is what an append did: rows stored at at, or, for a duplicate,

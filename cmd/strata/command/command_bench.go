@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/internal/bench"
+	"github.com/stratadb/strata/harness/bench"
 	"github.com/stratadb/strata/internal/cli"
 )
 
@@ -21,7 +21,7 @@ func newBench(env *Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Run the rollouts benchmark workload and print one JSON line per phase",
-		Long: `bench runs the rollouts workload (shared/bench/WORKLOAD.md): W writers, each
+		Long: `bench runs the rollouts workload (docs/benchmark.md): W writers, each
 opening the table on its own, make C commits of R rows; then full, projected
 and filtered scans. Results go to stdout as JSON lines, progress to stderr.
 The exit status is non-zero when a check fails (a row count). With

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/internal/testenv"
 )
 
 // writeZonedParquet writes a one-row Parquet file whose column "at" is a

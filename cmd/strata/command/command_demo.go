@@ -14,8 +14,8 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -43,103 +43,11 @@ prints what happened. Run it again to add more workers' rows.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
 			u := demoURL
 			if len(args) == 1 {
 				u = args[0]
 			}
-			b, err := env.Open(ctx, u)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			m, err := table.ReadLatest(ctx, b)
-			if errors.Is(err, table.ErrNotFound) {
-				if err := checkNewTable(ctx, env, u, b); err != nil {
-					return err
-				}
-				if m, err = commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Out, "created the rollouts table at %s\n", u)
-			} else if err != nil {
-				return err
-			}
-			if err := table.CheckSchema(rollouts.Schema, m.Schema()); err != nil {
-				return fmt.Errorf("%s holds another table: %w", u, err)
-			}
-			first := 0 // worker numbers already used by earlier runs
-			for id := range m.Shards {
-				if g := workerShard.FindStringSubmatch(id); g != nil {
-					n, _ := strconv.Atoi(g[1])
-					first = max(first, n+1)
-				}
-			}
-			fmt.Fprintf(env.Err, "demo: %d workers (w%02d…w%02d), each appending %d batches of %d rows through its own shard\n",
-				workers, first, first+workers-1, appends, rows)
-			start := time.Now()
-			stats := make([]walshard.Stats, workers)
-			errs := make([]error, workers)
-			bar := newProgress(env.Err, "demo: appends", "rows", int64(workers*appends*rows))
-			var wg sync.WaitGroup
-			for i := range workers {
-				wg.Go(func() { stats[i], errs[i] = demoWorker(c, b, first+i, appends, rows, bar) })
-			}
-			wg.Wait()
-			bar.Done()
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			wall := time.Since(start)
-			written := workers * appends * rows
-			s, err := table.Open(ctx, b, nil)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Out, "\nwrote %d rows (%.1f MB logical) in %.2fs: %.0f rows/s, every append durable in its shard's WAL\n",
-				written, float64(written*rollouts.RowBytes)/1e6, wall.Seconds(), float64(written)/wall.Seconds())
-			fmt.Fprintln(env.Out, "\nshards before their final flush and merge:")
-			for _, st := range stats {
-				fmt.Fprintf(env.Out, "  %s  epoch %d  WAL written %d, flushed %d (lag %d entries)  memtable %d rows  %d generations awaiting merge\n",
-					st.Shard, st.Epoch, st.WALLastWritten, st.WALFlushed, st.WALLag, st.MemtableRows, st.PendingGenerations)
-			}
-			fmt.Fprintf(env.Out, "\ntable: version %d, %d rows, %d fragments, %.1f MB\n",
-				s.Version(), s.Manifest().Rows(), len(s.Manifest().Fragments), float64(s.Manifest().Bytes())/1e6)
-
-			fmt.Fprintln(env.Err, "demo: compacting, as the compactor Job would")
-			db, err := engine.Open(ctx, b, &engine.Options{Name: u, Writer: "strata demo", Log: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				return err
-			}
-			info, err := db.Compact(ctx, engine.CompactOptions{})
-			db.Close()
-			if err != nil {
-				return err
-			}
-			cres := info.Result
-			fmt.Fprintf(env.Out, "compaction: fragments %d -> %d, %d rows, %.2fs (version %d)\n",
-				cres.FragmentsBefore, cres.FragmentsAfter, cres.RowsAfter, info.Duration.Seconds(), cres.Version)
-
-			s, err = table.Open(ctx, b, nil)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(env.Out, "\na sample of rows:")
-			w, _ := newRowWriter(env.Out, "table", 3)
-			if err := w.writeAll(s.Scan(ctx, table.ScanOptions{Columns: []string{"id", "worker", "step", "reward", "prompt", "artifact"}})); err != nil {
-				return err
-			}
-			if err := w.close(); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Out, `
-look further:
-  go run ./cmd/strata stats %[1]s
-  go run ./cmd/strata scan %[1]s --columns id,worker,reward --filter 'reward >= 0.99' --limit 5
-  go run ./cmd/strata versions %[1]s --detail --limit 5
-  go run ./cmd/strata-compactor --once --dry-run --table %[1]s
-`, quoteURL(u))
-			return nil
+			return runDemo(c, env, u, workers, appends, rows)
 		},
 	}
 	f := c.Flags()
@@ -150,6 +58,128 @@ look further:
 	cli.Bound(f, "rows", 1, rollouts.IDBase)
 	atLeast(c, 1, "appends")
 	return c
+}
+
+// runDemo runs the demo on the table at u.
+func runDemo(c *cobra.Command, env *Env, u string, workers, appends, rows int) error {
+	ctx := c.Context()
+	b, err := env.Open(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	first, err := demoTable(c, env, u, b)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Err, "demo: %d workers (w%02d…w%02d), each appending %d batches of %d rows through its own shard\n",
+		workers, first, first+workers-1, appends, rows)
+	start := time.Now()
+	stats := make([]walshard.Stats, workers)
+	errs := make([]error, workers)
+	bar := newProgress(env.Err, "demo: appends", "rows", int64(workers*appends*rows))
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() { stats[i], errs[i] = demoWorker(c, b, first+i, appends, rows, bar) })
+	}
+	wg.Wait()
+	bar.Done()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	written := workers * appends * rows
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, "\nwrote %d rows (%.1f MB logical) in %.2fs: %.0f rows/s, every append durable in its shard's WAL\n",
+		written, float64(written*rollouts.RowBytes)/1e6, wall.Seconds(), float64(written)/wall.Seconds())
+	fmt.Fprintln(env.Out, "\nshards before their final flush and merge:")
+	for _, st := range stats {
+		fmt.Fprintf(env.Out, "  %s  epoch %d  WAL written %d, flushed %d (lag %d entries)  memtable %d rows  %d generations awaiting merge\n",
+			st.Shard, st.Epoch, st.WALLastWritten, st.WALFlushed, st.WALLag, st.MemtableRows, st.PendingGenerations)
+	}
+	fmt.Fprintf(env.Out, "\ntable: version %d, %d rows, %d fragments, %.1f MB\n",
+		s.Version(), s.Manifest().Rows(), len(s.Manifest().Fragments), float64(s.Manifest().Bytes())/1e6)
+	if err := demoCompact(c, env, b); err != nil {
+		return err
+	}
+	return demoSample(c, env, b, u)
+}
+
+// demoTable creates the rollouts table at u when there is none, and
+// returns the first worker number that earlier runs left unused.
+func demoTable(c *cobra.Command, env *Env, u string, b blob.Bucket) (int, error) {
+	ctx := c.Context()
+	m, err := table.ReadLatest(ctx, b)
+	if errors.Is(err, table.ErrNotFound) {
+		if err := checkNewTable(ctx, env, u, b); err != nil {
+			return 0, err
+		}
+		if m, err = commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(env.Out, "created the rollouts table at %s\n", u)
+	} else if err != nil {
+		return 0, err
+	}
+	if err := table.CheckSchema(rollouts.Schema, m.Schema()); err != nil {
+		return 0, fmt.Errorf("%s holds another table: %w", u, err)
+	}
+	first := 0 // worker numbers already used by earlier runs
+	for id := range m.Shards {
+		if g := workerShard.FindStringSubmatch(id); g != nil {
+			n, _ := strconv.Atoi(g[1])
+			first = max(first, n+1)
+		}
+	}
+	return first, nil
+}
+
+// demoCompact compacts the table as the compactor Job would, and records
+// the run.
+func demoCompact(c *cobra.Command, env *Env, b blob.Bucket) error {
+	ctx := c.Context()
+	fmt.Fprintln(env.Err, "demo: compacting, as the compactor Job would")
+	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata demo", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	info, err := db.Compact(ctx, engine.CompactOptions{})
+	if err != nil {
+		return err
+	}
+	cres := info.Result
+	fmt.Fprintf(env.Out, "compaction: fragments %d -> %d, %d rows, %.2fs (version %d)\n",
+		cres.FragmentsBefore, cres.FragmentsAfter, cres.RowsAfter, info.Duration.Seconds(), cres.Version)
+	return nil
+}
+
+// demoSample prints a few rows of the table and where to look further.
+func demoSample(c *cobra.Command, env *Env, b blob.Bucket, u string) error {
+	ctx := c.Context()
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Out, "\na sample of rows:")
+	w, _ := newRowWriter(env.Out, "table", 3)
+	if err := w.writeAll(s.Scan(ctx, table.ScanOptions{Columns: []string{"id", "worker", "step", "reward", "prompt", "artifact"}})); err != nil {
+		return err
+	}
+	if err := w.close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, `
+look further:
+  go run ./cmd/strata stats %[1]s
+  go run ./cmd/strata scan %[1]s --columns id,worker,reward --filter 'reward >= 0.99' --limit 5
+  go run ./cmd/strata versions %[1]s --detail --limit 5
+  go run ./cmd/strata-compactor --once --dry-run --table %[1]s
+`, quoteURL(u))
+	return nil
 }
 
 // demoWorker appends through shard w<n>, merging in the background, then

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
-	"github.com/stratadb/strata/internal/testenv"
+	"github.com/stratadb/strata/harness/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -18,12 +18,16 @@ import (
 	"github.com/stratadb/strata/walshard"
 )
 
+// serveFlags are serve's flags.
+type serveFlags struct {
+	bucket, listen, token, instance, logLevel           string
+	insecure                                            bool
+	flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
+	reuseBytes, maxBody, budget, writeShare             int64
+}
+
 func newServe(env *Env) *cobra.Command {
-	var bucket, listen, token, instance, logLevel string
-	var insecure bool
-	var flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
-	var reuseBytes int64
-	var maxBody, budget, writeShare int64
+	var s serveFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the tables under a bucket over HTTP",
@@ -50,95 +54,107 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 		Example: `  strata serve --bucket file://./strata-demo --listen 127.0.0.1:8080
   STRATA_TOKEN=secret strata serve --bucket 's3://lake?endpoint=http://minio:9000' --listen :8080`,
 		Args: exactArgs(0),
-		RunE: func(c *cobra.Command, args []string) error {
-			if instance == "" {
-				instance, _ = os.Hostname()
-			}
-			if bucket == "" {
-				return usageError{errors.New("serve needs --bucket URL")}
-			}
-			host, _, err := net.SplitHostPort(listen)
-			if err != nil {
-				return usageError{fmt.Errorf("--listen %q: %v", listen, err)}
-			}
-			if ip := net.ParseIP(host); token == "" && !insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-				return usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, or pass --insecure-listen")}
-			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
-			}
-			log := slog.New(slog.NewJSONHandler(env.Err, &slog.HandlerOptions{Level: level}))
-			if os.Getenv("GOMEMLIMIT") == "" {
-				// The garbage collector works harder before the heap
-				// passes the budget and what the server holds besides,
-				// rather than letting it double.
-				debug.SetMemoryLimit(server.MemoryLimit(budget))
-			}
-			srv, err := server.New(&server.Options{Bucket: bucket, Instance: instance, Token: token, Log: log, Open: env.Open,
-				MaxBodyBytes: maxBody, MemoryBudget: budget, WriteShare: writeShare,
-				Shard: walshard.Options{FlushInterval: flushEvery, MergeInterval: mergeEvery, ReuseBytes: reuseBytes}})
-			if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
-				return usageError{err}
-			}
-			if err != nil {
-				return err
-			}
-			// A bucket that cannot be opened fails now, not at the first
-			// request.
-			if err := srv.CheckBucket(c.Context()); err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return err
-			}
-			hs := srv.HTTPServer()
-			log.Info("serving", "listen", ln.Addr().String(), "bucket", bucket, "shard", srv.ShardID(), "auth", token != "",
-				"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
-			fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
-			errc := make(chan error, 1)
-			go func() { errc <- hs.Serve(server.Listener(ln)) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-c.Context().Done():
-			}
-			log.Info("draining")
-			// Requests in flight get the grace; then their connections
-			// close, so that no client holds the drain of the shards.
-			graceCtx, cancelGrace := context.WithTimeout(context.Background(), shutdownGrace)
-			if err := hs.Shutdown(graceCtx); err != nil {
-				log.Warn("closing requests still in flight", "after", shutdownGrace.String())
-				_ = hs.Close()
-			}
-			cancelGrace()
-			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				return err
-			}
-			log.Info("stopped")
-			return nil
-		},
+		RunE: func(c *cobra.Command, args []string) error { return runServe(c.Context(), env, &s) },
 	}
 	f := c.Flags()
-	f.StringVar(&bucket, "bucket", "", "bucket URL under which tables live")
-	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
-	f.StringVar(&token, "token", "", "bearer token required of clients (or STRATA_TOKEN)")
-	f.StringVar(&instance, "instance", "", "instance id, naming this server's shard (or STRATA_INSTANCE; default the hostname)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info (one access-log line per request), warn or error")
-	f.BoolVar(&insecure, "insecure-listen", false, "allow a non-loopback address without a token")
-	f.DurationVar(&flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
-	f.DurationVar(&mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
-	f.Int64Var(&reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
-	f.DurationVar(&shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
-	f.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
-	f.Int64Var(&maxBody, "max-body", 64<<20, "largest request body in bytes")
-	f.Int64Var(&budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
-	f.Int64Var(&writeShare, "write-share", 0, "bytes of the memory budget for appends alone, that reads never take (0: a quarter of it; at most half)")
+	f.StringVar(&s.bucket, "bucket", "", "bucket URL under which tables live")
+	f.StringVar(&s.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&s.token, "token", "", "bearer token required of clients (or STRATA_TOKEN)")
+	f.StringVar(&s.instance, "instance", "", "instance id, naming this server's shard (or STRATA_INSTANCE; default the hostname)")
+	f.StringVar(&s.logLevel, "log-level", "info", "debug, info (one access-log line per request), warn or error")
+	f.BoolVar(&s.insecure, "insecure-listen", false, "allow a non-loopback address without a token")
+	f.DurationVar(&s.flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
+	f.DurationVar(&s.mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
+	f.Int64Var(&s.reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
+	f.DurationVar(&s.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
+	f.DurationVar(&s.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
+	f.Int64Var(&s.maxBody, "max-body", 64<<20, "largest request body in bytes")
+	f.Int64Var(&s.budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
+	f.Int64Var(&s.writeShare, "write-share", 0, "bytes of the memory budget for appends alone, that reads never take (0: a quarter of it; at most half)")
 	atLeast(c, 1, "max-body", "memory-budget")
 	atLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace", "write-share")
 	atLeast(c, int64(time.Millisecond), "drain-timeout")
 	return c
+}
+
+// logger checks the flags that serve's own checks cover (bucket, listen
+// address and token, log level) and returns the server's logger.
+func (s *serveFlags) logger(env *Env) (*slog.Logger, error) {
+	if s.instance == "" {
+		s.instance, _ = os.Hostname()
+	}
+	if s.bucket == "" {
+		return nil, usageError{errors.New("serve needs --bucket URL")}
+	}
+	host, _, err := net.SplitHostPort(s.listen)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--listen %q: %v", s.listen, err)}
+	}
+	if ip := net.ParseIP(host); s.token == "" && !s.insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+		return nil, usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, or pass --insecure-listen")}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", s.logLevel)}
+	}
+	return slog.New(slog.NewJSONHandler(env.Err, &slog.HandlerOptions{Level: level})), nil
+}
+
+// runServe starts the server and serves until ctx ends, then drains.
+func runServe(ctx context.Context, env *Env, s *serveFlags) error {
+	log, err := s.logger(env)
+	if err != nil {
+		return err
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The garbage collector works harder before the heap
+		// passes the budget and what the server holds besides,
+		// rather than letting it double.
+		debug.SetMemoryLimit(server.MemoryLimit(s.budget))
+	}
+	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, Log: log, Open: env.Open,
+		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare,
+		Shard: walshard.Options{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: s.reuseBytes}})
+	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	// A bucket that cannot be opened fails now, not at the first
+	// request.
+	if err := srv.CheckBucket(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return err
+	}
+	hs := srv.HTTPServer()
+	log.Info("serving", "listen", ln.Addr().String(), "bucket", s.bucket, "shard", srv.ShardID(), "auth", s.token != "",
+		"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
+	fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(server.Listener(ln)) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("draining")
+	// Requests in flight get the grace; then their connections
+	// close, so that no client holds the drain of the shards.
+	graceCtx, cancelGrace := context.WithTimeout(context.Background(), s.shutdownGrace)
+	if err := hs.Shutdown(graceCtx); err != nil {
+		log.Warn("closing requests still in flight", "after", s.shutdownGrace.String())
+		_ = hs.Close()
+	}
+	cancelGrace()
+	drainCtx, cancel := context.WithTimeout(context.Background(), s.drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
 }

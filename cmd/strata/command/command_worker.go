@@ -13,8 +13,8 @@ import (
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )

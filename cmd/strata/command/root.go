@@ -18,8 +18,8 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/internal/rollouts"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -93,10 +93,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	// STRATA_TOKEN, STRATA_INSTANCE), read as strata-compactor reads all
 	// of its own: a flag on the command line wins.
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
-		if err := cli.BindEnv(c.Flags(), os.Environ(), "server", "token", "instance"); err != nil {
-			return usageError{err}
-		}
-		if err := cli.CheckBounds(c.Flags()); err != nil {
+		if err := cli.Prepare(c.Flags(), os.Environ(), "server", "token", "instance"); err != nil {
 			return usageError{err}
 		}
 		return nil

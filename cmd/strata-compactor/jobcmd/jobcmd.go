@@ -1,0 +1,220 @@
+// Package jobcmd is the command line of strata-compactor: flags, their
+// STRATA_* environment variables, JSON logs, and exit codes (0 success,
+// 1 a table failed, 2 usage).
+package jobcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/internal/buildinfo"
+	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/job"
+)
+
+const usage = `The singleton Job of each Strata table. Each pass merges the flushed
+generations of every shard in one commit (a fleet merge), adopts shards whose
+owner has written nothing for --adopt-after while holding rows not in the
+table, compacts when due, with --iceberg brings the table's Iceberg view up to
+date (see strata export iceberg), and collects garbage.
+
+Every flag can also be set by an environment variable, STRATA_ and the flag's
+name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …); a
+flag on the command line wins. S3 credentials come from AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_REGION.`
+
+const examples = `  strata-compactor --once --table file://./strata-demo
+  strata-compactor --once --tables-under 's3://lake/tables?endpoint=http://minio:9000' --quiet-windows 8-18
+  strata-compactor --interval 5m --table s3://lake/rollouts --min-fragments 32
+  strata-compactor --interval 5m --table s3://lake/rollouts --iceberg`
+
+// usageError marks errors that exit with status 2.
+type usageError struct{ error }
+
+// Main runs the command and returns the exit status.
+func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	code := 0
+	c := &cobra.Command{
+		Use:           "strata-compactor --table URL [--table URL …] [flags]",
+		Short:         "The singleton compaction Job of Strata tables",
+		Long:          usage,
+		Example:       examples,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	var f jobFlags
+	var showVersion bool
+	defineFlags(c.Flags(), &f, &showVersion)
+	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
+	})
+	// Every flag can be set from the environment, read as strata reads
+	// the few of its own: a flag on the command line wins.
+	c.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if err := cli.Prepare(c.Flags(), environ); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if showVersion {
+			fmt.Fprintf(stdout, "strata-compactor %s\n", buildinfo.Get())
+			return nil
+		}
+		if f.once == (f.interval > 0) || len(f.tables)+len(f.under) == 0 {
+			return usageError{fmt.Errorf("give --table or --tables-under, and exactly one of --once and --interval\n\n%s", c.UsageString())}
+		}
+		code = runJob(ctx, stdout, stderr, f)
+		return nil
+	}
+	c.SetArgs(args)
+	c.SetOut(stdout)
+	c.SetErr(stderr)
+	if err := c.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "strata-compactor:", err)
+		var ue usageError
+		if errors.As(err, &ue) || cli.IsCobraUsage(err) {
+			return 2
+		}
+		return 1
+	}
+	return code
+}
+
+// defineFlags defines the command's flags in fs, to be parsed into f.
+func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
+	fs.SortFlags = false
+	fs.StringSliceVar(&f.tables, "table", nil, "table URL (repeatable, or comma-separated)")
+	fs.StringSliceVar(&f.under, "tables-under", nil, "run on every table under this bucket URL (repeatable)")
+	fs.BoolVar(&f.once, "once", false, "one pass, then exit (for a CronJob)")
+	fs.DurationVar(&f.interval, "interval", 0, "loop, starting a pass this often")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plans and what GC would delete; change nothing")
+	fs.IntVar(&f.minFragments, "min-fragments", 16, "compact once a table has this many small fragments")
+	fs.StringSliceVar(&f.windows, "quiet-windows", nil, "UTC hour windows with no compaction, e.g. 22-6 (repeatable, or comma-separated)")
+	fs.Int64Var(&f.targetRows, "target-rows", 1_000_000, "rows per output fragment at most")
+	fs.Int64Var(&f.targetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
+	fs.IntVar(&f.maxSources, "max-source-fragments", 1024, "source fragments per run at most")
+	fs.BoolVar(&f.noGC, "no-gc", false, "skip garbage collection")
+	fs.BoolVar(&f.iceberg, "iceberg", false, "keep each table's Iceberg view (_iceberg/) up to date, every pass")
+	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
+	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
+	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
+	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
+	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
+	fs.DurationVar(&f.adoptAfter, "adopt-after", 15*time.Minute, "adopt a shard whose owner has written nothing this long and that holds rows not in the table (0: never)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
+	fs.BoolVar(showVersion, "version", false, "print the version of this build and exit")
+	boundFlags(fs)
+}
+
+// boundFlags declares the values each numeric flag takes: a value outside
+// them is a usage error, from the command line or the environment.
+func boundFlags(fs *pflag.FlagSet) {
+	for _, n := range []string{"min-fragments", "target-rows", "target-bytes", "max-source-fragments", "keep-versions"} {
+		cli.Bound(fs, n, 1, cli.Unlimited)
+	}
+	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after"} {
+		cli.Bound(fs, n, 0, cli.Unlimited)
+	}
+	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
+}
+
+// jobFlags is what the command line gave.
+type jobFlags struct {
+	tables, under, windows          []string
+	once, dryRun, noGC, noFleet     bool
+	iceberg                         bool
+	interval, leaseTTL, adoptAfter  time.Duration
+	retain, safety                  time.Duration
+	minFragments, maxSources, keepV int
+	targetRows, targetBytes         int64
+	holder, metricsListen           string
+}
+
+// runJob runs the Job as the flags say and returns the exit status.
+func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
+	tables, holder := f.tables, f.holder
+	var quiet []compactor.Window
+	for _, w := range f.windows {
+		win, err := compactor.ParseWindow(w)
+		if err != nil {
+			fmt.Fprintln(stderr, "strata-compactor:", err)
+			return 2
+		}
+		quiet = append(quiet, win)
+	}
+	if holder == "" {
+		holder, _ = os.Hostname()
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
+	for _, root := range f.under {
+		found, err := compactor.DiscoverTables(ctx, blob.Open, root)
+		if err != nil {
+			log.Error("listing tables failed", "under", root, "error", err.Error())
+			return 1
+		}
+		log.Info("tables found", "under", root, "count", len(found))
+		tables = append(tables, found...)
+	}
+	opts := job.Options{
+		Tables: tables,
+		Policy: compactor.Policy{MinFragments: f.minFragments, QuietWindows: quiet, TargetRows: f.targetRows,
+			TargetBytes: f.targetBytes, MaxSourceFragments: f.maxSources},
+		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety},
+		NoGC:       f.noGC,
+		Iceberg:    f.iceberg,
+		LeaseTTL:   f.leaseTTL,
+		Holder:     holder,
+		DryRun:     f.dryRun,
+		Log:        log,
+		NoMerge:    f.noFleet,
+		AdoptAfter: f.adoptAfter,
+	}
+	if f.adoptAfter == 0 {
+		opts.AdoptAfter = -1
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(stderr, "strata-compactor:", err)
+		return 2
+	}
+	if f.metricsListen != "" {
+		if f.interval == 0 {
+			fmt.Fprintln(stderr, "strata-compactor: --metrics-listen needs --interval (a --once pass ends before a scrape)")
+			return 2
+		}
+		m := newJobMetrics()
+		m.wire(&opts)
+		stopMetrics, err := m.serve(ctx, f.metricsListen, log)
+		if err != nil {
+			log.Error("metrics listener failed", "error", err.Error())
+			return 1
+		}
+		defer stopMetrics()
+	}
+	if f.interval > 0 {
+		if err := job.Loop(ctx, &opts, f.interval); err != nil {
+			return 1
+		}
+		return 0
+	}
+	sum, err := job.RunOnce(ctx, &opts)
+	fmt.Fprintf(stdout, "strata-compactor: %d tables: %d compacted, %d skipped, %d failed; fragments %d -> %d; gc deleted %d versions, %d objects; %d generations merged, %d shards adopted\n",
+		sum.Tables, sum.Compacted, sum.Skipped, sum.Failed, sum.FragmentsBefore, sum.FragmentsAfter, sum.VersionsDeleted, sum.ObjectsDeleted, sum.Merged, sum.Adopted)
+	if err != nil {
+		return 1
+	}
+	return 0
+}

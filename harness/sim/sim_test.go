@@ -1,0 +1,66 @@
+package sim
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+var (
+	seeds = flag.Int("sim.seeds", 300, "seeds in the campaign")
+	start = flag.Uint64("sim.start", 1, "first seed of the campaign")
+	steps = flag.Int("sim.steps", 100, "top-level operations per seed")
+	lines = flag.Int("sim.lines", 80, "trace lines printed for a failing seed")
+)
+
+// The campaign: a bounded run of seeds in CI (the same seeds every time,
+// so it cannot fail by chance), a long one with -sim.seeds and
+// -sim.start, or with cmd/strata-sim. A failure names its seed and prints
+// the operations that led there; -sim.start=N -sim.seeds=1 replays it.
+func TestCampaign(t *testing.T) {
+	c, err := Campaign(context.Background(), CampaignConfig{Start: *start, Seeds: *seeds, Steps: *steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Failed; v != nil {
+		t.Fatalf("%v\nreplay: go test ./harness/sim -run TestCampaign -sim.start=%d -sim.seeds=1 -sim.steps=%d -v\n%s",
+			v, v.Seed, *steps, tail(v.Trace, *lines))
+	}
+	t.Logf("seeds %d..%d: %v", *start, *start+uint64(*seeds)-1, c)
+}
+
+// A seed replays: two runs print the same trace.
+func TestSeedReplays(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		a, _ := Run(context.Background(), Config{Seed: seed, Steps: *steps})
+		b, _ := Run(context.Background(), Config{Seed: seed, Steps: *steps})
+		if d := firstDifference(a.Trace, b.Trace); d >= 0 {
+			t.Errorf("seed %d: runs differ from line %d:\n%s\n%s", seed, d, at(a.Trace, d), at(b.Trace, d))
+		}
+	}
+}
+
+func firstDifference(a, b []string) int {
+	for i := range max(len(a), len(b)) {
+		if i >= len(a) || i >= len(b) || a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return "(end)"
+}
+
+func tail(lines []string, n int) string {
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("… %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}

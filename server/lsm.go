@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// lsmFlush seals the server's memtable of the table into a generation in
+// the background and answers 202 with no body.
+func (s *Server) lsmFlush(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	sh, err := t.db.Shard(r.Context())
+	if err != nil {
+		return err
+	}
+	t.db.Go("flush", func(ctx context.Context) error {
+		_, err := sh.Flush(ctx)
+		return err
+	})
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+// lsmMerge starts a merge of the table — every shard's flushed
+// generations in one commit, whoever wrote them — in the background;
+// 429 while one of this server runs.
+func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if t.db.Merging() {
+		return &apiError{http.StatusTooManyRequests, api.CodeMergeRunning, "a merge of this table is running"}
+	}
+	t.db.Go("merge", func(ctx context.Context) error {
+		_, err := t.db.Merge(ctx)
+		if errors.Is(err, engine.ErrMergeRunning) {
+			return nil
+		}
+		return err
+	})
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+func shardStats(st walshard.Stats, withRows bool) api.ShardStats {
+	out := api.ShardStats{Shard: st.Shard, Own: st.Local, Epoch: st.Epoch, WALLastWritten: st.WALLastWritten, WALFlushed: st.WALFlushed,
+		WALLag: st.WALLag, Watermark: st.Watermark, PendingGenerations: st.PendingGenerations, PendingBytes: st.PendingBytes,
+		NewestGeneration: st.NewestGeneration, Quarantined: apiQuarantined(st.Quarantined)}
+	if st.Local {
+		out.MemtableRows, out.MemtableBytes, out.MemtableFrom, out.Merging = &st.MemtableRows, &st.MemtableBytes, &st.MemtableFrom, &st.Merging
+		out.Compacting = out.Merging
+	} else if !st.LastWrite.IsZero() {
+		out.LastWrite = &st.LastWrite
+	}
+	if withRows {
+		out.PendingRows = &st.PendingRows
+	}
+	return out
+}
+
+func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	withRows := r.URL.Query().Get("include_generation_rows") == "true"
+	ids, err := walshard.Shards(r.Context(), t.b, m)
+	if err != nil {
+		return err
+	}
+	// This server's shard from before a restart is opened, so the rows its
+	// WAL acknowledged show in its memtable (a checkpoint waits for them).
+	own, err := t.db.OwnShard(r.Context())
+	if err != nil {
+		return err
+	}
+	if own != nil && !slices.Contains(ids, own.ID()) {
+		ids = append(ids, own.ID())
+	}
+	stats := make([]*api.ShardStats, len(ids))
+	g, gctx := errgroup.WithContext(r.Context())
+	g.SetLimit(32)
+	for i, id := range ids {
+		g.Go(func() error {
+			var st walshard.Stats
+			if own != nil && id == own.ID() {
+				st = own.StatsAt(m)
+			} else if st, err = walshard.InspectAt(gctx, t.b, id, m); errors.Is(err, walshard.ErrUnknownShard) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			ss := shardStats(st, withRows)
+			stats[i] = &ss
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	out := api.LSMStats{Version: m.Version, Merging: t.db.Merging(), Shards: []api.ShardStats{}}
+	for _, st := range stats {
+		if st != nil {
+			out.Shards = append(out.Shards, *st)
+		}
+	}
+	slices.SortFunc(out.Shards, func(a, b api.ShardStats) int { return strings.Compare(a.Shard, b.Shard) })
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

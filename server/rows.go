@@ -1,0 +1,272 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// deleteRows deletes the rows matching filter= (required). The server's
+// own shard is flushed and merged first, so rows it acknowledged before
+// are subject to the delete; rows of other writers not yet merged are not.
+func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	f := r.URL.Query().Get("filter")
+	if strings.TrimSpace(f) == "" {
+		return badRequest("filter= is required (a filter that every row matches deletes every row)")
+	}
+	pred, err := table.ParseFilter(f)
+	if err != nil {
+		return err
+	}
+	sh, err := t.db.OwnShard(r.Context())
+	if err != nil {
+		return err
+	}
+	if sh != nil {
+		if err := sh.Drain(r.Context()); err != nil {
+			return err
+		}
+	}
+	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (delete)"})
+	if err != nil {
+		return err
+	}
+	res, n, err := tb.Delete(r.Context(), pred)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.DeleteResult{Deleted: n, Version: res.Version})
+	return nil
+}
+
+// scanOptions reads columns= and filter=.
+func scanOptions(r *http.Request) (table.ScanOptions, error) {
+	var o table.ScanOptions
+	q := r.URL.Query()
+	if c := q.Get("columns"); c != "" {
+		cols, err := table.ParseColumns(c)
+		if err != nil {
+			return o, err
+		}
+		o.Columns = cols
+	}
+	if f := q.Get("filter"); f != "" {
+		p, err := table.ParseFilter(f)
+		if err != nil {
+			return o, err
+		}
+		o.Filter = p
+	}
+	return o, nil
+}
+
+// wantsJSONLines tells the answer's format: format=jsonl or format=arrow,
+// or without format= JSON lines when Accept asks for them and Arrow IPC
+// otherwise.
+func wantsJSONLines(r *http.Request) bool {
+	switch r.URL.Query().Get("format") {
+	case "jsonl":
+		return true
+	case "arrow":
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), NDJSON)
+}
+
+// writeRows streams batches as Arrow IPC or JSON lines, at most limit
+// rows (< 0: all; 0: none, the schema alone in Arrow IPC).
+func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, limit int64, batches func(yield func(arrow.RecordBatch, error) bool)) error {
+	if limit == 0 {
+		batches = func(func(arrow.RecordBatch, error) bool) {}
+	}
+	jsonl := wantsJSONLines(r)
+	jl := &jsonLines{w: w}
+	var iw *ipc.Writer
+	started := false
+	start := func() {
+		started = true
+		if jsonl {
+			w.Header().Set("Content-Type", NDJSON)
+		} else {
+			w.Header().Set("Content-Type", ArrowStream)
+			iw = ipc.NewWriter(w, ipc.WithSchema(schema))
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	var n int64
+	// Mid-stream, the status is sent: a failure cuts the connection
+	// without ending the body, so that the client's read fails instead of
+	// taking a short answer for a whole one. A client that went away is
+	// no failure.
+	cut := func(err error) {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.opts.Log.Error("scan failed after the answer began; cutting the connection", "error", err.Error())
+		panic(http.ErrAbortHandler)
+	}
+	for rec, err := range batches {
+		if err != nil {
+			if !started {
+				return err
+			}
+			cut(err)
+			return nil
+		}
+		if !started {
+			start()
+		}
+		if limit > 0 && n+rec.NumRows() > limit {
+			rec = rec.NewSlice(0, limit-n)
+			defer rec.Release()
+		}
+		n += rec.NumRows()
+		if jsonl {
+			if err := jl.write(rec); err != nil {
+				cut(err)
+				return nil
+			}
+		} else {
+			// The batch in the writer's very types (see table.TypesEqual).
+			out := table.WithTypesOf(schema, rec)
+			err := iw.Write(out)
+			out.Release()
+			if err != nil {
+				cut(err)
+				return nil
+			}
+		}
+		if limit > 0 && n >= limit {
+			break
+		}
+	}
+	if !started {
+		start()
+	}
+	if iw != nil {
+		return iw.Close()
+	}
+	return nil
+}
+
+func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	opts, err := scanOptions(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var oo table.OpenOptions
+	if v, ok := intQuery(r, "version"); ok {
+		oo.Version = uint64(v)
+	}
+	oo.Tag = q.Get("tag")
+	fresh := q.Get("fresh") == "true"
+	if (oo.Version != 0) && oo.Tag != "" || fresh && (oo.Version != 0 || oo.Tag != "") {
+		return badRequest("give at most one of version=, tag= and fresh=true")
+	}
+	limit := int64(-1) // all
+	if l, ok := intQuery(r, "limit"); ok {
+		limit = l
+	}
+	// Bounded buffering: a few fragments and batches in flight, each
+	// fragment's weight reserved before it is read, and no more read
+	// ahead than the client takes (writes block on a slow one).
+	opts.Parallelism, opts.BatchSize, opts.ReadAheadBytes = scanParallelism, scanBatchRows, scanReadAhead
+	holds := s.budget.newHolds()
+	opts.Memory, opts.Hold = &scanMemory{b: s.budget}, holds
+	release, err := holds.hold(r.Context(), scanHold)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if fresh {
+		return s.scanFresh(w, r, t, opts, limit)
+	}
+	snap, err := table.Open(r.Context(), t.b, &oo)
+	if err != nil {
+		return err
+	}
+	schema, err := snap.ScanSchema(opts)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	return s.writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
+}
+
+// scanFresh answers GET …/rows?fresh=true: the latest version and every
+// row acknowledged but not yet merged, through any shard of the fleet,
+// each once (walshard.ScanFleet).
+func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState, opts table.ScanOptions, limit int64) error {
+	snap, err := table.Open(r.Context(), t.b, nil)
+	if err != nil {
+		return err
+	}
+	schema, err := snap.ScanSchema(opts)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	return s.writeRows(w, r, schema, limit, walshard.ScanFleet(r.Context(), t.b, opts))
+}
+
+func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	var req api.TakeRequest
+	holds := s.budget.newHolds()
+	decoding, err := holds.hold(r.Context(), s.bodyReserve(r))
+	if err != nil {
+		return err
+	}
+	defer decoding()
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not a take request")
+	}
+	if req.Column == "" {
+		req.Column = "id"
+	}
+	if len(req.Keys) > s.opts.MaxTakeKeys {
+		return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooManyKeys,
+			fmt.Sprintf("%d keys; a take asks for at most %d (split the request)", len(req.Keys), s.opts.MaxTakeKeys)}
+	}
+	release, err := holds.hold(r.Context(), int64(len(req.Keys))*takeRowReserve+scanHold)
+	if err != nil {
+		return err
+	}
+	defer release()
+	snap, err := table.Open(r.Context(), t.b, nil)
+	if err != nil {
+		return err
+	}
+	schema, err := snap.ScanSchema(table.ScanOptions{Columns: req.Columns})
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	// Its scans read as a scan's do, within the budget.
+	recs, _, err := snap.TakeWith(r.Context(), req.Column, req.Keys, table.ScanOptions{Columns: req.Columns,
+		Parallelism: scanParallelism, BatchSize: scanBatchRows, ReadAheadBytes: scanReadAhead, Memory: &scanMemory{b: s.budget}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	return s.writeRows(w, r, schema, -1, func(yield func(arrow.RecordBatch, error) bool) {
+		for _, rec := range recs {
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/table"
+)
+
+func (s *Server) versions(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	limit, _ := intQuery(r, "limit")
+	detail := r.URL.Query().Get("detail") == "true"
+	vs, err := table.Versions(r.Context(), t.b, int(limit), detail)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiVersions(vs))
+	return nil
+}
+
+func (s *Server) tags(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
+		return err
+	}
+	tags, err := table.Tags(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiTags(tags))
+	return nil
+}
+
+func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	var req api.TagRequest
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not a tag")
+	}
+	if req.Version == 0 {
+		var err error
+		if req.Version, err = table.LatestVersion(r.Context(), t.b); err != nil {
+			return err
+		}
+	}
+	if err := table.CreateTag(r.Context(), t.b, req.Name, req.Version); err != nil {
+		if errors.Is(err, table.ErrTagExists) || errors.Is(err, table.ErrVersionNotFound) {
+			return err
+		}
+		return badRequest("%v", err)
+	}
+	tag, err := table.ReadTag(r.Context(), t.b, req.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, apiTag(tag))
+	return nil
+}
+
+// deleteTag removes a tag: 204, or 404 when there is none.
+func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if err := table.DeleteTag(r.Context(), t.b, r.PathValue("tag")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
