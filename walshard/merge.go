@@ -109,7 +109,6 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	for _, g := range pass {
 		rows += g.Rows
 	}
-	top := pass[len(pass)-1].Gen
 	started := time.Now()
 	in, err := install(ctx, s.b, base, []shardPart{{shard: s.id, epoch: s.epoch, gens: pass}}, s.opts.Commit, 1)
 	if s.opts.ObserveCommit != nil {
@@ -134,7 +133,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		s.noteWatermark(mark.Watermark, m.Version)
 		return MergeResult{Watermark: mark.Watermark, Version: in.version, Done: true}, s.cleanup(ctx, mark.Watermark)
 	}
-	top = in.merged[s.id]
+	top := in.merged[s.id]
 	s.noteWatermark(top, in.version)
 	s.merges.Add(1)
 	if len(in.errs) > 0 {
