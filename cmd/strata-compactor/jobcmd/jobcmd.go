@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/job"
 )
 
@@ -100,11 +101,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.BoolVar(&f.once, "once", false, "one pass, then exit (for a CronJob)")
 	fs.DurationVar(&f.interval, "interval", 0, "loop, starting a pass this often")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plans and what GC would delete; change nothing")
-	fs.IntVar(&f.minFragments, "min-fragments", 16, "compact once a table has this many small fragments")
-	fs.StringSliceVar(&f.windows, "quiet-windows", nil, "UTC hour windows with no compaction, e.g. 22-6 (repeatable, or comma-separated)")
-	fs.Int64Var(&f.targetRows, "target-rows", 1_000_000, "rows per output fragment at most")
-	fs.Int64Var(&f.targetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
-	fs.IntVar(&f.maxSources, "max-source-fragments", 1024, "source fragments per run at most")
+	f.policy = policyflag.Define(fs, true)
 	fs.BoolVar(&f.noGC, "no-gc", false, "skip garbage collection")
 	fs.BoolVar(&f.iceberg, "iceberg", false, "keep each table's Iceberg view (_iceberg/) up to date, every pass")
 	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
@@ -122,9 +119,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 // boundFlags declares the values each numeric flag takes: a value outside
 // them is a usage error, from the command line or the environment.
 func boundFlags(fs *pflag.FlagSet) {
-	for _, n := range []string{"min-fragments", "target-rows", "target-bytes", "max-source-fragments", "keep-versions"} {
-		cli.Bound(fs, n, 1, cli.Unlimited)
-	}
+	cli.Bound(fs, "keep-versions", 1, cli.Unlimited)
 	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after"} {
 		cli.Bound(fs, n, 0, cli.Unlimited)
 	}
@@ -133,27 +128,23 @@ func boundFlags(fs *pflag.FlagSet) {
 
 // jobFlags is what the command line gave.
 type jobFlags struct {
-	tables, under, windows          []string
-	once, dryRun, noGC, noFleet     bool
-	iceberg                         bool
-	interval, leaseTTL, adoptAfter  time.Duration
-	retain, safety                  time.Duration
-	minFragments, maxSources, keepV int
-	targetRows, targetBytes         int64
-	holder, metricsListen           string
+	tables, under                  []string
+	once, dryRun, noGC, noFleet    bool
+	iceberg                        bool
+	interval, leaseTTL, adoptAfter time.Duration
+	retain, safety                 time.Duration
+	keepV                          int
+	policy                         *policyflag.Flags
+	holder, metricsListen          string
 }
 
 // runJob runs the Job as the flags say and returns the exit status.
 func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 	tables, holder := f.tables, f.holder
-	var quiet []compactor.Window
-	for _, w := range f.windows {
-		win, err := compactor.ParseWindow(w)
-		if err != nil {
-			fmt.Fprintln(stderr, "strata-compactor:", err)
-			return 2
-		}
-		quiet = append(quiet, win)
+	policy, err := f.policy.Policy()
+	if err != nil {
+		fmt.Fprintln(stderr, "strata-compactor:", err)
+		return 2
 	}
 	if holder == "" {
 		holder, _ = os.Hostname()
@@ -170,9 +161,8 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		tables = append(tables, found...)
 	}
 	opts := job.Options{
-		Tables: tables,
-		Policy: compactor.Policy{MinFragments: f.minFragments, QuietWindows: quiet, TargetRows: f.targetRows,
-			TargetBytes: f.targetBytes, MaxSourceFragments: f.maxSources},
+		Tables:     tables,
+		Policy:     policy,
 		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety},
 		NoGC:       f.noGC,
 		Iceberg:    f.iceberg,

@@ -12,10 +12,11 @@ import (
 
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/policyflag"
 )
 
 func newCompact(env *Env) *cobra.Command {
-	var p compactor.Policy
+	var flags *policyflag.Flags
 	var dryRun bool
 	c := &cobra.Command{
 		Use:   "compact URL",
@@ -34,6 +35,10 @@ use strata-compactor.`,
 				return err
 			}
 			defer db.Close()
+			p, err := flags.Policy()
+			if err != nil {
+				return usageError{err}
+			}
 			host, _ := os.Hostname()
 			info, err := db.Compact(c.Context(), engine.CompactOptions{Policy: &p, DryRun: dryRun, Holder: "strata compact on " + host})
 			if errors.Is(err, compactor.ErrLeaseHeld) {
@@ -57,10 +62,7 @@ use strata-compactor.`,
 	}
 	f := c.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan; change nothing")
-	f.Int64Var(&p.TargetRows, "target-rows", 1_000_000, "rows per output fragment at most")
-	f.Int64Var(&p.TargetBytes, "target-bytes", 512<<20, "bytes per output fragment at most")
-	f.IntVar(&p.MaxSourceFragments, "max-source-fragments", 1024, "source fragments per run at most")
-	atLeast(c, 1, "target-rows", "target-bytes", "max-source-fragments")
+	flags = policyflag.Define(f, false)
 	return c
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/buildinfo"
+	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/walshard"
 )
@@ -24,6 +25,7 @@ type serveFlags struct {
 	insecure                                            bool
 	flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
 	reuseBytes, maxBody, budget, writeShare             int64
+	policy                                              *policyflag.Flags
 }
 
 func newServe(env *Env) *cobra.Command {
@@ -71,6 +73,10 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f.Int64Var(&s.maxBody, "max-body", 64<<20, "largest request body in bytes")
 	f.Int64Var(&s.budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
 	f.Int64Var(&s.writeShare, "write-share", 0, "bytes of the memory budget for appends alone, that reads never take (0: a quarter of it; at most half)")
+	// The compaction policy, as strata-compactor reads it (the same
+	// flags and STRATA_* variables): when compaction is due, for
+	// POST …/compact and the due of …/compact/stats.
+	s.policy = policyflag.Define(f, true)
 	atLeast(c, 1, "max-body", "memory-budget")
 	atLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace", "write-share")
 	atLeast(c, int64(time.Millisecond), "drain-timeout")
@@ -112,8 +118,12 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 		// rather than letting it double.
 		debug.SetMemoryLimit(server.MemoryLimit(s.budget))
 	}
+	policy, err := s.policy.Policy()
+	if err != nil {
+		return usageError{err}
+	}
 	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, Log: log, Open: env.Open,
-		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare,
+		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare, Compaction: policy,
 		Shard: walshard.Options{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: s.reuseBytes}})
 	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
 		return usageError{err}

@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -90,10 +91,13 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		SilenceErrors: true,
 	}
 	// The flags that deployments set from the environment (STRATA_SERVER,
-	// STRATA_TOKEN, STRATA_INSTANCE), read as strata-compactor reads all
-	// of its own: a flag on the command line wins.
+	// STRATA_TOKEN, STRATA_INSTANCE, and the compaction policy's, such as
+	// STRATA_MIN_FRAGMENTS and STRATA_QUIET_WINDOWS, shared with
+	// strata-compactor), read as strata-compactor reads all of its own: a
+	// flag on the command line wins.
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
-		if err := cli.Prepare(c.Flags(), os.Environ(), "server", "token", "instance"); err != nil {
+		names := append([]string{"server", "token", "instance"}, policyflag.Names...)
+		if err := cli.Prepare(c.Flags(), os.Environ(), names...); err != nil {
 			return usageError{err}
 		}
 		return nil
