@@ -41,6 +41,7 @@ const (
 	CodeCompactionRunning    = "compaction_running"     // 409
 	CodeLeaseHeld            = "lease_held"             // 409: another compactor holds the table's lease
 	CodeNotDue               = "not_due"                // 409: the compaction policy says not now
+	CodeVersionCollected     = "version_collected"      // 410: garbage collection removed a version the request needs (the message names the oldest left)
 	CodeTooLarge             = "too_large"              // 413
 	CodeTooManyKeys          = "too_many_keys"          // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415

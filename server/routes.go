@@ -61,6 +61,7 @@ func (s *Server) routes() error {
 	onTable("DELETE "+t+"/rows", s.deleteRows)
 	onTable("POST "+t+"/take", s.takeRows)
 	onTable("GET "+t+"/versions", s.versions)
+	onTable("GET "+t+"/changes", s.changes)
 	onTable("GET "+t+"/tags", s.tags)
 	onTable("POST "+t+"/tags", s.createTag)
 	onTable("DELETE "+t+"/tags/{tag}", s.deleteTag)

@@ -359,3 +359,45 @@ func TestRepairAShardsLostWALEntry(t *testing.T) {
 		t.Fatalf("repair --shard of a shard the table never had: exit %d\n%s", code, errOut)
 	}
 }
+
+// strata changes prints each version's inserted and deleted rows with
+// their change and version, and nothing for a compaction.
+func TestChangesPrintsInsertsAndDeletesNotCompactions(t *testing.T) {
+	dir := t.TempDir()
+	schema := dir + "/events.json"
+	if err := os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"},{"name":"msg","type":"string","nullable":true}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + dir + "/events"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	os.WriteFile(dir+"/a.csv", []byte("id,msg\n1,one\n2,two\n"), 0o644)
+	os.WriteFile(dir+"/b.csv", []byte("id,msg\n3,three\n"), 0o644)
+	for _, f := range []string{"a.csv", "b.csv"} {
+		if code, _, errOut := run(t, nil, "append", u, dir+"/"+f); code != 0 {
+			t.Fatalf("append %s: %s", f, errOut)
+		}
+	}
+	if code, _, errOut := run(t, nil, "delete", u, "--filter", "id = 2"); code != 0 {
+		t.Fatalf("delete: %s", errOut)
+	}
+	if code, _, errOut := run(t, nil, "compact", u); code != 0 {
+		t.Fatalf("compact: %s", errOut)
+	}
+	code, out, errOut := run(t, nil, "changes", u, "--from", "1", "--format", "jsonl")
+	want := `{"_change":"insert","_version":2,"id":1,"msg":"one"}
+{"_change":"insert","_version":2,"id":2,"msg":"two"}
+{"_change":"insert","_version":3,"id":3,"msg":"three"}
+{"_change":"delete","_version":4,"id":2,"msg":"two"}
+`
+	if code != 0 || out != want {
+		t.Fatalf("changes --from 1: exit %d\n%s\nwant\n%s%s", code, out, want, errOut)
+	}
+	if code, out, _ := run(t, nil, "changes", u, "--from", "4"); code != 0 || strings.Contains(out, "insert") || strings.Contains(out, "delete") {
+		t.Fatalf("changes after the delete, over the compaction alone: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "changes", u); code != 2 || !strings.Contains(errOut, "--from") {
+		t.Fatalf("changes without --from: exit %d %s", code, errOut)
+	}
+}

@@ -1,0 +1,276 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// ChangeKind says what a version did to the rows of a Change.
+type ChangeKind string
+
+// The kinds of change.
+const (
+	ChangeInsert ChangeKind = "insert"
+	ChangeDelete ChangeKind = "delete"
+)
+
+// Change is a batch of rows that one version inserted or deleted.
+type Change struct {
+	Version uint64
+	Kind    ChangeKind
+	// Rows are the rows, in the schema of the version that inserted them
+	// or, for a delete, of the version before (the deleted rows' values).
+	// They are released when the loop body returns; Retain them to keep
+	// them.
+	Rows arrow.RecordBatch
+}
+
+// Change columns that WithChangeColumns adds.
+const (
+	ChangeColumn  = "_change"
+	VersionColumn = "_version"
+)
+
+// ChangesOptions shape the reads of Changes.
+type ChangesOptions struct {
+	Columns     []string // projection; nil means every column
+	BatchSize   int      // rows per batch read; 0 means 8192
+	Parallelism int      // fragments read at once; 0 means 8
+	// ReadAheadBytes bounds what is fetched and not yet decoded, as a
+	// scan's (ScanOptions.ReadAheadBytes).
+	ReadAheadBytes int64
+	Allocator      memory.Allocator
+	// Memory, when set, is a budget the reads reserve from, as a scan's
+	// (ScanOptions.Memory).
+	Memory Memory
+}
+
+// ChangesCollectedError: a version the changes need was removed by garbage
+// collection; Oldest is the oldest version still readable.
+type ChangesCollectedError struct {
+	Version, Oldest uint64
+}
+
+func (e *ChangesCollectedError) Error() string {
+	return fmt.Sprintf("table: version %d was collected by garbage collection; the oldest readable version is %d", e.Version, e.Oldest)
+}
+
+// Is makes errors.Is(err, ErrVersionNotFound) true.
+func (e *ChangesCollectedError) Is(target error) bool { return target == ErrVersionNotFound }
+
+// Changes yields the rows that versions from+1 through to inserted and
+// deleted, version by version in order and, within a version, its deletes
+// before its inserts. to 0 means the latest version; from 0 means from the
+// table's creation.
+//
+// What counts as a change follows what a reader of the table saw: an
+// append, a shard's merge or a fleet merge inserts the rows of the
+// fragments it adds; a delete deletes the rows its deletion vectors add
+// (their values, read from the fragment); an overwrite deletes every row
+// and inserts its own. A compaction (a rewrite) moves rows and changes
+// none, nor does building an index; a repair that takes back a commit
+// whose data garbage collection took changes none either (those rows were
+// never readable).
+//
+// It reads one manifest per version, and only the fragments a version
+// changed: the cost follows the changes, not the table. A version garbage
+// collection removed is a *ChangesCollectedError naming the oldest that
+// remains.
+func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOptions) iter.Seq2[Change, error] {
+	return func(yield func(Change, error) bool) {
+		fail := func(err error) { yield(Change{}, err) }
+		if to == 0 {
+			latest, err := LatestVersion(ctx, b)
+			if err != nil {
+				fail(err)
+				return
+			}
+			to = latest
+		}
+		if from > to {
+			fail(fmt.Errorf("table: changes from version %d to %d: from is after to", from, to))
+			return
+		}
+		prev := &Manifest{}
+		if from > 0 {
+			var err error
+			if prev, err = readForChanges(ctx, b, from); err != nil {
+				fail(err)
+				return
+			}
+		}
+		for v := from + 1; v <= to; v++ {
+			cur, err := readForChanges(ctx, b, v)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if !versionChanges(ctx, b, prev, cur, opts, yield) {
+				return
+			}
+			prev = cur
+		}
+	}
+}
+
+// readForChanges reads version v, telling a collected version apart.
+func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, error) {
+	m, err := ReadManifest(ctx, b, v)
+	if !errors.Is(err, ErrVersionNotFound) {
+		return m, err
+	}
+	versions, lerr := Versions(ctx, b, 0, false)
+	if lerr != nil {
+		return nil, errors.Join(err, lerr)
+	}
+	if len(versions) == 0 || versions[0].Version < v {
+		return nil, err // not made yet
+	}
+	return nil, &ChangesCollectedError{Version: v, Oldest: versions[len(versions)-1].Version}
+}
+
+// versionChanges yields what cur changed from prev; false when the
+// consumer stopped or an error was yielded.
+func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opts ChangesOptions, yield func(Change, error) bool) bool {
+	switch cur.Transaction.Kind {
+	case KindRewrite, KindCreateIndex:
+		return true
+	}
+	before := make(map[uint64]*Fragment, len(prev.Fragments))
+	for i := range prev.Fragments {
+		before[prev.Fragments[i].ID] = &prev.Fragments[i]
+	}
+	var gone, added []Fragment
+	var deleted, revived []positions
+	for i := range cur.Fragments {
+		f := &cur.Fragments[i]
+		p, ok := before[f.ID]
+		if !ok {
+			added = append(added, *f)
+			continue
+		}
+		delete(before, f.ID)
+		if sameDeletion(p.Deletion, f.Deletion) {
+			continue
+		}
+		was, err := ReadDeletions(ctx, b, p)
+		if err != nil {
+			yield(Change{}, err)
+			return false
+		}
+		now, err := ReadDeletions(ctx, b, f)
+		if err != nil {
+			yield(Change{}, err)
+			return false
+		}
+		if d := minusSorted(now, was); len(d) > 0 {
+			deleted = append(deleted, positions{*p, d})
+		}
+		if r := minusSorted(was, now); len(r) > 0 {
+			revived = append(revived, positions{*f, r})
+		}
+	}
+	for _, f := range prev.Fragments {
+		if _, ok := before[f.ID]; ok {
+			gone = append(gone, f)
+		}
+	}
+	emit := func(kind ChangeKind, schema *arrow.Schema, frags []Fragment, rows map[uint64][]uint32) bool {
+		if len(frags) == 0 {
+			return true
+		}
+		s := SnapshotOf(b, schema, frags)
+		so := ScanOptions{Columns: opts.Columns, BatchSize: opts.BatchSize, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes, Allocator: opts.Allocator, Memory: opts.Memory, rows: rows}
+		for rec, err := range s.Scan(ctx, so) {
+			if err != nil {
+				yield(Change{}, err)
+				return false
+			}
+			if !yield(Change{Version: cur.Version, Kind: kind, Rows: rec}, nil) {
+				return false
+			}
+		}
+		return true
+	}
+	dFrags, dRows := atPositions(deleted)
+	rFrags, rRows := atPositions(revived)
+	return emit(ChangeDelete, prev.Schema(), gone, nil) &&
+		emit(ChangeDelete, prev.Schema(), dFrags, dRows) &&
+		emit(ChangeInsert, cur.Schema(), rFrags, rRows) &&
+		emit(ChangeInsert, cur.Schema(), added, nil)
+}
+
+// positions are rows of a fragment, by offset.
+type positions struct {
+	f    Fragment
+	rows []uint32
+}
+
+// atPositions makes fragments to read the given rows of whatever their
+// deletion vectors say.
+func atPositions(ps []positions) ([]Fragment, map[uint64][]uint32) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	frags := make([]Fragment, len(ps))
+	rows := make(map[uint64][]uint32, len(ps))
+	for i, p := range ps {
+		frags[i] = p.f
+		frags[i].Deletion = nil
+		rows[p.f.ID] = p.rows
+	}
+	return frags, rows
+}
+
+func sameDeletion(a, b *Deletion) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// minusSorted returns the elements of sorted a not in sorted b.
+func minusSorted(a, b []uint32) []uint32 {
+	var out []uint32
+	for _, x := range a {
+		if _, found := slices.BinarySearch(b, x); !found {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// WithChangeColumns returns c's rows with two columns added at the end:
+// _change ("insert" or "delete") and _version (the version that made the
+// change). The caller releases the result.
+func WithChangeColumns(c Change, mem memory.Allocator) arrow.RecordBatch {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	n := int(c.Rows.NumRows())
+	kinds := array.NewStringBuilder(mem)
+	defer kinds.Release()
+	versions := array.NewUint64Builder(mem)
+	defer versions.Release()
+	for range n {
+		kinds.Append(string(c.Kind))
+		versions.Append(c.Version)
+	}
+	k, v := kinds.NewArray(), versions.NewArray()
+	defer k.Release()
+	defer v.Release()
+	fields := append(slices.Clone(c.Rows.Schema().Fields()),
+		arrow.Field{Name: ChangeColumn, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: VersionColumn, Type: arrow.PrimitiveTypes.Uint64})
+	cols := append(slices.Clone(c.Rows.Columns()), k, v)
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n))
+}
