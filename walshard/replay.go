@@ -83,6 +83,10 @@ func (s *Shard) replayEntry(ctx context.Context, pos uint64) error {
 		return s.quarantine(ctx, pos, poison.Reason)
 	case err != nil:
 		return err
+	case e.epoch > s.epoch:
+		// A newer owner wrote here while this one opened: it owns the
+		// shard.
+		return s.setFenced()
 	case e.kind == kindData:
 		s.addToMemtable(pos, e.batches, nil, e.appends)
 	}

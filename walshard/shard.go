@@ -129,6 +129,14 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	s.mu.gens.state = state
 	s.mu.names.producers = state.Producers
 	s.mu.wal.nextPos = fencePos + 1
+	// A newer owner that claimed its epoch while this one opened may have
+	// placed its fence below this one's (it listed the WAL first), where
+	// no write of this handle meets it: the claims are read again now
+	// that this fence is in. A newer epoch claimed after this read lists
+	// the WAL after this fence landed, and fences above it.
+	if err := s.checkEpoch(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.replay(ctx, state.WALFlushed, fencePos); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package walshard_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -59,5 +60,55 @@ func TestAPausedOwnerIsNotAcknowledgedAfterTheNewerOneCleanedUp(t *testing.T) {
 		again := open(t, b, "w1", o)
 		exactlyOnce(t, countIDs(t, again.ScanFresh(ctx, table.ScanOptions{})), []int64{1, 2, 3})
 		again.Close()
+	}
+}
+
+// pauseOnce blocks the first listing of prefix until released.
+type pauseOnce struct {
+	blob.Bucket
+	prefix  string
+	reached chan struct{}
+	release chan struct{}
+	once    atomic.Bool
+}
+
+func (p *pauseOnce) ListPage(ctx context.Context, prefix, token string, n int) (blob.Page, error) {
+	if prefix == p.prefix && p.once.CompareAndSwap(false, true) {
+		close(p.reached)
+		<-p.release
+	}
+	return p.Bucket.ListPage(ctx, prefix, token, n)
+}
+
+// An owner that pauses while it opens — its epoch claimed, its WAL not yet
+// listed — while an adoption takes the shard over, fences it, and retires
+// it, must not acknowledge an append when it wakes: the adopter's fence
+// lies below the one the waking owner places, where none of its writes
+// meets it, so the owner reads the claims again once its fence is in, and
+// its open fails as fenced.
+func TestAnOwnerAdoptedWhileItOpenedIsFenced(t *testing.T) {
+	under := newTable(t, "file://"+t.TempDir())
+	p := &pauseOnce{Bucket: under, prefix: table.WALDir("w1"),
+		reached: make(chan struct{}), release: make(chan struct{})}
+	opened := make(chan error, 1)
+	var old *walshard.Shard
+	go func() {
+		var err error
+		old, err = walshard.Open(ctx, p, &walshard.Options{Shard: "w1"})
+		opened <- err
+	}()
+	<-p.reached
+	res, err := walshard.Adopt(ctx, under, "w1", walshard.Options{})
+	if err != nil || res.Epoch != 2 {
+		t.Fatalf("adoption while the owner opened: %+v %v", res, err)
+	}
+	close(p.release)
+	err = <-opened
+	if err == nil {
+		err = appendOnce(old, "w1", 7)
+		old.Close()
+	}
+	if !errors.Is(err, walshard.ErrFenced) {
+		t.Fatalf("the owner adopted while it opened: %v, want ErrFenced (an acknowledged append would be lost)", err)
 	}
 }
