@@ -28,6 +28,12 @@ type GCPolicy struct {
 	// older than this, since an upload may be on its way to a commit
 	// (default 1h; never less than MinRetain).
 	SafetyAge time.Duration
+	// ConsumerRetention: the versions a named consumer (table.Consumer)
+	// has not read yet are kept while younger than this (default
+	// table.DefaultConsumerRetention, 7 days); older ones go as the rest
+	// of the policy says, and the consumer is told (its changes are a
+	// table.ChangesCollectedError naming the oldest version left).
+	ConsumerRetention time.Duration
 	// DryRun lists what would go and deletes nothing.
 	DryRun bool
 	// Commit tunes the commits of a repair (see Repair).
@@ -48,6 +54,9 @@ func (p GCPolicy) withDefaults() GCPolicy {
 	}
 	if p.SafetyAge == 0 {
 		p.SafetyAge = time.Hour
+	}
+	if p.ConsumerRetention == 0 {
+		p.ConsumerRetention = table.DefaultConsumerRetention
 	}
 	p.RetainFor = max(p.RetainFor, MinRetain)
 	p.SafetyAge = max(p.SafetyAge, MinRetain)
@@ -94,9 +103,15 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Versions, err = listVersions(ctx, b); err != nil {
 		return res, err
 	}
+	// The consumers before the boundary, which they hold back: one that
+	// moves back or appears after this reading finds its versions gone
+	// (a ChangesCollectedError), never a gap.
+	if st.Consumers, err = table.Consumers(ctx, b); err != nil {
+		return res, err
+	}
 	ghosts, real := gcGhosts(st.Versions)
 	res.GhostsDeleted = ghosts
-	res.Boundary = gcBoundary(real, p, now)
+	res.Boundary = gcBoundary(real, st.Consumers, p, now)
 	if !p.DryRun {
 		for _, v := range ghosts {
 			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
@@ -164,6 +179,7 @@ type GCState struct {
 	Manifests map[uint64]*table.Manifest // the versions kept (see PlanGC)
 	Objects   []blob.ObjectInfo          // data, deletion vectors, key indexes, shard objects and the Iceberg view's
 	Iceberg   lakehouse.Refs             // what the table's Iceberg view holds on to (lakehouse.ReadRefs)
+	Consumers []table.Consumer           // the named consumers' positions, read before the boundary
 }
 
 // GCPlan is what a collection deletes, decided from a GCState alone.
@@ -245,7 +261,7 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 	if len(real) == 0 {
 		return plan
 	}
-	plan.Boundary = gcBoundary(real, p, now)
+	plan.Boundary = gcBoundary(real, st.Consumers, p, now)
 	plan.Kept = gcKeep(real, plan.Boundary, st.Tags, st.Iceberg.Versions)
 	for _, v := range real {
 		if !slices.Contains(plan.Kept, v.Version) {
@@ -413,14 +429,27 @@ func gcGhosts(versions []VersionAge) (ghosts []uint64, real []VersionAge) {
 }
 
 // gcBoundary is the newest version that is neither among the newest
-// KeepVersions nor younger than RetainFor (0: none); p has its defaults.
-func gcBoundary(versions []VersionAge, p GCPolicy, now time.Time) uint64 {
+// KeepVersions nor younger than RetainFor (0: none), held below every
+// version a named consumer has yet to read unless that version is older
+// than ConsumerRetention; p has its defaults.
+func gcBoundary(versions []VersionAge, consumers []table.Consumer, p GCPolicy, now time.Time) uint64 {
+	var boundary, expired uint64
 	for i, v := range versions {
-		if i >= p.KeepVersions && now.Sub(v.Written) >= p.RetainFor {
-			return v.Version
+		if boundary == 0 && i >= p.KeepVersions && now.Sub(v.Written) >= p.RetainFor {
+			boundary = v.Version
+		}
+		if expired == 0 && now.Sub(v.Written) >= p.ConsumerRetention {
+			expired = v.Version
 		}
 	}
-	return 0
+	for _, c := range consumers {
+		// A consumer through c.Version reads its changes from there:
+		// version c.Version (at least 1) and every later one.
+		if hold := max(c.Version, 1) - 1; hold < boundary {
+			boundary = min(boundary, max(hold, expired))
+		}
+	}
+	return boundary
 }
 
 // gcKeep returns the versions kept, newest first: above the boundary,

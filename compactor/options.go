@@ -72,8 +72,8 @@ func (p *GCPolicy) Validate() error {
 	if p == nil {
 		return nil
 	}
-	if p.KeepVersions < 0 || p.RetainFor < 0 || p.SafetyAge < 0 {
-		return fmt.Errorf("%w: GCPolicy: KeepVersions, RetainFor and SafetyAge must not be negative", ErrInvalidOptions)
+	if p.KeepVersions < 0 || p.RetainFor < 0 || p.SafetyAge < 0 || p.ConsumerRetention < 0 {
+		return fmt.Errorf("%w: GCPolicy: KeepVersions, RetainFor, SafetyAge and ConsumerRetention must not be negative", ErrInvalidOptions)
 	}
 	if err := p.Commit.Validate(); err != nil {
 		return fmt.Errorf("compactor: GCPolicy.Commit: %w", err)

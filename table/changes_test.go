@@ -265,3 +265,165 @@ func TestChangesFromACollectedVersionNameTheOldest(t *testing.T) {
 		t.Fatalf("the changes of v6: %d rows, want 1", n)
 	}
 }
+
+// A named consumer holds garbage collection back from the versions it has
+// not read, for ConsumerRetention: a lagging consumer reads on with no
+// gap; past the retention its changes are an error naming the oldest
+// version left, never a gap.
+func TestGCKeepsWhatANamedConsumerHasNotRead(t *testing.T) {
+	ctx := context.Background()
+	b, err := blob.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := testenv.Allocator(t)
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		rec := rollouts.Batch(mem, 1, 0, int64(i), 1)
+		if _, err := tb.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := table.SetConsumer(ctx, b, "trainer", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := table.SetConsumer(ctx, b, "bad/name", 3); !errors.Is(err, table.ErrBadName) {
+		t.Fatalf("a consumer named bad/name: %v", err)
+	}
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(3*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Boundary != 2 || !slices.Equal(res.VersionsDeleted, []uint64{1, 2}) {
+		t.Fatalf("GC with a consumer through v3 kept boundary %d, deleted %v; want 2 and [1 2]", res.Boundary, res.VersionsDeleted)
+	}
+	if got, n := replay(t, b, idsAt(t, b, 3), 3, 7); n != 4 || len(got) != 6 {
+		t.Fatalf("the consumer's changes after GC: %d rows changed, %d rows, want 4 and 6", n, len(got))
+	}
+	cs, err := table.Consumers(ctx, b)
+	if err != nil || len(cs) != 1 || cs[0].Name != "trainer" || cs[0].Version != 3 {
+		t.Fatalf("consumers: %+v %v", cs, err)
+	}
+	// Eight days on, the consumer's versions are past the retention.
+	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(8*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var gone *table.ChangesCollectedError
+	for _, err := range table.Changes(ctx, b, 3, 0, table.ChangesOptions{}) {
+		if !errors.As(err, &gone) || gone.Oldest != 7 {
+			t.Fatalf("changes past the consumer retention: %v", err)
+		}
+	}
+	if gone == nil {
+		t.Fatal("changes past the consumer retention: no error")
+	}
+	if err := table.SetConsumer(ctx, b, "trainer", 3); !errors.As(err, &gone) {
+		t.Fatalf("a consumer set at a collected version: %v", err)
+	}
+	if err := table.DeleteConsumer(ctx, b, "trainer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := table.DeleteConsumer(ctx, b, "trainer"); !errors.Is(err, table.ErrNotFound) {
+		t.Fatalf("deleting a consumer twice: %v", err)
+	}
+}
+
+// Follow delivers every row once across restarts of a named consumer,
+// and a follow that finds nothing new costs one LIST per poll.
+func TestFollowResumesAsANamedConsumer(t *testing.T) {
+	ctx := context.Background()
+	under, err := blob.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := trace.Wrap(under)
+	mem := testenv.Allocator(t)
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRows := func(seq0 int64) {
+		rec := rollouts.Batch(mem, 1, 0, seq0, 2)
+		defer rec.Release()
+		if _, err := tb.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int64]int{}
+	// follow reads until it holds want ids, then stops after the next
+	// marker, as a process that stops between versions.
+	follow := func(want int) {
+		t.Helper()
+		fctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		opts := table.FollowOptions{Poll: 5 * time.Millisecond, Consumer: "trainer"}
+		opts.Columns = []string{"id"}
+		for c, err := range table.Follow(fctx, b, 0, opts) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Kind == table.ChangeThrough {
+				if len(seen) >= want {
+					return
+				}
+				continue
+			}
+			for _, id := range c.Rows.Column(0).(*array.Int64).Int64Values() {
+				seen[id]++
+			}
+		}
+	}
+	for i := range 3 {
+		appendRows(int64(i * 2))
+	}
+	follow(6)
+	go func() {
+		for i := 3; i < 6; i++ {
+			time.Sleep(10 * time.Millisecond)
+			appendRows(int64(i * 2))
+		}
+	}()
+	follow(12)
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("id %d delivered %d times", id, n)
+		}
+	}
+	if len(seen) != 12 {
+		t.Fatalf("%d ids delivered, want 12", len(seen))
+	}
+	// Nothing new: one LIST per poll.
+	lines, err := b.Record(func() error {
+		fctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		for c, err := range table.Follow(fctx, b, 7, table.FollowOptions{Poll: 10 * time.Millisecond}) {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil
+			}
+			t.Fatalf("a follow with nothing new yielded %+v %v", c, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if l != "LIST _versions/" {
+			t.Fatalf("an idle follow asked %q; want only LIST _versions/:\n%s", l, strings.Join(lines, "\n"))
+		}
+	}
+	if len(lines) < 3 {
+		t.Fatalf("an idle follow made %d requests in 100ms at a 10ms poll", len(lines))
+	}
+	t.Logf("an idle follow: %d requests in 100ms at a 10ms poll, each one LIST", len(lines))
+}

@@ -180,17 +180,20 @@ type Tag struct {
 	Created time.Time `json:"created"`
 }
 
-func checkTagName(name string) error {
+func checkTagName(name string) error { return checkRefName("tag", name) }
+
+// checkRefName checks the name of a tag or a consumer.
+func checkRefName(kind, name string) error {
 	if name == "" || len(name) > 128 {
-		return fmt.Errorf("table: tag name must be 1 to 128 characters: %w", ErrBadName)
+		return fmt.Errorf("table: %s name must be 1 to 128 characters: %w", kind, ErrBadName)
 	}
 	for _, r := range name {
 		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return fmt.Errorf("table: tag name %q: use letters, digits, '-', '_' and '.': %w", name, ErrBadName)
+			return fmt.Errorf("table: %s name %q: use letters, digits, '-', '_' and '.': %w", kind, name, ErrBadName)
 		}
 	}
 	if name == "." || name == ".." {
-		return fmt.Errorf("table: tag name %q is reserved: %w", name, ErrBadName)
+		return fmt.Errorf("table: %s name %q is reserved: %w", kind, name, ErrBadName)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/job"
+	"github.com/stratadb/strata/table"
 )
 
 const usage = `The singleton Job of each Strata table. Each pass merges the flushed
@@ -107,6 +108,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
 	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
 	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
+	fs.DurationVar(&f.consumerRetention, "consumer-retention", table.DefaultConsumerRetention, "GC: versions a named consumer has not read are kept while younger than this")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
 	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
 	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
@@ -120,7 +122,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 // them is a usage error, from the command line or the environment.
 func boundFlags(fs *pflag.FlagSet) {
 	cli.Bound(fs, "keep-versions", 1, cli.Unlimited)
-	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after"} {
+	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after", "consumer-retention"} {
 		cli.Bound(fs, n, 0, cli.Unlimited)
 	}
 	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
@@ -133,6 +135,7 @@ type jobFlags struct {
 	iceberg                        bool
 	interval, leaseTTL, adoptAfter time.Duration
 	retain, safety                 time.Duration
+	consumerRetention              time.Duration
 	keepV                          int
 	policy                         *policyflag.Flags
 	holder, metricsListen          string
@@ -163,7 +166,7 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 	opts := job.Options{
 		Tables:     tables,
 		Policy:     policy,
-		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety},
+		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention},
 		NoGC:       f.noGC,
 		Iceberg:    f.iceberg,
 		LeaseTTL:   f.leaseTTL,

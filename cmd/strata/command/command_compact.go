@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/policyflag"
+	"github.com/stratadb/strata/table"
 )
 
 func newCompact(env *Env) *cobra.Command {
@@ -74,7 +75,8 @@ func newGC(env *Env) *cobra.Command {
 		Long: `gc keeps the newest --keep-versions versions, those younger than --retain, and
 every tagged version; it deletes the other manifests (after writing the GC
 boundary) and the objects no kept version references that are older than
---safety-age.`,
+--safety-age. The versions a named consumer (strata follow --consumer) has
+not read are kept while younger than --consumer-retention.`,
 		Example: `  strata gc file://./strata-demo/rollouts --dry-run
   strata gc file://./strata-demo/rollouts --keep-versions 3 --retain 10m`,
 		Args: exactArgs(1),
@@ -105,8 +107,9 @@ boundary) and the objects no kept version references that are older than
 	f.IntVar(&p.KeepVersions, "keep-versions", 10, "newest versions always kept")
 	f.DurationVar(&p.RetainFor, "retain", time.Hour, "versions younger than this are kept (at least 5m)")
 	f.DurationVar(&p.SafetyAge, "safety-age", time.Hour, "unreferenced objects younger than this are kept (at least 5m)")
+	f.DurationVar(&p.ConsumerRetention, "consumer-retention", table.DefaultConsumerRetention, "versions a named consumer has not read are kept while younger than this")
 	atLeast(c, 1, "keep-versions")
-	atLeast(c, 0, "retain", "safety-age")
+	atLeast(c, 0, "retain", "safety-age", "consumer-retention")
 	return c
 }
 

@@ -27,7 +27,15 @@ type TableStats struct {
 	Indexes    []table.Index    `json:"indexes,omitempty"`
 	Shards     []walshard.Stats `json:"shards,omitempty"`
 	Compaction compactor.Status `json:"compaction"`
+	Consumers  []ConsumerLag    `json:"consumers,omitempty"`
 	Requests   blob.Stats       `json:"requests"` // what reading these stats cost
+}
+
+// ConsumerLag is a named consumer's position and how many versions it is
+// behind the latest.
+type ConsumerLag struct {
+	table.Consumer
+	Lag uint64 `json:"lag_versions"`
 }
 
 func readStats(c *cobra.Command, env *Env, url string) (TableStats, error) {
@@ -62,6 +70,13 @@ func readStats(c *cobra.Command, env *Env, url string) (TableStats, error) {
 	if st.Compaction, err = compactor.ReadStatus(ctx, b, 5); err != nil {
 		return st, err
 	}
+	consumers, err := table.Consumers(ctx, b)
+	if err != nil {
+		return st, err
+	}
+	for _, c := range consumers {
+		st.Consumers = append(st.Consumers, ConsumerLag{c, m.Version - min(c.Version, m.Version)})
+	}
 	st.Requests, _ = blob.StatsOf(b)
 	return st, nil
 }
@@ -73,7 +88,8 @@ func newStats(env *Env) *cobra.Command {
 		Short: "Rows, fragments, bytes, versions, shards and their lag, compaction history",
 		Long: `stats reports the latest version's rows, fragments and bytes, the number of
 versions, each shard the table has merged from (epoch, WAL lag, generations
-awaiting merge), and the compactor's history.`,
+awaiting merge), the compactor's history, and each named consumer's
+position and lag (strata follow --consumer).`,
 		Example: `  strata stats file://./strata-demo/rollouts
   strata stats 's3://lake/rollouts?endpoint=http://127.0.0.1:9000' --json`,
 		Args: exactArgs(1),
@@ -104,6 +120,9 @@ awaiting merge), and the compactor's history.`,
 			fmt.Fprintf(tw, "compactions\t%d, last %s\n", cs.TotalCompactions, last)
 			if cs.LastError != "" {
 				fmt.Fprintf(tw, "last compaction error\t%s (%s)\n", cs.LastError, cs.LastErrorAt.UTC().Format(time.RFC3339))
+			}
+			for _, c := range st.Consumers {
+				fmt.Fprintf(tw, "consumer %s	through v%d (lag %d versions), updated %s\n", c.Name, c.Version, c.Lag, c.Updated.UTC().Format(time.RFC3339))
 			}
 			for _, sk := range cs.Skipped {
 				fmt.Fprintf(env.Err, "strata: warning: skipped a compactor history record that does not decode: %s\n", sk)

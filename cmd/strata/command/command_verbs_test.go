@@ -401,3 +401,63 @@ func TestChangesPrintsInsertsAndDeletesNotCompactions(t *testing.T) {
 		t.Fatalf("changes without --from: exit %d %s", code, errOut)
 	}
 }
+
+// strata follow --consumer prints what is new since its last run, marks
+// each run of versions, and records its position: run again, it prints
+// only what landed since; strata stats shows it with its lag.
+func TestFollowAsANamedConsumerPrintsEachChangeOnce(t *testing.T) {
+	dir := t.TempDir()
+	schema := dir + "/events.json"
+	if err := os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + dir + "/events"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	appendIDs := func(name, ids string) {
+		t.Helper()
+		os.WriteFile(dir+"/"+name, []byte("id\n"+ids), 0o644)
+		if code, _, errOut := run(t, nil, "append", u, dir+"/"+name); code != 0 {
+			t.Fatalf("append %s: %s", name, errOut)
+		}
+	}
+	appendIDs("a.csv", "1\n2\n")
+	follow := func() string {
+		t.Helper()
+		code, out, errOut := run(t, nil, "follow", u, "--consumer", "trainer", "--exit-when-idle", "--poll", "1ms")
+		if code != 0 {
+			t.Fatalf("follow: exit %d %s", code, errOut)
+		}
+		return out
+	}
+	first := follow()
+	want := `{"_change":"insert","_version":2,"id":1}
+{"_change":"insert","_version":2,"id":2}
+{"_change":"through","_version":2}
+`
+	if first != want {
+		t.Fatalf("the first follow printed\n%s\nwant\n%s", first, want)
+	}
+	if again := follow(); again != "" {
+		t.Fatalf("a follow with nothing new printed %q", again)
+	}
+	appendIDs("b.csv", "3\n")
+	if code, _, errOut := run(t, nil, "delete", u, "--filter", "id = 1"); code != 0 {
+		t.Fatalf("delete: %s", errOut)
+	}
+	want = `{"_change":"insert","_version":3,"id":3}
+{"_change":"delete","_version":4,"id":1}
+{"_change":"through","_version":4}
+`
+	if next := follow(); next != want {
+		t.Fatalf("the next follow printed\n%s\nwant\n%s", next, want)
+	}
+	code, out, _ := run(t, nil, "stats", u)
+	if code != 0 || !strings.Contains(out, "consumer trainer") || !strings.Contains(out, "through v4 (lag 0 versions)") {
+		t.Fatalf("stats: %d\n%s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "follow", u); code != 2 || !strings.Contains(errOut, "--from") {
+		t.Fatalf("follow without --from or --consumer: exit %d %s", code, errOut)
+	}
+}

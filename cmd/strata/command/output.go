@@ -126,6 +126,16 @@ func (w *rowWriter) write(rec arrow.RecordBatch) error {
 	return nil
 }
 
+// flush writes out what the writer holds (CSV's buffer); a table is
+// aligned only at close.
+func (w *rowWriter) flush() error {
+	if w.format == "csv" {
+		w.cw.Flush()
+		return w.cw.Error()
+	}
+	return nil
+}
+
 func (w *rowWriter) close() error {
 	switch w.format {
 	case "table":

@@ -1,0 +1,143 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+func newFollow(env *Env) *cobra.Command {
+	var columns, format, consumer string
+	var from uint64
+	var poll time.Duration
+	var exitIdle bool
+	c := &cobra.Command{
+		Use:   "follow URL",
+		Short: "Print the rows inserted and deleted as versions land, and wait for more",
+		Long: `follow prints the changes after --from (or after the named consumer's
+position) as strata changes does, then waits for the next version, looking
+every --poll (one LIST each), until it is stopped (or, with
+--exit-when-idle, once it has caught up).
+
+In JSON lines, each run of versions ends with a line
+{"_change":"through","_version":V}: every change through V was printed.
+With --consumer NAME the position is recorded in the table after each such
+line, and a follow under that name starts after it: stopped and started
+again, it prints each change once, but for a version it had printed and
+not yet recorded when it was killed (printed again: a sink keyed by
+_version takes it once). Garbage collection keeps the versions a named
+consumer has not read for gc's --consumer-retention (7 days); past it,
+follow fails naming the oldest version left. strata stats lists the
+consumers and their lag.`,
+		Example: `  strata follow file://./strata-demo/rollouts --from 0 --columns id,reward
+  strata follow file://./strata-demo/rollouts --consumer trainer --exit-when-idle`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if !c.Flags().Changed("from") && consumer == "" {
+				return usageError{fmt.Errorf("follow needs --from VERSION or --consumer NAME")}
+			}
+			if format != "jsonl" && format != "csv" {
+				return usageError{fmt.Errorf("--format must be jsonl or csv (follow streams; a table aligns every row first), not %q", format)}
+			}
+			opts := table.FollowOptions{Poll: poll, Consumer: consumer}
+			if columns != "" {
+				cols, err := table.ParseColumns(columns)
+				if err != nil {
+					return usageError{err}
+				}
+				opts.Columns = cols
+			}
+			w, err := newRowWriter(env.Out, format, 0)
+			if err != nil {
+				return err
+			}
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ctx, stop := context.WithCancel(c.Context())
+			defer stop()
+			if exitIdle {
+				latest, err := table.LatestVersion(ctx, b)
+				if err != nil {
+					return err
+				}
+				if err := followUntil(ctx, b, from, latest, opts, w); err != nil {
+					return err
+				}
+				return w.close()
+			}
+			err = followUntil(ctx, b, from, 0, opts, w)
+			if errors.Is(err, context.Canceled) && c.Context().Err() != nil {
+				err = nil // stopped by a signal: not a failure
+			}
+			if cerr := w.close(); err == nil {
+				err = cerr
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.Uint64Var(&from, "from", 0, "the version the changes come after (0: the table's creation; a named consumer's position wins)")
+	f.StringVar(&consumer, "consumer", "", "follow as this named consumer: start after its position and record it")
+	f.DurationVar(&poll, "poll", time.Second, "how often to look for a new version when there is none")
+	f.BoolVar(&exitIdle, "exit-when-idle", false, "exit once every version there was at the start is printed")
+	f.StringVar(&columns, "columns", "", "comma-separated columns (default: all)")
+	f.StringVar(&format, "format", "jsonl", "jsonl or csv")
+	atLeast(c, 0, "from")
+	atLeast(c, int64(time.Millisecond), "poll")
+	return c
+}
+
+// followUntil prints the changes Follow yields, a marker after each run of
+// versions in JSON lines, until version until is printed (0: until ctx
+// ends).
+func followUntil(ctx context.Context, b blob.Bucket, from, until uint64, opts table.FollowOptions, w *rowWriter) error {
+	if until != 0 && !startsBefore(ctx, b, from, until, opts.Consumer) {
+		return nil
+	}
+	for ch, err := range table.Follow(ctx, b, from, opts) {
+		if err != nil {
+			return err
+		}
+		if ch.Kind == table.ChangeThrough {
+			if w.format == "jsonl" {
+				if err := w.enc.Encode(map[string]any{table.ChangeColumn: string(table.ChangeThrough), table.VersionColumn: ch.Version}); err != nil {
+					return err
+				}
+			}
+			if err := w.flush(); err != nil {
+				return err
+			}
+			if until != 0 && ch.Version >= until {
+				return nil
+			}
+			continue
+		}
+		rec := table.WithChangeColumns(ch, nil)
+		err := w.write(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startsBefore tells whether a follow from from (or from the named
+// consumer's position) has versions to print up to until.
+func startsBefore(ctx context.Context, b blob.Bucket, from, until uint64, consumer string) bool {
+	if consumer != "" {
+		if c, err := table.ReadConsumer(ctx, b, consumer); err == nil {
+			from = c.Version
+		}
+	}
+	return from < until
+}

@@ -1,0 +1,104 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// ChangeThrough is the kind of the marker Follow yields once every change
+// through its Version was yielded (its Rows are nil): the position to
+// store, so that following again from it delivers every change once.
+const ChangeThrough ChangeKind = "through"
+
+// FollowOptions shape Follow.
+type FollowOptions struct {
+	ChangesOptions
+	// Poll is the pause between looks for a new version when there is
+	// none (default 1s); each look is one LIST request.
+	Poll time.Duration
+	// Consumer, when set, names the follower: it starts after the
+	// consumer's recorded position (the from argument is used only when
+	// the consumer has none yet) and records its position (SetConsumer)
+	// after each through marker, once the loop body has returned from it
+	// (a body that stops at a marker is done with its version). Garbage
+	// collection keeps what a named consumer has not read
+	// (compactor.GCPolicy.ConsumerRetention).
+	Consumer string
+}
+
+// Follow yields the changes after version from as versions land, in
+// version order, and waits for the next version when there is none: it
+// ends only when ctx does (yielding ctx's error) or on the first error.
+// After the changes of each run of versions it yields a ChangeThrough
+// marker naming the newest version read; a version with no change
+// (a compaction) is covered by the next marker.
+//
+// Delivery is once per position: a follower that stores the marker's
+// version with what it did with the changes (or records it as a named
+// consumer) and follows again from it sees every change once. A process
+// that dies after acting on a version's changes and before its position
+// is stored sees that version again; a sink keyed by _version takes it
+// once.
+func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions) iter.Seq2[Change, error] {
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	return func(yield func(Change, error) bool) {
+		if opts.Consumer != "" {
+			c, err := ReadConsumer(ctx, b, opts.Consumer)
+			switch {
+			case err == nil:
+				from = c.Version
+			case !errors.Is(err, ErrNotFound):
+				yield(Change{}, err)
+				return
+			}
+		}
+		for {
+			latest, err := LatestVersion(ctx, b)
+			if err != nil {
+				yield(Change{}, err)
+				return
+			}
+			if latest > from {
+				if !followTo(ctx, b, from, latest, opts, yield) {
+					return
+				}
+				from = latest
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				yield(Change{}, ctx.Err())
+				return
+			case <-time.After(opts.Poll):
+			}
+		}
+	}
+}
+
+// followTo yields the changes from+1..to and the marker, then records the
+// consumer's position; false when the follow ends.
+func followTo(ctx context.Context, b blob.Bucket, from, to uint64, opts FollowOptions, yield func(Change, error) bool) bool {
+	for c, err := range Changes(ctx, b, from, to, opts.ChangesOptions) {
+		if !yield(c, err) || err != nil {
+			return false
+		}
+	}
+	more := yield(Change{Version: to, Kind: ChangeThrough}, nil)
+	if opts.Consumer != "" {
+		// The body has returned from the marker: whether or not it asks
+		// for more, it is done with every change through to.
+		if err := SetConsumer(ctx, b, opts.Consumer, to); err != nil {
+			if more {
+				yield(Change{}, err)
+			}
+			return false
+		}
+	}
+	return more
+}
