@@ -276,3 +276,18 @@ type Quarantined struct {
 	Key      string `json:"key"` // the copy under quarantine/
 	Reason   string `json:"reason"`
 }
+
+// Consumer is a named consumer's position (GET/PUT …/consumers): it has
+// read every change through Version; Lag is how many versions the table is
+// ahead of it.
+type Consumer struct {
+	Name    string    `json:"name"`
+	Version uint64    `json:"version"`
+	Updated time.Time `json:"updated"`
+	Lag     uint64    `json:"lag_versions"`
+}
+
+// ConsumerRequest is the body of PUT …/consumers/{consumer}.
+type ConsumerRequest struct {
+	Version uint64 `json:"version"`
+}

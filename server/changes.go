@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -12,7 +15,7 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
-// changes answers GET …/changes?from=A[&to=B]: the rows versions A+1
+// changes answers GET …/changes?from=A[&to=B][&wait=D]: the rows versions A+1
 // through B (the latest by default) inserted and deleted
 // (table.Changes), each with its _change and _version columns, as Arrow
 // or JSON lines, under the memory budget as a scan is. The Strata-Version
@@ -21,14 +24,24 @@ import (
 // version garbage collection removed is 410 version_collected, naming the
 // oldest version left. An Arrow answer carries the schema of version B
 // (with the two columns); a range across an overwrite that changed the
-// schema is read as JSON lines.
+// schema is read as JSON lines. consumer=NAME stands for from= the named
+// consumer's position. With wait=, when no version is past from, it waits
+// up to that long (at most a minute) for one, looking every 100ms, and
+// answers no rows, naming from, if none lands: a long poll.
 func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	q := r.URL.Query()
-	from, err := strconv.ParseUint(q.Get("from"), 10, 64)
+	from, err := s.changesFrom(r, t)
 	if err != nil {
-		return badRequest("changes need from=VERSION, the version they come after (0: the table's creation)")
+		return err
 	}
-	latest, err := table.LatestVersion(r.Context(), t.b)
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		if wait, err = time.ParseDuration(v); err != nil || wait < 0 {
+			return badRequest("wait=%q: want a duration such as 30s", v)
+		}
+		wait = min(wait, maxChangesWait)
+	}
+	latest, err := waitForVersion(r.Context(), t, from, wait)
 	if err != nil {
 		return err
 	}
@@ -92,4 +105,112 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	}
 	w.Header().Set("Strata-Version", strconv.FormatUint(to, 10))
 	return s.writeRows(w, r, schema, limit, rows)
+}
+
+// maxChangesWait bounds a long poll (wait=); changesPoll is how often it
+// looks for a new version (one LIST each).
+const (
+	maxChangesWait = time.Minute
+	changesPoll    = 100 * time.Millisecond
+)
+
+// changesFrom is the version a request's changes come after: from=, or
+// the position of the consumer named by consumer=.
+func (s *Server) changesFrom(r *http.Request, t *tableState) (uint64, error) {
+	q := r.URL.Query()
+	if v := q.Get("from"); v != "" {
+		from, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, badRequest("from=%q: want a version (0: the table's creation)", v)
+		}
+		return from, nil
+	}
+	name := q.Get("consumer")
+	if name == "" {
+		return 0, badRequest("changes need from=VERSION, the version they come after (0: the table's creation), or consumer=NAME")
+	}
+	c, err := table.ReadConsumer(r.Context(), t.b, name)
+	if errors.Is(err, table.ErrBadName) {
+		return 0, badRequest("%v", err)
+	}
+	return c.Version, err
+}
+
+// waitForVersion returns the latest version once it is past from, or
+// when wait has passed (then it may be from itself).
+func waitForVersion(ctx context.Context, t *tableState, from uint64, wait time.Duration) (uint64, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		latest, err := table.LatestVersion(ctx, t.b)
+		if err != nil || latest > from || !time.Now().Before(deadline) {
+			return latest, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(min(changesPoll, time.Until(deadline))):
+		}
+	}
+}
+
+// consumers answers GET …/consumers: every named consumer's position and
+// lag behind the latest version.
+func (s *Server) consumers(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	latest, err := table.LatestVersion(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	cs, err := table.Consumers(r.Context(), t.b)
+	if err != nil {
+		return err
+	}
+	out := []api.Consumer{}
+	for _, c := range cs {
+		out = append(out, api.Consumer{Name: c.Name, Version: c.Version, Updated: c.Updated, Lag: latest - min(c.Version, latest)})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// setConsumer answers PUT …/consumers/{consumer} {"version": V}: the
+// consumer has read every change through V. 410 when V is at or below the
+// garbage collector's boundary.
+func (s *Server) setConsumer(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	var req api.ConsumerRequest
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not a consumer position")
+	}
+	name := r.PathValue("consumer")
+	err := table.SetConsumer(r.Context(), t.b, name, req.Version)
+	var gone *table.ChangesCollectedError
+	switch {
+	case errors.As(err, &gone):
+		return &apiError{http.StatusGone, api.CodeVersionCollected, gone.Error()}
+	case errors.Is(err, table.ErrBadName):
+		return badRequest("%v", err)
+	case err != nil:
+		return err
+	}
+	c, err := table.ReadConsumer(r.Context(), t.b, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.Consumer{Name: c.Name, Version: c.Version, Updated: c.Updated})
+	return nil
+}
+
+// deleteConsumer answers DELETE …/consumers/{consumer}: 204, or 404.
+func (s *Server) deleteConsumer(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	err := table.DeleteConsumer(r.Context(), t.b, r.PathValue("consumer"))
+	if errors.Is(err, table.ErrBadName) {
+		return badRequest("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

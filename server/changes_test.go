@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
@@ -102,5 +104,104 @@ func TestChangesRoute(t *testing.T) {
 	code, body := raw(t, f, "GET", "/api/v1/tables/events/changes?from=0", "", "", "")
 	if code != http.StatusGone || !strings.Contains(body, api.CodeVersionCollected) || !strings.Contains(body, "oldest readable version is 2") {
 		t.Fatalf("changes from a collected version: %d %s", code, body)
+	}
+}
+
+// A named consumer over HTTP: its position is recorded with PUT, changes
+// are asked after it (consumer=), a long poll (wait=) answers as soon as a
+// version lands and, when none does, answers no rows naming the position.
+func TestConsumersAndLongPolls(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	rec := rollouts.Batch(testenv.Allocator(t), 1, 0, 0, 3)
+	defer rec.Release()
+	if _, err := f.c.CreateTable(ctx, "events", rollouts.Schema, rec); err != nil {
+		t.Fatal(err)
+	}
+	put := func(version string) (int, string) {
+		return raw(t, f, "PUT", "/api/v1/tables/events/consumers/trainer", "application/json", `{"version": `+version+`}`, "")
+	}
+	if code, body := put("1"); code != http.StatusOK || !strings.Contains(body, `"version":1`) {
+		t.Fatalf("PUT consumer: %d %s", code, body)
+	}
+	resp, body := send(t, f, "GET", "/api/v1/tables/events/changes?consumer=trainer&wait=50ms&format=jsonl", nil, "")
+	if resp.StatusCode != http.StatusOK || body != "" || resp.Header.Get("Strata-Version") != "1" {
+		t.Fatalf("a long poll with nothing new: %d %q through %s", resp.StatusCode, body, resp.Header.Get("Strata-Version"))
+	}
+	type answer struct {
+		through string
+		body    string
+		err     error
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", f.http.URL+"/api/v1/tables/events/changes?consumer=trainer&wait=30s&format=jsonl&columns=id", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			polled <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, err = io.Copy(&b, resp.Body)
+		polled <- answer{resp.Header.Get("Strata-Version"), b.String(), err}
+	}()
+	if _, err := f.c.Delete(ctx, "events", "id = 2"); err != nil {
+		t.Fatal(err)
+	}
+	got := <-polled
+	if got.err != nil || got.through != "2" || got.body != `{"_change":"delete","_version":2,"id":2}`+"\n" {
+		t.Fatalf("the long poll across a delete: through %s %q %v", got.through, got.body, got.err)
+	}
+	code, body := raw(t, f, "GET", "/api/v1/tables/events/consumers", "", "", "")
+	var cs []api.Consumer
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &cs) != nil || len(cs) != 1 || cs[0].Name != "trainer" || cs[0].Lag != 1 {
+		t.Fatalf("GET consumers: %d %s", code, body)
+	}
+	for path, want := range map[string]int{
+		"/api/v1/tables/events/changes?consumer=nobody": http.StatusNotFound,
+		"/api/v1/tables/events/changes?consumer=a%2Fb":  http.StatusBadRequest,
+		"/api/v1/tables/events/changes?from=0&wait=x":   http.StatusBadRequest,
+	} {
+		if code, body := raw(t, f, "GET", path, "", "", ""); code != want {
+			t.Errorf("GET %s: %d %s, want %d", path, code, body, want)
+		}
+	}
+	if code, body := raw(t, f, "DELETE", "/api/v1/tables/events/consumers/trainer", "", "", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE consumer: %d %s", code, body)
+	}
+	if code, _ := raw(t, f, "DELETE", "/api/v1/tables/events/consumers/trainer", "", "", ""); code != http.StatusNotFound {
+		t.Fatalf("DELETE consumer twice: %d", code)
+	}
+}
+
+// The Go client reads changes as Arrow with the version they were read
+// through, and records a consumer's position.
+func TestClientChangesAndConsumers(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	rec := rollouts.Batch(testenv.Allocator(t), 1, 0, 0, 3)
+	defer rec.Release()
+	if _, err := f.c.CreateTable(ctx, "events", rollouts.Schema, rec); err != nil {
+		t.Fatal(err)
+	}
+	recs, through, err := f.c.Changes(ctx, "events", client.ChangesOptions{Columns: []string{"id"}})
+	if err != nil || through != 1 || len(recs) != 1 || recs[0].NumRows() != 3 || recs[0].Schema().Field(1).Name != "_change" {
+		t.Fatalf("changes from 0: %v through %d, %v", recs, through, err)
+	}
+	for _, r := range recs {
+		r.Release()
+	}
+	if _, err := f.c.SetConsumer(ctx, "events", "trainer", through); err != nil {
+		t.Fatal(err)
+	}
+	recs, through, err = f.c.Changes(ctx, "events", client.ChangesOptions{Consumer: "trainer", Wait: 20 * time.Millisecond})
+	if err != nil || through != 1 || len(recs) != 0 {
+		t.Fatalf("changes after the consumer, nothing new: %d batches through %d, %v", len(recs), through, err)
+	}
+	cs, err := f.c.Consumers(ctx, "events")
+	if err != nil || len(cs) != 1 || cs[0].Version != 1 || cs[0].Lag != 0 {
+		t.Fatalf("consumers: %+v %v", cs, err)
+	}
+	if err := f.c.DeleteConsumer(ctx, "events", "trainer"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -216,6 +216,66 @@ class Client:
     def delete_tag(self, name, tag):
         self._json("DELETE", self._table(name, "/tags/" + urllib.parse.quote(tag, safe="")))
 
+    # -- following a table ----------------------------------------------
+
+    def changes(self, name, from_version=None, consumer=None, to=None, wait=None, columns=None):
+        """The rows inserted and deleted after ``from_version`` (or after the named
+        ``consumer``'s position), through ``to`` (the latest by default), as
+        ``(rows, through)``: dicts with ``_change`` ("insert" or "delete") and
+        ``_version``, and the version read through — ask from it next time to read
+        every change once. ``wait`` (seconds, at most 60) waits for a new version
+        when there is none. A range garbage collection removed raises StrataError
+        with status 410 (``version_collected``) naming the oldest version left."""
+        if from_version is None and consumer is None:
+            raise ValueError("changes need from_version or consumer")
+        query = {"format": "jsonl"}
+        if from_version is not None:
+            query["from"] = from_version
+        if consumer is not None:
+            query["consumer"] = consumer
+        if to is not None:
+            query["to"] = to
+        if wait:
+            query["wait"] = "%gs" % wait
+        if columns:
+            query["columns"] = _column_list(columns)
+        resp = self._open("GET", self._table(name, "/changes"), query, accept=NDJSON)
+        through = int(resp.headers.get("Strata-Version", "0"))
+        return list(_lines(resp)), through
+
+    def follow(self, name, consumer=None, from_version=None, wait=30, columns=None):
+        """Yield ``(rows, through)`` as versions land, forever: each a run of
+        changes and the version read through (``rows`` may be empty). With
+        ``consumer`` it starts after the consumer's position (``from_version``
+        when it has none) and records the new position once the caller asks for
+        the next run — having done what it does with this one."""
+        position = from_version
+        if consumer is not None:
+            known = {c["name"]: c["version"] for c in self.consumers(name)}
+            if consumer in known:
+                position = known[consumer]
+        if position is None:
+            raise ValueError("follow needs from_version, or a consumer with a recorded position")
+        while True:
+            rows, through = self.changes(name, from_version=position, wait=wait, columns=columns)
+            if through > position or rows:
+                yield rows, through
+                if consumer is not None and through > position:
+                    self.set_consumer(name, consumer, through)
+            position = max(position, through)
+
+    def consumers(self, name):
+        """The named consumers: ``{"name", "version", "updated", "lag_versions"}``."""
+        return self._json("GET", self._table(name, "/consumers"))
+
+    def set_consumer(self, name, consumer, version):
+        """Record that ``consumer`` has read every change through ``version``."""
+        path = self._table(name, "/consumers/" + urllib.parse.quote(consumer, safe=""))
+        return self._json("PUT", path, payload={"version": version})
+
+    def delete_consumer(self, name, consumer):
+        self._json("DELETE", self._table(name, "/consumers/" + urllib.parse.quote(consumer, safe="")))
+
     # -- key indexes ------------------------------------------------------
 
     def create_index(self, name, column):

@@ -106,6 +106,28 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(res["deleted"], 10)
         self.assertEqual(len(list(c.scan("events"))), 20)
 
+    def test_follow_as_a_named_consumer(self):
+        c = self.c
+        c.create_table("followed", SCHEMA)
+        c.append("followed", self.rows(0, 4))
+        c.checkpoint_lsm("followed")
+        rows, through = c.changes("followed", from_version=0, columns=["id"])
+        self.assertEqual(sorted(r["id"] for r in rows), [0, 1, 2, 3])
+        self.assertEqual({r["_change"] for r in rows}, {"insert"})
+        runs = c.follow("followed", consumer="trainer", from_version=0, wait=0.05, columns=["id"])
+        rows, first = next(runs)
+        self.assertEqual(sorted(r["id"] for r in rows), [0, 1, 2, 3])
+        self.assertEqual(first, through)
+        c.delete("followed", "id = 1")
+        rows, second = next(runs)  # asking for it records the first position
+        self.assertEqual([(r["_change"], r["id"]) for r in rows], [("delete", 1)])
+        self.assertEqual(c.consumers("followed")[0]["version"], first)
+        # Nothing new after the consumer's position: a long poll answers empty.
+        c.set_consumer("followed", "trainer", second)
+        self.assertEqual(c.changes("followed", consumer="trainer", wait=0.05), ([], second))
+        c.delete_consumer("followed", "trainer")
+        self.assertEqual(c.consumers("followed"), [])
+
     def test_compaction_and_lsm(self):
         c = self.c
         c.create_table("runs", SCHEMA)

@@ -1,0 +1,80 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/api"
+)
+
+// ChangesOptions say which changes to ask for (GET …/changes).
+type ChangesOptions struct {
+	// From is the version the changes come after (0: the table's
+	// creation); with Consumer and no From, the consumer's position.
+	From     uint64
+	Consumer string
+	To       uint64 // the last version (0: the latest)
+	// Wait, when no version is past From, waits up to this long (at most
+	// a minute) for one: a long poll.
+	Wait    time.Duration
+	Columns []string
+}
+
+// Changes returns the rows the versions after o.From (through o.To)
+// inserted and deleted, each with its _change ("insert" or "delete") and
+// _version columns, and the version they were read through: ask from it
+// next time to read every change once. The caller releases the batches.
+// A range whose start garbage collection removed is a 410
+// (version_collected) *Error naming the oldest version left.
+func (c *Client) Changes(ctx context.Context, name string, o ChangesOptions) ([]arrow.RecordBatch, uint64, error) {
+	q := url.Values{}
+	if o.Consumer == "" || o.From != 0 {
+		q.Set("from", strconv.FormatUint(o.From, 10))
+	}
+	if o.Consumer != "" {
+		q.Set("consumer", o.Consumer)
+	}
+	if o.To != 0 {
+		q.Set("to", strconv.FormatUint(o.To, 10))
+	}
+	if o.Wait > 0 {
+		q.Set("wait", o.Wait.String())
+	}
+	if len(o.Columns) > 0 {
+		q.Set("columns", api.ColumnList(o.Columns))
+	}
+	r := c.call(ctx, http.MethodGet, c.url(name, "/changes", q), "", nil, api.ArrowStream)
+	var through uint64
+	if r.err == nil {
+		through, _ = strconv.ParseUint(r.resp.Header.Get("Strata-Version"), 10, 64)
+	}
+	recs, err := collect(r.stream)
+	return recs, through, err
+}
+
+// SetConsumer records that the named consumer has read every change
+// through version (PUT …/consumers/{consumer}); garbage collection keeps
+// the versions after it for the consumer retention.
+func (c *Client) SetConsumer(ctx context.Context, name, consumer string, version uint64) (api.Consumer, error) {
+	body, _ := jsonBody(api.ConsumerRequest{Version: version})
+	var out api.Consumer
+	err := c.call(ctx, http.MethodPut, c.url(name, "/consumers/"+url.PathEscape(consumer), nil), api.JSON, body, "").json(&out)
+	return out, err
+}
+
+// Consumers lists the table's named consumers with their lag.
+func (c *Client) Consumers(ctx context.Context, name string) ([]api.Consumer, error) {
+	var out []api.Consumer
+	err := c.call(ctx, http.MethodGet, c.url(name, "/consumers", nil), "", nil, "").json(&out)
+	return out, err
+}
+
+// DeleteConsumer forgets a named consumer.
+func (c *Client) DeleteConsumer(ctx context.Context, name, consumer string) error {
+	return c.call(ctx, http.MethodDelete, c.url(name, "/consumers/"+url.PathEscape(consumer), nil), "", nil, "").none()
+}
