@@ -291,3 +291,17 @@ type Consumer struct {
 type ConsumerRequest struct {
 	Version uint64 `json:"version"`
 }
+
+// RestoreRequest is the body of POST …/restore: one of Version and Tag.
+type RestoreRequest struct {
+	Version uint64 `json:"version,omitempty"`
+	Tag     string `json:"tag,omitempty"`
+}
+
+// RestoreResult answers a restore: the version it committed, which
+// version's rows it holds, and how many.
+type RestoreResult struct {
+	Version  uint64 `json:"version"`
+	Restored uint64 `json:"restored"`
+	Rows     int64  `json:"rows"`
+}

@@ -41,6 +41,8 @@ func (d Decision) String() string {
 //	Rewrite       | ok     | ok                         | retry overlap | retry overlap | conflict
 //	Overwrite     | ok     | ok                         | ok            | ok            | retry
 //
+// A restore (Table.Restore) is an Overwrite.
+//
 // CreateIndex retries after any Delete or Rewrite (it read every fragment),
 // and a Rewrite retries after a CreateIndex (so that it records where it
 // moves the indexed rows). Delete against Delete retries on a common

@@ -205,3 +205,37 @@ func TestClientChangesAndConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// POST …/restore commits an earlier version's rows, by version or tag.
+func TestRestoreRoute(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	rec := rollouts.Batch(testenv.Allocator(t), 1, 0, 0, 3)
+	defer rec.Release()
+	if _, err := f.c.CreateTable(ctx, "events", rollouts.Schema, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.CreateTag(ctx, "events", "three", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Delete(ctx, "events", "id >= 0"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.c.Restore(ctx, "events", 1)
+	if err != nil || res.Version != 3 || res.Restored != 1 || res.Rows != 3 {
+		t.Fatalf("restore of v1: %+v %v", res, err)
+	}
+	code, body := raw(t, f, "POST", "/api/v1/tables/events/restore", "application/json", `{"tag": "three"}`, "")
+	if code != http.StatusOK || !strings.Contains(body, `"version":4`) || !strings.Contains(body, `"rows":3`) {
+		t.Fatalf("restore by tag: %d %s", code, body)
+	}
+	for body, want := range map[string]int{
+		`{}`:                             http.StatusBadRequest,
+		`{"version": 1, "tag": "three"}`: http.StatusBadRequest,
+		`{"version": 99}`:                http.StatusNotFound,
+		`{"tag": "nope"}`:                http.StatusNotFound,
+	} {
+		if code, msg := raw(t, f, "POST", "/api/v1/tables/events/restore", "application/json", body, ""); code != want {
+			t.Errorf("restore %s: %d %s, want %d", body, code, msg, want)
+		}
+	}
+}

@@ -62,6 +62,7 @@ func (s *Server) routes() error {
 	onTable("POST "+t+"/take", s.takeRows)
 	onTable("GET "+t+"/versions", s.versions)
 	onTable("GET "+t+"/changes", s.changes)
+	onTable("POST "+t+"/restore", s.restore)
 	onTable("GET "+t+"/consumers", s.consumers)
 	onTable("PUT "+t+"/consumers/{consumer}", s.setConsumer)
 	onTable("DELETE "+t+"/consumers/{consumer}", s.deleteConsumer)

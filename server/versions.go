@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
@@ -66,5 +67,38 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request, t *tableState
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// restore answers POST …/restore {"version": N} or {"tag": T}: a new
+// version whose rows are version N's (commit.Table.Restore); 404 when the
+// version or tag does not exist (or garbage collection took the version).
+func (s *Server) restore(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	var req api.RestoreRequest
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not a restore request")
+	}
+	if (req.Version == 0) == (req.Tag == "") {
+		return badRequest("a restore names one of version and tag")
+	}
+	if req.Tag != "" {
+		tag, err := table.ReadTag(r.Context(), t.b, req.Tag)
+		if err != nil {
+			return err
+		}
+		req.Version = tag.Version
+	}
+	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (restore)"})
+	if err != nil {
+		return err
+	}
+	res, err := tb.Restore(r.Context(), req.Version)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.RestoreResult{Version: res.Version, Restored: req.Version, Rows: res.Manifest.Rows()})
 	return nil
 }

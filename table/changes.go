@@ -145,20 +145,28 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 	case KindRewrite, KindCreateIndex:
 		return true
 	}
+	// A fragment is the same in both versions when its id is, or — a
+	// restore adds an earlier version's objects under new ids — its
+	// object is: its rows are the same, and only its deletion vector may
+	// differ.
 	before := make(map[uint64]*Fragment, len(prev.Fragments))
+	byKey := make(map[string]*Fragment, len(prev.Fragments))
 	for i := range prev.Fragments {
 		before[prev.Fragments[i].ID] = &prev.Fragments[i]
+		byKey[prev.Fragments[i].Key] = &prev.Fragments[i]
 	}
 	var gone, added []Fragment
 	var deleted, revived []positions
 	for i := range cur.Fragments {
 		f := &cur.Fragments[i]
 		p, ok := before[f.ID]
-		if !ok {
-			added = append(added, *f)
-			continue
+		if !ok || p.Key != f.Key {
+			if p, ok = byKey[f.Key]; !ok || before[p.ID] == nil {
+				added = append(added, *f)
+				continue
+			}
 		}
-		delete(before, f.ID)
+		delete(before, p.ID)
 		if sameDeletion(p.Deletion, f.Deletion) {
 			continue
 		}
@@ -180,7 +188,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		}
 	}
 	for _, f := range prev.Fragments {
-		if _, ok := before[f.ID]; ok {
+		if before[f.ID] != nil {
 			gone = append(gone, f)
 		}
 	}

@@ -181,6 +181,10 @@ type Transaction struct {
 	// vector garbage collection took (compactor.Repair): it gives the
 	// fragments their deletion vectors from before.
 	Undoes uint64 `json:"undoes,omitempty"`
+	// Restores is set on an overwrite that restores that version: its
+	// added fragments are that version's, objects and deletion vectors
+	// alike (commit.Table.Restore).
+	Restores uint64 `json:"restores,omitempty"`
 	// Idempotency names an append (or a create with rows) that its caller
 	// may send again: applied, it is recorded in the state's producers, and
 	// a transaction whose name the state already records is not applied.

@@ -213,6 +213,12 @@ class Client:
         """Name a version (0: the latest); returns the tag with its time."""
         return self._json("POST", self._table(name, "/tags"), payload={"name": tag, "version": version})
 
+    def restore(self, name, version=None, tag=None):
+        """Commit a new version whose rows are ``version``'s (or the tagged
+        version's): ``{"version", "restored", "rows"}``."""
+        payload = {"version": version} if tag is None else {"tag": tag}
+        return self._json("POST", self._table(name, "/restore"), payload=payload)
+
     def delete_tag(self, name, tag):
         self._json("DELETE", self._table(name, "/tags/" + urllib.parse.quote(tag, safe="")))
 

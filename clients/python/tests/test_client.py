@@ -127,6 +127,10 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(c.changes("followed", consumer="trainer", wait=0.05), ([], second))
         c.delete_consumer("followed", "trainer")
         self.assertEqual(c.consumers("followed"), [])
+        # Restore the rows from before the delete.
+        restored = c.restore("followed", version=first)
+        self.assertEqual((restored["restored"], restored["rows"]), (first, 4))
+        self.assertEqual(sorted(r["id"] for r in c.scan("followed")), [0, 1, 2, 3])
 
     def test_compaction_and_lsm(self):
         c = self.c

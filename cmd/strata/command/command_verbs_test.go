@@ -461,3 +461,40 @@ func TestFollowAsANamedConsumerPrintsEachChangeOnce(t *testing.T) {
 		t.Fatalf("follow without --from or --consumer: exit %d %s", code, errOut)
 	}
 }
+
+// strata restore commits an earlier version's rows, by version or tag.
+func TestRestoreByVersionAndTag(t *testing.T) {
+	dir := t.TempDir()
+	schema := dir + "/events.json"
+	if err := os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + dir + "/events"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	os.WriteFile(dir+"/a.csv", []byte("id\n1\n2\n"), 0o644)
+	if code, _, errOut := run(t, nil, "append", u, dir+"/a.csv"); code != 0 {
+		t.Fatalf("append: %s", errOut)
+	}
+	if code, _, errOut := run(t, nil, "tag", u, "two-rows"); code != 0 {
+		t.Fatalf("tag: %s", errOut)
+	}
+	if code, _, errOut := run(t, nil, "delete", u, "--filter", "id >= 1"); code != 0 {
+		t.Fatalf("delete: %s", errOut)
+	}
+	code, out, errOut := run(t, nil, "restore", u, "--tag", "two-rows")
+	if code != 0 || out != "restored v2 as version 4 (2 rows)\n" {
+		t.Fatalf("restore --tag: exit %d %q %s", code, out, errOut)
+	}
+	code, out, errOut = run(t, nil, "restore", u, "--version", "3")
+	if code != 0 || out != "restored v3 as version 5 (0 rows)\n" {
+		t.Fatalf("restore --version: exit %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, nil, "restore", u, "--version", "9"); code != 1 || !strings.Contains(errOut, "version 9") {
+		t.Fatalf("restore of a version that does not exist: exit %d %s", code, errOut)
+	}
+	if code, _, _ := run(t, nil, "restore", u); code != 2 {
+		t.Fatalf("restore without --version or --tag: exit %d", code)
+	}
+}

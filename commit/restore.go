@@ -1,0 +1,53 @@
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/stratadb/strata/table"
+)
+
+// Restore commits a new version whose rows and schema are version v's:
+// an overwrite whose fragments are v's own objects (with their deletion
+// vectors), so nothing is copied. In the conflict matrix it is an
+// Overwrite: a commit that lands before it is replaced by it (its rows go,
+// as every row not in v does); an append, merge, delete or compaction
+// planned before it and landing after fails with a conflict and is planned
+// again on the restored table (a shard's merge then adds its generations on
+// top of it). Rows acknowledged through shards and not yet merged are not
+// touched: they are merged on top of the restored version.
+//
+// While it works, v is held by a tag of its own (restore-<id>), so that
+// garbage collection cannot take v's objects between the read and the
+// commit (the tag's check against the GC boundary, CreateTag, is what
+// makes that sure); the tag is deleted once the restore landed or failed.
+// A restore that dies in between leaves the tag: deleting it lets v go as
+// the retention says. A version at or below the GC boundary is
+// table.ErrVersionNotFound.
+func (t *Table) Restore(ctx context.Context, v uint64) (Result, error) {
+	hold := "restore-" + strings.ToLower(table.NewID())
+	if err := table.CreateTag(ctx, t.b, hold, v); err != nil {
+		return Result{}, fmt.Errorf("commit: restore of v%d: %w", v, err)
+	}
+	res, err := t.restore(ctx, v)
+	if derr := table.DeleteTag(context.WithoutCancel(ctx), t.b, hold); derr != nil && !errors.Is(derr, table.ErrTagNotFound) {
+		err = errors.Join(err, fmt.Errorf("commit: restore of v%d: deleting the tag %s that held it: %w", v, hold, derr))
+	}
+	return res, err
+}
+
+func (t *Table) restore(ctx context.Context, v uint64) (Result, error) {
+	m, err := table.ReadManifest(ctx, t.b, v)
+	if err != nil {
+		return Result{}, fmt.Errorf("commit: restore of v%d: %w", v, err)
+	}
+	if _, err := t.Refresh(ctx); err != nil {
+		return Result{}, err
+	}
+	txn := table.Transaction{Kind: table.KindOverwrite, CommitID: table.NewID(), SchemaIPC: m.SchemaIPC,
+		Added: slices.Clone(m.Fragments), Restores: v}
+	return t.Commit(ctx, txn)
+}

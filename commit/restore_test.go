@@ -1,0 +1,134 @@
+package commit_test
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/table"
+)
+
+// idsOf lists the ids version v holds, sorted.
+func idsOf(t *testing.T, b blob.Bucket, v uint64) []int64 {
+	t.Helper()
+	m, err := table.ReadManifest(ctx, b, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rec, err := range table.NewSnapshot(b, m).Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// changed counts the rows version v changed, by kind.
+func changed(t *testing.T, b blob.Bucket, v uint64) map[table.ChangeKind][]int64 {
+	t.Helper()
+	out := map[table.ChangeKind][]int64{}
+	for c, err := range table.Changes(ctx, b, v-1, v, table.ChangesOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[c.Kind] = append(out[c.Kind], c.Rows.Column(0).(*array.Int64).Int64Values()...)
+	}
+	return out
+}
+
+// A restore commits a new version with an earlier version's rows — its
+// objects and deletion vectors, nothing copied — and its changes are only
+// what differs; an append planned before it and landing after is a
+// conflict, not rows lost silently; a version garbage collection took
+// cannot be restored; the tag that held the version while it worked is
+// gone after.
+func TestRestoreCommitsAnEarlierVersionsRows(t *testing.T) {
+	b := open(t, "file://"+t.TempDir())
+	createIDTable(t, b)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ids := range [][]int64{{1, 2, 3}, {4, 5}} {
+		rec := idBatch(ids...)
+		if _, err := tb.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if _, _, err := tb.Delete(ctx, table.Eq("id", table.Int(2))); err != nil { // v4
+		t.Fatal(err)
+	}
+	over := idBatch(9)
+	defer over.Release()
+	if _, err := tb.Overwrite(ctx, idSchema, over); err != nil { // v5
+		t.Fatal(err)
+	}
+	stale, err := commit.OpenTable(ctx, b, nil) // at v5
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tb.Restore(ctx, 3) // v6
+	if err != nil || res.Version != 6 {
+		t.Fatalf("restore of v3: %+v %v", res, err)
+	}
+	if got := idsOf(t, b, 6); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+		t.Fatalf("v6, restored from v3, holds %v", got)
+	}
+	if c := changed(t, b, 6); !slices.Equal(c[table.ChangeDelete], []int64{9}) || len(c[table.ChangeInsert]) != 5 {
+		t.Fatalf("the changes of the restore of v3: %v", c)
+	}
+	if _, err := tb.Restore(ctx, 4); err != nil { // v7, with v4's deletion vector
+		t.Fatal(err)
+	}
+	if got := idsOf(t, b, 7); !slices.Equal(got, []int64{1, 3, 4, 5}) {
+		t.Fatalf("v7, restored from v4, holds %v", got)
+	}
+	// Its fragments are v4's objects: the only change is v4's delete.
+	if c := changed(t, b, 7); !maps.EqualFunc(c, map[table.ChangeKind][]int64{table.ChangeDelete: {2}}, slices.Equal) {
+		t.Fatalf("the changes of the restore of v4 over v6: %v", c)
+	}
+	m7, err := table.ReadManifest(ctx, b, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m4, err := table.ReadManifest(ctx, b, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m7.Fragments {
+		if m7.Fragments[i].Key != m4.Fragments[i].Key || m7.Transaction.Restores != 4 {
+			t.Fatalf("v7's fragment %d is %s, v4's %s (restores %d)", i, m7.Fragments[i].Key, m4.Fragments[i].Key, m7.Transaction.Restores)
+		}
+	}
+	// An append planned on v5 lands after the restores: a conflict.
+	late := idBatch(100)
+	defer late.Release()
+	var conflict *commit.ConflictError
+	if _, err := stale.Append(ctx, late); !errors.As(err, &conflict) {
+		t.Fatalf("an append planned before a restore and landing after: %v, want a *ConflictError", err)
+	}
+	if tags, err := table.Tags(ctx, b); err != nil || len(tags) != 0 {
+		t.Fatalf("tags after the restores: %v %v", tags, err)
+	}
+	// Collected: v1…v6 go (one version kept, hours later).
+	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Restore(ctx, 3); !errors.Is(err, table.ErrVersionNotFound) {
+		t.Fatalf("restore of a collected version: %v", err)
+	}
+	if tags, err := table.Tags(ctx, b); err != nil || len(tags) != 0 {
+		t.Fatalf("tags after a refused restore: %v %v", tags, err)
+	}
+}
