@@ -108,18 +108,26 @@ func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOp
 				return
 			}
 		}
-		for v := from + 1; v <= to; v++ {
-			cur, err := readForChanges(ctx, b, v)
-			if err != nil {
-				fail(err)
-				return
-			}
-			if !versionChanges(ctx, b, prev, cur, opts, yield) {
-				return
-			}
-			prev = cur
-		}
+		changesAfter(ctx, b, prev, to, opts, yield)
 	}
+}
+
+// changesAfter yields the changes of the versions after prev through to,
+// and returns the manifest of the last version it read (nil when it ended
+// early: an error yielded, or the consumer stopped).
+func changesAfter(ctx context.Context, b blob.Bucket, prev *Manifest, to uint64, opts ChangesOptions, yield func(Change, error) bool) *Manifest {
+	for v := prev.Version + 1; v <= to; v++ {
+		cur, err := readForChanges(ctx, b, v)
+		if err != nil {
+			yield(Change{}, err)
+			return nil
+		}
+		if !versionChanges(ctx, b, prev, cur, opts, yield) {
+			return nil
+		}
+		prev = cur
+	}
+	return prev
 }
 
 // readForChanges reads version v, telling a collected version apart.

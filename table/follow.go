@@ -58,17 +58,27 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 				return
 			}
 		}
+		// prev is the version read through, read once there is a newer
+		// one (an idle follow reads nothing but the listing); before
+		// version 1, the empty table.
+		prev, read := &Manifest{Version: from}, from == 0
 		for {
 			latest, err := LatestVersion(ctx, b)
 			if err != nil {
 				yield(Change{}, err)
 				return
 			}
-			if latest > from {
-				if !followTo(ctx, b, from, latest, opts, yield) {
+			if latest > prev.Version {
+				if !read {
+					if prev, err = readForChanges(ctx, b, from); err != nil {
+						yield(Change{}, err)
+						return
+					}
+					read = true
+				}
+				if prev = followTo(ctx, b, prev, latest, opts, yield); prev == nil {
 					return
 				}
-				from = latest
 				continue
 			}
 			select {
@@ -81,13 +91,14 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 	}
 }
 
-// followTo yields the changes from+1..to and the marker, then records the
-// consumer's position; false when the follow ends.
-func followTo(ctx context.Context, b blob.Bucket, from, to uint64, opts FollowOptions, yield func(Change, error) bool) bool {
-	for c, err := range Changes(ctx, b, from, to, opts.ChangesOptions) {
-		if !yield(c, err) || err != nil {
-			return false
-		}
+// followTo yields the changes after prev through to and the marker, then
+// records the consumer's position; it returns to's manifest, nil when the
+// follow ends. It keeps the manifest it read last, so that the next run
+// reads only the new versions'.
+func followTo(ctx context.Context, b blob.Bucket, prev *Manifest, to uint64, opts FollowOptions, yield func(Change, error) bool) *Manifest {
+	cur := changesAfter(ctx, b, prev, to, opts.ChangesOptions, yield)
+	if cur == nil {
+		return nil
 	}
 	more := yield(Change{Version: to, Kind: ChangeThrough}, nil)
 	if opts.Consumer != "" {
@@ -97,8 +108,11 @@ func followTo(ctx context.Context, b blob.Bucket, from, to uint64, opts FollowOp
 			if more {
 				yield(Change{}, err)
 			}
-			return false
+			return nil
 		}
 	}
-	return more
+	if !more {
+		return nil
+	}
+	return cur
 }
