@@ -77,9 +77,11 @@ func (e *ChangesCollectedError) Is(target error) bool { return target == ErrVers
 // fragments it adds; a delete deletes the rows its deletion vectors add
 // (their values, read from the fragment); an overwrite deletes every row
 // and inserts its own. A compaction (a rewrite) moves rows and changes
-// none, nor does building an index; a repair that takes back a commit
-// whose data garbage collection took changes none either (those rows were
-// never readable).
+// none, nor does building an index; a commit whose objects garbage
+// collection took before it landed, and that a later version takes back
+// (Transaction.Undoes), changes none, nor does the version that takes it
+// back: those rows were never readable. Until the taking back lands, such
+// a version's changes are an error (blob.ErrNotFound).
 //
 // It reads one manifest per version, and only the fragments a version
 // changed: the cost follows the changes, not the table. A version garbage
@@ -122,12 +124,52 @@ func changesAfter(ctx context.Context, b blob.Bucket, prev *Manifest, to uint64,
 			yield(Change{}, err)
 			return nil
 		}
-		if !versionChanges(ctx, b, prev, cur, opts, yield) {
+		// An object of the version missing before any of its changes
+		// went out: if a later version undoes it, the version never held
+		// readable rows and changes nothing; otherwise that is the error.
+		var missing error
+		yielded := false
+		more := versionChanges(ctx, b, prev, cur, opts, func(c Change, err error) bool {
+			if err != nil && !yielded && errors.Is(err, blob.ErrNotFound) {
+				missing = err
+				return false
+			}
+			yielded = yielded || err == nil
+			return yield(c, err)
+		})
+		if missing != nil {
+			undone, err := undoneAfter(ctx, b, v)
+			if err != nil || !undone {
+				yield(Change{}, errors.Join(missing, err))
+				return nil
+			}
+		} else if !more {
 			return nil
 		}
 		prev = cur
 	}
 	return prev
+}
+
+// undoneAfter tells whether a version after v undoes v's commit (a writer
+// that stalled past garbage collection, or a repair, took it back: see
+// Transaction.Undoes). It reads the later versions' transactions, on this
+// rare path alone.
+func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (bool, error) {
+	latest, err := LatestVersion(ctx, b)
+	if err != nil {
+		return false, err
+	}
+	for u := v + 1; u <= latest; u++ {
+		t, err := ReadTransaction(ctx, b, u)
+		if err != nil {
+			return false, err
+		}
+		if t.Undoes == v {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // readForChanges reads version v, telling a collected version apart.
@@ -149,8 +191,9 @@ func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, er
 // versionChanges yields what cur changed from prev; false when the
 // consumer stopped or an error was yielded.
 func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opts ChangesOptions, yield func(Change, error) bool) bool {
-	switch cur.Transaction.Kind {
-	case KindRewrite, KindCreateIndex:
+	if k := cur.Transaction.Kind; k == KindRewrite || k == KindCreateIndex || cur.Transaction.Undoes != 0 {
+		// Rows moved, or an index built: no change. An undo takes back a
+		// commit whose objects were gone, which changed nothing either.
 		return true
 	}
 	// A fragment is the same in both versions when its id is, or — a
