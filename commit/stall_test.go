@@ -524,6 +524,22 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 			if !slices.Equal(ids, []int64{1, 5, 6}) {
 				t.Fatalf("rows %v, want 1, 5, 6", ids)
 			}
+			// The changes read through the taken vector (from its copy):
+			// the three rows deleted once, by v3, and nothing by v4.
+			var deleted []int64
+			for c, err := range table.Changes(ctx, under, 2, 4, table.ChangesOptions{}) {
+				if err != nil {
+					t.Fatalf("changes across the delete whose vector was taken: %v", err)
+				}
+				if c.Kind != table.ChangeDelete || c.Version != 3 {
+					t.Fatalf("a %s change at v%d", c.Kind, c.Version)
+				}
+				deleted = append(deleted, c.Rows.Column(0).(*array.Int64).Int64Values()...)
+			}
+			slices.Sort(deleted)
+			if !slices.Equal(deleted, []int64{2, 3, 4}) {
+				t.Fatalf("changes 2..4 deleted %v, want 2, 3, 4", deleted)
+			}
 		})
 	}
 }
