@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -85,26 +84,8 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 		return err
 	}
 	defer release()
-	rows := func(yield func(arrow.RecordBatch, error) bool) {
-		for c, err := range table.Changes(r.Context(), t.b, from, to, opts) {
-			var gone *table.ChangesCollectedError
-			if errors.As(err, &gone) {
-				err = &apiError{http.StatusGone, api.CodeVersionCollected, gone.Error()}
-			}
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			rec := table.WithChangeColumns(c, nil)
-			more := yield(rec, nil)
-			rec.Release()
-			if !more {
-				return
-			}
-		}
-	}
 	w.Header().Set("Strata-Version", strconv.FormatUint(to, 10))
-	return s.writeRows(w, r, schema, limit, rows)
+	return s.writeRows(w, r, schema, limit, table.ChangeRows(table.Changes(r.Context(), t.b, from, to, opts), nil))
 }
 
 // maxChangesWait bounds a long poll (wait=); changesPoll is how often it
@@ -130,9 +111,6 @@ func (s *Server) changesFrom(r *http.Request, t *tableState) (uint64, error) {
 		return 0, badRequest("changes need from=VERSION, the version they come after (0: the table's creation), or consumer=NAME")
 	}
 	c, err := table.ReadConsumer(r.Context(), t.b, name)
-	if errors.Is(err, table.ErrBadName) {
-		return 0, badRequest("%v", err)
-	}
 	return c.Version, err
 }
 
@@ -184,14 +162,7 @@ func (s *Server) setConsumer(w http.ResponseWriter, r *http.Request, t *tableSta
 		return badRequestOrLimit(err, "body is not a consumer position")
 	}
 	name := r.PathValue("consumer")
-	err := table.SetConsumer(r.Context(), t.b, name, req.Version)
-	var gone *table.ChangesCollectedError
-	switch {
-	case errors.As(err, &gone):
-		return &apiError{http.StatusGone, api.CodeVersionCollected, gone.Error()}
-	case errors.Is(err, table.ErrBadName):
-		return badRequest("%v", err)
-	case err != nil:
+	if err := table.SetConsumer(r.Context(), t.b, name, req.Version); err != nil {
 		return err
 	}
 	c, err := table.ReadConsumer(r.Context(), t.b, name)
@@ -204,11 +175,7 @@ func (s *Server) setConsumer(w http.ResponseWriter, r *http.Request, t *tableSta
 
 // deleteConsumer answers DELETE …/consumers/{consumer}: 204, or 404.
 func (s *Server) deleteConsumer(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	err := table.DeleteConsumer(r.Context(), t.b, r.PathValue("consumer"))
-	if errors.Is(err, table.ErrBadName) {
-		return badRequest("%v", err)
-	}
-	if err != nil {
+	if err := table.DeleteConsumer(r.Context(), t.b, r.PathValue("consumer")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -445,6 +445,8 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, ae.status, ae.code, ae.msg)
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
+	case errors.As(err, new(*table.ChangesCollectedError)):
+		writeError(w, http.StatusGone, api.CodeVersionCollected, err.Error())
 	case errors.Is(err, table.ErrNotFound), errors.Is(err, walshard.ErrUnknownShard):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, table.ErrVersionNotFound), errors.Is(err, table.ErrTagNotFound):

@@ -342,6 +342,29 @@ func minusSorted(a, b []uint32) []uint32 {
 	return out
 }
 
+// ChangeRows gives changes as record batches with their change columns
+// (WithChangeColumns), each released when the loop body returns; Follow's
+// through markers are left out. The first error ends it.
+func ChangeRows(changes iter.Seq2[Change, error], mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for c, err := range changes {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if c.Kind == ChangeThrough {
+				continue
+			}
+			rec := WithChangeColumns(c, mem)
+			more := yield(rec, nil)
+			rec.Release()
+			if !more {
+				return
+			}
+		}
+	}
+}
+
 // WithChangeColumns returns c's rows with two columns added at the end:
 // _change ("insert" or "delete") and _version (the version that made the
 // change). The caller releases the result.

@@ -20,6 +20,39 @@ import (
 	"github.com/stratadb/strata/table"
 )
 
+// openRolloutsTable creates a rollouts table in b (in a new folder when b is
+// nil) and opens it for commits.
+func openRolloutsTable(t *testing.T, b blob.Bucket) (blob.Bucket, *commit.Table) {
+	t.Helper()
+	ctx := context.Background()
+	if b == nil {
+		var err error
+		if b, err = blob.Open(ctx, "file://"+t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, tb
+}
+
+// appendRollouts commits worker w's rows seq0 … seq0+n-1 in one append.
+func appendRollouts(t *testing.T, tb *commit.Table, w int, seq0 int64, n int) commit.Result {
+	t.Helper()
+	rec := rollouts.Batch(testenv.Allocator(t), 42, w, seq0, n)
+	defer rec.Release()
+	res, err := tb.Append(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // idsAt is the multiset of ids version v holds.
 func idsAt(t *testing.T, b blob.Bucket, v uint64) map[int64]int {
 	t.Helper()
@@ -82,27 +115,10 @@ func replay(t *testing.T, b blob.Bucket, ids map[int64]int, from, to uint64) (ma
 // index, which move no row in or out, change nothing.
 func TestChangesTakeAnyVersionToAnyLater(t *testing.T) {
 	ctx := context.Background()
-	b, err := blob.Open(ctx, "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, tb := openRolloutsTable(t, nil)
 	mem := testenv.Allocator(t)
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendRows := func(seq0 int64, n int) {
-		rec := rollouts.Batch(mem, 1, 0, seq0, n)
-		defer rec.Release()
-		if _, err := tb.Append(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i := range 4 {
-		appendRows(int64(i*10), 10)
+		appendRollouts(t, tb, 0, int64(i*10), 10)
 	}
 	if _, _, err := tb.Delete(ctx, table.In("id", table.Int(3), table.Int(12), table.Int(35))); err != nil {
 		t.Fatal(err)
@@ -117,7 +133,7 @@ func TestChangesTakeAnyVersionToAnyLater(t *testing.T) {
 	if _, err := tb.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	appendRows(40, 5)
+	appendRollouts(t, tb, 0, 40, 5)
 	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +145,7 @@ func TestChangesTakeAnyVersionToAnyLater(t *testing.T) {
 	if _, err := tb.Overwrite(ctx, rollouts.Schema, over); err != nil {
 		t.Fatal(err)
 	}
-	appendRows(100, 3)
+	appendRollouts(t, tb, 0, 100, 3)
 	latest, err := table.LatestVersion(ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -183,20 +199,9 @@ func TestChangesCostFollowsTheChangesNotTheTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := trace.Wrap(under)
-		mem := testenv.Allocator(t)
-		if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-		tb, err := commit.OpenTable(ctx, b, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, tb := openRolloutsTable(t, b)
 		for i := range fragments {
-			rec := rollouts.Batch(mem, 1, 0, int64(i*4), 4)
-			if _, err := tb.Append(ctx, rec); err != nil {
-				t.Fatal(err)
-			}
-			rec.Release()
+			appendRollouts(t, tb, 0, int64(i*4), 4)
 		}
 		if _, _, err := tb.Delete(ctx, table.Eq("id", table.Int(1))); err != nil {
 			t.Fatal(err)
@@ -230,24 +235,9 @@ func TestChangesCostFollowsTheChangesNotTheTable(t *testing.T) {
 // version that remains, never a gap.
 func TestChangesFromACollectedVersionNameTheOldest(t *testing.T) {
 	ctx := context.Background()
-	b, err := blob.Open(ctx, "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := testenv.Allocator(t)
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, tb := openRolloutsTable(t, nil)
 	for i := range 5 {
-		rec := rollouts.Batch(mem, 1, 0, int64(i), 1)
-		if _, err := tb.Append(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Release()
+		appendRollouts(t, tb, 0, int64(i), 1)
 	}
 	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 2}, time.Now().Add(3*time.Hour)); err != nil {
 		t.Fatal(err)
@@ -272,24 +262,9 @@ func TestChangesFromACollectedVersionNameTheOldest(t *testing.T) {
 // version left, never a gap.
 func TestGCKeepsWhatANamedConsumerHasNotRead(t *testing.T) {
 	ctx := context.Background()
-	b, err := blob.Open(ctx, "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := testenv.Allocator(t)
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, tb := openRolloutsTable(t, nil)
 	for i := range 6 {
-		rec := rollouts.Batch(mem, 1, 0, int64(i), 1)
-		if _, err := tb.Append(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Release()
+		appendRollouts(t, tb, 0, int64(i), 1)
 	}
 	if err := table.SetConsumer(ctx, b, "trainer", 3); err != nil {
 		t.Fatal(err)
@@ -345,13 +320,7 @@ func TestFollowResumesAsANamedConsumer(t *testing.T) {
 	}
 	b := trace.Wrap(under)
 	mem := testenv.Allocator(t)
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tb := openRolloutsTable(t, b)
 	appendRows := func(seq0 int64) {
 		rec := rollouts.Batch(mem, 1, 0, seq0, 2)
 		defer rec.Release()
@@ -433,27 +402,10 @@ func TestFollowResumesAsANamedConsumer(t *testing.T) {
 // after, it and the taking back change nothing.
 func TestChangesSkipACommitTakenBack(t *testing.T) {
 	ctx := context.Background()
-	b, err := blob.Open(ctx, "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := testenv.Allocator(t)
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, tb := openRolloutsTable(t, nil)
 	var lost *table.Manifest
 	for i := range 3 {
-		rec := rollouts.Batch(mem, 1, 0, int64(i*2), 2)
-		res, err := tb.Append(ctx, rec)
-		rec.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 1 {
+		if res := appendRollouts(t, tb, 0, int64(i*2), 2); i == 1 {
 			lost = res.Manifest
 		}
 	}

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,7 @@ func SetConsumer(ctx context.Context, b blob.Bucket, name string, v uint64) erro
 	if err != nil {
 		return err
 	}
-	if err := b.Put(ctx, ConsumerKey(name), strings.NewReader(string(data))); err != nil {
+	if err := b.Put(ctx, ConsumerKey(name), bytes.NewReader(data)); err != nil {
 		return err
 	}
 	boundary, err := GCBoundary(ctx, b)

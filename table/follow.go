@@ -28,6 +28,9 @@ type FollowOptions struct {
 	// collection keeps what a named consumer has not read
 	// (compactor.GCPolicy.ConsumerRetention).
 	Consumer string
+	// Until, when set, ends the follow (with no error) once it has read
+	// through this version, or at once when it starts there or after.
+	Until uint64
 }
 
 // Follow yields the changes after version from as versions land, in
@@ -63,6 +66,9 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 		// version 1, the empty table.
 		prev, read := &Manifest{Version: from}, from == 0
 		for {
+			if opts.Until != 0 && prev.Version >= opts.Until {
+				return
+			}
 			latest, err := LatestVersion(ctx, b)
 			if err != nil {
 				yield(Change{}, err)

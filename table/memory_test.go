@@ -17,7 +17,6 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
 )
 
@@ -62,25 +61,15 @@ func (b *budget) stats() (held, peak int64, got []int64) {
 // rolloutsTable appends one fragment of the benchmark's rows per count.
 func rolloutsTable(t *testing.T, counts ...int) (blob.Bucket, *table.Snapshot) {
 	t.Helper()
-	b, err := blob.Open(ctx, "mem://")
+	mem, err := blob.Open(ctx, "mem://")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, tb := openRolloutsTable(t, mem)
 	var id int64
 	for _, n := range counts {
-		rec := rollouts.Batch(memory.DefaultAllocator, 42, 0, id, n)
+		appendRollouts(t, tb, 0, id, n)
 		id += int64(n)
-		if _, err := tb.Append(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Release()
 	}
 	s, err := table.Open(ctx, b, nil)
 	if err != nil {

@@ -2,9 +2,7 @@ package command
 
 import (
 	"fmt"
-	"iter"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/table"
@@ -38,13 +36,11 @@ collection removed is an error naming the oldest one left.`,
 				return usageError{fmt.Errorf("--to %d is before --from %d", to, from)}
 			}
 			opts := table.ChangesOptions{}
-			if columns != "" {
-				cols, err := table.ParseColumns(columns)
-				if err != nil {
-					return usageError{err}
-				}
-				opts.Columns = cols
+			cols, err := columnsFlag(columns)
+			if err != nil {
+				return err
 			}
+			opts.Columns = cols
 			w, err := newRowWriter(env.Out, format, limit)
 			if err != nil {
 				return err
@@ -54,21 +50,7 @@ collection removed is an error naming the oldest one left.`,
 				return err
 			}
 			defer b.Close()
-			rows := func(yield func(arrow.RecordBatch, error) bool) {
-				for ch, err := range table.Changes(c.Context(), b, from, to, opts) {
-					if err != nil {
-						yield(nil, err)
-						return
-					}
-					rec := table.WithChangeColumns(ch, nil)
-					more := yield(rec, nil)
-					rec.Release()
-					if !more {
-						return
-					}
-				}
-			}
-			if err := w.writeAll(iter.Seq2[arrow.RecordBatch, error](rows)); err != nil {
+			if err := w.writeAll(table.ChangeRows(table.Changes(c.Context(), b, from, to, opts), nil)); err != nil {
 				return err
 			}
 			return w.close()

@@ -46,13 +46,11 @@ consumers and their lag.`,
 				return usageError{fmt.Errorf("--format must be jsonl or csv (follow streams; a table aligns every row first), not %q", format)}
 			}
 			opts := table.FollowOptions{Poll: poll, Consumer: consumer}
-			if columns != "" {
-				cols, err := table.ParseColumns(columns)
-				if err != nil {
-					return usageError{err}
-				}
-				opts.Columns = cols
+			cols, err := columnsFlag(columns)
+			if err != nil {
+				return err
 			}
+			opts.Columns = cols
 			w, err := newRowWriter(env.Out, format, 0)
 			if err != nil {
 				return err
@@ -62,20 +60,14 @@ consumers and their lag.`,
 				return err
 			}
 			defer b.Close()
-			ctx, stop := context.WithCancel(c.Context())
-			defer stop()
+			ctx := c.Context()
 			if exitIdle {
-				latest, err := table.LatestVersion(ctx, b)
-				if err != nil {
+				if opts.Until, err = table.LatestVersion(ctx, b); err != nil {
 					return err
 				}
-				if err := followUntil(ctx, b, from, latest, opts, w); err != nil {
-					return err
-				}
-				return w.close()
 			}
-			err = followUntil(ctx, b, from, 0, opts, w)
-			if errors.Is(err, context.Canceled) && c.Context().Err() != nil {
+			err = printFollow(ctx, b, from, opts, w)
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				err = nil // stopped by a signal: not a failure
 			}
 			if cerr := w.close(); err == nil {
@@ -96,13 +88,9 @@ consumers and their lag.`,
 	return c
 }
 
-// followUntil prints the changes Follow yields, a marker after each run of
-// versions in JSON lines, until version until is printed (0: until ctx
-// ends).
-func followUntil(ctx context.Context, b blob.Bucket, from, until uint64, opts table.FollowOptions, w *rowWriter) error {
-	if until != 0 && !startsBefore(ctx, b, from, until, opts.Consumer) {
-		return nil
-	}
+// printFollow prints the changes Follow yields, and a marker after each
+// run of versions in JSON lines, until the follow ends.
+func printFollow(ctx context.Context, b blob.Bucket, from uint64, opts table.FollowOptions, w *rowWriter) error {
 	for ch, err := range table.Follow(ctx, b, from, opts) {
 		if err != nil {
 			return err
@@ -116,9 +104,6 @@ func followUntil(ctx context.Context, b blob.Bucket, from, until uint64, opts ta
 			if err := w.flush(); err != nil {
 				return err
 			}
-			if until != 0 && ch.Version >= until {
-				return nil
-			}
 			continue
 		}
 		rec := table.WithChangeColumns(ch, nil)
@@ -129,15 +114,4 @@ func followUntil(ctx context.Context, b blob.Bucket, from, until uint64, opts ta
 		}
 	}
 	return nil
-}
-
-// startsBefore tells whether a follow from from (or from the named
-// consumer's position) has versions to print up to until.
-func startsBefore(ctx context.Context, b blob.Bucket, from, until uint64, consumer string) bool {
-	if consumer != "" {
-		if c, err := table.ReadConsumer(ctx, b, consumer); err == nil {
-			from = c.Version
-		}
-	}
-	return from < until
 }

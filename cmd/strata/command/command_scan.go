@@ -29,13 +29,11 @@ merged (each shard's generations and WAL entries), each once.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts := table.ScanOptions{}
-			if columns != "" {
-				cols, err := table.ParseColumns(columns)
-				if err != nil {
-					return usageError{err}
-				}
-				opts.Columns = cols
+			cols, err := columnsFlag(columns)
+			if err != nil {
+				return err
 			}
+			opts.Columns = cols
 			if filter != "" {
 				p, err := table.ParseFilter(filter)
 				if err != nil {

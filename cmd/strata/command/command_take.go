@@ -44,11 +44,9 @@ func newTake(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var cols []string
-			if columns != "" {
-				if cols, err = table.ParseColumns(columns); err != nil {
-					return usageError{err}
-				}
+			cols, err := columnsFlag(columns)
+			if err != nil {
+				return err
 			}
 			recs, res, err := s.Take(c.Context(), column, keys, cols)
 			if err != nil {

@@ -12,7 +12,22 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/table"
 )
+
+// columnsFlag reads a --columns flag: nil when empty (every column), a
+// usage error when it does not parse.
+func columnsFlag(columns string) ([]string, error) {
+	if columns == "" {
+		return nil, nil
+	}
+	cols, err := table.ParseColumns(columns)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return cols, nil
+}
 
 // rowWriter prints record batches as a table, CSV or JSON lines.
 type rowWriter struct {
