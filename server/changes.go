@@ -120,8 +120,8 @@ func waitForVersion(ctx context.Context, t *tableState, from uint64, wait time.D
 	deadline := time.Now().Add(wait)
 	for {
 		latest, err := table.LatestVersion(ctx, t.b)
-		if err != nil || latest > from || !time.Now().Before(deadline) {
-			return latest, err
+		if err != nil || latest != from || !time.Now().Before(deadline) {
+			return latest, err // a start past the latest is refused at once
 		}
 		select {
 		case <-ctx.Done():

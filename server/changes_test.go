@@ -161,10 +161,14 @@ func TestConsumersAndLongPolls(t *testing.T) {
 		"/api/v1/tables/events/changes?consumer=nobody": http.StatusNotFound,
 		"/api/v1/tables/events/changes?consumer=a%2Fb":  http.StatusBadRequest,
 		"/api/v1/tables/events/changes?from=0&wait=x":   http.StatusBadRequest,
+		"/api/v1/tables/events/changes?from=9&wait=1m":  http.StatusBadRequest, // past the latest: at once
 	} {
 		if code, body := raw(t, f, "GET", path, "", "", ""); code != want {
 			t.Errorf("GET %s: %d %s, want %d", path, code, body, want)
 		}
+	}
+	if code, body := put("9"); code != http.StatusNotFound {
+		t.Fatalf("PUT a consumer past the latest version: %d %s", code, body)
 	}
 	if code, body := raw(t, f, "DELETE", "/api/v1/tables/events/consumers/trainer", "", "", ""); code != http.StatusNoContent {
 		t.Fatalf("DELETE consumer: %d %s", code, body)

@@ -243,11 +243,14 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			gone = append(gone, f)
 		}
 	}
-	emit := func(kind ChangeKind, schema *arrow.Schema, frags []Fragment, rows map[uint64][]uint32) bool {
+	// emit reads frags as version from held them (so that an error names
+	// it) and yields their rows as kind.
+	emit := func(kind ChangeKind, from *Manifest, frags []Fragment, rows map[uint64][]uint32) bool {
 		if len(frags) == 0 {
 			return true
 		}
-		s := SnapshotOf(b, schema, frags)
+		s := SnapshotOf(b, from.Schema(), frags)
+		s.m.Version = from.Version
 		so := ScanOptions{Columns: opts.Columns, BatchSize: opts.BatchSize, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes, Allocator: opts.Allocator, Memory: opts.Memory, rows: rows}
 		for rec, err := range s.Scan(ctx, so) {
 			if err != nil {
@@ -262,10 +265,10 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 	}
 	dFrags, dRows := atPositions(deleted)
 	rFrags, rRows := atPositions(revived)
-	return emit(ChangeDelete, prev.Schema(), gone, nil) &&
-		emit(ChangeDelete, prev.Schema(), dFrags, dRows) &&
-		emit(ChangeInsert, cur.Schema(), rFrags, rRows) &&
-		emit(ChangeInsert, cur.Schema(), added, nil)
+	return emit(ChangeDelete, prev, gone, nil) &&
+		emit(ChangeDelete, prev, dFrags, dRows) &&
+		emit(ChangeInsert, cur, rFrags, rRows) &&
+		emit(ChangeInsert, cur, added, nil)
 }
 
 // deletionsAt reads fragment f's deletion vector as version v records it.

@@ -272,6 +272,12 @@ func TestGCKeepsWhatANamedConsumerHasNotRead(t *testing.T) {
 	if err := table.SetConsumer(ctx, b, "bad/name", 3); !errors.Is(err, table.ErrBadName) {
 		t.Fatalf("a consumer named bad/name: %v", err)
 	}
+	if err := table.SetConsumer(ctx, b, "trainer", 99); !errors.Is(err, table.ErrVersionNotFound) {
+		t.Fatalf("a consumer set past the latest version: %v", err)
+	}
+	if c, err := table.ReadConsumer(ctx, b, "trainer"); err != nil || c.Version != 3 {
+		t.Fatalf("after a refused position the consumer reads %+v %v, want version 3", c, err)
+	}
 	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(3*time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -418,8 +424,8 @@ func TestChangesSkipACommitTakenBack(t *testing.T) {
 			missing = err
 		}
 	}
-	if !errors.Is(missing, blob.ErrNotFound) {
-		t.Fatalf("changes over a version whose object is gone, not taken back yet: %v, want blob.ErrNotFound", missing)
+	if !errors.Is(missing, blob.ErrNotFound) || !strings.Contains(missing.Error(), "version 3 references") {
+		t.Fatalf("changes over a version whose object is gone, not taken back yet: %v, want blob.ErrNotFound naming version 3", missing)
 	}
 	if err := commit.Undo(ctx, b, lost, nil); err != nil { // v5
 		t.Fatal(err)

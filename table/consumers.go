@@ -33,11 +33,21 @@ func ConsumerKey(name string) string { return ConsumersDir + name + ".json" }
 
 // SetConsumer records that consumer name has read every change through
 // version v. The object is written over (one process follows under a
-// name). A position at or below the garbage collector's boundary is
-// refused, as a tag is: those versions may be gone.
+// name). A position past the latest version is refused
+// (ErrVersionNotFound), and so is one at or below the garbage collector's
+// boundary, as a tag is: those versions may be gone.
 func SetConsumer(ctx context.Context, b blob.Bucket, name string, v uint64) error {
 	if err := checkRefName("consumer", name); err != nil {
 		return err
+	}
+	// A position past the table's versions would make the consumer wait
+	// for versions it never reads.
+	latest, err := LatestVersion(ctx, b)
+	if err != nil {
+		return err
+	}
+	if v > latest {
+		return fmt.Errorf("table: consumer %q at version %d: the latest version is %d: %w", name, v, latest, ErrVersionNotFound)
 	}
 	data, err := json.Marshal(Consumer{Name: name, Version: v, Updated: time.Now().UTC()})
 	if err != nil {
