@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/plant"
 )
 
 // ChangeKind says what a version did to the rows of a Change.
@@ -77,11 +78,15 @@ func (e *ChangesCollectedError) Is(target error) bool { return target == ErrVers
 // fragments it adds; a delete deletes the rows its deletion vectors add
 // (their values, read from the fragment); an overwrite deletes every row
 // and inserts its own. A compaction (a rewrite) moves rows and changes
-// none, nor does building an index; a commit whose objects garbage
-// collection took before it landed, and that a later version takes back
-// (Transaction.Undoes), changes none, nor does the version that takes it
-// back: those rows were never readable. Until the taking back lands, such
-// a version's changes are an error (blob.ErrNotFound).
+// none, nor does building an index. A commit that a later version takes
+// back (Transaction.Undoes: a writer that stalled past garbage collection
+// found its objects gone, or thought so) is read as it could be read: if
+// its objects were there, its changes and then their taking back are
+// delivered (the inserted rows deleted again); if they were gone, it
+// never held readable rows, and neither it nor the taking back changes
+// anything, nor do the versions between see what it did. Until the
+// taking back lands, such a version's changes are an error
+// (blob.ErrNotFound).
 //
 // It reads one manifest per version, and only the fragments a version
 // changed: the cost follows the changes, not the table. A version garbage
@@ -110,66 +115,175 @@ func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOp
 				return
 			}
 		}
-		changesAfter(ctx, b, prev, to, opts, yield)
+		changesAfter(ctx, b, &changeState{m: prev}, to, opts, yield)
 	}
 }
 
-// changesAfter yields the changes of the versions after prev through to,
-// and returns the manifest of the last version it read (nil when it ended
-// early: an error yielded, or the consumer stopped).
-func changesAfter(ctx context.Context, b blob.Bucket, prev *Manifest, to uint64, opts ChangesOptions, yield func(Change, error) bool) *Manifest {
-	for v := prev.Version + 1; v <= to; v++ {
+// changeState is where a reading of changes stands: the version read
+// through, as the reader saw it. Ghosts are the doings of commits that
+// never held readable rows (their objects were gone when they landed, and
+// a later version takes them back): the fragments they added and the
+// deletion vectors they gave, which the versions built on them carry
+// until the taking back lands. The reader sees those versions without
+// them.
+type changeState struct {
+	m      *Manifest // as seen: ghosts left out
+	ghosts ghosts
+}
+
+type ghosts struct {
+	versions map[uint64]bool // the commits taken back, by version
+	frags    map[uint64]bool
+	dvs      map[string]*Deletion // a ghost deletion vector's key -> the deletion before it
+}
+
+// add makes the doings of version m (built on before, as the reader saw
+// it) ghosts.
+func (g *ghosts) add(before, m *Manifest) {
+	if g.frags == nil {
+		g.versions, g.frags, g.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*Deletion{}
+	}
+	g.versions[m.Version] = true
+	for _, f := range m.Transaction.Added {
+		g.frags[f.ID] = true
+	}
+	for i := range m.Fragments {
+		f := &m.Fragments[i]
+		if f.Deletion == nil {
+			continue
+		}
+		if p := before.Fragment(f.ID); p != nil && !sameDeletion(p.Deletion, f.Deletion) {
+			g.dvs[f.Deletion.Key] = p.Deletion
+		}
+	}
+}
+
+// view is m without the ghosts.
+func (g *ghosts) view(m *Manifest) *Manifest {
+	if len(g.frags) == 0 && len(g.dvs) == 0 {
+		return m
+	}
+	c := *m
+	c.Fragments = make([]Fragment, 0, len(m.Fragments))
+	for _, f := range m.Fragments {
+		if g.frags[f.ID] {
+			continue
+		}
+		if f.Deletion != nil {
+			if d, ok := g.dvs[f.Deletion.Key]; ok {
+				f.Deletion = d
+			}
+		}
+		c.Fragments = append(c.Fragments, f)
+	}
+	return &c
+}
+
+// changesAfter yields the changes of the versions after st's through to,
+// and returns where it then stands (nil when it ended early: an error
+// yielded, or the consumer stopped).
+func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64, opts ChangesOptions, yield func(Change, error) bool) *changeState {
+	st = &changeState{m: st.m, ghosts: st.ghosts}
+	for v := st.m.Version + 1; v <= to; v++ {
 		cur, err := readForChanges(ctx, b, v)
 		if err != nil {
 			yield(Change{}, err)
 			return nil
 		}
-		// An object of the version missing before any of its changes
-		// went out: if a later version undoes it, the version never held
-		// readable rows and changes nothing; otherwise that is the error.
-		var missing error
-		yielded := false
-		more := versionChanges(ctx, b, prev, cur, opts, func(c Change, err error) bool {
-			if err != nil && !yielded && errors.Is(err, blob.ErrNotFound) {
-				missing = err
-				return false
+		for inherited := false; ; inherited = true {
+			// An object of the version missing before any of its
+			// changes went out: if a later version undoes it, the
+			// version never held readable rows and changes nothing;
+			// if a later version undoes one before it that the reading
+			// started after, that one's doings are ghosts too (a
+			// position inside such a window); otherwise that is the
+			// error.
+			var missing error
+			yielded := false
+			more := versionChanges(ctx, b, st.m, st.ghosts.view(cur), opts, func(c Change, err error) bool {
+				if err != nil && !yielded && errors.Is(err, blob.ErrNotFound) {
+					missing = err
+					return false
+				}
+				yielded = yielded || err == nil
+				return yield(c, err)
+			})
+			if missing == nil {
+				if !more {
+					return nil
+				}
+				st.m = st.ghosts.view(cur)
+				break
 			}
-			yielded = yielded || err == nil
-			return yield(c, err)
-		})
-		if missing != nil {
 			undone, err := undoneAfter(ctx, b, v)
-			if err != nil || !undone {
+			if err != nil {
 				yield(Change{}, errors.Join(missing, err))
 				return nil
 			}
-		} else if !more {
-			return nil
+			if undone[v] {
+				st.ghosts.add(st.m, cur)
+				// st.m stays: v changed nothing.
+				m := *st.m
+				m.Version = v
+				st.m = &m
+				break
+			}
+			if inherited || !st.inherit(ctx, b, undone, v) {
+				yield(Change{}, missing)
+				return nil
+			}
 		}
-		prev = cur
 	}
-	return prev
+	return st
 }
 
-// undoneAfter tells whether a version after v undoes v's commit (a writer
-// that stalled past garbage collection, or a repair, took it back: see
-// Transaction.Undoes). It reads the later versions' transactions, on this
-// rare path alone.
-func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (bool, error) {
+// inherit makes ghosts of the commits in undone at or before the version
+// read through that are not ghosts yet (a reading that started inside
+// their window); false when there are none, or they cannot be read.
+func (st *changeState) inherit(ctx context.Context, b blob.Bucket, undone map[uint64]bool, v uint64) bool {
+	found := false
+	for u := range undone {
+		if u >= v || u > st.m.Version || st.ghosts.versions[u] {
+			continue
+		}
+		m, err := ReadManifest(ctx, b, u)
+		if err != nil {
+			return false
+		}
+		before, err := ReadManifest(ctx, b, u-1)
+		if err != nil {
+			return false
+		}
+		st.ghosts.add(before, m)
+		found = true
+	}
+	if found {
+		m := *st.ghosts.view(st.m)
+		st.m = &m
+	}
+	return found
+}
+
+// undoneAfter gives the versions at or before v that version v or a
+// later one undoes (a writer that stalled past garbage collection, or a
+// repair, took it back: see Transaction.Undoes). It reads those versions'
+// transactions, on this rare path alone.
+func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]bool, error) {
 	latest, err := LatestVersion(ctx, b)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	for u := v + 1; u <= latest; u++ {
+	undone := map[uint64]bool{}
+	for u := v; u <= latest; u++ {
 		t, err := ReadTransaction(ctx, b, u)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		if t.Undoes == v {
-			return true, nil
+		if t.Undoes != 0 && t.Undoes <= v {
+			undone[t.Undoes] = true
 		}
 	}
-	return false, nil
+	return undone, nil
 }
 
 // readForChanges reads version v, telling a collected version apart.
@@ -191,10 +305,15 @@ func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, er
 // versionChanges yields what cur changed from prev; false when the
 // consumer stopped or an error was yielded.
 func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opts ChangesOptions, yield func(Change, error) bool) bool {
-	if k := cur.Transaction.Kind; k == KindRewrite || k == KindCreateIndex || cur.Transaction.Undoes != 0 {
-		// Rows moved, or an index built: no change. An undo takes back a
-		// commit whose objects were gone, which changed nothing either.
-		return true
+	if k := cur.Transaction.Kind; k == KindRewrite || k == KindCreateIndex {
+		// Rows moved, or an index built: no change. A rewrite that takes
+		// back a commit (Transaction.Undoes) takes back its rows, unless
+		// that commit moved rows itself.
+		if u := cur.Transaction.Undoes; u == 0 {
+			return true
+		} else if t, err := ReadTransaction(ctx, b, u); err == nil && (t.Kind == KindRewrite || t.Kind == KindCreateIndex) {
+			return true
+		}
 	}
 	// A fragment is the same in both versions when its id is, or — a
 	// restore adds an earlier version's objects under new ids — its
@@ -231,7 +350,11 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			yield(Change{}, err)
 			return false
 		}
-		if d := minusSorted(now, was); len(d) > 0 {
+		d := minusSorted(now, was)
+		if plant.On(plant.ChangesRepeatDeletes) {
+			d = now
+		}
+		if len(d) > 0 {
 			deleted = append(deleted, positions{*p, d})
 		}
 		if r := minusSorted(was, now); len(r) > 0 {

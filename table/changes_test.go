@@ -434,4 +434,36 @@ func TestChangesSkipACommitTakenBack(t *testing.T) {
 	if n != 4 || !maps.Equal(got, idsAt(t, b, 5)) {
 		t.Fatalf("changes 1..5 over a commit taken back: %d rows changed, %v; v5 holds %v", n, got, idsAt(t, b, 5))
 	}
+	// A follower whose position is inside the window — at v3 itself, or
+	// at v4, built on it — reads on without seeing v3's rows.
+	for from := uint64(2); from <= 4; from++ {
+		at, _ := replay(t, b, idsAt(t, b, 1), 1, from)
+		if got, _ := replay(t, b, at, from, 5); !maps.Equal(got, idsAt(t, b, 5)) {
+			t.Fatalf("changes %d..5 after changes 1..%d: %v; v5 holds %v", from, from, got, idsAt(t, b, 5))
+		}
+	}
+}
+
+// A commit taken back whose object was still there (its writer could not
+// tell) was readable: its rows are delivered, and the taking back
+// delivers them as deleted.
+func TestChangesDeliverACommitTakenBackThatWasReadable(t *testing.T) {
+	ctx := context.Background()
+	b, tb := openRolloutsTable(t, nil)
+	appendRollouts(t, tb, 0, 0, 2)                           // v2
+	undone := appendRollouts(t, tb, 0, 2, 3).Manifest        // v3
+	if err := commit.Undo(ctx, b, undone, nil); err != nil { // v4
+		t.Fatal(err)
+	}
+	at3, n := replay(t, b, idsAt(t, b, 1), 1, 3)
+	if n != 5 || !maps.Equal(at3, idsAt(t, b, 3)) {
+		t.Fatalf("changes 1..3: %d rows, %v; v3 holds %v", n, at3, idsAt(t, b, 3))
+	}
+	at4, n := replay(t, b, at3, 3, 4)
+	if n != 3 || !maps.Equal(at4, idsAt(t, b, 4)) {
+		t.Fatalf("changes 3..4, the taking back: %d rows, %v; v4 holds %v", n, at4, idsAt(t, b, 4))
+	}
+	if got, n := replay(t, b, idsAt(t, b, 1), 1, 4); n != 8 || !maps.Equal(got, idsAt(t, b, 4)) {
+		t.Fatalf("changes 1..4: %d rows, %v; v4 holds %v", n, got, idsAt(t, b, 4))
+	}
 }

@@ -64,9 +64,9 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 		// prev is the version read through, read once there is a newer
 		// one (an idle follow reads nothing but the listing); before
 		// version 1, the empty table.
-		prev, read := &Manifest{Version: from}, from == 0
+		prev, read := &changeState{m: &Manifest{Version: from}}, from == 0
 		for {
-			if opts.Until != 0 && prev.Version >= opts.Until {
+			if opts.Until != 0 && prev.m.Version >= opts.Until {
 				return
 			}
 			latest, err := LatestVersion(ctx, b)
@@ -74,9 +74,9 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 				yield(Change{}, err)
 				return
 			}
-			if latest > prev.Version {
+			if latest > prev.m.Version {
 				if !read {
-					if prev, err = readForChanges(ctx, b, from); err != nil {
+					if prev.m, err = readForChanges(ctx, b, from); err != nil {
 						yield(Change{}, err)
 						return
 					}
@@ -101,7 +101,7 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 // records the consumer's position; it returns to's manifest, nil when the
 // follow ends. It keeps the manifest it read last, so that the next run
 // reads only the new versions'.
-func followTo(ctx context.Context, b blob.Bucket, prev *Manifest, to uint64, opts FollowOptions, yield func(Change, error) bool) *Manifest {
+func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, opts FollowOptions, yield func(Change, error) bool) *changeState {
 	cur := changesAfter(ctx, b, prev, to, opts.ChangesOptions, yield)
 	if cur == nil {
 		return nil

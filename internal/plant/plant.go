@@ -37,7 +37,11 @@ const (
 	// one entry short of its end, so a fresh read of the fleet misses the
 	// rows of each shard's newest entry.
 	FleetReadSkipsTheNewestEntry = "a fleet read skips a shard's newest WAL entry"
+	// ChangesRepeatDeletes: the changes of a delete are every row the
+	// fragment's deletion vector holds, not only those it added, so a
+	// row deleted earlier is delivered as deleted again.
+	ChangesRepeatDeletes = "changes deliver a fragment's earlier deletes again"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes}
