@@ -299,7 +299,7 @@ func (w *world) compactOp(a *actor) (string, string) {
 
 func (w *world) gcPolicy(a *actor) *compactor.GCPolicy {
 	return &compactor.GCPolicy{KeepVersions: 1 + w.intn(3), RetainFor: compactor.MinRetain, SafetyAge: compactor.MinRetain,
-		Commit: w.commitOptions(a)}
+		ConsumerRetention: consumerRetention, Commit: w.commitOptions(a)}
 }
 
 func (w *world) gcOp(a *actor) (string, string) {

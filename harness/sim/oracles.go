@@ -25,7 +25,7 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		w.fail("manifests", "%s does not decode: %v", key, err)
 		return
 	}
-	ev := manifestEvent{at: at, version: m.Version, writer: m.Transaction.Writer, kind: m.Transaction.Kind, again: again}
+	ev := manifestEvent{at: at, version: m.Version, writer: m.Transaction.Writer, kind: m.Transaction.Kind, undoes: m.Transaction.Undoes, again: again}
 	if again {
 		// A ghost of a collected version: its fragment ids were given on
 		// a state that is gone and may name other fragments; it changes
@@ -36,6 +36,9 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		w.logf("manifest v%d: %s by %s brings back a collected version", ev.version, ev.kind, ev.writer)
 		return
 	}
+	w.emu.Lock()
+	w.landed[m.Version] = w.clock.Now()
+	w.emu.Unlock()
 	for _, f := range m.Transaction.Added {
 		ev.added = append(ev.added, f.Key)
 		w.emu.Lock()
@@ -202,6 +205,9 @@ func (w *world) finish() error {
 	rec.ret = w.now()
 	w.ops = append(w.ops, rec)
 	if err := w.checkQuiet(); err != nil {
+		return err
+	}
+	if err := w.finishFollowers(); err != nil {
 		return err
 	}
 	w.clock.Advance(3 * time.Hour)

@@ -134,6 +134,7 @@ const (
 	kFencer
 	kFleet
 	kDeleter
+	kFollower
 )
 
 type actor struct {
@@ -165,6 +166,8 @@ type actor struct {
 	keyed bool
 	seq   uint64
 	retry *pendingAppend
+
+	follow *follower // a follower's durable state
 }
 
 // pendingAppend is a named append whose outcome its actor does not know.
@@ -198,6 +201,7 @@ type manifestEvent struct {
 	version uint64
 	writer  string
 	kind    table.Kind
+	undoes  uint64 // the version it takes back
 	delta   digest
 	lost    bool // a fragment it adds was gone when it landed, or one it removes had been
 	added   []string
@@ -214,7 +218,7 @@ type world struct {
 
 	// Setup, from the seed.
 	shards, directs, compactors int
-	fleets, deleters            int
+	fleets, deleters, followers int
 	pFault, pCrash, pPreempt    float64
 	pStall                      float64
 	listLag                     bool
@@ -252,6 +256,7 @@ type world struct {
 	events    []manifestEvent
 	fragRows  map[uint64]digest // fragment id -> its rows
 	fragLost  map[uint64]bool
+	landed    map[uint64]time.Time // version -> when it landed, on the clock
 	violation error
 	tags      int
 }
@@ -261,7 +266,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	w := &world{ctx: ctx, cfg: cfg, clock: &Clock{}, rng: rng,
 		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
 		deletesAcked: map[uint64]bool{}, deletesUndone: map[uint64]uint64{},
-		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}}
+		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}, landed: map[uint64]time.Time{}}
 	w.shards = 1 + rng.IntN(3)
 	w.directs = rng.IntN(3)
 	w.compactors = 1 + rng.IntN(2)
@@ -296,7 +301,14 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	add(kFencer, "fencer", 1)
 	add(kFleet, "fleet", w.fleets)
 	add(kDeleter, "deleter", w.deleters)
-	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them", keyed)
+	w.followers = rng.IntN(3)
+	add(kFollower, "follower", w.followers)
+	for _, a := range w.actors {
+		if a.kind == kFollower {
+			a.follow = &follower{rows: map[int64]int{}}
+		}
+	}
+	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers", keyed, w.followers)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -367,7 +379,7 @@ func (w *world) run() error {
 // pickTop chooses the actor of the next top-level step; writers come
 // up most often.
 func (w *world) pickTop() *actor {
-	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2}
+	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2, kFollower: 2}
 	total := 0
 	for _, a := range w.actors {
 		total += weights[a.kind]
@@ -385,7 +397,7 @@ func (w *world) now() int64 { return w.clockT.Add(1) }
 
 // runOp runs one operation of a and records it.
 func (w *world) runOp(a *actor) {
-	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter) {
+	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter || a.kind == kFollower) {
 		// A new process: a fresh view of the store, a new writer name.
 		a.inc++
 		w.newBucket(a)
@@ -445,6 +457,8 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 	case kDeleter:
 		rec.commits = true
 		return w.deleteOp(a)
+	case kFollower:
+		return w.followOp(a)
 	default:
 		return w.fenceOp()
 	}
