@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,13 +14,15 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
+	"github.com/stratadb/strata/table"
 )
 
 // metrics are the server's Prometheus families, on a registry of its own
 // (GET /metrics): the Go runtime and process, the build, HTTP requests,
 // appends, compactions, fleet merges and object-store requests as
 // histograms, and per table (only for tables this server has open) the
-// object-store request counts, the shard's lag and the Job's adoptions.
+// object-store request counts, the shard's lag, the Job's adoptions and
+// the named consumers' lag.
 type metrics struct {
 	reg               *prometheus.Registry
 	requests          *prometheus.CounterVec
@@ -94,10 +97,20 @@ var (
 	descCommits       = prometheus.NewDesc("strata_commits_total", "Merge commits of this server's shard.", []string{"table", "shard"}, nil)
 	descConflicts     = prometheus.NewDesc("strata_commit_conflicts_total", "Times those commits caught up with other commits first.", []string{"table", "shard"}, nil)
 	descAdopted       = prometheus.NewDesc("strata_shards_adopted_total", "Abandoned shards the compactor Job adopted, from the table's run history (read at most once a minute).", []string{"table"}, nil)
+	descConsumerLag   = prometheus.NewDesc("strata_consumer_lag_versions", "Versions past a named consumer's position (read at most once a minute).", []string{"table", "consumer"}, nil)
+	descConsumerAge   = prometheus.NewDesc("strata_consumer_position_age_seconds", "Time since a named consumer last recorded its position (read at most once a minute).", []string{"table", "consumer"}, nil)
 )
 
+// consumerLag is a named consumer's position as the background read found
+// it.
+type consumerLag struct {
+	name    string
+	lag     uint64
+	updated time.Time
+}
+
 func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStoreRequests, descWALLag, descPending, descCommits, descConflicts, descAdopted} {
+	for _, d := range []*prometheus.Desc{descStoreRequests, descWALLag, descPending, descCommits, descConflicts, descAdopted, descConsumerLag, descConsumerAge} {
 		ch <- d
 	}
 }
@@ -126,30 +139,34 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(ss.Merges), t.name, ss.Shard)
 			ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(ss.MergeRebases), t.name, ss.Shard)
 		}
-		if n, ok := t.adopted(); ok {
+		n, consumers, ok := t.jobState()
+		if ok {
 			ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.CounterValue, float64(n), t.name)
+		}
+		for _, c := range consumers {
+			ch <- prometheus.MustNewConstMetric(descConsumerLag, prometheus.GaugeValue, float64(c.lag), t.name, c.name)
+			ch <- prometheus.MustNewConstMetric(descConsumerAge, prometheus.GaugeValue, time.Since(c.updated).Seconds(), t.name, c.name)
 		}
 	}
 }
 
-// adopted is the Job's count of adopted shards, read from the table's run
-// history at most once a minute; false when it has never been read.
-// adopted is the Job's count of adopted shards as last read from the
-// table's run history; when that read is older than a minute, the table's
-// handle reads it again in the background: a scrape makes no request to
-// the store, and shows the new count at the next scrape.
-func (t *tableState) adopted() (int64, bool) {
+// jobState is the Job's count of adopted shards as last read from the
+// table's run history (false when it has never been read) and the named
+// consumers' lag as last read; when that read is older than a minute, the
+// table's handle reads them again in the background: a scrape makes no
+// request to the store, and shows the new figures at the next scrape.
+func (t *tableState) jobState() (int64, []consumerLag, bool) {
 	t.job.Lock()
 	defer t.job.Unlock()
 	if !t.job.reading && time.Since(t.job.readAt) >= time.Minute {
 		t.job.reading = true
-		t.db.Go("reading the compactor's history", t.readJob)
+		t.db.Go("reading the compactor's history and the consumers", t.readJob)
 	}
-	return t.job.adopted, t.job.ok
+	return t.job.adopted, t.job.consumers, t.job.ok
 }
 
 // readJob reads the Job's count of adopted shards from the table's run
-// history.
+// history, and the named consumers' positions.
 func (t *tableState) readJob(ctx context.Context) error {
 	defer func() {
 		t.job.Lock()
@@ -158,14 +175,37 @@ func (t *tableState) readJob(ctx context.Context) error {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, err := compactor.ReadStatus(ctx, t.b, 1)
-	if err != nil {
-		return err
+	st, jobErr := compactor.ReadStatus(ctx, t.b, 1)
+	if jobErr == nil {
+		t.job.Lock()
+		t.job.adopted, t.job.ok = st.TotalAdopted, true
+		t.job.Unlock()
 	}
-	t.job.Lock()
-	t.job.adopted, t.job.ok = st.TotalAdopted, true
-	t.job.Unlock()
-	return nil
+	lags, err := readLags(ctx, t.b)
+	if err == nil {
+		t.job.Lock()
+		t.job.consumers = lags
+		t.job.Unlock()
+	}
+	return errors.Join(jobErr, err)
+}
+
+// readLags reads every named consumer's position and how many versions it
+// is behind the latest.
+func readLags(ctx context.Context, b blob.Bucket) ([]consumerLag, error) {
+	cs, err := table.Consumers(ctx, b)
+	if err != nil || len(cs) == 0 {
+		return nil, err
+	}
+	latest, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	lags := make([]consumerLag, len(cs))
+	for i, c := range cs {
+		lags[i] = consumerLag{name: c.Name, lag: latest - min(c.Version, latest), updated: c.Updated}
+	}
+	return lags, nil
 }
 
 // listener is the metrics' subscription to the tables' engine events.

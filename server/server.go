@@ -110,10 +110,11 @@ type tableState struct {
 	// once a minute: a LIST and a GET), for /metrics (see adopted).
 	job struct {
 		sync.Mutex
-		adopted int64
-		ok      bool
-		readAt  time.Time // the last read ended
-		reading bool
+		adopted   int64
+		ok        bool
+		consumers []consumerLag // the named consumers, as last read
+		readAt    time.Time     // the last read ended
+		reading   bool
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
@@ -623,7 +624,8 @@ func TestEveryRouteAnswers404ForAMissingTable(t *testing.T) {
 	}
 }
 
-// Adoptions by the compactor Job show in /compact/stats and /metrics.
+// Adoptions by the compactor Job show in /compact/stats and /metrics, and
+// so does a named consumer's lag.
 func TestAdoptionsShowInStatsAndMetrics(t *testing.T) {
 	root := "file://" + t.TempDir()
 	f := start(t, root, server.Options{})
@@ -638,6 +640,21 @@ func TestAdoptionsShowInStatsAndMetrics(t *testing.T) {
 	if err := compactor.Record(ctx, b, compactor.Run{Started: time.Now(), Adopted: []string{"w1", "w2"}}, 0); err != nil {
 		t.Fatal(err)
 	}
+	// A consumer at version 1, two commits behind.
+	if err := table.SetConsumer(ctx, b, "trainer", 1); err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 20)
+	defer rec.Release()
+	tbl, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := tbl.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
 	code, body := raw(t, f, "GET", "/api/v1/tables/t/compact/stats", "", "", "")
 	if code != 200 || !strings.Contains(body, `"total_adopted":2`) || !strings.Contains(body, `"adopted":["w1","w2"]`) {
 		t.Fatalf("compact stats: %d %s", code, body)
@@ -646,7 +663,9 @@ func TestAdoptionsShowInStatsAndMetrics(t *testing.T) {
 	// background shows at a later scrape.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		code, body = raw(t, f, "GET", "/metrics", "", "", "")
-		if code == 200 && strings.Contains(body, `strata_shards_adopted_total{table="t"} 2`) {
+		if code == 200 && strings.Contains(body, `strata_shards_adopted_total{table="t"} 2`) &&
+			strings.Contains(body, `strata_consumer_lag_versions{consumer="trainer",table="t"} 2`) &&
+			strings.Contains(body, `strata_consumer_position_age_seconds{consumer="trainer",table="t"}`) {
 			break
 		}
 		if time.Now().After(deadline) {
