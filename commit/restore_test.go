@@ -4,12 +4,15 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
@@ -130,5 +133,58 @@ func TestRestoreCommitsAnEarlierVersionsRows(t *testing.T) {
 	}
 	if tags, err := table.Tags(ctx, b); err != nil || len(tags) != 0 {
 		t.Fatalf("tags after a refused restore: %v %v", tags, err)
+	}
+}
+
+// The restore's cell of the conflict matrix, the other way round: an
+// append that lands while a restore is committing (after the restore read
+// the latest version, before its manifest goes in) does not stop it. The
+// restore, an Overwrite, is retried on top and lands with the restored
+// version's rows; the append's rows, acknowledged, are then gone from the
+// table as an overwrite's are, and its changes say so: a delete of them.
+func TestAnAppendRacingARestoreIsOverwrittenVisibly(t *testing.T) {
+	under := open(t, "mem://")
+	createIDTable(t, under)
+	appender, err := commit.OpenTable(ctx, under, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ids := range [][]int64{{1, 2}, {3}} { // v2, v3
+		rec := idBatch(ids...)
+		if _, err := appender.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	// At the restore's first create of a manifest, the append lands.
+	var raced atomic.Bool
+	racing := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && raced.CompareAndSwap(false, true) {
+			rec := idBatch(7)
+			defer rec.Release()
+			if res, err := appender.Append(ctx, rec); err != nil || res.Version != 4 {
+				t.Errorf("the racing append: %+v %v", res, err)
+			}
+		}
+		return fault.Fault{}
+	}))
+	restorer, err := commit.OpenTable(ctx, racing, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := restorer.Restore(ctx, 2)
+	if err != nil || res.Version != 5 || !raced.Load() {
+		t.Fatalf("a restore of v2 with an append landing under it: %+v %v (raced %v)", res, err, raced.Load())
+	}
+	if got := idsOf(t, under, 4); !slices.Equal(got, []int64{1, 2, 3, 7}) {
+		t.Fatalf("v4, the racing append, holds %v", got)
+	}
+	if got := idsOf(t, under, 5); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("v5, the restore of v2, holds %v", got)
+	}
+	c := changed(t, under, 5)
+	slices.Sort(c[table.ChangeDelete])
+	if !slices.Equal(c[table.ChangeDelete], []int64{3, 7}) || len(c[table.ChangeInsert]) != 0 {
+		t.Fatalf("the changes of the restore: %v, want the deletes of 3 and 7", c)
 	}
 }
