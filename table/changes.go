@@ -220,7 +220,7 @@ func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64
 				yield(Change{}, errors.Join(missing, err))
 				return nil
 			}
-			if undone[v] {
+			if undone[v] != nil {
 				st.ghosts.add(st.m, cur)
 				// st.m stays: v changed nothing.
 				m := *st.m
@@ -228,7 +228,7 @@ func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64
 				st.m = &m
 				break
 			}
-			if inherited || !st.inherit(ctx, b, undone, v) {
+			if inherited || !st.inherit(undone, v) {
 				yield(Change{}, missing)
 				return nil
 			}
@@ -239,22 +239,31 @@ func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64
 
 // inherit makes ghosts of the commits in undone at or before the version
 // read through that are not ghosts yet (a reading that started inside
-// their window); false when there are none, or they cannot be read.
-func (st *changeState) inherit(ctx context.Context, b blob.Bucket, undone map[uint64]bool, v uint64) bool {
+// their window), from the transactions that undo them: the fragments
+// such a transaction removes, the deletion vectors it gives back. A
+// missing object that a version at or after the reader's position
+// references was gone before that version landed (garbage collection
+// keeps what kept versions reference), so the reader never saw its rows.
+// False when there are none.
+func (st *changeState) inherit(undone map[uint64]*Transaction, v uint64) bool {
 	found := false
-	for u := range undone {
+	for u, t := range undone {
 		if u >= v || u > st.m.Version || st.ghosts.versions[u] {
 			continue
 		}
-		m, err := ReadManifest(ctx, b, u)
-		if err != nil {
-			return false
+		if st.ghosts.frags == nil {
+			st.ghosts.versions, st.ghosts.frags, st.ghosts.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*Deletion{}
 		}
-		before, err := ReadManifest(ctx, b, u-1)
-		if err != nil {
-			return false
+		st.ghosts.versions[u] = true
+		for _, id := range t.Removed {
+			st.ghosts.frags[id] = true
 		}
-		st.ghosts.add(before, m)
+		for _, d := range t.Deletions {
+			if f := st.m.Fragment(d.FragmentID); f != nil && f.Deletion != nil {
+				del := d.Deletion
+				st.ghosts.dvs[f.Deletion.Key] = &del
+			}
+		}
 		found = true
 	}
 	if found {
@@ -266,21 +275,22 @@ func (st *changeState) inherit(ctx context.Context, b blob.Bucket, undone map[ui
 
 // undoneAfter gives the versions at or before v that version v or a
 // later one undoes (a writer that stalled past garbage collection, or a
-// repair, took it back: see Transaction.Undoes). It reads those versions'
-// transactions, on this rare path alone.
-func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]bool, error) {
+// repair, took it back: see Transaction.Undoes), each with the
+// transaction that undoes it. It reads those versions' transactions, on
+// this rare path alone.
+func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]*Transaction, error) {
 	latest, err := LatestVersion(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	undone := map[uint64]bool{}
+	undone := map[uint64]*Transaction{}
 	for u := v; u <= latest; u++ {
 		t, err := ReadTransaction(ctx, b, u)
 		if err != nil {
 			return nil, err
 		}
 		if t.Undoes != 0 && t.Undoes <= v {
-			undone[t.Undoes] = true
+			undone[t.Undoes] = t
 		}
 	}
 	return undone, nil
