@@ -3,7 +3,7 @@
 // is ever lost or doubled.
 //
 // One seed decides everything: how many shard writers, direct appenders,
-// compactors and deleters there are, which operation runs next, which
+// compactors, deleters and followers there are, which operation runs next, which
 // requests fail and how, and where one actor's operation is suspended while
 // others run.
 // Actors take turns on one logical thread. An operation is suspended at a
@@ -46,6 +46,13 @@
 //     linearizable (porcupine) against a sequential table whose state is
 //     the multiset of its rows (left out when listings lag: reading the
 //     latest version through a lagging listing is stale by design);
+//   - a follower (table.Changes from its checkpoint, or table.Follow as a
+//     named consumer) gets each version's changes once, in version order,
+//     none from a compaction, and the replica they build equals a fresh
+//     read of every version it reads through; garbage collection takes
+//     nothing a recorded consumer has not read, short of the consumer
+//     retention; with faults off, every follower reaches the latest
+//     version;
 //   - every seed finishes (Campaign reports one that hangs).
 package sim
 
