@@ -120,14 +120,14 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		}
 		next.Shards[txn.Shard] = table.ShardMark{Watermark: txn.Watermark, Epoch: txn.Epoch}
 	case table.KindDelete:
-		for _, d := range txn.Deletions {
-			f := next.Fragment(d.FragmentID)
-			if f == nil {
-				return nil, gone(d.FragmentID)
-			}
-			del := d.Deletion
-			f.Deletion = &del
+		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
+			return nil, err
 		}
+	case table.KindUpsert:
+		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
+			return nil, err
+		}
+		next.Fragments = append(next.Fragments, txn.Added...)
 	case table.KindRewrite:
 		for _, id := range txn.Removed {
 			if next.Fragment(id) == nil {
@@ -137,6 +137,10 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		next.Fragments = slices.DeleteFunc(next.Fragments, func(f table.Fragment) bool { return slices.Contains(txn.Removed, f.ID) })
 		next.Fragments = append(next.Fragments, txn.Added...)
 		next.Remap = append(next.Remap, txn.Remap...)
+		// Taking back an upsert gives its fragments their vectors back.
+		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
+			return nil, err
+		}
 		if txn.Undoes != 0 {
 			// The append taken back stored nothing: its name goes too.
 			next.Producers = cur.Producers.Forget(txn.Undoes)
@@ -166,6 +170,19 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}
 	return next, nil
+}
+
+// applyDeletions gives fragments of next their new deletion vectors.
+func applyDeletions(next *table.Manifest, dels []table.FragmentDeletion, gone func(uint64) error) error {
+	for _, d := range dels {
+		f := next.Fragment(d.FragmentID)
+		if f == nil {
+			return gone(d.FragmentID)
+		}
+		del := d.Deletion
+		f.Deletion = &del
+	}
+	return nil
 }
 
 // duplicateError: the state records the transaction's idempotency key: an

@@ -40,6 +40,14 @@ func (d Decision) String() string {
 //	Delete        | ok     | ok                         | retry overlap | retry overlap | conflict
 //	Rewrite       | ok     | ok                         | retry overlap | retry overlap | conflict
 //	Overwrite     | ok     | ok                         | ok            | ok            | retry
+//	Upsert        | retry  | retry if its rows may hold | retry overlap | retry overlap | conflict
+//	              | keys   | our keys                   |               |               |
+//
+// A theirs Upsert is, for every other row, a Delete (its deletion vectors)
+// and an Append (its rows): Delete and Rewrite retry on a common fragment,
+// Append, Merge and Overwrite go on; an Upsert after an Upsert retries on
+// a common fragment or when the rows it added may hold our keys ("retry
+// keys": their key columns' statistics meet the range of ours).
 //
 // A restore (Table.Restore) is an Overwrite.
 //
@@ -81,15 +89,29 @@ func Check(ours, theirs *table.Transaction) Decision {
 		return Compatible // a fleet merge is trimmed when applied (Apply)
 	case table.KindDelete:
 		switch theirs.Kind {
+		case table.KindDelete, table.KindRewrite, table.KindUpsert:
+			if overlap(ours.Touched(), theirs.Touched()) {
+				return Retry
+			}
+		}
+		return Compatible
+	case table.KindUpsert:
+		switch theirs.Kind {
 		case table.KindDelete, table.KindRewrite:
 			if overlap(ours.Touched(), theirs.Touched()) {
+				return Retry
+			}
+		case table.KindAppend, table.KindMerge, table.KindUpsert:
+			// Rows landed that may carry our keys: planned again, the
+			// upsert replaces them too, so a key keeps one row.
+			if overlap(ours.Touched(), theirs.Touched()) || mayHoldKeys(ours, theirs.Added) {
 				return Retry
 			}
 		}
 		return Compatible
 	case table.KindRewrite:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite:
+		case table.KindDelete, table.KindRewrite, table.KindUpsert:
 			if overlap(ours.Touched(), theirs.Touched()) && !(theirs.Kind == table.KindDelete && plant.On(plant.RewriteOverDelete)) {
 				return Retry
 			}
@@ -99,7 +121,7 @@ func Check(ours, theirs *table.Transaction) Decision {
 		return Compatible
 	case table.KindCreateIndex:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite:
+		case table.KindDelete, table.KindRewrite, table.KindUpsert:
 			return Retry // the index was built from fragments that changed
 		}
 		return Compatible
@@ -117,6 +139,58 @@ func mergedTo(t *table.Transaction, shard string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// mayHoldKeys tells whether a fragment of added may hold a key of the
+// upsert ours: for every key column, its range of values meets the
+// range of the upsert's own rows. Statistics missing (a long string, an
+// unsupported type) count as "may".
+func mayHoldKeys(ours *table.Transaction, added []table.Fragment) bool {
+	for i := range added {
+		disjoint := false
+		for _, k := range ours.Keys {
+			lo, hi, ok := keyRange(ours.Added, k)
+			st := columnStats(&added[i], k)
+			if !ok || st == nil || st.Min == nil || st.Max == nil || st.Min.Kind != lo.Kind {
+				continue // unknown: may meet
+			}
+			if table.Compare(*st.Max, lo) < 0 || table.Compare(*st.Min, hi) > 0 {
+				disjoint = true
+				break
+			}
+		}
+		if !disjoint {
+			return true
+		}
+	}
+	return false
+}
+
+// keyRange is the range of column k over frags' statistics.
+func keyRange(frags []table.Fragment, k string) (lo, hi table.Value, ok bool) {
+	for i := range frags {
+		st := columnStats(&frags[i], k)
+		if st == nil || st.Min == nil || st.Max == nil {
+			return lo, hi, false
+		}
+		if !ok || table.Compare(*st.Min, lo) < 0 {
+			lo = *st.Min
+		}
+		if !ok || table.Compare(*st.Max, hi) > 0 {
+			hi = *st.Max
+		}
+		ok = true
+	}
+	return lo, hi, ok
+}
+
+func columnStats(f *table.Fragment, name string) *table.ColumnStats {
+	for i := range f.Columns {
+		if f.Columns[i].Name == name {
+			return &f.Columns[i]
+		}
+	}
+	return nil
 }
 
 func overlap(a, b []uint64) bool {

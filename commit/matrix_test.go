@@ -18,6 +18,17 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 	rw2 := table.Transaction{Kind: table.KindRewrite, Removed: []uint64{2, 8}}
 	ow := table.Transaction{Kind: table.KindOverwrite}
 	ix := table.Transaction{Kind: table.KindCreateIndex}
+	// Upserts of ids 10..20 (deleting from fragment 1) and 30..40; rows
+	// added with ids 15..25, 50..60, and with no statistics.
+	ids := func(lo, hi int64) []table.Fragment {
+		return []table.Fragment{{Columns: []table.ColumnStats{{Name: "id", Min: ptr(table.Int(lo)), Max: ptr(table.Int(hi))}}}}
+	}
+	up1 := table.Transaction{Kind: table.KindUpsert, Keys: []string{"id"}, Added: ids(10, 20), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
+	up2 := table.Transaction{Kind: table.KindUpsert, Keys: []string{"id"}, Added: ids(30, 40)}
+	appMeets := table.Transaction{Kind: table.KindAppend, Added: ids(15, 25)}
+	appMisses := table.Transaction{Kind: table.KindAppend, Added: ids(50, 60)}
+	appUnknown := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{}}}
+	mergeMeets := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Added: ids(20, 20)}
 	cases := []struct {
 		name         string
 		ours, theirs table.Transaction
@@ -66,6 +77,28 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"an index build after a rewrite re-plans", ix, rw1, Retry},
 		{"a rewrite after an index build re-plans to record its remap", rw1, ix, Retry},
 		{"an append after an index build", app, ix, Compatible},
+
+		{"an upsert after an append whose rows may hold its keys re-plans", up1, appMeets, Retry},
+		{"an upsert after an append of other keys", up1, appMisses, Compatible},
+		{"an upsert after an append without statistics re-plans", up1, appUnknown, Retry},
+		{"an upsert after a merge whose rows may hold its keys re-plans", up1, mergeMeets, Retry},
+		{"an upsert after a merge of other keys", up2, mergeMeets, Compatible},
+		{"an upsert after an upsert of the same keys re-plans", up1, up1, Retry},
+		{"an upsert after an upsert of other keys", up1, up2, Compatible},
+		{"an upsert after a delete of a fragment it deletes from re-plans", up1, del1, Retry},
+		{"an upsert after a delete elsewhere", up1, del2, Compatible},
+		{"an upsert after a rewrite of a fragment it deletes from re-plans", up1, rw1, Retry},
+		{"an upsert after a rewrite elsewhere", up1, rw2, Compatible},
+		{"an upsert after an index build", up1, ix, Compatible},
+		{"an upsert after an overwrite", up1, ow, Conflict},
+		{"append after an upsert: appends never wait for upserts", app, up1, Compatible},
+		{"merge after an upsert", mergeA, up1, Compatible},
+		{"delete after an upsert that deleted from its fragment re-plans", del1, up1, Retry},
+		{"delete after an upsert elsewhere", del2, up1, Compatible},
+		{"rewrite after an upsert that deleted from a source re-plans", rw1, up1, Retry},
+		{"rewrite after an upsert elsewhere: compaction goes on", rw2, up1, Compatible},
+		{"an index build after an upsert re-plans", ix, up2, Retry},
+		{"overwrite after an upsert", ow, up1, Compatible},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,3 +108,5 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

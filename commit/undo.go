@@ -3,6 +3,7 @@ package commit
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/stratadb/strata/blob"
@@ -10,9 +11,10 @@ import (
 )
 
 // Undo commits a Rewrite that takes back what the commit that made m did
-// to the fragments: it removes every fragment it added and puts back every
+// to the fragments: it removes every fragment it added, puts back every
 // fragment it removed (a compaction's sources) as fresh copies of their
-// objects, which must still be there. A commit that finds its data taken by garbage collection after
+// objects, which must still be there, and gives the fragments an upsert
+// deleted from their deletion vectors from before, as fresh copies too. A commit that finds its data taken by garbage collection after
 // it landed undoes itself; the compactor undoes such a commit when its
 // writer died before it could (see compactor.Repair).
 func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) error {
@@ -24,11 +26,24 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 	for _, f := range m.Transaction.Added {
 		repair.Removed = append(repair.Removed, f.ID)
 	}
-	if len(m.Transaction.Removed) > 0 {
+	if len(m.Transaction.Removed) > 0 || len(m.Transaction.Deletions) > 0 {
 		var parent *table.Manifest
 		err := retryTransient(ctx, o, func() (err error) { parent, err = table.ReadManifest(ctx, b, m.Parent); return err })
 		if err != nil {
 			return err
+		}
+		// An upsert's deletion vectors go back to what they were, as
+		// fresh copies (for the reason below).
+		for _, d := range m.Transaction.Deletions {
+			f := parent.Fragment(d.FragmentID)
+			if f == nil {
+				return fmt.Errorf("fragment %d of v%d is not in v%d", d.FragmentID, m.Version, m.Parent)
+			}
+			del, err := copyDeletion(ctx, b, f, m.Version, o)
+			if err != nil {
+				return fmt.Errorf("the deletion vector of fragment %d it replaced: %w", f.ID, err)
+			}
+			repair.Deletions = append(repair.Deletions, table.FragmentDeletion{FragmentID: f.ID, Deletion: del})
 		}
 		for _, id := range m.Transaction.Removed {
 			f := parent.Fragment(id)
@@ -85,4 +100,26 @@ func copyFragment(ctx context.Context, b blob.Bucket, f table.Fragment, v uint64
 		g.Deletion = &d
 	}
 	return g, nil
+}
+
+// copyDeletion writes fragment f's deletion vector again under a fresh
+// key (an empty one when f has none), for a commit on top of version v.
+func copyDeletion(ctx context.Context, b blob.Bucket, f *table.Fragment, v uint64, o Options) (table.Deletion, error) {
+	var rows []uint32
+	if f.Deletion != nil {
+		err := retryTransient(ctx, o, func() (err error) { rows, err = table.ReadDeletions(ctx, b, f); return err })
+		if err != nil {
+			return table.Deletion{}, err
+		}
+	}
+	del := table.Deletion{Key: table.DeletionKey(f.ID, v+1), Count: int64(len(rows))}
+	body := table.EncodeDeletions(rows)
+	err := retryTransient(ctx, o, func() error {
+		err := b.PutIfAbsent(ctx, del.Key, body)
+		if errors.Is(err, blob.ErrExists) {
+			return nil // ours, under a lost answer: the key is fresh
+		}
+		return err
+	})
+	return del, err
 }

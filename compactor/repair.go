@@ -169,6 +169,21 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 	if err != nil || !proven {
 		return 0, why, err
 	}
+	if t.Kind == table.KindUpsert {
+		// An upsert is taken back whole: its rows out, every vector it
+		// gave back to what it was.
+		cur, err := table.ReadManifest(ctx, b, v)
+		if errors.Is(err, table.ErrVersionNotFound) {
+			return 0, "the upsert that wrote it was already collected", nil
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		if err := commit.Undo(ctx, b, cur, opts); err != nil {
+			return 0, "", fmt.Errorf("compactor: taking back v%d, an upsert whose deletion vector garbage collection took before it landed: %w", v, err)
+		}
+		return v, "", nil
+	}
 	before, err := table.ReadManifest(ctx, b, v-1)
 	if errors.Is(err, table.ErrVersionNotFound) {
 		return 0, "the version before the delete was already collected", nil

@@ -144,6 +144,9 @@ const (
 	KindRewrite     Kind = "rewrite"
 	KindMerge       Kind = "merge"
 	KindCreateIndex Kind = "create_index"
+	// KindUpsert adds rows and, in the same commit, deletes every live
+	// row whose key (Transaction.Keys) one of them has.
+	KindUpsert Kind = "upsert"
 )
 
 // Transaction is what a commit does, as a plain value. The manifest it
@@ -159,8 +162,11 @@ type Transaction struct {
 	Added []Fragment `json:"added,omitempty"`
 	// Removed are fragment ids the commit removes (Rewrite, Overwrite).
 	Removed []uint64 `json:"removed,omitempty"`
-	// Deletions are new deletion vectors, by fragment id (Delete).
+	// Deletions are new deletion vectors, by fragment id (Delete, Upsert,
+	// and a Rewrite that takes back an upsert).
 	Deletions []FragmentDeletion `json:"deletions,omitempty"`
+	// Keys are an upsert's key columns.
+	Keys []string `json:"keys,omitempty"`
 	// Shard and Watermark are set by a shard owner's Merge.
 	Shard     string `json:"shard,omitempty"`
 	Watermark uint64 `json:"watermark,omitempty"`

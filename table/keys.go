@@ -1,0 +1,156 @@
+package table
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// KeySet is the set of keys (values of one or more key columns) of the
+// rows of an upsert, with the range of each key column for pruning.
+type KeySet struct {
+	Columns []string
+	keys    map[string]bool
+	lo, hi  []Value
+}
+
+// Len is the number of keys.
+func (k *KeySet) Len() int { return len(k.keys) }
+
+// NewKeySet reads the keys of batches (in schema) under the key columns
+// cols. A key column must exist and hold integers, strings, binaries,
+// booleans, dates or timestamps (a float's equality is not exact); a key
+// must not be null, nor appear twice among the batches' rows. Each
+// refusal is an *InputError naming the row and column.
+func NewKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch) (*KeySet, error) {
+	if len(cols) == 0 {
+		return nil, &InputError{Row: -1, Reason: "an upsert needs at least one key column"}
+	}
+	ks := &KeySet{Columns: cols, keys: map[string]bool{}, lo: make([]Value, len(cols)), hi: make([]Value, len(cols))}
+	idx := make([]int, len(cols))
+	for i, c := range cols {
+		if slices.Index(cols, c) != i {
+			return nil, &InputError{Row: -1, Column: c, Reason: "the key column is named twice"}
+		}
+		fi := schema.FieldIndices(c)
+		if len(fi) == 0 {
+			return nil, &InputError{Row: -1, Column: c, Reason: "no such column to be a key"}
+		}
+		idx[i] = fi[0]
+		switch k := KindOf(schema.Field(fi[0]).Type); k {
+		case KindInt, KindUint, KindString, KindBytes, KindBool:
+		default:
+			return nil, &InputError{Row: -1, Column: c, Got: schema.Field(fi[0]).Type.String(),
+				Reason: "a key column holds integers, strings, binaries, booleans, dates or timestamps"}
+		}
+	}
+	row := int64(0)
+	var buf []byte
+	for _, rec := range batches {
+		for r := range int(rec.NumRows()) {
+			buf = buf[:0]
+			for i, c := range idx {
+				v, ok := ValueAt(rec.Column(c), r)
+				if !ok {
+					return nil, &InputError{Row: row, Column: cols[i], Reason: "a key must not be null"}
+				}
+				buf = appendKeyValue(buf, v)
+				if len(ks.keys) == 0 || Compare(v, ks.lo[i]) < 0 {
+					ks.lo[i] = v
+				}
+				if len(ks.keys) == 0 || Compare(v, ks.hi[i]) > 0 {
+					ks.hi[i] = v
+				}
+			}
+			if ks.keys[string(buf)] {
+				return nil, &InputError{Row: row, Column: cols[0], Reason: "the key appears twice among the rows of one upsert"}
+			}
+			ks.keys[string(buf)] = true
+			row++
+		}
+	}
+	return ks, nil
+}
+
+// appendKeyValue appends v to a key's encoding: its kind, then its value,
+// strings and binaries with their length first.
+func appendKeyValue(buf []byte, v Value) []byte {
+	buf = append(buf, byte(v.Kind))
+	switch v.Kind {
+	case KindInt:
+		return binary.BigEndian.AppendUint64(buf, uint64(v.I))
+	case KindUint:
+		return binary.BigEndian.AppendUint64(buf, v.U)
+	case KindFloat:
+		return binary.BigEndian.AppendUint64(buf, math.Float64bits(v.F))
+	case KindString:
+		buf = binary.AppendUvarint(buf, uint64(len(v.S)))
+		return append(buf, v.S...)
+	case KindBytes:
+		buf = binary.AppendUvarint(buf, uint64(len(v.X)))
+		return append(buf, v.X...)
+	case KindBool:
+		if v.B {
+			return append(buf, 1)
+		}
+		return append(buf, 0)
+	}
+	return buf
+}
+
+// RowsWithKeys finds the live rows of s whose key is in ks and returns,
+// for each fragment that holds one, its whole new deletion vector: the
+// rows deleted before and those (sorted), as MatchingRows does. It scans
+// the key columns of the fragments whose statistics allow a key of ks.
+func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet) (map[uint64][]uint32, error) {
+	if ks.Len() == 0 {
+		return map[uint64][]uint32{}, nil
+	}
+	var prune []Predicate
+	for i, c := range ks.Columns {
+		prune = append(prune, Ge(c, ks.lo[i]), Le(c, ks.hi[i]))
+	}
+	bound, err := Bind(And(prune...), s.m.Schema())
+	if err != nil {
+		return nil, fmt.Errorf("table: upsert keys: %w", err)
+	}
+	found := map[uint64][]uint32{}
+	var buf []byte
+	for rec, err := range s.Scan(ctx, ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true}) {
+		if err != nil {
+			return nil, err
+		}
+		n := len(ks.Columns)
+		frags := rec.Column(n).(*array.Uint64)
+		offs := rec.Column(n + 1).(*array.Uint32)
+		for r := range int(rec.NumRows()) {
+			buf = buf[:0]
+			null := false
+			for i := range n {
+				v, ok := ValueAt(rec.Column(i), r)
+				if !ok {
+					null = true
+					break
+				}
+				buf = appendKeyValue(buf, v)
+			}
+			if !null && ks.keys[string(buf)] {
+				found[frags.Value(r)] = append(found[frags.Value(r)], offs.Value(r))
+			}
+		}
+	}
+	for id, rows := range found {
+		old, err := ReadDeletions(ctx, s.b, s.m.Fragment(id))
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(rows)
+		found[id] = unionSorted(old, rows)
+	}
+	return found, nil
+}
