@@ -97,6 +97,11 @@ type AppendResult struct {
 	// Duplicate: the request's name was recorded already; nothing was
 	// stored, and Rows and Position are the first request's.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// An upsert (mode=upsert) commits to the table directly: Version holds
+	// it, and Replaced is the number of rows it deleted because a row it
+	// wrote has their key.
+	Version  uint64 `json:"version,omitempty"`
+	Replaced int64  `json:"replaced,omitempty"`
 }
 
 // Headers that name a request carrying rows (an append, a create with

@@ -392,6 +392,26 @@ func (c *Client) appendNamed(ctx context.Context, name string, reqName http.Head
 	return out, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", nil), api.ArrowStream, body, "", reqName).json(&out)
 }
 
+// Upsert writes the rows and, in the same commit, deletes every row of the
+// table whose key — its values in the columns keys — one of them has
+// (POST …/rows?mode=upsert; see commit.Table.Upsert). A key must not be
+// null nor appear twice among the rows. An upsert sent again replaces its
+// own rows, so a transport error, a 503 or an outcome_unknown answer is
+// retried (for up to RetryFor), as a named append is. Rows other writers
+// appended through shards and not yet merged are not replaced.
+func (c *Client) Upsert(ctx context.Context, name string, keys []string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	var out api.AppendResult
+	if len(batches) == 0 {
+		return out, nil
+	}
+	body, err := ipcBody(batches[0].Schema(), batches)
+	if err != nil {
+		return out, err
+	}
+	q := url.Values{"mode": {"upsert"}, "key": {strings.Join(keys, ",")}}
+	return out, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.ArrowStream, body, "", http.Header{}).json(&out)
+}
+
 // AppendJSONLines appends rows given as JSON lines, one object a row, all
 // or nothing; it returns once the server has them durable (named as
 // Append's are).

@@ -168,6 +168,13 @@ func readJSONSchema(r *http.Request) (*arrow.Schema, error) {
 // or nothing: its rows are decoded and checked in full (see package
 // ingest) before any is written, and then go into one WAL entry.
 func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	switch mode := r.URL.Query().Get("mode"); mode {
+	case "", "append":
+	case "upsert":
+		return s.upsertRows(w, r, t)
+	default:
+		return badRequest("mode=%q: want append (the default) or upsert", mode)
+	}
 	key, err := requestKey(r)
 	if err != nil {
 		return err

@@ -172,6 +172,23 @@ class ServerTest(unittest.TestCase):
             self.assertEqual(list(c.scan("odd", columns=cols)), [{n: names.index(n) for n in cols}])
             self.assertEqual(list(list(c.scan("odd", columns=cols))[0]), cols)
 
+    def test_upsert_by_key(self):
+        c = self.c
+        c.create_table("upserts", SCHEMA)
+        c.append("upserts", self.rows(1, 3))  # ids 1..3, in the server's shard
+        out = c.upsert("upserts", [{"id": 2, "worker": "w2", "reward": 2.5}, {"id": 9, "worker": "w2", "reward": 9.5}], key="id")
+        self.assertEqual((out["rows"], out["replaced"]), (2, 1))
+        got = {r["id"]: (r["worker"], r["reward"]) for r in c.scan("upserts")}
+        self.assertEqual(got, {1: ("w1", 0.1), 2: ("w2", 2.5), 3: ("w1", None), 9: ("w2", 9.5)})
+        # By two columns: (2, "w2") is replaced, (2, "w3") is new.
+        out = c.upsert("upserts", [{"id": 2, "worker": "w2", "reward": 0.0}, {"id": 2, "worker": "w3", "reward": 1.0}], key=["id", "worker"])
+        self.assertEqual((out["rows"], out["replaced"]), (2, 1))
+        self.assertEqual(len(list(c.scan("upserts"))), 5)
+        with self.assertRaises(StrataError) as e:
+            c.upsert("upserts", [{"id": 7, "worker": "a"}, {"id": 7, "worker": "b"}], key="id")
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("twice", str(e.exception))
+
     def test_errors(self):
         with self.assertRaises(StrataError) as e:
             list(self.c.scan("missing"))

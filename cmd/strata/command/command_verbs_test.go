@@ -498,3 +498,40 @@ func TestRestoreByVersionAndTag(t *testing.T) {
 		t.Fatalf("restore without --version or --tag: exit %d", code)
 	}
 }
+
+// upsert replaces rows by key from files, refuses a key twice in its input
+// with nothing committed, and needs --key.
+func TestUpsertByKeyFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	schema := dir + "/events.json"
+	if err := os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"},{"name":"reward","type":"float64","nullable":true}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + dir + "/events"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	os.WriteFile(dir+"/a.csv", []byte("id,reward\n1,0.5\n2,0.25\n"), 0o644)
+	if code, _, errOut := run(t, nil, "append", u, dir+"/a.csv"); code != 0 {
+		t.Fatalf("append: %s", errOut)
+	}
+	os.WriteFile(dir+"/fix.jsonl", []byte(`{"id":2,"reward":1.0}`+"\n"+`{"id":3,"reward":0.75}`+"\n"), 0o644)
+	code, out, errOut := run(t, nil, "upsert", u, dir+"/fix.jsonl", "--key", "id")
+	if code != 0 || out != "upserted 2 rows, replacing 1 (version 3)\n" {
+		t.Fatalf("upsert: exit %d %q %s", code, out, errOut)
+	}
+	code, out, errOut = run(t, nil, "scan", u, "--format", "csv")
+	if code != 0 || !strings.Contains(out, "1,0.5") || !strings.Contains(out, "2,1") || !strings.Contains(out, "3,0.75") || strings.Contains(out, "2,0.25") {
+		t.Fatalf("scan after the upsert: exit %d\n%s%s", code, out, errOut)
+	}
+	os.WriteFile(dir+"/twice.csv", []byte("id,reward\n4,1\n4,2\n"), 0o644)
+	if code, _, errOut := run(t, nil, "upsert", u, dir+"/twice.csv", "--key", "id"); code != 1 || !strings.Contains(errOut, "twice") || !strings.Contains(errOut, "nothing was upserted") {
+		t.Fatalf("an upsert with a key twice: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "upsert", u, dir+"/fix.jsonl"); code != 2 || !strings.Contains(errOut, "--key") {
+		t.Fatalf("an upsert without --key: exit %d %s", code, errOut)
+	}
+	if code, out, _ := run(t, nil, "versions", u); code != 0 || strings.Count(out, "\n") != 4 {
+		t.Fatalf("versions after refused upserts: %q", out)
+	}
+}

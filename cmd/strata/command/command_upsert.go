@@ -1,0 +1,102 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/ingest"
+)
+
+// upsertLimit bounds the input of one upsert: its rows are held in memory
+// (their keys are read before the commit).
+const upsertLimit = 1 << 30
+
+func newUpsert(env *Env) *cobra.Command {
+	var keys string
+	var ignoreUnknown bool
+	c := &cobra.Command{
+		Use:   "upsert URL FILE... --key COLUMN[,COLUMN...]",
+		Short: "Write rows that replace the table's rows with the same key, in one commit",
+		Long: `upsert reads the files as append does (.parquet, .csv, .jsonl), and in one
+commit writes their rows and deletes every row of the table whose key — its
+values in the --key columns — one of them has: each key of the input ends
+with the input's row, and the other rows are inserted. A key must not be
+null nor appear twice in the input; a key column holds integers, strings,
+binaries, booleans, dates or timestamps.
+
+Upserts racing each other leave one row per key, that of the upsert that
+committed last. Rows appended (not upserted) may share a key. Rows not yet
+merged from a writer's shard are not seen: run a checkpoint first. Running
+the same command again is safe: the rows replace themselves. At most 1 GiB
+of input, held in memory.`,
+		Example: `  strata upsert file://./events rewards.jsonl --key id
+  strata upsert file://./events fixes.csv --key run,step`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageError{fmt.Errorf("upsert needs a URL and at least one file\n\n%s", c.UsageString())}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			var cols []string
+			for _, k := range strings.Split(keys, ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					cols = append(cols, k)
+				}
+			}
+			if len(cols) == 0 {
+				return usageError{errors.New("upsert needs --key: the column (or columns, comma-separated) that identify a row")}
+			}
+			size, err := inputSize(args[1:])
+			if err != nil {
+				return err
+			}
+			if size > upsertLimit {
+				return usageError{fmt.Errorf("%d bytes of input: an upsert holds its rows in memory, at most %d bytes; split the input", size, upsertLimit)}
+			}
+			ctx := c.Context()
+			b, err := env.Open(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: "strata upsert"})
+			if err != nil {
+				return err
+			}
+			var recs []arrow.RecordBatch
+			defer func() { ingest.Release(recs) }()
+			opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
+			for _, path := range args[1:] {
+				for rec, err := range readFile(path, tb.Current().Manifest().Schema(), opts) {
+					if err != nil {
+						return fmt.Errorf("%s: %w (nothing was upserted)", path, err)
+					}
+					rec.Retain()
+					recs = append(recs, rec)
+				}
+			}
+			res, err := tb.Upsert(ctx, cols, recs...)
+			switch {
+			case errors.Is(err, commit.ErrOutcomeUnknown):
+				return fmt.Errorf("%w; run the same command again: the rows replace themselves", err)
+			case err != nil:
+				return fmt.Errorf("%w (nothing was upserted)", err)
+			}
+			if res.Done {
+				fmt.Fprintf(env.Out, "no rows; nothing committed (version %d)\n", res.Version)
+				return nil
+			}
+			fmt.Fprintf(env.Out, "upserted %d rows, replacing %d (version %d)\n", res.Inserted, res.Replaced, res.Version)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&keys, "key", "", "the key column, or columns comma-separated (required)")
+	c.Flags().BoolVar(&ignoreUnknown, "ignore-unknown-columns", false, "drop input columns the table does not have instead of refusing the input")
+	return c
+}

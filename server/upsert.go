@@ -1,0 +1,69 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/ingest"
+)
+
+// upsertRows answers POST …/rows?mode=upsert&key=COL[,COL]: the rows are
+// written and, in the same commit, every row of the table with one of
+// their keys is deleted (commit.Table.Upsert). It commits to the table
+// directly; the server's own shard is drained first, so that rows it
+// acknowledged before are replaced too (rows of other writers not yet
+// merged are not). An Idempotency-Key is not needed: an upsert sent again
+// replaces its own rows.
+func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	var keys []string
+	for _, k := range strings.Split(r.URL.Query().Get("key"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return badRequest("mode=upsert needs key=: the column (or columns, comma-separated) that identify a row")
+	}
+	release, err := s.budget.write(r.Context(), s.bodyReserve(r))
+	if err != nil {
+		return err
+	}
+	defer release()
+	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (upsert)"})
+	if err != nil {
+		return err
+	}
+	schema := tb.Current().Manifest().Schema()
+	var recs []arrow.RecordBatch
+	switch mediaType(r) {
+	case ArrowStream:
+		_, recs, err = ingest.ReadIPC(r.Body, schema, s.ingestOptions(r))
+	case NDJSON, "application/jsonl":
+		recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
+	default:
+		return unsupportedMedia(ArrowStream, NDJSON)
+	}
+	if err != nil {
+		return err
+	}
+	defer ingest.Release(recs)
+	sh, err := t.db.OwnShard(r.Context())
+	if err != nil {
+		return err
+	}
+	if sh != nil {
+		if err := sh.Drain(r.Context()); err != nil {
+			return err
+		}
+	}
+	res, err := tb.Upsert(r.Context(), keys, recs...)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted, Version: res.Version, Replaced: res.Replaced})
+	return nil
+}

@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/harness/testenv"
+	"github.com/stratadb/strata/server"
+)
+
+// An upsert through the server replaces rows by key, those the server
+// acknowledged into its own shard and not yet merged included; a key
+// twice in one body is refused (400) with nothing committed.
+func TestUpsertThroughTheServer(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "reward", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	}, nil)
+	batch := func(ids []int64, rewards []float64) arrow.RecordBatch {
+		b := array.NewRecordBuilder(testenv.Allocator(t), schema)
+		defer b.Release()
+		b.Field(0).(*array.Int64Builder).AppendValues(ids, nil)
+		b.Field(1).(*array.Float64Builder).AppendValues(rewards, nil)
+		return b.NewRecordBatch()
+	}
+	if _, err := f.c.CreateTable(ctx, "t", schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := batch([]int64{1, 2, 3}, []float64{0.1, 0.2, 0.3})
+	defer rec.Release()
+	if _, err := f.c.Append(ctx, "t", rec); err != nil { // in the server's shard
+		t.Fatal(err)
+	}
+	up := batch([]int64{2, 3, 4}, []float64{2, 3, 4})
+	defer up.Release()
+	res, err := f.c.Upsert(ctx, "t", []string{"id"}, up)
+	if err != nil || res.Rows != 3 || res.Replaced != 2 || res.Version == 0 {
+		t.Fatalf("upsert: %+v %v", res, err)
+	}
+	recs, err := f.c.Scan(ctx, "t", client.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]float64{}
+	n := 0
+	for _, r := range recs {
+		for i := range int(r.NumRows()) {
+			got[r.Column(0).(*array.Int64).Value(i)] = r.Column(1).(*array.Float64).Value(i)
+			n++
+		}
+		r.Release()
+	}
+	if n != 4 || got[1] != 0.1 || got[2] != 2 || got[3] != 3 || got[4] != 4 {
+		t.Fatalf("after the upsert: %d rows, %v", n, got)
+	}
+	twice := batch([]int64{5, 5}, []float64{1, 2})
+	defer twice.Release()
+	if _, err := f.c.Upsert(ctx, "t", []string{"id"}, twice); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Fatalf("an upsert with a key twice: %v, want 400", err)
+	}
+	if _, err := f.c.Upsert(ctx, "t", []string{"nope"}, up); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Fatalf("an upsert by a column the table lacks: %v, want 400", err)
+	}
+	if info, err := f.c.Versions(ctx, "t", 1, true); err != nil || len(info) != 1 || info[0].Version != res.Version || info[0].Kind != "upsert" {
+		t.Fatalf("the latest version after refused upserts: %+v %v (the upsert made v%d)", info, err, res.Version)
+	}
+}
