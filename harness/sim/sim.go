@@ -175,6 +175,7 @@ type actor struct {
 	retry *pendingAppend
 
 	follow *follower // a follower's durable state
+	began  time.Time // when the current operation began, on the clock
 }
 
 // pendingAppend is a named append whose outcome its actor does not know.
@@ -427,6 +428,7 @@ func (w *world) runOp(a *actor) {
 	w.stack = append(w.stack, a)
 	w.mu.Unlock()
 	rec := opRecord{actor: a.name, writer: a.writer(), call: w.now()}
+	a.began = w.clock.Now()
 	kind, detail := w.do(a, &rec)
 	rec.ret = w.now()
 	w.mu.Lock()
@@ -527,7 +529,9 @@ func (w *world) settleAppend(a *actor, ids []int64, err error, fenced bool) {
 		return
 	}
 	if a.retry == nil {
-		a.retry = &pendingAppend{ids: ids, seq: a.seq, at: w.clock.Now()}
+		// The name's time is when the append began: a stall during
+		// it counts against the window.
+		a.retry = &pendingAppend{ids: ids, seq: a.seq, at: a.began}
 	}
 	w.settle(ids, err, false)
 }
