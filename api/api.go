@@ -121,6 +121,18 @@ const (
 )
 
 // DeleteResult is what DELETE …/rows answers.
+// UpdateRequest is the body of PATCH …/rows?filter=EXPR: the columns to
+// set in the matching rows, each to a JSON value (null for a null).
+type UpdateRequest struct {
+	Set map[string]any `json:"set"`
+}
+
+// UpdateResult answers PATCH …/rows.
+type UpdateResult struct {
+	Updated int64  `json:"updated"`
+	Version uint64 `json:"version"` // the version holding the update (or the latest, when nothing matched)
+}
+
 type DeleteResult struct {
 	Deleted int64  `json:"deleted"`
 	Version uint64 `json:"version"` // the version holding the delete (or the latest, when nothing matched)

@@ -542,6 +542,18 @@ func (c *Client) CreateTag(ctx context.Context, name, tag string, version uint64
 	return c.call(ctx, http.MethodPost, c.url(name, "/tags", nil), api.JSON, body, "").none()
 }
 
+// Update sets columns of the rows matching filter (required) to the
+// values of set (numbers, strings, booleans, nil for null), in one commit
+// (PATCH …/rows; see commit.Table.Update), and says how many rows changed.
+func (c *Client) Update(ctx context.Context, name, filter string, set map[string]any) (api.UpdateResult, error) {
+	body, err := jsonBody(api.UpdateRequest{Set: set})
+	if err != nil {
+		return api.UpdateResult{}, err
+	}
+	var out api.UpdateResult
+	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
+}
+
 // Delete deletes the rows matching filter (required) and says how many.
 func (c *Client) Delete(ctx context.Context, name, filter string) (api.DeleteResult, error) {
 	var out api.DeleteResult

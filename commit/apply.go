@@ -123,7 +123,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
 		}
-	case table.KindUpsert:
+	case table.KindUpsert, table.KindUpdate:
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
 		}

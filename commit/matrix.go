@@ -42,9 +42,10 @@ func (d Decision) String() string {
 //	Overwrite     | ok     | ok                         | ok            | ok            | retry
 //	Upsert        | retry  | retry if its rows may hold | retry overlap | retry overlap | conflict
 //	              | keys   | our keys                   |               |               |
+//	Update        | ok     | ok                         | retry overlap | retry overlap | conflict
 //
-// A theirs Upsert is, for every other row, a Delete (its deletion vectors)
-// and an Append (its rows): Delete and Rewrite retry on a common fragment,
+// A theirs Upsert or Update is, for every other row, a Delete (its deletion
+// vectors) and an Append (its rows): Delete and Rewrite retry on a common fragment,
 // Append, Merge and Overwrite go on; an Upsert after an Upsert retries on
 // a common fragment or when the rows it added may hold our keys ("retry
 // keys": their key columns' statistics meet the range of ours).
@@ -87,9 +88,9 @@ func Check(ours, theirs *table.Transaction) Decision {
 			return Retry // an owner's merge plans again from the new watermark
 		}
 		return Compatible // a fleet merge is trimmed when applied (Apply)
-	case table.KindDelete:
+	case table.KindDelete, table.KindUpdate:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert:
+		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate:
 			if overlap(ours.Touched(), theirs.Touched()) {
 				return Retry
 			}
@@ -101,7 +102,7 @@ func Check(ours, theirs *table.Transaction) Decision {
 			if overlap(ours.Touched(), theirs.Touched()) {
 				return Retry
 			}
-		case table.KindAppend, table.KindMerge, table.KindUpsert:
+		case table.KindAppend, table.KindMerge, table.KindUpsert, table.KindUpdate:
 			// Rows landed that may carry our keys: planned again, the
 			// upsert replaces them too, so a key keeps one row.
 			if overlap(ours.Touched(), theirs.Touched()) || mayHoldKeys(ours, theirs.Added) {
@@ -111,7 +112,7 @@ func Check(ours, theirs *table.Transaction) Decision {
 		return Compatible
 	case table.KindRewrite:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert:
+		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate:
 			if overlap(ours.Touched(), theirs.Touched()) && !(theirs.Kind == table.KindDelete && plant.On(plant.RewriteOverDelete)) {
 				return Retry
 			}
@@ -121,7 +122,7 @@ func Check(ours, theirs *table.Transaction) Decision {
 		return Compatible
 	case table.KindCreateIndex:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert:
+		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate:
 			return Retry // the index was built from fragments that changed
 		}
 		return Compatible

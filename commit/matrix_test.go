@@ -29,6 +29,8 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 	appMisses := table.Transaction{Kind: table.KindAppend, Added: ids(50, 60)}
 	appUnknown := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{}}}
 	mergeMeets := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Added: ids(20, 20)}
+	upd1 := table.Transaction{Kind: table.KindUpdate, Added: ids(10, 12), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
+	upd2 := table.Transaction{Kind: table.KindUpdate, Added: ids(50, 52), Deletions: []table.FragmentDeletion{{FragmentID: 2}}}
 	cases := []struct {
 		name         string
 		ours, theirs table.Transaction
@@ -99,6 +101,24 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"rewrite after an upsert elsewhere: compaction goes on", rw2, up1, Compatible},
 		{"an index build after an upsert re-plans", ix, up2, Retry},
 		{"overwrite after an upsert", ow, up1, Compatible},
+
+		{"an update after an append: rows appended meanwhile are not updated", upd1, app, Compatible},
+		{"an update after a merge", upd1, mergeA, Compatible},
+		{"an update after a delete of a fragment it changes re-plans", upd1, del1, Retry},
+		{"an update after a delete elsewhere", upd1, del2, Compatible},
+		{"an update after a rewrite of a fragment it changes re-plans", upd1, rw1, Retry},
+		{"an update after a rewrite elsewhere", upd1, rw2, Compatible},
+		{"an update after an upsert that changed its fragment re-plans", upd1, up1, Retry},
+		{"an update after an update of the same fragment re-plans", upd1, upd1, Retry},
+		{"an update after an update elsewhere", upd1, upd2, Compatible},
+		{"an update after an overwrite", upd1, ow, Conflict},
+		{"append after an update", app, upd1, Compatible},
+		{"delete after an update of its fragment re-plans", del1, upd1, Retry},
+		{"rewrite after an update of a source re-plans", rw1, upd1, Retry},
+		{"rewrite after an update elsewhere: compaction goes on", rw2, upd1, Compatible},
+		{"an upsert after an update whose rows may hold its keys re-plans", up2, table.Transaction{Kind: table.KindUpdate, Added: ids(35, 35)}, Retry},
+		{"an upsert after an update of other keys", up2, upd2, Compatible},
+		{"an index build after an update re-plans", ix, upd1, Retry},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

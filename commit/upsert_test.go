@@ -295,3 +295,60 @@ func (b *barrier) Wait(r int) {
 		b.cond.Wait()
 	}
 }
+
+// An update sets columns of the matching rows in one commit: they are
+// deleted and written again, assigned; its changes say so; assignments
+// that do not fit the schema are refused before anything is written, and
+// an update that matches nothing commits nothing.
+func TestUpdateSetsColumnsOfTheMatchingRows(t *testing.T) {
+	b := open(t, "mem://")
+	tb := newKVTable(t, b)
+	upsert(t, tb, []string{"id"}, kv{1, "a", 0.1}, kv{2, "b", 0.2}, kv{3, "c", 0.3}) // v2
+	set, err := table.ParseAssignments("reward = 1.5, run = 'z'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred, err := table.ParseFilter("id >= 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tb.Update(ctx, pred, set) // v3
+	if err != nil || res.Updated != 2 || res.Version != 3 {
+		t.Fatalf("update: %+v %v", res, err)
+	}
+	vals, n := kvRows(t, b, 0)
+	want := map[string]float64{"1/a": 0.1, "2/z": 1.5, "3/z": 1.5}
+	if !maps.Equal(vals, want) || len(n) != 3 {
+		t.Fatalf("after the update: %v, want %v", vals, want)
+	}
+	var kinds []string
+	for c, err := range table.Changes(ctx, b, 2, 3, table.ChangesOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, fmt.Sprintf("%s %d", c.Kind, c.Rows.NumRows()))
+	}
+	if !slices.Equal(kinds, []string{"delete 2", "insert 2"}) {
+		t.Fatalf("the changes of an update: %v", kinds)
+	}
+	set, _ = table.ParseAssignments("reward = null")
+	if res, err := tb.Update(ctx, pred, set); err != nil || res.Updated != 2 {
+		t.Fatalf("setting a nullable column to null: %+v %v", res, err)
+	}
+	none, _ := table.ParseFilter("id > 100")
+	if res, err := tb.Update(ctx, none, set); err != nil || !res.Done || res.Version != 4 {
+		t.Fatalf("an update matching nothing: %+v %v", res, err)
+	}
+	for _, bad := range []string{"id = null", "nope = 1", "id = 'x'", "reward = 1, reward = 2"} {
+		set, err := table.ParseAssignments(bad)
+		if err == nil {
+			_, err = tb.Update(ctx, pred, set)
+		}
+		if !errors.Is(err, table.ErrBadAssignment) {
+			t.Errorf("%s: %v, want ErrBadAssignment", bad, err)
+		}
+	}
+	if v, _ := table.LatestVersion(ctx, b); v != 4 {
+		t.Fatalf("refused updates committed: latest v%d", v)
+	}
+}

@@ -169,8 +169,8 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 	if err != nil || !proven {
 		return 0, why, err
 	}
-	if t.Kind == table.KindUpsert {
-		// An upsert is taken back whole: its rows out, every vector it
+	if t.Kind == table.KindUpsert || t.Kind == table.KindUpdate {
+		// An upsert (an update) is taken back whole: its rows out, every vector it
 		// gave back to what it was.
 		cur, err := table.ReadManifest(ctx, b, v)
 		if errors.Is(err, table.ErrVersionNotFound) {

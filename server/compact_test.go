@@ -250,11 +250,11 @@ func TestTableVerbsAndConventions(t *testing.T) {
 		t.Fatalf("deleting a missing tag: %v", err)
 	}
 
-	resp, data := send(t, f, "PATCH", "/api/v1/tables/a/rows", nil, "")
+	resp, data := send(t, f, "PUT", "/api/v1/tables/a/rows", nil, "")
 	allow := resp.Header.Get("Allow")
 	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") ||
-		!strings.Contains(allow, "DELETE") || !strings.Contains(data, `"method_not_allowed"`) {
-		t.Fatalf("PATCH rows: %d Allow=%q %s", resp.StatusCode, allow, data)
+		!strings.Contains(allow, "DELETE") || !strings.Contains(allow, "PATCH") || !strings.Contains(data, `"method_not_allowed"`) {
+		t.Fatalf("PUT rows: %d Allow=%q %s", resp.StatusCode, allow, data)
 	}
 	if code, body := raw(t, f, "GET", "/api/v1/nothing", "", "", ""); code != http.StatusNotFound || !strings.Contains(body, `"no_route"`) {
 		t.Fatalf("no route: %d %s", code, body)

@@ -208,6 +208,8 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	check("DELETE", T+"/tags/{tag}", "/api/v1/tables/t/tags/v1", "", "", 204)
 	check("POST", T+"/rows", "/api/v1/tables/t/rows?mode=upsert&key=id", "application/x-ndjson", "{\"id\":2,\"msg\":\"c\"}\n{\"id\":3,\"msg\":null}\n", 200)
 	check("POST", T+"/rows", "/api/v1/tables/t/rows?mode=upsert", "application/x-ndjson", "{\"id\":4}\n", 400)
+	check("PATCH", T+"/rows", "/api/v1/tables/t/rows?filter=id%3D2", "application/json", `{"set":{"msg":"d"}}`, 200)
+	check("PATCH", T+"/rows", "/api/v1/tables/t/rows?filter=id%3D2", "application/json", `{"set":{"id":null}}`, 400)
 	check("GET", T, "/api/v1/tables/missing", "", "", 404)
 	check("POST", T+"/rows", "/api/v1/tables/t/rows", "text/csv", "id\n1\n", 415)
 	check("DELETE", T, "/api/v1/tables/t", "", "", 204)

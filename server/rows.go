@@ -48,6 +48,79 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	return nil
 }
 
+// updateRows answers PATCH …/rows?filter=EXPR {"set": {"col": value}}:
+// the matching rows get the values, in one commit (commit.Table.Update).
+// The server's own shard is flushed and merged first, as for a delete.
+func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	f := r.URL.Query().Get("filter")
+	if strings.TrimSpace(f) == "" {
+		return badRequest("filter= is required (a filter that every row matches updates every row)")
+	}
+	pred, err := table.ParseFilter(f)
+	if err != nil {
+		return err
+	}
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	var req api.UpdateRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.UseNumber()
+	if err := dec.Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not an update: want {\"set\": {\"column\": value}}")
+	}
+	var set []table.Assignment
+	for col, v := range req.Set {
+		val, err := jsonValue(v)
+		if err != nil {
+			return badRequest("set.%s: %v", col, err)
+		}
+		set = append(set, table.Assignment{Column: col, Value: val})
+	}
+	sh, err := t.db.OwnShard(r.Context())
+	if err != nil {
+		return err
+	}
+	if sh != nil {
+		if err := sh.Drain(r.Context()); err != nil {
+			return err
+		}
+	}
+	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (update)"})
+	if err != nil {
+		return err
+	}
+	res, err := tb.Update(r.Context(), pred, set)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.UpdateResult{Updated: res.Updated, Version: res.Version})
+	return nil
+}
+
+// jsonValue is a JSON scalar (decoded with UseNumber) as a table value;
+// null is the zero Value.
+func jsonValue(v any) (table.Value, error) {
+	switch x := v.(type) {
+	case nil:
+		return table.Value{}, nil
+	case bool:
+		return table.Bool(x), nil
+	case string:
+		return table.String(x), nil
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return table.Int(i), nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return table.Value{}, fmt.Errorf("%s is not a number", x)
+		}
+		return table.Float(f), nil
+	}
+	return table.Value{}, fmt.Errorf("want a number, a string, true, false or null")
+}
+
 // scanOptions reads columns= and filter=.
 func scanOptions(r *http.Request) (table.ScanOptions, error) {
 	var o table.ScanOptions

@@ -464,7 +464,7 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, api.CodeBadInput, err.Error())
 	case errors.Is(err, table.ErrUnsupportedSchema):
 		writeError(w, http.StatusBadRequest, api.CodeUnsupportedSchema, err.Error())
-	case errors.Is(err, table.ErrBadPredicate), errors.Is(err, table.ErrBadName), errors.Is(err, table.ErrBadColumns):
+	case errors.Is(err, table.ErrBadPredicate), errors.Is(err, table.ErrBadName), errors.Is(err, table.ErrBadColumns), errors.Is(err, table.ErrBadAssignment):
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	case errors.Is(err, walshard.ErrMergeRunning):
 		writeError(w, http.StatusTooManyRequests, api.CodeBusy, err.Error())

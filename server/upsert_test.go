@@ -12,9 +12,11 @@ import (
 	"github.com/stratadb/strata/server"
 )
 
-// An upsert through the server replaces rows by key, those the server
-// acknowledged into its own shard and not yet merged included; a key
-// twice in one body is refused (400) with nothing committed.
+// An upsert through the server replaces rows by key, and an update sets
+// columns of the rows a filter matches, rows the server acknowledged into
+// its own shard and not yet merged included; a key twice in one upsert, or
+// a null for a non-nullable column, is refused (400) with nothing
+// committed.
 func TestUpsertThroughTheServer(t *testing.T) {
 	f := start(t, "file://"+t.TempDir(), server.Options{})
 	schema := arrow.NewSchema([]arrow.Field{
@@ -68,5 +70,30 @@ func TestUpsertThroughTheServer(t *testing.T) {
 	}
 	if info, err := f.c.Versions(ctx, "t", 1, true); err != nil || len(info) != 1 || info[0].Version != res.Version || info[0].Kind != "upsert" {
 		t.Fatalf("the latest version after refused upserts: %+v %v (the upsert made v%d)", info, err, res.Version)
+	}
+	// An update through the server: rows it acknowledged are updated too.
+	more := batch([]int64{7}, []float64{0.7})
+	defer more.Release()
+	if _, err := f.c.Append(ctx, "t", more); err != nil {
+		t.Fatal(err)
+	}
+	ur, err := f.c.Update(ctx, "t", "id >= 4", map[string]any{"reward": 9.5})
+	if err != nil || ur.Updated != 2 || ur.Version <= res.Version {
+		t.Fatalf("update: %+v %v", ur, err)
+	}
+	recs, err = f.c.Scan(ctx, "t", client.ScanOptions{Filter: "reward = 9.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = 0
+	for _, r := range recs {
+		n += int(r.NumRows())
+		r.Release()
+	}
+	if n != 2 {
+		t.Fatalf("%d rows with the updated reward, want 2", n)
+	}
+	if _, err := f.c.Update(ctx, "t", "id >= 4", map[string]any{"id": nil}); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Fatalf("an update of a non-nullable column to null: %v, want 400", err)
 	}
 }

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -66,8 +67,18 @@ func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64
 			found[frags.Value(i)] = append(found[frags.Value(i)], offs.Value(i))
 		}
 	}
+	return s.NewDeletions(ctx, found)
+}
+
+// NewDeletions turns rows to delete, by fragment id, into each fragment's
+// whole new deletion vector: the rows deleted before and these, sorted.
+// It changes found in place and returns it.
+func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32) (map[uint64][]uint32, error) {
 	for id, rows := range found {
 		f := s.m.Fragment(id)
+		if f == nil {
+			return nil, fmt.Errorf("table: fragment %d is not in version %d", id, s.m.Version)
+		}
 		old, err := ReadDeletions(ctx, s.b, f)
 		if err != nil {
 			return nil, err

@@ -144,13 +144,5 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet) (map[uint64][]u
 			}
 		}
 	}
-	for id, rows := range found {
-		old, err := ReadDeletions(ctx, s.b, s.m.Fragment(id))
-		if err != nil {
-			return nil, err
-		}
-		slices.Sort(rows)
-		found[id] = unionSorted(old, rows)
-	}
-	return found, nil
+	return s.NewDeletions(ctx, found)
 }

@@ -147,6 +147,9 @@ const (
 	// KindUpsert adds rows and, in the same commit, deletes every live
 	// row whose key (Transaction.Keys) one of them has.
 	KindUpsert Kind = "upsert"
+	// KindUpdate deletes the rows an update matched and adds them again
+	// with its assignments applied.
+	KindUpdate Kind = "update"
 )
 
 // Transaction is what a commit does, as a plain value. The manifest it

@@ -215,6 +215,12 @@ class Client:
         resp = self._open("POST", self._table(name, "/take"), {"format": "jsonl"}, body, "application/json", accept=NDJSON)
         return list(_lines(resp))
 
+    def update(self, name, filter, set):
+        """Set columns of the rows matching ``filter`` to the values of the dict
+        ``set`` (numbers, strings, booleans, None for null), in one commit.
+        Returns ``{"updated", "version"}``."""
+        return self._json("PATCH", self._table(name, "/rows"), {"filter": filter}, payload={"set": set})
+
     def delete(self, name, filter):
         """Delete the rows matching ``filter``: ``{"deleted", "version"}``."""
         return self._json("DELETE", self._table(name, "/rows"), {"filter": filter})

@@ -188,6 +188,12 @@ class ServerTest(unittest.TestCase):
             c.upsert("upserts", [{"id": 7, "worker": "a"}, {"id": 7, "worker": "b"}], key="id")
         self.assertEqual(e.exception.status, 400)
         self.assertIn("twice", str(e.exception))
+        out = c.update("upserts", "id = 2", {"reward": None, "worker": "w9"})
+        self.assertEqual(out["updated"], 2)
+        self.assertEqual(sorted((r["worker"], r["reward"]) for r in c.scan("upserts", filter="id = 2")), [("w9", None), ("w9", None)])
+        with self.assertRaises(StrataError) as e:
+            c.update("upserts", "id = 2", {"id": None})
+        self.assertEqual(e.exception.status, 400)
 
     def test_errors(self):
         with self.assertRaises(StrataError) as e:

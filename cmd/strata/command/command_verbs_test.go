@@ -534,4 +534,18 @@ func TestUpsertByKeyFromFiles(t *testing.T) {
 	if code, out, _ := run(t, nil, "versions", u); code != 0 || strings.Count(out, "\n") != 4 {
 		t.Fatalf("versions after refused upserts: %q", out)
 	}
+	code, out, errOut = run(t, nil, "update", u, "--filter", "id >= 2", "--set", "reward = 0.5")
+	if code != 0 || out != "updated 2 rows (version 4)\n" {
+		t.Fatalf("update: exit %d %q %s", code, out, errOut)
+	}
+	code, out, _ = run(t, nil, "scan", u, "--format", "csv", "--filter", "reward = 0.5")
+	if code != 0 || strings.Count(out, "\n") != 4 { // the header, 1 (0.5 before), 2 and 3
+		t.Fatalf("scan after the update: %q", out)
+	}
+	if code, _, errOut := run(t, nil, "update", u, "--filter", "id = 1", "--set", "id = null"); code != 2 || !strings.Contains(errOut, "not nullable") {
+		t.Fatalf("an update to null of a non-nullable column: exit %d %s", code, errOut)
+	}
+	if code, out, _ := run(t, nil, "update", u, "--filter", "id = 99", "--set", "reward = 1"); code != 0 || !strings.Contains(out, "no row matched") {
+		t.Fatalf("an update matching nothing: %q", out)
+	}
 }

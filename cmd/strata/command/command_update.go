@@ -1,0 +1,74 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+func newUpdate(env *Env) *cobra.Command {
+	var filter string
+	var set []string
+	c := &cobra.Command{
+		Use:   "update URL --filter EXPR --set 'COLUMN = VALUE'",
+		Short: "Set columns of the rows that match a filter, in one commit",
+		Long: `update sets columns of every row matching --filter to constants, in one
+commit: the rows are deleted and written again with the new values, so a
+reader sees every row before the update or every row after it. --set takes
+'column = value' (repeat it, or separate assignments with commas); values
+are written as in a filter (1, 0.5, 'text', true) or null.
+
+Rows appended while it runs are not updated, as a delete does not delete
+them; a delete, compaction, upsert or update of the same fragments makes it
+plan again. Rows not yet merged from a writer's shard are not touched: run
+a checkpoint first.`,
+		Example: `  strata update file://./events --filter 'id = 5' --set 'reward = 1.0'
+  strata update file://./events --filter "worker = 'w03' AND step < 10" --set "reward = null, note = 'rerun'"`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if strings.TrimSpace(filter) == "" {
+				return usageError{errors.New("update needs --filter (a filter every row matches updates every row)")}
+			}
+			if len(set) == 0 {
+				return usageError{errors.New("update needs --set 'column = value'")}
+			}
+			pred, err := table.ParseFilter(filter)
+			if err != nil {
+				return usageError{err}
+			}
+			assigns, err := table.ParseAssignments(strings.Join(set, ", "))
+			if err != nil {
+				return usageError{err}
+			}
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata update"})
+			if err != nil {
+				return err
+			}
+			res, err := tb.Update(c.Context(), pred, assigns)
+			switch {
+			case errors.Is(err, table.ErrBadAssignment) || errors.Is(err, table.ErrBadPredicate):
+				return usageError{err}
+			case err != nil:
+				return err
+			case res.Done:
+				fmt.Fprintf(env.Out, "no row matched; nothing committed (version %d)\n", res.Version)
+			default:
+				fmt.Fprintf(env.Out, "updated %d rows (version %d)\n", res.Updated, res.Version)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&filter, "filter", "", "rows to update, e.g. 'id = 5'")
+	c.Flags().StringArrayVar(&set, "set", nil, "an assignment, 'column = value' (repeat, or separate with commas)")
+	return c
+}

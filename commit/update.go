@@ -1,0 +1,126 @@
+package commit
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table"
+)
+
+// UpdateResult is what an update did.
+type UpdateResult struct {
+	Result
+	Updated int64 // rows changed
+}
+
+// Update sets columns of the live rows matching pred to constants, in one
+// commit: the rows are deleted (deletion vectors) and written again with
+// the assignments applied, as one new fragment. It conflicts as a Delete
+// does — it plans again after a delete, rewrite, upsert or update of a
+// fragment it changes — and rows appended meanwhile are not updated (they
+// were not in the version it read), as a delete does not delete them.
+// Assignments are checked against the schema first (table.BindAssignments).
+// No row matching, nothing is committed (Done, at the version read).
+func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.Assignment) (UpdateResult, error) {
+	var last error
+	for range t.opts.MaxReplans {
+		snap, err := t.Refresh(ctx)
+		if err != nil {
+			return UpdateResult{}, err
+		}
+		schema := snap.Manifest().Schema()
+		bound, err := table.BindAssignments(schema, set)
+		if err != nil {
+			return UpdateResult{}, err
+		}
+		filter, err := table.Bind(pred, schema)
+		if err != nil {
+			return UpdateResult{}, err
+		}
+		f, matches, n, err := t.writeUpdated(ctx, snap, filter, bound)
+		if err != nil {
+			return UpdateResult{}, err
+		}
+		if n == 0 {
+			return UpdateResult{Result: Result{Version: snap.Version(), Done: true}}, nil
+		}
+		txn := table.Transaction{Kind: table.KindUpdate, CommitID: table.NewID(), ReadVersion: snap.Version(), Added: []table.Fragment{f}}
+		written := t.opts.Now()
+		bodies := map[string][]byte{}
+		for _, id := range slices.Sorted(maps.Keys(matches)) {
+			key := table.DeletionKey(id, snap.Version()+1)
+			bodies[key] = table.EncodeDeletions(matches[id])
+			if err := t.b.PutIfAbsent(ctx, key, bodies[key]); err != nil {
+				return UpdateResult{}, err
+			}
+			txn.Deletions = append(txn.Deletions, table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(matches[id]))}})
+		}
+		res, err := t.Commit(ctx, txn)
+		if err == nil {
+			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err == nil {
+				return UpdateResult{Result: res, Updated: n}, nil
+			}
+		}
+		if !IsRetryableConflict(err) || ctx.Err() != nil {
+			return UpdateResult{}, err
+		}
+		last = err
+	}
+	return UpdateResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+}
+
+// writeUpdated reads the live rows of snap that filter matches and writes
+// them, assigned, as one fragment. It returns the fragment, the matched
+// fragments' new deletion vectors (the rows deleted before and the
+// matched ones) and the number of rows matched.
+func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter table.Predicate, set []table.Assignment) (table.Fragment, map[uint64][]uint32, int64, error) {
+	schema := snap.Manifest().Schema()
+	var w *table.FragmentWriter
+	abort := func() {
+		if w != nil {
+			w.Abort()
+		}
+	}
+	found := map[uint64][]uint32{}
+	var n int64
+	ncols := len(schema.Fields())
+	for rec, err := range snap.Scan(ctx, table.ScanOptions{Filter: filter, WithRowAddress: true}) {
+		if err != nil {
+			abort()
+			return table.Fragment{}, nil, 0, err
+		}
+		frags := rec.Column(ncols).(*array.Uint64)
+		offs := rec.Column(ncols + 1).(*array.Uint32)
+		for i := range int(rec.NumRows()) {
+			found[frags.Value(i)] = append(found[frags.Value(i)], offs.Value(i))
+		}
+		rows := array.NewRecordBatch(schema, rec.Columns()[:ncols], rec.NumRows())
+		out, err := table.Assign(memory.DefaultAllocator, rows, set)
+		rows.Release()
+		if err == nil && w == nil {
+			w, err = table.NewFragmentWriter(ctx, t.b, schema)
+		}
+		if err == nil {
+			err = w.Write(out)
+			out.Release()
+		}
+		if err != nil {
+			abort()
+			return table.Fragment{}, nil, 0, err
+		}
+		n += rec.NumRows()
+	}
+	if w == nil {
+		return table.Fragment{}, nil, 0, nil
+	}
+	f, err := w.Close()
+	if err != nil {
+		return table.Fragment{}, nil, 0, err
+	}
+	found, err = snap.NewDeletions(ctx, found)
+	return f, found, n, err
+}

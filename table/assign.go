@@ -1,0 +1,159 @@
+package table
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Assignment sets a column to a constant in the rows an update changes.
+type Assignment struct {
+	Column string
+	Value  Value // KindNone: null
+}
+
+// ParseAssignments reads "col = literal[, col = literal]…": literals as a
+// filter's (integers, decimals, 'strings', "strings", true, false) or
+// null; column names as a filter's (backticks around any other name).
+func ParseAssignments(s string) ([]Assignment, error) {
+	toks, err := lex(s)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{toks: toks}
+	var out []Assignment
+	for {
+		col := p.next()
+		if (col.kind != tokWord && col.kind != tokIdent) || col.text == "" {
+			return nil, fmt.Errorf("%w: %q: want a column name, got %q", ErrBadAssignment, s, col.text)
+		}
+		if op := p.next(); op.text != "=" {
+			return nil, fmt.Errorf("%w: %q: want = after %s, got %q", ErrBadAssignment, s, QuoteColumn(col.text), op.text)
+		}
+		var v Value
+		if !p.done() && p.toks[p.pos].kind == tokWord && strings.EqualFold(p.toks[p.pos].text, "null") {
+			p.next()
+		} else if v, err = p.literal(); err != nil {
+			return nil, fmt.Errorf("%w: %q: %v", ErrBadAssignment, s, err)
+		}
+		out = append(out, Assignment{Column: col.text, Value: v})
+		if p.done() {
+			return out, nil
+		}
+		if t := p.next(); t.text != "," {
+			return nil, fmt.Errorf("%w: %q: want , between assignments, got %q", ErrBadAssignment, s, t.text)
+		}
+	}
+}
+
+// ErrBadAssignment: an update's assignments do not parse, or do not fit
+// the table's schema.
+var ErrBadAssignment = errors.New("table: bad assignment")
+
+// BindAssignments checks assignments against schema: each column exists
+// once, is a column of a scalar type (a number, string, binary, boolean,
+// date or timestamp), and takes its value (null only where nullable).
+func BindAssignments(schema *arrow.Schema, as []Assignment) ([]Assignment, error) {
+	if len(as) == 0 {
+		return nil, fmt.Errorf("%w: an update sets at least one column", ErrBadAssignment)
+	}
+	out := make([]Assignment, len(as))
+	for i, a := range as {
+		if slices.IndexFunc(as[:i], func(b Assignment) bool { return b.Column == a.Column }) >= 0 {
+			return nil, fmt.Errorf("%w: %s is set twice", ErrBadAssignment, QuoteColumn(a.Column))
+		}
+		fi := schema.FieldIndices(a.Column)
+		if len(fi) == 0 {
+			return nil, fmt.Errorf("%w: the table has no column %s", ErrBadAssignment, QuoteColumn(a.Column))
+		}
+		f := schema.Field(fi[0])
+		if KindOf(f.Type) == KindNone {
+			return nil, fmt.Errorf("%w: %s is of type %s, which an update cannot set", ErrBadAssignment, QuoteColumn(a.Column), f.Type)
+		}
+		out[i] = Assignment{Column: a.Column}
+		if a.Value.Kind == KindNone {
+			if !f.Nullable {
+				return nil, fmt.Errorf("%w: %s is not nullable", ErrBadAssignment, QuoteColumn(a.Column))
+			}
+			continue
+		}
+		v, err := coerce(schema, a.Column, a.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadAssignment, err)
+		}
+		out[i].Value = v
+		// The value must convert to the column's type: built once here,
+		// so that a bad one fails before anything is read.
+		arr, err := constantArray(memory.DefaultAllocator, f.Type, v, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s = %s: %v", ErrBadAssignment, QuoteColumn(a.Column), a.Value, err)
+		}
+		arr.Release()
+	}
+	return out, nil
+}
+
+// Assign returns rec with the bound assignments as applied to every row.
+// The caller releases the result.
+func Assign(mem memory.Allocator, rec arrow.RecordBatch, as []Assignment) (arrow.RecordBatch, error) {
+	cols := slices.Clone(rec.Columns())
+	var made []arrow.Array
+	defer func() {
+		for _, a := range made {
+			a.Release()
+		}
+	}()
+	n := int(rec.NumRows())
+	for _, a := range as {
+		i := rec.Schema().FieldIndices(a.Column)[0]
+		arr, err := constantArray(mem, rec.Schema().Field(i).Type, a.Value, n)
+		if err != nil {
+			return nil, err
+		}
+		made = append(made, arr)
+		cols[i] = arr
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(n)), nil
+}
+
+// constantArray is n copies of v (KindNone: null) as an array of type t.
+func constantArray(mem memory.Allocator, t arrow.DataType, v Value, n int) (arrow.Array, error) {
+	if v.Kind == KindNone {
+		return array.MakeArrayOfNull(mem, t, n), nil
+	}
+	var one string
+	switch v.Kind {
+	case KindInt:
+		one = strconv.FormatInt(v.I, 10)
+	case KindUint:
+		one = strconv.FormatUint(v.U, 10)
+	case KindFloat:
+		one = strconv.FormatFloat(v.F, 'g', -1, 64)
+	case KindBool:
+		one = strconv.FormatBool(v.B)
+	case KindString:
+		b, _ := json.Marshal(v.S)
+		one = string(b)
+	case KindBytes:
+		b, _ := json.Marshal(v.X) // base64, as Arrow's JSON reads binary
+		one = string(b)
+	}
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(one)
+	}
+	sb.WriteByte(']')
+	arr, _, err := array.FromJSON(mem, t, strings.NewReader(sb.String()))
+	return arr, err
+}
