@@ -38,6 +38,9 @@ type Options struct {
 	// first attempt, when the base it was given may be stale. Table sets
 	// it for handles that share a table with other writers.
 	CatchUp bool
+	// ReadParallelism bounds the fragments an upsert or an update reads
+	// at once to find its rows; 0 means the scan's default (8).
+	ReadParallelism int
 }
 
 // ErrInvalidOptions: an option out of its range, or options that break a
@@ -66,8 +69,8 @@ func (o *Options) Validate() error {
 func (o *Options) resolve() (Options, error) {
 	c := o.withDefaults()
 	switch {
-	case o != nil && (o.MaxAttempts < 0 || o.MaxReplans < 0 || o.Budget < 0 || o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.StallCheck < 0):
-		return Options{}, fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff and StallCheck must not be negative", ErrInvalidOptions)
+	case o != nil && (o.MaxAttempts < 0 || o.MaxReplans < 0 || o.Budget < 0 || o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.StallCheck < 0 || o.ReadParallelism < 0):
+		return Options{}, fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff, StallCheck and ReadParallelism must not be negative", ErrInvalidOptions)
 	case c.BaseBackoff > c.MaxBackoff:
 		return Options{}, fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
 	case c.StallCheck > table.MinGCAge/10:

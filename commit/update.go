@@ -88,7 +88,7 @@ func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter t
 	found := map[uint64][]uint32{}
 	var n int64
 	ncols := len(schema.Fields())
-	for rec, err := range snap.Scan(ctx, table.ScanOptions{Filter: filter, WithRowAddress: true}) {
+	for rec, err := range snap.Scan(ctx, table.ScanOptions{Filter: filter, WithRowAddress: true, Parallelism: t.opts.ReadParallelism}) {
 		if err != nil {
 			abort()
 			return table.Fragment{}, nil, 0, err

@@ -62,7 +62,7 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			return UpsertResult{}, &ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
 				Reason: "the table's schema changed (an overwrite) after the upsert's rows were written"}
 		}
-		matches, err := snap.RowsWithKeys(ctx, ks)
+		matches, err := snap.RowsWithKeys(ctx, ks, t.opts.ReadParallelism)
 		if err != nil {
 			return UpsertResult{}, err
 		}

@@ -396,6 +396,21 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		}
 		return true
 	}
+	if (len(gone) > 0 || len(deleted) > 0) && len(added) > 0 {
+		// Its deletes go out before its inserts: the objects it adds are
+		// looked for first, so that a version whose data garbage
+		// collection took (an upsert that stalled, taken back later)
+		// fails before any of its changes went out.
+		for _, f := range added {
+			if _, err := b.Attributes(ctx, f.Key); err != nil {
+				if errors.Is(err, blob.ErrNotFound) {
+					err = &MissingDataError{Version: cur.Version, Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
+				}
+				yield(Change{}, err)
+				return false
+			}
+		}
+	}
 	dFrags, dRows := atPositions(deleted)
 	rFrags, rRows := atPositions(revived)
 	return emit(ChangeDelete, prev, gone, nil) &&

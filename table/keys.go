@@ -106,8 +106,9 @@ func appendKeyValue(buf []byte, v Value) []byte {
 // RowsWithKeys finds the live rows of s whose key is in ks and returns,
 // for each fragment that holds one, its whole new deletion vector: the
 // rows deleted before and those (sorted), as MatchingRows does. It scans
-// the key columns of the fragments whose statistics allow a key of ks.
-func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet) (map[uint64][]uint32, error) {
+// the key columns of the fragments whose statistics allow a key of ks,
+// parallelism at once (0: the scan's default).
+func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int) (map[uint64][]uint32, error) {
 	if ks.Len() == 0 {
 		return map[uint64][]uint32{}, nil
 	}
@@ -121,7 +122,7 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet) (map[uint64][]u
 	}
 	found := map[uint64][]uint32{}
 	var buf []byte
-	for rec, err := range s.Scan(ctx, ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true}) {
+	for rec, err := range s.Scan(ctx, ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true, Parallelism: parallelism}) {
 		if err != nil {
 			return nil, err
 		}
