@@ -105,7 +105,7 @@ func Check(ours, theirs *table.Transaction) Decision {
 		case table.KindAppend, table.KindMerge, table.KindUpsert, table.KindUpdate:
 			// Rows landed that may carry our keys: planned again, the
 			// upsert replaces them too, so a key keeps one row.
-			if overlap(ours.Touched(), theirs.Touched()) || mayHoldKeys(ours, theirs.Added) {
+			if overlap(ours.Touched(), theirs.Touched()) || mayHoldKeys(ours, theirs.Added) && !plant.On(plant.UpsertIgnoresLandedKeys) {
 				return Retry
 			}
 		}

@@ -220,7 +220,9 @@ func (w *world) rowTrouble(seen map[int64]int, want []int64, v uint64) (oracle, 
 			return "deleted rows stay deleted", fmt.Sprintf("row %d, deleted at v%d, appears", id, w.deletedAt[id])
 		case w.forbidden[id]:
 			return "fencing", fmt.Sprintf("row %d, refused to a fenced writer, appears", id)
-		case id < 1 || id > w.nextID:
+		case isKey(id) && len(w.keyWrites[id]) == 0:
+			return "no phantom rows", fmt.Sprintf("key %d was never written", id-keyBase)
+		case !isKey(id) && (id < 1 || id > w.nextID):
 			// Ids handed out so far, including those of appends still
 			// running (a read nested inside one may see its rows).
 			return "no phantom rows", fmt.Sprintf("row %d was never written", id)

@@ -44,7 +44,7 @@ func suspendable(op fault.Op, key string) bool {
 		return true
 	case fault.OpGet:
 		_, _, fragment := table.ParseGenerationKey(key)
-		return !strings.HasSuffix(key, ".parquet") && !fragment
+		return !strings.HasSuffix(key, ".parquet") && !fragment && !strings.HasPrefix(key, table.DeletionsDir)
 	}
 	return false
 }

@@ -103,6 +103,9 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 		// live again are no longer deleted.
 		w.mu.Lock()
 		for rid := range live {
+			if isKey(rid) {
+				continue // an upserter's key: replaced, not deleted
+			}
 			if w.deletedAt[rid] == u {
 				delete(w.deletedAt, rid)
 			}
@@ -116,7 +119,7 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 	}
 	w.mu.Lock()
 	for rid := range all {
-		if live[rid] == 0 {
+		if live[rid] == 0 && !isKey(rid) {
 			if _, ok := w.deletedAt[rid]; !ok {
 				w.deletedAt[rid] = m.Version
 			}
@@ -233,8 +236,23 @@ func (w *world) finish() error {
 	if msg := w.checkRowsAt(seen, want, s.Version(), fmt.Sprintf("final table v%d", s.Version())); msg != "" {
 		return w.violation
 	}
-	w.logf("final: v%d holds %d rows: the %d acknowledged and not deleted (%d deleted), each once, and %d of %d whose append failed",
-		s.Version(), len(seen), len(want), len(w.deletedAt), len(seen)-len(want), len(w.maybe))
+	keys := 0
+	for id := range seen {
+		if isKey(id) {
+			keys++
+		}
+	}
+	w.logf("final: v%d holds %d rows: the %d acknowledged and not deleted (%d deleted), each once, %d of %d whose append failed, and %d upserted keys",
+		s.Version(), len(seen), len(want), len(w.deletedAt), len(seen)-len(want)-keys, len(w.maybe), keys)
+	if w.upserters > 0 {
+		vals, err := keyValues(w.ctx, s)
+		if err != nil {
+			return w.fail("no lost rows", "the final table's keys do not read: %v", err)
+		}
+		if err := w.checkKeys(seen, vals); err != nil {
+			return err
+		}
+	}
 	for _, p := range w.allPins() {
 		if p.tagged {
 			s, err := table.Open(w.ctx, w.store, &table.OpenOptions{Version: p.version})

@@ -3,7 +3,7 @@
 // is ever lost or doubled.
 //
 // One seed decides everything: how many shard writers, direct appenders,
-// compactors, deleters and followers there are, which operation runs next, which
+// compactors, deleters, followers and upserters there are, which operation runs next, which
 // requests fail and how, and where one actor's operation is suspended while
 // others run.
 // Actors take turns on one logical thread. An operation is suspended at a
@@ -53,6 +53,10 @@
 //     nothing a recorded consumer has not read, short of the consumer
 //     retention; with faults off, every follower reaches the latest
 //     version;
+//   - upserters upsert keys of their own (a few hot) and update ranges of
+//     them: no read ever sees a key twice, and at the end each key's row
+//     holds its last acknowledged write's value (or that of a write whose
+//     outcome its writer never learned);
 //   - every seed finishes (Campaign reports one that hangs).
 package sim
 
@@ -142,6 +146,7 @@ const (
 	kFleet
 	kDeleter
 	kFollower
+	kUpserter
 )
 
 type actor struct {
@@ -227,6 +232,7 @@ type world struct {
 	// Setup, from the seed.
 	shards, directs, compactors int
 	fleets, deleters, followers int
+	upserters                   int
 	pFault, pCrash, pPreempt    float64
 	pStall                      float64
 	listLag                     bool
@@ -264,6 +270,9 @@ type world struct {
 	events    []manifestEvent
 	fragRows  map[uint64]digest // fragment id -> its rows
 	fragLost  map[uint64]bool
+	// keyWrites: each upserter key's writes; nextVal numbers them.
+	keyWrites map[int64][]keyWrite
+	nextVal   int64
 	landed    map[uint64]time.Time // version -> when it landed, on the clock
 	violation error
 	tags      int
@@ -274,7 +283,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	w := &world{ctx: ctx, cfg: cfg, clock: &Clock{}, rng: rng,
 		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
 		deletesAcked: map[uint64]bool{}, deletesUndone: map[uint64]uint64{},
-		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}, landed: map[uint64]time.Time{}}
+		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}, landed: map[uint64]time.Time{}, keyWrites: map[int64][]keyWrite{}}
 	w.shards = 1 + rng.IntN(3)
 	w.directs = rng.IntN(3)
 	w.compactors = 1 + rng.IntN(2)
@@ -311,12 +320,14 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	add(kDeleter, "deleter", w.deleters)
 	w.followers = rng.IntN(3)
 	add(kFollower, "follower", w.followers)
+	w.upserters = rng.IntN(3)
+	add(kUpserter, "upserter", w.upserters)
 	for _, a := range w.actors {
 		if a.kind == kFollower {
 			a.follow = &follower{rows: map[int64]int{}}
 		}
 	}
-	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers", keyed, w.followers)
+	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers; %d upserters", keyed, w.followers, w.upserters)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -387,7 +398,7 @@ func (w *world) run() error {
 // pickTop chooses the actor of the next top-level step; writers come
 // up most often.
 func (w *world) pickTop() *actor {
-	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2, kFollower: 2}
+	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2, kFollower: 2, kUpserter: 4}
 	total := 0
 	for _, a := range w.actors {
 		total += weights[a.kind]
@@ -405,7 +416,7 @@ func (w *world) now() int64 { return w.clockT.Add(1) }
 
 // runOp runs one operation of a and records it.
 func (w *world) runOp(a *actor) {
-	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter || a.kind == kFollower) {
+	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter || a.kind == kFollower || a.kind == kUpserter) {
 		// A new process: a fresh view of the store, a new writer name.
 		a.inc++
 		w.newBucket(a)
@@ -468,6 +479,9 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 		return w.deleteOp(a)
 	case kFollower:
 		return w.followOp(a)
+	case kUpserter:
+		rec.commits = true
+		return w.upsertOp(a)
 	default:
 		return w.fenceOp()
 	}
@@ -475,7 +489,7 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 
 func (w *world) commitOptions(a *actor) commit.Options {
 	return commit.Options{Writer: a.writer(), Now: w.clock.Now, Budget: 20 * time.Second,
-		BaseBackoff: 50 * time.Microsecond, MaxBackoff: time.Millisecond}
+		BaseBackoff: 50 * time.Microsecond, MaxBackoff: time.Millisecond, ReadParallelism: 1}
 }
 
 func (w *world) newRows() []int64 {

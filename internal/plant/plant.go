@@ -41,7 +41,11 @@ const (
 	// fragment's deletion vector holds, not only those it added, so a
 	// row deleted earlier is delivered as deleted again.
 	ChangesRepeatDeletes = "changes deliver a fragment's earlier deletes again"
+	// UpsertIgnoresLandedKeys: an upsert does not plan again when rows
+	// that may hold its keys landed before it (only a common fragment
+	// makes it), so two upserts of a new key both insert it.
+	UpsertIgnoresLandedKeys = "an upsert ignores rows with its keys that landed first"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys}

@@ -1,0 +1,199 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table"
+)
+
+// Upserters.
+//
+// Upserters write keyed rows: ids from keyBase on (a space apart from the
+// appended rows', which deleters never touch), a few of them hot, each
+// row with a value unique to the write. They upsert by id, and update the
+// value of a range of keys. Every read already checks that no id appears
+// twice (one row per key); at the end, each key's one row holds the value
+// of its last acknowledged write (or of a write whose outcome its writer
+// never learned).
+
+const (
+	keyBase  = int64(1) << 40
+	keySpace = 16
+	hotKeys  = 4
+)
+
+// keyWrite is one upsert or update of a key.
+type keyWrite struct {
+	val     int64
+	upsert  bool // an upsert (creates the row); else an update
+	acked   bool
+	version uint64
+}
+
+func keyedBatch(ids []int64, val int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for _, id := range ids {
+		b.Field(0).(*array.Int64Builder).Append(id)
+		b.Field(1).(*array.Int64Builder).Append(val)
+		b.Field(2).(*array.BinaryBuilder).Append(blobOf(id))
+	}
+	return b.NewRecordBatch()
+}
+
+// upsertOp upserts a few keys (most often hot ones) or, one time in
+// three, updates the value of a range of keys.
+func (w *world) upsertOp(a *actor) (string, string) {
+	if err := w.openTable(a); err != nil {
+		return "open", short(err)
+	}
+	w.mu.Lock()
+	w.nextVal++
+	val := w.nextVal
+	w.mu.Unlock()
+	if w.intn(3) == 0 {
+		lo := keyBase + int64(w.intn(keySpace))
+		hi := lo + 1 + int64(w.intn(4))
+		pred, err := table.ParseFilter(fmt.Sprintf("id >= %d AND id < %d", lo, hi))
+		if err != nil {
+			return "update", w.fail("harness", "%v", err).Error()
+		}
+		var keys []int64
+		for k := lo; k < hi && k < keyBase+keySpace; k++ {
+			keys = append(keys, k)
+		}
+		done := w.noteKeyWrites(keys, keyWrite{val: val})
+		res, err := a.tbl.Update(w.ctx, pred, []table.Assignment{{Column: "val", Value: table.Int(val)}})
+		done(err == nil && !res.Done, res.Version)
+		return "update", fmt.Sprintf("keys %d..%d to %d: %d rows at v%d: %s", lo-keyBase, hi-1-keyBase, val, res.Updated, res.Version, short(err))
+	}
+	set := map[int64]bool{}
+	for range 1 + w.intn(4) {
+		if w.intn(2) == 0 {
+			set[keyBase+int64(w.intn(hotKeys))] = true
+		} else {
+			set[keyBase+int64(w.intn(keySpace))] = true
+		}
+	}
+	keys := slices.Sorted(maps.Keys(set))
+	b := keyedBatch(keys, val)
+	done := w.noteKeyWrites(keys, keyWrite{val: val, upsert: true})
+	res, err := a.tbl.Upsert(w.ctx, []string{"id"}, b)
+	b.Release()
+	done(err == nil, res.Version)
+	return "upsert", fmt.Sprintf("keys %v to %d, replacing %d at v%d: %s", offsets(keys), val, res.Replaced, res.Version, short(err))
+}
+
+func offsets(keys []int64) []int64 {
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		out[i] = k - keyBase
+	}
+	return out
+}
+
+// noteKeyWrites records a write of keys before it is made (a read nested
+// in it may see its rows); done records its outcome.
+func (w *world) noteKeyWrites(keys []int64, kw keyWrite) (done func(acked bool, version uint64)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at := make([]int, len(keys))
+	for i, k := range keys {
+		at[i] = len(w.keyWrites[k])
+		w.keyWrites[k] = append(w.keyWrites[k], kw)
+	}
+	return func(acked bool, version uint64) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for i, k := range keys {
+			w.keyWrites[k][at[i]].acked, w.keyWrites[k][at[i]].version = acked, version
+		}
+	}
+}
+
+// isKey tells whether id is an upserter's key.
+func isKey(id int64) bool { return id >= keyBase && id < keyBase+keySpace }
+
+// checkKeys checks the final table's keyed rows (seen by id, with their
+// values): one row for each key an acknowledged upsert wrote, at most one
+// for the others, and the row's value that of the key's last acknowledged
+// write — the newest acknowledged upsert, or the newest acknowledged
+// update after it — or of a write whose outcome its writer never learned
+// (and, for a key no acknowledged upsert wrote, of any acknowledged
+// update).
+func (w *world) checkKeys(seen map[int64]int, vals map[int64]int64) error {
+	w.mu.Lock()
+	all := make(map[int64][]keyWrite, len(w.keyWrites))
+	for k, ws := range w.keyWrites {
+		all[k] = slices.Clone(ws)
+	}
+	w.mu.Unlock()
+	for k := keyBase; k < keyBase+keySpace; k++ {
+		writes := all[k]
+		var last *keyWrite
+		for i := range writes {
+			kw := &writes[i]
+			if kw.acked && kw.upsert && (last == nil || kw.version > last.version) {
+				last = kw
+			}
+		}
+		switch {
+		case seen[k] > 1:
+			return w.fail("one row per key", "key %d has %d rows", k-keyBase, seen[k])
+		case last != nil && seen[k] == 0:
+			return w.fail("one row per key", "key %d, upserted at v%d, has no row", k-keyBase, last.version)
+		case seen[k] == 0:
+			continue
+		}
+		want := map[int64]bool{}
+		for _, kw := range writes {
+			switch {
+			case !kw.acked:
+				want[kw.val] = true
+			case last == nil && !kw.upsert:
+				// The row came from an upsert whose outcome was not
+				// learned: an acknowledged update may have set it.
+				want[kw.val] = true
+			}
+		}
+		if last != nil {
+			newest := *last
+			for _, kw := range writes {
+				if kw.acked && !kw.upsert && kw.version > newest.version {
+					newest = kw
+				}
+			}
+			want[newest.val] = true
+		}
+		if !want[vals[k]] {
+			return w.fail("the last acknowledged write wins", "key %d holds %d; its last acknowledged write (or one whose outcome was not learned) wrote one of %v", k-keyBase, vals[k], slices.Sorted(maps.Keys(want)))
+		}
+	}
+	return nil
+}
+
+// keyValues reads the value of each upserter key's row in s.
+func keyValues(ctx context.Context, s *table.Snapshot) (map[int64]int64, error) {
+	pred, err := table.ParseFilter(fmt.Sprintf("id >= %d AND id < %d", keyBase, keyBase+keySpace))
+	if err != nil {
+		return nil, err
+	}
+	vals := map[int64]int64{}
+	for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"id", "val"}, Filter: pred, Parallelism: 1}) {
+		if err != nil {
+			return nil, err
+		}
+		ids := rec.Column(0).(*array.Int64).Int64Values()
+		for i, v := range rec.Column(1).(*array.Int64).Int64Values() {
+			vals[ids[i]] = v
+		}
+	}
+	return vals, nil
+}
