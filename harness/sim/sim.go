@@ -265,11 +265,11 @@ type world struct {
 	shardRows     []map[int64]bool  // rows acknowledged by each shard actor
 	directRows    []int64           // rows acknowledged by direct appenders
 
-	ops       []opRecord
-	emu       sync.Mutex
-	events    []manifestEvent
-	fragRows  map[uint64]digest // fragment id -> its rows
-	fragLost  map[uint64]bool
+	ops      []opRecord
+	emu      sync.Mutex
+	events   []manifestEvent
+	fragRows map[uint64]digest // fragment id -> its rows
+	fragLost map[uint64]bool
 	// keyWrites: each upserter key's writes; nextVal numbers them.
 	keyWrites map[int64][]keyWrite
 	nextVal   int64
