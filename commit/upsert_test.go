@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/trace"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/testenv"
@@ -350,5 +352,67 @@ func TestUpdateSetsColumnsOfTheMatchingRows(t *testing.T) {
 	}
 	if v, _ := table.LatestVersion(ctx, b); v != 4 {
 		t.Fatalf("refused updates committed: latest v%d", v)
+	}
+}
+
+// With a key index on the key column, an upsert finds the rows the index
+// covers through it — reading no data object of those fragments — and
+// scans the fragments added since; through a compaction's remap too.
+func TestUpsertFindsKeysThroughTheIndex(t *testing.T) {
+	under := open(t, "mem://")
+	tb := newKVTable(t, under)
+	for i := range 4 { // v2..v5: ids 0..39
+		var rows []kv
+		for j := range 10 {
+			rows = append(rows, kv{int64(i*10 + j), "a", 0})
+		}
+		upsert(t, tb, []string{"id"}, rows...)
+	}
+	if _, err := tb.CreateIndex(ctx, "id"); err != nil { // v6
+		t.Fatal(err)
+	}
+	if _, err := compactor.Compact(ctx, under, &compactor.Policy{MinFragments: 2, TargetRows: 20}, nil); err != nil { // v7: two of 20, remapped
+		t.Fatal(err)
+	}
+	upsert(t, tb, []string{"id"}, kv{40, "a", 0}, kv{41, "a", 0}) // not in the index
+	tr := trace.Wrap(under)
+	traced, err := commit.OpenTable(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := kvBatch(kv{3, "b", 1}, kv{25, "b", 1}, kv{41, "b", 1}, kv{99, "b", 1})
+	defer rec.Release()
+	var res commit.UpsertResult
+	lines, err := tr.Record(func() (err error) { res, err = traced.Upsert(ctx, []string{"id"}, rec); return err })
+	if err != nil || res.Replaced != 3 {
+		t.Fatalf("upsert through the index: %+v %v", res, err)
+	}
+	m, _ := table.ReadLatest(ctx, under)
+	unindexed := m.Fragments[len(m.Fragments)-2].Key // the append of 40, 41
+	scanned := 0
+	for _, l := range lines {
+		if strings.Contains(l, unindexed) {
+			scanned++
+		}
+		if strings.Contains(l, "data/") && strings.Contains(l, "GET") && !strings.Contains(l, unindexed) && !strings.Contains(l, "PUT") {
+			t.Errorf("the upsert read an indexed fragment's data: %s", l)
+		}
+	}
+	if scanned == 0 {
+		t.Errorf("the upsert did not read the fragment the index lacks:\n%s", strings.Join(lines, "\n"))
+	}
+	vals, n := kvRows(t, under, 0)
+	for _, k := range []string{"3/b", "25/b", "41/b", "99/b"} {
+		if vals[k] != 1 || n[k] != 1 {
+			t.Errorf("%s: %d rows, %v", k, n[k], vals[k])
+		}
+	}
+	for _, k := range []string{"3/a", "25/a", "41/a"} {
+		if n[k] != 0 {
+			t.Errorf("%s is still there", k)
+		}
+	}
+	if len(n) != 43 {
+		t.Errorf("%d keys, want 43", len(n))
 	}
 }

@@ -84,7 +84,7 @@ func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32) 
 			return nil, err
 		}
 		slices.Sort(rows)
-		found[id] = unionSorted(old, rows)
+		found[id] = unionSorted(old, slices.Compact(rows))
 	}
 	return found, nil
 }

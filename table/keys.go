@@ -17,6 +17,7 @@ type KeySet struct {
 	Columns []string
 	keys    map[string]bool
 	lo, hi  []Value
+	ints    []int64 // the keys, when they are one integer column (for a key index)
 }
 
 // Len is the number of keys.
@@ -60,6 +61,9 @@ func NewKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch)
 					return nil, &InputError{Row: row, Column: cols[i], Reason: "a key must not be null"}
 				}
 				buf = appendKeyValue(buf, v)
+				if len(cols) == 1 && v.Kind == KindInt {
+					ks.ints = append(ks.ints, v.I)
+				}
 				if len(ks.keys) == 0 || Compare(v, ks.lo[i]) < 0 {
 					ks.lo[i] = v
 				}
@@ -121,8 +125,24 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int
 		return nil, fmt.Errorf("table: upsert keys: %w", err)
 	}
 	found := map[uint64][]uint32{}
+	scan := ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true, Parallelism: parallelism}
+	if ix := s.m.index(ks.Columns[0]); ix != nil && len(ks.ints) > 0 {
+		// A key index on the key column: the rows it knows are found
+		// through it (every row of a key: an upsert replaces them all),
+		// and the fragments it does not cover are scanned.
+		kix, err := loadIndex(ctx, s.b, ix.Key)
+		if err != nil {
+			return nil, err
+		}
+		if found, _, err = s.resolveKeys(ctx, kix, ks.ints); err != nil {
+			return nil, err
+		}
+		if scan.Fragments = s.unindexed(ix); len(scan.Fragments) == 0 {
+			return s.liveDeletions(ctx, found)
+		}
+	}
 	var buf []byte
-	for rec, err := range s.Scan(ctx, ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true, Parallelism: parallelism}) {
+	for rec, err := range s.Scan(ctx, scan) {
 		if err != nil {
 			return nil, err
 		}
@@ -145,5 +165,30 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int
 			}
 		}
 	}
-	return s.NewDeletions(ctx, found)
+	return s.liveDeletions(ctx, found)
+}
+
+// liveDeletions is NewDeletions without the fragments whose vector it
+// leaves as it was (an index entry of a row deleted already).
+func (s *Snapshot) liveDeletions(ctx context.Context, found map[uint64][]uint32) (map[uint64][]uint32, error) {
+	found, err := s.NewDeletions(ctx, found)
+	if err != nil {
+		return nil, err
+	}
+	for id, rows := range found {
+		if f := s.m.Fragment(id); f.Deletion != nil && int64(len(rows)) == f.Deletion.Count {
+			delete(found, id)
+		}
+	}
+	return found, nil
+}
+
+// index is the key index on column col, if there is one.
+func (m *Manifest) index(col string) *Index {
+	for i := range m.Indexes {
+		if m.Indexes[i].Column == col {
+			return &m.Indexes[i]
+		}
+	}
+	return nil
 }
