@@ -152,7 +152,7 @@ func goroutineAppends(t *testing.T, b blob.Bucket, writers, n int) {
 	checkTable(t, b, writers, n, all)
 }
 
-func open(t *testing.T, u string) blob.Bucket {
+func open(t testing.TB, u string) blob.Bucket {
 	b, err := blob.Open(ctx, u)
 	if err != nil {
 		t.Fatal(err)

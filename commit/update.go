@@ -2,8 +2,6 @@ package commit
 
 import (
 	"context"
-	"maps"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -50,14 +48,9 @@ func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.As
 		}
 		txn := table.Transaction{Kind: table.KindUpdate, CommitID: table.NewID(), ReadVersion: snap.Version(), Added: []table.Fragment{f}}
 		written := t.opts.Now()
-		bodies := map[string][]byte{}
-		for _, id := range slices.Sorted(maps.Keys(matches)) {
-			key := table.DeletionKey(id, snap.Version()+1)
-			bodies[key] = table.EncodeDeletions(matches[id])
-			if err := t.b.PutIfAbsent(ctx, key, bodies[key]); err != nil {
-				return UpdateResult{}, err
-			}
-			txn.Deletions = append(txn.Deletions, table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(matches[id]))}})
+		var bodies map[string][]byte
+		if txn.Deletions, bodies, _, err = t.writeVectors(ctx, snap, matches); err != nil {
+			return UpdateResult{}, err
 		}
 		res, err := t.Commit(ctx, txn)
 		if err == nil {

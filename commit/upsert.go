@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/table"
 )
@@ -48,43 +49,36 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 	if rows == 0 {
 		return UpsertResult{Result: Result{Version: base.Version, Done: true}}, nil
 	}
-	f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)
-	if err != nil {
-		return UpsertResult{}, err
-	}
+	// The rows are written while the keys are looked for.
+	var f table.Fragment
+	var wrote errgroup.Group
+	wrote.Go(func() (err error) { f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); return err })
 	var last error
-	for range t.opts.MaxReplans {
-		snap, err := t.Refresh(ctx)
-		if err != nil {
-			return UpsertResult{}, err
+	for plan := range t.opts.MaxReplans {
+		// The first plan reads the version the handle holds: rows that
+		// landed since and may hold our keys make the commit plan again
+		// (Check), so a stale version costs a plan, never a duplicate.
+		snap := t.Current()
+		if plan > 0 {
+			if snap, err = t.Refresh(ctx); err != nil {
+				return UpsertResult{}, errors.Join(err, wrote.Wait())
+			}
 		}
 		if !snap.Manifest().Schema().Equal(base.Schema()) {
-			return UpsertResult{}, &ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
-				Reason: "the table's schema changed (an overwrite) after the upsert's rows were written"}
+			return UpsertResult{}, errors.Join(&ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
+				Reason: "the table's schema changed (an overwrite) after the upsert's rows were written"}, wrote.Wait())
 		}
 		matches, err := snap.RowsWithKeys(ctx, ks, t.opts.ReadParallelism)
-		if err != nil {
+		if err = errors.Join(err, wrote.Wait()); err != nil {
 			return UpsertResult{}, err
 		}
 		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
 			Keys: keys, Added: []table.Fragment{f}}
-		var replaced int64
 		written := t.opts.Now()
-		bodies := map[string][]byte{}
-		for _, id := range slices.Sorted(maps.Keys(matches)) {
-			del := matches[id]
-			fr := snap.Manifest().Fragment(id)
-			key := table.DeletionKey(id, snap.Version()+1)
-			bodies[key] = table.EncodeDeletions(del)
-			if err := t.b.PutIfAbsent(ctx, key, bodies[key]); err != nil {
-				return UpsertResult{}, err
-			}
-			before := int64(0)
-			if fr.Deletion != nil {
-				before = fr.Deletion.Count
-			}
-			replaced += int64(len(del)) - before
-			txn.Deletions = append(txn.Deletions, table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(del))}})
+		var replaced int64
+		var bodies map[string][]byte
+		if txn.Deletions, bodies, replaced, err = t.writeVectors(ctx, snap, matches); err != nil {
+			return UpsertResult{}, err
 		}
 		res, err := t.Commit(ctx, txn)
 		if err == nil {
@@ -100,10 +94,34 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 		if errors.As(err, &ce) && ce.LostData {
 			// Garbage collection took our rows while we stalled; the
 			// commit was taken back, its deletion vectors with it.
-			if f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); err != nil {
-				return UpsertResult{}, err
-			}
+			wrote.Go(func() (err error) { f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); return err })
 		}
 	}
 	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+}
+
+// writeVectors writes the new deletion vectors of matches (whole vectors,
+// by fragment id) for a commit on top of snap, a few at once. It returns
+// them as a transaction lists them, their bodies by key, and the rows
+// they delete that were live.
+func (t *Table) writeVectors(ctx context.Context, snap *table.Snapshot, matches map[uint64][]uint32) ([]table.FragmentDeletion, map[string][]byte, int64, error) {
+	ids := slices.Sorted(maps.Keys(matches))
+	dels := make([]table.FragmentDeletion, len(ids))
+	bodies := make(map[string][]byte, len(ids))
+	var n int64
+	for i, id := range ids {
+		key := table.DeletionKey(id, snap.Version()+1)
+		bodies[key] = table.EncodeDeletions(matches[id])
+		dels[i] = table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(matches[id]))}}
+		n += int64(len(matches[id]))
+		if f := snap.Manifest().Fragment(id); f.Deletion != nil {
+			n -= f.Deletion.Count
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, d := range dels {
+		g.Go(func() error { return t.b.PutIfAbsent(gctx, d.Deletion.Key, bodies[d.Deletion.Key]) })
+	}
+	return dels, bodies, n, g.Wait()
 }

@@ -67,7 +67,7 @@ func kvRows(t *testing.T, b blob.Bucket, v uint64) (map[string]float64, map[stri
 	return vals, n
 }
 
-func newKVTable(t *testing.T, b blob.Bucket) *commit.Table {
+func newKVTable(t testing.TB, b blob.Bucket) *commit.Table {
 	t.Helper()
 	if _, err := commit.Create(ctx, b, kvSchema, nil, nil); err != nil {
 		t.Fatal(err)

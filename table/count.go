@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
 )
 
 // CountResult says how a count was answered.
@@ -72,19 +74,29 @@ func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64
 
 // NewDeletions turns rows to delete, by fragment id, into each fragment's
 // whole new deletion vector: the rows deleted before and these, sorted.
-// It changes found in place and returns it.
+// The vectors are read a few at once.
 func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32) (map[uint64][]uint32, error) {
+	out := make(map[uint64][]uint32, len(found))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
 	for id, rows := range found {
 		f := s.m.Fragment(id)
 		if f == nil {
 			return nil, fmt.Errorf("table: fragment %d is not in version %d", id, s.m.Version)
 		}
-		old, err := ReadDeletions(ctx, s.b, f)
-		if err != nil {
-			return nil, err
-		}
-		slices.Sort(rows)
-		found[id] = unionSorted(old, slices.Compact(rows))
+		g.Go(func() error {
+			old, err := ReadDeletions(gctx, s.b, f)
+			if err != nil {
+				return err
+			}
+			slices.Sort(rows)
+			dv := unionSorted(old, slices.Compact(rows))
+			mu.Lock()
+			out[id] = dv
+			mu.Unlock()
+			return nil
+		})
 	}
-	return found, nil
+	return out, g.Wait()
 }
