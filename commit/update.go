@@ -19,8 +19,9 @@ type UpdateResult struct {
 // commit: the rows are deleted (deletion vectors) and written again with
 // the assignments applied, as one new fragment. It conflicts as a Delete
 // does — it plans again after a delete, rewrite, upsert or update of a
-// fragment it changes — and rows appended meanwhile are not updated (they
-// were not in the version it read), as a delete does not delete them.
+// fragment it changes — and rows inserted after the version it read
+// (appended, or upserted under a key that was new) are not updated, as a
+// delete does not delete them.
 // Assignments are checked against the schema first (table.BindAssignments).
 // No row matching, nothing is committed (Done, at the version read).
 func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.Assignment) (UpdateResult, error) {

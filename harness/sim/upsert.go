@@ -35,6 +35,7 @@ type keyWrite struct {
 	upsert  bool // an upsert (creates the row); else an update
 	acked   bool
 	version uint64
+	read    uint64 // an update: the version it read (rows inserted after it are not updated)
 }
 
 func keyedBatch(ids []int64, val int64) arrow.RecordBatch {
@@ -71,7 +72,11 @@ func (w *world) upsertOp(a *actor) (string, string) {
 		}
 		done := w.noteKeyWrites(keys, keyWrite{val: val})
 		res, err := a.tbl.Update(w.ctx, pred, []table.Assignment{{Column: "val", Value: table.Int(val)}})
-		done(err == nil && !res.Done, res.Version)
+		var read uint64
+		if res.Manifest != nil {
+			read = res.Manifest.Transaction.ReadVersion
+		}
+		done(err == nil && !res.Done, res.Version, read)
 		return "update", fmt.Sprintf("keys %d..%d to %d: %d rows at v%d: %s", lo-keyBase, hi-1-keyBase, val, res.Updated, res.Version, short(err))
 	}
 	set := map[int64]bool{}
@@ -87,7 +92,7 @@ func (w *world) upsertOp(a *actor) (string, string) {
 	done := w.noteKeyWrites(keys, keyWrite{val: val, upsert: true})
 	res, err := a.tbl.Upsert(w.ctx, []string{"id"}, b)
 	b.Release()
-	done(err == nil, res.Version)
+	done(err == nil, res.Version, 0)
 	return "upsert", fmt.Sprintf("keys %v to %d, replacing %d at v%d: %s", offsets(keys), val, res.Replaced, res.Version, short(err))
 }
 
@@ -101,7 +106,7 @@ func offsets(keys []int64) []int64 {
 
 // noteKeyWrites records a write of keys before it is made (a read nested
 // in it may see its rows); done records its outcome.
-func (w *world) noteKeyWrites(keys []int64, kw keyWrite) (done func(acked bool, version uint64)) {
+func (w *world) noteKeyWrites(keys []int64, kw keyWrite) (done func(acked bool, version, read uint64)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	at := make([]int, len(keys))
@@ -109,11 +114,12 @@ func (w *world) noteKeyWrites(keys []int64, kw keyWrite) (done func(acked bool, 
 		at[i] = len(w.keyWrites[k])
 		w.keyWrites[k] = append(w.keyWrites[k], kw)
 	}
-	return func(acked bool, version uint64) {
+	return func(acked bool, version, read uint64) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for i, k := range keys {
-			w.keyWrites[k][at[i]].acked, w.keyWrites[k][at[i]].version = acked, version
+			kw := &w.keyWrites[k][at[i]]
+			kw.acked, kw.version, kw.read = acked, version, read
 		}
 	}
 }
@@ -125,9 +131,10 @@ func isKey(id int64) bool { return id >= keyBase && id < keyBase+keySpace }
 // values): one row for each key an acknowledged upsert wrote, at most one
 // for the others, and the row's value that of the key's last acknowledged
 // write — the newest acknowledged upsert, or the newest acknowledged
-// update after it — or of a write whose outcome its writer never learned
-// (and, for a key no acknowledged upsert wrote, of any acknowledged
-// update).
+// update after it that read a version holding its row — or of a write
+// whose outcome its writer never learned, or of an acknowledged update
+// that read an older version (and, for a key no acknowledged upsert
+// wrote, of any acknowledged update).
 func (w *world) checkKeys(seen map[int64]int, vals map[int64]int64) error {
 	w.mu.Lock()
 	all := make(map[int64][]keyWrite, len(w.keyWrites))
@@ -164,10 +171,18 @@ func (w *world) checkKeys(seen map[int64]int, vals map[int64]int64) error {
 			}
 		}
 		if last != nil {
+			// An update after it applies if it read a version that
+			// holds the upsert's row; one that read an older version
+			// updated the rows it saw, which may not include this key's
+			// (a new key is an insert, as an append's rows are).
 			newest := *last
 			for _, kw := range writes {
-				if kw.acked && !kw.upsert && kw.version > newest.version {
+				switch {
+				case !kw.acked || kw.upsert || kw.version <= last.version:
+				case kw.read >= last.version && kw.version > newest.version:
 					newest = kw
+				case kw.read < last.version:
+					want[kw.val] = true
 				}
 			}
 			want[newest.val] = true

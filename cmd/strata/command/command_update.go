@@ -23,8 +23,8 @@ reader sees every row before the update or every row after it. --set takes
 'column = value' (repeat it, or separate assignments with commas); values
 are written as in a filter (1, 0.5, 'text', true) or null.
 
-Rows appended while it runs are not updated, as a delete does not delete
-them; a delete, compaction, upsert or update of the same fragments makes it
+Rows inserted while it runs (appended, or upserted under a new key) are
+not updated, as a delete does not delete them; a delete, compaction, upsert or update of the same fragments makes it
 plan again. Rows not yet merged from a writer's shard are not touched: run
 a checkpoint first.`,
 		Example: `  strata update file://./events --filter 'id = 5' --set 'reward = 1.0'
