@@ -39,7 +39,10 @@ type Options struct {
 	// it for handles that share a table with other writers.
 	CatchUp bool
 	// ReadParallelism bounds the fragments an upsert or an update reads
-	// at once to find its rows; 0 means the scan's default (8).
+	// at once to find its rows, and the deletion vectors it reads and
+	// writes at once; 0 means 8. At 1 an
+	// upsert also writes its rows before it looks for its keys, so that
+	// its requests go one at a time.
 	ReadParallelism int
 }
 

@@ -115,6 +115,6 @@ func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter t
 	if err != nil {
 		return table.Fragment{}, nil, 0, err
 	}
-	found, err = snap.NewDeletions(ctx, found)
+	found, err = snap.NewDeletions(ctx, found, t.opts.ReadParallelism)
 	return f, found, n, err
 }

@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -49,10 +50,16 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 	if rows == 0 {
 		return UpsertResult{Result: Result{Version: base.Version, Done: true}}, nil
 	}
-	// The rows are written while the keys are looked for.
+	// The rows are written while the keys are looked for (before, when
+	// reads go one at a time).
 	var f table.Fragment
 	var wrote errgroup.Group
 	wrote.Go(func() (err error) { f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); return err })
+	if t.opts.ReadParallelism == 1 {
+		if err := wrote.Wait(); err != nil {
+			return UpsertResult{}, err
+		}
+	}
 	var last error
 	for plan := range t.opts.MaxReplans {
 		// The first plan reads the version the handle holds: rows that
@@ -119,7 +126,7 @@ func (t *Table) writeVectors(ctx context.Context, snap *table.Snapshot, matches 
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	g.SetLimit(cmp.Or(t.opts.ReadParallelism, 8))
 	for _, d := range dels {
 		g.Go(func() error { return t.b.PutIfAbsent(gctx, d.Deletion.Key, bodies[d.Deletion.Key]) })
 	}

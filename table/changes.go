@@ -401,14 +401,9 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		// looked for first, so that a version whose data garbage
 		// collection took (an upsert that stalled, taken back later)
 		// fails before any of its changes went out.
-		for _, f := range added {
-			if _, err := b.Attributes(ctx, f.Key); err != nil {
-				if errors.Is(err, blob.ErrNotFound) {
-					err = &MissingDataError{Version: cur.Version, Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
-				}
-				yield(Change{}, err)
-				return false
-			}
+		if err := present(ctx, b, cur.Version, added); err != nil {
+			yield(Change{}, err)
+			return false
 		}
 	}
 	dFrags, dRows := atPositions(deleted)
@@ -417,6 +412,20 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		emit(ChangeDelete, prev, dFrags, dRows) &&
 		emit(ChangeInsert, cur, rFrags, rRows) &&
 		emit(ChangeInsert, cur, added, nil)
+}
+
+// present checks that the objects of frags, which version v adds, are in
+// the bucket (a *MissingDataError, errors.Is blob.ErrNotFound, if not).
+func present(ctx context.Context, b blob.Bucket, v uint64, frags []Fragment) error {
+	for _, f := range frags {
+		if _, err := b.Attributes(ctx, f.Key); err != nil {
+			if errors.Is(err, blob.ErrNotFound) {
+				err = &MissingDataError{Version: v, Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // deletionsAt reads fragment f's deletion vector as version v records it.

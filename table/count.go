@@ -1,8 +1,10 @@
 package table
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -69,18 +71,19 @@ func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64
 			found[frags.Value(i)] = append(found[frags.Value(i)], offs.Value(i))
 		}
 	}
-	return s.NewDeletions(ctx, found)
+	return s.NewDeletions(ctx, found, 1)
 }
 
 // NewDeletions turns rows to delete, by fragment id, into each fragment's
 // whole new deletion vector: the rows deleted before and these, sorted.
-// The vectors are read a few at once.
-func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32) (map[uint64][]uint32, error) {
+// The vectors are read parallelism at once (0: 8).
+func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32, parallelism int) (map[uint64][]uint32, error) {
 	out := make(map[uint64][]uint32, len(found))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for id, rows := range found {
+	g.SetLimit(cmp.Or(parallelism, 8))
+	for _, id := range slices.Sorted(maps.Keys(found)) {
+		rows := found[id]
 		f := s.m.Fragment(id)
 		if f == nil {
 			return nil, fmt.Errorf("table: fragment %d is not in version %d", id, s.m.Version)

@@ -138,7 +138,7 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int
 			return nil, err
 		}
 		if scan.Fragments = s.unindexed(ix); len(scan.Fragments) == 0 {
-			return s.liveDeletions(ctx, found)
+			return s.liveDeletions(ctx, found, parallelism)
 		}
 	}
 	var buf []byte
@@ -165,13 +165,13 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int
 			}
 		}
 	}
-	return s.liveDeletions(ctx, found)
+	return s.liveDeletions(ctx, found, parallelism)
 }
 
 // liveDeletions is NewDeletions without the fragments whose vector it
 // leaves as it was (an index entry of a row deleted already).
-func (s *Snapshot) liveDeletions(ctx context.Context, found map[uint64][]uint32) (map[uint64][]uint32, error) {
-	found, err := s.NewDeletions(ctx, found)
+func (s *Snapshot) liveDeletions(ctx context.Context, found map[uint64][]uint32, parallelism int) (map[uint64][]uint32, error) {
+	found, err := s.NewDeletions(ctx, found, parallelism)
 	if err != nil {
 		return nil, err
 	}
