@@ -26,7 +26,7 @@ type UpdateResult struct {
 // No row matching, nothing is committed (Done, at the version read).
 func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.Assignment) (UpdateResult, error) {
 	var last error
-	for range t.opts.MaxReplans {
+	for plan := range t.opts.MaxReplans {
 		snap, err := t.Refresh(ctx)
 		if err != nil {
 			return UpdateResult{}, err
@@ -63,6 +63,7 @@ func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.As
 			return UpdateResult{}, err
 		}
 		last = err
+		pause(ctx, t.opts, plan+1)
 	}
 	return UpdateResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
 }

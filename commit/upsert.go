@@ -61,6 +61,8 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 		}
 	}
 	var last error
+	var found map[uint64][]uint32 // rows with our keys, by fragment, as read so far
+	var seen map[uint64]bool      // the fragments read for them
 	for plan := range t.opts.MaxReplans {
 		// The first plan reads the version the handle holds: rows that
 		// landed since and may hold our keys make the commit plan again
@@ -75,8 +77,38 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			return UpsertResult{}, errors.Join(&ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
 				Reason: "the table's schema changed (an overwrite) after the upsert's rows were written"}, wrote.Wait())
 		}
-		matches, err := snap.RowsWithKeys(ctx, ks, t.opts.ReadParallelism)
+		// Planned again, only the fragments new since the last plan are
+		// read: a fragment's rows never change. A compaction since (a
+		// fragment gone) means reading again.
+		var only []uint64
+		if found != nil {
+			only = []uint64{}
+			for i := range snap.Manifest().Fragments {
+				if id := snap.Manifest().Fragments[i].ID; !seen[id] {
+					only = append(only, id)
+				}
+			}
+			for id := range found {
+				if snap.Manifest().Fragment(id) == nil {
+					found, only = nil, nil
+					break
+				}
+			}
+		}
+		more, err := snap.KeyRows(ctx, ks, t.opts.ReadParallelism, only)
 		if err = errors.Join(err, wrote.Wait()); err != nil {
+			return UpsertResult{}, err
+		}
+		if found == nil {
+			found = map[uint64][]uint32{}
+		}
+		maps.Copy(found, more)
+		seen = map[uint64]bool{}
+		for i := range snap.Manifest().Fragments {
+			seen[snap.Manifest().Fragments[i].ID] = true
+		}
+		matches, err := snap.LiveDeletions(ctx, found, t.opts.ReadParallelism)
+		if err != nil {
 			return UpsertResult{}, err
 		}
 		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
@@ -97,6 +129,9 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			return UpsertResult{}, err
 		}
 		last = err
+		// Another commit of these keys won: planning again at once
+		// would race the next one the same way.
+		pause(ctx, t.opts, plan+1)
 		var ce *ConflictError
 		if errors.As(err, &ce) && ce.LostData {
 			// Garbage collection took our rows while we stalled; the

@@ -76,14 +76,14 @@ func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64
 
 // NewDeletions turns rows to delete, by fragment id, into each fragment's
 // whole new deletion vector: the rows deleted before and these, sorted.
-// The vectors are read parallelism at once (0: 8).
+// The vectors are read parallelism at once (0: 8); found is not changed.
 func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32, parallelism int) (map[uint64][]uint32, error) {
 	out := make(map[uint64][]uint32, len(found))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cmp.Or(parallelism, 8))
 	for _, id := range slices.Sorted(maps.Keys(found)) {
-		rows := found[id]
+		rows := slices.Clone(found[id])
 		f := s.m.Fragment(id)
 		if f == nil {
 			return nil, fmt.Errorf("table: fragment %d is not in version %d", id, s.m.Version)

@@ -109,11 +109,24 @@ func appendKeyValue(buf []byte, v Value) []byte {
 
 // RowsWithKeys finds the live rows of s whose key is in ks and returns,
 // for each fragment that holds one, its whole new deletion vector: the
-// rows deleted before and those (sorted), as MatchingRows does. It scans
-// the key columns of the fragments whose statistics allow a key of ks,
+// rows deleted before and those (sorted), as MatchingRows does; reads go
 // parallelism at once (0: the scan's default).
 func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int) (map[uint64][]uint32, error) {
-	if ks.Len() == 0 {
+	raw, err := s.KeyRows(ctx, ks, parallelism, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s.LiveDeletions(ctx, raw, parallelism)
+}
+
+// KeyRows finds the rows of s whose key is in ks, deleted or not, by
+// fragment id: through a key index on the key column where there is one
+// (every entry of a key), and by scanning the key columns of the other
+// fragments whose statistics allow a key of ks. With only not nil, it
+// looks in those fragments alone, by scanning. A fragment never changes,
+// so what it finds in one holds in every version that has it.
+func (s *Snapshot) KeyRows(ctx context.Context, ks *KeySet, parallelism int, only []uint64) (map[uint64][]uint32, error) {
+	if ks.Len() == 0 || only != nil && len(only) == 0 {
 		return map[uint64][]uint32{}, nil
 	}
 	var prune []Predicate
@@ -125,8 +138,8 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int
 		return nil, fmt.Errorf("table: upsert keys: %w", err)
 	}
 	found := map[uint64][]uint32{}
-	scan := ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true, Parallelism: parallelism}
-	if ix := s.m.index(ks.Columns[0]); ix != nil && len(ks.ints) > 0 {
+	scan := ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true, Parallelism: parallelism, Fragments: only}
+	if ix := s.m.index(ks.Columns[0]); ix != nil && len(ks.ints) > 0 && only == nil {
 		// A key index on the key column: the rows it knows are found
 		// through it (every row of a key: an upsert replaces them all),
 		// and the fragments it does not cover are scanned.
@@ -138,7 +151,7 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int
 			return nil, err
 		}
 		if scan.Fragments = s.unindexed(ix); len(scan.Fragments) == 0 {
-			return s.liveDeletions(ctx, found, parallelism)
+			return found, nil
 		}
 	}
 	var buf []byte
@@ -165,12 +178,12 @@ func (s *Snapshot) RowsWithKeys(ctx context.Context, ks *KeySet, parallelism int
 			}
 		}
 	}
-	return s.liveDeletions(ctx, found, parallelism)
+	return found, nil
 }
 
-// liveDeletions is NewDeletions without the fragments whose vector it
-// leaves as it was (an index entry of a row deleted already).
-func (s *Snapshot) liveDeletions(ctx context.Context, found map[uint64][]uint32, parallelism int) (map[uint64][]uint32, error) {
+// LiveDeletions is NewDeletions without the fragments whose vector it
+// leaves as it was (rows found that were deleted already).
+func (s *Snapshot) LiveDeletions(ctx context.Context, found map[uint64][]uint32, parallelism int) (map[uint64][]uint32, error) {
 	found, err := s.NewDeletions(ctx, found, parallelism)
 	if err != nil {
 		return nil, err
