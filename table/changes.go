@@ -323,6 +323,14 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			return true
 		} else if t, err := ReadTransaction(ctx, b, u); err == nil && (t.Kind == KindRewrite || t.Kind == KindCreateIndex) {
 			return true
+		} else if errors.Is(err, ErrVersionNotFound) && len(cur.Transaction.Added) > 0 {
+			// The commit taken back was collected since; one whose
+			// taking back puts fragments back (its sources' copies) was
+			// a compaction.
+			return true
+		} else if err != nil && !errors.Is(err, ErrVersionNotFound) {
+			yield(Change{}, err)
+			return false
 		}
 	}
 	// A fragment is the same in both versions when its id is, or — a
