@@ -182,13 +182,22 @@ func (g *ghosts) view(m *Manifest) *Manifest {
 // changesAfter yields the changes of the versions after st's through to,
 // and returns where it then stands (nil when it ended early: an error
 // yielded, or the consumer stopped).
-func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64, opts ChangesOptions, yield func(Change, error) bool) *changeState {
+// A manifest given in have (one already read) is not read again.
+func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64, opts ChangesOptions, yield func(Change, error) bool, have ...*Manifest) *changeState {
 	st = &changeState{m: st.m, ghosts: st.ghosts}
 	for v := st.m.Version + 1; v <= to; v++ {
-		cur, err := readForChanges(ctx, b, v)
-		if err != nil {
-			yield(Change{}, err)
-			return nil
+		var cur *Manifest
+		for _, m := range have {
+			if m != nil && m.Version == v {
+				cur = m
+			}
+		}
+		if cur == nil {
+			var err error
+			if cur, err = readForChanges(ctx, b, v); err != nil {
+				yield(Change{}, err)
+				return nil
+			}
 		}
 		for inherited := false; ; inherited = true {
 			// An object of the version missing before any of its

@@ -9,6 +9,9 @@ import (
 	"github.com/stratadb/strata/blob"
 )
 
+// listEvery: one look for a new version in this many is a listing.
+const listEvery = 10
+
 // ChangeThrough is the kind of the marker Follow yields once every change
 // through its Version was yielded (its Rows are nil): the position to
 // store, so that following again from it delivers every change once.
@@ -17,8 +20,9 @@ const ChangeThrough ChangeKind = "through"
 // FollowOptions shape Follow.
 type FollowOptions struct {
 	ChangesOptions
-	// Poll is the pause between looks for a new version when there is
-	// none (default 1s); each look is one LIST request.
+	// Poll is the time between looks for a new version when there is
+	// none (default 1s); each look is one request: a GET of the next
+	// version's manifest, and one look in ten a LIST.
 	Poll time.Duration
 	// Consumer, when set, names the follower: it starts after the
 	// consumer's recorded position (the from argument is used only when
@@ -62,14 +66,29 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 			}
 		}
 		// prev is the version read through, read once there is a newer
-		// one (an idle follow reads nothing but the listing); before
+		// one (an idle follow makes nothing but its looks); before
 		// version 1, the empty table.
 		prev, read := &changeState{m: &Manifest{Version: from}}, from == 0
-		for {
+		for looks := 0; ; looks++ {
 			if opts.Until != 0 && prev.m.Version >= opts.Until {
 				return
 			}
-			latest, err := LatestVersion(ctx, b)
+			// A look for a new version: the next one by name (one GET,
+			// which no lagging listing delays, and its manifest is then
+			// in hand), or, at the start and every listEvery looks, a
+			// listing, which also finds a next version garbage
+			// collection took (then the changes say so).
+			began := time.Now()
+			latest, next, err := prev.m.Version, (*Manifest)(nil), error(nil)
+			if looks%listEvery != 0 {
+				if next, err = ReadManifest(ctx, b, latest+1); err == nil {
+					latest = next.Version
+				} else if errors.Is(err, ErrVersionNotFound) {
+					err = nil
+				}
+			} else {
+				latest, err = LatestVersion(ctx, b)
+			}
 			if err != nil {
 				yield(Change{}, err)
 				return
@@ -82,16 +101,17 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 					}
 					read = true
 				}
-				if prev = followTo(ctx, b, prev, latest, opts, yield); prev == nil {
+				if prev = followTo(ctx, b, prev, latest, opts, yield, next); prev == nil {
 					return
 				}
+				looks = 0 // the next look is by name
 				continue
 			}
 			select {
 			case <-ctx.Done():
 				yield(Change{}, ctx.Err())
 				return
-			case <-time.After(opts.Poll):
+			case <-time.After(opts.Poll - time.Since(began)): // looks Poll apart
 			}
 		}
 	}
@@ -101,8 +121,8 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 // records the consumer's position; it returns to's manifest, nil when the
 // follow ends. It keeps the manifest it read last, so that the next run
 // reads only the new versions'.
-func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, opts FollowOptions, yield func(Change, error) bool) *changeState {
-	cur := changesAfter(ctx, b, prev, to, opts.ChangesOptions, yield)
+func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, opts FollowOptions, yield func(Change, error) bool, have *Manifest) *changeState {
+	cur := changesAfter(ctx, b, prev, to, opts.ChangesOptions, yield, have)
 	if cur == nil {
 		return nil
 	}
