@@ -104,8 +104,8 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 				delete(want, f.ID)
 			}
 		}
-		if len(mine) == 0 {
-			continue
+		if len(mine) == 0 || slices.Contains(res.Undone, v) {
+			continue // (an upsert taken back whole for its vector took its fragment with it)
 		}
 		proven, why, err := neverAcknowledged(ctx, b, v, t, mine, orphaned)
 		if err != nil {

@@ -16,6 +16,11 @@ package sim
 //     plant.BlindRetry (the final recovery fails).
 //   - A row a Delete removed never appears at or after the delete's
 //     version: plant.RewriteOverDelete.
+//   - A follower's changes replay the table, once each, in version order,
+//     none from a compaction: plant.ChangesRepeatDeletes.
+//   - No read sees an upserted key twice, and each key ends with its last
+//     acknowledged write's value: plant.UpsertIgnoresLandedKeys.
+//   - Seeds that found a defect once pass: TestSeedsThatFoundDefects.
 //   - Rows refused to a fenced writer never appear; no row nobody wrote;
 //     each row reads back with its value and blob; a pinned version never
 //     changes and a tagged one stays readable; no manifest is overwritten

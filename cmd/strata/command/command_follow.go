@@ -22,7 +22,7 @@ func newFollow(env *Env) *cobra.Command {
 		Short: "Print the rows inserted and deleted as versions land, and wait for more",
 		Long: `follow prints the changes after --from (or after the named consumer's
 position) as strata changes does, then waits for the next version, looking
-every --poll (one LIST each), until it is stopped (or, with
+every --poll (one request each), until it is stopped (or, with
 --exit-when-idle, once it has caught up).
 
 In JSON lines, each run of versions ends with a line
