@@ -61,8 +61,7 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 		}
 	}
 	var last error
-	var found map[uint64][]uint32 // rows with our keys, by fragment, as read so far
-	var seen map[uint64]bool      // the fragments read for them
+	var pl upsertPlan
 	for plan := range t.opts.MaxReplans {
 		// The first plan reads the version the handle holds: rows that
 		// landed since and may hold our keys make the commit plan again
@@ -77,38 +76,8 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			return UpsertResult{}, errors.Join(&ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
 				Reason: "the table's schema changed (an overwrite) after the upsert's rows were written"}, wrote.Wait())
 		}
-		// Planned again, only the fragments new since the last plan are
-		// read: a fragment's rows never change. A compaction since (a
-		// fragment gone) means reading again.
-		var only []uint64
-		if found != nil {
-			only = []uint64{}
-			for i := range snap.Manifest().Fragments {
-				if id := snap.Manifest().Fragments[i].ID; !seen[id] {
-					only = append(only, id)
-				}
-			}
-			for id := range found {
-				if snap.Manifest().Fragment(id) == nil {
-					found, only = nil, nil
-					break
-				}
-			}
-		}
-		more, err := snap.KeyRows(ctx, ks, t.opts.ReadParallelism, only)
+		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
 		if err = errors.Join(err, wrote.Wait()); err != nil {
-			return UpsertResult{}, err
-		}
-		if found == nil {
-			found = map[uint64][]uint32{}
-		}
-		maps.Copy(found, more)
-		seen = map[uint64]bool{}
-		for i := range snap.Manifest().Fragments {
-			seen[snap.Manifest().Fragments[i].ID] = true
-		}
-		matches, err := snap.LiveDeletions(ctx, found, t.opts.ReadParallelism)
-		if err != nil {
 			return UpsertResult{}, err
 		}
 		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
@@ -140,6 +109,48 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 		}
 	}
 	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+}
+
+// upsertPlan is what an upsert's plans found so far: planned again, only
+// the fragments new since the last plan are read (a fragment's rows never
+// change); a fragment gone since (a compaction) means reading again.
+type upsertPlan struct {
+	found map[uint64][]uint32 // rows with the keys, by fragment
+	seen  map[uint64]bool     // the fragments read for them
+}
+
+// plan returns the new deletion vectors of the rows of snap with the keys
+// of ks.
+func (pl *upsertPlan) plan(ctx context.Context, snap *table.Snapshot, ks *table.KeySet, parallelism int) (map[uint64][]uint32, error) {
+	m := snap.Manifest()
+	var only []uint64
+	if pl.found != nil {
+		only = []uint64{}
+		for i := range m.Fragments {
+			if id := m.Fragments[i].ID; !pl.seen[id] {
+				only = append(only, id)
+			}
+		}
+		for id := range pl.found {
+			if m.Fragment(id) == nil {
+				pl.found, only = nil, nil
+				break
+			}
+		}
+	}
+	more, err := snap.KeyRows(ctx, ks, parallelism, only)
+	if err != nil {
+		return nil, err
+	}
+	if pl.found == nil {
+		pl.found = map[uint64][]uint32{}
+	}
+	maps.Copy(pl.found, more)
+	pl.seen = map[uint64]bool{}
+	for i := range m.Fragments {
+		pl.seen[m.Fragments[i].ID] = true
+	}
+	return snap.LiveDeletions(ctx, pl.found, parallelism)
 }
 
 // writeVectors writes the new deletion vectors of matches (whole vectors,

@@ -324,23 +324,11 @@ func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, er
 // versionChanges yields what cur changed from prev; false when the
 // consumer stopped or an error was yielded.
 func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opts ChangesOptions, yield func(Change, error) bool) bool {
-	if k := cur.Transaction.Kind; k == KindRewrite || k == KindCreateIndex {
-		// Rows moved, or an index built: no change. A rewrite that takes
-		// back a commit (Transaction.Undoes) takes back its rows, unless
-		// that commit moved rows itself.
-		if u := cur.Transaction.Undoes; u == 0 {
-			return true
-		} else if t, err := ReadTransaction(ctx, b, u); err == nil && (t.Kind == KindRewrite || t.Kind == KindCreateIndex) {
-			return true
-		} else if errors.Is(err, ErrVersionNotFound) && len(cur.Transaction.Added) > 0 {
-			// The commit taken back was collected since; one whose
-			// taking back puts fragments back (its sources' copies) was
-			// a compaction.
-			return true
-		} else if err != nil && !errors.Is(err, ErrVersionNotFound) {
+	if none, err := changesNothing(ctx, b, cur); err != nil || none {
+		if err != nil {
 			yield(Change{}, err)
-			return false
 		}
+		return err == nil
 	}
 	// A fragment is the same in both versions when its id is, or — a
 	// restore adds an earlier version's objects under new ids — its
@@ -443,6 +431,31 @@ func present(ctx context.Context, b blob.Bucket, v uint64, frags []Fragment) err
 		}
 	}
 	return nil
+}
+
+// changesNothing tells whether cur only moved rows: a rewrite (a
+// compaction) or an index build, or the taking back of one. A rewrite
+// that takes back a commit (Transaction.Undoes) takes back its rows,
+// unless that commit moved rows itself.
+func changesNothing(ctx context.Context, b blob.Bucket, cur *Manifest) (bool, error) {
+	if k := cur.Transaction.Kind; k != KindRewrite && k != KindCreateIndex {
+		return false, nil
+	}
+	u := cur.Transaction.Undoes
+	if u == 0 {
+		return true, nil
+	}
+	t, err := ReadTransaction(ctx, b, u)
+	switch {
+	case err == nil:
+		return t.Kind == KindRewrite || t.Kind == KindCreateIndex, nil
+	case errors.Is(err, ErrVersionNotFound):
+		// The commit taken back was collected since; one whose taking
+		// back puts fragments back (its sources' copies) was a
+		// compaction.
+		return len(cur.Transaction.Added) > 0, nil
+	}
+	return false, err
 }
 
 // deletionsAt reads fragment f's deletion vector as version v records it.
