@@ -72,7 +72,7 @@ func tail(lines []string, n int) string {
 // delivered before its missing rows), 71557 (the taking back of a
 // collected compaction), 81096 (an upsert taken back twice by repair).
 func TestSeedsThatFoundDefects(t *testing.T) {
-	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096} {
+	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758} {
 		if _, err := Run(context.Background(), Config{Seed: seed, Steps: 100}); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}

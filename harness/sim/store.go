@@ -160,7 +160,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 func (s *Store) put(key string, data []byte) {
 	s.seq++
 	o := &object{seq: s.seq, data: data, mod: s.clock.Now()}
-	if s.lag != nil && s.lag.IntN(2) == 0 {
+	if old, ok := s.objs[key]; ok {
+		// Written over: a listing goes on showing the key as it did
+		// (a lagging listing may show old metadata, not lose the key).
+		o.hiddenUntil = old.hiddenUntil
+	} else if s.lag != nil && s.lag.IntN(2) == 0 {
 		o.hiddenUntil = s.served + 1 + int64(s.lag.IntN(20))
 	}
 	s.objs[key] = o
