@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,24 +20,11 @@ import (
 // own shard is flushed and merged first, so rows it acknowledged before
 // are subject to the delete; rows of other writers not yet merged are not.
 func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	f := r.URL.Query().Get("filter")
-	if strings.TrimSpace(f) == "" {
-		return badRequest("filter= is required (a filter that every row matches deletes every row)")
-	}
-	pred, err := table.ParseFilter(f)
+	pred, err := requiredFilter(r, "deletes")
 	if err != nil {
 		return err
 	}
-	sh, err := t.db.OwnShard(r.Context())
-	if err != nil {
-		return err
-	}
-	if sh != nil {
-		if err := sh.Drain(r.Context()); err != nil {
-			return err
-		}
-	}
-	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (delete)"})
+	tb, err := s.drainedTable(r.Context(), t, "delete")
 	if err != nil {
 		return err
 	}
@@ -52,11 +40,7 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 // the matching rows get the values, in one commit (commit.Table.Update).
 // The server's own shard is flushed and merged first, as for a delete.
 func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	f := r.URL.Query().Get("filter")
-	if strings.TrimSpace(f) == "" {
-		return badRequest("filter= is required (a filter that every row matches updates every row)")
-	}
-	pred, err := table.ParseFilter(f)
+	pred, err := requiredFilter(r, "updates")
 	if err != nil {
 		return err
 	}
@@ -77,16 +61,7 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		}
 		set = append(set, table.Assignment{Column: col, Value: val})
 	}
-	sh, err := t.db.OwnShard(r.Context())
-	if err != nil {
-		return err
-	}
-	if sh != nil {
-		if err := sh.Drain(r.Context()); err != nil {
-			return err
-		}
-	}
-	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (update)"})
+	tb, err := s.drainedTable(r.Context(), t, "update")
 	if err != nil {
 		return err
 	}
@@ -119,6 +94,32 @@ func jsonValue(v any) (table.Value, error) {
 		return table.Float(f), nil
 	}
 	return table.Value{}, fmt.Errorf("want a number, a string, true, false or null")
+}
+
+// requiredFilter reads filter=, which a verb that changes rows requires
+// (what a filter every row matches does: "deletes", "updates").
+func requiredFilter(r *http.Request, does string) (table.Predicate, error) {
+	f := r.URL.Query().Get("filter")
+	if strings.TrimSpace(f) == "" {
+		return nil, badRequest("filter= is required (a filter that every row matches %s every row)", does)
+	}
+	return table.ParseFilter(f)
+}
+
+// drainedTable flushes and merges the server's own shard, so that the rows
+// it acknowledged are in the table, and opens the table for a direct
+// commit of verb (named in the commits' writer).
+func (s *Server) drainedTable(ctx context.Context, t *tableState, verb string) (*commit.Table, error) {
+	sh, err := t.db.OwnShard(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sh != nil {
+		if err := sh.Drain(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return commit.OpenTable(ctx, t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (" + verb + ")"})
 }
 
 // scanOptions reads columns= and filter=.

@@ -7,7 +7,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/ingest"
 )
 
@@ -28,12 +27,19 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if len(keys) == 0 {
 		return badRequest("mode=upsert needs key=: the column (or columns, comma-separated) that identify a row")
 	}
+	switch mediaType(r) {
+	case ArrowStream, NDJSON, "application/jsonl":
+	default:
+		return unsupportedMedia(ArrowStream, NDJSON)
+	}
 	release, err := s.budget.write(r.Context(), s.bodyReserve(r))
 	if err != nil {
 		return err
 	}
 	defer release()
-	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (upsert)"})
+	// Drained first: the rows the server acknowledged are in the table
+	// the upsert reads.
+	tb, err := s.drainedTable(r.Context(), t, "upsert")
 	if err != nil {
 		return err
 	}
@@ -42,24 +48,13 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	switch mediaType(r) {
 	case ArrowStream:
 		_, recs, err = ingest.ReadIPC(r.Body, schema, s.ingestOptions(r))
-	case NDJSON, "application/jsonl":
-		recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
 	default:
-		return unsupportedMedia(ArrowStream, NDJSON)
+		recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
 	}
 	if err != nil {
 		return err
 	}
 	defer ingest.Release(recs)
-	sh, err := t.db.OwnShard(r.Context())
-	if err != nil {
-		return err
-	}
-	if sh != nil {
-		if err := sh.Drain(r.Context()); err != nil {
-			return err
-		}
-	}
 	res, err := tb.Upsert(r.Context(), keys, recs...)
 	if err != nil {
 		return err
