@@ -86,7 +86,7 @@ func BindAssignments(schema *arrow.Schema, as []Assignment) ([]Assignment, error
 		}
 		v, err := coerce(schema, a.Column, a.Value)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadAssignment, err)
+			return nil, fmt.Errorf("%w: %s of type %s cannot take %s", ErrBadAssignment, QuoteColumn(a.Column), f.Type, a.Value)
 		}
 		out[i].Value = v
 		// The value must convert to the column's type: built once here,
