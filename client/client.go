@@ -381,6 +381,12 @@ func (c *Client) AppendOnce(ctx context.Context, name, key string, batches ...ar
 }
 
 func (c *Client) appendNamed(ctx context.Context, name string, reqName http.Header, batches []arrow.RecordBatch) (api.AppendResult, error) {
+	return c.postRows(ctx, name, nil, reqName, batches)
+}
+
+// postRows sends batches to POST …/rows as Arrow IPC, with query q and the
+// request's name (nil: none; one makes sending it again safe).
+func (c *Client) postRows(ctx context.Context, name string, q url.Values, reqName http.Header, batches []arrow.RecordBatch) (api.AppendResult, error) {
 	var out api.AppendResult
 	if len(batches) == 0 {
 		return out, nil
@@ -389,7 +395,7 @@ func (c *Client) appendNamed(ctx context.Context, name string, reqName http.Head
 	if err != nil {
 		return out, err
 	}
-	return out, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", nil), api.ArrowStream, body, "", reqName).json(&out)
+	return out, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.ArrowStream, body, "", reqName).json(&out)
 }
 
 // Upsert writes the rows and, in the same commit, deletes every row of the
@@ -400,16 +406,8 @@ func (c *Client) appendNamed(ctx context.Context, name string, reqName http.Head
 // retried (for up to RetryFor), as a named append is. Rows other writers
 // appended through shards and not yet merged are not replaced.
 func (c *Client) Upsert(ctx context.Context, name string, keys []string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
-	var out api.AppendResult
-	if len(batches) == 0 {
-		return out, nil
-	}
-	body, err := ipcBody(batches[0].Schema(), batches)
-	if err != nil {
-		return out, err
-	}
 	q := url.Values{"mode": {"upsert"}, "key": {strings.Join(keys, ",")}}
-	return out, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.ArrowStream, body, "", http.Header{}).json(&out)
+	return c.postRows(ctx, name, q, http.Header{}, batches)
 }
 
 // AppendJSONLines appends rows given as JSON lines, one object a row, all
