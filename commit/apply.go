@@ -155,6 +155,10 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		if err := table.Refresh(next); err != nil {
 			return nil, err
 		}
+	case table.KindAlter:
+		if err := applyAlter(cur, next, txn); err != nil {
+			return nil, err
+		}
 	case table.KindCreateIndex:
 		if txn.Index == nil {
 			return nil, fmt.Errorf("commit: create_index without an index")

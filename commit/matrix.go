@@ -43,6 +43,16 @@ func (d Decision) String() string {
 //	Upsert        | retry  | retry if its rows may hold | retry overlap | retry overlap | conflict
 //	              | keys   | our keys                   |               |               |
 //	Update        | ok     | ok                         | retry overlap | retry overlap | conflict
+//	Alter         | ok     | ok                         | ok            | ok            | conflict
+//
+// Against an Alter that landed first (theirs), an Append, Merge, Delete,
+// Rewrite and Overwrite go on: what they wrote under the schema before is
+// read by stored name. An Alter, Upsert, Update or CreateIndex plans
+// again: they name columns, which the Alter may have renamed or dropped.
+// An Append that holds values (not only nulls) in a column the Alter
+// dropped conflicts: its rows would be acknowledged without them. (A
+// shard's rows were acknowledged when they reached the WAL, before the
+// drop: its Merge goes on.)
 //
 // A theirs Upsert or Update is, for every other row, a Delete (its deletion
 // vectors) and an Append (its rows): Delete and Rewrite retry on a common fragment,
@@ -58,6 +68,20 @@ func (d Decision) String() string {
 // fragment even when the rows differ: the re-plan merges the two vectors.
 func Check(ours, theirs *table.Transaction) Decision {
 	if theirs.Kind == table.KindCreate {
+		return Compatible
+	}
+	if theirs.Kind == table.KindAlter {
+		// Rows and deletions planned under the schema before stay well
+		// defined (fragments are read by stored name); what names columns
+		// plans again under the new schema.
+		switch ours.Kind {
+		case table.KindAlter, table.KindUpsert, table.KindUpdate, table.KindCreateIndex:
+			return Retry
+		case table.KindAppend:
+			if writesDropped(ours.Added, theirs.Dropped) {
+				return Conflict // its values in a dropped column would be lost
+			}
+		}
 		return Compatible
 	}
 	if theirs.Kind == table.KindOverwrite {
@@ -126,7 +150,7 @@ func Check(ours, theirs *table.Transaction) Decision {
 			return Retry // the index was built from fragments that changed
 		}
 		return Compatible
-	case table.KindOverwrite:
+	case table.KindOverwrite, table.KindAlter:
 		return Compatible
 	}
 	return Conflict
@@ -198,6 +222,19 @@ func overlap(a, b []uint64) bool {
 	for _, x := range a {
 		if _, ok := slices.BinarySearch(b, x); ok {
 			return true
+		}
+	}
+	return false
+}
+
+// writesDropped tells whether fragments added hold a value in a column
+// stored under one of the names dropped.
+func writesDropped(added []table.Fragment, dropped []string) bool {
+	for i := range added {
+		for _, d := range dropped {
+			if st := columnStats(&added[i], d); st != nil && st.Nulls < added[i].Rows {
+				return true
+			}
 		}
 	}
 	return false

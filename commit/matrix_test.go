@@ -31,6 +31,10 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 	mergeMeets := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Added: ids(20, 20)}
 	upd1 := table.Transaction{Kind: table.KindUpdate, Added: ids(10, 12), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
 	upd2 := table.Transaction{Kind: table.KindUpdate, Added: ids(50, 52), Deletions: []table.FragmentDeletion{{FragmentID: 2}}}
+	alter := table.Transaction{Kind: table.KindAlter}
+	alterDrop := table.Transaction{Kind: table.KindAlter, Dropped: []string{"note"}}
+	appNote := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{Rows: 3, Columns: []table.ColumnStats{{Name: "note", Nulls: 1}}}}}
+	appNoteNull := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{Rows: 3, Columns: []table.ColumnStats{{Name: "note", Nulls: 3}}}}}
 	cases := []struct {
 		name         string
 		ours, theirs table.Transaction
@@ -41,6 +45,28 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"append after a delete", app, del1, Compatible},
 		{"append after a rewrite: appends never conflict with compaction", app, rw1, Compatible},
 		{"append after an overwrite", app, ow, Conflict},
+
+		// An alter (a schema change) landed first.
+		{"append after an alter goes on: its fragment is read by stored name", app, alter, Compatible},
+		{"append holding values in a column the alter dropped conflicts", appNote, alterDrop, Conflict},
+		{"append holding only nulls in a column the alter dropped goes on", appNoteNull, alterDrop, Compatible},
+		{"merge after an alter goes on, even of a dropped column", mergeA, alterDrop, Compatible},
+		{"delete after an alter", del1, alter, Compatible},
+		{"rewrite after an alter: compaction goes on", rw1, alter, Compatible},
+		{"overwrite after an alter", ow, alter, Compatible},
+		{"upsert after an alter plans again", up1, alter, Retry},
+		{"update after an alter plans again", upd1, alter, Retry},
+		{"index after an alter plans again", ix, alter, Retry},
+		{"alter after an alter plans again", alter, alterDrop, Retry},
+		// An alter planned before another commit landed.
+		{"alter after an append", alter, app, Compatible},
+		{"alter after a merge", alter, mergeA, Compatible},
+		{"alter after a delete", alter, del1, Compatible},
+		{"alter after a rewrite", alter, rw1, Compatible},
+		{"alter after an upsert", alter, up1, Compatible},
+		{"alter after an update", alter, upd1, Compatible},
+		{"alter after an index", alter, ix, Compatible},
+		{"alter after an overwrite", alter, ow, Conflict},
 
 		{"merge after an append", mergeA, app, Compatible},
 		{"merge after another shard's merge", mergeA, mergeB, Compatible},

@@ -211,6 +211,12 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 	if err == nil {
 		t.advance(res.Manifest)
 	}
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.Theirs.Kind != "" {
+		// What is planned next is planned on what ours conflicted with
+		// (a schema change, say), not again on what it read.
+		_, _ = t.Refresh(ctx)
+	}
 	return res, err
 }
 
@@ -236,10 +242,19 @@ func (t *Table) AppendOnce(ctx context.Context, key table.Idempotency, batches .
 
 func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []arrow.RecordBatch) (Result, error) {
 	base := t.base()
-	batches, err := conformAll(base.Schema(), batches)
+	conformed, err := conformAll(base.Schema(), batches)
+	if errors.Is(err, table.ErrSchemaMismatch) {
+		// Columns this handle does not know may be the table's since a
+		// schema change elsewhere: looked for once in the latest version.
+		if snap, rerr := t.Refresh(ctx); rerr == nil && table.SchemaID(snap.Manifest().Schema()) > table.SchemaID(base.Schema()) {
+			base = snap.Manifest()
+			conformed, err = conformAll(base.Schema(), batches)
+		}
+	}
 	if err != nil {
 		return Result{}, err
 	}
+	batches = conformed
 	defer releaseAll(batches)
 	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
 	if key != nil {

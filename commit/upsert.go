@@ -74,14 +74,14 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 		}
 		if !snap.Manifest().Schema().Equal(base.Schema()) {
 			return UpsertResult{}, errors.Join(&ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
-				Reason: "the table's schema changed (an overwrite) after the upsert's rows were written"}, wrote.Wait())
+				Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were written; send the upsert again"}, wrote.Wait())
 		}
 		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
 		if err = errors.Join(err, wrote.Wait()); err != nil {
 			return UpsertResult{}, err
 		}
 		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
-			Keys: keys, Added: []table.Fragment{f}}
+			Keys: storedNames(base.Schema(), keys), Added: []table.Fragment{f}}
 		written := t.opts.Now()
 		var replaced int64
 		var bodies map[string][]byte
@@ -177,4 +177,18 @@ func (t *Table) writeVectors(ctx context.Context, snap *table.Snapshot, matches 
 		g.Go(func() error { return t.b.PutIfAbsent(gctx, d.Deletion.Key, bodies[d.Deletion.Key]) })
 	}
 	return dels, bodies, n, g.Wait()
+}
+
+// storedNames are the stored names of columns cols of schema sc (as the
+// key columns of an upsert's transaction are recorded: the names its
+// fragments' statistics carry).
+func storedNames(sc *arrow.Schema, cols []string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c
+		if idx := sc.FieldIndices(c); len(idx) == 1 {
+			out[i] = table.StoredName(sc.Field(idx[0]))
+		}
+	}
+	return out
 }

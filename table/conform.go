@@ -3,6 +3,7 @@ package table
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -105,11 +106,30 @@ func Conform(want *arrow.Schema, rec arrow.RecordBatch, o ConformOptions) (out a
 		}
 		byName[f.Name] = i
 	}
+	// A column renamed since the input's writer learnt the schema is
+	// found under its first name, its stored name (see evolve.go), when
+	// no column has that name now.
+	formerly := map[string]string{}
+	for old, i := range FormerNames(want) {
+		formerly[old] = want.Field(i).Name
+	}
 	if !o.IgnoreUnknown {
 		for _, f := range got.Fields() {
-			if len(want.FieldIndices(f.Name)) == 0 {
-				return nil, &InputError{Row: -1, Column: f.Name, Reason: fmt.Sprintf("the table has no such column (it has %s)", fieldNames(want)), Schema: true}
+			if len(want.FieldIndices(f.Name)) > 0 || formerly[f.Name] != "" {
+				continue
 			}
+			if slices.Contains(RetiredNames(want), f.Name) {
+				return nil, &InputError{Row: -1, Column: f.Name, Reason: fmt.Sprintf("the column was dropped from the table; leave it out (the table has %s)", fieldNames(want)), Schema: true}
+			}
+			return nil, &InputError{Row: -1, Column: f.Name, Reason: fmt.Sprintf("the table has no such column (it has %s)", fieldNames(want)), Schema: true}
+		}
+	}
+	for old, now := range formerly {
+		if i, ok := byName[old]; ok {
+			if _, both := byName[now]; both {
+				return nil, &InputError{Row: -1, Column: now, Reason: fmt.Sprintf("the input has the column under its name and under its former name %q", old), Schema: true}
+			}
+			byName[now] = i
 		}
 	}
 	n := rec.NumRows()

@@ -83,6 +83,7 @@ func (s *Snapshot) CopyFragments(ctx context.Context, ids []uint64, opts CopyOpt
 		return Fragment{}, err
 	}
 	out.Columns = mergeColumnStats(w.stats)
+	out.SchemaID = SchemaID(s.m.Schema())
 	var rows int64
 	for _, f := range frags {
 		rows += f.LiveRows()
@@ -112,13 +113,15 @@ type sourceStats struct {
 	columns []ColumnStats
 }
 
-// copyable: f's pages can be copied as they are — no deletion vector, and
-// manifest statistics for every column of the table.
+// copyable: f's pages can be copied as they are — written under the
+// table's schema as it is (a fragment from before a schema change is
+// decoded, and read as the current schema reads it), no deletion vector,
+// and manifest statistics for every column of the table.
 func (s *Snapshot) copyable(f *Fragment) bool {
 	schema := s.m.Schema()
-	ok := f.Deletion == nil && len(f.Columns) == schema.NumFields()
+	ok := f.SchemaID == SchemaID(schema) && f.Deletion == nil && len(f.Columns) == schema.NumFields()
 	for i := 0; ok && i < len(f.Columns); i++ {
-		ok = f.Columns[i].Name == schema.Field(i).Name
+		ok = f.Columns[i].Name == StoredName(schema.Field(i))
 	}
 	return ok
 }

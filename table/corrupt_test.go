@@ -70,7 +70,7 @@ func TestDamagedManifestsAreCorruptErrorsNamingTheKey(t *testing.T) {
 func TestNewerMajorFormatIsRefusedClearly(t *testing.T) {
 	key, data, _ := latestManifestBytes(t)
 	d := bytes.Clone(data)
-	binary.LittleEndian.PutUint16(d[8:], table.FormatMajor+1)
+	binary.LittleEndian.PutUint16(d[8:], table.FormatEvolved+1)
 	_, err := table.DecodeManifest(key, d)
 	if !errors.Is(err, table.ErrUnsupportedFormat) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("got %v", err)

@@ -32,9 +32,9 @@ func (s *Snapshot) Count(ctx context.Context, pred Predicate) (CountResult, erro
 	for i := range s.m.Fragments {
 		f := &s.m.Fragments[i]
 		switch {
-		case bound == nil || bound.allMatch(fragmentStats(f)):
+		case bound == nil || bound.allMatch(statsIn(s.m.Schema(), f)):
 			res.Rows += f.LiveRows()
-		case !bound.mayMatch(fragmentStats(f)):
+		case !bound.mayMatch(statsIn(s.m.Schema(), f)):
 		default:
 			undecided = append(undecided, f.ID)
 		}

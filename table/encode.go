@@ -88,7 +88,15 @@ func EncodeManifest(m *Manifest) ([]byte, error) {
 	out = enc.EncodeAll(append([]byte("],"), rest[1:]...), out)
 	comp := out[headerSize:]
 	copy(out, manifestMagic)
-	binary.LittleEndian.PutUint16(out[8:], FormatMajor)
+	major := uint16(FormatMajor)
+	sc := m.schema
+	if sc == nil {
+		sc, _ = DecodeSchema(m.SchemaIPC)
+	}
+	if evolved(sc) {
+		major = FormatEvolved
+	}
+	binary.LittleEndian.PutUint16(out[8:], major)
 	binary.LittleEndian.PutUint16(out[10:], FormatMinor)
 	binary.LittleEndian.PutUint32(out[12:], flagZstd)
 	binary.LittleEndian.PutUint64(out[16:], uint64(len(comp)))
@@ -211,9 +219,9 @@ func splitPayload(key string, data []byte, txnOnly bool) (txn, state []byte, err
 	}
 	major := binary.LittleEndian.Uint16(data[8:])
 	minor := binary.LittleEndian.Uint16(data[10:])
-	if major != FormatMajor {
-		return nil, nil, fmt.Errorf("table: manifest %q has format %d.%d; this build reads major version %d: %w",
-			key, major, minor, FormatMajor, ErrUnsupportedFormat)
+	if major != FormatMajor && major != FormatEvolved {
+		return nil, nil, fmt.Errorf("table: manifest %q has format %d.%d; this build reads major versions %d and %d: %w",
+			key, major, minor, FormatMajor, FormatEvolved, ErrUnsupportedFormat)
 	}
 	flags := binary.LittleEndian.Uint32(data[12:])
 	n := binary.LittleEndian.Uint64(data[16:])

@@ -33,6 +33,7 @@ const wholeReadLimit = 4 << 20
 // group: the object is uploaded as it is written.
 type FragmentWriter struct {
 	schema *arrow.Schema
+	stored *arrow.Schema // StoredSchema(schema): the object's columns
 	key    string
 	up     *upload
 	fw     *pqarrow.FileWriter
@@ -111,8 +112,10 @@ func NewFragmentWriterAt(ctx context.Context, b blob.Bucket, schema *arrow.Schem
 // newFragmentWriter writes a fragment named key (for errors and the
 // result) through up.
 func newFragmentWriter(schema *arrow.Schema, key string, up *upload) (*FragmentWriter, error) {
-	w := &FragmentWriter{schema: schema, key: key, up: up}
-	fw, err := pqarrow.NewFileWriter(schema, w.up, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	// The object holds the columns under their stored names (see
+	// evolve.go); rows are written under the table's.
+	w := &FragmentWriter{schema: schema, stored: StoredSchema(schema), key: key, up: up}
+	fw, err := pqarrow.NewFileWriter(w.stored, w.up, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		_ = w.up.finish(err)
 		return nil, fmt.Errorf("table: start fragment: %w", err)
@@ -122,7 +125,7 @@ func newFragmentWriter(schema *arrow.Schema, key string, up *upload) (*FragmentW
 	go w.encode()
 	w.stats = make([]statsAcc, schema.NumFields())
 	for i, f := range schema.Fields() {
-		w.stats[i].name = f.Name
+		w.stats[i].name = StoredName(f)
 	}
 	return w, nil
 }
@@ -136,7 +139,7 @@ func (w *FragmentWriter) Write(rec arrow.RecordBatch) error {
 		w.stats[i].add(rec.Column(i))
 	}
 	w.rows += rec.NumRows()
-	w.pending = append(w.pending, WithTypesOf(w.schema, rec))
+	w.pending = append(w.pending, WithTypesOf(w.stored, rec))
 	w.pendingRows += rec.NumRows()
 	if w.pendingRows >= RowGroupRows {
 		return w.flushPending()
@@ -213,7 +216,7 @@ func (w *FragmentWriter) writeRowGroup(batches []arrow.RecordBatch) (err error) 
 			err = fmt.Errorf("table: write fragment %s: encoding panicked: %v", w.key, r)
 		}
 	}()
-	tbl := array.NewTableFromRecords(w.schema, batches)
+	tbl := array.NewTableFromRecords(w.stored, batches)
 	defer tbl.Release()
 	if werr := w.fw.WriteTable(tbl, RowGroupRows); werr != nil {
 		return fmt.Errorf("table: write fragment %s: %w", w.key, werr)
@@ -257,7 +260,8 @@ func (w *FragmentWriter) Close() (Fragment, error) {
 	if err != nil {
 		return Fragment{}, fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
-	f := Fragment{Key: w.key, Rows: w.rows, Bytes: w.up.n, Columns: make([]ColumnStats, len(w.stats)), Created: time.Now().UTC()}
+	f := Fragment{Key: w.key, Rows: w.rows, Bytes: w.up.n, Columns: make([]ColumnStats, len(w.stats)), Created: time.Now().UTC(),
+		SchemaID: SchemaID(w.schema)}
 	for i := range w.stats {
 		f.Columns[i] = w.stats[i].result()
 	}

@@ -10,10 +10,15 @@ import (
 
 // FormatMajor and FormatMinor are the manifest format this build writes.
 // A reader rejects a manifest of a higher major version; a higher minor
-// version only adds fields, which older readers ignore.
+// version only adds fields, which older readers ignore. A table whose
+// schema was ever changed (Alter) is written as FormatEvolved: its
+// fragments may lie out otherwise than its schema, which a reader that
+// does not resolve stored names (evolve.go) would misread, so such a
+// reader refuses it.
 const (
-	FormatMajor = 1
-	FormatMinor = 0
+	FormatMajor   = 1
+	FormatEvolved = 2
+	FormatMinor   = 0
 )
 
 // Manifest is the whole state of one version of a table.
@@ -52,6 +57,10 @@ type Fragment struct {
 	// commit whose fragment is older than MinGCAge checks that garbage
 	// collection has not taken it meanwhile.
 	Created time.Time `json:"created,omitzero"`
+	// SchemaID is the id of the table schema the fragment was written
+	// under (see SchemaIDKey); its columns lie out as that schema's
+	// stored schema does.
+	SchemaID uint64 `json:"schema_id,omitempty"`
 }
 
 // MinGCAge is the least age at which garbage collection may delete an
@@ -150,6 +159,9 @@ const (
 	// KindUpdate deletes the rows an update matched and adds them again
 	// with its assignments applied.
 	KindUpdate Kind = "update"
+	// KindAlter changes the schema (Transaction.SchemaIPC), by metadata
+	// alone: no fragment changes.
+	KindAlter Kind = "alter"
 )
 
 // Transaction is what a commit does, as a plain value. The manifest it
@@ -168,7 +180,8 @@ type Transaction struct {
 	// Deletions are new deletion vectors, by fragment id (Delete, Upsert,
 	// and a Rewrite that takes back an upsert).
 	Deletions []FragmentDeletion `json:"deletions,omitempty"`
-	// Keys are an upsert's key columns.
+	// Keys are an upsert's key columns, by stored name (the names their
+	// statistics carry in fragments; see StoredName).
 	Keys []string `json:"keys,omitempty"`
 	// Shard and Watermark are set by a shard owner's Merge.
 	Shard     string `json:"shard,omitempty"`
@@ -177,8 +190,15 @@ type Transaction struct {
 	// Merges are set by a fleet merge: many shards' generations in one
 	// commit (Added holds them; their keys name shard and generation).
 	Merges []ShardMerge `json:"merges,omitempty"`
-	// SchemaIPC is set by Create and Overwrite.
+	// SchemaIPC is set by Create, Overwrite and Alter.
 	SchemaIPC []byte `json:"schema_ipc,omitempty"`
+	// Changes describe an Alter's column changes, for people (SchemaIPC
+	// holds the schema they made): "rename reward to score".
+	Changes []string `json:"changes,omitempty"`
+	// Dropped are the stored names of the columns an Alter dropped: an
+	// append that wrote values under one of them, planned before, would
+	// lose them, and conflicts instead.
+	Dropped []string `json:"dropped,omitempty"`
 	// Remap is set by a Rewrite of a table with indexes. In a transaction
 	// being planned, To is the position in Added; once applied, the id.
 	Remap []RemapEntry `json:"remap,omitempty"`

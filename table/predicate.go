@@ -294,8 +294,3 @@ func (a AndOf) match(cols map[string]arrow.Array, i int) bool {
 	}
 	return true
 }
-
-// fragmentStats adapts a fragment's manifest statistics.
-func fragmentStats(f *Fragment) statsFunc {
-	return func(col string) (*ColumnStats, int64) { return f.Stats(col), f.Rows }
-}

@@ -26,6 +26,7 @@ type opened struct {
 	src    parquet.ReaderAtSeeker
 	pre    *prefetcher
 	md     *metadata.FileMetaData
+	lay    *layout // where the read columns lie in it
 	rgs    []int   // the row groups read
 	starts []int64 // each row group's first row
 	wanted []uint32
@@ -98,6 +99,7 @@ func (p *scanPlan) open(ctx context.Context, f *Fragment, ahead bool) (_ *opened
 		return nil, err
 	}
 	o.md = o.fr.ParquetReader().MetaData()
+	o.lay = p.layoutOf(o.md)
 	if o.md.NumRows != f.Rows {
 		return nil, corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", o.md.NumRows, f.Rows), nil)
 	}
@@ -116,7 +118,7 @@ func (p *scanPlan) open(ctx context.Context, f *Fragment, ahead bool) (_ *opened
 		rows := rgmd.NumRows()
 		skip := false
 		switch {
-		case p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd)):
+		case p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd, o.lay)):
 			skip = true
 		case o.wanted != nil:
 			lo, _ := slices.BinarySearch(o.wanted, uint32(at))
@@ -170,7 +172,7 @@ func (p *scanPlan) decode(ctx context.Context, o *opened, emit func(arrow.Record
 		}
 	}
 	if o.pre != nil {
-		o.pre.prefetch(chunkRanges(o.md, o.rgs, p.leaves))
+		o.pre.prefetch(chunkRanges(o.md, o.rgs, o.lay.leaves))
 	}
 	readRowGroup := func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) error {
 		return p.readRowGroup(ctx, o, i, deleted, emit)
@@ -221,14 +223,14 @@ func (p *scanPlan) readRowGroup(ctx context.Context, o *opened, i int, deleted [
 	// reader's parallel mode instead, where a damaged page killed the
 	// process, took as long (24 scans each after the first: median
 	// 141 ms both).
-	rr, err := newRowGroupReader(ctx, r, p.opts.Allocator, p.leaves, rg, int64(p.opts.BatchSize), o.pre != nil)
+	next, release, err := p.rowGroupBatches(ctx, o, r, rg)
 	if err != nil {
 		return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 	}
-	defer rr.release()
+	defer release()
 	offset := o.starts[rg]
 	for {
-		rec, err := rr.next()
+		rec, err := next()
 		if err != nil {
 			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
@@ -245,4 +247,36 @@ func (p *scanPlan) readRowGroup(ctx context.Context, o *opened, i int, deleted [
 			return nil
 		}
 	}
+}
+
+// rowGroupBatches returns the reader of row group rg of an opened
+// fragment through r: next yields its batches of the plan's read columns
+// (nil at the end; the caller releases each), a column the fragment lacks
+// as nulls; the caller calls release when done.
+func (p *scanPlan) rowGroupBatches(ctx context.Context, o *opened, r *pqarrow.FileReader, rg int) (next func() (arrow.RecordBatch, error), release func(), err error) {
+	if len(o.lay.leaves) == 0 {
+		// None of the columns read is in the fragment: nulls, as many
+		// rows as the row group holds.
+		left := o.md.RowGroup(rg).NumRows()
+		return func() (arrow.RecordBatch, error) {
+			if left <= 0 {
+				return nil, nil
+			}
+			n := min(left, int64(p.opts.BatchSize))
+			left -= n
+			return p.nulls(n), nil
+		}, func() {}, nil
+	}
+	rr, err := newRowGroupReader(ctx, r, p.opts.Allocator, o.lay.leaves, rg, int64(p.opts.BatchSize), o.pre != nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func() (arrow.RecordBatch, error) {
+		rec, err := rr.next()
+		if rec == nil || err != nil || !o.lay.missing {
+			return rec, err
+		}
+		defer rec.Release()
+		return p.fill(o.lay, rec), nil
+	}, rr.release, nil
 }

@@ -23,7 +23,7 @@ import (
 // than RowGroupRows rows, so memory stays bounded by one row group, and
 // every row group the encoder writes is handed on.
 func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
-	schema := s.m.Schema()
+	schema := StoredSchema(s.m.Schema()) // the rows scanned are written under their stored names
 	acc := make([]statsAcc, schema.NumFields())
 	for i, fd := range schema.Fields() {
 		acc[i].name = fd.Name
@@ -102,7 +102,12 @@ func encodeRowGroups(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []*so
 	if err != nil {
 		return nil, err
 	}
-	tbl := array.NewTableFromRecords(schema, batches)
+	relabelled := make([]arrow.RecordBatch, len(batches))
+	for i, rec := range batches {
+		relabelled[i] = WithTypesOf(schema, rec)
+	}
+	defer releaseAll(relabelled)
+	tbl := array.NewTableFromRecords(schema, relabelled)
 	defer tbl.Release()
 	err = fw.WriteTable(tbl, RowGroupRows)
 	if cerr := fw.Close(); err == nil {

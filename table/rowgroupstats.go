@@ -9,14 +9,18 @@ import (
 
 // rowGroupStats reads a row group's Parquet statistics for the columns the
 // predicate uses.
-func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData) statsFunc {
+func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData, lay *layout) statsFunc {
 	schema := p.s.m.Schema()
 	return func(col string) (*ColumnStats, int64) {
 		i := slices.Index(p.read, col)
 		if i < 0 {
 			return nil, rg.NumRows()
 		}
-		cc, err := rg.ColumnChunk(p.first[i])
+		if lay.first[i] < 0 {
+			// Added after the fragment was written: every row null.
+			return &ColumnStats{Name: col, Nulls: rg.NumRows()}, rg.NumRows()
+		}
+		cc, err := rg.ColumnChunk(lay.first[i])
 		if err != nil {
 			return nil, rg.NumRows()
 		}

@@ -54,13 +54,16 @@ const (
 
 // scanPlan is a scan bound to a schema.
 type scanPlan struct {
-	s      *Snapshot
-	opts   ScanOptions
-	pred   Predicate
-	out    *arrow.Schema // output schema (projection, maybe addresses)
-	read   []string      // columns read: projection ∪ filter columns
-	leaves []int         // parquet leaf indices of read (every leaf of a nested column)
-	first  []int         // the first leaf of each read column
+	s    *Snapshot
+	opts ScanOptions
+	pred Predicate
+	out  *arrow.Schema // output schema (projection, maybe addresses)
+	read []string      // columns read: projection ∪ filter columns
+	// lay: where the read columns lie in a fragment written under the
+	// table's schema as it is (see layoutOf for the others).
+	lay layout
+	// stored: the stored name of each column of the table, by name.
+	stored map[string]string
 	// whole: the scan reads every column of every row (no filter, no
 	// rows picked), so a fragment is read whole.
 	whole bool
@@ -104,7 +107,7 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 		if slices.Contains(proj[:i], c) {
 			return nil, fmt.Errorf("table: scan: column %q is named twice", c)
 		}
-		fields = append(fields, schema.Field(idx[0]))
+		fields = append(fields, plainField(schema.Field(idx[0])))
 	}
 	p.read = slices.Clone(proj)
 	if p.pred != nil {
@@ -116,29 +119,18 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 	}
 	readFields := make([]arrow.Field, len(p.read))
 	for i, c := range p.read {
-		readFields[i] = schema.Field(schema.FieldIndices(c)[0])
+		readFields[i] = plainField(schema.Field(schema.FieldIndices(c)[0]))
 	}
 	p.readSchema = arrow.NewSchema(readFields, nil)
-	// Leaf index of each top-level field (flat schemas: the field index).
-	leafStart := make([]int, schema.NumFields())
+	p.lay = p.planLayout(schema)
 	n := 0
-	for i, f := range schema.Fields() {
-		leafStart[i] = n
+	for _, f := range schema.Fields() {
 		n += leafCount(f.Type)
-	}
-	// A nested column is read whole: every leaf of it, in order (the
-	// Parquet reader rebuilds the column from them).
-	for _, c := range p.read {
-		i := schema.FieldIndices(c)[0]
-		p.first = append(p.first, leafStart[i])
-		for l := range leafCount(schema.Field(i).Type) {
-			p.leaves = append(p.leaves, leafStart[i]+l)
-		}
 	}
 	for i := range proj {
 		p.outIndex = append(p.outIndex, i)
 	}
-	p.whole = p.pred == nil && opts.rows == nil && len(p.leaves) == n
+	p.whole = p.pred == nil && opts.rows == nil && len(p.lay.leaves) == n
 	if opts.WithRowAddress {
 		fields = append(fields, arrow.Field{Name: FragmentColumn, Type: arrow.PrimitiveTypes.Uint64},
 			arrow.Field{Name: OffsetColumn, Type: arrow.PrimitiveTypes.Uint32})
@@ -180,7 +172,7 @@ func (p *scanPlan) fragments() []*Fragment {
 		if p.opts.rows != nil && len(p.opts.rows[f.ID]) == 0 {
 			continue
 		}
-		if f.LiveRows() == 0 || (p.pred != nil && !p.pred.mayMatch(fragmentStats(f))) {
+		if f.LiveRows() == 0 || (p.pred != nil && !p.pred.mayMatch(p.statsOf(f))) {
 			continue
 		}
 		out = append(out, f)

@@ -83,7 +83,10 @@ func CheckStorable(s *arrow.Schema) error {
 	if s == nil || s.NumFields() == 0 {
 		return &UnsupportedSchemaError{Reason: "a table needs at least one column"}
 	}
-	return checkFields("", s.Fields(), 0)
+	if err := checkFields("", s.Fields(), 0); err != nil {
+		return err
+	}
+	return checkStoredNames(s)
 }
 
 const maxNesting = 32

@@ -44,7 +44,7 @@ func (p *scanPlan) weight(o *opened) int64 {
 		rgmd := o.md.RowGroup(rg)
 		rows := max(rgmd.NumRows(), 1)
 		var chunks, pages, batch int64
-		for _, leaf := range p.leaves {
+		for _, leaf := range o.lay.leaves {
 			cc, err := rgmd.ColumnChunk(leaf)
 			if err != nil {
 				continue

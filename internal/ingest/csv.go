@@ -70,6 +70,9 @@ func (d *csvDecoder) header() error {
 		}
 		seen[name] = true
 		idx := d.want.FieldIndices(name)
+		if i, ok := table.FormerNames(d.want)[name]; ok && len(idx) == 0 {
+			idx = []int{i}
+		}
 		if len(idx) == 0 {
 			if !d.o.IgnoreUnknown {
 				return &table.InputError{Row: -1, Column: name, Reason: "the table has no such column"}

@@ -38,6 +38,9 @@ func JSONLines(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.Recor
 		for i, f := range want.Fields() {
 			d.index[f.Name] = i
 		}
+		for former, i := range table.FormerNames(want) {
+			d.index[former] = i
+		}
 		d.seen = make([]bool, want.NumFields())
 		d.b = array.NewRecordBuilder(d.mem, want)
 		defer d.b.Release()

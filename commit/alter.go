@@ -1,0 +1,86 @@
+package commit
+
+import (
+	"context"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/table"
+)
+
+// Alter changes the table's schema in one commit, by metadata alone: no
+// fragment is read or written (see table.AlterSchema for the changes, and
+// table's evolve.go for how fragments written before read after). Writers
+// holding the schema from before keep appending: their rows are stored
+// under the stored names they know, which the new schema resolves. A
+// change the table cannot take is an error wrapping
+// table.ErrBadSchemaChange, and nothing is committed; another schema
+// change landing first makes Alter plan again against it, up to
+// MaxReplans times.
+func (t *Table) Alter(ctx context.Context, changes ...table.ColumnChange) (Result, error) {
+	var last error
+	for range t.opts.MaxReplans {
+		snap, err := t.Refresh(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		next, err := table.AlterSchema(snap.Manifest().Schema(), changes)
+		if err != nil {
+			return Result{}, err
+		}
+		ipc, err := table.EncodeSchema(next)
+		if err != nil {
+			return Result{}, err
+		}
+		txn := table.Transaction{Kind: table.KindAlter, CommitID: table.NewID(), ReadVersion: snap.Version(), SchemaIPC: ipc}
+		for _, c := range changes {
+			txn.Changes = append(txn.Changes, c.String())
+		}
+		txn.Dropped = slices.Clone(table.RetiredNames(next)[len(table.RetiredNames(snap.Manifest().Schema())):])
+		res, err := t.Commit(ctx, txn)
+		if err == nil {
+			return res, nil
+		}
+		if !IsRetryableConflict(err) {
+			return Result{}, err
+		}
+		last = err
+	}
+	return Result{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+}
+
+// applyAlter gives next (a copy of cur) the schema txn made. An index
+// follows its column through a rename (found by stored name) and goes
+// with it when it is dropped.
+func applyAlter(cur, next *table.Manifest, txn *table.Transaction) error {
+	next.SchemaIPC = txn.SchemaIPC
+	if err := table.Refresh(next); err != nil {
+		return err
+	}
+	old, now := cur.Schema(), next.Schema()
+	byStored := map[string]string{}
+	for _, f := range now.Fields() {
+		byStored[table.StoredName(f)] = f.Name
+	}
+	var kept []table.Index
+	for _, ix := range next.Indexes {
+		if name, ok := renamedTo(old, byStored, ix.Column); ok {
+			ix.Column = name
+			kept = append(kept, ix)
+		}
+	}
+	next.Indexes = kept
+	return nil
+}
+
+// renamedTo is the name column col of schema old has in the schema whose
+// columns byStored finds by stored name; false when it was dropped.
+func renamedTo(old *arrow.Schema, byStored map[string]string, col string) (string, bool) {
+	idx := old.FieldIndices(col)
+	if len(idx) != 1 {
+		return "", false
+	}
+	name, ok := byStored[table.StoredName(old.Field(idx[0]))]
+	return name, ok
+}

@@ -1,0 +1,230 @@
+package commit_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/harness/testenv"
+	"github.com/stratadb/strata/table"
+)
+
+var evSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int32},
+	{Name: "reward", Type: arrow.PrimitiveTypes.Float32},
+	{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// jsonBatch builds a batch of schema from JSON rows.
+func jsonBatch(t testing.TB, schema *arrow.Schema, rows string) arrow.RecordBatch {
+	t.Helper()
+	rec, _, err := array.RecordFromJSON(testenv.Arrow, schema, strings.NewReader(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// rowsOf scans version v (0: the latest; with filter when not nil) as
+// sorted lines "col=value ...", and returns the scan's schema too.
+func rowsOf(t testing.TB, b blob.Bucket, v uint64, filter table.Predicate) ([]string, *arrow.Schema) {
+	t.Helper()
+	s, err := table.Open(ctx, b, &table.OpenOptions{Version: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := s.ScanSchema(table.ScanOptions{Filter: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rec, err := range s.Scan(ctx, table.ScanOptions{Filter: filter}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range int(rec.NumRows()) {
+			var cells []string
+			for c := range int(rec.NumCols()) {
+				cells = append(cells, rec.Schema().Field(c).Name+"="+rec.Column(c).ValueStr(r))
+			}
+			out = append(out, strings.Join(cells, " "))
+		}
+	}
+	slices.Sort(out)
+	return out, sc
+}
+
+func appendJSON(t testing.TB, tb *commit.Table, schema *arrow.Schema, rows string) {
+	t.Helper()
+	rec := jsonBatch(t, schema, rows)
+	defer rec.Release()
+	if _, err := tb.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAlterAddRenameWidenDropReadOldFragmentsUnderTheNewSchema(t *testing.T) {
+	b := open(t, "mem://")
+	if _, err := commit.Create(ctx, b, evSchema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// old: a writer that opened the table before any change, and keeps
+	// appending with the schema it holds.
+	old, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendJSON(t, tb, evSchema, `[{"id": 1, "reward": 0.5, "note": "a"}, {"id": 2, "reward": 1.5, "note": "b"}]`)
+
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String}); err != nil {
+		t.Fatal(err)
+	}
+	got, sc := rowsOf(t, b, 0, nil)
+	want := []string{"id=1 reward=0.5 note=a grade=(null)", "id=2 reward=1.5 note=b grade=(null)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after add: %q, want %q", got, want)
+	}
+	if md := sc.Metadata(); md.Len() != 0 {
+		t.Errorf("a scan's schema carries the table's evolution metadata: %v", md)
+	}
+	tb.Refresh(ctx)
+	appendJSON(t, tb, tb.Current().Manifest().Schema(), `[{"id": 3, "reward": 2.5, "note": "c", "grade": "A"}]`)
+
+	if _, err := tb.Alter(ctx,
+		table.ColumnChange{Op: table.RenameColumn, Column: "reward", To: "score"},
+		table.ColumnChange{Op: table.WidenColumn, Column: "score", Type: arrow.PrimitiveTypes.Float64},
+		table.ColumnChange{Op: table.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+		t.Fatal(err)
+	}
+	// The old writer appends under the schema it opened with.
+	appendJSON(t, old, evSchema, `[{"id": 4, "reward": 3.5, "note": "d"}]`)
+	got, sc = rowsOf(t, b, 0, nil)
+	want = []string{"id=1 score=0.5 note=a grade=(null)", "id=2 score=1.5 note=b grade=(null)",
+		"id=3 score=2.5 note=c grade=A", "id=4 score=3.5 note=d grade=(null)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after rename and widen: %q, want %q", got, want)
+	}
+	if sc.Field(0).Type.ID() != arrow.INT64 || sc.Field(1).Type.ID() != arrow.FLOAT64 {
+		t.Errorf("widened columns read as %s, %s", sc.Field(0).Type, sc.Field(1).Type)
+	}
+	// A filter on the renamed column prunes and matches by its values.
+	if got, _ := rowsOf(t, b, 0, table.Gt("score", table.Float(2))); len(got) != 2 {
+		t.Errorf("score > 2: %q, want ids 3 and 4", got)
+	}
+	// The version before the change still reads as it was.
+	if got, _ := rowsOf(t, b, 2, nil); !slices.Equal(got, []string{"id=1 reward=0.5 note=a", "id=2 reward=1.5 note=b"}) {
+		t.Errorf("version 2: %q", got)
+	}
+
+	// Dropped, then added again: the new column does not find the old
+	// one's values.
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "note"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "note", Type: arrow.BinaryTypes.String}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = rowsOf(t, b, 0, nil)
+	want = []string{"id=1 score=0.5 grade=(null) note=(null)", "id=2 score=1.5 grade=(null) note=(null)",
+		"id=3 score=2.5 grade=A note=(null)", "id=4 score=3.5 grade=(null) note=(null)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after drop and add: %q, want %q", got, want)
+	}
+	// The old writer planned its append under the schema before the
+	// drop: its note would be lost, so it conflicts; sent again, it lands,
+	// columns matched by name (a renamed one under its first name too):
+	// its note is the new note.
+	rec5 := jsonBatch(t, evSchema, `[{"id": 5, "reward": 4.5, "note": "e"}]`)
+	defer rec5.Release()
+	var ce *commit.ConflictError
+	if _, err := old.Append(ctx, rec5); !errors.As(err, &ce) {
+		t.Fatalf("an append with values in a column dropped since: %v, want a conflict", err)
+	}
+	appendJSON(t, old, evSchema, `[{"id": 5, "reward": 4.5, "note": "e"}]`)
+	if got, _ := rowsOf(t, b, 0, table.Eq("id", table.Int(5))); !slices.Equal(got, []string{"id=5 score=4.5 grade=(null) note=e"}) {
+		t.Errorf("old writer's row: %q", got)
+	}
+	// A column dropped and not added again is refused by name.
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "grade"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := jsonBatch(t, tb.Current().Manifest().Schema(), `[{"id": 6, "score": 1}]`)
+	defer rec.Release()
+	stale := jsonBatch(t, arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "grade", Type: arrow.BinaryTypes.String}}, nil), `[{"id": 6, "grade": "B"}]`)
+	defer stale.Release()
+	if _, err := tb.Append(ctx, stale); !errors.Is(err, table.ErrBadInput) || !strings.Contains(err.Error(), "dropped") {
+		t.Errorf("a dropped column appended: %v, want an error saying it was dropped", err)
+	}
+
+	// Compaction rewrites fragments of every schema into one of the
+	// current schema; every row reads the same after.
+	before, _ := rowsOf(t, b, 0, nil)
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := rowsOf(t, b, 0, nil)
+	if !slices.Equal(before, after) || len(after) != 5 {
+		t.Fatalf("compaction changed rows:\n%q\n%q", before, after)
+	}
+	s, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Manifest().Fragments); n != 1 {
+		t.Errorf("%d fragments after compaction, want 1", n)
+	}
+	for _, f := range s.Manifest().Fragments {
+		if f.SchemaID != table.SchemaID(s.Manifest().Schema()) {
+			t.Errorf("compacted fragment has schema %d, table %d", f.SchemaID, table.SchemaID(s.Manifest().Schema()))
+		}
+	}
+}
+
+func TestAlterRefusesWhatTheTableCannotTake(t *testing.T) {
+	b := open(t, "mem://")
+	if _, err := commit.Create(ctx, b, evSchema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []table.ColumnChange{
+		{Op: table.AddColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Op: table.AddColumn, Column: "x"},
+		{Op: table.RenameColumn, Column: "nope", To: "x"},
+		{Op: table.RenameColumn, Column: "id", To: "note"},
+		{Op: table.WidenColumn, Column: "reward", Type: arrow.PrimitiveTypes.Int64},
+		{Op: table.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int16},
+		{Op: table.WidenColumn, Column: "note", Type: arrow.BinaryTypes.Binary},
+		{Op: "truncate", Column: "id"},
+	} {
+		_, err := tb.Alter(ctx, c)
+		if !errors.Is(err, table.ErrBadSchemaChange) || !strings.Contains(err.Error(), c.Column) {
+			t.Errorf("%s: %v, want a refusal naming the column", c, err)
+		}
+	}
+	if v, _ := table.LatestVersion(ctx, b); v != 1 {
+		t.Errorf("refused changes committed: latest version %d", v)
+	}
+	// Widening to nullable is a change of its own.
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.WidenColumn, Column: "id", Nullable: true}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := table.Open(ctx, b, nil)
+	if !s.Manifest().Schema().Field(0).Nullable {
+		t.Error("id is still not nullable")
+	}
+
+}
