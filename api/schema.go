@@ -160,3 +160,43 @@ func fieldOf(f arrow.Field) Field {
 	}
 	return out
 }
+
+// AlterRequest is the body of POST /api/v1/tables/{name}/schema: column
+// changes, applied in order as one schema change.
+type AlterRequest struct {
+	Changes []SchemaChange `json:"changes"`
+}
+
+// SchemaChange is one column change: {"op": "add", "column": "grade",
+// "type": "string"}; {"op": "rename", "column": "reward", "to": "score"};
+// {"op": "drop", "column": "note"}; {"op": "widen", "column": "score",
+// "type": "float64"} or {"op": "widen", "column": "id", "nullable": true}.
+// Types are the scalar types of Field.
+type SchemaChange struct {
+	Op       string `json:"op"`
+	Column   string `json:"column"`
+	To       string `json:"to,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Nullable bool   `json:"nullable,omitempty"`
+}
+
+// ArrowType is the change's type (nil when it names none).
+func (c SchemaChange) ArrowType() (arrow.DataType, error) {
+	if c.Type == "" {
+		return nil, nil
+	}
+	t, ok := typesByName[c.Type]
+	if !ok {
+		return nil, fmt.Errorf("column %q: unknown type %q; want one of the scalar types %v", c.Column, c.Type, scalarTypeNames())
+	}
+	return t, nil
+}
+
+func scalarTypeNames() []string {
+	var names []string
+	for n := range typesByName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

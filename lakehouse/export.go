@@ -237,7 +237,11 @@ func buildView(ctx context.Context, b blob.Bucket, o *Options, cur view, p expor
 			return nil, err
 		}
 	}
-	mapping, err := json.Marshal(bld.CurrentSchema().NameMapping())
+	nm := bld.CurrentSchema().NameMapping()
+	if ex.schema != nil && ex.schema.NumFields() == len(bld.CurrentSchema().Fields()) {
+		nm = nameMapping(bld.CurrentSchema(), ex.schema, ex.ids)
+	}
+	mapping, err := json.Marshal(nm)
 	if err != nil {
 		return nil, err
 	}

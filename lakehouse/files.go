@@ -43,7 +43,11 @@ func dataFile(loc string, f *table.Fragment, sc *iceberg.Schema, arrowSchema *ar
 		if _, ok := field.Type.(iceberg.PrimitiveType); !ok {
 			continue
 		}
-		st := stats[field.Name]
+		stored := field.Name
+		if af, ok := arrowSchema.FieldsByName(field.Name); ok && len(af) == 1 {
+			stored = table.StoredName(af[0])
+		}
+		st := stats[stored]
 		if st == nil {
 			continue
 		}

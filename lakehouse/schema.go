@@ -3,11 +3,14 @@ package lakehouse
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
+
+	"github.com/stratadb/strata/table"
 )
 
 // ErrUnsupported is the kind of error for a table the view cannot describe
@@ -61,13 +64,20 @@ func checkExportable(sc *arrow.Schema) error {
 	return nil
 }
 
-// icebergSchema converts a version's Arrow schema for the view. Columns
-// that prev (the view's current schema, nil for none) has under the same
-// name and type keep their field ids, so the one name mapping serves every
-// snapshot; new columns get ids above lastID. A column whose type changed
-// under the same name is refused: older files would be read through the
-// new column's mapping.
-func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int) (*iceberg.Schema, error) {
+// icebergSchema converts a version's Arrow schema for the view. A column
+// keeps its field id across versions: found by its stored name in ids
+// (stored name to field id, from the view's name mapping), or, for a view
+// written before it had stored names, by name in prev (the view's current
+// schema, nil for none). So a rename keeps the id (Iceberg's rename), a
+// widened type keeps it (Iceberg's type promotion: int to long, float to
+// double, required to optional), a column dropped and added again gets a
+// new one (its stored name is new), and the one name mapping, by stored
+// name, serves every snapshot. New columns get ids above lastID. Any other
+// type change of a column is refused: older files would be read through
+// the new column's mapping.
+func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int, ids map[string]int) (*iceberg.Schema, error) {
+	stored := sc
+	sc = table.PlainSchema(sc) // what the view's readers see; stored names go to the mapping
 	if err := checkExportable(sc); err != nil {
 		return nil, err
 	}
@@ -87,18 +97,24 @@ func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int) (*iceberg
 	next := lastID
 	freshFields := fresh.Fields()
 	byName := fieldsByName(prev.Fields())
+	byID := make(map[int]iceberg.NestedField, len(byName))
+	for _, f := range prev.Fields() {
+		byID[f.ID] = f
+	}
 	fields := make([]iceberg.NestedField, 0, len(freshFields))
-	for _, f := range freshFields {
-		if old, ok := byName[f.Name]; ok {
-			same, err := sameType(old, f)
+	for i, f := range freshFields {
+		old, found := iceberg.NestedField{}, false
+		if id, ok := ids[table.StoredName(stored.Field(i))]; ok {
+			old, found = byID[id]
+		} else if len(ids) == 0 {
+			old, found = byName[f.Name]
+		}
+		if found {
+			kept, err := keepID(old, f)
 			if err != nil {
 				return nil, err
 			}
-			if !same {
-				return nil, fmt.Errorf("%w: column %q changed type from %s to %s; older snapshots would read it through the new type (delete %s to start the view afresh)",
-					ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
-			}
-			fields = append(fields, old)
+			fields = append(fields, kept)
 			continue
 		}
 		one, err := iceberg.AssignFreshSchemaIDs(iceberg.NewSchema(0, f), func() int { next++; return next })
@@ -108,6 +124,31 @@ func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int) (*iceberg
 		fields = append(fields, one.Fields()[0])
 	}
 	return iceberg.NewSchema(0, fields...), nil
+}
+
+// keepID is column f (fresh ids) under old's field id, renamed and its
+// type promoted as f has them; a change Iceberg cannot express is refused.
+func keepID(old, f iceberg.NestedField) (iceberg.NestedField, error) {
+	same, err := sameType(old, f)
+	if err != nil {
+		return old, err
+	}
+	kept := old
+	kept.Name, kept.Doc = f.Name, f.Doc
+	if same {
+		return kept, nil
+	}
+	switch {
+	case old.Type.Equals(f.Type) && old.Required && !f.Required:
+	case old.Type.Equals(iceberg.PrimitiveTypes.Int32) && f.Type.Equals(iceberg.PrimitiveTypes.Int64),
+		old.Type.Equals(iceberg.PrimitiveTypes.Float32) && f.Type.Equals(iceberg.PrimitiveTypes.Float64):
+		kept.Type = f.Type
+	default:
+		return old, fmt.Errorf("%w: column %q changed type from %s to %s; older snapshots would read it through the new type (delete %s to start the view afresh)",
+			ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
+	}
+	kept.Required = f.Required
+	return kept, nil
 }
 
 // sameType compares two fields' types ignoring their ids.
@@ -199,4 +240,44 @@ func fieldsByName(fields []iceberg.NestedField) map[string]iceberg.NestedField {
 		}
 	}
 	return out
+}
+
+// storedIDs reads a view's name mapping as stored name to field id (its
+// top-level entries' names are stored names; see nameMapping).
+func storedIDs(nm iceberg.NameMapping) map[string]int {
+	out := map[string]int{}
+	for _, f := range nm {
+		if f.FieldID == nil {
+			continue
+		}
+		for _, n := range f.Names {
+			out[n] = *f.FieldID
+		}
+	}
+	return out
+}
+
+// nameMapping is the view's name mapping for schema sc (the view's
+// current schema) over Arrow schema arrowSchema, the same columns: data
+// files hold a column under its stored name, which is the one name a
+// top-level entry gives (a nested field keeps its own). Columns dropped
+// since (in ids, stored name to field id, and not in sc) keep an entry,
+// so that older snapshots still read them.
+func nameMapping(sc *iceberg.Schema, arrowSchema *arrow.Schema, ids map[string]int) iceberg.NameMapping {
+	nm := sc.NameMapping()
+	live := map[int]bool{}
+	for i := range nm {
+		if i < arrowSchema.NumFields() {
+			nm[i].Names = []string{table.StoredName(arrowSchema.Field(i))}
+		}
+		if nm[i].FieldID != nil {
+			live[*nm[i].FieldID] = true
+		}
+	}
+	for _, sn := range slices.Sorted(maps.Keys(ids)) {
+		if id := ids[sn]; !live[id] {
+			nm = append(nm, iceberg.MappedField{Names: []string{sn}, FieldID: &id})
+		}
+	}
+	return nm
 }

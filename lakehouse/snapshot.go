@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
 	"golang.org/x/sync/errgroup"
@@ -30,9 +31,13 @@ const (
 // exporter builds snapshots one version after another, each from the one
 // before.
 type exporter struct {
-	b   blob.Bucket
-	loc string
-	o   *Options
+	// ids: stored name to field id, of every column the view has known;
+	// schema: the Arrow schema of the newest version exported.
+	ids    map[string]int
+	schema *arrow.Schema
+	b      blob.Bucket
+	loc    string
+	o      *Options
 
 	base   *table.Manifest // the version the last snapshot describes; nil: none
 	baseID int64
@@ -137,9 +142,16 @@ func (ex *exporter) get(ctx context.Context, location string) ([]byte, error) {
 // when it changed.
 func (ex *exporter) schemaFor(bld *itable.MetadataBuilder, m *table.Manifest) (*iceberg.Schema, error) {
 	cur := bld.CurrentSchema()
-	want, err := icebergSchema(m.Schema(), cur, bld.LastColumnID())
+	if ex.ids == nil {
+		ex.ids = storedIDs(bld.NameMapping())
+	}
+	want, err := icebergSchema(m.Schema(), cur, bld.LastColumnID(), ex.ids)
 	if err != nil {
 		return nil, err
+	}
+	ex.schema = m.Schema()
+	for i, f := range want.Fields() {
+		ex.ids[table.StoredName(m.Schema().Field(i))] = f.ID
 	}
 	if cur != nil && cur.Equals(want) {
 		return cur, nil

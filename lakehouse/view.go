@@ -139,7 +139,7 @@ func sameRefs(meta itable.Metadata, want map[string]uint64, main uint64) bool {
 // UUID the Strata table id. (Not from NewMetadata, whose last-updated time
 // is now: snapshots of versions older than a minute would be refused.)
 func newBuilder(m *table.Manifest, loc string) (*itable.MetadataBuilder, error) {
-	sc, err := icebergSchema(m.Schema(), nil, 0)
+	sc, err := icebergSchema(m.Schema(), nil, 0, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lakehouse: version %d: %w", m.Version, err)
 	}

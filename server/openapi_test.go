@@ -210,6 +210,8 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	check("POST", T+"/rows", "/api/v1/tables/t/rows?mode=upsert", "application/x-ndjson", "{\"id\":4}\n", 400)
 	check("PATCH", T+"/rows", "/api/v1/tables/t/rows?filter=id%3D2", "application/json", `{"set":{"msg":"d"}}`, 200)
 	check("PATCH", T+"/rows", "/api/v1/tables/t/rows?filter=id%3D2", "application/json", `{"set":{"id":null}}`, 400)
+	check("POST", T+"/schema", "/api/v1/tables/t/schema", "application/json", `{"changes":[{"op":"add","column":"grade","type":"float64"},{"op":"rename","column":"msg","to":"note"}]}`, 200)
+	check("POST", T+"/schema", "/api/v1/tables/t/schema", "application/json", `{"changes":[{"op":"widen","column":"note","type":"int64"}]}`, 400)
 	check("GET", T, "/api/v1/tables/missing", "", "", 404)
 	check("POST", T+"/rows", "/api/v1/tables/t/rows", "text/csv", "id\n1\n", 415)
 	check("DELETE", T, "/api/v1/tables/t", "", "", 204)

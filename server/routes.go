@@ -60,6 +60,7 @@ func (s *Server) routes() error {
 	onTable("GET "+t+"/rows", s.scanRows)
 	onTable("DELETE "+t+"/rows", s.deleteRows)
 	onTable("PATCH "+t+"/rows", s.updateRows)
+	onTable("POST "+t+"/schema", s.alterTable)
 	onTable("POST "+t+"/take", s.takeRows)
 	onTable("GET "+t+"/versions", s.versions)
 	onTable("GET "+t+"/changes", s.changes)

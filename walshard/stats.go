@@ -190,7 +190,21 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 				rec.Release()
 			}
 		}()
-		scanFresh(ctx, s.b, s.schema, base, gens, mem, opts, yield)
+		schema := base.Manifest().Schema()
+		if !schema.Equal(s.schema) {
+			// The table's schema changed since this handle opened: its
+			// rows are read as the new schema reads them.
+			for i, rec := range mem {
+				ev, err := table.EvolveBatch(opts.Allocator, schema, rec)
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				rec.Release()
+				mem[i] = ev
+			}
+		}
+		scanFresh(ctx, s.b, schema, base, gens, mem, opts, yield)
 	}
 }
 

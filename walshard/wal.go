@@ -264,11 +264,24 @@ func decodeAppends(e *entry, payload []byte) ([]byte, error) {
 // an entry of an older build may hold rows that would not, and must not
 // reach a generation.
 func conformEntry(shard, key string, pos uint64, e *entry, schema *arrow.Schema) (*entry, error) {
-	for _, rec := range e.batches {
-		if table.CheckSchema(schema, rec.Schema()) != nil {
+	for i, rec := range e.batches {
+		if table.CheckSchema(schema, rec.Schema()) == nil {
+			continue
+		}
+		// Rows written under an earlier schema of the table (or under
+		// this one's stored names) are read as it reads a fragment.
+		from, to := table.SchemaID(rec.Schema()), table.SchemaID(schema)
+		if to == 0 || from > to {
 			releaseAll(e.batches)
 			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema"}
 		}
+		ev, err := table.EvolveBatch(nil, schema, rec)
+		if err != nil {
+			releaseAll(e.batches)
+			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema: " + err.Error()}
+		}
+		rec.Release()
+		e.batches[i] = ev
 	}
 	var base int64
 	for i, rec := range e.batches {

@@ -312,6 +312,24 @@ class Client:
         """Build a key index of an integer column; ``take`` reads it, through compactions."""
         return self._json("POST", self._table(name, "/indexes"), payload={"column": column})
 
+    def alter(self, name, *, add=None, rename=None, widen=None, drop=None, changes=None):
+        """Change the table's columns in one commit, by metadata alone; rows
+        written before read under the new schema. ``add`` maps new column
+        names to types ({"grade": "string"}; added columns are nullable),
+        ``rename`` old names to new, ``widen`` names to a wider type or
+        "nullable", ``drop`` is a list of names; they apply in the order
+        rename, widen, drop, add. ``changes`` gives the request's own list
+        instead ({"op": "add", "column": ..., "type": ...}). Returns the
+        table as it is after."""
+        if changes is None:
+            changes = [{"op": "rename", "column": k, "to": v} for k, v in (rename or {}).items()]
+            for k, v in (widen or {}).items():
+                changes.append({"op": "widen", "column": k, "nullable": True} if v == "nullable"
+                               else {"op": "widen", "column": k, "type": v})
+            changes += [{"op": "drop", "column": k} for k in (drop or [])]
+            changes += [{"op": "add", "column": k, "type": v} for k, v in (add or {}).items()]
+        return self._json("POST", self._table(name, "/schema"), payload={"changes": changes})
+
     def indexes(self, name):
         return self._json("GET", self._table(name, "/indexes"))["indexes"]
 

@@ -195,6 +195,22 @@ class ServerTest(unittest.TestCase):
             c.update("upserts", "id = 2", {"id": None})
         self.assertEqual(e.exception.status, 400)
 
+    def test_alter(self):
+        c = self.c
+        c.create_table("evolve", SCHEMA)
+        rows = self.rows(1, 3)
+        c.append("evolve", rows)  # in the server's shard, not merged: replayed under the new schema
+        info = c.alter("evolve", add={"grade": "string"}, rename={"reward": "score"})
+        self.assertEqual([f["name"] for f in info["schema"]["fields"]], ["id", "worker", "score", "grade"])
+        c.append("evolve", [{"id": 9, "worker": "w9", "score": 9.5, "grade": "A"}])
+        c.checkpoint_lsm("evolve")
+        got = {r["id"]: (r["score"], r["grade"]) for r in c.scan("evolve")}
+        self.assertEqual(got, {**{r["id"]: (r.get("reward"), None) for r in rows}, 9: (9.5, "A")})
+        with self.assertRaises(StrataError) as e:
+            c.alter("evolve", widen={"worker": "int64"})
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("worker", str(e.exception))
+
     def test_errors(self):
         with self.assertRaises(StrataError) as e:
             list(self.c.scan("missing"))

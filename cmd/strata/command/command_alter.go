@@ -1,0 +1,130 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+func newAlter(env *Env) *cobra.Command {
+	var add, rename, drop, widen []string
+	c := &cobra.Command{
+		Use:   "alter URL [--add-column NAME:TYPE] [--rename-column OLD:NEW] [--widen-column NAME:TYPE] [--drop-column NAME]",
+		Short: "Change a table's columns, by metadata alone, in one commit",
+		Long: `alter changes the table's schema in one commit without rewriting a
+fragment. Rows written before read under the new schema: an added column
+(always nullable) reads null in them, a renamed column keeps its values, a
+widened column (int8/int16/int32 to a wider signed integer, float32 to
+float64, or "nullable") converts them as they are read, a dropped column is
+no longer read (compaction leaves its values out when it rewrites).
+
+Writers that opened the table before keep appending: rows that name a
+column by its first name still land in it, and a column dropped meanwhile
+is refused by name. Changes apply in the order renames, widenings, drops,
+adds, so a column dropped and added again under its name starts empty.
+Types: bool, int8…int64, uint8…uint64, float32, float64, string,
+large_string, binary, large_binary, date32, timestamp_s/ms/us/ns,
+time64_us.`,
+		Example: `  strata alter file://./events --add-column grade:string
+  strata alter file://./events --rename-column reward:score --widen-column score:float64
+  strata alter file://./events --widen-column step:nullable --drop-column debug`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			changes, err := columnChanges(rename, widen, drop, add)
+			if err != nil {
+				return usageError{err}
+			}
+			b, err := env.Open(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata alter"})
+			if err != nil {
+				return err
+			}
+			res, err := tb.Alter(c.Context(), changes...)
+			if errors.Is(err, table.ErrBadSchemaChange) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Out, "altered: %s (version %d)\n", strings.Join(res.Manifest.Transaction.Changes, "; "), res.Version)
+			return nil
+		},
+	}
+	c.Flags().StringArrayVar(&add, "add-column", nil, "add a nullable column, NAME:TYPE (repeat for more)")
+	c.Flags().StringArrayVar(&rename, "rename-column", nil, "rename a column, OLD:NEW")
+	c.Flags().StringArrayVar(&drop, "drop-column", nil, "drop a column, NAME")
+	c.Flags().StringArrayVar(&widen, "widen-column", nil, "widen a column, NAME:TYPE or NAME:nullable")
+	return c
+}
+
+// columnChanges parses alter's flags into changes: renames, widenings,
+// drops, then adds.
+func columnChanges(rename, widen, drop, add []string) ([]table.ColumnChange, error) {
+	var out []table.ColumnChange
+	pair := func(flag, v string) (string, string, error) {
+		a, b, ok := strings.Cut(v, ":")
+		if !ok || a == "" || b == "" {
+			return "", "", fmt.Errorf("--%s takes two parts separated by a colon, got %q", flag, v)
+		}
+		return a, b, nil
+	}
+	for _, v := range rename {
+		from, to, err := pair("rename-column", v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, table.ColumnChange{Op: table.RenameColumn, Column: from, To: to})
+	}
+	for _, v := range widen {
+		name, typ, err := pair("widen-column", v)
+		if err != nil {
+			return nil, err
+		}
+		ch := api.SchemaChange{Op: "widen", Column: name, Type: typ}
+		if typ == "nullable" {
+			ch.Type, ch.Nullable = "", true
+		}
+		tc, err := tableChange(ch)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tc)
+	}
+	for _, v := range drop {
+		out = append(out, table.ColumnChange{Op: table.DropColumn, Column: v})
+	}
+	for _, v := range add {
+		name, typ, err := pair("add-column", v)
+		if err != nil {
+			return nil, err
+		}
+		tc, err := tableChange(api.SchemaChange{Op: "add", Column: name, Type: typ})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tc)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("alter needs a change: --add-column, --rename-column, --widen-column or --drop-column")
+	}
+	return out, nil
+}
+
+// tableChange is the change a SchemaChange describes.
+func tableChange(c api.SchemaChange) (table.ColumnChange, error) {
+	t, err := c.ArrowType()
+	if err != nil {
+		return table.ColumnChange{}, err
+	}
+	return table.ColumnChange{Op: table.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: t, Nullable: c.Nullable}, nil
+}

@@ -1,0 +1,44 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/table"
+)
+
+// alterTable is POST /api/v1/tables/{name}/schema: column changes, in one
+// commit (see commit.Table.Alter); it answers the table as it is after.
+func (s *Server) alterTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	var req api.AlterRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return badRequestOrLimit(err, `body must be {"changes": [{"op": "add", "column": NAME, "type": TYPE}, …]}`)
+	}
+	if len(req.Changes) == 0 {
+		return badRequest("no change given: changes holds {op, column, to, type, nullable} objects")
+	}
+	changes := make([]table.ColumnChange, len(req.Changes))
+	for i, c := range req.Changes {
+		typ, err := c.ArrowType()
+		if err != nil {
+			return badRequest("change %d: %v", i, err)
+		}
+		changes[i] = table.ColumnChange{Op: table.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: typ, Nullable: c.Nullable}
+	}
+	res, err := t.db.Alter(r.Context(), changes...)
+	if errors.Is(err, table.ErrBadSchemaChange) {
+		return badRequest("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info(t.name, res.Manifest))
+	return nil
+}
