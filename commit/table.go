@@ -124,7 +124,7 @@ func createdBefore(ctx context.Context, b blob.Bucket, key *table.AppendKey, o O
 	if theirs == nil || theirs.Producer != key.Producer || theirs.Seq != key.Seq {
 		return nil, false, table.ErrExists
 	}
-	if theirs.Digest != key.Digest {
+	if !key.Matches(theirs.Digest) {
 		return nil, false, fmt.Errorf("%w: the table was created with other rows under this key", table.ErrKeyReused)
 	}
 	m, err := table.ReadManifest(ctx, b, 1)
@@ -310,14 +310,10 @@ func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []ar
 // appendKey is key as a transaction records it, with the rows' digest
 // when the key names none.
 func appendKey(key table.Idempotency, schema *arrow.Schema, batches []arrow.RecordBatch, now time.Time) (*table.AppendKey, error) {
-	var d uint64
-	if key.Digest == 0 {
-		var err error
-		if d, err = table.RowsDigest(schema, batches); err != nil {
-			return nil, err
-		}
+	k, err := key.DigestRows(schema, batches, now)
+	if err != nil {
+		return nil, err
 	}
-	k := key.Key(d, now)
 	return &k, nil
 }
 

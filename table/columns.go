@@ -5,6 +5,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+
+	"github.com/stratadb/strata/internal/plant"
 )
 
 // layout is where the columns a scan reads lie in one fragment: its
@@ -58,6 +60,9 @@ func (p *scanPlan) layoutOf(md *metadata.FileMetaData) *layout {
 	same := root.NumFields() == len(p.lay.names)
 	for i := 0; same && i < root.NumFields(); i++ {
 		same = root.Field(i).Name() == p.lay.names[i] && nodeLeaves(root.Field(i)) == p.lay.counts[i]
+	}
+	if plant.On(plant.ColumnsByPosition) && root.NumFields() > len(p.lay.names) {
+		same = true
 	}
 	if same {
 		return &p.lay

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/cespare/xxhash/v2"
 
@@ -100,6 +101,9 @@ type AppendKey struct {
 	// Time: when the append was made (the appender's clock); the window
 	// counts from it.
 	Time time.Time `json:"time,omitzero"`
+	// Legacy: the rows' digest as older builds made it (see Matches);
+	// never recorded.
+	Legacy Digest `json:"-"`
 }
 
 // Key returns k as a record keeps it, made at now, with digest d when k
@@ -127,9 +131,44 @@ func (d *Digest) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// RowsDigest digests rows as their Arrow IPC stream (without compression)
-// encodes them: the same batches, sent again, give the same digest.
+// RowsDigest digests rows as a schema change leaves them: of each batch,
+// the columns holding a value (a column all null, such as one added since
+// the rows were first sent, adds nothing), under their stored names, with
+// no metadata and every field nullable, as an Arrow IPC stream (without
+// compression). So rows sent again after a column was added, renamed or
+// made nullable have the digest they had; a widened column's values are
+// other bytes, and so another digest.
 func RowsDigest(schema *arrow.Schema, batches []arrow.RecordBatch) (uint64, error) {
+	h := xxhash.New()
+	for _, rec := range batches {
+		var fields []arrow.Field
+		var cols []arrow.Array
+		for i, col := range rec.Columns() {
+			if col.Len() > 0 && col.NullN() == col.Len() {
+				continue
+			}
+			f := schema.Field(i)
+			fields = append(fields, arrow.Field{Name: StoredName(f), Type: f.Type, Nullable: true})
+			cols = append(cols, col)
+		}
+		kept := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+		w := ipc.NewWriter(h, ipc.WithSchema(kept.Schema()))
+		err := w.Write(kept)
+		kept.Release()
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return h.Sum64(), nil
+}
+
+// LegacyRowsDigest is the digest of rows as builds before RowsDigest made
+// it (the batches' IPC stream, schema and all): a name such a build
+// recorded is matched by it (AppendKey.Legacy).
+func LegacyRowsDigest(schema *arrow.Schema, batches []arrow.RecordBatch) (uint64, error) {
 	h := xxhash.New()
 	w := ipc.NewWriter(h, ipc.WithSchema(schema))
 	for _, rec := range batches {
@@ -141,6 +180,31 @@ func RowsDigest(schema *arrow.Schema, batches []arrow.RecordBatch) (uint64, erro
 		return 0, err
 	}
 	return h.Sum64(), nil
+}
+
+// Matches tells whether digest d, recorded for a name, is that of k's rows
+// (by RowsDigest, or by LegacyRowsDigest for a record of an older build).
+func (k AppendKey) Matches(d Digest) bool {
+	return d == k.Digest || k.Legacy != 0 && d == k.Legacy
+}
+
+// DigestRows is the key k names for batches of schema, made at now: with
+// their digest when k names none (and their legacy one, see Matches).
+func (k Idempotency) DigestRows(schema *arrow.Schema, batches []arrow.RecordBatch, now time.Time) (AppendKey, error) {
+	if k.Digest != 0 {
+		return k.Key(0, now), nil
+	}
+	d, err := RowsDigest(schema, batches)
+	if err != nil {
+		return AppendKey{}, err
+	}
+	legacy, err := LegacyRowsDigest(schema, batches)
+	if err != nil {
+		return AppendKey{}, err
+	}
+	key := k.Key(d, now)
+	key.Legacy = Digest(legacy)
+	return key, nil
 }
 
 // BodyDigest digests bytes as they are read (the server's request body).
@@ -183,7 +247,7 @@ func (p Producers) Lookup(k AppendKey) (o Outcome, found bool, err error) {
 	rec := p[i].Recent
 	for _, o := range rec {
 		if o.Seq == k.Seq {
-			if o.Digest != k.Digest {
+			if !k.Matches(o.Digest) {
 				return o, false, fmt.Errorf("%w: sequence %d was stored at %d with digest %016x, this append's is %016x",
 					ErrKeyReused, k.Seq, o.At, uint64(o.Digest), uint64(k.Digest))
 			}

@@ -125,14 +125,7 @@ func (s *Shard) append(ctx context.Context, key *table.Idempotency, recs []arrow
 // appendKey is key as the shard records it, with the rows' digest when
 // the key names none.
 func (s *Shard) appendKey(key table.Idempotency, batches []arrow.RecordBatch) (table.AppendKey, error) {
-	var d uint64
-	if key.Digest == 0 {
-		var err error
-		if d, err = table.RowsDigest(s.schema, batches); err != nil {
-			return table.AppendKey{}, err
-		}
-	}
-	return key.Key(d, s.now()), nil
+	return key.DigestRows(s.schema, batches, s.now())
 }
 
 // claim makes this call the one writing k, once no other is: it answers

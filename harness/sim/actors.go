@@ -258,6 +258,12 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 	}
 	ids, key := w.nextAppend(a)
 	b := batch(ids)
+	if !a.keyed {
+		// Added columns too; a named append sends the same rows again
+		// whatever the schema meanwhile.
+		b.Release()
+		b = batchFor(a.tbl.Current().Manifest().Schema(), ids)
+	}
 	var res commit.Result
 	var err error
 	if a.keyed {

@@ -415,6 +415,9 @@ func (w *world) checkLinearizable() error {
 					if op.conserves && ev.kind == table.KindRewrite && !ev.lost && ev.delta != (digest{}) {
 						return w.fail("compaction conserves rows", "%s's rewrite at v%d changed the table's rows by %v", op.actor, ev.version, ev.delta)
 					}
+					if ev.kind == table.KindAlter && ev.delta != (digest{}) {
+						return w.fail("a schema change conserves rows", "%s's alter at v%d changed the table's rows by %v", op.actor, ev.version, ev.delta)
+					}
 				}
 			}
 			if n > 0 {

@@ -73,10 +73,19 @@ func batch(ids []int64) arrow.RecordBatch {
 // readRows drains a scan into a count per id, failing on a row whose value
 // is not its id's.
 func readRows(scan func(yield func(arrow.RecordBatch, error) bool)) (map[int64]int, digest, error) {
+	return readRowsOf(nil, scan)
+}
+
+// readRowsOf is readRows of a version whose schema is sc, whose added
+// columns it checks too (checkExtras).
+func readRowsOf(sc *arrow.Schema, scan func(yield func(arrow.RecordBatch, error) bool)) (map[int64]int, digest, error) {
 	seen := map[int64]int{}
 	var d digest
 	for rec, err := range scan {
 		if err != nil {
+			return nil, d, err
+		}
+		if err := checkExtras(sc, rec); err != nil {
 			return nil, d, err
 		}
 		ids := rec.Column(0).(*array.Int64).Int64Values()
@@ -98,5 +107,5 @@ func readRows(scan func(yield func(arrow.RecordBatch, error) bool)) (map[int64]i
 
 // scanSnapshot reads every row of s, one fragment at a time.
 func scanSnapshot(ctx context.Context, s *table.Snapshot) (map[int64]int, digest, error) {
-	return readRows(s.Scan(ctx, table.ScanOptions{Parallelism: 1}))
+	return readRowsOf(s.Manifest().Schema(), s.Scan(ctx, table.ScanOptions{Parallelism: 1}))
 }

@@ -147,6 +147,7 @@ const (
 	kDeleter
 	kFollower
 	kUpserter
+	kAlterer
 )
 
 type actor struct {
@@ -233,6 +234,7 @@ type world struct {
 	shards, directs, compactors int
 	fleets, deleters, followers int
 	upserters                   int
+	alterers                    int
 	pFault, pCrash, pPreempt    float64
 	pStall                      float64
 	listLag                     bool
@@ -273,6 +275,7 @@ type world struct {
 	// keyWrites: each upserter key's writes; nextVal numbers them.
 	keyWrites map[int64][]keyWrite
 	nextVal   int64
+	nextExtra int                  // the added columns' numbers (alter.go)
 	landed    map[uint64]time.Time // version -> when it landed, on the clock
 	violation error
 	tags      int
@@ -322,12 +325,14 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	add(kFollower, "follower", w.followers)
 	w.upserters = rng.IntN(3)
 	add(kUpserter, "upserter", w.upserters)
+	w.alterers = rng.IntN(2)
+	add(kAlterer, "alterer", w.alterers)
 	for _, a := range w.actors {
 		if a.kind == kFollower {
 			a.follow = &follower{rows: map[int64]int{}}
 		}
 	}
-	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers; %d upserters", keyed, w.followers, w.upserters)
+	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers; %d upserters; %d schema changers", keyed, w.followers, w.upserters, w.alterers)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -398,7 +403,7 @@ func (w *world) run() error {
 // pickTop chooses the actor of the next top-level step; writers come
 // up most often.
 func (w *world) pickTop() *actor {
-	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2, kFollower: 2, kUpserter: 4}
+	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2, kFollower: 2, kUpserter: 4, kAlterer: 1}
 	total := 0
 	for _, a := range w.actors {
 		total += weights[a.kind]
@@ -416,7 +421,7 @@ func (w *world) now() int64 { return w.clockT.Add(1) }
 
 // runOp runs one operation of a and records it.
 func (w *world) runOp(a *actor) {
-	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter || a.kind == kFollower || a.kind == kUpserter) {
+	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter || a.kind == kFollower || a.kind == kUpserter || a.kind == kAlterer) {
 		// A new process: a fresh view of the store, a new writer name.
 		a.inc++
 		w.newBucket(a)
@@ -482,6 +487,9 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 	case kUpserter:
 		rec.commits = true
 		return w.upsertOp(a)
+	case kAlterer:
+		rec.commits, rec.conserves = true, true
+		return w.alterOp(a)
 	default:
 		return w.fenceOp()
 	}

@@ -45,7 +45,11 @@ const (
 	// that may hold its keys landed before it (only a common fragment
 	// makes it), so two upserts of a new key both insert it.
 	UpsertIgnoresLandedKeys = "an upsert ignores rows with its keys that landed first"
+	// ColumnsByPosition: a fragment written before a column was dropped is
+	// read by position rather than by stored name, so the columns after
+	// the dropped one read their neighbours' values.
+	ColumnsByPosition = "a fragment's columns are read by position after a drop"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys, ColumnsByPosition}

@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table"
+)
+
+// Schema changers.
+//
+// An alterer changes the table's columns while everyone else goes on
+// with the schema they hold: it adds int64 columns ("e1", "e2", …), renames
+// them, drops them, renames blob to payload and back, and lets blob hold
+// nulls. It never touches id and val, which the others filter, key and
+// assign by name; every writer keeps writing rows of the first schema
+// (id, val, blob), which the table takes by their first names, and the
+// direct appenders write the added columns their handle knows as well,
+// each with a value drawn from the row's id and the column's stored name
+// (extraOf). Oracles: an alter's commit leaves the rows as they were (it
+// conserves them, as a compaction does), and every added column of every
+// read row holds null or its own value, never another column's.
+
+// extraOf is the value direct appenders write in the added column stored
+// as name, for row id.
+func extraOf(id int64, stored string) int64 {
+	h := uint64(0)
+	for _, c := range []byte(stored) {
+		h = mix(h ^ uint64(c))
+	}
+	return int64(mix(uint64(id) ^ h))
+}
+
+// batchFor is batch(ids) with the columns schema adds to the first three,
+// the int64 ones holding extraOf.
+func batchFor(sc *arrow.Schema, ids []int64) arrow.RecordBatch {
+	base := batch(ids)
+	if sc == nil || sc.NumFields() <= 3 {
+		return base
+	}
+	defer base.Release()
+	fields := slices.Clone(schema.Fields())
+	cols := slices.Clone(base.Columns())
+	var made []arrow.Array
+	for _, f := range sc.Fields()[3:] {
+		if f.Type.ID() != arrow.INT64 {
+			continue
+		}
+		b := array.NewInt64Builder(memory.DefaultAllocator)
+		for _, id := range ids {
+			b.Append(extraOf(id, table.StoredName(f)))
+		}
+		a := b.NewArray()
+		b.Release()
+		made = append(made, a)
+		fields = append(fields, arrow.Field{Name: f.Name, Type: arrow.PrimitiveTypes.Int64, Nullable: true})
+		cols = append(cols, a)
+	}
+	out := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(ids)))
+	for _, a := range made {
+		a.Release()
+	}
+	return out
+}
+
+// checkExtras checks the added columns of a batch read from a version
+// whose schema is sc: each value null or its column's own.
+func checkExtras(sc *arrow.Schema, rec arrow.RecordBatch) error {
+	if sc == nil || rec.NumCols() <= 3 {
+		return nil
+	}
+	ids := rec.Column(0).(*array.Int64).Int64Values()
+	for c := 3; c < int(rec.NumCols()); c++ {
+		col, ok := rec.Column(c).(*array.Int64)
+		if !ok {
+			continue
+		}
+		name := rec.Schema().Field(c).Name
+		idx := sc.FieldIndices(name)
+		if len(idx) != 1 {
+			continue
+		}
+		stored := table.StoredName(sc.Field(idx[0]))
+		for i, id := range ids {
+			if col.IsValid(i) && col.Value(i) != extraOf(id, stored) {
+				return &Violation{Oracle: "an added column holds its own values", Detail: fmt.Sprintf(
+					"row %d reads %d in column %s (stored as %s), a value no writer wrote there", id, col.Value(i), name, stored)}
+			}
+		}
+	}
+	return nil
+}
+
+// alterOp makes one schema change.
+func (w *world) alterOp(a *actor) (string, string) {
+	if err := w.openTable(a); err != nil {
+		return "open", short(err)
+	}
+	if _, err := a.tbl.Refresh(w.ctx); err != nil {
+		return "alter", short(err)
+	}
+	sc := a.tbl.Current().Manifest().Schema()
+	var extras []string
+	for _, f := range sc.Fields()[min(3, sc.NumFields()):] {
+		extras = append(extras, f.Name)
+	}
+	var c table.ColumnChange
+	switch n := w.intn(10); {
+	case n < 4 || len(extras) == 0:
+		w.mu.Lock()
+		w.nextExtra++
+		name := fmt.Sprintf("e%d", w.nextExtra)
+		w.mu.Unlock()
+		c = table.ColumnChange{Op: table.AddColumn, Column: name, Type: arrow.PrimitiveTypes.Int64}
+	case n < 6:
+		old := extras[w.intn(len(extras))]
+		to := old + "r"
+		if strings.HasSuffix(old, "r") {
+			to = strings.TrimSuffix(old, "r")
+		}
+		c = table.ColumnChange{Op: table.RenameColumn, Column: old, To: to}
+	case n < 8:
+		c = table.ColumnChange{Op: table.DropColumn, Column: extras[w.intn(len(extras))]}
+	case n < 9:
+		from, to := "blob", "payload"
+		if sc.Field(2).Name == "payload" {
+			from, to = to, from
+		}
+		c = table.ColumnChange{Op: table.RenameColumn, Column: from, To: to}
+	default:
+		c = table.ColumnChange{Op: table.WidenColumn, Column: sc.Field(2).Name, Nullable: true}
+	}
+	res, err := a.tbl.Alter(w.ctx, c)
+	return "alter", fmt.Sprintf("%s at v%d: %s", c, res.Version, short(err))
+}
