@@ -2,9 +2,11 @@ package commit_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,6 +16,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 var evSchema = arrow.NewSchema([]arrow.Field{
@@ -218,6 +221,13 @@ func TestAlterRefusesWhatTheTableCannotTake(t *testing.T) {
 	if v, _ := table.LatestVersion(ctx, b); v != 1 {
 		t.Errorf("refused changes committed: latest version %d", v)
 	}
+	// Columns that carry Parquet field ids are read by id elsewhere: the
+	// schema of such a table does not change.
+	withIDs := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{"1"})}}, nil)
+	_, ids := alterTable(t, withIDs)
+	if _, err := ids.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); !errors.Is(err, table.ErrBadSchemaChange) || !strings.Contains(err.Error(), "field ids") {
+		t.Errorf("an alter of a table with field ids: %v", err)
+	}
 	// Widening to nullable is a change of its own.
 	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.WidenColumn, Column: "id", Nullable: true}); err != nil {
 		t.Fatal(err)
@@ -227,4 +237,195 @@ func TestAlterRefusesWhatTheTableCannotTake(t *testing.T) {
 		t.Error("id is still not nullable")
 	}
 
+}
+
+// alterTable makes a table of schema sc in memory and returns it open.
+func alterTable(t *testing.T, sc *arrow.Schema) (blob.Bucket, *commit.Table) {
+	t.Helper()
+	b := open(t, "mem://")
+	if _, err := commit.Create(ctx, b, sc, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, tb
+}
+
+// A WAL entry written before a column was dropped and added again under
+// its name, replayed after: the new column reads null, not the dropped
+// one's values.
+func TestWALRowsOfADroppedColumnDoNotReturnUnderItsName(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b, tb := alterTable(t, sc)
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := jsonBatch(t, sh.Schema(), `[{"id": 1, "x": 111}]`)
+	defer rec.Release()
+	if err := sh.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	sh.Close()
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "x"}, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+		t.Fatal(err)
+	}
+	sh, err = walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	for _, step := range []string{"replayed", "merged"} {
+		if step == "merged" {
+			if err := sh.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for rec, err := range sh.ScanFresh(ctx, table.ScanOptions{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range int(rec.NumRows()) {
+				var cells []string
+				for c := range int(rec.NumCols()) {
+					cells = append(cells, rec.Schema().Field(c).Name+"="+rec.Column(c).ValueStr(r))
+				}
+				got = append(got, strings.Join(cells, " "))
+			}
+		}
+		if want := []string{"id=1 x=(null)"}; !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", step, got, want)
+		}
+	}
+}
+
+// A restore to a version before a column was added, with rows of the
+// later schema in a shard's WAL: the shard opens, its rows land (their
+// value in the column the restore took away left out), and a column added
+// again under that name does not find them.
+func TestShardRowsOfASchemaARestoreTookBackStillLand(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b, tb := alterTable(t, sc)
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := jsonBatch(t, sh.Schema(), `[{"id": 1, "x": 5}]`)
+	defer rec.Release()
+	if err := sh.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	sh.Close()
+	if _, err := tb.Restore(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+		t.Fatal(err)
+	}
+	sh, err = walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatalf("the shard does not open after the restore: %v", err)
+	}
+	defer sh.Close()
+	if err := sh.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rowsOf(t, b, 0, nil); !slices.Equal(got, []string{"id=1 x=(null)"}) {
+		t.Errorf("after the restore: %q", got)
+	}
+}
+
+// Changes over a range with schema changes, asked for in the newest
+// schema (as the server answers), come in one schema, the rows written
+// before a widening widened and before an add null.
+func TestChangesComeInOneSchemaAcrossAlters(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	b, tb := alterTable(t, sc)
+	appendJSON(t, tb, sc, `[{"id": 1}, {"id": 2}]`)
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64},
+		table.ColumnChange{Op: table.AddColumn, Column: "extra", Type: arrow.BinaryTypes.String}); err != nil {
+		t.Fatal(err)
+	}
+	appendJSON(t, tb, tb.Current().Manifest().Schema(), `[{"id": 3, "extra": "e"}]`)
+	last := tb.Current().Manifest()
+	var got []string
+	for c, err := range table.Changes(ctx, b, 0, last.Version, table.ChangesOptions{As: last.Schema(), Columns: []string{"extra", "id"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Rows.Column(1).DataType().ID() != arrow.INT64 {
+			t.Fatalf("v%d: id is %s", c.Version, c.Rows.Column(1).DataType())
+		}
+		for r := range int(c.Rows.NumRows()) {
+			got = append(got, fmt.Sprintf("v%d %s %s", c.Version, c.Rows.Column(0).ValueStr(r), c.Rows.Column(1).ValueStr(r)))
+		}
+	}
+	if want := []string{"v2 (null) 1", "v2 (null) 2", "v4 e 3"}; !slices.Equal(got, want) {
+		t.Errorf("changes: %q, want %q", got, want)
+	}
+}
+
+// A handle that opened before another made a column nullable appends a
+// null to it: it reads the new schema once, and the row lands.
+func TestAStaleHandleTakesRowsTheNewSchemaAllows(t *testing.T) {
+	b, tb := alterTable(t, evSchema)
+	stale, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.WidenColumn, Column: "reward", Nullable: true},
+		table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String}); err != nil {
+		t.Fatal(err)
+	}
+	nullable := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}, {Name: "reward", Type: arrow.PrimitiveTypes.Float32, Nullable: true}, {Name: "grade", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	appendJSON(t, stale, nullable, `[{"id": 1, "reward": null, "grade": "A"}]`)
+	rec := jsonBatch(t, nullable, `[{"id": 1, "reward": 2, "grade": "B"}]`)
+	defer rec.Release()
+	if _, err := stale.Upsert(ctx, []string{"id"}, rec); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rowsOf(t, b, 0, nil); !slices.Equal(got, []string{"id=1 reward=2 note=(null) grade=B"}) {
+		t.Errorf("%q", got)
+	}
+}
+
+// Take through a key index finds a row an upsert replaced (its new row is
+// in a fragment the index does not cover).
+func TestTakeThroughAnIndexFindsAnUpsertedRow(t *testing.T) {
+	b := open(t, "mem://")
+	tb := newKVTable(t, b)
+	rec := kvBatch(kv{1, "a", 1}, kv{2, "a", 2})
+	defer rec.Release()
+	if _, err := tb.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
+		t.Fatal(err)
+	}
+	upsert(t, tb, []string{"id"}, kv{1, "b", 10})
+	s, _ := table.Open(ctx, b, nil)
+	recs, _, err := s.TakeWith(ctx, "id", []int64{1, 2}, table.ScanOptions{Columns: []string{"id", "reward"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		for i := range int(r.NumRows()) {
+			got = append(got, r.Column(0).ValueStr(i)+"="+r.Column(1).ValueStr(i))
+		}
+		r.Release()
+	}
+	slices.Sort(got)
+	if want := []string{"1=10", "2=2"}; !slices.Equal(got, want) {
+		t.Errorf("take: %q, want %q", got, want)
+	}
 }

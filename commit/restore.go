@@ -47,7 +47,13 @@ func (t *Table) restore(ctx context.Context, v uint64) (Result, error) {
 	if _, err := t.Refresh(ctx); err != nil {
 		return Result{}, err
 	}
-	txn := table.Transaction{Kind: table.KindOverwrite, CommitID: table.NewID(), SchemaIPC: m.SchemaIPC,
+	schemaIPC := m.SchemaIPC
+	if sc := table.RestoredSchema(m.Schema(), t.base().Schema()); sc != m.Schema() {
+		if schemaIPC, err = table.EncodeSchema(sc); err != nil {
+			return Result{}, err
+		}
+	}
+	txn := table.Transaction{Kind: table.KindOverwrite, CommitID: table.NewID(), SchemaIPC: schemaIPC,
 		Added: slices.Clone(m.Fragments), Restores: v}
 	return t.Commit(ctx, txn)
 }

@@ -242,19 +242,10 @@ func (t *Table) AppendOnce(ctx context.Context, key table.Idempotency, batches .
 
 func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []arrow.RecordBatch) (Result, error) {
 	base := t.base()
-	conformed, err := conformAll(base.Schema(), batches)
-	if errors.Is(err, table.ErrSchemaMismatch) {
-		// Columns this handle does not know may be the table's since a
-		// schema change elsewhere: looked for once in the latest version.
-		if snap, rerr := t.Refresh(ctx); rerr == nil && table.SchemaID(snap.Manifest().Schema()) > table.SchemaID(base.Schema()) {
-			base = snap.Manifest()
-			conformed, err = conformAll(base.Schema(), batches)
-		}
-	}
+	base, batches, err := t.conformLatest(ctx, base, batches)
 	if err != nil {
 		return Result{}, err
 	}
-	batches = conformed
 	defer releaseAll(batches)
 	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
 	if key != nil {
@@ -536,6 +527,22 @@ func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) 
 		last = err
 	}
 	return Result{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+}
+
+// conformLatest conforms batches to base's schema (conformAll); rows it
+// refuses are tried once more against the latest version's schema when a
+// schema change made elsewhere may be why (a column this handle does not
+// know, one made nullable). It returns the base they fit, and the
+// conformed batches, which the caller releases.
+func (t *Table) conformLatest(ctx context.Context, base *table.Manifest, batches []arrow.RecordBatch) (*table.Manifest, []arrow.RecordBatch, error) {
+	conformed, err := conformAll(base.Schema(), batches)
+	if errors.Is(err, table.ErrBadInput) {
+		if snap, rerr := t.Refresh(ctx); rerr == nil && table.SchemaID(snap.Manifest().Schema()) > table.SchemaID(base.Schema()) {
+			base = snap.Manifest()
+			conformed, err = conformAll(base.Schema(), batches)
+		}
+	}
+	return base, conformed, err
 }
 
 // conformAll passes batches through table.Conform, counting rows across

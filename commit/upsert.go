@@ -33,8 +33,7 @@ type UpsertResult struct {
 // a fragment it deletes from. Appends never re-plan for an upsert: rows
 // appended rather than upserted may share a key.
 func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.RecordBatch) (UpsertResult, error) {
-	base := t.base()
-	batches, err := conformAll(base.Schema(), batches)
+	base, batches, err := t.conformLatest(ctx, t.base(), batches)
 	if err != nil {
 		return UpsertResult{}, err
 	}

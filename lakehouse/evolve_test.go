@@ -92,6 +92,18 @@ func TestIcebergReadsAnEvolvedSchemaOverOldAndNewFragments(t *testing.T) {
 			if got := icebergRows(t, st, res.MetadataLocation, 0); !slices.Equal(got, want) {
 				t.Errorf("iceberg-go reads the latest as %q, want %q", got, want)
 			}
+			// An export that adds no version (a tag only) keeps the
+			// view's name mapping.
+			if err := table.CreateTag(ctx, b, "evolved", latest); err != nil {
+				t.Fatal(err)
+			}
+			again, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
+			if err != nil || !again.Written {
+				t.Fatalf("export of a tag: %+v, %v", again, err)
+			}
+			if got := icebergRows(t, st, again.MetadataLocation, 0); !slices.Equal(got, want) {
+				t.Errorf("after a tag, iceberg-go reads %q, want %q", got, want)
+			}
 		})
 	}
 }

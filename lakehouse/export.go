@@ -237,16 +237,20 @@ func buildView(ctx context.Context, b blob.Bucket, o *Options, cur view, p expor
 			return nil, err
 		}
 	}
-	nm := bld.CurrentSchema().NameMapping()
-	if ex.schema != nil && ex.schema.NumFields() == len(bld.CurrentSchema().Fields()) {
-		nm = nameMapping(bld.CurrentSchema(), ex.schema, ex.ids)
-	}
-	mapping, err := json.Marshal(nm)
-	if err != nil {
-		return nil, err
-	}
-	if err := bld.SetProperties(iceberg.Properties{itable.DefaultNameMappingKey: string(mapping)}); err != nil {
-		return nil, err
+	// The name mapping follows the newest version exported; with none
+	// exported now (a tag, snapshots dropped), the view's stays as it is.
+	if ex.schema != nil || bld.NameMapping() == nil {
+		nm := bld.CurrentSchema().NameMapping()
+		if ex.schema != nil && ex.schema.NumFields() == len(bld.CurrentSchema().Fields()) {
+			nm = nameMapping(bld.CurrentSchema(), ex.schema, ex.ids)
+		}
+		mapping, err := json.Marshal(nm)
+		if err != nil {
+			return nil, err
+		}
+		if err := bld.SetProperties(iceberg.Properties{itable.DefaultNameMappingKey: string(mapping)}); err != nil {
+			return nil, err
+		}
 	}
 	bld.TrimMetadataLogs(0)
 	meta, err := bld.Build()

@@ -201,10 +201,11 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	default:
 		return unsupportedMedia(ArrowStream, NDJSON)
 	}
-	if errors.Is(err, table.ErrSchemaMismatch) {
-		// Columns the shard does not know may be the table's since a
-		// schema change by another process: the shard opens again under
-		// it, and the rows are sent again.
+	if errors.Is(err, table.ErrBadInput) {
+		// Rows the shard refuses may fit the table since a schema change
+		// by another process (a column it does not know, one made
+		// nullable): the shard opens again under it, and the rows are
+		// sent again.
 		if renewed, rerr := t.db.RenewSchema(r.Context()); rerr == nil && renewed {
 			return &apiError{http.StatusServiceUnavailable, api.CodeUnavailable,
 				"the table's schema changed since this server opened its shard; send the rows again (" + err.Error() + ")"}

@@ -74,6 +74,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if err != nil {
 		return badRequest("%v", err)
 	}
+	opts.As = m.Schema() // every version's rows in the schema of the last one the answer covers
 	schema = arrow.NewSchema(append(schema.Fields(),
 		arrow.Field{Name: table.ChangeColumn, Type: arrow.BinaryTypes.String},
 		arrow.Field{Name: table.VersionColumn, Type: arrow.PrimitiveTypes.Uint64}), nil)

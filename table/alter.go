@@ -64,6 +64,12 @@ func AlterSchema(s *arrow.Schema, changes []ColumnChange) (*arrow.Schema, error)
 	if len(changes) == 0 {
 		return nil, fmt.Errorf("%w: no change given", ErrBadSchemaChange)
 	}
+	if hasFieldIDs(s.Fields()) {
+		// Its fragments are read by field id elsewhere (the Iceberg
+		// view's readers): a change would have to give ids, which a
+		// table whose columns came with theirs does not take from here.
+		return nil, fmt.Errorf("%w: the table's columns carry Parquet field ids (%s); its schema cannot change", ErrBadSchemaChange, fieldIDKey)
+	}
 	fields := s.Fields()
 	retired := RetiredNames(s)
 	id := SchemaID(s) + 1
@@ -73,22 +79,7 @@ func AlterSchema(s *arrow.Schema, changes []ColumnChange) (*arrow.Schema, error)
 			return nil, err
 		}
 	}
-	md := s.Metadata()
-	keys, vals := slices.Clone(md.Keys()), slices.Clone(md.Values())
-	set := func(k, v string) {
-		if i := slices.Index(keys, k); i >= 0 {
-			vals[i] = v
-			return
-		}
-		keys, vals = append(keys, k), append(vals, v)
-	}
-	set(SchemaIDKey, strconv.FormatUint(id, 10))
-	if len(retired) > 0 {
-		b, _ := json.Marshal(retired)
-		set(RetiredKey, string(b))
-	}
-	nmd := arrow.NewMetadata(keys, vals)
-	out := arrow.NewSchema(fields, &nmd)
+	out := withEvolution(fields, s.Metadata(), id, retired)
 	if err := CheckStorable(out); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSchemaChange, err)
 	}
@@ -195,4 +186,72 @@ func withMetadata(md arrow.Metadata, key, value string) arrow.Metadata {
 		keys, vals = append(keys, key), append(vals, value)
 	}
 	return arrow.NewMetadata(keys, vals)
+}
+
+// RestoredSchema is the schema a restore of a version whose schema was
+// old gives a table whose schema is cur: old's columns, with an id above
+// both (ids are not given twice), and every stored name either used
+// retired (so that a column added later never finds values of one the
+// restore removed, in a fragment merged after it). A table never altered
+// gets old as it is.
+func RestoredSchema(old, cur *arrow.Schema) *arrow.Schema {
+	if !evolved(old) && !evolved(cur) {
+		return old
+	}
+	live := map[string]bool{}
+	for _, f := range old.Fields() {
+		live[StoredName(f)] = true
+	}
+	retired := RetiredNames(old)
+	add := func(sn string) {
+		if !live[sn] && !slices.Contains(retired, sn) {
+			retired = append(retired, sn)
+		}
+	}
+	for _, sn := range RetiredNames(cur) {
+		add(sn)
+	}
+	for _, f := range cur.Fields() {
+		add(StoredName(f))
+	}
+	return withEvolution(old.Fields(), old.Metadata(), max(SchemaID(old), SchemaID(cur))+1, retired)
+}
+
+// withEvolution is a schema of fields with metadata md, its schema id and
+// retired names set.
+func withEvolution(fields []arrow.Field, md arrow.Metadata, id uint64, retired []string) *arrow.Schema {
+	md = withMetadata(md, SchemaIDKey, strconv.FormatUint(id, 10))
+	if len(retired) > 0 {
+		b, _ := json.Marshal(retired)
+		md = withMetadata(md, RetiredKey, string(b))
+	}
+	return arrow.NewSchema(fields, &md)
+}
+
+// fieldIDKey is the field metadata key of a Parquet field id.
+const fieldIDKey = "PARQUET:field_id"
+
+// hasFieldIDs tells whether a field, at any depth, carries a Parquet
+// field id.
+func hasFieldIDs(fields []arrow.Field) bool {
+	for _, f := range fields {
+		if f.Metadata.FindKey(fieldIDKey) >= 0 {
+			return true
+		}
+		switch t := f.Type.(type) {
+		case *arrow.StructType:
+			if hasFieldIDs(t.Fields()) {
+				return true
+			}
+		case *arrow.MapType:
+			if hasFieldIDs([]arrow.Field{t.KeyField(), t.ItemField()}) {
+				return true
+			}
+		case arrow.ListLikeType:
+			if hasFieldIDs([]arrow.Field{t.ElemField()}) {
+				return true
+			}
+		}
+	}
+	return false
 }

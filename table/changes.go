@@ -53,6 +53,13 @@ type ChangesOptions struct {
 	// Memory, when set, is a budget the reads reserve from, as a scan's
 	// (ScanOptions.Memory).
 	Memory Memory
+	// As, when set, is the schema every change's rows are read in: that
+	// of a version at or after every version read (the newest of the
+	// range, say), its columns found by stored name in older fragments
+	// (evolve.go), so that rows before and after a schema change come in
+	// one schema. Unset, rows come in the schema of the version that
+	// holds them (see Change.Rows).
+	As *arrow.Schema
 }
 
 // ChangesCollectedError: a version the changes need was removed by garbage
@@ -387,7 +394,11 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		if len(frags) == 0 {
 			return true
 		}
-		s := SnapshotOf(b, from.Schema(), frags)
+		sc := from.Schema()
+		if opts.As != nil {
+			sc = opts.As
+		}
+		s := SnapshotOf(b, sc, frags)
 		s.m.Version = from.Version
 		so := ScanOptions{Columns: opts.Columns, BatchSize: opts.BatchSize, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes, Allocator: opts.Allocator, Memory: opts.Memory, rows: rows}
 		for rec, err := range s.Scan(ctx, so) {

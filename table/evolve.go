@@ -200,6 +200,17 @@ func checkStoredNames(s *arrow.Schema) error {
 // converted. The caller releases the result. It fails when a column of
 // want is missing and not nullable, or a type does not convert.
 func EvolveBatch(mem memory.Allocator, want *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	return evolveBatch(mem, want, rec, false)
+}
+
+// EvolveBatchDropping is EvolveBatch for rows of a schema the table no
+// longer descends from (written before a restore to an older version):
+// their columns the table does not know are left out.
+func EvolveBatchDropping(mem memory.Allocator, want *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	return evolveBatch(mem, want, rec, true)
+}
+
+func evolveBatch(mem memory.Allocator, want *arrow.Schema, rec arrow.RecordBatch, dropUnknown bool) (arrow.RecordBatch, error) {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
@@ -215,7 +226,7 @@ func EvolveBatch(mem memory.Allocator, want *arrow.Schema, rec arrow.RecordBatch
 		known[r] = true
 	}
 	for sn := range have {
-		if !known[sn] {
+		if !known[sn] && !dropUnknown {
 			return nil, fmt.Errorf("table: column %q is not a column of the table, nor one dropped from it", sn)
 		}
 	}

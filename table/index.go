@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
 )
@@ -254,6 +255,7 @@ func (s *Snapshot) resolveKeys(ctx context.Context, kix *keyIndex, keys []int64)
 	}
 	want, found = map[uint64][]uint32{}, map[int64]bool{}
 	dvCache := map[string][]uint32{}
+	var cands []candidate
 	for _, k := range keys {
 		i := sort.Search(len(kix.keys), func(i int) bool { return kix.keys[i] >= k })
 		for ; i < len(kix.keys) && kix.keys[i] == k; i++ {
@@ -269,12 +271,57 @@ func (s *Snapshot) resolveKeys(ctx context.Context, kix *keyIndex, keys []int64)
 				}
 			}
 			if ok && s.m.Fragment(frag) != nil {
-				want[frag] = append(want[frag], off)
-				found[k] = true
+				cands = append(cands, candidate{k, frag, off})
 			}
 		}
 	}
+	// A key is found where its row is live: an upsert replaced a row the
+	// index knows by deleting it, and wrote the key's row again where the
+	// index does not look.
+	dvs, err := s.vectorsOf(ctx, cands)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range cands {
+		if _, deleted := slices.BinarySearch(dvs[c.frag], c.off); deleted {
+			continue
+		}
+		want[c.frag] = append(want[c.frag], c.off)
+		found[c.key] = true
+	}
 	return want, found, nil
+}
+
+// candidate is a row the index gives for a key.
+type candidate struct {
+	key  int64
+	frag uint64
+	off  uint32
+}
+
+// vectorsOf reads the deletion vectors of the fragments of cands, a few
+// at once.
+func (s *Snapshot) vectorsOf(ctx context.Context, cands []candidate) (map[uint64][]uint32, error) {
+	out := map[uint64][]uint32{}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	seen := map[uint64]bool{}
+	for _, c := range cands {
+		f := s.m.Fragment(c.frag)
+		if seen[c.frag] || f == nil || f.Deletion == nil {
+			continue
+		}
+		seen[c.frag] = true
+		g.Go(func() error {
+			rows, err := ReadDeletions(gctx, s.b, f)
+			mu.Lock()
+			out[f.ID] = rows
+			mu.Unlock()
+			return err
+		})
+	}
+	return out, g.Wait()
 }
 
 // unindexed returns the fragments some of whose rows the index ix lacks.

@@ -265,17 +265,24 @@ func decodeAppends(e *entry, payload []byte) ([]byte, error) {
 // reach a generation.
 func conformEntry(shard, key string, pos uint64, e *entry, schema *arrow.Schema) (*entry, error) {
 	for i, rec := range e.batches {
-		if table.CheckSchema(schema, rec.Schema()) == nil {
+		// Rows written under another schema of the table — an earlier
+		// one, or a later one a restore took back — are read as a
+		// fragment of it is, by stored name (a column the table no longer
+		// knows, after a restore, left out).
+		from, to := table.SchemaID(rec.Schema()), table.SchemaID(schema)
+		same := table.CheckSchema(schema, rec.Schema()) == nil
+		if from == to && same {
 			continue
 		}
-		// Rows written under an earlier schema of the table (or under
-		// this one's stored names) are read as it reads a fragment.
-		from, to := table.SchemaID(rec.Schema()), table.SchemaID(schema)
-		if to == 0 || from > to {
+		if from == to && to == 0 {
 			releaseAll(e.batches)
 			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema"}
 		}
-		ev, err := table.EvolveBatch(nil, schema, rec)
+		evolve := table.EvolveBatch
+		if from > to {
+			evolve = table.EvolveBatchDropping
+		}
+		ev, err := evolve(nil, schema, rec)
 		if err != nil {
 			releaseAll(e.batches)
 			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema: " + err.Error()}
