@@ -86,7 +86,13 @@ func (l *loop) begin(ctx context.Context, base *table.Manifest) (Result, bool, e
 	// counts from when it was made (the writer's clock, never later than
 	// now).
 	l.readAt = o.Now()
-	if base != nil && !o.CatchUp && base.Timestamp.Before(l.readAt) {
+	switch {
+	case base == nil || o.CatchUp:
+	case !o.KnownAt.IsZero():
+		if o.KnownAt.Before(l.readAt) {
+			l.readAt = o.KnownAt
+		}
+	case base.Timestamp.Before(l.readAt):
 		l.readAt = base.Timestamp
 	}
 	l.cur = base

@@ -38,6 +38,11 @@ type Options struct {
 	// first attempt, when the base it was given may be stale. Table sets
 	// it for handles that share a table with other writers.
 	CatchUp bool
+	// KnownAt, without CatchUp: when the base handed in was last known to
+	// be the newest version (its own commit landed then), on Now's clock.
+	// The stall check counts from it; zero means from the base's
+	// timestamp.
+	KnownAt time.Time
 	// ReadParallelism bounds the fragments an upsert or an update reads
 	// at once to find its rows, and the deletion vectors it reads and
 	// writes at once; 0 means 8. At 1 an

@@ -144,8 +144,16 @@ type Table struct {
 	mu   struct {
 		sync.Mutex
 		cur *table.Manifest
+		// wonAt: when this handle's last commit made cur, at the first
+		// try and with nothing to catch up on (zero otherwise; see Commit),
+		// on the options' clock.
+		wonAt time.Time
 	}
 }
+
+// quietCommit: how recent a handle's own uncontended commit must be for
+// its next commit to skip the listing of newer versions.
+const quietCommit = 2 * time.Second
 
 // OpenTable opens the latest version of the table in b for writing.
 func OpenTable(ctx context.Context, b blob.Bucket, opts *Options) (*Table, error) {
@@ -206,10 +214,25 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 		txn.ReadVersion = base.Version
 	}
 	o := t.opts
-	o.CatchUp = true
+	// A listing of newer versions first (one request) unless this
+	// handle's last commit, moments ago, met nobody: then its version is
+	// most likely still the newest, and a create that loses costs what the
+	// listing would have, once.
+	t.mu.Lock()
+	o.CatchUp = t.mu.wonAt.IsZero() || t.mu.cur != base || o.Now().Sub(t.mu.wonAt) >= quietCommit
+	if !o.CatchUp {
+		o.KnownAt = t.mu.wonAt
+	}
+	t.mu.Unlock()
 	res, err := Commit(ctx, t.b, base, txn, &o)
 	if err == nil {
 		t.advance(res.Manifest)
+		t.mu.Lock()
+		t.mu.wonAt = time.Time{}
+		if res.Manifest != nil && t.mu.cur == res.Manifest && res.Attempts == 1 && res.Rebases == 0 {
+			t.mu.wonAt = o.Now()
+		}
+		t.mu.Unlock()
 	}
 	var ce *ConflictError
 	if errors.As(err, &ce) && ce.Theirs.Kind != "" {

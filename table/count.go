@@ -89,7 +89,7 @@ func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32, 
 			return nil, fmt.Errorf("table: fragment %d is not in version %d", id, s.m.Version)
 		}
 		g.Go(func() error {
-			old, err := ReadDeletions(gctx, s.b, f)
+			old, err := readDeletionsCached(gctx, s.b, f)
 			if err != nil {
 				return err
 			}

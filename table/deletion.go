@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"sync"
 
 	"github.com/stratadb/strata/blob"
 )
@@ -79,6 +80,50 @@ func ReadDeletions(ctx context.Context, b blob.Bucket, f *Fragment) ([]uint32, e
 	if int64(len(rows)) != f.Deletion.Count || (len(rows) > 0 && int64(rows[len(rows)-1]) >= f.Rows) {
 		return nil, corrupt(f.Deletion.Key, fmt.Sprintf("%d offsets for a fragment of %d rows, manifest says %d deleted", len(rows), f.Rows, f.Deletion.Count), nil)
 	}
+	return rows, nil
+}
+
+// deletionCache holds vectors NewDeletions read, by fragment object and
+// vector object (both immutable; a fragment's key is unique to it), so
+// that upserts and deletes that come back to the same fragments plan
+// without reading their vectors again. Scans, changes and repairs read
+// the store: an object gone must show there. Bounded by offsets held; it
+// starts afresh when full.
+var deletionCache struct {
+	sync.Mutex
+	m    map[[2]string][]uint32
+	held int
+}
+
+const deletionCacheMax = 8 << 20 // offsets (32 MiB)
+
+// readDeletionsCached is ReadDeletions through deletionCache. The caller
+// must not change the result.
+func readDeletionsCached(ctx context.Context, b blob.Bucket, f *Fragment) ([]uint32, error) {
+	if f.Deletion == nil {
+		return nil, nil
+	}
+	k := [2]string{f.Key, f.Deletion.Key}
+	deletionCache.Lock()
+	rows, ok := deletionCache.m[k]
+	deletionCache.Unlock()
+	if ok && int64(len(rows)) == f.Deletion.Count {
+		return rows, nil
+	}
+	rows, err := ReadDeletions(ctx, b, f)
+	if err != nil {
+		return nil, err
+	}
+	rows = slices.Clip(rows)
+	deletionCache.Lock()
+	if deletionCache.m == nil || deletionCache.held+len(rows) > deletionCacheMax {
+		deletionCache.m, deletionCache.held = map[[2]string][]uint32{}, 0
+	}
+	if len(rows) <= deletionCacheMax {
+		deletionCache.m[k] = rows
+		deletionCache.held += len(rows)
+	}
+	deletionCache.Unlock()
 	return rows, nil
 }
 

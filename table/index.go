@@ -314,7 +314,7 @@ func (s *Snapshot) vectorsOf(ctx context.Context, cands []candidate) (map[uint64
 		}
 		seen[c.frag] = true
 		g.Go(func() error {
-			rows, err := ReadDeletions(gctx, s.b, f)
+			rows, err := readDeletionsCached(gctx, s.b, f)
 			mu.Lock()
 			out[f.ID] = rows
 			mu.Unlock()
