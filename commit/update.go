@@ -2,6 +2,7 @@ package commit
 
 import (
 	"context"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -27,6 +28,7 @@ type UpdateResult struct {
 func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.Assignment) (UpdateResult, error) {
 	var last error
 	for plan := range t.opts.MaxReplans {
+		began := time.Now()
 		snap, err := t.Refresh(ctx)
 		if err != nil {
 			return UpdateResult{}, err
@@ -63,7 +65,7 @@ func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.As
 			return UpdateResult{}, err
 		}
 		last = err
-		pause(ctx, t.opts, plan+1)
+		replanPause(ctx, t.opts, plan+1, time.Since(began))
 	}
 	return UpdateResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
 }
