@@ -500,41 +500,6 @@ func (w *world) commitOptions(a *actor) commit.Options {
 		BaseBackoff: 50 * time.Microsecond, MaxBackoff: time.Millisecond, ReadParallelism: 1}
 }
 
-func (w *world) newRows() []int64 {
-	n := 1 + w.intn(20)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ids := make([]int64, n)
-	for i := range ids {
-		w.nextID++
-		ids[i] = w.nextID
-	}
-	return ids
-}
-
-// nextAppend is a's next append: the one it must send again, or new rows
-// (numbered, when a names its appends).
-func (w *world) nextAppend(a *actor) ([]int64, table.Idempotency) {
-	key := table.Idempotency{Producer: a.name}
-	if a.retry != nil {
-		key.Seq = a.retry.seq
-		if w.clock.Now().Sub(a.retry.at) >= table.IdempotencyWindow {
-			// Sent again past the window its name is remembered for (the
-			// clock moved on with a stall): it may be stored twice, as
-			// documented, and no more.
-			w.mu.Lock()
-			for _, id := range a.retry.ids {
-				w.twice[id] = true
-			}
-			w.mu.Unlock()
-		}
-		return a.retry.ids, key
-	}
-	a.seq++
-	key.Seq = a.seq
-	return w.newRows(), key
-}
-
 // settleAppend records how a's append of ids ended. A named append that
 // did not succeed is sent again on a's next turn — a refusal to a fenced
 // handle too: its rows are then sent to the new owner, and an earlier
