@@ -55,7 +55,7 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 	// reads go one at a time).
 	var f table.Fragment
 	var wrote errgroup.Group
-	wrote.Go(func() (err error) { f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); return err })
+	wrote.Go(func() (err error) { f, err = writeKeyed(ctx, t, base.Schema(), keys, batches); return err })
 	if t.opts.ReadParallelism == 1 {
 		if err := wrote.Wait(); err != nil {
 			return UpsertResult{}, err
@@ -107,7 +107,7 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 		if errors.As(err, &ce) && ce.LostData {
 			// Garbage collection took our rows while we stalled; the
 			// commit was taken back, its deletion vectors with it.
-			wrote.Go(func() (err error) { f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); return err })
+			wrote.Go(func() (err error) { f, err = writeKeyed(ctx, t, base.Schema(), keys, batches); return err })
 		}
 	}
 	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
@@ -209,3 +209,14 @@ func replanPause(ctx context.Context, o Options, n int, took time.Duration) {
 
 // maxReplanPause bounds a pause between plans.
 const maxReplanPause = 2 * time.Second
+
+// writeKeyed writes an upsert's rows as one fragment and remembers their
+// keys (table.RememberKeys), so that a later upsert of this process finds
+// them without reading the fragment.
+func writeKeyed(ctx context.Context, t *Table, sc *arrow.Schema, keys []string, batches []arrow.RecordBatch) (table.Fragment, error) {
+	f, err := table.WriteFragment(ctx, t.b, sc, batches...)
+	if err == nil {
+		table.RememberKeys(f.Key, sc, keys, batches)
+	}
+	return f, err
+}

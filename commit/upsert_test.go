@@ -374,7 +374,11 @@ func TestUpsertFindsKeysThroughTheIndex(t *testing.T) {
 	if _, err := compactor.Compact(ctx, under, &compactor.Policy{MinFragments: 2, TargetRows: 20}, nil); err != nil { // v7: two of 20, remapped
 		t.Fatal(err)
 	}
-	upsert(t, tb, []string{"id"}, kv{40, "a", 0}, kv{41, "a", 0}) // not in the index
+	appended := kvBatch(kv{40, "a", 0}, kv{41, "a", 0}) // not in the index
+	defer appended.Release()
+	if _, err := tb.Append(ctx, appended); err != nil {
+		t.Fatal(err)
+	}
 	tr := trace.Wrap(under)
 	traced, err := commit.OpenTable(ctx, tr, nil)
 	if err != nil {
@@ -414,5 +418,36 @@ func TestUpsertFindsKeysThroughTheIndex(t *testing.T) {
 	}
 	if len(n) != 43 {
 		t.Errorf("%d keys, want 43", len(n))
+	}
+}
+
+// An upsert of keys this process upserted before finds them in its own
+// fragments (which no key index covers yet) without reading them.
+func TestUpsertFindsItsOwnEarlierKeysWithoutReadingThem(t *testing.T) {
+	under := open(t, "mem://")
+	tr := trace.Wrap(under)
+	if _, err := commit.Create(ctx, tr, kvSchema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upsert(t, tb, []string{"id", "run"}, kv{1, "a", 1}, kv{2, "a", 1})
+	rec := kvBatch(kv{2, "a", 2}, kv{3, "a", 2})
+	defer rec.Release()
+	var res commit.UpsertResult
+	lines, err := tr.Record(func() (err error) { res, err = tb.Upsert(ctx, []string{"id", "run"}, rec); return err })
+	if err != nil || res.Replaced != 1 {
+		t.Fatalf("upsert: %+v %v", res, err)
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "GET") && strings.Contains(l, " data/") {
+			t.Errorf("the upsert read a fragment it wrote: %s", l)
+		}
+	}
+	vals, n := kvRows(t, under, 0)
+	if n["2/a"] != 1 || vals["2/a"] != 2 || n["1/a"] != 1 || n["3/a"] != 1 {
+		t.Errorf("rows: %v %v", vals, n)
 	}
 }

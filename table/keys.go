@@ -154,6 +154,10 @@ func (s *Snapshot) KeyRows(ctx context.Context, ks *KeySet, parallelism int, onl
 			return found, nil
 		}
 	}
+	// Fragments whose keys this process wrote are looked in from memory.
+	if scan.Fragments = s.fromKeyCache(ks, scan.Fragments, found); len(scan.Fragments) == 0 {
+		return found, nil
+	}
 	var buf []byte
 	for rec, err := range s.Scan(ctx, scan) {
 		if err != nil {

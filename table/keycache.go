@@ -1,0 +1,112 @@
+package table
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// keyCache holds the keys of fragments this process wrote as upserts,
+// row by row, by fragment object (immutable; its key is unique to it) and
+// key columns (stored names): an upsert that comes back to keys it wrote
+// finds them in its own earlier fragments, which no key index covers yet,
+// without reading them. Bounded by rows held; it starts afresh when full.
+var keyCache struct {
+	sync.Mutex
+	m    map[keyCacheKey][]string
+	rows int
+}
+
+type keyCacheKey struct{ object, columns string }
+
+const keyCacheRows = 2 << 20
+
+// RememberKeys records the keys, under columns cols of schema sc, of the
+// rows of batches, which fragment object key holds in that order.
+func RememberKeys(key string, sc *arrow.Schema, cols []string, batches []arrow.RecordBatch) {
+	idx := make([]int, len(cols))
+	for i, c := range cols {
+		fi := sc.FieldIndices(c)
+		if len(fi) != 1 {
+			return
+		}
+		idx[i] = fi[0]
+	}
+	var keys []string
+	var buf []byte
+	for _, rec := range batches {
+		for r := range int(rec.NumRows()) {
+			buf = buf[:0]
+			for _, c := range idx {
+				v, ok := ValueAt(rec.Column(c), r)
+				if !ok {
+					return // a null key: not an upsert's rows
+				}
+				buf = appendKeyValue(buf, v)
+			}
+			keys = append(keys, string(buf))
+		}
+	}
+	if len(keys) > keyCacheRows/4 {
+		return
+	}
+	k := keyCacheKey{key, storedColumns(sc, cols)}
+	keyCache.Lock()
+	defer keyCache.Unlock()
+	if keyCache.m == nil || keyCache.rows+len(keys) > keyCacheRows {
+		keyCache.m, keyCache.rows = map[keyCacheKey][]string{}, 0
+	}
+	keyCache.m[k] = keys
+	keyCache.rows += len(keys)
+}
+
+// storedColumns names columns cols of sc by stored name, as one string.
+func storedColumns(sc *arrow.Schema, cols []string) string {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c
+		if fi := sc.FieldIndices(c); len(fi) == 1 {
+			names[i] = StoredName(sc.Field(fi[0]))
+		}
+	}
+	return strings.Join(names, "\x00")
+}
+
+// fromKeyCache finds the rows with a key of ks in the fragments of ids
+// (nil: every fragment) whose keys keyCache holds, deleted or not, adding
+// them to found; it returns the ids of the fragments it could not look in
+// (never nil).
+func (s *Snapshot) fromKeyCache(ks *KeySet, ids []uint64, found map[uint64][]uint32) []uint64 {
+	cols := storedColumns(s.m.Schema(), ks.Columns)
+	rest := []uint64{}
+	look := func(f *Fragment) {
+		if f.LiveRows() == 0 {
+			return
+		}
+		keyCache.Lock()
+		keys, ok := keyCache.m[keyCacheKey{f.Key, cols}]
+		keyCache.Unlock()
+		if !ok || int64(len(keys)) != f.Rows {
+			rest = append(rest, f.ID)
+			return
+		}
+		for off, k := range keys {
+			if ks.keys[k] {
+				found[f.ID] = append(found[f.ID], uint32(off))
+			}
+		}
+	}
+	if ids == nil {
+		for i := range s.m.Fragments {
+			look(&s.m.Fragments[i])
+		}
+		return rest
+	}
+	for _, id := range ids {
+		if f := s.m.Fragment(id); f != nil {
+			look(f)
+		}
+	}
+	return rest
+}
