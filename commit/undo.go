@@ -67,8 +67,76 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 	// newest version references data that is gone.
 	repair.CommitID = table.NewID()
 	o.CatchUp = true
-	return retryTransient(ctx, o, func() error {
+	err = retryTransient(ctx, o, func() error {
 		_, err := Commit(ctx, b, m, repair, &o)
+		return err
+	})
+	// A later commit changed a fragment whose vector the repair gives
+	// back (an update or a delete of other rows there, on top of the
+	// commit undone): the vectors it gives back are planned again on the
+	// latest version, taking out only the rows the undone commit deleted.
+	// Planned from m alone, the repair would meet that commit every time,
+	// and the table would reference the lost data for good.
+	for replans := 0; IsRetryableConflict(err) && len(m.Transaction.Deletions) > 0 && replans < o.MaxReplans; replans++ {
+		err = undoOnLatest(ctx, b, m, repair, o)
+	}
+	return err
+}
+
+// undoOnLatest commits repair (an Undo of m) planned again on the latest
+// version: each fragment m gave a vector gets the latest vector without
+// the rows m's added to its parent's.
+func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair table.Transaction, o Options) error {
+	var cur, parent *table.Manifest
+	err := retryTransient(ctx, o, func() (err error) {
+		if cur, err = table.ReadLatest(ctx, b); err == nil {
+			parent, err = table.ReadManifest(ctx, b, m.Parent)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	repair.Deletions = nil
+	for _, d := range m.Transaction.Deletions {
+		now, was := cur.Fragment(d.FragmentID), parent.Fragment(d.FragmentID)
+		if now == nil || was == nil {
+			return fmt.Errorf("fragment %d that v%d deleted from is not in v%d and v%d", d.FragmentID, m.Version, cur.Version, m.Parent)
+		}
+		mine := *now
+		del := d.Deletion
+		mine.Deletion = &del
+		var latest, before, undone []uint32
+		err := retryTransient(ctx, o, func() (err error) {
+			if latest, err = table.ReadDeletions(ctx, b, now); err != nil {
+				return err
+			}
+			if before, err = table.ReadDeletions(ctx, b, was); err != nil {
+				return err
+			}
+			undone, err = table.ReadDeletions(ctx, b, &mine)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("the deletion vectors of fragment %d: %w", d.FragmentID, err)
+		}
+		rows := table.MinusSorted(latest, table.MinusSorted(undone, before))
+		key := table.DeletionKey(now.ID, cur.Version+1)
+		body := table.EncodeDeletions(rows)
+		if err := retryTransient(ctx, o, func() error {
+			err := b.PutIfAbsent(ctx, key, body)
+			if errors.Is(err, blob.ErrExists) {
+				return nil // ours, under a lost answer: the key is fresh
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		repair.Deletions = append(repair.Deletions, table.FragmentDeletion{FragmentID: now.ID, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}})
+	}
+	repair.CommitID, repair.ReadVersion = table.NewID(), cur.Version
+	return retryTransient(ctx, o, func() error {
+		_, err := Commit(ctx, b, cur, repair, &o)
 		return err
 	})
 }

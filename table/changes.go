@@ -372,14 +372,14 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			yield(Change{}, err)
 			return false
 		}
-		d := minusSorted(now, was)
+		d := MinusSorted(now, was)
 		if plant.On(plant.ChangesRepeatDeletes) {
 			d = now
 		}
 		if len(d) > 0 {
 			deleted = append(deleted, positions{*p, d})
 		}
-		if r := minusSorted(was, now); len(r) > 0 {
+		if r := MinusSorted(was, now); len(r) > 0 {
 			revived = append(revived, positions{*f, r})
 		}
 	}
@@ -532,8 +532,9 @@ func sameDeletion(a, b *Deletion) bool {
 	return *a == *b
 }
 
-// minusSorted returns the elements of sorted a not in sorted b.
-func minusSorted(a, b []uint32) []uint32 {
+// MinusSorted returns the values of ascending list a that ascending list
+// b lacks.
+func MinusSorted(a, b []uint32) []uint32 {
 	var out []uint32
 	for _, x := range a {
 		if _, found := slices.BinarySearch(b, x); !found {

@@ -72,9 +72,11 @@ func tail(lines []string, n int) string {
 // delivered before its missing rows), 71557 (the taking back of a
 // collected compaction), 81096 (an upsert taken back twice by repair),
 // 100082 (a named append sent again after a column was added, refused as
-// other rows: its digest covered the schema).
+// other rows: its digest covered the schema), 400258 (the taking back of
+// an upsert whose data was collected, stuck for good behind an update of
+// a fragment it deleted from).
 func TestSeedsThatFoundDefects(t *testing.T) {
-	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082} {
+	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082, 400258} {
 		if _, err := Run(context.Background(), Config{Seed: seed, Steps: 100}); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}
