@@ -79,17 +79,20 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 				Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were written; send the upsert again"}, wrote.Wait())
 		}
 		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
-		if err = errors.Join(err, wrote.Wait()); err != nil {
-			return UpsertResult{}, err
+		if err != nil {
+			return UpsertResult{}, errors.Join(err, wrote.Wait())
 		}
 		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
-			Keys: storedNames(base.Schema(), keys), Added: []table.Fragment{f}}
+			Keys: storedNames(base.Schema(), keys)}
 		written := t.opts.Now()
 		var replaced int64
 		var bodies map[string][]byte
-		if txn.Deletions, bodies, replaced, err = t.writeVectors(ctx, snap, matches); err != nil {
+		// The vectors are written while the rows still are.
+		txn.Deletions, bodies, replaced, err = t.writeVectors(ctx, snap, matches)
+		if err = errors.Join(err, wrote.Wait()); err != nil {
 			return UpsertResult{}, err
 		}
+		txn.Added = []table.Fragment{f}
 		res, err := t.Commit(ctx, txn)
 		if err == nil {
 			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err == nil {
