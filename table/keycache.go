@@ -36,14 +36,14 @@ func RememberKeys(key string, sc *arrow.Schema, cols []string, batches []arrow.R
 	var keys []string
 	var buf []byte
 	for _, rec := range batches {
+		cols := make([]arrow.Array, len(idx))
+		for i, c := range idx {
+			cols[i] = rec.Column(c)
+		}
 		for r := range int(rec.NumRows()) {
-			buf = buf[:0]
-			for _, c := range idx {
-				v, ok := ValueAt(rec.Column(c), r)
-				if !ok {
-					return // a null key: not an upsert's rows
-				}
-				buf = appendKeyValue(buf, v)
+			var ok bool
+			if buf, ok = appendRowKey(buf[:0], cols, r); !ok {
+				return // a null key: not an upsert's rows
 			}
 			keys = append(keys, string(buf))
 		}

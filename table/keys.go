@@ -81,6 +81,19 @@ func NewKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch)
 	return ks, nil
 }
 
+// appendRowKey appends the key of row r of the key columns cols (see
+// appendKeyValue); false when one of its values is null.
+func appendRowKey(buf []byte, cols []arrow.Array, r int) ([]byte, bool) {
+	for _, c := range cols {
+		v, ok := ValueAt(c, r)
+		if !ok {
+			return buf, false
+		}
+		buf = appendKeyValue(buf, v)
+	}
+	return buf, true
+}
+
 // appendKeyValue appends v to a key's encoding: its kind, then its value,
 // strings and binaries with their length first.
 func appendKeyValue(buf []byte, v Value) []byte {
@@ -166,18 +179,10 @@ func (s *Snapshot) KeyRows(ctx context.Context, ks *KeySet, parallelism int, onl
 		n := len(ks.Columns)
 		frags := rec.Column(n).(*array.Uint64)
 		offs := rec.Column(n + 1).(*array.Uint32)
+		cols := rec.Columns()[:n]
 		for r := range int(rec.NumRows()) {
-			buf = buf[:0]
-			null := false
-			for i := range n {
-				v, ok := ValueAt(rec.Column(i), r)
-				if !ok {
-					null = true
-					break
-				}
-				buf = appendKeyValue(buf, v)
-			}
-			if !null && ks.keys[string(buf)] {
+			var ok bool
+			if buf, ok = appendRowKey(buf[:0], cols, r); ok && ks.keys[string(buf)] {
 				found[frags.Value(r)] = append(found[frags.Value(r)], offs.Value(r))
 			}
 		}
