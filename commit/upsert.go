@@ -83,7 +83,7 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			return UpsertResult{}, errors.Join(err, wrote.Wait())
 		}
 		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
-			Keys: storedNames(base.Schema(), keys)}
+			Keys: table.StoredNames(base.Schema(), keys)}
 		written := t.opts.Now()
 		var replaced int64
 		var bodies map[string][]byte
@@ -182,20 +182,6 @@ func (t *Table) writeVectors(ctx context.Context, snap *table.Snapshot, matches 
 		g.Go(func() error { return t.b.PutIfAbsent(gctx, d.Deletion.Key, bodies[d.Deletion.Key]) })
 	}
 	return dels, bodies, n, g.Wait()
-}
-
-// storedNames are the stored names of columns cols of schema sc (as the
-// key columns of an upsert's transaction are recorded: the names its
-// fragments' statistics carry).
-func storedNames(sc *arrow.Schema, cols []string) []string {
-	out := make([]string, len(cols))
-	for i, c := range cols {
-		out[i] = c
-		if idx := sc.FieldIndices(c); len(idx) == 1 {
-			out[i] = table.StoredName(sc.Field(idx[0]))
-		}
-	}
-	return out
 }
 
 // replanPause waits before plan n+1 of an operation whose plan n lost

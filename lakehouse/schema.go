@@ -81,7 +81,7 @@ func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int, ids map[s
 	if err := checkExportable(sc); err != nil {
 		return nil, err
 	}
-	switch withIDs, without := countFieldIDs(sc); {
+	switch withIDs, without := table.CountFieldIDs(sc); {
 	case withIDs > 0 && without > 0:
 		return nil, fmt.Errorf("%w: %d of the schema's fields carry Parquet field ids and %d do not; readers resolve a fragment's columns by its ids, so they must all have one or none", ErrUnsupported, withIDs, without)
 	case withIDs > 0:
@@ -162,38 +162,6 @@ func sameType(a, b iceberg.NestedField) (bool, error) {
 		return false, err
 	}
 	return ra.Fields()[0].Type.Equals(rb.Fields()[0].Type) && a.Required == b.Required, nil
-}
-
-// fieldIDKey is the field metadata through which Arrow schemas carry
-// Parquet field ids (pqarrow writes it into the fragments).
-const fieldIDKey = "PARQUET:field_id"
-
-// countFieldIDs counts the fields, at every depth, with a Parquet field id
-// (a non-negative one: -1 means none) and without.
-func countFieldIDs(sc *arrow.Schema) (with, without int) {
-	var walk func(f arrow.Field)
-	walk = func(f arrow.Field) {
-		if v, ok := f.Metadata.GetValue(fieldIDKey); ok && v != "" && v[0] != '-' {
-			with++
-		} else {
-			without++
-		}
-		switch t := f.Type.(type) {
-		case *arrow.MapType:
-			walk(t.KeyField())
-			walk(t.ItemField())
-		case arrow.ListLikeType:
-			walk(t.ElemField())
-		case *arrow.StructType:
-			for _, c := range t.Fields() {
-				walk(c)
-			}
-		}
-	}
-	for _, f := range sc.Fields() {
-		walk(f)
-	}
-	return with, without
 }
 
 // schemaWithItsIDs converts a schema whose fields carry Parquet field ids

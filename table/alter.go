@@ -64,11 +64,11 @@ func AlterSchema(s *arrow.Schema, changes []ColumnChange) (*arrow.Schema, error)
 	if len(changes) == 0 {
 		return nil, fmt.Errorf("%w: no change given", ErrBadSchemaChange)
 	}
-	if hasFieldIDs(s.Fields()) {
+	if with, _ := CountFieldIDs(s); with > 0 {
 		// Its fragments are read by field id elsewhere (the Iceberg
 		// view's readers): a change would have to give ids, which a
 		// table whose columns came with theirs does not take from here.
-		return nil, fmt.Errorf("%w: the table's columns carry Parquet field ids (%s); its schema cannot change", ErrBadSchemaChange, fieldIDKey)
+		return nil, fmt.Errorf("%w: the table's columns carry Parquet field ids (%s); its schema cannot change", ErrBadSchemaChange, FieldIDKey)
 	}
 	fields := s.Fields()
 	retired := RetiredNames(s)
@@ -228,30 +228,47 @@ func withEvolution(fields []arrow.Field, md arrow.Metadata, id uint64, retired [
 	return arrow.NewSchema(fields, &md)
 }
 
-// fieldIDKey is the field metadata key of a Parquet field id.
-const fieldIDKey = "PARQUET:field_id"
+// FieldIDKey is the field metadata through which Arrow schemas carry
+// Parquet field ids (pqarrow writes it into the fragments).
+const FieldIDKey = "PARQUET:field_id"
 
-// hasFieldIDs tells whether a field, at any depth, carries a Parquet
-// field id.
-func hasFieldIDs(fields []arrow.Field) bool {
-	for _, f := range fields {
-		if f.Metadata.FindKey(fieldIDKey) >= 0 {
-			return true
+// CountFieldIDs counts the fields of sc, at every depth, with a Parquet
+// field id (a non-negative one: -1 means none) and without.
+func CountFieldIDs(sc *arrow.Schema) (with, without int) {
+	var walk func(f arrow.Field)
+	walk = func(f arrow.Field) {
+		if v, ok := f.Metadata.GetValue(FieldIDKey); ok && v != "" && v[0] != '-' {
+			with++
+		} else {
+			without++
 		}
 		switch t := f.Type.(type) {
-		case *arrow.StructType:
-			if hasFieldIDs(t.Fields()) {
-				return true
-			}
 		case *arrow.MapType:
-			if hasFieldIDs([]arrow.Field{t.KeyField(), t.ItemField()}) {
-				return true
-			}
+			walk(t.KeyField())
+			walk(t.ItemField())
 		case arrow.ListLikeType:
-			if hasFieldIDs([]arrow.Field{t.ElemField()}) {
-				return true
+			walk(t.ElemField())
+		case *arrow.StructType:
+			for _, c := range t.Fields() {
+				walk(c)
 			}
 		}
 	}
-	return false
+	for _, f := range sc.Fields() {
+		walk(f)
+	}
+	return with, without
+}
+
+// StoredNames are the stored names of columns cols of sc (a name sc
+// lacks stays as it is).
+func StoredNames(sc *arrow.Schema, cols []string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c
+		if fi := sc.FieldIndices(c); len(fi) == 1 {
+			out[i] = StoredName(sc.Field(fi[0]))
+		}
+	}
+	return out
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
 )
@@ -299,29 +298,14 @@ type candidate struct {
 	off  uint32
 }
 
-// vectorsOf reads the deletion vectors of the fragments of cands, a few
-// at once.
+// vectorsOf reads the deletion vectors of the fragments of cands
+// (NewDeletions of no new rows).
 func (s *Snapshot) vectorsOf(ctx context.Context, cands []candidate) (map[uint64][]uint32, error) {
-	out := map[uint64][]uint32{}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	seen := map[uint64]bool{}
+	frags := map[uint64][]uint32{}
 	for _, c := range cands {
-		f := s.m.Fragment(c.frag)
-		if seen[c.frag] || f == nil || f.Deletion == nil {
-			continue
-		}
-		seen[c.frag] = true
-		g.Go(func() error {
-			rows, err := readDeletionsCached(gctx, s.b, f)
-			mu.Lock()
-			out[f.ID] = rows
-			mu.Unlock()
-			return err
-		})
+		frags[c.frag] = nil
 	}
-	return out, g.Wait()
+	return s.NewDeletions(ctx, frags, 8)
 }
 
 // unindexed returns the fragments some of whose rows the index ix lacks.

@@ -51,7 +51,7 @@ func RememberKeys(key string, sc *arrow.Schema, cols []string, batches []arrow.R
 	if len(keys) > keyCacheRows/4 {
 		return
 	}
-	k := keyCacheKey{key, storedColumns(sc, cols)}
+	k := keyCacheKey{key, strings.Join(StoredNames(sc, cols), "\x00")}
 	keyCache.Lock()
 	defer keyCache.Unlock()
 	if keyCache.m == nil || keyCache.rows+len(keys) > keyCacheRows {
@@ -61,24 +61,12 @@ func RememberKeys(key string, sc *arrow.Schema, cols []string, batches []arrow.R
 	keyCache.rows += len(keys)
 }
 
-// storedColumns names columns cols of sc by stored name, as one string.
-func storedColumns(sc *arrow.Schema, cols []string) string {
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c
-		if fi := sc.FieldIndices(c); len(fi) == 1 {
-			names[i] = StoredName(sc.Field(fi[0]))
-		}
-	}
-	return strings.Join(names, "\x00")
-}
-
 // fromKeyCache finds the rows with a key of ks in the fragments of ids
 // (nil: every fragment) whose keys keyCache holds, deleted or not, adding
 // them to found; it returns the ids of the fragments it could not look in
 // (never nil).
 func (s *Snapshot) fromKeyCache(ks *KeySet, ids []uint64, found map[uint64][]uint32) []uint64 {
-	cols := storedColumns(s.m.Schema(), ks.Columns)
+	cols := strings.Join(StoredNames(s.m.Schema(), ks.Columns), "\x00")
 	rest := []uint64{}
 	look := func(f *Fragment) {
 		if f.LiveRows() == 0 {
