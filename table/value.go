@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -51,7 +53,13 @@ func (v Value) String() string {
 	case KindUint:
 		return fmt.Sprint(v.U)
 	case KindFloat:
-		return fmt.Sprint(v.F)
+		// A float prints so that it reads back as a float: 1.0, not 1, and
+		// -0.0, not -0 (which a filter reads as the integer 0).
+		s := strconv.FormatFloat(v.F, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eIN") {
+			s += ".0"
+		}
+		return s
 	case KindString:
 		return fmt.Sprintf("%q", v.S)
 	case KindBytes:
