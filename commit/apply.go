@@ -114,6 +114,10 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			return nil, &ConflictError{Ours: *txn, Version: cur.Version,
 				Reason: fmt.Sprintf("shard %q is owned by epoch %d; this merge is from epoch %d (fenced)", txn.Shard, mark.Epoch, txn.Epoch)}
 		}
+		// A merge of a shard's upserts replaces the rows with their keys.
+		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
+			return nil, err
+		}
 		next.Fragments = append(next.Fragments, txn.Added...)
 		if next.Shards == nil {
 			next.Shards = map[string]table.ShardMark{}

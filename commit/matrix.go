@@ -77,6 +77,10 @@ func Check(ours, theirs *table.Transaction) Decision {
 		switch ours.Kind {
 		case table.KindAlter, table.KindUpsert, table.KindUpdate, table.KindCreateIndex:
 			return Retry
+		case table.KindMerge:
+			if len(ours.Keys) > 0 {
+				return Retry // a shard's upserts name their key columns
+			}
 		case table.KindAppend:
 			if writesDropped(ours.Added, theirs.Dropped) {
 				return Conflict // its values in a dropped column would be lost
@@ -94,49 +98,23 @@ func Check(ours, theirs *table.Transaction) Decision {
 	case table.KindAppend:
 		return Compatible
 	case table.KindMerge:
-		if theirs.Kind != table.KindMerge {
-			return Compatible
+		if d := mergeAgainst(ours, theirs); d != Compatible || len(ours.Keys) == 0 {
+			return d
 		}
-		covered, overlap := true, false
-		for _, o := range ours.MergedShards() {
-			t, ok := mergedTo(theirs, o.Shard)
-			if !ok || t < o.Watermark {
-				covered = false
-			}
-			overlap = overlap || ok
-		}
-		switch {
-		case covered:
-			return Done
-		case overlap && len(ours.Merges) == 0:
-			return Retry // an owner's merge plans again from the new watermark
-		}
-		return Compatible // a fleet merge is trimmed when applied (Apply)
+		return upsertAgainst(ours, theirs) // a merge of a shard's upserts
 	case table.KindDelete, table.KindUpdate:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate:
+		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate, table.KindMerge:
 			if overlap(ours.Touched(), theirs.Touched()) {
 				return Retry
 			}
 		}
 		return Compatible
 	case table.KindUpsert:
-		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite:
-			if overlap(ours.Touched(), theirs.Touched()) {
-				return Retry
-			}
-		case table.KindAppend, table.KindMerge, table.KindUpsert, table.KindUpdate:
-			// Rows landed that may carry our keys: planned again, the
-			// upsert replaces them too, so a key keeps one row.
-			if overlap(ours.Touched(), theirs.Touched()) || mayHoldKeys(ours, theirs.Added) && !plant.On(plant.UpsertIgnoresLandedKeys) {
-				return Retry
-			}
-		}
-		return Compatible
+		return upsertAgainst(ours, theirs)
 	case table.KindRewrite:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate:
+		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate, table.KindMerge:
 			if overlap(ours.Touched(), theirs.Touched()) && !(theirs.Kind == table.KindDelete && plant.On(plant.RewriteOverDelete)) {
 				return Retry
 			}
@@ -148,12 +126,57 @@ func Check(ours, theirs *table.Transaction) Decision {
 		switch theirs.Kind {
 		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate:
 			return Retry // the index was built from fragments that changed
+		case table.KindMerge:
+			if len(theirs.Deletions) > 0 {
+				return Retry
+			}
 		}
 		return Compatible
 	case table.KindOverwrite, table.KindAlter:
 		return Compatible
 	}
 	return Conflict
+}
+
+// mergeAgainst is the matrix's row of a merge of shards (ours) against
+// theirs.
+func mergeAgainst(ours, theirs *table.Transaction) Decision {
+	if theirs.Kind != table.KindMerge {
+		return Compatible
+	}
+	covered, overlap := true, false
+	for _, o := range ours.MergedShards() {
+		t, ok := mergedTo(theirs, o.Shard)
+		if !ok || t < o.Watermark {
+			covered = false
+		}
+		overlap = overlap || ok
+	}
+	switch {
+	case covered:
+		return Done
+	case overlap && len(ours.Merges) == 0:
+		return Retry // an owner's merge plans again from the new watermark
+	}
+	return Compatible // a fleet merge is trimmed when applied (Apply)
+}
+
+// upsertAgainst is the matrix's row of an upsert (ours: a direct one, or
+// a merge of a shard's upserts) against theirs.
+func upsertAgainst(ours, theirs *table.Transaction) Decision {
+	switch theirs.Kind {
+	case table.KindDelete, table.KindRewrite:
+		if overlap(ours.Touched(), theirs.Touched()) {
+			return Retry
+		}
+	case table.KindAppend, table.KindMerge, table.KindUpsert, table.KindUpdate:
+		// Rows landed that may carry our keys: planned again, the
+		// upsert replaces them too, so a key keeps one row.
+		if overlap(ours.Touched(), theirs.Touched()) || mayHoldKeys(ours, theirs.Added) && !plant.On(plant.UpsertIgnoresLandedKeys) {
+			return Retry
+		}
+	}
+	return Compatible
 }
 
 // mergedTo returns the watermark a merge moved shard to.

@@ -165,6 +165,16 @@ func OpenTable(ctx context.Context, b blob.Bucket, opts *Options) (*Table, error
 	if err != nil {
 		return nil, err
 	}
+	return OpenTableAt(b, m, &o)
+}
+
+// OpenTableAt opens the table in b for writing at version m, read
+// already.
+func OpenTableAt(b blob.Bucket, m *table.Manifest, opts *Options) (*Table, error) {
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
 	t := &Table{b: b, opts: o}
 	t.mu.cur = m
 	return t, nil

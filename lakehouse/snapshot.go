@@ -207,7 +207,7 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 	}
 	op := itable.OpAppend
 	switch {
-	case m.Transaction.Kind == table.KindOverwrite, (m.Transaction.Kind == table.KindUpsert || m.Transaction.Kind == table.KindUpdate) && len(addedDels) > 0:
+	case m.Transaction.Kind == table.KindOverwrite, (m.Transaction.Kind == table.KindUpsert || m.Transaction.Kind == table.KindUpdate || m.Transaction.Kind == table.KindMerge) && len(addedDels) > 0:
 		op = itable.OpOverwrite
 	case len(removedData)+len(removedDels) > 0 && len(addedData) > 0:
 		op = itable.OpReplace

@@ -25,7 +25,7 @@ import (
 // not is refused before anything is written. When the memtable is over
 // its bound, Append waits for a flush.
 func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
-	_, err := s.append(ctx, nil, recs, false)
+	_, err := s.append(ctx, nil, nil, recs, false)
 	return err
 }
 
@@ -39,7 +39,7 @@ func (s *Shard) AppendConformed(ctx context.Context, key *table.Idempotency, rec
 			return Ack{}, err
 		}
 	}
-	return s.append(ctx, key, recs, true)
+	return s.append(ctx, key, nil, recs, true)
 }
 
 // AppendOnce is Append named by key, safe to call again with the same key
@@ -55,7 +55,7 @@ func (s *Shard) AppendOnce(ctx context.Context, key table.Idempotency, recs ...a
 	if err := key.Check(); err != nil {
 		return Ack{}, err
 	}
-	return s.append(ctx, &key, recs, false)
+	return s.append(ctx, &key, nil, recs, false)
 }
 
 // appendName is an idempotent append's name, as the in-flight set keys it.
@@ -64,7 +64,41 @@ type appendName struct {
 	seq      uint64
 }
 
-func (s *Shard) append(ctx context.Context, key *table.Idempotency, recs []arrow.RecordBatch, conformed bool) (Ack, error) {
+// Upsert is Append of rows that replace, when a merge installs them,
+// every row of the table with one of their keys (their values in the
+// columns keys), as commit.Table.Upsert's do: a key must not be null nor
+// appear twice among recs, and float columns cannot be keys
+// (table.NewKeySet; each a *table.InputError). The rows are acknowledged
+// once durable in a WAL entry of upserts (requests with the same keys
+// only). The order that decides a key's row: a shard's upserts in the
+// order of their WAL entries (a later one replaces an earlier one of
+// the same key when they are flushed together), a shard's generations in
+// order, and across shards and direct upserts, the order in which merges
+// and upserts commit: a key's row is that of the upsert installed last.
+// A fresh read (ScanFresh, ScanFleet) shows one row per key too: an
+// upsert not yet merged hides the rows with its keys.
+func (s *Shard) Upsert(ctx context.Context, keys []string, recs ...arrow.RecordBatch) error {
+	_, err := s.append(ctx, nil, keys, recs, false)
+	return err
+}
+
+// UpsertOnce is Upsert named by key, safe to call again with the same key
+// after any error, as AppendOnce is; key nil makes it Upsert. With
+// conformed, recs passed table.Conform against Schema() already, as
+// AppendConformed's.
+func (s *Shard) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []string, conformed bool, recs ...arrow.RecordBatch) (Ack, error) {
+	if key != nil {
+		if err := key.Check(); err != nil {
+			return Ack{}, err
+		}
+	}
+	return s.append(ctx, key, keys, recs, conformed)
+}
+
+func (s *Shard) append(ctx context.Context, key *table.Idempotency, keys []string, recs []arrow.RecordBatch, conformed bool) (Ack, error) {
+	if keys != nil && len(keys) == 0 {
+		return Ack{}, &table.InputError{Row: -1, Reason: "an upsert needs at least one key column"}
+	}
 	batches := make([]arrow.RecordBatch, 0, len(recs))
 	var base int64
 	for _, rec := range recs {
@@ -85,6 +119,13 @@ func (s *Shard) append(ctx context.Context, key *table.Idempotency, recs []arrow
 		return Ack{}, nil
 	}
 	req := appendReq{recs: batches, rows: base, done: make(chan Ack, 1)}
+	if keys != nil {
+		if _, err := table.NewKeySet(s.schema, keys, batches); err != nil {
+			releaseAll(batches)
+			return Ack{}, err
+		}
+		req.keys = table.StoredNames(s.schema, keys)
+	}
 	if key != nil {
 		k, err := s.appendKey(*key, batches)
 		if err != nil {
@@ -202,14 +243,19 @@ func releaseAll(recs []arrow.RecordBatch) {
 
 // writeLoop gathers concurrent appends into WAL entries.
 func (s *Shard) writeLoop() {
-	ctx := s.ctx // ends with Close
+	ctx := s.ctx        // ends with Close
+	var held *appendReq // a request of another mode than the group's: the next group's first
 	for {
 		var reqs []appendReq
-		select {
-		case r := <-s.appendq:
-			reqs = append(reqs, r)
-		case <-s.stop:
-			return
+		if held != nil {
+			reqs, held = append(reqs, *held), nil
+		} else {
+			select {
+			case r := <-s.appendq:
+				reqs = append(reqs, r)
+			case <-s.stop:
+				return
+			}
 		}
 		size := reqs[0].bytes()
 		timer := time.NewTimer(s.opts.GroupWait)
@@ -217,6 +263,12 @@ func (s *Shard) writeLoop() {
 		for size < s.opts.GroupBytes {
 			select {
 			case r := <-s.appendq:
+				if !slices.Equal(r.keys, reqs[0].keys) {
+					// Upserts and appends (or upserts by other keys) go in
+					// entries of their own, in the order they came.
+					held = &r
+					break gather
+				}
 				reqs = append(reqs, r)
 				size += r.bytes()
 			case <-timer.C:
@@ -324,11 +376,11 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 	s.mu.wal.nextPos = a.pos + 1
 	s.mu.Unlock()
 	var reuse *table.Fragment
-	if s.opts.ReuseBytes > 0 && a.e.frag.Bytes >= s.opts.ReuseBytes {
+	if s.opts.ReuseBytes > 0 && a.e.frag.Bytes >= s.opts.ReuseBytes && len(a.e.keys) == 0 {
 		reuse = &a.e.frag
 		reuse.Key = s.l.walKey(a.pos)
 	}
-	s.addToMemtable(a.pos, a.e.batches, reuse, a.e.appends)
+	s.addToMemtable(a.pos, a.e.batches, reuse, a.e.appends, a.e.keys)
 	return a.pos, nil
 }
 
@@ -360,7 +412,7 @@ func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
 		a.earlier = slices.Clone(s.mu.wal.uncertainIDs)
 	}
 	s.mu.Unlock()
-	a.e = &entry{kind: kindData, epoch: s.epoch, position: a.pos, id: table.NewID()}
+	a.e = &entry{kind: kindData, epoch: s.epoch, position: a.pos, id: table.NewID(), keys: reqs[0].keys}
 	for _, r := range reqs {
 		a.e.batches = append(a.e.batches, r.recs...)
 		if r.key != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -124,7 +125,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		return res, err
 	}
 	var errs []error
-	var parts []shardPart
+	var parts, keyed []shardPart
 	var bytes int64
 	for _, p := range readPlans(ctx, b, base, hints, o) {
 		if p.err != nil {
@@ -133,6 +134,10 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 			continue
 		}
 		if len(p.gens) == 0 {
+			continue
+		}
+		if len(p.gens[0].Keys) > 0 {
+			keyed = append(keyed, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
 			continue
 		}
 		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
@@ -152,6 +157,26 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		if in.manifest != nil {
 			latest = in.manifest
 		}
+	}
+	// Then each shard's generation of upserts, one commit each, in the
+	// order of the shards' names (each replaces rows by key).
+	for _, p := range keyed {
+		in, err := installKeyed(ctx, b, latest, p, o.Commit)
+		if err != nil {
+			res.Failed = append(res.Failed, p.shard)
+			errs = append(errs, fmt.Errorf("walshard: fleet merge of shard %q's upserts: %w", p.shard, err))
+			continue
+		}
+		errs = append(errs, in.errs...)
+		if in.manifest == nil {
+			continue
+		}
+		latest, res.Version = in.manifest, in.version
+		if res.Merged == nil {
+			res.Merged = map[string]uint64{}
+		}
+		res.Merged[p.shard] = in.merged[p.shard]
+		res.Shards, res.Generations, res.Rows = len(res.Merged), res.Generations+in.generations, res.Rows+in.rows
 	}
 	// Announcements of generations merged already (by their owner, or a
 	// pass whose cleanup failed) go too.
@@ -192,11 +217,7 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 			if mark.Epoch > st.Epoch {
 				return nil // a newer owner merges it
 			}
-			pending := st.pending(mark.Watermark)
-			if len(pending) > o.MaxGenerations {
-				pending = pending[:o.MaxGenerations]
-			}
-			plans[i].gens = pending
+			plans[i].gens = mergePass(st.pending(mark.Watermark), o.MaxGenerations, math.MaxInt64)
 			return nil
 		})
 	}
@@ -251,6 +272,34 @@ type installed struct {
 	rebases     int             // times the commit caught up with newer versions
 	manifest    *table.Manifest // of version
 	errs        []error         // recording the new watermarks (hints) failed
+}
+
+// installKeyed installs part's one generation of upserts on top of base
+// (commit.Table.MergeKeyed: its rows replace the table's rows with their
+// keys, and the shard's watermark moves in the same commit), then records
+// the new watermark (announceMerged), as install does for appends.
+func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part shardPart, co commit.Options) (installed, error) {
+	var in installed
+	g := part.gens[0]
+	t, err := commit.OpenTableAt(b, base, &co)
+	if err != nil {
+		return in, err
+	}
+	res, err := t.MergeKeyed(ctx, g.Keys, g.fragments(), table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch})
+	if err != nil {
+		return in, err
+	}
+	in.rebases = res.Rebases
+	in.version = res.Version
+	if res.Done {
+		return in, nil
+	}
+	in.manifest, in.merged = res.Manifest, map[string]uint64{part.shard: g.Gen}
+	in.generations, in.rows = 1, g.Rows
+	if err := announceMerged(ctx, b, part.shard, base.Shards[part.shard].Watermark, g.Gen, part.gens[:1]); err != nil {
+		in.errs = append(in.errs, err)
+	}
+	return in, nil
 }
 
 // install is the one installer of flushed generations: it commits the

@@ -23,12 +23,14 @@ type shardCut struct {
 	state   *State
 	gens    []Generation
 	batches []arrow.RecordBatch
-	held    int64 // reserved of the read's Hold for batches
+	keys    [][]string // of each batch: its upserts' key columns, or nil
+	held    int64      // reserved of the read's Hold for batches
 }
 
 // release lets go of the cut's rows and gives back their reservation.
 func (c *shardCut) release(hold table.Memory) {
 	releaseAll(c.batches)
+	c.keys = nil
 	if hold != nil && c.held > 0 {
 		hold.Release(c.held)
 	}
@@ -69,41 +71,18 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 		}
 		var gens []Generation
 		var batches []arrow.RecordBatch
+		var keys [][]string
 		for _, c := range cuts {
 			gens = append(gens, c.gens...)
 			batches = append(batches, c.batches...)
+			keys = append(keys, c.keys...)
 		}
 		defer func() {
 			for _, c := range cuts {
 				c.release(opts.Hold)
 			}
 		}()
-		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, opts, yield)
-	}
-}
-
-// scanFresh yields what a fresh read sees: the rows of base, then those of
-// generations gens that base does not hold yet, then batches (rows in the
-// WAL, not flushed).
-func scanFresh(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *table.Snapshot, gens []Generation,
-	batches []arrow.RecordBatch, opts table.ScanOptions, yield func(arrow.RecordBatch, error) bool) {
-	var frags []table.Fragment
-	for _, g := range gens {
-		for _, f := range g.fragments() {
-			f.ID = uint64(len(frags))
-			frags = append(frags, f)
-		}
-	}
-	for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
-		base.Scan(ctx, opts),
-		table.SnapshotOf(b, schema, frags).Scan(ctx, opts),
-		table.ScanBatches(ctx, schema, batches, opts),
-	} {
-		for rec, err := range part {
-			if !yield(rec, err) || err != nil {
-				return
-			}
-		}
+		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, keys, opts, yield)
 	}
 }
 
@@ -182,6 +161,9 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 			return err
 		case e.kind == kindData:
 			c.batches = append(c.batches, e.batches...)
+			for range e.batches {
+				c.keys = append(c.keys, e.keys)
+			}
 			if hold != nil {
 				var n int64
 				for _, rec := range e.batches {

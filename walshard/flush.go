@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
@@ -22,20 +25,30 @@ func (s *Shard) Flush(ctx context.Context) (gen uint64, err error) {
 		start := time.Now()
 		defer func() { s.opts.OnFlush(gen, time.Since(start), err) }()
 	}
-	if gen, err = s.flush(ctx); err != nil {
-		return gen, err
+	for {
+		g, more, err := s.flush(ctx)
+		if err != nil {
+			return gen, err
+		}
+		gen = max(gen, g)
+		if !more {
+			break
+		}
 	}
 	// What merges by others took since the last clean-up (the flush
 	// learned their watermark): the WAL entries they cover can go.
 	return gen, s.tidy(ctx)
 }
 
-func (s *Shard) flush(ctx context.Context) (uint64, error) {
+// flush seals the oldest entries of the memtable of one mode (appends, or
+// upserts by the same keys) into a generation; more tells whether entries
+// it saw were left for the next one.
+func (s *Shard) flush(ctx context.Context) (_ uint64, more bool, err error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	for {
 		if err := s.fencedErr(); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		s.mu.Lock()
 		n := len(s.mu.gens.pending())
@@ -48,9 +61,9 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 		// the handle reads the table) a fleet merge's.
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		case <-s.stop:
-			return 0, ErrClosed
+			return 0, false, ErrClosed
 		case <-changed:
 		}
 	}
@@ -58,12 +71,20 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 	entries := s.mu.mem.snapshot()
 	s.mu.Unlock()
 	if len(entries) == 0 {
-		return 0, nil
+		return 0, false, nil
+	}
+	// A generation holds appends or upserts by one set of keys, so that
+	// a merge can replace rows by its keys alone.
+	for i, me := range entries {
+		if !slices.Equal(me.keys, entries[0].keys) {
+			entries, more = entries[:i], true
+			break
+		}
 	}
 	// What fleet merges took since: the new state need not list it, and
 	// the WAL entries it covers can go.
 	if err := s.learnWatermark(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	s.mu.Lock()
 	state := s.mu.gens.state
@@ -72,7 +93,7 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 	s.mu.Unlock()
 	g, err := s.buildGeneration(ctx, state.NextGen, entries)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	gen := g.Gen
 	next := &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
@@ -86,9 +107,9 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 	}
 	if err := writeState(ctx, s.b, s.l, next); err != nil {
 		if errors.Is(err, errStateTaken) {
-			return 0, s.setFenced()
+			return 0, false, s.setFenced()
 		}
-		return 0, fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
+		return 0, false, fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
 	}
 	s.mu.Lock()
 	// The state and the memtable change under one lock: a fresh read sees
@@ -100,9 +121,9 @@ func (s *Shard) flush(ctx context.Context) (uint64, error) {
 	// Announce the generation to fleet merges: a hint, not a record (the
 	// state is that); one that fails to land is found by the next flush's.
 	if err := s.b.PutIfAbsent(ctx, table.PendingKey(s.id, gen, next.Seq), nil); err != nil && !errors.Is(err, blob.ErrExists) {
-		return gen, fmt.Errorf("walshard: shard %q: generation %d is recorded, announcing it failed: %w", s.id, gen, err)
+		return gen, more, fmt.Errorf("walshard: shard %q: generation %d is recorded, announcing it failed: %w", s.id, gen, err)
 	}
-	return gen, nil
+	return gen, more, nil
 }
 
 // learnWatermark reads the newest merge record of the shard (one LIST of
@@ -144,6 +165,9 @@ func (s *Shard) buildGeneration(ctx context.Context, nextGen uint64, entries []m
 	if len(parts) > 0 {
 		g.Gen = last
 	}
+	if keys := entries[0].keys; len(keys) > 0 {
+		g.Keys = keys
+	}
 	if len(rest) > 0 {
 		frag, err := s.writeGeneration(ctx, g.Gen, rest)
 		if err != nil {
@@ -181,12 +205,24 @@ func (s *Shard) writeGeneration(ctx context.Context, gen uint64, entries []memEn
 			err = fmt.Errorf("walshard: shard %q: writing generation %d panicked: %v", s.id, gen, r)
 		}
 	}()
+	var batches []arrow.RecordBatch
 	for _, me := range entries {
-		for _, rec := range me.batches {
-			if err := w.Write(rec); err != nil {
-				w.Abort()
-				return frag, err
-			}
+		batches = append(batches, me.batches...)
+	}
+	if names, ok := table.CurrentNames(s.schema, entries[0].keys); ok && len(names) > 0 {
+		// Upserts: a later one of a key replaces an earlier one.
+		last, _, err := table.LastOfEachKey(ctx, nil, names, batches)
+		if err != nil {
+			w.Abort()
+			return frag, err
+		}
+		defer releaseAll(last)
+		batches = last
+	}
+	for _, rec := range batches {
+		if err := w.Write(rec); err != nil {
+			w.Abort()
+			return frag, err
 		}
 	}
 	return w.Close()

@@ -90,15 +90,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	s.mu.Lock()
 	pending := s.mu.gens.state.pending(watermark)
 	s.mu.Unlock()
-	var pass []Generation
-	var bytes int64
-	for _, g := range pending {
-		if len(pass) > 0 && (len(pass) >= s.opts.MergeMaxGenerations || bytes+g.Bytes > s.opts.MergeMaxBytes) {
-			break
-		}
-		pass = append(pass, g)
-		bytes += g.Bytes
-	}
+	pass := mergePass(pending, s.opts.MergeMaxGenerations, s.opts.MergeMaxBytes)
 	if len(pass) == 0 {
 		return MergeResult{Watermark: watermark}, s.cleanup(ctx, watermark)
 	}
@@ -110,7 +102,12 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		rows += g.Rows
 	}
 	started := time.Now()
-	in, err := install(ctx, s.b, base, []shardPart{{shard: s.id, epoch: s.epoch, gens: pass}}, s.opts.Commit, 1)
+	var in installed
+	if len(pass[0].Keys) > 0 {
+		in, err = installKeyed(ctx, s.b, base, shardPart{shard: s.id, epoch: s.epoch, gens: pass}, s.opts.Commit)
+	} else {
+		in, err = install(ctx, s.b, base, []shardPart{{shard: s.id, epoch: s.epoch, gens: pass}}, s.opts.Commit, 1)
+	}
 	if s.opts.ObserveCommit != nil {
 		s.opts.ObserveCommit(time.Since(started), err)
 	}
@@ -140,6 +137,26 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		return MergeResult{}, errors.Join(in.errs...)
 	}
 	return MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: in.version}, s.cleanup(ctx, top)
+}
+
+// mergePass is what one merge of a shard takes of its pending
+// generations: a generation of upserts alone (its rows replace rows by
+// key, MergeKeyed), else the generations of appends before the next one
+// of upserts, up to maxGens and maxBytes (at least one).
+func mergePass(pending []Generation, maxGens int, maxBytes int64) []Generation {
+	if len(pending) > 0 && len(pending[0].Keys) > 0 {
+		return pending[:1]
+	}
+	var pass []Generation
+	var bytes int64
+	for _, g := range pending {
+		if len(g.Keys) > 0 || len(pass) > 0 && (len(pass) >= maxGens || bytes+g.Bytes > maxBytes) {
+			break
+		}
+		pass = append(pass, g)
+		bytes += g.Bytes
+	}
+	return pass
 }
 
 // checkEpoch fails with ErrFenced when a newer epoch is claimed (one

@@ -42,6 +42,8 @@ type memEntry struct {
 	// reuse: the entry's own object as a fragment, when it is one this
 	// handle wrote of at least ReuseBytes.
 	reuse *table.Fragment
+	// keys: the key columns (stored names) of an entry of upserts.
+	keys []string
 }
 
 // add appends an entry (taking its batches' references).

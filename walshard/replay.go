@@ -88,7 +88,7 @@ func (s *Shard) replayEntry(ctx context.Context, pos uint64) error {
 		// shard.
 		return s.setFenced()
 	case e.kind == kindData:
-		s.addToMemtable(pos, e.batches, nil, e.appends)
+		s.addToMemtable(pos, e.batches, nil, e.appends, e.keys)
 	}
 	return nil
 }

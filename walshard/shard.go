@@ -22,6 +22,9 @@ var walRetry = backoff.Policy{Base: 5 * time.Millisecond, Max: 200 * time.Millis
 type appendReq struct {
 	recs []arrow.RecordBatch // one request's batches go in one entry
 	key  *table.AppendKey    // an idempotent append's name, or nil
+	// keys: an upsert's key columns (stored names); requests go in one
+	// entry only with the same keys (none, for appends).
+	keys []string
 	rows int64
 	done chan Ack
 }
@@ -260,8 +263,8 @@ func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*en
 // addToMemtable adds an entry's rows, and records its idempotent
 // appends; reuse, when not nil, is the entry's object as a fragment, to
 // join the table as it is when flushed.
-func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *table.Fragment, appends []appendRecord) {
-	me := memEntry{pos: pos, batches: batches, reuse: reuse}
+func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *table.Fragment, appends []appendRecord, keys []string) {
+	me := memEntry{pos: pos, batches: batches, reuse: reuse, keys: keys}
 	for _, rec := range batches {
 		me.rows += rec.NumRows()
 		me.bytes += recordBytes(rec)

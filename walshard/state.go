@@ -57,6 +57,10 @@ type Generation struct {
 	// Columns are the generation's statistics, carried into the table
 	// when the generation is merged.
 	Columns []table.ColumnStats `json:"columns,omitempty"`
+	// Keys are set on a generation of upserts: the key columns (stored
+	// names) by which its rows replace the table's when it is merged
+	// (commit.Table.MergeKeyed). It holds each key once.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // readState reads the newest state (Seq 0 when the shard is new).
@@ -136,6 +140,10 @@ type Part struct {
 	Rows    int64               `json:"rows"`
 	Bytes   int64               `json:"bytes"`
 	Columns []table.ColumnStats `json:"columns,omitempty"`
+	// Keys are set on a generation of upserts: the key columns (stored
+	// names) by which its rows replace the table's when it is merged
+	// (commit.Table.MergeKeyed). It holds each key once.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // fragments returns the generation's objects as table fragments (IDs

@@ -178,10 +178,12 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 		s.mu.Lock()
 		gens := s.mu.gens.state.pending(watermark)
 		var mem []arrow.RecordBatch
+		var keys [][]string
 		for _, me := range s.mu.mem.entries {
 			for _, rec := range me.batches {
 				rec.Retain()
 				mem = append(mem, rec)
+				keys = append(keys, me.keys)
 			}
 		}
 		s.mu.Unlock()
@@ -204,7 +206,7 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 				mem[i] = ev
 			}
 		}
-		scanFresh(ctx, s.b, schema, base, gens, mem, opts, yield)
+		scanFresh(ctx, s.b, schema, base, gens, mem, keys, opts, yield)
 	}
 }
 

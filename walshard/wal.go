@@ -43,7 +43,12 @@ import (
 //
 // In format version 3 the payload starts with the entry's idempotent
 // appends: a u32 length A, then A bytes of JSON (see appendRecord), then
-// the Arrow IPC stream. A Parquet data entry lists them under "appends" in
+// the Arrow IPC stream. Format version 4 holds upserts (Shard.Upsert): its
+// payload starts with a u32 length and that many bytes of JSON,
+// {"keys": [stored names of the key columns], "appends": [...]}, then the
+// Arrow IPC stream; an upsert entry is never a Parquet entry, and builds
+// before version 4 refuse it as corrupt rather than take its rows for an
+// append's. A Parquet data entry lists them under "appends" in
 // its header. Builds before version 3 refuse such an entry as corrupt;
 // entries without idempotent appends are written as before.
 const (
@@ -83,6 +88,8 @@ type entry struct {
 	id       string
 	batches  []arrow.RecordBatch // data entries
 	appends  []appendRecord      // the idempotent appends among them
+	// keys: the key columns (stored names) of an entry of upserts.
+	keys []string
 	// frag: a data entry's size and statistics as a fragment (set by
 	// encodeEntry; Key unset).
 	frag table.Fragment
@@ -91,7 +98,7 @@ type entry struct {
 // encodeEntry encodes an entry: a data entry as a Parquet fragment when
 // asked (setting e.frag), else in the binary form.
 func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error) {
-	if e.kind == kindData && asParquet {
+	if e.kind == kindData && asParquet && len(e.keys) == 0 {
 		data, frag, err := table.EncodeFragment(schema, e.batches, func(pages []byte) (string, string) {
 			meta, _ := json.Marshal(walMeta{Version: 2, Kind: kindData, Epoch: e.epoch, Position: e.position, ID: e.id,
 				CRC: crc32.Checksum(pages, crcTable), Appends: e.appends})
@@ -105,9 +112,16 @@ func encodeEntry(e *entry, schema *arrow.Schema, asParquet bool) ([]byte, error)
 	}
 	var payload bytes.Buffer
 	version := uint16(1)
-	if e.kind == kindData && len(e.appends) > 0 {
+	if e.kind == kindData && (len(e.appends) > 0 || len(e.keys) > 0) {
 		version = 3
-		js, err := json.Marshal(e.appends)
+		var js []byte
+		var err error
+		if len(e.keys) > 0 {
+			version = 4
+			js, err = json.Marshal(upsertHeader{Keys: e.keys, Appends: e.appends})
+		} else {
+			js, err = json.Marshal(e.appends)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +200,7 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		return nil, bad("not a WAL entry")
 	}
 	version := binary.LittleEndian.Uint16(data[8:])
-	if version != 1 && version != 3 {
+	if version != 1 && version != 3 && version != 4 {
 		return nil, bad(fmt.Sprintf("unknown format version %d", version))
 	}
 	e = &entry{kind: data[10], epoch: binary.LittleEndian.Uint64(data[12:]), position: binary.LittleEndian.Uint64(data[20:]),
@@ -209,8 +223,8 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 	default:
 		return nil, bad(fmt.Sprintf("unknown kind %d", e.kind))
 	}
-	if version == 3 {
-		if payload, err = decodeAppends(e, payload); err != nil {
+	if version >= 3 {
+		if payload, err = decodeAppends(e, payload, version == 4); err != nil {
 			return nil, bad(err.Error())
 		}
 	}
@@ -242,9 +256,16 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 	return conformEntry(shard, key, pos, e, schema)
 }
 
-// decodeAppends reads the idempotent appends that open a version 3
-// payload into e, and returns the rest of the payload.
-func decodeAppends(e *entry, payload []byte) ([]byte, error) {
+// upsertHeader opens the payload of a version 4 entry.
+type upsertHeader struct {
+	Keys    []string       `json:"keys"`
+	Appends []appendRecord `json:"appends,omitempty"`
+}
+
+// decodeAppends reads the section that opens a version 3 payload (the
+// idempotent appends) or a version 4 one (upserts: upsertHeader) into e,
+// and returns the rest of the payload.
+func decodeAppends(e *entry, payload []byte, upserts bool) ([]byte, error) {
 	if len(payload) < 4 {
 		return nil, errors.New("appends section cut short")
 	}
@@ -252,7 +273,13 @@ func decodeAppends(e *entry, payload []byte) ([]byte, error) {
 	if uint64(n) > uint64(len(payload)-4) {
 		return nil, fmt.Errorf("appends section of %d bytes in a payload of %d", n, len(payload))
 	}
-	if err := json.Unmarshal(payload[4:4+n], &e.appends); err != nil {
+	if upserts {
+		var h upsertHeader
+		if err := json.Unmarshal(payload[4:4+n], &h); err != nil || len(h.Keys) == 0 {
+			return nil, fmt.Errorf("upserts section without key columns: %v", err)
+		}
+		e.keys, e.appends = h.Keys, h.Appends
+	} else if err := json.Unmarshal(payload[4:4+n], &e.appends); err != nil {
 		return nil, fmt.Errorf("appends section: %v", err)
 	}
 	return payload[4+n:], nil

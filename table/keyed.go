@@ -1,0 +1,158 @@
+package table
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// CurrentNames are the names in sc of the columns stored as stored (see
+// StoredName); ok is false when one of them is no longer in sc (dropped).
+func CurrentNames(sc *arrow.Schema, stored []string) (names []string, ok bool) {
+	names = make([]string, len(stored))
+	for i, s := range stored {
+		found := false
+		for _, f := range sc.Fields() {
+			if StoredName(f) == s {
+				names[i], found = f.Name, true
+				break
+			}
+		}
+		if !found {
+			return nil, false
+		}
+	}
+	return names, true
+}
+
+// KeyFilter is a set of keys (of the key columns Columns) that rows can
+// be kept out by: what a fresh read hides under later upserts of the same
+// keys. Unlike a KeySet, a key may be added more than once.
+type KeyFilter struct {
+	Columns []string
+	keys    map[string]bool
+}
+
+// NewKeyFilter is an empty filter of the key columns cols.
+func NewKeyFilter(cols []string) *KeyFilter {
+	return &KeyFilter{Columns: cols, keys: map[string]bool{}}
+}
+
+// Len is the number of keys in f.
+func (f *KeyFilter) Len() int { return len(f.keys) }
+
+// Add adds the keys of rec's rows (rows with a null key have none).
+func (f *KeyFilter) Add(rec arrow.RecordBatch) error {
+	cols, err := keyColumns(rec, f.Columns)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for r := range int(rec.NumRows()) {
+		var ok bool
+		if buf, ok = appendRowKey(buf[:0], cols, r); ok {
+			f.keys[string(buf)] = true
+		}
+	}
+	return nil
+}
+
+// Without returns rec without the rows whose key f holds (rec itself,
+// retained, when none is); the caller releases it.
+func (f *KeyFilter) Without(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(f.keys) == 0 {
+		rec.Retain()
+		return rec, nil
+	}
+	cols, err := keyColumns(rec, f.Columns)
+	if err != nil {
+		return nil, err
+	}
+	keep := make([]bool, rec.NumRows())
+	var buf []byte
+	for r := range keep {
+		var ok bool
+		buf, ok = appendRowKey(buf[:0], cols, r)
+		keep[r] = !ok || !f.keys[string(buf)]
+	}
+	return filterRows(ctx, mem, rec, keep)
+}
+
+// LastOfEachKey keeps, of the rows of batches in order, the last row of
+// each key (columns cols): what upserts of one shard become when they are
+// flushed together, a later upsert of a key replacing an earlier one. It
+// returns new batches (the caller releases them) and the rows left out.
+func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, batches []arrow.RecordBatch) ([]arrow.RecordBatch, int64, error) {
+	seen := map[string]bool{}
+	keeps := make([][]bool, len(batches))
+	var dropped int64
+	var buf []byte
+	for i := len(batches) - 1; i >= 0; i-- {
+		kc, err := keyColumns(batches[i], cols)
+		if err != nil {
+			return nil, 0, err
+		}
+		keeps[i] = make([]bool, batches[i].NumRows())
+		for r := len(keeps[i]) - 1; r >= 0; r-- {
+			var ok bool
+			buf, ok = appendRowKey(buf[:0], kc, r)
+			keeps[i][r] = !ok || !seen[string(buf)]
+			if ok {
+				seen[string(buf)] = true
+			}
+			if !keeps[i][r] {
+				dropped++
+			}
+		}
+	}
+	out := make([]arrow.RecordBatch, 0, len(batches))
+	for i, rec := range batches {
+		kept, err := filterRows(ctx, mem, rec, keeps[i])
+		if err != nil {
+			for _, o := range out {
+				o.Release()
+			}
+			return nil, 0, err
+		}
+		out = append(out, kept)
+	}
+	return out, dropped, nil
+}
+
+func keyColumns(rec arrow.RecordBatch, names []string) ([]arrow.Array, error) {
+	cols := make([]arrow.Array, len(names))
+	for i, n := range names {
+		fi := rec.Schema().FieldIndices(n)
+		if len(fi) != 1 {
+			return nil, fmt.Errorf("table: rows without the key column %q", n)
+		}
+		cols[i] = rec.Column(fi[0])
+	}
+	return cols, nil
+}
+
+// filterRows returns the rows of rec that keep marks (rec itself,
+// retained, when it marks them all).
+func filterRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, keep []bool) (arrow.RecordBatch, error) {
+	all := true
+	for _, k := range keep {
+		all = all && k
+	}
+	if all {
+		rec.Retain()
+		return rec, nil
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	mb := array.NewBooleanBuilder(mem)
+	mb.AppendValues(keep, nil)
+	mask := mb.NewArray()
+	mb.Release()
+	defer mask.Release()
+	return compute.FilterRecordBatch(compute.WithAllocator(ctx, mem), rec, mask, compute.DefaultFilterOptions())
+}

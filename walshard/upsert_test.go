@@ -1,0 +1,189 @@
+package walshard_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// upsertIDs upserts rows (id, value) by id through s.
+func upsertIDs(t *testing.T, s *walshard.Shard, value string, ids ...int64) {
+	t.Helper()
+	rec := batch(value, ids...)
+	defer rec.Release()
+	if err := s.Upsert(ctx, []string{"id"}, rec); err != nil {
+		t.Fatalf("upsert %v as %s: %v", ids, value, err)
+	}
+}
+
+// rowsByID reads what rows yields: id → the values of its rows (in the
+// "shard" column).
+func rowsByID(t *testing.T, rows func(table.ScanOptions) func(func(arrow.RecordBatch, error) bool)) map[int64][]string {
+	t.Helper()
+	got := map[int64][]string{}
+	for rec, err := range rows(table.ScanOptions{Columns: []string{"id", "shard"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := rec.Column(0).(*array.Int64)
+		vals := rec.Column(1).(*array.String)
+		for r := range int(rec.NumRows()) {
+			got[ids.Value(r)] = append(got[ids.Value(r)], vals.Value(r))
+		}
+	}
+	return got
+}
+
+func tableRows(t *testing.T, b blob.Bucket) map[int64][]string {
+	t.Helper()
+	snap, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rowsByID(t, func(o table.ScanOptions) func(func(arrow.RecordBatch, error) bool) { return snap.Scan(ctx, o) })
+}
+
+func wantRows(t *testing.T, what string, got map[int64][]string, want map[int64]string) {
+	t.Helper()
+	for id, vals := range got {
+		if len(vals) != 1 || want[id] != vals[0] {
+			t.Errorf("%s: id %d has rows %q, want one %q", what, id, vals, want[id])
+		}
+	}
+	for id := range want {
+		if _, ok := got[id]; !ok {
+			t.Errorf("%s: id %d has no row, want %q", what, id, want[id])
+		}
+	}
+}
+
+// TestShardUpsertsLeaveOneRowPerKeyTheLast: upserts through a shard replace
+// the table's rows with their keys when merged, a later upsert of the
+// shard replacing an earlier one (flushed together or not); a fresh read
+// shows one row per key before the merge; a direct upsert committed after
+// the merge replaces the shard's row, and the shard's next one, merged
+// after it, replaces the direct one.
+func TestShardUpsertsLeaveOneRowPerKeyTheLast(t *testing.T) {
+	b := newTable(t, "mem://")
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := batch("base", 1, 2, 3, 4, 5)
+	if _, err := tb.Append(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	base.Release()
+	s := open(t, b, "a", walshard.Options{})
+	defer s.Close()
+	upsertIDs(t, s, "a1", 1, 2)
+	upsertIDs(t, s, "a2", 2, 3)
+	appendIDs(t, s, 6)
+	want := map[int64]string{1: "a1", 2: "a2", 3: "a2", 4: "base", 5: "base", 6: "a"}
+	wantRows(t, "fresh, unflushed", rowsByID(t, func(o table.ScanOptions) func(func(arrow.RecordBatch, error) bool) { return s.ScanFresh(ctx, o) }), want)
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.PendingGenerations != 2 {
+		t.Fatalf("upserts and an append flushed into %d generations, want 2", st.PendingGenerations)
+	}
+	upsertIDs(t, s, "a3", 3)
+	want[3] = "a3"
+	wantRows(t, "fresh, flushed", rowsByID(t, func(o table.ScanOptions) func(func(arrow.RecordBatch, error) bool) { return s.ScanFresh(ctx, o) }), want)
+	// A projection without the key column still hides replaced rows.
+	n := 0
+	for rec, err := range s.ScanFresh(ctx, table.ScanOptions{Columns: []string{"shard"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.NumCols() != 1 {
+			t.Fatalf("a fresh read of one column gives %d", rec.NumCols())
+		}
+		n += int(rec.NumRows())
+	}
+	if n != len(want) {
+		t.Errorf("a fresh read of the values alone gives %d rows, want %d", n, len(want))
+	}
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, "merged", tableRows(t, b), want)
+
+	// A direct upsert after the merge wins over it; the shard's next
+	// upsert, merged after the direct one, wins over that.
+	if _, err := tb.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := batch("direct", 1, 4)
+	if _, err := tb.Upsert(ctx, []string{"id"}, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Release()
+	want[1], want[4] = "direct", "direct"
+	wantRows(t, "after a direct upsert", tableRows(t, b), want)
+	upsertIDs(t, s, "a4", 4)
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want[4] = "a4"
+	wantRows(t, "after the shard's next merge", tableRows(t, b), want)
+}
+
+// TestShardUpsertsSurviveAReopen: upserts acknowledged and not flushed are
+// replayed by the next owner as upserts, and a fleet merge installs them
+// (after the appends of the pass) replacing rows by key.
+func TestShardUpsertsSurviveAReopen(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "a", walshard.Options{})
+	appendIDs(t, s, 1, 2, 3)
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	upsertIDs(t, s, "u1", 1)
+	upsertIDs(t, s, "u2", 1, 2)
+	s.Close() // the memtable is lost; the WAL holds the upserts
+	s = open(t, b, "a", walshard.Options{})
+	defer s.Close()
+	other := open(t, b, "b", walshard.Options{})
+	defer other.Close()
+	appendIDs(t, other, 7)
+	for _, sh := range []*walshard.Shard{s, other} {
+		if _, err := sh.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := walshard.FleetMerge(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Shards != 2 {
+		t.Errorf("the fleet merge merged %d shards, want 2", res.Shards)
+	}
+	wantRows(t, "after a reopen and a fleet merge", tableRows(t, b), map[int64]string{1: "u2", 2: "u2", 3: "a", 7: "b"})
+}
+
+// TestShardUpsertRefusesBadKeys: what an upsert cannot key by is refused
+// before anything is written, with a typed error.
+func TestShardUpsertRefusesBadKeys(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "a", walshard.Options{})
+	defer s.Close()
+	rec := batch("x", 1, 1)
+	defer rec.Release()
+	for _, keys := range [][]string{{"id"}, {"nope"}, {}} {
+		var ie *table.InputError
+		if err := s.Upsert(ctx, keys, rec); !errors.As(err, &ie) {
+			t.Errorf("upsert by %q of a key twice: %v, want a *table.InputError", keys, err)
+		}
+	}
+	if st := s.Stats(); st.MemtableRows != 0 {
+		t.Errorf("refused upserts wrote: %+v", st)
+	}
+}
