@@ -31,6 +31,10 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 	mergeMeets := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Added: ids(20, 20)}
 	upd1 := table.Transaction{Kind: table.KindUpdate, Added: ids(10, 12), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
 	upd2 := table.Transaction{Kind: table.KindUpdate, Added: ids(50, 52), Deletions: []table.FragmentDeletion{{FragmentID: 2}}}
+	// Keyed merges: shard a's upserts of ids 10..20 (deleting from
+	// fragment 1), shard b's of ids 15..20.
+	kmA := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Keys: []string{"id"}, Added: ids(10, 20), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
+	kmB := table.Transaction{Kind: table.KindMerge, Shard: "b", Watermark: 2, Keys: []string{"id"}, Added: ids(15, 20)}
 	alter := table.Transaction{Kind: table.KindAlter}
 	alterDrop := table.Transaction{Kind: table.KindAlter, Dropped: []string{"note"}}
 	appNote := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{Rows: 3, Columns: []table.ColumnStats{{Name: "note", Nulls: 1}}}}}
@@ -145,6 +149,35 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"an upsert after an update whose rows may hold its keys re-plans", up2, table.Transaction{Kind: table.KindUpdate, Added: ids(35, 35)}, Retry},
 		{"an upsert after an update of other keys", up2, upd2, Compatible},
 		{"an index build after an update re-plans", ix, upd1, Retry},
+
+		// A merge of a shard's upserts (keyed): a merge of its shard and
+		// an upsert at once.
+		{"a keyed merge after a merge covering it is done", kmA, mergeA9, Done},
+		{"a keyed merge after its shard's merge below it re-plans", kmA, mergeA3, Retry},
+		{"a keyed merge after another shard's merge of other keys", kmA, mergeB, Compatible},
+		{"a keyed merge after another shard's merge that may hold its keys re-plans", kmA, table.Transaction{Kind: table.KindMerge, Shard: "b", Watermark: 5, Added: ids(12, 12)}, Retry},
+		{"a keyed merge after an append that may hold its keys re-plans", kmA, appMeets, Retry},
+		{"a keyed merge after an append of other keys", kmA, appMisses, Compatible},
+		{"a keyed merge after a direct upsert that may hold its keys re-plans", kmA, table.Transaction{Kind: table.KindUpsert, Keys: []string{"id"}, Added: ids(18, 30)}, Retry},
+		{"a keyed merge after a delete of a fragment it deletes from re-plans", kmA, del1, Retry},
+		{"a keyed merge after a delete elsewhere", kmA, del2, Compatible},
+		{"a keyed merge after a compaction of a fragment it deletes from re-plans", kmA, rw1, Retry},
+		{"a keyed merge after a compaction elsewhere", kmA, rw2, Compatible},
+		{"a keyed merge after an alter re-plans (its keys name columns)", kmA, alter, Retry},
+		{"a keyed merge after an overwrite", kmA, ow, Conflict},
+		{"a keyed merge after a keyed merge of the same keys re-plans", kmA, kmB, Retry},
+		{"an upsert after a keyed merge that may hold its keys re-plans", up1, kmB, Retry},
+		{"an upsert after a keyed merge of other keys", up2, kmB, Compatible},
+		{"append after a keyed merge", app, kmA, Compatible},
+		{"a merge after another shard's keyed merge", mergeB, kmA, Compatible},
+		{"a merge of the same shard after a keyed merge covering it is done", mergeA3, kmA, Done},
+		{"delete after a keyed merge that deleted from its fragment re-plans", del1, kmA, Retry},
+		{"delete after a keyed merge elsewhere", del2, kmA, Compatible},
+		{"compaction after a keyed merge that deleted from a source re-plans", rw1, kmA, Retry},
+		{"compaction after a keyed merge elsewhere goes on", rw2, kmA, Compatible},
+		{"an update after a keyed merge of its fragment re-plans", upd1, kmA, Retry},
+		{"an index build after a keyed merge that deleted rows re-plans", ix, kmA, Retry},
+		{"an index build after a keyed merge that deleted nothing", ix, table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Keys: []string{"id"}, Added: ids(10, 20)}, Compatible},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

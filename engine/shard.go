@@ -152,6 +152,7 @@ type Ack struct {
 	Position  uint64
 	Version   uint64
 	Duplicate bool
+	Replaced  int64 // a direct upsert's: the rows it replaced
 }
 
 // AppendOptions shape an append.
@@ -164,6 +165,11 @@ type AppendOptions struct {
 	// schema already (package ingest's readers do), so the append takes
 	// them as they are: an append through a shard is checked once.
 	Conformed bool
+	// Keys, when set, make the append an upsert by those key columns
+	// (walshard.Shard.Upsert): through the shard its rows are acknowledged
+	// once durable in the WAL and replace the table's rows with their keys
+	// when merged; without a shard, in one commit (commit.Table.Upsert).
+	Keys []string
 }
 
 // Append appends batches, all or none: through the process's shard when
@@ -181,6 +187,8 @@ func (db *DB) Append(ctx context.Context, o AppendOptions, batches ...arrow.Reco
 		}
 		ack := walshard.Ack{Rows: rows}
 		switch {
+		case o.Keys != nil:
+			ack, err = s.UpsertOnce(ctx, o.Key, o.Keys, o.Conformed, batches...)
 		case o.Conformed:
 			ack, err = s.AppendConformed(ctx, o.Key, batches...)
 		case o.Key != nil:
@@ -195,6 +203,11 @@ func (db *DB) Append(ctx context.Context, o AppendOptions, batches ...arrow.Reco
 		return Ack{}, err
 	}
 	var res commit.Result
+	if o.Keys != nil {
+		// An upsert sent again replaces its own rows: no name is needed.
+		up, err := t.Upsert(ctx, o.Keys, batches...)
+		return Ack{Rows: up.Inserted, Version: up.Version, Replaced: up.Replaced}, err
+	}
 	if o.Key != nil {
 		res, err = t.AppendOnce(ctx, *o.Key, batches...)
 		if res.Duplicate {

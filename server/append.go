@@ -168,10 +168,23 @@ func readJSONSchema(r *http.Request) (*arrow.Schema, error) {
 // or nothing: its rows are decoded and checked in full (see package
 // ingest) before any is written, and then go into one WAL entry.
 func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	var keys []string
 	switch mode := r.URL.Query().Get("mode"); mode {
 	case "", "append":
 	case "upsert":
-		return s.upsertRows(w, r, t)
+		var err error
+		if keys, err = upsertKeys(r); err != nil {
+			return err
+		}
+		switch through := r.URL.Query().Get("through"); through {
+		case "", "table":
+			return s.upsertRows(w, r, t, keys)
+		case "shard":
+			// Acknowledged once in the server's shard, as an append; the
+			// merge replaces the rows with its keys.
+		default:
+			return badRequest("through=%q: want table (the default: one commit) or shard", through)
+		}
 	default:
 		return badRequest("mode=%q: want append (the default) or upsert", mode)
 	}
@@ -221,7 +234,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		}
 	}
 	appendStart := time.Now()
-	ack, err := t.db.Append(r.Context(), engine.AppendOptions{Key: key, Conformed: true}, recs...)
+	ack, err := t.db.Append(r.Context(), engine.AppendOptions{Key: key, Conformed: true, Keys: keys}, recs...)
 	if err != nil {
 		return err
 	}

@@ -16,17 +16,9 @@ import (
 // directly; the server's own shard is drained first, so that rows it
 // acknowledged before are replaced too (rows of other writers not yet
 // merged are not). An Idempotency-Key is not needed: an upsert sent again
-// replaces its own rows.
-func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	var keys []string
-	for _, k := range strings.Split(r.URL.Query().Get("key"), ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return badRequest("mode=upsert needs key=: the column (or columns, comma-separated) that identify a row")
-	}
+// replaces its own rows. With through=shard the rows go through the
+// server's shard instead (appendRows).
+func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableState, keys []string) error {
 	switch mediaType(r) {
 	case ArrowStream, NDJSON, "application/jsonl":
 	default:
@@ -61,4 +53,18 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	}
 	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted, Version: res.Version, Replaced: res.Replaced})
 	return nil
+}
+
+// upsertKeys reads an upsert's key=COL[,COL].
+func upsertKeys(r *http.Request) ([]string, error) {
+	var keys []string
+	for _, k := range strings.Split(r.URL.Query().Get("key"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, badRequest("mode=upsert needs key=: the column (or columns, comma-separated) that identify a row")
+	}
+	return keys, nil
 }

@@ -187,3 +187,32 @@ func TestShardUpsertRefusesBadKeys(t *testing.T) {
 		t.Errorf("refused upserts wrote: %+v", st)
 	}
 }
+
+// TestShardUpsertSentAgainStoresNothingTwice: a named upsert sent again
+// (its answer lost) answers the first one's outcome, through this handle
+// and through the next owner.
+func TestShardUpsertSentAgainStoresNothingTwice(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "a", walshard.Options{})
+	rec := batch("u", 1, 2)
+	defer rec.Release()
+	name := table.Idempotency{Producer: "grader", Seq: 7}
+	first, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec)
+	if err != nil || first.Duplicate {
+		t.Fatalf("first upsert: %+v %v", first, err)
+	}
+	again, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec)
+	if err != nil || !again.Duplicate || again.Position != first.Position {
+		t.Fatalf("the same upsert again: %+v %v, want a duplicate of %+v", again, err, first)
+	}
+	s.Close()
+	s = open(t, b, "a", walshard.Options{})
+	defer s.Close()
+	if again, err = s.UpsertOnce(ctx, &name, []string{"id"}, false, rec); err != nil || !again.Duplicate {
+		t.Fatalf("the same upsert through the next owner: %+v %v", again, err)
+	}
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, "after the upserts sent again", tableRows(t, b), map[int64]string{1: "u", 2: "u"})
+}

@@ -172,15 +172,22 @@ class Client:
                 self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
             return json.loads(r.read())["rows"]
 
-    def upsert(self, name, rows, key, ignore_unknown=False):
+    def upsert(self, name, rows, key, ignore_unknown=False, through_shard=False):
         """Write rows and, in the same commit, delete every row of the table whose
         key — its values in the column ``key`` (a name, or a list of names) — one
         of them has. Rows as for ``append``; a key must not be null nor appear
         twice among them. Returns ``{"rows", "replaced", "version"}``. Sent again,
         an upsert replaces its own rows, so failures that leave its outcome
-        unknown are retried, as a named append's are."""
+        unknown are retried, as a named append's are.
+
+        With ``through_shard=True`` the rows go through the server's WAL shard
+        as an append's do: acknowledged once durable there (``version`` is 0,
+        ``replaced`` unknown: 0), visible at once to a fresh scan, and the
+        shard's merge replaces the table's rows with their keys."""
         keys = [key] if isinstance(key, str) else list(key)
         query = {"mode": "upsert", "key": ",".join(keys), "ignore_unknown": ignore_unknown}
+        if through_shard:
+            query["through"] = "shard"
         if _is_arrow(rows):
             body, ctype = _arrow_stream(rows), ARROW_STREAM
         else:
@@ -188,7 +195,7 @@ class Client:
             ctype = NDJSON
         with self._open("POST", self._table(name, "/rows"), query, body, ctype, name={}) as r:
             out = json.loads(r.read())
-        return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out["version"]}
+        return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out.get("version", 0)}
 
     def scan(self, name, columns=None, filter=None, version=None, tag=None, limit=None, fresh=False):
         """Iterate over the rows as dicts, streamed as JSON lines. A scan cut short

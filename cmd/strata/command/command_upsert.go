@@ -1,15 +1,20 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/walshard"
 )
 
 // upsertLimit bounds the input of one upsert: its rows are held in memory
@@ -17,7 +22,7 @@ import (
 const upsertLimit = 1 << 30
 
 func newUpsert(env *Env) *cobra.Command {
-	var keys string
+	var keys, shard string
 	var ignoreUnknown bool
 	c := &cobra.Command{
 		Use:   "upsert URL FILE... --key COLUMN[,COLUMN...]",
@@ -29,13 +34,20 @@ with the input's row, and the other rows are inserted. A key must not be
 null nor appear twice in the input; a key column holds integers, strings,
 binaries, booleans, dates or timestamps.
 
+With --shard ID the rows go in one entry of that WAL shard, as append
+--shard's do, and the shard is then merged: the merge replaces the rows
+with their keys. A shard's upserts replace each other in the order they
+were acknowledged; across shards and direct upserts, the upsert merged or
+committed last wins.
+
 Upserts racing each other leave one row per key, that of the upsert that
 committed last. Rows appended (not upserted) may share a key. Rows not yet
 merged from a writer's shard are not seen: run a checkpoint first. Running
 the same command again is safe: the rows replace themselves. At most 1 GiB
 of input, held in memory.`,
 		Example: `  strata upsert file://./events rewards.jsonl --key id
-  strata upsert file://./events fixes.csv --key run,step`,
+  strata upsert file://./events fixes.csv --key run,step
+  strata upsert file://./events rewards.jsonl --key id --shard grader-1`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{fmt.Errorf("upsert needs a URL and at least one file\n\n%s", c.UsageString())}
@@ -81,6 +93,14 @@ of input, held in memory.`,
 					recs = append(recs, rec)
 				}
 			}
+			if shard != "" {
+				ack, err := upsertThroughShard(ctx, b, shard, cols, recs)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Out, "upserted %d rows through shard %s's WAL entry %d, merged into the table\n", ack.Rows, shard, ack.Position)
+				return nil
+			}
 			res, err := tb.Upsert(ctx, cols, recs...)
 			switch {
 			case errors.Is(err, commit.ErrOutcomeUnknown):
@@ -97,6 +117,25 @@ of input, held in memory.`,
 		},
 	}
 	c.Flags().StringVar(&keys, "key", "", "the key column, or columns comma-separated (required)")
+	c.Flags().StringVar(&shard, "shard", "", "upsert through this WAL shard (acknowledged once in its WAL, then merged) instead of a direct commit")
 	c.Flags().BoolVar(&ignoreUnknown, "ignore-unknown-columns", false, "drop input columns the table does not have instead of refusing the input")
 	return c
+}
+
+// upsertThroughShard upserts recs by keys in one WAL entry of shard and
+// drains the shard into the table.
+func upsertThroughShard(ctx context.Context, b blob.Bucket, shard string, keys []string, recs []arrow.RecordBatch) (engine.Ack, error) {
+	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata upsert", Shard: walshard.Options{Shard: shard}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return engine.Ack{}, err
+	}
+	defer db.Stop()
+	ack, err := db.Append(ctx, engine.AppendOptions{Keys: keys}, recs...)
+	if err != nil {
+		return ack, fmt.Errorf("%w (nothing was upserted)", err)
+	}
+	if err := db.Drain(ctx); err != nil {
+		return ack, fmt.Errorf("the rows are in shard %s's WAL; merging them into the table failed (a restart of the shard replays them): %w", shard, err)
+	}
+	return ack, nil
 }
