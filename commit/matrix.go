@@ -42,6 +42,7 @@ func (d Decision) String() string {
 //	Overwrite     | ok     | ok                         | ok            | ok            | retry
 //	Upsert        | retry  | retry if its rows may hold | retry overlap | retry overlap | conflict
 //	              | keys   | our keys                   |               |               |
+//	Merge(keyed)  | as Merge(shard) first, then as Upsert                              | conflict
 //	Update        | ok     | ok                         | retry overlap | retry overlap | conflict
 //	Alter         | ok     | ok                         | ok            | ok            | conflict
 //
@@ -59,6 +60,11 @@ func (d Decision) String() string {
 // Append, Merge and Overwrite go on; an Upsert after an Upsert retries on
 // a common fragment or when the rows it added may hold our keys ("retry
 // keys": their key columns' statistics meet the range of ours).
+//
+// A Merge(keyed) installs a shard's generation of upserts (a merge with
+// Keys and Deletions, Table.MergeKeyed): against theirs it is a merge of
+// its shard (done when covered, retry when its own shard moved below it),
+// and otherwise an Upsert; to the others it is an Upsert.
 //
 // A restore (Table.Restore) is an Overwrite.
 //

@@ -234,13 +234,19 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 		o.KnownAt = t.mu.wonAt
 	}
 	t.mu.Unlock()
+	// What the handle learns by landing at the first try: its version was
+	// the newest when the create landed, so no later than when the
+	// commit began. (Not when the call returns: the checks after the
+	// create may take long, and versions made meanwhile may be collected
+	// by the time the next commit skips the listing.)
+	began := o.Now()
 	res, err := Commit(ctx, t.b, base, txn, &o)
 	if err == nil {
 		t.advance(res.Manifest)
 		t.mu.Lock()
 		t.mu.wonAt = time.Time{}
 		if res.Manifest != nil && t.mu.cur == res.Manifest && res.Attempts == 1 && res.Rebases == 0 {
-			t.mu.wonAt = o.Now()
+			t.mu.wonAt = began
 		}
 		t.mu.Unlock()
 	}

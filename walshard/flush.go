@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
+	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
 
@@ -211,6 +212,10 @@ func (s *Shard) writeGeneration(ctx context.Context, gen uint64, entries []memEn
 	}
 	if names, ok := table.CurrentNames(s.schema, entries[0].keys); ok && len(names) > 0 {
 		// Upserts: a later one of a key replaces an earlier one.
+		if plant.On(plant.FlushKeepsFirstUpsert) {
+			batches = slices.Clone(batches)
+			slices.Reverse(batches) // planted defect: the first one stays
+		}
 		last, _, err := table.LastOfEachKey(ctx, nil, names, batches)
 		if err != nil {
 			w.Abort()

@@ -88,6 +88,8 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 	}
 	s := a.shard
 	switch n := w.intn(100); {
+	case n < 55 && w.shardUpserts && w.sideIntn(3) == 0:
+		return "upsert", w.shardUpsert(a, s)
 	case n < 55:
 		ids, key := w.nextAppend(a)
 		b := batch(ids)

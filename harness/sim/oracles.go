@@ -61,6 +61,9 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		}
 		ev.delta = ev.delta.add(d)
 	}
+	if m.Transaction.Kind == table.KindMerge && len(m.Transaction.Keys) > 0 {
+		w.noteInstalled(m)
+	}
 	if u := m.Transaction.Undoes; u > 0 {
 		w.noteUndo(m.Version, u)
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 // Upserters.
@@ -36,6 +38,10 @@ type keyWrite struct {
 	acked   bool
 	version uint64
 	read    uint64 // an update: the version it read (rows inserted after it are not updated)
+	// shard: a shard's upsert, acknowledged at WAL position pos; its
+	// version is that of the merge that installed it (installedAt).
+	shard string
+	pos   uint64
 }
 
 func keyedBatch(ids []int64, val int64) arrow.RecordBatch {
@@ -79,21 +85,82 @@ func (w *world) upsertOp(a *actor) (string, string) {
 		done(err == nil && !res.Done, res.Version, read)
 		return "update", fmt.Sprintf("keys %d..%d to %d: %d rows at v%d: %s", lo-keyBase, hi-1-keyBase, val, res.Updated, res.Version, short(err))
 	}
-	set := map[int64]bool{}
-	for range 1 + w.intn(4) {
-		if w.intn(2) == 0 {
-			set[keyBase+int64(w.intn(hotKeys))] = true
-		} else {
-			set[keyBase+int64(w.intn(keySpace))] = true
-		}
-	}
-	keys := slices.Sorted(maps.Keys(set))
+	keys := upsertKeys(w.intn)
 	b := keyedBatch(keys, val)
 	done := w.noteKeyWrites(keys, keyWrite{val: val, upsert: true})
 	res, err := a.tbl.Upsert(w.ctx, []string{"id"}, b)
 	b.Release()
 	done(err == nil, res.Version, 0)
 	return "upsert", fmt.Sprintf("keys %v to %d, replacing %d at v%d: %s", offsets(keys), val, res.Replaced, res.Version, short(err))
+}
+
+// upsertKeys draws the keys of an upsert, most often hot ones.
+func upsertKeys(intn func(int) int) []int64 {
+	set := map[int64]bool{}
+	for range 1 + intn(4) {
+		if intn(2) == 0 {
+			set[keyBase+int64(intn(hotKeys))] = true
+		} else {
+			set[keyBase+int64(intn(keySpace))] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// shardUpsert upserts a few keys through a's shard (drawn from the side
+// stream, see world.side).
+func (w *world) shardUpsert(a *actor, s *walshard.Shard) string {
+	w.mu.Lock()
+	w.nextVal++
+	val := w.nextVal
+	w.mu.Unlock()
+	keys := upsertKeys(w.sideIntn)
+	b := keyedBatch(keys, val)
+	done := w.noteKeyWrites(keys, keyWrite{val: val, upsert: true, shard: a.name})
+	ack, err := s.UpsertOnce(w.ctx, nil, []string{"id"}, false, b)
+	b.Release()
+	done(err == nil, 0, 0)
+	w.mu.Lock()
+	for _, k := range keys {
+		ws := w.keyWrites[k]
+		for i := range ws {
+			if ws[i].val == val {
+				ws[i].pos = ack.Position
+			}
+		}
+	}
+	w.mu.Unlock()
+	if errors.Is(err, walshard.ErrFenced) && a.next == nil {
+		a.restart = true
+	}
+	return fmt.Sprintf("keys %v to %d at WAL position %d: %s", offsets(keys), val, ack.Position, short(err))
+}
+
+func (w *world) sideIntn(n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.side.IntN(n)
+}
+
+// noteInstalled records the values a merge of a shard's upserts (m)
+// installed, by the version it made.
+func (w *world) noteInstalled(m *table.Manifest) {
+	frags := slices.Clone(m.Transaction.Added)
+	for i := range frags {
+		frags[i].ID = uint64(i)
+	}
+	vals, err := keyValues(w.ctx, table.SnapshotOf(w.store, schema, frags))
+	if err != nil {
+		w.fail("manifests", "v%d, a merge of upserts, does not read: %v", m.Version, err)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, v := range vals {
+		if _, ok := w.installedAt[[2]int64{id, v}]; !ok {
+			w.installedAt[[2]int64{id, v}] = m.Version
+		}
+	}
 }
 
 func offsets(keys []int64) []int64 {
@@ -140,10 +207,19 @@ func (w *world) checkKeys(seen map[int64]int, vals map[int64]int64) error {
 	all := make(map[int64][]keyWrite, len(w.keyWrites))
 	for k, ws := range w.keyWrites {
 		all[k] = slices.Clone(ws)
+		for i := range all[k] {
+			if kw := &all[k][i]; kw.shard != "" {
+				// A shard's upsert takes effect when a merge installs it.
+				kw.version = w.installedAt[[2]int64{k, kw.val}]
+			}
+		}
 	}
 	w.mu.Unlock()
 	for k := keyBase; k < keyBase+keySpace; k++ {
 		writes := all[k]
+		if err := w.checkShardUpserts(k, writes); err != nil {
+			return err
+		}
 		var last *keyWrite
 		for i := range writes {
 			kw := &writes[i]
@@ -189,6 +265,25 @@ func (w *world) checkKeys(seen map[int64]int, vals map[int64]int64) error {
 		}
 		if !want[vals[k]] {
 			return w.fail("the last acknowledged write wins", "key %d holds %d; its last acknowledged write (or one whose outcome was not learned) wrote one of %v", k-keyBase, vals[k], slices.Sorted(maps.Keys(want)))
+		}
+	}
+	return nil
+}
+
+// checkShardUpserts checks that every acknowledged upsert of key k
+// through a shard was installed by a merge, or replaced, before it was, by
+// a later upsert of k through the same shard that was (flushed together,
+// the later one of a key replaces the earlier one).
+func (w *world) checkShardUpserts(k int64, writes []keyWrite) error {
+	for i, kw := range writes {
+		if kw.shard == "" || !kw.acked || kw.version > 0 {
+			continue
+		}
+		replaced := slices.ContainsFunc(writes[i+1:], func(later keyWrite) bool {
+			return later.shard == kw.shard && later.upsert && later.version > 0
+		})
+		if !replaced {
+			return w.fail("no lost rows", "key %d: %s's upsert to %d, acknowledged at WAL position %d, was never merged", k-keyBase, kw.shard, kw.val, kw.pos)
 		}
 	}
 	return nil

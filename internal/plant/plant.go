@@ -49,7 +49,10 @@ const (
 	// read by position rather than by stored name, so the columns after
 	// the dropped one read their neighbours' values.
 	ColumnsByPosition = "a fragment's columns are read by position after a drop"
+	// FlushKeepsFirstUpsert: a shard's upserts of one key flushed together
+	// keep the earliest row of the key, not the last acknowledged.
+	FlushKeepsFirstUpsert = "flushed upserts keep a key's first row"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys, ColumnsByPosition}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys, ColumnsByPosition, FlushKeepsFirstUpsert}
