@@ -568,39 +568,6 @@ func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) 
 	return Result{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
 }
 
-// conformLatest conforms batches to base's schema (conformAll); rows it
-// refuses are tried once more against the latest version's schema when a
-// schema change made elsewhere may be why (a column this handle does not
-// know, one made nullable). It returns the base they fit, and the
-// conformed batches, which the caller releases.
-func (t *Table) conformLatest(ctx context.Context, base *table.Manifest, batches []arrow.RecordBatch) (*table.Manifest, []arrow.RecordBatch, error) {
-	conformed, err := conformAll(base.Schema(), batches)
-	if errors.Is(err, table.ErrBadInput) {
-		if snap, rerr := t.Refresh(ctx); rerr == nil && table.SchemaID(snap.Manifest().Schema()) > table.SchemaID(base.Schema()) {
-			base = snap.Manifest()
-			conformed, err = conformAll(base.Schema(), batches)
-		}
-	}
-	return base, conformed, err
-}
-
-// conformAll passes batches through table.Conform, counting rows across
-// them; the caller releases the result.
-func conformAll(schema *arrow.Schema, batches []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
-	out := make([]arrow.RecordBatch, 0, len(batches))
-	var base int64
-	for _, rec := range batches {
-		c, err := table.Conform(schema, rec, table.ConformOptions{RowBase: base})
-		if err != nil {
-			releaseAll(out)
-			return nil, err
-		}
-		base += rec.NumRows()
-		out = append(out, c)
-	}
-	return out, nil
-}
-
 func releaseAll(recs []arrow.RecordBatch) {
 	for _, r := range recs {
 		r.Release()
