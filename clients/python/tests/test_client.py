@@ -195,6 +195,20 @@ class ServerTest(unittest.TestCase):
             c.update("upserts", "id = 2", {"id": None})
         self.assertEqual(e.exception.status, 400)
 
+    def test_upsert_through_the_shard(self):
+        c = self.c
+        c.create_table("shardups", SCHEMA)
+        c.append("shardups", self.rows(1, 3))  # ids 1..3, in the server's shard
+        out = c.upsert("shardups", [{"id": 2, "worker": "w2", "reward": 2.5}], key="id", through_shard=True)
+        self.assertEqual((out["rows"], out["version"]), (1, 0))
+        c.upsert("shardups", [{"id": 2, "worker": "w3", "reward": 3.5}, {"id": 9, "worker": "w3", "reward": 9.5}], key="id", through_shard=True)
+        want = {1: ("w1", 0.1), 2: ("w3", 3.5), 3: ("w1", None), 9: ("w3", 9.5)}
+        fresh = [(r["id"], (r["worker"], r["reward"])) for r in c.scan("shardups", fresh=True)]
+        self.assertEqual(sorted(fresh), sorted(want.items()))  # one row per key before the merge
+        c.checkpoint_lsm("shardups")
+        merged = [(r["id"], (r["worker"], r["reward"])) for r in c.scan("shardups")]
+        self.assertEqual(sorted(merged), sorted(want.items()))
+
     def test_alter(self):
         c = self.c
         c.create_table("evolve", SCHEMA)
