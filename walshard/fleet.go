@@ -108,24 +108,52 @@ type FleetResult struct {
 }
 
 // FleetMerge merges the announced generations of every shard in one
-// commit. It makes one LIST when nothing is announced.
+// commit, up to each shard's first generation of upserts; then each
+// shard's generation of upserts at the head in a commit of its own, in
+// the order of the shards' names. While it installed upserts and more
+// generations are announced, it makes another such pass (at most
+// maxPasses). It makes one LIST when nothing is announced.
 func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetResult, error) {
-	var res FleetResult
 	if err := opts.Validate(); err != nil {
-		return res, err
+		return FleetResult{}, err
 	}
 	o := opts.withDefaults()
+	var total FleetResult
+	for range maxPasses {
+		res, keyed, err := fleetPass(ctx, b, o)
+		total.Announced = max(total.Announced, res.Announced)
+		total.Generations += res.Generations
+		total.Rows += res.Rows
+		total.Version = max(total.Version, res.Version)
+		total.Failed = append(total.Failed, res.Failed...)
+		for shard, w := range res.Merged {
+			if total.Merged == nil {
+				total.Merged = map[string]uint64{}
+			}
+			total.Merged[shard] = w
+		}
+		total.Shards = len(total.Merged)
+		if err != nil || keyed == 0 {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// fleetPass is one pass of FleetMerge; keyed counts the generations of
+// upserts it installed or left for the next pass.
+func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetResult, keyed int, err error) {
 	hints, err := listPending(ctx, b)
 	if err != nil || len(hints) == 0 {
-		return res, err
+		return res, 0, err
 	}
 	res.Announced = len(hints)
 	base, err := table.ReadLatest(ctx, b)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	var errs []error
-	var parts, keyed []shardPart
+	var parts, keyedParts []shardPart
 	var bytes int64
 	for _, p := range readPlans(ctx, b, base, hints, o) {
 		if p.err != nil {
@@ -136,8 +164,11 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		if len(p.gens) == 0 {
 			continue
 		}
+		if p.upsertsAfter {
+			keyed++ // another pass
+		}
 		if len(p.gens[0].Keys) > 0 {
-			keyed = append(keyed, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
+			keyedParts = append(keyedParts, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
 			continue
 		}
 		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
@@ -150,7 +181,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	if len(parts) > 0 {
 		in, err := install(ctx, b, base, parts, o.Commit, o.Parallelism)
 		if err != nil {
-			return res, errors.Join(append(errs, fmt.Errorf("walshard: fleet merge: %w", err))...)
+			return res, 0, errors.Join(append(errs, fmt.Errorf("walshard: fleet merge: %w", err))...)
 		}
 		res.Version, res.Merged, res.Shards, res.Generations, res.Rows = in.version, in.merged, len(in.merged), in.generations, in.rows
 		errs = append(errs, in.errs...)
@@ -160,7 +191,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	}
 	// Then each shard's generation of upserts, one commit each, in the
 	// order of the shards' names (each replaces rows by key).
-	for _, p := range keyed {
+	for _, p := range keyedParts {
 		in, err := installKeyed(ctx, b, latest, p, o.Commit)
 		if err != nil {
 			res.Failed = append(res.Failed, p.shard)
@@ -171,6 +202,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 		if in.manifest == nil {
 			continue
 		}
+		keyed++
 		latest, res.Version = in.manifest, in.version
 		if res.Merged == nil {
 			res.Merged = map[string]uint64{}
@@ -181,17 +213,20 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	// Announcements of generations merged already (by their owner, or a
 	// pass whose cleanup failed) go too.
 	errs = append(errs, dropStale(ctx, b, hints, res.Merged, latest, o.Parallelism)...)
-	return res, errors.Join(errs...)
+	return res, keyed, errors.Join(errs...)
 }
 
 // fleetPlan is what a fleet merge found of one announced shard: its state
 // and its generations above the table's watermark (none when a newer
 // owner merges it), or why it could not read them.
 type fleetPlan struct {
-	shard string
-	state *State
-	gens  []Generation
-	err   error
+	// upsertsAfter: a generation of upserts awaits after gens (another
+	// pass takes it).
+	upsertsAfter bool
+	shard        string
+	state        *State
+	gens         []Generation
+	err          error
 }
 
 // readPlans reads each announced shard's state, many at once.
@@ -217,7 +252,9 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 			if mark.Epoch > st.Epoch {
 				return nil // a newer owner merges it
 			}
-			plans[i].gens = mergePass(st.pending(mark.Watermark), o.MaxGenerations, math.MaxInt64)
+			pending := st.pending(mark.Watermark)
+			plans[i].gens = mergePass(pending, o.MaxGenerations, math.MaxInt64)
+			plans[i].upsertsAfter = slices.ContainsFunc(pending[len(plans[i].gens):], func(g Generation) bool { return len(g.Keys) > 0 })
 			return nil
 		})
 	}

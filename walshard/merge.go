@@ -59,6 +59,35 @@ func (s *Shard) merge(ctx context.Context) (MergeResult, error) {
 	if idle {
 		return MergeResult{Watermark: watermark}, s.fencedErr()
 	}
+	// A pass takes a generation of upserts alone (mergePass): passes go
+	// on while the one before installed something and more awaits, so
+	// that a shard mixing upserts and appends does not fall behind.
+	var total MergeResult
+	for range maxPasses {
+		res, err := s.mergePassRetrying(ctx)
+		if err != nil {
+			return total, err
+		}
+		total.Generations += res.Generations
+		total.Rows += res.Rows
+		total.Watermark, total.Done = res.Watermark, res.Done
+		total.Version = max(total.Version, res.Version)
+		s.mu.Lock()
+		more := len(s.mu.gens.pending()) > 0
+		s.mu.Unlock()
+		if res.Generations == 0 || !more {
+			break
+		}
+	}
+	return total, nil
+}
+
+// maxPasses bounds the passes of one Merge.
+const maxPasses = 16
+
+// mergePassRetrying runs one merge pass, planned again when another merge
+// of the shard moved the watermark meanwhile.
+func (s *Shard) mergePassRetrying(ctx context.Context) (MergeResult, error) {
 	for range 10 {
 		if err := s.fencedErr(); err != nil {
 			return MergeResult{}, err

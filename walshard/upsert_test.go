@@ -216,3 +216,38 @@ func TestShardUpsertSentAgainStoresNothingTwice(t *testing.T) {
 	}
 	wantRows(t, "after the upserts sent again", tableRows(t, b), map[int64]string{1: "u", 2: "u"})
 }
+
+// TestMergesInstallMixedGenerationsAtOnce: a shard whose generations
+// alternate between upserts and appends is merged whole by one Merge, and
+// another's by one FleetMerge, though each generation of upserts takes a
+// commit of its own.
+func TestMergesInstallMixedGenerationsAtOnce(t *testing.T) {
+	b := newTable(t, "mem://")
+	for i, name := range []string{"own", "fleet"} {
+		s := open(t, b, name, walshard.Options{})
+		defer s.Close()
+		base := int64(100 * i)
+		upsertIDs(t, s, name+"1", base+1, base+2)
+		appendIDs(t, s, base+3)
+		upsertIDs(t, s, name+"2", base+2)
+		appendIDs(t, s, base+4)
+		if _, err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Stats().PendingGenerations; n != 4 {
+			t.Fatalf("%s: %d generations pending, want 4", name, n)
+		}
+		if name == "own" {
+			res, err := s.Merge(ctx)
+			if err != nil || res.Generations != 4 {
+				t.Fatalf("one Merge of four mixed generations: %+v %v", res, err)
+			}
+			continue
+		}
+		res, err := walshard.FleetMerge(ctx, b, nil)
+		if err != nil || res.Generations != 4 {
+			t.Fatalf("one FleetMerge of four mixed generations: %+v %v", res, err)
+		}
+	}
+	wantRows(t, "merged", tableRows(t, b), map[int64]string{1: "own1", 2: "own2", 3: "own", 4: "own", 101: "fleet1", 102: "fleet2", 103: "fleet", 104: "fleet"})
+}

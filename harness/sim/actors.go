@@ -121,7 +121,7 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 		}
 		return "flush", fmt.Sprintf("gen %d: %s", g, short(err))
 	case n < 85:
-		rec.commits = true
+		rec.commits, rec.steps = true, true
 		res, err := s.Merge(w.ctx)
 		if errors.Is(err, walshard.ErrFenced) && a.next == nil {
 			a.restart = true

@@ -411,6 +411,13 @@ func (w *world) checkLinearizable() error {
 					used[i] = true
 					d = d.add(ev.delta)
 					n++
+					if op.steps {
+						// A step of its own, in the operation's span: a
+						// client of its own, as steps are not sequential
+						// calls of one.
+						history = append(history, porcupine.Operation{ClientId: client(fmt.Sprintf("%s step %d", op.actor, len(history))),
+							Input: commitIn{ev.delta}, Call: op.call, Return: op.ret})
+					}
 					// A compaction's Rewrite keeps the rows as they are,
 					// but one whose outputs garbage collection took while
 					// it stalled (and the undoing of it, by itself or by a
@@ -423,7 +430,7 @@ func (w *world) checkLinearizable() error {
 					}
 				}
 			}
-			if n > 0 {
+			if n > 0 && !op.steps {
 				history = append(history, porcupine.Operation{ClientId: client(op.actor), Input: commitIn{d}, Call: op.call, Return: op.ret})
 			}
 		case op.read != nil && !w.listLag:

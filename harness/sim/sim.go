@@ -207,6 +207,10 @@ type opRecord struct {
 	commits   bool    // may commit to the table
 	conserves bool    // a compaction: its commits must not change the rows
 	read      *digest // a read of the latest version that succeeded
+	// steps: its commits are steps of their own, each visible when it
+	// lands (a merge makes one per pass: appends, then each generation
+	// of upserts).
+	steps bool
 }
 
 // manifestEvent is one manifest created in the store.
@@ -487,7 +491,7 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 	case kReader:
 		return w.readerOp(a, rec)
 	case kFleet:
-		rec.commits = true
+		rec.commits, rec.steps = true, true
 		return w.fleetOp(a)
 	case kDeleter:
 		rec.commits = true
