@@ -50,5 +50,13 @@
 //     empty takes the registration down, and puts it back if a newer
 //     epoch was claimed meanwhile. Sweeps for abandoned shards look at
 //     registered shards only, so an adopted shard is adopted once.
+//   - Upserts (Upsert) are WAL entries of their own (format version 4,
+//     naming the key columns); a flush seals entries of one kind into a
+//     generation (appends, or upserts by one set of keys, keeping the last
+//     row of each key), and a generation of upserts is merged alone, in a
+//     commit that also deletes the table's rows with its keys
+//     (commit.Table.MergeKeyed). So a key's row is that of the upsert
+//     installed last, and a shard's upserts are installed in WAL order. A
+//     fresh read hides the rows an upsert not yet merged replaces.
 //   - No object is overwritten: every name above is created once.
 package walshard
