@@ -90,7 +90,8 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 }
 
 // keysOfFragments reads the keys (columns names of schema) of the rows of
-// frags, which hold each key once.
+// frags (table.KeysOf: checked when written, so a null or a key twice,
+// from an entry damaged since, does not stop the merge).
 func keysOfFragments(ctx context.Context, t *Table, schema *arrow.Schema, names []string, frags []table.Fragment) (*table.KeySet, error) {
 	own := make([]table.Fragment, len(frags))
 	for i, f := range frags {
@@ -106,7 +107,7 @@ func keysOfFragments(ctx context.Context, t *Table, schema *arrow.Schema, names 
 		rec.Retain()
 		batches = append(batches, rec)
 	}
-	ks, err := table.NewKeySet(schema, names, batches)
+	ks, err := table.KeysOf(schema, names, batches)
 	if err != nil {
 		return nil, errors.Join(errors.New("commit: the keys of a shard's upserts"), err)
 	}

@@ -29,6 +29,17 @@ func (k *KeySet) Len() int { return len(k.keys) }
 // must not be null, nor appear twice among the batches' rows. Each
 // refusal is an *InputError naming the row and column.
 func NewKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch) (*KeySet, error) {
+	return newKeySet(schema, cols, batches, true)
+}
+
+// KeysOf is NewKeySet of rows that were checked when they were written (a
+// shard's generation of upserts): a row with a null key has none, and a
+// key may appear more than once, rather than fail what must go on.
+func KeysOf(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch) (*KeySet, error) {
+	return newKeySet(schema, cols, batches, false)
+}
+
+func newKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch, strict bool) (*KeySet, error) {
 	if len(cols) == 0 {
 		return nil, &InputError{Row: -1, Reason: "an upsert needs at least one key column"}
 	}
@@ -50,13 +61,18 @@ func NewKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch)
 				Reason: "a key column holds integers, strings, binaries, booleans, dates or timestamps"}
 		}
 	}
-	row := int64(0)
+	row := int64(-1)
 	var buf []byte
 	for _, rec := range batches {
+	rows:
 		for r := range int(rec.NumRows()) {
+			row++
 			buf = buf[:0]
 			for i, c := range idx {
 				v, ok := ValueAt(rec.Column(c), r)
+				if !ok && !strict {
+					continue rows
+				}
 				if !ok {
 					return nil, &InputError{Row: row, Column: cols[i], Reason: "a key must not be null"}
 				}
@@ -71,11 +87,10 @@ func NewKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch)
 					ks.hi[i] = v
 				}
 			}
-			if ks.keys[string(buf)] {
+			if ks.keys[string(buf)] && strict {
 				return nil, &InputError{Row: row, Column: cols[0], Reason: "the key appears twice among the rows of one upsert"}
 			}
 			ks.keys[string(buf)] = true
-			row++
 		}
 	}
 	return ks, nil

@@ -39,6 +39,11 @@ func FuzzDecodeEntry(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	up, err := encodeEntry(&entry{kind: kindData, epoch: 1, position: 7, id: table.NewID(), batches: []arrow.RecordBatch{rec}, keys: []string{"id"}}, schema, true)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(up)
 	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: 2, position: 7, id: table.NewID()}, schema, false)
 	f.Add(data)
 	f.Add(pq)
