@@ -20,7 +20,7 @@ func TestParseFilter(t *testing.T) {
 		"worker = 'w03' AND step < 10":       `worker = "w03" AND step < 10`,
 		`id IN (1, 2,3) and worker != "w01"`: `id IN (1, 2, 3) AND worker != "w01"`,
 		"id == -5":                           "id = -5",
-		"x > 1e3": "x > 1000.0",
+		"x > 1e3":                            "x > 1000.0",
 		"ok = true":                          "ok = true",
 		// Names that are not plain words, between backticks.
 		"`a.b` = 1 AND `x y` IN (2)": "`a.b` = 1 AND `x y` IN (2)",
