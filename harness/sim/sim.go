@@ -285,10 +285,10 @@ type world struct {
 	shardUpserts bool
 	side         *rand.Rand
 	installedAt  map[[2]int64]uint64
-	nextExtra int                  // the added columns' numbers (alter.go)
-	landed    map[uint64]time.Time // version -> when it landed, on the clock
-	violation error
-	tags      int
+	nextExtra    int                  // the added columns' numbers (alter.go)
+	landed       map[uint64]time.Time // version -> when it landed, on the clock
+	violation    error
+	tags         int
 }
 
 func newWorld(ctx context.Context, cfg Config) *world {
