@@ -202,8 +202,25 @@ func checkAccessible(ctx context.Context, rawURL string, gb *gcblob.Bucket) erro
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 		return newError("open", rawURL, ErrRetryable, fmt.Errorf("the store did not answer within %v (is the endpoint right, and reachable?)", accessTimeout))
 	}
-	if strings.Contains(err.Error(), "get credentials") || strings.Contains(err.Error(), "could not find default credentials") {
-		return newError("open", rawURL, ErrPermanent, fmt.Errorf("no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or GOOGLE_APPLICATION_CREDENTIALS): %w", err))
+	if why := setupMistake(rawURL, err); why != "" {
+		return newError("open", rawURL, ErrPermanent, fmt.Errorf("%s: %w", why, err))
 	}
 	return classify("open", rawURL, err, gb.ErrorAs)
+}
+
+// setupMistake names the set-up mistake behind err, an open's first
+// request to the store failing before it reached the store, and its
+// remedy ("" when err is not one): no region for S3, no credentials.
+func setupMistake(rawURL string, err error) string {
+	msg := err.Error()
+	s3 := strings.HasPrefix(rawURL, "s3://")
+	switch {
+	case s3 && (strings.Contains(msg, "Invalid region") || strings.Contains(msg, "region is required") || strings.Contains(msg, "A region must be set")):
+		return "no AWS region: set AWS_REGION (e.g. AWS_REGION=us-east-1), or add region= to the URL (s3://bucket/table?region=us-east-1)"
+	case s3 && strings.Contains(msg, "get credentials"):
+		return "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE for a profile in ~/.aws/credentials)"
+	case strings.Contains(msg, "could not find default credentials") || strings.Contains(msg, "get credentials"):
+		return "no credentials: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run gcloud auth application-default login"
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,5 +47,31 @@ func TestAnS3StoreThatStopsAnsweringFailsARequestInTime(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), "s3://b/t?read_timeout=soon&endpoint="+srv.URL); !errors.Is(err, ErrBadURL) {
 		t.Fatalf("read_timeout=soon: %v, want ErrBadURL", err)
+	}
+}
+
+// S3 without a region, or without credentials, fails at Open with a
+// permanent error (not a transient one, which a caller would retry) that
+// names the cause and the remedy — and not another cloud's.
+func TestS3SetUpMistakesNameTheRemedy(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	for _, c := range []struct {
+		what, url, region, key, want string
+	}{
+		{"no region", "s3://b/t", "", "x", "set AWS_REGION"},
+		{"no credentials", "s3://b/t?region=us-east-1", "", "", "set AWS_ACCESS_KEY_ID"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			t.Setenv("AWS_REGION", c.region)
+			t.Setenv("AWS_DEFAULT_REGION", c.region)
+			t.Setenv("AWS_ACCESS_KEY_ID", c.key)
+			t.Setenv("AWS_SECRET_ACCESS_KEY", c.key)
+			_, err := Open(context.Background(), c.url)
+			if err == nil || !errors.Is(err, ErrPermanent) || errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "GOOGLE") {
+				t.Fatalf("Open(%s) with %s: %v; want a permanent error saying %q", c.url, c.what, err, c.want)
+			}
+		})
 	}
 }
