@@ -2,6 +2,7 @@ package command
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
 )
 
 func newCreate(env *Env) *cobra.Command {
@@ -56,6 +58,13 @@ create refuses both, naming the table in the way.`,
 				return err
 			}
 			m, err := commit.Create(c.Context(), b, schema, nil, nil)
+			if errors.Is(err, table.ErrExists) {
+				v := ""
+				if latest, lerr := table.LatestVersion(c.Context(), b); lerr == nil && latest > 0 {
+					v = fmt.Sprintf(" (at version %d)", latest)
+				}
+				return fmt.Errorf("%s: a table exists there already%s; append to it (strata append), look at it (strata inspect), or create under another URL: %w", args[0], v, err)
+			}
 			if err != nil {
 				return err
 			}

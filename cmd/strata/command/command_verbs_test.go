@@ -549,3 +549,21 @@ func TestUpsertByKeyFromFiles(t *testing.T) {
 		t.Fatalf("an update matching nothing: %q", out)
 	}
 }
+
+// A create where a table is already names the URL and the table's version,
+// and says what to do instead.
+func TestCreateOverATableNamesIt(t *testing.T) {
+	dir := t.TempDir()
+	schema := dir + "/s.json"
+	if err := os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + dir + "/t"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, _, errOut := run(t, nil, "create", u, "--schema", schema)
+	if code != 1 || !strings.Contains(errOut, u+": a table exists there already (at version 1)") || !strings.Contains(errOut, "strata append") {
+		t.Fatalf("create over a table: exit %d, %q", code, errOut)
+	}
+}
