@@ -149,7 +149,7 @@ func TestConsumersAndLongPolls(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := <-polled
-	if got.err != nil || got.through != "2" || got.body != `{"_change":"delete","_version":2,"id":2}`+"\n" {
+	if got.err != nil || got.through != "2" || got.body != `{"id":2,"_change":"delete","_version":2}`+"\n" {
 		t.Fatalf("the long poll across a delete: through %s %q %v", got.through, got.body, got.err)
 	}
 	code, body := raw(t, f, "GET", "/api/v1/tables/events/consumers", "", "", "")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/internal/jsonrows"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -163,7 +164,7 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 		batches = func(func(arrow.RecordBatch, error) bool) {}
 	}
 	jsonl := wantsJSONLines(r)
-	jl := &jsonLines{w: w}
+	jl := jsonrows.New(w)
 	var iw *ipc.Writer
 	started := false
 	start := func() {
@@ -205,7 +206,7 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 		}
 		n += rec.NumRows()
 		if jsonl {
-			if err := jl.write(rec); err != nil {
+			if err := jl.Write(rec); err != nil {
 				cut(err)
 				return nil
 			}

@@ -99,6 +99,12 @@ func (a *statsAcc) add(arr arrow.Array) {
 		if v.Kind == KindFloat && math.IsNaN(v.F) {
 			continue
 		}
+		if v.Kind == KindFloat && math.IsInf(v.F, 0) {
+			// JSON holds no infinity: the column gets no bounds (a
+			// fragment without them is never pruned), as a long string's.
+			a.tooLong, a.min, a.max = true, nil, nil
+			return
+		}
 		if len(v.S) > maxStatLen || len(v.X) > maxStatLen {
 			a.tooLong, a.min, a.max = true, nil, nil
 			return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -350,4 +351,52 @@ func FuzzReadCSV(f *testing.F) {
 		recs, err := ingest.ReadCSV(strings.NewReader(in), s, ingest.Options{Limit: 1 << 20, ChunkRows: 3})
 		cleanOrConforming(t, s, recs, err)
 	})
+}
+
+// NaN, Infinity and -Infinity, as Python's json module writes them, are
+// taken in float columns — at the top, in lists and maps, in float32 —
+// and refused in other columns with the column named; inside strings they
+// are text; a word that only begins like one is not JSON.
+func TestJSONLinesTakeNaNAndInfinityInFloatColumns(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "reward", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
+		{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "xs", Type: arrow.ListOf(arrow.PrimitiveTypes.Float64), Nullable: true},
+		{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	good := `{"reward": NaN, "f32": -Infinity, "msg": "NaN, Infinity", "xs": [Infinity, 1.5, NaN]}
+{"reward":Infinity,"f32":NaN,"msg":"a \"NaN\" b"}
+{"reward": -Infinity , "xs": [-Infinity]}
+{"reward": 2.5, "n": 3}
+`
+	recs, err := ingest.ReadJSONLines(strings.NewReader(good), s, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ingest.Release(recs)
+	rec := recs[0]
+	r := rec.Column(0).(*array.Float64)
+	f := rec.Column(1).(*array.Float32)
+	if !math.IsNaN(r.Value(0)) || !math.IsInf(r.Value(1), 1) || !math.IsInf(r.Value(2), -1) || r.Value(3) != 2.5 {
+		t.Errorf("reward: %v", r)
+	}
+	if !math.IsInf(float64(f.Value(0)), -1) || !math.IsNaN(float64(f.Value(1))) {
+		t.Errorf("f32: %v", f)
+	}
+	if m := rec.Column(2).(*array.String); m.Value(0) != "NaN, Infinity" || m.Value(1) != `a "NaN" b` {
+		t.Errorf("msg: %v", m)
+	}
+	xs := rec.Column(3).(*array.List).ListValues().(*array.Float64)
+	if xs.Len() != 4 || !math.IsInf(xs.Value(0), 1) || xs.Value(1) != 1.5 || !math.IsNaN(xs.Value(2)) || !math.IsInf(xs.Value(3), -1) {
+		t.Errorf("xs: %v", xs)
+	}
+	for _, bad := range []string{`{"n": NaN}`, `{"msg": Infinity}`, `{"reward": NaNa}`, `{"reward": Infinit}`, `{"reward": nan}`} {
+		var ie *table.InputError
+		if _, err := ingest.ReadJSONLines(strings.NewReader(bad), s, ingest.Options{}); !errors.As(err, &ie) {
+			t.Errorf("%s: %v, want an input error", bad, err)
+		} else if strings.Contains(bad, `"n"`) && (ie.Column != "n" || !strings.Contains(ie.Reason, "float")) {
+			t.Errorf("%s: %v, want the column and that NaN is a float's", bad, err)
+		}
+	}
 }

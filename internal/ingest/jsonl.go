@@ -9,11 +9,14 @@ import (
 	"github.com/goccy/go-json"
 	"io"
 	"iter"
+	"math"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/float16"
 
 	"github.com/stratadb/strata/table"
 )
@@ -120,6 +123,8 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 	if at, why := InvalidText(line); why != "" {
 		return bad("", fmt.Sprintf("%s at byte %d of the line", why, at))
 	}
+	o := decodeOpts{ignore: ignore}
+	line, o.nonFinite = rewriteNonFinite(line)
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -148,7 +153,7 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 			return bad(key, "the key appears twice")
 		}
 		seen[i] = true
-		if err := decodeValue(dec, b.Field(i), schema.Field(i), key, ignore); err != nil {
+		if err := decodeValue(dec, b.Field(i), schema.Field(i), key, o); err != nil {
 			var ie *table.InputError
 			if errors.As(err, &ie) {
 				ie.Row = row
@@ -257,15 +262,15 @@ func collect(seq iter.Seq2[arrow.RecordBatch, error]) ([]arrow.RecordBatch, erro
 // null (which table.Conform refuses where the field is not nullable).
 // Scalars are arrow-go's own JSON decoding. A map is an array of {"key",
 // "value"} objects, or a JSON object when its keys are strings.
-func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string, ignore bool) error {
+func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string, o decodeOpts) error {
 	bad := func(reason string) error {
 		return &table.InputError{Column: path, Want: f.Type.String(), Reason: reason}
 	}
 	switch bb := b.(type) {
 	case *array.StructBuilder:
-		return decodeStruct(dec, bb, f, path, ignore, bad)
+		return decodeStruct(dec, bb, f, path, o, bad)
 	case *array.MapBuilder:
-		return decodeMap(dec, bb, f, path, ignore, bad)
+		return decodeMap(dec, bb, f, path, o, bad)
 	case array.ListLikeBuilder:
 		if null, err := opening(dec, bb, '[', bad); null || err != nil {
 			return err
@@ -273,12 +278,15 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 		bb.Append(true)
 		elem := f.Type.(arrow.ListLikeType).ElemField()
 		for dec.More() {
-			if err := decodeValue(dec, bb.ValueBuilder(), elem, path+"[]", ignore); err != nil {
+			if err := decodeValue(dec, bb.ValueBuilder(), elem, path+"[]", o); err != nil {
 				return err
 			}
 		}
 		_, err := dec.Token() // ']'
 		return err
+	}
+	if o.nonFinite {
+		return decodeNonFinite(dec, b, bad)
 	}
 	if err := b.UnmarshalOne(dec); err != nil {
 		return bad("value does not fit the column: " + err.Error())
@@ -286,10 +294,102 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 	return nil
 }
 
+// decodeOpts shape the decoding of a line's values: ignore drops keys the
+// table lacks; nonFinite: the line held NaN, Infinity or -Infinity
+// (rewriteNonFinite).
+type decodeOpts struct {
+	ignore, nonFinite bool
+}
+
+// A bare NaN, Infinity or -Infinity, as rewriteNonFinite leaves it: a
+// string no JSON text holds (it starts with a NUL, which JSON escapes).
+const nonFiniteMark = "\x00"
+
+// rewriteNonFinite turns the bare words NaN, Infinity and -Infinity
+// outside strings — not JSON, but what Python's json module writes for
+// float("nan") and ±float("inf") — into marked strings (nonFiniteMark)
+// that decodeNonFinite gives float columns as NaN and ±Inf and refuses
+// elsewhere. It tells whether it found any.
+func rewriteNonFinite(line []byte) ([]byte, bool) {
+	if !bytes.Contains(line, []byte("NaN")) && !bytes.Contains(line, []byte("Infinity")) {
+		return line, false
+	}
+	var out []byte
+	copied, inString := 0, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+			continue
+		}
+		for _, word := range []string{"NaN", "Infinity", "-Infinity"} {
+			end := i + len(word)
+			if !bytes.HasPrefix(line[i:], []byte(word)) || end < len(line) && bytes.IndexByte([]byte(" \t\r,]}"), line[end]) < 0 {
+				continue
+			}
+			out = append(out, line[copied:i]...)
+			out = append(append(append(out, `"\u0000`...), word...), '"')
+			copied, i = end, end-1
+			break
+		}
+	}
+	if out == nil {
+		return line, false
+	}
+	return append(out, line[copied:]...), true
+}
+
+// decodeNonFinite decodes a scalar of a line that held a marked NaN or
+// ±Infinity (rewriteNonFinite): one of those into a float column, and
+// everything else as UnmarshalOne does.
+func decodeNonFinite(dec *json.Decoder, b array.Builder, bad func(string) error) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return bad("value does not decode: " + err.Error())
+	}
+	var word string
+	if json.Unmarshal(raw, &word) == nil && strings.HasPrefix(word, nonFiniteMark) {
+		f := math.NaN()
+		switch word[len(nonFiniteMark):] {
+		case "Infinity":
+			f = math.Inf(1)
+		case "-Infinity":
+			f = math.Inf(-1)
+		}
+		switch fb := b.(type) {
+		case *array.Float64Builder:
+			fb.Append(f)
+		case *array.Float32Builder:
+			fb.Append(float32(f))
+		case *array.Float16Builder:
+			fb.Append(float16.New(float32(f)))
+		default:
+			return bad(word[len(nonFiniteMark):] + " is a float's value; the column does not hold floats")
+		}
+		return nil
+	}
+	vd := json.NewDecoder(bytes.NewReader(raw))
+	vd.UseNumber()
+	if err := b.UnmarshalOne(vd); err != nil {
+		return bad("value does not fit the column: " + err.Error())
+	}
+	return nil
+}
+
+
 // decodeStruct decodes a JSON object (or null) into a struct column:
 // fields it lacks are null, keys the struct lacks are an error unless
 // ignore.
-func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, path string, ignore bool, bad func(string) error) error {
+func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, path string, o decodeOpts, bad func(string) error) error {
 	if null, err := opening(dec, bb, '{', bad); null || err != nil {
 		return err
 	}
@@ -304,7 +404,7 @@ func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, pat
 		key, _ := tok.(string)
 		i, ok := st.FieldIdx(key)
 		if !ok {
-			if !ignore {
+			if !o.ignore {
 				return &table.InputError{Column: path + "." + key, Reason: "the struct has no such field"}
 			}
 			var skip json.RawMessage
@@ -317,7 +417,7 @@ func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, pat
 			return &table.InputError{Column: path + "." + key, Reason: "the key appears twice"}
 		}
 		seen[i] = true
-		if err := decodeValue(dec, bb.FieldBuilder(i), st.Field(i), path+"."+key, ignore); err != nil {
+		if err := decodeValue(dec, bb.FieldBuilder(i), st.Field(i), path+"."+key, o); err != nil {
 			return err
 		}
 	}
@@ -334,7 +434,7 @@ func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, pat
 
 // decodeMap decodes a map column's value: null, a JSON object (string
 // keys) or an array of {"key": …, "value": …} entries.
-func decodeMap(dec *json.Decoder, bb *array.MapBuilder, f arrow.Field, path string, ignore bool, bad func(string) error) error {
+func decodeMap(dec *json.Decoder, bb *array.MapBuilder, f arrow.Field, path string, o decodeOpts, bad func(string) error) error {
 	m := f.Type.(*arrow.MapType)
 	tok, err := dec.Token()
 	if err != nil {
@@ -358,7 +458,7 @@ func decodeMap(dec *json.Decoder, bb *array.MapBuilder, f arrow.Field, path stri
 			if err := bb.KeyBuilder().AppendValueFromString(key); err != nil {
 				return err
 			}
-			if err := decodeValue(dec, bb.ItemBuilder(), m.ItemField(), path+"."+key, ignore); err != nil {
+			if err := decodeValue(dec, bb.ItemBuilder(), m.ItemField(), path+"."+key, o); err != nil {
 				return err
 			}
 		}
@@ -368,7 +468,7 @@ func decodeMap(dec *json.Decoder, bb *array.MapBuilder, f arrow.Field, path stri
 		bb.Append(true)
 		entries := arrow.Field{Name: "entries", Type: arrow.StructOf(m.KeyField(), m.ItemField())}
 		for dec.More() {
-			if err := decodeEntry(dec, bb, entries, path, ignore); err != nil {
+			if err := decodeEntry(dec, bb, entries, path, o); err != nil {
 				return err
 			}
 		}
@@ -396,7 +496,7 @@ func opening(dec *json.Decoder, b array.Builder, delim json.Delim, bad func(stri
 }
 
 // decodeEntry decodes one {"key": k, "value": v} of a map.
-func decodeEntry(dec *json.Decoder, bb *array.MapBuilder, entries arrow.Field, path string, ignore bool) error {
+func decodeEntry(dec *json.Decoder, bb *array.MapBuilder, entries arrow.Field, path string, o decodeOpts) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return err
@@ -417,13 +517,13 @@ func decodeEntry(dec *json.Decoder, bb *array.MapBuilder, entries arrow.Field, p
 				return &table.InputError{Column: path + ".key", Reason: "the key appears twice"}
 			}
 			haveKey = true
-			err = decodeValue(dec, bb.KeyBuilder(), st.Field(0), path+".key", ignore)
+			err = decodeValue(dec, bb.KeyBuilder(), st.Field(0), path+".key", o)
 		case "value":
 			if haveValue {
 				return &table.InputError{Column: path + ".value", Reason: "the key appears twice"}
 			}
 			haveValue = true
-			err = decodeValue(dec, bb.ItemBuilder(), st.Field(1), path+".value", ignore)
+			err = decodeValue(dec, bb.ItemBuilder(), st.Field(1), path+".value", o)
 		default:
 			return &table.InputError{Column: path, Reason: fmt.Sprintf("a map entry has only \"key\" and \"value\", not %v", tok)}
 		}

@@ -1,6 +1,7 @@
 """Tests of the Python client against a real ``strata serve`` (STRATA_BIN, or
 built with ``go build`` from the repository)."""
 
+import math
 import os
 import shutil
 import socket
@@ -194,6 +195,27 @@ class ServerTest(unittest.TestCase):
         with self.assertRaises(StrataError) as e:
             c.update("upserts", "id = 2", {"id": None})
         self.assertEqual(e.exception.status, 400)
+
+    def test_nan_infinity_and_floats_round_trip_in_schema_order(self):
+        c = self.c
+        c.create_table("rewards", SCHEMA)
+        rows = [
+            {"id": 1, "worker": "w1", "reward": float("nan")},
+            {"id": 2, "worker": "w1", "reward": float("inf")},
+            {"id": 3, "worker": "w1", "reward": float("-inf")},
+            {"id": 4, "worker": "w1", "reward": 0.0},
+            {"id": 5, "worker": "w1", "reward": 2.0},
+        ]
+        c.append("rewards", rows)
+        for fresh in (True, False):
+            if not fresh:
+                c.checkpoint_lsm("rewards")
+            got = sorted(c.scan("rewards", fresh=fresh), key=lambda r: r["id"])
+            self.assertEqual([list(r) for r in got], [["id", "worker", "reward"]] * 5)  # the schema's order
+            self.assertTrue(math.isnan(got[0]["reward"]))
+            self.assertEqual([r["reward"] for r in got[1:]], [float("inf"), float("-inf"), 0.0, 2.0])
+            self.assertEqual([type(r["reward"]) for r in got[1:]], [float] * 4)
+        self.assertEqual([r["id"] for r in c.scan("rewards", filter="reward > 100")], [2])
 
     def test_upsert_through_the_shard(self):
         c = self.c

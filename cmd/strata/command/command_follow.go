@@ -97,7 +97,7 @@ func printFollow(ctx context.Context, b blob.Bucket, from uint64, opts table.Fol
 		}
 		if ch.Kind == table.ChangeThrough {
 			if w.format == "jsonl" {
-				if err := w.enc.Encode(map[string]any{table.ChangeColumn: string(table.ChangeThrough), table.VersionColumn: ch.Version}); err != nil {
+				if _, err := fmt.Fprintf(w.out, "{%q:%q,%q:%d}\n", table.ChangeColumn, table.ChangeThrough, table.VersionColumn, ch.Version); err != nil {
 					return err
 				}
 			}

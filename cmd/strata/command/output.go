@@ -3,7 +3,6 @@ package command
 import (
 	"encoding/base64"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
@@ -13,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/stratadb/strata/internal/jsonrows"
 	"github.com/stratadb/strata/table"
 )
 
@@ -35,7 +35,7 @@ type rowWriter struct {
 	out    io.Writer
 	tw     *tabwriter.Writer
 	cw     *csv.Writer
-	enc    *json.Encoder
+	jw     *jsonrows.Writer
 	header bool
 	rows   int
 	limit  int
@@ -49,7 +49,7 @@ func newRowWriter(out io.Writer, format string, limit int) (*rowWriter, error) {
 	case "csv":
 		w.cw = csv.NewWriter(out)
 	case "jsonl":
-		w.enc = json.NewEncoder(out)
+		w.jw = jsonrows.New(out)
 	default:
 		return nil, usageError{fmt.Errorf("--format must be table, csv or jsonl, not %q", format)}
 	}
@@ -111,6 +111,18 @@ func (w *rowWriter) write(rec arrow.RecordBatch) error {
 			}
 		}
 	}
+	if w.format == "jsonl" {
+		// In the schema's order, floats as floats (NaN, ±Infinity too),
+		// as the server writes them.
+		n := rec.NumRows()
+		if w.limit > 0 {
+			n = min(n, int64(w.limit-w.rows))
+		}
+		part := rec.NewSlice(0, n)
+		defer part.Release()
+		w.rows += int(n)
+		return w.jw.Write(part)
+	}
 	for i := 0; i < int(rec.NumRows()) && !w.full(); i++ {
 		switch w.format {
 		case "table", "csv":
@@ -121,18 +133,6 @@ func (w *rowWriter) write(rec arrow.RecordBatch) error {
 			if w.format == "table" {
 				fmt.Fprintln(w.tw, strings.Join(vals, "\t"))
 			} else if err := w.cw.Write(vals); err != nil {
-				return err
-			}
-		case "jsonl":
-			row := make(map[string]any, rec.NumCols())
-			for c, f := range schema.Fields() {
-				if b, ok := rec.Column(c).(*array.Binary); ok && !b.IsNull(i) {
-					row[f.Name] = base64.StdEncoding.EncodeToString(b.Value(i))
-					continue
-				}
-				row[f.Name] = rec.Column(c).GetOneForMarshal(i)
-			}
-			if err := w.enc.Encode(row); err != nil {
 				return err
 			}
 		}

@@ -1,7 +1,9 @@
-package server
+package jsonrows
 
 import (
 	"bytes"
+	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -36,10 +38,11 @@ func awkwardString(rng *rand.Rand, n int) string {
 	return b.String()
 }
 
-// Rows written as JSON lines are the bytes Arrow's own encoder writes —
-// keys sorted, HTML escaped, every type — while a string or binary value
-// of megabytes is written in pieces, never whole.
-func TestJSONLinesAreArrowsWithLargeValuesInPieces(t *testing.T) {
+// Rows written as JSON lines hold Arrow's own JSON for each value — HTML
+// escaped, every type — but floats, which stay floats, with their keys in
+// the schema's order; a string or binary value of megabytes is written in
+// pieces, never whole.
+func TestJSONLinesAreArrowsInSchemaOrderWithLargeValuesInPieces(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -83,19 +86,79 @@ func TestJSONLinesAreArrowsWithLargeValuesInPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got largestWrite
-	if err := (&jsonLines{w: &got}).write(rec); err != nil {
+	if err := New(&got).Write(rec); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got.Bytes(), want.Bytes()) {
-		g, w := got.Bytes(), want.Bytes()
-		at := 0
-		for at < min(len(g), len(w)) && g[at] == w[at] {
-			at++
+	gotLines := strings.Split(strings.TrimSuffix(got.String(), "\n"), "\n")
+	wantLines := strings.Split(strings.TrimSuffix(want.String(), "\n"), "\n")
+	if len(gotLines) != len(wantLines) {
+		t.Fatalf("%d lines, Arrow writes %d", len(gotLines), len(wantLines))
+	}
+	for i := range gotLines {
+		keys, vals := orderedObject(t, gotLines[i])
+		var w map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(wantLines[i]), &w); err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("JSON lines differ from Arrow's at byte %d of %d/%d: %q against %q", at, len(g), len(w),
-			g[at:min(len(g), at+40)], w[at:min(len(w), at+40)])
+		for k, f := range schema.Fields() {
+			if keys[k] != f.Name {
+				t.Fatalf("line %d: key %d is %q, the schema's is %q", i, k, keys[k], f.Name)
+			}
+			g := vals[k]
+			if f.Type.ID() == arrow.FLOAT64 {
+				var gf, wf float64
+				if json.Unmarshal(g, &gf) != nil || json.Unmarshal(w[f.Name], &wf) != nil || gf != wf || !bytes.ContainsAny(g, ".e") {
+					t.Fatalf("line %d: float %s written %s, Arrow's %s", i, f.Name, g, w[f.Name])
+				}
+				continue
+			}
+			if !bytes.Equal(g, w[f.Name]) {
+				t.Fatalf("line %d: %s written %.60q, Arrow's %.60q", i, f.Name, g, w[f.Name])
+			}
+		}
 	}
 	if got.largest > 1<<20 {
 		t.Fatalf("a write of %d bytes: a value of %d bytes was encoded whole", got.largest, 3<<20)
+	}
+}
+
+// orderedObject reads a JSON object's keys in order and their values.
+func orderedObject(t *testing.T, line string) ([]string, []json.RawMessage) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %.80q", line)
+	}
+	var keys []string
+	var vals []json.RawMessage
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		keys, vals = append(keys, tok.(string)), append(vals, v)
+	}
+	return keys, vals
+}
+
+// Floats are written so that they read back as floats, the same value:
+// integral ones with ".0", -0 as -0.0, NaN and ±Inf as NaN, Infinity and
+// -Infinity; a float32 in the shortest form of its own bits.
+func TestFloatsStayFloats(t *testing.T) {
+	for _, c := range []struct {
+		f    float64
+		bits int
+		want string
+	}{
+		{1, 64, "1.0"}, {0, 64, "0.0"}, {math.Copysign(0, -1), 64, "-0.0"}, {0.25, 64, "0.25"}, {1e21, 64, "1e+21"}, {-3, 64, "-3.0"},
+		{math.NaN(), 64, "NaN"}, {math.Inf(1), 64, "Infinity"}, {math.Inf(-1), 64, "-Infinity"}, {float64(float32(0.1)), 32, "0.1"},
+	} {
+		if got := string(Float(nil, c.f, c.bits)); got != c.want {
+			t.Errorf("Float(%v, %d) = %s, want %s", c.f, c.bits, got, c.want)
+		}
 	}
 }

@@ -1,14 +1,23 @@
-package server
+// Package jsonrows writes record batches as JSON lines, one object a row,
+// as the server's scans (format=jsonl) and strata scan --format jsonl
+// give them: keys in the schema's order, floats that stay floats (1.0,
+// not 1), NaN and ±Infinity as Python and JavaScript's JSON5 readers
+// take them (NaN, Infinity, -Infinity), and large string and binary
+// values written in pieces, never whole.
+package jsonrows
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // streamedValue: a string or binary value longer than this is written in
@@ -17,31 +26,33 @@ import (
 // its buffer made as it grew.
 const streamedValue = 64 << 10
 
-// jsonLines writes record batches as JSON lines, the bytes
-// array.RecordToJSON writes — an object a row, its keys in sorted order,
-// each value as Arrow marshals it for JSON, HTML characters escaped —
-// holding at most a row's small values and a piece of a large one.
-type jsonLines struct {
+// Writer writes record batches as JSON lines: an object a row, its keys
+// in the schema's order, each value as Arrow marshals it for JSON (HTML
+// characters escaped) except floats (see Float) — holding at most a row's
+// small values and a piece of a large one.
+type Writer struct {
 	w     io.Writer
 	line  []byte // the row so far, up to its next large value
 	piece bytes.Buffer
 	enc   *json.Encoder // encodes a large string's pieces into piece
 }
 
-// write writes rec's rows.
-func (j *jsonLines) write(rec arrow.RecordBatch) error {
+// New is a Writer to w.
+func New(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Write writes rec's rows.
+func (j *Writer) Write(rec arrow.RecordBatch) error {
 	fields := rec.Schema().Fields()
-	// The keys in sorted order, as a JSON object's are; a name given twice
-	// is written once, with its last column's value.
+	// The keys in the schema's order; a name given twice is written once,
+	// where it first is, with its last column's value.
 	cols := make(map[string]int, len(fields))
+	names := make([]string, 0, len(fields))
 	for i, f := range fields {
+		if _, ok := cols[f.Name]; !ok {
+			names = append(names, f.Name)
+		}
 		cols[f.Name] = i
 	}
-	names := make([]string, 0, len(cols))
-	for name := range cols {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	keys := make([][]byte, len(names))
 	for i, name := range names {
 		k, err := json.Marshal(name)
@@ -57,7 +68,7 @@ func (j *jsonLines) write(rec arrow.RecordBatch) error {
 				j.line = append(j.line, ',')
 			}
 			j.line = append(append(j.line, keys[i]...), ':')
-			if err := j.value(rec.Column(cols[name]).GetOneForMarshal(row)); err != nil {
+			if err := j.value(rec.Column(cols[name]), row); err != nil {
 				return err
 			}
 		}
@@ -69,9 +80,23 @@ func (j *jsonLines) write(rec arrow.RecordBatch) error {
 	return nil
 }
 
-// value appends v, or writes the row so far and then v in pieces when it
-// is a large string or binary value.
-func (j *jsonLines) value(v any) error {
+// value appends row's value of col, or writes the row so far and then the
+// value in pieces when it is a large string or binary value.
+func (j *Writer) value(col arrow.Array, row int) error {
+	if !col.IsNull(row) {
+		switch c := col.(type) {
+		case *array.Float64:
+			j.line = Float(j.line, c.Value(row), 64)
+			return nil
+		case *array.Float32:
+			j.line = Float(j.line, float64(c.Value(row)), 32)
+			return nil
+		case *array.Float16:
+			j.line = Float(j.line, float64(c.Value(row).Float32()), 32)
+			return nil
+		}
+	}
+	v := col.GetOneForMarshal(row)
 	switch v := v.(type) {
 	case string:
 		if len(v) > streamedValue {
@@ -90,8 +115,30 @@ func (j *jsonLines) value(v any) error {
 	return nil
 }
 
+// Float appends f as a JSON number that reads back as a float — with a
+// decimal point or an exponent (1.0, 1e+21) — in the shortest form that
+// reads back as the same float of the given bits; NaN and ±Inf as NaN,
+// Infinity and -Infinity, which JSON lacks and Python's json module, and
+// the ingest of JSON lines, read.
+func Float(buf []byte, f float64, bits int) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(buf, "NaN"...)
+	case math.IsInf(f, 1):
+		return append(buf, "Infinity"...)
+	case math.IsInf(f, -1):
+		return append(buf, "-Infinity"...)
+	}
+	start := len(buf)
+	buf = strconv.AppendFloat(buf, f, 'g', -1, bits)
+	if !slices.ContainsFunc(buf[start:], func(c byte) bool { return c == '.' || c == 'e' }) {
+		buf = append(buf, ".0"...)
+	}
+	return buf
+}
+
 // flush writes the row so far.
-func (j *jsonLines) flush() error {
+func (j *Writer) flush() error {
 	_, err := j.w.Write(j.line)
 	j.line = j.line[:0]
 	return err
@@ -102,7 +149,7 @@ func (j *jsonLines) flush() error {
 // UTF-8 sequence, valid or not, can span the cut — before a byte that
 // does not continue one, or after three that do — so that the pieces
 // encode to the bytes s encodes to.
-func (j *jsonLines) longString(s string) error {
+func (j *Writer) longString(s string) error {
 	j.line = append(j.line, '"')
 	if j.enc == nil {
 		j.enc = json.NewEncoder(&j.piece) // escapes HTML, as json.Marshal does
@@ -139,7 +186,7 @@ func continues(s string) bool {
 
 // longBytes writes b as JSON writes bytes, a base64 string, encoded as
 // it is written.
-func (j *jsonLines) longBytes(b []byte) error {
+func (j *Writer) longBytes(b []byte) error {
 	j.line = append(j.line, '"')
 	if err := j.flush(); err != nil {
 		return err
