@@ -385,7 +385,6 @@ func decodeNonFinite(dec *json.Decoder, b array.Builder, bad func(string) error)
 	return nil
 }
 
-
 // decodeStruct decodes a JSON object (or null) into a struct column:
 // fields it lacks are null, keys the struct lacks are an error unless
 // ignore.
