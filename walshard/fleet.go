@@ -274,6 +274,7 @@ func dropStale(ctx context.Context, b blob.Bucket, hints map[string]*hint, merge
 			}
 		}
 	}
+	slices.Sort(stale) // in one order every time (a simulation replays it)
 	var errs []error
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)

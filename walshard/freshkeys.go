@@ -81,7 +81,7 @@ func scanFreshKeyed(ctx context.Context, b blob.Bucket, schema *arrow.Schema, ba
 		p := freshPart{rows: func(o table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] { return snap.Scan(ctx, o) }}
 		if len(g.Keys) > 0 {
 			if p.filter = keyFilter(g.Keys); p.filter != nil {
-				for rec, err := range snap.Scan(ctx, table.ScanOptions{Columns: p.filter.Columns, Allocator: opts.Allocator}) {
+				for rec, err := range snap.Scan(ctx, table.ScanOptions{Columns: p.filter.Columns, Allocator: opts.Allocator, Parallelism: opts.Parallelism, Memory: opts.Memory}) {
 					if err == nil {
 						err = p.filter.Add(rec)
 					}
