@@ -20,7 +20,7 @@ func ColumnList(names []string) string {
 }
 
 func quoteColumn(name string) string {
-	plain := name != ""
+	plain := name != "" && !isKeyword(name)
 	for i, r := range name {
 		plain = plain && (r == '_' || unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r))
 	}
@@ -28,4 +28,15 @@ func quoteColumn(name string) string {
 		return name
 	}
 	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// isKeyword: a filter's keywords are written between backticks as column
+// names (as table.QuoteColumn writes them).
+func isKeyword(w string) bool {
+	for _, k := range []string{"AND", "OR", "NOT", "IN", "IS", "NULL", "LIKE", "BETWEEN", "TRUE", "FALSE"} {
+		if strings.EqualFold(k, w) {
+			return true
+		}
+	}
+	return false
 }

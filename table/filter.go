@@ -2,48 +2,129 @@ package table
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-// ParseFilter reads a predicate written as comparisons joined by AND:
+// ParseFilter reads a predicate written as SQL writes a WHERE clause:
 //
 //	reward >= 0.9 AND worker = 'w03'
-//	id IN (1, 2, 3) AND step != 0
+//	(step < 10 OR step > 90) AND NOT worker IN ('w01', 'w02')
+//	grade IS NULL OR note LIKE 'retry%' OR id BETWEEN 5 AND 9
 //
-// Operators: = != < <= > >= IN. Literals: integers, decimals, 'strings'
-// (taken as written) or "strings" (with Go's backslash escapes), true,
-// false. A column name is written as it is when it is letters (of any
-// script), digits and '_', not starting with a digit; any other name is
-// written between backticks, a backtick in it doubled:
+// Comparisons: = (or ==), != (or <>), <, <=, >, >=; [NOT] IN (list);
+// IS [NOT] NULL; [NOT] LIKE 'pattern' ('%' any run, '_' one character,
+// '\' makes the next one plain); [NOT] BETWEEN low AND high (both
+// included). They combine with NOT, AND and OR (in that order of
+// binding) and parentheses. Keywords are any case. Literals: integers,
+// decimals, 'strings' (taken as written) or "strings" (with Go's
+// backslash escapes), true, false. A comparison with a null is unknown,
+// as in SQL, and an unknown row is not selected (NOT of unknown is
+// unknown). A column name is written as it is when it is letters (of any
+// script), digits and '_', not starting with a digit, and not a keyword;
+// any other name is written between backticks, a backtick in it doubled:
 //
-//	`a.b` = 1 AND `x y` > 2 AND `it``s` = 'x'
+//	`a.b` = 1 AND `x y` > 2 AND `it``s` = 'x' AND `not` = true
 func ParseFilter(s string) (Predicate, error) {
 	toks, err := lex(s)
 	if err != nil {
 		return nil, err
 	}
 	p := &parser{toks: toks}
-	var preds []Predicate
+	pred, err := p.or()
+	if err == nil && !p.done() {
+		err = fmt.Errorf("want AND, OR or the end, got %q", p.next().text)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadPredicate, s, err)
+	}
+	return pred, nil
+}
+
+// keywords cannot be plain column names.
+var keywords = []string{"AND", "OR", "NOT", "IN", "IS", "NULL", "LIKE", "BETWEEN", "TRUE", "FALSE"}
+
+func isKeyword(w string) bool {
+	return slices.ContainsFunc(keywords, func(k string) bool { return strings.EqualFold(k, w) })
+}
+
+// keyword reports whether the next token is the keyword kw, and takes it
+// when it is.
+func (p *parser) keyword(kw string) bool {
+	if p.done() || p.toks[p.pos].kind != tokWord || !strings.EqualFold(p.toks[p.pos].text, kw) {
+		return false
+	}
+	p.pos++
+	return true
+}
+
+func (p *parser) or() (Predicate, error) {
+	var ps OrOf
 	for {
-		pr, err := p.comparison()
+		q, err := p.and()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %v", ErrBadPredicate, s, err)
+			return nil, err
 		}
-		preds = append(preds, pr)
-		if p.done() {
+		if o, ok := q.(OrOf); ok {
+			ps = append(ps, o...)
+		} else {
+			ps = append(ps, q)
+		}
+		if !p.keyword("OR") {
 			break
 		}
-		if t := p.next(); !strings.EqualFold(t.text, "AND") || t.kind != tokWord {
-			return nil, fmt.Errorf("%w: %q: want AND, got %q", ErrBadPredicate, s, t.text)
+	}
+	if len(ps) == 1 {
+		return ps[0], nil
+	}
+	return ps, nil
+}
+
+func (p *parser) and() (Predicate, error) {
+	var ps AndOf
+	for {
+		q, err := p.not()
+		if err != nil {
+			return nil, err
+		}
+		if a, ok := q.(AndOf); ok {
+			ps = append(ps, a...)
+		} else {
+			ps = append(ps, q)
+		}
+		if !p.keyword("AND") {
+			break
 		}
 	}
-	if len(preds) == 1 {
-		return preds[0], nil
+	if len(ps) == 1 {
+		return ps[0], nil
 	}
-	return And(preds...), nil
+	return ps, nil
+}
+
+func (p *parser) not() (Predicate, error) {
+	if p.keyword("NOT") {
+		q, err := p.not()
+		if err != nil {
+			return nil, err
+		}
+		return Not(q), nil
+	}
+	if !p.done() && p.toks[p.pos].kind == tokPunct && p.toks[p.pos].text == "(" {
+		p.pos++
+		q, err := p.or()
+		if err != nil {
+			return nil, err
+		}
+		if t := p.next(); t.text != ")" || t.kind != tokPunct {
+			return nil, fmt.Errorf("want ), got %q", t.text)
+		}
+		return q, nil
+	}
+	return p.comparison()
 }
 
 type tokKind int
@@ -120,6 +201,9 @@ func lex(s string) ([]token, error) {
 			if op == "==" {
 				op = "="
 			}
+			if op == "<" && j < len(s) && s[j] == '>' {
+				op, j = "!=", j+1 // SQL's <>
+			}
 			out = append(out, token{tokOp, op})
 			i = j
 		case c == '-' || c == '.' || unicode.IsDigit(c):
@@ -168,42 +252,90 @@ func (p *parser) next() token {
 
 func (p *parser) comparison() (Predicate, error) {
 	col := p.next()
-	if col.kind != tokWord && col.kind != tokIdent {
+	if col.kind != tokWord && col.kind != tokIdent || col.kind == tokWord && isKeyword(col.text) {
 		return nil, fmt.Errorf("want a column name, got %q", col.text)
 	}
 	if col.text == "" {
 		return nil, fmt.Errorf("want a column name, got ``")
 	}
-	op := p.next()
-	if op.kind == tokWord && strings.EqualFold(op.text, "IN") {
-		if t := p.next(); t.text != "(" {
-			return nil, fmt.Errorf("want ( after IN, got %q", t.text)
+	name := col.text
+	if p.keyword("IS") {
+		not := p.keyword("NOT")
+		if !p.keyword("NULL") {
+			return nil, fmt.Errorf("want NULL after IS, got %q", p.next().text)
 		}
-		var vals []Value
-		for {
-			v, err := p.literal()
-			if err != nil {
-				return nil, err
-			}
-			vals = append(vals, v)
-			t := p.next()
-			if t.text == ")" {
-				break
-			}
-			if t.text != "," {
-				return nil, fmt.Errorf("want , or ) in IN list, got %q", t.text)
-			}
-		}
-		return In(col.text, vals...), nil
+		return IsNull{Column: name, Not: not}, nil
 	}
+	not := p.keyword("NOT")
+	switch {
+	case p.keyword("IN"):
+		vals, err := p.list()
+		if err != nil {
+			return nil, err
+		}
+		return InSet{Column: name, Values: vals, Not: not}, nil
+	case p.keyword("LIKE"):
+		t := p.next()
+		if t.kind != tokString {
+			return nil, fmt.Errorf("want a 'pattern' after LIKE, got %q", t.text)
+		}
+		if _, err := likeRegexp(t.text); err != nil {
+			return nil, fmt.Errorf("LIKE %q: %v", t.text, err)
+		}
+		return Like{Column: name, Pattern: t.text, Not: not}, nil
+	case p.keyword("BETWEEN"):
+		lo, err := p.literal()
+		if err != nil {
+			return nil, err
+		}
+		if !p.keyword("AND") {
+			return nil, fmt.Errorf("want AND in BETWEEN, got %q", p.next().text)
+		}
+		hi, err := p.literal()
+		if err != nil {
+			return nil, err
+		}
+		if not {
+			return Not(Between(name, lo, hi)), nil
+		}
+		return Between(name, lo, hi), nil
+	case not:
+		return nil, fmt.Errorf("want IN, LIKE or BETWEEN after NOT, got %q", p.next().text)
+	}
+	op := p.next()
 	if op.kind != tokOp {
-		return nil, fmt.Errorf("want an operator after %s, got %q", QuoteColumn(col.text), op.text)
+		return nil, fmt.Errorf("want an operator after %s, got %q", QuoteColumn(name), op.text)
+	}
+	if p.keyword("NULL") {
+		return nil, fmt.Errorf("a comparison with NULL is never true; write %s IS NULL or IS NOT NULL", QuoteColumn(name))
 	}
 	v, err := p.literal()
 	if err != nil {
 		return nil, err
 	}
-	return Cmp{Column: col.text, Op: Op(op.text), Value: v}, nil
+	return Cmp{Column: name, Op: Op(op.text), Value: v}, nil
+}
+
+// list reads an IN list: ( literal, ... ).
+func (p *parser) list() ([]Value, error) {
+	if t := p.next(); t.text != "(" {
+		return nil, fmt.Errorf("want ( after IN, got %q", t.text)
+	}
+	var vals []Value
+	for {
+		v, err := p.literal()
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, v)
+		t := p.next()
+		if t.text == ")" {
+			return vals, nil
+		}
+		if t.text != "," {
+			return nil, fmt.Errorf("want , or ) in IN list, got %q", t.text)
+		}
+	}
 }
 
 func (p *parser) literal() (Value, error) {
@@ -232,10 +364,10 @@ func (p *parser) literal() (Value, error) {
 }
 
 // QuoteColumn writes a column name as a filter reads it: as it is when it
-// is a plain word (letters, digits and '_', not starting with a digit),
-// else between backticks with any backtick doubled.
+// is a plain word (letters, digits and '_', not starting with a digit)
+// and not a keyword, else between backticks with any backtick doubled.
 func QuoteColumn(name string) string {
-	plain := name != ""
+	plain := name != "" && !isKeyword(name)
 	for i, r := range name {
 		plain = plain && wordRune(r, i == 0)
 	}

@@ -28,6 +28,20 @@ func TestParseFilter(t *testing.T) {
 		"`plain` < 3":                "plain < 3",
 		"`1st` = 1":                  "`1st` = 1",
 		"café = 'crème' AND 日本 >= 2": `café = "crème" AND 日本 >= 2`,
+		// OR, NOT, parentheses and the other comparisons.
+		"a = 1 OR b = 2":                     "(a = 1 OR b = 2)",
+		"a = 1 AND b = 2 OR c = 3":           "(a = 1 AND b = 2 OR c = 3)",
+		"a = 1 AND (b = 2 OR c = 3)":         "a = 1 AND (b = 2 OR c = 3)",
+		"not a = 1":                          "NOT (a = 1)",
+		"NOT (a = 1 OR b IS NULL)":           "NOT ((a = 1 OR b IS NULL))",
+		"a IS NOT NULL AND b is null":        "a IS NOT NULL AND b IS NULL",
+		"a NOT IN (1, 2)":                    "a NOT IN (1, 2)",
+		"w LIKE 'ab%' OR w NOT LIKE '_x\\%'": `(w LIKE "ab%" OR w NOT LIKE "_x\\%")`,
+		"a BETWEEN 1 AND 5 AND b = 2":        "a >= 1 AND a <= 5 AND b = 2",
+		"a NOT BETWEEN 1 AND 5":              "NOT (a >= 1 AND a <= 5)",
+		"a <> 3":                             "a != 3",
+		"`not` = 1 AND `OR` = 2":             "`not` = 1 AND `OR` = 2",
+		"((a = 1))":                          "a = 1",
 	}
 	for in, want := range good {
 		p, err := table.ParseFilter(in)
@@ -39,7 +53,8 @@ func TestParseFilter(t *testing.T) {
 			t.Errorf("ParseFilter(%q) = %s, want %s", in, p, want)
 		}
 	}
-	for _, bad := range []string{"", "reward", "reward >=", "reward ! 3", "id IN (1, 2", "a = 'x", "a = 1 OR b = 2", "= 3", "a = @",
+	for _, bad := range []string{"", "reward", "reward >=", "reward ! 3", "id IN (1, 2", "a = 'x", "a = 1 OR", "= 3", "a = @",
+		"(a = 1", "a = 1)", "NOT", "a IS 3", "a NOT = 1", "a = NULL", "a LIKE 3", "a LIKE 'x\\'", "a BETWEEN 1", "a BETWEEN 1 OR 2", "not = 1", "a = 1 b = 2",
 		"`a = 1", "`` = 1", "a = `b`", "\xff = 1", "a = 1 `AND` b = 2"} {
 		if _, err := table.ParseFilter(bad); !errors.Is(err, table.ErrBadPredicate) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadPredicate", bad, err)
@@ -124,7 +139,8 @@ func TestColumnListReadsBack(t *testing.T) {
 // a panic, keeping only rows it matches.
 func FuzzParseFilter(f *testing.F) {
 	for _, s := range []string{"reward >= 0.9", "worker = 'w03' AND step < 10", `id IN (1, 2,3) and worker != "w01"`,
-		"x > 1e3", "ok = true", "a = 'x", "id IN ()", "step != -0", "reward < 1e309", "`a.b` = 1", "`it``s` IN (1)", "café = 'é'"} {
+		"x > 1e3", "ok = true", "a = 'x", "id IN ()", "step != -0", "reward < 1e309", "`a.b` = 1", "`it``s` IN (1)", "café = 'é'",
+		"NOT (id < 3 OR worker IS NULL)", "worker LIKE 'w0%' AND step NOT BETWEEN 2 AND 5", "id NOT IN (1, 2) OR reward <> 0.5", "((id = 1))"} {
 		f.Add(s)
 	}
 	rec := rollouts.Batch(nil, 42, 3, 0, 64)

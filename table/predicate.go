@@ -21,8 +21,12 @@ const (
 	OpGe Op = ">="
 )
 
-// Predicate selects rows. Build one with Eq, Ne, Lt, Le, Gt, Ge, In and
-// And. A comparison with a null is false, as in SQL.
+// Predicate selects rows. Build one with Eq, Ne, Lt, Le, Gt, Ge, In, And,
+// Or, Not, Null, NotNull and Like, or read one with ParseFilter. A row is
+// selected when the predicate is true, as SQL's WHERE does: a comparison
+// with a null is unknown, and NOT of unknown is unknown (Bind pushes NOT
+// down to the comparisons, each of which is false for a null, so that
+// this holds).
 type Predicate interface {
 	// Columns lists the columns the predicate reads.
 	Columns() []string
@@ -48,10 +52,12 @@ type Cmp struct {
 	Value  Value
 }
 
-// InSet is true when the column equals one of Values.
+// InSet is true when the column equals one of Values (Not: when it
+// equals none of them; a null is in no set, nor out of one).
 type InSet struct {
 	Column string
 	Values []Value
+	Not    bool
 }
 
 // AndOf is true when every predicate is.
@@ -63,7 +69,7 @@ func Lt(col string, v Value) Predicate     { return Cmp{col, OpLt, v} }
 func Le(col string, v Value) Predicate     { return Cmp{col, OpLe, v} }
 func Gt(col string, v Value) Predicate     { return Cmp{col, OpGt, v} }
 func Ge(col string, v Value) Predicate     { return Cmp{col, OpGe, v} }
-func In(col string, vs ...Value) Predicate { return InSet{col, vs} }
+func In(col string, vs ...Value) Predicate { return InSet{Column: col, Values: vs} }
 func And(ps ...Predicate) Predicate        { return AndOf(ps) }
 
 func (c Cmp) Columns() []string   { return []string{c.Column} }
@@ -86,7 +92,11 @@ func (s InSet) String() string {
 	for i, v := range s.Values {
 		parts[i] = v.String()
 	}
-	return fmt.Sprintf("%s IN (%s)", QuoteColumn(s.Column), strings.Join(parts, ", "))
+	not := ""
+	if s.Not {
+		not = "NOT "
+	}
+	return fmt.Sprintf("%s %sIN (%s)", QuoteColumn(s.Column), not, strings.Join(parts, ", "))
 }
 func (a AndOf) String() string {
 	parts := make([]string, len(a))
@@ -132,7 +142,7 @@ func (c Cmp) bind(s *arrow.Schema) (Predicate, error) {
 }
 
 func (in InSet) bind(s *arrow.Schema) (Predicate, error) {
-	out := InSet{Column: in.Column, Values: make([]Value, len(in.Values))}
+	out := InSet{Column: in.Column, Values: make([]Value, len(in.Values)), Not: in.Not}
 	for i, v := range in.Values {
 		var err error
 		if out.Values[i], err = coerce(s, in.Column, v); err != nil {
@@ -238,6 +248,9 @@ func (c Cmp) match(cols map[string]arrow.Array, i int) bool {
 }
 
 func (in InSet) mayMatch(st statsFunc) bool {
+	if in.Not {
+		return in.notInMayMatch(st)
+	}
 	for _, v := range in.Values {
 		if (Cmp{in.Column, OpEq, v}).mayMatch(st) {
 			return true
@@ -247,6 +260,17 @@ func (in InSet) mayMatch(st statsFunc) bool {
 }
 
 func (in InSet) allMatch(st statsFunc) bool {
+	if in.Not {
+		// Every row is out of the set: no null, and no value of the set
+		// within the column's range.
+		for _, v := range in.Values {
+			if (Cmp{in.Column, OpEq, v}).mayMatch(st) {
+				return false
+			}
+		}
+		s, _ := st(in.Column)
+		return s != nil && s.Nulls == 0
+	}
 	for _, v := range in.Values {
 		if (Cmp{in.Column, OpEq, v}).allMatch(st) {
 			return true
@@ -262,10 +286,30 @@ func (in InSet) match(cols map[string]arrow.Array, i int) bool {
 	}
 	for _, w := range in.Values {
 		if Compare(v, w) == 0 {
-			return true
+			return !in.Not
 		}
 	}
-	return false
+	return in.Not
+}
+
+// notInMayMatch: some row may be out of the set unless every row is null,
+// or every value is one value of the set.
+func (in InSet) notInMayMatch(st statsFunc) bool {
+	s, rows := st(in.Column)
+	switch {
+	case s == nil:
+		return true
+	case s.Nulls >= rows:
+		return false
+	case s.Min == nil || s.Max == nil || Compare(*s.Min, *s.Max) != 0:
+		return true
+	}
+	for _, v := range in.Values {
+		if Compare(*s.Min, v) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (a AndOf) mayMatch(st statsFunc) bool {

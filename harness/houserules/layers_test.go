@@ -28,6 +28,7 @@ var layers = map[string]int{
 	"internal/buildinfo": 0,
 	"internal/cli":       0,
 	"internal/ipcguard":  0,
+	"internal/jsonrows":  0,
 	"internal/plant":     0,
 	"api":                0,
 

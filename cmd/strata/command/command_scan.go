@@ -19,11 +19,14 @@ func newScan(env *Env) *cobra.Command {
 		Short: "Print a table's rows",
 		Long: `scan prints the rows of a version of the table (the latest by default),
 with a projection and a filter pushed down to the fragments' statistics.
-Filters are comparisons joined by AND: =, !=, <, <=, >, >=, IN (…).
+A filter is a SQL WHERE clause: comparisons (=, !=, <>, <, <=, >, >=),
+[NOT] IN (…), IS [NOT] NULL, [NOT] LIKE 'pat%', [NOT] BETWEEN a AND b,
+combined with NOT, AND, OR and parentheses (README.md has the grammar).
 With --fresh it adds every row acknowledged through any shard and not yet
 merged (each shard's generations and WAL entries), each once.`,
 		Example: `  strata scan file://./strata-demo/rollouts --limit 10
   strata scan file://./strata-demo/rollouts --columns id,worker,reward --filter 'reward >= 0.99'
+  strata scan file://./strata-demo/rollouts --filter "reward IS NULL OR (step > 90 AND worker NOT IN ('w01', 'w02'))"
   strata scan file://./strata-demo/rollouts --version 3 --format jsonl
   strata scan file://./strata-demo/rollouts --fresh --limit 10`,
 		Args: exactArgs(1),
