@@ -531,7 +531,7 @@ func TestUpsertByKeyFromFiles(t *testing.T) {
 	if code, _, errOut := run(t, nil, "upsert", u, dir+"/fix.jsonl"); code != 2 || !strings.Contains(errOut, "--key") {
 		t.Fatalf("an upsert without --key: exit %d %s", code, errOut)
 	}
-	if code, out, _ := run(t, nil, "versions", u); code != 0 || strings.Count(out, "\n") != 4 {
+	if code, out, _ := run(t, nil, "versions", u); code != 0 || strings.Count(out, "\n") != 4 || strings.Contains(out, "OPERATION") {
 		t.Fatalf("versions after refused upserts: %q", out)
 	}
 	code, out, errOut = run(t, nil, "update", u, "--filter", "id >= 2", "--set", "reward = 0.5")

@@ -40,13 +40,20 @@ also reads each manifest for its operation and row count (one GET each).`,
 				tagOf[t.Version] += t.Name + " "
 			}
 			tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "VERSION\tTIME\tOPERATION\tROWS\tTAGS")
+			// What a version did and its rows are in its manifest: read
+			// (a GET each) and shown with --detail only.
+			if detail {
+				fmt.Fprintln(tw, "VERSION\tTIME\tOPERATION\tROWS\tTAGS")
+			} else {
+				fmt.Fprintln(tw, "VERSION\tTIME\tTAGS")
+			}
 			for _, v := range vs {
-				op, rows := "", ""
+				when := v.Time.UTC().Format(time.RFC3339)
 				if detail {
-					op, rows = string(v.Kind), fmt.Sprint(v.Rows)
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", v.Version, when, v.Kind, v.Rows, tagOf[v.Version])
+				} else {
+					fmt.Fprintf(tw, "%d\t%s\t%s\n", v.Version, when, tagOf[v.Version])
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Version, v.Time.UTC().Format(time.RFC3339), op, rows, tagOf[v.Version])
 			}
 			return tw.Flush()
 		},
