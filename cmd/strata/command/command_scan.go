@@ -66,6 +66,7 @@ merged (each shard's generations and WAL entries), each once.`,
 			if err != nil {
 				return err
 			}
+			w.names = columnsOf(s.Manifest().Schema(), opts.Columns) // a header even for no rows
 			if err := w.writeAll(s.Scan(c.Context(), opts)); err != nil {
 				return err
 			}

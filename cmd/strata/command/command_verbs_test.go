@@ -599,3 +599,47 @@ func TestJSONLinesRoundTripNaNAndFloatsInSchemaOrder(t *testing.T) {
 		t.Fatalf("scan of reward > 1e300: exit %d %q %s", code, out, errOut)
 	}
 }
+
+// A scan that finds nothing prints its header (table and CSV); a table's
+// widths come from its first rows, and later rows are padded to them
+// rather than held until the end.
+func TestScanPrintsHeadersForNothingAndStreamsATable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/s.json", []byte(`{"fields":[{"name":"id","type":"int64"},{"name":"name","type":"string"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rows strings.Builder
+	for i := range 500 {
+		name := "n"
+		if i == 400 {
+			name = "a-long-name-after-the-sample"
+		}
+		fmt.Fprintf(&rows, "{\"id\":%d,\"name\":%q}\n", i, name)
+	}
+	if err := os.WriteFile(dir+"/r.jsonl", []byte(rows.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + dir + "/t"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", dir+"/s.json"); code != 0 {
+		t.Fatal(errOut)
+	}
+	for format, want := range map[string]string{"table": "id  name\n", "csv": "id,name\n"} {
+		if code, out, errOut := run(t, nil, "scan", u, "--format", format, "--filter", "id < 0"); code != 0 || out != want {
+			t.Fatalf("scan of nothing as %s: exit %d %q %s", format, code, out, errOut)
+		}
+	}
+	if code, out, errOut := run(t, nil, "scan", u, "--columns", "name", "--filter", "id < 0"); code != 0 || out != "name\n" {
+		t.Fatalf("scan of nothing, one column: exit %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, nil, "append", u, dir+"/r.jsonl"); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut := run(t, nil, "scan", u, "--columns", "name,id")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 501 || lines[0] != "name  id" || lines[1] != "n     0" {
+		t.Fatalf("scan as a table: exit %d, %d lines, %q %q %s", code, len(lines), lines[0], lines[min(1, len(lines)-1)], errOut)
+	}
+	if lines[401] != "a-long-name-after-the-sample  400" || lines[402] != "n     401" {
+		t.Fatalf("rows after the sample keep its widths: %q %q", lines[401], lines[402])
+	}
+}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"iter"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -29,23 +29,33 @@ func columnsFlag(columns string) ([]string, error) {
 	return cols, nil
 }
 
-// rowWriter prints record batches as a table, CSV or JSON lines.
+// rowWriter prints record batches as a table, CSV or JSON lines. A table
+// streams: its column widths come from the header and the first
+// tableSample rows, which it holds; later rows are padded to them (a
+// longer value pushes its line's next columns right).
 type rowWriter struct {
 	format string
 	out    io.Writer
-	tw     *tabwriter.Writer
 	cw     *csv.Writer
 	jw     *jsonrows.Writer
-	header bool
+	// names: the columns, for the header; set by the caller when it knows
+	// them before any row (so that an empty result prints its header),
+	// else from the first batch.
+	names  []string
+	header bool // printed (or held, for a table)
 	rows   int
 	limit  int
+	sample [][]string // a table's rows before its widths are fixed
+	widths []int      // fixed: rows are printed as they come
 }
+
+// tableSample is how many rows a table's column widths are taken from.
+const tableSample = 200
 
 func newRowWriter(out io.Writer, format string, limit int) (*rowWriter, error) {
 	w := &rowWriter{format: format, out: out, limit: limit}
 	switch format {
 	case "table":
-		w.tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	case "csv":
 		w.cw = csv.NewWriter(out)
 	case "jsonl":
@@ -54,6 +64,19 @@ func newRowWriter(out io.Writer, format string, limit int) (*rowWriter, error) {
 		return nil, usageError{fmt.Errorf("--format must be table, csv or jsonl, not %q", format)}
 	}
 	return w, nil
+}
+
+// columnsOf names the columns of schema that a projection cols keeps (all
+// when cols is nil), for a header printed before any row.
+func columnsOf(schema *arrow.Schema, cols []string) []string {
+	if cols != nil {
+		return cols
+	}
+	out := make([]string, schema.NumFields())
+	for i, f := range schema.Fields() {
+		out[i] = f.Name
+	}
+	return out
 }
 
 // full reports whether the limit is reached.
@@ -97,18 +120,9 @@ func (w *rowWriter) writeAll(scan iter.Seq2[arrow.RecordBatch, error]) error {
 func (w *rowWriter) write(rec arrow.RecordBatch) error {
 	schema := rec.Schema()
 	if !w.header {
-		w.header = true
-		names := make([]string, schema.NumFields())
-		for i, f := range schema.Fields() {
-			names[i] = f.Name
-		}
-		switch w.format {
-		case "table":
-			fmt.Fprintln(w.tw, strings.Join(names, "\t"))
-		case "csv":
-			if err := w.cw.Write(names); err != nil {
-				return err
-			}
+		w.names = columnsOf(schema, nil)
+		if err := w.printHeader(); err != nil {
+			return err
 		}
 	}
 	if w.format == "jsonl" {
@@ -124,25 +138,85 @@ func (w *rowWriter) write(rec arrow.RecordBatch) error {
 		return w.jw.Write(part)
 	}
 	for i := 0; i < int(rec.NumRows()) && !w.full(); i++ {
-		switch w.format {
-		case "table", "csv":
-			vals := make([]string, rec.NumCols())
-			for c := range vals {
-				vals[c] = cell(rec.Column(c), i, w.format == "table")
-			}
-			if w.format == "table" {
-				fmt.Fprintln(w.tw, strings.Join(vals, "\t"))
-			} else if err := w.cw.Write(vals); err != nil {
+		vals := make([]string, rec.NumCols())
+		for c := range vals {
+			vals[c] = cell(rec.Column(c), i, w.format == "table")
+		}
+		if w.format == "csv" {
+			if err := w.cw.Write(vals); err != nil {
 				return err
 			}
+		} else if err := w.tableRow(vals); err != nil {
+			return err
 		}
 		w.rows++
 	}
 	return nil
 }
 
-// flush writes out what the writer holds (CSV's buffer); a table is
-// aligned only at close.
+// printHeader prints (or, for a table, holds) the header of w.names.
+func (w *rowWriter) printHeader() error {
+	w.header = true
+	switch w.format {
+	case "table":
+		w.sample = append(w.sample, w.names)
+	case "csv":
+		return w.cw.Write(w.names)
+	}
+	return nil
+}
+
+// tableRow holds a table's row until the widths are fixed, then prints it.
+func (w *rowWriter) tableRow(vals []string) error {
+	if w.widths == nil {
+		w.sample = append(w.sample, vals)
+		if len(w.sample) <= tableSample {
+			return nil
+		}
+		return w.fixWidths()
+	}
+	return w.printTableRow(vals)
+}
+
+// fixWidths sets the columns' widths from the rows held and prints them.
+func (w *rowWriter) fixWidths() error {
+	w.widths = []int{}
+	for _, r := range w.sample {
+		for c, v := range r {
+			if c == len(w.widths) {
+				w.widths = append(w.widths, 0)
+			}
+			w.widths[c] = max(w.widths[c], utf8.RuneCountInString(v))
+		}
+	}
+	for _, r := range w.sample {
+		if err := w.printTableRow(r); err != nil {
+			return err
+		}
+	}
+	w.sample = nil
+	return nil
+}
+
+func (w *rowWriter) printTableRow(vals []string) error {
+	var b strings.Builder
+	for c, v := range vals {
+		b.WriteString(v)
+		if c < len(vals)-1 {
+			width := 0
+			if c < len(w.widths) {
+				width = w.widths[c]
+			}
+			b.WriteString(strings.Repeat(" ", max(width-utf8.RuneCountInString(v), 0)+2))
+		}
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(w.out, b.String())
+	return err
+}
+
+// flush writes out what the writer holds (CSV's buffer); a table's rows
+// held for its widths stay held.
 func (w *rowWriter) flush() error {
 	if w.format == "csv" {
 		w.cw.Flush()
@@ -151,10 +225,19 @@ func (w *rowWriter) flush() error {
 	return nil
 }
 
+// close prints the header of an empty result (when the names are known)
+// and what the writer holds.
 func (w *rowWriter) close() error {
+	if !w.header && w.names != nil && w.format != "jsonl" {
+		if err := w.printHeader(); err != nil {
+			return err
+		}
+	}
 	switch w.format {
 	case "table":
-		return w.tw.Flush()
+		if w.widths == nil && len(w.sample) > 0 {
+			return w.fixWidths()
+		}
 	case "csv":
 		w.cw.Flush()
 		return w.cw.Error()
