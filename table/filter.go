@@ -15,7 +15,9 @@ import (
 //	(step < 10 OR step > 90) AND NOT worker IN ('w01', 'w02')
 //	grade IS NULL OR note LIKE 'retry%' OR id BETWEEN 5 AND 9
 //
-// Comparisons: = (or ==), != (or <>), <, <=, >, >=; [NOT] IN (list);
+// Comparisons: = (or ==), != (or <>), <, <=, >, >= between values —
+// columns, literals, and arithmetic of them (+ - * / %, unary -, see
+// Arith); [NOT] IN (list);
 // IS [NOT] NULL; [NOT] LIKE 'pattern' ('%' any run, '_' one character,
 // '\' makes the next one plain); [NOT] BETWEEN low AND high (both
 // included). They combine with NOT, AND and OR (in that order of
@@ -113,16 +115,19 @@ func (p *parser) not() (Predicate, error) {
 		}
 		return Not(q), nil
 	}
-	if !p.done() && p.toks[p.pos].kind == tokPunct && p.toks[p.pos].text == "(" {
+	if p.at(tokPunct, "(") {
+		// A filter between parentheses, or (when that does not parse, or
+		// an operator follows it) an arithmetic operand: (a + b) > 3.
+		save := p.pos
 		p.pos++
 		q, err := p.or()
-		if err != nil {
-			return nil, err
+		if err == nil && p.at(tokPunct, ")") {
+			p.pos++
+			if !p.at(tokOp, "") && !p.at(tokArith, "") {
+				return q, nil
+			}
 		}
-		if t := p.next(); t.text != ")" || t.kind != tokPunct {
-			return nil, fmt.Errorf("want ), got %q", t.text)
-		}
-		return q, nil
+		p.pos = save
 	}
 	return p.comparison()
 }
@@ -135,6 +140,7 @@ const (
 	tokNumber
 	tokString
 	tokOp
+	tokArith // + - * / %
 	tokPunct
 )
 
@@ -206,7 +212,10 @@ func lex(s string) ([]token, error) {
 			}
 			out = append(out, token{tokOp, op})
 			i = j
-		case c == '-' || c == '.' || unicode.IsDigit(c):
+		case strings.ContainsRune("+-*/%", c):
+			out = append(out, token{tokArith, string(c)})
+			i++
+		case c == '.' || unicode.IsDigit(c):
 			j := i + 1
 			for j < len(s) && (unicode.IsDigit(rune(s[j])) || strings.ContainsRune(".eE+-", rune(s[j]))) {
 				if (s[j] == '+' || s[j] == '-') && s[j-1] != 'e' && s[j-1] != 'E' {
@@ -251,14 +260,23 @@ func (p *parser) next() token {
 }
 
 func (p *parser) comparison() (Predicate, error) {
-	col := p.next()
-	if col.kind != tokWord && col.kind != tokIdent || col.kind == tokWord && isKeyword(col.text) {
-		return nil, fmt.Errorf("want a column name, got %q", col.text)
+	left, err := p.sum()
+	if err != nil {
+		return nil, err
 	}
-	if col.text == "" {
-		return nil, fmt.Errorf("want a column name, got ``")
+	col, isCol := left.(Col)
+	if !isCol {
+		op := p.next()
+		if op.kind != tokOp {
+			return nil, fmt.Errorf("want a comparison after %s, got %q", left, op.text)
+		}
+		right, err := p.sum()
+		if err != nil {
+			return nil, err
+		}
+		return comparisonOf(left, Op(op.text), right), nil
 	}
-	name := col.text
+	name := string(col)
 	if p.keyword("IS") {
 		not := p.keyword("NOT")
 		if !p.keyword("NULL") {
@@ -309,11 +327,82 @@ func (p *parser) comparison() (Predicate, error) {
 	if p.keyword("NULL") {
 		return nil, fmt.Errorf("a comparison with NULL is never true; write %s IS NULL or IS NOT NULL", QuoteColumn(name))
 	}
+	right, err := p.sum()
+	if err != nil {
+		return nil, err
+	}
+	return comparisonOf(left, Op(op.text), right), nil
+}
+
+// at tells whether the next token is of kind (and text, when not "").
+func (p *parser) at(kind tokKind, text string) bool {
+	return !p.done() && p.toks[p.pos].kind == kind && (text == "" || p.toks[p.pos].text == text)
+}
+
+// sum reads terms joined by + and -.
+func (p *parser) sum() (Expr, error) {
+	e, err := p.product()
+	for err == nil && (p.at(tokArith, "+") || p.at(tokArith, "-")) {
+		op := p.next().text[0]
+		var r Expr
+		if r, err = p.product(); err == nil {
+			e = Arith{Op: op, L: e, R: r}
+		}
+	}
+	return e, err
+}
+
+// product reads factors joined by *, / and %.
+func (p *parser) product() (Expr, error) {
+	e, err := p.unary()
+	for err == nil && (p.at(tokArith, "*") || p.at(tokArith, "/") || p.at(tokArith, "%")) {
+		op := p.next().text[0]
+		var r Expr
+		if r, err = p.unary(); err == nil {
+			e = Arith{Op: op, L: e, R: r}
+		}
+	}
+	return e, err
+}
+
+// unary reads a factor, a minus sign before it taken as a negative
+// literal's where a number follows.
+func (p *parser) unary() (Expr, error) {
+	if p.at(tokArith, "-") {
+		if p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == tokNumber {
+			v, err := p.literal()
+			return Lit{v}, err
+		}
+		p.pos++
+		x, err := p.unary()
+		return Neg{x}, err
+	}
+	switch {
+	case p.at(tokPunct, "("):
+		p.pos++
+		e, err := p.sum()
+		if err != nil {
+			return nil, err
+		}
+		if !p.at(tokPunct, ")") {
+			return nil, fmt.Errorf("want ), got %q", p.next().text)
+		}
+		p.pos++
+		return e, nil
+	case p.at(tokIdent, ""):
+		t := p.next()
+		if t.text == "" {
+			return nil, fmt.Errorf("want a column name, got ``")
+		}
+		return Col(t.text), nil
+	case p.at(tokWord, "") && !isKeyword(p.toks[p.pos].text):
+		return Col(p.next().text), nil
+	}
 	v, err := p.literal()
 	if err != nil {
 		return nil, err
 	}
-	return Cmp{Column: name, Op: Op(op.text), Value: v}, nil
+	return Lit{v}, nil
 }
 
 // list reads an IN list: ( literal, ... ).
@@ -340,6 +429,10 @@ func (p *parser) list() ([]Value, error) {
 
 func (p *parser) literal() (Value, error) {
 	t := p.next()
+	if t.kind == tokArith && t.text == "-" && p.at(tokNumber, "") {
+		t = p.next()
+		t.text = "-" + t.text
+	}
 	switch t.kind {
 	case tokString:
 		return String(t.text), nil

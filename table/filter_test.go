@@ -42,6 +42,14 @@ func TestParseFilter(t *testing.T) {
 		"a <> 3":                             "a != 3",
 		"`not` = 1 AND `OR` = 2":             "`not` = 1 AND `OR` = 2",
 		"((a = 1))":                          "a = 1",
+		// Arithmetic, and columns compared with each other.
+		"a = `b`":                "a = b",
+		"a + 1 > b * 2":          "(a + 1) > (b * 2)",
+		"(a + 1) * 2 <= 10 - -c": "((a + 1) * 2) <= (10 - -(c))",
+		"reward / 2 >= -0.5":     "(reward / 2) >= -0.5",
+		"5 < a":                  "a > 5",
+		"-a < 3 OR a % 3 = 1":    "(-(a) < 3 OR (a % 3) = 1)",
+		"id == -5 AND (a) = 1":   "id = -5 AND a = 1",
 	}
 	for in, want := range good {
 		p, err := table.ParseFilter(in)
@@ -55,7 +63,7 @@ func TestParseFilter(t *testing.T) {
 	}
 	for _, bad := range []string{"", "reward", "reward >=", "reward ! 3", "id IN (1, 2", "a = 'x", "a = 1 OR", "= 3", "a = @",
 		"(a = 1", "a = 1)", "NOT", "a IS 3", "a NOT = 1", "a = NULL", "a LIKE 3", "a LIKE 'x\\'", "a BETWEEN 1", "a BETWEEN 1 OR 2", "not = 1", "a = 1 b = 2",
-		"`a = 1", "`` = 1", "a = `b`", "\xff = 1", "a = 1 `AND` b = 2"} {
+		"`a = 1", "`` = 1", "a + = 1", "(a + 1", "a * 'x' = 1 AND", "- = 1", "\xff = 1", "a = 1 `AND` b = 2"} {
 		if _, err := table.ParseFilter(bad); !errors.Is(err, table.ErrBadPredicate) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadPredicate", bad, err)
 		}

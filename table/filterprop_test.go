@@ -98,9 +98,112 @@ func likeRef(s, p string) bool {
 	return s != "" && s[0] == p[0] && likeRef(s[1:], p[1:])
 }
 
+// num is a value of an arithmetic expression in the reference: an
+// integer, or a float; ok false for null.
+type num struct {
+	float bool
+	i     int64
+	f     float64
+	ok    bool
+}
+
+func (n num) asFloat() float64 {
+	if n.float {
+		return n.f
+	}
+	return float64(n.i)
+}
+
+// genArith is a random arithmetic expression over i, f and integer
+// literals, and its evaluation as SQL (integer division truncating, a
+// division by zero null).
+func genArith(rng *rand.Rand, depth int) (string, func(propRow) num) {
+	if depth == 0 || rng.IntN(3) == 0 {
+		switch rng.IntN(3) {
+		case 0:
+			return "i", func(r propRow) num { return num{i: deref(r.i), ok: r.i != nil} }
+		case 1:
+			return "f", func(r propRow) num { return num{float: true, f: deref(r.f), ok: r.f != nil} }
+		}
+		v := int64(rng.IntN(9) - 4)
+		return fmt.Sprint(v), func(propRow) num { return num{i: v, ok: true} }
+	}
+	if rng.IntN(6) == 0 {
+		text, x := genArith(rng, depth-1)
+		return "-(" + text + ")", func(r propRow) num {
+			n := x(r)
+			n.i, n.f = -n.i, -n.f
+			return n
+		}
+	}
+	lt, l := genArith(rng, depth-1)
+	rt, rr := genArith(rng, depth-1)
+	op := "+-*/%"[rng.IntN(5)]
+	if op == '%' && (strings.Contains(lt, "f") || strings.Contains(rt, "f")) {
+		op = '*' // % takes integers
+	}
+	return "(" + lt + " " + string(op) + " " + rt + ")", func(r propRow) num {
+		a, b := l(r), rr(r)
+		if !a.ok || !b.ok {
+			return num{}
+		}
+		if !a.float && !b.float {
+			switch op {
+			case '+':
+				return num{i: a.i + b.i, ok: true}
+			case '-':
+				return num{i: a.i - b.i, ok: true}
+			case '*':
+				return num{i: a.i * b.i, ok: true}
+			case '/':
+				return num{i: safeDiv(a.i, b.i), ok: b.i != 0}
+			}
+			return num{i: safeMod(a.i, b.i), ok: b.i != 0}
+		}
+		x, y := a.asFloat(), b.asFloat()
+		switch op {
+		case '+':
+			return num{float: true, f: x + y, ok: true}
+		case '-':
+			return num{float: true, f: x - y, ok: true}
+		case '*':
+			return num{float: true, f: x * y, ok: true}
+		}
+		return num{float: true, f: x / y, ok: y != 0}
+	}
+}
+
+func safeDiv(a, b int64) int64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func safeMod(a, b int64) int64 {
+	if b == 0 {
+		return 0
+	}
+	return a % b
+}
+
 func genLeaf(rng *rand.Rand) propExpr {
 	ops := []string{"=", "!=", "<", "<=", ">", ">=", "<>"}
 	op := ops[rng.IntN(len(ops))]
+	if rng.IntN(4) == 0 {
+		lt, l := genArith(rng, 2)
+		rt, r := genArith(rng, 2)
+		return propExpr{lt + " " + op + " " + rt, func(row propRow) tri {
+			a, b := l(row), r(row)
+			if !a.ok || !b.ok {
+				return unk
+			}
+			if !a.float && !b.float {
+				return cmpTri(true, sign(a.i, b.i), op)
+			}
+			return cmpTri(true, sign(a.asFloat(), b.asFloat()), op)
+		}}
+	}
 	switch rng.IntN(9) {
 	case 0:
 		v := int64(rng.IntN(21) - 10)

@@ -183,6 +183,9 @@ func negate(p Predicate) Predicate {
 		return out
 	case NotOf:
 		return q.P
+	case ExprCmp:
+		q.Op = map[Op]Op{OpEq: OpNe, OpNe: OpEq, OpLt: OpGe, OpGe: OpLt, OpLe: OpGt, OpGt: OpLe}[q.Op]
+		return q
 	}
 	return NotOf{p}
 }
