@@ -45,10 +45,12 @@ type ExprCmp struct {
 	R  Expr
 }
 
-func (c Col) String() string   { return QuoteColumn(string(c)) }
-func (l Lit) String() string   { return l.V.String() }
-func (a Arith) String() string { return "(" + a.L.String() + " " + string(a.Op) + " " + a.R.String() + ")" }
-func (n Neg) String() string   { return "-(" + n.X.String() + ")" }
+func (c Col) String() string { return QuoteColumn(string(c)) }
+func (l Lit) String() string { return l.V.String() }
+func (a Arith) String() string {
+	return "(" + a.L.String() + " " + string(a.Op) + " " + a.R.String() + ")"
+}
+func (n Neg) String() string { return "-(" + n.X.String() + ")" }
 func (c ExprCmp) String() string {
 	return c.L.String() + " " + string(c.Op) + " " + c.R.String()
 }
