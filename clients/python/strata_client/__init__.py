@@ -27,7 +27,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-__all__ = ["Client", "StrataError"]
+__all__ = ["Client", "StrataError", "StrataConnectionError"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NDJSON = "application/x-ndjson"
@@ -39,6 +39,16 @@ class StrataError(Exception):
     def __init__(self, status, code, message):
         super().__init__(f"strata: {status} {code}: {message}")
         self.status, self.code, self.message = status, code, message
+
+
+class StrataConnectionError(StrataError):
+    """No answer: the server could not be reached, did not answer in time, or
+    the connection dropped mid-answer (``status`` 0, ``code`` "connection").
+    An unnamed request may or may not have been acted on; a named one (see
+    Client) was sent again for ``retry_for`` seconds first."""
+
+    def __init__(self, message):
+        super().__init__(0, "connection", message)
 
 
 class Client:
@@ -54,6 +64,19 @@ class Client:
     504, ``outcome_unknown`` — for up to ``retry_for`` seconds. ``append(...,
     idempotency_key=K)`` names an append with a key of the caller's instead, for
     retries across the caller's own restarts. ``names=False`` sends them unnamed."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Let go of what the client holds (its request lanes); ``with
+        Client(...) as c:`` calls it."""
+        with self._lanes_lock:
+            self._lanes.clear()
 
     def __init__(self, base_url, token=None, timeout=60.0, retries=5, retry_for=30.0, names=True):
         self.base = base_url.rstrip("/")
@@ -121,10 +144,10 @@ class Client:
                     raise _error(e.code, data) from None
                 wait = e.headers.get("Retry-After")
                 delay = float(wait) if wait and wait.isdigit() else min(0.05 * 2**attempt, 2.0)
-            except (urllib.error.URLError, http.client.HTTPException, OSError):
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
                 # No answer: the request may or may not have been acted on.
                 if name is None or not in_time:
-                    raise
+                    raise StrataConnectionError(f"{method} {url}: {getattr(e, 'reason', e)}") from e
                 delay = min(0.05 * 2**attempt, 2.0)
             time.sleep(delay * (0.5 + random.random()))
         raise AssertionError("unreachable")
@@ -132,7 +155,7 @@ class Client:
     def _json(self, method, path, query=None, payload=None, retries=None, name=None):
         body = None if payload is None else json.dumps(payload).encode()
         with self._open(method, path, query, body, "application/json" if body is not None else None, retries=retries, name=name) as r:
-            data = r.read()
+            data = _read(r)
         return json.loads(data) if data else None
 
     # -- tables ---------------------------------------------------------
@@ -170,7 +193,7 @@ class Client:
             ctype = NDJSON
         with self._named(idempotency_key) as req_name, \
                 self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
-            return json.loads(r.read())["rows"]
+            return json.loads(_read(r))["rows"]
 
     def upsert(self, name, rows, key, ignore_unknown=False, through_shard=False):
         """Write rows and, in the same commit, delete every row of the table whose
@@ -194,7 +217,7 @@ class Client:
             body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
             ctype = NDJSON
         with self._open("POST", self._table(name, "/rows"), query, body, ctype, name={}) as r:
-            out = json.loads(r.read())
+            out = json.loads(_read(r))
         return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out.get("version", 0)}
 
     def scan(self, name, columns=None, filter=None, version=None, tag=None, limit=None, fresh=False):
@@ -211,7 +234,7 @@ class Client:
 
         query = _scan_query(columns, filter, version, tag, limit, fresh)
         with self._open("GET", self._table(name, "/rows"), query, accept=ARROW_STREAM) as r:
-            return ipc.open_stream(r.read()).read_all()
+            return ipc.open_stream(_read(r)).read_all()
 
     def take(self, name, keys, column="id", columns=None):
         """The rows whose ``column`` holds one of ``keys``, as dicts."""
@@ -445,11 +468,23 @@ def _column_list(names):
     return ",".join(n if _PLAIN_NAME.fullmatch(n) else "`" + n.replace("`", "``") + "`" for n in names)
 
 
+def _read(resp):
+    """The body of an answer; a connection dropped while reading it is a
+    StrataConnectionError."""
+    try:
+        return resp.read()
+    except (http.client.HTTPException, OSError) as e:
+        raise StrataConnectionError(f"reading the answer: {e}") from e
+
+
 def _lines(resp):
     with resp:
-        for line in resp:
-            if line.strip():
-                yield json.loads(line)
+        try:
+            for line in resp:
+                if line.strip():
+                    yield json.loads(line)
+        except (http.client.HTTPException, OSError) as e:
+            raise StrataConnectionError(f"reading the rows: {e}") from e
 
 
 def _is_arrow(rows):

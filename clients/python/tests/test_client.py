@@ -14,7 +14,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from strata_client import Client, StrataError  # noqa: E402
+from strata_client import Client, StrataConnectionError, StrataError  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SCHEMA = [
@@ -216,6 +216,15 @@ class ServerTest(unittest.TestCase):
             self.assertEqual([r["reward"] for r in got[1:]], [float("inf"), float("-inf"), 0.0, 2.0])
             self.assertEqual([type(r["reward"]) for r in got[1:]], [float] * 4)
         self.assertEqual([r["id"] for r in c.scan("rewards", filter="reward > 100")], [2])
+
+    def test_no_server_is_the_clients_own_error(self):
+        with Client(f"http://127.0.0.1:{free_port()}", timeout=2, retry_for=0.2) as c:
+            with self.assertRaises(StrataConnectionError) as e:
+                c.tables()
+            self.assertIsInstance(e.exception, StrataError)
+            self.assertEqual(e.exception.status, 0)
+            with self.assertRaises(StrataConnectionError):
+                c.append("events", [{"id": 1, "worker": "w", "reward": 0.5}])  # named: retried, then given up
 
     def test_upsert_through_the_shard(self):
         c = self.c
