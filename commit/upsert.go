@@ -111,6 +111,13 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			// Garbage collection took our rows while we stalled; the
 			// commit was taken back, its deletion vectors with it.
 			wrote.Go(func() (err error) { f, err = writeKeyed(ctx, t, base.Schema(), keys, batches); return err })
+			if t.opts.ReadParallelism == 1 {
+				// One request at a time, as the first write: the rows
+				// land before the next plan's vectors are written.
+				if err := wrote.Wait(); err != nil {
+					return UpsertResult{}, err
+				}
+			}
 		}
 	}
 	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
