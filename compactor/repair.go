@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
@@ -24,6 +26,9 @@ var ErrMissingData = table.ErrMissingData
 type RepairResult struct {
 	Missing []string // keys of the newest version's objects that are gone
 	Undone  []uint64 // versions whose commits were taken back
+	// Rewritten are the deletion vectors of merges of shards' upserts
+	// written again (see redoMergeVector).
+	Rewritten []string
 }
 
 // Repair makes the newest version readable again when data objects it
@@ -79,6 +84,15 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 		want[f.ID] = f
 	}
 	for _, f := range vectors {
+		if done, why, err := redoMergeVector(ctx, b, m, f, opts); err != nil {
+			return res, err
+		} else if done {
+			res.Rewritten = append(res.Rewritten, f.Key)
+			continue
+		} else if why != "" {
+			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
+			continue
+		}
 		v, why, err := undoDelete(ctx, b, m, f, orphaned, opts)
 		if err != nil {
 			return res, err
@@ -220,6 +234,112 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 		return 0, "", fmt.Errorf("compactor: taking back v%d, whose deletion vector garbage collection took before it landed: %w", v, err)
 	}
 	return v, "", nil
+}
+
+// redoMergeVector writes again the deletion vector f.Key of fragment f.ID,
+// gone, when a merge of a shard's upserts wrote it (a merge stalled past
+// garbage collection's safety age, its vector collected as an orphan, and
+// it died before writing it again; its rows were acknowledged in the
+// shard's WAL, so it is not taken back): the vector is the one the
+// fragment had in the version before the merge, with the rows whose keys
+// the merge's rows hold — what the merge computed (the conflict matrix
+// let nothing change the fragment between its plan and its commit). The
+// fragment points at the copy in a commit of kind delete. done is false,
+// with why, when that cannot be told; done and why both empty when f's
+// vector was not a merge's.
+func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, opts *commit.Options) (done bool, why string, err error) {
+	var v uint64
+	var t *table.Transaction
+	for u := m.Version; u > 0 && v == 0; u-- {
+		txn, err := table.ReadTransaction(ctx, b, u)
+		if errors.Is(err, table.ErrVersionNotFound) {
+			return false, "", nil // undoDelete says why
+		}
+		if err != nil {
+			return false, "", err
+		}
+		for _, d := range txn.Deletions {
+			if d.FragmentID == f.ID && d.Deletion.Key == f.Key {
+				v, t = u, txn
+			}
+		}
+	}
+	if v == 0 || t.Kind != table.KindMerge || len(t.Keys) == 0 {
+		return false, "", nil
+	}
+	frag := m.Fragment(f.ID)
+	before, err := table.ReadManifest(ctx, b, v-1)
+	if errors.Is(err, table.ErrVersionNotFound) {
+		return false, fmt.Sprintf("written by v%d, a merge of upserts; the version before it was already collected", v), nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	prev := before.Fragment(f.ID)
+	if prev == nil || frag == nil {
+		return false, fmt.Sprintf("written by v%d, a merge of upserts; the fragment is not in the version before it", v), nil
+	}
+	rows, err := table.ReadDeletions(ctx, b, prev)
+	if errors.Is(err, blob.ErrNotFound) {
+		return false, fmt.Sprintf("written by v%d, a merge of upserts; the vector it replaced is gone too", v), nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	schema := before.Schema()
+	if names, ok := table.CurrentNames(schema, t.Keys); ok {
+		added := make([]table.Fragment, len(t.Added))
+		copy(added, t.Added)
+		var batches []arrow.RecordBatch
+		defer func() {
+			for _, rec := range batches {
+				rec.Release()
+			}
+		}()
+		for rec, err := range table.SnapshotOf(b, schema, added).Scan(ctx, table.ScanOptions{Parallelism: 1}) {
+			if err != nil {
+				return false, "", err
+			}
+			rec.Retain()
+			batches = append(batches, rec)
+		}
+		ks, err := table.KeysOf(schema, names, batches)
+		if err != nil {
+			return false, "", err
+		}
+		own := *frag
+		own.Deletion = nil
+		found, err := table.SnapshotOf(b, schema, []table.Fragment{own}).KeyRows(ctx, ks, 1, nil)
+		if err != nil {
+			return false, "", err
+		}
+		rows = unionRows(rows, found[f.ID])
+	}
+	if int64(len(rows)) != frag.Deletion.Count {
+		return false, fmt.Sprintf("written by v%d, a merge of upserts; written again it deletes %d rows, the manifest says %d", v, len(rows), frag.Deletion.Count), nil
+	}
+	del := table.Deletion{Key: table.DeletionKey(f.ID, m.Version+1), Count: int64(len(rows))}
+	if err := b.PutIfAbsent(ctx, del.Key, table.EncodeDeletions(rows)); err != nil {
+		return false, "", err
+	}
+	o := commit.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.CatchUp = true
+	txn := table.Transaction{Kind: table.KindDelete, Writer: cmp.Or(o.Writer, "repair"),
+		Deletions: []table.FragmentDeletion{{FragmentID: f.ID, Deletion: del}}}
+	if _, err := commit.Commit(ctx, b, m, txn, &o); err != nil {
+		return false, "", fmt.Errorf("compactor: pointing fragment %d at its vector written again (v%d's, a merge of upserts): %w", f.ID, v, err)
+	}
+	return true, "", nil
+}
+
+// unionRows merges two ascending lists of rows without repeats.
+func unionRows(a, b []uint32) []uint32 {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func unprovenKeys(descr []string) []string {

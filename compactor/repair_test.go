@@ -357,3 +357,72 @@ func TestRepairTakesBackADeleteWhoseVectorGCTook(t *testing.T) {
 		sameRows(t, acknowledged, digest(t, b), "taking back the unacknowledged delete")
 	}
 }
+
+// A merge of a shard's upserts whose deletion vector garbage collection
+// took (the merger stalled past the safety age and died after its manifest
+// landed) is not taken back — its rows were acknowledged in the shard's
+// WAL — but its vector is written again: the fragment's vector before the
+// merge with the rows whose keys the merge's rows hold. The table reads
+// again, one row per key.
+func TestRepairWritesAgainAMergesVectorGCTook(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 1, 10) // ids of rows 0..9 in one fragment
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := table.ParseFilter("step < 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tb.Delete(ctx, first); err != nil { // a vector before the merge's
+		t.Fatal(err)
+	}
+	before := digest(t, b)
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "grader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 2, 3) // rows 2..4 again: their ids
+	if err := s.Upsert(ctx, []string{"id"}, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	merged := digest(t, b)
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Transaction.Kind != table.KindMerge || len(m.Transaction.Deletions) != 1 {
+		t.Fatalf("the latest version is %s with %d vectors, want a merge of upserts with one", m.Transaction.Kind, len(m.Transaction.Deletions))
+	}
+	gone := m.Transaction.Deletions[0].Deletion.Key
+	if err := b.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readErr error
+	for _, err := range snap.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			readErr = err
+			break
+		}
+	}
+	if readErr == nil {
+		t.Fatal("the table reads without the merge's vector")
+	}
+	res, err := compactor.Repair(ctx, b, nil, nil)
+	if err != nil || !slices.Equal(res.Rewritten, []string{gone}) || len(res.Undone) != 0 {
+		t.Fatalf("repair: %+v %v, want %s written again", res, err, gone)
+	}
+	sameRows(t, merged, digest(t, b), "writing the merge's vector again")
+	if len(merged) != len(before) {
+		t.Fatalf("%d rows after the merge of upserts of present keys, %d before", len(merged), len(before))
+	}
+}

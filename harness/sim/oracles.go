@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -330,8 +331,21 @@ func (w *world) drain(s *walshard.Shard) error {
 	if _, err := s.Flush(w.ctx); err != nil {
 		return err
 	}
+	repaired := false
 	for range 100 {
 		res, err := s.Merge(w.ctx)
+		var missing *table.MissingDataError
+		if errors.As(err, &missing) && !repaired {
+			// A merge of upserts reads the vectors of the fragments it
+			// deletes from: one a stalled, dead writer's commit left
+			// missing waits for the Job's repair, which runs here.
+			repaired = true
+			co := compactor.Options{}.Commit
+			if _, rerr := compactor.Repair(w.ctx, w.store, &co, nil); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
