@@ -137,7 +137,7 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 	bar := newProgress(env.Err, "append", "bytes", size)
 	rows := func(yield func(arrow.RecordBatch, error) bool) {
 		for _, path := range files {
-			for rec, err := range readFile(path, m.Schema(), opts) {
+			for rec, err := range readFile(path, m.Schema(), opts, bar.Add) {
 				if err != nil {
 					yield(nil, fmt.Errorf("%s: %w", path, err))
 					return
@@ -145,9 +145,6 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 				if !yield(rec, nil) {
 					return
 				}
-			}
-			if fi, err := os.Stat(path); err == nil {
-				bar.Add(fi.Size())
 			}
 		}
 	}
@@ -322,8 +319,13 @@ func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *t
 	return appended{rows: ack.Rows, at: fmt.Sprintf("shard %s's WAL entry %d", shard, ack.Position), duplicate: ack.Duplicate}, nil
 }
 
-// readFile yields a file's rows in batches of the table's schema.
-func readFile(path string, schema *arrow.Schema, o ingest.Options) iter.Seq2[arrow.RecordBatch, error] {
+// readFile yields a file's rows in batches of the table's schema; read,
+// when not nil, is told of the file's bytes as they are read (a Parquet
+// file's once it is read).
+func readFile(path string, schema *arrow.Schema, o ingest.Options, read func(int64)) iter.Seq2[arrow.RecordBatch, error] {
+	if read == nil {
+		read = func(int64) {}
+	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		ext := strings.ToLower(filepath.Ext(path))
 		if ext == ".parquet" {
@@ -331,6 +333,9 @@ func readFile(path string, schema *arrow.Schema, o ingest.Options) iter.Seq2[arr
 				if !yield(rec, err) || err != nil {
 					return
 				}
+			}
+			if fi, err := os.Stat(path); err == nil {
+				read(fi.Size())
 			}
 			return
 		}
@@ -340,9 +345,10 @@ func readFile(path string, schema *arrow.Schema, o ingest.Options) iter.Seq2[arr
 			return
 		}
 		defer f.Close()
-		seq := ingest.JSONLines(f, schema, o)
+		r := io.Reader(&countingReader{r: f, read: read})
+		seq := ingest.JSONLines(r, schema, o)
 		if ext == ".csv" {
-			seq = ingest.CSV(f, schema, o)
+			seq = ingest.CSV(r, schema, o)
 		}
 		for rec, err := range seq {
 			if !yield(rec, err) || err != nil {
@@ -350,4 +356,16 @@ func readFile(path string, schema *arrow.Schema, o ingest.Options) iter.Seq2[arr
 			}
 		}
 	}
+}
+
+// countingReader tells read of the bytes it reads.
+type countingReader struct {
+	r    io.Reader
+	read func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read(int64(n))
+	return n, err
 }

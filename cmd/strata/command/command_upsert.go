@@ -85,7 +85,7 @@ of input, held in memory.`,
 			defer func() { ingest.Release(recs) }()
 			opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
 			for _, path := range args[1:] {
-				for rec, err := range readFile(path, tb.Current().Manifest().Schema(), opts) {
+				for rec, err := range readFile(path, tb.Current().Manifest().Schema(), opts, nil) {
 					if err != nil {
 						return fmt.Errorf("%s: %w (nothing was upserted)", path, err)
 					}

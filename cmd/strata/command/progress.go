@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// progress shows long work: a bar redrawn in place on a terminal, or a
-// plain line every few seconds otherwise (logs, pipes, CI).
+// progress shows long work as a bar redrawn in place, on a terminal only:
+// to anything else (logs, pipes, CI) it writes nothing, so that output
+// stays what the command answers.
 type progress struct {
 	mu       sync.Mutex
 	w        io.Writer
@@ -41,11 +42,7 @@ func (p *progress) Add(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done += n
-	every := 2 * time.Second
-	if p.tty {
-		every = 100 * time.Millisecond
-	}
-	if time.Since(p.lastDraw) >= every {
+	if p.tty && time.Since(p.lastDraw) >= 100*time.Millisecond {
 		p.drawLocked(false)
 	}
 }
@@ -62,7 +59,6 @@ func (p *progress) drawLocked(final bool) {
 	secs := time.Since(p.start).Seconds()
 	rate := float64(p.done) / max(secs, 1e-9)
 	if !p.tty {
-		fmt.Fprintf(p.w, "%s: %d/%d %s, %.0f %s/s, %.1fs\n", p.label, p.done, p.total, p.unit, rate, p.unit, secs)
 		return
 	}
 	const width = 30
