@@ -14,6 +14,8 @@ server's error code.
         print(row)
 """
 
+from __future__ import annotations
+
 import contextlib
 import http.client
 import itertools
@@ -26,17 +28,21 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = ["Client", "StrataError", "StrataConnectionError"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NDJSON = "application/x-ndjson"
 
+# Rows to write: dicts (JSON), or a pyarrow Table or RecordBatch.
+Rows = Union[Iterable[Mapping[str, Any]], Any]
+
 
 class StrataError(Exception):
     """An error answer: ``status`` (HTTP), ``code`` and ``message`` (the server's)."""
 
-    def __init__(self, status, code, message):
+    def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"strata: {status} {code}: {message}")
         self.status, self.code, self.message = status, code, message
 
@@ -47,7 +53,7 @@ class StrataConnectionError(StrataError):
     An unnamed request may or may not have been acted on; a named one (see
     Client) was sent again for ``retry_for`` seconds first."""
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(0, "connection", message)
 
 
@@ -65,20 +71,21 @@ class Client:
     idempotency_key=K)`` names an append with a key of the caller's instead, for
     retries across the caller's own restarts. ``names=False`` sends them unnamed."""
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         self.close()
         return False
 
-    def close(self):
+    def close(self) -> None:
         """Let go of what the client holds (its request lanes); ``with
         Client(...) as c:`` calls it."""
         with self._lanes_lock:
             self._lanes.clear()
 
-    def __init__(self, base_url, token=None, timeout=60.0, retries=5, retry_for=30.0, names=True):
+    def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5,
+                 retry_for: float = 30.0, names: bool = True) -> None:
         self.base = base_url.rstrip("/")
         self.token, self.timeout, self.retries = token, timeout, retries
         self.retry_for, self.names = retry_for, names
@@ -160,24 +167,24 @@ class Client:
 
     # -- tables ---------------------------------------------------------
 
-    def tables(self):
+    def tables(self) -> List[Dict[str, Any]]:
         """The server's tables: a list of ``{"name", "version"}``."""
         return self._json("GET", "/api/v1/tables")["tables"]
 
-    def create_table(self, name, fields):
+    def create_table(self, name: str, fields: List[Dict[str, Any]]) -> Dict[str, Any]:
         """Create a table from a JSON schema: ``[{"name", "type", "nullable"?}, …]``."""
         with self._named() as req_name:
             return self._json("PUT", self._table(name), payload={"fields": fields}, name=req_name)
 
-    def describe(self, name):
+    def describe(self, name: str) -> Dict[str, Any]:
         return self._json("GET", self._table(name))
 
-    def drop(self, name):
+    def drop(self, name: str) -> None:
         self._json("DELETE", self._table(name))
 
     # -- rows -----------------------------------------------------------
 
-    def append(self, name, rows, ignore_unknown=False, idempotency_key=None):
+    def append(self, name: str, rows: Rows, ignore_unknown: bool = False, idempotency_key: Optional[str] = None) -> int:
         """Append rows, all or none: an iterable of dicts (sent as JSON lines), or
         a pyarrow Table or RecordBatch (sent as an Arrow IPC stream). Returns the
         number of rows acknowledged, durable in the server's WAL. The request is
@@ -195,7 +202,8 @@ class Client:
                 self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
             return json.loads(_read(r))["rows"]
 
-    def upsert(self, name, rows, key, ignore_unknown=False, through_shard=False):
+    def upsert(self, name: str, rows: Rows, key: Union[str, Sequence[str]], ignore_unknown: bool = False,
+               through_shard: bool = False) -> Dict[str, Any]:
         """Write rows and, in the same commit, delete every row of the table whose
         key — its values in the column ``key`` (a name, or a list of names) — one
         of them has. Rows as for ``append``; a key must not be null nor appear
@@ -220,7 +228,8 @@ class Client:
             out = json.loads(_read(r))
         return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out.get("version", 0)}
 
-    def scan(self, name, columns=None, filter=None, version=None, tag=None, limit=None, fresh=False):
+    def scan(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None, version: Optional[int] = None,
+             tag: Optional[str] = None, limit: Optional[int] = None, fresh: bool = False) -> Iterator[Dict[str, Any]]:
         """Iterate over the rows as dicts, streamed as JSON lines. A scan cut short
         by the server raises rather than ending early."""
         query = _scan_query(columns, filter, version, tag, limit, fresh)
@@ -228,7 +237,9 @@ class Client:
         resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
         return _lines(resp)
 
-    def scan_arrow(self, name, columns=None, filter=None, version=None, tag=None, limit=None, fresh=False):
+    def scan_arrow(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
+                   version: Optional[int] = None, tag: Optional[str] = None, limit: Optional[int] = None,
+                   fresh: bool = False) -> Any:
         """The rows as a pyarrow Table (needs pyarrow)."""
         import pyarrow.ipc as ipc
 
@@ -236,7 +247,7 @@ class Client:
         with self._open("GET", self._table(name, "/rows"), query, accept=ARROW_STREAM) as r:
             return ipc.open_stream(_read(r)).read_all()
 
-    def take(self, name, keys, column="id", columns=None):
+    def take(self, name: str, keys: Sequence[Any], column: str = "id", columns: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         """The rows whose ``column`` holds one of ``keys``, as dicts."""
         payload = {"column": column, "keys": list(keys)}
         if columns:
@@ -245,40 +256,41 @@ class Client:
         resp = self._open("POST", self._table(name, "/take"), {"format": "jsonl"}, body, "application/json", accept=NDJSON)
         return list(_lines(resp))
 
-    def update(self, name, filter, set):
+    def update(self, name: str, filter: str, set: Mapping[str, Any]) -> Dict[str, Any]:
         """Set columns of the rows matching ``filter`` to the values of the dict
         ``set`` (numbers, strings, booleans, None for null), in one commit.
         Returns ``{"updated", "version"}``."""
         return self._json("PATCH", self._table(name, "/rows"), {"filter": filter}, payload={"set": set})
 
-    def delete(self, name, filter):
+    def delete(self, name: str, filter: str) -> Dict[str, Any]:
         """Delete the rows matching ``filter``: ``{"deleted", "version"}``."""
         return self._json("DELETE", self._table(name, "/rows"), {"filter": filter})
 
     # -- versions and tags ------------------------------------------------
 
-    def versions(self, name, limit=20, detail=False):
+    def versions(self, name: str, limit: int = 20, detail: bool = False) -> Any:
         return self._json("GET", self._table(name, "/versions"), {"limit": limit, "detail": "true" if detail else "false"})
 
-    def tags(self, name):
+    def tags(self, name: str) -> Any:
         return self._json("GET", self._table(name, "/tags"))
 
-    def create_tag(self, name, tag, version=0):
+    def create_tag(self, name: str, tag: str, version: int = 0) -> Dict[str, Any]:
         """Name a version (0: the latest); returns the tag with its time."""
         return self._json("POST", self._table(name, "/tags"), payload={"name": tag, "version": version})
 
-    def restore(self, name, version=None, tag=None):
+    def restore(self, name: str, version: Optional[int] = None, tag: Optional[str] = None) -> Dict[str, Any]:
         """Commit a new version whose rows are ``version``'s (or the tagged
         version's): ``{"version", "restored", "rows"}``."""
         payload = {"version": version} if tag is None else {"tag": tag}
         return self._json("POST", self._table(name, "/restore"), payload=payload)
 
-    def delete_tag(self, name, tag):
+    def delete_tag(self, name: str, tag: str) -> None:
         self._json("DELETE", self._table(name, "/tags/" + urllib.parse.quote(tag, safe="")))
 
     # -- following a table ----------------------------------------------
 
-    def changes(self, name, from_version=None, consumer=None, to=None, wait=None, columns=None):
+    def changes(self, name: str, from_version: Optional[int] = None, consumer: Optional[str] = None, to: Optional[int] = None,
+                wait: Optional[float] = None, columns: Optional[Sequence[str]] = None) -> Tuple[List[Dict[str, Any]], int]:
         """The rows inserted and deleted after ``from_version`` (or after the named
         ``consumer``'s position), through ``to`` (the latest by default), as
         ``(rows, through)``: dicts with ``_change`` ("insert" or "delete") and
@@ -303,7 +315,8 @@ class Client:
         through = int(resp.headers.get("Strata-Version", "0"))
         return list(_lines(resp)), through
 
-    def follow(self, name, consumer=None, from_version=None, wait=30, columns=None):
+    def follow(self, name: str, consumer: Optional[str] = None, from_version: Optional[int] = None, wait: float = 30,
+               columns: Optional[Sequence[str]] = None) -> Iterator[Dict[str, Any]]:
         """Yield ``(rows, through)`` as versions land, forever: each a run of
         changes and the version read through (``rows`` may be empty). With
         ``consumer`` it starts after the consumer's position (``from_version``
@@ -324,25 +337,27 @@ class Client:
                     self.set_consumer(name, consumer, through)
             position = max(position, through)
 
-    def consumers(self, name):
+    def consumers(self, name: str) -> Any:
         """The named consumers: ``{"name", "version", "updated", "lag_versions"}``."""
         return self._json("GET", self._table(name, "/consumers"))
 
-    def set_consumer(self, name, consumer, version):
+    def set_consumer(self, name: str, consumer: str, version: int) -> Dict[str, Any]:
         """Record that ``consumer`` has read every change through ``version``."""
         path = self._table(name, "/consumers/" + urllib.parse.quote(consumer, safe=""))
         return self._json("PUT", path, payload={"version": version})
 
-    def delete_consumer(self, name, consumer):
+    def delete_consumer(self, name: str, consumer: str) -> None:
         self._json("DELETE", self._table(name, "/consumers/" + urllib.parse.quote(consumer, safe="")))
 
     # -- key indexes ------------------------------------------------------
 
-    def create_index(self, name, column):
+    def create_index(self, name: str, column: str) -> Dict[str, Any]:
         """Build a key index of an integer column; ``take`` reads it, through compactions."""
         return self._json("POST", self._table(name, "/indexes"), payload={"column": column})
 
-    def alter(self, name, *, add=None, rename=None, widen=None, drop=None, changes=None):
+    def alter(self, name: str, *, add: Optional[Mapping[str, str]] = None, rename: Optional[Mapping[str, str]] = None,
+              widen: Optional[Mapping[str, str]] = None, drop: Optional[Sequence[str]] = None,
+              changes: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
         """Change the table's columns in one commit, by metadata alone; rows
         written before read under the new schema. ``add`` maps new column
         names to types ({"grade": "string"}; added columns are nullable),
@@ -360,37 +375,38 @@ class Client:
             changes += [{"op": "add", "column": k, "type": v} for k, v in (add or {}).items()]
         return self._json("POST", self._table(name, "/schema"), payload={"changes": changes})
 
-    def indexes(self, name):
+    def indexes(self, name: str) -> List[Dict[str, Any]]:
         return self._json("GET", self._table(name, "/indexes"))["indexes"]
 
     # -- compaction -------------------------------------------------------
 
-    def compact(self, name, min_fragments=None, target_rows=None, target_bytes=None, dry_run=False, force=False):
+    def compact(self, name: str, min_fragments: Optional[int] = None, target_rows: Optional[int] = None,
+                target_bytes: Optional[int] = None, dry_run: bool = False, force: bool = False) -> Any:
         """Start a compaction (202), or with ``dry_run`` return its plan. A 409
         (another compactor holds the lease, or not due) raises StrataError."""
         payload = {k: v for k, v in {"min_fragments": min_fragments, "target_rows": target_rows,
                                      "target_bytes": target_bytes, "dry_run": dry_run, "force": force}.items() if v}
         return self._json("POST", self._table(name, "/compact"), payload=payload or None, retries=0)
 
-    def compact_stats(self, name):
+    def compact_stats(self, name: str) -> Dict[str, Any]:
         return self._json("GET", self._table(name, "/compact/stats"))
 
     # -- LSM ------------------------------------------------------------------
 
-    def flush(self, name):
+    def flush(self, name: str) -> None:
         """Ask the server to seal its memtable into a generation (202)."""
         self._json("POST", self._table(name, "/lsm/flush"))
 
-    def merge(self, name):
+    def merge(self, name: str) -> None:
         """Ask the server for a fleet merge (202): every shard's flushed generations
         installed in the table (POST …/lsm/merge); a 429 (one running) raises. A
         merge rewrites no fragment: that is ``compact``."""
         self._json("POST", self._table(name, "/lsm/merge"), retries=0)
 
-    def lsm_stats(self, name, include_generation_rows=False):
+    def lsm_stats(self, name: str, include_generation_rows: bool = False) -> Dict[str, Any]:
         return self._json("GET", self._table(name, "/lsm/stats"), {"include_generation_rows": include_generation_rows})
 
-    def checkpoint_lsm(self, name, poll=0.05, max_stalls=40):
+    def checkpoint_lsm(self, name: str, poll: float = 0.05, max_stalls: int = 40) -> None:
         """Flush and merge until every generation that existed when it began (and
         every row the server acknowledged before) is in the table, as the Go
         client's CheckpointLSM: the server's WAL flushed up to the last entry
