@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -132,6 +133,12 @@ func (s *Shard) append(ctx context.Context, key *table.Idempotency, keys []strin
 			releaseAll(batches)
 			return Ack{}, err
 		}
+		if req.keys != nil {
+			// An upsert's name covers its key columns too: the same name
+			// for an append of the rows, or an upsert by other keys, is
+			// another request (table.ErrKeyReused), not a duplicate.
+			k.Digest = table.Digest(upsertDigest(uint64(k.Digest), req.keys))
+		}
 		ack, done, err := s.claim(ctx, k)
 		if err != nil || ack.Duplicate {
 			releaseAll(batches)
@@ -161,6 +168,18 @@ func (s *Shard) append(ctx context.Context, key *table.Idempotency, keys []strin
 		// caller was not told so.
 		return Ack{}, ctx.Err()
 	}
+}
+
+// upsertDigest mixes an upsert's key columns (stored names) into its
+// name's digest (never 0: 0 asks for the rows').
+func upsertDigest(d uint64, keys []string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte("upsert"))
+	for _, k := range keys {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+	}
+	return max((d^h.Sum64())*0x9e3779b97f4a7c15, 1)
 }
 
 // appendKey is key as the shard records it, with the rows' digest when

@@ -26,8 +26,11 @@ func (s *Shard) Flush(ctx context.Context) (gen uint64, err error) {
 		start := time.Now()
 		defer func() { s.opts.OnFlush(gen, time.Since(start), err) }()
 	}
-	for {
-		g, more, err := s.flush(ctx)
+	// The runs after the first (a memtable alternating appends and
+	// upserts) do not wait for room: the generations they would wait on
+	// are this call's own, which a merge after it takes.
+	for first := true; ; first = false {
+		g, more, err := s.flush(ctx, first)
 		if err != nil {
 			return gen, err
 		}
@@ -44,10 +47,10 @@ func (s *Shard) Flush(ctx context.Context) (gen uint64, err error) {
 // flush seals the oldest entries of the memtable of one mode (appends, or
 // upserts by the same keys) into a generation; more tells whether entries
 // it saw were left for the next one.
-func (s *Shard) flush(ctx context.Context) (_ uint64, more bool, err error) {
+func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	for {
+	for wait {
 		if err := s.fencedErr(); err != nil {
 			return 0, false, err
 		}
@@ -58,15 +61,23 @@ func (s *Shard) flush(ctx context.Context) (_ uint64, more bool, err error) {
 		if n < s.opts.MaxPendingGenerations {
 			break
 		}
-		// Merges move the watermark: this handle's own, or (seen when
-		// the handle reads the table) a fleet merge's.
+		// Merges move the watermark: this handle's own, or a fleet
+		// merge's (the Job's), which it learns by reading the shard's
+		// merge record now and then (one LIST of one key).
 		select {
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
 		case <-s.stop:
 			return 0, false, ErrClosed
 		case <-changed:
+		case <-time.After(fleetMergeCheck):
+			if err := s.learnWatermark(ctx); err != nil {
+				return 0, false, err
+			}
 		}
+	}
+	if err := s.fencedErr(); err != nil {
+		return 0, false, err
 	}
 	s.mu.Lock()
 	entries := s.mu.mem.snapshot()
@@ -126,6 +137,10 @@ func (s *Shard) flush(ctx context.Context) (_ uint64, more bool, err error) {
 	}
 	return gen, more, nil
 }
+
+// fleetMergeCheck: how often a flush waiting for room looks for a fleet
+// merge that made it.
+const fleetMergeCheck = time.Second
 
 // learnWatermark reads the newest merge record of the shard (one LIST of
 // one key): fleet merges move the watermark without the owner.

@@ -1,8 +1,10 @@
 package walshard_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -250,4 +252,89 @@ func TestMergesInstallMixedGenerationsAtOnce(t *testing.T) {
 		}
 	}
 	wantRows(t, "merged", tableRows(t, b), map[int64]string{1: "own1", 2: "own2", 3: "own", 4: "own", 101: "fleet1", 102: "fleet2", 103: "fleet", 104: "fleet"})
+}
+
+// A memtable alternating upserts and appends more often than
+// MaxPendingGenerations drains: the runs of one flush do not wait for
+// room their own generations took (found by a hostile review: Drain,
+// which flushes before it merges, waited forever).
+func TestADrainOfManyAlternatingRunsFinishes(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "a", walshard.Options{MaxPendingGenerations: 4})
+	defer s.Close()
+	for i := range int64(20) {
+		if i%2 == 0 {
+			upsertIDs(t, s, "u", i)
+		} else {
+			appendIDs(t, s, i)
+		}
+	}
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := s.Drain(c); err != nil {
+		t.Fatalf("drain of 20 alternating writes: %v (pending %d)", err, s.Stats().PendingGenerations)
+	}
+	if got := tableRows(t, b); len(got) != 20 {
+		t.Fatalf("%d keys after the drain, want 20", len(got))
+	}
+}
+
+// A flush waiting for room (its queue full) learns of a fleet merge that
+// made it, though its own handle never merges.
+func TestAFlushWaitingForRoomSeesAFleetMerge(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "a", walshard.Options{MaxPendingGenerations: 2})
+	defer s.Close()
+	for i := range int64(2) {
+		appendIDs(t, s, i)
+		if _, err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendIDs(t, s, 2)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Flush(ctx)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a flush waiting for room never saw the fleet merge that made it")
+	}
+}
+
+// A name given to an append is not taken for an upsert of the same rows
+// (nor by other keys): the second is refused as a reused name, not
+// answered as a duplicate that stored nothing.
+func TestAnUpsertsNameCoversItsKeys(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "a", walshard.Options{})
+	defer s.Close()
+	rec := batch("x", 1, 2)
+	defer rec.Release()
+	name := table.Idempotency{Producer: "p", Seq: 1}
+	if _, err := s.AppendOnce(ctx, name, rec); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec); !errors.Is(err, table.ErrKeyReused) {
+		t.Fatalf("an upsert under an append's name: %+v %v, want ErrKeyReused", ack, err)
+	}
+	other := table.Idempotency{Producer: "p", Seq: 2}
+	if _, err := s.UpsertOnce(ctx, &other, []string{"id"}, false, rec); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := s.UpsertOnce(ctx, &other, []string{"id", "shard"}, false, rec); !errors.Is(err, table.ErrKeyReused) {
+		t.Fatalf("an upsert by other keys under an upsert's name: %+v %v, want ErrKeyReused", ack, err)
+	}
+	if ack, err := s.UpsertOnce(ctx, &other, []string{"id"}, false, rec); err != nil || !ack.Duplicate {
+		t.Fatalf("the same upsert again: %+v %v, want a duplicate", ack, err)
+	}
 }
