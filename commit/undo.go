@@ -73,11 +73,13 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 	})
 	// A later commit changed a fragment whose vector the repair gives
 	// back (an update or a delete of other rows there, on top of the
-	// commit undone): the vectors it gives back are planned again on the
-	// latest version, taking out only the rows the undone commit deleted.
-	// Planned from m alone, the repair would meet that commit every time,
-	// and the table would reference the lost data for good.
-	for replans := 0; IsRetryableConflict(err) && len(m.Transaction.Deletions) > 0 && replans < o.MaxReplans; replans++ {
+	// commit undone), or one it removes (an upsert replaced keys the
+	// undone commit's lost rows held): the repair is planned again on the
+	// latest version — the vectors it gives back taking out only the rows
+	// the undone commit deleted, the fragments it removes removed as they
+	// are now. Planned from m alone, the repair would meet that commit
+	// every time, and the table would reference the lost data for good.
+	for replans := 0; IsRetryableConflict(err) && replans < o.MaxReplans; replans++ {
 		err = undoOnLatest(ctx, b, m, repair, o)
 	}
 	return err
@@ -85,11 +87,11 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 
 // undoOnLatest commits repair (an Undo of m) planned again on the latest
 // version: each fragment m gave a vector gets the latest vector without
-// the rows m's added to its parent's.
+// the rows m's added to its parent's; the fragments m added are removed.
 func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair table.Transaction, o Options) error {
 	var cur, parent *table.Manifest
 	err := retryTransient(ctx, o, func() (err error) {
-		if cur, err = table.ReadLatest(ctx, b); err == nil {
+		if cur, err = table.ReadLatest(ctx, b); err == nil && len(m.Transaction.Deletions) > 0 {
 			parent, err = table.ReadManifest(ctx, b, m.Parent)
 		}
 		return err
