@@ -34,12 +34,15 @@ with _ or .), only into its others, where tables may nest ("runs/eval").`,
 			if err != nil {
 				return err
 			}
+			if len(tables) == 0 {
+				fmt.Fprintf(env.Err, "no table under %s (a table is a folder holding _versions/)\n", args[0])
+			}
 			tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TABLE\tVERSION")
 			for _, t := range tables {
 				name := t.Name
 				if name == "" {
-					name = "."
+					name = "." // the URL names a table itself
 				}
 				fmt.Fprintf(tw, "%s\t%d\n", name, t.Version)
 			}
