@@ -100,7 +100,7 @@ func (m *jobMetrics) wire(o *job.Options) {
 	}})
 }
 
-// serve serves /metrics on addr until ctx ends.
+// serve serves /metrics, and /healthz for probes, on addr until ctx ends.
 func (m *jobMetrics) serve(ctx context.Context, addr string, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -108,6 +108,9 @@ func (m *jobMetrics) serve(ctx context.Context, addr string, log *slog.Logger) (
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	// A probe's: the process serves (a pass stuck on the store shows in
+	// the pass metrics and alerts, not here).
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("metrics listening", "listen", ln.Addr().String())
 	done := make(chan struct{})

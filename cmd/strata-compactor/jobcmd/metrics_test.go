@@ -93,6 +93,11 @@ func TestIntervalJobServesMetrics(t *testing.T) {
 			break
 		}
 	}
+	if resp, err := http.Get("http://" + addr.FindStringSubmatch(stderr.String())[1] + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz for probes: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	for name, typ := range map[string]dto.MetricType{
 		"go_goroutines":                                   dto.MetricType_GAUGE,
 		"process_cpu_seconds_total":                       dto.MetricType_COUNTER,
