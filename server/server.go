@@ -49,8 +49,12 @@ type Options struct {
 	// Instance names this server (default: the hostname); its shard is
 	// "srv-" + Instance.
 	Instance string
-	// Token, when set, is required as "Authorization: Bearer TOKEN".
-	Token string
+	// Token, when set, is required as "Authorization: Bearer TOKEN" —
+	// of every route but /healthz, and /metrics with OpenMetrics (for a
+	// Prometheus that scrapes by pod annotation, without the token; the
+	// metrics hold no row and no table's data, only counts and names).
+	Token       string
+	OpenMetrics bool
 	// MaxBodyBytes bounds a request body (default 64 MiB).
 	MaxBodyBytes int64
 	// MemoryBudget bounds what requests that hold data (appends, scans,
@@ -238,7 +242,7 @@ func (s *Server) Handler() http.Handler {
 		if !checkFraming(rw, r) {
 			return
 		}
-		if r.URL.Path != "/healthz" && s.opts.Token != "" {
+		if r.URL.Path != "/healthz" && !(r.URL.Path == "/metrics" && s.opts.OpenMetrics) && s.opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
 				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, "a bearer token is required")

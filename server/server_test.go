@@ -264,6 +264,9 @@ func TestBadNamesAuthAndLimits(t *testing.T) {
 	if code, _ := raw(t, f, "GET", "/healthz", "", "", ""); code != http.StatusOK {
 		t.Fatalf("healthz needs no token: %d", code)
 	}
+	if code, _ := raw(t, f, "GET", "/metrics", "", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("metrics without the token, OpenMetrics unset: %d", code)
+	}
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	if _, err := authed.CreateTable(ctx, "small", schema); err != nil {
 		t.Fatal(err)
@@ -794,5 +797,17 @@ func TestARestartedServersWALRowsAreCheckpointedAndDeleted(t *testing.T) {
 	res, err := fourth.c.Delete(ctx, "t", "id >= 0")
 	if err != nil || res.Deleted != 20 {
 		t.Fatalf("delete after a restart: %+v %v; want the 20 acknowledged rows deleted", res, err)
+	}
+}
+
+// With OpenMetrics, /metrics answers without the token (a Prometheus that
+// scrapes by pod annotation), and every other route still needs it.
+func TestOpenMetricsNeedNoToken(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{Token: "s3cret", OpenMetrics: true})
+	if code, body := raw(t, f, "GET", "/metrics", "", "", ""); code != http.StatusOK || !strings.Contains(body, "strata_build_info") {
+		t.Fatalf("open metrics without the token: %d %.100s", code, body)
+	}
+	if code, _ := raw(t, f, "GET", "/api/v1/tables", "", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("the tables without the token: %d", code)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // serveFlags are serve's flags.
 type serveFlags struct {
 	bucket, listen, token, instance, logLevel           string
-	insecure                                            bool
+	insecure, openMetrics                               bool
 	flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
 	reuseBytes, maxBody, budget, writeShare             int64
 	policy                                              *policyflag.Flags
@@ -65,6 +65,7 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f.StringVar(&s.instance, "instance", "", "instance id, naming this server's shard (or STRATA_INSTANCE; default the hostname)")
 	f.StringVar(&s.logLevel, "log-level", "info", "debug, info (one access-log line per request), warn or error")
 	f.BoolVar(&s.insecure, "insecure-listen", false, "allow a non-loopback address without a token")
+	f.BoolVar(&s.openMetrics, "open-metrics", false, "answer /metrics without the token (for a Prometheus scraping by pod annotation)")
 	f.DurationVar(&s.flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&s.mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
 	f.Int64Var(&s.reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
@@ -122,7 +123,7 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, Log: log, Open: env.Open,
+	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, OpenMetrics: s.openMetrics, Log: log, Open: env.Open,
 		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare, Compaction: policy,
 		Shard: walshard.Options{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: s.reuseBytes}})
 	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
