@@ -177,7 +177,7 @@ func (w *world) finish() error {
 			return err
 		}
 		rec := opRecord{actor: a.name, writer: a.writer(), commits: true, call: w.now()}
-		err := w.drain(a.shard)
+		err := w.drain(a.shard, a.writer())
 		rec.ret = w.now()
 		w.ops = append(w.ops, rec)
 		if err != nil {
@@ -327,7 +327,7 @@ func (w *world) completeRetry(a *actor) error {
 // drain flushes s and merges until nothing awaits merging, as Drain
 // does, but gives up after a bounded number of passes: a merge that never
 // moves the watermark would loop for ever.
-func (w *world) drain(s *walshard.Shard) error {
+func (w *world) drain(s *walshard.Shard, writer string) error {
 	if _, err := s.Flush(w.ctx); err != nil {
 		return err
 	}
@@ -341,6 +341,7 @@ func (w *world) drain(s *walshard.Shard) error {
 			// missing waits for the Job's repair, which runs here.
 			repaired = true
 			co := compactor.Options{}.Commit
+			co.Writer = writer // the drain's, whose record holds the repair's commits
 			if _, rerr := compactor.Repair(w.ctx, w.store, &co, nil); rerr != nil {
 				return errors.Join(err, rerr)
 			}
