@@ -223,6 +223,13 @@ func compareValues(a, b Value) (int, bool) {
 		return Compare(a, b), true
 	}
 	if numeric(a.Kind) && numeric(b.Kind) {
+		// An unsigned value past int64 is above every integer.
+		if a.Kind == KindUint && a.U > math.MaxInt64 && b.Kind != KindFloat {
+			return 1, true
+		}
+		if b.Kind == KindUint && b.U > math.MaxInt64 && a.Kind != KindFloat {
+			return -1, true
+		}
 		if ai, ok := asInt(a); ok && a.Kind != KindFloat {
 			if bi, ok := asInt(b); ok && b.Kind != KindFloat {
 				return Compare(Int(ai), Int(bi)), true
@@ -261,11 +268,11 @@ func (c ExprCmp) allMatch(statsFunc) bool { return false }
 
 func (c ExprCmp) match(cols map[string]arrow.Array, i int) bool {
 	l, ok := c.L.eval(cols, i)
-	if !ok {
+	if !ok || l.Kind == KindFloat && math.IsNaN(l.F) {
 		return false
 	}
 	r, ok := c.R.eval(cols, i)
-	if !ok {
+	if !ok || r.Kind == KindFloat && math.IsNaN(r.F) {
 		return false
 	}
 	n, ok := compareValues(l, r)

@@ -41,7 +41,11 @@ func ParseFilter(s string) (Predicate, error) {
 		err = fmt.Errorf("want AND, OR or the end, got %q", p.next().text)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrBadPredicate, s, err)
+		shown := s
+		if len(shown) > 200 {
+			shown = strings.ToValidUTF8(shown[:200], "") + "…"
+		}
+		return nil, fmt.Errorf("%w: %q: %.300v", ErrBadPredicate, shown, err)
 	}
 	return pred, nil
 }
@@ -108,6 +112,10 @@ func (p *parser) and() (Predicate, error) {
 }
 
 func (p *parser) not() (Predicate, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if p.keyword("NOT") {
 		q, err := p.not()
 		if err != nil {
@@ -244,9 +252,25 @@ func lex(s string) ([]token, error) {
 }
 
 type parser struct {
-	toks []token
-	pos  int
+	toks  []token
+	pos   int
+	depth int // parentheses, NOTs and minus signs open, and operators of a value
 }
+
+// maxDepth bounds a filter's nesting (parentheses, NOT, minus signs) and
+// the operators of one value: a deeper one is refused rather than parsed
+// (and printed) at a cost that grows with its square.
+const maxDepth = 200
+
+// enter opens a level of nesting, failing past maxDepth; leave closes it.
+func (p *parser) enter() error {
+	if p.depth++; p.depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxDepth)
+	}
+	return nil
+}
+
+func (p *parser) leave() { p.depth-- }
 
 func (p *parser) done() bool { return p.pos >= len(p.toks) }
 
@@ -343,6 +367,10 @@ func (p *parser) at(kind tokKind, text string) bool {
 func (p *parser) sum() (Expr, error) {
 	e, err := p.product()
 	for err == nil && (p.at(tokArith, "+") || p.at(tokArith, "-")) {
+		if err = p.enter(); err != nil {
+			break
+		}
+		defer p.leave()
 		op := p.next().text[0]
 		var r Expr
 		if r, err = p.product(); err == nil {
@@ -356,6 +384,10 @@ func (p *parser) sum() (Expr, error) {
 func (p *parser) product() (Expr, error) {
 	e, err := p.unary()
 	for err == nil && (p.at(tokArith, "*") || p.at(tokArith, "/") || p.at(tokArith, "%")) {
+		if err = p.enter(); err != nil {
+			break
+		}
+		defer p.leave()
 		op := p.next().text[0]
 		var r Expr
 		if r, err = p.unary(); err == nil {
@@ -368,6 +400,10 @@ func (p *parser) product() (Expr, error) {
 // unary reads a factor, a minus sign before it taken as a negative
 // literal's where a number follows.
 func (p *parser) unary() (Expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if p.at(tokArith, "-") {
 		if p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == tokNumber {
 			v, err := p.literal()

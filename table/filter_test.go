@@ -3,6 +3,7 @@ package table_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -182,4 +183,26 @@ func FuzzParseFilter(f *testing.F) {
 			t.Fatalf("filter %q kept %d of %d rows", s, all, rec.NumRows())
 		}
 	})
+}
+
+// A filter nested past 200 levels (parentheses, NOTs, minus signs, the
+// operators of one value) is refused at once, not parsed at a cost that
+// grows with its square; one within the bound parses.
+func TestDeepFiltersAreRefusedQuickly(t *testing.T) {
+	for _, c := range []struct {
+		filter string
+		ok     bool
+	}{
+		{strings.Repeat("(", 150) + "a" + strings.Repeat(")", 150) + " = 1", true},
+		{strings.Repeat("(", 100000) + "a" + strings.Repeat(")", 100000) + " = 1", false},
+		{strings.Repeat("NOT ", 100000) + "a = 1", false},
+		{"a = 1" + strings.Repeat(" + 1", 100000), false},
+		{strings.Repeat("-", 100000) + "1 = a", false},
+		{"a IN (" + strings.Repeat("1, ", 100000) + "1)", true},
+	} {
+		_, err := table.ParseFilter(c.filter)
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, table.ErrBadPredicate) {
+			t.Errorf("a filter of %d bytes: %.200v (want ok %v)", len(c.filter), err, c.ok)
+		}
+	}
 }

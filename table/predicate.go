@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -221,7 +222,9 @@ func (c Cmp) mayMatch(st statsFunc) bool {
 
 func (c Cmp) allMatch(st statsFunc) bool {
 	s, _ := st(c.Column)
-	if s == nil || s.Nulls != 0 || s.Min == nil || s.Max == nil {
+	if s == nil || s.Nulls != 0 || s.Min == nil || s.Max == nil || c.Value.Kind == KindFloat {
+		// (A float column may hold NaN, which its statistics leave out
+		// and no comparison holds for.)
 		return false
 	}
 	lo, hi := Compare(*s.Min, c.Value), Compare(*s.Max, c.Value)
@@ -243,8 +246,16 @@ func (c Cmp) allMatch(st statsFunc) bool {
 }
 
 func (c Cmp) match(cols map[string]arrow.Array, i int) bool {
-	v, ok := ValueAt(cols[c.Column], i)
+	v, ok := comparable(cols[c.Column], i)
 	return ok && cmpHolds(c.Op, Compare(v, c.Value))
+}
+
+// comparable is row i's value of col for a comparison: false for a null,
+// and for a NaN, which no comparison holds for (as for a null; statistics
+// leave NaN out of a column's bounds, so pruning agrees).
+func comparable(col arrow.Array, i int) (Value, bool) {
+	v, ok := ValueAt(col, i)
+	return v, ok && !(v.Kind == KindFloat && math.IsNaN(v.F))
 }
 
 func (in InSet) mayMatch(st statsFunc) bool {
@@ -260,6 +271,9 @@ func (in InSet) mayMatch(st statsFunc) bool {
 }
 
 func (in InSet) allMatch(st statsFunc) bool {
+	if len(in.Values) > 0 && in.Values[0].Kind == KindFloat {
+		return false // NaN, which the statistics leave out, is in no set
+	}
 	if in.Not {
 		// Every row is out of the set: no null, and no value of the set
 		// within the column's range.
@@ -280,7 +294,7 @@ func (in InSet) allMatch(st statsFunc) bool {
 }
 
 func (in InSet) match(cols map[string]arrow.Array, i int) bool {
-	v, ok := ValueAt(cols[in.Column], i)
+	v, ok := comparable(cols[in.Column], i)
 	if !ok {
 		return false
 	}
