@@ -400,3 +400,24 @@ func TestJSONLinesTakeNaNAndInfinityInFloatColumns(t *testing.T) {
 		}
 	}
 }
+
+// A string of the input that begins with a NUL is the input's string,
+// never taken for a NaN or refused as one, on a line with a bare NaN too.
+func TestJSONLinesStringsStartingWithNULAreStrings(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "g", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	recs, err := ingest.ReadJSONLines(strings.NewReader(`{"f":NaN,"s":"\u0000abc"}`+"\n"+`{"f":NaN,"s":"\u0000NaN"}`+"\n"), s, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ingest.Release(recs)
+	if v := recs[0].Column(2).(*array.String); v.Value(0) != "\x00abc" || v.Value(1) != "\x00NaN" {
+		t.Fatalf("strings: %q %q", v.Value(0), v.Value(1))
+	}
+	if _, err := ingest.ReadJSONLines(strings.NewReader(`{"f":"\u0000hello","g":NaN}`+"\n"), s, ingest.Options{}); err == nil {
+		t.Fatal(`"\u0000hello" was taken as a float`)
+	}
+}

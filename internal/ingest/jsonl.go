@@ -10,6 +10,7 @@ import (
 	"io"
 	"iter"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -302,8 +303,12 @@ type decodeOpts struct {
 }
 
 // A bare NaN, Infinity or -Infinity, as rewriteNonFinite leaves it: a
-// string no JSON text holds (it starts with a NUL, which JSON escapes).
-const nonFiniteMark = "\x00"
+// string that starts with a NUL and a random word of this process, so
+// that no string of the input can pass for one.
+var nonFiniteMark = fmt.Sprintf("\x00nonfinite-%016x:", rand.Uint64())
+
+// nonFiniteJSON is nonFiniteMark as JSON text writes it.
+var nonFiniteJSON = `\u0000` + nonFiniteMark[1:]
 
 // rewriteNonFinite turns the bare words NaN, Infinity and -Infinity
 // outside strings — not JSON, but what Python's json module writes for
@@ -337,7 +342,7 @@ func rewriteNonFinite(line []byte) ([]byte, bool) {
 				continue
 			}
 			out = append(out, line[copied:i]...)
-			out = append(append(append(out, `"\u0000`...), word...), '"')
+			out = append(append(append(append(out, '"'), nonFiniteJSON...), word...), '"')
 			copied, i = end, end-1
 			break
 		}
