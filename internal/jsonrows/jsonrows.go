@@ -84,16 +84,11 @@ func (j *Writer) Write(rec arrow.RecordBatch) error {
 // value in pieces when it is a large string or binary value.
 func (j *Writer) value(col arrow.Array, row int) error {
 	if !col.IsNull(row) {
-		switch c := col.(type) {
-		case *array.Float64:
-			j.line = Float(j.line, c.Value(row), 64)
-			return nil
-		case *array.Float32:
-			j.line = Float(j.line, float64(c.Value(row)), 32)
-			return nil
-		case *array.Float16:
-			j.line = Float(j.line, float64(c.Value(row).Float32()), 32)
-			return nil
+		switch col.(type) {
+		case *array.Float64, *array.Float32, *array.Float16, array.ListLike, *array.Struct:
+			var err error
+			j.line, err = appendValue(j.line, col, row)
+			return err
 		}
 	}
 	v := col.GetOneForMarshal(row)
@@ -135,6 +130,76 @@ func Float(buf []byte, f float64, bits int) []byte {
 		buf = append(buf, ".0"...)
 	}
 	return buf
+}
+
+// appendValue appends row's value of col as JSON: floats as Float writes
+// them, lists, maps and structs walked so that their floats are too, and
+// everything else as Arrow marshals it.
+func appendValue(buf []byte, col arrow.Array, row int) ([]byte, error) {
+	if col.IsNull(row) {
+		return append(buf, "null"...), nil
+	}
+	switch c := col.(type) {
+	case *array.Float64:
+		return Float(buf, c.Value(row), 64), nil
+	case *array.Float32:
+		return Float(buf, float64(c.Value(row)), 32), nil
+	case *array.Float16:
+		return Float(buf, float64(c.Value(row).Float32()), 32), nil
+	case *array.Map:
+		// As Arrow writes a map: [{"key": k, "value": v}, ...].
+		start, end := c.ValueOffsets(row)
+		buf = append(buf, '[')
+		for k := start; k < end; k++ {
+			if k > start {
+				buf = append(buf, ',')
+			}
+			var err error
+			buf = append(buf, `{"key":`...)
+			if buf, err = appendValue(buf, c.Keys(), int(k)); err != nil {
+				return buf, err
+			}
+			buf = append(buf, `,"value":`...)
+			if buf, err = appendValue(buf, c.Items(), int(k)); err != nil {
+				return buf, err
+			}
+			buf = append(buf, '}')
+		}
+		return append(buf, ']'), nil
+	case array.ListLike:
+		start, end := c.ValueOffsets(row)
+		values := c.ListValues()
+		buf = append(buf, '[')
+		for k := start; k < end; k++ {
+			if k > start {
+				buf = append(buf, ',')
+			}
+			var err error
+			if buf, err = appendValue(buf, values, int(k)); err != nil {
+				return buf, err
+			}
+		}
+		return append(buf, ']'), nil
+	case *array.Struct:
+		st := c.DataType().(*arrow.StructType)
+		buf = append(buf, '{')
+		for f := range st.NumFields() {
+			if f > 0 {
+				buf = append(buf, ',')
+			}
+			k, err := json.Marshal(st.Field(f).Name)
+			if err != nil {
+				return buf, err
+			}
+			buf = append(append(buf, k...), ':')
+			if buf, err = appendValue(buf, c.Field(f), row); err != nil {
+				return buf, err
+			}
+		}
+		return append(buf, '}'), nil
+	}
+	b, err := json.Marshal(col.GetOneForMarshal(row))
+	return append(buf, b...), err
 }
 
 // flush writes the row so far.

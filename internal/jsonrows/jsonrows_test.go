@@ -162,3 +162,36 @@ func TestFloatsStayFloats(t *testing.T) {
 		}
 	}
 }
+
+// Floats inside lists, structs and maps are written as at the top: as
+// floats, NaN and ±Infinity as words, not Arrow's "NaN" strings.
+func TestNestedFloatsStayFloats(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Float64)},
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Float64}, arrow.Field{Name: "s", Type: arrow.BinaryTypes.String})},
+		{Name: "m", Type: arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Float32)},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	lb := b.Field(0).(*array.ListBuilder)
+	lb.Append(true)
+	lb.ValueBuilder().(*array.Float64Builder).AppendValues([]float64{math.NaN(), math.Inf(1), 1}, nil)
+	sb := b.Field(1).(*array.StructBuilder)
+	sb.Append(true)
+	sb.FieldBuilder(0).(*array.Float64Builder).Append(math.NaN())
+	sb.FieldBuilder(1).(*array.StringBuilder).Append("<a>")
+	mb := b.Field(2).(*array.MapBuilder)
+	mb.Append(true)
+	mb.KeyBuilder().(*array.StringBuilder).Append("k")
+	mb.ItemBuilder().(*array.Float32Builder).Append(float32(math.Inf(-1)))
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var out bytes.Buffer
+	if err := New(&out).Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"l":[NaN,Infinity,1.0],"st":{"x":NaN,"s":"\u003ca\u003e"},"m":[{"key":"k","value":-Infinity}]}` + "\n"
+	if out.String() != want {
+		t.Fatalf("wrote %s want %s", out.String(), want)
+	}
+}
