@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -295,6 +294,3 @@ func comparisonOf(l Expr, op Op, r Expr) Predicate {
 	}
 	return ExprCmp{L: l, Op: op, R: r}
 }
-
-// isArith tells whether s is an arithmetic operator.
-func isArith(s string) bool { return len(s) == 1 && strings.Contains("+-*/%", s) }
