@@ -74,11 +74,9 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 				return UpsertResult{}, err
 			}
 		}
-		res, err := t.Commit(ctx, txn)
+		res, err := t.commitKeeping(ctx, txn, bodies, written)
 		if err == nil {
-			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err == nil {
-				return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
-			}
+			return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
 		}
 		if !IsRetryableConflict(err) || ctx.Err() != nil {
 			return UpsertResult{}, err

@@ -383,11 +383,9 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 		if len(txn.Deletions) == 0 {
 			return Result{Version: snap.Version(), Done: true}, 0, nil
 		}
-		res, err := t.Commit(ctx, txn)
+		res, err := t.commitKeeping(ctx, txn, bodies, written)
 		if err == nil {
-			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err == nil {
-				return res, deleted, nil
-			}
+			return res, deleted, nil
 		}
 		if !IsRetryableConflict(err) {
 			return Result{}, 0, err
@@ -504,6 +502,17 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 		}
 	}
 	return Result{}, fmt.Errorf("commit: v%d's deletion vectors were collected during a stall, and %d attempts to point the fragments at fresh copies did not land", res.Version, t.opts.MaxReplans)
+}
+
+// commitKeeping commits txn, whose deletion vectors (bodies, written at
+// written) it then keeps in place past a stall (keepDeletions): the tail
+// every verb that writes vectors shares.
+func (t *Table) commitKeeping(ctx context.Context, txn table.Transaction, bodies map[string][]byte, written time.Time) (Result, error) {
+	res, err := t.Commit(ctx, txn)
+	if err != nil {
+		return res, err
+	}
+	return t.keepDeletions(ctx, res, txn.Deletions, bodies, written)
 }
 
 // Overwrite replaces every row (and possibly the schema) with batches. The

@@ -55,11 +55,9 @@ func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.As
 		if txn.Deletions, bodies, _, err = t.writeVectors(ctx, snap, matches); err != nil {
 			return UpdateResult{}, err
 		}
-		res, err := t.Commit(ctx, txn)
+		res, err := t.commitKeeping(ctx, txn, bodies, written)
 		if err == nil {
-			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err == nil {
-				return UpdateResult{Result: res, Updated: n}, nil
-			}
+			return UpdateResult{Result: res, Updated: n}, nil
 		}
 		if !IsRetryableConflict(err) || ctx.Err() != nil {
 			return UpdateResult{}, err

@@ -93,11 +93,9 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			return UpsertResult{}, err
 		}
 		txn.Added = []table.Fragment{f}
-		res, err := t.Commit(ctx, txn)
+		res, err := t.commitKeeping(ctx, txn, bodies, written)
 		if err == nil {
-			if res, err = t.keepDeletions(ctx, res, txn.Deletions, bodies, written); err == nil {
-				return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
-			}
+			return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
 		}
 		if !IsRetryableConflict(err) || ctx.Err() != nil {
 			return UpsertResult{}, err

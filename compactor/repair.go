@@ -313,7 +313,7 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 		if err != nil {
 			return false, "", err
 		}
-		rows = unionRows(rows, found[f.ID])
+		rows = table.UnionSorted(rows, found[f.ID])
 	}
 	if int64(len(rows)) != frag.Deletion.Count {
 		return false, fmt.Sprintf("written by v%d, a merge of upserts; written again it deletes %d rows, the manifest says %d", v, len(rows), frag.Deletion.Count), nil
@@ -333,13 +333,6 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 		return false, "", fmt.Errorf("compactor: pointing fragment %d at its vector written again (v%d's, a merge of upserts): %w", f.ID, v, err)
 	}
 	return true, "", nil
-}
-
-// unionRows merges two ascending lists of rows without repeats.
-func unionRows(a, b []uint32) []uint32 {
-	out := append(slices.Clone(a), b...)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 func unprovenKeys(descr []string) []string {

@@ -94,7 +94,7 @@ func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32, 
 				return err
 			}
 			slices.Sort(rows)
-			dv := unionSorted(old, slices.Compact(rows))
+			dv := UnionSorted(old, slices.Compact(rows))
 			mu.Lock()
 			out[id] = dv
 			mu.Unlock()

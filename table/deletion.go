@@ -127,8 +127,8 @@ func readDeletionsCached(ctx context.Context, b blob.Bucket, f *Fragment) ([]uin
 	return rows, nil
 }
 
-// unionSorted merges two ascending lists without repeats.
-func unionSorted(a, b []uint32) []uint32 {
+// UnionSorted merges two ascending lists of rows without repeats.
+func UnionSorted(a, b []uint32) []uint32 {
 	out := append(slices.Clone(a), b...)
 	slices.Sort(out)
 	return slices.Compact(out)

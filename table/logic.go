@@ -152,13 +152,17 @@ func likePrefix(pat string) string {
 	return pat
 }
 
+// negated is the comparison true where op is false (a null makes both
+// false).
+var negated = map[Op]Op{OpEq: OpNe, OpNe: OpEq, OpLt: OpGe, OpGe: OpLt, OpLe: OpGt, OpGt: OpLe}
+
 // negate returns the predicate true exactly where p is false (not where
 // it is unknown): NOT pushed down to the comparisons, which are false for
 // a null either way.
 func negate(p Predicate) Predicate {
 	switch q := p.(type) {
 	case Cmp:
-		q.Op = map[Op]Op{OpEq: OpNe, OpNe: OpEq, OpLt: OpGe, OpGe: OpLt, OpLe: OpGt, OpGt: OpLe}[q.Op]
+		q.Op = negated[q.Op]
 		return q
 	case InSet:
 		q.Not = !q.Not
@@ -184,7 +188,7 @@ func negate(p Predicate) Predicate {
 	case NotOf:
 		return q.P
 	case ExprCmp:
-		q.Op = map[Op]Op{OpEq: OpNe, OpNe: OpEq, OpLt: OpGe, OpGe: OpLt, OpLe: OpGt, OpGt: OpLe}[q.Op]
+		q.Op = negated[q.Op]
 		return q
 	}
 	return NotOf{p}
