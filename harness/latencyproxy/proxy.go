@@ -15,6 +15,12 @@
 // answered there, but the proxy drops the client's connection instead of
 // passing the answer on: a lost response, as a load balancer's timeout or
 // a dropped connection makes one, after the target acted.
+//
+// With WritesPerSecond or ReadsPerSecond set, requests beyond that rate
+// (writes: PUT, POST, DELETE; reads: GET, HEAD, and so LIST) are answered
+// 503 SlowDown with S3's XML error body, without reaching the target, as
+// S3 answers a prefix asked more than it serves (3,500 writes and 5,500
+// reads a second). Each rate is a token bucket holding a second's worth.
 package latencyproxy
 
 import (
@@ -27,6 +33,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Proxy forwards requests to Target after a delay.
@@ -42,7 +50,14 @@ type Proxy struct {
 	// answered and its status, before the answer is passed on: a test
 	// kills its client there, after the target acted.
 	BeforeAnswer func(r *http.Request, status int)
-	requests     atomic.Int64
+	// WritesPerSecond and ReadsPerSecond, when above 0, are the rates
+	// beyond which requests are answered 503 SlowDown (set before the
+	// first request).
+	WritesPerSecond, ReadsPerSecond float64
+	limitOnce                       sync.Once
+	writes, reads                   *rate.Limiter
+	throttled                       atomic.Int64
+	requests                        atomic.Int64
 	lost         atomic.Int64
 	rp           *httputil.ReverseProxy
 	mu           sync.Mutex
@@ -111,6 +126,30 @@ func (p *Proxy) Lost() int64 { return p.lost.Load() }
 // Requests returns how many requests the proxy has passed.
 func (p *Proxy) Requests() int64 { return p.requests.Load() }
 
+// Throttled returns how many requests the proxy answered 503 SlowDown.
+func (p *Proxy) Throttled() int64 { return p.throttled.Load() }
+
+// allow reports whether r is within its kind's rate.
+func (p *Proxy) allow(r *http.Request) bool {
+	p.limitOnce.Do(func() {
+		if p.WritesPerSecond > 0 {
+			p.writes = rate.NewLimiter(rate.Limit(p.WritesPerSecond), max(1, int(p.WritesPerSecond)))
+		}
+		if p.ReadsPerSecond > 0 {
+			p.reads = rate.NewLimiter(rate.Limit(p.ReadsPerSecond), max(1, int(p.ReadsPerSecond)))
+		}
+	})
+	l := p.reads
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		l = p.writes
+	}
+	return l == nil || l.Allow()
+}
+
+// slowDown is S3's answer to a prefix asked beyond its rate.
+const slowDown = `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`
+
 // wait is the delay of one request.
 func (p *Proxy) wait() time.Duration {
 	d := p.Delay
@@ -128,6 +167,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-t.C:
 	case <-r.Context().Done():
 		t.Stop()
+		return
+	}
+	if !p.allow(r) {
+		p.throttled.Add(1)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, slowDown)
 		return
 	}
 	p.rp.ServeHTTP(w, r)

@@ -104,3 +104,45 @@ func TestLostResponsesReachTheTargetAndNeverTheClient(t *testing.T) {
 		t.Fatalf("target served %d of %d; %d failed, the proxy lost %d (want about 30%%)", served.Load(), n, failed, p.Lost())
 	}
 }
+
+// Beyond its rate, a kind of request is answered 503 SlowDown without
+// reaching the target; the other kind, within its own rate, passes.
+func TestRequestsBeyondTheRateAreSlowedDown(t *testing.T) {
+	var served atomic.Int64
+	p, front := proxied(t, 0, 0, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		io.WriteString(w, "ok")
+	})
+	p.WritesPerSecond, p.ReadsPerSecond = 10, 1000
+	slowed, passed := 0, 0
+	for range 50 { // at once: the bucket holds a second's worth, 10
+		resp, err := http.Post(front.URL+"/k", "text/plain", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusServiceUnavailable:
+			if !strings.Contains(string(body), "<Code>SlowDown</Code>") {
+				t.Fatalf("a throttled answer says %q", body)
+			}
+			slowed++
+		case http.StatusOK:
+			passed++
+		default:
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if passed < 10 || passed > 12 || int64(slowed) != p.Throttled() {
+		t.Fatalf("%d writes passed (want 10 to 12: the bucket and what refilled), %d slowed down, the proxy counted %d", passed, slowed, p.Throttled())
+	}
+	for range 20 {
+		if body, err := get(front.URL + "/k"); err != nil || string(body) != "ok" {
+			t.Fatalf("a read within its rate: %q, %v", body, err)
+		}
+	}
+	if served.Load() != int64(passed)+20 {
+		t.Fatalf("the target served %d requests, want %d", served.Load(), passed+20)
+	}
+}
