@@ -2,12 +2,17 @@ package blob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -27,6 +32,63 @@ func boolParam(q url.Values, key string) (bool, error) {
 		return false, fmt.Errorf("%s=%q: want true or false", key, v)
 	}
 	return on, nil
+}
+
+// S3Attempts is how many times the S3 client tries one request that the
+// store throttles (503 SlowDown) or fails with another 5xx, unless
+// AWS_MAX_ATTEMPTS says otherwise; a request that got no answer (a
+// dropped connection, the read timeout) is tried s3QuietAttempts times,
+// as the SDK's default, so that a store gone silent fails a request in a
+// few read timeouts.
+//
+// The SDK's defaults suit a call that a person retries; a fleet's appends,
+// flushes and merges meet S3's per-prefix rate (3,500 writes and 5,500
+// reads a second) as a matter of course. So Strata's client runs the SDK's
+// adaptive mode — each process slows its own sending when the store
+// throttles it, and speeds up again as throttling stops, so that a fleet
+// converges on what the store serves instead of retrying in a storm — with
+// jittered exponential backoff (1 s doubling, at most 20 s, for a
+// throttle), and without the SDK's retry quota, which under sustained
+// throttling fails every request of the process at once rather than
+// backing off.
+const S3Attempts = 10
+
+const s3QuietAttempts = 3
+
+// s3Retry is the S3 client's retry strategy (see S3Attempts): the SDK's
+// adaptive mode, stopping early for an error the store did not answer.
+type s3Retry struct{ *retry.AdaptiveMode }
+
+func s3Retryer() aws.Retryer {
+	attempts := S3Attempts
+	if n, err := strconv.Atoi(os.Getenv("AWS_MAX_ATTEMPTS")); err == nil && n > 0 {
+		attempts = n
+	}
+	return s3Retry{retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
+		o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) {
+			so.MaxAttempts = attempts
+			so.RateLimiter = ratelimit.None
+		})
+	})}
+}
+
+// RetryDelay ends the tries of a request the store did not answer after
+// s3QuietAttempts, as the SDK ends any request's after MaxAttempts.
+func (r s3Retry) RetryDelay(attempt int, err error) (time.Duration, error) {
+	if attempt >= s3QuietAttempts && !storeAnswered(err) {
+		return 0, &retry.MaxAttemptsError{Attempt: attempt, Err: err}
+	}
+	return r.AdaptiveMode.RetryDelay(attempt, err)
+}
+
+// storeAnswered reports whether err is the store's answer: a throttle, or
+// a 5xx status.
+func storeAnswered(err error) bool {
+	if retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary {
+		return true
+	}
+	var status interface{ HTTPStatusCode() int }
+	return errors.As(err, &status) && status.HTTPStatusCode() >= 500
 }
 
 // openS3 opens an s3:// bucket as gocloud's URL opener does, taking the
@@ -71,6 +133,7 @@ func openS3(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Dura
 	if err != nil {
 		return nil, err
 	}
+	cfg.Retryer = s3Retryer
 	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		cfg.HTTPClient = bc.WithReadTimeout(readTimeout)
 	} else if cfg.HTTPClient == nil {

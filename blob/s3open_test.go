@@ -3,6 +3,7 @@ package blob
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,6 +48,43 @@ func TestAnS3StoreThatStopsAnsweringFailsARequestInTime(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), "s3://b/t?read_timeout=soon&endpoint="+srv.URL); !errors.Is(err, ErrBadURL) {
 		t.Fatalf("read_timeout=soon: %v, want ErrBadURL", err)
+	}
+}
+
+// A store that throttles (503 SlowDown) is met with backoff and more
+// tries than the SDK's default three: a conditional create throttled three
+// times in a row lands on the fourth try, once.
+func TestS3ThrottlingIsMetWithBackoffAndMoreTries(t *testing.T) {
+	var puts, created atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPut {
+			w.Header().Set("Content-Type", "application/xml")
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><IsTruncated>false</IsTruncated></ListBucketResult>`))
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		if puts.Add(1) <= 3 {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+			return
+		}
+		created.Add(1)
+		w.Header().Set("ETag", `"e"`)
+	}))
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	b, err := Open(context.Background(), "s3://b/t?region=us-east-1&endpoint="+srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.PutIfAbsent(context.Background(), "k", []byte("x")); err != nil {
+		t.Fatalf("a create throttled three times: %v", err)
+	}
+	if puts.Load() != 4 || created.Load() != 1 {
+		t.Fatalf("%d tries, %d created; want 4 and 1", puts.Load(), created.Load())
 	}
 }
 
