@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -105,8 +106,8 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 		"append_errors": f.appendErrs.Load(), "merge_failures": failuresInRun,
 		"ack_p50_ms": ms(pct(f.ackLat, 0.5)), "ack_p99_ms": ms(pct(f.ackLat, 0.99)),
 		"commits_per_min": round(float64(vRun-v0) / minutes), "conflicts": f.conflicts.Load(),
-		"requests_per_shard_min": round(float64(runStats.Requests()) / float64(cfg.Writers) / minutes),
-		"run_cpu_s":              round(runCPU.Seconds())}
+		"run_cpu_s": round(runCPU.Seconds())}
+	maps.Copy(r, cost(runStats, cfg.Writers, minutes, c.bytes))
 	if vis := c.visibility; len(vis) > 0 {
 		r["visible_p50_s"], r["visible_p99_s"], r["visible_max_s"] = round(pct(vis, 0.5).Seconds()), round(pct(vis, 0.99).Seconds()), round(vis[len(vis)-1].Seconds())
 	}
@@ -282,6 +283,7 @@ func (f *fleetRun) drain(ctx context.Context, stopJob func(), jobDone <-chan str
 type fleetCheck struct {
 	acked, visible, missing, doubled int64
 	visibility                       []time.Duration // ascending
+	bytes                            int64           // the table's data objects
 }
 
 // check counts every acknowledged row in the table, which must hold it
@@ -298,6 +300,7 @@ func (f *fleetRun) check(ctx context.Context, v0 uint64) (fleetCheck, error) {
 	if err != nil {
 		return c, err
 	}
+	c.bytes = snap.Manifest().Bytes()
 	for rec, err := range snap.Scan(ctx, table.ScanOptions{Columns: []string{"id"}}) {
 		if err != nil {
 			return c, err
