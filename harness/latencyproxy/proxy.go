@@ -58,10 +58,10 @@ type Proxy struct {
 	writes, reads                   *rate.Limiter
 	throttled                       atomic.Int64
 	requests                        atomic.Int64
-	lost         atomic.Int64
-	rp           *httputil.ReverseProxy
-	mu           sync.Mutex
-	rng          *rand.Rand
+	lost                            atomic.Int64
+	rp                              *httputil.ReverseProxy
+	mu                              sync.Mutex
+	rng                             *rand.Rand
 }
 
 // errLost marks a response the proxy drops.
