@@ -126,7 +126,11 @@ func (cfg Config) fleetDefaults() Config {
 		cfg.MergeInterval = 5 * time.Second
 	}
 	if cfg.FlushInterval <= 0 {
-		cfg.FlushInterval = cfg.MergeInterval / 2
+		// Flushing more often than the Job merges costs requests (about
+		// five a flush) and gains little: at a 5 s merge interval, flushes
+		// every 2.5 s made 227 requests a shard-minute and rows visible in
+		// 8 s (p99), every 5 s 143 and 11 s (50 writers, 20 ms store).
+		cfg.FlushInterval = cfg.MergeInterval
 	}
 	if cfg.Duration <= 0 {
 		cfg.Duration = time.Minute

@@ -35,8 +35,12 @@ Phases: ingest, scan-before, compact, scan-after, concurrent.
 the compactor Job fleet-merges and compacts every --merge-interval; then it
 drains and checks that every acknowledged row is in the table once, and
 prints one line: rows_acked, rows_visible, merge_failures, ack and
-visibility latencies, commits_per_min, conflicts, requests_per_shard_min. S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
-and AWS_REGION.`,
+visibility latencies, commits_per_min, conflicts, and the cost model:
+requests_per_shard_min, in all and by kind (_put, _get, _list, _delete), and
+s3_usd_per_month_requests and _storage, what the run's rate of requests and
+of stored rows would cost on S3 Standard for a month at its list prices
+(docs/operations.md). S3 credentials come from AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		Example: `  strata bench
   strata bench --store=file --dir=/tmp/t --writers=4 --commits=50 --rows=200
   strata bench --store=s3 --s3-endpoint=http://127.0.0.1:9000 --s3-bucket=strata
@@ -83,7 +87,7 @@ and AWS_REGION.`,
 	f.DurationVar(&cfg.Duration, "duration", time.Minute, "fleet: how long the writers append")
 	f.DurationVar(&cfg.AppendEvery, "append-every", time.Second, "fleet: each writer's pause between appends")
 	f.DurationVar(&cfg.MergeInterval, "merge-interval", 5*time.Second, "fleet: the compactor Job's pass interval (fleet merge, then compaction when due)")
-	f.DurationVar(&cfg.FlushInterval, "flush-interval", 0, "fleet: the writers' flush interval (default half the merge interval)")
+	f.DurationVar(&cfg.FlushInterval, "flush-interval", 0, "fleet: the writers' flush interval (default the merge interval)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	f.BoolVar(&cfg.Keys, "keys", true, "name each ingest append (producer and sequence number), as the clients do by default")
 	f.Int64Var(&cfg.ReuseBytes, "reuse-bytes", 0, "shard: the writers' ReuseBytes: WAL entries of at least this many bytes join the table as they are (0: off)")
