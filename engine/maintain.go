@@ -83,10 +83,16 @@ func (db *DB) Maintain(ctx context.Context, o MaintainOptions) (out PassOutcome)
 	}
 	now := db.opts.Now()
 	if o.Remember {
+		// A pass that compacted is not remembered as seen: a run is
+		// bounded (MaxSourceFragments, MaxSourceBytes), and the next pass
+		// must plan again rather than find its own commit and call the
+		// table idle while bins remain.
 		defer func() {
 			db.mu.Lock()
 			defer db.mu.Unlock()
-			if out.Err == nil {
+			if out.Compacted {
+				db.mu.pass.seen = false
+			} else if out.Err == nil {
 				if v, err := table.LatestVersion(context.WithoutCancel(ctx), db.b); err == nil {
 					db.mu.pass.version, db.mu.pass.seen = v, true
 				}

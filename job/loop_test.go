@@ -111,3 +111,35 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 	}
 	close(sb.release)
 }
+
+// In interval mode a backlog larger than one run (MaxSourceFragments) is
+// compacted pass after pass with nothing else committing: a pass that
+// compacted does not take its own commit for a table where nothing
+// happened.
+func TestIntervalPassesWorkThroughABacklog(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 1, 60, 10)
+	o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
+		Policy: compactor.Policy{MinFragments: 2, TargetRows: 100, MaxSourceFragments: 10},
+		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return nopClose{b}, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- job.Loop(ctx, &o, 20*time.Millisecond) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	testenv.Eventually(t, 10*time.Second, "the backlog compacted", func() bool {
+		m, err := table.ReadLatest(ctx, b)
+		return err == nil && len(compactor.PlanCompaction(m, o.Policy).Bins) == 0
+	})
+	if m, err := table.ReadLatest(ctx, b); err != nil || m.Rows() != 600 || len(m.Fragments) != 6 {
+		t.Fatalf("after the backlog: %d rows in %d fragments, %v", m.Rows(), len(m.Fragments), err)
+	}
+}
+
+// nopClose is a bucket the Job may close and the test reads on.
+type nopClose struct{ blob.Bucket }
+
+func (nopClose) Close() error { return nil }
