@@ -77,7 +77,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 	}
 	p, o := *policy.EnsureDefaults(), *opts.EnsureDefaults()
 	if !o.Leased && !o.DryRun {
-		h, err := TakeLease(ctx, b, o.Holder, o.LeaseTTL, time.Now())
+		h, err := TakePartLease(ctx, b, p.Part, o.Holder, o.LeaseTTL, time.Now())
 		if err != nil {
 			return res, err
 		}

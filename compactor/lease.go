@@ -38,6 +38,7 @@ type Lease struct {
 	Epoch   uint64    `json:"epoch"`
 	Expires time.Time `json:"expires"`         // by the holder's clock
 	TTL     float64   `json:"ttl_s,omitempty"` // what the holder took it for, in seconds
+	dir     string    // the lease's folder: the table's, or a Part's
 }
 
 // leaseSlack is how far the clocks of a lease's holder, the store and its
@@ -61,8 +62,8 @@ func (l Lease) liveUntil(written time.Time) time.Time {
 	return l.Expires
 }
 
-func leaseKey(epoch uint64) string {
-	return leaseDir + table.Inverted(epoch) + ".json"
+func leaseKey(dir string, epoch uint64) string {
+	return dir + table.Inverted(epoch) + ".json"
 }
 
 // AcquireLease takes the lease for ttl: it creates lease epoch E+1 with a
@@ -70,15 +71,19 @@ func leaseKey(epoch uint64) string {
 // expired (a stale lease is broken) or was released. It returns
 // ErrLeaseHeld when a live lease of another holder is there.
 func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Duration, now time.Time) (Lease, error) {
+	return acquireLease(ctx, b, leaseDir, holder, ttl, now)
+}
+
+func acquireLease(ctx context.Context, b blob.Bucket, dir, holder string, ttl time.Duration, now time.Time) (Lease, error) {
 	for range 10 {
-		page, err := b.ListPage(ctx, leaseDir, "", 1)
+		page, err := b.ListPage(ctx, dir, "", 1)
 		if err != nil {
 			return Lease{}, err
 		}
 		next := uint64(1)
 		if len(page.Objects) > 0 {
 			key := page.Objects[0].Key
-			epoch, ok := table.ParseInverted(strings.TrimSuffix(strings.TrimPrefix(key, leaseDir), ".json"))
+			epoch, ok := table.ParseInverted(strings.TrimSuffix(strings.TrimPrefix(key, dir), ".json"))
 			if !ok {
 				return Lease{}, fmt.Errorf("compactor: unexpected lease object %q", key)
 			}
@@ -94,11 +99,11 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 			}
 			next = epoch + 1
 		}
-		l := Lease{Holder: holder, Epoch: next, Expires: now.Add(ttl), TTL: ttl.Seconds()}
+		l := Lease{Holder: holder, Epoch: next, Expires: now.Add(ttl), TTL: ttl.Seconds(), dir: dir}
 		data, _ := json.Marshal(l)
-		err = putLease(ctx, b, leaseKey(next), data)
+		err = putLease(ctx, b, leaseKey(dir, next), data)
 		if err == nil {
-			pruneLeases(ctx, b)
+			pruneLeases(ctx, b, dir)
 			return l, nil
 		}
 		if !errors.Is(err, blob.ErrExists) {
@@ -112,7 +117,7 @@ func AcquireLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Du
 // expire. It creates a released marker as the next lease epoch.
 func (l Lease) Release(ctx context.Context, b blob.Bucket) error {
 	data, _ := json.Marshal(Lease{Holder: l.Holder + " (released)", Epoch: l.Epoch + 1})
-	err := putLease(ctx, b, leaseKey(l.Epoch+1), data)
+	err := putLease(ctx, b, leaseKey(l.folder(), l.Epoch+1), data)
 	if errors.Is(err, blob.ErrExists) {
 		return nil // someone broke it already
 	}
@@ -134,10 +139,18 @@ func putLease(ctx context.Context, b blob.Bucket, key string, data []byte) error
 	return err
 }
 
+// folder is the lease's folder.
+func (l Lease) folder() string {
+	if l.dir == "" {
+		return leaseDir
+	}
+	return l.dir
+}
+
 // pruneLeases deletes all but the newest few lease objects (best effort).
-func pruneLeases(ctx context.Context, b blob.Bucket) {
+func pruneLeases(ctx context.Context, b blob.Bucket, dir string) {
 	n := 0
-	for o, err := range blob.List(ctx, b, leaseDir, 0) {
+	for o, err := range blob.List(ctx, b, dir, 0) {
 		if err != nil {
 			return
 		}
@@ -174,16 +187,16 @@ func CurrentLease(ctx context.Context, b blob.Bucket, now time.Time) (Lease, boo
 // renew extends the lease by ttl from now: lease epoch E+1 with the same
 // holder. It fails with ErrLeaseHeld when another compactor broke it.
 func (l Lease) renew(ctx context.Context, b blob.Bucket, ttl time.Duration, now time.Time) (Lease, error) {
-	next := Lease{Holder: l.Holder, Epoch: l.Epoch + 1, Expires: now.Add(ttl), TTL: ttl.Seconds()}
+	next := Lease{Holder: l.Holder, Epoch: l.Epoch + 1, Expires: now.Add(ttl), TTL: ttl.Seconds(), dir: l.dir}
 	data, _ := json.Marshal(next)
-	err := putLease(ctx, b, leaseKey(next.Epoch), data)
+	err := putLease(ctx, b, leaseKey(l.folder(), next.Epoch), data)
 	if errors.Is(err, blob.ErrExists) {
 		return l, &LeaseHeldError{Holder: "another compactor (it broke this lease)", Expires: l.Expires}
 	}
 	if err != nil {
 		return l, err
 	}
-	pruneLeases(ctx, b)
+	pruneLeases(ctx, b, l.folder())
 	return next, nil
 }
 
@@ -213,7 +226,15 @@ type HeldLease struct {
 // refused because another compactor broke the lease stops the renewals
 // (correctness never depends on the lease).
 func TakeLease(ctx context.Context, b blob.Bucket, holder string, ttl time.Duration, now time.Time) (*HeldLease, error) {
-	l, err := AcquireLease(ctx, b, holder, ttl, now)
+	return TakePartLease(ctx, b, Part{}, holder, ttl, now)
+}
+
+// TakePartLease is TakeLease for one Part of the table's compaction: the
+// parts of a split (Of above 1) each have a lease of their own, so that
+// they work at once, and none of them is the table's (a Job that compacts
+// the whole table, Of 0 or 1).
+func TakePartLease(ctx context.Context, b blob.Bucket, part Part, holder string, ttl time.Duration, now time.Time) (*HeldLease, error) {
+	l, err := acquireLease(ctx, b, part.leaseDir(), holder, ttl, now)
 	if err != nil {
 		return nil, err
 	}

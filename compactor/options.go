@@ -38,6 +38,9 @@ func (p *Policy) Validate() error {
 		p.DeletedFraction < 0 || p.SmallRows < 0 || p.SmallBytes < 0 {
 		return fmt.Errorf("%w: Policy: counts, sizes and fractions must not be negative", ErrInvalidOptions)
 	}
+	if err := p.Part.validate(); err != nil {
+		return err
+	}
 	if p.DeletedFraction > 1 {
 		return fmt.Errorf("%w: Policy: DeletedFraction %v is above 1", ErrInvalidOptions, p.DeletedFraction)
 	}

@@ -45,13 +45,20 @@ func (p Plan) String() string {
 
 // PlanCompaction bins adjacent small fragments (in manifest order) up to
 // the target rows and bytes, within the per-run bounds. A bin of one
-// fragment is kept only when that fragment is mostly deleted rows.
+// fragment is kept only when that fragment is mostly deleted rows. With
+// p.Part, only the part's bins are kept, and only they count toward the
+// bounds.
 func PlanCompaction(m *table.Manifest, p Policy) Plan {
 	p = p.withDefaults()
 	plan := Plan{Version: m.Version}
 	var cur Bin
 	sources, bytes := 0, int64(0)
 	flush := func() {
+		// Another part's bin is left to it, and counts nothing here.
+		if len(cur.Fragments) > 0 && !p.Part.owns(cur.Fragments[0]) {
+			cur = Bin{}
+			return
+		}
 		if len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && p.mostlyDeleted(m.Fragment(cur.Fragments[0]))) {
 			plan.Bins = append(plan.Bins, cur)
 			sources += len(cur.Fragments)
@@ -68,7 +75,11 @@ func PlanCompaction(m *table.Manifest, p Policy) Plan {
 		if len(cur.Fragments) > 0 && (cur.Rows+f.LiveRows() > p.TargetRows || cur.Bytes+f.Bytes > p.TargetBytes) {
 			flush()
 		}
-		if sources+len(cur.Fragments)+1 > p.MaxSourceFragments || bytes+cur.Bytes+f.Bytes > p.MaxSourceBytes {
+		first := f.ID
+		if len(cur.Fragments) > 0 {
+			first = cur.Fragments[0]
+		}
+		if p.Part.owns(first) && (sources+len(cur.Fragments)+1 > p.MaxSourceFragments || bytes+cur.Bytes+f.Bytes > p.MaxSourceBytes) {
 			break
 		}
 		cur.Fragments = append(cur.Fragments, f.ID)

@@ -66,6 +66,10 @@ type Policy struct {
 	// once per run as the output of the last run grows.
 	SmallRows  int64
 	SmallBytes int64
+	// Part, when Of is above 1, makes this process one of several that
+	// share the table's compaction: it compacts only its bins, under its
+	// own lease (see Part). The per-run bounds are the part's.
+	Part Part
 }
 
 // withDefaults returns p with zero values replaced by defaults.

@@ -2,6 +2,7 @@ package compactor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,93 @@ func TestPlanBinsAdjacentSmallFragments(t *testing.T) {
 				t.Fatalf("bins %s, want %s\n%s", s, c.want, plan)
 			}
 		})
+	}
+}
+
+// The parts of a split compaction plan disjoint bins, which together are
+// the whole table's bins; each part's per-run bound counts its own bins
+// only; and a part's bins stay its own when another part's output has
+// replaced some fragments, or new ones were appended.
+func TestPartsPlanDisjointBinsThatMakeTheWhole(t *testing.T) {
+	rows := make([]int64, 400)
+	for i := range rows {
+		rows[i] = int64(5 + i%7)
+		if i%37 == 36 {
+			rows[i] = 500 // a large fragment ends a run
+		}
+	}
+	m := manifestOf(rows...)
+	base := Policy{TargetRows: 100}
+	whole := PlanCompaction(m, base)
+	for _, of := range []int{2, 3, 4} {
+		owner := map[uint64]int{}
+		var bins []string
+		for part := range of {
+			p := base
+			p.Part = Part{Index: part, Of: of}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			plan := PlanCompaction(m, p)
+			if len(plan.Bins) == 0 {
+				t.Fatalf("part %d of %d has no bin of %d", part, of, len(whole.Bins))
+			}
+			for _, b := range plan.Bins {
+				for _, id := range b.Fragments {
+					if o, ok := owner[id]; ok {
+						t.Fatalf("fragment %d is in the bins of parts %d and %d of %d", id, o, part, of)
+					}
+					owner[id] = part
+				}
+				bins = append(bins, fmt.Sprint(b.Fragments))
+			}
+			// The part's bound counts its own sources.
+			pc := p
+			pc.MaxSourceFragments = 10
+			capped := PlanCompaction(m, pc)
+			if n := capped.Sources(); n == 0 || n > 10 {
+				t.Fatalf("part %d of %d, at most 10 sources: planned %d", part, of, n)
+			}
+			// Appended fragments and another part's output change no bin
+			// of this part's.
+			other := PlanCompaction(m, Policy{TargetRows: 100, Part: Part{Index: (part + 1) % of, Of: of}})
+			replaced := map[uint64]bool{}
+			for _, id := range other.Bins[0].Fragments {
+				replaced[id] = true
+			}
+			later := &table.Manifest{Version: 8}
+			for _, f := range m.Fragments {
+				switch {
+				case f.ID == other.Bins[0].Fragments[0]:
+					later.Fragments = append(later.Fragments, table.Fragment{ID: 2000, Key: "out", Rows: 90, Bytes: 9000})
+				case !replaced[f.ID]:
+					later.Fragments = append(later.Fragments, f)
+				}
+			}
+			for i := range 5 {
+				later.Fragments = append(later.Fragments, table.Fragment{ID: uint64(1000 + i), Key: "new", Rows: 5, Bytes: 500})
+			}
+			again := PlanCompaction(later, p)
+			for i, b := range plan.Bins {
+				if i >= len(again.Bins) || fmt.Sprint(again.Bins[i].Fragments) != fmt.Sprint(b.Fragments) {
+					if i == len(plan.Bins)-1 {
+						break // the last bin may take the appended fragments
+					}
+					t.Fatalf("part %d of %d: bin %d was %v, with fragments appended it is %v", part, of, i, b.Fragments, again.Bins)
+				}
+			}
+		}
+		var all []string
+		for _, b := range whole.Bins {
+			all = append(all, fmt.Sprint(b.Fragments))
+		}
+		slices.Sort(all)
+		slices.Sort(bins)
+		if fmt.Sprint(all) != fmt.Sprint(bins) {
+			t.Fatalf("%d parts planned %d bins, the whole table %d", of, len(bins), len(all))
+		}
+	}
+	if err := (&Policy{Part: Part{Index: 2, Of: 2}}).Validate(); err == nil {
+		t.Fatal("part 2 of 2 validated")
 	}
 }

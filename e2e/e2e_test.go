@@ -67,7 +67,7 @@ type proc struct {
 	done chan struct{}
 }
 
-func run(t *testing.T, name string, args ...string) *proc {
+func run(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(filepath.Join(bins, name), args...), done: make(chan struct{})}
 	stdout, err := p.cmd.StdoutPipe()
@@ -143,7 +143,7 @@ func acked(out string) []int64 {
 }
 
 // idsIn counts each id in a plain scan of the table's latest version.
-func idsIn(t *testing.T, u string) map[int64]int {
+func idsIn(t testing.TB, u string) map[int64]int {
 	t.Helper()
 	b, err := blob.Open(ctx, u)
 	if err != nil {

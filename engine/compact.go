@@ -73,7 +73,7 @@ func (db *DB) beginCompaction(ctx context.Context, o CompactOptions) (*compactor
 	if holder == "" {
 		holder = db.opts.Writer
 	}
-	lease, err := compactor.TakeLease(ctx, db.b, holder, db.opts.LeaseTTL, db.opts.Now())
+	lease, err := compactor.TakePartLease(ctx, db.b, db.opts.Policy.Part, holder, db.opts.LeaseTTL, db.opts.Now())
 	if err != nil {
 		db.compacting.Store(false)
 		return nil, err

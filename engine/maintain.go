@@ -108,7 +108,7 @@ func (db *DB) Maintain(ctx context.Context, o MaintainOptions) (out PassOutcome)
 	}
 	defer db.compacting.Store(false)
 	if !o.DryRun {
-		lease, err := compactor.TakeLease(ctx, db.b, holder, db.opts.LeaseTTL, now)
+		lease, err := compactor.TakePartLease(ctx, db.b, db.opts.Policy.Part, holder, db.opts.LeaseTTL, now)
 		if errors.Is(err, compactor.ErrLeaseHeld) {
 			db.opts.Log.Info("skipped", "table", db.opts.Name, "reason", err.Error())
 			return PassOutcome{Skipped: err.Error()}

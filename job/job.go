@@ -100,7 +100,7 @@ func Loop(ctx context.Context, opts *Options, interval time.Duration) error {
 	// compaction, and a merge needs no lease.
 	var merger sync.WaitGroup
 	defer merger.Wait()
-	if !o.NoMerge && !o.DryRun {
+	if !o.NoMerge && !o.DryRun && !o.compactsOnly() {
 		merger.Go(func() { j.mergeLoop(ctx, interval) })
 		j.o.NoMerge = true
 	}
@@ -204,6 +204,10 @@ func (j *runner) table(ctx context.Context, u string) TableOutcome {
 	mo := engine.MaintainOptions{DryRun: j.o.DryRun, NoMerge: j.o.NoMerge, NoGC: j.o.NoGC, Remember: j.keep, Holder: j.o.Holder}
 	if j.o.AdoptAfter > 0 {
 		mo.AdoptAfter = j.o.AdoptAfter
+	}
+	if j.o.compactsOnly() {
+		mo.NoMerge, mo.NoGC, mo.AdoptAfter = true, true, 0
+		return TableOutcome{Table: u, PassOutcome: db.Maintain(ctx, mo)}
 	}
 	if j.o.Iceberg {
 		loc, err := lakehouse.LocationOf(u)

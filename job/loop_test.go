@@ -112,6 +112,53 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 	close(sb.release)
 }
 
+// Of a split compaction's parts, only part 0 merges the shards'
+// generations (and adopts and collects); part 1 compacts its bins alone.
+func TestOnlyPartZeroMerges(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 1, 40, 10)
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 2, 1000, 10)
+	defer rec.Release()
+	if err := s.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run := func(part int) job.Summary {
+		o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Policy: compactor.Policy{MinFragments: 2, TargetRows: 100, Part: compactor.Part{Index: part, Of: 2}},
+			Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return nopClose{b}, nil }}
+		sum, err := job.RunOnce(ctx, &o)
+		if err != nil {
+			t.Fatalf("part %d: %v", part, err)
+		}
+		return sum
+	}
+	if sum := run(1); sum.Merged != 0 || sum.Compacted != 1 {
+		t.Fatalf("part 1 of 2: merged %d generations, compacted %d tables; want none and its bins", sum.Merged, sum.Compacted)
+	}
+	if m, err := table.ReadLatest(ctx, b); err != nil || m.Shards["w1"].Watermark != 0 {
+		t.Fatalf("after part 1 the shard's watermark is %d (%v): part 1 merged", m.Shards["w1"].Watermark, err)
+	}
+	if sum := run(0); sum.Merged != 1 || sum.Compacted != 1 {
+		t.Fatalf("part 0 of 2: merged %d generations, compacted %d tables; want 1 and its bins", sum.Merged, sum.Compacted)
+	}
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil || m.Rows() != 410 || len(compactor.PlanCompaction(m, compactor.Policy{TargetRows: 100}).Bins) != 0 {
+		t.Fatalf("after both parts: %d rows (want 410), %v", m.Rows(), err)
+	}
+}
+
+// nopClose is a bucket the Job may close and the test reads on.
+type nopClose struct{ blob.Bucket }
+
+func (nopClose) Close() error { return nil }
+
 // In interval mode a backlog larger than one run (MaxSourceFragments) is
 // compacted pass after pass with nothing else committing: a pass that
 // compacted does not take its own commit for a table where nothing
@@ -138,8 +185,3 @@ func TestIntervalPassesWorkThroughABacklog(t *testing.T) {
 		t.Fatalf("after the backlog: %d rows in %d fragments, %v", m.Rows(), len(m.Fragments), err)
 	}
 }
-
-// nopClose is a bucket the Job may close and the test reads on.
-type nopClose struct{ blob.Bucket }
-
-func (nopClose) Close() error { return nil }

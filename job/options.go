@@ -68,3 +68,11 @@ func (o *Options) Validate() error {
 	}
 	return o.Fleet.Validate()
 }
+
+// compactsOnly reports whether this Job is a part of a split compaction
+// other than part 0 (Policy.Part): it compacts its part of each table and
+// leaves merges, adoptions, the Iceberg view and collection to part 0, so
+// that those still run once a pass.
+func (o *Options) compactsOnly() bool {
+	return o.Policy.Part.Of > 1 && o.Policy.Part.Index > 0
+}

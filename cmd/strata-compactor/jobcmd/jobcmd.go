@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +30,10 @@ const usage = `The singleton Job of each Strata table. Each pass merges the flus
 generations of every shard in one commit (a fleet merge), adopts shards whose
 owner has written nothing for --adopt-after while holding rows not in the
 table, compacts when due, with --iceberg brings the table's Iceberg view up to
-date (see strata export iceberg), and collects garbage.
+date (see strata export iceberg), and collects garbage. With --parts N, N
+such processes share each table's compaction: each compacts the bins of its
+--part under a lease of its own, and part 0 alone merges, adopts and
+collects.
 
 Every flag can also be set by an environment variable, STRATA_ and the flag's
 name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …); a
@@ -38,7 +43,8 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION.`
 const examples = `  strata-compactor --once --table file://./strata-demo
   strata-compactor --once --tables-under 's3://lake/tables?endpoint=http://minio:9000' --quiet-windows 8-18
   strata-compactor --interval 5m --table s3://lake/rollouts --min-fragments 32
-  strata-compactor --interval 5m --table s3://lake/rollouts --iceberg`
+  strata-compactor --interval 5m --table s3://lake/rollouts --iceberg
+  strata-compactor --interval 1m --table s3://lake/rollouts --parts 4 --part 2`
 
 // usageError marks errors that exit with status 2.
 type usageError struct{ error }
@@ -77,6 +83,12 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		if f.once == (f.interval > 0) || len(f.tables)+len(f.under) == 0 {
 			return usageError{fmt.Errorf("give --table or --tables-under, and exactly one of --once and --interval\n\n%s", c.UsageString())}
 		}
+		f.partSet = c.Flags().Changed("part")
+		for _, kv := range environ {
+			if v, ok := strings.CutPrefix(kv, "JOB_COMPLETION_INDEX="); ok {
+				f.jobIndex = v
+			}
+		}
 		code = runJob(ctx, stdout, stderr, f)
 		return nil
 	}
@@ -114,6 +126,8 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
 	fs.DurationVar(&f.adoptAfter, "adopt-after", 15*time.Minute, "adopt a shard whose owner has written nothing this long and that holds rows not in the table (0: never)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
+	fs.IntVar(&f.parts, "parts", 1, "split each table's compaction among this many Job processes, each given its --part")
+	fs.IntVar(&f.part, "part", 0, "with --parts: which part this process compacts, from 0 (default: $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it); part 0 also merges, adopts and collects")
 	fs.BoolVar(showVersion, "version", false, "print the version of this build and exit")
 	boundFlags(fs)
 }
@@ -126,6 +140,8 @@ func boundFlags(fs *pflag.FlagSet) {
 		cli.Bound(fs, n, 0, cli.Unlimited)
 	}
 	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
+	cli.Bound(fs, "parts", 1, 1024)
+	cli.Bound(fs, "part", 0, 1023)
 }
 
 // jobFlags is what the command line gave.
@@ -137,6 +153,9 @@ type jobFlags struct {
 	retain, safety                 time.Duration
 	consumerRetention              time.Duration
 	keepV                          int
+	part, parts                    int
+	partSet                        bool   // --part or STRATA_PART given
+	jobIndex                       string // JOB_COMPLETION_INDEX
 	policy                         *policyflag.Flags
 	holder, metricsListen          string
 }
@@ -151,6 +170,10 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 	}
 	if holder == "" {
 		holder, _ = os.Hostname()
+	}
+	if policy.Part, err = f.compactionPart(); err != nil {
+		fmt.Fprintln(stderr, "strata-compactor:", err)
+		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	log.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
@@ -210,4 +233,21 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		return 1
 	}
 	return 0
+}
+
+// compactionPart is the part of each table's compaction this process
+// takes: --part of --parts, --part defaulting to JOB_COMPLETION_INDEX.
+func (f jobFlags) compactionPart() (compactor.Part, error) {
+	part := f.part
+	if v := f.jobIndex; !f.partSet && v != "" && f.parts > 1 {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return compactor.Part{}, fmt.Errorf("JOB_COMPLETION_INDEX=%q: want the pod's index, from 0", v)
+		}
+		part = n
+	}
+	if part >= f.parts {
+		return compactor.Part{}, fmt.Errorf("--part %d: want 0 to %d, one less than --parts %d", part, f.parts-1, f.parts)
+	}
+	return compactor.Part{Index: part, Of: f.parts}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -168,6 +169,38 @@ func TestUsageAndFailures(t *testing.T) {
 	code, _, errOut := run(nil, "--once", "--table", "file://"+t.TempDir())
 	if code != 1 || !strings.Contains(errOut, "no table here") {
 		t.Fatalf("missing table: exit %d\n%s", code, errOut)
+	}
+}
+
+// --parts splits the compaction: --part, or JOB_COMPLETION_INDEX as an
+// Indexed Job sets it, says which part a process takes; a part out of
+// range is a usage error naming the flags, and a part compacts its own bins
+// only.
+func TestPartsSplitTheCompaction(t *testing.T) {
+	u := "file://" + t.TempDir()
+	b := smallTable(t, u, 40)
+	for _, args := range [][]string{{"--parts", "2", "--part", "2"}, {"--parts", "0"}} {
+		if code, _, errOut := run(nil, append([]string{"--once", "--table", u}, args...)...); code != 2 || !strings.Contains(errOut, "--part") {
+			t.Errorf("%q: exit %d\n%s", args, code, errOut)
+		}
+	}
+	if code, _, errOut := run([]string{"JOB_COMPLETION_INDEX=x"}, "--once", "--table", u, "--parts", "2"); code != 2 || !strings.Contains(errOut, "JOB_COMPLETION_INDEX") {
+		t.Errorf("a bad JOB_COMPLETION_INDEX: exit %d\n%s", code, errOut)
+	}
+	policy := compactor.Policy{TargetRows: 50}
+	for i := range 2 {
+		code, out, errOut := run([]string{fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i)}, "--once", "--table", u, "--parts", "2", "--target-rows", "50", "--min-fragments", "2", "--no-gc")
+		if code != 0 || !strings.Contains(out, "1 compacted") {
+			t.Fatalf("part %d: exit %d %q\n%s", i, code, out, errOut)
+		}
+		m, err := table.ReadLatest(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := len(compactor.PlanCompaction(m, policy).Bins)
+		if mine := compactor.PlanCompaction(m, compactor.Policy{TargetRows: 50, Part: compactor.Part{Index: i, Of: 2}}); len(mine.Bins) != 0 || (i == 0) != (left > 0) {
+			t.Fatalf("after part %d: %d of its bins and %d of the table's left", i, len(mine.Bins), left)
+		}
 	}
 }
 
