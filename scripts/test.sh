@@ -26,9 +26,11 @@ if ! go mod tidy -diff >/dev/null; then
 fi
 # staticcheck is pinned in go.mod (tool directive).
 go tool staticcheck ./...
-# The end-to-end tests run verbosely: they print the rows, kills and
-# restarts they saw.
-go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$')
+# The packages whose goroutines share state run once, under the race
+# detector, below; every other package runs here. The end-to-end tests run
+# verbosely: they print the rows, kills and restarts they saw.
+raced="commit walshard compactor server table"
+go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
 go test -count=1 -timeout 15m -v "$@" ./e2e
 # The Python client against a real server, with the machine's python3.
 if command -v python3 >/dev/null; then
@@ -47,8 +49,9 @@ fi
 # staticcheck look at that build too.
 go vet -tags strata_plant ./internal/... ./harness/...
 go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./harness/sim
-# The race detector over the packages whose goroutines share state.
-go test -race -count=1 -timeout 30m "$@" ./commit ./walshard ./compactor ./server ./table
+# The race detector over the packages whose goroutines share state: their
+# tests, every one, run here (and only here: the machine has two cores).
+go test -race -count=1 -timeout 30m "$@" $(printf './%s ' $raced)
 # Compaction's memory bound, in a process of its own: 2,000 fragments
 # (935 MB of rows) compacted within 512 MiB of peak RSS, copying pages
 # (162–184 MiB measured) and decoding them (381 MiB).
