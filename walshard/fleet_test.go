@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -21,8 +23,10 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	b := newTable(t, "mem://")
 	var shards []*walshard.Shard
 	var want []int64
+	var later atomic.Int64 // how far the owners' clocks are moved on
+	clock := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
 	for i := range 8 {
-		s := open(t, b, fmt.Sprintf("w%d", i), walshard.Options{})
+		s := open(t, b, fmt.Sprintf("w%d", i), walshard.Options{Commit: commit.Options{Now: clock}})
 		defer s.Close()
 		ids := seq(int64(i*100), 5)
 		appendIDs(t, s, ids...)
@@ -52,7 +56,10 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	if c1, _ := blob.StatsOf(b); c1.Sub(c0).Requests() != 1 {
 		t.Fatalf("an idle fleet merge made %d requests", c1.Sub(c0).Requests())
 	}
-	// The owners go on; one merges on its own while a pass runs.
+	// The owners go on, and a flush 15 s after the last one that read the
+	// shard's merge record reads it again; one owner merges on its own
+	// while a pass runs.
+	later.Store(int64(16 * time.Second))
 	for i, s := range shards {
 		ids := seq(int64(i*100+50), 3)
 		appendIDs(t, s, ids...)

@@ -94,9 +94,16 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 		}
 	}
 	// What fleet merges took since: the new state need not list it, and
-	// the WAL entries it covers can go.
-	if err := s.learnWatermark(ctx); err != nil {
-		return 0, false, err
+	// what it covers can be cleaned up. Read at most every learnEvery: a
+	// merged generation the state still lists costs a few bytes of JSON,
+	// where the read is a LIST a flush.
+	s.mu.Lock()
+	learn := s.now().Sub(s.mu.gens.learnedAt) >= learnEvery
+	s.mu.Unlock()
+	if learn {
+		if err := s.learnWatermark(ctx); err != nil {
+			return 0, false, err
+		}
 	}
 	s.mu.Lock()
 	state := s.mu.gens.state
@@ -142,13 +149,22 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 // merge that made it.
 const fleetMergeCheck = time.Second
 
+// learnEvery: how often a flush reads the shard's merge record (the
+// fleet merges it missed); a flush waiting for room reads it every
+// fleetMergeCheck.
+const learnEvery = 15 * time.Second
+
 // learnWatermark reads the newest merge record of the shard (one LIST of
 // one key): fleet merges move the watermark without the owner.
 func (s *Shard) learnWatermark(ctx context.Context) error {
+	asked := s.now()
 	page, err := s.b.ListPage(ctx, table.FleetMergedDir+s.id+"/", "", 1)
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	s.mu.gens.learnedAt = asked
+	s.mu.Unlock()
 	for _, o := range page.Objects {
 		if w, ok := table.ParseInverted(strings.TrimPrefix(o.Key, table.FleetMergedDir+s.id+"/")); ok {
 			s.noteWatermark(w, 0)

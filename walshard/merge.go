@@ -296,18 +296,42 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 			}
 		}
 	}
-	// Old state objects: keep the newest two.
-	n := 0
-	for o, err := range blob.List(ctx, s.b, s.l.states(), 0) {
-		if err != nil {
-			return err
+	return s.dropOldStates(ctx, state.Seq)
+}
+
+// dropOldStates deletes the state objects older than the newest two
+// (newest: seq, this handle's). The first time it lists them; after that
+// it deletes by name those its own flushes made old, so that a flush's
+// cleanup costs no LIST.
+func (s *Shard) dropOldStates(ctx context.Context, seq uint64) error {
+	if seq < 3 {
+		return nil
+	}
+	s.mu.Lock()
+	below := s.mu.gens.statesBelow
+	s.mu.Unlock()
+	keep := seq - 1 // seq and seq-1 stay
+	if below == 0 {
+		for o, err := range blob.List(ctx, s.b, s.l.states(), 0) {
+			if err != nil {
+				return err
+			}
+			if n, ok := parseLast(s.l.states(), o.Key); ok && n < keep {
+				if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+					return err
+				}
+			}
 		}
-		if n++; n > 2 {
-			if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+	} else {
+		for n := below; n < keep; n++ {
+			if err := s.b.Delete(ctx, s.l.stateKey(n)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				return err
 			}
 		}
 	}
+	s.mu.Lock()
+	s.mu.gens.statesBelow = max(s.mu.gens.statesBelow, keep)
+	s.mu.Unlock()
 	return nil
 }
 

@@ -100,6 +100,10 @@ type flushedGenerations struct {
 	watermark uint64 // newest table watermark this handle saw
 	version   uint64 // the table version it was seen in
 	cleaned   uint64 // the watermark the WAL and states were cleaned up to
+	// statesBelow: every state object with a lower sequence number is
+	// deleted (0: not known yet; the first cleanup lists them).
+	statesBelow uint64
+	learnedAt   time.Time // when a flush last read the shard's merge record
 }
 
 // note records watermark w, seen in version; it tells whether it moved.

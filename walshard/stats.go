@@ -29,8 +29,11 @@ type Stats struct {
 	// MemtableFrom is the lowest WAL position the memtable holds (0 when it
 	// is empty): every entry below it is flushed or set aside.
 	MemtableFrom uint64 `json:"memtable_from"`
-	// Generations awaiting merge, above the table's watermark. Rows come
-	// from the shard's state object: counting them costs no reads.
+	// Generations awaiting merge, above the table's watermark as this
+	// handle knows it: its own merges at once, a fleet merge's at the
+	// next flush that reads the shard's merge record (at most every 15 s).
+	// Rows come from the shard's state object: counting them costs no
+	// reads.
 	Watermark          uint64 `json:"watermark"`
 	PendingGenerations int    `json:"pending_generations"`
 	PendingBytes       int64  `json:"pending_bytes"`
