@@ -79,19 +79,7 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Job never started compacting")
 	}
-	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 2, 1000, 10)
-	defer rec.Release()
-	if err := s.Append(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flushTenRows(t, b)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		m, err := table.ReadLatest(ctx, b)
@@ -116,19 +104,7 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 // generations (and adopts and collects); part 1 compacts its bins alone.
 func TestOnlyPartZeroMerges(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 1, 40, 10)
-	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 2, 1000, 10)
-	defer rec.Release()
-	if err := s.Append(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flushTenRows(t, b)
 	run := func(part int) job.Summary {
 		o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Policy: compactor.Policy{MinFragments: 2, TargetRows: 100, Part: compactor.Part{Index: part, Of: 2}},
@@ -183,5 +159,25 @@ func TestIntervalPassesWorkThroughABacklog(t *testing.T) {
 	})
 	if m, err := table.ReadLatest(ctx, b); err != nil || m.Rows() != 600 || len(m.Fragments) != 6 {
 		t.Fatalf("after the backlog: %d rows in %d fragments, %v", m.Rows(), len(m.Fragments), err)
+	}
+}
+
+// flushTenRows appends ten rows through shard w1 of the table in b and
+// flushes them: a generation awaits a merge (the shard closes with the
+// test).
+func flushTenRows(t *testing.T, b blob.Bucket) {
+	t.Helper()
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", FlushInterval: time.Hour, MergeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 2, 1000, 10)
+	defer rec.Release()
+	if err := s.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
