@@ -65,15 +65,7 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 	o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
 		Policy: compactor.Policy{MinFragments: 2},
 		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return sb, nil }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- job.Loop(ctx, &o, 20*time.Millisecond) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	loopFor(t, &o)
 	select {
 	case <-sb.stalled:
 	case <-time.After(10 * time.Second):
@@ -144,15 +136,7 @@ func TestIntervalPassesWorkThroughABacklog(t *testing.T) {
 	o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
 		Policy: compactor.Policy{MinFragments: 2, TargetRows: 100, MaxSourceFragments: 10},
 		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return nopClose{b}, nil }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- job.Loop(ctx, &o, 20*time.Millisecond) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	loopFor(t, &o)
 	testenv.Eventually(t, 10*time.Second, "the backlog compacted", func() bool {
 		m, err := table.ReadLatest(ctx, b)
 		return err == nil && len(compactor.PlanCompaction(m, o.Policy).Bins) == 0
@@ -180,4 +164,18 @@ func flushTenRows(t *testing.T, b blob.Bucket) {
 	if _, err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// loopFor runs the Job in interval mode (every 20 ms) until the test
+// ends.
+func loopFor(t *testing.T, o *job.Options) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- job.Loop(ctx, o, 20*time.Millisecond) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 }
