@@ -33,13 +33,18 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 			return err
 		}
 		// An upsert's deletion vectors go back to what they were, as
-		// fresh copies (for the reason below).
+		// fresh copies (for the reason below) — but for the rows whose
+		// keys a keyed commit after m wrote again (see undoOnLatest).
+		later, err := laterKeysOf(ctx, b, m, o)
+		if err != nil {
+			return err
+		}
 		for _, d := range m.Transaction.Deletions {
 			f := parent.Fragment(d.FragmentID)
 			if f == nil {
 				return fmt.Errorf("fragment %d of v%d is not in v%d", d.FragmentID, m.Version, m.Parent)
 			}
-			del, err := copyDeletion(ctx, b, f, m.Version, o)
+			del, err := copyDeletion(ctx, b, f, m.Version, later, o)
 			if err != nil {
 				return fmt.Errorf("the deletion vector of fragment %d it replaced: %w", f.ID, err)
 			}
@@ -87,7 +92,10 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 
 // undoOnLatest commits repair (an Undo of m) planned again on the latest
 // version: each fragment m gave a vector gets the latest vector without
-// the rows m's added to its parent's; the fragments m added are removed.
+// the rows m's added to its parent's — but for those whose keys a keyed
+// commit after m wrote again (an upsert, a merge of a shard's upserts):
+// that commit replaced them, and given back they would stand beside its
+// rows; the fragments m added are removed.
 func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair table.Transaction, o Options) error {
 	var cur, parent *table.Manifest
 	err := retryTransient(ctx, o, func() (err error) {
@@ -98,6 +106,12 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 	})
 	if err != nil {
 		return err
+	}
+	var later []laterKeys
+	if len(m.Transaction.Deletions) > 0 {
+		if later, err = keysWrittenAfter(ctx, b, m.Version, cur, o); err != nil {
+			return err
+		}
 	}
 	repair.Deletions = nil
 	for _, d := range m.Transaction.Deletions {
@@ -122,7 +136,11 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 		if err != nil {
 			return fmt.Errorf("the deletion vectors of fragment %d: %w", d.FragmentID, err)
 		}
-		rows := table.MinusSorted(latest, table.MinusSorted(undone, before))
+		replaced, err := replacedRows(ctx, b, cur.Schema(), was, later, o)
+		if err != nil {
+			return err
+		}
+		rows := table.MinusSorted(latest, table.MinusSorted(table.MinusSorted(undone, before), replaced))
 		key := table.DeletionKey(now.ID, cur.Version+1)
 		body := table.EncodeDeletions(rows)
 		if err := retryTransient(ctx, o, func() error {
@@ -173,8 +191,9 @@ func copyFragment(ctx context.Context, b blob.Bucket, f table.Fragment, v uint64
 }
 
 // copyDeletion writes fragment f's deletion vector again under a fresh
-// key (an empty one when f has none), for a commit on top of version v.
-func copyDeletion(ctx context.Context, b blob.Bucket, f *table.Fragment, v uint64, o Options) (table.Deletion, error) {
+// key (an empty one when f has none), for a commit on top of version v,
+// with the rows whose keys later wrote again (replacedRows).
+func copyDeletion(ctx context.Context, b blob.Bucket, f *table.Fragment, v uint64, later []laterKeys, o Options) (table.Deletion, error) {
 	var rows []uint32
 	if f.Deletion != nil {
 		err := retryTransient(ctx, o, func() (err error) { rows, err = table.ReadDeletions(ctx, b, f); return err })
@@ -182,9 +201,14 @@ func copyDeletion(ctx context.Context, b blob.Bucket, f *table.Fragment, v uint6
 			return table.Deletion{}, err
 		}
 	}
+	replaced, err := replacedRows(ctx, b, nil, f, later, o)
+	if err != nil {
+		return table.Deletion{}, err
+	}
+	rows = table.UnionSorted(rows, replaced)
 	del := table.Deletion{Key: table.DeletionKey(f.ID, v+1), Count: int64(len(rows))}
 	body := table.EncodeDeletions(rows)
-	err := retryTransient(ctx, o, func() error {
+	err = retryTransient(ctx, o, func() error {
 		err := b.PutIfAbsent(ctx, del.Key, body)
 		if errors.Is(err, blob.ErrExists) {
 			return nil // ours, under a lost answer: the key is fresh

@@ -78,9 +78,11 @@ func tail(lines []string, n int) string {
 // garbage collection had taken: its handle skipped the listing, taking
 // its last commit for recent by when the call returned, not when it
 // began), 6663 (the taking back of an upsert whose rows GC took, stuck
-// for good behind a later upsert that replaced keys in its fragment).
+// for good behind a later upsert that replaced keys in its fragment),
+// 14885 (the taking back of an upsert whose rows GC took gave back a row
+// of a key a later merge of a shard's upserts had replaced: the key twice).
 func TestSeedsThatFoundDefects(t *testing.T) {
-	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082, 400258, 1047, 6663} {
+	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082, 400258, 1047, 6663, 14885} {
 		if _, err := Run(context.Background(), Config{Seed: seed, Steps: 100}); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}

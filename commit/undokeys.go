@@ -1,0 +1,110 @@
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// laterKeys are the keys a keyed commit after an undone one wrote.
+type laterKeys struct {
+	version uint64
+	keys    *table.KeySet
+	schema  *arrow.Schema // the table's when they were read
+}
+
+// keysWrittenAfter reads the keys every keyed commit after version v up
+// to cur wrote (an upsert, a merge of a shard's upserts): the rows an
+// undo of v gives back must not hold them. A version already collected is
+// passed over: the undo cannot learn what it wrote.
+func keysWrittenAfter(ctx context.Context, b blob.Bucket, v uint64, cur *table.Manifest, o Options) ([]laterKeys, error) {
+	var out []laterKeys
+	schema := cur.Schema()
+	for u := v + 1; u <= cur.Version; u++ {
+		var t *table.Transaction
+		err := retryTransient(ctx, o, func() (err error) { t, err = table.ReadTransaction(ctx, b, u); return err })
+		if errors.Is(err, table.ErrVersionNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(t.Keys) == 0 || len(t.Added) == 0 || (t.Kind != table.KindUpsert && t.Kind != table.KindMerge) {
+			continue
+		}
+		names, ok := table.CurrentNames(schema, t.Keys)
+		if !ok {
+			continue // a key column dropped since: no row holds it now
+		}
+		added := make([]table.Fragment, len(t.Added))
+		copy(added, t.Added)
+		for i := range added {
+			added[i].Deletion = nil // every row it wrote, replaced since or not
+		}
+		var batches []arrow.RecordBatch
+		err = retryTransient(ctx, o, func() error {
+			releaseAll(batches)
+			batches = nil
+			for rec, err := range table.SnapshotOf(b, schema, added).Scan(ctx, table.ScanOptions{Parallelism: 1}) {
+				if err != nil {
+					return err
+				}
+				rec.Retain()
+				batches = append(batches, rec)
+			}
+			return nil
+		})
+		if errors.Is(err, blob.ErrNotFound) {
+			continue // its rows are gone (taken back in turn): they replaced nothing that stands
+		}
+		if err != nil {
+			releaseAll(batches)
+			return nil, err
+		}
+		ks, err := table.KeysOf(schema, names, batches)
+		releaseAll(batches)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, laterKeys{version: u, keys: ks, schema: schema})
+	}
+	return out, nil
+}
+
+// laterKeysOf is keysWrittenAfter m's version up to the latest.
+func laterKeysOf(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) ([]laterKeys, error) {
+	var cur *table.Manifest
+	if err := retryTransient(ctx, o, func() (err error) { cur, err = table.ReadLatest(ctx, b); return err }); err != nil {
+		return nil, err
+	}
+	return keysWrittenAfter(ctx, b, m.Version, cur, o)
+}
+
+// replacedRows returns the rows of fragment f (all of them, deleted or
+// not) that hold a key one of later wrote, in ascending order; schema
+// names the key columns (nil: the latest version's).
+func replacedRows(ctx context.Context, b blob.Bucket, schema *arrow.Schema, f *table.Fragment, later []laterKeys, o Options) ([]uint32, error) {
+	var rows []uint32
+	own := *f
+	own.Deletion = nil
+	for _, lk := range later {
+		sc := schema
+		if sc == nil {
+			sc = lk.schema
+		}
+		var found map[uint64][]uint32
+		if err := retryTransient(ctx, o, func() (err error) {
+			found, err = table.SnapshotOf(b, sc, []table.Fragment{own}).KeyRows(ctx, lk.keys, 1, nil)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("the rows of fragment %d whose keys v%d wrote again: %w", own.ID, lk.version, err)
+		}
+		rows = table.UnionSorted(rows, found[own.ID])
+	}
+	return rows, nil
+}
