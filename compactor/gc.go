@@ -407,7 +407,19 @@ func listVersions(ctx context.Context, b blob.Bucket) ([]VersionAge, error) {
 		if err != nil {
 			return nil, err
 		}
-		versions = append([]VersionAge{{next, a.ModTime}}, versions...)
+		// A store's answer to a HEAD dates an object to the second
+		// (Last-Modified), its listing finer (S3 and MinIO: the
+		// millisecond). Taken as it is, a version created in the same
+		// second as the one listed before it would look older than that
+		// one, which gcGhosts would then take for a ghost — a version
+		// written after a newer one — and delete. It is dated no earlier
+		// than the newest listed: it is newer by number, and a ghost
+		// among them shows to the next collection's listing.
+		written := a.ModTime
+		if written.Before(versions[0].Written) {
+			written = versions[0].Written
+		}
+		versions = append([]VersionAge{{next, written}}, versions...)
 	}
 }
 

@@ -1,6 +1,7 @@
 package compactor_test
 
 import (
+	"context"
 	"errors"
 	"regexp"
 	"slices"
@@ -265,5 +266,45 @@ func TestGCNeverGoesBelowItsFloor(t *testing.T) {
 	res, err = compactor.GC(ctx, b, &zero, time.Now().Add(compactor.MinRetain+time.Minute))
 	if err != nil || len(res.VersionsDeleted) == 0 || exists(t, b, pending.Key) {
 		t.Fatalf("past the floor: %+v, %v", res, err)
+	}
+}
+
+// coarseHead is a store whose HEAD dates objects coarsely (S3's and
+// MinIO's Last-Modified: to the second; here to the minute) and whose
+// listing does not show hidden yet (a version created after the listing).
+type coarseHead struct {
+	blob.Bucket
+	hidden string
+	shown  *bool // after the first listing that hid it
+}
+
+func (c coarseHead) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
+	a, err := c.Bucket.Attributes(ctx, key)
+	a.ModTime = a.ModTime.Truncate(time.Minute)
+	return a, err
+}
+
+func (c coarseHead) ListPage(ctx context.Context, prefix, token string, n int) (blob.Page, error) {
+	p, err := c.Bucket.ListPage(ctx, prefix, token, n)
+	if prefix == table.VersionsDir && n != 1 && !*c.shown {
+		p.Objects = slices.DeleteFunc(p.Objects, func(o blob.ObjectInfo) bool { return o.Key == c.hidden })
+		*c.shown = true
+	}
+	return p, err
+}
+
+// A version the listing does not show yet, found by name and dated by a
+// HEAD to the second, makes no version listed before it look like a ghost:
+// every version stays (it deleted the newest listed one).
+func TestGCTakesNoVersionForAGhostByACoarseClock(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 4, 5) // v1..v5
+	res, err := compactor.GC(ctx, coarseHead{Bucket: b, hidden: table.ManifestKey(5), shown: new(bool)}, &compactor.GCPolicy{}, time.Now())
+	if err != nil || len(res.GhostsDeleted) != 0 {
+		t.Fatalf("gc: %+v %v, want no ghost", res, err)
+	}
+	for v := uint64(1); v <= 5; v++ {
+		if !exists(t, b, table.ManifestKey(v)) {
+			t.Errorf("v%d was deleted", v)
+		}
 	}
 }
