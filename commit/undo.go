@@ -136,7 +136,7 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 		if err != nil {
 			return fmt.Errorf("the deletion vectors of fragment %d: %w", d.FragmentID, err)
 		}
-		replaced, err := replacedRows(ctx, b, cur.Schema(), was, later, o)
+		replaced, err := replacedRows(ctx, b, was, later, o)
 		if err != nil {
 			return err
 		}
@@ -201,7 +201,7 @@ func copyDeletion(ctx context.Context, b blob.Bucket, f *table.Fragment, v uint6
 			return table.Deletion{}, err
 		}
 	}
-	replaced, err := replacedRows(ctx, b, nil, f, later, o)
+	replaced, err := replacedRows(ctx, b, f, later, o)
 	if err != nil {
 		return table.Deletion{}, err
 	}

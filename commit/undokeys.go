@@ -41,33 +41,11 @@ func keysWrittenAfter(ctx context.Context, b blob.Bucket, v uint64, cur *table.M
 		if !ok {
 			continue // a key column dropped since: no row holds it now
 		}
-		added := make([]table.Fragment, len(t.Added))
-		copy(added, t.Added)
-		for i := range added {
-			added[i].Deletion = nil // every row it wrote, replaced since or not
-		}
-		var batches []arrow.RecordBatch
-		err = retryTransient(ctx, o, func() error {
-			releaseAll(batches)
-			batches = nil
-			for rec, err := range table.SnapshotOf(b, schema, added).Scan(ctx, table.ScanOptions{Parallelism: 1}) {
-				if err != nil {
-					return err
-				}
-				rec.Retain()
-				batches = append(batches, rec)
-			}
-			return nil
-		})
+		var ks *table.KeySet
+		err = retryTransient(ctx, o, func() (err error) { ks, err = table.KeysWritten(ctx, b, schema, names, t.Added); return err })
 		if errors.Is(err, blob.ErrNotFound) {
 			continue // its rows are gone (taken back in turn): they replaced nothing that stands
 		}
-		if err != nil {
-			releaseAll(batches)
-			return nil, err
-		}
-		ks, err := table.KeysOf(schema, names, batches)
-		releaseAll(batches)
 		if err != nil {
 			return nil, err
 		}
@@ -86,20 +64,15 @@ func laterKeysOf(ctx context.Context, b blob.Bucket, m *table.Manifest, o Option
 }
 
 // replacedRows returns the rows of fragment f (all of them, deleted or
-// not) that hold a key one of later wrote, in ascending order; schema
-// names the key columns (nil: the latest version's).
-func replacedRows(ctx context.Context, b blob.Bucket, schema *arrow.Schema, f *table.Fragment, later []laterKeys, o Options) ([]uint32, error) {
+// not) that hold a key one of later wrote, in ascending order.
+func replacedRows(ctx context.Context, b blob.Bucket, f *table.Fragment, later []laterKeys, o Options) ([]uint32, error) {
 	var rows []uint32
 	own := *f
 	own.Deletion = nil
 	for _, lk := range later {
-		sc := schema
-		if sc == nil {
-			sc = lk.schema
-		}
 		var found map[uint64][]uint32
 		if err := retryTransient(ctx, o, func() (err error) {
-			found, err = table.SnapshotOf(b, sc, []table.Fragment{own}).KeyRows(ctx, lk.keys, 1, nil)
+			found, err = table.SnapshotOf(b, lk.schema, []table.Fragment{own}).KeyRows(ctx, lk.keys, 1, nil)
 			return err
 		}); err != nil {
 			return nil, fmt.Errorf("the rows of fragment %d whose keys v%d wrote again: %w", own.ID, lk.version, err)

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
@@ -288,22 +286,7 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 	}
 	schema := before.Schema()
 	if names, ok := table.CurrentNames(schema, t.Keys); ok {
-		added := make([]table.Fragment, len(t.Added))
-		copy(added, t.Added)
-		var batches []arrow.RecordBatch
-		defer func() {
-			for _, rec := range batches {
-				rec.Release()
-			}
-		}()
-		for rec, err := range table.SnapshotOf(b, schema, added).Scan(ctx, table.ScanOptions{Parallelism: 1}) {
-			if err != nil {
-				return false, "", err
-			}
-			rec.Retain()
-			batches = append(batches, rec)
-		}
-		ks, err := table.KeysOf(schema, names, batches)
+		ks, err := table.KeysWritten(ctx, b, schema, names, t.Added)
 		if err != nil {
 			return false, "", err
 		}

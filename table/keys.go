@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/blob"
 )
 
 // KeySet is the set of keys (values of one or more key columns) of the
@@ -228,4 +230,29 @@ func (m *Manifest) index(col string) *Index {
 		}
 	}
 	return nil
+}
+
+// KeysWritten is the key set (columns names, by the table's current
+// names) of every row of frags, their deletion vectors left aside: the
+// keys the keyed commit that added them wrote. Read leniently, as KeysOf.
+func KeysWritten(ctx context.Context, b blob.Bucket, schema *arrow.Schema, names []string, frags []Fragment) (*KeySet, error) {
+	whole := make([]Fragment, len(frags))
+	copy(whole, frags)
+	for i := range whole {
+		whole[i].Deletion = nil
+	}
+	var batches []arrow.RecordBatch
+	defer func() {
+		for _, rec := range batches {
+			rec.Release()
+		}
+	}()
+	for rec, err := range SnapshotOf(b, schema, whole).Scan(ctx, ScanOptions{Parallelism: 1}) {
+		if err != nil {
+			return nil, err
+		}
+		rec.Retain()
+		batches = append(batches, rec)
+	}
+	return KeysOf(schema, names, batches)
 }
