@@ -474,3 +474,39 @@ func TestChangesDeliverACommitTakenBackThatWasReadable(t *testing.T) {
 		t.Fatalf("changes 1..4: %d rows, %v; v4 holds %v", n, got, idsAt(t, b, 4))
 	}
 }
+
+// A delete of every row of a fragment needs no vector to be read: the
+// manifest's count says it all, and a scan reads none. When garbage
+// collection took such a vector during its delete's stall, readers saw
+// the rows deleted all the same, so the changes deliver the delete, and
+// its taking back (a repair, the deleter gone) delivers the rows again.
+func TestChangesOfAWholeFragmentDeleteWhoseVectorIsGone(t *testing.T) {
+	ctx := context.Background()
+	b, tb := openRolloutsTable(t, nil)
+	appendRollouts(t, tb, 0, 0, 3) // v2: ids 0..2, one fragment
+	appendRollouts(t, tb, 0, 3, 2) // v3
+	res, n, err := tb.Delete(ctx, table.In("id", table.Int(0), table.Int(1), table.Int(2)))
+	if err != nil || n != 3 {
+		t.Fatalf("delete: %d rows, %v", n, err)
+	}
+	del := res.Manifest // v4
+	if err := b.Delete(ctx, del.Transaction.Deletions[0].Deletion.Key); err != nil {
+		t.Fatal(err)
+	}
+	if got := idsAt(t, b, 4); len(got) != 2 {
+		t.Fatalf("v4 reads %v without the vector; want ids 3 and 4", got)
+	}
+	at4, n4 := replay(t, b, idsAt(t, b, 1), 1, 4)
+	if n4 != 8 || !maps.Equal(at4, idsAt(t, b, 4)) {
+		t.Fatalf("changes 1..4: %d rows, %v; v4 holds %v", n4, at4, idsAt(t, b, 4))
+	}
+	if err := commit.Undo(ctx, b, del, nil); err != nil { // v5
+		t.Fatal(err)
+	}
+	if got, n := replay(t, b, at4, 4, 5); n != 3 || !maps.Equal(got, idsAt(t, b, 5)) {
+		t.Fatalf("changes 4..5, the taking back, after a reader saw v4: %d rows, %v; v5 holds %v", n, got, idsAt(t, b, 5))
+	}
+	if got, _ := replay(t, b, idsAt(t, b, 1), 1, 5); !maps.Equal(got, idsAt(t, b, 5)) {
+		t.Fatalf("changes 1..5: %v; v5 holds %v", got, idsAt(t, b, 5))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"slices"
 	"sync"
 
@@ -64,10 +65,22 @@ func DecodeDeletions(key string, data []byte) ([]uint32, error) {
 
 // ReadDeletions reads a fragment's deletion vector: the deleted row
 // offsets, ascending (nil when it has none). The vector is checked against
-// the fragment entry; a mismatch is a CorruptError naming the object.
+// the fragment entry; a mismatch is a CorruptError naming the object. A
+// vector that deletes every row is not read: the entry's count says it
+// all, and a scan passes such a fragment over unread, so every reader
+// (scans, changes, deletes) sees the same rows whether its object is
+// there or not (garbage collection may take it during its delete's
+// stall; see commit.Table.Delete).
 func ReadDeletions(ctx context.Context, b blob.Bucket, f *Fragment) ([]uint32, error) {
 	if f.Deletion == nil {
 		return nil, nil
+	}
+	if f.Deletion.Count == f.Rows && f.Rows <= math.MaxUint32+1 {
+		rows := make([]uint32, f.Rows)
+		for i := range rows {
+			rows[i] = uint32(i)
+		}
+		return rows, nil
 	}
 	data, err := b.Get(ctx, f.Deletion.Key)
 	if err != nil {

@@ -329,7 +329,7 @@ func (w *world) gcOp(a *actor) (string, string) {
 	if len(res.Repaired) > 0 {
 		repaired = fmt.Sprintf(", repaired %v", res.Repaired)
 	}
-	return "gc", fmt.Sprintf("boundary v%d, %d versions and %d objects deleted (generations %v)%s: %s", res.Boundary, len(res.VersionsDeleted), len(res.ObjectsDeleted), gens, repaired, short(err))
+	return "gc", fmt.Sprintf("boundary v%d, %d versions and %d objects deleted (generations %v) %v%s: %s", res.Boundary, len(res.VersionsDeleted), len(res.ObjectsDeleted), gens, res.ObjectsDeleted, repaired, short(err))
 }
 
 // Readers.
