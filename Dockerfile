@@ -16,9 +16,10 @@ RUN set -e; pkg=github.com/stratadb/strata/internal/buildinfo; \
     if [ -n "$REVISION" ]; then ldflags="$ldflags -X $pkg.revision=$REVISION"; fi; \
     CGO_ENABLED=0 go build -buildvcs=$vcs -trimpath -ldflags="$ldflags" -o /out/strata ./cmd/strata; \
     CGO_ENABLED=0 go build -buildvcs=$vcs -trimpath -ldflags="$ldflags" -o /out/strata-compactor ./cmd/strata-compactor; \
+    CGO_ENABLED=0 go build -buildvcs=$vcs -trimpath -ldflags="$ldflags" -o /out/strata-iceberg ./cmd/strata-iceberg; \
     /out/strata version
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/strata /out/strata-compactor /usr/local/bin/
+COPY --from=build /out/strata /out/strata-compactor /out/strata-iceberg /usr/local/bin/
 USER nonroot:nonroot
 ENTRYPOINT ["/usr/local/bin/strata"]

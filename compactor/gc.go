@@ -12,7 +12,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/plant"
-	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -178,7 +178,7 @@ type GCState struct {
 	Tags      []table.Tag                // every tag
 	Manifests map[uint64]*table.Manifest // the versions kept (see PlanGC)
 	Objects   []blob.ObjectInfo          // data, deletion vectors, key indexes, shard objects and the Iceberg view's
-	Iceberg   lakehouse.Refs             // what the table's Iceberg view holds on to (lakehouse.ReadRefs)
+	Iceberg   layout.Refs                // what the table's Iceberg view holds on to (layout.ReadRefs)
 	Consumers []table.Consumer           // the named consumers' positions, read before the boundary
 }
 
@@ -283,7 +283,7 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 		for k := range referencedBy(st.Manifests[v]) {
 			referenced[k] = true
 			if strings.HasPrefix(k, table.DeletionsDir) {
-				referenced[lakehouse.DeleteFileKey(k)] = true
+				referenced[layout.DeleteFileKey(k)] = true
 			}
 		}
 	}
@@ -364,18 +364,18 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 // readIcebergRefs lists the Iceberg view's objects into objects and, when
 // there are any, reads what its newest metadata holds on to: one LIST for
 // a table without a view.
-func readIcebergRefs(ctx context.Context, b blob.Bucket, objects *[]blob.ObjectInfo) (lakehouse.Refs, error) {
+func readIcebergRefs(ctx context.Context, b blob.Bucket, objects *[]blob.ObjectInfo) (layout.Refs, error) {
 	n := len(*objects)
 	for o, err := range blob.List(ctx, b, table.IcebergDir, 0) {
 		if err != nil {
-			return lakehouse.Refs{}, err
+			return layout.Refs{}, err
 		}
 		*objects = append(*objects, o)
 	}
 	if len(*objects) == n {
-		return lakehouse.Refs{}, nil
+		return layout.Refs{}, nil
 	}
-	refs, err := lakehouse.ReadRefs(ctx, b)
+	refs, err := layout.ReadRefs(ctx, b)
 	if err != nil {
 		return refs, fmt.Errorf("compactor: gc: reading the Iceberg view: %w", err)
 	}

@@ -47,6 +47,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -82,7 +83,7 @@ func TestGCKeepsEveryVersionTheIcebergViewNames(t *testing.T) {
 	if _, n, err := tb.Delete(ctx, table.Lt("step", table.Int(15))); err != nil || n == 0 { // v8, a deletion vector
 		t.Fatalf("delete: %d rows, %v", n, err)
 	}
-	loc, err := lakehouse.LocationOf(dir)
+	loc, err := layout.LocationOf(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestGCKeepsEveryVersionTheIcebergViewNames(t *testing.T) {
 	for _, v := range res.Snapshots {
 		before[v] = rowCount(t, b, v)
 	}
-	refs, err := lakehouse.ReadRefs(ctx, b)
+	refs, err := layout.ReadRefs(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/table"
 )
 
@@ -22,9 +22,10 @@ type MaintainOptions struct {
 	// are adopted (0: never).
 	AdoptAfter time.Duration
 	// IcebergLocation, when set, keeps the table's Iceberg view up to
-	// date there: every pass exports the versions the collection keeps,
-	// before collecting.
+	// date there with IcebergExport (required then): every pass exports
+	// the versions the collection keeps, before collecting.
 	IcebergLocation string
+	IcebergExport   IcebergExport
 	// Remember makes the DB remember what the pass saw, so that the next
 	// pass over a table where nothing happened costs two requests (and
 	// collections and adoption sweeps run at their own pace, not every
@@ -179,7 +180,7 @@ func (db *DB) maintainLeased(ctx context.Context, o MaintainOptions, now time.Ti
 		return
 	}
 	if o.IcebergLocation != "" && !o.DryRun {
-		if out.Iceberg, err = db.exportIceberg(ctx, o.IcebergLocation, now); err != nil {
+		if out.Iceberg, err = db.exportIceberg(ctx, o.IcebergExport, o.IcebergLocation, now); err != nil {
 			out.Err = err
 			return
 		}
@@ -245,17 +246,36 @@ func (db *DB) idle(ctx context.Context, o MaintainOptions) bool {
 	return true
 }
 
+// IcebergExport brings a table's Iceberg view at loc up to date,
+// describing the versions a collection under gc keeps. The program that
+// exports passes it in (the Job's command wraps lakehouse.Export): the
+// engine does not link the Iceberg writer itself, whose libraries cost
+// every program that links them at start-up (see package
+// lakehouse/layout).
+type IcebergExport func(ctx context.Context, b blob.Bucket, loc string, gc compactor.GCPolicy, now time.Time) (IcebergOutcome, error)
+
+// IcebergOutcome is what an export did.
+type IcebergOutcome struct {
+	MetadataLocation string // the newest metadata's full address
+	Written          bool   // this export wrote it (false: nothing new)
+	Current          uint64 // the version of the main branch
+	Snapshots        int    // the versions described
+	Added, Dropped   int    // snapshots this export added and dropped
+}
+
 // exportIceberg brings the table's Iceberg view at loc up to date,
 // describing the versions the collection keeps (the same policy), so that
 // the collection right after it may take the versions that aged out.
-func (db *DB) exportIceberg(ctx context.Context, loc string, now time.Time) (string, error) {
-	gp := db.opts.GC.EnsureDefaults()
-	res, err := lakehouse.Export(ctx, db.b, &lakehouse.Options{Location: loc, KeepVersions: gp.KeepVersions, RetainFor: gp.RetainFor}, now)
+func (db *DB) exportIceberg(ctx context.Context, export IcebergExport, loc string, now time.Time) (string, error) {
+	if export == nil {
+		return "", errors.New("iceberg export: MaintainOptions.IcebergLocation is set without an IcebergExport")
+	}
+	res, err := export(ctx, db.b, loc, *db.opts.GC.EnsureDefaults(), now)
 	if err != nil {
 		db.opts.Log.Error("iceberg export failed", "table", db.opts.Name, "error", err.Error())
 		return "", fmt.Errorf("iceberg export: %w", err)
 	}
 	db.opts.Log.Info("iceberg", "table", db.opts.Name, "metadata", res.MetadataLocation, "written", res.Written, "current", res.Current,
-		"snapshots", len(res.Snapshots), "added", len(res.Added), "dropped", len(res.Dropped))
+		"snapshots", res.Snapshots, "added", res.Added, "dropped", res.Dropped)
 	return res.MetadataLocation, nil
 }

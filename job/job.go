@@ -16,7 +16,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 )
 
 // Options configure the Job. Zero values mean defaults.
@@ -26,8 +26,10 @@ type Options struct {
 	GC     compactor.GCPolicy
 	NoGC   bool
 	// Iceberg keeps each table's Iceberg view (package lakehouse) up to
-	// date: every pass exports the versions GC keeps, before collecting.
+	// date with Export (required then): every pass exports the versions
+	// GC keeps, before collecting.
 	Iceberg  bool
+	Export   engine.IcebergExport
 	LeaseTTL time.Duration // default 30m
 	Holder   string        // who holds the lease (default: "strata-compactor")
 	DryRun   bool
@@ -210,11 +212,11 @@ func (j *runner) table(ctx context.Context, u string) TableOutcome {
 		return TableOutcome{Table: u, PassOutcome: db.Maintain(ctx, mo)}
 	}
 	if j.o.Iceberg {
-		loc, err := lakehouse.LocationOf(u)
+		loc, err := layout.LocationOf(u)
 		if err != nil {
 			return TableOutcome{Table: u, PassOutcome: engine.PassOutcome{Err: err}}
 		}
-		mo.IcebergLocation = loc
+		mo.IcebergLocation, mo.IcebergExport = loc, j.o.Export
 	}
 	return TableOutcome{Table: u, PassOutcome: db.Maintain(ctx, mo)}
 }

@@ -48,7 +48,8 @@ func (o *Options) EnsureDefaults() *Options {
 }
 
 // Validate checks the options: no negative history or lease, a lease of
-// at least compactor.MinLeaseTTL, and valid policies. No tables is valid:
+// at least compactor.MinLeaseTTL, an exporter when Iceberg is set, and
+// valid policies. No tables is valid:
 // a pass over an empty bucket does nothing.
 func (o *Options) Validate() error {
 	if o == nil {
@@ -59,6 +60,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LeaseTTL > 0 && o.LeaseTTL < compactor.MinLeaseTTL {
 		return fmt.Errorf("%w: job Options: LeaseTTL %v is below %v", compactor.ErrInvalidOptions, o.LeaseTTL, compactor.MinLeaseTTL)
+	}
+	if o.Iceberg && o.Export == nil {
+		return fmt.Errorf("%w: job Options: Iceberg is set without Export (pass lakehouse.Export wrapped as engine.IcebergExport; strata-compactor does)", compactor.ErrInvalidOptions)
 	}
 	if err := o.Policy.Validate(); err != nil {
 		return err

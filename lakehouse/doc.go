@@ -32,7 +32,7 @@
 //   - Snapshots describe exactly the versions that garbage collection keeps
 //     (the newest KeepVersions, those younger than RetainFor, tagged ones,
 //     all above the GC boundary). Garbage collection also keeps every version
-//     the newest metadata describes (Refs), so nothing a snapshot names is
+//     the newest metadata describes (layout.ReadRefs), so nothing a snapshot names is
 //     collected while the view names it; the next export drops snapshots of
 //     versions that aged out, and the collection after that takes them.
 //   - A metadata file is created with put-if-absent under the next number:
@@ -48,4 +48,9 @@
 //   - A type Iceberg cannot represent exactly (uint32, uint64, float16, timestamps
 //     in nanoseconds or a zone other than UTC, time32) is refused with
 //     ErrUnsupported naming the column, never exported with changed values.
+//
+// The names of the view's objects and the reading of what it holds on to
+// live in package lakehouse/layout, which garbage collection and the
+// strata command link; this package, which links the Iceberg writer, is
+// linked by the programs that export (strata-iceberg, strata-compactor).
 package lakehouse

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -29,7 +30,7 @@ func TestIcebergReadsAnEvolvedSchemaOverOldAndNewFragments(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			loc, err := lakehouse.LocationOf(st.url)
+			loc, err := layout.LocationOf(st.url)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -93,7 +94,7 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 				return res, false, err
 			}
 		}
-		res.MetadataKey, res.Current = MetadataKey(cur.n), p.newest
+		res.MetadataKey, res.Current = layout.MetadataKey(cur.n), p.newest
 		res.MetadataLocation = o.Location + "/" + res.MetadataKey
 		res.Snapshots = p.have
 		return res, false, nil
@@ -106,7 +107,7 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 	if err != nil {
 		return res, false, err
 	}
-	key := MetadataKey(cur.n + 1)
+	key := layout.MetadataKey(cur.n + 1)
 	if err := b.PutIfAbsent(ctx, key, raw); errors.Is(err, blob.ErrExists) {
 		return res, true, nil // another export won: start from its view
 	} else if err != nil {
@@ -266,7 +267,7 @@ func (ex *exporter) addSnapshots(ctx context.Context, cur view, p exportPlan) (*
 	var bld *itable.MetadataBuilder
 	var err error
 	if cur.meta != nil {
-		if bld, err = itable.MetadataBuilderFromBase(cur.meta, ex.o.Location+"/"+MetadataKey(cur.n)); err != nil {
+		if bld, err = itable.MetadataBuilderFromBase(cur.meta, ex.o.Location+"/"+layout.MetadataKey(cur.n)); err != nil {
 			return nil, err
 		}
 		if err := ex.startFrom(ctx, cur.meta, p.newest); err != nil {

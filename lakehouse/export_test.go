@@ -23,6 +23,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -224,7 +225,7 @@ func TestIcebergReadersSeeWhatStrataSees(t *testing.T) {
 			}
 			defer b.Close()
 			older, tagged := history(t, b)
-			loc, err := lakehouse.LocationOf(st.url)
+			loc, err := layout.LocationOf(st.url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,7 +318,7 @@ func TestIcebergReadersSeeWhatStrataSees(t *testing.T) {
 					viewDeleted++
 				}
 			}
-			if viewDeleted == 0 || exists(t, b, lakehouse.MetadataKey(1)) || !exists(t, b, pruned.MetadataKey) || !exists(t, b, lakehouse.HintKey) {
+			if viewDeleted == 0 || exists(t, b, layout.MetadataKey(1)) || !exists(t, b, pruned.MetadataKey) || !exists(t, b, layout.HintKey) {
 				t.Fatalf("collection of the view's objects: deleted %d (%v)", viewDeleted, res2.ObjectsDeleted)
 			}
 			check(pruned.MetadataLocation, pruned.Snapshots...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 )
 
 // withFieldIDs gives each field of sc the Parquet field id 1000+i.
@@ -70,7 +71,7 @@ func TestFieldIDsOfAWideTableFollowTheirColumns(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.want != "" {
-				loc, _ := lakehouse.LocationOf(dir)
+				loc, _ := layout.LocationOf(dir)
 				_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
 				if !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("export: %v, want ErrUnsupported saying %s", err, c.want)

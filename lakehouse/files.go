@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -170,7 +171,7 @@ func writeDeleteFile(ctx context.Context, b blob.Bucket, loc string, f *table.Fr
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
-	key := DeleteFileKey(f.Deletion.Key)
+	key := layout.DeleteFileKey(f.Deletion.Key)
 	size := int64(buf.Len())
 	if err := b.PutIfAbsent(ctx, key, buf.Bytes()); errors.Is(err, blob.ErrExists) {
 		a, err := b.Attributes(ctx, key)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -55,8 +56,8 @@ func (o *Options) Validate() error {
 	switch {
 	case c.Location == "":
 		return fmt.Errorf("%w: Location is required (see LocationOf)", ErrInvalidOptions)
-	case checkLocation(c.Location) != "":
-		return fmt.Errorf("%w: Location %q %s", ErrInvalidOptions, c.Location, checkLocation(c.Location))
+	case layout.CheckLocation(c.Location) != "":
+		return fmt.Errorf("%w: Location %q %s", ErrInvalidOptions, c.Location, layout.CheckLocation(c.Location))
 	case c.KeepVersions < 1:
 		return fmt.Errorf("%w: KeepVersions %d is below 1", ErrInvalidOptions, c.KeepVersions)
 	case c.RetainFor < 0:

@@ -61,6 +61,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -71,7 +72,7 @@ func exported(t *testing.T) (blob.Bucket, store, lakehouse.Result) {
 	st := store{url: filepath.Join(t.TempDir(), "t")}
 	b := open(t, st.url)
 	history(t, b)
-	loc, err := lakehouse.LocationOf(st.url)
+	loc, err := layout.LocationOf(st.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func viewFS(t *testing.T, st store, location string) iceio.IO {
 
 func loc(t *testing.T, st store) string {
 	t.Helper()
-	l, err := lakehouse.LocationOf(st.url)
+	l, err := layout.LocationOf(st.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +182,8 @@ func addedAt(t *testing.T, b blob.Bucket, newest uint64) map[string]uint64 {
 			if out[f.Key] == 0 {
 				out[f.Key] = v
 			}
-			if d := f.Deletion; d != nil && out[lakehouse.DeleteFileKey(d.Key)] == 0 {
-				out[lakehouse.DeleteFileKey(d.Key)] = v
+			if d := f.Deletion; d != nil && out[layout.DeleteFileKey(d.Key)] == 0 {
+				out[layout.DeleteFileKey(d.Key)] = v
 			}
 		}
 	}
@@ -205,7 +206,7 @@ func TestASnapshotsFilesAreItsFragmentsAndVectors(t *testing.T) {
 		for _, f := range m.Fragments {
 			wantData = append(wantData, prefix+f.Key)
 			if f.Deletion != nil {
-				wantDels = append(wantDels, prefix+lakehouse.DeleteFileKey(f.Deletion.Key))
+				wantDels = append(wantDels, prefix+layout.DeleteFileKey(f.Deletion.Key))
 			}
 		}
 		mfs, err := meta.SnapshotByID(int64(v)).Manifests(fio)
@@ -284,11 +285,11 @@ func TestAnExportWritesOnlyTheViewAndRewritesOnlyTheHint(t *testing.T) {
 		if slices.Contains(ops, fault.OpDelete) {
 			t.Fatalf("an export deleted %s", key)
 		}
-		if key != lakehouse.HintKey && len(ops) > 1 {
+		if key != layout.HintKey && len(ops) > 1 {
 			t.Fatalf("an export wrote %s %d times (%v)", key, len(ops), ops)
 		}
 	}
-	if len(rec.writes[lakehouse.HintKey]) < 2 {
-		t.Fatalf("the hint was written %d times over two exports that changed the view", len(rec.writes[lakehouse.HintKey]))
+	if len(rec.writes[layout.HintKey]) < 2 {
+		t.Fatalf("the hint was written %d times over two exports that changed the view", len(rec.writes[layout.HintKey]))
 	}
 }

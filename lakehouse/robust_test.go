@@ -21,6 +21,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -38,7 +39,7 @@ func open(t *testing.T, url string) blob.Bucket {
 // every snapshot it describes, what Strata reads of that version.
 func latestReadsTheSame(t *testing.T, dir string, b blob.Bucket) lakehouse.Result {
 	t.Helper()
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +48,8 @@ func latestReadsTheSame(t *testing.T, dir string, b blob.Bucket) lakehouse.Resul
 	if res.Current != latest {
 		t.Fatalf("the view's current version is %d, the table's %d", res.Current, latest)
 	}
-	hint, err := b.Get(ctx, lakehouse.HintKey)
-	if err != nil || lakehouse.MetadataKey(atoi(t, string(hint))) != res.MetadataKey {
+	hint, err := b.Get(ctx, layout.HintKey)
+	if err != nil || layout.MetadataKey(atoi(t, string(hint))) != res.MetadataKey {
 		t.Fatalf("the hint says %q (%v), the newest metadata is %s", hint, err, res.MetadataKey)
 	}
 	for _, v := range res.Snapshots {
@@ -77,7 +78,7 @@ func atoi(t *testing.T, s string) int {
 func TestAnExportCutShortAnywhereIsFinishedByTheNext(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	history(t, open(t, src))
-	loc, _ := lakehouse.LocationOf(src)
+	loc, _ := layout.LocationOf(src)
 	// How many requests a whole export makes.
 	whole := fault.Wrap(open(t, src+"-count"), fault.Never())
 	if err := os.CopyFS(src+"-count", os.DirFS(src)); err != nil {
@@ -92,7 +93,7 @@ func TestAnExportCutShortAnywhereIsFinishedByTheNext(t *testing.T) {
 		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 			t.Fatal(err)
 		}
-		dloc, _ := lakehouse.LocationOf(dir)
+		dloc, _ := layout.LocationOf(dir)
 		crashing := fault.Wrap(open(t, dir), fault.CrashAfter(i))
 		if _, err := lakehouse.Export(ctx, crashing, &lakehouse.Options{Location: dloc}, time.Now()); err == nil && crashing.Crashed() {
 			t.Fatalf("crash after %d requests: the export reported success", i)
@@ -106,7 +107,7 @@ func TestConcurrentExportsLeaveOneWholeView(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "t")
 	b := open(t, dir)
 	history(t, b)
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
@@ -143,7 +144,7 @@ func TestTypesIcebergCannotHoldAreRefused(t *testing.T) {
 			if _, err := commit.Create(ctx, b, sc, nil, nil); err != nil {
 				t.Fatal(err)
 			}
-			loc, _ := lakehouse.LocationOf(dir)
+			loc, _ := layout.LocationOf(dir)
 			_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
 			if !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), `"odd`) {
 				t.Fatalf("export of a %s column: %v", dt, err)
@@ -199,7 +200,7 @@ func TestSchemaChangesKeepOlderSnapshotsReadable(t *testing.T) {
 	if _, err := tb.Overwrite(ctx, v3); err != nil {
 		t.Fatal(err)
 	}
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	if _, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), `"id"`) {
 		t.Fatalf("export after a column changed type: %v", err)
 	}
@@ -218,8 +219,8 @@ func TestLocationOf(t *testing.T) {
 		"s3:///no-bucket":  "",
 		"ftp://host/table": "",
 	} {
-		got, err := lakehouse.LocationOf(in)
-		if got != want || (want == "") != errors.Is(err, lakehouse.ErrBadLocation) {
+		got, err := layout.LocationOf(in)
+		if got != want || (want == "") != errors.Is(err, layout.ErrBadLocation) {
 			t.Errorf("LocationOf(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
@@ -258,7 +259,7 @@ func TestOldVersionsAndSkewedClocksExport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc, KeepVersions: int(latest)}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +288,7 @@ type collectingDuringExport struct {
 
 func (c *collectingDuringExport) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	err := c.Bucket.PutIfAbsent(ctx, key, data)
-	if _, ok := lakehouse.ParseMetadataKey(key); ok && err == nil && !c.done {
+	if _, ok := layout.ParseMetadataKey(key); ok && err == nil && !c.done {
 		c.done = true
 		if err := c.Bucket.PutIfAbsent(ctx, table.GCBoundaryKey(c.boundary), nil); err != nil {
 			return err
@@ -306,12 +307,12 @@ func TestAnExportRacingACollectionLeavesOutWhatItMayDelete(t *testing.T) {
 	_, tagged := history(t, b)
 	latest, _ := table.LatestVersion(ctx, b)
 	racing := &collectingDuringExport{Bucket: b, boundary: tagged}
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	res, err := lakehouse.Export(ctx, racing, &lakehouse.Options{Location: loc, KeepVersions: int(latest)}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !racing.done || res.MetadataKey != lakehouse.MetadataKey(2) {
+	if !racing.done || res.MetadataKey != layout.MetadataKey(2) {
 		t.Fatalf("the race did not happen as staged: %+v", res)
 	}
 	want := []uint64{}
@@ -379,7 +380,7 @@ func TestFieldIDsTheFragmentsCarryAreTheViewsIDs(t *testing.T) {
 	if _, err := commit.Create(ctx, pb, psc, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	loc, _ := lakehouse.LocationOf(partial)
+	loc, _ := layout.LocationOf(partial)
 	if _, err := lakehouse.Export(ctx, pb, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, lakehouse.ErrUnsupported) {
 		t.Fatalf("export of a schema with ids on some columns: %v", err)
 	}
@@ -388,7 +389,7 @@ func TestFieldIDsTheFragmentsCarryAreTheViewsIDs(t *testing.T) {
 // currentReadsTheSame exports and checks the current snapshot alone.
 func currentReadsTheSame(t *testing.T, dir string, b blob.Bucket) lakehouse.Result {
 	t.Helper()
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -418,17 +419,17 @@ func appendOne(t *testing.T, b blob.Bucket) {
 func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 	for name, damage := range map[string]func(t *testing.T, b blob.Bucket, res lakehouse.Result){
 		"a hint that is not a number": func(t *testing.T, b blob.Bucket, _ lakehouse.Result) {
-			if err := b.Put(ctx, lakehouse.HintKey, strings.NewReader("not a number")); err != nil {
+			if err := b.Put(ctx, layout.HintKey, strings.NewReader("not a number")); err != nil {
 				t.Fatal(err)
 			}
 		},
 		"a hint naming metadata that is not there": func(t *testing.T, b blob.Bucket, _ lakehouse.Result) {
-			if err := b.Put(ctx, lakehouse.HintKey, strings.NewReader("99")); err != nil {
+			if err := b.Put(ctx, layout.HintKey, strings.NewReader("99")); err != nil {
 				t.Fatal(err)
 			}
 		},
 		"the hint gone": func(t *testing.T, b blob.Bucket, _ lakehouse.Result) {
-			if err := b.Delete(ctx, lakehouse.HintKey); err != nil {
+			if err := b.Delete(ctx, layout.HintKey); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -438,7 +439,7 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 			}
 		},
 		"the manifest list of the view's newest snapshot gone": func(t *testing.T, b blob.Bucket, res lakehouse.Result) {
-			for o, err := range blob.List(ctx, b, lakehouse.MetadataDir+fmt.Sprintf("snap-%d-", res.Current), 0) {
+			for o, err := range blob.List(ctx, b, layout.MetadataDir+fmt.Sprintf("snap-%d-", res.Current), 0) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -459,10 +460,10 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 			if next.Current != res.Current+1 {
 				t.Fatalf("after the damage the view is at %d, want %d", next.Current, res.Current+1)
 			}
-			if hint, err := b.Get(ctx, lakehouse.HintKey); err != nil || lakehouse.MetadataKey(atoi(t, string(hint))) != next.MetadataKey {
+			if hint, err := b.Get(ctx, layout.HintKey); err != nil || layout.MetadataKey(atoi(t, string(hint))) != next.MetadataKey {
 				t.Fatalf("hint %q (%v), newest metadata %s", hint, err, next.MetadataKey)
 			}
-			if _, err := lakehouse.ReadRefs(ctx, b); err != nil && name != "the manifest list of the view's newest snapshot gone" {
+			if _, err := layout.ReadRefs(ctx, b); err != nil && name != "the manifest list of the view's newest snapshot gone" {
 				t.Fatalf("what GC keeps for the view: %v", err)
 			}
 		})
@@ -476,7 +477,7 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(res.MetadataKey)), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
 	if err == nil || !strings.Contains(err.Error(), res.MetadataKey) || !strings.Contains(err.Error(), "delete _iceberg/") {
 		t.Fatalf("export over damaged metadata: %v", err)
@@ -490,7 +491,7 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 	res = currentReadsTheSame(t, dir, b)
 	appendOne(t, b)
 	var list string
-	for o, err := range blob.List(ctx, b, lakehouse.MetadataDir+fmt.Sprintf("snap-%d-", res.Current), 0) {
+	for o, err := range blob.List(ctx, b, layout.MetadataDir+fmt.Sprintf("snap-%d-", res.Current), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -504,7 +505,7 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
-	_, rerr := lakehouse.ReadRefs(ctx, b)
+	_, rerr := layout.ReadRefs(ctx, b)
 	for _, err := range []error{err, rerr} {
 		if err == nil || !strings.Contains(err.Error(), list) || !strings.Contains(err.Error(), "delete _iceberg/") {
 			t.Fatalf("over a damaged manifest list: %v", err)
@@ -522,7 +523,7 @@ func TestAnExportLosingAnyResponseIsCompletedByTheNext(t *testing.T) {
 		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 			t.Fatal(err)
 		}
-		loc, _ := lakehouse.LocationOf(dir)
+		loc, _ := layout.LocationOf(dir)
 		lossy := fault.Wrap(open(t, dir), fault.Nth(i, fault.Always(fault.Fault{Action: fault.LoseResponse})))
 		_, err := lakehouse.Export(ctx, lossy, &lakehouse.Options{Location: loc}, time.Now())
 		if len(lossy.Injected()) == 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
 
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -145,7 +146,7 @@ func keepID(old, f iceberg.NestedField) (iceberg.NestedField, error) {
 		kept.Type = f.Type
 	default:
 		return old, fmt.Errorf("%w: column %q changed type from %s to %s; older snapshots would read it through the new type (delete %s to start the view afresh)",
-			ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
+			ErrUnsupported, f.Name, old.Type, f.Type, layout.MetadataDir)
 	}
 	kept.Required = f.Required
 	return kept, nil
@@ -183,14 +184,14 @@ func schemaWithItsIDs(sc *arrow.Schema, prev *iceberg.Schema) (*iceberg.Schema, 
 	}
 	for _, f := range out.Fields() {
 		if old, ok := byName[f.Name]; ok && old.ID != f.ID {
-			return nil, fmt.Errorf("%w: column %q changed field id from %d to %d (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.ID, f.ID, MetadataDir)
+			return nil, fmt.Errorf("%w: column %q changed field id from %d to %d (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.ID, f.ID, layout.MetadataDir)
 		} else if ok {
 			if same, err := sameType(old, f); err != nil || !same {
-				return nil, fmt.Errorf("%w: column %q changed type from %s to %s (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.Type, f.Type, MetadataDir)
+				return nil, fmt.Errorf("%w: column %q changed type from %s to %s (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.Type, f.Type, layout.MetadataDir)
 			}
 		}
 		if old, ok := byID[f.ID]; ok && old.Name != f.Name {
-			return nil, fmt.Errorf("%w: field id %d moved from column %q to %q (delete %s to start the view afresh)", ErrUnsupported, f.ID, old.Name, f.Name, MetadataDir)
+			return nil, fmt.Errorf("%w: field id %d moved from column %q to %q (delete %s to start the view afresh)", ErrUnsupported, f.ID, old.Name, f.Name, layout.MetadataDir)
 		}
 	}
 	return out, nil

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -115,23 +116,16 @@ func (ex *exporter) startFrom(ctx context.Context, meta itable.Metadata, newest 
 	}
 	files, err := iceberg.ReadManifestList(bytes.NewReader(data))
 	if err != nil {
-		return damagedList(snap.ManifestList, err)
+		return layout.DamagedList(snap.ManifestList, err)
 	}
 	ex.base, ex.baseID, ex.manifests = m, snap.SnapshotID, files
 	ex.baseData, ex.baseDels = ex.files(m)
 	return nil
 }
 
-// damagedList is the error of a manifest list that does not parse: the
-// view cannot go on from it (nor garbage collection know what it holds on
-// to) until it is started afresh; the table's own data is not affected.
-func damagedList(list string, err error) error {
-	return fmt.Errorf("lakehouse: manifest list %s is not Iceberg Avro (delete %s to start the view afresh): %w", list, table.IcebergDir, err)
-}
-
 // get reads an object of the view by its full location.
 func (ex *exporter) get(ctx context.Context, location string) ([]byte, error) {
-	key, err := objectKey(ex.loc, location)
+	key, err := layout.ObjectKey(ex.loc, location)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +191,7 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 	if err := iceberg.WriteManifestList(2, &buf, id, parent, &seq, 0, out); err != nil {
 		return nil, err
 	}
-	listKey := manifestListKey(m.Version)
+	listKey := layout.ManifestListKey(m.Version)
 	ex.create(listKey, buf.Bytes())
 	// The list gave the new manifests this snapshot's sequence number; the
 	// next snapshot reuses them as the list describes them.
@@ -343,7 +337,7 @@ func (ex *exporter) files(m *table.Manifest) (data, dels map[string]*table.Fragm
 		f := &m.Fragments[i]
 		data[ex.loc+"/"+f.Key] = f
 		if f.Deletion != nil {
-			dels[ex.loc+"/"+DeleteFileKey(f.Deletion.Key)] = f
+			dels[ex.loc+"/"+layout.DeleteFileKey(f.Deletion.Key)] = f
 		}
 	}
 	return data, dels
@@ -398,7 +392,7 @@ func (ex *exporter) write(ctx context.Context, content iceberg.ManifestContent, 
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
-	key := manifestKey()
+	key := layout.ManifestKey()
 	mf, err := w.ToManifestFile(ex.loc+"/"+key, int64(buf.Len()))
 	if err != nil {
 		return nil, err

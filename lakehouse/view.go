@@ -2,7 +2,6 @@ package lakehouse
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -39,70 +39,23 @@ func (v view) versions() []uint64 {
 	return out
 }
 
-// readView finds the newest metadata: the hint's number, then by name
-// past it (a hint is written after its metadata, so it may lag). The hint
-// is advisory: when there is none, or it is not a number, or it names
-// metadata that is not there, a listing of the metadata finds the newest.
+// readView reads the newest metadata (layout.Newest).
 func readView(ctx context.Context, b blob.Bucket) (view, error) {
-	hint := 0
-	data, err := b.Get(ctx, HintKey)
-	if err != nil && !errors.Is(err, blob.ErrNotFound) {
-		return view{}, err
+	m, err := layout.Newest(ctx, b)
+	if err != nil || m.N == 0 {
+		return view{hint: m.Hint}, err
 	}
-	if err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && n > 0 {
-			hint = n
-		}
-	}
-	v, err := readViewFrom(ctx, b, hint)
-	if errors.Is(err, blob.ErrNotFound) && hint > 0 {
-		v, err = readViewFrom(ctx, b, 0) // the hint named metadata that is not there
-	}
-	v.hint = hint
-	return v, err
-}
-
-// readViewFrom reads the newest metadata numbered n or above (n = 0:
-// listing the metadata first).
-func readViewFrom(ctx context.Context, b blob.Bucket, n int) (view, error) {
-	if n == 0 {
-		for o, err := range blob.List(ctx, b, MetadataDir, 0) {
-			if err != nil {
-				return view{}, err
-			}
-			if k, ok := ParseMetadataKey(o.Key); ok && k > n {
-				n = k
-			}
-		}
-		if n == 0 {
-			return view{}, nil
-		}
-	}
-	for {
-		_, err := b.Attributes(ctx, MetadataKey(n+1))
-		if errors.Is(err, blob.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return view{}, err
-		}
-		n++
-	}
-	raw, err := b.Get(ctx, MetadataKey(n))
+	meta, err := itable.ParseMetadataBytes(m.Raw)
 	if err != nil {
-		return view{}, fmt.Errorf("lakehouse: reading %s: %w", MetadataKey(n), err)
+		return view{}, layout.NotMetadata(m.N, err)
 	}
-	meta, err := itable.ParseMetadataBytes(raw)
-	if err != nil {
-		return view{}, fmt.Errorf("lakehouse: %s is not Iceberg metadata (delete %s to start the view afresh): %w", MetadataKey(n), table.IcebergDir, err)
-	}
-	return view{n: n, meta: meta}, nil
+	return view{n: m.N, hint: m.Hint, meta: meta}, nil
 }
 
 // writeHint points readers at metadata n.
 func writeHint(ctx context.Context, b blob.Bucket, n int) error {
-	if err := b.Put(ctx, HintKey, strings.NewReader(strconv.Itoa(n))); err != nil {
-		return fmt.Errorf("lakehouse: writing %s: %w", HintKey, err)
+	if err := b.Put(ctx, layout.HintKey, strings.NewReader(strconv.Itoa(n))); err != nil {
+		return fmt.Errorf("lakehouse: writing %s: %w", layout.HintKey, err)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -238,7 +239,7 @@ func benchmarkExport(b *testing.B, schema *arrow.Schema) {
 	}
 	defer bk.Close()
 	wideTable(b, bk, schema, 10)
-	loc, _ := lakehouse.LocationOf(dir)
+	loc, _ := layout.LocationOf(dir)
 	for b.Loop() {
 		b.StopTimer()
 		for o, err := range blob.List(ctx, bk, table.IcebergDir, 0) {

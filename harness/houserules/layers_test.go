@@ -43,7 +43,8 @@ var layers = map[string]int{
 
 	"commit":              5,
 	"walshard":            6,
-	"lakehouse":           7,
+	"lakehouse/layout":    7,
+	"lakehouse":           8,
 	"compactor":           8,
 	"engine":              9,
 	"internal/policyflag": 9,
@@ -62,11 +63,13 @@ var layers = map[string]int{
 
 	"harness/latencyproxy/cmd": 22,
 
-	"cmd/strata/command":          30,
-	"cmd/strata-compactor/jobcmd": 30,
-	"cmd/strata":                  31,
-	"cmd/strata-compactor":        31,
-	"cmd/strata-sim":              31,
+	"cmd/strata/command":            30,
+	"cmd/strata-compactor/jobcmd":   30,
+	"cmd/strata-iceberg/icebergcmd": 31,
+	"cmd/strata":                    31,
+	"cmd/strata-iceberg":            32,
+	"cmd/strata-compactor":          31,
+	"cmd/strata-sim":                31,
 
 	"e2e": 40,
 }

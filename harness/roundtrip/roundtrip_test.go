@@ -35,6 +35,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -318,7 +319,7 @@ func roundTrip(t *testing.T, seed uint64) {
 // schema Iceberg cannot hold exactly must be refused as such.
 func checkIceberg(t *testing.T, b blob.Bucket, dir string, schema *arrow.Schema, want rows, what string) {
 	t.Helper()
-	loc, err := lakehouse.LocationOf(dir)
+	loc, err := layout.LocationOf(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,6 +192,7 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention},
 		NoGC:       f.noGC,
 		Iceberg:    f.iceberg,
+		Export:     IcebergExport,
 		LeaseTTL:   f.leaseTTL,
 		Holder:     holder,
 		DryRun:     f.dryRun,

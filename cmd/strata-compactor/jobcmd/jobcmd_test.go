@@ -18,7 +18,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
@@ -261,7 +261,7 @@ func TestIcebergKeepsTheViewUpToDate(t *testing.T) {
 		if logged == nil || logged["current"] != float64(latest) || logged["written"] != true {
 			t.Fatalf("%s: iceberg log line %v (latest version %d)\n%s", u, logged, latest, errOut)
 		}
-		hint, err := b.Get(ctx, lakehouse.HintKey)
+		hint, err := b.Get(ctx, layout.HintKey)
 		if err != nil || string(hint) != "1" {
 			t.Fatalf("%s: hint %q, %v", u, hint, err)
 		}
@@ -269,7 +269,7 @@ func TestIcebergKeepsTheViewUpToDate(t *testing.T) {
 		if code, _, errOut := run(nil, "--once", "--iceberg", "--table", u); code != 0 {
 			t.Fatalf("%s: exit %d\n%s", u, code, errOut)
 		}
-		if _, err := b.Get(ctx, lakehouse.MetadataKey(2)); err == nil {
+		if _, err := b.Get(ctx, layout.MetadataKey(2)); err == nil {
 			t.Fatalf("%s: a pass with nothing new wrote new metadata", u)
 		}
 	}

@@ -128,18 +128,6 @@ func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
 	}
 }
 
-// export iceberg's --location is a URI without control characters: a
-// newline in it would be written into every metadata file of the view.
-func TestExportRefusesALocationWithAControlCharacter(t *testing.T) {
-	u := "file://" + t.TempDir() + "/t"
-	for _, loc := range []string{"s3://lake/t\n", "s3://lake/t\nfile:///etc/x", "s3:/lake/t"} {
-		code, out, errOut := run(t, nil, "export", "iceberg", u, "--location", loc)
-		if code != 2 || out != "" || !strings.Contains(errOut, "invalid options: Location") {
-			t.Errorf("--location %q: exit %d\n%s%s", loc, code, out, errOut)
-		}
-	}
-}
-
 // serve opens its bucket before it listens: a URL it cannot use fails at
 // start, naming the schemes it takes, instead of at the first request.
 func TestServeRefusesABucketItCannotOpenBeforeListening(t *testing.T) {

@@ -1,14 +1,13 @@
 package command
 
 import (
+	"errors"
 	"fmt"
-	"time"
+	"os"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
-
-	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/lakehouse"
-	"github.com/stratadb/strata/table"
 )
 
 func newExport(env *Env) *cobra.Command {
@@ -20,66 +19,56 @@ func newExport(env *Env) *cobra.Command {
 	return c
 }
 
+// IcebergProgram is the program behind `strata export iceberg`: the
+// Iceberg writer's libraries cost every program that links them about
+// 120 ms and 32 MB at start-up, so the strata command runs it instead of
+// linking it.
+const IcebergProgram = "strata-iceberg"
+
+// exitStatus is a program's exit status, passed on as strata's own.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 func newExportIceberg(env *Env) *cobra.Command {
-	var o lakehouse.Options
-	c := &cobra.Command{
+	return &cobra.Command{
 		Use:   "iceberg URL",
 		Short: "Write Apache Iceberg metadata for the table's versions, so SQL engines read it",
-		Long: `export iceberg writes an Apache Iceberg (format v2) view of the table under
-_iceberg/ in the table's own prefix: a snapshot per version that garbage
-collection keeps (the newest --keep-versions, those younger than --retain,
-and tagged ones), over the table's Parquet fragments in place; deletion
-vectors become position-delete files; tags become tag refs. Nothing of the
-table is copied or changed. Run again after new commits (or run
-strata-compactor --iceberg): an export writes only what changed since the
-previous one. It prints the metadata location, which DuckDB's iceberg_scan,
-Spark and Trino take; _iceberg/metadata/version-hint.text names the newest.
-
-Garbage collection keeps every version the view describes. Keep --keep-versions
-and --retain equal to the collection's (the defaults are the same) so that the
-view follows what it keeps.`,
+		Long: `export iceberg runs strata-iceberg, found beside the strata executable or
+on PATH, with the same arguments: strata export iceberg --help shows its
+flags. It writes an Apache Iceberg (format v2) view of the table under
+_iceberg/ in the table's own prefix and prints the metadata location.`,
 		Example: `  strata export iceberg file://./strata-demo/rollouts
-  strata export iceberg 's3://lake/rollouts?endpoint=http://127.0.0.1:9000' --version 42
-  duckdb -c "SELECT count(*) FROM iceberg_scan('$(strata export iceberg ./strata-demo/rollouts | head -1)')"`,
-		Args: exactArgs(1),
+  strata export iceberg 's3://lake/rollouts?endpoint=http://127.0.0.1:9000' --version 42`,
+		DisableFlagParsing: true,
 		RunE: func(c *cobra.Command, args []string) error {
-			if o.Location == "" {
-				loc, err := lakehouse.LocationOf(args[0])
-				if err != nil {
-					return usageError{err}
-				}
-				o.Location = loc
-			}
-			if err := o.Validate(); err != nil {
-				return usageError{err}
-			}
-			b, err := env.Open(c.Context(), args[0])
+			path, err := icebergProgram()
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			start := time.Now()
-			before, _ := blob.StatsOf(b)
-			res, err := lakehouse.Export(c.Context(), b, &o, time.Now())
-			if err != nil {
-				return err
+			cmd := exec.CommandContext(c.Context(), path, args...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, env.Out, env.Err
+			err = cmd.Run()
+			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && ee.ExitCode() > 0 {
+				return exitStatus(ee.ExitCode()) // it said why
 			}
-			after, _ := blob.StatsOf(b)
-			fmt.Fprintln(env.Out, res.MetadataLocation)
-			what := "unchanged"
-			if res.Written {
-				what = fmt.Sprintf("added %d snapshots, dropped %d", len(res.Added), len(res.Dropped))
-			}
-			fmt.Fprintf(env.Err, "version %d is current; %d snapshots (%s); %d requests in %.3f s\n",
-				res.Current, len(res.Snapshots), what, after.Sub(before).Requests(), time.Since(start).Seconds())
-			return nil
+			return err
 		},
 	}
-	c.Flags().Uint64Var(&o.Version, "version", 0, "the newest version described, the current snapshot (default: the latest)")
-	c.Flags().StringVar(&o.Location, "location", "", "the table's address as readers see it (default: from URL, e.g. s3://bucket/prefix, file:///abs/path)")
-	c.Flags().IntVar(&o.KeepVersions, "keep-versions", table.DefaultKeepVersions, "newest versions always described (as GC keeps them)")
-	c.Flags().DurationVar(&o.RetainFor, "retain", table.DefaultRetention, "versions younger than this are described (as GC keeps them)")
-	atLeast(c, 0, "version", "retain")
-	atLeast(c, 1, "keep-versions")
-	return c
+}
+
+// icebergProgram finds strata-iceberg: beside the running executable (an
+// install, the image), then on PATH.
+func icebergProgram() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), IcebergProgram)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(IcebergProgram); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("strata export iceberg runs %s, which is neither beside strata nor on PATH: install it with `go install github.com/stratadb/strata/cmd/%s@latest` (in a checkout: `go build -o $(dirname $(command -v strata)) ./cmd/%s`, or run `go run ./cmd/%s URL`); the image ships it",
+		IcebergProgram, IcebergProgram, IcebergProgram, IcebergProgram)
 }

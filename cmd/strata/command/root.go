@@ -42,6 +42,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // Run runs the tool with an explicit Env.
 func Run(args []string, env *Env) int {
+	return RunRoot(args, env, newRoot)
+}
+
+// UsageError marks err as a usage error: RunRoot exits with status 2.
+func UsageError(err error) error { return usageError{err} }
+
+// RunRoot runs the command newRoot builds with args, as Run runs strata's:
+// the same bucket opening, messages and exit codes. Programs that carry a
+// verb the strata binary does not link (strata-iceberg) run it so.
+func RunRoot(args []string, env *Env, newRoot func(*Env) *cobra.Command) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The bucket URL a command opened last, to name it where the error
@@ -59,6 +69,9 @@ func Run(args []string, env *Env) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
+	}
+	if es := exitStatus(0); errors.As(err, &es) {
+		return int(es) // another program's, which printed its own error
 	}
 	msg := err.Error()
 	if errors.Is(err, table.ErrNotFound) && opened != "" {
