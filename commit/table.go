@@ -398,9 +398,15 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 // undoneSince returns the version after v, up to latest, whose
 // transaction takes v back (0: none).
 func (t *Table) undoneSince(ctx context.Context, v, latest uint64) (uint64, error) {
+	return undoneBetween(ctx, t.b, v, latest, t.opts)
+}
+
+// undoneBetween returns the version after v, up to latest, that takes v
+// back (Transaction.Undoes), or 0.
+func undoneBetween(ctx context.Context, b blob.Bucket, v, latest uint64, o Options) (uint64, error) {
 	for u := v + 1; u <= latest; u++ {
 		var txn *table.Transaction
-		err := retryTransient(ctx, t.opts, func() (err error) { txn, err = table.ReadTransaction(ctx, t.b, u); return err })
+		err := retryTransient(ctx, o, func() (err error) { txn, err = table.ReadTransaction(ctx, b, u); return err })
 		if errors.Is(err, table.ErrVersionNotFound) {
 			continue // collected: it cannot be newer than a repair that matters
 		}

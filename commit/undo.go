@@ -107,6 +107,11 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 	if err != nil {
 		return err
 	}
+	// Another taking back of m landed first (a repair that met m twice,
+	// or ran beside this one): m is undone, and once is all.
+	if u, err := undoneBetween(ctx, b, m.Version, cur.Version, o); err != nil || u != 0 {
+		return err
+	}
 	var later []laterKeys
 	if len(m.Transaction.Deletions) > 0 {
 		if later, err = keysWrittenAfter(ctx, b, m.Version, cur, o); err != nil {
@@ -122,12 +127,17 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 		mine := *now
 		del := d.Deletion
 		mine.Deletion = &del
+		// Untouched since m (its vector still the fragment's), the
+		// fragment gets its vector from before m back, with the rows
+		// later keyed commits replaced: m's own vector, which garbage
+		// collection may have taken (why m is taken back), is not read.
+		untouched := now.Deletion != nil && now.Deletion.Key == d.Deletion.Key
 		var latest, before, undone []uint32
 		err := retryTransient(ctx, o, func() (err error) {
-			if latest, err = table.ReadDeletions(ctx, b, now); err != nil {
+			if before, err = table.ReadDeletions(ctx, b, was); err != nil || untouched {
 				return err
 			}
-			if before, err = table.ReadDeletions(ctx, b, was); err != nil {
+			if latest, err = table.ReadDeletions(ctx, b, now); err != nil {
 				return err
 			}
 			undone, err = table.ReadDeletions(ctx, b, &mine)
@@ -141,6 +151,9 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 			return err
 		}
 		rows := table.MinusSorted(latest, table.MinusSorted(table.MinusSorted(undone, before), replaced))
+		if untouched {
+			rows = table.UnionSorted(before, replaced)
+		}
 		key := table.DeletionKey(now.ID, cur.Version+1)
 		body := table.EncodeDeletions(rows)
 		if err := retryTransient(ctx, o, func() error {

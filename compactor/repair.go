@@ -91,7 +91,7 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
 			continue
 		}
-		v, why, err := undoDelete(ctx, b, m, f, orphaned, opts)
+		v, why, err := undoDelete(ctx, b, m, f, orphaned, res.Undone, opts)
 		if err != nil {
 			return res, err
 		}
@@ -99,7 +99,9 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
 			continue
 		}
-		res.Undone = append(res.Undone, v)
+		if !slices.Contains(res.Undone, v) {
+			res.Undone = append(res.Undone, v)
+		}
 	}
 	for v := m.Version; v > 0 && len(want) > 0; v-- {
 		t, err := table.ReadTransaction(ctx, b, v)
@@ -157,7 +159,9 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 // first). The fragment gets back the vector it had before, which must
 // still be there; the delete's rows are live again, as its writer was
 // told nothing. It returns the delete's version, or why nothing was done.
-func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, orphaned map[string]time.Time, opts *commit.Options) (uint64, string, error) {
+// A version in undone (taken back already by this repair: an upsert whose
+// vectors on several fragments are gone) is returned as it is.
+func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, orphaned map[string]time.Time, undone []uint64, opts *commit.Options) (uint64, string, error) {
 	var v uint64
 	var t *table.Transaction
 	for u := m.Version; u > 0 && v == 0; u-- {
@@ -176,6 +180,9 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 	}
 	if v == 0 {
 		return 0, "no delete wrote it", nil
+	}
+	if slices.Contains(undone, v) {
+		return v, "", nil
 	}
 	proven, why, err := neverAcknowledged(ctx, b, v, t, []table.Fragment{f}, orphaned)
 	if err != nil || !proven {

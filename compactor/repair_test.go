@@ -358,6 +358,42 @@ func TestRepairTakesBackADeleteWhoseVectorGCTook(t *testing.T) {
 	}
 }
 
+// An upsert whose deletion vectors on two fragments garbage collection
+// took (its writer stalled past the safety age and died after its
+// manifest landed) is taken back once, for both: the second missing
+// vector finds its upsert taken back already.
+func TestRepairTakesBackOnceAnUpsertMissingTwoVectors(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 2, 10) // two fragments of 10 rows
+	acknowledged := digest(t, b)
+	cur, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cur.Fragments) != 2 {
+		t.Fatalf("%d fragments, want 2", len(cur.Fragments))
+	}
+	txn := table.Transaction{Kind: table.KindUpsert}
+	var vectors []table.Fragment
+	for _, f := range cur.Fragments {
+		key := table.DeletionKey(f.ID, cur.Version+1)
+		if err := b.PutIfAbsent(ctx, key, table.EncodeDeletions([]uint32{0})); err != nil {
+			t.Fatal(err)
+		}
+		txn.Deletions = append(txn.Deletions, table.FragmentDeletion{FragmentID: f.ID, Deletion: table.Deletion{Key: key, Count: 1}})
+		vectors = append(vectors, table.Fragment{ID: f.ID, Key: key})
+	}
+	v := ghost(t, b, txn, vectors)
+	res, err := compactor.Repair(ctx, b, nil, nil)
+	if err != nil || !slices.Equal(res.Undone, []uint64{v}) {
+		t.Fatalf("repair: %+v %v, want v%d undone once", res, err, v)
+	}
+	latest, err := table.ReadLatest(ctx, b)
+	if err != nil || latest.Version != v+1 {
+		t.Fatalf("the latest version is %v (%v), want v%d, the one taking back", latest.Version, err, v+1)
+	}
+	sameRows(t, acknowledged, digest(t, b), "taking back the unacknowledged upsert")
+}
+
 // A merge of a shard's upserts whose deletion vector garbage collection
 // took (the merger stalled past the safety age and died after its manifest
 // landed) is not taken back — its rows were acknowledged in the shard's
