@@ -220,7 +220,7 @@ func (s *Shard) coverFence(ctx context.Context) error {
 		return fmt.Errorf("walshard: shard %q: recording the flushed position %d: %w", s.id, top, err)
 	}
 	s.mu.Lock()
-	s.mu.gens.state = next
+	s.mu.gens.state, s.mu.gens.stateAt = next, s.now()
 	s.mu.Unlock()
 	return nil
 }

@@ -374,11 +374,23 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 	if err != nil {
 		return 0, err
 	}
+	// Claims not read for epochRecheck are read before the write, not
+	// only after it (the same two requests before the acknowledgement):
+	// an owner that was away while a newer one took the shard — or while
+	// garbage collection retired it — is fenced without leaving an entry.
+	s.mu.Lock()
+	stale := s.now().Sub(s.mu.wal.verified) > epochRecheck
+	s.mu.Unlock()
+	if stale {
+		if err := s.checkEpochRetrying(ctx, a.deadline); err != nil {
+			return 0, err
+		}
+	}
 	if err := s.create(ctx, a); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
-	stale := s.now().Sub(s.mu.wal.verified) > epochRecheck
+	stale = s.now().Sub(s.mu.wal.verified) > epochRecheck
 	s.mu.Unlock()
 	if a.uncertain || stale {
 		if err := s.checkEpochRetrying(ctx, a.deadline); err != nil {

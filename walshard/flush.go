@@ -124,16 +124,13 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	for pos := range g.entryParts() {
 		next.PartsUpTo = max(next.PartsUpTo, pos)
 	}
-	if err := writeState(ctx, s.b, s.l, next); err != nil {
-		if errors.Is(err, errStateTaken) {
-			return 0, false, s.setFenced()
-		}
-		return 0, false, fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
+	if err := s.recordGeneration(ctx, next, gen); err != nil {
+		return 0, false, err
 	}
 	s.mu.Lock()
 	// The state and the memtable change under one lock: a fresh read sees
 	// the flushed rows in the generation or in the memtable, never both.
-	s.mu.gens.state = next
+	s.mu.gens.state, s.mu.gens.stateAt = next, s.now()
 	s.mu.mem.drop(len(entries))
 	s.broadcastLocked() // appends waiting for room
 	s.mu.Unlock()
@@ -312,6 +309,9 @@ func (s *Shard) flushLoop() {
 			due := s.opts.FlushInterval > 0 && len(s.mu.mem.entries) > 0 && time.Since(s.mu.mem.since) >= s.opts.FlushInterval
 			s.mu.Unlock()
 			if !due {
+				if err := s.keepAlive(ctx); errors.Is(err, ErrFenced) {
+					return
+				}
 				continue
 			}
 		}
@@ -328,6 +328,67 @@ func (s *Shard) flushLoop() {
 		}
 		failures = 0
 	}
+}
+
+// recordGeneration writes the state next, which records generation gen.
+// A state write collides with a newer owner's state, unless garbage
+// collection retired the shard since (its states gone): an owner that has
+// not read the claims for KeepAliveEvery reads them first. Under that, no
+// retirement can have followed the takeover that fenced it (retirement
+// waits twice as long after the newer owner's last write).
+func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64) error {
+	s.mu.Lock()
+	quiet := s.now().Sub(s.mu.wal.verified) > KeepAliveEvery
+	s.mu.Unlock()
+	if quiet {
+		if err := s.checkEpoch(ctx); err != nil {
+			return err
+		}
+	}
+	if err := writeState(ctx, s.b, s.l, next); err != nil {
+		if errors.Is(err, errStateTaken) {
+			return s.setFenced()
+		}
+		return fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
+	}
+	return nil
+}
+
+// KeepAliveEvery is how often an open, idle shard writes its state again
+// (one PUT, and a LIST of the claims first), so that its newest object is
+// never older than that: garbage collection retires only shards quiet for
+// far longer (compactor.MinRetireShardsAfter), and never the shard of a
+// live owner that has had nothing to write.
+const KeepAliveEvery = 6 * time.Hour
+
+// keepAlive writes the state again, unchanged but for its sequence number
+// and id, when this handle has written none for KeepAliveEvery. It reads
+// the claims first: a handle that was paused while its shard was retired
+// is fenced instead, and writes nothing.
+func (s *Shard) keepAlive(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	state, at := s.mu.gens.state, s.mu.gens.stateAt
+	s.mu.Unlock()
+	if s.now().Sub(at) < KeepAliveEvery {
+		return nil
+	}
+	if err := s.checkEpoch(ctx); err != nil {
+		return err
+	}
+	next := *state
+	next.Seq, next.Epoch, next.ID = state.Seq+1, s.epoch, table.NewID()
+	if err := writeState(ctx, s.b, s.l, &next); err != nil {
+		if errors.Is(err, errStateTaken) {
+			return s.setFenced()
+		}
+		return err
+	}
+	s.mu.Lock()
+	s.mu.gens.state, s.mu.gens.stateAt = &next, s.now()
+	s.mu.Unlock()
+	return nil
 }
 
 // flushSafe is Flush with a panic turned into an error, for the

@@ -196,9 +196,24 @@ func (s *Shard) checkEpoch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	newest := uint64(0)
 	if len(page.Objects) > 0 {
-		if e, ok := parseLast(s.l.epochs(), page.Objects[0].Key); ok && e > s.epoch {
+		if e, ok := parseLast(s.l.epochs(), page.Objects[0].Key); ok {
+			newest = e
+		}
+	}
+	if newest > s.epoch {
+		return s.setFenced()
+	}
+	if newest < s.epoch {
+		// This handle's own claim is not listed: a listing that lags
+		// behind, or garbage collection retired the shard (every object
+		// of it gone, the claims last) while this owner was away; it is
+		// fenced then, and opens again above what the table records.
+		if _, err := s.b.Attributes(ctx, s.l.epochKey(s.epoch)); errors.Is(err, blob.ErrNotFound) {
 			return s.setFenced()
+		} else if err != nil {
+			return err
 		}
 	}
 	if err := s.fencedErr(); err != nil {

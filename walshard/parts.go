@@ -104,6 +104,7 @@ type flushedGenerations struct {
 	// deleted (0: not known yet; the first cleanup lists them).
 	statesBelow uint64
 	learnedAt   time.Time // when a flush last read the shard's merge record
+	stateAt     time.Time // when this handle last wrote a state (keepAlive)
 }
 
 // note records watermark w, seen in version; it tells whether it moved.

@@ -106,10 +106,16 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	}
 	s := &Shard{b: b, l: newLayout(opts.Shard), id: opts.Shard, schema: m.Schema(), opts: opts,
 		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
-	s.mu.gens.watermark, s.mu.gens.version = m.Shards[opts.Shard].Watermark, m.Version
+	// What the table records of the shard is a floor for the epoch and
+	// the positions: a shard whose objects garbage collection retired
+	// (compactor.GCPolicy.RetireShardsAfter) opens again above them, so
+	// that an old owner stays fenced and no new generation is taken for
+	// one already merged.
+	rec := m.Shards[opts.Shard]
+	s.mu.gens.watermark, s.mu.gens.version = rec.Watermark, m.Version
 	s.mu.changed = make(chan struct{})
 	claimed := s.now()
-	if s.epoch, err = s.claimEpoch(ctx); err != nil {
+	if s.epoch, err = s.claimEpoch(ctx, rec.Epoch); err != nil {
 		return nil, err
 	}
 	s.mu.wal.verified = claimed
@@ -157,19 +163,21 @@ func (s *Shard) ID() string            { return s.id }
 func (s *Shard) Epoch() uint64         { return s.epoch }
 func (s *Shard) Schema() *arrow.Schema { return s.schema }
 
-func (s *Shard) claimEpoch(ctx context.Context) (uint64, error) {
+// claimEpoch claims the epoch after the newest claimed and after floor
+// (the table's record of the shard).
+func (s *Shard) claimEpoch(ctx context.Context, floor uint64) (uint64, error) {
 	for range 100 {
 		page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
 		if err != nil {
 			return 0, err
 		}
-		next := uint64(1)
+		next := floor + 1
 		if len(page.Objects) > 0 {
 			e, ok := parseLast(s.l.epochs(), page.Objects[0].Key)
 			if !ok {
 				return 0, fmt.Errorf("walshard: unexpected object %q among epochs", page.Objects[0].Key)
 			}
-			next = e + 1
+			next = max(next, e+1)
 		}
 		err = s.b.PutIfAbsent(ctx, s.l.epochKey(next), []byte(s.opts.Commit.Writer))
 		if err == nil {
@@ -240,8 +248,18 @@ func (s *Shard) takeOver(ctx context.Context) (*State, error) {
 		}
 		next := *cur
 		next.Seq, next.Epoch, next.ID = cur.Seq+1, s.epoch, table.NewID()
+		// Every position at or below the table's watermark is merged, and
+		// the next generation is numbered above it: no-ops but for a
+		// retired shard, whose states are gone (see Open).
+		s.mu.Lock()
+		w := s.mu.gens.watermark
+		s.mu.Unlock()
+		next.WALFlushed, next.NextGen = max(next.WALFlushed, w), max(next.NextGen, w+1)
 		err = writeState(ctx, s.b, s.l, &next)
 		if err == nil {
+			s.mu.Lock()
+			s.mu.gens.stateAt = s.now()
+			s.mu.Unlock()
 			return &next, nil
 		}
 		if !errors.Is(err, errStateTaken) {

@@ -1,0 +1,141 @@
+package walshard_test
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// A shard retired (its objects deleted but what the table references,
+// as garbage collection retires a quiet shard that holds nothing) opens
+// again above what the table records of it: a new epoch above the
+// table's, generations above its watermark, so the new owner's rows are
+// merged, not taken for rows merged already. An owner that was away
+// meanwhile finds its claim gone and is fenced, not acknowledged.
+func TestARetiredShardOpensAgainAboveWhatTheTableRecords(t *testing.T) {
+	b := newTable(t, "mem://")
+	var offset atomic.Int64 // the clock, moved forward
+	o := walshard.Options{Commit: commit.Options{Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }}}
+	old := open(t, b, "w1", o)
+	defer old.Close()
+	appendIDs(t, old, 1, 2)
+	appendIDs(t, old, 3)
+	if _, err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := m.Shards["w1"]
+	if rec.Watermark == 0 || rec.Epoch != 1 {
+		t.Fatalf("the table records %+v for the shard, want a watermark and epoch 1", rec)
+	}
+	if empty, err := walshard.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || !empty {
+		t.Fatalf("a merged shard holds something: %v %v", empty, err)
+	}
+	appendIDs(t, old, 4)
+	if empty, err := walshard.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || empty {
+		t.Fatalf("a shard with an entry not flushed holds nothing: %v %v", empty, err)
+	}
+	if _, err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if empty, err := walshard.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || empty {
+		t.Fatalf("a shard with a generation not merged holds nothing: %v %v", empty, err)
+	}
+	if _, err := old.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = table.ReadLatest(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// The retirement: everything of the shard but what the table
+	// references, and its fleet objects.
+	referenced := map[string]bool{}
+	for _, f := range m.Fragments {
+		referenced[f.Key] = true
+	}
+	for _, prefix := range []string{table.ShardDir("w1"), table.FleetDir} {
+		for obj, err := range blob.List(ctx, b, prefix, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if referenced[obj.Key] || (prefix == table.FleetDir && !strings.Contains(obj.Key, "w1")) {
+				continue
+			}
+			if err := b.Delete(ctx, obj.Key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	offset.Add(int64(time.Minute)) // past the writer's recheck of the claims
+	if err := appendOnce(old, "w1", 100); !errors.Is(err, walshard.ErrFenced) {
+		t.Fatalf("the owner of a retired shard, away meanwhile: %v, want ErrFenced", err)
+	}
+	again := open(t, b, "w1", o)
+	defer again.Close()
+	if again.Epoch() <= m.Shards["w1"].Epoch {
+		t.Fatalf("opened again at epoch %d, the table records %d", again.Epoch(), m.Shards["w1"].Epoch)
+	}
+	appendIDs(t, again, 5, 6)
+	if _, err := again.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = table.ReadLatest(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	seen := countIDs(t, table.NewSnapshot(b, m).Scan(ctx, table.ScanOptions{}))
+	exactlyOnce(t, seen, []int64{1, 2, 3, 4, 5, 6})
+	if seen[100] != 0 || len(seen) != 6 {
+		t.Fatalf("the table holds %v, want ids 1 to 6 once", seen)
+	}
+}
+
+// An open shard with nothing to write writes its state again every
+// KeepAliveEvery, so that its newest object is never older than that and
+// garbage collection does not retire the shard of a live owner.
+func TestAnIdleOpenShardKeepsItselfAlive(t *testing.T) {
+	b := newTable(t, "mem://")
+	var offset atomic.Int64
+	o := walshard.Options{FlushInterval: 40 * time.Millisecond, Commit: commit.Options{Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }}}
+	s := open(t, b, "w1", o)
+	defer s.Close()
+	states := func() int {
+		n := 0
+		for _, err := range blob.List(ctx, b, table.ShardStatesDir("w1"), 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		return n
+	}
+	before := states()
+	time.Sleep(200 * time.Millisecond) // ticks, under KeepAliveEvery
+	if n := states(); n != before {
+		t.Fatalf("%d states after 200ms idle, %d before: a state written before KeepAliveEvery passed", n, before)
+	}
+	offset.Add(int64(walshard.KeepAliveEvery + time.Minute))
+	deadline := time.Now().Add(5 * time.Second)
+	for states() == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no state written %v after the last one", walshard.KeepAliveEvery)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	appendIDs(t, s, 1) // the handle is not fenced by its own keep-alive
+}
