@@ -34,6 +34,12 @@ type GCPolicy struct {
 	// of the policy says, and the consumer is told (its changes are a
 	// table.ChangesCollectedError naming the oldest version left).
 	ConsumerRetention time.Duration
+	// RetireShardsAfter: a shard that holds no row outside the table and
+	// whose every object is older than this is retired: its objects and
+	// fleet hints are deleted (see retire.go; default
+	// DefaultRetireShardsAfter, 24h; never less than
+	// MinRetireShardsAfter, 12h; negative: never).
+	RetireShardsAfter time.Duration
 	// DryRun lists what would go and deletes nothing.
 	DryRun bool
 	// Commit tunes the commits of a repair (see Repair).
@@ -58,6 +64,12 @@ func (p GCPolicy) withDefaults() GCPolicy {
 	if p.ConsumerRetention == 0 {
 		p.ConsumerRetention = table.DefaultConsumerRetention
 	}
+	if p.RetireShardsAfter == 0 {
+		p.RetireShardsAfter = DefaultRetireShardsAfter
+	}
+	if p.RetireShardsAfter > 0 {
+		p.RetireShardsAfter = max(p.RetireShardsAfter, MinRetireShardsAfter)
+	}
 	p.RetainFor = max(p.RetainFor, MinRetain)
 	p.SafetyAge = max(p.SafetyAge, MinRetain)
 	return p
@@ -76,6 +88,9 @@ type GCResult struct {
 	// GhostsDeleted: collected versions a stalled writer created again
 	// and died before taking away (created after a newer version).
 	GhostsDeleted []uint64
+	// ShardsRetired: shards whose objects the collection deleted (see
+	// GCPolicy.RetireShardsAfter).
+	ShardsRetired []string
 	// Plan is what the collection decided (see PlanGC); a dry run stops
 	// there.
 	Plan GCPlan
@@ -146,16 +161,28 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 		}
 		st.Manifests[v] = m
 	}
+	var shards []blob.ObjectInfo
 	for _, prefix := range []string{table.DataDir, table.DeletionsDir, table.IndicesDir, table.ShardsDir} {
 		for o, err := range blob.List(ctx, b, prefix, 0) {
 			if err != nil {
 				return res, err
 			}
 			st.Objects = append(st.Objects, o)
+			if prefix == table.ShardsDir {
+				shards = append(shards, o)
+			}
 		}
 	}
+	if st.Retired, err = retirable(ctx, b, shards, st.Manifests, p, now); err != nil {
+		return res, err
+	}
+	hints, err := fleetHints(ctx, b, st.Retired)
+	if err != nil {
+		return res, err
+	}
+	st.Objects = append(st.Objects, hints...)
 	plan := PlanGC(st, p, now)
-	res.Plan, res.VersionsKept, res.VersionsDeleted = plan, len(plan.Kept), plan.Versions
+	res.Plan, res.VersionsKept, res.VersionsDeleted, res.ShardsRetired = plan, len(plan.Kept), plan.Versions, plan.Retired
 	if p.DryRun {
 		for _, o := range plan.Objects {
 			res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
@@ -180,6 +207,7 @@ type GCState struct {
 	Objects   []blob.ObjectInfo          // data, deletion vectors, key indexes, shard objects and the Iceberg view's
 	Iceberg   layout.Refs                // what the table's Iceberg view holds on to (layout.ReadRefs)
 	Consumers []table.Consumer           // the named consumers' positions, read before the boundary
+	Retired   []string                   // shards to retire (their objects and fleet hints among Objects)
 }
 
 // GCPlan is what a collection deletes, decided from a GCState alone.
@@ -189,6 +217,7 @@ type GCPlan struct {
 	Kept     []uint64          // versions kept, newest first
 	Versions []uint64          // versions deleted, oldest first
 	Objects  []blob.ObjectInfo // objects no kept version references, old enough, and eligible
+	Retired  []string          // shards retired: their objects among Objects, epoch claims last
 }
 
 // String prints the plan: what `strata gc --dry-run` shows.
@@ -290,17 +319,23 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 	newest := st.Manifests[plan.Kept[0]]
 	eligible := func(key string) bool {
 		if !strings.HasPrefix(key, table.ShardsDir) {
-			return true // data, deletion vectors, key indexes, the Iceberg view's objects
+			return true // data, deletion vectors, key indexes, the Iceberg view's objects, retired shards' fleet hints
+		}
+		if s, ok := shardOf(key); ok && slices.Contains(st.Retired, s) {
+			return true
 		}
 		shard, gen, ok := table.ParseGenerationKey(key)
 		return ok && newest != nil && gen <= newest.Shards[shard].Watermark
 	}
 	for _, o := range st.Objects {
-		if referenced[o.Key] || (now.Sub(o.ModTime) < p.SafetyAge && !plant.On(plant.GCWithoutSafetyAge)) || !eligible(o.Key) {
+		young := now.Sub(o.ModTime) < p.SafetyAge && !strings.HasPrefix(o.Key, table.FleetDir) // (a retired shard's hints: no upload makes them)
+		if referenced[o.Key] || (young && !plant.On(plant.GCWithoutSafetyAge)) || !eligible(o.Key) {
 			continue
 		}
 		plan.Objects = append(plan.Objects, o)
 	}
+	plan.Retired = st.Retired
+	retiredLast(plan.Objects, plan.Retired)
 	return plan
 }
 
@@ -354,6 +389,9 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return res, err
 		}
+	}
+	if err := reregister(ctx, b, plan.Retired); err != nil {
+		return res, err
 	}
 	if err := pruneOrphanRecords(ctx, b, now); err != nil {
 		return res, err

@@ -81,27 +81,8 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 		}
 		want[f.ID] = f
 	}
-	for _, f := range vectors {
-		if done, why, err := redoMergeVector(ctx, b, m, f, opts); err != nil {
-			return res, err
-		} else if done {
-			res.Rewritten = append(res.Rewritten, f.Key)
-			continue
-		} else if why != "" {
-			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
-			continue
-		}
-		v, why, err := undoDelete(ctx, b, m, f, orphaned, res.Undone, opts)
-		if err != nil {
-			return res, err
-		}
-		if why != "" {
-			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
-			continue
-		}
-		if !slices.Contains(res.Undone, v) {
-			res.Undone = append(res.Undone, v)
-		}
+	if unproven, err = repairVectors(ctx, b, m, vectors, orphaned, opts, &res); err != nil {
+		return res, err
 	}
 	for v := m.Version; v > 0 && len(want) > 0; v-- {
 		t, err := table.ReadTransaction(ctx, b, v)
@@ -149,6 +130,38 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 			Detail: "nothing proves the commits that added them were never acknowledged, so they are not undone: " + strings.Join(unproven, "; ")}
 	}
 	return res, nil
+}
+
+// repairVectors repairs the missing deletion vectors of the newest
+// version m: a merge's written again, a delete never acknowledged taken
+// back (an upsert once, whatever number of its vectors are gone). It
+// records what it did in res and returns the vectors it could not repair,
+// and why.
+func repairVectors(ctx context.Context, b blob.Bucket, m *table.Manifest, vectors []table.Fragment, orphaned map[string]time.Time, opts *commit.Options, res *RepairResult) ([]string, error) {
+	var unproven []string
+	for _, f := range vectors {
+		if done, why, err := redoMergeVector(ctx, b, m, f, opts); err != nil {
+			return unproven, err
+		} else if done {
+			res.Rewritten = append(res.Rewritten, f.Key)
+			continue
+		} else if why != "" {
+			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
+			continue
+		}
+		v, why, err := undoDelete(ctx, b, m, f, orphaned, res.Undone, opts)
+		if err != nil {
+			return unproven, err
+		}
+		if why != "" {
+			unproven = append(unproven, fmt.Sprintf("%s (the deletion vector of fragment %d: %s)", f.Key, f.ID, why))
+			continue
+		}
+		if !slices.Contains(res.Undone, v) {
+			res.Undone = append(res.Undone, v)
+		}
+	}
+	return unproven, nil
 }
 
 // undoDelete takes back the delete that gave fragment f (of the newest

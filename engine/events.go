@@ -119,7 +119,8 @@ func LoggingListener(log *slog.Logger) EventListener {
 				return
 			}
 			log.Info("gc", "table", i.Table, "dry_run", i.DryRun, "boundary", r.Boundary, "versions_kept", r.VersionsKept,
-				"versions_deleted", len(r.VersionsDeleted), "objects_deleted", len(r.ObjectsDeleted), "bytes_freed", r.BytesFreed)
+				"versions_deleted", len(r.VersionsDeleted), "objects_deleted", len(r.ObjectsDeleted), "bytes_freed", r.BytesFreed,
+				"shards_retired", len(r.ShardsRetired))
 		},
 		AdoptionEnd: func(i AdoptionInfo) {
 			if i.Err != nil {

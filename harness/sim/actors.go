@@ -309,29 +309,6 @@ func (w *world) compactOp(a *actor) (string, string) {
 	return "compact", fmt.Sprintf("%d -> %d fragments at v%d: %s", res.FragmentsBefore, res.FragmentsAfter, res.Version, short(err))
 }
 
-func (w *world) gcPolicy(a *actor) *compactor.GCPolicy {
-	return &compactor.GCPolicy{KeepVersions: 1 + w.intn(3), RetainFor: compactor.MinRetain, SafetyAge: compactor.MinRetain,
-		ConsumerRetention: consumerRetention, Commit: w.commitOptions(a)}
-}
-
-func (w *world) gcOp(a *actor) (string, string) {
-	if d := []time.Duration{0, time.Minute, 6 * time.Minute}[w.intn(3)]; d > 0 {
-		w.clock.Advance(d)
-	}
-	res, err := w.db(a).GC(w.ctx, engine.GCOptions{Policy: w.gcPolicy(a), Now: w.clock.Now()})
-	var gens []string
-	for _, k := range res.ObjectsDeleted {
-		if shard, gen, ok := table.ParseGenerationKey(k); ok {
-			gens = append(gens, fmt.Sprintf("%s/%d", shard, gen))
-		}
-	}
-	repaired := ""
-	if len(res.Repaired) > 0 {
-		repaired = fmt.Sprintf(", repaired %v", res.Repaired)
-	}
-	return "gc", fmt.Sprintf("boundary v%d, %d versions and %d objects deleted (generations %v) %v%s: %s", res.Boundary, len(res.VersionsDeleted), len(res.ObjectsDeleted), gens, res.ObjectsDeleted, repaired, short(err))
-}
-
 // Readers.
 
 func (w *world) readerOp(a *actor, rec *opRecord) (string, string) {

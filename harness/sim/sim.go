@@ -245,6 +245,7 @@ type world struct {
 
 	mu     sync.Mutex // guards rng, rep counters, trace
 	rng    *rand.Rand
+	pauses *rand.Rand // long pauses of the whole fleet (gcOp)
 	rep    Report
 	trace  []string
 	actors []*actor
@@ -341,6 +342,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	// found defects before they existed run as they did.
 	w.shardUpserts = w.upserters > 0 && mix(cfg.Seed^0x613e)%2 == 0
 	w.side = rand.New(rand.NewPCG(cfg.Seed, 0x5a3d))
+	w.pauses = rand.New(rand.NewPCG(cfg.Seed, 0x12e7))
 	for _, a := range w.actors {
 		if a.kind == kFollower {
 			a.follow = &follower{rows: map[int64]int{}}

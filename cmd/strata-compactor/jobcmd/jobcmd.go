@@ -121,6 +121,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
 	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
 	fs.DurationVar(&f.consumerRetention, "consumer-retention", table.DefaultConsumerRetention, "GC: versions a named consumer has not read are kept while younger than this")
+	fs.DurationVar(&f.retireShards, "retire-shards-after", compactor.DefaultRetireShardsAfter, "GC: delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
 	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
 	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
@@ -136,7 +137,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 // them is a usage error, from the command line or the environment.
 func boundFlags(fs *pflag.FlagSet) {
 	cli.Bound(fs, "keep-versions", 1, cli.Unlimited)
-	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after", "consumer-retention"} {
+	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after", "consumer-retention", "retire-shards-after"} {
 		cli.Bound(fs, n, 0, cli.Unlimited)
 	}
 	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
@@ -146,18 +147,18 @@ func boundFlags(fs *pflag.FlagSet) {
 
 // jobFlags is what the command line gave.
 type jobFlags struct {
-	tables, under                  []string
-	once, dryRun, noGC, noFleet    bool
-	iceberg                        bool
-	interval, leaseTTL, adoptAfter time.Duration
-	retain, safety                 time.Duration
-	consumerRetention              time.Duration
-	keepV                          int
-	part, parts                    int
-	partSet                        bool   // --part or STRATA_PART given
-	jobIndex                       string // JOB_COMPLETION_INDEX
-	policy                         *policyflag.Flags
-	holder, metricsListen          string
+	tables, under                   []string
+	once, dryRun, noGC, noFleet     bool
+	iceberg                         bool
+	interval, leaseTTL, adoptAfter  time.Duration
+	retain, safety                  time.Duration
+	consumerRetention, retireShards time.Duration
+	keepV                           int
+	part, parts                     int
+	partSet                         bool   // --part or STRATA_PART given
+	jobIndex                        string // JOB_COMPLETION_INDEX
+	policy                          *policyflag.Flags
+	holder, metricsListen           string
 }
 
 // runJob runs the Job as the flags say and returns the exit status.
@@ -189,7 +190,7 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 	opts := job.Options{
 		Tables:     tables,
 		Policy:     policy,
-		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention},
+		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention, RetireShardsAfter: neverIfZero(f.retireShards)},
 		NoGC:       f.noGC,
 		Iceberg:    f.iceberg,
 		Export:     IcebergExport,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,7 +77,10 @@ func newGC(env *Env) *cobra.Command {
 every tagged version; it deletes the other manifests (after writing the GC
 boundary) and the objects no kept version references that are older than
 --safety-age. The versions a named consumer (strata follow --consumer) has
-not read are kept while younger than --consumer-retention.`,
+not read are kept while younger than --consumer-retention. A shard that
+holds nothing outside the table and has written nothing for
+--retire-shards-after (a worker gone for good) is retired: its objects go;
+the table keeps its record, so the shard opens again under its name.`,
 		Example: `  strata gc file://./strata-demo/rollouts --dry-run
   strata gc file://./strata-demo/rollouts --keep-versions 3 --retain 10m`,
 		Args: exactArgs(1),
@@ -86,6 +90,9 @@ not read are kept while younger than --consumer-retention.`,
 				return err
 			}
 			defer db.Close()
+			if p.RetireShardsAfter == 0 {
+				p.RetireShardsAfter = -1 // 0 on the command line: never
+			}
 			res, err := db.GC(c.Context(), engine.GCOptions{Policy: &p})
 			for _, v := range res.Repaired {
 				fmt.Fprintf(env.Out, "undid v%d: its data was collected before it landed, so it was never acknowledged\n", v)
@@ -99,6 +106,9 @@ not read are kept while younger than --consumer-retention.`,
 			}
 			fmt.Fprintf(env.Out, "boundary v%d; kept %d versions; deleted %d versions and %d objects (%d bytes)\n",
 				res.Boundary, res.VersionsKept, len(res.VersionsDeleted), len(res.ObjectsDeleted), res.BytesFreed)
+			if len(res.ShardsRetired) > 0 {
+				fmt.Fprintf(env.Out, "retired %d shards: %s\n", len(res.ShardsRetired), strings.Join(res.ShardsRetired, ", "))
+			}
 			return nil
 		},
 	}
@@ -108,8 +118,9 @@ not read are kept while younger than --consumer-retention.`,
 	f.DurationVar(&p.RetainFor, "retain", time.Hour, "versions younger than this are kept (at least 5m)")
 	f.DurationVar(&p.SafetyAge, "safety-age", time.Hour, "unreferenced objects younger than this are kept (at least 5m)")
 	f.DurationVar(&p.ConsumerRetention, "consumer-retention", table.DefaultConsumerRetention, "versions a named consumer has not read are kept while younger than this")
+	f.DurationVar(&p.RetireShardsAfter, "retire-shards-after", compactor.DefaultRetireShardsAfter, "delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
 	atLeast(c, 1, "keep-versions")
-	atLeast(c, 0, "retain", "safety-age", "consumer-retention")
+	atLeast(c, 0, "retain", "safety-age", "consumer-retention", "retire-shards-after")
 	return c
 }
 

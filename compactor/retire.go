@@ -1,0 +1,186 @@
+package compactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// Shard retirement. A shard whose owner is gone for good (a pod of a
+// Deployment, replaced at every rollout under a new name) keeps its
+// claims, states and fences forever, and its registration, once its rows
+// are merged or adopted. Garbage collection retires a shard that holds no
+// row outside the table (walshard.HoldsNothing) and whose every object is
+// older than GCPolicy.RetireShardsAfter: it deletes its objects but the
+// generations a kept version references (which go later as any other),
+// and its fleet hints; the WAL first, the epoch claims last (retiredLast).
+// A shard waits while its WAL holds an entry a kept version references
+// (merged as a part), until compaction has replaced it, so that a
+// retired shard's WAL is empty; and while its newest claim is newer than
+// the epoch the table records for it: that owner has merged nothing
+// since it opened the shard and may be live, and an owner opening the
+// shard again must claim above it.
+//
+// The table's record of the shard (its watermark and epoch) stays: an
+// owner that opens the shard again claims an epoch above it and writes
+// above the watermark (walshard.Open); an old owner that wakes finds its
+// claim gone, or a newer one, before it writes (the WAL, a state), and is
+// fenced. An open shard, however idle, writes its state every
+// walshard.KeepAliveEvery, so a live owner's shard is not retired.
+
+// DefaultRetireShardsAfter is GCPolicy.RetireShardsAfter's default, and
+// MinRetireShardsAfter its floor: twice walshard.KeepAliveEvery.
+const (
+	DefaultRetireShardsAfter = 24 * time.Hour
+	MinRetireShardsAfter     = 2 * walshard.KeepAliveEvery
+)
+
+// retirable returns the shards of objects (a listing of ShardsDir) that
+// may be retired at now: every object older than the retirement age, no
+// WAL entry a kept version references (an entry merged as a part: the
+// shard waits for compaction to replace it, so that a retired shard's WAL
+// is empty and an owner opening it again replays nothing), no claim
+// newer than the epoch the newest kept version records for the shard,
+// and nothing held outside that version. It reads the state and the WAL's
+// newest entries of those alone.
+func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, kept map[uint64]*table.Manifest, p GCPolicy, now time.Time) ([]string, error) {
+	newest := newestOf(kept)
+	if p.RetireShardsAfter < 0 || newest == nil {
+		return nil, nil
+	}
+	referenced := map[string]bool{}
+	for _, m := range kept {
+		for _, f := range m.Fragments {
+			referenced[f.Key] = true
+		}
+	}
+	quiet := map[string]bool{}
+	for _, o := range objects {
+		shard, ok := shardOf(o.Key)
+		if !ok {
+			continue
+		}
+		ok = now.Sub(o.ModTime) >= p.RetireShardsAfter && !(referenced[o.Key] && strings.HasPrefix(o.Key, table.WALDir(shard)))
+		if e, claim := table.ParseShardKey(table.ShardEpochsDir(shard), o.Key); claim && e > newest.Shards[shard].Epoch {
+			ok = false
+		}
+		if q, seen := quiet[shard]; !seen || q {
+			quiet[shard] = ok
+		}
+	}
+	var out []string
+	for _, shard := range slices.Sorted(maps.Keys(quiet)) {
+		if !quiet[shard] {
+			continue
+		}
+		empty, err := walshard.HoldsNothing(ctx, b, shard, newest.Shards[shard].Watermark)
+		if err != nil {
+			return nil, fmt.Errorf("compactor: gc: shard %q: %w", shard, err)
+		}
+		if empty {
+			out = append(out, shard)
+		}
+	}
+	return out, nil
+}
+
+// shardOf is the shard a key under ShardsDir belongs to.
+func shardOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, table.ShardsDir)
+	if !ok {
+		return "", false
+	}
+	shard, _, ok := strings.Cut(rest, "/")
+	return shard, ok && shard != ""
+}
+
+// fleetHints lists the fleet objects of the shards retired: their
+// registration, and their merge and pending hints.
+func fleetHints(ctx context.Context, b blob.Bucket, shards []string) ([]blob.ObjectInfo, error) {
+	var out []blob.ObjectInfo
+	for _, shard := range shards {
+		for _, prefix := range []string{table.FleetShardsDir + shard, table.FleetMergedDir + shard + "/", table.FleetPendingDir + shard + "/"} {
+			for o, err := range blob.List(ctx, b, prefix, 0) {
+				if err != nil {
+					return nil, err
+				}
+				if o.Key == prefix || strings.HasSuffix(prefix, "/") {
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// retiredLast orders the objects of retired shards for deletion, after
+// everything else: the WAL, then generations and quarantined entries, the
+// states, the fleet hints, and the epoch claims last. A retirement cut
+// short leaves a shard that opens as well as before: its state is there
+// while any WAL entry is (an owner replays nothing below the state's
+// flushed position), and until the last claim goes an old owner still
+// meets a newer claim (or finds its own gone).
+func retiredLast(objects []blob.ObjectInfo, retired []string) {
+	if len(retired) == 0 {
+		return
+	}
+	slices.SortStableFunc(objects, func(a, c blob.ObjectInfo) int {
+		return retireRank(a.Key, retired) - retireRank(c.Key, retired)
+	})
+}
+
+// retireRank is a key's place in retiredLast's order (0: not a retired
+// shard's, or its WAL).
+func retireRank(key string, retired []string) int {
+	if strings.HasPrefix(key, table.FleetDir) {
+		return 3 // (a retired shard's: GC lists no other)
+	}
+	shard, ok := shardOf(key)
+	switch {
+	case !ok || !slices.Contains(retired, shard), strings.HasPrefix(key, table.WALDir(shard)):
+		return 0
+	case strings.HasPrefix(key, table.ShardStatesDir(shard)):
+		return 2
+	case strings.HasPrefix(key, table.ShardEpochsDir(shard)):
+		return 4
+	}
+	return 1
+}
+
+// reregister puts back the registration of a retired shard that a new
+// owner opened while it was retired (a claim is there that the
+// collection did not list), so that sweeps for abandoned shards see it.
+func reregister(ctx context.Context, b blob.Bucket, shards []string) error {
+	for _, shard := range shards {
+		page, err := b.ListPage(ctx, table.ShardEpochsDir(shard), "", 1)
+		if err != nil {
+			return err
+		}
+		if len(page.Objects) == 0 {
+			continue
+		}
+		if err := b.PutIfAbsent(ctx, table.FleetShardsDir+shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
+			return fmt.Errorf("compactor: gc: registering shard %q again, opened while it was retired: %w", shard, err)
+		}
+	}
+	return nil
+}
+
+// newestOf is the newest of the kept versions' manifests (nil: none).
+func newestOf(ms map[uint64]*table.Manifest) *table.Manifest {
+	var newest *table.Manifest
+	for _, m := range ms {
+		if newest == nil || m.Version > newest.Version {
+			newest = m
+		}
+	}
+	return newest
+}
