@@ -127,7 +127,7 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	// The state first: a create at the next sequence number succeeds only
 	// on the newest state, whatever a lagging listing showed, so its
 	// flushed position is the true one; the fence goes above it.
-	state, err := s.takeOver(ctx)
+	state, err := s.takeOver(ctx, rec.Epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +236,9 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 }
 
 // takeOver writes a state object in this epoch at the next sequence
-// number, so that the old owner's next state write fails.
-func (s *Shard) takeOver(ctx context.Context) (*State, error) {
+// number, so that the old owner's next state write fails. recorded is the
+// epoch the table records for the shard.
+func (s *Shard) takeOver(ctx context.Context, recorded uint64) (*State, error) {
 	for range 100 {
 		cur, err := readState(ctx, s.b, s.l)
 		if err != nil {
@@ -255,6 +256,11 @@ func (s *Shard) takeOver(ctx context.Context) (*State, error) {
 		w := s.mu.gens.watermark
 		s.mu.Unlock()
 		next.WALFlushed, next.NextGen = max(next.WALFlushed, w), max(next.NextGen, w+1)
+		if cur.Seq == 0 && recorded > 0 {
+			if next.WALFlushed, err = s.strays(ctx, next.WALFlushed, recorded); err != nil {
+				return nil, err
+			}
+		}
 		err = writeState(ctx, s.b, s.l, &next)
 		if err == nil {
 			s.mu.Lock()
@@ -267,6 +273,35 @@ func (s *Shard) takeOver(ctx context.Context) (*State, error) {
 		}
 	}
 	return nil, fmt.Errorf("walshard: shard %q: could not take over the state", s.id)
+}
+
+// strays returns the flushed position of a shard the table records that
+// has no state (garbage collection retired it): above the watermark w,
+// the WAL holds only what an owner fenced by an epoch the table records
+// wrote after the retirement, never acknowledged (an append paused between
+// its check of the claims and its write) — every entry of an older epoch
+// than recorded was flushed by the owner of that epoch before its merge.
+// When every entry there is such a one, they are passed over (the
+// flushed position is the newest); otherwise it stays w and replay
+// judges them.
+func (s *Shard) strays(ctx context.Context, w, recorded uint64) (uint64, error) {
+	end, err := s.walEnd(ctx)
+	if err != nil || end <= w {
+		return w, err
+	}
+	for pos := w + 1; pos <= end; pos++ {
+		e, err := s.readEntry(ctx, pos, true)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return w, err
+		}
+		if e.epoch >= recorded {
+			return w, nil
+		}
+	}
+	return end, nil
 }
 
 func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*entry, error) {
