@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers the tests run against into .tools/bin, pinned, and
-# reuses them when the pinned versions are already there. Needs only Go.
+# reuses them when the pinned versions are already there (needs only Go);
+# and pandas for the Python client's DataFrame tests: Debian's package, for
+# the system python3, where apt-get is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +28,10 @@ install fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION" &
 p2=$!
 wait $p1
 wait $p2
+
+if ! /usr/bin/python3 -c "import pandas" 2>/dev/null && command -v apt-get >/dev/null; then
+  echo "installing Debian's python3-pandas for the Python client's tests (once; about a minute)" >&2
+  apt-get install -y -q python3-pandas >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q python3-pandas >/dev/null 2>&1; } ||
+    echo "python3-pandas could not be installed: the DataFrame tests fail under CI=true" >&2
+fi

@@ -8,11 +8,9 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/internal/jsonrows"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -144,38 +142,21 @@ func scanOptions(r *http.Request) (table.ScanOptions, error) {
 	return o, nil
 }
 
-// wantsJSONLines tells the answer's format: format=jsonl or format=arrow,
-// or without format= JSON lines when Accept asks for them and Arrow IPC
-// otherwise.
-func wantsJSONLines(r *http.Request) bool {
-	switch r.URL.Query().Get("format") {
-	case "jsonl":
-		return true
-	case "arrow":
-		return false
-	}
-	return strings.Contains(r.Header.Get("Accept"), NDJSON)
-}
-
-// writeRows streams batches as Arrow IPC or JSON lines, at most limit
-// rows (< 0: all; 0: none, the schema alone in Arrow IPC).
+// writeRows streams batches as Arrow IPC, JSON lines or CSV (see
+// answerFormat), at most limit rows (< 0: all; 0: none, the schema alone
+// in Arrow IPC, the header in CSV).
 func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow.Schema, limit int64, batches func(yield func(arrow.RecordBatch, error) bool)) error {
 	if limit == 0 {
 		batches = func(func(arrow.RecordBatch, error) bool) {}
 	}
-	jsonl := wantsJSONLines(r)
-	jl := jsonrows.New(w)
-	var iw *ipc.Writer
-	started := false
-	start := func() {
-		started = true
-		if jsonl {
-			w.Header().Set("Content-Type", NDJSON)
-		} else {
-			w.Header().Set("Content-Type", ArrowStream)
-			iw = ipc.NewWriter(w, ipc.WithSchema(schema))
-		}
-		w.WriteHeader(http.StatusOK)
+	format, err := answerFormat(r)
+	if err != nil {
+		return err
+	}
+	var enc rowEncoder
+	start := func() error {
+		enc, err = newEncoder(w, format, schema)
+		return err
 	}
 	var n int64
 	// Mid-stream, the status is sent: a failure cuts the connection
@@ -191,46 +172,36 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 	}
 	for rec, err := range batches {
 		if err != nil {
-			if !started {
+			if enc == nil {
 				return err
 			}
 			cut(err)
 			return nil
 		}
-		if !started {
-			start()
+		if enc == nil {
+			if err := start(); err != nil {
+				return err
+			}
 		}
 		if limit > 0 && n+rec.NumRows() > limit {
 			rec = rec.NewSlice(0, limit-n)
 			defer rec.Release()
 		}
 		n += rec.NumRows()
-		if jsonl {
-			if err := jl.Write(rec); err != nil {
-				cut(err)
-				return nil
-			}
-		} else {
-			// The batch in the writer's very types (see table.TypesEqual).
-			out := table.WithTypesOf(schema, rec)
-			err := iw.Write(out)
-			out.Release()
-			if err != nil {
-				cut(err)
-				return nil
-			}
+		if err := enc.write(rec); err != nil {
+			cut(err)
+			return nil
 		}
 		if limit > 0 && n >= limit {
 			break
 		}
 	}
-	if !started {
-		start()
+	if enc == nil {
+		if err := start(); err != nil {
+			return err
+		}
 	}
-	if iw != nil {
-		return iw.Close()
-	}
-	return nil
+	return enc.close()
 }
 
 func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState) error {

@@ -1,6 +1,7 @@
 """Tests of the Python client against a real ``strata serve`` (STRATA_BIN, or
 built with ``go build`` from the repository)."""
 
+import importlib.util
 import math
 import os
 import shutil
@@ -56,6 +57,7 @@ class ServerTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        cls.c.close()
         cls.proc.terminate()
         cls.proc.wait(timeout=30)
         cls.proc.stderr.close()
@@ -260,6 +262,56 @@ class ServerTest(unittest.TestCase):
         with self.assertRaises(StrataError) as e:
             list(self.c.scan("missing"))
         self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
+
+    def test_requests_share_kept_alive_connections(self):
+        opened = []
+        with Client(self.url) as c:
+            new = c._conns._new
+            c._conns._new = lambda: opened.append(1) or new()
+            c.create_table("kept", SCHEMA)
+            for i in range(10):
+                c.append("kept", self.rows(i * 10, 10))
+                self.assertEqual(len(list(c.scan("kept", fresh=True, columns=["id"]))), (i + 1) * 10)
+            self.assertEqual(c.describe("kept")["name"], "kept")
+        self.assertEqual(len(opened), 1, "22 requests one after the other opened %d connections" % len(opened))
+
+    def test_dataframes_round_trip_nan_and_infinity_in_schema_order(self):
+        if importlib.util.find_spec("pandas") is None:
+            if os.environ.get("CI", "") not in ("", "0", "false"):
+                self.fail("pandas is missing: the test command installs it (scripts/install-test-deps.sh)")
+            self.skipTest("pandas is not installed")
+        import pandas as pd
+
+        c = self.c
+        c.create_table("frames", SCHEMA)
+        df = pd.DataFrame({"reward": [float("nan"), float("inf"), float("-inf"), 0.0, 2.5],
+                           "id": [1, 2, 3, 4, 5], "worker": ["a", "b", "c", "d", "e"]})
+        self.assertEqual(c.append("frames", df), 5)
+        for fresh in (True, False):
+            if not fresh:
+                c.checkpoint_lsm("frames")
+            got = c.scan_dataframe("frames", fresh=fresh).sort_values("id").reset_index(drop=True)
+            self.assertEqual(list(got.columns), ["id", "worker", "reward"])  # the schema's order
+            self.assertEqual([str(t) for t in got.dtypes], ["int64", "object", "float64"])
+            pd.testing.assert_frame_equal(got, df[["id", "worker", "reward"]])
+        stored = {r["id"]: r["reward"] for r in c.scan("frames")}
+        self.assertTrue(math.isnan(stored[1]))  # NaN stored as NaN, not null
+        some = c.scan_dataframe("frames", columns=["reward", "id"], filter="reward > 1")
+        self.assertEqual(list(some.columns), ["reward", "id"])
+        self.assertEqual(sorted(some["id"]), [2, 5])
+        empty = c.scan_dataframe("frames", filter="id > 100")
+        self.assertEqual((len(empty), list(empty.columns)), (0, ["id", "worker", "reward"]))
+        # Binary values, nullable integers, timestamps (read as JSON lines).
+        c.create_table("blobs", [{"name": "id", "type": "int64"}, {"name": "n", "type": "int32", "nullable": True},
+                                 {"name": "at", "type": "timestamp_us"}, {"name": "blob", "type": "binary", "nullable": True}])
+        blobs = pd.DataFrame({"id": [1, 2], "n": pd.array([7, None], dtype="Int32"),
+                              "at": pd.to_datetime(["2026-01-02 03:04:05.000006", "2026-01-02 03:04:06"], utc=True),
+                              "blob": [b"\x00\xffraw", None]})
+        self.assertEqual(c.append("blobs", blobs), 2)
+        got = c.scan_dataframe("blobs", fresh=True).sort_values("id").reset_index(drop=True)
+        self.assertEqual(list(got["blob"]), [b"\x00\xffraw", None])
+        self.assertEqual(list(got["n"].astype(object)), [7, pd.NA])
+        self.assertEqual(list(got["at"]), list(blobs["at"]))
 
     @unittest.skipUnless(__import__("importlib").util.find_spec("pyarrow"), "pyarrow is not installed")
     def test_arrow(self):

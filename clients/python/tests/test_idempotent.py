@@ -114,6 +114,7 @@ class LostAnswersTest(unittest.TestCase):
         self.addCleanup(proxy.server_close)
         self.addCleanup(proxy.shutdown)
         c = Client(f"http://127.0.0.1:{proxy.server_address[1]}")
+        self.addCleanup(c.close)
         c.create_table("t", [{"name": "id", "type": "int64"}])
         acked, errors = [], []
 
@@ -142,6 +143,7 @@ class LostAnswersTest(unittest.TestCase):
         self.assertEqual(len(acked), 4000)
         self.assertGreater(proxy.lost, 0, "no answer was lost: the test tested nothing")
         direct = Client(f"http://127.0.0.1:{self.port}")
+        self.addCleanup(direct.close)
         direct.checkpoint_lsm("t")
         ids = [r["id"] for r in direct.scan("t", columns=["id"])]
         print(f"{proxy.lost} answers lost; {len(ids)} rows stored", file=sys.stderr)
