@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the servers the tests run against into .tools/bin, pinned, and
 # reuses them when the pinned versions are already there (needs only Go);
-# and pandas for the Python client's DataFrame tests: Debian's package, for
-# the system python3, where apt-get is there.
+# and, where apt-get is there, Debian's packages of pandas (for the Python
+# client's DataFrame tests, with the system python3) and of Prometheus (for
+# promtool, which tests the alert rules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,4 +35,11 @@ if ! /usr/bin/python3 -c "import pandas" 2>/dev/null && command -v apt-get >/dev
   apt-get install -y -q python3-pandas >/dev/null 2>&1 ||
     { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q python3-pandas >/dev/null 2>&1; } ||
     echo "python3-pandas could not be installed: the DataFrame tests fail under CI=true" >&2
+fi
+
+if ! command -v promtool >/dev/null && command -v apt-get >/dev/null; then
+  echo "installing Debian's prometheus for promtool (once; about 20 s)" >&2
+  apt-get install -y -q prometheus >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q prometheus >/dev/null 2>&1; } ||
+    echo "prometheus (promtool) could not be installed: the alert rules' tests fail under CI=true" >&2
 fi

@@ -49,6 +49,16 @@ elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; th
 else
   echo "python3 is missing: skipping the Python client's tests" >&2
 fi
+# The alert rules: each fires when it should and only then.
+if command -v promtool >/dev/null; then
+  promtool check rules deploy/prometheus-rules.yaml
+  promtool test rules deploy/prometheus-rules.test.yaml
+elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
+  echo "promtool is missing: the alert rules cannot be tested" >&2
+  exit 1
+else
+  echo "promtool is missing: skipping the alert rules' tests" >&2
+fi
 # The simulation's planted defects exist only in a build with the tag
 # strata_plant; each must be found within the campaign's seeds. Vet and
 # staticcheck look at that build too.
