@@ -22,7 +22,8 @@ const (
 // commit that stalled past garbage collection is undone, and its name
 // forgotten), and a commit whose writer died before undoing it still
 // records its name while its data is gone. So: a version after cur, read
-// by name, means catching up first; then the recorded version's fragments
+// by name, or cur itself collected (a handle that saw nothing for long),
+// means catching up first; then the recorded version's fragments
 // must be there — if they are lost, the commit is undone here, as its
 // writer would have, and the append is to be made anew.
 func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, at uint64, o Options) (int, error) {
@@ -30,7 +31,16 @@ func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, at 
 	err := retryTransient(ctx, o, func() error {
 		_, err := b.Attributes(ctx, table.ManifestKey(cur.Version+1))
 		newer = err == nil
-		if errors.Is(err, blob.ErrNotFound) {
+		if !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		// No version after cur — or cur is so old that garbage collection
+		// took the one after it, and cur with it (a collection takes the
+		// oldest first, and never the newest): cur must still be there to
+		// be the latest.
+		_, err = b.Attributes(ctx, table.ManifestKey(cur.Version))
+		newer = errors.Is(err, blob.ErrNotFound)
+		if newer {
 			return nil
 		}
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 )
 
@@ -29,7 +30,9 @@ import (
 //     version's transaction rebuilds it (TestRecordsSurviveOtherCommitsAndReplay);
 //   - a create with rows sent again answers its version 1 (TestACreateSentAgainUnderItsKeyAnswersItsVersion);
 //   - a recorded append whose data garbage collection took is not taken
-//     for stored (TestARetryOfAnAppendWhoseDataWasLostStoresItAgain).
+//     for stored (TestARetryOfAnAppendWhoseDataWasLostStoresItAgain), nor
+//     one taken back that a handle still holds, its versions collected
+//     (TestARetryFromAStaleHandleAfterItsAppendWasTakenBackAndCollected).
 
 func idempotentTable(t *testing.T) (blob.Bucket, *commit.Table) {
 	t.Helper()
@@ -349,5 +352,49 @@ func TestARetryOfAnAppendWhoseDataWasLostStoresItAgain(t *testing.T) {
 	}
 	if got := latestIDs(t, under); !slices.Equal(got, []int64{7, 8, 9}) {
 		t.Fatalf("table holds %v, want 7, 8, 9 once", got)
+	}
+}
+
+// A handle that last saw the version of its named append retries it, hours
+// later, after that append was taken back (its data lost in a stall) and a
+// collection took both versions: the handle's version and the one after
+// it gone, the retry must catch up, not take the collected version for a
+// stored append (simulation seed 4987, which lost the rows so).
+func TestARetryFromAStaleHandleAfterItsAppendWasTakenBackAndCollected(t *testing.T) {
+	b := open(t, "mem://")
+	createIDTable(t, b)
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	tb, err := commit.OpenTable(ctx, b, &commit.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := table.Idempotency{Producer: "stale", Seq: 1}
+	first := appendOnce(t, tb, key, 7, 8, 9)                         // v2, the handle's newest
+	if err := commit.Undo(ctx, b, first.Manifest, nil); err != nil { // v3: taken back, the name forgotten
+		t.Fatal(err)
+	}
+	other, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // v4..v6
+		rec := idBatch(int64(100 + i))
+		if _, err := other.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	offset.Store(int64(2 * time.Hour))
+	gc, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 2}, now())
+	if err != nil || !slices.Contains(gc.VersionsDeleted, 2) || !slices.Contains(gc.VersionsDeleted, 3) {
+		t.Fatalf("the collection: %v, %v; want v2 and v3 collected", gc.VersionsDeleted, err)
+	}
+	res := appendOnce(t, tb, key, 7, 8, 9)
+	if res.Duplicate {
+		t.Fatalf("the retry was told its append was stored at v%d, which was taken back", res.Version)
+	}
+	if got := latestIDs(t, b); !slices.Equal(got, []int64{7, 8, 9, 100, 101, 102}) {
+		t.Fatalf("table holds %v, want 7, 8, 9 and 100..102 once", got)
 	}
 }
