@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			panic(err)
 		}
-		for _, c := range []string{"strata", "strata-compactor"} {
+		for _, c := range []string{"strata", "strata-compactor", "strata-iceberg", "strata-sim"} {
 			// -buildvcs=true: the binaries carry the checkout's revision,
 			// as a release build does, whatever GOFLAGS says.
 			cmd := exec.Command("go", "build", "-buildvcs=true", "-o", filepath.Join(dir, c), "./cmd/"+c)
