@@ -182,7 +182,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	}
 	st.Objects = append(st.Objects, hints...)
 	plan := PlanGC(st, p, now)
-	res.Plan, res.VersionsKept, res.VersionsDeleted, res.ShardsRetired = plan, len(plan.Kept), plan.Versions, plan.Retired
+	res.Plan, res.VersionsKept, res.VersionsDeleted, res.ShardsRetired = plan, len(plan.Kept), plan.Versions, plan.Retired // (those fenced, once deleting)
 	if p.DryRun {
 		for _, o := range plan.Objects {
 			res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
@@ -364,7 +364,20 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 			return res, err
 		}
 	}
-	doomed := plan.Objects
+	// Retired shards are fenced first, by a claim of the collector's own:
+	// an owner that wakes while the retirement runs, or after it was cut
+	// short, meets a newer claim before it writes (see retire.go).
+	fenced, claims, err := fenceRetired(ctx, b, plan.Retired, st.Objects)
+	if err != nil {
+		return res, err
+	}
+	doomed := slices.DeleteFunc(slices.Clone(plan.Objects), func(o blob.ObjectInfo) bool {
+		shard, ok := shardOf(o.Key)
+		if !ok && strings.HasPrefix(o.Key, table.FleetDir) {
+			shard, ok = fleetShardOf(o.Key)
+		}
+		return ok && slices.Contains(plan.Retired, shard) && !slices.Contains(fenced, shard)
+	})
 	if len(doomed) > 0 {
 		// The orphan record goes in before looking for versions created
 		// since the listing (see table.OrphanRecord): a commit that lands
@@ -390,7 +403,13 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 			return res, err
 		}
 	}
-	if err := reregister(ctx, b, plan.Retired); err != nil {
+	for _, k := range claims { // the collector's own claims, last of all
+		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return res, err
+		}
+	}
+	res.ShardsRetired = fenced
+	if err := reregister(ctx, b, fenced); err != nil {
 		return res, err
 	}
 	if err := pruneOrphanRecords(ctx, b, now); err != nil {

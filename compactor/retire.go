@@ -21,7 +21,14 @@ import (
 // row outside the table (walshard.HoldsNothing) and whose every object is
 // older than GCPolicy.RetireShardsAfter: it deletes its objects but the
 // generations a kept version references (which go later as any other),
-// and its fleet hints; the WAL first, the epoch claims last (retiredLast).
+// and its fleet hints; the WAL first (newest first, so that what is left
+// of it is a run from its start), the epoch claims last (retiredLast).
+// Before deleting anything the collector claims the next epoch itself
+// (RetiredBy, fenceRetired), and deletes that claim after everything
+// else: an owner that wakes while the retirement runs, or after it was
+// cut short, meets a newer claim before its next write and is fenced; a
+// retirement cut short leaves a shard that opens as any (its state while
+// any WAL entry is left) and is retired by a later collection.
 // A shard waits while its WAL holds an entry a kept version references
 // (merged as a part), until compaction has replaced it, so that a
 // retired shard's WAL is empty; and while its newest claim is newer than
@@ -70,7 +77,7 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 		}
 		ok = now.Sub(o.ModTime) >= p.RetireShardsAfter && !(referenced[o.Key] && strings.HasPrefix(o.Key, table.WALDir(shard)))
 		if e, claim := table.ParseShardKey(table.ShardEpochsDir(shard), o.Key); claim && e > newest.Shards[shard].Epoch {
-			ok = false
+			ok = ok && isRetirer(ctx, b, o.Key) // a retirement cut short: its own claim
 		}
 		if q, seen := quiet[shard]; !seen || q {
 			quiet[shard] = ok
@@ -183,4 +190,51 @@ func newestOf(ms map[uint64]*table.Manifest) *table.Manifest {
 		}
 	}
 	return newest
+}
+
+// RetiredBy is the body of the claim a collection makes on a shard it
+// retires: no owner writes under it.
+const RetiredBy = "strata garbage collection (retiring the shard)"
+
+// isRetirer tells whether the claim at key is a retiring collection's.
+func isRetirer(ctx context.Context, b blob.Bucket, key string) bool {
+	data, err := b.Get(ctx, key)
+	return err == nil && string(data) == RetiredBy
+}
+
+// fenceRetired claims, for each shard, the epoch after the newest listed
+// among objects, as RetiredBy. It returns the shards fenced and the
+// claims made; a shard whose next epoch another claimed first (an owner
+// opening it) is left alone.
+func fenceRetired(ctx context.Context, b blob.Bucket, shards []string, objects []blob.ObjectInfo) (fenced, claims []string, err error) {
+	for _, shard := range shards {
+		var top uint64
+		for _, o := range objects {
+			if e, ok := table.ParseShardKey(table.ShardEpochsDir(shard), o.Key); ok && e > top && strings.HasPrefix(o.Key, table.ShardEpochsDir(shard)) {
+				top = e
+			}
+		}
+		key := table.ShardEpochKey(shard, top+1)
+		switch err := b.PutIfAbsent(ctx, key, []byte(RetiredBy)); {
+		case errors.Is(err, blob.ErrExists):
+			if !isRetirer(ctx, b, key) {
+				continue // an owner opened it meanwhile
+			}
+		case err != nil:
+			return nil, nil, fmt.Errorf("compactor: gc: fencing shard %q to retire it: %w", shard, err)
+		}
+		fenced, claims = append(fenced, shard), append(claims, key)
+	}
+	return fenced, claims, nil
+}
+
+// fleetShardOf is the shard a key under FleetDir names.
+func fleetShardOf(key string) (string, bool) {
+	for _, dir := range []string{table.FleetShardsDir, table.FleetMergedDir, table.FleetPendingDir} {
+		if rest, ok := strings.CutPrefix(key, dir); ok {
+			shard, _, _ := strings.Cut(rest, "/")
+			return shard, shard != ""
+		}
+	}
+	return "", false
 }

@@ -1,15 +1,19 @@
 package compactor_test
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
@@ -126,4 +130,63 @@ func TestGCRetiresAQuietShardThatHoldsNothing(t *testing.T) {
 	if res, err := compactor.GC(ctx, b, nil, time.Now()); err != nil || len(res.ShardsRetired) != 0 {
 		t.Fatalf("the next collection: retired %v, %v", res.ShardsRetired, err)
 	}
+}
+
+// A retirement cut short (a delete failed) leaves the shard fenced by the
+// collector's claim: its owner, waking, is refused before it writes; the
+// shard opens as any; and a later collection finishes the retirement.
+func TestARetirementCutShortFencesTheOwnerAndIsFinishedLater(t *testing.T) {
+	dir := t.TempDir()
+	under := rolloutsTable(t, "file://"+dir, 0, 1, 10)
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	owner, err := walshard.Open(ctx, under, &walshard.Options{Shard: "frozen", Commit: commit.Options{Now: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
+	defer rec.Release()
+	if err := owner.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	age(t, dir, table.ShardDir("frozen"), 25*time.Hour)
+	age(t, dir, table.FleetDir, 25*time.Hour)
+	before := digest(t, under)
+	// The collection fails at its first delete of a fleet object: the
+	// WAL, the states and the generations go, the claims stay.
+	b := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpDelete && strings.HasPrefix(key, table.FleetDir) {
+			return fault.Fault{Action: fault.Fail}
+		}
+		return fault.Fault{}
+	}))
+	if _, err := compactor.GC(ctx, b, nil, time.Now()); err == nil {
+		t.Fatal("the collection succeeded although its deletes of fleet objects failed")
+	}
+	offset.Store(int64(26 * time.Hour)) // the owner wakes: its claims read long ago
+	again := rollouts.Batch(testenv.Allocator(t), 42, 1, 10, 5)
+	defer again.Release()
+	if err := owner.Append(ctx, again); !errors.Is(err, walshard.ErrFenced) {
+		t.Fatalf("the owner of a shard being retired, waking: %v, want ErrFenced", err)
+	}
+	sameRows(t, before, digest(t, under), "a retirement cut short")
+	// A later collection, the collector's claim aged too, finishes it.
+	age(t, dir, table.ShardDir("frozen"), 25*time.Hour)
+	res, err := compactor.GC(ctx, under, nil, time.Now())
+	if err != nil || !slices.Equal(res.ShardsRetired, []string{"frozen"}) {
+		t.Fatalf("the next collection: retired %v, %v", res.ShardsRetired, err)
+	}
+	for _, k := range append(keysUnder(t, under, table.ShardDir("frozen")), keysUnder(t, under, table.FleetDir)...) {
+		if !strings.Contains(k, "/gen/") {
+			t.Errorf("%s is left of the retired shard", k)
+		}
+	}
+	sameRows(t, before, digest(t, under), "finishing the retirement")
 }

@@ -95,9 +95,11 @@ func tail(lines []string, n int) string {
 // left an entry in a retired shard, and no owner could open it again);
 // 4987 (a named append sent again from a handle whose newest version, and
 // the one after it, a collection had taken was told "stored" at a version
-// that had taken it back: its rows lost).
+// that had taken it back: its rows lost), 5489 (a retirement cut short
+// left an owner that woke its claim: it wrote into a shard without states,
+// and no owner could open it again).
 func TestSeedsThatFoundDefects(t *testing.T) {
-	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082, 400258, 1047, 6663, 14885, 20156, 21680, 72, 112, 448, 2885, 4987} {
+	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082, 400258, 1047, 6663, 14885, 20156, 21680, 72, 112, 448, 2885, 4987, 5489} {
 		if _, err := Run(context.Background(), Config{Seed: seed, Steps: 100}); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}
