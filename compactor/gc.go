@@ -367,7 +367,7 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 	// Retired shards are fenced first, by a claim of the collector's own:
 	// an owner that wakes while the retirement runs, or after it was cut
 	// short, meets a newer claim before it writes (see retire.go).
-	fenced, claims, err := fenceRetired(ctx, b, plan.Retired, st.Objects)
+	fenced, claims, err := fenceRetired(ctx, b, plan.Retired, st.Objects, st.Manifests[plan.Kept[0]])
 	if err != nil {
 		return res, err
 	}

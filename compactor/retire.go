@@ -69,7 +69,7 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 			referenced[f.Key] = true
 		}
 	}
-	quiet := map[string]bool{}
+	quiet, work := map[string]bool{}, map[string]bool{} // work: an object to delete
 	for _, o := range objects {
 		shard, ok := shardOf(o.Key)
 		if !ok {
@@ -82,11 +82,14 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 		if q, seen := quiet[shard]; !seen || q {
 			quiet[shard] = ok
 		}
+		if !referenced[o.Key] {
+			work[shard] = true
+		}
 	}
 	var out []string
 	for _, shard := range slices.Sorted(maps.Keys(quiet)) {
-		if !quiet[shard] {
-			continue
+		if !quiet[shard] || !work[shard] {
+			continue // written to lately, or only generations kept versions reference
 		}
 		empty, err := walshard.HoldsNothing(ctx, b, shard, newest.Shards[shard].Watermark)
 		if err != nil {
@@ -203,12 +206,18 @@ func isRetirer(ctx context.Context, b blob.Bucket, key string) bool {
 }
 
 // fenceRetired claims, for each shard, the epoch after the newest listed
-// among objects, as RetiredBy. It returns the shards fenced and the
-// claims made; a shard whose next epoch another claimed first (an owner
-// opening it) is left alone.
-func fenceRetired(ctx context.Context, b blob.Bucket, shards []string, objects []blob.ObjectInfo) (fenced, claims []string, err error) {
+// among objects and after the one newest (the newest kept version)
+// records for it — as an owner opening the shard claims: its claims may be
+// gone already, a retirement before this one having taken them — as
+// RetiredBy. It returns the shards fenced and the claims made; a shard
+// whose next epoch another claimed first (an owner opening it) is left
+// alone.
+func fenceRetired(ctx context.Context, b blob.Bucket, shards []string, objects []blob.ObjectInfo, newest *table.Manifest) (fenced, claims []string, err error) {
 	for _, shard := range shards {
 		var top uint64
+		if newest != nil {
+			top = newest.Shards[shard].Epoch
+		}
 		for _, o := range objects {
 			if e, ok := table.ParseShardKey(table.ShardEpochsDir(shard), o.Key); ok && e > top && strings.HasPrefix(o.Key, table.ShardEpochsDir(shard)) {
 				top = e

@@ -86,20 +86,22 @@ func tail(lines []string, n int) string {
 // follower missed the rows its taking back gave again), 21680 (an upsert
 // whose vectors on two fragments GC took, taken back twice by one repair:
 // the second failed reading the vector that was gone, and every repair
-// after it the same, the shard's merges stuck for good); and four that
-// the retirement of quiet shards met while it was built: 72 (a fenced
-// owner's flush wrote a state into a retired shard), 112 (a retirement
-// cut short after the states went, before the WAL), 448 (a shard whose
-// newest claim the table did not record, retired, claimed again at the
-// same epoch), 2885 (an append paused between its check and its write
-// left an entry in a retired shard, and no owner could open it again);
-// 4987 (a named append sent again from a handle whose newest version, and
-// the one after it, a collection had taken was told "stored" at a version
-// that had taken it back: its rows lost), 5489 (a retirement cut short
-// left an owner that woke its claim: it wrote into a shard without states,
-// and no owner could open it again).
+// after it the same, the shard's merges stuck for good), 4987 (a named
+// append sent again from a handle whose newest version, and the one after
+// it, a collection had taken was told "stored" at a version that had taken
+// it back: its rows lost); and six that the retirement of quiet shards met
+// while it was built: 72 (a fenced owner's flush wrote a state into a
+// retired shard), 112 (a retirement cut short after the states went,
+// before the WAL), 448 (a shard whose newest claim the table did not
+// record, retired, claimed again at the same epoch), 2885 (an append
+// paused between its check and its write left an entry in a retired
+// shard, and no owner could open it again), 5489 (a retirement cut short
+// left an owner that woke its claim: it wrote into a shard without
+// states), 13379 (a shard retired twice, its claims gone after the first:
+// the second collector claimed its live owner's own epoch, and the owner,
+// not fenced, wrote on).
 func TestSeedsThatFoundDefects(t *testing.T) {
-	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082, 400258, 1047, 6663, 14885, 20156, 21680, 72, 112, 448, 2885, 4987, 5489} {
+	for _, seed := range []uint64{13, 184, 9238, 21073, 41430, 62020, 71557, 81096, 91758, 100082, 400258, 1047, 6663, 14885, 20156, 21680, 72, 112, 448, 2885, 5489, 13379, 4987} {
 		if _, err := Run(context.Background(), Config{Seed: seed, Steps: 100}); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}

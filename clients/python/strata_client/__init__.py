@@ -256,11 +256,8 @@ class Client:
         query = _scan_query(columns, filter, version, tag, limit, fresh)
         if binary:
             query["format"] = "jsonl"
-            with self._open("GET", self._table(name, "/rows"), query, accept=NDJSON) as r:
-                data = _read(r)  # whole: far faster than line by line off a chunked answer
-            loads = json.loads
-            df = pd.DataFrame.from_records([loads(line) for line in data.splitlines() if line], columns=wanted)
-            del data
+            resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
+            df = pd.DataFrame.from_records(list(_lines(resp)), columns=wanted)  # parsed as it arrives
             for n in binary:
                 df[n] = [None if v is None else base64.b64decode(v) for v in df[n]]
         else:
