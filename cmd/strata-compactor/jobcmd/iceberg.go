@@ -22,12 +22,3 @@ func IcebergExport(ctx context.Context, b blob.Bucket, loc string, gc compactor.
 	return engine.IcebergOutcome{MetadataLocation: res.MetadataLocation, Written: res.Written, Current: res.Current,
 		Snapshots: len(res.Snapshots), Added: len(res.Added), Dropped: len(res.Dropped)}, nil
 }
-
-// neverIfZero is a --retire-shards-after value as compactor.GCPolicy
-// takes it: 0 on the command line means never.
-func neverIfZero(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}

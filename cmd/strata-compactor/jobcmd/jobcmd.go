@@ -253,3 +253,12 @@ func (f jobFlags) compactionPart() (compactor.Part, error) {
 	}
 	return compactor.Part{Index: part, Of: f.parts}, nil
 }
+
+// neverIfZero is a --retire-shards-after value as compactor.GCPolicy
+// takes it: 0 on the command line means never.
+func neverIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
