@@ -65,9 +65,7 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 	}
 	referenced := map[string]bool{}
 	for _, m := range kept {
-		for _, f := range m.Fragments {
-			referenced[f.Key] = true
-		}
+		maps.Copy(referenced, referencedBy(m))
 	}
 	quiet, work := map[string]bool{}, map[string]bool{} // work: an object to delete
 	for _, o := range objects {
