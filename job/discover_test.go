@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,4 +116,63 @@ func TestDiscoveryDoesNotListEveryObject(t *testing.T) {
 	if many != few || many.Lists != 6 || many.Requests() != 6 {
 		t.Fatalf("discovery: %+v with 4,000 objects more, %+v without; want the same 6 LISTs", many, few)
 	}
+}
+
+// A Job in interval mode over the tables under a bucket serves a table
+// created after it started, from the pass after it next looks, and stops
+// serving one that is gone. Before, it looked once at start: a compactor
+// Deployment started before its tables (the README's deployment) merged,
+// adopted and compacted nothing, ever.
+func TestALoopServesTablesCreatedAfterItStarted(t *testing.T) {
+	dir := t.TempDir()
+	root := "file://" + dir
+	var log strings.Builder
+	o := job.Options{Under: []string{root}, Rediscover: 50 * time.Millisecond, NoGC: true,
+		Log:    slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil)),
+		Policy: compactor.Policy{MinFragments: 4}}
+	loopFor(t, &o)
+	time.Sleep(100 * time.Millisecond) // a few passes over no table
+	b := rolloutsTable(t, root+"/late", 1, 8, 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := table.ReadLatest(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Fragments) < 8 {
+			if m.Rows() != 80 {
+				t.Fatalf("the compacted table holds %d rows, want 80", m.Rows())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a table created after the Job started was never compacted: %d fragments", len(m.Fragments))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.Rename(filepath.Join(dir, "late"), filepath.Join(t.TempDir(), "moved")); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(syncString(&log), "gone=["+root+"/late]") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a table removed is still served:\n%s", syncString(&log))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var logMu sync.Mutex
+
+type syncWriter struct{ w *strings.Builder }
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	return s.w.Write(p)
+}
+
+func syncString(b *strings.Builder) string {
+	logMu.Lock()
+	defer logMu.Unlock()
+	return b.String()
 }

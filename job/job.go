@@ -22,9 +22,16 @@ import (
 // Options configure the Job. Zero values mean defaults.
 type Options struct {
 	Tables []string // table URLs
-	Policy compactor.Policy
-	GC     compactor.GCPolicy
-	NoGC   bool
+	// Under are bucket URLs whose tables, at any depth, are served too
+	// (compactor.DiscoverTables): RunOnce finds them once, Loop again
+	// every Rediscover (default DefaultRediscover; every pass while it
+	// finds none), so a table created after the Job started is merged,
+	// adopted, compacted and collected.
+	Under      []string
+	Rediscover time.Duration
+	Policy     compactor.Policy
+	GC         compactor.GCPolicy
+	NoGC       bool
 	// Iceberg keeps each table's Iceberg view (package lakehouse) up to
 	// date with Export (required then): every pass exports the versions
 	// GC keeps, before collecting.
@@ -100,6 +107,7 @@ func Loop(ctx context.Context, opts *Options, interval time.Duration) error {
 	// generations wait one interval at most for their merge however long
 	// a compaction or a collection takes: an append never conflicts with a
 	// compaction, and a merge needs no lease.
+	_ = j.discover(ctx) // the merges' tables; a failure is the first pass's to log
 	var merger sync.WaitGroup
 	defer merger.Wait()
 	if !o.NoMerge && !o.DryRun && !o.compactsOnly() {
@@ -124,10 +132,15 @@ func Loop(ctx context.Context, opts *Options, interval time.Duration) error {
 
 // runner holds the tables' handles across passes (kept open by Loop).
 type runner struct {
-	o    Options
-	keep bool
-	mu   sync.Mutex
-	dbs  map[string]*engine.DB
+	o     Options
+	keep  bool
+	mu    sync.Mutex
+	dbs   map[string]*engine.DB
+	found struct {
+		mu   sync.Mutex
+		urls []string  // the tables last found under Options.Under
+		at   time.Time // when
+	}
 }
 
 func newRunner(o Options, keep bool) *runner {
@@ -181,7 +194,11 @@ func (j *runner) timedPass(ctx context.Context) (Summary, error) {
 func (j *runner) pass(ctx context.Context) (Summary, error) {
 	var sum Summary
 	var errs []error
-	for _, u := range j.o.Tables {
+	if err := j.discover(ctx); err != nil {
+		j.o.Log.Error("listing tables failed", "error", err.Error())
+		errs = append(errs, err)
+	}
+	for _, u := range j.tables() {
 		out := j.table(ctx, u)
 		sum.add(out)
 		if out.Err != nil {
@@ -249,7 +266,7 @@ func (j *runner) mergeLoop(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		for _, u := range j.o.Tables {
+		for _, u := range j.tables() {
 			if ctx.Err() != nil {
 				return
 			}

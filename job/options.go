@@ -16,6 +16,10 @@ type engineFleet = walshard.FleetOptions
 // DefaultHolder names the Job in the tables' leases.
 const DefaultHolder = compactor.DefaultHolder
 
+// DefaultRediscover is how often Loop looks again for the tables under
+// Options.Under: a LIST a folder and two a table each time.
+const DefaultRediscover = time.Minute
+
 // EnsureDefaults returns a copy of o (nil: the zero Options) with every
 // unset field at its default.
 func (o *Options) EnsureDefaults() *Options {
@@ -37,6 +41,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Rediscover <= 0 {
+		c.Rediscover = DefaultRediscover
 	}
 	if c.AdoptAfter == 0 {
 		c.AdoptAfter = 15 * time.Minute

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/internal/cli"
@@ -110,7 +109,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.SortFlags = false
 	fs.StringSliceVar(&f.tables, "table", nil, "table URL (repeatable, or comma-separated)")
-	fs.StringSliceVar(&f.under, "tables-under", nil, "run on every table under this bucket URL (repeatable)")
+	fs.StringSliceVar(&f.under, "tables-under", nil, "run on every table under this bucket URL, looked for again every minute (repeatable)")
 	fs.BoolVar(&f.once, "once", false, "one pass, then exit (for a CronJob)")
 	fs.DurationVar(&f.interval, "interval", 0, "loop, starting a pass this often")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plans and what GC would delete; change nothing")
@@ -163,7 +162,7 @@ type jobFlags struct {
 
 // runJob runs the Job as the flags say and returns the exit status.
 func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
-	tables, holder := f.tables, f.holder
+	holder := f.holder
 	policy, err := f.policy.Policy()
 	if err != nil {
 		fmt.Fprintln(stderr, "strata-compactor:", err)
@@ -178,17 +177,9 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	log.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
-	for _, root := range f.under {
-		found, err := compactor.DiscoverTables(ctx, blob.Open, root)
-		if err != nil {
-			log.Error("listing tables failed", "under", root, "error", err.Error())
-			return 1
-		}
-		log.Info("tables found", "under", root, "count", len(found))
-		tables = append(tables, found...)
-	}
 	opts := job.Options{
-		Tables:     tables,
+		Tables:     f.tables,
+		Under:      f.under,
 		Policy:     policy,
 		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention, RetireShardsAfter: neverIfZero(f.retireShards)},
 		NoGC:       f.noGC,

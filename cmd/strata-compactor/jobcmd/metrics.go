@@ -85,6 +85,13 @@ func (m *jobMetrics) wire(o *job.Options) {
 			if !out.Idle && out.Err == nil {
 				m.fragments.WithLabelValues(out.Table).Set(float64(out.FragmentsAfter))
 			}
+			// Every table's fleet-merge series exist from its first
+			// pass, at 0 until a merge: a panel shows none rather than
+			// no data, and rate() counts the first merge.
+			for _, outcome := range []string{"committed", "failed"} {
+				m.fleetMerges.WithLabelValues(out.Table, outcome)
+			}
+			m.fleetGens.WithLabelValues(out.Table)
 			m.adopted.WithLabelValues(out.Table).Add(float64(len(out.Adopted)))
 			m.gcDeleted.WithLabelValues(out.Table).Add(float64(out.ObjectsDeleted))
 		}
