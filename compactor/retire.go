@@ -208,8 +208,8 @@ func isRetirer(ctx context.Context, b blob.Bucket, key string) bool {
 // records for it — as an owner opening the shard claims: its claims may be
 // gone already, a retirement before this one having taken them — as
 // RetiredBy. It returns the shards fenced and the claims made; a shard
-// whose next epoch another claimed first (an owner opening it) is left
-// alone.
+// whose next epoch another claimed first (an owner opening it), or that
+// holds an object the listing did not (writtenSince), is left alone.
 func fenceRetired(ctx context.Context, b blob.Bucket, shards []string, objects []blob.ObjectInfo, newest *table.Manifest) (fenced, claims []string, err error) {
 	for _, shard := range shards {
 		var top uint64
@@ -230,9 +230,42 @@ func fenceRetired(ctx context.Context, b blob.Bucket, shards []string, objects [
 		case err != nil:
 			return nil, nil, fmt.Errorf("compactor: gc: fencing shard %q to retire it: %w", shard, err)
 		}
+		written, err := writtenSince(ctx, b, shard, objects, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if written {
+			// An owner wrote after the listing and before the claim: it may
+			// have acknowledged rows. The shard is not retired; the claim
+			// stays (epochs only go up), fencing that owner, and its rows
+			// are adopted as any abandoned shard's.
+			continue
+		}
 		fenced, claims = append(fenced, shard), append(claims, key)
 	}
 	return fenced, claims, nil
+}
+
+// writtenSince lists shard again, after the collector's claim at own, and
+// tells whether any object there is not among objects (the listing the
+// collection planned from): an owner's write the listing missed. An
+// owner's entry that lands after this listing is not acknowledged: the
+// owner, quiet as the shard was, reads the claims after its write and
+// finds this one (walshard's writeEntry).
+func writtenSince(ctx context.Context, b blob.Bucket, shard string, objects []blob.ObjectInfo, own string) (bool, error) {
+	listed := map[string]bool{own: true}
+	for _, o := range objects {
+		listed[o.Key] = true
+	}
+	for o, err := range blob.List(ctx, b, table.ShardDir(shard), 0) {
+		if err != nil {
+			return false, fmt.Errorf("compactor: gc: listing shard %q again after fencing it: %w", shard, err)
+		}
+		if !listed[o.Key] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // fleetShardOf is the shard a key under FleetDir names.

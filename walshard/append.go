@@ -386,13 +386,24 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 			return 0, err
 		}
 	}
+	s.mu.Lock()
+	quiet := s.now().Sub(s.mu.wal.wrote) > KeepAliveEvery
+	s.mu.Unlock()
 	if err := s.create(ctx, a); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	stale = s.now().Sub(s.mu.wal.verified) > epochRecheck
+	s.mu.wal.wrote = s.now()
 	s.mu.Unlock()
-	if a.uncertain || stale {
+	// A handle quiet for KeepAliveEvery reads the claims after the write
+	// too: a collection that found the shard quiet may have listed it
+	// before the entry landed, and claimed after the read before it. If
+	// the entry landed before that claim, the collection sees it when it
+	// lists the shard again and retires nothing; if after, this read sees
+	// the claim (or this handle's own gone) and the entry is not
+	// acknowledged.
+	if a.uncertain || stale || quiet {
 		if err := s.checkEpochRetrying(ctx, a.deadline); err != nil {
 			s.markUncertain(a)
 			if errors.Is(err, ErrFenced) {

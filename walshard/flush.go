@@ -351,6 +351,9 @@ func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64) e
 		}
 		return fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
 	}
+	s.mu.Lock()
+	s.mu.wal.wrote = s.now()
+	s.mu.Unlock()
 	return nil
 }
 
@@ -387,6 +390,7 @@ func (s *Shard) keepAlive(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.mu.gens.state, s.mu.gens.stateAt = &next, s.now()
+	s.mu.wal.wrote = s.now()
 	s.mu.Unlock()
 	return nil
 }

@@ -24,6 +24,12 @@ type walPositions struct {
 	// verified: when this handle last knew (reading the claims, or
 	// claiming) that no newer epoch was claimed: see epochRecheck.
 	verified time.Time
+	// wrote: when this handle last wrote to the shard (its claim, a WAL
+	// entry, a state). An entry written after it was quiet for
+	// KeepAliveEvery is acknowledged only once the claims, read after it
+	// landed, show this handle's epoch the newest: garbage collection
+	// may have retired the shard meanwhile (see writeEntry).
+	wrote time.Time
 }
 
 // memtable holds the rows acknowledged and not yet flushed, entry by

@@ -118,7 +118,7 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	if s.epoch, err = s.claimEpoch(ctx, rec.Epoch); err != nil {
 		return nil, err
 	}
-	s.mu.wal.verified = claimed
+	s.mu.wal.verified, s.mu.wal.wrote = claimed, claimed
 	// Other processes (fleet merges, adoption, fresh reads) find the
 	// shard by this.
 	if err := b.PutIfAbsent(ctx, table.FleetShardsDir+opts.Shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
@@ -277,10 +277,15 @@ func (s *Shard) takeOver(ctx context.Context, recorded uint64) (*State, error) {
 
 // strays returns the flushed position of a shard the table records that
 // has no state (garbage collection retired it): above the watermark w,
-// the WAL holds only what an owner fenced by an epoch the table records
-// wrote after the retirement, never acknowledged (an append paused between
-// its check of the claims and its write) — every entry of an older epoch
-// than recorded was flushed by the owner of that epoch before its merge.
+// the WAL holds only what an owner of the epoch the table records, or an
+// older one, wrote after the retirement listed the shard, never
+// acknowledged — the collection lists the shard again after its claim
+// and retires nothing if an entry landed before it, and an owner quiet
+// as long as a retired shard's reads the claims after its write and finds
+// the collection's (or its own gone) if one landed after; every entry of
+// an older epoch than recorded was flushed by the owner of that epoch
+// before its merge. Entries of a newer epoch are an owner's that opened
+// the shard again.
 // When every entry there is such a one, they are passed over (the
 // flushed position is the newest); otherwise it stays w and replay
 // judges them.
@@ -297,7 +302,7 @@ func (s *Shard) strays(ctx context.Context, w, recorded uint64) (uint64, error) 
 		if err != nil {
 			return w, err
 		}
-		if e.epoch >= recorded {
+		if e.epoch > recorded {
 			return w, nil
 		}
 	}
