@@ -38,6 +38,11 @@ type Options struct {
 	Holder   string
 	LeaseTTL time.Duration
 	Leased   bool
+	// OnProgress, when set, is told of the bytes of the source
+	// fragments read so far and the plan's total, as the run reads them
+	// (from 0 again when it plans again). done may pass total by the
+	// footers read twice.
+	OnProgress func(done, total int64)
 }
 
 // Result describes a run.
@@ -98,7 +103,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 			res.Duration = time.Since(start)
 			return res, nil
 		}
-		added, rewritten, copied, err := writeBins(ctx, b, m, res.Plan, o)
+		added, rewritten, copied, err := writeBins(ctx, progressOf(b, res.Plan, o.OnProgress), m, res.Plan, o)
 		if errors.Is(err, blob.ErrNotFound) && res.Replans < o.MaxReplans {
 			// A source is gone: either a newer version no longer holds
 			// it (this run stalled), or the newest version lost it to a

@@ -296,6 +296,9 @@ func (ex *exporter) addSnapshots(ctx context.Context, cur view, p exportPlan) (*
 		if err := bld.AddSnapshot(snap); err != nil {
 			return nil, fmt.Errorf("lakehouse: version %d: %w", v, err)
 		}
+		if ex.o.OnProgress != nil {
+			ex.o.OnProgress(int64(i+1), int64(len(p.add)))
+		}
 	}
 	if bld == nil {
 		return nil, fmt.Errorf("lakehouse: nothing to describe: %w", table.ErrNotFound)

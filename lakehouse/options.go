@@ -30,6 +30,9 @@ type Options struct {
 	// MaxManifests: when a snapshot would list more data (or delete)
 	// manifests than this, they are merged into one (default 64).
 	MaxManifests int
+	// OnProgress, when set, is told after each version described: how
+	// many of the versions this export adds are done.
+	OnProgress func(done, total int64)
 }
 
 // EnsureDefaults returns a copy with every zero field set to its default.

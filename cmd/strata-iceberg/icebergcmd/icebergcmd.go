@@ -73,7 +73,10 @@ view follows what it keeps.`,
 			defer b.Close()
 			start := time.Now()
 			before, _ := blob.StatsOf(b)
+			set, finish := command.ProgressBar(env.Err, "export", "versions")
+			o.OnProgress = set
 			res, err := lakehouse.Export(c.Context(), b, &o, time.Now())
+			finish()
 			if err != nil {
 				return err
 			}

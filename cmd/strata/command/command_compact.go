@@ -42,7 +42,10 @@ use strata-compactor.`,
 				return usageError{err}
 			}
 			host, _ := os.Hostname()
-			info, err := db.Compact(c.Context(), engine.CompactOptions{Policy: &p, DryRun: dryRun, Holder: "strata compact on " + host})
+			set, finish := ProgressBar(env.Err, "compact", "bytes")
+			info, err := db.Compact(c.Context(), engine.CompactOptions{Policy: &p, DryRun: dryRun, Holder: "strata compact on " + host,
+				Tune: compactor.Options{OnProgress: set}})
+			finish()
 			if errors.Is(err, compactor.ErrLeaseHeld) {
 				// Another compactor is at work: nothing ran, nothing recorded.
 				return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,23 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
+// ProgressBar draws the progress of long work on w when w is a terminal
+// (nothing otherwise): set tells it done of total units (bytes are shown
+// in KiB, MiB, GiB), finish ends its line.
+func ProgressBar(w io.Writer, label, unit string) (set func(done, total int64), finish func()) {
+	p := newProgress(w, label, unit, 0)
+	var told atomic.Bool
+	set = func(done, total int64) {
+		told.Store(true)
+		p.Set(done, total)
+	}
+	return set, func() {
+		if told.Load() {
+			p.Done()
+		}
+	}
+}
+
 func newProgress(w io.Writer, label, unit string, total int64) *progress {
 	return &progress{w: w, label: label, unit: unit, total: total, tty: isTerminal(w), start: time.Now()}
 }
@@ -42,6 +60,17 @@ func (p *progress) Add(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done += n
+	if p.tty && time.Since(p.lastDraw) >= 100*time.Millisecond {
+		p.drawLocked(false)
+	}
+}
+
+// Set records done of total units done (the total may change as work is
+// planned again).
+func (p *progress) Set(done, total int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done, p.total = done, total
 	if p.tty && time.Since(p.lastDraw) >= 100*time.Millisecond {
 		p.drawLocked(false)
 	}
@@ -70,8 +99,26 @@ func (p *progress) drawLocked(final bool) {
 	if len(bar) < width {
 		bar += ">" + strings.Repeat(" ", width-len(bar)-1)
 	}
-	fmt.Fprintf(p.w, "\r%s [%s] %3.0f%% %d/%d %s %.0f/s", p.label, bar, 100*frac, p.done, p.total, p.unit, rate)
+	amounts := fmt.Sprintf("%d/%d %s %.0f/s", p.done, p.total, p.unit, rate)
+	if p.unit == "bytes" {
+		amounts = fmt.Sprintf("%s/%s %s/s", bytesIEC(float64(p.done)), bytesIEC(float64(p.total)), bytesIEC(rate))
+	}
+	fmt.Fprintf(p.w, "\r%s [%s] %3.0f%% %s ", p.label, bar, 100*frac, amounts)
 	if final {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// bytesIEC formats n bytes in B, KiB, MiB or GiB.
+func bytesIEC(n float64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	for _, u := range []string{"KiB", "MiB", "GiB"} {
+		n /= 1024
+		if n < 1024 || u == "GiB" {
+			return fmt.Sprintf("%.1f %s", n, u)
+		}
+	}
+	return ""
 }

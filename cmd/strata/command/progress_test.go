@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -45,5 +46,21 @@ func TestReadFileReportsBytesAsItReads(t *testing.T) {
 	}
 	if rows != 100_000 || total != int64(b.Len()) || calls < 10 {
 		t.Fatalf("%d rows; %d bytes reported in %d calls, the file has %d", rows, total, calls, b.Len())
+	}
+}
+
+// On a terminal the bar shows bytes in binary units and the share done,
+// redrawn in place, and ends its line when done.
+func TestProgressDrawsBytesOnATerminal(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf, "compact", "bytes", 0)
+	p.tty = true
+	p.Set(512<<20, 1<<30)
+	p.Done()
+	out := buf.String()
+	for _, want := range []string{"\rcompact [", " 50% 512.0 MiB/1.0 GiB ", "\n"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the bar %q lacks %q", out, want)
+		}
 	}
 }
