@@ -102,13 +102,18 @@ func (e *ChangesCollectedError) Is(target error) bool { return target == ErrVers
 func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOptions) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
 		fail := func(err error) { yield(Change{}, err) }
-		if to == 0 {
+		newest := to == 0
+		if newest {
 			latest, err := LatestVersion(ctx, b)
 			if err != nil {
 				fail(err)
 				return
 			}
 			to = latest
+		}
+		if from > to && newest {
+			fail(fmt.Errorf("table: changes from version %d: the table's newest version is %d; changes run from a version the table has reached", from, to))
+			return
 		}
 		if from > to {
 			fail(fmt.Errorf("table: changes from version %d to %d: from is after to", from, to))

@@ -3,6 +3,9 @@ package table
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // Sentinel errors, tested with errors.Is.
@@ -73,3 +76,17 @@ func (e *SchemaError) Error() string {
 
 // Is makes errors.Is(err, ErrSchemaMismatch) true.
 func (e *SchemaError) Is(target error) bool { return target == ErrSchemaMismatch }
+
+// noColumn says that the schema has no column name, and names those it
+// has (the first 20), so that a misspelt name is seen at once.
+func noColumn(name string, s *arrow.Schema) string {
+	names := make([]string, 0, min(s.NumFields(), 20))
+	for i, f := range s.Fields() {
+		if i == 20 {
+			names = append(names, fmt.Sprintf("and %d more", s.NumFields()-20))
+			break
+		}
+		names = append(names, f.Name)
+	}
+	return fmt.Sprintf("no column %q (the table's columns: %s)", name, strings.Join(names, ", "))
+}

@@ -73,7 +73,7 @@ func union(a, b []string) []string {
 func (c Col) bindExpr(s *arrow.Schema) (ValueKind, error) {
 	idx := s.FieldIndices(string(c))
 	if len(idx) != 1 {
-		return KindNone, fmt.Errorf("%w: no column %q", ErrBadPredicate, string(c))
+		return KindNone, fmt.Errorf("%w: %s", ErrBadPredicate, noColumn(string(c), s))
 	}
 	k := KindOf(s.Field(idx[0]).Type)
 	if k == KindNone {

@@ -98,7 +98,7 @@ func (n NotOf) bind(s *arrow.Schema) (Predicate, error) {
 
 func (n IsNull) bind(s *arrow.Schema) (Predicate, error) {
 	if len(s.FieldIndices(n.Column)) != 1 {
-		return nil, fmt.Errorf("%w: no column %q", ErrBadPredicate, n.Column)
+		return nil, fmt.Errorf("%w: %s", ErrBadPredicate, noColumn(n.Column, s))
 	}
 	return n, nil
 }
@@ -106,7 +106,7 @@ func (n IsNull) bind(s *arrow.Schema) (Predicate, error) {
 func (l Like) bind(s *arrow.Schema) (Predicate, error) {
 	idx := s.FieldIndices(l.Column)
 	if len(idx) != 1 {
-		return nil, fmt.Errorf("%w: no column %q", ErrBadPredicate, l.Column)
+		return nil, fmt.Errorf("%w: %s", ErrBadPredicate, noColumn(l.Column, s))
 	}
 	if k := KindOf(s.Field(idx[0]).Type); k != KindString {
 		return nil, fmt.Errorf("%w: LIKE matches strings; column %q is %s", ErrBadPredicate, l.Column, s.Field(idx[0]).Type)

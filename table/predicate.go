@@ -111,7 +111,7 @@ func (a AndOf) String() string {
 func coerce(s *arrow.Schema, col string, v Value) (Value, error) {
 	idx := s.FieldIndices(col)
 	if len(idx) != 1 {
-		return v, fmt.Errorf("%w: no column %q", ErrBadPredicate, col)
+		return v, fmt.Errorf("%w: %s", ErrBadPredicate, noColumn(col, s))
 	}
 	want := KindOf(s.Field(idx[0]).Type)
 	switch {

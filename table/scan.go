@@ -102,7 +102,7 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 	for i, c := range proj {
 		idx := schema.FieldIndices(c)
 		if len(idx) != 1 {
-			return nil, fmt.Errorf("table: scan: no column %q", c)
+			return nil, fmt.Errorf("table: scan: %s", noColumn(c, schema))
 		}
 		if slices.Contains(proj[:i], c) {
 			return nil, fmt.Errorf("table: scan: column %q is named twice", c)

@@ -77,6 +77,9 @@ func RunRoot(args []string, env *Env, newRoot func(*Env) *cobra.Command) int {
 	if errors.Is(err, table.ErrNotFound) && opened != "" {
 		msg = strings.Replace(msg, table.ErrNotFound.Error(), "no table at "+opened, 1)
 	}
+	if errors.Is(err, table.ErrVersionNotFound) && opened != "" {
+		msg += versionsThere(ctx, env, opened)
+	}
 	fmt.Fprintln(env.Err, "strata:", msg)
 	switch ue := (usageError{}); {
 	case errors.As(err, &ue) || cli.IsCobraUsage(err):
@@ -145,4 +148,19 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// versionsThere says which versions the table at u has, for an error
+// naming one it has not: its newest, and where to see the others.
+func versionsThere(ctx context.Context, env *Env, u string) string {
+	b, err := env.Open(ctx, u)
+	if err != nil {
+		return ""
+	}
+	defer b.Close()
+	latest, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (the table's newest version is %d; garbage collection deletes old ones: strata versions %s lists those there are)", latest, u)
 }
