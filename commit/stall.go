@@ -229,20 +229,5 @@ func resurrected(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
 	if latest > v+1 {
 		return fmt.Sprintf("v%d exists and v%d was collected", latest, v+1), nil
 	}
-	for o, err := range blob.List(ctx, b, table.GCBoundaryDir, 0) {
-		if err != nil {
-			return "", err
-		}
-		bv, ok := table.ParseGCBoundaryKey(o.Key)
-		if !ok {
-			continue
-		}
-		if bv < v {
-			break // boundaries list newest first
-		}
-		if !o.ModTime.After(ours.ModTime) {
-			return fmt.Sprintf("the GC boundary v%d, which covers it, was created before it", bv), nil
-		}
-	}
-	return "", nil
+	return table.CoveredAfter(ctx, b, v)
 }

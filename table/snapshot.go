@@ -39,7 +39,9 @@ func Open(ctx context.Context, b blob.Bucket, opts *OpenOptions) (*Snapshot, err
 			m, err = ReadManifest(ctx, b, t.Version)
 		}
 	case o.Version != 0:
-		m, err = ReadManifest(ctx, b, o.Version)
+		if m, err = ReadManifest(ctx, b, o.Version); err == nil {
+			err = notAGhost(ctx, b, o.Version)
+		}
 	default:
 		m, err = ReadLatest(ctx, b)
 	}
@@ -264,6 +266,55 @@ func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// CoveredAfter tells whether the manifest of version v, when it is
+// there, was created no earlier than a GC boundary at or above v: a
+// ghost, which a writer stalled past a collection created again where
+// the collection had deleted v (it deletes it, or the next collection
+// does). A version kept below a boundary (tagged, or the Iceberg view's)
+// was created before it. Both times are the store's. One LIST of the
+// boundaries, newest first, and one HEAD when one covers v; false when
+// the manifest is not there.
+func CoveredAfter(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
+	var ours *blob.Attributes
+	for o, err := range blob.List(ctx, b, GCBoundaryDir, 0) {
+		if err != nil {
+			return "", err
+		}
+		bv, ok := ParseGCBoundaryKey(o.Key)
+		if !ok {
+			continue
+		}
+		if bv < v {
+			break // boundaries list newest first
+		}
+		if ours == nil {
+			a, err := b.Attributes(ctx, ManifestKey(v))
+			if errors.Is(err, blob.ErrNotFound) {
+				return "", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			ours = &a
+		}
+		if !o.ModTime.After(ours.ModTime) {
+			return fmt.Sprintf("the GC boundary v%d, which covers it, was created before it", bv), nil
+		}
+	}
+	return "", nil
+}
+
+// notAGhost fails with ErrVersionNotFound when version v's manifest is a
+// ghost (CoveredAfter): v was collected, and what is there now is not
+// what it held.
+func notAGhost(ctx context.Context, b blob.Bucket, v uint64) error {
+	why, err := CoveredAfter(ctx, b, v)
+	if err != nil || why == "" {
+		return err
+	}
+	return fmt.Errorf("table: version %d was collected (%s; a writer stalled past the collection created it again, and it goes at the next collection): %w", v, why, ErrVersionNotFound)
 }
 
 // ReadTag reads a tag.
