@@ -18,10 +18,11 @@ import (
 	"github.com/stratadb/strata/walshard"
 )
 
-// quietOwner opens shard "frozen" of a new table in dir with a clock it
-// can move, appends, flushes and merges ten rows, and ages every object
-// of the shard and the fleet past the retirement age.
-func quietOwner(t *testing.T, dir string) (blob.Bucket, *walshard.Shard, *atomic.Int64) {
+// quietOwner opens shard "frozen" of a new table in dir, appends,
+// flushes and merges ten rows, ages every object of the shard and the
+// fleet past the retirement age, and sets the owner's clock a day and
+// more ahead: it has read the claims, and written, long ago.
+func quietOwner(t *testing.T, dir string) (blob.Bucket, *walshard.Shard) {
 	t.Helper()
 	under := rolloutsTable(t, "file://"+dir, 0, 1, 10)
 	offset := new(atomic.Int64)
@@ -45,7 +46,7 @@ func quietOwner(t *testing.T, dir string) (blob.Bucket, *walshard.Shard, *atomic
 	age(t, dir, table.ShardDir("frozen"), 25*time.Hour)
 	age(t, dir, table.FleetDir, 25*time.Hour)
 	offset.Store(int64(26 * time.Hour))
-	return under, owner, offset
+	return under, owner
 }
 
 // reopens tells that a new handle opens the shard and holds what it
@@ -81,7 +82,7 @@ func reopens(t *testing.T, b blob.Bucket, want int64) {
 // owner could open the shard again (simulation seed 26262).
 func TestAnAppendLandingWhileACollectionRetiresTheShardKeepsIt(t *testing.T) {
 	dir := t.TempDir()
-	under, owner, _ := quietOwner(t, dir)
+	under, owner := quietOwner(t, dir)
 	var appended error = errors.New("no append")
 	b := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
 		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.ShardEpochsDir("frozen")) && appended != nil {
@@ -113,7 +114,7 @@ func TestAnAppendLandingWhileACollectionRetiresTheShardKeepsIt(t *testing.T) {
 // acknowledged an entry the next owner could not open past.
 func TestAnAppendAfterARetirementIsNotAcknowledged(t *testing.T) {
 	dir := t.TempDir()
-	under, owner, _ := quietOwner(t, dir)
+	under, owner := quietOwner(t, dir)
 	for _, err := range owner.ScanFresh(ctx, table.ScanOptions{}) { // reads the claims: none newer
 		if err != nil {
 			t.Fatal(err)

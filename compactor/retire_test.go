@@ -7,13 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
@@ -137,27 +135,7 @@ func TestGCRetiresAQuietShardThatHoldsNothing(t *testing.T) {
 // shard opens as any; and a later collection finishes the retirement.
 func TestARetirementCutShortFencesTheOwnerAndIsFinishedLater(t *testing.T) {
 	dir := t.TempDir()
-	under := rolloutsTable(t, "file://"+dir, 0, 1, 10)
-	var offset atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	owner, err := walshard.Open(ctx, under, &walshard.Options{Shard: "frozen", Commit: commit.Options{Now: now}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer owner.Close()
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
-	defer rec.Release()
-	if err := owner.Append(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := owner.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := owner.Merge(ctx); err != nil {
-		t.Fatal(err)
-	}
-	age(t, dir, table.ShardDir("frozen"), 25*time.Hour)
-	age(t, dir, table.FleetDir, 25*time.Hour)
+	under, owner := quietOwner(t, dir) // its claims read long ago
 	before := digest(t, under)
 	// The collection fails at its first delete of a fleet object: the
 	// WAL, the states and the generations go, the claims stay.
@@ -170,7 +148,6 @@ func TestARetirementCutShortFencesTheOwnerAndIsFinishedLater(t *testing.T) {
 	if _, err := compactor.GC(ctx, b, nil, time.Now()); err == nil {
 		t.Fatal("the collection succeeded although its deletes of fleet objects failed")
 	}
-	offset.Store(int64(26 * time.Hour)) // the owner wakes: its claims read long ago
 	again := rollouts.Batch(testenv.Allocator(t), 42, 1, 10, 5)
 	defer again.Release()
 	if err := owner.Append(ctx, again); !errors.Is(err, walshard.ErrFenced) {
