@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
-	"sync/atomic"
+	"sync"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
@@ -21,14 +21,15 @@ func progressOf(b blob.Bucket, plan Plan, fn func(done, total int64)) blob.Bucke
 		total += bin.Bytes
 	}
 	fn(0, total)
-	p := &readProgress{Bucket: b, total: total, fn: fn}
-	return p
+	return &readProgress{Bucket: b, total: total, fn: fn}
 }
 
-// readProgress counts the bytes read of objects under data/.
+// readProgress counts the bytes read of objects under data/, telling
+// fn in order (reads run in parallel).
 type readProgress struct {
 	blob.Bucket
-	done  atomic.Int64
+	mu    sync.Mutex
+	done  int64
 	total int64
 	fn    func(done, total int64)
 }
@@ -37,7 +38,10 @@ func (p *readProgress) Unwrap() blob.Bucket { return p.Bucket }
 
 func (p *readProgress) add(key string, n int) {
 	if n > 0 && strings.HasPrefix(key, table.DataDir) {
-		p.fn(p.done.Add(int64(n)), p.total)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.done += int64(n)
+		p.fn(p.done, p.total)
 	}
 }
 
