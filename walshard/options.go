@@ -28,10 +28,10 @@ type Options struct {
 	// generation's object: the rows cross to the store once. Smaller
 	// entries are gathered into the generation's object as usual (each
 	// reused entry is one more fragment until compaction folds it).
-	// Default 0: off, and entries are written in the binary form that
-	// builds before this option read. Turn it on only once every process
-	// that replays or merges the table's shards (workers, servers, the
-	// compactor Job) runs a build that has it.
+	// Default DefaultReuseBytes. Negative: off, and entries are written in
+	// the binary form that builds before it read: for a fleet whose
+	// workers, servers or compactor Job still run such a build (they
+	// cannot read Parquet entries), until all are upgraded.
 	ReuseBytes int64
 	// MaxMemtableBytes: appends wait while the memtable holds more
 	// (default 256 MiB). MaxPendingGenerations: flushes wait while more
@@ -104,7 +104,7 @@ func (o *Options) Validate() error {
 	if err := CheckShardID(o.Shard); err != nil {
 		return err
 	}
-	if o.GroupBytes < 0 || o.GroupWait < 0 || o.FlushBytes < 0 || o.ReuseBytes < 0 || o.FlushRows < 0 || o.FlushInterval < 0 || o.MaxMemtableBytes < 0 ||
+	if o.GroupBytes < 0 || o.GroupWait < 0 || o.FlushBytes < 0 || o.FlushRows < 0 || o.FlushInterval < 0 || o.MaxMemtableBytes < 0 ||
 		o.MaxPendingGenerations < 0 || o.MergeInterval < 0 || o.MergeMaxGenerations < 0 || o.MergeMaxBytes < 0 {
 		return fmt.Errorf("%w: sizes, counts and intervals must not be negative", ErrInvalidOptions)
 	}
@@ -114,7 +114,14 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// DefaultReuseBytes is Options.ReuseBytes's default: an entry of 128 KiB
+// or more (an append of about 50 rollouts) joins the table as it is.
+const DefaultReuseBytes = 128 << 10
+
 func (o Options) withDefaults() Options {
+	if o.ReuseBytes == 0 {
+		o.ReuseBytes = DefaultReuseBytes
+	}
 	if o.GroupBytes <= 0 {
 		o.GroupBytes = 8 << 20
 	}

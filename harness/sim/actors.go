@@ -28,7 +28,7 @@ func (w *world) shardOptions(a *actor) walshard.Options {
 		MergeMaxGenerations: 1 + w.intn(4),
 		// Entries written as fragments, every one or the larger ones
 		// joining the table as they are, or the binary form.
-		ReuseBytes: []int64{0, 1, 900}[w.intn(3)],
+		ReuseBytes: []int64{-1, 1, 900}[w.intn(3)],
 		// An append whose outcome a failed read hides fails at once, as a
 		// store away for longer than ResolveWithin makes it: the uncertain
 		// positions, and the next append's taking in of what landed there,

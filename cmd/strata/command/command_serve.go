@@ -68,7 +68,7 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f.BoolVar(&s.openMetrics, "open-metrics", false, "answer /metrics without the token (for a Prometheus scraping by pod annotation)")
 	f.DurationVar(&s.flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&s.mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
-	f.Int64Var(&s.reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
+	f.Int64Var(&s.reuseBytes, "reuse-bytes", walshard.DefaultReuseBytes, reuseBytesHelp)
 	f.DurationVar(&s.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
 	f.DurationVar(&s.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.Int64Var(&s.maxBody, "max-body", 64<<20, "largest request body in bytes")
@@ -125,7 +125,7 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	}
 	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, OpenMetrics: s.openMetrics, Log: log, Open: env.Open,
 		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare, Compaction: policy,
-		Shard: walshard.Options{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: s.reuseBytes}})
+		Shard: walshard.Options{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: offIfZero(s.reuseBytes)}})
 	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
 		return usageError{err}
 	}

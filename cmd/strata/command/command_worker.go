@@ -57,7 +57,7 @@ its replayed WAL).`,
 				return err
 			}
 			db, err := engine.Open(ctx, b, &engine.Options{Name: args[0], Writer: fmt.Sprintf("worker %d", n),
-				Shard:         walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, ReuseBytes: reuseBytes},
+				Shard:         walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, ReuseBytes: offIfZero(reuseBytes)},
 				MergeInterval: mergeEvery, FleetMerge: fleet, Log: slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				return err
@@ -109,7 +109,7 @@ its replayed WAL).`,
 	f.DurationVar(&every, "every", 0, "pause between appends")
 	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
-	f.Int64Var(&reuseBytes, "reuse-bytes", 0, reuseBytesHelp)
+	f.Int64Var(&reuseBytes, "reuse-bytes", walshard.DefaultReuseBytes, reuseBytesHelp)
 	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
 	cli.Bound(f, "worker", 0, maxWorker)
 	// A worker's ids span IDBase: one append cannot hold more rows.
@@ -120,7 +120,16 @@ its replayed WAL).`,
 
 // reuseBytesHelp describes --reuse-bytes (walshard.Options.ReuseBytes) of
 // the commands that write through a shard.
-const reuseBytesHelp = "write WAL entries as Parquet fragments, and add each of at least this many bytes to the table as it is when flushed, so that its rows are written once (0: off; every process that merges the table must run this build or newer)"
+const reuseBytesHelp = "WAL entries of at least this many bytes join the table as they are when flushed, so that their rows cross to the store once (0: off, WAL entries in the form builds before it read: while any process that reads the table's shards runs one)"
+
+// offIfZero is a --reuse-bytes value as walshard.Options takes it: 0 on
+// the command line means off.
+func offIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
 
 // nextSeq finds the worker's next sequence number: one past the largest id
 // of this worker in the table, its shard's generations and its memtable.
