@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
@@ -175,4 +176,27 @@ func syncString(b *strings.Builder) string {
 	logMu.Lock()
 	defer logMu.Unlock()
 	return b.String()
+}
+
+// A Job that cannot list the tables under its bucket URL fails the pass
+// with a failed outcome named by that URL, so that the failures' metrics
+// and alerts see it, rather than passing over no table.
+func TestAFailedListingOfTablesIsAFailedOutcome(t *testing.T) {
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := fault.Wrap(b, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpList {
+			return fault.Fault{Action: fault.Fail}
+		}
+		return fault.Fault{}
+	}))
+	var told job.Summary
+	sum, err := job.RunOnce(ctx, &job.Options{Under: []string{"s3://lake"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Open:   func(context.Context, string) (blob.Bucket, error) { return refused, nil },
+		OnPass: func(s job.Summary, _ time.Duration) { told = s }})
+	if err == nil || sum.Failed != 1 || len(told.Outcomes) != 1 || told.Outcomes[0].Table != "s3://lake" || told.Outcomes[0].Err == nil {
+		t.Fatalf("a pass that could not list: %+v, told %+v, %v", sum, told, err)
+	}
 }

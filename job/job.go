@@ -194,9 +194,12 @@ func (j *runner) timedPass(ctx context.Context) (Summary, error) {
 func (j *runner) pass(ctx context.Context) (Summary, error) {
 	var sum Summary
 	var errs []error
-	if err := j.discover(ctx); err != nil {
-		j.o.Log.Error("listing tables failed", "error", err.Error())
-		errs = append(errs, err)
+	if out := j.discover(ctx); out != nil {
+		// A failed table of the pass, named by its bucket URL: the
+		// failures' metrics and alerts see a Job that cannot list.
+		j.o.Log.Error("listing tables failed", "under", out.Table, "error", out.Err.Error())
+		sum.add(*out)
+		errs = append(errs, out.Err)
 	}
 	for _, u := range j.tables() {
 		out := j.table(ctx, u)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 )
 
 // tables returns the tables a pass serves: Options.Tables and those last
@@ -28,8 +29,8 @@ func (j *runner) tables() []string {
 // started is served from its next pass on. A
 // table no longer found is no longer served, and its kept handle closed.
 // A failed look keeps what was found before and is tried again at the
-// next pass.
-func (j *runner) discover(ctx context.Context) error {
+// next pass; its outcome names the bucket URL it failed under.
+func (j *runner) discover(ctx context.Context) *TableOutcome {
 	if len(j.o.Under) == 0 {
 		return nil
 	}
@@ -43,7 +44,8 @@ func (j *runner) discover(ctx context.Context) error {
 	for _, root := range j.o.Under {
 		f, err := compactor.DiscoverTables(ctx, j.o.Open, root)
 		if err != nil {
-			return fmt.Errorf("listing the tables under %s: %w", root, err)
+			err = fmt.Errorf("listing the tables under %s: %w", root, err)
+			return &TableOutcome{Table: root, PassOutcome: engine.PassOutcome{Err: err}}
 		}
 		found = append(found, f...)
 	}
