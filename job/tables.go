@@ -26,10 +26,10 @@ func (j *runner) tables() []string {
 // discover looks for the tables under Options.Under when it has found
 // none yet (a fresh deployment: a LIST a pass) or when Rediscover has
 // passed since it last looked, so that a table created after the Job
-// started is served from its next pass on. A
-// table no longer found is no longer served, and its kept handle closed.
-// A failed look keeps what was found before and is tried again at the
-// next pass; its outcome names the bucket URL it failed under.
+// started is served from its next pass on. A table no longer found is no
+// longer served, and its kept handle closed. A failed look keeps what was
+// found before and is tried again at the next pass; its outcome names
+// the bucket URL it failed under.
 func (j *runner) discover(ctx context.Context) *TableOutcome {
 	if len(j.o.Under) == 0 {
 		return nil
