@@ -201,15 +201,20 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 // count).
 func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func(*State) error, each func(e *entry, err error) error) error {
 	for range 3 {
+		// The log's end before the state: a flush that lands in between
+		// writes its state before it cleans up the entries it flushed, so
+		// the state read next lists their rows. Listed after the state,
+		// the end could miss entries a flush and a merge took meanwhile,
+		// and their rows would be in neither (simulation seed 46842).
+		end, err := s.walEnd(ctx)
+		if err != nil {
+			return err
+		}
 		st, err := readState(ctx, s.b, s.l)
 		if err != nil {
 			return err
 		}
 		if err := start(st); err != nil {
-			return err
-		}
-		end, err := s.walEnd(ctx)
-		if err != nil {
 			return err
 		}
 		if plant.On(plant.FleetReadSkipsTheNewestEntry) && end > st.WALFlushed {

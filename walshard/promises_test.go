@@ -67,6 +67,7 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -217,4 +218,33 @@ func TestNoShardObjectIsOverwritten(t *testing.T) {
 	if b.writes < 20 {
 		t.Fatalf("only %d writes watched", b.writes)
 	}
+}
+
+// A fresh read of the fleet that reads a shard's state, then, before it
+// lists the shard's WAL, meets that shard flushing, merging and cleaning
+// up its log, still sees the shard's rows: it lists the log's end before
+// it reads the state. Before, it found the log empty and the rows, in a
+// version newer than the one it read, in neither (simulation seed 46842).
+func TestAFleetReadRacingAFlushAndMergeSeesTheirRows(t *testing.T) {
+	b := newTable(t, "mem://")
+	owner := open(t, b, "pod-1", walshard.Options{})
+	defer owner.Close()
+	appendIDs(t, owner, 1, 2, 3)
+	var once sync.Once
+	var raceErr error
+	racing := fault.Wrap(b, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpGet && strings.HasPrefix(key, "_shards/pod-1/state/") {
+			once.Do(func() {
+				if _, raceErr = owner.Flush(ctx); raceErr == nil {
+					_, raceErr = owner.Merge(ctx)
+				}
+			})
+		}
+		return fault.Fault{}
+	}))
+	seen := countIDs(t, walshard.ScanFleet(ctx, racing, table.ScanOptions{}))
+	if raceErr != nil {
+		t.Fatalf("the racing flush and merge: %v", raceErr)
+	}
+	exactlyOnce(t, seen, []int64{1, 2, 3})
 }
