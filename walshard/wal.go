@@ -194,7 +194,7 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		if e, err = decodeParquetEntry(key, pos, data, headerOnly, bad); err != nil || headerOnly {
 			return e, err
 		}
-		return conformEntry(shard, key, pos, e, schema)
+		return conformEntry(shard, key, pos, e, schema, true)
 	}
 	if len(data) < walHeader || string(data[:8]) != walMagic {
 		return nil, bad("not a WAL entry")
@@ -253,7 +253,7 @@ func decodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		releaseAll(e.batches)
 		return nil, bad("arrow payload: " + err.Error())
 	}
-	return conformEntry(shard, key, pos, e, schema)
+	return conformEntry(shard, key, pos, e, schema, false)
 }
 
 // upsertHeader opens the payload of a version 4 entry.
@@ -289,8 +289,11 @@ func decodeAppends(e *entry, payload []byte, upserts bool) ([]byte, error) {
 // another schema are a damaged entry; then each batch is checked as an
 // append would. The rows passed table.Conform before they were written;
 // an entry of an older build may hold rows that would not, and must not
-// reach a generation.
-func conformEntry(shard, key string, pos uint64, e *entry, schema *arrow.Schema) (*entry, error) {
+// reach a generation. Rows read back from Parquet (fromParquet) get the
+// table's types as a fragment's do (a Parquet reader widens a timestamp
+// in seconds, names list elements its own way): the values are the ones
+// written.
+func conformEntry(shard, key string, pos uint64, e *entry, schema *arrow.Schema, fromParquet bool) (*entry, error) {
 	for i, rec := range e.batches {
 		// Rows written under another schema of the table — an earlier
 		// one, or a later one a restore took back — are read as a
@@ -301,7 +304,7 @@ func conformEntry(shard, key string, pos uint64, e *entry, schema *arrow.Schema)
 		if from == to && same {
 			continue
 		}
-		if from == to && to == 0 {
+		if from == to && to == 0 && !fromParquet {
 			releaseAll(e.batches)
 			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema"}
 		}
