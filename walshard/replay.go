@@ -23,6 +23,13 @@ func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 	for pos := from + 1; pos < to; pos++ {
 		err := s.replayEntry(ctx, pos)
 		if errors.Is(err, blob.ErrNotFound) {
+			strays, serr := s.straysAbove(ctx, from, pos, to)
+			if serr != nil {
+				return serr
+			}
+			if strays {
+				return nil
+			}
 			err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: to}
 		}
 		if err != nil && s.opts.SetAsideLost && (errors.Is(err, ErrMissingEntry) || errors.Is(err, ErrCorruptEntry)) {
@@ -33,6 +40,42 @@ func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 		}
 	}
 	return nil
+}
+
+// straysAbove tells whether what lies in (gap, to), above the missing
+// position gap, was all written by owners older than a fence in (from,
+// gap): entries of a fenced owner that landed above a newer owner's
+// fence. An owner's fence takes the first free position, where the owner
+// before it writes next, so such an entry exists only where garbage
+// collection retired the shard's log from under its fence: the newer
+// owner fenced a log the collection had emptied, below where the older
+// one went on writing. That owner, quiet as a retired shard's is, read
+// the claims after its write and found the newer one: it acknowledged
+// none of them. Read only on a missing position.
+func (s *Shard) straysAbove(ctx context.Context, from, gap, to uint64) (bool, error) {
+	var fence uint64
+	for pos := from + 1; pos < gap; pos++ {
+		e, err := s.readEntry(ctx, pos, true)
+		if err != nil {
+			return false, nil
+		}
+		if e.kind == kindFence && e.epoch < s.epoch { // not this handle's own set-aside fences
+			fence = max(fence, e.epoch)
+		}
+	}
+	if fence == 0 {
+		return false, nil
+	}
+	for pos := gap + 1; pos < to; pos++ {
+		e, err := s.readEntry(ctx, pos, true)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		}
+		if err != nil || e.epoch >= fence {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // setAside gives up the entry at pos, missing or damaged (lost, its
