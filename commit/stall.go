@@ -229,5 +229,5 @@ func resurrected(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
 	if latest > v+1 {
 		return fmt.Sprintf("v%d exists and v%d was collected", latest, v+1), nil
 	}
-	return table.CoveredAfter(ctx, b, v)
+	return table.CoveredAfter(ctx, b, v, &ours)
 }

@@ -268,16 +268,16 @@ func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
 	return 0, nil
 }
 
-// CoveredAfter tells whether the manifest of version v, when it is
-// there, was created no earlier than a GC boundary at or above v: a
-// ghost, which a writer stalled past a collection created again where
-// the collection had deleted v (it deletes it, or the next collection
+// CoveredAfter tells whether the manifest of version v was created no
+// earlier than a GC boundary at or above v: a ghost, which a writer
+// stalled past a collection created again where the collection had
+// deleted v (it deletes it, or the next collection
 // does). A version kept below a boundary (tagged, or the Iceberg view's)
 // was created before it. Both times are the store's. One LIST of the
-// boundaries, newest first, and one HEAD when one covers v; false when
-// the manifest is not there.
-func CoveredAfter(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
-	var ours *blob.Attributes
+// boundaries, newest first, and one HEAD when one covers v, unless the
+// caller has the manifest's attributes already (ours, else nil). It
+// answers why it is a ghost, or "" (also when the manifest is not there).
+func CoveredAfter(ctx context.Context, b blob.Bucket, v uint64, ours *blob.Attributes) (string, error) {
 	for o, err := range blob.List(ctx, b, GCBoundaryDir, 0) {
 		if err != nil {
 			return "", err
@@ -310,7 +310,7 @@ func CoveredAfter(ctx context.Context, b blob.Bucket, v uint64) (string, error) 
 // ghost (CoveredAfter): v was collected, and what is there now is not
 // what it held.
 func notAGhost(ctx context.Context, b blob.Bucket, v uint64) error {
-	why, err := CoveredAfter(ctx, b, v)
+	why, err := CoveredAfter(ctx, b, v, nil)
 	if err != nil || why == "" {
 		return err
 	}

@@ -380,15 +380,13 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 	// garbage collection retired it — is fenced without leaving an entry.
 	s.mu.Lock()
 	stale := s.now().Sub(s.mu.wal.verified) > epochRecheck
+	quiet := s.now().Sub(s.mu.wal.wrote) > KeepAliveEvery
 	s.mu.Unlock()
 	if stale {
 		if err := s.checkEpochRetrying(ctx, a.deadline); err != nil {
 			return 0, err
 		}
 	}
-	s.mu.Lock()
-	quiet := s.now().Sub(s.mu.wal.wrote) > KeepAliveEvery
-	s.mu.Unlock()
 	if err := s.create(ctx, a); err != nil {
 		return 0, err
 	}
