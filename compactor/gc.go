@@ -372,11 +372,7 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 		return res, err
 	}
 	doomed := slices.DeleteFunc(slices.Clone(plan.Objects), func(o blob.ObjectInfo) bool {
-		shard, ok := shardOf(o.Key)
-		if !ok && strings.HasPrefix(o.Key, table.FleetDir) {
-			shard, ok = fleetShardOf(o.Key)
-		}
-		return ok && slices.Contains(plan.Retired, shard) && !slices.Contains(fenced, shard)
+		return retiredShard(o.Key, plan.Retired) && !retiredShard(o.Key, fenced)
 	})
 	if len(doomed) > 0 {
 		// The orphan record goes in before looking for versions created
@@ -396,7 +392,26 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 		}
 		doomed = slices.DeleteFunc(slices.Clone(doomed), func(o blob.ObjectInfo) bool { return spared[o.Key] })
 	}
-	for _, o := range doomed {
+	// Objects of live shards and of the table may go in any order, many a
+	// request; a retired shard's go one at a time, in retiredLast's order,
+	// after them.
+	loose := len(doomed)
+	for i, o := range doomed {
+		if retiredShard(o.Key, plan.Retired) {
+			loose = i
+			break
+		}
+	}
+	batch := make([]string, loose)
+	for i, o := range doomed[:loose] {
+		batch[i] = o.Key
+		res.BytesFreed += o.Size
+	}
+	res.ObjectsDeleted = append(res.ObjectsDeleted, batch...)
+	if err := blob.DeleteAll(ctx, b, batch); err != nil {
+		return res, err
+	}
+	for _, o := range doomed[loose:] {
 		res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
 		res.BytesFreed += o.Size
 		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {

@@ -308,3 +308,40 @@ func TestGCTakesNoVersionForAGhostByACoarseClock(t *testing.T) {
 		}
 	}
 }
+
+// The objects a collection deletes go many a request where the store
+// deletes many at once; versions still go one at a time, oldest first.
+func TestGCDeletesObjectsInBatches(t *testing.T) {
+	b := rolloutsTable(t, "file://"+t.TempDir(), 0, 30, 4) // versions 1..31, 30 fragments
+	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := blob.StatsOf(b)
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Minute, SafetyAge: time.Minute}, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := blob.StatsOf(b)
+	if len(res.ObjectsDeleted) < 30 {
+		t.Fatalf("the collection deleted %d objects, want the 30 compacted fragments at least", len(res.ObjectsDeleted))
+	}
+	// Each version, then one batch of objects, then the store-clock
+	// probe's and the orphan records' own.
+	if d, most := after.Sub(before).Deletes, int64(len(res.VersionsDeleted))+4; d > most {
+		t.Fatalf("%d delete requests for %d versions and %d objects, want at most %d", d, len(res.VersionsDeleted), len(res.ObjectsDeleted), most)
+	}
+	n := 0
+	snap, err := table.Open(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rec, err := range snap.Scan(ctx, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += int(rec.NumRows())
+	}
+	if n != 120 {
+		t.Fatalf("%d rows after the collection, want 120", n)
+	}
+}

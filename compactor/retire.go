@@ -145,6 +145,16 @@ func retiredLast(objects []blob.ObjectInfo, retired []string) {
 	})
 }
 
+// retiredShard reports whether key is an object of one of the retired
+// shards (under its folder or among the fleet's hints).
+func retiredShard(key string, retired []string) bool {
+	shard, ok := shardOf(key)
+	if !ok && strings.HasPrefix(key, table.FleetDir) {
+		shard, ok = fleetShardOf(key)
+	}
+	return ok && slices.Contains(retired, shard)
+}
+
 // retireRank is a key's place in retiredLast's order (0: not a retired
 // shard's, or its WAL).
 func retireRank(key string, retired []string) int {

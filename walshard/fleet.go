@@ -212,7 +212,7 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 	}
 	// Announcements of generations merged already (by their owner, or a
 	// pass whose cleanup failed) go too.
-	errs = append(errs, dropStale(ctx, b, hints, res.Merged, latest, o.Parallelism)...)
+	errs = append(errs, dropStale(ctx, b, hints, res.Merged, latest)...)
 	return res, keyed, errors.Join(errs...)
 }
 
@@ -265,7 +265,7 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 // dropStale deletes the announcements of generations at or below the
 // watermarks of latest, for the shards this merge did not merge (their
 // merges took their own down).
-func dropStale(ctx context.Context, b blob.Bucket, hints map[string]*hint, merged map[string]uint64, latest *table.Manifest, parallelism int) []error {
+func dropStale(ctx context.Context, b blob.Bucket, hints map[string]*hint, merged map[string]uint64, latest *table.Manifest) []error {
 	var stale []string
 	for shard, h := range hints {
 		for gen, key := range h.keys {
@@ -275,22 +275,10 @@ func dropStale(ctx context.Context, b blob.Bucket, hints map[string]*hint, merge
 		}
 	}
 	slices.Sort(stale) // in one order every time (a simulation replays it)
-	var errs []error
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallelism)
-	for _, key := range stale {
-		g.Go(func() error {
-			if err := b.Delete(gctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-			return nil
-		})
+	if err := blob.DeleteAll(ctx, b, stale); err != nil {
+		return []error{err}
 	}
-	_ = g.Wait()
-	return errs
+	return nil
 }
 
 // shardPart is one shard's part of a merge: its generations above the
@@ -386,22 +374,31 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 			}
 		}
 	}
-	// Record the new watermarks, many at once: each is a few requests,
-	// and a fleet has many shards.
+	// Record the new watermarks, many at once (a fleet has many shards),
+	// then take down the hints they made stale in as few requests as the
+	// store allows.
 	var mu sync.Mutex
+	var stale []string
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallelism)
 	for _, m := range cres.Manifest.Transaction.Merges {
 		g.Go(func() error {
-			if err := announceMerged(gctx, b, m.Shard, base.Shards[m.Shard].Watermark, m.Watermark, gensOf[m.Shard]); err != nil {
-				mu.Lock()
+			err := recordMerged(gctx, b, m.Shard, m.Watermark)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
 				in.errs = append(in.errs, err)
-				mu.Unlock()
+			} else {
+				stale = append(stale, mergedHints(m.Shard, base.Shards[m.Shard].Watermark, gensOf[m.Shard])...)
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+	slices.Sort(stale)
+	if err := blob.DeleteAll(ctx, b, stale); err != nil {
+		in.errs = append(in.errs, fmt.Errorf("walshard: taking down the hints of merged generations: %w", err))
+	}
 	return in, nil
 }
 

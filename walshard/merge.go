@@ -289,6 +289,7 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 		// store's clock, taken when it is behind this owner's — an owner
 		// whose clock runs ahead must not delete a fence still young.
 		var now time.Time
+		var doomed []string
 		for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
 			if err != nil {
 				return err
@@ -306,18 +307,22 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 			if o.Size == walHeader && now.Sub(o.ModTime) < fenceKeep {
 				continue // a fence (the only entry this small), kept a while (see fenceKeep)
 			}
-			if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return err
-			}
+			doomed = append(doomed, o.Key)
+		}
+		// Entries at or below the flushed position are never read again:
+		// they may go in any order.
+		if err := blob.DeleteAll(ctx, s.b, doomed); err != nil {
+			return err
 		}
 	}
 	return s.dropOldStates(ctx, state.Seq)
 }
 
 // dropOldStates deletes the state objects older than the newest two
-// (newest: seq, this handle's). The first time it lists them; after that
-// it deletes by name those its own flushes made old, so that a flush's
-// cleanup costs no LIST.
+// (newest: seq, this handle's), oldStatesBatch or more at a time in as
+// few requests as the store allows. The first time it lists them; after
+// that it deletes by name those its own flushes made old, so that a
+// flush's cleanup costs no LIST.
 func (s *Shard) dropOldStates(ctx context.Context, seq uint64) error {
 	if seq < 3 {
 		return nil
@@ -326,29 +331,37 @@ func (s *Shard) dropOldStates(ctx context.Context, seq uint64) error {
 	below := s.mu.gens.statesBelow
 	s.mu.Unlock()
 	keep := seq - 1 // seq and seq-1 stay
+	var doomed []string
 	if below == 0 {
 		for o, err := range blob.List(ctx, s.b, s.l.states(), 0) {
 			if err != nil {
 				return err
 			}
 			if n, ok := parseLast(s.l.states(), o.Key); ok && n < keep {
-				if err := s.b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-					return err
-				}
+				doomed = append(doomed, o.Key)
 			}
 		}
 	} else {
-		for n := below; n < keep; n++ {
-			if err := s.b.Delete(ctx, s.l.stateKey(n)); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return err
-			}
+		if keep < below+oldStatesBatch {
+			return nil
 		}
+		for n := below; n < keep; n++ {
+			doomed = append(doomed, s.l.stateKey(n))
+		}
+	}
+	if err := blob.DeleteAll(ctx, s.b, doomed); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.mu.gens.statesBelow = max(s.mu.gens.statesBelow, keep)
 	s.mu.Unlock()
 	return nil
 }
+
+// oldStatesBatch: a handle deletes old states once it has made this many
+// (one request where the store deletes many objects at once). Readers
+// find the newest state first whatever lies below it.
+const oldStatesBatch = 8
 
 // mergeLoop merges every MergeInterval, backing off after a failure.
 func (s *Shard) mergeLoop() {
@@ -436,9 +449,24 @@ func (s *Shard) mergeSafe(ctx context.Context) (res MergeResult, err error) {
 // and takes down what announced the generations as pending. The records
 // are hints: a failure here leaves extra objects, never a wrong table.
 func announceMerged(ctx context.Context, b blob.Bucket, shard string, from, to uint64, gens []Generation) error {
+	if err := recordMerged(ctx, b, shard, to); err != nil {
+		return err
+	}
+	return blob.DeleteAll(ctx, b, mergedHints(shard, from, gens))
+}
+
+// recordMerged creates the shard's record of its new watermark.
+func recordMerged(ctx context.Context, b blob.Bucket, shard string, to uint64) error {
 	if err := b.PutIfAbsent(ctx, table.MergedKey(shard, to), nil); err != nil && !errors.Is(err, blob.ErrExists) {
 		return fmt.Errorf("walshard: shard %q: recording the merge: %w", shard, err)
 	}
+	return nil
+}
+
+// mergedHints are the hints a merge of gens that moved shard's watermark
+// from `from` made stale, to delete once its new record is there: the
+// previous record and the generations' announcements.
+func mergedHints(shard string, from uint64, gens []Generation) []string {
 	keys := []string{}
 	if from > 0 {
 		keys = append(keys, table.MergedKey(shard, from))
@@ -446,10 +474,5 @@ func announceMerged(ctx context.Context, b blob.Bucket, shard string, from, to u
 	for _, g := range gens {
 		keys = append(keys, table.PendingKey(shard, g.Gen, g.Seq))
 	}
-	for _, k := range keys {
-		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
+	return keys
 }

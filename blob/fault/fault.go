@@ -248,6 +248,23 @@ func (f *Bucket) Delete(ctx context.Context, key string) error {
 	return after(act, OpDelete, key, f.b.Delete(ctx, key))
 }
 
+// DeleteBatch is one request, as the store sees it: one decision, made
+// for its first key, applies to the whole batch.
+func (f *Bucket) DeleteBatch(ctx context.Context, keys []string) error {
+	d, ok := f.b.(blob.BatchDeleter)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	if len(keys) == 0 {
+		return d.DeleteBatch(ctx, nil)
+	}
+	act, err := f.decide(ctx, OpDelete, keys[0])
+	if err != nil {
+		return err
+	}
+	return after(act, OpDelete, keys[0], d.DeleteBatch(ctx, keys))
+}
+
 func (f *Bucket) ListPage(ctx context.Context, prefix, token string, pageSize int) (blob.Page, error) {
 	act, err := f.decide(ctx, OpList, prefix)
 	if err != nil {

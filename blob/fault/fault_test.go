@@ -167,3 +167,40 @@ func TestDelayHonoursContext(t *testing.T) {
 		t.Fatalf("got %v, want the context's deadline", err)
 	}
 }
+
+// A batched delete is one request to the injector: a failure deletes
+// nothing, a lost response deletes every key; over a store that deletes
+// one object a request the wrapper offers no batch.
+func TestABatchedDeleteIsOneRequest(t *testing.T) {
+	under, err := blob.OpenFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "b", "c"}
+	for _, k := range keys {
+		if err := under.PutIfAbsent(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func() int {
+		n := 0
+		for _, err := range blob.List(ctx, under, "", 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		return n
+	}
+	fail := fault.Wrap(under, fault.Always(fault.Fault{Action: fault.Fail}))
+	if err := blob.DeleteAll(ctx, fail, keys); !errors.Is(err, fault.ErrInjected) || left() != 3 || fail.Requests() != 1 {
+		t.Fatalf("a failed batch: %v, %d keys left, %d requests; want the injected error, 3, 1", err, left(), fail.Requests())
+	}
+	lose := fault.Wrap(under, fault.Always(fault.Fault{Action: fault.LoseResponse}))
+	if err := blob.DeleteAll(ctx, lose, keys); !errors.Is(err, blob.ErrRetryable) || left() != 0 || lose.Requests() != 1 {
+		t.Fatalf("a batch whose answer is lost: %v, %d keys left, %d requests; want a retryable error, 0, 1", err, left(), lose.Requests())
+	}
+	if blob.CanDeleteBatch(ctx, fault.Wrap(memBucket(t), nil)) {
+		t.Fatal("a wrapper over memory offers batched deletes")
+	}
+}

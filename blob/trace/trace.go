@@ -8,6 +8,8 @@
 //
 //	GET, GET-RANGE, HEAD, PUT, PUT-IF-ABSENT, DELETE, LIST, LIST-DIR
 //
+// and DELETE-BATCH with every key of the batch.
+//
 // Text writes the lines with the parts of Strata's object names that
 // differ from run to run (ULIDs, random suffixes, the times in history
 // and orphan records' names) replaced by <id>, -<rnd> and <time>.
@@ -15,6 +17,7 @@ package trace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -86,6 +89,19 @@ func (t *Bucket) Put(ctx context.Context, key string, r io.Reader) error {
 func (t *Bucket) Delete(ctx context.Context, key string) error {
 	t.log("DELETE", key)
 	return t.Bucket.Delete(ctx, key)
+}
+
+// DeleteBatch passes a batch through when the bucket underneath takes
+// one (see blob.BatchDeleter).
+func (t *Bucket) DeleteBatch(ctx context.Context, keys []string) error {
+	d, ok := t.Bucket.(blob.BatchDeleter)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	if len(keys) > 0 {
+		t.log("DELETE-BATCH", strings.Join(keys, " "))
+	}
+	return d.DeleteBatch(ctx, keys)
 }
 
 func (t *Bucket) ListPage(ctx context.Context, prefix, token string, n int) (blob.Page, error) {

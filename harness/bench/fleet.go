@@ -417,6 +417,14 @@ func (e *errorCounter) WithGroup(g string) slog.Handler {
 // Unwrap lets blob.StatsOf reach the counted bucket underneath.
 func (c *conflictCounter) Unwrap() blob.Bucket { return c.Bucket }
 
+// DeleteBatch passes batched deletes through, so that they stay batched.
+func (c *conflictCounter) DeleteBatch(ctx context.Context, keys []string) error {
+	if d, ok := c.Bucket.(blob.BatchDeleter); ok {
+		return d.DeleteBatch(ctx, keys)
+	}
+	return errors.ErrUnsupported
+}
+
 // cpuTime is the CPU this process has used.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener, opts Options) {
 		{"ReaderAtReadsWithRanges", testReaderAt},
 		{"AttributesGiveSizeAndTime", testAttributes},
 		{"DeleteRemovesAndMissingIsNotFound", testDelete},
+		{"DeleteAllRemovesEveryKeyAndPassesOverMissingOnes", testDeleteAll},
 		{"ListIsInByteOrderAndFiltersByPrefix", testListOrder},
 		{"ListPagesCoverEverythingOnce", testListPaging},
 		{"ListDirShowsOneLevelInByteOrder", func(t *testing.T, b blob.Bucket) { testListDir(t, b, opts) }},
@@ -249,6 +250,56 @@ func testDelete(t *testing.T, b blob.Bucket) {
 	// A deleted key can be created again conditionally.
 	if err := b.PutIfAbsent(ctx(t), "d/x", []byte("y")); err != nil {
 		t.Fatalf("PutIfAbsent after Delete: %v", err)
+	}
+}
+
+// testDeleteAll deletes more keys than one batch takes, some missing,
+// and leaves the keys beside them; where the store deletes many keys a
+// request, it takes one request a batch.
+func testDeleteAll(t *testing.T, b blob.Bucket) {
+	n := blob.MaxDeleteBatch + 5
+	keys := make([]string, 0, n+1)
+	for i := range n {
+		keys = append(keys, keyOf("da/x/", i))
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		if i%100 == 7 {
+			continue // missing: no error
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = b.PutIfAbsent(ctx(t), k, []byte{byte(i)})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	put(t, b, "da/keep", []byte("k"))
+	put(t, b, "da/xk", []byte("k")) // a key the others have as a prefix but the "/"
+	before, counted := blob.StatsOf(b)
+	if err := blob.DeleteAll(ctx(t), b, keys); err != nil {
+		t.Fatalf("DeleteAll of %d keys: %v", len(keys), err)
+	}
+	if left := listAll(t, b, "da/x/", 0); len(left) != 0 {
+		t.Fatalf("%d of %d keys left after DeleteAll, the first %q", len(left), len(keys), left[0])
+	}
+	for _, k := range []string{"da/keep", "da/xk"} {
+		if _, err := b.Get(ctx(t), k); err != nil {
+			t.Fatalf("%s, not among the keys deleted: %v", k, err)
+		}
+	}
+	if after, _ := blob.StatsOf(b); counted && blob.CanDeleteBatch(ctx(t), b) {
+		if got := after.Deletes - before.Deletes; got != 2 {
+			t.Fatalf("%d delete requests for %d keys, want 2 (batches of %d)", got, len(keys), blob.MaxDeleteBatch)
+		}
+	}
+	if err := blob.DeleteAll(ctx(t), b, nil); err != nil {
+		t.Fatalf("DeleteAll of no key: %v", err)
 	}
 }
 

@@ -182,6 +182,24 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// DeleteBatch implements blob.BatchDeleter: one request, whose keys go
+// one at a time, last first (an order of its own; S3 promises none), other
+// requests running between them.
+func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	s.served++
+	s.mu.Unlock()
+	for i := len(keys) - 1; i >= 0; i-- {
+		s.mu.Lock()
+		delete(s.objs, keys[i])
+		s.mu.Unlock()
+	}
+	return nil
+}
+
 // ListPage implements blob.Bucket. Page tokens are the last key returned.
 func (s *Store) ListPage(ctx context.Context, prefix, token string, pageSize int) (blob.Page, error) {
 	if pageSize <= 0 {
