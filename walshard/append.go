@@ -459,8 +459,15 @@ func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
 			a.e.appends = append(a.e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows})
 		}
 	}
+	// Only an entry whose rows take ReuseBytes in memory may be large
+	// enough to join the table as it is: a smaller one is written in the
+	// binary form, which costs far less to encode than Parquet.
+	var rows int64
+	for _, rec := range a.e.batches {
+		rows += recordBytes(rec)
+	}
 	var err error
-	if a.data, err = encodeEntry(a.e, s.schema, s.opts.ReuseBytes > 0); err != nil {
+	if a.data, err = encodeEntry(a.e, s.schema, s.opts.ReuseBytes > 0 && rows >= s.opts.ReuseBytes); err != nil {
 		return nil, err
 	}
 	a.deadline = time.Now().Add(s.budget())

@@ -10,8 +10,8 @@
 // flushed generations into the base table — each generation is a Parquet
 // fragment already and joins the table without a copy — recording the
 // shard's watermark (the newest generation merged) in the same manifest.
-// With Options.ReuseBytes, WAL entries are Parquet fragments too, and a
-// large one joins the table as a part of its generation, so that its rows
+// With Options.ReuseBytes, large WAL entries are Parquet fragments too,
+// and join the table as parts of their generations, so that their rows
 // are written to the store once.
 //
 // Objects, under _shards/<shard>/ (docs/format.md has the details):

@@ -22,9 +22,9 @@ type Options struct {
 	FlushBytes    int64
 	FlushRows     int64
 	FlushInterval time.Duration
-	// ReuseBytes, when above 0, writes data entries as Parquet fragments,
-	// and a flush adds each entry of at least that many bytes to the
-	// table as it is, rather than writing its rows a second time into the
+	// ReuseBytes, when above 0, writes data entries whose rows take that
+	// many bytes in memory as Parquet fragments, and a flush adds each
+	// entry of at least that many bytes to the table as it is, rather than writing its rows a second time into the
 	// generation's object: the rows cross to the store once. Smaller
 	// entries are gathered into the generation's object as usual (each
 	// reused entry is one more fragment until compaction folds it).

@@ -213,3 +213,35 @@ func TestDamagedFragmentEntry(t *testing.T) {
 	}
 	t.Logf("%d bytes: %d damaged copies refused, the rest read back whole", len(good), refused)
 }
+
+// An entry whose rows are too few to reach ReuseBytes is written in the
+// binary form, which costs less to encode; one whose rows take that much
+// memory is a Parquet fragment. Both replay.
+func TestOnlyEntriesLargeEnoughToJoinTheTableAreParquet(t *testing.T) {
+	b := newTable(t, "file://"+t.TempDir())
+	s := open(t, b, "w", walshard.Options{ReuseBytes: 16 << 10})
+	appendIDs(t, s, 1, 2, 3)            // 3 rows: a few dozen bytes
+	appendIDs(t, s, seq(100, 4_000)...) // 4,000 rows: over 32 KiB of ids alone
+	s.Close()
+	var forms []string
+	for o, err := range blob.List(ctx, b, table.WALDir("w"), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := b.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forms = append(forms, string(data[:4]))
+	}
+	// Newest first: the fence of the reopening below is not there yet.
+	if !slices.Equal(forms, []string{"PAR1", "STRA", "STRA"}) {
+		t.Fatalf("WAL entries begin %q, want the large entry Parquet, the small one and the fence binary", forms)
+	}
+	s = open(t, b, "w", walshard.Options{ReuseBytes: 16 << 10})
+	defer s.Close()
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, baseIDs(t, b), append([]int64{1, 2, 3}, seq(100, 4_000)...))
+}

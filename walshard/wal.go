@@ -18,9 +18,10 @@ import (
 )
 
 // WAL entry objects come in two forms. With Options.ReuseBytes set, a
-// data entry is a Parquet fragment (format version 2): the table's own
-// encoding of the rows, so that a large one can join the table as it is
-// when flushed, with no second copy. Its footer's key-value metadata
+// data entry whose rows take that many bytes in memory is a Parquet
+// fragment (format version 2): the table's own encoding of the rows, so
+// that a large one can join the table as it is when flushed, with no
+// second copy. Its footer's key-value metadata
 // holds, under "strata.wal", a JSON object:
 //
 //	{"version": 2, "kind": 1, "epoch": E, "position": P, "id": ULID,
