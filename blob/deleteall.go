@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
 // MaxDeleteBatch is the most keys one batched delete takes (S3's
@@ -90,7 +92,10 @@ func (b *fileBucket) DeleteBatch(ctx context.Context, keys []string) error {
 // DeleteBatch is one S3 DeleteObjects request; other stores delete one
 // object a request.
 func (c *cloudBucket) DeleteBatch(ctx context.Context, keys []string) error {
-	if c.s3 == nil {
+	if c.s3 == nil || c.s3.noBatch.Load() {
+		if len(keys) > 0 {
+			return DeleteAll(ctx, deleteOneByOne{c}, keys)
+		}
 		return errors.ErrUnsupported
 	}
 	if len(keys) == 0 {
@@ -112,8 +117,16 @@ func (c *cloudBucket) DeleteBatch(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return c.s3.deleteObjects(ctx, keys)
+	err := c.s3.deleteObjects(ctx, keys)
+	if errors.Is(err, errNoBatch) {
+		c.s3.noBatch.Store(true)
+		return DeleteAll(ctx, deleteOneByOne{c}, keys)
+	}
+	return err
 }
+
+// errNoBatch: the store has no multi-object delete.
+var errNoBatch = errors.New("the store does not implement DeleteObjects")
 
 // deleteOneByOne hides a bucket's batched delete.
 type deleteOneByOne struct{ Bucket }
@@ -131,6 +144,11 @@ func (p *s3Put) deleteObjects(ctx context.Context, keys []string) error {
 		Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 	})
 	if err != nil {
+		var ae smithy.APIError
+		if status, ok := httpStatus(err, errors.As); ok && status == http.StatusNotImplemented ||
+			errors.As(err, &ae) && ae.ErrorCode() == "NotImplemented" {
+			return errNoBatch
+		}
 		return classify("delete", keys[0], err, errors.As)
 	}
 	for _, e := range out.Errors {

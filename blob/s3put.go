@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -27,6 +28,10 @@ type s3Put struct {
 	client *s3.Client
 	bucket string
 	prefix string // ends in "/" when set
+	// noBatch: the store answered a DeleteObjects "not implemented" (some
+	// S3-compatible stores have no multi-object delete); deletes go one
+	// object a request from then on.
+	noBatch atomic.Bool
 }
 
 // plain reports whether gocloud stores key under its own name: it escapes
