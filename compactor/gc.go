@@ -395,23 +395,21 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 	// Objects of live shards and of the table may go in any order, many a
 	// request; a retired shard's go one at a time, in retiredLast's order,
 	// after them.
-	loose := len(doomed)
-	for i, o := range doomed {
+	var batch []string
+	var retired []blob.ObjectInfo
+	for _, o := range doomed {
 		if retiredShard(o.Key, plan.Retired) {
-			loose = i
-			break
+			retired = append(retired, o)
+			continue
 		}
-	}
-	batch := make([]string, loose)
-	for i, o := range doomed[:loose] {
-		batch[i] = o.Key
+		batch = append(batch, o.Key)
 		res.BytesFreed += o.Size
 	}
 	res.ObjectsDeleted = append(res.ObjectsDeleted, batch...)
 	if err := blob.DeleteAll(ctx, b, batch); err != nil {
 		return res, err
 	}
-	for _, o := range doomed[loose:] {
+	for _, o := range retired {
 		res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
 		res.BytesFreed += o.Size
 		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
