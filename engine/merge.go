@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -22,6 +24,9 @@ func (db *DB) Merge(ctx context.Context) (walshard.FleetResult, error) {
 		fo.Commit.Writer = db.opts.Writer + " (merge)"
 	}
 	res, err := walshard.FleetMerge(ctx, db.b, &fo)
+	if db.repairedAfter(ctx, err) {
+		res, err = walshard.FleetMerge(ctx, db.b, &fo)
+	}
 	if ctx.Err() == nil && (err != nil || res.Version != 0) {
 		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Fleet: true, Result: res, Duration: time.Since(start), Err: err})
 	}
@@ -46,11 +51,35 @@ func (db *DB) mergeIfOwned(ctx context.Context) error {
 	var err error
 	if db.opts.FleetMerge {
 		_, err = db.Merge(ctx)
-	} else {
+	} else if _, err = s.Merge(ctx); db.repairedAfter(ctx, err) {
 		_, err = s.Merge(ctx)
 	}
 	if errors.Is(err, ErrMergeRunning) || errors.Is(err, walshard.ErrMergeRunning) || errors.Is(err, walshard.ErrFenced) {
 		return nil
 	}
 	return err
+}
+
+// repairedAfter makes the table whole again after a merge failed on an
+// object the newest version references and that is gone — a writer that
+// stalled past garbage collection died before putting back what the
+// collection took (a merge's deletion vector, an unacknowledged commit's
+// data) — when compactor.Repair can do so without losing anything. It
+// tells whether it did, so that the merge may run again at once rather
+// than fail until the next collection's repair.
+func (db *DB) repairedAfter(ctx context.Context, err error) bool {
+	if err == nil || !errors.Is(err, blob.ErrNotFound) || ctx.Err() != nil {
+		return false
+	}
+	res, rerr := db.Repair(ctx, false)
+	if rerr != nil {
+		db.opts.Log.Warn("repair after a merge found an object missing failed", "table", db.opts.Name, "error", rerr.Error())
+		return false
+	}
+	if len(res.Undone) == 0 && len(res.Rewritten) == 0 {
+		return false
+	}
+	db.opts.Log.Warn("a merge found an object of the table missing; repaired", "table", db.opts.Name,
+		"undone", fmt.Sprint(res.Undone), "rewritten", fmt.Sprint(res.Rewritten))
+	return true
 }

@@ -111,7 +111,7 @@ func (e *MissingDataError) Error() string {
 	if e.Detail != "" {
 		msg += "; " + e.Detail
 	}
-	return msg + " (restore them, or drop them from the table with `strata repair --drop-missing`)"
+	return msg + " (`strata repair` puts back what a writer that died mid-commit left out, losing nothing; otherwise restore them, or drop them from the table with `strata repair --drop-missing`)"
 }
 
 // Is makes errors.Is(err, ErrMissingData) true.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
@@ -178,6 +179,22 @@ func (w *world) finish() error {
 		}
 		rec := opRecord{actor: a.name, writer: a.writer(), commits: true, call: w.now()}
 		err := w.drain(a.shard, a.writer())
+		if errors.Is(err, blob.ErrNotFound) {
+			// An object the table references is gone: a writer that
+			// stalled past a collection died before putting it back. The
+			// Job's merge meets it too, and repairs what can be repaired
+			// without losing anything (engine.DB.Merge); then the shard
+			// drains.
+			w.logf("final: %s meets a missing object (%v); the Job's repair runs", a.name, err)
+			rep := &actor{name: "repair-final", kind: kCompactor}
+			w.newBucket(rep)
+			repRec := opRecord{actor: rep.name, writer: rep.writer(), commits: true, call: w.now()}
+			res, rerr := w.db(rep).Repair(w.ctx, false)
+			repRec.ret = w.now()
+			w.ops = append(w.ops, repRec)
+			w.logf("final: repair: undone %v, vectors written again %v: %v", res.Undone, res.Rewritten, rerr)
+			err = w.drain(a.shard, a.writer())
+		}
 		rec.ret = w.now()
 		w.ops = append(w.ops, rec)
 		if err != nil {
