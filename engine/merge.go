@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -64,14 +66,31 @@ func (db *DB) mergeIfOwned(ctx context.Context) error {
 // object the newest version references and that is gone — a writer that
 // stalled past garbage collection died before putting back what the
 // collection took (a merge's deletion vector, an unacknowledged commit's
-// data) — when compactor.Repair can do so without losing anything. It
-// tells whether it did, so that the merge may run again at once rather
-// than fail until the next collection's repair.
+// data) — when compactor.Repair can do so without losing anything. Only
+// the objects the error names are looked for (the rest are taken as
+// there: no request each). It tells whether it put anything back, so that
+// the merge may run again at once rather than fail until the next
+// collection's repair.
 func (db *DB) repairedAfter(ctx context.Context, err error) bool {
-	if err == nil || !errors.Is(err, blob.ErrNotFound) || ctx.Err() != nil {
+	if err == nil || !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, table.ErrMissingData) || ctx.Err() != nil {
 		return false
 	}
-	res, rerr := db.Repair(ctx, false)
+	named := map[string]bool{}
+	var me *table.MissingDataError
+	if errors.As(err, &me) {
+		for _, k := range me.Keys {
+			named[k] = true
+		}
+	}
+	var be *blob.Error
+	if errors.As(err, &be) && be.Key != "" {
+		named[be.Key] = true
+	}
+	if len(named) == 0 {
+		return false
+	}
+	co := db.opts.Commit
+	res, rerr := compactor.Repair(ctx, db.b, &co, func(key string) bool { return !named[key] })
 	if rerr != nil {
 		db.opts.Log.Warn("repair after a merge found an object missing failed", "table", db.opts.Name, "error", rerr.Error())
 		return false

@@ -21,10 +21,11 @@ import (
 // the missing vector, repairs it (writes it again, as compactor.Repair
 // does) and merges, rather than failing until a collection's repair.
 func TestAMergeThatMeetsAMissingVectorRepairsAndMerges(t *testing.T) {
-	b, err := blob.Open(ctx, "mem://")
+	under, err := blob.Open(ctx, "mem://")
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := blob.NewCounted(under)
 	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -32,11 +33,13 @@ func TestAMergeThatMeetsAMissingVectorRepairsAndMerges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 10) // ids 0..9
-	if _, err := tb.Append(ctx, rec); err != nil {
-		t.Fatal(err)
+	for id := int64(0); id < 10; id += 2 { // ids 0..9, two a fragment
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 0, id, 2)
+		if _, err := tb.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
 	}
-	rec.Release()
 	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "grader"})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +47,7 @@ func TestAMergeThatMeetsAMissingVectorRepairsAndMerges(t *testing.T) {
 	defer s.Close()
 	upsert := func(first int64) {
 		t.Helper()
-		rec := rollouts.Batch(testenv.Allocator(t), 42, 0, first, 3)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 0, first, 1)
 		defer rec.Release()
 		if err := s.Upsert(ctx, []string{"id"}, rec); err != nil {
 			t.Fatal(err)
@@ -53,7 +56,7 @@ func TestAMergeThatMeetsAMissingVectorRepairsAndMerges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	upsert(2) // ids 2..4 again
+	upsert(2) // id 2 again
 	if err := s.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -67,15 +70,21 @@ func TestAMergeThatMeetsAMissingVectorRepairsAndMerges(t *testing.T) {
 	if err := b.Delete(ctx, m.Transaction.Deletions[0].Deletion.Key); err != nil {
 		t.Fatal(err)
 	}
-	upsert(3) // ids 3..5 again: a merge that must read the fragment's vector
+	upsert(3) // id 3: a merge that must read the vector of the fragment of ids 2 and 3
 	db, err := engine.Open(ctx, b, &engine.Options{Writer: "job", Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	before := b.Stats()
 	res, err := db.Merge(ctx)
 	if err != nil || res.Generations != 1 {
 		t.Fatalf("the Job's merge: %+v %v, want the generation merged after a repair", res, err)
+	}
+	// The repair looked for the object the error named, not for every
+	// object of the table.
+	if after := b.Stats(); after.Heads-before.Heads > 2 {
+		t.Fatalf("the merge and its repair made %d HEADs, want the missing vector looked for alone", after.Heads-before.Heads)
 	}
 	snap, err := table.Open(ctx, b, nil)
 	if err != nil {
