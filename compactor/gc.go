@@ -392,29 +392,8 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 		}
 		doomed = slices.DeleteFunc(slices.Clone(doomed), func(o blob.ObjectInfo) bool { return spared[o.Key] })
 	}
-	// Objects of live shards and of the table may go in any order, many a
-	// request; a retired shard's go one at a time, in retiredLast's order,
-	// after them.
-	var batch []string
-	var retired []blob.ObjectInfo
-	for _, o := range doomed {
-		if retiredShard(o.Key, plan.Retired) {
-			retired = append(retired, o)
-			continue
-		}
-		batch = append(batch, o.Key)
-		res.BytesFreed += o.Size
-	}
-	res.ObjectsDeleted = append(res.ObjectsDeleted, batch...)
-	if err := blob.DeleteAll(ctx, b, batch); err != nil {
+	if err := deleteDoomed(ctx, b, doomed, plan.Retired, &res); err != nil {
 		return res, err
-	}
-	for _, o := range retired {
-		res.ObjectsDeleted = append(res.ObjectsDeleted, o.Key)
-		res.BytesFreed += o.Size
-		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return res, err
-		}
 	}
 	for _, k := range claims { // the collector's own claims, last of all
 		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, blob.ErrNotFound) {
