@@ -52,12 +52,25 @@ func DeleteAll(ctx context.Context, b Bucket, keys []string) error {
 		}
 		return nil
 	}
+	return deleteEach(ctx, b, keys)
+}
+
+// deleteEach deletes keys one a request, missing ones being no error.
+func deleteEach(ctx context.Context, b Bucket, keys []string) error {
 	for _, k := range keys {
 		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 	}
 	return nil
+}
+
+// overBatch is the error of a batch of more than MaxDeleteBatch keys.
+func overBatch(keys []string) error {
+	if len(keys) <= MaxDeleteBatch {
+		return nil
+	}
+	return newError("delete", keys[0], ErrPermanent, fmt.Errorf("%d keys in one batch, at most %d", len(keys), MaxDeleteBatch))
 }
 
 // DeleteBatch counts one request for a batch the store underneath deletes
@@ -78,15 +91,10 @@ func (c *Counted) DeleteBatch(ctx context.Context, keys []string) (err error) {
 // DeleteBatch removes the files one after the other: a local folder has
 // no request to save, and stands for a store that has.
 func (b *fileBucket) DeleteBatch(ctx context.Context, keys []string) error {
-	if len(keys) > MaxDeleteBatch {
-		return newError("delete", keys[0], ErrPermanent, fmt.Errorf("%d keys in one batch, at most %d", len(keys), MaxDeleteBatch))
+	if err := overBatch(keys); err != nil {
+		return err
 	}
-	for _, k := range keys {
-		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, ErrNotFound) {
-			return err
-		}
-	}
-	return nil
+	return deleteEach(ctx, b, keys)
 }
 
 // DeleteBatch is one S3 DeleteObjects request; other stores delete one
@@ -94,15 +102,15 @@ func (b *fileBucket) DeleteBatch(ctx context.Context, keys []string) error {
 func (c *cloudBucket) DeleteBatch(ctx context.Context, keys []string) error {
 	if c.s3 == nil || c.s3.noBatch.Load() {
 		if len(keys) > 0 {
-			return DeleteAll(ctx, deleteOneByOne{c}, keys)
+			return deleteEach(ctx, c, keys)
 		}
 		return errors.ErrUnsupported
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	if len(keys) > MaxDeleteBatch {
-		return newError("delete", keys[0], ErrPermanent, fmt.Errorf("%d keys in one batch, at most %d", len(keys), MaxDeleteBatch))
+	if err := overBatch(keys); err != nil {
+		return err
 	}
 	for _, k := range keys {
 		if err := CheckKey(k); err != nil {
@@ -111,7 +119,7 @@ func (c *cloudBucket) DeleteBatch(ctx context.Context, keys []string) error {
 		if !plain(k) {
 			// gocloud stores such a key under another name: delete it
 			// through gocloud.
-			return DeleteAll(ctx, deleteOneByOne{c}, keys)
+			return deleteEach(ctx, c, keys)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -120,16 +128,13 @@ func (c *cloudBucket) DeleteBatch(ctx context.Context, keys []string) error {
 	err := c.s3.deleteObjects(ctx, keys)
 	if errors.Is(err, errNoBatch) {
 		c.s3.noBatch.Store(true)
-		return DeleteAll(ctx, deleteOneByOne{c}, keys)
+		return deleteEach(ctx, c, keys)
 	}
 	return err
 }
 
 // errNoBatch: the store has no multi-object delete.
 var errNoBatch = errors.New("the store does not implement DeleteObjects")
-
-// deleteOneByOne hides a bucket's batched delete.
-type deleteOneByOne struct{ Bucket }
 
 // deleteObjects deletes keys in one DeleteObjects request (quiet: the
 // answer lists only the keys it failed to delete; a missing key is
