@@ -5,6 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -101,4 +104,36 @@ func FuzzParquetFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A damaged Parquet file of 7 KB whose zstd frames each declare a content
+// of gigabytes is refused as bad input without allocating them: the
+// reader's decoder sized its output by the frames' word, 4 GB a read, and
+// a fuzzer's process ran out of memory (the input is kept in the fuzz
+// corpus).
+func TestAParquetFileWhoseFramesDeclareGigabytesIsBadInput(t *testing.T) {
+	raw, err := os.ReadFile("testdata/fuzz/FuzzParquetFile/87ae8601a6d7848b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSuffix(strings.TrimPrefix(strings.Split(string(raw), "\n")[1], "[]byte("), ")")
+	data, err := strconv.Unquote(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "in.parquet")
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = readParquet(path)
+	runtime.ReadMemStats(&after)
+	var ie *table.InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("got %v, want bad input", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 256<<20 {
+		t.Fatalf("reading a %d-byte file allocated %d MB", len(data), n>>20)
+	}
 }
