@@ -453,8 +453,10 @@ func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
 	}
 	s.mu.Unlock()
 	a.e = &entry{kind: kindData, epoch: s.epoch, position: a.pos, id: table.NewID(), keys: reqs[0].keys}
+	var size int64 // the rows' memory
 	for _, r := range reqs {
 		a.e.batches = append(a.e.batches, r.recs...)
+		size += r.bytes()
 		if r.key != nil {
 			a.e.appends = append(a.e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows})
 		}
@@ -462,12 +464,8 @@ func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
 	// Only an entry whose rows take ReuseBytes in memory may be large
 	// enough to join the table as it is: a smaller one is written in the
 	// binary form, which costs far less to encode than Parquet.
-	var rows int64
-	for _, rec := range a.e.batches {
-		rows += recordBytes(rec)
-	}
 	var err error
-	if a.data, err = encodeEntry(a.e, s.schema, s.opts.ReuseBytes > 0 && rows >= s.opts.ReuseBytes); err != nil {
+	if a.data, err = encodeEntry(a.e, s.schema, s.opts.ReuseBytes > 0 && size >= s.opts.ReuseBytes); err != nil {
 		return nil, err
 	}
 	a.deadline = time.Now().Add(s.budget())
