@@ -35,9 +35,10 @@ import (
 //     trimmed to what no other merge took (commit.Apply): two merges of the
 //     same generations never both add them, and a shard a newer owner now
 //     merges is left to it.
-//   - Afterwards it records the new watermarks (table.MergedKey), which the
-//     owners read at their next flush, and takes the announcements down.
-//     Those are hints: losing one delays a merge, never changes the table.
+//   - Afterwards it records the new watermarks (table.MergedKey) that cross
+//     a multiple of recordEvery, which the owners read now and then when
+//     they flush, and takes the announcements down. Those are hints:
+//     losing one delays a merge or a cleanup, never changes the table.
 
 // FleetOptions tune a fleet merge. Zero values mean defaults.
 type FleetOptions struct {
@@ -383,13 +384,14 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 	g.SetLimit(parallelism)
 	for _, m := range cres.Manifest.Transaction.Merges {
 		g.Go(func() error {
-			err := recordMerged(gctx, b, m.Shard, m.Watermark)
+			from := base.Shards[m.Shard].Watermark
+			err := recordMerged(gctx, b, m.Shard, from, m.Watermark)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				in.errs = append(in.errs, err)
 			} else {
-				stale = append(stale, mergedHints(m.Shard, base.Shards[m.Shard].Watermark, gensOf[m.Shard])...)
+				stale = append(stale, mergedHints(m.Shard, from, m.Watermark, gensOf[m.Shard])...)
 			}
 			return nil
 		})

@@ -17,8 +17,9 @@ import (
 
 // Many shards' flushed generations go into the table in one commit, each
 // shard's watermark moving in it; the owners learn the new watermark at
-// their next flush and clean their logs; a second pass adds what they
-// flushed since, and nothing twice.
+// their next flush (recorded at a multiple of eight generations) and clean
+// their logs; a second pass adds what they flushed since, and nothing
+// twice.
 func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	b := newTable(t, "mem://")
 	var shards []*walshard.Shard
@@ -28,11 +29,13 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	for i := range 8 {
 		s := open(t, b, fmt.Sprintf("w%d", i), walshard.Options{Commit: commit.Options{Now: clock}})
 		defer s.Close()
-		ids := seq(int64(i*100), 5)
-		appendIDs(t, s, ids...)
-		want = append(want, ids...)
-		if _, err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
+		for g := range 8 {
+			ids := seq(int64(i*1000+g*10), 5)
+			appendIDs(t, s, ids...)
+			want = append(want, ids...)
+			if _, err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		shards = append(shards, s)
 	}
@@ -41,7 +44,7 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := walshard.FleetMerge(ctx, b, nil)
-	if err != nil || res.Shards != 8 || res.Generations != 8 || res.Rows != 40 {
+	if err != nil || res.Shards != 8 || res.Generations != 64 || res.Rows != 320 {
 		t.Fatalf("fleet merge: %+v %v", res, err)
 	}
 	if after, _ := table.LatestVersion(ctx, b); after != before+1 {
@@ -56,18 +59,18 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	if c1, _ := blob.StatsOf(b); c1.Sub(c0).Requests() != 1 {
 		t.Fatalf("an idle fleet merge made %d requests", c1.Sub(c0).Requests())
 	}
-	// The owners go on, and a flush 15 s after the last one that read the
+	// The owners go on, and a flush 30 s after the last one that read the
 	// shard's merge record reads it again; one owner merges on its own
 	// while a pass runs.
-	later.Store(int64(16 * time.Second))
+	later.Store(int64(31 * time.Second))
 	for i, s := range shards {
-		ids := seq(int64(i*100+50), 3)
+		ids := seq(int64(i*1000+500), 3)
 		appendIDs(t, s, ids...)
 		want = append(want, ids...)
 		if _, err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if st := s.Stats(); st.Watermark != 1 || st.PendingGenerations != 1 {
+		if st := s.Stats(); st.Watermark != 8 || st.PendingGenerations != 1 {
 			t.Fatalf("shard %d after a fleet merge and a flush: %+v", i, st)
 		}
 	}

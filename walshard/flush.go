@@ -63,7 +63,8 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 		}
 		// Merges move the watermark: this handle's own, or a fleet
 		// merge's (the Job's), which it learns by reading the shard's
-		// merge record now and then (one LIST of one key).
+		// merge record now and then (one LIST of one key), and the
+		// table's manifest when that is not enough.
 		select {
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
@@ -71,7 +72,7 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 			return 0, false, ErrClosed
 		case <-changed:
 		case <-time.After(fleetMergeCheck):
-			if err := s.learnWatermark(ctx); err != nil {
+			if err := s.learnWhileWaiting(ctx); err != nil {
 				return 0, false, err
 			}
 		}
@@ -149,7 +150,40 @@ const fleetMergeCheck = time.Second
 // learnEvery: how often a flush reads the shard's merge record (the
 // fleet merges it missed); a flush waiting for room reads it every
 // fleetMergeCheck.
-const learnEvery = 15 * time.Second
+const learnEvery = 30 * time.Second
+
+// tableCheck: how often a flush waiting for room reads the table's
+// manifest when the merge records do not make room (they are made every
+// recordEvery generations).
+const tableCheck = 10 * time.Second
+
+// learnWhileWaiting learns the watermark for a flush that waits for
+// room: from the shard's merge record, and when that leaves the flush
+// waiting, from the table itself at most every tableCheck — a record
+// lags up to recordEvery generations behind a fleet merge, more than
+// MaxPendingGenerations may allow.
+func (s *Shard) learnWhileWaiting(ctx context.Context) error {
+	if err := s.learnWatermark(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	full := len(s.mu.gens.pending()) >= s.opts.MaxPendingGenerations
+	due := s.now().Sub(s.mu.gens.readTableAt) >= tableCheck
+	s.mu.Unlock()
+	if !full || !due {
+		return nil
+	}
+	asked := s.now()
+	m, err := table.ReadLatest(ctx, s.b)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.mu.gens.readTableAt = asked
+	s.mu.Unlock()
+	s.noteWatermark(m.Shards[s.id].Watermark, m.Version)
+	return nil
+}
 
 // learnWatermark reads the newest merge record of the shard (one LIST of
 // one key): fleet merges move the watermark without the owner.

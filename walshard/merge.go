@@ -449,27 +449,51 @@ func (s *Shard) mergeSafe(ctx context.Context) (res MergeResult, err error) {
 // and takes down what announced the generations as pending. The records
 // are hints: a failure here leaves extra objects, never a wrong table.
 func announceMerged(ctx context.Context, b blob.Bucket, shard string, from, to uint64, gens []Generation) error {
-	if err := recordMerged(ctx, b, shard, to); err != nil {
+	if err := recordMerged(ctx, b, shard, from, to); err != nil {
 		return err
 	}
-	return blob.DeleteAll(ctx, b, mergedHints(shard, from, gens))
+	return blob.DeleteAll(ctx, b, mergedHints(shard, from, to, gens))
 }
 
-// recordMerged creates the shard's record of its new watermark.
-func recordMerged(ctx context.Context, b blob.Bucket, shard string, to uint64) error {
-	if err := b.PutIfAbsent(ctx, table.MergedKey(shard, to), nil); err != nil && !errors.Is(err, blob.ErrExists) {
+// recordEvery: a merge records a shard's watermark (table.MergedKey) only
+// when it crosses a multiple of recordEvery, and records that multiple,
+// a lower bound of the watermark (what a merge takes is a contiguous run
+// from the watermark, so everything at or below it is merged). Owners
+// learn a fleet merge's progress that many generations late at most, for
+// one request a shard every recordEvery generations instead of one every
+// merge; a flush waiting for room reads the table itself (learnWhileWaiting).
+const recordEvery = 8
+
+// recordedAt is the record a shard whose watermark is w has.
+func recordedAt(w uint64) uint64 { return w / recordEvery * recordEvery }
+
+// recordMerged creates the shard's record of its new watermark, when the
+// move from `from` to `to` crosses a multiple of recordEvery.
+func recordMerged(ctx context.Context, b blob.Bucket, shard string, from, to uint64) error {
+	at := recordedAt(to)
+	if at <= recordedAt(from) {
+		return nil
+	}
+	if err := b.PutIfAbsent(ctx, table.MergedKey(shard, at), nil); err != nil && !errors.Is(err, blob.ErrExists) {
 		return fmt.Errorf("walshard: shard %q: recording the merge: %w", shard, err)
 	}
 	return nil
 }
 
 // mergedHints are the hints a merge of gens that moved shard's watermark
-// from `from` made stale, to delete once its new record is there: the
-// previous record and the generations' announcements.
-func mergedHints(shard string, from uint64, gens []Generation) []string {
+// from `from` to `to` made stale, to delete once its new record is there:
+// the generations' announcements and, when it made a record, the previous
+// one (at the multiple below, or at `from` itself, where builds that
+// recorded every watermark left it).
+func mergedHints(shard string, from, to uint64, gens []Generation) []string {
 	keys := []string{}
-	if from > 0 {
-		keys = append(keys, table.MergedKey(shard, from))
+	if prev := recordedAt(from); recordedAt(to) > prev {
+		if prev > 0 {
+			keys = append(keys, table.MergedKey(shard, prev))
+		}
+		if from > prev {
+			keys = append(keys, table.MergedKey(shard, from))
+		}
 	}
 	for _, g := range gens {
 		keys = append(keys, table.PendingKey(shard, g.Gen, g.Seq))

@@ -110,6 +110,7 @@ type flushedGenerations struct {
 	// deleted (0: not known yet; the first cleanup lists them).
 	statesBelow uint64
 	learnedAt   time.Time // when a flush last read the shard's merge record
+	readTableAt time.Time // when a flush waiting for room last read the table
 	stateAt     time.Time // when this handle last wrote a state (keepAlive)
 }
 
