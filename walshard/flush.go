@@ -152,14 +152,19 @@ const fleetMergeCheck = time.Second
 // fleetMergeCheck.
 const learnEvery = 30 * time.Second
 
-// tableCheck: how often a flush waiting for room reads the table's
-// manifest when the merge records do not make room (they are made every
-// recordEvery generations).
-const tableCheck = 10 * time.Second
+// tableCheck and tableCheckMax: how often a flush waiting for room reads
+// the table's manifest when the merge records do not make room (they are
+// made every recordEvery generations): after tableCheck, then twice as
+// long after each read that found no merge, up to tableCheckMax — a fleet
+// whose Job is down does not read its manifest ever faster.
+const (
+	tableCheck    = 10 * time.Second
+	tableCheckMax = 2 * time.Minute
+)
 
 // learnWhileWaiting learns the watermark for a flush that waits for
 // room: from the shard's merge record, and when that leaves the flush
-// waiting, from the table itself at most every tableCheck — a record
+// waiting, from the table itself now and then (tableCheck) — a record
 // lags up to recordEvery generations behind a fleet merge, more than
 // MaxPendingGenerations may allow.
 func (s *Shard) learnWhileWaiting(ctx context.Context) error {
@@ -168,7 +173,8 @@ func (s *Shard) learnWhileWaiting(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	full := len(s.mu.gens.pending()) >= s.opts.MaxPendingGenerations
-	due := s.now().Sub(s.mu.gens.readTableAt) >= tableCheck
+	wait := max(s.mu.gens.tableWait, tableCheck)
+	due := s.now().Sub(s.mu.gens.readTableAt) >= wait
 	s.mu.Unlock()
 	if !full || !due {
 		return nil
@@ -179,9 +185,17 @@ func (s *Shard) learnWhileWaiting(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	s.mu.gens.readTableAt = asked
+	before := s.mu.gens.watermark
+	if s.mu.gens.note(m.Shards[s.id].Watermark, m.Version) {
+		s.broadcastLocked()
+	}
+	if s.mu.gens.watermark > before {
+		wait = tableCheck
+	} else {
+		wait = min(2*wait, tableCheckMax)
+	}
+	s.mu.gens.readTableAt, s.mu.gens.tableWait = asked, wait
 	s.mu.Unlock()
-	s.noteWatermark(m.Shards[s.id].Watermark, m.Version)
 	return nil
 }
 

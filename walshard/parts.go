@@ -109,9 +109,10 @@ type flushedGenerations struct {
 	// statesBelow: every state object with a lower sequence number is
 	// deleted (0: not known yet; the first cleanup lists them).
 	statesBelow uint64
-	learnedAt   time.Time // when a flush last read the shard's merge record
-	readTableAt time.Time // when a flush waiting for room last read the table
-	stateAt     time.Time // when this handle last wrote a state (keepAlive)
+	learnedAt   time.Time     // when a flush last read the shard's merge record
+	readTableAt time.Time     // when a flush waiting for room last read the table
+	tableWait   time.Duration // how long it waits before it reads it again
+	stateAt     time.Time     // when this handle last wrote a state (keepAlive)
 }
 
 // note records watermark w, seen in version; it tells whether it moved.
