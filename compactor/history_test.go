@@ -54,6 +54,10 @@ func TestCompactionOverRandomHistories(t *testing.T) {
 	n := historySeedCount()
 	for seed := *historyStart; seed < *historyStart+uint64(n); seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			// Seeds share nothing (each its own bucket and table), so they
+			// run at once, as many as -parallel allows: under the race
+			// detector this is the longest test of the suite.
+			t.Parallel()
 			t.Logf("seed %d; replay: go test ./compactor -run 'TestCompactionOverRandomHistories$' -history.start=%d -history.seeds=1 -v", seed, seed)
 			h := newHistory(t, seed)
 			for step := range *historySteps {
