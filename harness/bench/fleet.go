@@ -70,7 +70,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	jobCtx, stopJob := context.WithCancel(ctx)
 	defer stopJob()
 	jobDone := make(chan struct{})
-	before := f.requests()
+	before, objBefore := f.requests(), f.tally.snapshot()
 	cpu0 := cpuTime()
 	start := time.Now()
 	go func() {
@@ -82,7 +82,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 	f.append(ctx, start.Add(cfg.Duration))
 	wall := time.Since(start)
 	runCPU := cpuTime() - cpu0
-	runStats := f.requests().Sub(before)
+	runStats, objRun := f.requests().Sub(before), f.tally.snapshot()
 	if jobLevel() == slog.LevelInfo {
 		fmt.Fprintf(log, "bench: requests during the run: %+v\n", runStats)
 	}
@@ -108,6 +108,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 		"commits_per_min": round(float64(vRun-v0) / minutes), "conflicts": f.conflicts.Load(),
 		"run_cpu_s": round(runCPU.Seconds())}
 	maps.Copy(r, cost(runStats, cfg.Writers, minutes, c.bytes))
+	r["requests_per_shard_min_by_object"] = perShardMinute(objRun, objBefore, cfg.Writers, minutes)
 	if vis := c.visibility; len(vis) > 0 {
 		r["visible_p50_s"], r["visible_p99_s"], r["visible_max_s"] = round(pct(vis, 0.5).Seconds()), round(pct(vis, 0.99).Seconds()), round(vis[len(vis)-1].Seconds())
 	}
@@ -148,6 +149,7 @@ type fleetRun struct {
 	mu        sync.Mutex
 	buckets   []blob.Bucket // every bucket a process of the fleet opened, counted
 	conflicts atomic.Int64
+	tally     objectTally // requests by object, of every bucket opened
 	shards    []*engine.DB
 
 	acks       [][]fleetAck // by writer
@@ -166,7 +168,7 @@ func (f *fleetRun) open(ctx context.Context, u string) (blob.Bucket, error) {
 	f.mu.Lock()
 	f.buckets = append(f.buckets, b)
 	f.mu.Unlock()
-	return &conflictCounter{Bucket: b, n: &f.conflicts}, nil
+	return &fleetBucket{Bucket: b, conflicts: &f.conflicts, tally: &f.tally}, nil
 }
 
 // requests is the sum of the requests of the fleet's buckets so far.
@@ -379,20 +381,6 @@ func mergeTimes(ctx context.Context, b blob.Bucket, v0 uint64) (map[int64]time.T
 	return out, nil
 }
 
-// conflictCounter counts the manifest creates a process lost to another.
-type conflictCounter struct {
-	blob.Bucket
-	n *atomic.Int64
-}
-
-func (c *conflictCounter) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	err := c.Bucket.PutIfAbsent(ctx, key, data)
-	if errors.Is(err, blob.ErrExists) && len(key) > len(table.VersionsDir) && key[:len(table.VersionsDir)] == table.VersionsDir {
-		c.n.Add(1)
-	}
-	return err
-}
-
 // errorCounter is a log handler that counts the Job's errors and passes
 // its warnings and errors on.
 type errorCounter struct {
@@ -412,17 +400,6 @@ func (e *errorCounter) WithAttrs(a []slog.Attr) slog.Handler {
 }
 func (e *errorCounter) WithGroup(g string) slog.Handler {
 	return &errorCounter{n: e.n, next: e.next.WithGroup(g)}
-}
-
-// Unwrap lets blob.StatsOf reach the counted bucket underneath.
-func (c *conflictCounter) Unwrap() blob.Bucket { return c.Bucket }
-
-// DeleteBatch passes batched deletes through, so that they stay batched.
-func (c *conflictCounter) DeleteBatch(ctx context.Context, keys []string) error {
-	if d, ok := c.Bucket.(blob.BatchDeleter); ok {
-		return d.DeleteBatch(ctx, keys)
-	}
-	return errors.ErrUnsupported
 }
 
 // cpuTime is the CPU this process has used.

@@ -55,4 +55,23 @@ func TestAFleetConvergesUnderThrottling(t *testing.T) {
 	if total := r["requests_per_shard_min"]; total <= 0 || byKind < total*0.99 || byKind > total*1.01 || r["s3_usd_per_month_requests"] <= 0 || r["s3_usd_per_month_storage"] <= 0 {
 		t.Fatalf("the cost model does not add up (%g by kind, %g in all): %s", byKind, total, line)
 	}
+	// And by object: every request is counted under the object it
+	// touched, the appends' under the WAL, each flush's under its
+	// generation, state and announcement.
+	byObject, _ := fields["requests_per_shard_min_by_object"].(map[string]any)
+	var sum float64
+	for _, v := range byObject {
+		n, _ := v.(float64)
+		sum += n
+	}
+	// (The two counts are read a moment apart while requests are in
+	// flight; TestFleetBucketCountsAsCounted compares them exactly.)
+	if total := r["requests_per_shard_min"]; sum < total*0.98 || sum > total*1.02 {
+		t.Fatalf("the requests by object do not add up (%g by object, %g in all): %s", sum, total, line)
+	}
+	for _, k := range []string{"wal/put", "generation/put", "shard_state/put", "announcement/put", "manifest/put"} {
+		if n, _ := byObject[k].(float64); n <= 0 {
+			t.Fatalf("no %s requests counted: %s", k, line)
+		}
+	}
 }

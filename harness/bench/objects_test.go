@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// Every object a fleet writes, named by the table's own layout, is
+// counted under its kind: a layout that moves an object fails here, not
+// silently in the cost model.
+func TestObjectKinds(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want string
+	}{
+		{table.WALKey("w0001", 7), "wal"},
+		{table.WALDir("w0001"), "wal"},
+		{table.ShardStateKey("w0001", 3), "shard_state"},
+		{table.GenerationKey("w0001", 4, 1, "ab12"), "generation"},
+		{table.ShardEpochKey("w0001", 2), "epoch_claim"},
+		{table.QuarantineKey("w0001", 9), "quarantine"},
+		{table.PendingKey("w0001", 4, 3), "announcement"},
+		{table.FleetPendingDir, "announcement"},
+		{table.MergedKey("w0001", 8), "merge_record"},
+		{table.FleetShardsDir + "w0001", "registration"},
+		{table.ManifestKey(12), "manifest"},
+		{table.NewFragmentKey(), "fragment"},
+		{"_compactor/lease/x.json", "compactor"},
+		{table.IcebergDir + "metadata/v1.metadata.json", "iceberg"},
+		{table.GCBoundaryKey(3), "gc"},
+		{table.TagsDir + "release", "other"},
+		{table.ShardDir("w0001") + "unknown/x", "other"},
+	} {
+		if got := objectKinds[objectKind(c.key)]; got != c.want {
+			t.Errorf("%q counts as %q, want %q", c.key, got, c.want)
+		}
+	}
+}
+
+// A fleet's bucket counts each request once under its object, as the
+// counted bucket underneath counts it by kind: the two add up exactly.
+func TestFleetBucketCountsAsCounted(t *testing.T) {
+	ctx := context.Background()
+	b, err := blob.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var tally objectTally
+	var conflicts atomic.Int64
+	fb := &fleetBucket{Bucket: b, conflicts: &conflicts, tally: &tally}
+	before, ok := blob.StatsOf(fb)
+	if !ok {
+		t.Fatal("no counted bucket under the fleet's")
+	}
+	wal, state, manifest := table.WALKey("w1", 1), table.ShardStateKey("w1", 1), table.ManifestKey(1)
+	for _, k := range []string{wal, state, manifest} {
+		if err := fb.PutIfAbsent(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fb.PutIfAbsent(ctx, manifest, []byte("y")); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("a second create of %s: %v", manifest, err)
+	}
+	if err := fb.Put(ctx, table.NewFragmentKey(), strings.NewReader("rows")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fb.Get(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fb.NewRangeReader(ctx, wal, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if _, err := fb.Attributes(ctx, wal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fb.ListPage(ctx, table.WALDir("w1"), "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fb.ListDir(ctx, table.ShardsDir, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := blob.DeleteAll(ctx, fb, []string{wal, state}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fb.Delete(ctx, manifest); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := blob.StatsOf(fb)
+	st = st.Sub(before)
+	got := perShardMinute(tally.snapshot(), [numObjects][numRequests]int64{}, 1, 1)
+	var sum float64
+	for _, n := range got {
+		sum += n
+	}
+	if want := float64(st.Requests()); sum != want {
+		t.Fatalf("%g requests by object %v, %g counted (%+v)", sum, got, want, st)
+	}
+	want := map[string]float64{
+		"wal/put": 1, "wal/get": 2, "wal/list": 1, "shard_state/put": 1, "shard_state/get": 1,
+		"manifest/put": 2, "manifest/delete": 1, "fragment/put": 1, "other/list": 1, "mixed/delete": 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("by object %v, want %v", got, want)
+	}
+	if conflicts.Load() != 1 {
+		t.Fatalf("%d lost manifest creates counted, want 1", conflicts.Load())
+	}
+}
