@@ -18,7 +18,7 @@ const (
 // monthly cost of the run's requests and of storing a month of its rows
 // (bytes, as the table holds them at the end).
 func cost(st blob.Stats, writers int, minutes float64, bytes int64) Result {
-	perShardMin := func(n int64) float64 { return round(float64(n) / float64(writers) / minutes) }
+	perShardMin := func(n int64) float64 { return perShardMinute(n, writers, minutes) }
 	writes := st.Puts + st.CondPutsWon + st.CondPutsLost + st.CondPutsErr
 	reads := st.Gets + st.RangeGets + st.Heads
 	perMonth := minutesPerMonth / minutes
@@ -33,4 +33,10 @@ func cost(st blob.Stats, writers int, minutes float64, bytes int64) Result {
 		"s3_usd_per_month_requests":     round(requestsUSD),
 		"s3_usd_per_month_storage":      round(storageUSD),
 	}
+}
+
+// perShardMinute is n requests of a run of the given length (minutes) by
+// the given number of writers, per shard and minute.
+func perShardMinute(n int64, writers int, minutes float64) float64 {
+	return round(float64(n) / float64(writers) / minutes)
 }

@@ -108,7 +108,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 		"commits_per_min": round(float64(vRun-v0) / minutes), "conflicts": f.conflicts.Load(),
 		"run_cpu_s": round(runCPU.Seconds())}
 	maps.Copy(r, cost(runStats, cfg.Writers, minutes, c.bytes))
-	r["requests_per_shard_min_by_object"] = perShardMinute(objRun, objBefore, cfg.Writers, minutes)
+	r["requests_per_shard_min_by_object"] = byObject(objRun, objBefore, cfg.Writers, minutes)
 	if vis := c.visibility; len(vis) > 0 {
 		r["visible_p50_s"], r["visible_p99_s"], r["visible_max_s"] = round(pct(vis, 0.5).Seconds()), round(pct(vis, 0.99).Seconds()), round(vis[len(vis)-1].Seconds())
 	}

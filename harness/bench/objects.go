@@ -92,11 +92,14 @@ func objectKind(key string) int {
 // objectTally counts requests by object kind and request kind.
 type objectTally [numObjects][numRequests]atomic.Int64
 
+// tallyCounts are an objectTally's counts at one moment.
+type tallyCounts [numObjects][numRequests]int64
+
 func (t *objectTally) add(key string, req int) { t[objectKind(key)][req].Add(1) }
 
 // snapshot returns the counts so far.
-func (t *objectTally) snapshot() [numObjects][numRequests]int64 {
-	var s [numObjects][numRequests]int64
+func (t *objectTally) snapshot() tallyCounts {
+	var s tallyCounts
 	for i := range t {
 		for j := range t[i] {
 			s[i][j] = t[i][j].Load()
@@ -105,14 +108,14 @@ func (t *objectTally) snapshot() [numObjects][numRequests]int64 {
 	return s
 }
 
-// perShardMinute reports the counts made since before, per shard and
-// minute, as "object/request" → count, leaving out what was never asked.
-func perShardMinute(now, before [numObjects][numRequests]int64, writers int, minutes float64) map[string]float64 {
+// byObject reports the counts made since before, per shard and minute,
+// as "object/request" → count, leaving out what was never asked.
+func byObject(now, before tallyCounts, writers int, minutes float64) map[string]float64 {
 	out := map[string]float64{}
 	for i := range now {
 		for j := range now[i] {
 			if n := now[i][j] - before[i][j]; n > 0 {
-				out[objectKinds[i]+"/"+requestKinds[j]] = round(float64(n) / float64(writers) / minutes)
+				out[objectKinds[i]+"/"+requestKinds[j]] = perShardMinute(n, writers, minutes)
 			}
 		}
 	}

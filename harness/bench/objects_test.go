@@ -97,7 +97,7 @@ func TestFleetBucketCountsAsCounted(t *testing.T) {
 	}
 	st, _ := blob.StatsOf(fb)
 	st = st.Sub(before)
-	got := perShardMinute(tally.snapshot(), [numObjects][numRequests]int64{}, 1, 1)
+	got := byObject(tally.snapshot(), tallyCounts{}, 1, 1)
 	var sum float64
 	for _, n := range got {
 		sum += n
