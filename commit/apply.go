@@ -25,7 +25,11 @@ func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			return nil, &duplicateError{outcome: o}
 		}
 	}
-	if len(rec.Merges) > 0 {
+	if len(rec.Merges) > 0 && rec.Whole {
+		if err := wholeFits(cur, &rec); err != nil {
+			return nil, err
+		}
+	} else if len(rec.Merges) > 0 {
 		if trimFleetMerge(cur, &rec); len(rec.Merges) == 0 {
 			return nil, errNothingLeft
 		}
@@ -106,7 +110,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 					return nil, fmt.Errorf("commit: fleet merge of shard %q to %d (epoch %d) on a table at %d (epoch %d)",
 						sm.Shard, sm.Watermark, sm.Epoch, mark.Watermark, mark.Epoch)
 				}
-				next.Shards[sm.Shard] = table.ShardMark{Watermark: sm.Watermark, Epoch: sm.Epoch}
+				next.Shards[sm.Shard] = table.ShardMark{Watermark: sm.Watermark, Epoch: sm.Epoch, Seq: max(mark.Seq, sm.Seq)}
 			}
 			break
 		}
@@ -122,7 +126,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		if next.Shards == nil {
 			next.Shards = map[string]table.ShardMark{}
 		}
-		next.Shards[txn.Shard] = table.ShardMark{Watermark: txn.Watermark, Epoch: txn.Epoch}
+		next.Shards[txn.Shard] = table.ShardMark{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: cur.Shards[txn.Shard].Seq}
 	case table.KindDelete:
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
@@ -214,6 +218,22 @@ func addedRows(txn *table.Transaction) int64 {
 // errNothingLeft: a fleet merge whose every part other merges have
 // already done; the commit is complete without a manifest.
 var errNothingLeft = errors.New("commit: other merges did all this fleet merge would")
+
+// wholeFits checks that a Whole merge applies to cur as planned: every
+// part from the watermark the table records for its shard, which no newer
+// owner merges. Its fragments hold copies of the parts' rows, several
+// shards' in one, so it cannot be trimmed: otherwise it is a retryable
+// conflict, and the merger plans again without what others took.
+func wholeFits(cur *table.Manifest, rec *table.Transaction) error {
+	for _, sm := range rec.MergedShards() {
+		if mark := cur.Shards[sm.Shard]; mark.Watermark != sm.From || mark.Epoch > sm.Epoch {
+			return &ConflictError{Ours: *rec, Version: cur.Version, Retryable: true,
+				Reason: fmt.Sprintf("shard %q is at %d (epoch %d) in version %d; this merge copies its generations from %d (epoch %d)",
+					sm.Shard, mark.Watermark, mark.Epoch, cur.Version, sm.From, sm.Epoch)}
+		}
+	}
+	return nil
+}
 
 // trimFleetMerge fits a fleet merge to the version it is applied to: a
 // shard that another merge took further, or that a newer owner now

@@ -161,8 +161,8 @@ func mergeAgainst(ours, theirs *table.Transaction) Decision {
 	switch {
 	case covered:
 		return Done
-	case overlap && len(ours.Merges) == 0:
-		return Retry // an owner's merge plans again from the new watermark
+	case overlap && (len(ours.Merges) == 0 || ours.Whole):
+		return Retry // an owner's merge, or one of copies, plans again from the new watermark
 	}
 	return Compatible // a fleet merge is trimmed when applied (Apply)
 }

@@ -162,13 +162,18 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 		st.Manifests[v] = m
 	}
 	var shards []blob.ObjectInfo
-	for _, prefix := range []string{table.DataDir, table.DeletionsDir, table.IndicesDir, table.ShardsDir} {
+	for _, prefix := range []string{table.DataDir, table.DeletionsDir, table.IndicesDir, table.ShardsDir, table.FleetFlushDir} {
 		for o, err := range blob.List(ctx, b, prefix, 0) {
 			if err != nil {
 				return res, err
 			}
-			st.Objects = append(st.Objects, o)
-			if prefix == table.ShardsDir {
+			// Flush objects are a shard's states: they tell how lately it
+			// wrote, and go only with a retired shard (fleetHints); fleet
+			// merges delete those merged.
+			if prefix != table.FleetFlushDir {
+				st.Objects = append(st.Objects, o)
+			}
+			if prefix == table.ShardsDir || prefix == table.FleetFlushDir {
 				shards = append(shards, o)
 			}
 		}

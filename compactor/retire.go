@@ -16,7 +16,7 @@ import (
 
 // Shard retirement. A shard whose owner is gone for good (a pod of a
 // Deployment, replaced at every rollout under a new name) keeps its
-// claims, states and fences forever, and its registration, once its rows
+// claims, states (flush objects) and fences forever, and its registration, once its rows
 // are merged or adopted. Garbage collection retires a shard that holds no
 // row outside the table (walshard.HoldsNothing) and whose every object is
 // older than GCPolicy.RetireShardsAfter: it deletes its objects but the
@@ -69,7 +69,7 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 	}
 	quiet, work := map[string]bool{}, map[string]bool{} // work: an object to delete
 	for _, o := range objects {
-		shard, ok := shardOf(o.Key)
+		shard, ok := writerOf(o.Key)
 		if !ok {
 			continue
 		}
@@ -110,12 +110,21 @@ func shardOf(key string) (string, bool) {
 	return shard, ok && shard != ""
 }
 
+// writerOf is the shard a key under ShardsDir, or a flush object's key,
+// belongs to: an object its owners write.
+func writerOf(key string) (string, bool) {
+	if shard, _, ok := table.ParseFlushKey(key); ok {
+		return shard, true
+	}
+	return shardOf(key)
+}
+
 // fleetHints lists the fleet objects of the shards retired: their
 // registration, and their merge and pending hints.
 func fleetHints(ctx context.Context, b blob.Bucket, shards []string) ([]blob.ObjectInfo, error) {
 	var out []blob.ObjectInfo
 	for _, shard := range shards {
-		for _, prefix := range []string{table.FleetShardsDir + shard, table.FleetMergedDir + shard + "/", table.FleetPendingDir + shard + "/"} {
+		for _, prefix := range []string{table.FleetShardsDir + shard, table.FleetMergedDir + shard + "/", table.FleetPendingDir + shard + "/", table.FlushDir(shard)} {
 			for o, err := range blob.List(ctx, b, prefix, 0) {
 				if err != nil {
 					return nil, err
@@ -158,6 +167,9 @@ func retiredShard(key string, retired []string) bool {
 // retireRank is a key's place in retiredLast's order (0: not a retired
 // shard's, or its WAL).
 func retireRank(key string, retired []string) int {
+	if strings.HasPrefix(key, table.FleetFlushDir) {
+		return 2 // the shard's states (a retired shard's: GC lists no other)
+	}
 	if strings.HasPrefix(key, table.FleetDir) {
 		return 3 // (a retired shard's: GC lists no other)
 	}
@@ -267,12 +279,14 @@ func writtenSince(ctx context.Context, b blob.Bucket, shard string, objects []bl
 	for _, o := range objects {
 		listed[o.Key] = true
 	}
-	for o, err := range blob.List(ctx, b, table.ShardDir(shard), 0) {
-		if err != nil {
-			return false, fmt.Errorf("compactor: gc: listing shard %q again after fencing it: %w", shard, err)
-		}
-		if !listed[o.Key] {
-			return true, nil
+	for _, dir := range []string{table.ShardDir(shard), table.FlushDir(shard)} {
+		for o, err := range blob.List(ctx, b, dir, 0) {
+			if err != nil {
+				return false, fmt.Errorf("compactor: gc: listing shard %q again after fencing it: %w", shard, err)
+			}
+			if !listed[o.Key] {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
@@ -280,7 +294,7 @@ func writtenSince(ctx context.Context, b blob.Bucket, shard string, objects []bl
 
 // fleetShardOf is the shard a key under FleetDir names.
 func fleetShardOf(key string) (string, bool) {
-	for _, dir := range []string{table.FleetShardsDir, table.FleetMergedDir, table.FleetPendingDir} {
+	for _, dir := range []string{table.FleetShardsDir, table.FleetMergedDir, table.FleetPendingDir, table.FleetFlushDir} {
 		if rest, ok := strings.CutPrefix(key, dir); ok {
 			shard, _, _ := strings.Cut(rest, "/")
 			return shard, shard != ""

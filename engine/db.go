@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 // DB is a process's handle on one table. Safe for concurrent use.
@@ -29,6 +30,8 @@ type DB struct {
 	// One of each at a time in this process (ErrCompactionRunning,
 	// ErrMergeRunning).
 	compacting, merging atomic.Bool
+	// fleet is what this DB's fleet merges remember between passes.
+	fleet walshard.FleetMemory
 
 	mu struct {
 		sync.Mutex

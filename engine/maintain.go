@@ -224,7 +224,7 @@ func (db *DB) remember(remember bool, set func(*remembered)) {
 
 // idle tells whether nothing happened to the table since the last
 // remembered pass: one LIST for the newest version, one for announced
-// generations.
+// generations, and one page per thousand shards for flush objects.
 func (db *DB) idle(ctx context.Context, o MaintainOptions) bool {
 	db.mu.Lock()
 	r := db.mu.pass
@@ -238,8 +238,7 @@ func (db *DB) idle(ctx context.Context, o MaintainOptions) bool {
 		return false
 	}
 	if !o.NoMerge {
-		page, err := db.b.ListPage(ctx, table.FleetPendingDir, "", 1)
-		if err != nil || len(page.Objects) > 0 {
+		if quiet, err := db.fleet.Idle(ctx, db.b, now); err != nil || !quiet {
 			return false
 		}
 	}

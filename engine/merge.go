@@ -22,6 +22,9 @@ func (db *DB) Merge(ctx context.Context) (walshard.FleetResult, error) {
 	defer db.merging.Store(false)
 	start := time.Now()
 	fo := db.opts.Fleet
+	if fo.Memory == nil {
+		fo.Memory = &db.fleet
+	}
 	if fo.Commit.Writer == "" {
 		fo.Commit.Writer = db.opts.Writer + " (merge)"
 	}

@@ -62,6 +62,9 @@ func TestIdleCostsNothing(t *testing.T) {
 		}
 	}
 	again, _ := blob.StatsOf(b)
+	// A pass over an idle table: a LIST of its versions and one of flush
+	// objects (announcements of older builds, found none, are looked for
+	// again a minute later).
 	if n := again.Sub(after).Requests(); n != 10 {
 		t.Fatalf("5 passes over an idle table made %d requests, want 10", n)
 	}

@@ -305,6 +305,16 @@ func WriteFragment(ctx context.Context, b blob.Bucket, schema *arrow.Schema, bat
 // pages) and returns a key-value pair the footer holds besides: a
 // checksum of them, say (see FooterValue).
 func EncodeFragment(schema *arrow.Schema, batches []arrow.RecordBatch, seal func(pages []byte) (key, value string)) ([]byte, Fragment, error) {
+	if seal == nil {
+		return EncodeFragmentWith(schema, batches, nil)
+	}
+	return EncodeFragmentWith(schema, batches, func(pages []byte, _ Fragment) (string, string) { return seal(pages) })
+}
+
+// EncodeFragmentWith is EncodeFragment with seal given the fragment's
+// rows and statistics too, for a footer value that records them (a
+// shard's flush object).
+func EncodeFragmentWith(schema *arrow.Schema, batches []arrow.RecordBatch, seal func(pages []byte, f Fragment) (key, value string)) ([]byte, Fragment, error) {
 	var buf bytes.Buffer
 	w, err := newFragmentWriter(schema, "(in memory)", &upload{w: &buf})
 	if err != nil {
@@ -331,7 +341,7 @@ func EncodeFragment(schema *arrow.Schema, batches []arrow.RecordBatch, seal func
 	// The footer is written again, with the pair, in place of the first.
 	pages := buf.Len() - 8 - int(binary.LittleEndian.Uint32(buf.Bytes()[buf.Len()-8:]))
 	kv := md.KeyValueMetadata()
-	if err := kv.Append(seal(buf.Bytes()[:pages])); err != nil {
+	if err := kv.Append(seal(buf.Bytes()[:pages], f)); err != nil {
 		return nil, Fragment{}, err
 	}
 	md.FileMetaData.KeyValueMetadata = kv

@@ -89,13 +89,42 @@ func ParseGCBoundaryKey(key string) (uint64, bool) {
 //	_fleet/pending/<shard>/<20-digit gen>-<20-digit seq> a generation flushed and not
 //	                                          yet merged, and the state that records it
 //	_fleet/merged/<shard>/<inverted watermark> a merge moved the shard's watermark
+//	_fleet/flush/<shard>/<inverted seq>.parquet a flush: the shard's state at seq
+//	                                          and the rows of the generation it
+//	                                          made, in one object (FlushKey)
+//
+// _fleet/pending/ and a shard's state/ and gen/ folders are what builds
+// before flush objects wrote; they are read, and merged, still.
 const (
 	ShardsDir       = "_shards/"
 	FleetDir        = "_fleet/"
 	FleetShardsDir  = FleetDir + "shards/"
 	FleetPendingDir = FleetDir + "pending/"
 	FleetMergedDir  = FleetDir + "merged/"
+	FleetFlushDir   = FleetDir + "flush/"
 )
+
+// FlushDir holds a shard's flush objects; FlushKey names the one of state
+// seq. One LIST of FleetFlushDir finds every shard's.
+func FlushDir(shard string) string { return FleetFlushDir + shard + "/" }
+func FlushKey(shard string, seq uint64) string {
+	return FlushDir(shard) + Inverted(seq) + ".parquet"
+}
+
+// ParseFlushKey returns the shard and state sequence number a flush
+// object's key names.
+func ParseFlushKey(key string) (shard string, seq uint64, ok bool) {
+	rest, ok := strings.CutPrefix(key, FleetFlushDir)
+	if !ok {
+		return "", 0, false
+	}
+	shard, name, ok := strings.Cut(rest, "/")
+	if !ok || shard == "" {
+		return "", 0, false
+	}
+	seq, ok = ParseInverted(strings.TrimSuffix(name, ".parquet"))
+	return shard, seq, ok && strings.HasSuffix(name, ".parquet")
+}
 
 // A shard's own objects, under ShardsDir/<shard>/:
 //
@@ -128,13 +157,14 @@ func QuarantineDir(shard string) string             { return ShardDir(shard) + "
 func QuarantineKey(shard string, pos uint64) string { return QuarantineDir(shard) + Inverted(pos) }
 
 // ParseShardKey returns the number a key listed under one of a shard's
-// folders (epochs, wal, state, quarantine) names.
+// folders (epochs, wal, state, quarantine, and its flush objects' folder)
+// names.
 func ParseShardKey(dir, key string) (uint64, bool) {
 	name, ok := strings.CutPrefix(key, dir)
 	if !ok {
 		return 0, false
 	}
-	return ParseInverted(strings.TrimSuffix(name, ".json"))
+	return ParseInverted(strings.TrimSuffix(strings.TrimSuffix(name, ".json"), ".parquet"))
 }
 
 // GenerationKey names generation gen of shard, written by epoch; rnd

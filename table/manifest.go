@@ -110,10 +110,14 @@ type Deletion struct {
 }
 
 // ShardMark is what the table records of one write-ahead-log shard: the
-// newest generation merged into the table.
+// newest generation merged into the table, and Seq, a state of the shard
+// (a flush object's sequence number) every generation of which is merged:
+// a merger has nothing to read in the shard's flush objects at or below
+// it, and those not the shard's newest are garbage once a while old.
 type ShardMark struct {
 	Watermark uint64 `json:"watermark"`
 	Epoch     uint64 `json:"epoch,omitempty"`
+	Seq       uint64 `json:"seq,omitempty"`
 }
 
 // Index describes a key index (used by later format features).
@@ -190,6 +194,11 @@ type Transaction struct {
 	// Merges are set by a fleet merge: many shards' generations in one
 	// commit (Added holds them; their keys name shard and generation).
 	Merges []ShardMerge `json:"merges,omitempty"`
+	// Whole is set on a merge whose added fragments hold copies of the
+	// rows of flush objects, several shards' in one fragment: it applies
+	// as planned, from each part's From, or not at all (a retryable
+	// conflict) — it cannot be trimmed to what other merges left.
+	Whole bool `json:"whole,omitempty"`
 	// SchemaIPC is set by Create, Overwrite and Alter.
 	SchemaIPC []byte `json:"schema_ipc,omitempty"`
 	// Changes describe an Alter's column changes, for people (SchemaIPC
@@ -233,6 +242,11 @@ type ShardMerge struct {
 	Shard     string `json:"shard"`
 	Watermark uint64 `json:"watermark"`
 	Epoch     uint64 `json:"epoch"`
+	// From is the watermark the part merges from (set on a Whole merge).
+	From uint64 `json:"from,omitempty"`
+	// Seq, when set, is a state of the shard all of whose generations are
+	// at or below Watermark (see ShardMark.Seq).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // MergedShards returns what a merge moves: one shard for an owner's

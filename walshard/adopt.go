@@ -87,16 +87,28 @@ func registered(ctx context.Context, b blob.Bucket) ([]string, error) {
 // thousand): every owner registers its shard when it opens it, before it
 // writes, and an adoption that leaves nothing in a shard takes its
 // registration down (Adopt), so that an adopted shard costs later sweeps
-// nothing. It costs two LISTs a registered shard, and a LIST and a GET
-// more for each quiet one.
+// nothing. It lists every shard's flush objects (a LIST page per thousand)
+// and passes over a shard that flushed since now-after; it costs two LISTs
+// more for each other registered shard, and a LIST and a GET more for each
+// quiet one.
 func FindAbandoned(ctx context.Context, b blob.Bucket, after time.Duration, now time.Time) ([]Abandoned, error) {
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := registered(ctx, b)
+	all, err := registered(ctx, b)
 	if err != nil {
 		return nil, err
+	}
+	flushes, err := listFlushes(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, id := range all {
+		if fl := flushes[id]; fl == nil || now.Sub(fl[0].modTime) >= after {
+			ids = append(ids, id)
+		}
 	}
 	found := make([]*Abandoned, len(ids))
 	g, gctx := errgroup.WithContext(ctx)
@@ -168,6 +180,12 @@ func Adopt(ctx context.Context, b blob.Bucket, shard string, o Options) (AdoptRe
 	if _, err := s.Flush(ctx); err != nil {
 		return res, err
 	}
+	// Nothing is left in the shard's log: say so where the next sweep
+	// looks, in a state the merges below then record as merged, so that
+	// no later fleet merge reads it again.
+	if err := s.coverFence(ctx); err != nil {
+		return res, err
+	}
 	for {
 		mr, err := s.Merge(ctx)
 		if err != nil && !errors.Is(err, ErrMergeRunning) {
@@ -180,10 +198,6 @@ func Adopt(ctx context.Context, b blob.Bucket, shard string, o Options) (AdoptRe
 		if mr.Generations == 0 && s.Stats().PendingGenerations == 0 {
 			break
 		}
-	}
-	// Nothing is left in the shard: say so where the next sweep looks.
-	if err := s.coverFence(ctx); err != nil {
-		return res, err
 	}
 	res.Retired, err = retire(ctx, b, shard, s.Epoch())
 	return res, err
@@ -213,7 +227,7 @@ func (s *Shard) coverFence(ctx context.Context) error {
 	next.Seq, next.Epoch, next.ID, next.WALFlushed, next.MergedBelow = state.Seq+1, s.epoch, table.NewID(), top, watermark
 	next.Generations = state.pending(watermark)
 	next.Producers = producers.Expire(s.now())
-	if err := writeState(ctx, s.b, s.l, next); err != nil {
+	if err := writeState(ctx, s.b, s.l, s.schema, next, nil); err != nil {
 		if errors.Is(err, errStateTaken) {
 			return s.setFenced()
 		}

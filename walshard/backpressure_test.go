@@ -12,14 +12,16 @@ import (
 	"github.com/stratadb/strata/walshard"
 )
 
-// When flushes cannot keep up (here: the store refuses generation
-// objects), appends wait once the memtable passes its bound, instead of
-// growing memory; they go on once flushes succeed again.
+// When flushes cannot keep up (here: the store refuses flush objects,
+// once the shard is open), appends wait once the memtable passes its
+// bound, instead of growing memory; they go on once flushes succeed
+// again.
 func TestAppendsWaitWhenTheMemtableIsFull(t *testing.T) {
 	under := newTable(t, "mem://")
-	f := fault.Wrap(under, fault.OnKeys(regexp.MustCompile(`/gen/`), fault.Always(fault.Fault{Action: fault.Fail})))
+	f := fault.Wrap(under, nil)
 	s := open(t, f, "w1", walshard.Options{MaxMemtableBytes: 2000, FlushBytes: 1 << 30})
 	defer s.Close()
+	f.SetInjector(fault.OnKeys(regexp.MustCompile(`^`+table.FleetFlushDir), fault.Always(fault.Fault{Action: fault.Fail})))
 	for i := range 200 { // 16 bytes of ids a row, plus the shard names
 		appendIDs(t, s, int64(i))
 		if s.Stats().MemtableBytes > 2000 {

@@ -3,26 +3,32 @@ package walshard_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
 
-// A fleet merge takes down the hints it made stale — every merged
-// shard's announcements and previous watermark record — in one request
-// where the store deletes many objects at once, and leaves each shard
-// its newest record, made when the watermark crosses a multiple of eight
-// generations and only then.
-func TestAFleetMergeTakesDownStaleHintsInOneRequest(t *testing.T) {
+// A fleet merge deletes what it made stale — every shard's flush objects
+// merged a while ago (a minute: a fresh read that began before the merge
+// still finds them) and every merged shard's previous watermark record —
+// in one request where the store deletes many objects at once, and leaves
+// each shard its newest flush object and its newest record, made when the
+// watermark crosses a multiple of sixteen generations and only then.
+func TestAFleetMergeDeletesWhatItMadeStaleInOneRequest(t *testing.T) {
 	b := newTable(t, "file://"+t.TempDir())
 	const n = 24
 	shards := make([]*walshard.Shard, n)
 	var want []int64
-	round := func(r, flushes int) {
+	now := time.Now()
+	fo := &walshard.FleetOptions{Commit: commit.Options{Now: func() time.Time { return now }}}
+	round := func(r, flushes int, later time.Duration, deletes int64) {
 		t.Helper()
 		for i, s := range shards {
 			for f := range flushes {
@@ -34,74 +40,77 @@ func TestAFleetMergeTakesDownStaleHintsInOneRequest(t *testing.T) {
 				}
 			}
 		}
+		now = now.Add(later)
 		before, _ := blob.StatsOf(b)
-		res, err := walshard.FleetMerge(ctx, b, nil)
+		res, err := walshard.FleetMerge(ctx, b, fo)
 		if err != nil || res.Shards != n {
 			t.Fatalf("round %d: fleet merge %+v %v", r, res, err)
 		}
 		after, _ := blob.StatsOf(b)
-		if d := after.Sub(before).Deletes; d != 1 {
-			t.Fatalf("round %d: the fleet merge of %d shards made %d delete requests, want 1", r, n, d)
+		if d := after.Sub(before).Deletes; d != deletes {
+			t.Fatalf("round %d: the fleet merge of %d shards made %d delete requests, want %d", r, n, d, deletes)
 		}
 	}
-	records := func(s *walshard.Shard) []string {
-		t.Helper()
-		var keys []string
-		for o, err := range blob.List(ctx, b, table.FleetMergedDir+s.ID()+"/", 0) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			keys = append(keys, o.Key)
-		}
-		return keys
-	}
+	list := func(dir string) []string { t.Helper(); return listKeys(t, b, dir) }
 	for i := range shards {
 		shards[i] = open(t, b, fmt.Sprintf("w%02d", i), walshard.Options{})
 		defer shards[i].Close()
 	}
-	round(0, 8)
-	round(1, 8)
-	exactlyOnce(t, baseIDs(t, b), want)
-	for o, err := range blob.List(ctx, b, table.FleetPendingDir, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Fatalf("announcement %s left after its generation merged", o.Key)
-	}
+	// The store's clock is the machine's; the merges' runs ahead.
+	round(0, 8, 0, 0) // no record yet, and the flush objects are young
 	for _, s := range shards {
-		if got := records(s); len(got) != 1 || got[0] != table.MergedKey(s.ID(), 16) {
+		if got := list(table.FlushDir(s.ID())); len(got) != 9 {
+			t.Fatalf("shard %s: flush objects %q, want the open's and eight flushes'", s.ID(), got)
+		}
+	}
+	round(1, 8, 2*time.Minute, 1) // the flush objects merged (the first records, at 16, replace none)
+	exactlyOnce(t, baseIDs(t, b), want)
+	for _, s := range shards {
+		if got := list(table.FleetMergedDir + s.ID() + "/"); len(got) != 1 || got[0] != table.MergedKey(s.ID(), 16) {
 			t.Fatalf("shard %s: merge records %q, want its newest (16) alone", s.ID(), got)
 		}
+		if got := list(table.FlushDir(s.ID())); len(got) != 1 {
+			t.Fatalf("shard %s: flush objects %q, want the newest alone", s.ID(), got)
+		}
 	}
-	// Merges that cross no multiple of eight record nothing.
+	// Merges that cross no multiple of sixteen record nothing.
 	before, _ := blob.StatsOf(b)
-	round(2, 1)
+	round(2, 1, 2*time.Minute, 1)
 	after, _ := blob.StatsOf(b)
 	d := after.Sub(before)
-	if writes := d.Puts + d.CondPutsWon + d.CondPutsLost + d.CondPutsErr; writes != 4*n+1 {
-		t.Fatalf("a round of an append and a flush a shard and a fleet merge made %d writes, want %d (an entry, a generation, a state and an announcement a shard, and the commit)", writes, 4*n+1)
+	if writes := d.Puts + d.CondPutsWon + d.CondPutsLost + d.CondPutsErr; writes != 2*n+2 {
+		t.Fatalf("a round of an append and a flush a shard and a fleet merge made %d writes, want %d (an entry and a flush object a shard, the merged rows and the commit)", writes, 2*n+2)
 	}
 	for _, s := range shards {
-		if got := records(s); len(got) != 1 || got[0] != table.MergedKey(s.ID(), 16) {
+		if got := list(table.FleetMergedDir + s.ID() + "/"); len(got) != 1 || got[0] != table.MergedKey(s.ID(), 16) {
 			t.Fatalf("shard %s: merge records %q after a merge to 17, want the one at 16", s.ID(), got)
 		}
+		if got := list(table.FlushDir(s.ID())); len(got) != 1 {
+			t.Fatalf("shard %s: flush objects %q, want the newest alone", s.ID(), got)
+		}
+	}
+	if got := list(table.FleetPendingDir); len(got) != 0 {
+		t.Fatalf("announcements %q: a flush announces nothing", got)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
 }
 
-// An owner deletes its old states several at a time, in one request
-// each time: its folder holds a few more than the newest two, never more
-// than a batch more.
-func TestAnOwnerDeletesOldStatesInBatches(t *testing.T) {
+// An owner that merges its own shard deletes the flush objects it merged,
+// at most once a minute (a LIST and a request): its folder holds its
+// newest and those merged within the minute.
+func TestAnOwnerDeletesItsMergedFlushObjects(t *testing.T) {
 	under := newTable(t, "file://"+t.TempDir())
-	var stateDeletes atomic.Int64 // requests: a batch is decided once
+	var flushDeletes atomic.Int64 // requests: a batch is decided once
 	b := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpDelete && strings.HasPrefix(key, table.ShardStatesDir("w")) {
-			stateDeletes.Add(1)
+		if op == fault.OpDelete && strings.HasPrefix(key, table.FlushDir("w")) {
+			flushDeletes.Add(1)
 		}
 		return fault.Fault{}
 	}))
-	s := open(t, b, "w", walshard.Options{})
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := open(t, b, "w", walshard.Options{Commit: commit.Options{Now: clock}})
 	defer s.Close()
 	const flushes = 40
 	most := 0
@@ -113,20 +122,16 @@ func TestAnOwnerDeletesOldStatesInBatches(t *testing.T) {
 		if _, err := s.Merge(ctx); err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for _, err := range blob.List(ctx, b, table.ShardStatesDir("w"), 0) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-		most = max(most, n)
+		mu.Lock()
+		now = now.Add(10 * time.Second)
+		mu.Unlock()
+		most = max(most, len(listKeys(t, b, table.FlushDir("w"))))
 	}
-	if d := stateDeletes.Load(); d == 0 || d > flushes/8+1 {
-		t.Fatalf("%d requests deleted states over %d flushes, want at most one per 8", d, flushes)
+	if d := flushDeletes.Load(); d == 0 || d > flushes*10/60+1 {
+		t.Fatalf("%d requests deleted flush objects over %d flushes 10 s apart, want one a minute at most", d, flushes)
 	}
-	if most > 2+8+1 {
-		t.Fatalf("the states folder held %d states, want at most the newest two and a batch", most)
+	if most > 2*6+2 {
+		t.Fatalf("the shard's flush objects numbered %d, want at most the newest and two minutes' worth", most)
 	}
 	exactlyOnce(t, baseIDs(t, under), seq(0, flushes))
 }
@@ -170,9 +175,9 @@ func TestARecordOfAnEarlierBuildGoesWithTheNextRecord(t *testing.T) {
 	if err := b.PutIfAbsent(ctx, table.MergedKey("w", 5), nil); err != nil {
 		t.Fatal(err)
 	}
-	flushes(5, 3)
-	if got := records(); len(got) != 1 || got[0] != table.MergedKey("w", 8) {
-		t.Fatalf("records %q at watermark 8, want the one at 8 alone", got)
+	flushes(5, 11)
+	if got := records(); len(got) != 1 || got[0] != table.MergedKey("w", 16) {
+		t.Fatalf("records %q at watermark 16, want the one at 16 alone", got)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
 }

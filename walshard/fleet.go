@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -24,21 +23,26 @@ import (
 // a server on request, a worker that opts in — while the shards' owners
 // go on appending, flushing and even merging on their own:
 //
-//   - A flush announces its generation (table.PendingKey, naming the state
-//     that records it); a fleet merge lists the announcements (one LIST for
-//     the whole fleet), reads each announced shard's state, and takes the
-//     generations above the table's watermark for the shard, a contiguous
-//     run, since a state lists every generation above the watermark its
-//     writer knew.
-//   - The commit records each shard's new watermark and epoch beside the
-//     generations (Transaction.Merges). Applied on a newer version, it is
-//     trimmed to what no other merge took (commit.Apply): two merges of the
-//     same generations never both add them, and a shard a newer owner now
-//     merges is left to it.
+//   - A fleet merge lists every shard's flush objects (one LIST page per
+//     thousand), reads the newest of each shard the table's record of it
+//     (ShardMark.Seq) does not cover, and takes its generations above the
+//     table's watermark for the shard, a contiguous run, since a state
+//     lists every generation above the watermark its writer knew. It
+//     reads the flush objects that hold them (one GET each: the newest
+//     holds the newest generation) and writes their rows, every shard's,
+//     into one fragment (copy.go). Shards an older build flushed announce
+//     their generations under _fleet/pending/ and are merged as they were.
+//   - The commit records each shard's new watermark and epoch, and the
+//     state it drained (Transaction.Merges). It is Whole: applied on a
+//     newer version where another merge took some of the generations, or
+//     a newer owner merges a shard, it is a conflict, and the merge plans
+//     again without what others took.
 //   - Afterwards it records the new watermarks (table.MergedKey) that cross
 //     a multiple of recordEvery, which the owners read now and then when
-//     they flush, and takes the announcements down. Those are hints:
-//     losing one delays a merge or a cleanup, never changes the table.
+//     they flush, and deletes, in one request per thousand, the flush
+//     objects merged a minute ago or more and the records made stale.
+//     Those are hints or merged copies: losing one delays a cleanup, never
+//     changes the table.
 
 // FleetOptions tune a fleet merge. Zero values mean defaults.
 type FleetOptions struct {
@@ -50,6 +54,11 @@ type FleetOptions struct {
 	Parallelism int
 	// Commit tunes the merge commit.
 	Commit commit.Options
+	// Memory, when set, is what the fleet merges of this table remember
+	// between passes (one per table): shards whose newest flush object a
+	// pass found nothing to merge in are not read again until they
+	// flush, and a pass that finds nothing new reads no manifest.
+	Memory *FleetMemory
 }
 
 // EnsureDefaults returns a copy of o (nil: the zero FleetOptions) with
@@ -144,19 +153,31 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 // fleetPass is one pass of FleetMerge; keyed counts the generations of
 // upserts it installed or left for the next pass.
 func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetResult, keyed int, err error) {
-	hints, err := listPending(ctx, b)
-	if err != nil || len(hints) == 0 {
+	now := time.Now
+	if o.Commit.Now != nil {
+		now = o.Commit.Now
+	}
+	hints, err := o.Memory.listAnnounced(ctx, b, now())
+	if err != nil {
 		return res, 0, err
 	}
-	res.Announced = len(hints)
+	flushes, err := listFlushes(ctx, b)
+	if err != nil || len(hints) == 0 && len(flushes) == 0 || o.Memory.quiet(hints, flushes, now()) {
+		return res, 0, err
+	}
+	res.Announced = shardsToLook(hints, flushes)
 	base, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		return res, 0, err
 	}
 	var errs []error
+	var doomed []string // deleted at the end, in as few requests as the store allows
 	var parts, keyedParts []shardPart
 	var bytes int64
-	for _, p := range readPlans(ctx, b, base, hints, o) {
+	for _, p := range readPlans(ctx, b, base, hints, flushes, o) {
+		if fl := flushes[p.shard]; p.err == nil && len(p.gens) == 0 && fl != nil && p.state != nil && p.state.Seq == fl[0].seq {
+			o.Memory.settle(p.shard, fl[0].seq)
+		}
 		if p.err != nil {
 			res.Failed = append(res.Failed, p.shard)
 			errs = append(errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
@@ -168,15 +189,17 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 		if p.upsertsAfter {
 			keyed++ // another pass
 		}
+		part := shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens, seq: p.seq, data: p.data}
 		if len(p.gens[0].Keys) > 0 {
-			keyedParts = append(keyedParts, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
+			part.seq = 0
+			keyedParts = append(keyedParts, part)
 			continue
 		}
 		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
 			continue // the next pass takes it
 		}
 		bytes += sumBytes(p.gens)
-		parts = append(parts, shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens})
+		parts = append(parts, part)
 	}
 	latest := base
 	if len(parts) > 0 {
@@ -186,9 +209,11 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 		}
 		res.Version, res.Merged, res.Shards, res.Generations, res.Rows = in.version, in.merged, len(in.merged), in.generations, in.rows
 		errs = append(errs, in.errs...)
+		doomed = append(doomed, in.stale...)
 		if in.manifest != nil {
 			latest = in.manifest
 		}
+		o.Memory.settleDrained(parts, flushes, in.merged)
 	}
 	// Then each shard's generation of upserts, one commit each, in the
 	// order of the shards' names (each replaces rows by key).
@@ -213,13 +238,32 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 	}
 	// Announcements of generations merged already (by their owner, or a
 	// pass whose cleanup failed) go too.
-	errs = append(errs, dropStale(ctx, b, hints, res.Merged, latest)...)
+	doomed = append(doomed, staleHints(hints, res.Merged, latest)...)
+	// Flush objects all of whose generations are merged go too, a while
+	// after (flushKeep), but each shard's newest: it is the shard's state.
+	doomed = append(doomed, mergedFlushes(flushes, latest, now())...)
+	o.Memory.wait(flushes, latest, now())
+	slices.Sort(doomed) // in one order every time (a simulation replays it)
+	if err := blob.DeleteAll(ctx, b, doomed); err != nil {
+		errs = append(errs, fmt.Errorf("walshard: deleting stale hints and merged flush objects: %w", err))
+	}
 	return res, keyed, errors.Join(errs...)
 }
 
-// fleetPlan is what a fleet merge found of one announced shard: its state
-// and its generations above the table's watermark (none when a newer
-// owner merges it), or why it could not read them.
+// shardsToLook counts the shards with flush objects or announcements.
+func shardsToLook(hints map[string]*hint, flushes map[string][]listedFlush) int {
+	n := len(hints)
+	for shard := range flushes {
+		if hints[shard] == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// fleetPlan is what a fleet merge found of one shard: its state and its
+// generations above the table's watermark (none when a newer owner merges
+// it), or why it could not read them.
 type fleetPlan struct {
 	// upsertsAfter: a generation of upserts awaits after gens (another
 	// pass takes it).
@@ -227,14 +271,32 @@ type fleetPlan struct {
 	shard        string
 	state        *State
 	gens         []Generation
-	err          error
+	// seq: the state's sequence number, when gens are all it lists
+	// above the watermark; data: flush objects read, by key.
+	seq  uint64
+	data map[string][]byte
+	err  error
 }
 
-// readPlans reads each announced shard's state, many at once.
-func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints map[string]*hint, o FleetOptions) []fleetPlan {
-	shards := make([]string, 0, len(hints))
+// readPlans reads the newest state of each shard with a flush object the
+// table's record of it does not cover (ShardMark.Seq), and of each shard
+// an older build announced a generation of, many at once.
+func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints map[string]*hint, flushes map[string][]listedFlush, o FleetOptions) []fleetPlan {
+	var shards []string
+	for s, fl := range flushes {
+		if hints[s] == nil && o.Memory.isSettled(s, fl[0].seq) {
+			continue
+		}
+		if fl[0].seq > base.Shards[s].Seq || hints[s] != nil {
+			shards = append(shards, s)
+		} else {
+			o.Memory.settle(s, fl[0].seq)
+		}
+	}
 	for s := range hints {
-		shards = append(shards, s)
+		if flushes[s] == nil {
+			shards = append(shards, s)
+		}
 	}
 	slices.Sort(shards)
 	plans := make([]fleetPlan, len(shards))
@@ -243,7 +305,16 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 	for i, shard := range shards {
 		g.Go(func() error {
 			plans[i].shard = shard
-			st, err := stateForHint(gctx, b, shard, hints[shard].seq)
+			var st *State
+			var err error
+			if fl := flushes[shard]; fl != nil {
+				var data []byte
+				if st, data, err = readFlush(gctx, b, fl[0].key, fl[0].seq); err == nil {
+					plans[i].data = map[string][]byte{fl[0].key: data}
+				}
+			} else {
+				st, err = stateForHint(gctx, b, shard, hints[shard].seq)
+			}
 			if err != nil {
 				plans[i].err = err
 				return nil
@@ -256,6 +327,9 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 			pending := st.pending(mark.Watermark)
 			plans[i].gens = mergePass(pending, o.MaxGenerations, math.MaxInt64)
 			plans[i].upsertsAfter = slices.ContainsFunc(pending[len(plans[i].gens):], func(g Generation) bool { return len(g.Keys) > 0 })
+			if len(plans[i].gens) == len(pending) {
+				plans[i].seq = st.Seq
+			}
 			return nil
 		})
 	}
@@ -263,10 +337,58 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 	return plans
 }
 
-// dropStale deletes the announcements of generations at or below the
+// listedFlush is one flush object a listing found.
+type listedFlush struct {
+	key     string
+	seq     uint64
+	modTime time.Time
+}
+
+// listFlushes lists every shard's flush objects, newest first: one LIST
+// page per thousand objects (each shard's newest, those awaiting a merge,
+// and those merged within flushKeep).
+func listFlushes(ctx context.Context, b blob.Bucket) (map[string][]listedFlush, error) {
+	out := map[string][]listedFlush{}
+	for o, err := range blob.List(ctx, b, table.FleetFlushDir, 0) {
+		if err != nil {
+			return nil, err
+		}
+		shard, seq, ok := table.ParseFlushKey(o.Key)
+		if !ok {
+			continue
+		}
+		out[shard] = append(out[shard], listedFlush{key: o.Key, seq: seq, modTime: o.ModTime})
+	}
+	return out, nil
+}
+
+// flushKeep: a flush object all of whose generations are merged is
+// deleted once this old (the store's clock), so that a fresh read that
+// read an older version of the table and the state that lists it still
+// finds it.
+const flushKeep = time.Minute
+
+// mergedFlushes returns the listed flush objects at or below the
+// sequence number latest records for their shard (ShardMark.Seq: every
+// generation they hold is merged, by copy), at least flushKeep old, but
+// each shard's newest: those to delete.
+func mergedFlushes(flushes map[string][]listedFlush, latest *table.Manifest, now time.Time) []string {
+	var doomed []string
+	for shard, fl := range flushes {
+		mark := latest.Shards[shard]
+		for _, f := range fl[1:] {
+			if f.seq <= mark.Seq && now.Sub(f.modTime) >= flushKeep {
+				doomed = append(doomed, f.key)
+			}
+		}
+	}
+	return doomed
+}
+
+// staleHints returns the announcements of generations at or below the
 // watermarks of latest, for the shards this merge did not merge (their
 // merges took their own down).
-func dropStale(ctx context.Context, b blob.Bucket, hints map[string]*hint, merged map[string]uint64, latest *table.Manifest) []error {
+func staleHints(hints map[string]*hint, merged map[string]uint64, latest *table.Manifest) []string {
 	var stale []string
 	for shard, h := range hints {
 		for gen, key := range h.keys {
@@ -275,19 +397,20 @@ func dropStale(ctx context.Context, b blob.Bucket, hints map[string]*hint, merge
 			}
 		}
 	}
-	slices.Sort(stale) // in one order every time (a simulation replays it)
-	if err := blob.DeleteAll(ctx, b, stale); err != nil {
-		return []error{err}
-	}
-	return nil
+	return stale
 }
 
 // shardPart is one shard's part of a merge: its generations above the
-// table's watermark (a contiguous run), read from a state of epoch.
+// table's watermark (a contiguous run), read from a state of epoch; seq
+// is that state's sequence number when the run is every generation it
+// lists above the watermark (0 otherwise), and data holds the bytes of
+// flush objects read already, by key.
 type shardPart struct {
 	shard string
 	epoch uint64
 	gens  []Generation
+	seq   uint64
+	data  map[string][]byte
 }
 
 // installed is what an install did.
@@ -299,6 +422,7 @@ type installed struct {
 	rebases     int             // times the commit caught up with newer versions
 	manifest    *table.Manifest // of version
 	errs        []error         // recording the new watermarks (hints) failed
+	stale       []string        // hints the new records made stale, to delete
 }
 
 // installKeyed installs part's one generation of upserts on top of base
@@ -312,7 +436,11 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 	if err != nil {
 		return in, err
 	}
-	res, err := t.MergeKeyed(ctx, g.Keys, g.fragments(), table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch})
+	frags, err := copyKeyed(ctx, b, base, part)
+	if err != nil {
+		return in, err
+	}
+	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch})
 	if err != nil {
 		return in, err
 	}
@@ -337,9 +465,11 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 // and a shard a newer epoch owns is left out (commit.Apply). A fleet merge
 // installs many shards' parts; an owner's merge its own shard's.
 func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int) (installed, error) {
+	if copies(parts) {
+		return installCopies(ctx, b, base, parts, co, parallelism)
+	}
 	var in installed
 	txn := table.Transaction{Kind: table.KindMerge}
-	gensOf := map[string][]Generation{}
 	for _, p := range parts {
 		top := p.gens[len(p.gens)-1].Gen
 		gens := p.gens
@@ -349,11 +479,10 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		if old := base.Shards[p.shard].Watermark; plant.On(plant.MergeForgetsWatermark) && top-1 > old {
 			top-- // planted defect: the watermark left below what is added
 		}
-		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch})
+		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch, Seq: p.seq})
 		for _, gen := range gens {
 			txn.Added = append(txn.Added, gen.fragments()...)
 		}
-		gensOf[p.shard] = p.gens
 	}
 	co.CatchUp = true
 	cres, err := commit.Commit(ctx, b, base, txn, &co)
@@ -365,43 +494,7 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		in.version = cres.Version
 		return in, nil
 	}
-	in.version, in.manifest, in.merged = cres.Version, cres.Manifest, map[string]uint64{}
-	for _, m := range cres.Manifest.Transaction.Merges {
-		in.merged[m.Shard] = m.Watermark
-		for _, gen := range gensOf[m.Shard] {
-			if gen.Gen > base.Shards[m.Shard].Watermark && gen.Gen <= m.Watermark {
-				in.generations++
-				in.rows += gen.Rows
-			}
-		}
-	}
-	// Record the new watermarks, many at once (a fleet has many shards),
-	// then take down the hints they made stale in as few requests as the
-	// store allows.
-	var mu sync.Mutex
-	var stale []string
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallelism)
-	for _, m := range cres.Manifest.Transaction.Merges {
-		g.Go(func() error {
-			from := base.Shards[m.Shard].Watermark
-			err := recordMerged(gctx, b, m.Shard, from, m.Watermark)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				in.errs = append(in.errs, err)
-			} else {
-				stale = append(stale, mergedHints(m.Shard, from, m.Watermark, gensOf[m.Shard])...)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	slices.Sort(stale)
-	if err := blob.DeleteAll(ctx, b, stale); err != nil {
-		in.errs = append(in.errs, fmt.Errorf("walshard: taking down the hints of merged generations: %w", err))
-	}
-	return in, nil
+	return landed(ctx, b, base, parts, cres, in, parallelism)
 }
 
 func sumBytes(gens []Generation) int64 {
@@ -461,15 +554,21 @@ func stateForHint(ctx context.Context, b blob.Bucket, shard string, seq uint64) 
 	return readState(ctx, b, l)
 }
 
-// lastActivity is when a shard last wrote: its newest WAL entry or state.
+// lastActivity is when a shard last wrote: its newest WAL entry or state
+// (a flush object, or an older build's state object).
 func lastActivity(ctx context.Context, b blob.Bucket, l layout) (time.Time, uint64, error) {
 	var last time.Time
 	var end uint64
-	for _, dir := range []string{l.wal(), l.states()} {
+	flushed := false
+	for _, dir := range []string{l.wal(), l.flushes(), l.states()} {
+		if dir == l.states() && flushed {
+			break // an older build's states are older than any flush object
+		}
 		page, err := b.ListPage(ctx, dir, "", 1)
 		if err != nil {
 			return last, 0, err
 		}
+		flushed = flushed || dir == l.flushes() && len(page.Objects) > 0
 		for _, o := range page.Objects {
 			if o.ModTime.After(last) {
 				last = o.ModTime

@@ -17,7 +17,7 @@ import (
 
 // Many shards' flushed generations go into the table in one commit, each
 // shard's watermark moving in it; the owners learn the new watermark at
-// their next flush (recorded at a multiple of eight generations) and clean
+// their next flush (recorded at a multiple of sixteen generations) and clean
 // their logs; a second pass adds what they flushed since, and nothing
 // twice.
 func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
@@ -29,7 +29,7 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	for i := range 8 {
 		s := open(t, b, fmt.Sprintf("w%d", i), walshard.Options{Commit: commit.Options{Now: clock}})
 		defer s.Close()
-		for g := range 8 {
+		for g := range 16 {
 			ids := seq(int64(i*1000+g*10), 5)
 			appendIDs(t, s, ids...)
 			want = append(want, ids...)
@@ -43,26 +43,29 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := walshard.FleetMerge(ctx, b, nil)
-	if err != nil || res.Shards != 8 || res.Generations != 64 || res.Rows != 320 {
+	fo := &walshard.FleetOptions{Memory: &walshard.FleetMemory{}}
+	res, err := walshard.FleetMerge(ctx, b, fo)
+	if err != nil || res.Shards != 8 || res.Generations != 128 || res.Rows != 640 {
 		t.Fatalf("fleet merge: %+v %v", res, err)
 	}
 	if after, _ := table.LatestVersion(ctx, b); after != before+1 {
 		t.Fatalf("one pass made %d commits", after-before)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
-	// Nothing announced now: one LIST, nothing else.
+	// Nothing new now: a LIST of flush objects, nothing else (the pass
+	// before remembers what it merged, and that it found no announcement
+	// of an older build, which it looks for again a minute later).
 	c0, _ := blob.StatsOf(b)
-	if res, err := walshard.FleetMerge(ctx, b, nil); err != nil || res.Version != 0 {
+	if res, err := walshard.FleetMerge(ctx, b, fo); err != nil || res.Version != 0 {
 		t.Fatalf("idle pass: %+v %v", res, err)
 	}
 	if c1, _ := blob.StatsOf(b); c1.Sub(c0).Requests() != 1 {
 		t.Fatalf("an idle fleet merge made %d requests", c1.Sub(c0).Requests())
 	}
-	// The owners go on, and a flush 30 s after the last one that read the
-	// shard's merge record reads it again; one owner merges on its own
-	// while a pass runs.
-	later.Store(int64(31 * time.Second))
+	// The owners go on, and a flush two minutes after the last one that
+	// read the shard's merge record reads it again; one owner merges on
+	// its own while a pass runs.
+	later.Store(int64(2*time.Minute + time.Second))
 	for i, s := range shards {
 		ids := seq(int64(i*1000+500), 3)
 		appendIDs(t, s, ids...)
@@ -70,7 +73,7 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 		if _, err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if st := s.Stats(); st.Watermark != 8 || st.PendingGenerations != 1 {
+		if st := s.Stats(); st.Watermark != 16 || st.PendingGenerations != 1 {
 			t.Fatalf("shard %d after a fleet merge and a flush: %+v", i, st)
 		}
 	}

@@ -224,11 +224,11 @@ func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func
 		for pos := st.WALFlushed + 1; pos <= end && !moved; pos++ {
 			e, decoding, err := s.readEntryHeld(ctx, pos, hold)
 			if errors.Is(err, blob.ErrNotFound) {
-				_, serr := s.b.Attributes(ctx, s.l.stateKey(st.Seq+1))
-				if moved = serr == nil; moved {
+				var serr error
+				if moved, serr = s.stateAfter(ctx, st.Seq); moved {
 					break
 				}
-				if !errors.Is(serr, blob.ErrNotFound) {
+				if serr != nil {
 					return serr
 				}
 				err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: end}
@@ -267,4 +267,19 @@ func (s *Shard) readEntryHeld(ctx context.Context, pos uint64, hold table.Memory
 	}
 	e, err := decodeEntry(s.id, key, pos, data, s.schema, false)
 	return e, n, err
+}
+
+// stateAfter tells whether a state newer than seq is there, read by name:
+// a flush object, or a state under state/ of an older build.
+func (s *Shard) stateAfter(ctx context.Context, seq uint64) (bool, error) {
+	for _, key := range []string{s.l.flushKey(seq + 1), s.l.stateKey(seq + 1)} {
+		_, err := s.b.Attributes(ctx, key)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, blob.ErrNotFound) {
+			return false, err
+		}
+	}
+	return false, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
@@ -106,26 +105,23 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 			return 0, false, err
 		}
 	}
-	s.mu.Lock()
-	state := s.mu.gens.state
-	watermark := s.mu.gens.watermark
-	producers := s.mu.names.producers
-	s.mu.Unlock()
-	g, err := s.buildGeneration(ctx, state.NextGen, entries)
+	next, g, rest := s.nextState(entries)
+	gen := g.Gen
+	batches, release, err := generationRows(ctx, s.schema, rest)
 	if err != nil {
 		return 0, false, err
 	}
-	gen := g.Gen
-	next := &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
-		WALFlushed: entries[len(entries)-1].pos, NextGen: gen + 1, MergedBelow: watermark}
-	g.Seq = next.Seq
-	next.Generations = append(state.pending(watermark), g)
-	next.PartsUpTo = state.PartsUpTo
-	next.Producers = producers.Expire(s.now())
-	for pos := range g.entryParts() {
-		next.PartsUpTo = max(next.PartsUpTo, pos)
-	}
-	if err := s.recordGeneration(ctx, next, gen); err != nil {
+	defer release()
+	if err := s.recordGeneration(ctx, next, gen, batches); err != nil {
+		var bad *unencodableError
+		if errors.As(err, &bad) {
+			// An entry that cannot be encoded must not hold back the
+			// others: it is quarantined, and the next flush goes on
+			// without it.
+			if n, qerr := s.quarantineUnencodable(ctx, rest); qerr != nil || n > 0 {
+				return 0, false, errors.Join(err, qerr)
+			}
+		}
 		return 0, false, err
 	}
 	s.mu.Lock()
@@ -135,11 +131,6 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	s.mu.mem.drop(len(entries))
 	s.broadcastLocked() // appends waiting for room
 	s.mu.Unlock()
-	// Announce the generation to fleet merges: a hint, not a record (the
-	// state is that); one that fails to land is found by the next flush's.
-	if err := s.b.PutIfAbsent(ctx, table.PendingKey(s.id, gen, next.Seq), nil); err != nil && !errors.Is(err, blob.ErrExists) {
-		return gen, more, fmt.Errorf("walshard: shard %q: generation %d is recorded, announcing it failed: %w", s.id, gen, err)
-	}
 	return gen, more, nil
 }
 
@@ -149,8 +140,12 @@ const fleetMergeCheck = time.Second
 
 // learnEvery: how often a flush reads the shard's merge record (the
 // fleet merges it missed); a flush waiting for room reads it every
-// fleetMergeCheck.
-const learnEvery = 30 * time.Second
+// fleetMergeCheck. What it learns is not urgent: until then a state lists
+// the generations merged meanwhile (a few hundred bytes each, in a flush
+// object fleet merges delete), and the WAL entries they cover wait for
+// the next clean-up. Every two minutes, it is half a request a
+// shard-minute.
+const learnEvery = 2 * time.Minute
 
 // tableCheck and tableCheckMax: how often a flush waiting for room reads
 // the table's manifest when the merge records do not make room (they are
@@ -218,19 +213,41 @@ func (s *Shard) learnWatermark(ctx context.Context) error {
 	return nil
 }
 
-// buildGeneration makes the next generation of entries (nextGen: the
-// state's next generation number): it writes the rows of the entries that
-// are not reused into the generation's object, and lists the reused ones
-// (entries this handle wrote as fragments, of at least ReuseBytes) as
-// parts beside it. A generation with parts is numbered by its newest WAL
-// position, so that every part's key names a number above the previous
-// generation's and at most its own (see Part); an entry whose position
-// would not (below nextGen, which a build before this numbering may have
-// counted up to) is written into the object instead.
-func (s *Shard) buildGeneration(ctx context.Context, nextGen uint64, entries []memEntry) (Generation, error) {
+// nextState is the state a flush of entries records: the one before,
+// with the generation of entries (g, whose rows not in parts are rest's).
+func (s *Shard) nextState(entries []memEntry) (next *State, g Generation, rest []memEntry) {
+	s.mu.Lock()
+	state := s.mu.gens.state
+	watermark := s.mu.gens.watermark
+	producers := s.mu.names.producers
+	s.mu.Unlock()
+	next = &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
+		WALFlushed: entries[len(entries)-1].pos, MergedBelow: watermark}
+	g, rest = s.planGeneration(state.NextGen, next.Seq, entries)
+	next.NextGen = g.Gen + 1
+	next.Generations = append(state.pending(watermark), g)
+	next.PartsUpTo = state.PartsUpTo
+	next.Producers = producers.Expire(s.now())
+	for pos := range g.entryParts() {
+		next.PartsUpTo = max(next.PartsUpTo, pos)
+	}
+	return next, g, rest
+}
+
+// planGeneration plans the next generation of entries (nextGen: the
+// state's next generation number), recorded by the flush object of state
+// seq: the rows of the entries that are not reused go into that object
+// (rest), and the reused ones (entries this handle wrote as fragments, of
+// at least ReuseBytes) are listed as parts beside it. A generation with
+// parts is numbered by its newest WAL position, so that every part's key
+// names a number above the previous generation's and at most its own (see
+// Part); an entry whose position would not (below nextGen, which a build
+// before this numbering may have counted up to) is written into the
+// object instead. The rows, statistics and sizes of what the object holds
+// are set when it is written (writeState).
+func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Generation, rest []memEntry) {
 	last := entries[len(entries)-1].pos
-	g := Generation{Gen: nextGen, WALFrom: entries[0].pos, WALTo: last}
-	var rest []memEntry
+	g = Generation{Gen: nextGen, WALFrom: entries[0].pos, WALTo: last, Seq: seq}
 	var parts []Part
 	for _, me := range entries {
 		if me.reuse != nil && me.pos >= nextGen {
@@ -245,68 +262,46 @@ func (s *Shard) buildGeneration(ctx context.Context, nextGen uint64, entries []m
 	if keys := entries[0].keys; len(keys) > 0 {
 		g.Keys = keys
 	}
+	key := s.l.flushKey(seq)
+	if len(parts) == 0 {
+		g.Key = key
+		return g, rest
+	}
 	if len(rest) > 0 {
-		frag, err := s.writeGeneration(ctx, g.Gen, rest)
-		if err != nil {
-			// An entry that cannot be encoded must not hold back the
-			// others: it is quarantined, and the next flush goes on
-			// without it.
-			if n, qerr := s.quarantineUnencodable(ctx, rest); qerr != nil || n > 0 {
-				return g, errors.Join(err, qerr)
-			}
-			return g, err
-		}
-		if len(parts) == 0 {
-			g.Key, g.Rows, g.Bytes, g.Columns = frag.Key, frag.Rows, frag.Bytes, frag.Columns
-			return g, nil
-		}
-		parts = append(parts, Part{Key: frag.Key, Rows: frag.Rows, Bytes: frag.Bytes, Columns: frag.Columns})
+		parts = append(parts, Part{Key: key})
 	}
 	g.Parts = parts
 	for _, p := range parts {
 		g.Rows += p.Rows
 		g.Bytes += p.Bytes
 	}
-	return g, nil
+	return g, rest
 }
 
-// writeGeneration writes the entries' rows as generation gen.
-func (s *Shard) writeGeneration(ctx context.Context, gen uint64, entries []memEntry) (frag table.Fragment, err error) {
-	w, err := table.NewFragmentWriterAt(ctx, s.b, s.schema, s.l.genKey(gen, s.epoch))
-	if err != nil {
-		return frag, err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			w.Abort()
-			err = fmt.Errorf("walshard: shard %q: writing generation %d panicked: %v", s.id, gen, r)
-		}
-	}()
+// generationRows returns the rows of entries as a generation holds them:
+// of upserts, the last of each key. release lets go of what it made.
+func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntry) (_ []arrow.RecordBatch, release func(), err error) {
 	var batches []arrow.RecordBatch
 	for _, me := range entries {
 		batches = append(batches, me.batches...)
 	}
-	if names, ok := table.CurrentNames(s.schema, entries[0].keys); ok && len(names) > 0 {
-		// Upserts: a later one of a key replaces an earlier one.
-		if plant.On(plant.FlushKeepsFirstUpsert) {
-			batches = slices.Clone(batches)
-			slices.Reverse(batches) // planted defect: the first one stays
-		}
-		last, _, err := table.LastOfEachKey(ctx, nil, names, batches)
-		if err != nil {
-			w.Abort()
-			return frag, err
-		}
-		defer releaseAll(last)
-		batches = last
+	if len(entries) == 0 {
+		return nil, func() {}, nil
 	}
-	for _, rec := range batches {
-		if err := w.Write(rec); err != nil {
-			w.Abort()
-			return frag, err
-		}
+	names, ok := table.CurrentNames(schema, entries[0].keys)
+	if !ok || len(names) == 0 {
+		return batches, func() {}, nil
 	}
-	return w.Close()
+	// Upserts: a later one of a key replaces an earlier one.
+	if plant.On(plant.FlushKeepsFirstUpsert) {
+		batches = slices.Clone(batches)
+		slices.Reverse(batches) // planted defect: the first one stays
+	}
+	last, _, err := table.LastOfEachKey(ctx, nil, names, batches)
+	if err != nil {
+		return nil, nil, err
+	}
+	return last, func() { releaseAll(last) }, nil
 }
 
 // quarantineUnencodable finds the entries whose rows cannot be written as
@@ -378,13 +373,14 @@ func (s *Shard) flushLoop() {
 	}
 }
 
-// recordGeneration writes the state next, which records generation gen.
+// recordGeneration writes the state next, which records generation gen,
+// in a flush object holding batches (the rows of gen not in its parts).
 // A state write collides with a newer owner's state, unless garbage
 // collection retired the shard since (its states gone): an owner that has
 // not read the claims for KeepAliveEvery reads them first. Under that, no
 // retirement can have followed the takeover that fenced it (retirement
 // waits twice as long after the newer owner's last write).
-func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64) error {
+func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64, batches []arrow.RecordBatch) error {
 	s.mu.Lock()
 	quiet := s.now().Sub(s.mu.wal.verified) > KeepAliveEvery
 	s.mu.Unlock()
@@ -393,7 +389,7 @@ func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64) e
 			return err
 		}
 	}
-	if err := writeState(ctx, s.b, s.l, next); err != nil {
+	if err := writeState(ctx, s.b, s.l, s.schema, next, batches); err != nil {
 		if errors.Is(err, errStateTaken) {
 			return s.setFenced()
 		}
@@ -430,7 +426,7 @@ func (s *Shard) keepAlive(ctx context.Context) error {
 	}
 	next := *state
 	next.Seq, next.Epoch, next.ID = state.Seq+1, s.epoch, table.NewID()
-	if err := writeState(ctx, s.b, s.l, &next); err != nil {
+	if err := writeState(ctx, s.b, s.l, s.schema, &next, nil); err != nil {
 		if errors.Is(err, errStateTaken) {
 			return s.setFenced()
 		}

@@ -35,6 +35,8 @@ func (l layout) wal() string                     { return table.WALDir(l.id) }
 func (l layout) walKey(pos uint64) string        { return table.WALKey(l.id, pos) }
 func (l layout) states() string                  { return table.ShardStatesDir(l.id) }
 func (l layout) stateKey(seq uint64) string      { return table.ShardStateKey(l.id, seq) }
+func (l layout) flushes() string                 { return table.FlushDir(l.id) }
+func (l layout) flushKey(seq uint64) string      { return table.FlushKey(l.id, seq) }
 func (l layout) quarantine() string              { return table.QuarantineDir(l.id) }
 func (l layout) quarantineKey(pos uint64) string { return table.QuarantineKey(l.id, pos) }
 

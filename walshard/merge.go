@@ -117,8 +117,9 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	watermark := base.Shards[s.id].Watermark
 	s.noteWatermark(watermark, base.Version)
 	s.mu.Lock()
-	pending := s.mu.gens.state.pending(watermark)
+	state := s.mu.gens.state
 	s.mu.Unlock()
+	pending := state.pending(watermark)
 	pass := mergePass(pending, s.opts.MergeMaxGenerations, s.opts.MergeMaxBytes)
 	if len(pass) == 0 {
 		return MergeResult{Watermark: watermark}, s.cleanup(ctx, watermark)
@@ -132,10 +133,14 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	}
 	started := time.Now()
 	var in installed
+	part := shardPart{shard: s.id, epoch: s.epoch, gens: pass}
 	if len(pass[0].Keys) > 0 {
-		in, err = installKeyed(ctx, s.b, base, shardPart{shard: s.id, epoch: s.epoch, gens: pass}, s.opts.Commit)
+		in, err = installKeyed(ctx, s.b, base, part, s.opts.Commit)
 	} else {
-		in, err = install(ctx, s.b, base, []shardPart{{shard: s.id, epoch: s.epoch, gens: pass}}, s.opts.Commit, 1)
+		if len(pass) == len(pending) {
+			part.seq = state.Seq // the state's every generation (see table.ShardMark.Seq)
+		}
+		in, err = install(ctx, s.b, base, []shardPart{part}, s.opts.Commit, 1)
 	}
 	if s.opts.ObserveCommit != nil {
 		s.opts.ObserveCommit(time.Since(started), err)
@@ -162,8 +167,14 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	top := in.merged[s.id]
 	s.noteWatermark(top, in.version)
 	s.merges.Add(1)
+	if err := blob.DeleteAll(ctx, s.b, in.stale); err != nil {
+		in.errs = append(in.errs, fmt.Errorf("walshard: taking down the hints of merged generations: %w", err))
+	}
 	if len(in.errs) > 0 {
 		return MergeResult{}, errors.Join(in.errs...)
+	}
+	if err := s.dropMergedFlushes(ctx, in.manifest); err != nil {
+		return MergeResult{}, err
 	}
 	return MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: in.version}, s.cleanup(ctx, top)
 }
@@ -315,53 +326,74 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 			return err
 		}
 	}
-	return s.dropOldStates(ctx, state.Seq)
+	return s.dropOldStates(ctx)
 }
 
-// dropOldStates deletes the state objects older than the newest two
-// (newest: seq, this handle's), oldStatesBatch or more at a time in as
-// few requests as the store allows. The first time it lists them; after
-// that it deletes by name those its own flushes made old, so that a
-// flush's cleanup costs no LIST.
-func (s *Shard) dropOldStates(ctx context.Context, seq uint64) error {
-	if seq < 3 {
+// dropOldStates deletes the state objects builds before flush objects
+// left under state/, but the newest (the stand-in that keeps such a build
+// off the shard, see moveOldStates), once, by the handle that moved the
+// shard to flush objects: one LIST, and a request per thousand objects.
+// (A handle that dies first leaves them to the shard's retirement.)
+func (s *Shard) dropOldStates(ctx context.Context) error {
+	s.mu.Lock()
+	todo := s.mu.gens.oldStates
+	s.mu.Unlock()
+	if !todo {
 		return nil
 	}
-	s.mu.Lock()
-	below := s.mu.gens.statesBelow
-	s.mu.Unlock()
-	keep := seq - 1 // seq and seq-1 stay
 	var doomed []string
-	if below == 0 {
-		for o, err := range blob.List(ctx, s.b, s.l.states(), 0) {
-			if err != nil {
-				return err
-			}
-			if n, ok := parseLast(s.l.states(), o.Key); ok && n < keep {
-				doomed = append(doomed, o.Key)
-			}
+	first := true
+	for o, err := range blob.List(ctx, s.b, s.l.states(), 0) {
+		if err != nil {
+			return err
 		}
-	} else {
-		if keep < below+oldStatesBatch {
-			return nil
+		if !first {
+			doomed = append(doomed, o.Key)
 		}
-		for n := below; n < keep; n++ {
-			doomed = append(doomed, s.l.stateKey(n))
-		}
+		first = false
 	}
 	if err := blob.DeleteAll(ctx, s.b, doomed); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.mu.gens.statesBelow = max(s.mu.gens.statesBelow, keep)
+	s.mu.gens.oldStates = false
 	s.mu.Unlock()
 	return nil
 }
 
-// oldStatesBatch: a handle deletes old states once it has made this many
-// (one request where the store deletes many objects at once). Readers
-// find the newest state first whatever lies below it.
-const oldStatesBatch = 8
+// dropMergedFlushes deletes this shard's flush objects that m (the
+// version its merge made) records as merged (mergedFlushes), as a fleet
+// merge does for every shard, at most once every flushKeep: for a shard
+// whose owner merges it, where no fleet merge lists them.
+func (s *Shard) dropMergedFlushes(ctx context.Context, m *table.Manifest) error {
+	s.mu.Lock()
+	due := s.now().Sub(s.mu.gens.flushesDroppedAt) >= flushKeep
+	s.mu.Unlock()
+	if !due || m == nil {
+		return nil
+	}
+	asked := s.now()
+	var fl []listedFlush
+	for o, err := range blob.List(ctx, s.b, s.l.flushes(), 0) {
+		if err != nil {
+			return err
+		}
+		if seq, ok := parseLast(s.l.flushes(), o.Key); ok {
+			fl = append(fl, listedFlush{key: o.Key, seq: seq, modTime: o.ModTime})
+		}
+	}
+	if len(fl) == 0 {
+		return nil
+	}
+	doomed := mergedFlushes(map[string][]listedFlush{s.id: fl}, m, asked)
+	if err := blob.DeleteAll(ctx, s.b, doomed); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.mu.gens.flushesDroppedAt = asked
+	s.mu.Unlock()
+	return nil
+}
 
 // mergeLoop merges every MergeInterval, backing off after a failure.
 func (s *Shard) mergeLoop() {
@@ -455,6 +487,18 @@ func announceMerged(ctx context.Context, b blob.Bucket, shard string, from, to u
 	return blob.DeleteAll(ctx, b, mergedHints(shard, from, to, gens))
 }
 
+// announced tells whether g was announced under _fleet/pending/, as
+// builds before flush objects did: a generation in a flush object is
+// found by listing those.
+func announced(g Generation) bool {
+	for _, f := range g.fragments() {
+		if inFlush(f.Key) {
+			return false
+		}
+	}
+	return true
+}
+
 // recordEvery: a merge records a shard's watermark (table.MergedKey) only
 // when it crosses a multiple of recordEvery, and records that multiple,
 // a lower bound of the watermark (what a merge takes is a contiguous run
@@ -462,7 +506,9 @@ func announceMerged(ctx context.Context, b blob.Bucket, shard string, from, to u
 // learn a fleet merge's progress that many generations late at most, for
 // one request a shard every recordEvery generations instead of one every
 // merge; a flush waiting for room reads the table itself (learnWhileWaiting).
-const recordEvery = 8
+// Sixteen generations are about as long as a flush waits between reads
+// of the record (learnEvery) at a fleet's flush interval.
+const recordEvery = 16
 
 // recordedAt is the record a shard whose watermark is w has.
 func recordedAt(w uint64) uint64 { return w / recordEvery * recordEvery }
@@ -496,7 +542,9 @@ func mergedHints(shard string, from, to uint64, gens []Generation) []string {
 		}
 	}
 	for _, g := range gens {
-		keys = append(keys, table.PendingKey(shard, g.Gen, g.Seq))
+		if announced(g) {
+			keys = append(keys, table.PendingKey(shard, g.Gen, g.Seq))
+		}
 	}
 	return keys
 }

@@ -106,13 +106,15 @@ type flushedGenerations struct {
 	watermark uint64 // newest table watermark this handle saw
 	version   uint64 // the table version it was seen in
 	cleaned   uint64 // the watermark the WAL and states were cleaned up to
-	// statesBelow: every state object with a lower sequence number is
-	// deleted (0: not known yet; the first cleanup lists them).
-	statesBelow uint64
-	learnedAt   time.Time     // when a flush last read the shard's merge record
-	readTableAt time.Time     // when a flush waiting for room last read the table
-	tableWait   time.Duration // how long it waits before it reads it again
-	stateAt     time.Time     // when this handle last wrote a state (keepAlive)
+	// oldStates: this handle moved the shard from an older build's
+	// state objects, which dropOldStates deletes; flushesDroppedAt: when this handle last deleted
+	// its merged flush objects (dropMergedFlushes).
+	oldStates        bool
+	flushesDroppedAt time.Time
+	learnedAt        time.Time     // when a flush last read the shard's merge record
+	readTableAt      time.Time     // when a flush waiting for room last read the table
+	tableWait        time.Duration // how long it waits before it reads it again
+	stateAt          time.Time     // when this handle last wrote a state (keepAlive)
 }
 
 // note records watermark w, seen in version; it tells whether it moved.

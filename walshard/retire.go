@@ -18,14 +18,24 @@ const fenceSize = 66
 // one was written by an owner that retirement fenced, and never
 // acknowledged. Garbage collection retires a shard that holds nothing and
 // has been quiet long enough (compactor.GCPolicy.RetireShardsAfter). It
-// costs a LIST of the states, a GET of the newest, and a LIST of the WAL's
-// newest entries.
+// costs a LIST of the flush objects (and of an older build's states when
+// there are none), a GET of the newest, and a LIST of the WAL's newest
+// entries.
 func HoldsNothing(ctx context.Context, b blob.Bucket, shard string, watermark uint64) (bool, error) {
 	l := newLayout(shard)
-	page, err := b.ListPage(ctx, l.states(), "", 1)
-	if err != nil || len(page.Objects) == 0 {
-		return err == nil, err
+	for _, dir := range []string{l.flushes(), l.states()} {
+		page, err := b.ListPage(ctx, dir, "", 1)
+		if err != nil {
+			return false, err
+		}
+		if len(page.Objects) > 0 {
+			return holdsNothing(ctx, b, l, watermark)
+		}
 	}
+	return true, nil
+}
+
+func holdsNothing(ctx context.Context, b blob.Bucket, l layout, watermark uint64) (bool, error) {
 	st, err := readState(ctx, b, l)
 	if err != nil {
 		return false, err

@@ -116,7 +116,7 @@ func TestAnIdleOpenShardKeepsItselfAlive(t *testing.T) {
 	defer s.Close()
 	states := func() int {
 		n := 0
-		for _, err := range blob.List(ctx, b, table.ShardStatesDir("w1"), 0) {
+		for _, err := range blob.List(ctx, b, table.FlushDir("w1"), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}

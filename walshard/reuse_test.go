@@ -90,15 +90,18 @@ func reuseLargeEntries(t *testing.T, u string) {
 			}
 		}
 		slices.Sort(keys)
-		// The two large entries (positions 2 and 4) and the generation's
-		// own object, holding the 5 rows of position 3.
+		// The two large entries (positions 2 and 4) join as they are; the
+		// 5 rows of position 3, in the flush object, are copied into a
+		// fragment named as a generation of the shard.
 		if len(keys) != 3 || !strings.HasPrefix(keys[0], table.ShardDir(id)+"gen/") ||
 			keys[1] != table.WALKey(id, 4) || keys[2] != table.WALKey(id, 2) {
 			t.Fatalf("shard %s: fragments %q", id, keys)
 		}
 		// The large entries' rows were not written a second time.
-		if n := sizeUnder(t, b, table.ShardDir(id)+"gen/"); n > reuse {
-			t.Fatalf("shard %s: generation objects hold %d bytes, want only the small entry's rows", id, n)
+		for _, dir := range []string{table.FlushDir(id), table.ShardDir(id) + "gen/"} {
+			if n := sizeUnder(t, b, dir); n > reuse {
+				t.Fatalf("shard %s: %s holds %d bytes, want only the small entry's rows", id, dir, n)
+			}
 		}
 	}
 	// The owner's cleanup deleted the small entry (position 3) and kept

@@ -115,6 +115,9 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	s.mu.gens.watermark, s.mu.gens.version = rec.Watermark, m.Version
 	s.mu.changed = make(chan struct{})
 	claimed := s.now()
+	// The table just read is as good as the shard's merge record: the
+	// first flush need not read that.
+	s.mu.gens.learnedAt = claimed
 	if s.epoch, err = s.claimEpoch(ctx, rec.Epoch); err != nil {
 		return nil, err
 	}
@@ -240,7 +243,7 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 // epoch the table records for the shard.
 func (s *Shard) takeOver(ctx context.Context, recorded uint64) (*State, error) {
 	for range 100 {
-		cur, err := readState(ctx, s.b, s.l)
+		cur, moved, err := readStateWhere(ctx, s.b, s.l)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +264,20 @@ func (s *Shard) takeOver(ctx context.Context, recorded uint64) (*State, error) {
 				return nil, err
 			}
 		}
-		err = writeState(ctx, s.b, s.l, &next)
+		if !moved && cur.Seq > 0 {
+			// A shard a build before flush objects wrote: a stand-in at
+			// the next number under state/ fences such an owner, and
+			// such a build refuses the shard from now on.
+			if err := moveOldStates(ctx, s.b, s.l, &next); errors.Is(err, errStateTaken) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			s.mu.gens.oldStates = true // dropOldStates deletes those below
+			s.mu.Unlock()
+		}
+		err = writeState(ctx, s.b, s.l, s.schema, &next, nil)
 		if err == nil {
 			s.mu.Lock()
 			s.mu.gens.stateAt = s.now()
@@ -384,9 +400,10 @@ func (s *Shard) setFenced() error {
 // entry lands is then either seen by that read or claimed within
 // epochRecheck of the write, and its fence, younger than fenceKeep, is
 // still there to collide with. fenceKeep leaves minutes for the skew
-// between a cleaner's clock and the store's.
+// between a cleaner's clock and the store's. A read a minute is one
+// request a shard-minute at most, of an owner that appends all along.
 const (
-	epochRecheck = 30 * time.Second
+	epochRecheck = time.Minute
 	fenceKeep    = 5 * time.Minute
 )
 

@@ -156,9 +156,11 @@ func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 	if m.Shards["w1"].Watermark != 1 || m.Transaction.Kind != table.KindMerge {
 		t.Fatalf("manifest shard mark %+v, kind %s", m.Shards, m.Transaction.Kind)
 	}
-	// The merged generation is a table fragment now; the WAL entries it
-	// covered are gone, the one for ids 20..24 stays.
-	if !strings.HasPrefix(m.Fragments[0].Key, "_shards/w1/gen/") || len(m.Fragments) != 1 {
+	// The merged generation's rows are a table fragment now, copied from
+	// the flush object that held them (and named as a generation of the
+	// shard); the WAL entries it covered are gone, the one for ids 20..24
+	// stays.
+	if !strings.HasPrefix(m.Fragments[0].Key, "_shards/w1/gen/") || len(m.Fragments) != 1 || m.Fragments[0].Rows != 20 {
 		t.Fatalf("fragments %+v", m.Fragments)
 	}
 	var wal []string

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
@@ -32,6 +35,9 @@ type State struct {
 	// part (see Part): WAL entries above it are never table fragments, so
 	// the shard's cleanup may delete them once merged.
 	PartsUpTo uint64 `json:"parts_up_to,omitempty"`
+	// Moved is set, with Seq 0, on the stand-in under state/ that a
+	// build with flush objects leaves there (see moveOldStates).
+	Moved uint64 `json:"moved,omitempty"`
 	// Producers records the idempotent appends of the shard (At: each
 	// one's WAL position) within the window of table.Idempotency: those
 	// of entries at or below WALFlushed at least; replay adds the others'
@@ -63,8 +69,98 @@ type Generation struct {
 	Keys []string `json:"keys,omitempty"`
 }
 
-// readState reads the newest state (Seq 0 when the shard is new).
+// stateFooterKey names the state in a flush object's Parquet footer.
+const stateFooterKey = "strata.shard.state"
+
+// readState reads the newest state (Seq 0 when the shard is new): the
+// newest flush object's, or, for a shard no build with flush objects has
+// written yet, the newest state object under state/.
 func readState(ctx context.Context, b blob.Bucket, l layout) (*State, error) {
+	st, _, err := readStateWhere(ctx, b, l)
+	return st, err
+}
+
+// readStateWhere is readState, and tells whether the state is a flush
+// object's (not an older build's).
+func readStateWhere(ctx context.Context, b blob.Bucket, l layout) (_ *State, flushed bool, err error) {
+	key, seq, found, err := newestFlush(ctx, b, l)
+	if err != nil {
+		return nil, false, err
+	}
+	if found {
+		st, _, err := readFlush(ctx, b, key, seq)
+		return st, true, err
+	}
+	st, err := readOldState(ctx, b, l)
+	return st, false, err
+}
+
+// newestFlush lists the key and sequence number of the shard's newest
+// flush object (one LIST of one key).
+func newestFlush(ctx context.Context, b blob.Bucket, l layout) (key string, seq uint64, found bool, err error) {
+	page, err := b.ListPage(ctx, l.flushes(), "", 1)
+	if err != nil || len(page.Objects) == 0 {
+		return "", 0, false, err
+	}
+	key = page.Objects[0].Key
+	seq, ok := parseLast(l.flushes(), key)
+	if !ok {
+		return "", 0, false, fmt.Errorf("walshard: unexpected object %q among flush objects", key)
+	}
+	return key, seq, true, nil
+}
+
+// readFlush reads the flush object key, of state seq: its state, and the
+// object itself (the rows of the generation it carries).
+func readFlush(ctx context.Context, b blob.Bucket, key string, seq uint64) (*State, []byte, error) {
+	data, err := b.Get(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := decodeFlush(key, seq, data)
+	return st, data, err
+}
+
+// decodeFlush reads the state in the footer of flush object key (of state
+// seq), and gives the generation the object carries its size, which the
+// footer cannot hold.
+func decodeFlush(key string, seq uint64, data []byte) (*State, error) {
+	v, ok, _, err := table.FooterValue(data, stateFooterKey)
+	if err == nil && !ok {
+		err = errors.New("no state in its footer")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("walshard: flush object %q is corrupt: %w", key, err)
+	}
+	var s State
+	if err := json.Unmarshal([]byte(v), &s); err != nil || s.Seq != seq {
+		return nil, fmt.Errorf("walshard: flush object %q is corrupt: state %d: %v", key, s.Seq, err)
+	}
+	s.sized(key, int64(len(data)))
+	return &s, nil
+}
+
+// sized records size as the size of the object key in the generations
+// that hold it.
+func (s *State) sized(key string, size int64) {
+	for i := range s.Generations {
+		g := &s.Generations[i]
+		if g.Key == key {
+			g.Bytes = size
+		}
+		for j := range g.Parts {
+			if g.Parts[j].Key == key && g.Parts[j].Bytes != size {
+				g.Bytes += size - g.Parts[j].Bytes
+				g.Parts[j].Bytes = size
+			}
+		}
+	}
+}
+
+// readOldState reads the newest state object under state/, which builds
+// before flush objects wrote: JSON, or the stand-in a build that moved
+// the shard to flush objects left there (State.Moved).
+func readOldState(ctx context.Context, b blob.Bucket, l layout) (*State, error) {
 	page, err := b.ListPage(ctx, l.states(), "", 1)
 	if err != nil {
 		return nil, err
@@ -82,23 +178,47 @@ func readState(ctx context.Context, b blob.Bucket, l layout) (*State, error) {
 		return nil, err
 	}
 	var s State
-	if err := json.Unmarshal(data, &s); err != nil || s.Seq != seq {
+	if err := json.Unmarshal(data, &s); err != nil || s.Seq != seq && (s.Seq != 0 || s.Moved != seq) {
 		return nil, fmt.Errorf("walshard: shard state %q is corrupt: %v", key, err)
 	}
+	s.Seq, s.Moved = seq, 0
 	return &s, nil
 }
 
-// writeState creates state s at s.Seq. It returns errStateTaken when
-// another writer holds that sequence number. A failure that may hide a
-// landed create (a lost response, a 412 after an SDK retry) is resolved by
-// reading the object back and comparing ids.
-func writeState(ctx context.Context, b blob.Bucket, l layout, s *State) error {
-	data, err := json.Marshal(s)
-	if err != nil {
-		return err
+// writeState creates the flush object of state s, at s.Seq, holding the
+// rows of batches (none: a state alone). The generation s lists with the
+// object's key gets the rows' count and statistics before the state is
+// sealed in the footer, and the object's size after. It returns
+// errStateTaken when another writer holds that sequence number, and an
+// *unencodableError when the rows cannot be written as Parquet.
+func writeState(ctx context.Context, b blob.Bucket, l layout, schema *arrow.Schema, s *State, batches []arrow.RecordBatch) error {
+	key := l.flushKey(s.Seq)
+	var sealErr error
+	data, _, err := table.EncodeFragmentWith(schema, batches, func(_ []byte, f table.Fragment) (string, string) {
+		s.carry(key, f)
+		js, err := json.Marshal(s)
+		sealErr = err
+		return stateFooterKey, string(js)
+	})
+	if err == nil {
+		err = sealErr
 	}
-	key := l.stateKey(s.Seq)
-	err = b.PutIfAbsent(ctx, key, data)
+	if err != nil {
+		return &unencodableError{err: err}
+	}
+	s.sized(key, int64(len(data)))
+	return createState(ctx, b, key, data, func(got []byte) bool {
+		other, err := decodeFlush(key, s.Seq, got)
+		return err == nil && other.ID == s.ID
+	})
+}
+
+// createState creates a state object, key, put-if-absent. It returns
+// errStateTaken when another writer holds it. A failure that may hide a
+// landed create (a lost response, a 412 after an SDK retry) is resolved
+// by reading the object back: mine tells whether it is the one written.
+func createState(ctx context.Context, b blob.Bucket, key string, data []byte, mine func(got []byte) bool) error {
+	err := b.PutIfAbsent(ctx, key, data)
 	if err == nil {
 		return nil
 	}
@@ -112,12 +232,58 @@ func writeState(ctx context.Context, b blob.Bucket, l layout, s *State) error {
 	if rerr != nil {
 		return rerr
 	}
-	var other State
-	if json.Unmarshal(got, &other) == nil && other.ID == s.ID {
+	if mine(got) {
 		return nil
 	}
 	return errStateTaken
 }
+
+// carry sets the rows and statistics of the generation (or part) that
+// flush object key holds, from the fragment its rows encode to; its size
+// is left out (the footer cannot know it: readers take the object's).
+func (s *State) carry(key string, f table.Fragment) {
+	for i := range s.Generations {
+		g := &s.Generations[i]
+		if g.Key == key {
+			g.Rows, g.Bytes, g.Columns = f.Rows, 0, f.Columns
+		}
+		for j := range g.Parts {
+			if p := &g.Parts[j]; p.Key == key {
+				g.Rows += f.Rows - p.Rows
+				g.Bytes -= p.Bytes
+				p.Rows, p.Bytes, p.Columns = f.Rows, 0, f.Columns
+			}
+		}
+	}
+}
+
+// moveOldStates writes, under state/, a stand-in for state s (its
+// sequence number taken, State.Moved set and Seq 0): a build that reads
+// states there finds it corrupt and refuses the shard, and an owner of
+// such a build is fenced by it, as by any state at its next number. A
+// shard's first state in a flush object is written after it.
+func moveOldStates(ctx context.Context, b blob.Bucket, l layout, s *State) error {
+	stand := *s
+	stand.Seq, stand.Moved = 0, s.Seq
+	data, err := json.Marshal(&stand)
+	if err != nil {
+		return err
+	}
+	return createState(ctx, b, l.stateKey(s.Seq), data, func(got []byte) bool {
+		var other State
+		return json.Unmarshal(got, &other) == nil && other.ID == s.ID
+	})
+}
+
+// unencodableError: rows a flush took cannot be written as Parquet.
+type unencodableError struct{ err error }
+
+func (e *unencodableError) Error() string { return "walshard: encoding a flush: " + e.err.Error() }
+func (e *unencodableError) Unwrap() error { return e.err }
+
+// inFlush tells whether key is a flush object's: its rows are copied into
+// the table when merged, never added as they are.
+func inFlush(key string) bool { return strings.HasPrefix(key, table.FleetFlushDir) }
 
 // pending returns the generations above the table's watermark.
 func (s *State) pending(watermark uint64) []Generation {

@@ -31,8 +31,8 @@ type Stats struct {
 	MemtableFrom uint64 `json:"memtable_from"`
 	// Generations awaiting merge, above the table's watermark as this
 	// handle knows it: its own merges at once, a fleet merge's at the
-	// next flush that reads the shard's merge record (at most every 30 s;
-	// a fleet merge records a shard's watermark every eight generations).
+	// next flush that reads the shard's merge record (at most every 2 min;
+	// a fleet merge records a shard's watermark every sixteen generations).
 	// Rows come from the shard's state object: counting them costs no
 	// reads.
 	Watermark          uint64 `json:"watermark"`

@@ -56,8 +56,8 @@ func TestAFleetConvergesUnderThrottling(t *testing.T) {
 		t.Fatalf("the cost model does not add up (%g by kind, %g in all): %s", byKind, total, line)
 	}
 	// And by object: every request is counted under the object it
-	// touched, the appends' under the WAL, each flush's under its
-	// generation, state and announcement.
+	// touched, the appends' under the WAL, each flush's under its flush
+	// object, which the fleet merge reads once.
 	byObject, _ := fields["requests_per_shard_min_by_object"].(map[string]any)
 	var sum float64
 	for _, v := range byObject {
@@ -69,9 +69,14 @@ func TestAFleetConvergesUnderThrottling(t *testing.T) {
 	if total := r["requests_per_shard_min"]; sum < total*0.98 || sum > total*1.02 {
 		t.Fatalf("the requests by object do not add up (%g by object, %g in all): %s", sum, total, line)
 	}
-	for _, k := range []string{"wal/put", "generation/put", "shard_state/put", "announcement/put", "manifest/put"} {
+	for _, k := range []string{"wal/put", "flush/put", "flush/get", "flush/list", "manifest/put"} {
 		if n, _ := byObject[k].(float64); n <= 0 {
 			t.Fatalf("no %s requests counted: %s", k, line)
+		}
+	}
+	for _, k := range []string{"generation/put", "shard_state/put", "announcement/put"} {
+		if n, _ := byObject[k].(float64); n > 0 {
+			t.Fatalf("%g %s requests a shard-minute: a flush writes one object: %s", n, k, line)
 		}
 	}
 }

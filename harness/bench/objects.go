@@ -23,6 +23,7 @@ const (
 	objGeneration
 	objEpochClaim
 	objQuarantine
+	objFlush
 	objAnnouncement
 	objMergeRecord
 	objRegistration
@@ -39,7 +40,7 @@ const (
 // objectKinds name them in the reports.
 var objectKinds = [numObjects]string{
 	"wal", "shard_state", "generation", "epoch_claim", "quarantine",
-	"announcement", "merge_record", "registration",
+	"flush", "announcement", "merge_record", "registration",
 	"manifest", "fragment", "compactor", "iceberg", "gc", "other", "mixed",
 }
 
@@ -65,7 +66,7 @@ var (
 	tableObjects = []struct {
 		dir  string
 		kind int
-	}{{table.FleetPendingDir, objAnnouncement}, {table.FleetMergedDir, objMergeRecord}, {table.FleetShardsDir, objRegistration},
+	}{{table.FleetFlushDir, objFlush}, {table.FleetPendingDir, objAnnouncement}, {table.FleetMergedDir, objMergeRecord}, {table.FleetShardsDir, objRegistration},
 		{table.VersionsDir, objManifest}, {table.DataDir, objFragment}, {"_compactor/", objCompactor}, // its leases and history
 		{table.IcebergDir, objIceberg}, {table.GCBoundaryDir, objGC}, {table.GCClockDir, objGC}}
 )

@@ -1,0 +1,301 @@
+package walshard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+)
+
+// Merging by copy. A flush object holds a shard's state and the rows of
+// the generation it made; it lives under _fleet/flush/, where one LIST
+// finds every shard's, and it is deleted once merged. So it never joins
+// the table as it is: a merge reads it (one GET, the only read of it a
+// fleet merge makes) and writes its rows, with those of every other shard
+// the merge takes, into one fragment of the table. Such a fragment holds
+// several shards' rows and cannot be trimmed to what other merges left:
+// its commit is Whole, applied from the watermarks it was planned on or
+// not at all, and planned again without what others took.
+
+// copies tells whether any generation of parts has rows in a flush object.
+func copies(parts []shardPart) bool {
+	for _, p := range parts {
+		for _, g := range p.gens {
+			for _, f := range g.fragments() {
+				if inFlush(f.Key) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// flushRows reads the rows of the flush objects keys (data holds those
+// read already, by key), many at once, as rows of schema.
+type flushRows struct {
+	mu   sync.Mutex
+	rows map[string][]arrow.RecordBatch
+}
+
+func (r *flushRows) release() {
+	for _, recs := range r.rows {
+		releaseAll(recs)
+	}
+	r.rows = nil
+}
+
+// readFlushRows reads the rows of every flush object the generations of
+// parts hold, as rows of schema: from the part's data when it has the
+// object's bytes, else with one GET each.
+func readFlushRows(ctx context.Context, b blob.Bucket, schema *arrow.Schema, parts []shardPart, parallelism int) (*flushRows, error) {
+	r := &flushRows{rows: map[string][]arrow.RecordBatch{}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallelism, 1))
+	for _, p := range parts {
+		for _, gen := range p.gens {
+			for _, f := range gen.fragments() {
+				if !inFlush(f.Key) {
+					continue
+				}
+				g.Go(func() error {
+					data := p.data[f.Key]
+					if data == nil {
+						var err error
+						if data, err = b.Get(gctx, f.Key); err != nil {
+							return fmt.Errorf("walshard: shard %q: reading flush object %q: %w", p.shard, f.Key, err)
+						}
+					}
+					recs, err := decodeFlushRows(p.shard, f.Key, data, schema)
+					if err != nil {
+						return err
+					}
+					r.mu.Lock()
+					r.rows[f.Key] = recs
+					r.mu.Unlock()
+					return nil
+				})
+			}
+		}
+	}
+	if err := g.Wait(); err != nil {
+		r.release()
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeFlushRows decodes the rows of a flush object as rows of schema
+// (by stored name, as an older fragment of the table is read).
+func decodeFlushRows(shard, key string, data []byte, schema *arrow.Schema) ([]arrow.RecordBatch, error) {
+	recs, err := table.DecodeFragment(context.Background(), key, data)
+	if err != nil {
+		return nil, err
+	}
+	e, err := conformEntry(shard, key, 0, &entry{kind: kindData, batches: recs}, schema, true)
+	if err != nil {
+		return nil, err
+	}
+	return e.batches, nil
+}
+
+// installCopies is install for parts some of whose generations are in
+// flush objects: their rows go, copied, into one new fragment of the
+// table; the generations' other objects (WAL entries reused as parts,
+// generations of older builds) join as they are.
+func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int) (installed, error) {
+	var in installed
+	rows, err := readFlushRows(ctx, b, base.Schema(), parts, parallelism)
+	if err != nil {
+		return in, err
+	}
+	defer rows.release()
+	co.CatchUp = true
+	var last error
+	for range maxCopyPlans {
+		if len(parts) == 0 {
+			in.version = base.Version
+			return in, nil
+		}
+		txn, err := copyTxn(ctx, b, base, parts, rows)
+		if err != nil {
+			return in, err
+		}
+		cres, err := commit.Commit(ctx, b, base, txn, &co)
+		if err == nil {
+			in.rebases += cres.Rebases
+			if cres.Done {
+				in.version = cres.Version
+				return in, nil
+			}
+			return landed(ctx, b, base, parts, cres, in, parallelism)
+		}
+		if !commit.IsRetryableConflict(err) || ctx.Err() != nil {
+			return in, err
+		}
+		// Another merge took some of these generations, or a newer owner
+		// merges a shard now: plan again on the latest version, without
+		// what is merged already.
+		last = err
+		if base, err = table.ReadLatest(ctx, b); err != nil {
+			return in, err
+		}
+		parts = replan(base, parts)
+	}
+	return in, fmt.Errorf("walshard: merge of copies kept conflicting: %w", last)
+}
+
+// maxCopyPlans bounds the plans of one merge of copies.
+const maxCopyPlans = 8
+
+// replan fits parts to base: a shard a newer owner merges goes, and a
+// shard others merged further keeps its generations above the watermark.
+func replan(base *table.Manifest, parts []shardPart) []shardPart {
+	var out []shardPart
+	for _, p := range parts {
+		mark := base.Shards[p.shard]
+		if mark.Epoch > p.epoch {
+			continue
+		}
+		i := slices.IndexFunc(p.gens, func(g Generation) bool { return g.Gen > mark.Watermark })
+		if i < 0 {
+			continue
+		}
+		p.gens = p.gens[i:]
+		out = append(out, p)
+	}
+	return out
+}
+
+// copyTxn writes the rows of parts' flush objects as one fragment of
+// base's schema and returns the Whole merge that adds it, with the
+// generations' other objects.
+func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, rows *flushRows) (table.Transaction, error) {
+	txn := table.Transaction{Kind: table.KindMerge, Whole: true}
+	var batches []arrow.RecordBatch
+	for _, p := range parts {
+		top := p.gens[len(p.gens)-1].Gen
+		sm := table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch, From: base.Shards[p.shard].Watermark}
+		sm.Seq = p.seq
+		txn.Merges = append(txn.Merges, sm)
+		for _, g := range p.gens {
+			for _, f := range g.fragments() {
+				if inFlush(f.Key) {
+					batches = append(batches, rows.rows[f.Key]...)
+				} else {
+					txn.Added = append(txn.Added, f)
+				}
+			}
+		}
+	}
+	if len(batches) == 0 {
+		return txn, nil
+	}
+	p := parts[0]
+	frag, err := writeCopy(ctx, b, base.Schema(), p.shard, p.gens[len(p.gens)-1].Gen, p.epoch, batches)
+	if err != nil {
+		return txn, fmt.Errorf("walshard: writing the merged rows of flush objects: %w", err)
+	}
+	txn.Added = append([]table.Fragment{frag}, txn.Added...)
+	return txn, nil
+}
+
+// copyKeyed returns the objects of a generation of upserts as the table
+// is to add them: a flush object's rows copied into a new fragment.
+func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part shardPart) ([]table.Fragment, error) {
+	g := part.gens[0]
+	frags := g.fragments()
+	if !slices.ContainsFunc(frags, func(f table.Fragment) bool { return inFlush(f.Key) }) {
+		return frags, nil
+	}
+	rows, err := readFlushRows(ctx, b, base.Schema(), []shardPart{{shard: part.shard, gens: part.gens[:1], data: part.data}}, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.release()
+	out := make([]table.Fragment, 0, len(frags))
+	for _, f := range frags {
+		if !inFlush(f.Key) {
+			out = append(out, f)
+			continue
+		}
+		if len(rows.rows[f.Key]) == 0 {
+			continue
+		}
+		frag, err := writeCopy(ctx, b, base.Schema(), part.shard, g.Gen, part.epoch, rows.rows[f.Key])
+		if err != nil {
+			return nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
+		}
+		out = append(out, frag)
+	}
+	return out, nil
+}
+
+// landed is what install does after its commit landed: it counts what it
+// merged and records the new watermarks (hints for the owners); the
+// hints that made stale are in.stale.
+func landed(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, cres commit.Result, in installed, parallelism int) (installed, error) {
+	gensOf := map[string][]Generation{}
+	for _, p := range parts {
+		gensOf[p.shard] = p.gens
+	}
+	in.version, in.manifest, in.merged = cres.Version, cres.Manifest, map[string]uint64{}
+	for _, m := range cres.Manifest.Transaction.Merges {
+		in.merged[m.Shard] = m.Watermark
+		for _, gen := range gensOf[m.Shard] {
+			if gen.Gen > base.Shards[m.Shard].Watermark && gen.Gen <= m.Watermark {
+				in.generations++
+				in.rows += gen.Rows
+			}
+		}
+	}
+	// Record the new watermarks, many at once (a fleet has many shards);
+	// the hints they made stale are the caller's to take down, with what
+	// else it deletes, in as few requests as the store allows.
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallelism, 1))
+	for _, m := range cres.Manifest.Transaction.Merges {
+		g.Go(func() error {
+			from := base.Shards[m.Shard].Watermark
+			err := recordMerged(gctx, b, m.Shard, from, m.Watermark)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				in.errs = append(in.errs, err)
+			} else {
+				in.stale = append(in.stale, mergedHints(m.Shard, from, m.Watermark, gensOf[m.Shard])...)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return in, nil
+}
+
+// writeCopy writes batches, rows copied from flush objects, as a new
+// fragment named as a generation of shard (gen, of epoch): garbage
+// collection leaves such an object alone while the shard's watermark is
+// below gen, as it does any generation, so that a merge whose commit
+// stalls finds it when the commit lands (a merge waits on no other of
+// the shard: a later merge of it lands after this one, or instead).
+func writeCopy(ctx context.Context, b blob.Bucket, schema *arrow.Schema, shard string, gen, epoch uint64, batches []arrow.RecordBatch) (table.Fragment, error) {
+	w, err := table.NewFragmentWriterAt(ctx, b, schema, newLayout(shard).genKey(gen, epoch))
+	if err != nil {
+		return table.Fragment{}, err
+	}
+	for _, rec := range batches {
+		if err := w.Write(rec); err != nil {
+			w.Abort()
+			return table.Fragment{}, err
+		}
+	}
+	return w.Close()
+}

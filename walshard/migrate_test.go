@@ -1,0 +1,112 @@
+package walshard_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// olderBuildShard lays out shard as a build before flush objects left it:
+// an epoch claim, a registration, a generation object of ids under gen/,
+// announced under _fleet/pending/, and a JSON state (seq 2) that lists it.
+func olderBuildShard(t *testing.T, b blob.Bucket, shard string, ids ...int64) {
+	t.Helper()
+	rec := batch(shard, ids...)
+	defer rec.Release()
+	key := table.GenerationKey(shard, 1, 1, "0ld")
+	w, err := table.NewFragmentWriterAt(ctx, b, schema, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	f, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := walshard.State{Seq: 2, Epoch: 1, ID: "older-build", NextGen: 2,
+		Generations: []walshard.Generation{{Gen: 1, Key: key, Rows: f.Rows, Bytes: f.Bytes, Columns: f.Columns, Seq: 2}}}
+	data, err := json.Marshal(&st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string][]byte{
+		table.ShardEpochKey(shard, 1): []byte("older build"),
+		table.FleetShardsDir + shard:  nil,
+		table.ShardStateKey(shard, 1): []byte(`{"seq":1,"epoch":1,"id":"first","next_gen":1}`),
+		table.ShardStateKey(shard, 2): data,
+		table.PendingKey(shard, 1, 2): nil,
+	} {
+		if err := b.PutIfAbsent(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A table an older build's shards wrote goes on: a fleet merge merges the
+// generations they announced, as they are; a shard opened by this build
+// moves to flush objects, its pending generation merged once, and leaves
+// a stand-in among the old states that such a build reads as corrupt, so
+// that it refuses the shard rather than miss what this build flushed.
+func TestShardsOfAnOlderBuildAreMergedAndMoved(t *testing.T) {
+	b := newTable(t, "file://"+t.TempDir())
+	olderBuildShard(t, b, "old", 1, 2, 3)
+	olderBuildShard(t, b, "moved", 10, 11)
+	res, err := walshard.FleetMerge(ctx, b, nil)
+	if err != nil || res.Generations != 2 {
+		t.Fatalf("fleet merge of older shards: %+v %v", res, err)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 10, 11})
+	if got := listKeys(t, b, table.FleetPendingDir); len(got) != 0 {
+		t.Fatalf("announcements %q left after their merge", got)
+	}
+
+	// A third older shard's generation is pending when this build opens
+	// it: the owner's merge takes it as it is, with the new rows copied.
+	olderBuildShard(t, b, "opened", 20, 21)
+	s := open(t, b, "opened", walshard.Options{})
+	defer s.Close()
+	appendIDs(t, s, 22)
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 10, 11, 20, 21, 22})
+	if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 10, 11, 20, 21, 22})
+
+	// Under state/, the stand-in alone: an older build reads its seq as 0
+	// under a key that names 3, and calls the state corrupt.
+	states := listKeys(t, b, table.ShardStatesDir("opened"))
+	if len(states) != 1 || states[0] != table.ShardStateKey("opened", 3) {
+		t.Fatalf("older states after the move: %q, want the stand-in at 3 alone", states)
+	}
+	data, err := b.Get(ctx, states[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stand struct {
+		Seq   uint64 `json:"seq"`
+		Moved uint64 `json:"moved"`
+	}
+	if err := json.Unmarshal(data, &stand); err != nil || stand.Seq != 0 || stand.Moved != 3 {
+		t.Fatalf("stand-in %s: %+v %v", data, stand, err)
+	}
+	// This build reads the shard from its flush objects, as does a new
+	// owner, which finds nothing left to replay or merge.
+	s.Close()
+	again := open(t, b, "opened", walshard.Options{})
+	defer again.Close()
+	if st := again.Stats(); st.PendingGenerations != 0 || st.MemtableRows != 0 {
+		t.Fatalf("reopened after the move: %+v", st)
+	}
+	exactlyOnce(t, countIDs(t, walshard.ScanFleet(ctx, b, table.ScanOptions{})), []int64{1, 2, 3, 10, 11, 20, 21, 22})
+}
