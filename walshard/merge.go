@@ -462,7 +462,7 @@ func (s *Shard) fleetMergeSafe(ctx context.Context) (res FleetResult, err error)
 	if err := s.fencedErr(); err != nil {
 		return res, err
 	}
-	return FleetMerge(ctx, s.b, &FleetOptions{Commit: s.opts.Commit})
+	return FleetMerge(ctx, s.b, &FleetOptions{Commit: s.opts.Commit, Memory: &s.fleet})
 }
 
 // mergeSafe is Merge with a panic turned into an error, for the

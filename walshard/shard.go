@@ -58,6 +58,9 @@ type Shard struct {
 	flushq  chan struct{} // non-blocking trigger
 	flushMu sync.Mutex    // serialises flushes
 	merging atomic.Bool
+	// fleet is what this handle's fleet merges (Options.FleetMerge)
+	// remember between passes.
+	fleet FleetMemory
 	// merges counts the merge commits this handle made; rebases the times
 	// they caught up with other commits first.
 	merges, rebases atomic.Int64
