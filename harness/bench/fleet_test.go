@@ -74,7 +74,7 @@ func TestAFleetConvergesUnderThrottling(t *testing.T) {
 			t.Fatalf("no %s requests counted: %s", k, line)
 		}
 	}
-	for _, k := range []string{"generation/put", "shard_state/put", "announcement/put"} {
+	for _, k := range []string{"shard_state/put", "announcement/put"} {
 		if n, _ := byObject[k].(float64); n > 0 {
 			t.Fatalf("%g %s requests a shard-minute: a flush writes one object: %s", n, k, line)
 		}
