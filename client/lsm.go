@@ -150,10 +150,18 @@ func (c *Client) mergeUpTo(ctx context.Context, name string, target map[string]u
 		if err != nil {
 			return err
 		}
-		if n < last || m {
+		// A poll that finds a merge running counts neither way; one that
+		// finds none running and no fewer generations waiting is a stall,
+		// so that merges that keep failing are found out however long
+		// each takes.
+		switch {
+		case n < last:
 			stalls = 0
-		} else if stalls++; stalls >= o.MaxStalls {
-			return fmt.Errorf("client: checkpoint of %s made no progress in %d polls: %d generations at or below the target still await merging", name, stalls, n)
+		case m:
+		default:
+			if stalls++; stalls >= o.MaxStalls {
+				return fmt.Errorf("client: checkpoint of %s made no progress in %d polls: %d generations at or below the target still await merging", name, stalls, n)
+			}
 		}
 		last, merging = n, m
 	}

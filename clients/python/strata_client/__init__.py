@@ -492,9 +492,13 @@ class Client:
                         raise
             time.sleep(poll)
             n, merging = outstanding()
-            if n < last or merging:
+            # A poll that finds a merge running counts neither way; one
+            # that finds none running and no fewer generations waiting is
+            # a stall, so that merges that keep failing are found out
+            # however long each takes.
+            if n < last:
                 stalls = 0
-            else:
+            elif not merging:
                 stalls += 1
                 if stalls >= max_stalls:
                     raise StrataError(0, "checkpoint_stalled",
