@@ -89,7 +89,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	f.DurationVar(&cfg.Duration, "duration", time.Minute, "fleet: how long the writers append")
 	f.DurationVar(&cfg.AppendEvery, "append-every", time.Second, "fleet: each writer's pause between appends")
 	f.DurationVar(&cfg.MergeInterval, "merge-interval", 5*time.Second, "fleet: the compactor Job's pass interval (fleet merge, then compaction when due)")
-	f.DurationVar(&cfg.FlushInterval, "flush-interval", 0, "fleet: the writers' flush interval (default the merge interval)")
+	f.DurationVar(&cfg.FlushInterval, "flush-interval", 0, "fleet: the writers' flush interval (default 1.2 merge intervals)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	f.BoolVar(&cfg.Keys, "keys", true, "name each ingest append (producer and sequence number), as the clients do by default")
 	f.Int64Var(&cfg.ReuseBytes, "reuse-bytes", walshard.DefaultReuseBytes, "shard: the writers' ReuseBytes: WAL entries of at least this many bytes join the table as they are (0: off)")
