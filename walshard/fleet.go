@@ -330,59 +330,19 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 			if len(plans[i].gens) == len(pending) {
 				plans[i].seq = st.Seq
 			}
+			// The flush objects of the generations taken, read now: one
+			// that cannot be read holds back its shard alone.
+			if plans[i].data == nil {
+				plans[i].data = map[string][]byte{}
+			}
+			if err := readFlushObjects(gctx, b, plans[i].gens, plans[i].data); err != nil {
+				plans[i].gens, plans[i].err = nil, fmt.Errorf("walshard: shard %q: %w", shard, err)
+			}
 			return nil
 		})
 	}
 	_ = g.Wait()
 	return plans
-}
-
-// listedFlush is one flush object a listing found.
-type listedFlush struct {
-	key     string
-	seq     uint64
-	modTime time.Time
-}
-
-// listFlushes lists every shard's flush objects, newest first: one LIST
-// page per thousand objects (each shard's newest, those awaiting a merge,
-// and those merged within flushKeep).
-func listFlushes(ctx context.Context, b blob.Bucket) (map[string][]listedFlush, error) {
-	out := map[string][]listedFlush{}
-	for o, err := range blob.List(ctx, b, table.FleetFlushDir, 0) {
-		if err != nil {
-			return nil, err
-		}
-		shard, seq, ok := table.ParseFlushKey(o.Key)
-		if !ok {
-			continue
-		}
-		out[shard] = append(out[shard], listedFlush{key: o.Key, seq: seq, modTime: o.ModTime})
-	}
-	return out, nil
-}
-
-// flushKeep: a flush object all of whose generations are merged is
-// deleted once this old (the store's clock), so that a fresh read that
-// read an older version of the table and the state that lists it still
-// finds it.
-const flushKeep = time.Minute
-
-// mergedFlushes returns the listed flush objects at or below the
-// sequence number latest records for their shard (ShardMark.Seq: every
-// generation they hold is merged, by copy), at least flushKeep old, but
-// each shard's newest: those to delete.
-func mergedFlushes(flushes map[string][]listedFlush, latest *table.Manifest, now time.Time) []string {
-	var doomed []string
-	for shard, fl := range flushes {
-		mark := latest.Shards[shard]
-		for _, f := range fl[1:] {
-			if f.seq <= mark.Seq && now.Sub(f.modTime) >= flushKeep {
-				doomed = append(doomed, f.key)
-			}
-		}
-	}
-	return doomed
 }
 
 // staleHints returns the announcements of generations at or below the

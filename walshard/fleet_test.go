@@ -3,12 +3,15 @@ package walshard_test
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
@@ -267,4 +270,38 @@ func TestAFleetFreshReadSeesEveryAcknowledgedRowOnce(t *testing.T) {
 		t.Fatalf("only %d appends", len(acked))
 	}
 	t.Logf("15 fresh reads while 4 shards acknowledged %d rows, with fleet merges and compactions", len(acked))
+}
+
+// A flush object a fleet merge cannot read (here: the store fails every
+// read of the older of one shard's two awaiting a merge) holds back that
+// shard alone: the others are merged, the shard is named among the
+// failed, and merged once it reads again.
+func TestAFlushObjectThatCannotBeReadHoldsBackItsShardAlone(t *testing.T) {
+	under := newTable(t, "mem://")
+	b := fault.Wrap(under, nil)
+	var want []int64
+	for i, id := range []string{"w1", "w2", "w3"} {
+		s := open(t, b, id, walshard.Options{})
+		defer s.Close()
+		for f := range 2 {
+			ids := seq(int64(i*100+f*10), 5)
+			appendIDs(t, s, ids...)
+			want = append(want, ids...)
+			if _, err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Seq 1 is the open's state; 2 and 3 the flushes'.
+	b.SetInjector(fault.OnKeys(regexp.MustCompile(`^`+regexp.QuoteMeta(table.FlushKey("w2", 2))), fault.OnOps(fault.Always(fault.Fault{Action: fault.Fail}), fault.OpGet)))
+	res, err := walshard.FleetMerge(ctx, b, nil)
+	if err == nil || !slices.Equal(res.Failed, []string{"w2"}) || res.Shards != 2 {
+		t.Fatalf("fleet merge with one of w2's flush objects unreadable: %+v %v", res, err)
+	}
+	exactlyOnce(t, baseIDs(t, under), append(append(seq(0, 5), seq(10, 5)...), append(seq(200, 5), seq(210, 5)...)...))
+	b.SetInjector(nil)
+	if res, err := walshard.FleetMerge(ctx, b, nil); err != nil || res.Shards != 1 {
+		t.Fatalf("fleet merge once w2 reads again: %+v %v", res, err)
+	}
+	exactlyOnce(t, baseIDs(t, under), want)
 }
