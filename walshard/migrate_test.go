@@ -110,3 +110,30 @@ func TestShardsOfAnOlderBuildAreMergedAndMoved(t *testing.T) {
 	}
 	exactlyOnce(t, countIDs(t, walshard.ScanFleet(ctx, b, table.ScanOptions{})), []int64{1, 2, 3, 10, 11, 20, 21, 22})
 }
+
+// A shard this build creates has a stand-in under state/ too, so that an
+// older build opening it (a rollback) refuses it instead of taking it for
+// a new or retired shard beside this build's flush objects.
+func TestANewShardKeepsAnOlderBuildOff(t *testing.T) {
+	b := newTable(t, "file://"+t.TempDir())
+	s := open(t, b, "fresh", walshard.Options{})
+	defer s.Close()
+	states := listKeys(t, b, table.ShardStatesDir("fresh"))
+	if len(states) != 1 || states[0] != table.ShardStateKey("fresh", 1) {
+		t.Fatalf("under state/: %q, want a stand-in at 1", states)
+	}
+	data, err := b.Get(ctx, states[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stand struct {
+		Seq   uint64 `json:"seq"`
+		Moved uint64 `json:"moved"`
+	}
+	if err := json.Unmarshal(data, &stand); err != nil || stand.Seq != 0 || stand.Moved != 1 {
+		t.Fatalf("stand-in %s: %+v %v", data, stand, err)
+	}
+	if got := listKeys(t, b, table.FlushDir("fresh")); len(got) != 1 || got[0] != table.FlushKey("fresh", 1) {
+		t.Fatalf("flush objects %q, want the open's state at 1", got)
+	}
+}

@@ -139,3 +139,57 @@ func TestAnIdleOpenShardKeepsItselfAlive(t *testing.T) {
 	}
 	appendIDs(t, s, 1) // the handle is not fenced by its own keep-alive
 }
+
+// A shard retired (every object of it gone, as garbage collection leaves
+// it) and opened again numbers its states above what the table records
+// as merged (ShardMark.Seq): otherwise a fleet merge took its new flush
+// objects for merged ones, passed them over and deleted them.
+func TestARetiredShardNumbersItsStatesAboveTheTablesRecord(t *testing.T) {
+	b := newTable(t, "mem://")
+	now := time.Now()
+	fo := &walshard.FleetOptions{Commit: commit.Options{Now: func() time.Time { return now }}}
+	s := open(t, b, "w1", walshard.Options{})
+	var want []int64
+	for f := range 6 {
+		ids := seq(int64(f*10), 2)
+		appendIDs(t, s, ids...)
+		want = append(want, ids...)
+		if _, err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil || m.Shards["w1"].Seq != 7 {
+		t.Fatalf("the table's record of w1: %+v %v, want seq 7", m.Shards["w1"], err)
+	}
+	// Retired: its objects gone but the merged rows the table references,
+	// the table's record kept.
+	for _, dir := range []string{table.ShardEpochsDir("w1"), table.WALDir("w1"), table.ShardStatesDir("w1"), table.FlushDir("w1"), table.FleetShardsDir + "w1"} {
+		if err := blob.DeleteAll(ctx, b, listKeys(t, b, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := open(t, b, "w1", walshard.Options{})
+	defer again.Close()
+	for f := range 3 {
+		ids := seq(int64(100+f*10), 2)
+		appendIDs(t, again, ids...)
+		want = append(want, ids...)
+		if _, err := again.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(2 * time.Minute) // the merged flush objects are old enough to go
+	if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, baseIDs(t, b), want)
+	if _, err := again.Merge(ctx); err != nil {
+		t.Fatalf("the owner's merge after the fleet merge: %v", err)
+	}
+	exactlyOnce(t, baseIDs(t, b), want)
+}

@@ -133,7 +133,7 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	// The state first: a create at the next sequence number succeeds only
 	// on the newest state, whatever a lagging listing showed, so its
 	// flushed position is the true one; the fence goes above it.
-	state, err := s.takeOver(ctx, rec.Epoch)
+	state, err := s.takeOver(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -242,9 +242,12 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 }
 
 // takeOver writes a state object in this epoch at the next sequence
-// number, so that the old owner's next state write fails. recorded is the
-// epoch the table records for the shard.
-func (s *Shard) takeOver(ctx context.Context, recorded uint64) (*State, error) {
+// number, so that the old owner's next state write fails. rec is what the
+// table records of the shard: the new state's number is above its Seq
+// too, so that a shard retired (its flush objects gone) and opened again
+// does not number its states anew below what the table counts as merged.
+func (s *Shard) takeOver(ctx context.Context, rec table.ShardMark) (*State, error) {
+	recorded := rec.Epoch
 	for range 100 {
 		cur, moved, err := readStateWhere(ctx, s.b, s.l)
 		if err != nil {
@@ -254,7 +257,7 @@ func (s *Shard) takeOver(ctx context.Context, recorded uint64) (*State, error) {
 			return nil, ErrFenced
 		}
 		next := *cur
-		next.Seq, next.Epoch, next.ID = cur.Seq+1, s.epoch, table.NewID()
+		next.Seq, next.Epoch, next.ID = max(cur.Seq, rec.Seq)+1, s.epoch, table.NewID()
 		// Every position at or below the table's watermark is merged, and
 		// the next generation is numbered above it: no-ops but for a
 		// retired shard, whose states are gone (see Open).
@@ -267,18 +270,21 @@ func (s *Shard) takeOver(ctx context.Context, recorded uint64) (*State, error) {
 				return nil, err
 			}
 		}
-		if !moved && cur.Seq > 0 {
-			// A shard a build before flush objects wrote: a stand-in at
-			// the next number under state/ fences such an owner, and
-			// such a build refuses the shard from now on.
+		if !moved {
+			// A shard without a flush object (new, retired, or a build
+			// before flush objects wrote it): a stand-in at the next number
+			// under state/ fences an owner of such a build, and such a
+			// build refuses the shard from now on.
 			if err := moveOldStates(ctx, s.b, s.l, &next); errors.Is(err, errStateTaken) {
 				continue
 			} else if err != nil {
 				return nil, err
 			}
-			s.mu.Lock()
-			s.mu.gens.oldStates = true // dropOldStates deletes those below
-			s.mu.Unlock()
+			if cur.Seq > 0 {
+				s.mu.Lock()
+				s.mu.gens.oldStates = true // dropOldStates deletes those below
+				s.mu.Unlock()
+			}
 		}
 		err = writeState(ctx, s.b, s.l, s.schema, &next, nil)
 		if err == nil {
