@@ -126,7 +126,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		if next.Shards == nil {
 			next.Shards = map[string]table.ShardMark{}
 		}
-		next.Shards[txn.Shard] = table.ShardMark{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: cur.Shards[txn.Shard].Seq}
+		next.Shards[txn.Shard] = table.ShardMark{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: max(cur.Shards[txn.Shard].Seq, txn.Seq)}
 	case table.KindDelete:
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err

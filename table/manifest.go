@@ -187,10 +187,13 @@ type Transaction struct {
 	// Keys are an upsert's key columns, by stored name (the names their
 	// statistics carry in fragments; see StoredName).
 	Keys []string `json:"keys,omitempty"`
-	// Shard and Watermark are set by a shard owner's Merge.
+	// Shard and Watermark are set by a shard owner's Merge, and by a
+	// merge of a shard's upserts; Seq, when set, is a state of the shard
+	// all of whose generations it merges (see ShardMark.Seq).
 	Shard     string `json:"shard,omitempty"`
 	Watermark uint64 `json:"watermark,omitempty"`
 	Epoch     uint64 `json:"epoch,omitempty"`
+	Seq       uint64 `json:"seq,omitempty"`
 	// Merges are set by a fleet merge: many shards' generations in one
 	// commit (Added holds them; their keys name shard and generation).
 	Merges []ShardMerge `json:"merges,omitempty"`

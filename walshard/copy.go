@@ -43,20 +43,74 @@ func copies(parts []shardPart) bool {
 type flushRows struct {
 	mu   sync.Mutex
 	rows map[string][]arrow.RecordBatch
+	// borrowed: rows a part's prefetch holds (not released here).
+	borrowed map[string][]arrow.RecordBatch
+}
+
+// of returns the rows of flush object key.
+func (r *flushRows) of(key string) []arrow.RecordBatch {
+	if recs, ok := r.borrowed[key]; ok {
+		return recs
+	}
+	return r.rows[key]
 }
 
 func (r *flushRows) release() {
 	for _, recs := range r.rows {
 		releaseAll(recs)
 	}
-	r.rows = nil
+	r.rows, r.borrowed = nil, nil
+}
+
+// partFailure is a part prefetchCopies could not read.
+type partFailure struct {
+	shard string
+	err   error
+}
+
+// prefetchCopies reads and decodes, for each of parts, the flush objects
+// its generations need (into the part's rows), many parts at once; a part
+// whose objects cannot be read or decoded is left out, and returned among
+// the failed, so that it holds back no other.
+func prefetchCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, parts []shardPart, parallelism int) (kept []shardPart, failed []partFailure) {
+	errs := make([]error, len(parts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallelism, 1))
+	for i := range parts {
+		if !copies(parts[i : i+1]) {
+			continue
+		}
+		g.Go(func() error {
+			parts[i].rows, errs[i] = readFlushRows(gctx, b, schema, parts[i:i+1], 1)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i, p := range parts {
+		if errs[i] != nil {
+			failed = append(failed, partFailure{shard: p.shard, err: errs[i]})
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept, failed
+}
+
+// releaseParts lets go of the rows prefetchCopies read for parts.
+func releaseParts(parts []shardPart) {
+	for _, p := range parts {
+		if p.rows != nil {
+			p.rows.release()
+		}
+	}
 }
 
 // readFlushRows reads the rows of every flush object the generations of
-// parts hold, as rows of schema: from the part's data when it has the
-// object's bytes, else with one GET each.
+// parts hold, as rows of schema: from the part's rows when prefetched
+// (prefetchCopies), else from its data when it has the object's bytes,
+// else with one GET each. Prefetched rows stay the part's to release.
 func readFlushRows(ctx context.Context, b blob.Bucket, schema *arrow.Schema, parts []shardPart, parallelism int) (*flushRows, error) {
-	r := &flushRows{rows: map[string][]arrow.RecordBatch{}}
+	r := &flushRows{rows: map[string][]arrow.RecordBatch{}, borrowed: map[string][]arrow.RecordBatch{}}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallelism, 1))
 	for _, p := range parts {
@@ -64,6 +118,12 @@ func readFlushRows(ctx context.Context, b blob.Bucket, schema *arrow.Schema, par
 			for _, f := range gen.fragments() {
 				if !inFlush(f.Key) {
 					continue
+				}
+				if p.rows != nil {
+					if recs, ok := p.rows.rows[f.Key]; ok {
+						r.borrowed[f.Key] = recs
+						continue
+					}
 				}
 				g.Go(func() error {
 					data := p.data[f.Key]
@@ -188,7 +248,7 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		for _, g := range p.gens {
 			for _, f := range g.fragments() {
 				if inFlush(f.Key) {
-					batches = append(batches, rows.rows[f.Key]...)
+					batches = append(batches, rows.of(f.Key)...)
 				} else {
 					txn.Added = append(txn.Added, f)
 				}
@@ -215,7 +275,7 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part sh
 	if !slices.ContainsFunc(frags, func(f table.Fragment) bool { return inFlush(f.Key) }) {
 		return frags, nil
 	}
-	rows, err := readFlushRows(ctx, b, base.Schema(), []shardPart{{shard: part.shard, gens: part.gens[:1], data: part.data}}, 1)
+	rows, err := readFlushRows(ctx, b, base.Schema(), []shardPart{{shard: part.shard, gens: part.gens[:1], data: part.data, rows: part.rows}}, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -226,10 +286,10 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part sh
 			out = append(out, f)
 			continue
 		}
-		if len(rows.rows[f.Key]) == 0 {
+		if len(rows.of(f.Key)) == 0 {
 			continue
 		}
-		frag, err := writeCopy(ctx, b, base.Schema(), part.shard, g.Gen, part.epoch, rows.rows[f.Key])
+		frag, err := writeCopy(ctx, b, base.Schema(), part.shard, g.Gen, part.epoch, rows.of(f.Key))
 		if err != nil {
 			return nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
 		}

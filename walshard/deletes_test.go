@@ -181,3 +181,38 @@ func TestARecordOfAnEarlierBuildGoesWithTheNextRecord(t *testing.T) {
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
 }
+
+// A shard that only upserts has its flush objects deleted too: a merge of
+// its upserts that takes the last generation of its state records that
+// state as merged (ShardMark.Seq), as a merge of appends does.
+func TestAnUpsertingShardsFlushObjectsGo(t *testing.T) {
+	b := newTable(t, "file://"+t.TempDir())
+	now := time.Now()
+	clock := func() time.Time { return now }
+	s := open(t, b, "w", walshard.Options{Commit: commit.Options{Now: clock}})
+	defer s.Close()
+	fo := &walshard.FleetOptions{Commit: commit.Options{Now: clock}}
+	for round := range 6 {
+		rec := batch("w", int64(round%3), int64(10+round))
+		err := s.Upsert(ctx, []string{"id"}, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(2 * time.Minute)
+	}
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil || m.Shards["w"].Seq != 7 {
+		t.Fatalf("the table's record of w: %+v %v, want seq 7 (the open's state and six flushes)", m.Shards["w"], err)
+	}
+	if got := listKeys(t, b, table.FlushDir("w")); len(got) > 2 {
+		t.Fatalf("flush objects left: %q, want the newest and at most the one merged last", got)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{0, 1, 2, 10, 11, 12, 13, 14, 15})
+}

@@ -47,7 +47,8 @@ import (
 // FleetOptions tune a fleet merge. Zero values mean defaults.
 type FleetOptions struct {
 	// MaxGenerations caps the generations of one shard per pass (default
-	// 64); MaxBytes caps the bytes of one pass (default 4 GiB).
+	// 64); MaxBytes caps the bytes of one pass (default 256 MiB: a pass
+	// holds the rows of the flush objects it merges in memory, decoded).
 	MaxGenerations int
 	MaxBytes       int64
 	// Parallelism: shard states read at once (default 32).
@@ -92,7 +93,7 @@ func (o *FleetOptions) withDefaults() FleetOptions {
 		c.MaxGenerations = 64
 	}
 	if c.MaxBytes <= 0 {
-		c.MaxBytes = 4 << 30
+		c.MaxBytes = 256 << 20
 	}
 	if c.Parallelism <= 0 {
 		c.Parallelism = 32
@@ -170,36 +171,15 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 	if err != nil {
 		return res, 0, err
 	}
-	var errs []error
 	var doomed []string // deleted at the end, in as few requests as the store allows
-	var parts, keyedParts []shardPart
-	var bytes int64
-	for _, p := range readPlans(ctx, b, base, hints, flushes, o) {
-		if fl := flushes[p.shard]; p.err == nil && len(p.gens) == 0 && fl != nil && p.state != nil && p.state.Seq == fl[0].seq {
-			o.Memory.settle(p.shard, fl[0].seq)
-		}
-		if p.err != nil {
-			res.Failed = append(res.Failed, p.shard)
-			errs = append(errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
-			continue
-		}
-		if len(p.gens) == 0 {
-			continue
-		}
-		if p.upsertsAfter {
-			keyed++ // another pass
-		}
-		part := shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens, seq: p.seq, data: p.data}
-		if len(p.gens[0].Keys) > 0 {
-			part.seq = 0
-			keyedParts = append(keyedParts, part)
-			continue
-		}
-		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
-			continue // the next pass takes it
-		}
-		bytes += sumBytes(p.gens)
-		parts = append(parts, part)
+	parts, keyedParts, keyed, errs := planParts(readPlans(ctx, b, base, hints, flushes, o), flushes, o, &res)
+	// Every flush object the parts need, read and decoded now: one that
+	// cannot be (gone, damaged) holds back its shard alone.
+	parts, failed := prefetchCopies(ctx, b, base.Schema(), parts, o.Parallelism)
+	defer releaseParts(parts)
+	for _, f := range failed {
+		res.Failed = append(res.Failed, f.shard)
+		errs = append(errs, f.err)
 	}
 	latest := base
 	if len(parts) > 0 {
@@ -248,6 +228,41 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 		errs = append(errs, fmt.Errorf("walshard: deleting stale hints and merged flush objects: %w", err))
 	}
 	return res, keyed, errors.Join(errs...)
+}
+
+// planParts turns plans into the parts of a pass: the generations of
+// appends of each shard within the pass's bytes, and each shard's next
+// generation of upserts apart; keyed counts the shards whose upserts make
+// another pass; the shards that could not be read go to res.Failed.
+func planParts(plans []fleetPlan, flushes map[string][]listedFlush, o FleetOptions, res *FleetResult) (parts, keyedParts []shardPart, keyed int, errs []error) {
+	var bytes int64
+	for _, p := range plans {
+		if fl := flushes[p.shard]; p.err == nil && len(p.gens) == 0 && fl != nil && p.state != nil && p.state.Seq == fl[0].seq {
+			o.Memory.settle(p.shard, fl[0].seq)
+		}
+		if p.err != nil {
+			res.Failed = append(res.Failed, p.shard)
+			errs = append(errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
+			continue
+		}
+		if len(p.gens) == 0 {
+			continue
+		}
+		if p.upsertsAfter {
+			keyed++ // another pass
+		}
+		part := shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens, seq: p.seq, data: p.data}
+		if len(p.gens[0].Keys) > 0 {
+			keyedParts = append(keyedParts, part)
+			continue
+		}
+		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
+			continue // the next pass takes it
+		}
+		bytes += sumBytes(p.gens)
+		parts = append(parts, part)
+	}
+	return parts, keyedParts, keyed, errs
 }
 
 // shardsToLook counts the shards with flush objects or announcements.
@@ -330,14 +345,6 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 			if len(plans[i].gens) == len(pending) {
 				plans[i].seq = st.Seq
 			}
-			// The flush objects of the generations taken, read now: one
-			// that cannot be read holds back its shard alone.
-			if plans[i].data == nil {
-				plans[i].data = map[string][]byte{}
-			}
-			if err := readFlushObjects(gctx, b, plans[i].gens, plans[i].data); err != nil {
-				plans[i].gens, plans[i].err = nil, fmt.Errorf("walshard: shard %q: %w", shard, err)
-			}
 			return nil
 		})
 	}
@@ -371,6 +378,7 @@ type shardPart struct {
 	gens  []Generation
 	seq   uint64
 	data  map[string][]byte
+	rows  *flushRows // the flush objects' rows, decoded (prefetchCopies)
 }
 
 // installed is what an install did.
@@ -400,7 +408,7 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 	if err != nil {
 		return in, err
 	}
-	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch})
+	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq})
 	if err != nil {
 		return in, err
 	}

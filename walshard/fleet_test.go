@@ -1,10 +1,12 @@
 package walshard_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -304,4 +306,35 @@ func TestAFlushObjectThatCannotBeReadHoldsBackItsShardAlone(t *testing.T) {
 		t.Fatalf("fleet merge once w2 reads again: %+v %v", res, err)
 	}
 	exactlyOnce(t, baseIDs(t, under), want)
+}
+
+// So does a damaged one: its rows do not decode, and the error names it.
+func TestADamagedFlushObjectHoldsBackItsShardAlone(t *testing.T) {
+	b := newTable(t, "mem://")
+	for i, id := range []string{"w1", "w2"} {
+		s := open(t, b, id, walshard.Options{})
+		defer s.Close()
+		for f := range 2 {
+			ids := seq(int64(i*100+f*10), 5)
+			appendIDs(t, s, ids...)
+			if _, err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	key := table.FlushKey("w2", 2)
+	data, err := b.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/3] ^= 0xff // in the pages, under the footer that says where they are
+	data[len(data)/3+1] ^= 0xff
+	if err := b.Put(ctx, key, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := walshard.FleetMerge(ctx, b, nil)
+	if err == nil || !slices.Equal(res.Failed, []string{"w2"}) || res.Shards != 1 || !strings.Contains(err.Error(), key) {
+		t.Fatalf("fleet merge with one of w2's flush objects damaged: %+v %v", res, err)
+	}
+	exactlyOnce(t, baseIDs(t, b), append(seq(0, 5), seq(10, 5)...)) // w1's
 }

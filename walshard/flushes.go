@@ -2,7 +2,6 @@ package walshard
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -10,24 +9,6 @@ import (
 )
 
 // Flush objects as fleet merges find, read and delete them.
-
-// readFlushObjects reads into data the flush objects that hold rows of
-// gens and that data does not hold yet, one GET each.
-func readFlushObjects(ctx context.Context, b blob.Bucket, gens []Generation, data map[string][]byte) error {
-	for _, g := range gens {
-		for _, f := range g.fragments() {
-			if !inFlush(f.Key) || data[f.Key] != nil {
-				continue
-			}
-			got, err := b.Get(ctx, f.Key)
-			if err != nil {
-				return fmt.Errorf("reading flush object %q: %w", f.Key, err)
-			}
-			data[f.Key] = got
-		}
-	}
-	return nil
-}
 
 // listedFlush is one flush object a listing found.
 type listedFlush struct {

@@ -134,12 +134,12 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	started := time.Now()
 	var in installed
 	part := shardPart{shard: s.id, epoch: s.epoch, gens: pass}
+	if len(pass) == len(pending) {
+		part.seq = state.Seq // the state's every generation (see table.ShardMark.Seq)
+	}
 	if len(pass[0].Keys) > 0 {
 		in, err = installKeyed(ctx, s.b, base, part, s.opts.Commit)
 	} else {
-		if len(pass) == len(pending) {
-			part.seq = state.Seq // the state's every generation (see table.ShardMark.Seq)
-		}
 		in, err = install(ctx, s.b, base, []shardPart{part}, s.opts.Commit, 1)
 	}
 	if s.opts.ObserveCommit != nil {
