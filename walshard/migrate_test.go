@@ -85,21 +85,7 @@ func TestShardsOfAnOlderBuildAreMergedAndMoved(t *testing.T) {
 
 	// Under state/, the stand-in alone: an older build reads its seq as 0
 	// under a key that names 3, and calls the state corrupt.
-	states := listKeys(t, b, table.ShardStatesDir("opened"))
-	if len(states) != 1 || states[0] != table.ShardStateKey("opened", 3) {
-		t.Fatalf("older states after the move: %q, want the stand-in at 3 alone", states)
-	}
-	data, err := b.Get(ctx, states[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stand struct {
-		Seq   uint64 `json:"seq"`
-		Moved uint64 `json:"moved"`
-	}
-	if err := json.Unmarshal(data, &stand); err != nil || stand.Seq != 0 || stand.Moved != 3 {
-		t.Fatalf("stand-in %s: %+v %v", data, stand, err)
-	}
+	standInAlone(t, b, "opened", 3)
 	// This build reads the shard from its flush objects, as does a new
 	// owner, which finds nothing left to replay or merge.
 	s.Close()
@@ -118,9 +104,20 @@ func TestANewShardKeepsAnOlderBuildOff(t *testing.T) {
 	b := newTable(t, "file://"+t.TempDir())
 	s := open(t, b, "fresh", walshard.Options{})
 	defer s.Close()
-	states := listKeys(t, b, table.ShardStatesDir("fresh"))
-	if len(states) != 1 || states[0] != table.ShardStateKey("fresh", 1) {
-		t.Fatalf("under state/: %q, want a stand-in at 1", states)
+	standInAlone(t, b, "fresh", 1)
+	if got := listKeys(t, b, table.FlushDir("fresh")); len(got) != 1 || got[0] != table.FlushKey("fresh", 1) {
+		t.Fatalf("flush objects %q, want the open's state at 1", got)
+	}
+}
+
+// standInAlone checks that shard's state/ holds a stand-in at seq alone:
+// JSON whose seq is 0 and moved is seq, which an older build reads as a
+// corrupt state.
+func standInAlone(t *testing.T, b blob.Bucket, shard string, seq uint64) {
+	t.Helper()
+	states := listKeys(t, b, table.ShardStatesDir(shard))
+	if len(states) != 1 || states[0] != table.ShardStateKey(shard, seq) {
+		t.Fatalf("shard %s, under state/: %q, want the stand-in at %d alone", shard, states, seq)
 	}
 	data, err := b.Get(ctx, states[0])
 	if err != nil {
@@ -130,10 +127,7 @@ func TestANewShardKeepsAnOlderBuildOff(t *testing.T) {
 		Seq   uint64 `json:"seq"`
 		Moved uint64 `json:"moved"`
 	}
-	if err := json.Unmarshal(data, &stand); err != nil || stand.Seq != 0 || stand.Moved != 1 {
-		t.Fatalf("stand-in %s: %+v %v", data, stand, err)
-	}
-	if got := listKeys(t, b, table.FlushDir("fresh")); len(got) != 1 || got[0] != table.FlushKey("fresh", 1) {
-		t.Fatalf("flush objects %q, want the open's state at 1", got)
+	if err := json.Unmarshal(data, &stand); err != nil || stand.Seq != 0 || stand.Moved != seq {
+		t.Fatalf("shard %s, stand-in %s: %+v %v", shard, data, stand, err)
 	}
 }

@@ -57,7 +57,8 @@ type Generation struct {
 	Parts   []Part `json:"parts,omitempty"`
 	WALFrom uint64 `json:"wal_from"`
 	WALTo   uint64 `json:"wal_to"`
-	// Seq is the state that first recorded the generation (it names the
+	// Seq is the state that first recorded the generation: the flush
+	// object that holds its rows (an older build's: it names the
 	// generation's announcement, table.PendingKey).
 	Seq uint64 `json:"seq,omitempty"`
 	// Columns are the generation's statistics, carried into the table
