@@ -253,11 +253,27 @@ func (s *Shard) takeOver(ctx context.Context, rec table.ShardMark) (*State, erro
 		if err != nil {
 			return nil, err
 		}
+		if cur.Seq < rec.Seq {
+			// The table counts states up to rec.Seq merged: the listing
+			// lags, or the shard was retired (its objects gone). The state
+			// at rec.Seq, read by name, is the one to go on from; gone, a
+			// newer one is there (a create above it meets it) or nothing
+			// is (retired: the states start again above the table's count).
+			at, _, err := readFlush(ctx, s.b, s.l.flushKey(rec.Seq), rec.Seq)
+			switch {
+			case err == nil:
+				cur, moved = at, true
+			case errors.Is(err, blob.ErrNotFound):
+				cur.Seq = rec.Seq
+			default:
+				return nil, err
+			}
+		}
 		if cur.Epoch > s.epoch {
 			return nil, ErrFenced
 		}
 		next := *cur
-		next.Seq, next.Epoch, next.ID = max(cur.Seq, rec.Seq)+1, s.epoch, table.NewID()
+		next.Seq, next.Epoch, next.ID = cur.Seq+1, s.epoch, table.NewID()
 		// Every position at or below the table's watermark is merged, and
 		// the next generation is numbered above it: no-ops but for a
 		// retired shard, whose states are gone (see Open).
