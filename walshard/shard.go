@@ -253,21 +253,13 @@ func (s *Shard) takeOver(ctx context.Context, rec table.ShardMark) (*State, erro
 		if err != nil {
 			return nil, err
 		}
-		if cur.Seq < rec.Seq {
-			// The table counts states up to rec.Seq merged: the listing
-			// lags, or the shard was retired (its objects gone). The state
-			// at rec.Seq, read by name, is the one to go on from; gone, a
-			// newer one is there (a create above it meets it) or nothing
-			// is (retired: the states start again above the table's count).
-			at, _, err := readFlush(ctx, s.b, s.l.flushKey(rec.Seq), rec.Seq)
-			switch {
-			case err == nil:
-				cur, moved = at, true
-			case errors.Is(err, blob.ErrNotFound):
-				cur.Seq = rec.Seq
-			default:
-				return nil, err
-			}
+		stateless := cur.Seq == 0
+		if stateless && rec.Seq > 0 {
+			// No state at all, and the table counts states up to rec.Seq
+			// merged: the shard was retired (its objects gone, as for
+			// strays below). Its states start again above that count, so
+			// that no new flush object is taken for a merged one.
+			cur.Seq = rec.Seq
 		}
 		if cur.Epoch > s.epoch {
 			return nil, ErrFenced
@@ -281,7 +273,7 @@ func (s *Shard) takeOver(ctx context.Context, rec table.ShardMark) (*State, erro
 		w := s.mu.gens.watermark
 		s.mu.Unlock()
 		next.WALFlushed, next.NextGen = max(next.WALFlushed, w), max(next.NextGen, w+1)
-		if cur.Seq == 0 && recorded > 0 {
+		if stateless && recorded > 0 {
 			if next.WALFlushed, err = s.strays(ctx, next.WALFlushed, recorded); err != nil {
 				return nil, err
 			}
