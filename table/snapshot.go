@@ -108,6 +108,27 @@ func ReadLatest(ctx context.Context, b blob.Bucket) (*Manifest, error) {
 	return ReadManifest(ctx, b, v)
 }
 
+// Newest returns the newest manifest from m on: the versions after m
+// are looked for by name (they are created in order, without gaps), so
+// that a listing that lags cannot hide one. It returns m when none is.
+func Newest(ctx context.Context, b blob.Bucket, m *Manifest) (*Manifest, error) {
+	v := m.Version
+	for {
+		_, err := b.Attributes(ctx, ManifestKey(v+1))
+		if errors.Is(err, blob.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		v++
+	}
+	if v == m.Version {
+		return m, nil
+	}
+	return ReadManifest(ctx, b, v)
+}
+
 // ReadManifest reads and decodes version v's manifest.
 func ReadManifest(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, error) {
 	key, data, err := getManifest(ctx, b, v)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -89,4 +91,71 @@ func TestFreshReadFindsRowsAFleetMergeTookThroughALaggingListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, countIDs(t, s.ScanFresh(ctx, table.ScanOptions{})), seq(0, 10))
+}
+
+// A fleet merge deletes the flush objects it merged (all but a shard's
+// newest), so a shard's state numbers have holes below the table's count.
+// An owner opening the shard through a listing that lags, showing an older
+// flush object with a hole after it, goes on from the newest state: a
+// create at the listed one's next number finds the hole free, and the new
+// owner replayed, from the older state's flushed position, entries that
+// were merged already. When the table it read lags too (it counts the
+// older state merged, not the newest), the create lands in the hole, and
+// the table read again by name after it tells so.
+func TestAnOwnerGoesOnFromTheNewestStatePastHolesALaggingListingShows(t *testing.T) {
+	for _, tableLags := range []bool{false, true} {
+		b := newTable(t, "mem://")
+		now := time.Now()
+		fo := &walshard.FleetOptions{Commit: commit.Options{Now: func() time.Time { return now }}}
+		s := open(t, b, "w1", walshard.Options{})
+		want := seq(0, 2)
+		appendIDs(t, s, want...)
+		if _, err := s.Flush(ctx); err != nil { // state 2
+			t.Fatal(err)
+		}
+		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+			t.Fatal(err)
+		}
+		var lag blob.Bucket = newLagging(t, b, table.FlushDir("w1"))
+		if tableLags {
+			lag = newLagging(t, lag, table.VersionsDir)
+		}
+		for f := range 4 { // states 3 to 6
+			ids := seq(int64(10+f*10), 2)
+			appendIDs(t, s, ids...)
+			want = append(want, ids...)
+			if _, err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if m, err := table.ReadLatest(ctx, b); err != nil || m.Shards["w1"].Seq != 6 {
+			t.Fatalf("the table's record of w1: %+v %v, want seq 6", m.Shards["w1"], err)
+		}
+		// The merged flush objects gone but state 2 (a deletion cut
+		// short) and the newest.
+		for _, n := range []uint64{1, 3, 4, 5} {
+			if err := b.Delete(ctx, table.FlushKey("w1", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		again := open(t, lag, "w1", walshard.Options{})
+		if got := listKeys(t, b, table.FlushDir("w1")); len(got) != 3 || got[0] != table.FlushKey("w1", 7) {
+			t.Fatalf("tableLags=%v: flush objects after the open: %q, want state 7 the newest of three", tableLags, got)
+		}
+		ids := seq(100, 2)
+		appendIDs(t, again, ids...)
+		want = append(want, ids...)
+		if _, err := again.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+			t.Fatal(err)
+		}
+		again.Close()
+		exactlyOnce(t, baseIDs(t, b), want)
+	}
 }

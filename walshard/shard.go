@@ -133,7 +133,7 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	// The state first: a create at the next sequence number succeeds only
 	// on the newest state, whatever a lagging listing showed, so its
 	// flushed position is the true one; the fence goes above it.
-	state, err := s.takeOver(ctx, rec)
+	state, err := s.takeOver(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -242,24 +242,39 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 }
 
 // takeOver writes a state object in this epoch at the next sequence
-// number, so that the old owner's next state write fails. rec is what the
-// table records of the shard: the new state's number is above its Seq
-// too, so that a shard retired (its flush objects gone) and opened again
-// does not number its states anew below what the table counts as merged.
-func (s *Shard) takeOver(ctx context.Context, rec table.ShardMark) (*State, error) {
-	recorded := rec.Epoch
+// number, so that the old owner's next state write fails. m is the table
+// as Open read it: the new state's number is above what it counts as
+// merged of the shard (ShardMark.Seq) too, so that a shard retired (its
+// flush objects gone) and opened again does not number its states anew
+// below that count. A create succeeds on the newest state, or in a
+// number a fleet merge emptied (see ownerState): the table read again
+// after the create, by name, then counts that number merged, and the
+// stray state is taken back and the take-over tried again above it.
+func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error) {
+	recorded := m.Shards[s.id].Epoch
+	var floor uint64
+	var lastErr error
 	for range 100 {
-		cur, moved, err := readStateWhere(ctx, s.b, s.l)
+		mark := m.Shards[s.id].Seq
+		cur, moved, err := ownerState(ctx, s.b, s.l, mark, floor)
+		if errors.Is(err, errStateGone) {
+			lastErr = err
+			if m, err = table.Newest(ctx, s.b, m); err != nil {
+				return nil, err
+			}
+			floor = 0
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		stateless := cur.Seq == 0
-		if stateless && rec.Seq > 0 {
-			// No state at all, and the table counts states up to rec.Seq
+		stateless := !moved && cur.Seq == 0
+		if stateless && mark > 0 {
+			// No state at all, and the table counts states up to mark
 			// merged: the shard was retired (its objects gone, as for
 			// strays below). Its states start again above that count, so
 			// that no new flush object is taken for a merged one.
-			cur.Seq = rec.Seq
+			cur.Seq = mark
 		}
 		if cur.Epoch > s.epoch {
 			return nil, ErrFenced
@@ -295,17 +310,32 @@ func (s *Shard) takeOver(ctx context.Context, rec table.ShardMark) (*State, erro
 			}
 		}
 		err = writeState(ctx, s.b, s.l, s.schema, &next, nil)
-		if err == nil {
-			s.mu.Lock()
-			s.mu.gens.stateAt = s.now()
-			s.mu.Unlock()
-			return &next, nil
+		if errors.Is(err, errStateTaken) {
+			lastErr, floor = err, next.Seq
+			continue
 		}
-		if !errors.Is(err, errStateTaken) {
+		if err != nil {
 			return nil, err
 		}
+		if m, err = table.Newest(ctx, s.b, m); err != nil {
+			return nil, err
+		}
+		if m.Shards[s.id].Seq >= next.Seq {
+			// The number was one a merge had emptied: the state is not
+			// the newest's successor. Nothing reads it (the table counts
+			// it merged); it goes, and the take-over starts again.
+			if err := s.b.Delete(ctx, s.l.flushKey(next.Seq)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return nil, err
+			}
+			lastErr, floor = fmt.Errorf("walshard: state %d was a merged number", next.Seq), 0
+			continue
+		}
+		s.mu.Lock()
+		s.mu.gens.stateAt = s.now()
+		s.mu.Unlock()
+		return &next, nil
 	}
-	return nil, fmt.Errorf("walshard: shard %q: could not take over the state", s.id)
+	return nil, fmt.Errorf("walshard: shard %q: could not take over the state: %w", s.id, lastErr)
 }
 
 // strays returns the flushed position of a shard the table records that

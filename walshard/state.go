@@ -96,6 +96,47 @@ func readStateWhere(ctx context.Context, b blob.Bucket, l layout) (_ *State, flu
 	return st, false, err
 }
 
+// errStateGone: the newest flush object a listing showed, or a number a
+// create found taken, is not there any more (merged and deleted since
+// the table's count was read, or garbage collection retired the shard).
+var errStateGone = errors.New("walshard: the shard's newest state is gone")
+
+// ownerState finds the state an owner opening the shard goes on from.
+// mark is the newest state the table counts as merged, floor a number a
+// create found taken (0: none). Fleet merges delete flush objects at or
+// below a committed mark, all but each shard's newest, so the numbers at
+// or below the table's count may have holes and a listing that lags may
+// show an older object than the newest: the state read, by name, is the
+// one at the highest of the listing's newest, mark and floor, or the one
+// after it when that one is gone. A create after it succeeds on the
+// newest state alone, unless the number was a hole, which the table's
+// count then covers (takeOver reads it again to tell). With nothing at
+// or above mark, the shard has no flush object (new, retired, or an
+// older build's): the newest state under state/ is read (moved false).
+func ownerState(ctx context.Context, b blob.Bucket, l layout, mark, floor uint64) (_ *State, moved bool, err error) {
+	_, listed, _, err := newestFlush(ctx, b, l)
+	if err != nil {
+		return nil, false, err
+	}
+	from := max(listed, mark, floor)
+	if from > 0 {
+		for _, n := range []uint64{from, from + 1} {
+			st, _, err := readFlush(ctx, b, l.flushKey(n), n)
+			if err == nil {
+				return st, true, nil
+			}
+			if !errors.Is(err, blob.ErrNotFound) {
+				return nil, false, err
+			}
+		}
+		if from > mark {
+			return nil, false, fmt.Errorf("%w: %s", errStateGone, l.flushKey(from))
+		}
+	}
+	st, err := readOldState(ctx, b, l)
+	return st, false, err
+}
+
 // newestFlush lists the key and sequence number of the shard's newest
 // flush object (one LIST of one key).
 func newestFlush(ctx context.Context, b blob.Bucket, l layout) (key string, seq uint64, found bool, err error) {
