@@ -248,8 +248,9 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 // flush objects gone) and opened again does not number its states anew
 // below that count. A create succeeds on the newest state, or in a
 // number a fleet merge emptied (see ownerState): the table read again
-// after the create, by name, then counts that number merged, and the
-// stray state is taken back and the take-over tried again above it.
+// after the create, by name, then counts that number merged from an
+// older owner's state, and the stray state is taken back and the
+// take-over tried again above it.
 func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error) {
 	recorded := m.Shards[s.id].Epoch
 	var floor uint64
@@ -320,10 +321,12 @@ func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error)
 		if m, err = table.Newest(ctx, s.b, m); err != nil {
 			return nil, err
 		}
-		if m.Shards[s.id].Seq >= next.Seq {
-			// The number was one a merge had emptied: the state is not
-			// the newest's successor. Nothing reads it (the table counts
-			// it merged); it goes, and the take-over starts again.
+		if mk := m.Shards[s.id]; mk.Seq >= next.Seq && mk.Epoch < s.epoch {
+			// The table counts the number merged, from an older owner's
+			// state (a merge that took this one records this epoch): it
+			// was one a merge had emptied, and the state is not the
+			// newest's successor. Nothing reads it (the table counts it
+			// merged); it goes, and the take-over starts again.
 			if err := s.b.Delete(ctx, s.l.flushKey(next.Seq)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				return nil, err
 			}
