@@ -81,6 +81,12 @@ func Replay(cur *table.Manifest, rec *table.Transaction) (*table.Manifest, error
 	return next, nil
 }
 
+// merged is a shard's record after a merge of it: its watermark and
+// epoch; the newest state and WAL position of it merged.
+func merged(mark table.ShardMark, sm table.ShardMerge) table.ShardMark {
+	return table.ShardMark{Watermark: sm.Watermark, Epoch: sm.Epoch, Seq: max(mark.Seq, sm.Seq), WAL: max(mark.WAL, sm.WAL)}
+}
+
 // apply makes the next state from cur and a transaction whose added
 // fragments already carry their ids.
 func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
@@ -110,7 +116,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 					return nil, fmt.Errorf("commit: fleet merge of shard %q to %d (epoch %d) on a table at %d (epoch %d)",
 						sm.Shard, sm.Watermark, sm.Epoch, mark.Watermark, mark.Epoch)
 				}
-				next.Shards[sm.Shard] = table.ShardMark{Watermark: sm.Watermark, Epoch: sm.Epoch, Seq: max(mark.Seq, sm.Seq)}
+				next.Shards[sm.Shard] = merged(mark, sm)
 			}
 			break
 		}
@@ -126,7 +132,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		if next.Shards == nil {
 			next.Shards = map[string]table.ShardMark{}
 		}
-		next.Shards[txn.Shard] = table.ShardMark{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: max(cur.Shards[txn.Shard].Seq, txn.Seq)}
+		next.Shards[txn.Shard] = merged(cur.Shards[txn.Shard], table.ShardMerge{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: txn.Seq, WAL: txn.WAL})
 	case table.KindDelete:
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err

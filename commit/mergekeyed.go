@@ -53,7 +53,7 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 			return UpsertResult{Result: Result{Version: m.Version, Done: true}}, nil
 		}
 		txn := table.Transaction{Kind: table.KindMerge, CommitID: table.NewID(), ReadVersion: m.Version,
-			Shard: mark.Shard, Watermark: mark.Watermark, Epoch: mark.Epoch, Seq: mark.Seq, Added: frags}
+			Shard: mark.Shard, Watermark: mark.Watermark, Epoch: mark.Epoch, Seq: mark.Seq, WAL: mark.WAL, Added: frags}
 		var bodies map[string][]byte
 		var replaced int64
 		written := t.opts.Now()

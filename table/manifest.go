@@ -114,10 +114,17 @@ type Deletion struct {
 // (a flush object's sequence number) every generation of which is merged:
 // a merger has nothing to read in the shard's flush objects at or below
 // it, and those not the shard's newest are garbage once a while old.
+//
+// WAL is the newest WAL position a merged generation covers: a shard
+// retired (its objects gone) and opened again numbers its WAL entries
+// above it, so that an owner of before the retirement, whose positions
+// go on from its own state, writes where the new owner's fence is, or
+// below where the new owner replays from.
 type ShardMark struct {
 	Watermark uint64 `json:"watermark"`
 	Epoch     uint64 `json:"epoch,omitempty"`
 	Seq       uint64 `json:"seq,omitempty"`
+	WAL       uint64 `json:"wal,omitempty"`
 }
 
 // Index describes a key index (used by later format features).
@@ -194,6 +201,7 @@ type Transaction struct {
 	Watermark uint64 `json:"watermark,omitempty"`
 	Epoch     uint64 `json:"epoch,omitempty"`
 	Seq       uint64 `json:"seq,omitempty"`
+	WAL       uint64 `json:"wal,omitempty"` // see ShardMerge.WAL
 	// Merges are set by a fleet merge: many shards' generations in one
 	// commit (Added holds them; their keys name shard and generation).
 	Merges []ShardMerge `json:"merges,omitempty"`
@@ -250,6 +258,9 @@ type ShardMerge struct {
 	// Seq, when set, is a state of the shard all of whose generations are
 	// at or below Watermark (see ShardMark.Seq).
 	Seq uint64 `json:"seq,omitempty"`
+	// WAL is the newest WAL position the merged generations cover (see
+	// ShardMark.WAL).
+	WAL uint64 `json:"wal,omitempty"`
 }
 
 // MergedShards returns what a merge moves: one shard for an owner's

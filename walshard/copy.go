@@ -243,7 +243,7 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 	for _, p := range parts {
 		top := p.gens[len(p.gens)-1].Gen
 		sm := table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch, From: base.Shards[p.shard].Watermark}
-		sm.Seq = p.seq
+		sm.Seq, sm.WAL = p.seq, walTo(p.gens)
 		txn.Merges = append(txn.Merges, sm)
 		for _, g := range p.gens {
 			for _, f := range g.fragments() {

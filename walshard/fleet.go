@@ -408,7 +408,7 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 	if err != nil {
 		return in, err
 	}
-	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq})
+	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq, WAL: g.WALTo})
 	if err != nil {
 		return in, err
 	}
@@ -447,7 +447,7 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		if old := base.Shards[p.shard].Watermark; plant.On(plant.MergeForgetsWatermark) && top-1 > old {
 			top-- // planted defect: the watermark left below what is added
 		}
-		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch, Seq: p.seq})
+		txn.Merges = append(txn.Merges, table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch, Seq: p.seq, WAL: walTo(p.gens)})
 		for _, gen := range gens {
 			txn.Added = append(txn.Added, gen.fragments()...)
 		}

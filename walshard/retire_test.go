@@ -193,3 +193,84 @@ func TestARetiredShardNumbersItsStatesAboveTheTablesRecord(t *testing.T) {
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
 }
+
+// An owner that pauses while it opens, its state written and its fence
+// not yet, while a newer owner merges and the shard is retired (its
+// objects gone) and opened again, places its fence, when it wakes, after the positions its own
+// state counts flushed. The new owner numbers its entries above every
+// position the table's merged generations cover (ShardMark.WAL), so that
+// fence lands where the new owner's is, or after it: numbered from the
+// watermark, the new owner's entries lay below the paused owner's fence,
+// with missing positions between them, and the shard no longer opened
+// ("WAL entry … is missing": simulation seed 145535).
+func TestAnOwnerPausedAcrossARetirementLeavesNoHoleInTheWAL(t *testing.T) {
+	under := newTable(t, "mem://")
+	s := open(t, under, "w1", walshard.Options{})
+	want := seq(0, 5)
+	for _, id := range want {
+		appendIDs(t, s, id)
+	}
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	m, err := table.ReadLatest(ctx, under)
+	if err != nil || m.Shards["w1"].WAL != 6 {
+		t.Fatalf("the table's record of w1: %+v %v, want WAL position 6 (a fence, then five appends)", m.Shards["w1"], err)
+	}
+	p := &pauseOnce{Bucket: under, prefix: table.WALDir("w1"), reached: make(chan struct{}), release: make(chan struct{})}
+	opened := make(chan error, 1)
+	go func() {
+		paused, err := walshard.Open(ctx, p, &walshard.Options{Shard: "w1"})
+		if err == nil {
+			paused.Close()
+		}
+		opened <- err
+	}()
+	<-p.reached
+	// A newer owner merges (the table records its epoch, above the paused
+	// one's claim), and the shard is retired: every object of it gone but
+	// the merged rows.
+	mid := open(t, under, "w1", walshard.Options{})
+	appendIDs(t, mid, 50)
+	want = append(want, 50)
+	if _, err := mid.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mid.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mid.Close()
+	for _, dir := range []string{table.ShardEpochsDir("w1"), table.WALDir("w1"), table.ShardStatesDir("w1"), table.FlushDir("w1"), table.FleetShardsDir + "w1"} {
+		if err := blob.DeleteAll(ctx, under, listKeys(t, under, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := open(t, under, "w1", walshard.Options{})
+	close(p.release)
+	if err := <-opened; !errors.Is(err, walshard.ErrFenced) {
+		t.Fatalf("the owner paused across the retirement: %v, want ErrFenced", err)
+	}
+	// The paused owner's fence takes the new owner's next position when
+	// the positions run on (as when any older owner wakes): the append is
+	// refused then, not lost. What the new owner flushes is flushed.
+	switch err := appendOnce(again, "w1", 99); {
+	case err == nil:
+		want = append(want, 99)
+		if _, err := again.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case !errors.Is(err, walshard.ErrFenced):
+		t.Fatalf("the new owner's append after the paused owner's fence: %v", err)
+	}
+	again.Close()
+	third := open(t, under, "w1", walshard.Options{})
+	defer third.Close()
+	ids := seq(100, 2)
+	appendIDs(t, third, ids...)
+	want = append(want, ids...)
+	exactlyOnce(t, countIDs(t, third.ScanFresh(ctx, table.ScanOptions{})), want)
+}

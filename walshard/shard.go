@@ -282,13 +282,15 @@ func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error)
 		}
 		next := *cur
 		next.Seq, next.Epoch, next.ID = cur.Seq+1, s.epoch, table.NewID()
-		// Every position at or below the table's watermark is merged, and
-		// the next generation is numbered above it: no-ops but for a
-		// retired shard, whose states are gone (see Open).
+		// Every WAL position the table's merged generations cover is
+		// flushed, and the next generation is numbered above its
+		// watermark: no-ops but for a retired shard, whose states are gone
+		// (see Open, and table.ShardMark.WAL); a table written before
+		// ShardMark.WAL has the watermark alone for a floor.
 		s.mu.Lock()
 		w := s.mu.gens.watermark
 		s.mu.Unlock()
-		next.WALFlushed, next.NextGen = max(next.WALFlushed, w), max(next.NextGen, w+1)
+		next.WALFlushed, next.NextGen = max(next.WALFlushed, w, m.Shards[s.id].WAL), max(next.NextGen, w+1)
 		if stateless && recorded > 0 {
 			if next.WALFlushed, err = s.strays(ctx, next.WALFlushed, recorded); err != nil {
 				return nil, err

@@ -367,6 +367,15 @@ func (g Generation) fragments() []table.Fragment {
 	return out
 }
 
+// walTo returns the newest WAL position gens cover.
+func walTo(gens []Generation) uint64 {
+	var to uint64
+	for _, g := range gens {
+		to = max(to, g.WALTo)
+	}
+	return to
+}
+
 // entryParts returns the WAL positions whose entries are parts of g: the
 // table references them, so the shard's cleanup leaves them to garbage
 // collection.
