@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
@@ -79,6 +80,9 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	if err := s.fencedErr(); err != nil {
 		return 0, false, err
 	}
+	if err := s.resolveUnsureLocked(ctx); err != nil {
+		return 0, false, err
+	}
 	s.mu.Lock()
 	entries := s.mu.mem.snapshot()
 	s.mu.Unlock()
@@ -114,6 +118,15 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	defer release()
 	if err := s.recordGeneration(ctx, next, gen, batches); err != nil {
 		var bad *unencodableError
+		var unsure *unsureError
+		if errors.As(err, &unsure) {
+			// The state may be in the bucket, its generation merged by a
+			// fleet merge while the memtable still holds its rows: it is
+			// read back before the next flush or fresh read.
+			s.mu.Lock()
+			s.mu.gens.unsure = &unsureFlush{next: next, entries: len(entries)}
+			s.mu.Unlock()
+		}
 		if errors.As(err, &bad) {
 			// An entry that cannot be encoded must not hold back the
 			// others: it is quarantined, and the next flush goes on
@@ -132,6 +145,53 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	s.broadcastLocked() // appends waiting for room
 	s.mu.Unlock()
 	return gen, more, nil
+}
+
+// resolveUnsureLocked reads back the state of a flush whose outcome was
+// unknown (s.flushMu held): landed, it is the handle's state and the
+// entries it took leave the memtable, as after a flush; there, another
+// owner's, the handle is fenced; not there, the flush did not happen.
+// Until it is resolved, no flush or fresh read goes on: a fleet merge may
+// have merged the state's generation, whose rows the memtable still holds.
+func (s *Shard) resolveUnsureLocked(ctx context.Context) error {
+	s.mu.Lock()
+	u := s.mu.gens.unsure
+	s.mu.Unlock()
+	if u == nil {
+		return nil
+	}
+	got, _, err := readFlush(ctx, s.b, s.l.flushKey(u.next.Seq), u.next.Seq)
+	switch {
+	case err == nil && got.ID == u.next.ID:
+		s.mu.Lock()
+		s.mu.gens.state, s.mu.gens.stateAt, s.mu.gens.unsure = u.next, s.now(), nil
+		s.mu.mem.drop(u.entries)
+		s.broadcastLocked()
+		s.mu.Unlock()
+		return nil
+	case err == nil:
+		return s.setFenced()
+	case errors.Is(err, blob.ErrNotFound):
+		s.mu.Lock()
+		s.mu.gens.unsure = nil
+		s.mu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("walshard: shard %q: reading back the state of a flush whose outcome was unknown: %w", s.id, err)
+}
+
+// resolveUnsure is resolveUnsureLocked for a fresh read: it takes the
+// flush lock only when there is something to resolve.
+func (s *Shard) resolveUnsure(ctx context.Context) error {
+	s.mu.Lock()
+	u := s.mu.gens.unsure
+	s.mu.Unlock()
+	if u == nil {
+		return nil
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.resolveUnsureLocked(ctx)
 }
 
 // fleetMergeCheck: how often a flush waiting for room looks for a fleet

@@ -115,6 +115,16 @@ type flushedGenerations struct {
 	readTableAt      time.Time     // when a flush waiting for room last read the table
 	tableWait        time.Duration // how long it waits before it reads it again
 	stateAt          time.Time     // when this handle last wrote a state (keepAlive)
+	// unsure is a flush whose state's create this handle could not tell
+	// landed or not (resolveUnsure).
+	unsure *unsureFlush
+}
+
+// unsureFlush is a flush whose outcome is unknown: its state, and the
+// memtable entries (the first of them) it took.
+type unsureFlush struct {
+	next    *State
+	entries int
 }
 
 // note records watermark w, seen in version; it tells whether it moved.

@@ -272,7 +272,7 @@ func createState(ctx context.Context, b blob.Bucket, key string, data []byte, mi
 		return err // it did not land
 	}
 	if rerr != nil {
-		return rerr
+		return &unsureError{key: key, err: errors.Join(err, rerr)}
 	}
 	if mine(got) {
 		return nil
@@ -319,6 +319,18 @@ func moveOldStates(ctx context.Context, b blob.Bucket, l layout, s *State) error
 
 // unencodableError: rows a flush took cannot be written as Parquet.
 type unencodableError struct{ err error }
+
+// unsureError: a state's create may have landed, and reading it back
+// failed too.
+type unsureError struct {
+	key string
+	err error
+}
+
+func (e *unsureError) Error() string {
+	return fmt.Sprintf("walshard: whether state %s was created is unknown: %v", e.key, e.err)
+}
+func (e *unsureError) Unwrap() error { return e.err }
 
 func (e *unencodableError) Error() string { return "walshard: encoding a flush: " + e.err.Error() }
 func (e *unencodableError) Unwrap() error { return e.err }

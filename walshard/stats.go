@@ -165,6 +165,10 @@ func InspectAt(ctx context.Context, b blob.Bucket, id string, m *table.Manifest)
 func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		opts.WithRowAddress = false
+		if err := s.resolveUnsure(ctx); err != nil {
+			yield(nil, err)
+			return
+		}
 		base, err := s.freshBase(ctx)
 		if err != nil {
 			yield(nil, err)
