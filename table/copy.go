@@ -165,6 +165,13 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 	if md.NumRows != f.Rows {
 		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
 	}
+	return emitRowGroups(f, md, src, whole, pre, props, emit)
+}
+
+// emitRowGroups reads the row groups of f's object, its footer md read
+// from src (whole: the object held in memory; pre: fetching its column
+// chunks ahead), checks them, and hands each to emit (false: stop).
+func emitRowGroups(f *Fragment, md *metadata.FileMetaData, src parquet.ReaderAtSeeker, whole []byte, pre *prefetcher, props *parquet.WriterProperties, emit func(*sourceRowGroup) bool) (err error) {
 	leaves := indices(md.NumColumns())
 	ranges := chunkRanges(md, indices(md.NumRowGroups()), leaves)
 	if pre != nil {
@@ -324,6 +331,10 @@ type pageCopier struct {
 	groups  int
 	stats   []sourceStats
 	err     error
+	// omit names footer key-value pairs of the sources that the fragment
+	// leaves out (and that may differ between them); kv is what it keeps.
+	omit []string
+	kv   metadata.KeyValueMetadata
 }
 
 // newPageCopier starts the object; its first bytes are written at once,
@@ -353,10 +364,11 @@ func (w *pageCopier) add(u *sourceRowGroup) (ok bool) {
 	if u.md == nil {
 		return true
 	}
+	kv := kvWithout(u.file.KeyValueMetadata(), w.omit)
 	if w.first == nil {
-		w.first = u
-		w.meta = metadata.NewFileMetadataBuilder(u.file.Schema, w.props, slices.Clone(u.file.KeyValueMetadata()))
-	} else if !u.file.Schema.Equals(w.first.file.Schema) || !u.file.KeyValueMetadata().Equals(w.first.file.KeyValueMetadata()) {
+		w.first, w.kv = u, kv
+		w.meta = metadata.NewFileMetadataBuilder(u.file.Schema, w.props, slices.Clone(kv))
+	} else if !u.file.Schema.Equals(w.first.file.Schema) || !kv.Equals(w.kv) {
 		w.err = fmt.Errorf("%w: %s and %s were written with different schemas", ErrNotCopyable, w.first.key, u.key)
 		return false
 	}
@@ -369,6 +381,20 @@ func (w *pageCopier) add(u *sourceRowGroup) (ok bool) {
 	w.rows += u.md.NumRows()
 	w.bytes += u.bytes
 	return true
+}
+
+// kvWithout returns kv without the pairs whose keys are in omit.
+func kvWithout(kv metadata.KeyValueMetadata, omit []string) metadata.KeyValueMetadata {
+	if len(omit) == 0 {
+		return kv
+	}
+	out, vals := metadata.NewKeyValueMetadata(), kv.Values()
+	for i, k := range kv.Keys() {
+		if !slices.Contains(omit, k) {
+			_ = out.Append(k, vals[i])
+		}
+	}
+	return out
 }
 
 // flush writes the pending row groups as one.

@@ -2,6 +2,7 @@ package walshard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,6 +24,12 @@ import (
 // several shards' rows and cannot be trimmed to what other merges left:
 // its commit is Whole, applied from the watermarks it was planned on or
 // not at all, and planned again without what others took.
+//
+// The flush objects' pages are copied into the fragment as they are
+// (table.CheckHeld, table.WriteHeldCopies): each page is read back and
+// checked, none decoded and encoded again. Objects written under another
+// schema than the table's now (a column added since they were flushed)
+// are decoded, and their rows written as the table's schema reads them.
 
 // copies tells whether any generation of parts has rows in a flush object.
 func copies(parts []shardPart) bool {
@@ -68,8 +75,9 @@ type partFailure struct {
 	err   error
 }
 
-// prefetchCopies reads and decodes, for each of parts, the flush objects
-// its generations need (into the part's rows), many parts at once; a part
+// prefetchCopies reads and checks, for each of parts, the flush objects
+// its generations need (into the part's held copies; decoded into its
+// rows when they cannot be copied), many parts at once; a part
 // whose objects cannot be read or decoded is left out, and returned among
 // the failed, so that it holds back no other.
 func prefetchCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, parts []shardPart, parallelism int) (kept []shardPart, failed []partFailure) {
@@ -81,7 +89,9 @@ func prefetchCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, pa
 			continue
 		}
 		g.Go(func() error {
-			parts[i].rows, errs[i] = readFlushRows(gctx, b, schema, parts[i:i+1], 1)
+			if parts[i].held, errs[i] = readHeld(gctx, b, schema, &parts[i]); errs[i] == nil && parts[i].held == nil {
+				parts[i].rows, errs[i] = readFlushRows(gctx, b, schema, parts[i:i+1], 1)
+			}
 			return nil
 		})
 	}
@@ -94,6 +104,55 @@ func prefetchCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, pa
 		kept = append(kept, p)
 	}
 	return kept, failed
+}
+
+// readHeld reads and checks the flush objects of part's generations for
+// a copy of their pages; nil when one was written otherwise (it is
+// decoded then). The objects read are kept in part.data.
+func readHeld(ctx context.Context, b blob.Bucket, schema *arrow.Schema, part *shardPart) (map[string]*table.HeldCopy, error) {
+	held := map[string]*table.HeldCopy{}
+	for _, gen := range part.gens {
+		for _, f := range gen.fragments() {
+			if !inFlush(f.Key) || f.Rows == 0 {
+				continue
+			}
+			data := part.data[f.Key]
+			if data == nil {
+				var err error
+				if data, err = b.Get(ctx, f.Key); err != nil {
+					return nil, fmt.Errorf("walshard: shard %q: reading flush object %q: %w", part.shard, f.Key, err)
+				}
+				if part.data == nil {
+					part.data = map[string][]byte{}
+				}
+				part.data[f.Key] = data
+			}
+			h, err := table.CheckHeld(schema, f.Key, data, f.Rows, f.Columns, stateFooterKey)
+			if errors.Is(err, table.ErrNotCopyable) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("walshard: shard %q: %w", part.shard, err)
+			}
+			held[f.Key] = h
+		}
+	}
+	return held, nil
+}
+
+// allHeld tells whether every flush object of parts' generations that
+// holds rows has a held copy (prefetchCopies).
+func allHeld(parts []shardPart) bool {
+	for _, p := range parts {
+		for _, g := range p.gens {
+			for _, f := range g.fragments() {
+				if inFlush(f.Key) && f.Rows > 0 && p.held[f.Key] == nil {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // releaseParts lets go of the rows prefetchCopies read for parts.
@@ -172,11 +231,32 @@ func decodeFlushRows(shard, key string, data []byte, schema *arrow.Schema) ([]ar
 // generations of older builds) join as they are.
 func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int) (installed, error) {
 	var in installed
-	rows, err := readFlushRows(ctx, b, base.Schema(), parts, parallelism)
-	if err != nil {
-		return in, err
+	var rows *flushRows // nil: the flush objects' pages are copied
+	decode := func() error {
+		var err error
+		rows, err = readFlushRows(ctx, b, base.Schema(), parts, parallelism)
+		return err
 	}
-	defer rows.release()
+	for i := range parts {
+		if parts[i].held == nil && parts[i].rows == nil && copies(parts[i:i+1]) {
+			// Not prefetched (an owner's merge): read and checked here.
+			held, err := readHeld(ctx, b, base.Schema(), &parts[i])
+			if err != nil {
+				return in, err
+			}
+			parts[i].held = held
+		}
+	}
+	if !allHeld(parts) {
+		if err := decode(); err != nil {
+			return in, err
+		}
+	}
+	defer func() {
+		if rows != nil {
+			rows.release()
+		}
+	}()
 	co.CatchUp = true
 	var last error
 	for range maxCopyPlans {
@@ -185,6 +265,12 @@ func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, par
 			return in, nil
 		}
 		txn, err := copyTxn(ctx, b, base, parts, rows)
+		if errors.Is(err, table.ErrNotCopyable) && rows == nil {
+			// The table's schema changed since the copies were checked.
+			if err = decode(); err == nil {
+				txn, err = copyTxn(ctx, b, base, parts, rows)
+			}
+		}
 		if err != nil {
 			return in, err
 		}
@@ -235,11 +321,13 @@ func replan(base *table.Manifest, parts []shardPart) []shardPart {
 }
 
 // copyTxn writes the rows of parts' flush objects as one fragment of
-// base's schema and returns the Whole merge that adds it, with the
+// base's schema — their pages copied when rows is nil, else the rows
+// decoded — and returns the Whole merge that adds it, with the
 // generations' other objects.
 func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, rows *flushRows) (table.Transaction, error) {
 	txn := table.Transaction{Kind: table.KindMerge, Whole: true}
 	var batches []arrow.RecordBatch
+	var held []*table.HeldCopy
 	for _, p := range parts {
 		top := p.gens[len(p.gens)-1].Gen
 		sm := table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch, From: base.Shards[p.shard].Watermark}
@@ -247,19 +335,33 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		txn.Merges = append(txn.Merges, sm)
 		for _, g := range p.gens {
 			for _, f := range g.fragments() {
-				if inFlush(f.Key) {
+				switch {
+				case inFlush(f.Key) && rows == nil:
+					if h := p.held[f.Key]; h != nil {
+						held = append(held, h)
+					}
+				case inFlush(f.Key):
 					batches = append(batches, rows.of(f.Key)...)
-				} else {
+				default:
 					txn.Added = append(txn.Added, f)
 				}
 			}
 		}
 	}
-	if len(batches) == 0 {
+	if len(batches) == 0 && len(held) == 0 {
 		return txn, nil
 	}
 	p := parts[0]
-	frag, err := writeCopy(ctx, b, base.Schema(), p.shard, p.gens[len(p.gens)-1].Gen, p.epoch, batches)
+	var frag table.Fragment
+	var err error
+	if rows == nil {
+		frag, err = table.WriteHeldCopies(ctx, b, base.Schema(), newLayout(p.shard).genKey(p.gens[len(p.gens)-1].Gen, p.epoch), held, stateFooterKey)
+	} else {
+		frag, err = writeCopy(ctx, b, base.Schema(), p.shard, p.gens[len(p.gens)-1].Gen, p.epoch, batches)
+	}
+	if errors.Is(err, table.ErrNotCopyable) {
+		return txn, err
+	}
 	if err != nil {
 		return txn, fmt.Errorf("walshard: writing the merged rows of flush objects: %w", err)
 	}

@@ -173,7 +173,7 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 	}
 	var doomed []string // deleted at the end, in as few requests as the store allows
 	parts, keyedParts, keyed, errs := planParts(readPlans(ctx, b, base, hints, flushes, o), flushes, o, &res)
-	// Every flush object the parts need, read and decoded now: one that
+	// Every flush object the parts need, read and checked now: one that
 	// cannot be (gone, damaged) holds back its shard alone.
 	parts, failed := prefetchCopies(ctx, b, base.Schema(), parts, o.Parallelism)
 	defer releaseParts(parts)
@@ -379,6 +379,9 @@ type shardPart struct {
 	seq   uint64
 	data  map[string][]byte
 	rows  *flushRows // the flush objects' rows, decoded (prefetchCopies)
+	// held: the flush objects, read and checked for a copy of their pages
+	// (prefetchCopies).
+	held map[string]*table.HeldCopy
 }
 
 // installed is what an install did.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
@@ -337,4 +339,38 @@ func TestADamagedFlushObjectHoldsBackItsShardAlone(t *testing.T) {
 		t.Fatalf("fleet merge with one of w2's flush objects damaged: %+v %v", res, err)
 	}
 	exactlyOnce(t, baseIDs(t, b), append(seq(0, 5), seq(10, 5)...)) // w1's
+}
+
+// A fleet merge copies the pages of flush objects written under the
+// table's schema, and decodes those flushed before a column was added:
+// their rows join the table as the new schema reads them, every one
+// once, in the same fragment as the others'.
+func TestAFleetMergeDecodesFlushObjectsOfAnOlderSchema(t *testing.T) {
+	b := newTable(t, "mem://")
+	old := open(t, b, "w1", walshard.Options{})
+	defer old.Close()
+	appendIDs(t, old, seq(0, 4)...)
+	if _, err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := walshard.FleetMerge(ctx, b, nil)
+	if err != nil || res.Generations != 1 {
+		t.Fatalf("fleet merge over a flush object of the older schema: %+v %v", res, err)
+	}
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := m.Fragments[len(m.Fragments)-1]
+	if last.SchemaID != table.SchemaID(m.Schema()) || len(last.Columns) != m.Schema().NumFields() {
+		t.Fatalf("the merged fragment: schema %d with %d column statistics, want the table's %d with %d", last.SchemaID, len(last.Columns), table.SchemaID(m.Schema()), m.Schema().NumFields())
+	}
+	exactlyOnce(t, baseIDs(t, b), seq(0, 4))
 }
