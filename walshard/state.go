@@ -320,6 +320,9 @@ func moveOldStates(ctx context.Context, b blob.Bucket, l layout, s *State) error
 // unencodableError: rows a flush took cannot be written as Parquet.
 type unencodableError struct{ err error }
 
+func (e *unencodableError) Error() string { return "walshard: encoding a flush: " + e.err.Error() }
+func (e *unencodableError) Unwrap() error { return e.err }
+
 // unsureError: a state's create may have landed, and reading it back
 // failed too.
 type unsureError struct {
@@ -331,9 +334,6 @@ func (e *unsureError) Error() string {
 	return fmt.Sprintf("walshard: whether state %s was created is unknown: %v", e.key, e.err)
 }
 func (e *unsureError) Unwrap() error { return e.err }
-
-func (e *unencodableError) Error() string { return "walshard: encoding a flush: " + e.err.Error() }
-func (e *unencodableError) Unwrap() error { return e.err }
 
 // inFlush tells whether key is a flush object's: its rows are copied into
 // the table when merged, never added as they are.
