@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
@@ -14,7 +15,9 @@ import (
 // to the fragments: it removes every fragment it added, puts back every
 // fragment it removed (a compaction's sources) as fresh copies of their
 // objects, which must still be there, and gives the fragments an upsert
-// deleted from their deletion vectors from before, as fresh copies too. A commit that finds its data taken by garbage collection after
+// deleted from their deletion vectors from before, as fresh copies too
+// (a fragment a compaction rewrote since gets the rows back in a fresh
+// copy of it that holds them alone). A commit that finds its data taken by garbage collection after
 // it landed undoes itself; the compactor undoes such a commit when its
 // writer died before it could (see compactor.Repair).
 func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) error {
@@ -118,11 +121,24 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 			return err
 		}
 	}
-	repair.Deletions = nil
+	repair.Deletions, repair.Added = nil, slices.Clone(repair.Added)
 	for _, d := range m.Transaction.Deletions {
 		now, was := cur.Fragment(d.FragmentID), parent.Fragment(d.FragmentID)
-		if now == nil || was == nil {
-			return fmt.Errorf("fragment %d that v%d deleted from is not in v%d and v%d", d.FragmentID, m.Version, cur.Version, m.Parent)
+		if was == nil {
+			return fmt.Errorf("fragment %d that v%d deleted from is not in v%d", d.FragmentID, m.Version, m.Parent)
+		}
+		if now == nil {
+			// Rewritten since m: a compaction took its live rows, without
+			// those m deleted. They come back alone, in a fresh copy of the
+			// fragment as it was before m.
+			back, err := rowsBack(ctx, b, was, d.Deletion, later, cur.Version, o)
+			if err != nil {
+				return fmt.Errorf("the rows v%d deleted from fragment %d, rewritten since: %w", m.Version, d.FragmentID, err)
+			}
+			if back != nil {
+				repair.Added = append(repair.Added, *back)
+			}
+			continue
 		}
 		mine := *now
 		del := d.Deletion
@@ -172,6 +188,64 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 		_, err := Commit(ctx, b, cur, repair, &o)
 		return err
 	})
+}
+
+// rowsBack returns a fresh copy of was (a fragment as it was before an
+// undone commit, which gave it vector del) that holds only the rows del
+// deleted, less those later keyed commits wrote again; nil when there
+// are none. Its vector, written for a commit on top of version v, is
+// every other row.
+func rowsBack(ctx context.Context, b blob.Bucket, was *table.Fragment, del table.Deletion, later []laterKeys, v uint64, o Options) (*table.Fragment, error) {
+	mine := *was
+	mine.Deletion = &del
+	var before, undone []uint32
+	err := retryTransient(ctx, o, func() (err error) {
+		if was.Deletion != nil {
+			if before, err = table.ReadDeletions(ctx, b, was); err != nil {
+				return err
+			}
+		}
+		undone, err = table.ReadDeletions(ctx, b, &mine)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	replaced, err := replacedRows(ctx, b, was, later, o)
+	if err != nil {
+		return nil, err
+	}
+	keep := table.MinusSorted(table.MinusSorted(undone, before), replaced)
+	if len(keep) == 0 {
+		return nil, nil
+	}
+	plain := *was
+	plain.Deletion = nil
+	g, err := copyFragment(ctx, b, plain, v, o)
+	if err != nil {
+		return nil, err
+	}
+	var rows []uint32
+	for r, k := uint32(0), 0; int64(r) < was.Rows; r++ {
+		if k < len(keep) && keep[k] == r {
+			k++
+			continue
+		}
+		rows = append(rows, r)
+	}
+	key := table.DeletionKey(was.ID, v+1)
+	body := table.EncodeDeletions(rows)
+	if err := retryTransient(ctx, o, func() error {
+		err := b.PutIfAbsent(ctx, key, body)
+		if errors.Is(err, blob.ErrExists) {
+			return nil // ours, under a lost answer: the key is fresh
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	g.Deletion = &table.Deletion{Key: key, Count: int64(len(rows))}
+	return &g, nil
 }
 
 // copyFragment copies f's data object, and its deletion vector if any, to

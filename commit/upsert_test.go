@@ -308,6 +308,68 @@ func TestUndoOfAnUpsertKeepsDeletedTheKeysALaterUpsertWrote(t *testing.T) {
 	}
 }
 
+// An upsert taken back after a compaction rewrote a fragment it deleted
+// rows from (the compaction's output holds that fragment's live rows,
+// without them): the rows come back, in a copy of the fragment as it was
+// before the upsert that holds them alone. Looked for in the latest
+// version, the fragment was not there, and the take-back failed for good
+// (simulation seed 158704). The upsert's own fragment is gone (garbage
+// collection took it: why it is taken back), so it never held readable
+// rows, and the changes from before it through the take-back change
+// nothing: the rows given back never left a follower's copy.
+func TestUndoOfAnUpsertGivesBackRowsACompactionDroppedSince(t *testing.T) {
+	b := open(t, "mem://")
+	tb := newKVTable(t, b)
+	first := upsert(t, tb, []string{"id"}, kv{1, "a", 1}, kv{2, "a", 2}, kv{3, "a", 3}) // v2
+	res := upsert(t, tb, []string{"id"}, kv{1, "a", 10}, kv{2, "a", 20})                // v3, to be taken back
+	// v4: the first upsert's fragment rewritten, its live row (3) alone.
+	cur, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := first.Manifest.Transaction.Added[0].ID
+	var recs []arrow.RecordBatch
+	for rec, err := range table.NewSnapshot(b, cur).Scan(ctx, table.ScanOptions{Fragments: []uint64{src}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Retain()
+		recs = append(recs, rec)
+	}
+	out, err := table.WriteFragment(ctx, b, cur.Schema(), recs...)
+	for _, rec := range recs {
+		rec.Release()
+	}
+	if err != nil || out.Rows != 1 {
+		t.Fatalf("the rewrite of fragment %d: %+v %v, want its one live row", src, out, err)
+	}
+	if _, err := commit.Commit(ctx, b, cur, table.Transaction{Kind: table.KindRewrite, Removed: []uint64{src}, Added: []table.Fragment{out}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, res.Manifest.Transaction.Added[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.Undo(ctx, b, res.Manifest, nil); err != nil { // v5
+		t.Fatal(err)
+	}
+	got, n := kvRows(t, b, 5)
+	want := map[string]float64{"1/a": 1, "2/a": 2, "3/a": 3}
+	if !maps.Equal(got, want) || n["1/a"] != 1 || n["2/a"] != 1 || n["3/a"] != 1 {
+		t.Fatalf("after the upsert of v3 was taken back: %v (rows per key %v), want %v", got, n, want)
+	}
+	changed := 0
+	for c, err := range table.Changes(ctx, b, 2, 5, table.ChangesOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed += int(c.Rows.NumRows())
+		c.Rows.Release()
+	}
+	if changed != 0 {
+		t.Fatalf("the changes from v2 through the take-back: %d rows, want none", changed)
+	}
+}
+
 // barrier lets n goroutines start each round together.
 type barrier struct {
 	mu      sync.Mutex

@@ -211,6 +211,10 @@ func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64
 				return nil
 			}
 		}
+		// The taking back of a commit that never held readable rows adds
+		// no row: what it adds are the rows that commit deleted, which
+		// never left (a compaction since dropped them; see commit.Undo).
+		quietAdds := cur.Transaction.Undoes != 0 && st.ghosts.versions[cur.Transaction.Undoes]
 		for inherited := false; ; inherited = true {
 			// An object of the version missing before any of its
 			// changes went out: if a later version undoes it, the
@@ -221,7 +225,7 @@ func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64
 			// error.
 			var missing error
 			yielded := false
-			more := versionChanges(ctx, b, st.m, st.ghosts.view(cur), opts, func(c Change, err error) bool {
+			more := versionChanges(ctx, b, st.m, st.ghosts.view(cur), opts, quietAdds, func(c Change, err error) bool {
 				if err != nil && !yielded && errors.Is(err, blob.ErrNotFound) {
 					missing = err
 					return false
@@ -334,8 +338,9 @@ func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, er
 }
 
 // versionChanges yields what cur changed from prev; false when the
-// consumer stopped or an error was yielded.
-func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opts ChangesOptions, yield func(Change, error) bool) bool {
+// consumer stopped or an error was yielded. With quietAdds, the
+// fragments cur adds insert nothing.
+func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opts ChangesOptions, quietAdds bool, yield func(Change, error) bool) bool {
 	if none, err := changesNothing(ctx, b, cur); err != nil || none {
 		if err != nil {
 			yield(Change{}, err)
@@ -427,6 +432,9 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			return false
 		}
 	}
+	if quietAdds {
+		added = nil
+	}
 	dFrags, dRows := atPositions(deleted)
 	rFrags, rRows := atPositions(revived)
 	return emit(ChangeDelete, prev, gone, nil) &&
@@ -472,40 +480,6 @@ func changesNothing(ctx context.Context, b blob.Bucket, cur *Manifest) (bool, er
 		return len(cur.Transaction.Added) > 0, nil
 	}
 	return false, err
-}
-
-// deletionsAt reads fragment f's deletion vector as version v records it.
-// A vector object garbage collection took while its delete stalled is
-// read from the copy a later version points the fragment at (the
-// deleter's repair: a vector of the same count under a fresh key, see
-// commit.Table.Delete); none found, the error is the read's.
-func deletionsAt(ctx context.Context, b blob.Bucket, v uint64, f *Fragment) ([]uint32, error) {
-	rows, err := ReadDeletions(ctx, b, f)
-	if !errors.Is(err, blob.ErrNotFound) {
-		return rows, err
-	}
-	latest, lerr := LatestVersion(ctx, b)
-	if lerr != nil {
-		return nil, errors.Join(err, lerr)
-	}
-	for u := v + 1; u <= latest; u++ {
-		m, merr := ReadManifest(ctx, b, u)
-		if merr != nil {
-			return nil, errors.Join(err, merr)
-		}
-		g := m.Fragment(f.ID)
-		if g == nil || g.Deletion == nil {
-			return nil, err // compacted or taken back since: no copy
-		}
-		if g.Deletion.Key == f.Deletion.Key {
-			continue
-		}
-		if g.Deletion.Count != f.Deletion.Count {
-			return nil, err // a later delete, not a copy
-		}
-		return ReadDeletions(ctx, b, g)
-	}
-	return nil, err
 }
 
 // positions are rows of a fragment, by offset.
