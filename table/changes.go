@@ -432,15 +432,12 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			return false
 		}
 	}
-	if quietAdds {
-		added = nil
-	}
 	dFrags, dRows := atPositions(deleted)
 	rFrags, rRows := atPositions(revived)
 	return emit(ChangeDelete, prev, gone, nil) &&
 		emit(ChangeDelete, prev, dFrags, dRows) &&
 		emit(ChangeInsert, cur, rFrags, rRows) &&
-		emit(ChangeInsert, cur, added, nil)
+		(quietAdds || emit(ChangeInsert, cur, added, nil))
 }
 
 // present checks that the objects of frags, which version v adds, are in
