@@ -170,18 +170,11 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 		if untouched {
 			rows = table.UnionSorted(before, replaced)
 		}
-		key := table.DeletionKey(now.ID, cur.Version+1)
-		body := table.EncodeDeletions(rows)
-		if err := retryTransient(ctx, o, func() error {
-			err := b.PutIfAbsent(ctx, key, body)
-			if errors.Is(err, blob.ErrExists) {
-				return nil // ours, under a lost answer: the key is fresh
-			}
-			return err
-		}); err != nil {
+		vec, err := putDeletions(ctx, b, now.ID, cur.Version, rows, o)
+		if err != nil {
 			return err
 		}
-		repair.Deletions = append(repair.Deletions, table.FragmentDeletion{FragmentID: now.ID, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}})
+		repair.Deletions = append(repair.Deletions, table.FragmentDeletion{FragmentID: now.ID, Deletion: vec})
 	}
 	repair.CommitID, repair.ReadVersion = table.NewID(), cur.Version
 	return retryTransient(ctx, o, func() error {
@@ -233,18 +226,11 @@ func rowsBack(ctx context.Context, b blob.Bucket, was *table.Fragment, del table
 		}
 		rows = append(rows, r)
 	}
-	key := table.DeletionKey(was.ID, v+1)
-	body := table.EncodeDeletions(rows)
-	if err := retryTransient(ctx, o, func() error {
-		err := b.PutIfAbsent(ctx, key, body)
-		if errors.Is(err, blob.ErrExists) {
-			return nil // ours, under a lost answer: the key is fresh
-		}
-		return err
-	}); err != nil {
+	vec, err := putDeletions(ctx, b, was.ID, v, rows, o)
+	if err != nil {
 		return nil, err
 	}
-	g.Deletion = &table.Deletion{Key: key, Count: int64(len(rows))}
+	g.Deletion = &vec
 	return &g, nil
 }
 
@@ -292,10 +278,15 @@ func copyDeletion(ctx context.Context, b blob.Bucket, f *table.Fragment, v uint6
 	if err != nil {
 		return table.Deletion{}, err
 	}
-	rows = table.UnionSorted(rows, replaced)
-	del := table.Deletion{Key: table.DeletionKey(f.ID, v+1), Count: int64(len(rows))}
+	return putDeletions(ctx, b, f.ID, v, table.UnionSorted(rows, replaced), o)
+}
+
+// putDeletions writes rows as fragment id's deletion vector under a
+// fresh key, for a commit on top of version v.
+func putDeletions(ctx context.Context, b blob.Bucket, id, v uint64, rows []uint32, o Options) (table.Deletion, error) {
+	del := table.Deletion{Key: table.DeletionKey(id, v+1), Count: int64(len(rows))}
 	body := table.EncodeDeletions(rows)
-	err = retryTransient(ctx, o, func() error {
+	err := retryTransient(ctx, o, func() error {
 		err := b.PutIfAbsent(ctx, del.Key, body)
 		if errors.Is(err, blob.ErrExists) {
 			return nil // ours, under a lost answer: the key is fresh
