@@ -12,8 +12,7 @@ import (
 // What checkDuplicate finds of a recorded append.
 const (
 	duplicateStands = iota // the append is stored, at the recorded version
-	duplicateNewer         // a version after the state exists: catch up, look again
-	duplicateUndone        // its data is lost: it was taken back (undone) just now
+	duplicateUndone        // it was taken back: by a version since, or (its data lost) just now
 )
 
 // checkDuplicate checks a state's record that an append was stored at
@@ -21,37 +20,45 @@ const (
 // listing may be older than the version that took the append back (a
 // commit that stalled past garbage collection is undone, and its name
 // forgotten), and a commit whose writer died before undoing it still
-// records its name while its data is gone. So: a version after cur, read
-// by name, or cur itself collected (a handle that saw nothing for long),
-// means catching up first; then the recorded version's fragments
-// must be there — if they are lost, the commit is undone here, as its
-// writer would have, and the append is to be made anew.
-func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, at uint64, o Options) (int, error) {
-	var newer bool
+// records its name while its data is gone. So the versions after at, up
+// to the newest (read by name past cur, or listed when cur itself is
+// collected), are looked through for one that takes it back; then the
+// recorded version's fragments must be there — if they are lost, the
+// commit is undone here, as its writer would have, and the append is to
+// be made anew. What newer versions record of the name is not asked: a
+// retry that waited longer than the window (table.IdempotencyWindow) finds
+// the name gone from them, forgotten by age and not by a take-back, and
+// its rows stored.
+func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, k table.AppendKey, at uint64, o Options) (int, error) {
+	var latest uint64
 	err := retryTransient(ctx, o, func() error {
-		_, err := b.Attributes(ctx, table.ManifestKey(cur.Version+1))
-		newer = err == nil
-		if !errors.Is(err, blob.ErrNotFound) {
+		_, err := b.Attributes(ctx, table.ManifestKey(cur.Version))
+		if errors.Is(err, blob.ErrNotFound) {
+			// Collected (a collection takes the oldest first, and never
+			// the newest): the versions after it are listed.
+			latest, err = table.LatestVersion(ctx, b)
 			return err
 		}
-		// No version after cur — or cur is so old that garbage collection
-		// took the one after it, and cur with it (a collection takes the
-		// oldest first, and never the newest): cur must still be there to
-		// be the latest.
-		_, err = b.Attributes(ctx, table.ManifestKey(cur.Version))
-		newer = errors.Is(err, blob.ErrNotFound)
-		if newer {
-			return nil
+		if err != nil {
+			return err
 		}
+		latest, err = table.NewestFrom(ctx, b, cur.Version)
 		return err
 	})
-	if err != nil || newer {
-		return duplicateNewer, err
+	if err != nil {
+		return 0, err
+	}
+	u, err := undoneBetween(ctx, b, at, latest, o)
+	if err != nil {
+		return 0, err
+	}
+	if u != 0 {
+		return duplicateUndone, nil
 	}
 	var m *table.Manifest
 	if err := retryTransient(ctx, o, func() (err error) { m, err = table.ReadManifest(ctx, b, at); return err }); err != nil {
 		if errors.Is(err, table.ErrVersionNotFound) {
-			return duplicateStands, nil // collected: long since stored and kept
+			return recordedStill(ctx, b, cur, latest, k, at, o)
 		}
 		return 0, err
 	}
@@ -67,6 +74,26 @@ func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, at 
 		if err := Undo(ctx, b, m, &o); err != nil && !IsRetryableConflict(err) {
 			return 0, fmt.Errorf("v%d, which records an append sent again, lost its data; undoing it failed: %w", at, err)
 		}
+	}
+	return duplicateUndone, nil
+}
+
+// recordedStill decides an append recorded at a version since collected,
+// by what the newest version records: long since stored and kept when it
+// records the name still; taken back by a version collected with it when
+// it does not, and to be made anew. (A retry that found its name at a
+// version it then waited for past both the window and the retention of
+// versions cannot tell a name forgotten by age from one taken back, and
+// is made anew: that wait is beyond the window the names promise.)
+func recordedStill(ctx context.Context, b blob.Bucket, cur *table.Manifest, latest uint64, k table.AppendKey, at uint64, o Options) (int, error) {
+	m := cur
+	if latest != cur.Version {
+		if err := retryTransient(ctx, o, func() (err error) { m, err = table.ReadManifest(ctx, b, latest); return err }); err != nil {
+			return 0, err
+		}
+	}
+	if got, found, err := m.Producers.Lookup(k); err == nil && found && got.At == at {
+		return duplicateStands, nil
 	}
 	return duplicateUndone, nil
 }

@@ -398,3 +398,42 @@ func TestARetryFromAStaleHandleAfterItsAppendWasTakenBackAndCollected(t *testing
 		t.Fatalf("table holds %v, want 7, 8, 9 and 100..102 once", got)
 	}
 }
+
+// A retry whose handle found its name recorded, while a newer version
+// forgot it by age (another producer's append, two hours on, applied the
+// window): the version that stored it stands and nothing took it back, so
+// the retry is told so and stores nothing. Asking the newer version's
+// record instead, it found no name and stored the rows a second time
+// (simulation seed 189624: the retry stalled past the window).
+func TestARetryThatOutwaitsTheWindowFindsItsAppendStored(t *testing.T) {
+	b := open(t, "mem://")
+	createIDTable(t, b)
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	first, err := commit.OpenTable(ctx, b, &commit.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := table.Idempotency{Producer: "slow", Seq: 1}
+	stored := appendOnce(t, first, key, 7, 8, 9) // v2: its answer lost
+	retry, err := commit.OpenTable(ctx, b, &commit.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(int64(2 * time.Hour))
+	appendOnce(t, first, table.Idempotency{Producer: "other", Seq: 1}, 100) // v3: "slow" idle past the window
+	cur, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(cur.Producers, func(r table.ProducerRecord) bool { return r.Producer == "slow" }) {
+		t.Fatalf("v%d still records the name: the window was not applied", cur.Version)
+	}
+	res := appendOnce(t, retry, key, 7, 8, 9)
+	if !res.Duplicate || res.Version != stored.Version {
+		t.Fatalf("the retry: %+v; want told its append was stored at v%d", res, stored.Version)
+	}
+	if got := latestIDs(t, b); !slices.Equal(got, []int64{7, 8, 9, 100}) {
+		t.Fatalf("table holds %v, want 7, 8, 9 and 100 once", got)
+	}
+}

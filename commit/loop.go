@@ -204,10 +204,10 @@ func (l *loop) attempt(ctx context.Context) (Result, bool, error) {
 }
 
 // duplicate handles a state that records the transaction's append: believe
-// it once no newer version may have taken it back (see checkDuplicate),
-// else catch up by one version.
+// it unless a version took it back (see checkDuplicate), else catch up by
+// one version, towards the one that forgot its name.
 func (l *loop) duplicate(ctx context.Context, dup *duplicateError) (Result, bool, error) {
-	why, err := checkDuplicate(ctx, l.b, l.cur, dup.outcome.At, l.o)
+	why, err := checkDuplicate(ctx, l.b, l.cur, *l.txn.Idempotency, dup.outcome.At, l.o)
 	switch {
 	case err != nil:
 		return Result{}, true, err

@@ -291,16 +291,15 @@ func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []ar
 		if txn.Idempotency, err = appendKey(*key, base.Schema(), batches, t.opts.Now()); err != nil {
 			return Result{}, err
 		}
-		// Known already: nothing to write, once nothing newer may have
-		// taken it back (else the commit loop looks again). A key recorded
-		// after the version this handle holds is found when the commit
-		// catches up.
+		// Known already: nothing to write, unless a version took it back
+		// (see checkDuplicate). A key recorded after the version this
+		// handle holds is found when the commit catches up.
 		o, found, err := base.Producers.Lookup(*txn.Idempotency)
 		if err != nil {
 			return Result{}, err
 		}
 		if found {
-			why, err := checkDuplicate(ctx, t.b, base, o.At, t.opts)
+			why, err := checkDuplicate(ctx, t.b, base, *txn.Idempotency, o.At, t.opts)
 			if err != nil || why == duplicateStands {
 				return Result{Version: o.At, Done: true, Duplicate: true, Rows: o.Rows}, err
 			}

@@ -112,21 +112,29 @@ func ReadLatest(ctx context.Context, b blob.Bucket) (*Manifest, error) {
 // are looked for by name (they are created in order, without gaps), so
 // that a listing that lags cannot hide one. It returns m when none is.
 func Newest(ctx context.Context, b blob.Bucket, m *Manifest) (*Manifest, error) {
-	v := m.Version
-	for {
-		_, err := b.Attributes(ctx, ManifestKey(v+1))
-		if errors.Is(err, blob.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		v++
+	v, err := NewestFrom(ctx, b, m.Version)
+	if err != nil {
+		return nil, err
 	}
 	if v == m.Version {
 		return m, nil
 	}
 	return ReadManifest(ctx, b, v)
+}
+
+// NewestFrom returns the newest version from v on, looking for the ones
+// after v by name (one request each, and one more).
+func NewestFrom(ctx context.Context, b blob.Bucket, v uint64) (uint64, error) {
+	for {
+		_, err := b.Attributes(ctx, ManifestKey(v+1))
+		if errors.Is(err, blob.ErrNotFound) {
+			return v, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		v++
+	}
 }
 
 // ReadManifest reads and decodes version v's manifest.
