@@ -149,7 +149,7 @@ func WriteHeldCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, k
 		return Fragment{}, err
 	}
 	out.Columns = mergeColumnStats(w.stats)
-	out.SchemaID = SchemaID(schema)
+	out.SchemaID = id
 	if out.Rows != rows {
 		return Fragment{}, fmt.Errorf("table: copy into %s: wrote %d rows of %d", out.Key, out.Rows, rows)
 	}

@@ -359,9 +359,6 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 	} else {
 		frag, err = writeCopy(ctx, b, base.Schema(), p.shard, p.gens[len(p.gens)-1].Gen, p.epoch, batches)
 	}
-	if errors.Is(err, table.ErrNotCopyable) {
-		return txn, err
-	}
 	if err != nil {
 		return txn, fmt.Errorf("walshard: writing the merged rows of flush objects: %w", err)
 	}

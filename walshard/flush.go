@@ -154,9 +154,7 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 // Until it is resolved, no flush or fresh read goes on: a fleet merge may
 // have merged the state's generation, whose rows the memtable still holds.
 func (s *Shard) resolveUnsureLocked(ctx context.Context) error {
-	s.mu.Lock()
-	u := s.mu.gens.unsure
-	s.mu.Unlock()
+	u := s.pendingUnsure()
 	if u == nil {
 		return nil
 	}
@@ -183,15 +181,19 @@ func (s *Shard) resolveUnsureLocked(ctx context.Context) error {
 // resolveUnsure is resolveUnsureLocked for a fresh read: it takes the
 // flush lock only when there is something to resolve.
 func (s *Shard) resolveUnsure(ctx context.Context) error {
-	s.mu.Lock()
-	u := s.mu.gens.unsure
-	s.mu.Unlock()
-	if u == nil {
+	if s.pendingUnsure() == nil {
 		return nil
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	return s.resolveUnsureLocked(ctx)
+}
+
+// pendingUnsure returns the flush whose outcome is unknown, if any.
+func (s *Shard) pendingUnsure() *unsureFlush {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.gens.unsure
 }
 
 // fleetMergeCheck: how often a flush waiting for room looks for a fleet
