@@ -17,7 +17,9 @@ import (
 // change the table cannot take is an error wrapping
 // table.ErrBadSchemaChange, and nothing is committed; another schema
 // change landing first makes Alter plan again against it, up to
-// MaxReplans times.
+// MaxReplans times. A change that drops a column answers only once no
+// shard can acknowledge rows under the schema before (outwaitLeases), so
+// rows sent after it answered that name the column are refused by name.
 func (t *Table) Alter(ctx context.Context, changes ...table.ColumnChange) (Result, error) {
 	var last error
 	for range t.opts.MaxReplans {
@@ -40,7 +42,7 @@ func (t *Table) Alter(ctx context.Context, changes ...table.ColumnChange) (Resul
 		txn.Dropped = slices.Clone(table.RetiredNames(next)[len(table.RetiredNames(snap.Manifest().Schema())):])
 		res, err := t.Commit(ctx, txn)
 		if err == nil {
-			return res, nil
+			return res, t.outwaitLeases(ctx, res.Version, snap.Manifest().Schema(), next)
 		}
 		if !IsRetryableConflict(err) {
 			return Result{}, err

@@ -246,7 +246,9 @@ func alterTable(t *testing.T, sc *arrow.Schema) (blob.Bucket, *commit.Table) {
 	if _, err := commit.Create(ctx, b, sc, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	tb, err := commit.OpenTable(ctx, b, nil)
+	// Its tests' shards are closed when the schema changes: no lease to
+	// outwait.
+	tb, err := commit.OpenTable(ctx, b, &commit.Options{SchemaWait: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,6 +155,14 @@ func (l *loop) attempt(ctx context.Context) (Result, bool, error) {
 	if err != nil {
 		return Result{}, true, err
 	}
+	if id := table.SchemaID(next.Schema()); id > table.SchemaID(l.cur.Schema()) {
+		// The marker before the commit: a shard that finds it absent
+		// knows no commit raised the schema before it looked (see
+		// table.SchemaLease).
+		if err := table.MarkSchema(ctx, b, id); err != nil {
+			return Result{}, true, fmt.Errorf("commit %s at v%d: %w", txn.CommitID, next.Version, err)
+		}
+	}
 	l.res.Attempts++
 	err = b.PutIfAbsent(ctx, table.ManifestKey(next.Version), data)
 	if err == nil {

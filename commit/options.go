@@ -49,6 +49,15 @@ type Options struct {
 	// upsert also writes its rows before it looks for its keys, so that
 	// its requests go one at a time.
 	ReadParallelism int
+	// SchemaWait is how long a schema change that takes values away (a
+	// dropped column, a restore to a version without a column) waits
+	// after its commit before it answers, when the table has shards: the
+	// shards' writes begun after it have checked the schema after the
+	// commit (see table.SchemaLease). 0 means SchemaLease plus
+	// SchemaLeaseSlack, the one value safe with shards of other
+	// processes; a shorter one is for tests whose shards take a shorter
+	// lease.
+	SchemaWait time.Duration
 }
 
 // ErrInvalidOptions: an option out of its range, or options that break a
@@ -77,8 +86,8 @@ func (o *Options) Validate() error {
 func (o *Options) resolve() (Options, error) {
 	c := o.withDefaults()
 	switch {
-	case o != nil && (o.MaxAttempts < 0 || o.MaxReplans < 0 || o.Budget < 0 || o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.StallCheck < 0 || o.ReadParallelism < 0):
-		return Options{}, fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff, StallCheck and ReadParallelism must not be negative", ErrInvalidOptions)
+	case o != nil && (o.MaxAttempts < 0 || o.MaxReplans < 0 || o.Budget < 0 || o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.StallCheck < 0 || o.ReadParallelism < 0 || o.SchemaWait < 0):
+		return Options{}, fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff, StallCheck, ReadParallelism and SchemaWait must not be negative", ErrInvalidOptions)
 	case c.BaseBackoff > c.MaxBackoff:
 		return Options{}, fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
 	case c.StallCheck > table.MinGCAge/10:
@@ -112,6 +121,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.SchemaWait <= 0 {
+		c.SchemaWait = table.SchemaLease + table.SchemaLeaseSlack
 	}
 	return c
 }

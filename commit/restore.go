@@ -18,7 +18,9 @@ import (
 // planned before it and landing after fails with a conflict and is planned
 // again on the restored table (a shard's merge then adds its generations on
 // top of it). Rows acknowledged through shards and not yet merged are not
-// touched: they are merged on top of the restored version.
+// touched: they are merged on top of the restored version. A restore that
+// takes a column away answers only once no shard can acknowledge rows
+// under the schema before (see Alter).
 //
 // While it works, v is held by a tag of its own (restore-<id>), so that
 // garbage collection cannot take v's objects between the read and the
@@ -55,5 +57,10 @@ func (t *Table) restore(ctx context.Context, v uint64) (Result, error) {
 	}
 	txn := table.Transaction{Kind: table.KindOverwrite, CommitID: table.NewID(), SchemaIPC: schemaIPC,
 		Added: slices.Clone(m.Fragments), Restores: v}
-	return t.Commit(ctx, txn)
+	before := t.base().Schema()
+	res, err := t.Commit(ctx, txn)
+	if err != nil {
+		return res, err
+	}
+	return res, t.outwaitLeases(ctx, res.Version, before, res.Manifest.Schema())
 }
