@@ -370,6 +370,9 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 	if err := s.fencedErr(); err != nil {
 		return 0, err
 	}
+	if err := s.checkSchema(ctx); err != nil {
+		return 0, err
+	}
 	a, err := s.newAttempt(reqs)
 	if err != nil {
 		return 0, err

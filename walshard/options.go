@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
 )
 
 // Options configure a shard handle. Zero values mean defaults.
@@ -80,6 +81,12 @@ type Options struct {
 	// it; quarantine/ keeps a copy of a damaged entry, or a note for a
 	// missing one, and Quarantined records it.
 	SetAsideLost bool
+	// SchemaLease: the shard begins a WAL write it will acknowledge only
+	// under a schema it checked within this long (one request, see
+	// table.SchemaLease); 0 means table.SchemaLease. Schema changes that
+	// take values away wait commit.Options.SchemaWait, which must be
+	// longer: a shorter lease is safe, a longer one is not.
+	SchemaLease time.Duration
 }
 
 // EnsureDefaults returns a copy of o (nil: the zero Options) with every
@@ -105,7 +112,7 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if o.GroupBytes < 0 || o.GroupWait < 0 || o.FlushBytes < 0 || o.FlushRows < 0 || o.FlushInterval < 0 || o.MaxMemtableBytes < 0 ||
-		o.MaxPendingGenerations < 0 || o.MergeInterval < 0 || o.MergeMaxGenerations < 0 || o.MergeMaxBytes < 0 {
+		o.MaxPendingGenerations < 0 || o.MergeInterval < 0 || o.MergeMaxGenerations < 0 || o.MergeMaxBytes < 0 || o.SchemaLease < 0 {
 		return fmt.Errorf("%w: sizes, counts and intervals must not be negative", ErrInvalidOptions)
 	}
 	if err := o.Commit.Validate(); err != nil {
@@ -142,6 +149,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MergeMaxBytes <= 0 {
 		o.MergeMaxBytes = 1 << 30
+	}
+	if o.SchemaLease <= 0 {
+		o.SchemaLease = table.SchemaLease
 	}
 	if o.ResolveWithin == 0 {
 		o.ResolveWithin = 10 * time.Second

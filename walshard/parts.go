@@ -30,6 +30,13 @@ type walPositions struct {
 	// landed, show this handle's epoch the newest: garbage collection
 	// may have retired the shard meanwhile (see writeEntry).
 	wrote time.Time
+	// schemaChecked: when a check that found the handle's schema the
+	// table's newest began (see checkSchema); schemaStale: a check found
+	// a newer one, and no write is acknowledged any more. Zero at open:
+	// the first write checks, as a listing may have shown an older
+	// version than the newest.
+	schemaChecked time.Time
+	schemaStale   error
 }
 
 // memtable holds the rows acknowledged and not yet flushed, entry by

@@ -1,0 +1,121 @@
+package walshard_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// testClock is a clock a test moves by hand.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// A shard that opened before another process dropped a column must not
+// acknowledge values of that column once its lease on the schema ran out:
+// merged under the new schema, they would be lost. Its next write finds
+// the newer schema's marker and refuses, writing nothing; opened again,
+// the shard refuses the dropped column by name. Before, the shard
+// acknowledged the row, and the merge stored it without the column.
+func TestAShardWhoseSchemaADropMadeStaleRefusesItsRowsOnceItsLeaseRanOut(t *testing.T) {
+	b, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit.Create(ctx, b, schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock := &testClock{now: time.Now()}
+	o := walshard.Options{Commit: commit.Options{Now: clock.Now}}
+	s := open(t, b, "w1", o)
+	defer s.Close()
+	appendIDs(t, s, 1) // under the schema it opened with: id, shard
+	tb, err := commit.OpenTable(ctx, b, &commit.Options{SchemaWait: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "shard"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(table.SchemaLease)
+	err = appendOnce(s, "w1", 2)
+	if !errors.Is(err, walshard.ErrSchemaChanged) {
+		t.Fatalf("an append naming the dropped column after the lease ran out: %v, want ErrSchemaChanged", err)
+	}
+	if err := appendOnce(s, "w1", 3); !errors.Is(err, walshard.ErrSchemaChanged) {
+		t.Fatalf("the next append on the stale handle: %v, want ErrSchemaChanged", err)
+	}
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, baseIDs(t, b), []int64{1})
+	s.Close()
+
+	again := open(t, b, "w1", o)
+	defer again.Close()
+	err = appendOnce(again, "w1", 4)
+	if !errors.Is(err, table.ErrBadInput) || !strings.Contains(err.Error(), `"shard"`) {
+		t.Fatalf("an append naming the dropped column, shard opened again: %v, want a refusal naming the column", err)
+	}
+}
+
+// Within its lease a shard makes no request to check its schema; the
+// first write after the lease ran out makes one, and finds nothing new.
+func TestAShardChecksItsSchemaOnceALease(t *testing.T) {
+	counted := &schemaChecks{Bucket: newTable(t, "mem://")}
+	clock := &testClock{now: time.Now()}
+	s := open(t, counted, "w1", walshard.Options{Commit: commit.Options{Now: clock.Now}})
+	defer s.Close()
+	heads := counted.n.Load
+	appendIDs(t, s, 1) // the first write after the open checks
+	if n := heads(); n != 1 {
+		t.Fatalf("schema checks after the first append: %d, want 1", n)
+	}
+	for i := range int64(5) {
+		clock.add(table.SchemaLease / 10)
+		appendIDs(t, s, 2+i)
+	}
+	if n := heads(); n != 1 {
+		t.Fatalf("schema checks within the lease: %d, want 1", n)
+	}
+	clock.add(table.SchemaLease)
+	appendIDs(t, s, 10)
+	if n := heads(); n != 2 {
+		t.Fatalf("schema checks after the lease ran out: %d, want 2", n)
+	}
+}
+
+// schemaChecks counts the reads of schema markers.
+type schemaChecks struct {
+	blob.Bucket
+	n atomic.Int64
+}
+
+func (c *schemaChecks) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
+	if strings.HasPrefix(key, table.SchemaDir) {
+		c.n.Add(1)
+	}
+	return c.Bucket.Attributes(ctx, key)
+}
