@@ -5,6 +5,7 @@ import (
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 // Alter changes the table's schema (commit.Table.Alter) and renews the
@@ -55,4 +56,19 @@ func (o *shardOwner) renew(m *table.Manifest) bool {
 	s.Close()
 	o.mu.s = nil
 	return true
+}
+
+// renewStale closes s, a shard that found the table's schema newer than
+// its own, if it is still the open one: it opens again under the newest
+// schema on its next use.
+func (o *shardOwner) renewStale(s *walshard.Shard) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.s != s {
+		return
+	}
+	o.db.opts.Log.Info("the table's schema changed; opening the shard again under it",
+		"table", o.db.opts.Name, "shard", s.ID())
+	s.Close()
+	o.mu.s = nil
 }

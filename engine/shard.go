@@ -181,22 +181,7 @@ func (db *DB) Append(ctx context.Context, o AppendOptions, batches ...arrow.Reco
 		rows += b.NumRows()
 	}
 	if db.opts.Shard.Shard != "" {
-		s, err := db.shard.open(ctx)
-		if err != nil {
-			return Ack{}, err
-		}
-		ack := walshard.Ack{Rows: rows}
-		switch {
-		case o.Keys != nil:
-			ack, err = s.UpsertOnce(ctx, o.Key, o.Keys, o.Conformed, batches...)
-		case o.Conformed:
-			ack, err = s.AppendConformed(ctx, o.Key, batches...)
-		case o.Key != nil:
-			ack, err = s.AppendOnce(ctx, *o.Key, batches...)
-		default:
-			err = s.Append(ctx, batches...)
-		}
-		return Ack{Rows: ack.Rows, Shard: s.ID(), Position: ack.Position, Duplicate: ack.Duplicate}, err
+		return db.appendThroughShard(ctx, o, rows, batches)
 	}
 	t, err := db.table(ctx)
 	if err != nil {
@@ -243,4 +228,37 @@ func (db *DB) Drain(ctx context.Context) error {
 // any shard and not yet merged, each once.
 func (db *DB) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return walshard.ScanFleet(ctx, db.b, opts)
+}
+
+// appendThroughShard appends through the process's shard. A shard that
+// found the table's schema newer than its own wrote nothing
+// (walshard.ErrSchemaChanged): it opens again under the new schema, and
+// the batches are conformed to it and sent again, once (a column the
+// change took away is then refused by name).
+func (db *DB) appendThroughShard(ctx context.Context, o AppendOptions, rows int64, batches []arrow.RecordBatch) (Ack, error) {
+	for again := false; ; again = true {
+		s, err := db.shard.open(ctx)
+		if err != nil {
+			return Ack{}, err
+		}
+		ack := walshard.Ack{Rows: rows}
+		conformed := o.Conformed && !again
+		switch {
+		case o.Keys != nil:
+			ack, err = s.UpsertOnce(ctx, o.Key, o.Keys, conformed, batches...)
+		case conformed:
+			ack, err = s.AppendConformed(ctx, o.Key, batches...)
+		case o.Key != nil:
+			ack, err = s.AppendOnce(ctx, *o.Key, batches...)
+		default:
+			err = s.Append(ctx, batches...)
+		}
+		if errors.Is(err, walshard.ErrSchemaChanged) {
+			db.shard.renewStale(s)
+			if !again {
+				continue
+			}
+		}
+		return Ack{Rows: ack.Rows, Shard: s.ID(), Position: ack.Position, Duplicate: ack.Duplicate}, err
+	}
 }

@@ -476,6 +476,11 @@ func fail(w http.ResponseWriter, err error) {
 		// Not store_unavailable: the clients retry that, and a retry of
 		// these rows may store them twice.
 		writeError(w, http.StatusServiceUnavailable, api.CodeOutcomeUnknown, err.Error())
+	case errors.Is(err, walshard.ErrSchemaChanged):
+		// The clients send the rows again; the shard has opened under the
+		// new schema by then, and refuses a column it took away by name.
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable,
+			"the table's schema changed since this server opened its shard; nothing was stored; send the rows again ("+err.Error()+")")
 	case errors.Is(err, walshard.ErrFenced), errors.Is(err, walshard.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 	case errors.Is(err, blob.ErrRetryable):

@@ -99,6 +99,12 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if err != nil {
 		return err
 	}
+	// This server's shard takes rows under the restored schema from now
+	// on: a column the restore took away is refused by name. (Should the
+	// read fail, the shard's own check of the schema finds the change.)
+	if _, err := t.db.RenewSchema(r.Context()); err != nil {
+		s.opts.Log.Warn("renewing the shard's schema after a restore", "table", t.name, "error", err)
+	}
 	writeJSON(w, http.StatusOK, api.RestoreResult{Version: res.Version, Restored: req.Version, Rows: res.Manifest.Rows()})
 	return nil
 }

@@ -110,8 +110,8 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 			}
 			w.mu.Unlock()
 		}
-		if fenced && a.next == nil {
-			a.restart = true
+		if (fenced && a.next == nil) || errors.Is(err, walshard.ErrSchemaChanged) {
+			a.restart = true // a stale schema: the shard opens again under the new one
 		}
 		return "append", fmt.Sprintf("ids %d..%d%s: %s", ids[0], ids[len(ids)-1], keyNote(a, key, ack.Duplicate), short(err))
 	case n < 70:

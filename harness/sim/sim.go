@@ -512,8 +512,11 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 }
 
 func (w *world) commitOptions(a *actor) commit.Options {
+	// SchemaWait: the shards' writers write only columns no alterer
+	// drops, so a drop need not outwait their leases (a real timer).
 	return commit.Options{Writer: a.writer(), Now: w.clock.Now, Budget: 20 * time.Second,
-		BaseBackoff: 50 * time.Microsecond, MaxBackoff: time.Millisecond, ReadParallelism: 1}
+		BaseBackoff: 50 * time.Microsecond, MaxBackoff: time.Millisecond, ReadParallelism: 1,
+		SchemaWait: time.Microsecond}
 }
 
 // settleAppend records how a's append of ids ended. A named append that

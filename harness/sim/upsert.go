@@ -130,7 +130,7 @@ func (w *world) shardUpsert(a *actor, s *walshard.Shard) string {
 		}
 	}
 	w.mu.Unlock()
-	if errors.Is(err, walshard.ErrFenced) && a.next == nil {
+	if (errors.Is(err, walshard.ErrFenced) && a.next == nil) || errors.Is(err, walshard.ErrSchemaChanged) {
 		a.restart = true
 	}
 	return fmt.Sprintf("keys %v to %d at WAL position %d: %s", offsets(keys), val, ack.Position, short(err))
