@@ -90,8 +90,9 @@ type ListedTable struct {
 // AppendResult is what POST …/rows answers once the rows are durable.
 type AppendResult struct {
 	Rows int64 `json:"rows"`
-	// Shard and Position: the WAL entry that holds the rows (Position is
-	// set for a named append: see HeaderIdempotencyKey).
+	// Shard and Position: the WAL entry that holds the rows. A client that
+	// names them in its reads (written=SHARD:POSITION, the newest position
+	// of each shard) reads its own writes before they are merged.
 	Shard    string `json:"shard,omitempty"`
 	Position uint64 `json:"position,omitempty"`
 	// Duplicate: the request's name was recorded already; nothing was

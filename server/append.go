@@ -238,10 +238,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	res := api.AppendResult{Rows: ack.Rows, Shard: ack.Shard, Duplicate: ack.Duplicate}
-	if key != nil {
-		res.Position = ack.Position
-	}
+	res := api.AppendResult{Rows: ack.Rows, Shard: ack.Shard, Position: ack.Position, Duplicate: ack.Duplicate}
 	if ack.Duplicate {
 		replayed(w)
 	}

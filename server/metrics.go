@@ -29,6 +29,7 @@ type metrics struct {
 	requestSeconds    *prometheus.HistogramVec
 	rowsAppended      prometheus.Counter
 	appendSeconds     prometheus.Histogram
+	ownWrites         *prometheus.CounterVec
 	compactions       *prometheus.CounterVec
 	compactionSeconds prometheus.Histogram
 	fleetMerges       prometheus.Counter
@@ -50,6 +51,8 @@ func newMetrics(s *Server) *metrics {
 		Help: "Rows acknowledged through this server."})
 	m.appendSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_append_duration_seconds",
 		Help: "Time from a decoded append to its rows being durable in the WAL.", Buckets: telemetry.LatencyBuckets})
+	m.ownWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_own_write_reads_total",
+		Help: "Reads that named the client's own writes (written=), by how they were served: merged (a plain read), own_shard (with this server's shard's unmerged rows), fleet (a fresh read of every shard)."}, []string{"how"})
 	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactions_total",
 		Help: "Compactions run by this server, by outcome (committed, nothing, failed)."}, []string{"outcome"})
 	m.compactionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_compaction_duration_seconds",
@@ -62,7 +65,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "Time of the fleet merges run by this server.", Buckets: telemetry.LatencyBuckets})
 	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_commit_duration_seconds",
 		Help: "Time of this server's own shard merge commits, catching up with other commits included (failures too).", Buckets: telemetry.LatencyBuckets})
-	for _, c := range []prometheus.Collector{m.commitSeconds, m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.compactions,
+	for _, c := range []prometheus.Collector{m.commitSeconds, m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.ownWrites, m.compactions,
 		m.compactionSeconds, m.fleetMerges, m.fleetGens, m.fleetMergeSeconds} {
 		f(c)
 	}

@@ -219,6 +219,13 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if (oo.Version != 0) && oo.Tag != "" || fresh && (oo.Version != 0 || oo.Tag != "") {
 		return badRequest("give at most one of version=, tag= and fresh=true")
 	}
+	written, err := writtenQuery(r)
+	if err != nil {
+		return err
+	}
+	if written != nil && (oo.Version != 0 || oo.Tag != "") {
+		return badRequest("written= reads the latest version: not with version= or tag=")
+	}
 	limit := int64(-1) // all
 	if l, ok := intQuery(r, "limit"); ok {
 		limit = l
@@ -234,9 +241,6 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 		return err
 	}
 	defer release()
-	if fresh {
-		return s.scanFresh(w, r, t, opts, limit)
-	}
 	snap, err := table.Open(r.Context(), t.b, &oo)
 	if err != nil {
 		return err
@@ -245,22 +249,18 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	return s.writeRows(w, r, schema, limit, snap.Scan(r.Context(), opts))
-}
-
-// scanFresh answers GET …/rows?fresh=true: the latest version and every
-// row acknowledged but not yet merged, through any shard of the fleet,
-// each once (walshard.ScanFleet).
-func (s *Server) scanFresh(w http.ResponseWriter, r *http.Request, t *tableState, opts table.ScanOptions, limit int64) error {
-	snap, err := table.Open(r.Context(), t.b, nil)
-	if err != nil {
-		return err
+	// fresh=true: the latest version and every row acknowledged but not
+	// yet merged, through any shard of the fleet, each once; written=:
+	// what the client's own writes need (see ownWrites).
+	rows := snap.Scan(r.Context(), opts)
+	if fresh {
+		rows = walshard.ScanFleet(r.Context(), t.b, opts)
+	} else if written != nil {
+		if own := s.ownWrites(r.Context(), t, snap, written, opts); own != nil {
+			rows = own
+		}
 	}
-	schema, err := snap.ScanSchema(opts)
-	if err != nil {
-		return badRequest("%v", err)
-	}
-	return s.writeRows(w, r, schema, limit, walshard.ScanFleet(r.Context(), t.b, opts))
+	return s.writeRows(w, r, schema, limit, rows)
 }
 
 func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {

@@ -60,12 +60,32 @@ func info(name string, m *table.Manifest) api.TableInfo {
 	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema())}
 }
 
+// describeTable answers GET …/TABLE: the latest version's figures; with
+// written= (see ownWrites), its rows count the client's own writes not
+// merged yet too.
 func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	m, err := table.ReadLatest(r.Context(), t.b)
+	written, err := writtenQuery(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, info(t.name, m))
+	snap, err := table.Open(r.Context(), t.b, nil)
+	if err != nil {
+		return err
+	}
+	res := info(t.name, snap.Manifest())
+	if written != nil {
+		one := table.ScanOptions{Columns: []string{snap.Manifest().Schema().Field(0).Name}}
+		if rows := s.ownWrites(r.Context(), t, snap, written, one); rows != nil {
+			res.Rows = 0
+			for rec, err := range rows {
+				if err != nil {
+					return err
+				}
+				res.Rows += rec.NumRows()
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }
 
