@@ -77,6 +77,13 @@ type Client struct {
 		sync.Mutex
 		free []*lane
 	}
+	// written is what the client's appends through shards were
+	// acknowledged at: by table, each shard's newest WAL position. Reads
+	// name it (see written), so that they hold the client's own writes.
+	written struct {
+		sync.Mutex
+		by map[string]map[string]uint64
+	}
 }
 
 // lane is a producer of requests with rows: one request at a time.
@@ -108,6 +115,11 @@ type Options struct {
 	// of the server's answers (default 1 GiB): a message claiming more is
 	// refused before any memory is allocated for it.
 	MaxMessageBytes int64
+	// IgnoreOwnWrites makes Scan and Describe read the latest version as
+	// it is, without the rows this client appended through the server's
+	// shards and the merge has not installed yet (which they hold by
+	// default: see api.AppendResult).
+	IgnoreOwnWrites bool
 }
 
 // maxAnswerMetadata bounds the metadata of one Arrow IPC message of an
@@ -349,14 +361,18 @@ func (c *Client) CreateTable(ctx context.Context, name string, schema *arrow.Sch
 	return info, c.callNamed(ctx, http.MethodPut, c.url(name, "", nil), api.ArrowStream, body, "", reqName).json(&info)
 }
 
-// Describe returns the table's schema, version and size.
+// Describe returns the table's schema, version and size; its rows count
+// this client's own appends not merged yet too (see ScanOptions).
 func (c *Client) Describe(ctx context.Context, name string) (api.TableInfo, error) {
 	var info api.TableInfo
-	return info, c.call(ctx, http.MethodGet, c.url(name, "", nil), "", nil, "").json(&info)
+	q := url.Values{}
+	c.ownWrites(name, q)
+	return info, c.call(ctx, http.MethodGet, c.url(name, "", q), "", nil, "").json(&info)
 }
 
 // Drop deletes the table and every object in it.
 func (c *Client) Drop(ctx context.Context, name string) error {
+	c.forget(name)
 	return c.call(ctx, http.MethodDelete, c.url(name, "", nil), "", nil, "").none()
 }
 
@@ -395,7 +411,9 @@ func (c *Client) postRows(ctx context.Context, name string, q url.Values, reqNam
 	if err != nil {
 		return out, err
 	}
-	return out, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.ArrowStream, body, "", reqName).json(&out)
+	err = c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.ArrowStream, body, "", reqName).json(&out)
+	c.wrote(name, out)
+	return out, err
 }
 
 // AppendJSONLines appends rows given as JSON lines, one object a row, all
@@ -406,7 +424,9 @@ func (c *Client) AppendJSONLines(ctx context.Context, name string, lines []byte)
 	body := func() io.Reader { return bytes.NewReader(lines) }
 	reqName, done := c.nextName()
 	defer done()
-	return out.Rows, c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", nil), api.NDJSON, body, "", reqName).json(&out)
+	err := c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", nil), api.NDJSON, body, "", reqName).json(&out)
+	c.wrote(name, out)
+	return out.Rows, err
 }
 
 // ScanOptions shape a scan.
@@ -417,7 +437,10 @@ type ScanOptions struct {
 	Tag     string
 	Limit   int64
 	// Fresh adds the rows acknowledged but not yet merged into the table
-	// (GET …/rows?fresh=true); not with Version or Tag.
+	// (GET …/rows?fresh=true); not with Version or Tag. Without it, a scan
+	// of the latest version holds every row this client had acknowledged
+	// (see Options.IgnoreOwnWrites), from the shards of whichever servers
+	// answered, at no cost once they are merged.
 	Fresh bool
 }
 
@@ -450,6 +473,9 @@ func (c *Client) ScanIter(ctx context.Context, name string, o ScanOptions) iter.
 	}
 	if o.Fresh {
 		q.Set("fresh", "true")
+	}
+	if !o.Fresh && o.Version == 0 && o.Tag == "" {
+		c.ownWrites(name, q)
 	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, api.ArrowStream).stream(yield)
