@@ -18,7 +18,8 @@ import (
 // Create creates a table in b with schema and, if given, initial rows, as
 // version 1. It fails with table.ErrExists when a table is there, and with
 // table.ErrUnsupportedSchema for a schema Strata cannot store (see
-// table.CheckStorable); dictionary-encoded fields are stored as their
+// table.CheckStorable), or whose column takes a name reserved for the
+// change feed (table.ErrReservedName); dictionary-encoded fields are stored as their
 // values (table.NormalizeSchema). The rows pass table.Conform first.
 func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, batches ...arrow.RecordBatch) (*table.Manifest, error) {
 	m, _, err := create(ctx, b, schema, config, opts, nil, batches)
@@ -43,6 +44,9 @@ func create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 	}
 	schema = table.NormalizeSchema(schema)
 	if err := table.CheckStorable(schema); err != nil {
+		return nil, false, err
+	}
+	if err := table.CheckReservedNames(schema); err != nil {
 		return nil, false, err
 	}
 	batches, err = conformAll(schema, batches)
@@ -525,6 +529,9 @@ func (t *Table) commitKeeping(ctx context.Context, txn table.Transaction, bodies
 func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...arrow.RecordBatch) (Result, error) {
 	schema = table.NormalizeSchema(schema)
 	if err := table.CheckStorable(schema); err != nil {
+		return Result{}, err
+	}
+	if err := table.CheckReservedNames(schema); err != nil {
 		return Result{}, err
 	}
 	batches, err := conformAll(schema, batches)

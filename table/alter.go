@@ -107,6 +107,9 @@ func alterOne(fields []arrow.Field, retired []string, id uint64, c ColumnChange)
 		if c.Type == nil {
 			return nil, nil, refuse("give the new column's type")
 		}
+		if err := CheckReservedName(c.Column); err != nil {
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadSchemaChange, c, err)
+		}
 		f := arrow.Field{Name: c.Column, Type: c.Type, Nullable: true}
 		if sn := freshStoredName(fields, retired, c.Column, id); sn != c.Column {
 			f.Metadata = arrow.NewMetadata([]string{StoredNameKey}, []string{sn})
@@ -115,6 +118,9 @@ func alterOne(fields []arrow.Field, retired []string, id uint64, c ColumnChange)
 	case RenameColumn:
 		if c.To == "" || c.To == c.Column {
 			return nil, nil, refuse("give a new name")
+		}
+		if err := CheckReservedName(c.To); err != nil {
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadSchemaChange, c, err)
 		}
 		if slices.ContainsFunc(fields, func(f arrow.Field) bool { return f.Name == c.To }) {
 			return nil, nil, refuse("the table has a column %q already", c.To)

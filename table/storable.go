@@ -3,6 +3,7 @@ package table
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -13,6 +14,40 @@ import (
 // ErrUnsupportedSchema: a schema Strata cannot store. Always wrapped in
 // an *UnsupportedSchemaError.
 var ErrUnsupportedSchema = errors.New("schema cannot be stored")
+
+// ErrReservedName: a column is named like a column Strata adds to rows
+// it answers (ReservedColumns). Always wrapped in a *ReservedNameError.
+var ErrReservedName = errors.New("column name is reserved")
+
+// ReservedColumns are the names a table's columns cannot take: the change
+// feed (Changes, WithChangeColumns) adds them to every row it answers, and
+// a column of the same name would be shadowed there.
+var ReservedColumns = []string{ChangeColumn, VersionColumn}
+
+// ReservedNameError names a column that takes a reserved name.
+type ReservedNameError struct {
+	Column string
+}
+
+func (e *ReservedNameError) Error() string {
+	return fmt.Sprintf("table: column %q: the names %s are reserved for the columns the change feed adds; name the column otherwise",
+		e.Column, strings.Join(ReservedColumns, " and "))
+}
+
+// Is makes errors.Is(err, ErrReservedName) and errors.Is(err,
+// ErrUnsupportedSchema) true.
+func (e *ReservedNameError) Is(target error) bool {
+	return target == ErrReservedName || target == ErrUnsupportedSchema
+}
+
+// CheckReservedName refuses a top-level column name that is reserved
+// (ReservedColumns) with a *ReservedNameError.
+func CheckReservedName(name string) error {
+	if slices.Contains(ReservedColumns, name) {
+		return &ReservedNameError{Column: name}
+	}
+	return nil
+}
 
 // UnsupportedSchemaError names the field Strata cannot store and why.
 type UnsupportedSchemaError struct {
@@ -87,6 +122,20 @@ func CheckStorable(s *arrow.Schema) error {
 		return err
 	}
 	return checkStoredNames(s)
+}
+
+// CheckReservedNames refuses a schema of a new table (a create, an
+// overwrite) whose top-level column takes a reserved name
+// (ReservedColumns), with a *ReservedNameError. A schema change refuses
+// such a name where it adds or renames a column (AlterSchema); a table
+// made before the names were reserved keeps its columns.
+func CheckReservedNames(s *arrow.Schema) error {
+	for _, f := range s.Fields() {
+		if err := CheckReservedName(f.Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 const maxNesting = 32
