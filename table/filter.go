@@ -476,6 +476,11 @@ func (p *parser) literal() (Value, error) {
 		if i, err := strconv.ParseInt(t.text, 10, 64); err == nil {
 			return Int(i), nil
 		}
+		// An integer past int64, up to uint64's largest, stays exact: it
+		// compares with a uint64 column's values as the integer it is.
+		if u, err := strconv.ParseUint(t.text, 10, 64); err == nil {
+			return Uint(u), nil
+		}
 		f, err := strconv.ParseFloat(t.text, 64)
 		if err != nil {
 			return Value{}, fmt.Errorf("bad number %q", t.text)

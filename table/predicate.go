@@ -121,6 +121,10 @@ func coerce(s *arrow.Schema, col string, v Value) (Value, error) {
 		return v, nil
 	case want == KindFloat && v.Kind == KindInt:
 		return Float(float64(v.I)), nil
+	case want == KindFloat && v.Kind == KindUint:
+		return Float(float64(v.U)), nil
+	case want == KindInt && v.Kind == KindUint:
+		return v, fmt.Errorf("%w: column %q (%s) compared with %s, past the largest value it holds", ErrBadPredicate, col, s.Field(idx[0]).Type, v)
 	case want == KindUint && v.Kind == KindInt && v.I >= 0:
 		return Uint(uint64(v.I)), nil
 	case want == KindBytes && v.Kind == KindString:
@@ -136,6 +140,13 @@ func (c Cmp) bind(s *arrow.Schema) (Predicate, error) {
 	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
 	default:
 		return nil, fmt.Errorf("%w: unknown operator %q", ErrBadPredicate, c.Op)
+	}
+	if c.Value.Kind == KindUint && c.Value.U > math.MaxInt64 {
+		if idx := s.FieldIndices(c.Column); len(idx) == 1 && KindOf(s.Field(idx[0]).Type) == KindInt {
+			// No value of the column reaches it: compared as numbers,
+			// exactly, row by row.
+			return ExprCmp{L: Col(c.Column), Op: c.Op, R: Lit{c.Value}}.bind(s)
+		}
 	}
 	v, err := coerce(s, c.Column, c.Value)
 	c.Value = v
