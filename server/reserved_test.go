@@ -45,3 +45,19 @@ func TestAReservedColumnNameIsRefusedOverHTTP(t *testing.T) {
 	_, err = f.c.Alter(ctx, "good", api.SchemaChange{Op: "rename", Column: "id", To: "_version"})
 	refused("alter renaming id to _version", err, "_version")
 }
+
+// An add without a type is refused by a message that says so, not one
+// that prints the missing type as Go's %!s(<nil>).
+func TestAnAddWithoutATypeIsRefusedInPlainWords(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	good := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	if _, err := f.c.CreateTable(ctx, "good", good); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.c.Alter(ctx, "good", api.SchemaChange{Op: "add", Column: "y"})
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || strings.Contains(ae.Message, "%!") ||
+		!strings.Contains(ae.Message, "add y: give the new column's type") {
+		t.Fatalf("add y without a type: %v", err)
+	}
+}

@@ -40,6 +40,9 @@ type ColumnChange struct {
 func (c ColumnChange) String() string {
 	switch c.Op {
 	case AddColumn:
+		if c.Type == nil {
+			return "add " + c.Column
+		}
 		return fmt.Sprintf("add %s %s", c.Column, c.Type)
 	case RenameColumn:
 		return fmt.Sprintf("rename %s to %s", c.Column, c.To)
