@@ -152,18 +152,24 @@ func (s *Server) consumers(w http.ResponseWriter, r *http.Request, t *tableState
 }
 
 // setConsumer answers PUT …/consumers/{consumer} {"version": V}: the
-// consumer has read every change through V. 410 when V is at or below the
-// garbage collector's boundary.
+// consumer has read every change through V. A body without a version is
+// 400 (it would rewind the consumer to the table's creation); 410 when V
+// is at or below the garbage collector's boundary, and nothing is stored.
 func (s *Server) setConsumer(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	var req api.ConsumerRequest
+	var req struct {
+		Version *uint64 `json:"version"`
+	}
 	if err := jsonBody(r); err != nil {
 		return err
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		return badRequestOrLimit(err, "body is not a consumer position")
+		return badRequestOrLimit(err, `body is not a consumer position: want {"version": V}`)
+	}
+	if req.Version == nil {
+		return badRequest(`body names no version: want {"version": V}, the version the consumer has read through (0: none yet)`)
 	}
 	name := r.PathValue("consumer")
-	if err := table.SetConsumer(r.Context(), t.b, name, req.Version); err != nil {
+	if err := table.SetConsumer(r.Context(), t.b, name, *req.Version); err != nil {
 		return err
 	}
 	c, err := table.ReadConsumer(r.Context(), t.b, name)

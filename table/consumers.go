@@ -49,6 +49,12 @@ func SetConsumer(ctx context.Context, b blob.Bucket, name string, v uint64) erro
 	if v > latest {
 		return fmt.Errorf("table: consumer %q at version %d: the latest version is %d: %w", name, v, latest, ErrVersionNotFound)
 	}
+	// A position garbage collection has passed is refused before it is
+	// stored: the consumer would be left on a version no one can read
+	// after.
+	if err := checkNotCollected(ctx, b, v); err != nil {
+		return err
+	}
 	data, err := json.Marshal(Consumer{Name: name, Version: v, Updated: time.Now().UTC()})
 	if err != nil {
 		return err
@@ -56,6 +62,15 @@ func SetConsumer(ctx context.Context, b blob.Bucket, name string, v uint64) erro
 	if err := b.Put(ctx, ConsumerKey(name), bytes.NewReader(data)); err != nil {
 		return err
 	}
+	// A collection that ran meanwhile may have passed it all the same
+	// (it reads the positions after it moves its boundary): the consumer
+	// is told, as its changes would tell it.
+	return checkNotCollected(ctx, b, v)
+}
+
+// checkNotCollected is a *ChangesCollectedError when version v (not 0,
+// the table's creation) is at or below the GC boundary.
+func checkNotCollected(ctx context.Context, b blob.Bucket, v uint64) error {
 	boundary, err := GCBoundary(ctx, b)
 	if err != nil || v == 0 || v > boundary {
 		return err
