@@ -182,6 +182,9 @@ func (o *Options) Validate() error {
 	if err := walshard.CheckShardID("srv-" + o.Instance); err != nil {
 		return fmt.Errorf("%w: instance id %q: %w", ErrInvalidOptions, o.Instance, err)
 	}
+	if err := CheckToken(o.Token); err != nil {
+		return fmt.Errorf("%w: Token: %w", ErrInvalidOptions, err)
+	}
 	if o.MaxBodyBytes < 0 || o.MemoryBudget < 0 || o.WriteShare < 0 || o.BusyWait < 0 || o.MaxTakeKeys < 0 || o.BodyGrace < 0 || o.MinBodyRate < 0 || o.LeaseTTL < 0 {
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidOptions)
 	}
@@ -429,6 +432,21 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// CheckToken refuses a bearer token no client can send: one of blanks
+// only, or with blanks at an end (HTTP drops them from a header's value).
+// "" is no token.
+func CheckToken(token string) error {
+	switch {
+	case token == "":
+		return nil
+	case strings.TrimSpace(token) == "":
+		return errors.New("the token is blank (whitespace only): give a token a client can send, or none")
+	case strings.TrimSpace(token) != token:
+		return errors.New("the token begins or ends with whitespace, which HTTP drops from the Authorization header: no client could send it")
+	}
+	return nil
 }
 
 // fail maps an error to its status and writes it.

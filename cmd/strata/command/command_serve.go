@@ -93,6 +93,9 @@ func (s *serveFlags) logger(env *Env) (*slog.Logger, error) {
 	if s.bucket == "" {
 		return nil, usageError{errors.New("serve needs --bucket URL")}
 	}
+	if err := server.CheckToken(s.token); err != nil {
+		return nil, usageError{fmt.Errorf("--token/STRATA_TOKEN: %w", err)}
+	}
 	host, _, err := net.SplitHostPort(s.listen)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--listen %q: %v", s.listen, err)}

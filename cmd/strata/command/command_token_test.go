@@ -1,0 +1,27 @@
+package command
+
+import (
+	"strings"
+	"testing"
+)
+
+// A token of blanks only is no token a client can send (HTTP drops a
+// header value's blanks): serve refuses it as a usage error, from --token
+// or STRATA_TOKEN, before it listens anywhere.
+func TestServeRefusesABlankToken(t *testing.T) {
+	t.Setenv("STRATA_TOKEN", "")
+	code, _, errOut := run(t, nil, "serve", "--bucket", "file://"+t.TempDir(), "--listen", "0.0.0.0:0", "--token", " ")
+	if code != 2 || !strings.Contains(errOut, "--token/STRATA_TOKEN: the token is blank") {
+		t.Fatalf("--token ' ': exit %d: %s", code, errOut)
+	}
+	t.Setenv("STRATA_TOKEN", "\t ")
+	code, _, errOut = run(t, nil, "serve", "--bucket", "file://"+t.TempDir(), "--listen", "0.0.0.0:0")
+	if code != 2 || !strings.Contains(errOut, "the token is blank") {
+		t.Fatalf("STRATA_TOKEN of blanks: exit %d: %s", code, errOut)
+	}
+	t.Setenv("STRATA_TOKEN", "secret ")
+	code, _, errOut = run(t, nil, "serve", "--bucket", "file://"+t.TempDir(), "--listen", "127.0.0.1:0")
+	if code != 2 || !strings.Contains(errOut, "ends with whitespace") {
+		t.Fatalf("STRATA_TOKEN with a trailing blank: exit %d: %s", code, errOut)
+	}
+}
