@@ -109,13 +109,19 @@ type AppendResult struct {
 // rows), so that sending it again after losing the answer stores nothing
 // twice; see docs/format.md, "Idempotent appends".
 const (
-	// HeaderIdempotencyKey: a key of the caller's for one request (1–247
-	// bytes).
+	// HeaderIdempotencyKey: a key of the caller's for one request (1 to
+	// MaxIdempotencyKeyBytes bytes).
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderProducer and HeaderSequence: a client instance and the
 	// number of its request; the server keeps a few numbers per producer.
 	HeaderProducer = "Strata-Producer"
 	HeaderSequence = "Strata-Sequence"
+	// MaxIdempotencyKeyBytes and MaxProducerBytes bound an
+	// Idempotency-Key and a Strata-Producer: the server keeps either
+	// behind a prefix ("key:", "producer:") in a name of at most 256
+	// bytes.
+	MaxIdempotencyKeyBytes = 252
+	MaxProducerBytes       = 247
 	// HeaderReplayed: "true" on an answer that repeats the first
 	// request's outcome.
 	HeaderReplayed = "Idempotent-Replayed"

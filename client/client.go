@@ -386,8 +386,8 @@ func (c *Client) Append(ctx context.Context, name string, batches ...arrow.Recor
 	return res.Rows, err
 }
 
-// AppendOnce is Append named by key, a key of the caller's (at most 247
-// bytes): sent again with the same key — by this client, or by another
+// AppendOnce is Append named by key, a key of the caller's (at most
+// api.MaxIdempotencyKeyBytes, 252 bytes): sent again with the same key — by this client, or by another
 // after the caller restarted — it stores nothing and answers the first
 // append's outcome (Duplicate set). The same key with other rows is
 // refused (IsCode(err, api.CodeKeyReused)). The server remembers a key

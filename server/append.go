@@ -50,8 +50,11 @@ func requestKey(r *http.Request) (*table.Idempotency, error) {
 	default:
 		return nil, nil
 	}
-	if len(k.Producer) > table.MaxProducerBytes {
-		return nil, badRequest("an idempotency key or producer is at most %d bytes", table.MaxProducerBytes-len("producer:"))
+	switch {
+	case key != "" && len(key) > api.MaxIdempotencyKeyBytes:
+		return nil, badRequest("%s is %d bytes; at most %d", api.HeaderIdempotencyKey, len(key), api.MaxIdempotencyKeyBytes)
+	case producer != "" && len(producer) > api.MaxProducerBytes:
+		return nil, badRequest("%s is %d bytes; at most %d", api.HeaderProducer, len(producer), api.MaxProducerBytes)
 	}
 	return &k, nil
 }
