@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,15 +18,21 @@ import (
 type Assignment struct {
 	Column string
 	Value  Value // KindNone: null
+	// list: the value was written as a list ([…]), which an update
+	// cannot set; BindAssignments refuses it naming the column's type.
+	list bool
 }
 
 // ParseAssignments reads "col = literal[, col = literal]…": literals as a
-// filter's (integers, decimals, 'strings', "strings", true, false) or
-// null; column names as a filter's (backticks around any other name).
+// filter's (integers, decimals, 'strings', "strings", true, false), null,
+// or for a float column NaN, Infinity and -Infinity (any case; inf too);
+// column names as a filter's (backticks around any other name). A list
+// ([1, 2]) parses, to be refused by BindAssignments, which knows the
+// column's type.
 func ParseAssignments(s string) ([]Assignment, error) {
 	toks, err := lex(s)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %s", ErrBadAssignment, strings.TrimPrefix(err.Error(), ErrBadPredicate.Error()+": "))
 	}
 	p := &parser{toks: toks}
 	var out []Assignment
@@ -37,13 +44,11 @@ func ParseAssignments(s string) ([]Assignment, error) {
 		if op := p.next(); op.text != "=" {
 			return nil, fmt.Errorf("%w: %q: want = after %s, got %q", ErrBadAssignment, s, QuoteColumn(col.text), op.text)
 		}
-		var v Value
-		if !p.done() && p.toks[p.pos].kind == tokWord && strings.EqualFold(p.toks[p.pos].text, "null") {
-			p.next()
-		} else if v, err = p.literal(); err != nil {
+		a, err := p.assigned(col.text)
+		if err != nil {
 			return nil, fmt.Errorf("%w: %q: %v", ErrBadAssignment, s, err)
 		}
-		out = append(out, Assignment{Column: col.text, Value: v})
+		out = append(out, a)
 		if p.done() {
 			return out, nil
 		}
@@ -51,6 +56,53 @@ func ParseAssignments(s string) ([]Assignment, error) {
 			return nil, fmt.Errorf("%w: %q: want , between assignments, got %q", ErrBadAssignment, s, t.text)
 		}
 	}
+}
+
+// assigned reads the value assigned to column col: null, a float's
+// special value, a list (to be refused once bound), or a literal.
+func (p *parser) assigned(col string) (Assignment, error) {
+	a := Assignment{Column: col}
+	word := func(at int) string {
+		if at < len(p.toks) && p.toks[at].kind == tokWord {
+			return strings.ToLower(p.toks[at].text)
+		}
+		return ""
+	}
+	special := map[string]float64{"nan": math.NaN(), "inf": math.Inf(1), "infinity": math.Inf(1)}
+	if v, ok := special[word(p.pos)]; ok {
+		p.pos++
+		a.Value = Float(v)
+		return a, nil
+	}
+	if v, ok := special[word(p.pos+1)]; ok && p.at(tokArith, "-") && !math.IsNaN(v) {
+		p.pos += 2
+		a.Value = Float(-v)
+		return a, nil
+	}
+	switch {
+	case word(p.pos) == "null":
+		p.next()
+		return a, nil
+	case p.at(tokPunct, "["):
+		a.list = true
+		for depth := 0; ; {
+			if p.done() {
+				return a, fmt.Errorf("a list without its closing ]")
+			}
+			switch p.next().text {
+			case "[":
+				depth++
+			case "]":
+				depth--
+			}
+			if depth == 0 {
+				return a, nil
+			}
+		}
+	}
+	v, err := p.literal()
+	a.Value = v
+	return a, err
 }
 
 // ErrBadAssignment: an update's assignments do not parse, or do not fit
@@ -78,6 +130,9 @@ func BindAssignments(schema *arrow.Schema, as []Assignment) ([]Assignment, error
 			return nil, fmt.Errorf("%w: %s is of type %s, which an update cannot set", ErrBadAssignment, QuoteColumn(a.Column), f.Type)
 		}
 		out[i] = Assignment{Column: a.Column}
+		if a.list {
+			return nil, fmt.Errorf("%w: %s is of type %s: an update sets a column to one value (a number, a string, true, false or null), and cannot set a list", ErrBadAssignment, QuoteColumn(a.Column), f.Type)
+		}
 		if a.Value.Kind == KindNone {
 			if !f.Nullable {
 				return nil, fmt.Errorf("%w: %s is not nullable", ErrBadAssignment, QuoteColumn(a.Column))
@@ -128,6 +183,9 @@ func constantArray(mem memory.Allocator, t arrow.DataType, v Value, n int) (arro
 	if v.Kind == KindNone {
 		return array.MakeArrayOfNull(mem, t, n), nil
 	}
+	if v.Kind == KindFloat && (math.IsNaN(v.F) || math.IsInf(v.F, 0)) {
+		return specialFloats(mem, t, v.F, n)
+	}
 	var one string
 	switch v.Kind {
 	case KindInt:
@@ -156,4 +214,26 @@ func constantArray(mem memory.Allocator, t arrow.DataType, v Value, n int) (arro
 	sb.WriteByte(']')
 	arr, _, err := array.FromJSON(mem, t, strings.NewReader(sb.String()))
 	return arr, err
+}
+
+// specialFloats is n copies of NaN or an infinity (which JSON, and so
+// array.FromJSON, cannot write) as an array of float type t.
+func specialFloats(mem memory.Allocator, t arrow.DataType, f float64, n int) (arrow.Array, error) {
+	switch t.ID() {
+	case arrow.FLOAT64:
+		b := array.NewFloat64Builder(mem)
+		defer b.Release()
+		for range n {
+			b.Append(f)
+		}
+		return b.NewArray(), nil
+	case arrow.FLOAT32:
+		b := array.NewFloat32Builder(mem)
+		defer b.Release()
+		for range n {
+			b.Append(float32(f))
+		}
+		return b.NewArray(), nil
+	}
+	return nil, fmt.Errorf("%s cannot hold %v", t, f)
 }

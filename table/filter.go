@@ -200,7 +200,7 @@ func lex(s string) ([]token, error) {
 			}
 			out = append(out, token{tokString, text})
 			i = j + 1
-		case c == '(' || c == ')' || c == ',':
+		case c == '(' || c == ')' || c == ',' || c == '[' || c == ']':
 			out = append(out, token{tokPunct, string(c)})
 			i++
 		case strings.ContainsRune("=!<>", c):
