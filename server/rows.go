@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -274,15 +275,16 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err := jsonBody(r); err != nil {
 		return err
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	req, err = decodeTake(r.Body, s.opts.MaxTakeKeys)
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return err
+	}
+	if err != nil {
 		return badRequestOrLimit(err, "body is not a take request")
 	}
 	if req.Column == "" {
 		req.Column = "id"
-	}
-	if len(req.Keys) > s.opts.MaxTakeKeys {
-		return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooManyKeys,
-			fmt.Sprintf("%d keys; a take asks for at most %d (split the request)", len(req.Keys), s.opts.MaxTakeKeys)}
 	}
 	release, err := holds.hold(r.Context(), int64(len(req.Keys))*takeRowReserve+scanHold)
 	if err != nil {
