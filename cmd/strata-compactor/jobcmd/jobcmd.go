@@ -119,7 +119,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.IntVar(&f.keepV, "keep-versions", 10, "GC: newest versions always kept")
 	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
 	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
-	fs.DurationVar(&f.consumerRetention, "consumer-retention", table.DefaultConsumerRetention, "GC: versions a named consumer has not read are kept while younger than this")
+	fs.DurationVar(&f.consumerRetention, "consumer-retention", table.DefaultConsumerRetention, "GC: versions a named consumer has not read are kept while younger than this (at least 5m)")
 	fs.DurationVar(&f.retireShards, "retire-shards-after", compactor.DefaultRetireShardsAfter, "GC: delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
 	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
@@ -136,8 +136,13 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 // them is a usage error, from the command line or the environment.
 func boundFlags(fs *pflag.FlagSet) {
 	cli.Bound(fs, "keep-versions", 1, cli.Unlimited)
-	for _, n := range []string{"interval", "retain", "safety-age", "adopt-after", "consumer-retention", "retire-shards-after"} {
+	for _, n := range []string{"interval", "adopt-after", "retire-shards-after"} {
 		cli.Bound(fs, n, 0, cli.Unlimited)
+	}
+	// A duration the collector reads 0 of as its default, or raises to
+	// its floor, is refused below the floor: 0 never means "the default".
+	for _, n := range []string{"retain", "safety-age", "consumer-retention"} {
+		cli.Bound(fs, n, int64(compactor.MinRetain), cli.Unlimited)
 	}
 	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
 	cli.Bound(fs, "parts", 1, 1024)

@@ -224,7 +224,11 @@ func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
 		{nil, "--max-source-fragments -5", "--max-source-fragments -5: want at least 1"},
 		{nil, "--keep-versions 0", "--keep-versions 0: want at least 1"},
 		{nil, "--adopt-after -1s", "--adopt-after -1s: want at least 0s"},
-		{nil, "--retain -1h", "--retain -1h0m0s: want at least 0s"},
+		{nil, "--retain -1h", "--retain -1h0m0s: want at least 5m0s"},
+		// 0 never stands for the default: below the floor, it is refused.
+		{nil, "--retain 0", "--retain 0s: want at least 5m0s"},
+		{nil, "--safety-age 0", "--safety-age 0s: want at least 5m0s"},
+		{[]string{"STRATA_CONSUMER_RETENTION=0s"}, "", "--consumer-retention 0s: want at least 5m0s"},
 		{nil, "--lease-ttl 1s", "--lease-ttl 1s: want at least 10s"},
 		{[]string{"STRATA_TARGET_ROWS=-5"}, "", "--target-rows -5: want at least 1"},
 	} {

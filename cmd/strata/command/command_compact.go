@@ -120,10 +120,13 @@ the table keeps its record, so the shard opens again under its name.`,
 	f.IntVar(&p.KeepVersions, "keep-versions", 10, "newest versions always kept")
 	f.DurationVar(&p.RetainFor, "retain", time.Hour, "versions younger than this are kept (at least 5m)")
 	f.DurationVar(&p.SafetyAge, "safety-age", time.Hour, "unreferenced objects younger than this are kept (at least 5m)")
-	f.DurationVar(&p.ConsumerRetention, "consumer-retention", table.DefaultConsumerRetention, "versions a named consumer has not read are kept while younger than this")
+	f.DurationVar(&p.ConsumerRetention, "consumer-retention", table.DefaultConsumerRetention, "versions a named consumer has not read are kept while younger than this (at least 5m)")
 	f.DurationVar(&p.RetireShardsAfter, "retire-shards-after", compactor.DefaultRetireShardsAfter, "delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
 	atLeast(c, 1, "keep-versions")
-	atLeast(c, 0, "retain", "safety-age", "consumer-retention", "retire-shards-after")
+	// A duration the collector reads 0 of as its default, or raises to
+	// its floor, is refused below the floor: 0 never means "the default".
+	atLeast(c, int64(compactor.MinRetain), "retain", "safety-age", "consumer-retention")
+	atLeast(c, 0, "retire-shards-after")
 	return c
 }
 
