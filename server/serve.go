@@ -28,6 +28,16 @@ func (s *Server) CheckBucket(ctx context.Context) error {
 // whose ConnContext hands the guard to the handler.
 func Listener(ln net.Listener) net.Listener { return guardedListener{ln} }
 
+// MaxURLBytes bounds a request's URL (its filter=, columns=): a longer
+// one is answered 414 (too_large) with a message naming the limit.
+// MaxHeaderBytes bounds a request's head (its request line and headers)
+// as the http.Server reads it; past it, the http.Server answers 431 and
+// closes the connection.
+const (
+	MaxURLBytes    = 1 << 20
+	MaxHeaderBytes = 4 << 20
+)
+
 // HTTPServer returns the http.Server that serves s on a listener wrapped by
 // Listener: the handler, the header and idle timeouts, and the guard of
 // each connection in its requests' context.
@@ -35,7 +45,11 @@ func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		// Room for a request line past MaxURLBytes, so that such a
+		// request is read whole and answered 414 with a message, not
+		// cut off by the http.Server's own 431 and a reset connection.
+		MaxHeaderBytes: MaxHeaderBytes,
+		IdleTimeout:    2 * time.Minute,
 		// Every request goes to the handler, which counts them: an
 		// OPTIONS * answered by the http.Server itself would not be.
 		DisableGeneralOptionsHandler: true,

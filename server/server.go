@@ -245,6 +245,11 @@ func (s *Server) Handler() http.Handler {
 		if !checkFraming(rw, r) {
 			return
 		}
+		if n := len(r.RequestURI); n > MaxURLBytes {
+			writeError(rw, http.StatusRequestURITooLong, api.CodeTooLarge, fmt.Sprintf(
+				"the URL is %d bytes; at most %d (a longer filter= or columns= cannot be sent: split the request, e.g. an IN list across several)", n, MaxURLBytes))
+			return
+		}
 		if r.URL.Path != "/healthz" && !(r.URL.Path == "/metrics" && s.opts.OpenMetrics) && s.opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
