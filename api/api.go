@@ -225,21 +225,40 @@ type CompactStats struct {
 	Holder       *string    `json:"holder"`
 	LeaseExpires *time.Time `json:"lease_expires"`
 	// Due: whether the server's policy would compact now, and why.
-	Due              bool         `json:"due"`
-	DueReason        string       `json:"due_reason"`
-	LastCompaction   *time.Time   `json:"last_compaction"`
-	TotalCompactions int64        `json:"total_compactions"`
-	LastError        *string      `json:"last_error"`
-	LastErrorAt      *time.Time   `json:"last_error_at"`
-	TotalAdopted     int64        `json:"total_adopted"`
-	History          []CompactRun `json:"history"` // newest first
+	Due              bool       `json:"due"`
+	DueReason        string     `json:"due_reason"`
+	LastCompaction   *time.Time `json:"last_compaction"`
+	TotalCompactions int64      `json:"total_compactions"`
+	// LastError: the newest failed compaction's error, null once a
+	// compaction commits after it (Runs has every kind's).
+	LastError    *string    `json:"last_error"`
+	LastErrorAt  *time.Time `json:"last_error_at"`
+	TotalAdopted int64      `json:"total_adopted"`
+	// Runs: the newest recorded run of each kind (compaction, merge,
+	// adoption, export, gc) that the history holds, by kind.
+	Runs    map[string]KindRun `json:"runs"`
+	History []CompactRun       `json:"history"` // newest first
 	// SkippedRecords: history records that do not decode, each named with
 	// why.
 	SkippedRecords []string `json:"skipped_records,omitempty"`
 }
 
-// CompactRun is one recorded run of a compactor.
+// KindRun is the newest recorded run of one kind: when it started, how
+// long it took, when one last succeeded, and its error (absent once a run
+// of that kind succeeds after it).
+type KindRun struct {
+	LastRun     time.Time `json:"last_run"`
+	DurationS   float64   `json:"duration_s"`
+	LastSuccess time.Time `json:"last_success,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// CompactRun is one recorded run of a compactor: a compaction, a fleet
+// merge, an adoption sweep, an Iceberg export or a garbage collection
+// (Kind).
 type CompactRun struct {
+	Kind            string    `json:"kind"`
 	Started         time.Time `json:"started"`
 	DurationS       float64   `json:"duration_s"`
 	Version         uint64    `json:"version,omitempty"` // absent: nothing committed
@@ -249,6 +268,8 @@ type CompactRun struct {
 	BytesRewritten  int64     `json:"bytes_rewritten"`
 	Error           string    `json:"error,omitempty"`
 	Adopted         []string  `json:"adopted,omitempty"` // abandoned shards the run adopted
+	ObjectsDeleted  int       `json:"objects_deleted,omitempty"`
+	Generations     int       `json:"generations,omitempty"` // a fleet merge's
 	// Running totals as of this run.
 	LastCompaction   time.Time `json:"last_compaction,omitzero"`
 	TotalCompactions int64     `json:"total_compactions"`

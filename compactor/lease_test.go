@@ -68,7 +68,7 @@ func TestALeaseFromAClockFarAheadEndsByTheStoresClock(t *testing.T) {
 	}
 }
 
-func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
+func TestHistoryCarriesTotalsAndTheLastErrorUntilACompactionCommits(t *testing.T) {
 	b, err := blob.Open(ctx, "mem://")
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +90,16 @@ func TestHistoryCarriesTotalsAndTheLastError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.TotalCompactions != 2 || st.TotalAdopted != 2 || !st.LastCompaction.Equal(t0.Add(2*time.Hour)) || st.LastError != "boom" || !st.LastErrorAt.Equal(t0.Add(time.Hour)) {
+	// The compaction that committed after the failed one cleared its
+	// error; the history keeps it.
+	if st.TotalCompactions != 2 || st.TotalAdopted != 2 || !st.LastCompaction.Equal(t0.Add(2*time.Hour)) || st.LastError != "" || !st.LastErrorAt.IsZero() {
 		t.Fatalf("status %+v", st)
+	}
+	if c := st.Kinds[compactor.KindCompaction]; c.LastError != "" || !c.LastSuccess.Equal(t0.Add(3*time.Hour)) || st.Kinds[compactor.KindAdoption].LastRun != t0.Add(90*time.Minute) {
+		t.Fatalf("kinds %+v", st.Kinds)
+	}
+	if r := st.History[2]; r.LastError != "boom" || !r.LastErrorAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("the adoption's record after the failure: %+v", r)
 	}
 	if len(st.History) != 3 || !st.History[0].Started.Equal(t0.Add(3*time.Hour)) || len(st.History[2].Adopted) != 2 {
 		t.Fatalf("history (newest first, pruned to 3): %+v", st.History)

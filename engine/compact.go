@@ -129,7 +129,7 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 		info.Skipped = "nothing to compact"
 		return info, nil
 	}
-	info.Run = compactor.Run{Started: now, DurationS: info.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
+	info.Run = compactor.Run{Kind: compactor.KindCompaction, Started: now, DurationS: info.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
 		FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
 	if err != nil {
 		// A failed run commits nothing to the table: its error is
@@ -138,12 +138,4 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 	}
 	db.record(ctx, info.Run, "the compaction")
 	return info, err
-}
-
-// record adds run to the table's history; a failure to is logged (the
-// history is what operators read, not what the table's rows rest on).
-func (db *DB) record(ctx context.Context, run compactor.Run, what string) {
-	if err := compactor.Record(context.WithoutCancel(ctx), db.b, run, db.opts.History); err != nil {
-		db.opts.Log.Warn("recording "+what+" failed", "table", db.opts.Name, "error", err.Error())
-	}
 }

@@ -42,6 +42,7 @@ type DB struct {
 		// bucketClosed: Close ran.
 		bucketClosed bool
 		pass         remembered // what maintenance passes remember
+		failing      failingKinds
 	}
 }
 

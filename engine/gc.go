@@ -21,32 +21,39 @@ type GCOptions struct {
 }
 
 // GC collects the table's garbage (compactor.GC). A failure is recorded
-// in the table's history (its last_error), where operators look.
+// in the table's history as a gc run with its duration and error, where
+// operators look, and so is a collection that deleted something or that
+// succeeds after a failure (clearing it).
 func (db *DB) GC(ctx context.Context, o GCOptions) (compactor.GCResult, error) {
 	p := db.opts.GC
 	if o.Policy != nil {
 		p = *o.Policy
 	}
 	p.DryRun = p.DryRun || o.DryRun
-	start := time.Now()
-	now := o.Now
+	start, started := time.Now(), db.opts.Now()
+	res, err := db.collect(ctx, &p, o.Now)
+	d := time.Since(start)
+	db.opts.Listener.GCEnd(GCInfo{Table: db.opts.Name, Result: res, DryRun: p.DryRun, Duration: d, Err: err})
+	if !p.DryRun {
+		run := compactor.Run{Kind: compactor.KindGC, Started: started, ObjectsDeleted: len(res.ObjectsDeleted) + len(res.VersionsDeleted)}
+		db.recordOutcome(ctx, run, d, err, run.ObjectsDeleted > 0)
+	}
+	return res, err
+}
+
+// collect is the collection proper, by the clock now (the store's when
+// zero, the DB's for a dry run).
+func (db *DB) collect(ctx context.Context, p *compactor.GCPolicy, now time.Time) (compactor.GCResult, error) {
 	if now.IsZero() {
 		now = db.opts.Now()
 		if !p.DryRun {
 			var err error
 			if now, err = compactor.StoreClock(ctx, db.b, now); err != nil {
-				err = fmt.Errorf("reading the store's clock: %w", err)
-				db.opts.Listener.GCEnd(GCInfo{Table: db.opts.Name, DryRun: p.DryRun, Duration: time.Since(start), Err: err})
-				return compactor.GCResult{}, err
+				return compactor.GCResult{}, fmt.Errorf("reading the store's clock: %w", err)
 			}
 		}
 	}
-	res, err := compactor.GC(ctx, db.b, &p, now)
-	db.opts.Listener.GCEnd(GCInfo{Table: db.opts.Name, Result: res, DryRun: p.DryRun, Duration: time.Since(start), Err: err})
-	if err != nil && !p.DryRun {
-		db.record(ctx, compactor.Run{Started: db.opts.Now(), Error: "gc: " + err.Error()}, "the collection's failure")
-	}
-	return res, err
+	return compactor.GC(ctx, db.b, p, now)
 }
 
 // AdoptAbandoned adopts the table's shards whose owners have written
@@ -56,8 +63,18 @@ func (db *DB) GC(ctx context.Context, o GCOptions) (compactor.GCResult, error) {
 // each and recording them in the history. It returns the shards adopted;
 // one that cannot be adopted holds up neither the others nor the caller
 // (its error is joined in the error).
+//
+// The sweep is recorded in the history as an adoption run, with its
+// duration and error, when it adopted a shard or failed (or, finding
+// nothing, when it clears an adoption failure recorded before).
 func (db *DB) AdoptAbandoned(ctx context.Context, after time.Duration, storeNow time.Time) ([]string, error) {
-	now := db.opts.Now()
+	start, now := time.Now(), db.opts.Now()
+	adopted, err := db.adoptAbandoned(ctx, after, storeNow, now)
+	db.recordOutcome(ctx, compactor.Run{Kind: compactor.KindAdoption, Started: now, Adopted: adopted}, time.Since(start), err, len(adopted) > 0)
+	return adopted, err
+}
+
+func (db *DB) adoptAbandoned(ctx context.Context, after time.Duration, storeNow, now time.Time) ([]string, error) {
 	if storeNow.IsZero() {
 		var err error
 		if storeNow, err = compactor.StoreClock(ctx, db.b, now); err != nil {
@@ -81,16 +98,5 @@ func (db *DB) AdoptAbandoned(ctx context.Context, after time.Duration, storeNow 
 		}
 		adopted = append(adopted, a.Shard)
 	}
-	err = joinErrs(errs)
-	if len(adopted) > 0 || err != nil {
-		// Records sort by start time, and a pass's compaction records one
-		// at its start after this: this one goes just before it, so that
-		// the compaction's is the newest and carries both forward.
-		run := compactor.Run{Started: now.Add(-time.Nanosecond), Adopted: adopted}
-		if err != nil {
-			run.Error = "adopt: " + err.Error()
-		}
-		db.record(ctx, run, "the adoptions")
-	}
-	return adopted, err
+	return adopted, joinErrs(errs)
 }

@@ -264,12 +264,16 @@ type IcebergOutcome struct {
 
 // exportIceberg brings the table's Iceberg view at loc up to date,
 // describing the versions the collection keeps (the same policy), so that
-// the collection right after it may take the versions that aged out.
+// the collection right after it may take the versions that aged out. A
+// failed export is recorded in the table's history as an export run, and
+// so is the next one that succeeds (clearing it).
 func (db *DB) exportIceberg(ctx context.Context, export IcebergExport, loc string, now time.Time) (string, error) {
 	if export == nil {
 		return "", errors.New("iceberg export: MaintainOptions.IcebergLocation is set without an IcebergExport")
 	}
+	start, started := time.Now(), db.opts.Now()
 	res, err := export(ctx, db.b, loc, *db.opts.GC.EnsureDefaults(), now)
+	db.recordOutcome(ctx, compactor.Run{Kind: compactor.KindExport, Started: started, Version: res.Current}, time.Since(start), err, false)
 	if err != nil {
 		db.opts.Log.Error("iceberg export failed", "table", db.opts.Name, "error", err.Error())
 		return "", fmt.Errorf("iceberg export: %w", err)

@@ -20,7 +20,7 @@ func (db *DB) Merge(ctx context.Context) (walshard.FleetResult, error) {
 		return walshard.FleetResult{}, ErrMergeRunning
 	}
 	defer db.merging.Store(false)
-	start := time.Now()
+	start, started := time.Now(), db.opts.Now()
 	fo := db.opts.Fleet
 	if fo.Memory == nil {
 		fo.Memory = &db.fleet
@@ -34,6 +34,10 @@ func (db *DB) Merge(ctx context.Context) (walshard.FleetResult, error) {
 	}
 	if ctx.Err() == nil && (err != nil || res.Version != 0) {
 		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Fleet: true, Result: res, Duration: time.Since(start), Err: err})
+	}
+	if ctx.Err() == nil {
+		db.recordOutcome(ctx, compactor.Run{Kind: compactor.KindMerge, Started: started, Version: res.Version, Generations: res.Generations},
+			time.Since(start), err, false)
 	}
 	return res, err
 }

@@ -95,7 +95,7 @@ func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableSt
 	}
 	now := time.Now()
 	out := api.CompactStats{Fragments: len(m.Fragments), Running: t.db.Compacting(), TotalCompactions: st.TotalCompactions,
-		TotalAdopted: st.TotalAdopted, History: apiRuns(st.History), SkippedRecords: st.Skipped}
+		TotalAdopted: st.TotalAdopted, Runs: apiKindRuns(st.Kinds), History: apiRuns(st.History), SkippedRecords: st.Skipped}
 	lease, held, err := compactor.CurrentLease(r.Context(), t.b, now)
 	if err != nil {
 		return err

@@ -100,6 +100,8 @@ var (
 	descCommits       = prometheus.NewDesc("strata_commits_total", "Merge commits of this server's shard.", []string{"table", "shard"}, nil)
 	descConflicts     = prometheus.NewDesc("strata_commit_conflicts_total", "Times those commits caught up with other commits first.", []string{"table", "shard"}, nil)
 	descAdopted       = prometheus.NewDesc("strata_shards_adopted_total", "Abandoned shards the compactor Job adopted, from the table's run history (read at most once a minute).", []string{"table"}, nil)
+	descRunFailed     = prometheus.NewDesc("strata_job_run_failed", "1 when the newest recorded run of the kind (compaction, merge, adoption, export, gc) failed, 0 once one succeeds, from the table's run history (read at most once a minute).", []string{"table", "kind"}, nil)
+	descRunSeconds    = prometheus.NewDesc("strata_job_run_duration_seconds", "Duration of the newest recorded run of the kind, from the table's run history (read at most once a minute).", []string{"table", "kind"}, nil)
 	descConsumerLag   = prometheus.NewDesc("strata_consumer_lag_versions", "Versions past a named consumer's position (read at most once a minute).", []string{"table", "consumer"}, nil)
 	descConsumerAge   = prometheus.NewDesc("strata_consumer_position_age_seconds", "Time since a named consumer last recorded its position (read at most once a minute).", []string{"table", "consumer"}, nil)
 )
@@ -113,7 +115,7 @@ type consumerLag struct {
 }
 
 func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStoreRequests, descWALLag, descPending, descCommits, descConflicts, descAdopted, descConsumerLag, descConsumerAge} {
+	for _, d := range []*prometheus.Desc{descStoreRequests, descWALLag, descPending, descCommits, descConflicts, descAdopted, descRunFailed, descRunSeconds, descConsumerLag, descConsumerAge} {
 		ch <- d
 	}
 }
@@ -142,9 +144,17 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(ss.Merges), t.name, ss.Shard)
 			ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(ss.MergeRebases), t.name, ss.Shard)
 		}
-		n, consumers, ok := t.jobState()
+		n, kinds, consumers, ok := t.jobState()
 		if ok {
 			ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.CounterValue, float64(n), t.name)
+		}
+		for k, ks := range kinds {
+			failed := 0.0
+			if ks.LastError != "" {
+				failed = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descRunFailed, prometheus.GaugeValue, failed, t.name, k)
+			ch <- prometheus.MustNewConstMetric(descRunSeconds, prometheus.GaugeValue, ks.DurationS, t.name, k)
 		}
 		for _, c := range consumers {
 			ch <- prometheus.MustNewConstMetric(descConsumerLag, prometheus.GaugeValue, float64(c.lag), t.name, c.name)
@@ -158,14 +168,14 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 // consumers' lag as last read; when that read is older than a minute, the
 // table's handle reads them again in the background: a scrape makes no
 // request to the store, and shows the new figures at the next scrape.
-func (t *tableState) jobState() (int64, []consumerLag, bool) {
+func (t *tableState) jobState() (int64, map[string]compactor.KindStatus, []consumerLag, bool) {
 	t.job.Lock()
 	defer t.job.Unlock()
 	if !t.job.reading && time.Since(t.job.readAt) >= time.Minute {
 		t.job.reading = true
 		t.db.Go("reading the compactor's history and the consumers", t.readJob)
 	}
-	return t.job.adopted, t.job.consumers, t.job.ok
+	return t.job.adopted, t.job.kinds, t.job.consumers, t.job.ok
 }
 
 // readJob reads the Job's count of adopted shards from the table's run
@@ -181,7 +191,7 @@ func (t *tableState) readJob(ctx context.Context) error {
 	st, jobErr := compactor.ReadStatus(ctx, t.b, 1)
 	if jobErr == nil {
 		t.job.Lock()
-		t.job.adopted, t.job.ok = st.TotalAdopted, true
+		t.job.adopted, t.job.kinds, t.job.ok = st.TotalAdopted, st.Kinds, true
 		t.job.Unlock()
 	}
 	lags, err := readLags(ctx, t.b)

@@ -116,8 +116,9 @@ type tableState struct {
 		sync.Mutex
 		adopted   int64
 		ok        bool
-		consumers []consumerLag // the named consumers, as last read
-		readAt    time.Time     // the last read ended
+		kinds     map[string]compactor.KindStatus // each kind's newest recorded run
+		consumers []consumerLag                   // the named consumers, as last read
+		readAt    time.Time                       // the last read ended
 		reading   bool
 	}
 }

@@ -53,10 +53,18 @@ func apiTables(ts []table.Listed) []api.ListedTable {
 func apiRuns(runs []compactor.Run) []api.CompactRun {
 	out := make([]api.CompactRun, len(runs))
 	for i, r := range runs {
-		out[i] = api.CompactRun{Started: r.Started, DurationS: r.DurationS, Version: r.Version, FragmentsBefore: r.FragmentsBefore,
+		out[i] = api.CompactRun{Kind: compactor.KindOf(r), ObjectsDeleted: r.ObjectsDeleted, Generations: r.Generations, Started: r.Started, DurationS: r.DurationS, Version: r.Version, FragmentsBefore: r.FragmentsBefore,
 			FragmentsAfter: r.FragmentsAfter, Rows: r.Rows, BytesRewritten: r.BytesRewritten, Error: r.Error, Adopted: r.Adopted,
 			LastCompaction: r.LastCompaction, TotalCompactions: r.TotalCompactions, LastError: r.LastError, LastErrorAt: r.LastErrorAt,
 			TotalAdopted: r.TotalAdopted}
+	}
+	return out
+}
+
+func apiKindRuns(kinds map[string]compactor.KindStatus) map[string]api.KindRun {
+	out := make(map[string]api.KindRun, len(kinds))
+	for k, ks := range kinds {
+		out[k] = api.KindRun{LastRun: ks.LastRun, DurationS: ks.DurationS, LastSuccess: ks.LastSuccess, LastError: ks.LastError, LastErrorAt: ks.LastErrorAt}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -118,9 +119,7 @@ position and lag (strata follow --consumer).`,
 				last = cs.LastCompaction.UTC().Format(time.RFC3339)
 			}
 			fmt.Fprintf(tw, "compactions\t%d, last %s\n", cs.TotalCompactions, last)
-			if cs.LastError != "" {
-				fmt.Fprintf(tw, "last compaction error\t%s (%s)\n", cs.LastError, cs.LastErrorAt.UTC().Format(time.RFC3339))
-			}
+			writeKinds(tw, cs)
 			for _, c := range st.Consumers {
 				fmt.Fprintf(tw, "consumer %s	through v%d (lag %d versions), updated %s\n", c.Name, c.Version, c.Lag, c.Updated.UTC().Format(time.RFC3339))
 			}
@@ -133,15 +132,57 @@ position and lag (strata follow --consumer).`,
 				}
 			}
 			for _, r := range cs.History {
-				if len(r.Adopted) > 0 {
-					fmt.Fprintf(tw, "  run %s\tadopted abandoned shards %s\n", r.Started.UTC().Format(time.RFC3339), strings.Join(r.Adopted, ", "))
-					continue
-				}
-				fmt.Fprintf(tw, "  run %s\tv%d, fragments %d -> %d, %d rows, %.2fs %s\n", r.Started.UTC().Format(time.RFC3339), r.Version, r.FragmentsBefore, r.FragmentsAfter, r.Rows, r.DurationS, r.Error)
+				fmt.Fprintf(tw, "  run %s\t%s\n", r.Started.UTC().Format(time.RFC3339), runLine(r))
 			}
 			return tw.Flush()
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// writeKinds writes a line for each kind of run the history holds: its
+// newest run, how long it took, and its error unless a run of that kind
+// succeeded since.
+func writeKinds(tw io.Writer, cs compactor.Status) {
+	if len(cs.Kinds) == 0 && cs.LastError != "" {
+		// A history written before runs had kinds.
+		fmt.Fprintf(tw, "last error\t%s (%s)\n", cs.LastError, cs.LastErrorAt.UTC().Format(time.RFC3339))
+	}
+	for _, k := range compactor.Kinds {
+		ks, ok := cs.Kinds[k]
+		if !ok {
+			continue
+		}
+		outcome := "ok"
+		if ks.LastError != "" {
+			outcome = "failed: " + ks.LastError
+		}
+		fmt.Fprintf(tw, "last %s\t%s, %.2fs, %s\n", k, ks.LastRun.UTC().Format(time.RFC3339), ks.DurationS, outcome)
+	}
+}
+
+// runLine is what a recorded run did, by its kind.
+func runLine(r compactor.Run) string {
+	var what string
+	switch kind := compactor.KindOf(r); kind {
+	case compactor.KindAdoption:
+		what = "adoption: adopted abandoned shards " + strings.Join(r.Adopted, ", ")
+		if len(r.Adopted) == 0 {
+			what = "adoption: adopted none"
+		}
+	case compactor.KindGC:
+		what = fmt.Sprintf("gc: %d objects deleted", r.ObjectsDeleted)
+	case compactor.KindMerge:
+		what = fmt.Sprintf("merge: v%d, %d generations", r.Version, r.Generations)
+	case compactor.KindExport:
+		what = fmt.Sprintf("export: v%d", r.Version)
+	default:
+		what = fmt.Sprintf("%s: v%d, fragments %d -> %d, %d rows", kind, r.Version, r.FragmentsBefore, r.FragmentsAfter, r.Rows)
+	}
+	what += fmt.Sprintf(", %.2fs", r.DurationS)
+	if r.Error != "" {
+		what += ", failed: " + r.Error
+	}
+	return what
 }
