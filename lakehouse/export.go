@@ -54,6 +54,36 @@ func Export(ctx context.Context, b blob.Bucket, opts *Options, now time.Time) (R
 	}
 }
 
+// ErrLocationMismatch: the view names its files under another location
+// than the export's (LocationError says which).
+var ErrLocationMismatch = errors.New("lakehouse: the view was written for another location")
+
+// LocationError is an export at a location other than the one the
+// existing view names every file under: readers resolve the view's files
+// at View, so an export at Export would leave them where readers do not
+// look (or, with nothing new, say the view is up to date while every file
+// it names is out of reach).
+type LocationError struct {
+	View, Export string
+}
+
+func (e *LocationError) Error() string {
+	return fmt.Sprintf("lakehouse: the Iceberg view names its files under %s, not under %s, the location of this export: "+
+		"export with the view's location (--location %s), or, if %s is where readers find the table, delete %s and export again to write the view afresh there",
+		e.View, e.Export, e.View, e.Export, table.IcebergDir)
+}
+
+func (e *LocationError) Unwrap() error { return ErrLocationMismatch }
+
+// checkLocation refuses an export at loc over a view written for another
+// location, whether or not there is anything new to export.
+func checkLocation(cur view, loc string) error {
+	if cur.meta == nil || cur.meta.Location() == loc {
+		return nil
+	}
+	return &LocationError{View: cur.meta.Location(), Export: loc}
+}
+
 // chooseVersions returns the versions to describe, ascending: those
 // garbage collection keeps (see compactor.PlanGC) up to target.
 func chooseVersions(listed []table.VersionInfo, tags []table.Tag, boundary, target uint64, o *Options, now time.Time) []uint64 {
@@ -88,6 +118,9 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 		return res, false, err
 	}
 	cur := st.cur
+	if err := checkLocation(cur, o.Location); err != nil {
+		return res, false, err
+	}
 	if len(p.add) == 0 && len(p.drop) == 0 && cur.meta != nil && sameRefs(cur.meta, p.refs, p.newest) {
 		if cur.hint != cur.n { // an export that died between its metadata and the hint
 			if err := writeHint(ctx, b, cur.n); err != nil {

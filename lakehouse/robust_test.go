@@ -504,6 +504,7 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(list)), data[:len(data)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
+	loc, _ = layout.LocationOf(dir)
 	_, err = lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
 	_, rerr := layout.ReadRefs(ctx, b)
 	for _, err := range []error{err, rerr} {
