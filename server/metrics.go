@@ -135,30 +135,30 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		}{{"get", st.Gets}, {"range_get", st.RangeGets}, {"put", st.Puts}, {"conditional_put_won", st.CondPutsWon},
 			{"conditional_put_lost", st.CondPutsLost}, {"conditional_put_error", st.CondPutsErr}, {"list", st.Lists},
 			{"delete", st.Deletes}, {"head", st.Heads}} {
-			ch <- prometheus.MustNewConstMetric(descStoreRequests, prometheus.CounterValue, float64(kv.n), t.name, kv.kind)
+			ch <- prometheus.MustNewConstMetric(descStoreRequests, prometheus.CounterValue, float64(kv.n), t.label, kv.kind)
 		}
 		if sh := t.db.OpenShard(); sh != nil {
 			ss := sh.Stats()
-			ch <- prometheus.MustNewConstMetric(descWALLag, prometheus.GaugeValue, float64(ss.WALLag), t.name, ss.Shard)
-			ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ss.PendingGenerations), t.name, ss.Shard)
-			ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(ss.Merges), t.name, ss.Shard)
-			ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(ss.MergeRebases), t.name, ss.Shard)
+			ch <- prometheus.MustNewConstMetric(descWALLag, prometheus.GaugeValue, float64(ss.WALLag), t.label, ss.Shard)
+			ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ss.PendingGenerations), t.label, ss.Shard)
+			ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(ss.Merges), t.label, ss.Shard)
+			ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(ss.MergeRebases), t.label, ss.Shard)
 		}
 		n, kinds, consumers, ok := t.jobState()
 		if ok {
-			ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.CounterValue, float64(n), t.name)
+			ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.CounterValue, float64(n), t.label)
 		}
 		for k, ks := range kinds {
 			failed := 0.0
 			if ks.LastError != "" {
 				failed = 1
 			}
-			ch <- prometheus.MustNewConstMetric(descRunFailed, prometheus.GaugeValue, failed, t.name, k)
-			ch <- prometheus.MustNewConstMetric(descRunSeconds, prometheus.GaugeValue, ks.DurationS, t.name, k)
+			ch <- prometheus.MustNewConstMetric(descRunFailed, prometheus.GaugeValue, failed, t.label, k)
+			ch <- prometheus.MustNewConstMetric(descRunSeconds, prometheus.GaugeValue, ks.DurationS, t.label, k)
 		}
 		for _, c := range consumers {
-			ch <- prometheus.MustNewConstMetric(descConsumerLag, prometheus.GaugeValue, float64(c.lag), t.name, c.name)
-			ch <- prometheus.MustNewConstMetric(descConsumerAge, prometheus.GaugeValue, time.Since(c.updated).Seconds(), t.name, c.name)
+			ch <- prometheus.MustNewConstMetric(descConsumerLag, prometheus.GaugeValue, float64(c.lag), t.label, c.name)
+			ch <- prometheus.MustNewConstMetric(descConsumerAge, prometheus.GaugeValue, time.Since(c.updated).Seconds(), t.label, c.name)
 		}
 	}
 }

@@ -37,7 +37,9 @@ func hasTable(fam *dto.MetricFamily, name string) bool {
 	}
 	for _, m := range fam.Metric {
 		for _, l := range m.Label {
-			if l.GetName() == "table" && l.GetValue() == name {
+			// The label is the table's path under the bucket: under a
+			// folder, the folder's path and the table's name.
+			if v := l.GetValue(); l.GetName() == "table" && (v == name || strings.HasSuffix(v, "/"+name)) {
 				return true
 			}
 		}

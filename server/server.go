@@ -37,6 +37,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -103,7 +104,10 @@ type Server struct {
 
 type tableState struct {
 	name string
-	b    blob.Bucket
+	// label: the table's metrics label, its path under the bucket
+	// (telemetry.TableLabel), as the Job's series name it.
+	label string
+	b     blob.Bucket
 	// db owns the table's life in this server: its shard (opened on the
 	// first append, flush or merge, and again once a newer owner fenced
 	// it), its background work (compaction, flush, merge; dropping the
@@ -353,7 +357,7 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 		b.Close()
 		return t, nil
 	}
-	t = &tableState{name: name, b: b}
+	t = &tableState{name: name, label: telemetry.TableLabel(joinURL(s.opts.Bucket, name)), b: b}
 	s.metrics.observeStore(b)
 	db, err := engine.OpenNew(b, s.engineOptions(name))
 	if err != nil {

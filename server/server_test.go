@@ -655,9 +655,10 @@ func TestAdoptionsShowInStatsAndMetrics(t *testing.T) {
 	// background shows at a later scrape.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		code, body = raw(t, f, "GET", "/metrics", "", "", "")
-		if code == 200 && strings.Contains(body, `strata_shards_adopted_total{table="t"} 2`) &&
-			strings.Contains(body, `strata_consumer_lag_versions{consumer="trainer",table="t"} 2`) &&
-			strings.Contains(body, `strata_consumer_position_age_seconds{consumer="trainer",table="t"}`) {
+		// The table's label: its path under the bucket (here a folder's).
+		if code == 200 && regexp.MustCompile(`strata_shards_adopted_total\{table="(?:[^"]*/)?t"\} 2`).MatchString(body) &&
+			regexp.MustCompile(`strata_consumer_lag_versions\{consumer="trainer",table="(?:[^"]*/)?t"\} 2`).MatchString(body) &&
+			regexp.MustCompile(`strata_consumer_position_age_seconds\{consumer="trainer",table="(?:[^"]*/)?t"\}`).MatchString(body) {
 			break
 		}
 		if time.Now().After(deadline) {

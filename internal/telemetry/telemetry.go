@@ -5,6 +5,8 @@
 package telemetry
 
 import (
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,4 +46,25 @@ func ObserveStore(b blob.Bucket, h *prometheus.HistogramVec) {
 	blob.Observe(b, func(op, outcome string, d time.Duration) {
 		h.WithLabelValues(op, outcome).Observe(d.Seconds())
 	})
+}
+
+// TableLabel is the `table` label of a table's series, the same in every
+// process that serves it: its path under the bucket (or, for a local
+// folder, under the root), without scheme, bucket, or query
+// ("s3://lake/runs/eval?endpoint=…" is "runs/eval"; the server's table
+// "eval" under "s3://lake/runs" too), so that the server's series and the
+// Job's join. A URL with no path is labelled by its host (a bucket's
+// root), one that does not parse by itself.
+func TableLabel(tableURL string) string {
+	u, err := url.Parse(tableURL)
+	if err != nil {
+		return tableURL
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		return p
+	}
+	if u.Host != "" {
+		return u.Host
+	}
+	return tableURL
 }

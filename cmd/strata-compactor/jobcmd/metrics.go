@@ -74,6 +74,9 @@ func (m *jobMetrics) wire(o *job.Options) {
 		m.passes.Inc()
 		m.passSeconds.Observe(d.Seconds())
 		for _, out := range sum.Outcomes {
+			// The table's path under the bucket, as the server's series
+			// name it (never the URL, whose query holds the endpoint).
+			out.Table = telemetry.TableLabel(out.Table)
 			outcome := "skipped"
 			switch {
 			case out.Err != nil:
@@ -102,8 +105,9 @@ func (m *jobMetrics) wire(o *job.Options) {
 		if i.Err != nil {
 			outcome = "failed"
 		}
-		m.fleetMerges.WithLabelValues(i.Table, outcome).Inc()
-		m.fleetGens.WithLabelValues(i.Table).Add(float64(i.Result.Generations))
+		table := telemetry.TableLabel(i.Table)
+		m.fleetMerges.WithLabelValues(table, outcome).Inc()
+		m.fleetGens.WithLabelValues(table).Add(float64(i.Result.Generations))
 	}})
 }
 
