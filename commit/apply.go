@@ -118,7 +118,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 				}
 				next.Shards[sm.Shard] = merged(mark, sm)
 			}
-			break
+			return next, recordNamed(cur, next, txn)
 		}
 		if mark, ok := cur.Shards[txn.Shard]; ok && mark.Epoch > txn.Epoch {
 			return nil, &ConflictError{Ours: *txn, Version: cur.Version,
@@ -133,6 +133,9 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			next.Shards = map[string]table.ShardMark{}
 		}
 		next.Shards[txn.Shard] = merged(cur.Shards[txn.Shard], table.ShardMerge{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: txn.Seq, WAL: txn.WAL})
+		if err := recordNamed(cur, next, txn); err != nil {
+			return nil, err
+		}
 	case table.KindDelete:
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
@@ -142,6 +145,11 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			return nil, err
 		}
 		next.Fragments = append(next.Fragments, txn.Added...)
+		if k := txn.Idempotency; k != nil {
+			// A named upsert sent again finds its name, and replaces
+			// nothing a later upsert wrote.
+			next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
+		}
 	case table.KindRewrite:
 		for _, id := range txn.Removed {
 			if next.Fragment(id) == nil {
@@ -188,6 +196,22 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}
 	return next, nil
+}
+
+// recordNamed records in next the named appends a merge installs, and
+// checks the ones it drops: a name installed meanwhile by another shard's
+// merge or a direct append (or forgot by a take-back) makes the merge a
+// retryable conflict, planned again on the newer version.
+func recordNamed(cur, next *table.Manifest, txn *table.Transaction) error {
+	if len(txn.Named) == 0 {
+		return nil
+	}
+	p, err := cur.Producers.RecordNamed(txn.Named, next.Version)
+	if err != nil {
+		return &ConflictError{Ours: *txn, Version: cur.Version, Retryable: true, Reason: err.Error()}
+	}
+	next.Producers = p
+	return nil
 }
 
 // applyDeletions gives fragments of next their new deletion vectors.
@@ -265,5 +289,8 @@ func trimFleetMerge(cur *table.Manifest, rec *table.Transaction) {
 	rec.Merges = slices.DeleteFunc(slices.Clone(rec.Merges), func(sm table.ShardMerge) bool {
 		_, kept := keep[sm.Shard]
 		return !kept
+	})
+	rec.Named = slices.DeleteFunc(slices.Clone(rec.Named), func(n table.NamedRows) bool {
+		return !slices.ContainsFunc(rec.Added, func(f table.Fragment) bool { return f.Key == n.Fragment })
 	})
 }

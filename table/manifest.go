@@ -238,6 +238,10 @@ type Transaction struct {
 	// may send again: applied, it is recorded in the state's producers, and
 	// a transaction whose name the state already records is not applied.
 	Idempotency *AppendKey `json:"idempotency,omitempty"`
+	// Named are the idempotent appends whose rows a merge installs (see
+	// NamedRows): applied, those not dropped are recorded in the state's
+	// producers, as a direct append's name is.
+	Named []NamedRows `json:"named,omitempty"`
 
 	// Set when the transaction is applied: the version it made, and a
 	// fingerprint of the resulting state, so that replaying the recorded

@@ -1,0 +1,64 @@
+package table
+
+import "fmt"
+
+// NamedRows are the rows of one idempotent append that a merge installs:
+// the append's name, the added fragment (by object key) that holds them,
+// and where (Offset, Rows). A shard records the names of its appends
+// alone, so the same append sent again to another shard (a retry that
+// reached another server) is stored by both: a merge, where the shards
+// meet, installs a name once per table. Dropped marks the rows the merger
+// found installed already (by another shard's merge, or a direct append)
+// and deleted, in the fragment's deletion vector, before the commit.
+type NamedRows struct {
+	AppendKey
+	Fragment string `json:"fragment"`
+	Offset   int64  `json:"offset"`
+	Rows     int64  `json:"rows"`
+	Dropped  bool   `json:"dropped,omitempty"`
+}
+
+// Installed tells whether p records that the append k names was stored:
+// a name kept with the same digest. A name p cannot tell of (a sequence
+// number below the window, another digest under the name) is not: its
+// rows were acknowledged as new, and are installed.
+func (p Producers) Installed(k AppendKey) bool {
+	_, found, err := p.Lookup(k)
+	return found && err == nil
+}
+
+// DropNamed marks, in order, the named rows whose name p (the table's
+// record) or an earlier one of named records: those a merge must not
+// install again.
+func (p Producers) DropNamed(named []NamedRows) []NamedRows {
+	out := make([]NamedRows, len(named))
+	for i, n := range named {
+		n.Dropped = p.Installed(n.AppendKey)
+		if !n.Dropped {
+			p = p.Record(n.AppendKey, 0, n.Rows)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// ErrNamedMoved: a merge planned to drop or keep a named append's rows,
+// and the version it is applied to tells otherwise (another merge, or a
+// direct append, installed the name meanwhile; or a take-back forgot it).
+// The merge plans again.
+var ErrNamedMoved = fmt.Errorf("table: a named append's install changed since the merge was planned")
+
+// RecordNamed returns p with the named rows a merge keeps recorded at
+// version at, checking that each is dropped exactly when p (or an earlier
+// one of named) records its name; p itself is not changed.
+func (p Producers) RecordNamed(named []NamedRows, at uint64) (Producers, error) {
+	for _, n := range named {
+		if p.Installed(n.AppendKey) != n.Dropped {
+			return nil, fmt.Errorf("%w: producer %s sequence %d (dropped: %v)", ErrNamedMoved, n.Producer, n.Seq, n.Dropped)
+		}
+		if !n.Dropped {
+			p = p.Record(n.AppendKey, at, n.Rows)
+		}
+	}
+	return p, nil
+}
