@@ -456,13 +456,15 @@ func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
 	}
 	s.mu.Unlock()
 	a.e = &entry{kind: kindData, epoch: s.epoch, position: a.pos, id: table.NewID(), keys: reqs[0].keys}
-	var size int64 // the rows' memory
+	var size, rows int64 // the rows' memory, and count
 	for _, r := range reqs {
 		a.e.batches = append(a.e.batches, r.recs...)
 		size += r.bytes()
 		if r.key != nil {
-			a.e.appends = append(a.e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows})
+			at := rows
+			a.e.appends = append(a.e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows, Offset: &at})
 		}
+		rows += r.rows
 	}
 	// Only an entry whose rows take ReuseBytes in memory may be large
 	// enough to join the table as it is: a smaller one is written in the

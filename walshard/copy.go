@@ -328,6 +328,8 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 	txn := table.Transaction{Kind: table.KindMerge, Whole: true}
 	var batches []arrow.RecordBatch
 	var held []*table.HeldCopy
+	moved := map[string]placed{}
+	var copied int64 // rows of the flush objects before this one
 	for _, p := range parts {
 		top := p.gens[len(p.gens)-1].Gen
 		sm := table.ShardMerge{Shard: p.shard, Watermark: top, Epoch: p.epoch, From: base.Shards[p.shard].Watermark}
@@ -335,6 +337,10 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		txn.Merges = append(txn.Merges, sm)
 		for _, g := range p.gens {
 			for _, f := range g.fragments() {
+				if inFlush(f.Key) {
+					moved[f.Key] = placed{offset: copied}
+					copied += f.Rows
+				}
 				switch {
 				case inFlush(f.Key) && rows == nil:
 					if h := p.held[f.Key]; h != nil {
@@ -349,7 +355,7 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		}
 	}
 	if len(batches) == 0 && len(held) == 0 {
-		return txn, nil
+		return txn, markNamed(ctx, b, base, &txn, parts, nil)
 	}
 	p := parts[0]
 	var frag table.Fragment
@@ -363,7 +369,10 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 		return txn, fmt.Errorf("walshard: writing the merged rows of flush objects: %w", err)
 	}
 	txn.Added = append([]table.Fragment{frag}, txn.Added...)
-	return txn, nil
+	for k, pl := range moved {
+		moved[k] = placed{key: frag.Key, offset: pl.offset}
+	}
+	return txn, markNamed(ctx, b, base, &txn, parts, moved)
 }
 
 // copyKeyed returns the objects of a generation of upserts as the table

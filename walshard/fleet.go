@@ -455,6 +455,9 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 			txn.Added = append(txn.Added, gen.fragments()...)
 		}
 	}
+	if err := markNamed(ctx, b, base, &txn, parts, nil); err != nil {
+		return in, err
+	}
 	co.CatchUp = true
 	cres, err := commit.Commit(ctx, b, base, txn, &co)
 	if err != nil {

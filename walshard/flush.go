@@ -325,6 +325,9 @@ func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Gener
 		g.Keys = keys
 	}
 	key := s.l.flushKey(seq)
+	if len(g.Keys) == 0 {
+		g.Named = namedRows(entries, rest, key)
+	}
 	if len(parts) == 0 {
 		g.Key = key
 		return g, rest

@@ -57,6 +57,8 @@ type memEntry struct {
 	reuse *table.Fragment
 	// keys: the key columns (stored names) of an entry of upserts.
 	keys []string
+	// appends: the entry's named appends, with where their rows are.
+	appends []appendRecord
 }
 
 // add appends an entry (taking its batches' references).

@@ -390,7 +390,7 @@ func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*en
 // appends; reuse, when not nil, is the entry's object as a fragment, to
 // join the table as it is when flushed.
 func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *table.Fragment, appends []appendRecord, keys []string) {
-	me := memEntry{pos: pos, batches: batches, reuse: reuse, keys: keys}
+	me := memEntry{pos: pos, batches: batches, reuse: reuse, keys: keys, appends: appends}
 	for _, rec := range batches {
 		me.rows += rec.NumRows()
 		me.bytes += recordBytes(rec)

@@ -68,6 +68,11 @@ type Generation struct {
 	// names) by which its rows replace the table's when it is merged
 	// (commit.Table.MergeKeyed). It holds each key once.
 	Keys []string `json:"keys,omitempty"`
+	// Named are the idempotent appends whose rows the generation holds,
+	// each with its object (the flush object, or a part) and its rows
+	// there: a merge installs a name once per table (table.NamedRows).
+	// Not set on a generation of upserts.
+	Named []table.NamedRows `json:"named,omitempty"`
 }
 
 // stateFooterKey names the state in a flush object's Parquet footer.

@@ -78,6 +78,10 @@ type walMeta struct {
 type appendRecord struct {
 	table.AppendKey
 	Rows int64 `json:"rows"`
+	// Offset: the append's first row among the entry's (absent in
+	// entries of older builds, whose named rows a merge cannot tell
+	// apart: it installs them as they are).
+	Offset *int64 `json:"offset,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)

@@ -1,0 +1,96 @@
+package walshard
+
+import (
+	"context"
+	"slices"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// Names across shards. A shard knows the names of its own appends alone:
+// an append sent again to another shard (a retry that reached another
+// server) is stored by both. The merge is where shards meet: a generation
+// lists where its named rows are (Generation.Named), and a merge installs
+// a name's rows only when the table does not record the name yet (a direct
+// append's, or another shard's merged), deleting the others' copies in the
+// same commit (table.NamedRows; commit.Apply checks the choice against the
+// version it lands on, and a merge that finds it changed plans again).
+
+// namedRows lists where a generation holds its entries' named appends:
+// the rows of rest, in order, in the flush object flushKey; an entry
+// reused as a part, in its own object. An entry of an older build, whose
+// named rows have no offset, is left out: its rows are installed as they
+// are.
+func namedRows(entries, rest []memEntry, flushKey string) []table.NamedRows {
+	var out []table.NamedRows
+	var base int64 // the flush object's rows before the entry's
+	for _, me := range entries {
+		obj, from := flushKey, base
+		if me.reuse != nil && !slices.ContainsFunc(rest, func(r memEntry) bool { return r.pos == me.pos }) {
+			obj, from = me.reuse.Key, 0
+		} else {
+			base += me.rows
+		}
+		for _, a := range me.appends {
+			if a.Offset == nil {
+				continue
+			}
+			out = append(out, table.NamedRows{AppendKey: a.AppendKey, Fragment: obj, Offset: from + *a.Offset, Rows: a.Rows})
+		}
+	}
+	return out
+}
+
+// placed is where a flush object's rows went: copied into fragment key,
+// from row offset on.
+type placed struct {
+	key    string
+	offset int64
+}
+
+// markNamed lists in txn the named appends of the parts' generations as
+// its added fragments hold them (moved: flush objects copied into another
+// fragment), marks those the table (base) records already, or an earlier
+// part of txn, as dropped, and writes the deletion vectors that drop them
+// from the added fragments.
+func markNamed(ctx context.Context, b blob.Bucket, base *table.Manifest, txn *table.Transaction, parts []shardPart, moved map[string]placed) error {
+	var named []table.NamedRows
+	for _, p := range parts {
+		for _, g := range p.gens {
+			for _, n := range g.Named {
+				if pl, ok := moved[n.Fragment]; ok {
+					n.Fragment, n.Offset = pl.key, n.Offset+pl.offset
+				}
+				if slices.ContainsFunc(txn.Added, func(f table.Fragment) bool { return f.Key == n.Fragment }) {
+					named = append(named, n)
+				}
+			}
+		}
+	}
+	txn.Named = nil
+	if len(named) == 0 {
+		return nil
+	}
+	txn.Named = base.Producers.DropNamed(named)
+	drops := map[string][]uint32{}
+	for _, n := range txn.Named {
+		for r := n.Offset; n.Dropped && r < n.Offset+n.Rows; r++ {
+			drops[n.Fragment] = append(drops[n.Fragment], uint32(r))
+		}
+	}
+	for i := range txn.Added {
+		rows := drops[txn.Added[i].Key]
+		if len(rows) == 0 {
+			continue
+		}
+		slices.Sort(rows)
+		rows = slices.Compact(rows)
+		d := table.Deletion{Key: table.DeletionKey(0, base.Version+1), Count: int64(len(rows))}
+		if err := b.PutIfAbsent(ctx, d.Key, table.EncodeDeletions(rows)); err != nil {
+			return err
+		}
+		txn.Added[i].Deletion = &d
+	}
+	return nil
+}
