@@ -49,3 +49,31 @@ func TestAMergeThatWouldInstallANameTheTableRecordsPlansAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A named upsert sent again after a later upsert of its key is not applied
+// again: it answers its first version, and the later upsert's row stays.
+func TestAnUpsertSentAgainAfterALaterUpsertOfItsKeyIsNotAppliedAgain(t *testing.T) {
+	b, tb := idempotentTable(t)
+	key := &table.Idempotency{Producer: "grader", Seq: 1}
+	rec := idBatch(1)
+	defer rec.Release()
+	first, err := tb.UpsertOnce(ctx, key, []string{"id"}, rec)
+	if err != nil || first.Duplicate {
+		t.Fatalf("first upsert: %+v %v", first, err)
+	}
+	later, err := tb.Upsert(ctx, []string{"id"}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := commit.OpenTable(ctx, b, nil) // the retry, from another process
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := other.UpsertOnce(ctx, key, []string{"id"}, rec)
+	if err != nil || !again.Duplicate || again.Version != first.Version {
+		t.Fatalf("the upsert sent again: %+v %v, want a duplicate of v%d", again, err, first.Version)
+	}
+	if m, err := table.ReadLatest(ctx, b); err != nil || m.Version != later.Version {
+		t.Fatalf("latest version after the retry: %v %v, want v%d (the later upsert's)", m.Version, err, later.Version)
+	}
+}

@@ -518,7 +518,7 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 // every verb that writes vectors shares.
 func (t *Table) commitKeeping(ctx context.Context, txn table.Transaction, bodies map[string][]byte, written time.Time) (Result, error) {
 	res, err := t.Commit(ctx, txn)
-	if err != nil {
+	if err != nil || res.Duplicate {
 		return res, err
 	}
 	return t.keepDeletions(ctx, res, txn.Deletions, bodies, written)

@@ -35,6 +35,16 @@ type UpsertResult struct {
 // a fragment it deletes from. Appends never re-plan for an upsert: rows
 // appended rather than upserted may share a key.
 func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.RecordBatch) (UpsertResult, error) {
+	return t.UpsertOnce(ctx, nil, keys, batches...)
+}
+
+// UpsertOnce is Upsert named by key (nil: unnamed), safe to send again
+// with the same key after losing its answer: an upsert whose name the
+// table records is not applied again — it answers the first one's
+// version (Duplicate) — so a retry never undoes a later upsert of its
+// keys. The window is table.Idempotency's; after it, a retry is a new
+// upsert.
+func (t *Table) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []string, batches ...arrow.RecordBatch) (UpsertResult, error) {
 	base, batches, err := t.conformLatest(ctx, t.base(), batches)
 	if err != nil {
 		return UpsertResult{}, err
@@ -43,6 +53,13 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 	ks, err := table.NewKeySet(base.Schema(), keys, batches)
 	if err != nil {
 		return UpsertResult{}, err
+	}
+	name, known, err := t.knownName(ctx, base, key, batches)
+	if err != nil {
+		return UpsertResult{}, err
+	}
+	if known != nil {
+		return UpsertResult{Result: *known}, nil
 	}
 	var rows int64
 	for _, b := range batches {
@@ -83,7 +100,7 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 			return UpsertResult{}, errors.Join(err, wrote.Wait())
 		}
 		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
-			Keys: table.StoredNames(base.Schema(), keys)}
+			Keys: table.StoredNames(base.Schema(), keys), Idempotency: name}
 		written := t.opts.Now()
 		var replaced int64
 		var bodies map[string][]byte
@@ -119,6 +136,31 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 		}
 	}
 	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+}
+
+// knownName is key as a transaction records it (nil for no key), and,
+// when base records it as stored (and no version took it back, see
+// checkDuplicate), the first outcome.
+func (t *Table) knownName(ctx context.Context, base *table.Manifest, key *table.Idempotency, batches []arrow.RecordBatch) (*table.AppendKey, *Result, error) {
+	if key == nil {
+		return nil, nil, nil
+	}
+	name, err := appendKey(*key, base.Schema(), batches, t.opts.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	o, found, err := base.Producers.Lookup(*name)
+	if err != nil || !found {
+		return name, nil, err
+	}
+	why, err := checkDuplicate(ctx, t.b, base, *name, o.At, t.opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if why == duplicateStands {
+		return name, &Result{Version: o.At, Done: true, Duplicate: true, Rows: o.Rows}, nil
+	}
+	return name, nil, nil
 }
 
 // upsertPlan is what an upsert's plans found so far: planned again, only
