@@ -50,7 +50,10 @@ type fixture struct {
 func start(t testing.TB, root string, opts server.Options) *fixture {
 	t.Helper()
 	f := &fixture{}
-	opts.Bucket, opts.Instance = root, "test"
+	opts.Bucket = root
+	if opts.Instance == "" {
+		opts.Instance = "test"
+	}
 	if opts.Log == nil {
 		// Warnings and errors only: not a line per request.
 		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/internal/ingest"
@@ -15,14 +17,21 @@ import (
 // their keys is deleted (commit.Table.Upsert). It commits to the table
 // directly; the server's own shard is drained first, so that rows it
 // acknowledged before are replaced too (rows of other writers not yet
-// merged are not). An Idempotency-Key is not needed: an upsert sent again
-// replaces its own rows. With through=shard the rows go through the
-// server's shard instead (appendRows).
+// merged are not). A named upsert (Idempotency-Key, or Strata-Producer
+// with Strata-Sequence) is recorded in the table: sent again, to this
+// server or another, it answers the first one's version and replaces
+// nothing, so that it never undoes a later upsert of its keys. With
+// through=shard the rows go through the server's shard instead
+// (appendRows).
 func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableState, keys []string) error {
 	switch mediaType(r) {
 	case ArrowStream, NDJSON, "application/jsonl":
 	default:
 		return unsupportedMedia(ArrowStream, NDJSON)
+	}
+	key, err := requestKey(r)
+	if err != nil {
+		return err
 	}
 	release, err := s.budget.write(r.Context(), s.bodyReserve(r))
 	if err != nil {
@@ -36,6 +45,10 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		return err
 	}
 	schema := tb.Current().Manifest().Schema()
+	var digest func() (uint64, error)
+	if key != nil {
+		digest = digestBody(r)
+	}
 	var recs []arrow.RecordBatch
 	switch mediaType(r) {
 	case ArrowStream:
@@ -47,11 +60,23 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		return err
 	}
 	defer ingest.Release(recs)
-	res, err := tb.Upsert(r.Context(), keys, recs...)
+	if key != nil {
+		if key.Digest, err = digest(); err != nil {
+			return badRequestOrLimit(err, "reading the body")
+		}
+		// The keys are part of what is named: the same rows upserted by
+		// other columns are other rows.
+		key.Digest = max(xxhash.Sum64String(fmt.Sprintf("%016x upsert %q", key.Digest, keys)), 1)
+	}
+	res, err := tb.UpsertOnce(r.Context(), key, keys, recs...)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted, Version: res.Version, Replaced: res.Replaced})
+	if res.Duplicate {
+		replayed(w)
+		res.Inserted = res.Rows
+	}
+	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted, Version: res.Version, Replaced: res.Replaced, Duplicate: res.Duplicate})
 	return nil
 }
 
