@@ -106,19 +106,7 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		}
 	case table.KindMerge:
 		if len(txn.Merges) > 0 {
-			next.Fragments = append(next.Fragments, txn.Added...)
-			if next.Shards == nil {
-				next.Shards = map[string]table.ShardMark{}
-			}
-			for _, sm := range txn.Merges {
-				mark := cur.Shards[sm.Shard]
-				if mark.Epoch > sm.Epoch || mark.Watermark >= sm.Watermark {
-					return nil, fmt.Errorf("commit: fleet merge of shard %q to %d (epoch %d) on a table at %d (epoch %d)",
-						sm.Shard, sm.Watermark, sm.Epoch, mark.Watermark, mark.Epoch)
-				}
-				next.Shards[sm.Shard] = merged(mark, sm)
-			}
-			return next, recordNamed(cur, next, txn)
+			return next, applyFleetMerge(cur, next, txn)
 		}
 		if mark, ok := cur.Shards[txn.Shard]; ok && mark.Epoch > txn.Epoch {
 			return nil, &ConflictError{Ours: *txn, Version: cur.Version,
@@ -196,6 +184,24 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}
 	return next, nil
+}
+
+// applyFleetMerge adds a fleet merge's generations to next and moves
+// each shard's watermark.
+func applyFleetMerge(cur, next *table.Manifest, txn *table.Transaction) error {
+	next.Fragments = append(next.Fragments, txn.Added...)
+	if next.Shards == nil {
+		next.Shards = map[string]table.ShardMark{}
+	}
+	for _, sm := range txn.Merges {
+		mark := cur.Shards[sm.Shard]
+		if mark.Epoch > sm.Epoch || mark.Watermark >= sm.Watermark {
+			return fmt.Errorf("commit: fleet merge of shard %q to %d (epoch %d) on a table at %d (epoch %d)",
+				sm.Shard, sm.Watermark, sm.Epoch, mark.Watermark, mark.Epoch)
+		}
+		next.Shards[sm.Shard] = merged(mark, sm)
+	}
+	return recordNamed(cur, next, txn)
 }
 
 // recordNamed records in next the named appends a merge installs, and
