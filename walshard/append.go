@@ -410,7 +410,7 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 			if errors.Is(err, ErrFenced) {
 				// The newer owner may have replayed this entry (if its fence
 				// went above it) or not (if it had cleaned the position up).
-				return 0, fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w", s.id, a.pos, ErrAppendUnknown)
+				return 0, fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w: %w", s.id, a.pos, ErrAppendUnknown, err)
 			}
 			return 0, err
 		}
@@ -529,7 +529,7 @@ func (s *Shard) create(ctx context.Context, a *walAttempt) error {
 			}
 			return errTookInLanded
 		case rerr == nil:
-			return s.setFenced() // a newer owner's fence (or entry) holds our position
+			return s.fencedOrDropped(ctx, "") // a newer owner's fence (or entry) holds our position
 		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(a.deadline),
 			blob.IsRetryable(rerr) && time.Now().Before(a.resolveBy):
 			// Not there yet (a create may land late), or the store does

@@ -172,7 +172,13 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 		return res, 0, err
 	}
 	var doomed []string // deleted at the end, in as few requests as the store allows
-	parts, keyedParts, keyed, errs := planParts(readPlans(ctx, b, base, hints, flushes, o), flushes, o, &res)
+	plans := readPlans(ctx, b, base, hints, flushes, o)
+	for _, p := range plans {
+		if p.foreign != "" {
+			doomed = append(doomed, p.foreign)
+		}
+	}
+	parts, keyedParts, keyed, errs := planParts(plans, flushes, o, &res)
 	// Every flush object the parts need, read and checked now: one that
 	// cannot be (gone, damaged) holds back its shard alone.
 	parts, failed := prefetchCopies(ctx, b, base.Schema(), parts, o.Parallelism)
@@ -291,6 +297,9 @@ type fleetPlan struct {
 	seq  uint64
 	data map[string][]byte
 	err  error
+	// foreign: the newest flush object, of a table dropped under this
+	// name (State.Table), deleted by the pass.
+	foreign string
 }
 
 // readPlans reads the newest state of each shard with a flush object the
@@ -332,6 +341,12 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 			}
 			if err != nil {
 				plans[i].err = err
+				return nil
+			}
+			if st.Table != "" && base.TableID != "" && st.Table != base.TableID {
+				// A state of a table dropped under this name: not this
+				// table's, nor ever to be.
+				plans[i].foreign = flushes[shard][0].key
 				return nil
 			}
 			plans[i].state = st

@@ -441,13 +441,12 @@ func (s *Shard) flushLoop() {
 // recordGeneration writes the state next, which records generation gen,
 // in a flush object holding batches (the rows of gen not in its parts).
 // A state write collides with a newer owner's state, unless garbage
-// collection retired the shard since (its states gone): an owner that has
-// not read the claims for KeepAliveEvery reads them first. Under that, no
-// retirement can have followed the takeover that fenced it (retirement
-// waits twice as long after the newer owner's last write).
+// collection retired the shard since, or a drop deleted it (its states
+// gone): an owner that has not read the claims for epochRecheck reads
+// them first, as before a WAL write (see FenceForDrop).
 func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64, batches []arrow.RecordBatch) error {
 	s.mu.Lock()
-	quiet := s.now().Sub(s.mu.wal.verified) > KeepAliveEvery
+	quiet := s.now().Sub(s.mu.wal.verified) > epochRecheck
 	s.mu.Unlock()
 	if quiet {
 		if err := s.checkEpoch(ctx); err != nil {

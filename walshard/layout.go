@@ -25,7 +25,9 @@ func CheckShardID(id string) error {
 
 // layout names one shard's objects; the names themselves live in
 // package table's layout.go, beside every other key of a table.
-type layout struct{ id, dir string }
+// layout names a shard's objects; table is the table's id (its first
+// manifest's TableID), which every state written carries.
+type layout struct{ id, dir, table string }
 
 func newLayout(id string) layout { return layout{id: id, dir: table.ShardDir(id)} }
 

@@ -214,7 +214,10 @@ func (s *Shard) checkEpoch(ctx context.Context) error {
 		}
 	}
 	if newest > s.epoch {
-		return s.setFenced()
+		if err := s.fencedErr(); err != nil {
+			return err
+		}
+		return s.fencedOrDropped(ctx, page.Objects[0].Key)
 	}
 	if newest < s.epoch {
 		// This handle's own claim is not listed: a listing that lags
@@ -222,7 +225,7 @@ func (s *Shard) checkEpoch(ctx context.Context) error {
 		// of it gone, the claims last) while this owner was away; it is
 		// fenced then, and opens again above what the table records.
 		if _, err := s.b.Attributes(ctx, s.l.epochKey(s.epoch)); errors.Is(err, blob.ErrNotFound) {
-			return s.setFenced()
+			return s.fencedOrDropped(ctx, "")
 		} else if err != nil {
 			return err
 		}

@@ -107,7 +107,9 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Shard{b: b, l: newLayout(opts.Shard), id: opts.Shard, schema: m.Schema(), opts: opts,
+	l := newLayout(opts.Shard)
+	l.table = m.TableID
+	s := &Shard{b: b, l: l, id: opts.Shard, schema: m.Schema(), opts: opts,
 		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
 	// What the table records of the shard is a floor for the epoch and
 	// the positions: a shard whose objects garbage collection retired

@@ -43,6 +43,11 @@ type State struct {
 	// of entries at or below WALFlushed at least; replay adds the others'
 	// from their entries.
 	Producers table.Producers `json:"producers,omitempty"`
+	// Table is the table's id (table.Manifest.TableID) as the writer
+	// opened it: a table dropped and created again under the same name
+	// has another, and its fleet merges pass over (and delete) a state
+	// of the one before. Empty in states of older builds.
+	Table string `json:"table,omitempty"`
 }
 
 // Generation is one flushed memtable: a Parquet object under the shard,
@@ -240,6 +245,9 @@ func readOldState(ctx context.Context, b blob.Bucket, l layout) (*State, error) 
 // *unencodableError when the rows cannot be written as Parquet.
 func writeState(ctx context.Context, b blob.Bucket, l layout, schema *arrow.Schema, s *State, batches []arrow.RecordBatch) error {
 	key := l.flushKey(s.Seq)
+	if l.table != "" {
+		s.Table = l.table
+	}
 	var sealErr error
 	data, _, err := table.EncodeFragmentWith(schema, batches, func(_ []byte, f table.Fragment) (string, string) {
 		s.carry(key, f)

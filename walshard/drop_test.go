@@ -1,0 +1,89 @@
+package walshard_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/walshard"
+)
+
+// deleteAll deletes every object in b, as a drop does.
+func deleteAll(t *testing.T, b blob.Bucket) {
+	t.Helper()
+	for o, err := range blob.List(ctx, b, "", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, o.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A writer whose table was dropped and created again learns, at its next
+// write after the drop's wait, that the table was dropped (not that a
+// newer owner fenced it), and that append is not acknowledged. Before,
+// it said "fenced by a newer owner".
+func TestAWriterOfADroppedTableLearnsItWasDropped(t *testing.T) {
+	b := newTable(t, "mem://")
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	s := open(t, b, "w1", walshard.Options{Commit: commit.Options{Now: now}})
+	defer s.Close()
+	appendIDs(t, s, 1, 2)
+	if _, err := walshard.FenceForDrop(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(walshard.DropWait))
+	deleteAll(t, b)
+	if _, err := commit.Create(ctx, b, schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := appendOnce(s, "w1", 3)
+	if !errors.Is(err, walshard.ErrDropped) {
+		t.Fatalf("append after the drop: %v, want ErrDropped", err)
+	}
+	if err := appendOnce(s, "w1", 4); !errors.Is(err, walshard.ErrDropped) {
+		t.Fatalf("the next append: %v, want ErrDropped", err)
+	}
+	if seen := baseIDs(t, b); len(seen) != 0 {
+		t.Fatalf("the new table holds %v", seen)
+	}
+}
+
+// A writer of a dropped table that flushes before it has learned of the
+// drop leaves a flush object under the name; a fleet merge of the table
+// created again under it passes over that object (and deletes it), and
+// installs none of its rows. Before, the merge installed the old table's
+// rows into the new one.
+func TestAFleetMergeOfATableCreatedAgainInstallsNoneOfTheDroppedTablesRows(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "w1", walshard.Options{})
+	defer s.Close()
+	appendIDs(t, s, 1, 2)
+	deleteAll(t, b)
+	if _, err := commit.Create(ctx, b, schema, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err) // within a minute of its last read of the claims
+	}
+	for range 2 {
+		if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+			t.Fatalf("fleet merge of the new table: %v", err)
+		}
+	}
+	if seen := baseIDs(t, b); len(seen) != 0 {
+		t.Fatalf("the new table holds the dropped table's rows: %v", seen)
+	}
+	for o, err := range blob.List(ctx, b, "_fleet/flush/", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("the dropped table's flush object is still there: %s", o.Key)
+	}
+}
