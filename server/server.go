@@ -50,6 +50,11 @@ type Options struct {
 	// Instance names this server (default: the hostname); its shard is
 	// "srv-" + Instance.
 	Instance string
+	// DropWait is how long a drop waits between fencing the table's
+	// shards and deleting its objects, when another process owns one
+	// (default walshard.DropWait; negative: no wait, for tests whose
+	// writers are all in the process).
+	DropWait time.Duration
 	// Token, when set, is required as "Authorization: Bearer TOKEN" —
 	// of every route but /healthz, and /metrics with OpenMetrics (for a
 	// Prometheus that scrapes by pod annotation, without the token; the
@@ -500,6 +505,10 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	case errors.Is(err, walshard.ErrMergeRunning):
 		writeError(w, http.StatusTooManyRequests, api.CodeBusy, err.Error())
+	case errors.Is(err, walshard.ErrDropped):
+		// The table was dropped under this server's shard: nothing more
+		// is acknowledged through it.
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, walshard.ErrAppendUnknown):
 		// Not store_unavailable: the clients retry that, and a retry of
 		// these rows may store them twice.

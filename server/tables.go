@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
 )
 
 // The routes on tables as wholes: list, describe, drop, and the check of
@@ -100,7 +103,18 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState
 	// The handle's background work ends, and its shard closes, before
 	// the objects go; the bucket is closed after them.
 	t.db.Stop()
-	if err := deleteOwn(r.Context(), t.b); err != nil {
+	// Every shard is fenced first, and other processes' writers (a fleet
+	// worker, another server) given the time to read the claims before
+	// anything goes: after that, none acknowledges an append (see
+	// walshard.FenceForDrop).
+	fenced, err := walshard.FenceForDrop(r.Context(), t.b)
+	if err == nil && slices.ContainsFunc(fenced, func(id string) bool { return id != "srv-"+s.opts.Instance }) {
+		err = backoff.Sleep(r.Context(), s.dropWait())
+	}
+	if err == nil {
+		err = deleteOwn(r.Context(), t.b)
+	}
+	if err != nil {
 		t.db.Close()
 		return err
 	}
@@ -150,4 +164,15 @@ func deleteOwn(ctx context.Context, b blob.Bucket) error {
 		}
 		token = page.Next
 	}
+}
+
+// dropWait is Options.DropWait with its default.
+func (s *Server) dropWait() time.Duration {
+	switch {
+	case s.opts.DropWait < 0:
+		return 0
+	case s.opts.DropWait == 0:
+		return walshard.DropWait
+	}
+	return s.opts.DropWait
 }
