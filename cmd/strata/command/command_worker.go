@@ -22,7 +22,7 @@ import (
 func newWorker(env *Env) *cobra.Command {
 	var n, rows, appends int
 	var every time.Duration
-	var flushEvery, mergeEvery time.Duration
+	var flushEvery, mergeEvery, drainTimeout time.Duration
 	var reuseBytes int64
 	var fleet bool
 	c := &cobra.Command{
@@ -75,17 +75,25 @@ its replayed WAL).`,
 			}
 			out := bufio.NewWriter(env.Out)
 			defer out.Flush()
+			// From a SIGTERM on, the append in flight and the drain have
+			// drainTimeout between them: a flush waiting for room (no
+			// merge running) would otherwise hold the worker for minutes.
+			bounded, cancel := afterSignal(ctx, drainTimeout)
+			defer cancel()
 			for a := 0; appends <= 0 || a < appends; a++ {
 				if ctx.Err() != nil {
 					break
 				}
 				rec := rollouts.Batch(nil, 42, n, seq, rows)
 				// A SIGTERM lets the append in flight finish and be
-				// reported: cut short, its rows could land unreported.
-				_, err := db.Append(context.WithoutCancel(ctx), engine.AppendOptions{}, rec)
+				// reported, within the drain's bound.
+				_, err := db.Append(bounded, engine.AppendOptions{}, rec)
 				rec.Release()
 				if err != nil {
-					return err
+					if ctx.Err() != nil {
+						break // not acknowledged; what it wrote, if anything, is the WAL's
+					}
+					return workerErr(err)
 				}
 				fmt.Fprintf(out, "ack %d %d\n", int64(n)*rollouts.IDBase+seq, rows)
 				out.Flush()
@@ -98,8 +106,17 @@ its replayed WAL).`,
 				}
 			}
 			// Leaving normally (done, or SIGTERM): flush and merge, so the
-			// rows are in the table and not only in the WAL.
-			return db.Drain(context.WithoutCancel(ctx))
+			// rows are in the table and not only in the WAL. After a
+			// SIGTERM, only within the bound: what is left stays in the
+			// WAL, durable, for the compactor Job to adopt.
+			if err := db.Drain(bounded); err != nil {
+				if ctx.Err() != nil && bounded.Err() != nil {
+					fmt.Fprintf(env.Err, "worker %d: drain not done within --drain-timeout %s; the acknowledged rows left are in shard w%02d's WAL, for the compactor Job to adopt\n", n, drainTimeout, n)
+					return nil
+				}
+				return workerErr(err)
+			}
+			return nil
 		},
 	}
 	f := c.Flags()
@@ -110,12 +127,42 @@ its replayed WAL).`,
 	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
 	f.Int64Var(&reuseBytes, "reuse-bytes", walshard.DefaultReuseBytes, reuseBytesHelp)
+	f.DurationVar(&drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long the append in flight, flushing and merging may take; the rest stays in the WAL for the compactor Job")
 	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
 	cli.Bound(f, "worker", 0, maxWorker)
 	// A worker's ids span IDBase: one append cannot hold more rows.
 	cli.Bound(f, "rows", 1, rollouts.IDBase)
 	atLeast(c, 0, "appends", "every", "flush-interval", "merge-interval", "reuse-bytes")
+	atLeast(c, int64(time.Millisecond), "drain-timeout")
 	return c
+}
+
+// afterSignal is a context that ends bound after ctx does (a SIGTERM), and
+// not before: the work in flight when the signal comes gets bound to end.
+func afterSignal(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
+	bounded, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-bounded.Done():
+			return
+		}
+		select {
+		case <-time.After(bound):
+			cancel()
+		case <-bounded.Done():
+		}
+	}()
+	return bounded, cancel
+}
+
+// workerErr says plainly that the table was dropped under the worker, and
+// that it acknowledges nothing more.
+func workerErr(err error) error {
+	if errors.Is(err, walshard.ErrDropped) {
+		return fmt.Errorf("the table was dropped: this worker acknowledges no more appends: %w", err)
+	}
+	return err
 }
 
 // reuseBytesHelp describes --reuse-bytes (walshard.Options.ReuseBytes) of
