@@ -80,36 +80,15 @@ its replayed WAL).`,
 			// merge running) would otherwise hold the worker for minutes.
 			bounded, cancel := afterSignal(ctx, drainTimeout)
 			defer cancel()
-			for a := 0; appends <= 0 || a < appends; a++ {
-				if ctx.Err() != nil {
-					break
-				}
-				rec := rollouts.Batch(nil, 42, n, seq, rows)
-				// A SIGTERM lets the append in flight finish and be
-				// reported, within the drain's bound.
-				_, err := db.Append(bounded, engine.AppendOptions{}, rec)
-				rec.Release()
-				if err != nil {
-					if ctx.Err() != nil {
-						break // not acknowledged; what it wrote, if anything, is the WAL's
-					}
-					return workerErr(err)
-				}
-				fmt.Fprintf(out, "ack %d %d\n", int64(n)*rollouts.IDBase+seq, rows)
-				out.Flush()
-				seq += int64(rows)
-				if every > 0 {
-					select {
-					case <-ctx.Done():
-					case <-time.After(every):
-					}
-				}
+			l := workerLoop{db: db, out: out, n: n, rows: rows, appends: appends, every: every}
+			if err := l.run(ctx, bounded, seq); err != nil {
+				return err
 			}
 			// Leaving normally (done, or SIGTERM): flush and merge, so the
 			// rows are in the table and not only in the WAL. After a
 			// SIGTERM, only within the bound: what is left stays in the
 			// WAL, durable, for the compactor Job to adopt.
-			if err := db.Drain(bounded); err != nil {
+			if err := drainWithin(bounded, db); err != nil {
 				if ctx.Err() != nil && bounded.Err() != nil {
 					fmt.Fprintf(env.Err, "worker %d: drain not done within --drain-timeout %s; the acknowledged rows left are in shard w%02d's WAL, for the compactor Job to adopt\n", n, drainTimeout, n)
 					return nil
@@ -137,6 +116,45 @@ its replayed WAL).`,
 	return c
 }
 
+// workerLoop is the worker's appends, each reported once acknowledged.
+type workerLoop struct {
+	db               *engine.DB
+	out              *bufio.Writer
+	n, rows, appends int
+	every            time.Duration
+}
+
+// run appends until done or ctx ends (a SIGTERM); the append in flight
+// then has until bounded ends.
+func (l *workerLoop) run(ctx, bounded context.Context, seq int64) error {
+	for a := 0; l.appends <= 0 || a < l.appends; a++ {
+		if ctx.Err() != nil {
+			break
+		}
+		rec := rollouts.Batch(nil, 42, l.n, seq, l.rows)
+		// A SIGTERM lets the append in flight finish and be
+		// reported, within the drain's bound.
+		_, err := l.db.Append(bounded, engine.AppendOptions{}, rec)
+		rec.Release()
+		if err != nil {
+			if ctx.Err() != nil {
+				break // not acknowledged; what it wrote, if anything, is the WAL's
+			}
+			return workerErr(err)
+		}
+		fmt.Fprintf(l.out, "ack %d %d\n", int64(l.n)*rollouts.IDBase+seq, l.rows)
+		l.out.Flush()
+		seq += int64(l.rows)
+		if l.every > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(l.every):
+			}
+		}
+	}
+	return nil
+}
+
 // afterSignal is a context that ends bound after ctx does (a SIGTERM), and
 // not before: the work in flight when the signal comes gets bound to end.
 func afterSignal(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
@@ -154,6 +172,20 @@ func afterSignal(ctx context.Context, bound time.Duration) (context.Context, con
 		}
 	}()
 	return bounded, cancel
+}
+
+// drainWithin drains db until ctx ends. A flush waiting for room holds
+// the shard's flush lock without looking at ctx: the drain is left to
+// the Close that follows, which ends that wait.
+func drainWithin(ctx context.Context, db *engine.DB) error {
+	done := make(chan error, 1)
+	go func() { done <- db.Drain(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // workerErr says plainly that the table was dropped under the worker, and
