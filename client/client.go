@@ -429,59 +429,6 @@ func (c *Client) AppendJSONLines(ctx context.Context, name string, lines []byte)
 	return out.Rows, err
 }
 
-// ScanOptions shape a scan.
-type ScanOptions struct {
-	Columns []string
-	Filter  string // e.g. "reward >= 0.9 AND worker = 'w01'"
-	Version uint64
-	Tag     string
-	Limit   int64
-	// Fresh adds the rows acknowledged but not yet merged into the table
-	// (GET …/rows?fresh=true); not with Version or Tag. Without it, a scan
-	// of the latest version holds every row this client had acknowledged
-	// (see Options.IgnoreOwnWrites), from the shards of whichever servers
-	// answered, at no cost once they are merged.
-	Fresh bool
-}
-
-// Scan returns the rows as record batches; the caller releases them. It
-// holds the whole answer in memory: ScanIter streams it.
-func (c *Client) Scan(ctx context.Context, name string, o ScanOptions) ([]arrow.RecordBatch, error) {
-	return collect(c.ScanIter(ctx, name, o))
-}
-
-// ScanIter streams the rows: each batch is valid until the loop body
-// returns (Retain it to keep it), the next is read from the connection only
-// when asked for, and leaving the loop closes the connection. An error ends
-// the sequence.
-func (c *Client) ScanIter(ctx context.Context, name string, o ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
-	q := url.Values{}
-	if len(o.Columns) > 0 {
-		q.Set("columns", api.ColumnList(o.Columns))
-	}
-	if o.Filter != "" {
-		q.Set("filter", o.Filter)
-	}
-	if o.Version != 0 {
-		q.Set("version", strconv.FormatUint(o.Version, 10))
-	}
-	if o.Tag != "" {
-		q.Set("tag", o.Tag)
-	}
-	if o.Limit > 0 {
-		q.Set("limit", strconv.FormatInt(o.Limit, 10))
-	}
-	if o.Fresh {
-		q.Set("fresh", "true")
-	}
-	if !o.Fresh && o.Version == 0 && o.Tag == "" {
-		c.ownWrites(name, q)
-	}
-	return func(yield func(arrow.RecordBatch, error) bool) {
-		c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, api.ArrowStream).stream(yield)
-	}
-}
-
 // stream yields the batches of an Arrow IPC answer.
 func (r reply) stream(yield func(arrow.RecordBatch, error) bool) {
 	if r.err != nil {
