@@ -149,6 +149,16 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 		}
 	}
 	var done appended
+	if k != nil {
+		// The table records a name whichever way the rows came: directly
+		// or merged from any shard.
+		if o, found, err := m.Producers.Lookup(k.Key(0, time.Now())); err != nil {
+			return fmt.Errorf("%w (nothing was appended)", err)
+		} else if found {
+			fmt.Fprintf(env.Out, "already appended: version %d holds these %d rows (idempotency key %s); nothing appended\n", o.At, o.Rows, k.Producer)
+			return nil
+		}
+	}
 	if f.shard == "" {
 		done, err = appendDirect(ctx, b, m, k, rows)
 	} else {
@@ -206,15 +216,12 @@ func appendKey(files []string, key string, ignoreUnknown bool) (*table.Idempoten
 
 // appendDirect streams rows into fragments and commits them all at once,
 // named by key when not nil. On any error the fragments written are
-// deleted and nothing is committed; an append whose key the table
-// records writes nothing.
+// deleted and nothing is committed; an append whose key a racing commit
+// recorded first is a duplicate (its caller looked the key up before).
 func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (appended, error) {
 	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
 	if key != nil {
 		k := key.Key(0, time.Now())
-		if o, found, err := m.Producers.Lookup(k); err != nil || found {
-			return appended{rows: o.Rows, at: fmt.Sprintf("version %d", o.At), duplicate: found}, err
-		}
 		txn.Idempotency = &k
 	}
 	frags, total, err := writeFragments(ctx, b, m.Schema(), rows)
