@@ -71,7 +71,14 @@ class Client:
     that leaves its outcome unknown — a lost connection, a timeout, 429, 502, 503,
     504, ``outcome_unknown`` — for up to ``retry_for`` seconds. ``append(...,
     idempotency_key=K)`` names an append with a key of the caller's instead, for
-    retries across the caller's own restarts. ``names=False`` sends them unnamed."""
+    retries across the caller's own restarts. ``names=False`` sends them unnamed.
+
+    A client reads its own appends at once: each append's answer names the WAL
+    entry that holds its rows, and reads of the latest version (``scan``,
+    ``scan_dataframe``, ``scan_arrow``, ``describe``) name the newest entry of
+    each shard the client wrote to (``written=``), so that the server adds the
+    rows not merged yet, from whichever replica answers. Other clients see them
+    once merged. ``own_writes=False`` reads only what is merged."""
 
     def __enter__(self) -> "Client":
         return self
@@ -88,10 +95,14 @@ class Client:
         self._conns.close()
 
     def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5,
-                 retry_for: float = 30.0, names: bool = True) -> None:
+                 retry_for: float = 30.0, names: bool = True, own_writes: bool = True) -> None:
         self.base = base_url.rstrip("/")
         self.token, self.timeout, self.retries = token, timeout, retries
-        self.retry_for, self.names = retry_for, names
+        self.retry_for, self.names, self.own_writes = retry_for, names, own_writes
+        # Each table's shards' newest WAL positions this client's appends were
+        # acknowledged at: reads name them (written=), so that they hold the
+        # client's own writes before the merge installs them.
+        self._written, self._written_lock = {}, threading.Lock()
         self._lanes, self._lanes_lock = [], threading.Lock()
         self._conns = _Connections(self.base, timeout)
 
@@ -112,6 +123,23 @@ class Client:
                 self._lanes.append(lane)
 
     # -- plumbing -------------------------------------------------------
+
+    def _wrote(self, name, out):
+        shard, pos = out.get("shard"), out.get("position")
+        if shard and pos:
+            with self._written_lock:
+                mine = self._written.setdefault(name, {})
+                mine[shard] = max(mine.get(shard, 0), pos)
+
+    def _reads_own(self, name, query):
+        """Add ``written=`` to a read of the latest version of ``name``."""
+        if not self.own_writes or query.get("version") or query.get("tag") or query.get("fresh"):
+            return query
+        with self._written_lock:
+            mine = sorted(self._written.get(name, {}).items())
+        if mine:
+            query["written"] = ",".join("%s:%d" % (shard, pos) for shard, pos in mine)
+        return query
 
     def _url(self, path, query=None):
         u = self._conns.prefix + path
@@ -184,9 +212,13 @@ class Client:
             return self._json("PUT", self._table(name), payload={"fields": fields}, name=req_name)
 
     def describe(self, name: str) -> Dict[str, Any]:
-        return self._json("GET", self._table(name))
+        """The table's schema, version and size; ``rows`` counts this client's
+        own appends not merged yet too (unless ``own_writes=False``)."""
+        return self._json("GET", self._table(name), query=self._reads_own(name, {}))
 
     def drop(self, name: str) -> None:
+        with self._written_lock:
+            self._written.pop(name, None)
         self._json("DELETE", self._table(name))
 
     # -- rows -----------------------------------------------------------
@@ -204,7 +236,9 @@ class Client:
         body, ctype = _body(rows)
         with self._named(idempotency_key) as req_name, \
                 self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
-            return json.loads(_read(r))["rows"]
+            out = json.loads(_read(r))
+        self._wrote(name, out)
+        return out["rows"]
 
     def upsert(self, name: str, rows: Rows, key: Union[str, Sequence[str]], ignore_unknown: bool = False,
                through_shard: bool = False) -> Dict[str, Any]:
@@ -226,13 +260,14 @@ class Client:
         body, ctype = _body(rows)
         with self._open("POST", self._table(name, "/rows"), query, body, ctype, name={}) as r:
             out = json.loads(_read(r))
+        self._wrote(name, out)
         return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out.get("version", 0)}
 
     def scan(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None, version: Optional[int] = None,
              tag: Optional[str] = None, limit: Optional[int] = None, fresh: bool = False) -> Iterator[Dict[str, Any]]:
         """Iterate over the rows as dicts, streamed as JSON lines. A scan cut short
         by the server raises rather than ending early."""
-        query = _scan_query(columns, filter, version, tag, limit, fresh)
+        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh))
         query["format"] = "jsonl"
         resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
         return _lines(resp)
@@ -253,7 +288,7 @@ class Client:
         fields = {f["name"]: f for f in self.describe(name)["schema"]["fields"]}
         wanted = list(columns) if columns else list(fields)
         binary = [n for n in wanted if fields.get(n, {}).get("type") in ("binary", "large_binary")]
-        query = _scan_query(columns, filter, version, tag, limit, fresh)
+        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh))
         if binary:
             query["format"] = "jsonl"
             resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
@@ -285,7 +320,7 @@ class Client:
         """The rows as a pyarrow Table (needs pyarrow)."""
         import pyarrow.ipc as ipc
 
-        query = _scan_query(columns, filter, version, tag, limit, fresh)
+        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh))
         with self._open("GET", self._table(name, "/rows"), query, accept=ARROW_STREAM) as r:
             return ipc.open_stream(_read(r)).read_all()
 
