@@ -78,7 +78,7 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 			w.settle(ids, nil, false)
 			return "zombie-append", w.fail("fencing", "a fenced handle of %s acknowledged an append of %d rows", a.name, len(ids)).Error()
 		}
-		w.settle(ids, err, errors.Is(err, walshard.ErrFenced))
+		w.settle(ids, err, refused(err))
 		return "zombie-append", short(err)
 	}
 	if a.shard == nil || a.restart {
@@ -102,7 +102,7 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 		}
 		b.Release()
 		fenced := errors.Is(err, walshard.ErrFenced)
-		w.settleAppend(a, ids, err, fenced)
+		w.settleAppend(a, ids, err, refused(err))
 		if err == nil {
 			w.mu.Lock()
 			for _, id := range ids {

@@ -542,6 +542,14 @@ func (w *world) settleAppend(a *actor, ids []int64, err error, fenced bool) {
 	w.settle(ids, err, false)
 }
 
+// refused: a shard's answer that its append stored nothing, for a newer
+// owner fenced it out first. An entry that landed and then found the
+// newer owner's claim is unknown (ErrAppendUnknown wraps ErrFenced): the
+// newer owner may have replayed it.
+func refused(err error) bool {
+	return errors.Is(err, walshard.ErrFenced) && !errors.Is(err, walshard.ErrAppendUnknown)
+}
+
 func (w *world) settle(ids []int64, err error, fenced bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -48,9 +48,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	objs    map[string]*object
-	lag     *rand.Rand // nil: listings are consistent
-	seq     int64
-	served  int64 // requests served: the store's measure of "a moment"
+	lag     *rand.Rand       // nil: listings are consistent
+	kin     map[string]int64 // objects created so far, by name without its random part
+	served  int64            // requests served: the store's measure of "a moment"
 	omitted int64
 	// created counts, by key, the successful creates of each manifest.
 	created map[string]int
@@ -62,7 +62,7 @@ type Store struct {
 }
 
 type object struct {
-	seq         int64 // order of creation
+	kin         int64 // order of creation among objects named alike (stableName)
 	data        []byte
 	mod         time.Time
 	hiddenUntil int64 // listings omit it until the store has served this many requests
@@ -158,8 +158,15 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 }
 
 func (s *Store) put(key string, data []byte) {
-	s.seq++
-	o := &object{seq: s.seq, data: data, mod: s.clock.Now()}
+	o := &object{data: data, mod: s.clock.Now()}
+	if randomPart.MatchString(key) {
+		if s.kin == nil {
+			s.kin = map[string]int64{}
+		}
+		alike := randomPart.ReplaceAllString(key, "*")
+		s.kin[alike]++
+		o.kin = s.kin[alike]
+	}
 	if old, ok := s.objs[key]; ok {
 		// Written over: a listing goes on showing the key as it did
 		// (a lagging listing may show old metadata, not lose the key).
@@ -349,8 +356,11 @@ func isManifest(key string) bool { return strings.HasPrefix(key, "_versions/") }
 var randomPart = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|-[0-9a-f]{12}\.parquet|-[0-9a-f]{8}\.bin|orphans/[0-9]{20}-|history/[0-9]{20}-[0-9a-f]{8}\.json`)
 
 // stableName names key the same way in every run of a seed: a random part
-// becomes the object's order of creation (or "new" for a key not created
-// yet).
+// becomes the object's order of creation among the objects named alike
+// (or "new" for a key not created yet). Not its order among all objects:
+// an operation writes some objects side by side (an upsert's deletion
+// vectors of several fragments), in the scheduler's order, but never two
+// named alike (one vector per fragment and version).
 func (s *Store) stableName(key string) string {
 	if !randomPart.MatchString(key) {
 		return key
@@ -360,7 +370,7 @@ func (s *Store) stableName(key string) string {
 	s.mu.Unlock()
 	tag := "new"
 	if ok {
-		tag = fmt.Sprintf("#%d", o.seq)
+		tag = fmt.Sprintf("#%d", o.kin)
 	}
 	return randomPart.ReplaceAllString(key, tag)
 }
