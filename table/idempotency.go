@@ -228,7 +228,67 @@ type Outcome struct {
 type ProducerRecord struct {
 	Producer string    `json:"producer"`
 	Recent   []Outcome `json:"recent"` // ascending Seq
-	Time     time.Time `json:"time"`
+	// Older are the sequence numbers stored before Recent's, within
+	// OlderSpan below the highest: a merge that meets a copy of such an
+	// append from another shard, behind RecentSeqs later ones of its
+	// producer, drops it (Installed).
+	Older *OlderSeqs `json:"older,omitempty"`
+	Time  time.Time  `json:"time"`
+}
+
+// OlderSeqs is a set of sequence numbers below Top, within OlderSpan of
+// it: bit i of Bits (bit i%8 of byte i/8) stands for Top-1-i. Bits ends
+// at its last byte with a bit set.
+type OlderSeqs struct {
+	Top  uint64 `json:"top"`
+	Bits []byte `json:"bits"` // base64 in JSON
+}
+
+// OlderSpan is how far below its newest the sequence numbers a producer
+// record's Older holds reach: a copy met behind more later appends of its
+// producer than this is installed as a new append.
+const OlderSpan = 1024
+
+// Holds tells whether o holds seq.
+func (o *OlderSeqs) Holds(seq uint64) bool {
+	if o == nil || seq >= o.Top || o.Top-seq > OlderSpan {
+		return false
+	}
+	i := o.Top - 1 - seq
+	return int(i/8) < len(o.Bits) && o.Bits[i/8]&(1<<(i%8)) != 0
+}
+
+// With returns o with seq added, the span moved up to it if above; o
+// itself is not changed.
+func (o *OlderSeqs) With(seq uint64) *OlderSeqs {
+	if o.Holds(seq) {
+		return o
+	}
+	out := &OlderSeqs{Top: seq + 1}
+	if o != nil {
+		out.Top = max(o.Top, seq+1)
+	}
+	bits := make([]byte, OlderSpan/8)
+	set := func(s uint64) {
+		if s < out.Top && out.Top-s <= OlderSpan {
+			i := out.Top - 1 - s
+			bits[i/8] |= 1 << (i % 8)
+		}
+	}
+	if o != nil {
+		for i := uint64(0); i < uint64(len(o.Bits))*8 && i < o.Top; i++ {
+			if o.Bits[i/8]&(1<<(i%8)) != 0 {
+				set(o.Top - 1 - i)
+			}
+		}
+	}
+	set(seq)
+	n := len(bits)
+	for n > 0 && bits[n-1] == 0 {
+		n--
+	}
+	out.Bits = bits[:n]
+	return out
 }
 
 // Producers is a record of idempotent appends, ordered by when each
@@ -283,6 +343,9 @@ func (p Producers) Record(k AppendKey, at uint64, rows int64) Producers {
 	rec.Recent = append(slices.Clone(rec.Recent), Outcome{Seq: k.Seq, Digest: k.Digest, At: at, Rows: rows})
 	slices.SortFunc(rec.Recent, func(a, b Outcome) int { return cmpU64(a.Seq, b.Seq) })
 	if n := len(rec.Recent); n > RecentSeqs {
+		for _, o := range rec.Recent[:n-RecentSeqs] {
+			rec.Older = rec.Older.With(o.Seq)
+		}
 		rec.Recent = rec.Recent[n-RecentSeqs:]
 	}
 	if k.Time.After(rec.Time) {

@@ -97,3 +97,37 @@ func TestIdempotencyKeysAreChecked(t *testing.T) {
 		t.Fatal("a digest of 2 digits accepted")
 	}
 }
+
+// A producer's sequence numbers fallen out of Recent stay installed,
+// however they interleave with gaps (two replicas' shards each took every
+// other one), within OlderSpan below the newest fallen out.
+func TestTheOlderSequencesOfAProducerStayInstalled(t *testing.T) {
+	now := time.Now()
+	var p Producers
+	stored := func(seq uint64) bool { return seq%2 == 1 || seq%10 == 4 }
+	for seq := uint64(1); seq <= 3000; seq++ {
+		if stored(seq) {
+			p = p.Record(AppendKey{Producer: "c", Seq: seq, Digest: 1, Time: now}, seq, 1)
+		}
+	}
+	rec := p[p.index("c")]
+	if len(rec.Recent) != RecentSeqs || rec.Older == nil || len(rec.Older.Bits) > OlderSpan/8 {
+		t.Fatalf("recent %d, older %+v", len(rec.Recent), rec.Older)
+	}
+	for seq := uint64(1); seq <= 3000; seq++ {
+		want := stored(seq) && rec.Older.Top-min(seq, rec.Older.Top) <= OlderSpan
+		if got := p.Installed(AppendKey{Producer: "c", Seq: seq, Digest: 1}); got != want {
+			t.Fatalf("seq %d installed %v, want %v", seq, got, want)
+		}
+	}
+	// Through JSON, as a manifest holds it.
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Producers
+	if err := json.Unmarshal(data, &back); err != nil || !back.Installed(AppendKey{Producer: "c", Seq: 2991, Digest: 1}) ||
+		back.Installed(AppendKey{Producer: "c", Seq: 2990, Digest: 1}) {
+		t.Fatalf("%v: the record read back lost its older numbers", err)
+	}
+}

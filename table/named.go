@@ -1,6 +1,9 @@
 package table
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // NamedRows are the rows of one idempotent append that a merge installs:
 // the append's name, the added fragment (by object key) that holds them,
@@ -19,11 +22,17 @@ type NamedRows struct {
 }
 
 // Installed tells whether p records that the append k names was stored:
-// a name kept with the same digest. A name p cannot tell of (a sequence
-// number below the window, another digest under the name) is not: its
-// rows were acknowledged as new, and are installed.
+// a name kept with the same digest, or a sequence number below those
+// kept that the producer's Older ranges hold (a copy another shard
+// stored, met behind later appends of its producer). A name p cannot
+// tell of (another digest under the name, a number it holds no trace
+// of) is not: its rows were acknowledged as new, and are installed.
 func (p Producers) Installed(k AppendKey) bool {
 	_, found, err := p.Lookup(k)
+	if errors.Is(err, ErrSequenceExpired) {
+		i := p.index(k.Producer)
+		return i >= 0 && p[i].Older.Holds(k.Seq)
+	}
 	return found && err == nil
 }
 

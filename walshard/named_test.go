@@ -1,6 +1,8 @@
 package walshard_test
 
 import (
+	"maps"
+
 	"testing"
 
 	"github.com/stratadb/strata/blob"
@@ -107,4 +109,118 @@ func TestARetryThroughAShardOfADirectAppendIsStoredOnce(t *testing.T) {
 		t.Fatalf("direct append of a name a merge installed: %+v, %v; want a duplicate", res, err)
 	}
 	storedOnce(t, baseIDs(t, b))
+}
+
+// A fresh read — of the fleet, or of one shard with the table — shows a
+// named append stored by two shards once, at every stage on its way into
+// the table: both copies in the WALs, flushed, one of them merged.
+func TestAFreshReadShowsARetryOnAnotherShardOnce(t *testing.T) {
+	for _, stage := range []string{"in the WALs", "one flushed", "both flushed", "one merged", "one merged, the other flushed"} {
+		t.Run(stage, func(t *testing.T) {
+			b := newTable(t, "mem://")
+			w1 := open(t, b, "w1", walshard.Options{})
+			w2 := open(t, b, "w2", walshard.Options{})
+			defer w1.Close()
+			defer w2.Close()
+			mustKeyed(t, w1, "client", 1, 1, 2)
+			appendIDs(t, w2, 9)
+			mustKeyed(t, w2, "client", 1, 1, 2)
+			mustKeyed(t, w2, "client", 2, 3)
+			appendIDs(t, w2, 10)
+			step := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch stage {
+			case "one flushed":
+				_, err := w2.Flush(ctx)
+				step(err)
+			case "both flushed":
+				_, err := w1.Flush(ctx)
+				step(err)
+				_, err = w2.Flush(ctx)
+				step(err)
+			case "one merged":
+				_, err := w1.Flush(ctx)
+				step(err)
+				_, err = w1.Merge(ctx)
+				step(err)
+			case "one merged, the other flushed":
+				_, err := w2.Flush(ctx)
+				step(err)
+				_, err = w2.Merge(ctx)
+				step(err)
+				_, err = w1.Flush(ctx)
+				step(err)
+			}
+			all := map[int64]int{1: 1, 2: 1, 3: 1, 9: 1, 10: 1}
+			if got := countIDs(t, walshard.ScanFleet(ctx, b, table.ScanOptions{})); !maps.Equal(got, all) {
+				t.Fatalf("fleet fresh read: %v, want %v", got, all)
+			}
+			if got := countIDs(t, w2.ScanFresh(ctx, table.ScanOptions{})); !maps.Equal(got, all) {
+				t.Fatalf("w2's fresh read: %v, want %v", got, all)
+			}
+			got := countIDs(t, w1.ScanFresh(ctx, table.ScanOptions{}))
+			if got[1] != 1 || got[2] != 1 {
+				t.Fatalf("w1's fresh read: %v, want ids 1 and 2 once", got)
+			}
+		})
+	}
+}
+
+// A copy met behind more later appends of its producer than the record
+// keeps outcomes of (a client that went on through both servers, every
+// other append each, while its retry sat in one's shard) is still stored
+// once: by either shard's merge first, by one fleet merge of both, and in
+// a fresh read.
+func TestARetryMetBehindManyLaterAppendsIsStoredOnce(t *testing.T) {
+	later := uint64(4 * table.RecentSeqs)
+	for _, how := range []string{"the first shard's merge first", "the retry's shard first", "one fleet merge", "a fresh read"} {
+		t.Run(how, func(t *testing.T) {
+			b := newTable(t, "mem://")
+			w1 := open(t, b, "w1", walshard.Options{})
+			w2 := open(t, b, "w2", walshard.Options{})
+			defer w1.Close()
+			defer w2.Close()
+			want := map[int64]int{}
+			for seq := uint64(1); seq <= later; seq++ {
+				mustKeyed(t, []*walshard.Shard{w2, w1}[seq%2], "client", seq, int64(seq))
+				if seq == 3 {
+					mustKeyed(t, w2, "client", 3, 3) // its retry, which reached w2
+				}
+				want[int64(seq)] = 1
+			}
+			for _, s := range []*walshard.Shard{w1, w2} {
+				if _, err := s.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got map[int64]int
+			switch how {
+			case "a fresh read":
+				got = countIDs(t, walshard.ScanFleet(ctx, b, table.ScanOptions{}))
+			case "one fleet merge":
+				if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+					t.Fatal(err)
+				}
+				got = baseIDs(t, b)
+			default:
+				order := []*walshard.Shard{w1, w2}
+				if how == "the retry's shard first" {
+					order = []*walshard.Shard{w2, w1}
+				}
+				for _, s := range order {
+					if _, err := s.Merge(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got = baseIDs(t, b)
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("read %v, want ids 1..%d once each", got, later)
+			}
+		})
+	}
 }
