@@ -24,7 +24,8 @@ type shardCut struct {
 	gens    []Generation
 	batches []arrow.RecordBatch
 	keys    [][]string // of each batch: its upserts' key columns, or nil
-	held    int64      // reserved of the read's Hold for batches
+	entries []entryNames
+	held    int64 // reserved of the read's Hold for batches
 }
 
 // release lets go of the cut's rows and gives back their reservation.
@@ -72,7 +73,12 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 		var gens []Generation
 		var batches []arrow.RecordBatch
 		var keys [][]string
+		var entries []entryNames
 		for _, c := range cuts {
+			for _, e := range c.entries {
+				e.first += len(batches)
+				entries = append(entries, e)
+			}
 			gens = append(gens, c.gens...)
 			batches = append(batches, c.batches...)
 			keys = append(keys, c.keys...)
@@ -82,7 +88,7 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 				c.release(opts.Hold)
 			}
 		}()
-		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, keys, opts, yield)
+		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, keys, entries, opts, yield)
 	}
 }
 
@@ -160,6 +166,9 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 		case err != nil:
 			return err
 		case e.kind == kindData:
+			if len(e.appends) > 0 {
+				c.entries = append(c.entries, entryNames{first: len(c.batches), n: len(e.batches), appends: e.appends})
+			}
 			c.batches = append(c.batches, e.batches...)
 			for range e.batches {
 				c.keys = append(c.keys, e.keys)

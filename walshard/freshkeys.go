@@ -18,24 +18,33 @@ import (
 // holds upserts). Upserts not merged yet hide the rows with their keys
 // that come before them in that order (scanFreshKeyed), so that a fresh
 // read shows one row per key, as the table will once they are merged.
+//
+// A named append stored by two shards (a retry that reached another
+// server) is read once, as the merge will install it (dropNamedCopies);
+// entries names the named appends among batches.
 func scanFresh(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *table.Snapshot, gens []Generation,
-	batches []arrow.RecordBatch, keys [][]string, opts table.ScanOptions, yield func(arrow.RecordBatch, error) bool) {
+	batches []arrow.RecordBatch, keys [][]string, entries []entryNames, opts table.ScanOptions, yield func(arrow.RecordBatch, error) bool) {
+	drops, cut, cutKeys := dropNamedCopies(base, gens, batches, keys, entries)
+	if cut != nil {
+		defer releaseAll(cut)
+		batches, keys = cut, cutKeys
+	}
 	keyed := slices.ContainsFunc(gens, func(g Generation) bool { return len(g.Keys) > 0 }) ||
 		slices.ContainsFunc(keys, func(k []string) bool { return len(k) > 0 })
 	if keyed {
-		scanFreshKeyed(ctx, b, schema, base, gens, batches, keys, opts, yield)
+		scanFreshKeyed(ctx, b, schema, base, gens, drops, batches, keys, opts, yield)
 		return
 	}
 	var frags []table.Fragment
 	for _, g := range gens {
-		for _, f := range g.fragments() {
+		for _, f := range drops.fragments(g) {
 			f.ID = uint64(len(frags))
 			frags = append(frags, f)
 		}
 	}
 	for _, part := range []iter.Seq2[arrow.RecordBatch, error]{
 		base.Scan(ctx, opts),
-		table.SnapshotOf(b, schema, frags).Scan(ctx, opts),
+		table.SnapshotOf(drops.bucket(b), schema, frags).Scan(ctx, opts),
 		table.ScanBatches(ctx, schema, batches, opts),
 	} {
 		for rec, err := range part {
@@ -56,7 +65,7 @@ type freshPart struct {
 // scanFreshKeyed is scanFresh over parts some of which hold upserts: each
 // part's rows are read without those whose key a later part of upserts
 // holds. Reading the keys of a generation of upserts costs a read of it.
-func scanFreshKeyed(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *table.Snapshot, gens []Generation,
+func scanFreshKeyed(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *table.Snapshot, gens []Generation, drops *freshDrops,
 	batches []arrow.RecordBatch, keys [][]string, opts table.ScanOptions, yield func(arrow.RecordBatch, error) bool) {
 	parts := []freshPart{{rows: func(o table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] { return base.Scan(ctx, o) }}}
 	var extra []string // key columns a projection leaves out
@@ -73,11 +82,11 @@ func scanFreshKeyed(ctx context.Context, b blob.Bucket, schema *arrow.Schema, ba
 		return table.NewKeyFilter(names)
 	}
 	for _, g := range gens {
-		frags := g.fragments()
+		frags := drops.fragments(g)
 		for i := range frags {
 			frags[i].ID = uint64(i)
 		}
-		snap := table.SnapshotOf(b, schema, frags)
+		snap := table.SnapshotOf(drops.bucket(b), schema, frags)
 		p := freshPart{rows: func(o table.ScanOptions) iter.Seq2[arrow.RecordBatch, error] { return snap.Scan(ctx, o) }}
 		if len(g.Keys) > 0 {
 			if p.filter = keyFilter(g.Keys); p.filter != nil {

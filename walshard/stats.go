@@ -187,7 +187,11 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 		gens := s.mu.gens.state.pending(watermark)
 		var mem []arrow.RecordBatch
 		var keys [][]string
+		var entries []entryNames
 		for _, me := range s.mu.mem.entries {
+			if len(me.appends) > 0 {
+				entries = append(entries, entryNames{first: len(mem), n: len(me.batches), appends: me.appends})
+			}
 			for _, rec := range me.batches {
 				rec.Retain()
 				mem = append(mem, rec)
@@ -214,7 +218,7 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 				mem[i] = ev
 			}
 		}
-		scanFresh(ctx, s.b, schema, base, gens, mem, keys, opts, yield)
+		scanFresh(ctx, s.b, schema, base, gens, mem, keys, entries, opts, yield)
 	}
 }
 

@@ -1,0 +1,181 @@
+package walshard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+)
+
+// Named appends in a fresh read.
+//
+// A named append sent again after its answer was lost may reach another
+// shard (a retry through another server): both shards store it, and the
+// merge, where the shards meet, installs the name once per table and
+// deletes the other copy (table.NamedRows). A fresh read leaves out the
+// same copies the merge will: the rows of a named append whose name the
+// table records already, or an earlier part of the read holds (the
+// flushed generations, then the WAL's rows, in the read's order). The
+// generations' copies are left out by deletion vectors the read holds in
+// memory; the WAL's by slicing their batches.
+
+// entryNames are the named appends of one WAL entry in a fresh read: its
+// batches (first, and n of them) and its appends, whose offsets count
+// the entry's rows.
+type entryNames struct {
+	first, n int
+	appends  []appendRecord
+}
+
+// freshDrops are the copies a fresh read leaves out: deletion vectors by
+// fragment key, kept in memory under keys of their own.
+type freshDrops struct {
+	vectors map[string][]byte          // the vectors' bodies, by made-up key
+	frags   map[string]*table.Deletion // by fragment key
+}
+
+// fragments is g's fragments with the copies d leaves out deleted.
+func (d *freshDrops) fragments(g Generation) []table.Fragment {
+	out := g.fragments()
+	if d == nil {
+		return out
+	}
+	for i := range out {
+		out[i].Deletion = d.frags[out[i].Key]
+	}
+	return out
+}
+
+// bucket is b, with d's vectors read from memory.
+func (d *freshDrops) bucket(b blob.Bucket) blob.Bucket {
+	if d == nil || len(d.vectors) == 0 {
+		return b
+	}
+	return vectorsIn{Bucket: b, vectors: d.vectors}
+}
+
+// vectorsIn is a bucket that answers some keys' reads from memory.
+type vectorsIn struct {
+	blob.Bucket
+	vectors map[string][]byte
+}
+
+func (v vectorsIn) Get(ctx context.Context, key string) ([]byte, error) {
+	if data, ok := v.vectors[key]; ok {
+		return data, nil
+	}
+	return v.Bucket.Get(ctx, key)
+}
+
+// dropNamedCopies decides which named appends a fresh read over base,
+// gens and batches (keys: each batch's key columns) leaves out: it
+// returns the vectors for gens' copies, and batches without the WAL's
+// copies with their keys (new batches the caller releases; nil when none
+// is left out).
+func dropNamedCopies(base *table.Snapshot, gens []Generation, batches []arrow.RecordBatch, keys [][]string, entries []entryNames) (*freshDrops, []arrow.RecordBatch, [][]string) {
+	var named []table.NamedRows
+	for _, g := range gens {
+		named = append(named, g.Named...)
+	}
+	walFrom := len(named)
+	for i, e := range entries {
+		for _, a := range e.appends {
+			if a.Offset == nil {
+				continue // an older build's entry: its rows cannot be told apart
+			}
+			named = append(named, table.NamedRows{AppendKey: a.AppendKey, Fragment: fmt.Sprint(i), Offset: *a.Offset, Rows: a.Rows})
+		}
+	}
+	if len(named) == 0 {
+		return nil, nil, nil
+	}
+	named = base.Manifest().Producers.DropNamed(named)
+	drops := map[string][]uint32{}
+	cut := map[int][][2]int64{} // by entry: the row ranges to leave out
+	for i, n := range named {
+		switch {
+		case !n.Dropped:
+		case i < walFrom:
+			for r := n.Offset; r < n.Offset+n.Rows; r++ {
+				drops[n.Fragment] = append(drops[n.Fragment], uint32(r))
+			}
+		default:
+			var e int
+			fmt.Sscan(n.Fragment, &e)
+			cut[e] = append(cut[e], [2]int64{n.Offset, n.Offset + n.Rows})
+		}
+	}
+	var d *freshDrops
+	if len(drops) > 0 {
+		d = &freshDrops{vectors: map[string][]byte{}, frags: map[string]*table.Deletion{}}
+		for key, rows := range drops {
+			slices.Sort(rows)
+			rows = slices.Compact(rows)
+			vkey := fmt.Sprintf("fresh-read-deletions/%d", len(d.vectors))
+			d.vectors[vkey] = table.EncodeDeletions(rows)
+			d.frags[key] = &table.Deletion{Key: vkey, Count: int64(len(rows))}
+		}
+	}
+	if len(cut) == 0 {
+		return d, nil, nil
+	}
+	out, outKeys := cutBatches(batches, keys, entries, cut)
+	return d, out, outKeys
+}
+
+// cutBatches returns batches without the row ranges cut leaves out of
+// each entry (new batches: the caller releases them), with their keys.
+func cutBatches(batches []arrow.RecordBatch, keys [][]string, entries []entryNames, cut map[int][][2]int64) ([]arrow.RecordBatch, [][]string) {
+	out := make([]arrow.RecordBatch, 0, len(batches))
+	var outKeys [][]string
+	keyOf := func(j int) []string {
+		if j < len(keys) {
+			return keys[j]
+		}
+		return nil
+	}
+	inEntry := make([]int, len(batches))
+	at := make([]int64, len(batches)) // a batch's first row among its entry's
+	for i := range inEntry {
+		inEntry[i] = -1
+	}
+	for e, en := range entries {
+		var rows int64
+		for j := en.first; j < en.first+en.n; j++ {
+			inEntry[j], at[j] = e, rows
+			rows += batches[j].NumRows()
+		}
+	}
+	for j, rec := range batches {
+		ranges := cut[inEntry[j]]
+		if inEntry[j] < 0 || len(ranges) == 0 {
+			rec.Retain()
+			out, outKeys = append(out, rec), append(outKeys, keyOf(j))
+			continue
+		}
+		from, to := at[j], at[j]+rec.NumRows()
+		for r := from; r < to; {
+			end, skip := to, false
+			for _, c := range ranges {
+				switch {
+				case c[0] <= r && r < c[1]:
+					end, skip = min(c[1], to), true
+				case r < c[0] && c[0] < end:
+					end = c[0]
+				}
+				if skip {
+					break
+				}
+			}
+			if !skip {
+				out, outKeys = append(out, rec.NewSlice(r-from, end-from)), append(outKeys, keyOf(j))
+			}
+			r = end
+		}
+	}
+	return out, outKeys
+}
