@@ -24,14 +24,22 @@ from test_client import REPO, free_port  # noqa: E402
 
 class LossyProxy(http.server.ThreadingHTTPServer):
     """Passes each request to the server, then drops a share ``lose`` of the answers:
-    the server acted, the client hears nothing but a closed connection."""
+    the server acted, the client hears nothing but a closed connection. Given
+    several servers' ports, it sends each request to the next one in turn, as a
+    Service in front of replicas with no affinity may."""
 
     daemon_threads = True
 
     def __init__(self, port, target_port, lose, seed):
-        self.target_port, self.lose, self.rng, self.lock = target_port, lose, random.Random(seed), threading.Lock()
-        self.lost = 0
+        self.targets = list(target_port) if isinstance(target_port, (list, tuple)) else [target_port]
+        self.lose, self.rng, self.lock = lose, random.Random(seed), threading.Lock()
+        self.lost, self.sent = 0, 0
         super().__init__(("127.0.0.1", port), _ProxyHandler)
+
+    def target(self):
+        with self.lock:
+            self.sent += 1
+            return self.targets[self.sent % len(self.targets)]
 
     def drop(self):
         with self.lock:
@@ -52,7 +60,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(n) if n else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.server.target_port, timeout=30)
+            conn = http.client.HTTPConnection("127.0.0.1", self.server.target(), timeout=30)
             conn.request(self.command, self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
