@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -346,7 +347,8 @@ func TestFleetWithKillsAndAStoreOutage(t *testing.T) {
 // The compactor Job, once, against MinIO: exit code, summary, fewer
 // fragments.
 func TestCompactorJobOnce(t *testing.T) {
-	u := strings.Replace(testenv.MinIO(t).URL(t), "?", "/jobtable?", 1)
+	minio := testenv.MinIO(t)
+	u := strings.Replace(minio.URL(t), "?", "/jobtable?", 1)
 	for w := range 3 {
 		p := run(t, "strata", "worker", u, "--worker", fmt.Sprint(w), "--appends", "6", "--rows", "10", "--flush-interval", "1ms", "--merge-interval", "1ms")
 		p.wait(t, time.Minute)
@@ -371,7 +373,29 @@ func TestCompactorJobOnce(t *testing.T) {
 	if !strings.Contains(p.stdout(), "1 compacted") || len(after.Fragments) >= len(before.Fragments) || after.Rows() != before.Rows() {
 		t.Fatalf("job: %q; fragments %d -> %d, rows %d -> %d\n%s", p.stdout(), len(before.Fragments), len(after.Fragments), before.Rows(), after.Rows(), p.stderr())
 	}
-	t.Logf("compactor --once: %s fragments %d -> %d", strings.TrimSpace(p.stdout()), len(before.Fragments), len(after.Fragments))
+	// What landed in MinIO, listed apart from the code under test: the
+	// versions Strata reports, each one manifest, the newest first, and
+	// the fragments the newest names.
+	versions, err := table.Versions(ctx, b, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, v := range versions {
+		want = append(want, table.ManifestKey(v.Version))
+	}
+	slices.Sort(want)
+	if got := minio.Keys(t, u, table.VersionsDir); !slices.Equal(got, want) || got[0] != table.ManifestKey(after.Version) {
+		t.Fatalf("MinIO holds the manifests %v; Strata reports %v, the newest v%d", got, want, after.Version)
+	}
+	stored := minio.Keys(t, u, "")
+	for _, f := range after.Fragments {
+		if _, found := slices.BinarySearch(stored, f.Key); !found {
+			t.Fatalf("fragment %s of v%d is not in MinIO (it holds %d objects of the table)", f.Key, after.Version, len(stored))
+		}
+	}
+	t.Logf("compactor --once: %s fragments %d -> %d; MinIO holds %d manifests, %d objects of the table in all", strings.TrimSpace(p.stdout()),
+		len(before.Fragments), len(after.Fragments), len(want), len(stored))
 }
 
 func lastLines(s string, n int) string {

@@ -1,7 +1,9 @@
 // Package testenv starts the real servers that tests run against — MinIO
 // for S3 and fake-gcs-server for GCS — once per test binary, on 127.0.0.1
 // with free ports and temporary data folders, and stops them when the
-// binary's tests end.
+// binary's tests end. It creates MinIO's bucket, and lists what landed
+// there (Server.Keys), with minio-go: a client apart from the
+// aws-sdk-go-v2 that the code under test speaks S3 with.
 //
 // The server binaries are found in $STRATA_MINIO / $STRATA_FAKE_GCS, in the
 // repository's .tools/bin (where scripts/install-test-deps.sh puts them),
