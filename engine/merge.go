@@ -109,3 +109,18 @@ func (db *DB) repairedAfter(ctx context.Context, err error) bool {
 		"undone", fmt.Sprint(res.Undone), "rewritten", fmt.Sprint(res.Rewritten))
 	return true
 }
+
+// ShardLags reads every shard's lag from the bucket (walshard.FleetLags),
+// with the states this DB's fleet merges read: the latest manifest, two
+// LISTs, and a LIST of one key per shard.
+func (db *DB) ShardLags(ctx context.Context) ([]walshard.ShardLag, error) {
+	m, err := table.ReadLatest(ctx, db.b)
+	if err != nil {
+		return nil, err
+	}
+	mem := db.opts.Fleet.Memory
+	if mem == nil {
+		mem = &db.fleet
+	}
+	return walshard.FleetLags(ctx, db.b, m, mem)
+}

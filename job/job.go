@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/lakehouse/layout"
+	"github.com/stratadb/strata/walshard"
 )
 
 // Options configure the Job. Zero values mean defaults.
@@ -65,7 +66,14 @@ type Options struct {
 type TableOutcome struct {
 	Table string
 	engine.PassOutcome
+	// Lags is every shard's lag as the pass read it (engine.DB.ShardLags),
+	// at most once every lagsEvery for a table of Loop; nil when not read.
+	Lags []walshard.ShardLag
 }
+
+// lagsEvery: how often Loop's passes read a table's shards' lags (a LIST
+// of one key per shard).
+const lagsEvery = time.Minute
 
 // Summary is one pass over every table.
 type Summary struct {
@@ -132,11 +140,13 @@ func Loop(ctx context.Context, opts *Options, interval time.Duration) error {
 
 // runner holds the tables' handles across passes (kept open by Loop).
 type runner struct {
-	o     Options
-	keep  bool
-	mu    sync.Mutex
-	dbs   map[string]*engine.DB
-	found struct {
+	o    Options
+	keep bool
+	mu   sync.Mutex
+	dbs  map[string]*engine.DB
+	// lagsAt: when each table's lags were last read (Loop).
+	lagsAt map[string]time.Time
+	found  struct {
 		mu   sync.Mutex
 		urls []string  // the tables last found under Options.Under
 		at   time.Time // when
@@ -144,7 +154,7 @@ type runner struct {
 }
 
 func newRunner(o Options, keep bool) *runner {
-	return &runner{o: o, keep: keep, dbs: map[string]*engine.DB{}}
+	return &runner{o: o, keep: keep, dbs: map[string]*engine.DB{}, lagsAt: map[string]time.Time{}}
 }
 
 // db returns the handle of table u, opening it (and, unless kept, the
@@ -238,7 +248,32 @@ func (j *runner) table(ctx context.Context, u string) TableOutcome {
 		}
 		mo.IcebergLocation, mo.IcebergExport = loc, j.o.Export
 	}
-	return TableOutcome{Table: u, PassOutcome: db.Maintain(ctx, mo)}
+	return j.withLags(ctx, u, db, TableOutcome{Table: u, PassOutcome: db.Maintain(ctx, mo)})
+}
+
+// withLags adds the shards' lags to out when they are due: every pass of
+// RunOnce, once every lagsEvery in Loop. A failure to read them is
+// logged, and fails nothing.
+func (j *runner) withLags(ctx context.Context, u string, db *engine.DB, out TableOutcome) TableOutcome {
+	if j.o.DryRun || ctx.Err() != nil {
+		return out
+	}
+	j.mu.Lock()
+	due := time.Since(j.lagsAt[u]) >= lagsEvery || !j.keep
+	if due {
+		j.lagsAt[u] = time.Now()
+	}
+	j.mu.Unlock()
+	if !due {
+		return out
+	}
+	lags, err := db.ShardLags(ctx)
+	if err != nil {
+		j.o.Log.Warn("reading the shards' lags failed", "table", u, "error", err.Error())
+		return out
+	}
+	out.Lags = lags
+	return out
 }
 
 func (s *Summary) add(out TableOutcome) {

@@ -229,6 +229,7 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 	// after (flushKeep), but each shard's newest: it is the shard's state.
 	doomed = append(doomed, mergedFlushes(flushes, latest, now())...)
 	o.Memory.wait(flushes, latest, now())
+	o.Memory.see(plans, latest)
 	slices.Sort(doomed) // in one order every time (a simulation replays it)
 	if err := blob.DeleteAll(ctx, b, doomed); err != nil {
 		errs = append(errs, fmt.Errorf("walshard: deleting stale hints and merged flush objects: %w", err))

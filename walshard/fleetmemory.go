@@ -22,6 +22,8 @@ type FleetMemory struct {
 	// noneAnnounced: when a listing last found no announcement (zero:
 	// one did, or none listed yet).
 	noneAnnounced time.Time
+	// lags: the states merges read, for FleetLags.
+	lags lagMemory
 }
 
 // announcementsEvery: a memory that found no announcement (which only

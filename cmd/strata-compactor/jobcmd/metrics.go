@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/job"
+	"github.com/stratadb/strata/walshard"
 )
 
 // jobMetrics are the Job's Prometheus families, served on
@@ -31,6 +32,8 @@ type jobMetrics struct {
 	adopted      *prometheus.CounterVec
 	gcDeleted    *prometheus.CounterVec
 	storeSeconds *prometheus.HistogramVec
+	walLag       *prometheus.GaugeVec
+	pending      *prometheus.GaugeVec
 }
 
 func newJobMetrics() *jobMetrics {
@@ -53,6 +56,13 @@ func newJobMetrics() *jobMetrics {
 		Help: "Abandoned shards the Job adopted."}, []string{"table"})
 	m.gcDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_compactor_gc_objects_deleted_total",
 		Help: "Objects garbage collection deleted."}, []string{"table"})
+	// The names and labels of the server's own shard's series: the lag
+	// alerts take the max by table and shard over both.
+	m.walLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "strata_wal_lag_entries",
+		Help: "WAL entries of each shard not yet in a generation, as the Job's last reading of the shards found them."}, []string{"table", "shard"})
+	m.pending = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "strata_generations_pending",
+		Help: "Generations of each shard awaiting merge, as the Job's last reading of the shards found them."}, []string{"table", "shard"})
+	m.reg.MustRegister(m.walLag, m.pending)
 	m.reg.MustRegister(m.passes, m.passSeconds, m.tables, m.fragments, m.fleetMerges, m.fleetGens, m.fleetSeconds, m.adopted, m.gcDeleted)
 	return m
 }
@@ -97,6 +107,7 @@ func (m *jobMetrics) wire(o *job.Options) {
 			m.fleetGens.WithLabelValues(out.Table)
 			m.adopted.WithLabelValues(out.Table).Add(float64(len(out.Adopted)))
 			m.gcDeleted.WithLabelValues(out.Table).Add(float64(out.ObjectsDeleted))
+			m.setLags(out.Table, out.Lags)
 		}
 	}
 	o.Listener = engine.Tee(engine.LoggingListener(o.Log), engine.EventListener{MergeEnd: func(i engine.MergeInfo) {
@@ -109,6 +120,22 @@ func (m *jobMetrics) wire(o *job.Options) {
 		m.fleetMerges.WithLabelValues(table, outcome).Inc()
 		m.fleetGens.WithLabelValues(table).Add(float64(i.Result.Generations))
 	}})
+}
+
+// setLags replaces a table's per-shard lag series with a new reading (a
+// shard retired since has none); nil: not read this pass.
+func (m *jobMetrics) setLags(table string, lags []walshard.ShardLag) {
+	if lags == nil {
+		return
+	}
+	m.walLag.DeletePartialMatch(prometheus.Labels{"table": table})
+	m.pending.DeletePartialMatch(prometheus.Labels{"table": table})
+	for _, l := range lags {
+		m.walLag.WithLabelValues(table, l.Shard).Set(float64(l.WALLag))
+		if l.Pending >= 0 {
+			m.pending.WithLabelValues(table, l.Shard).Set(float64(l.Pending))
+		}
+	}
 }
 
 // serve serves /metrics, and /healthz for probes, on addr until ctx ends.
