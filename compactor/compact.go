@@ -21,6 +21,17 @@ type Options struct {
 	// from a remote store, large ones few.
 	Parallelism    int
 	ReadAheadBytes int64
+	// MemoryBudget bounds what the run holds at once of the bins it
+	// writes (default DefaultMemoryBudget, at least MinMemoryBudget): a
+	// quarter of it, up to 64 MiB, for the row group being joined, and
+	// the rest for the sources, each reserving before it is read what
+	// reading it holds (table.CopyOptions.Memory), so fewer are read at
+	// once than Parallelism when they are large. ReadAheadBytes is cut to
+	// a quarter of it. A source larger than the budget is read alone, past
+	// it. Result.PeakMemory tells the most the run held at once. Outside
+	// it: the manifest, the Go runtime, and with Recode the writer's two
+	// row groups of decoded rows.
+	MemoryBudget int64
 	// DryRun plans and returns without writing anything.
 	DryRun bool
 	// Recode rewrites every bin by decoding its rows and encoding them
@@ -55,6 +66,7 @@ type Result struct {
 	RowsAfter       int64
 	BytesRewritten  int64 // bytes of the source fragments
 	BinsCopied      int   // bins merged by copying their pages (the others were decoded)
+	PeakMemory      int64 // the most the run held at once of its memory budget (Options.MemoryBudget)
 	Replans         int
 	Duration        time.Duration
 }
@@ -103,7 +115,9 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 			res.Duration = time.Since(start)
 			return res, nil
 		}
-		added, rewritten, copied, err := writeBins(ctx, progressOf(b, res.Plan, o.OnProgress), m, res.Plan, o)
+		mem := newBudget(o.MemoryBudget)
+		added, rewritten, copied, err := writeBins(ctx, progressOf(b, res.Plan, o.OnProgress), m, res.Plan, o, mem)
+		res.PeakMemory = max(res.PeakMemory, mem.peak())
 		if errors.Is(err, blob.ErrNotFound) && res.Replans < o.MaxReplans {
 			// A source is gone: either a newer version no longer holds
 			// it (this run stalled), or the newest version lost it to a
@@ -151,15 +165,15 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 
 // writeBins rewrites each bin into one fragment; copied counts the bins
 // whose pages were copied.
-func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, o Options) (added []table.Fragment, rewritten int64, copied int, err error) {
+func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, o Options, mem *budget) (added []table.Fragment, rewritten int64, copied int, err error) {
 	snap := table.NewSnapshot(b, m)
 	for _, bin := range plan.Bins {
 		f, err := table.Fragment{}, table.ErrNotCopyable
 		if !o.Recode {
-			f, err = snap.CopyFragments(ctx, bin.Fragments, table.CopyOptions{Parallelism: o.Parallelism, ReadAheadBytes: o.ReadAheadBytes})
+			f, err = copyBin(ctx, snap, bin, o, mem)
 		}
 		if errors.Is(err, table.ErrNotCopyable) {
-			f, err = recode(ctx, b, snap, bin, o)
+			f, err = recode(ctx, b, snap, bin, o, mem)
 		} else if err == nil {
 			copied++
 		}
@@ -177,13 +191,36 @@ func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan,
 	return added, rewritten, copied, nil
 }
 
+// copyBin merges a bin by copying its sources' pages, within mem: the
+// row group being joined and a source opened ahead are held throughout.
+func copyBin(ctx context.Context, snap *table.Snapshot, bin Bin, o Options, mem *budget) (table.Fragment, error) {
+	rowGroupBytes, readAhead := copyShares(mem.size, o.ReadAheadBytes)
+	release, err := mem.hold(ctx, table.CopyHoldBytes(rowGroupBytes))
+	if err != nil {
+		return table.Fragment{}, err
+	}
+	defer release()
+	return snap.CopyFragments(ctx, bin.Fragments, table.CopyOptions{Parallelism: o.Parallelism, ReadAheadBytes: readAhead,
+		Memory: mem, RowGroupBytes: rowGroupBytes})
+}
+
+// recodeParallelism: fragments a decoding rewrite opens ahead of their
+// reservations (table.OpenAheadBytes), held besides.
+const recodeParallelism = 2
+
 // recode rewrites a bin by decoding its live rows and encoding them again.
-func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o Options) (table.Fragment, error) {
+func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o Options, mem *budget) (table.Fragment, error) {
+	release, err := mem.hold(ctx, table.OpenAheadBytes(recodeParallelism))
+	if err != nil {
+		return table.Fragment{}, err
+	}
+	defer release()
 	w, err := table.NewFragmentWriter(ctx, b, snap.Manifest().Schema())
 	if err != nil {
 		return table.Fragment{}, err
 	}
-	for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: o.Parallelism, ReadAheadBytes: o.ReadAheadBytes, BatchSize: 4096}) {
+	_, readAhead := copyShares(mem.size, o.ReadAheadBytes)
+	for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: recodeParallelism, ReadAheadBytes: readAhead, BatchSize: 4096, Memory: mem}) {
 		if err == nil {
 			err = w.Write(rec)
 		}

@@ -100,6 +100,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.MaxReplans <= 0 {
 		c.MaxReplans = 5
 	}
+	if c.MemoryBudget <= 0 {
+		c.MemoryBudget = DefaultMemoryBudget
+	}
 	if c.Holder == "" {
 		c.Holder = DefaultHolder
 	}
@@ -110,8 +113,8 @@ func (o *Options) EnsureDefaults() *Options {
 }
 
 // Validate checks the options: no negative bounds, a lease of at least
-// MinLeaseTTL (it is renewed a third of the way through), and valid commit
-// options.
+// MinLeaseTTL (it is renewed a third of the way through), a memory budget
+// of at least MinMemoryBudget, and valid commit options.
 func (o *Options) Validate() error {
 	if o == nil {
 		return nil
@@ -121,6 +124,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LeaseTTL > 0 && o.LeaseTTL < MinLeaseTTL {
 		return fmt.Errorf("%w: Options: LeaseTTL %v is below %v", ErrInvalidOptions, o.LeaseTTL, MinLeaseTTL)
+	}
+	if o.MemoryBudget < 0 || (o.MemoryBudget > 0 && o.MemoryBudget < MinMemoryBudget) {
+		return fmt.Errorf("%w: Options: MemoryBudget %d is below %d (16 MiB)", ErrInvalidOptions, o.MemoryBudget, MinMemoryBudget)
 	}
 	if err := o.Commit.Validate(); err != nil {
 		return fmt.Errorf("compactor: Options.Commit: %w", err)

@@ -29,6 +29,14 @@ const copyRowGroupBytes = 64 << 20
 type CopyOptions struct {
 	Parallelism    int   // fragments read at once
 	ReadAheadBytes int64 // bytes of fragment objects read at once (a larger one alone)
+	// Memory, when set, is a budget the copy reserves from, for each
+	// source in order and before reading it, what reading it holds
+	// (CopyWeight; a source to decode, its footer read first), and gives
+	// back once the copy has taken its row groups. What the copy then
+	// holds of them, the row group it is joining, is bounded by
+	// RowGroupBytes (default 64 MiB), which the caller counts besides.
+	Memory        Memory
+	RowGroupBytes int64
 }
 
 // CopyFragments writes the live rows of fragments ids of the snapshot —
@@ -63,14 +71,21 @@ func (s *Snapshot) CopyFragments(ctx context.Context, ids []uint64, opts CopyOpt
 		return Fragment{}, fmt.Errorf("%w: no live rows", ErrNotCopyable)
 	}
 	w := newPageCopier(ctx, s.b, NewFragmentKey())
-	err = readInOrder(ctx, frags, p.opts.Parallelism, p.opts.ReadAheadBytes,
-		func(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
-			if !s.copyable(f) {
-				return s.recodeRowGroups(ctx, f, emit)
-			}
-			return readSourceRowGroups(ctx, s.b, f, w.props, p.opts.ReadAheadBytes, emit)
-		},
-		w.add, func(*sourceRowGroup) {})
+	if opts.RowGroupBytes > 0 {
+		w.maxBytes = opts.RowGroupBytes
+	}
+	if opts.Memory != nil {
+		err = s.copyWithin(ctx, p, frags, opts.Memory, w)
+	} else {
+		err = readInOrder(ctx, frags, p.opts.Parallelism, p.opts.ReadAheadBytes,
+			func(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
+				if !s.copyable(f) {
+					return s.recodeRowGroups(ctx, f, emit)
+				}
+				return readSourceRowGroups(ctx, s.b, f, w.props, p.opts.ReadAheadBytes, emit)
+			},
+			w.add, func(*sourceRowGroup) {})
+	}
 	if err == nil {
 		err = w.err
 	}
@@ -330,6 +345,9 @@ type pageCopier struct {
 	bytes   int64
 	groups  int
 	stats   []sourceStats
+	// maxBytes bounds the pending row groups' column chunks (but one
+	// row group of a source, however large, is joined alone).
+	maxBytes int64
 	err     error
 	// omit names footer key-value pairs of the sources that the fragment
 	// leaves out (and that may differ between them); kv is what it keeps.
@@ -340,7 +358,7 @@ type pageCopier struct {
 // newPageCopier starts the object; its first bytes are written at once,
 // which returns once the upload has begun reading them.
 func newPageCopier(ctx context.Context, b blob.Bucket, key string) *pageCopier {
-	w := &pageCopier{key: key, up: startUpload(ctx, b, key), props: fragmentProps()}
+	w := &pageCopier{key: key, up: startUpload(ctx, b, key), props: fragmentProps(), maxBytes: copyRowGroupBytes}
 	if _, err := w.up.Write([]byte("PAR1")); err != nil {
 		w.err = fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
@@ -372,7 +390,7 @@ func (w *pageCopier) add(u *sourceRowGroup) (ok bool) {
 		w.err = fmt.Errorf("%w: %s and %s were written with different schemas", ErrNotCopyable, w.first.key, u.key)
 		return false
 	}
-	if len(w.pending) > 0 && (w.rows+u.md.NumRows() > RowGroupRows || w.bytes+u.bytes > copyRowGroupBytes) {
+	if len(w.pending) > 0 && (w.rows+u.md.NumRows() > RowGroupRows || w.bytes+u.bytes > w.maxBytes) {
 		if w.err = w.flush(); w.err != nil {
 			return false
 		}

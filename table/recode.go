@@ -3,6 +3,7 @@ package table
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -23,6 +24,44 @@ import (
 // than RowGroupRows rows, so memory stays bounded by one row group, and
 // every row group the encoder writes is handed on.
 func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
+	return s.recodeBatches(f, func(each func(arrow.RecordBatch) error) error {
+		for rec, err := range s.Scan(ctx, ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1, BatchSize: RowGroupRows}) {
+			if err == nil {
+				err = each(rec)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}, emit)
+}
+
+// recodeOpened is recodeRowGroups of a fragment opened with rp (a plan
+// of every column, RowGroupRows rows a batch), which it closes.
+func (s *Snapshot) recodeOpened(ctx context.Context, rp *scanPlan, o *opened, emit func(*sourceRowGroup) bool) error {
+	defer o.close()
+	return s.recodeBatches(o.f, func(each func(arrow.RecordBatch) error) error {
+		var eachErr error
+		err := rp.decode(ctx, o, func(rec arrow.RecordBatch) bool {
+			defer rec.Release()
+			eachErr = each(rec)
+			return eachErr == nil
+		})
+		if eachErr != nil {
+			return eachErr
+		}
+		return err
+	}, emit)
+}
+
+// errRecodeStopped: emit said stop (recodeBatches returns nil then).
+var errRecodeStopped = errors.New("table: recode stopped")
+
+// recodeBatches is recodeRowGroups of fragment f's live rows, which
+// batches hands, in order, to its argument (a batch is the caller's: it
+// is not retained beyond the call).
+func (s *Snapshot) recodeBatches(f *Fragment, batches func(func(arrow.RecordBatch) error) error, emit func(*sourceRowGroup) bool) error {
 	schema := StoredSchema(s.m.Schema()) // the rows scanned are written under their stored names
 	acc := make([]statsAcc, schema.NumFields())
 	for i, fd := range schema.Fields() {
@@ -50,10 +89,7 @@ func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*
 		}
 		return nil
 	}
-	for rec, err := range s.Scan(ctx, ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1, BatchSize: RowGroupRows}) {
-		if err != nil {
-			return err
-		}
+	err := batches(func(rec arrow.RecordBatch) error {
 		for i := range acc {
 			acc[i].add(rec.Column(i))
 		}
@@ -67,10 +103,20 @@ func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*
 			if pendingRows < RowGroupRows {
 				continue
 			}
-			if err := flush(); err != nil || stopped {
+			if err := flush(); err != nil {
 				return err
 			}
+			if stopped {
+				return errRecodeStopped
+			}
 		}
+		return nil
+	})
+	if errors.Is(err, errRecodeStopped) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	if err := flush(); err != nil || stopped {
 		return err
