@@ -348,7 +348,7 @@ type pageCopier struct {
 	// maxBytes bounds the pending row groups' column chunks (but one
 	// row group of a source, however large, is joined alone).
 	maxBytes int64
-	err     error
+	err      error
 	// omit names footer key-value pairs of the sources that the fragment
 	// leaves out (and that may differ between them); kv is what it keeps.
 	omit []string
