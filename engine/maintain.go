@@ -33,6 +33,9 @@ type MaintainOptions struct {
 	Remember bool
 	// Holder names the lease's holder (default Options.Writer).
 	Holder string
+	// Tune is passed to the pass's compaction (its MemoryBudget, say), as
+	// CompactOptions.Tune is.
+	Tune compactor.Options
 }
 
 // PassOutcome is what one maintenance pass did to the table.
@@ -167,7 +170,7 @@ func (db *DB) maintainLeased(ctx context.Context, o MaintainOptions, now time.Ti
 			out.Err = adoptErr
 		}
 	}()
-	info, err := db.compactLeased(ctx, CompactOptions{WhenDue: true, DryRun: o.DryRun})
+	info, err := db.compactLeased(ctx, CompactOptions{WhenDue: true, DryRun: o.DryRun, Tune: o.Tune})
 	out.FragmentsBefore, out.FragmentsAfter = info.Result.FragmentsBefore, info.Result.FragmentsAfter
 	out.Skipped, out.Compacted = info.Skipped, err == nil && info.Result.Version != 0
 	if info.Skipped == "" || err != nil {

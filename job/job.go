@@ -43,6 +43,10 @@ type Options struct {
 	DryRun   bool
 	// History is how many run records to keep per table (default 100).
 	History int
+	// MemoryBudget bounds what a table's compaction holds at once
+	// (compactor.Options.MemoryBudget; default
+	// compactor.DefaultMemoryBudget). Tables are compacted one at a time.
+	MemoryBudget int64
 	// NoMerge skips the merge of every shard's flushed generations each
 	// pass runs first (walshard.FleetMerge); Fleet tunes it.
 	NoMerge bool
@@ -233,7 +237,8 @@ func (j *runner) table(ctx context.Context, u string) TableOutcome {
 		return TableOutcome{Table: u, PassOutcome: engine.PassOutcome{Err: err}}
 	}
 	defer done()
-	mo := engine.MaintainOptions{DryRun: j.o.DryRun, NoMerge: j.o.NoMerge, NoGC: j.o.NoGC, Remember: j.keep, Holder: j.o.Holder}
+	mo := engine.MaintainOptions{DryRun: j.o.DryRun, NoMerge: j.o.NoMerge, NoGC: j.o.NoGC, Remember: j.keep, Holder: j.o.Holder,
+		Tune: compactor.Options{MemoryBudget: j.o.MemoryBudget}}
 	if j.o.AdoptAfter > 0 {
 		mo.AdoptAfter = j.o.AdoptAfter
 	}

@@ -55,7 +55,8 @@ func (o *Options) EnsureDefaults() *Options {
 }
 
 // Validate checks the options: no negative history or lease, a lease of
-// at least compactor.MinLeaseTTL, an exporter when Iceberg is set, and
+// at least compactor.MinLeaseTTL, a memory budget of at least
+// compactor.MinMemoryBudget, an exporter when Iceberg is set, and
 // valid policies. No tables is valid:
 // a pass over an empty bucket does nothing.
 func (o *Options) Validate() error {
@@ -68,6 +69,9 @@ func (o *Options) Validate() error {
 	if o.LeaseTTL > 0 && o.LeaseTTL < compactor.MinLeaseTTL {
 		return fmt.Errorf("%w: job Options: LeaseTTL %v is below %v", compactor.ErrInvalidOptions, o.LeaseTTL, compactor.MinLeaseTTL)
 	}
+	if err := (&compactor.Options{MemoryBudget: o.MemoryBudget}).Validate(); err != nil {
+		return err
+	}
 	if o.Iceberg && o.Export == nil {
 		return fmt.Errorf("%w: job Options: Iceberg is set without Export (pass lakehouse.Export wrapped as engine.IcebergExport; strata-compactor does)", compactor.ErrInvalidOptions)
 	}
@@ -78,6 +82,31 @@ func (o *Options) Validate() error {
 		return err
 	}
 	return o.Fleet.Validate()
+}
+
+// FixedOverhead is what a Job holds besides its memory budget, and what
+// its process's resident memory may pass the budget by: the binary's code
+// mapped from its file, the Go runtime and the package initialisation of
+// the libraries it links (75 MiB idle, measured), the manifest of the
+// table it works on, and garbage not yet collected. A fleet merge and a
+// collection come on top, each holding what its own bounds say.
+const FixedOverhead = 128 << 20
+
+// goOverhead is the part of FixedOverhead that Go's soft memory limit
+// allows beyond the budget; the rest is the binary's code, which the
+// limit does not count.
+const goOverhead = 64 << 20
+
+// MemoryLimit is the Go runtime's soft memory limit for a Job of the
+// given memory budget (0: the default), which strata-compactor sets: the
+// budget and goOverhead. Under it the heap is collected before it grows
+// to twice what is live, so the process's peak RSS stays within the
+// budget and FixedOverhead.
+func MemoryLimit(budget int64) int64 {
+	if budget <= 0 {
+		budget = compactor.DefaultMemoryBudget
+	}
+	return budget + goOverhead
 }
 
 // compactsOnly reports whether this Job is a part of a split compaction

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,13 @@ date (see strata export iceberg), and collects garbage. With --parts N, N
 such processes share each table's compaction: each compacts the bins of its
 --part under a lease of its own, and part 0 alone merges, adopts and
 collects.
+
+A compaction holds at most --memory-budget bytes at once (256 MiB): a quarter
+of it, up to 64 MiB, for the row group being written, the rest for the
+sources being read, each reserving its weight before it is read (a source
+heavier than the budget is read alone). The process stays within the budget
+and a fixed overhead of 128 MiB: Go's soft memory limit is set to the budget
+and 64 MiB, unless GOMEMLIMIT is set.
 
 Every flag can also be set by an environment variable, STRATA_ and the flag's
 name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …); a
@@ -128,6 +136,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
 	fs.IntVar(&f.parts, "parts", 1, "split each table's compaction among this many Job processes, each given its --part")
 	fs.IntVar(&f.part, "part", 0, "with --parts: which part this process compacts, from 0 (default: $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it); part 0 also merges, adopts and collects")
+	fs.Int64Var(&f.memoryBudget, "memory-budget", compactor.DefaultMemoryBudget, "bytes a compaction may hold at once (at least 16 MiB)")
 	fs.BoolVar(showVersion, "version", false, "print the version of this build and exit")
 	boundFlags(fs)
 }
@@ -145,6 +154,7 @@ func boundFlags(fs *pflag.FlagSet) {
 		cli.Bound(fs, n, int64(compactor.MinRetain), cli.Unlimited)
 	}
 	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
+	cli.Bound(fs, "memory-budget", compactor.MinMemoryBudget, cli.Unlimited)
 	cli.Bound(fs, "parts", 1, 1024)
 	cli.Bound(fs, "part", 0, 1023)
 }
@@ -158,6 +168,7 @@ type jobFlags struct {
 	retain, safety                  time.Duration
 	consumerRetention, retireShards time.Duration
 	keepV                           int
+	memoryBudget                    int64
 	part, parts                     int
 	partSet                         bool   // --part or STRATA_PART given
 	jobIndex                        string // JOB_COMPLETION_INDEX
@@ -196,6 +207,8 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		Log:        log,
 		NoMerge:    f.noFleet,
 		AdoptAfter: f.adoptAfter,
+
+		MemoryBudget: f.memoryBudget,
 	}
 	if f.adoptAfter == 0 {
 		opts.AdoptAfter = -1
@@ -203,6 +216,11 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintln(stderr, "strata-compactor:", err)
 		return 2
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The collector works harder before the heap passes the budget
+		// and what the Job holds besides, rather than letting it double.
+		debug.SetMemoryLimit(job.MemoryLimit(f.memoryBudget))
 	}
 	if f.metricsListen != "" {
 		if f.interval == 0 {

@@ -111,6 +111,27 @@ func TestEnvironmentConfiguresTheJob(t *testing.T) {
 	}
 }
 
+// --memory-budget (or STRATA_MEMORY_BUDGET) bounds what the compaction
+// holds at once, by its own count, which the "compacted" line logs.
+func TestTheMemoryBudgetBoundsTheCompaction(t *testing.T) {
+	u := "file://" + t.TempDir()
+	smallTable(t, u, 20)
+	code, _, errOut := run([]string{"STRATA_MEMORY_BUDGET=16777216"}, "--once", "--table", u)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	for _, l := range logLines(t, errOut) {
+		if l["msg"] != "compacted" {
+			continue
+		}
+		if peak, _ := l["peak_memory"].(float64); peak <= 0 || peak > 16<<20 {
+			t.Fatalf("peak_memory %v, want within 16 MiB", l["peak_memory"])
+		}
+		return
+	}
+	t.Fatalf("no compaction logged:\n%s", errOut)
+}
+
 func TestAJobHoldingTheLeaseMakesTheOtherSkip(t *testing.T) {
 	u := "file://" + t.TempDir()
 	b := smallTable(t, u, 20)
@@ -231,6 +252,8 @@ func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
 		{[]string{"STRATA_CONSUMER_RETENTION=0s"}, "", "--consumer-retention 0s: want at least 5m0s"},
 		{nil, "--lease-ttl 1s", "--lease-ttl 1s: want at least 10s"},
 		{[]string{"STRATA_TARGET_ROWS=-5"}, "", "--target-rows -5: want at least 1"},
+		{nil, "--memory-budget 1000", "--memory-budget 1000: want at least 16777216"},
+		{[]string{"STRATA_MEMORY_BUDGET=256MiB"}, "", "256MiB"},
 	} {
 		args := append([]string{"--once", "--table", u}, strings.Fields(c.args)...)
 		if code, _, errOut := run(c.env, args...); code != 2 || !strings.Contains(errOut, c.says) {
