@@ -95,6 +95,16 @@ func start(t testing.TB, name string, cmd *exec.Cmd) *proc {
 		_, _ = io.Copy(io.Discard, stdout)
 		_ = p.cmd.Wait()
 	}()
+	// No process outlives its test: one the test left running (a server
+	// it needed to the end) is killed, and waited for, when it ends.
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
 	return p
 }
 
