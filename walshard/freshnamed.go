@@ -82,12 +82,14 @@ func dropNamedCopies(base *table.Snapshot, gens []Generation, batches []arrow.Re
 		named = append(named, g.Named...)
 	}
 	walFrom := len(named)
+	var entryOf []int // of each of named's WAL appends, its entry
 	for i, e := range entries {
 		for _, a := range e.appends {
 			if a.Offset == nil {
 				continue // an older build's entry: its rows cannot be told apart
 			}
-			named = append(named, table.NamedRows{AppendKey: a.AppendKey, Fragment: fmt.Sprint(i), Offset: *a.Offset, Rows: a.Rows})
+			named = append(named, table.NamedRows{AppendKey: a.AppendKey, Offset: *a.Offset, Rows: a.Rows})
+			entryOf = append(entryOf, i)
 		}
 	}
 	if len(named) == 0 {
@@ -104,8 +106,7 @@ func dropNamedCopies(base *table.Snapshot, gens []Generation, batches []arrow.Re
 				drops[n.Fragment] = append(drops[n.Fragment], uint32(r))
 			}
 		default:
-			var e int
-			fmt.Sscan(n.Fragment, &e)
+			e := entryOf[i-walFrom]
 			cut[e] = append(cut[e], [2]int64{n.Offset, n.Offset + n.Rows})
 		}
 	}
