@@ -31,6 +31,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_up(url):
+    """Waits until the strata serve at url answers /healthz (10 s at most)."""
+    for _ in range(400):
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.025)
+    raise RuntimeError("strata serve never answered at " + url)
+
+
 class ServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -48,14 +59,7 @@ class ServerTest(unittest.TestCase):
              "--instance", "py", "--flush-interval", "1h", "--merge-interval", "1h"],
             stdout=subprocess.DEVNULL, stderr=cls.log)
         cls.url = f"http://127.0.0.1:{port}"
-        for _ in range(400):
-            try:
-                urllib.request.urlopen(cls.url + "/healthz", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.025)
-        else:
-            raise RuntimeError("strata serve never answered")
+        wait_up(cls.url)
         cls.c = Client(cls.url)
 
     @classmethod

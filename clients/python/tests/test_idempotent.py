@@ -13,13 +13,12 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from strata_client import Client  # noqa: E402
-from test_client import REPO, free_port  # noqa: E402
+from test_client import REPO, free_port, wait_up  # noqa: E402
 
 
 class LossyProxy(http.server.ThreadingHTTPServer):
@@ -106,13 +105,7 @@ class LostAnswersTest(unittest.TestCase):
             [self.binary, "serve", "--bucket", "file://" + os.path.join(self.tmp, "tables"),
              "--listen", f"127.0.0.1:{self.port}", "--instance", "py-idem"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(400):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.025)
-        raise RuntimeError("strata serve never answered")
+        wait_up(f"http://127.0.0.1:{self.port}")
 
     def test_lost_answers_and_restarts_store_each_append_once(self):
         seed = int(os.environ.get("STRATA_SEED", time.time_ns()))

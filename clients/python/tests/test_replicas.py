@@ -11,13 +11,12 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from strata_client import Client  # noqa: E402
-from test_client import REPO, free_port  # noqa: E402
+from test_client import REPO, free_port, wait_up  # noqa: E402
 from test_idempotent import LossyProxy  # noqa: E402
 
 SCHEMA = [{"name": "id", "type": "int64"}, {"name": "reward", "type": "float64", "nullable": True}]
@@ -41,14 +40,7 @@ class ReplicasTest(unittest.TestCase):
                  "--listen", f"127.0.0.1:{port}", "--instance", name, "--flush-interval", "1h",
                  "--merge-interval", "1h"], stdout=subprocess.DEVNULL, stderr=log))
             self.ports.append(port)
-            for _ in range(400):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.025)
-            else:
-                raise RuntimeError("strata serve never answered")
+            wait_up(f"http://127.0.0.1:{port}")
 
     def tearDown(self):
         for p in self.procs:
