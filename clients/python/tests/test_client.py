@@ -31,6 +31,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def strata_binary(tmp):
+    """The strata binary to run: STRATA_BIN, or one built into tmp."""
+    binary = os.environ.get("STRATA_BIN")
+    if not binary:
+        binary = os.path.join(tmp, "strata")
+        subprocess.run(["go", "build", "-o", binary, "./cmd/strata"], cwd=REPO, check=True)
+    return binary
+
+
 def wait_up(url):
     """Waits until the strata serve at url answers /healthz (10 s at most)."""
     for _ in range(400):
@@ -46,10 +55,7 @@ class ServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="strata-py-")
-        binary = os.environ.get("STRATA_BIN")
-        if not binary:
-            binary = os.path.join(cls.tmp, "strata")
-            subprocess.run(["go", "build", "-o", binary, "./cmd/strata"], cwd=REPO, check=True)
+        binary = strata_binary(cls.tmp)
         port = free_port()
         # The server's log goes to a file: a pipe nobody reads fills (64 KiB)
         # and the server then blocks at its next log line.

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from strata_client import Client  # noqa: E402
-from test_client import REPO, free_port, wait_up  # noqa: E402
+from test_client import free_port, strata_binary, wait_up  # noqa: E402
 
 
 class LossyProxy(http.server.ThreadingHTTPServer):
@@ -86,10 +86,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
 class LostAnswersTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="strata-py-idem-")
-        self.binary = os.environ.get("STRATA_BIN")
-        if not self.binary:
-            self.binary = os.path.join(self.tmp, "strata")
-            subprocess.run(["go", "build", "-o", self.binary, "./cmd/strata"], cwd=REPO, check=True)
+        self.binary = strata_binary(self.tmp)
         self.port = free_port()
         self.proc = None
         self.start_server()

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from strata_client import Client  # noqa: E402
-from test_client import REPO, free_port, wait_up  # noqa: E402
+from test_client import free_port, strata_binary, wait_up  # noqa: E402
 from test_idempotent import LossyProxy  # noqa: E402
 
 SCHEMA = [{"name": "id", "type": "int64"}, {"name": "reward", "type": "float64", "nullable": True}]
@@ -25,10 +25,7 @@ SCHEMA = [{"name": "id", "type": "int64"}, {"name": "reward", "type": "float64",
 class ReplicasTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="strata-py-replicas-")
-        binary = os.environ.get("STRATA_BIN")
-        if not binary:
-            binary = os.path.join(self.tmp, "strata")
-            subprocess.run(["go", "build", "-o", binary, "./cmd/strata"], cwd=REPO, check=True)
+        binary = strata_binary(self.tmp)
         self.ports, self.procs = [], []
         for name in ("a", "b"):
             port = free_port()
