@@ -23,6 +23,9 @@ type ChangesOptions struct {
 	// a minute) for one: a long poll.
 	Wait    time.Duration
 	Columns []string
+	// Filter keeps the changed rows it matches (a delete by the values it
+	// deleted): a filter as a scan takes.
+	Filter string
 }
 
 // Changes returns the rows the versions after o.From (through o.To)
@@ -47,6 +50,9 @@ func (c *Client) Changes(ctx context.Context, name string, o ChangesOptions) ([]
 	}
 	if len(o.Columns) > 0 {
 		q.Set("columns", api.ColumnList(o.Columns))
+	}
+	if o.Filter != "" {
+		q.Set("filter", o.Filter)
 	}
 	r := c.call(ctx, http.MethodGet, c.url(name, "/changes", q), "", nil, api.ArrowStream)
 	var through uint64

@@ -16,7 +16,8 @@ import (
 
 // changes answers GET …/changes?from=A[&to=B][&wait=D]: the rows versions A+1
 // through B (the latest by default) inserted and deleted
-// (table.Changes), each with its _change and _version columns, as Arrow
+// (table.Changes), those filter= matches if it is given, each with its
+// _change and _version columns, as Arrow
 // or JSON lines, under the memory budget as a scan is. The Strata-Version
 // header names the version read through: a consumer that stores it asks
 // from there next time, and so reads every row once. A range whose first
@@ -59,6 +60,11 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	opts := table.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}
 	if c := q.Get("columns"); c != "" {
 		if opts.Columns, err = table.ParseColumns(c); err != nil {
+			return badRequest("%v", err)
+		}
+	}
+	if f := q.Get("filter"); f != "" {
+		if opts.Filter, err = table.ParseFilter(f); err != nil {
 			return badRequest("%v", err)
 		}
 	}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -207,6 +208,29 @@ func TestClientChangesAndConsumers(t *testing.T) {
 	}
 	if err := f.c.DeleteConsumer(ctx, "events", "trainer"); err != nil {
 		t.Fatal(err)
+	}
+	// filter= keeps the changed rows it matches; a filter that does not
+	// parse, or names no column, is 400.
+	recs, through, err = f.c.Changes(ctx, "events", client.ChangesOptions{Columns: []string{"id"}, Filter: "id >= 1"})
+	n := 0
+	for _, r := range recs {
+		for _, id := range r.Column(0).(*array.Int64).Int64Values() {
+			if id < 1 {
+				t.Fatalf("filtered changes hold id %d", id)
+			}
+			n++
+		}
+		r.Release()
+	}
+	if err != nil || through != 1 || n != 2 {
+		t.Fatalf("changes with filter id >= 1: %d rows through %d, %v; want 2", n, through, err)
+	}
+	for _, bad := range []string{"id >>= 1", "nope = 1"} {
+		_, _, err := f.c.Changes(ctx, "events", client.ChangesOptions{Filter: bad})
+		var e *client.Error
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+			t.Fatalf("changes with filter %q: %v, want 400", bad, err)
+		}
 	}
 }
 

@@ -43,9 +43,14 @@ const (
 
 // ChangesOptions shape the reads of Changes.
 type ChangesOptions struct {
-	Columns     []string // projection; nil means every column
-	BatchSize   int      // rows per batch read; 0 means 8192
-	Parallelism int      // fragments read at once; 0 means 8
+	Columns []string // projection; nil means every column
+	// Filter, when set, keeps the changed rows it matches: an insert
+	// whose new values match, a delete whose deleted values do. It is
+	// bound to the schema the rows are read in (As, or each version's
+	// own), so a column that schema lacks is an error naming it.
+	Filter      Predicate
+	BatchSize   int // rows per batch read; 0 means 8192
+	Parallelism int // fragments read at once; 0 means 8
 	// ReadAheadBytes bounds what is fetched and not yet decoded, as a
 	// scan's (ScanOptions.ReadAheadBytes).
 	ReadAheadBytes int64
@@ -410,7 +415,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		}
 		s := SnapshotOf(b, sc, frags)
 		s.m.Version = from.Version
-		so := ScanOptions{Columns: opts.Columns, BatchSize: opts.BatchSize, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes, Allocator: opts.Allocator, Memory: opts.Memory, rows: rows}
+		so := ScanOptions{Columns: opts.Columns, Filter: opts.Filter, BatchSize: opts.BatchSize, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes, Allocator: opts.Allocator, Memory: opts.Memory, rows: rows}
 		for rec, err := range s.Scan(ctx, so) {
 			if err != nil {
 				yield(Change{}, err)

@@ -3,6 +3,7 @@ package table_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -508,5 +509,74 @@ func TestChangesOfAWholeFragmentDeleteWhoseVectorIsGone(t *testing.T) {
 	}
 	if got, _ := replay(t, b, idsAt(t, b, 1), 1, 5); !maps.Equal(got, idsAt(t, b, 5)) {
 		t.Fatalf("changes 1..5: %v; v5 holds %v", got, idsAt(t, b, 5))
+	}
+}
+
+// A filter keeps the changed rows it matches: inserts by their values,
+// deletes by the deleted rows' values; a version none of whose changes
+// match gives nothing, and a column the rows lack is an error naming it.
+func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
+	ctx := context.Background()
+	b, tb := openRolloutsTable(t, nil)
+	appendRollouts(t, tb, 0, 0, 10)
+	appendRollouts(t, tb, 1, 0, 10)
+	appendRollouts(t, tb, 0, 10, 10) // v4: nothing of w01
+	w1 := int64(rollouts.IDBase)
+	if _, _, err := tb.Delete(ctx, table.In("id", table.Int(3), table.Int(w1+4), table.Int(w1+5))); err != nil {
+		t.Fatal(err)
+	}
+	pred, err := table.ParseFilter(`worker = "w01" AND step >= 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[table.ChangeKind][]int64{}
+	versions := map[uint64]bool{}
+	for c, err := range table.Changes(ctx, b, 0, 0, table.ChangesOptions{Filter: pred, Columns: []string{"id"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Rows.NumRows() == 0 {
+			t.Fatalf("v%d: a change of no rows", c.Version)
+		}
+		versions[c.Version] = true
+		got[c.Kind] = append(got[c.Kind], c.Rows.Column(0).(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(got[table.ChangeDelete])
+	if len(got[table.ChangeInsert]) != 10 || !slices.Equal(got[table.ChangeDelete], []int64{w1 + 4, w1 + 5}) {
+		t.Fatalf("changes matching the filter: %d inserts, deletes %v; want w01's 10 and %v", len(got[table.ChangeInsert]), got[table.ChangeDelete], []int64{w1 + 4, w1 + 5})
+	}
+	for _, id := range got[table.ChangeInsert] {
+		if id < w1 || id >= w1+10 {
+			t.Fatalf("insert of id %d, which the filter does not match", id)
+		}
+	}
+	if versions[2] || versions[4] {
+		t.Fatalf("versions with changes: %v; v2 and v4 hold none of w01's rows", versions)
+	}
+	// A delete's rows are read by position: the filter still holds for
+	// each, not only for the fragment's statistics.
+	upper, err := table.ParseFilter(fmt.Sprintf("id >= %d", w1+5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted []int64
+	for c, err := range table.Changes(ctx, b, 4, 5, table.ChangesOptions{Filter: upper, Columns: []string{"id"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted = append(deleted, c.Rows.Column(0).(*array.Int64).Int64Values()...)
+	}
+	if !slices.Equal(deleted, []int64{w1 + 5}) {
+		t.Fatalf("v5's deletes with id >= %d: %v, want [%d]", w1+5, deleted, w1+5)
+	}
+	nope, err := table.ParseFilter("nope = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range table.Changes(ctx, b, 0, 0, table.ChangesOptions{Filter: nope}) {
+		if err == nil || !strings.Contains(err.Error(), `"nope"`) {
+			t.Fatalf("a filter on a missing column: %v, want an error naming it", err)
+		}
+		break
 	}
 }

@@ -239,6 +239,13 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 	dels := deleted[lo:hi]
 	var keep []bool
 	kept := n
+	var cols map[string]arrow.Array
+	if p.pred != nil {
+		cols = make(map[string]arrow.Array, len(p.read))
+		for i, c := range p.read {
+			cols[c] = rec.Column(i)
+		}
+	}
 	if wanted != nil {
 		wlo, _ := slices.BinarySearch(wanted, uint32(offset))
 		whi, _ := slices.BinarySearch(wanted, uint32(offset+int64(n)))
@@ -253,20 +260,13 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 			for d < len(dels) && int64(dels[d]) < offset+int64(i) {
 				d++
 			}
-			if want[i] && !(d < len(dels) && int64(dels[d]) == offset+int64(i)) {
+			if want[i] && !(d < len(dels) && int64(dels[d]) == offset+int64(i)) && (p.pred == nil || p.pred.match(cols, i)) {
 				keep[i] = true
 				kept++
 			}
 		}
 	} else if p.pred != nil || len(dels) > 0 {
 		keep = make([]bool, n)
-		var cols map[string]arrow.Array
-		if p.pred != nil {
-			cols = make(map[string]arrow.Array, len(p.read))
-			for i, c := range p.read {
-				cols[c] = rec.Column(i)
-			}
-		}
 		kept = 0
 		d := 0
 		for i := range n {
@@ -284,9 +284,9 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 		return nil, nil
 	}
 	mem := p.opts.Allocator
-	cols := make([]arrow.Array, 0, len(p.out.Fields()))
+	out := make([]arrow.Array, 0, len(p.out.Fields()))
 	for _, i := range p.outIndex {
-		cols = append(cols, rec.Column(i))
+		out = append(out, rec.Column(i))
 	}
 	var addr []arrow.Array
 	if p.opts.WithRowAddress {
@@ -299,9 +299,9 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 		addr = []arrow.Array{fb.NewArray(), ob.NewArray()}
 		fb.Release()
 		ob.Release()
-		cols = append(cols, addr...)
+		out = append(out, addr...)
 	}
-	projected := array.NewRecordBatch(p.out, cols, int64(n))
+	projected := array.NewRecordBatch(p.out, out, int64(n))
 	for _, a := range addr {
 		a.Release()
 	}
@@ -315,11 +315,11 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 	defer mask.Release()
 	defer projected.Release()
 	ectx := compute.WithAllocator(ctx, mem)
-	out, err := compute.FilterRecordBatch(ectx, projected, mask, compute.DefaultFilterOptions())
+	rows, err := compute.FilterRecordBatch(ectx, projected, mask, compute.DefaultFilterOptions())
 	if err != nil {
 		return nil, fmt.Errorf("table: filter %s: %w", f.Key, err)
 	}
-	return out, nil
+	return rows, nil
 }
 
 // adaptRead brings a batch read from a fragment to the table's types;

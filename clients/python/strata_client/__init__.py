@@ -367,14 +367,17 @@ class Client:
     # -- following a table ----------------------------------------------
 
     def changes(self, name: str, from_version: Optional[int] = None, consumer: Optional[str] = None, to: Optional[int] = None,
-                wait: Optional[float] = None, columns: Optional[Sequence[str]] = None) -> Tuple[List[Dict[str, Any]], int]:
+                wait: Optional[float] = None, columns: Optional[Sequence[str]] = None,
+                filter: Optional[str] = None) -> Tuple[List[Dict[str, Any]], int]:
         """The rows inserted and deleted after ``from_version`` (or after the named
         ``consumer``'s position), through ``to`` (the latest by default), as
         ``(rows, through)``: dicts with ``_change`` ("insert" or "delete") and
         ``_version``, and the version read through — ask from it next time to read
         every change once. ``wait`` (seconds, at most 60) waits for a new version
-        when there is none. A range garbage collection removed raises StrataError
-        with status 410 (``version_collected``) naming the oldest version left."""
+        when there is none. ``filter`` keeps the changed rows it matches (a delete
+        by the values it deleted). A range garbage collection removed raises
+        StrataError with status 410 (``version_collected``) naming the oldest
+        version left."""
         if from_version is None and consumer is None:
             raise ValueError("changes need from_version or consumer")
         query = {"format": "jsonl"}
@@ -388,12 +391,14 @@ class Client:
             query["wait"] = "%gs" % wait
         if columns:
             query["columns"] = _column_list(columns)
+        if filter:
+            query["filter"] = filter
         resp = self._open("GET", self._table(name, "/changes"), query, accept=NDJSON)
         through = int(resp.headers.get("Strata-Version", "0"))
         return list(_lines(resp)), through
 
     def follow(self, name: str, consumer: Optional[str] = None, from_version: Optional[int] = None, wait: float = 30,
-               columns: Optional[Sequence[str]] = None) -> Iterator[Dict[str, Any]]:
+               columns: Optional[Sequence[str]] = None, filter: Optional[str] = None) -> Iterator[Dict[str, Any]]:
         """Yield ``(rows, through)`` as versions land, forever: each a run of
         changes and the version read through (``rows`` may be empty). With
         ``consumer`` it starts after the consumer's position (``from_version``
@@ -407,7 +412,7 @@ class Client:
         if position is None:
             raise ValueError("follow needs from_version, or a consumer with a recorded position")
         while True:
-            rows, through = self.changes(name, from_version=position, wait=wait, columns=columns)
+            rows, through = self.changes(name, from_version=position, wait=wait, columns=columns, filter=filter)
             if through > position or rows:
                 yield rows, through
                 if consumer is not None and through > position:

@@ -156,6 +156,8 @@ class ServerTest(unittest.TestCase):
         rows, through = c.changes("followed", from_version=0, columns=["id"])
         self.assertEqual(sorted(r["id"] for r in rows), [0, 1, 2, 3])
         self.assertEqual({r["_change"] for r in rows}, {"insert"})
+        rows, _ = c.changes("followed", from_version=0, columns=["id"], filter="id >= 2")
+        self.assertEqual(sorted(r["id"] for r in rows), [2, 3])
         runs = c.follow("followed", consumer="trainer", from_version=0, wait=0.05, columns=["id"])
         rows, first = next(runs)
         self.assertEqual(sorted(r["id"] for r in rows), [0, 1, 2, 3])

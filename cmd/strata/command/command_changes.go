@@ -9,7 +9,7 @@ import (
 )
 
 func newChanges(env *Env) *cobra.Command {
-	var columns, format string
+	var columns, format, filter string
 	var from, to uint64
 	var limit int
 	c := &cobra.Command{
@@ -26,7 +26,8 @@ Reading the changes after the version a consumer last read, then storing
 the version it read through, delivers every row once. A version garbage
 collection removed is an error naming the oldest one left.`,
 		Example: `  strata changes file://./strata-demo/rollouts --from 3
-  strata changes file://./strata-demo/rollouts --from 3 --to 5 --columns id,reward --format jsonl`,
+  strata changes file://./strata-demo/rollouts --from 3 --to 5 --columns id,reward --format jsonl
+  strata changes file://./strata-demo/rollouts --from 0 --filter 'reward >= 0.9'`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if !c.Flags().Changed("from") {
@@ -41,6 +42,9 @@ collection removed is an error naming the oldest one left.`,
 				return err
 			}
 			opts.Columns = cols
+			if opts.Filter, err = filterFlag(filter); err != nil {
+				return err
+			}
 			w, err := newRowWriter(env.Out, format, limit)
 			if err != nil {
 				return err
@@ -50,6 +54,22 @@ collection removed is an error naming the oldest one left.`,
 				return err
 			}
 			defer b.Close()
+			// Every version's rows in the schema of the last one printed,
+			// as over HTTP: a filter or a column added since reads older
+			// rows as null.
+			last := to
+			if last == 0 {
+				if last, err = table.LatestVersion(c.Context(), b); err != nil {
+					return err
+				}
+			}
+			if last >= max(from, 1) {
+				m, err := table.ReadManifest(c.Context(), b, last)
+				if err != nil {
+					return err
+				}
+				opts.As = m.Schema()
+			}
 			if err := w.writeAll(table.ChangeRows(table.Changes(c.Context(), b, from, to, opts), nil)); err != nil {
 				return err
 			}
@@ -60,6 +80,7 @@ collection removed is an error naming the oldest one left.`,
 	f.Uint64Var(&from, "from", 0, "the version the changes come after (0: the table's creation)")
 	f.Uint64Var(&to, "to", 0, "the last version whose changes are printed (default: latest)")
 	f.StringVar(&columns, "columns", "", "comma-separated columns (default: all)")
+	f.StringVar(&filter, "filter", "", "print only the changed rows this filter matches (a delete by the deleted values)")
 	f.StringVar(&format, "format", "table", "table, csv or jsonl")
 	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
 	atLeast(c, 0, "limit", "from", "to")

@@ -13,7 +13,7 @@ import (
 )
 
 func newFollow(env *Env) *cobra.Command {
-	var columns, format, consumer string
+	var columns, format, consumer, filter string
 	var from uint64
 	var poll time.Duration
 	var exitIdle bool
@@ -51,6 +51,9 @@ consumers and their lag.`,
 				return err
 			}
 			opts.Columns = cols
+			if opts.Filter, err = filterFlag(filter); err != nil {
+				return err
+			}
 			w, err := newRowWriter(env.Out, format, 0)
 			if err != nil {
 				return err
@@ -82,6 +85,7 @@ consumers and their lag.`,
 	f.DurationVar(&poll, "poll", time.Second, "how often to look for a new version when there is none")
 	f.BoolVar(&exitIdle, "exit-when-idle", false, "exit once every version there was at the start is printed")
 	f.StringVar(&columns, "columns", "", "comma-separated columns (default: all)")
+	f.StringVar(&filter, "filter", "", "print only the changed rows this filter matches (its columns must be in every version followed)")
 	f.StringVar(&format, "format", "jsonl", "jsonl or csv")
 	atLeast(c, 0, "from")
 	atLeast(c, int64(time.Millisecond), "poll")

@@ -37,12 +37,8 @@ merged (each shard's generations and WAL entries), each once.`,
 				return err
 			}
 			opts.Columns = cols
-			if filter != "" {
-				p, err := table.ParseFilter(filter)
-				if err != nil {
-					return usageError{err}
-				}
-				opts.Filter = p
+			if opts.Filter, err = filterFlag(filter); err != nil {
+				return err
 			}
 			w, err := newRowWriter(env.Out, format, limit)
 			if err != nil {

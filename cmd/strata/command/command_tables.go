@@ -67,9 +67,9 @@ writer's shard are not touched: run a checkpoint first to include them.`,
 			if strings.TrimSpace(filter) == "" {
 				return usageError{errors.New("delete needs --filter (a filter every row matches deletes every row)")}
 			}
-			pred, err := table.ParseFilter(filter)
+			pred, err := filterFlag(filter)
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {

@@ -37,9 +37,9 @@ a checkpoint first.`,
 			if len(set) == 0 {
 				return usageError{errors.New("update needs --set 'column = value'")}
 			}
-			pred, err := table.ParseFilter(filter)
+			pred, err := filterFlag(filter)
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			assigns, err := table.ParseAssignments(strings.Join(set, ", "))
 			if err != nil {

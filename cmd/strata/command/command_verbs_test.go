@@ -400,6 +400,33 @@ func TestChangesPrintsInsertsAndDeletesNotCompactions(t *testing.T) {
 	if code, _, errOut := run(t, nil, "changes", u); code != 2 || !strings.Contains(errOut, "--from") {
 		t.Fatalf("changes without --from: exit %d %s", code, errOut)
 	}
+	// --filter keeps the changed rows it matches, a delete by the values
+	// it deleted; a column added since reads as null in older rows.
+	code, out, errOut = run(t, nil, "changes", u, "--from", "0", "--filter", "id >= 2", "--format", "jsonl", "--columns", "id")
+	want = `{"id":2,"_change":"insert","_version":2}
+{"id":3,"_change":"insert","_version":3}
+{"id":2,"_change":"delete","_version":4}
+`
+	if code != 0 || out != want {
+		t.Fatalf("changes --filter 'id >= 2': exit %d\n%s\nwant\n%s%s", code, out, want, errOut)
+	}
+	if code, _, errOut := run(t, nil, "alter", u, "--add-column", "score:float64"); code != 0 {
+		t.Fatalf("alter: %s", errOut)
+	}
+	os.WriteFile(dir+"/c.csv", []byte("id,msg,score\n4,four,0.5\n"), 0o644)
+	if code, _, errOut := run(t, nil, "append", u, dir+"/c.csv"); code != 0 {
+		t.Fatalf("append c.csv: %s", errOut)
+	}
+	code, out, errOut = run(t, nil, "changes", u, "--from", "0", "--filter", "score IS NOT NULL OR id = 1", "--format", "jsonl", "--columns", "id,score")
+	want = `{"id":1,"score":null,"_change":"insert","_version":2}
+{"id":4,"score":0.5,"_change":"insert","_version":7}
+`
+	if code != 0 || out != want {
+		t.Fatalf("changes --filter on a column added since: exit %d\n%s\nwant\n%s%s", code, out, want, errOut)
+	}
+	if code, _, errOut := run(t, nil, "changes", u, "--from", "0", "--filter", "id >>= 2"); code != 2 || !strings.Contains(errOut, ">") {
+		t.Fatalf("changes with a bad filter: exit %d %s", code, errOut)
+	}
 }
 
 // strata follow --consumer prints what is new since its last run, marks

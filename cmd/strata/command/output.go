@@ -29,6 +29,18 @@ func columnsFlag(columns string) ([]string, error) {
 	return cols, nil
 }
 
+// filterFlag parses a --filter flag; "" is no filter.
+func filterFlag(filter string) (table.Predicate, error) {
+	if filter == "" {
+		return nil, nil
+	}
+	p, err := table.ParseFilter(filter)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return p, nil
+}
+
 // rowWriter prints record batches as a table, CSV or JSON lines. A table
 // streams: its column widths come from the header and the first
 // tableSample rows, which it holds; later rows are padded to them (a
