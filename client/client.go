@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -502,15 +503,53 @@ func (c *Client) CreateTag(ctx context.Context, name, tag string, version uint64
 }
 
 // Update sets columns of the rows matching filter (required) to the
-// values of set (numbers, strings, booleans, nil for null), in one commit
+// values of set (numbers, NaN and the infinities too, strings, booleans,
+// nil for null), in one commit
 // (PATCH …/rows; see commit.Table.Update), and says how many rows changed.
 func (c *Client) Update(ctx context.Context, name, filter string, set map[string]any) (api.UpdateResult, error) {
-	body, err := jsonBody(api.UpdateRequest{Set: set})
+	body, err := jsonBody(api.UpdateRequest{Set: finiteJSON(set)})
 	if err != nil {
 		return api.UpdateResult{}, err
 	}
 	var out api.UpdateResult
 	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
+}
+
+// finiteJSON is set with NaN and the infinities, which JSON has no number
+// for, written as the strings "NaN", "Infinity" and "-Infinity" that a
+// float column takes.
+func finiteJSON(set map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range set {
+		var f float64
+		switch x := v.(type) {
+		case float64:
+			f = x
+		case float32:
+			f = float64(x)
+		default:
+			continue
+		}
+		var w string
+		switch {
+		case math.IsNaN(f):
+			w = "NaN"
+		case math.IsInf(f, 1):
+			w = "Infinity"
+		case math.IsInf(f, -1):
+			w = "-Infinity"
+		default:
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(set)
+		}
+		out[k] = w
+	}
+	if out == nil {
+		return set
+	}
+	return out
 }
 
 // Delete deletes the rows matching filter (required) and says how many.

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -38,6 +40,8 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 
 // updateRows answers PATCH …/rows?filter=EXPR {"set": {"col": value}}:
 // the matching rows get the values, in one commit (commit.Table.Update).
+// A float column takes NaN, Infinity and -Infinity bare (as Python's json
+// writes them) or as strings.
 // The server's own shard is flushed and merged first, as for a delete.
 func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	pred, err := requiredFilter(r, "updates")
@@ -48,7 +52,11 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		return err
 	}
 	var req api.UpdateRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		return badRequestOrLimit(err, "reading the body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(readNonFinite(body)))
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not an update: want {\"set\": {\"column\": value}}")
@@ -92,8 +100,12 @@ func jsonValue(v any) (table.Value, error) {
 			return table.Value{}, fmt.Errorf("%s is not a number", x)
 		}
 		return table.Float(f), nil
+	case map[string]any:
+		if f, ok := nonFinite(x); ok {
+			return table.Float(f), nil
+		}
 	}
-	return table.Value{}, fmt.Errorf("want a number, a string, true, false or null")
+	return table.Value{}, fmt.Errorf("want a number (NaN, Infinity and -Infinity too), a string, true, false or null")
 }
 
 // requiredFilter reads filter=, which a verb that changes rows requires

@@ -139,6 +139,9 @@ func BindAssignments(schema *arrow.Schema, as []Assignment) ([]Assignment, error
 			}
 			continue
 		}
+		if x, ok := specialFloat(a.Value); ok && KindOf(f.Type) == KindFloat {
+			a.Value = Float(x) // "NaN": JSON has no number for it
+		}
 		v, err := coerce(schema, a.Column, a.Value)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s of type %s cannot take %s", ErrBadAssignment, QuoteColumn(a.Column), f.Type, a.Value)
@@ -153,6 +156,24 @@ func BindAssignments(schema *arrow.Schema, as []Assignment) ([]Assignment, error
 		arr.Release()
 	}
 	return out, nil
+}
+
+// specialFloat reads a string that names NaN or an infinity ("NaN",
+// "Infinity", "-Infinity", "inf"; any case), as a float column takes it
+// from JSON, which has no number for them.
+func specialFloat(v Value) (float64, bool) {
+	if v.Kind != KindString {
+		return 0, false
+	}
+	switch strings.ToLower(v.S) {
+	case "nan":
+		return math.NaN(), true
+	case "inf", "+inf", "infinity", "+infinity":
+		return math.Inf(1), true
+	case "-inf", "-infinity":
+		return math.Inf(-1), true
+	}
+	return 0, false
 }
 
 // Assign returns rec with the bound assignments as applied to every row.

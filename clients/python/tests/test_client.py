@@ -238,6 +238,11 @@ class ServerTest(unittest.TestCase):
         with self.assertRaises(StrataError) as e:
             c.update("upserts", "id = 2", {"id": None})
         self.assertEqual(e.exception.status, 400)
+        # NaN and the infinities, which JSON has no number for, are set too.
+        c.update("upserts", "id = 2", {"reward": float("nan")})
+        self.assertTrue(all(math.isnan(r["reward"]) for r in c.scan("upserts", filter="id = 2")))
+        c.update("upserts", "id = 2", {"reward": float("-inf")})
+        self.assertEqual({r["reward"] for r in c.scan("upserts", filter="id = 2")}, {float("-inf")})
 
     def test_nan_infinity_and_floats_round_trip_in_schema_order(self):
         c = self.c
