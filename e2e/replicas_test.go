@@ -20,7 +20,8 @@ import (
 // behind a proxy that alternates them and drops about 5% of the answers
 // after the replica acted on the request: every retry reaches the other
 // replica. Each acknowledged append is stored once after the merges, and
-// an upsert sent again after a later upsert of its key changes nothing.
+// an upsert sent again after a later upsert of its key changes nothing,
+// whether it went into the table or through a replica's shard.
 func TestRetriesOnTheOtherReplicaStoreEachRowOnce(t *testing.T) {
 	minio := testenv.MinIO(t)
 	bucket := minio.URL(t)
@@ -111,16 +112,33 @@ func TestRetriesOnTheOtherReplicaStoreEachRowOnce(t *testing.T) {
 			send("POST", "/rows?mode=upsert&key=id", fmt.Sprintf("up-%d-%d", k, v), fmt.Sprintf("{\"id\":%d,\"v\":%d}\n", id, v))
 		}
 	}
-	t.Logf("%d answers dropped", dropped.Load())
-	for _, b := range backends {
-		c, err := client.New(b, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.CheckpointLSM(ctx, "t"); err != nil {
-			t.Fatal(err)
+	checkpoint := func() {
+		t.Helper()
+		for _, b := range backends {
+			c, err := client.New(b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.CheckpointLSM(ctx, "t"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	// Upserts through the replicas' shards: each key's first upsert is
+	// merged, then its second, then the first is sent again (reaching
+	// either replica, the one that stored it or the other).
+	const shardKeys = 20
+	shardUpsert := func(k, v int) {
+		send("POST", "/rows?mode=upsert&key=id&through=shard", fmt.Sprintf("sup-%d-%d", k, v), fmt.Sprintf("{\"id\":%d,\"v\":%d}\n", 200000+k, v))
+	}
+	for _, v := range []int{1, 2, 1} {
+		for k := range shardKeys {
+			shardUpsert(k, v)
+		}
+		checkpoint()
+	}
+	t.Logf("%d answers dropped", dropped.Load())
+	checkpoint()
 	tableURL := strings.Replace(bucket, "?", "/t?", 1)
 	checkOnce(t, tableURL, want)
 	resp, err := http.Get(backends[0] + "/api/v1/tables/t/rows?format=jsonl&filter=id%3E%3D100000")
@@ -138,7 +156,22 @@ func TestRetriesOnTheOtherReplicaStoreEachRowOnce(t *testing.T) {
 			t.Fatalf("an upsert sent again undid a later one: %s", l)
 		}
 	}
-	if n := len(idsIn(t, tableURL)); n != len(want)+keys {
-		t.Fatalf("the table holds %d ids, want %d", n, len(want)+keys)
+	resp, err = http.Get(backends[1] + "/api/v1/tables/t/rows?format=jsonl&filter=id%3E%3D200000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	lines = strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != shardKeys {
+		t.Fatalf("%d rows upserted through the shards, want %d: %s", len(lines), shardKeys, data)
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, `"v":2}`) {
+			t.Fatalf("an upsert through a shard sent again undid a later one: %s", l)
+		}
+	}
+	if n := len(idsIn(t, tableURL)); n != len(want)+keys+shardKeys {
+		t.Fatalf("the table holds %d ids, want %d", n, len(want)+keys+shardKeys)
 	}
 }

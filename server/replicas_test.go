@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stratadb/strata/api"
@@ -77,4 +78,47 @@ func TestAnUpsertRetriedAfterALaterUpsertOfItsKeyChangesNothing(t *testing.T) {
 	if data != row(1, "new") {
 		t.Fatalf("table holds %q, want the later upsert's row alone", data)
 	}
+}
+
+// An upsert through a shard, retried on the other replica after a later
+// upsert of its key, changes nothing when that replica merges: the merge
+// finds its name installed and drops the copy, so the later upserts' rows
+// stay: one merged before, and one acknowledged by the same replica just
+// before the retry, flushed with it. Another upsert flushed after it is
+// installed.
+func TestAnUpsertThroughAShardRetriedOnAnotherReplicaChangesNothing(t *testing.T) {
+	a, b := replicas(t)
+	const shard = "?mode=upsert&key=id&through=shard"
+	merge := func(f *fixture) {
+		t.Helper()
+		if err := f.c.CheckpointLSM(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	postNamed(t, a, shard, "up-1", row(1, "old")+row(2, "old"))
+	merge(a)
+	postNamed(t, b, shard, "up-2", row(1, "new"))
+	merge(b)
+	postNamed(t, b, shard, "up-3", row(3, "z")+row(2, "older"))
+	postNamed(t, b, shard, "up-1", row(1, "old")+row(2, "old")) // up-1's retry, flushed with up-3
+	postNamed(t, b, shard, "up-4", row(4, "w"))
+	want := []string{row(1, "new"), row(2, "older"), row(3, "z"), row(4, "w")}
+	holds := func(what, data string) {
+		t.Helper()
+		got := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(data), "\n") {
+			got[l] = true
+		}
+		for _, w := range want {
+			if !got[strings.TrimSpace(w)] || len(got) != len(want) {
+				t.Fatalf("%s holds\n%s\nwant %q", what, data, want)
+			}
+		}
+	}
+	// A fresh read leaves the retry out, as the merge will.
+	_, data := send(t, b, "GET", "/api/v1/tables/t/rows?format=jsonl&fresh=true", nil, "")
+	holds("a fresh read", data)
+	merge(b)
+	_, data = send(t, a, "GET", "/api/v1/tables/t/rows?format=jsonl", nil, "")
+	holds("the table", data)
 }

@@ -85,16 +85,16 @@ func (f *KeyFilter) Without(ctx context.Context, mem memory.Allocator, rec arrow
 // LastOfEachKey keeps, of the rows of batches in order, the last row of
 // each key (columns cols): what upserts of one shard become when they are
 // flushed together, a later upsert of a key replacing an earlier one. It
-// returns new batches (the caller releases them) and the rows left out.
-func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, batches []arrow.RecordBatch) ([]arrow.RecordBatch, int64, error) {
+// returns new batches, one for each of batches (the caller releases
+// them), and, for each, which of its rows it kept.
+func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, batches []arrow.RecordBatch) ([]arrow.RecordBatch, [][]bool, error) {
 	seen := map[string]bool{}
 	keeps := make([][]bool, len(batches))
-	var dropped int64
 	var buf []byte
 	for i := len(batches) - 1; i >= 0; i-- {
 		kc, err := keyColumns(batches[i], cols)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		keeps[i] = make([]bool, batches[i].NumRows())
 		for r := len(keeps[i]) - 1; r >= 0; r-- {
@@ -103,9 +103,6 @@ func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, bat
 			keeps[i][r] = !ok || !seen[string(buf)]
 			if ok {
 				seen[string(buf)] = true
-			}
-			if !keeps[i][r] {
-				dropped++
 			}
 		}
 	}
@@ -116,11 +113,43 @@ func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, bat
 			for _, o := range out {
 				o.Release()
 			}
-			return nil, 0, err
+			return nil, nil, err
 		}
 		out = append(out, kept)
 	}
-	return out, dropped, nil
+	return out, keeps, nil
+}
+
+// FirstRepeat returns the index of the first of groups (batches each,
+// in order) for which repeats says so whose rows hold a key (columns
+// cols) that an earlier group's rows hold; len(groups) when there is
+// none.
+func FirstRepeat(cols []string, groups [][]arrow.RecordBatch, repeats func(i int) bool) (int, error) {
+	seen := map[string]bool{}
+	var buf []byte
+	for i, g := range groups {
+		var mine []string
+		for _, rec := range g {
+			kc, err := keyColumns(rec, cols)
+			if err != nil {
+				return 0, err
+			}
+			for r := range int(rec.NumRows()) {
+				var ok bool
+				if buf, ok = appendRowKey(buf[:0], kc, r); !ok {
+					continue
+				}
+				if i > 0 && seen[string(buf)] && repeats(i) {
+					return i, nil
+				}
+				mine = append(mine, string(buf))
+			}
+		}
+		for _, k := range mine {
+			seen[k] = true
+		}
+	}
+	return len(groups), nil
 }
 
 func keyColumns(rec arrow.RecordBatch, names []string) ([]arrow.Array, error) {

@@ -376,16 +376,18 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 }
 
 // copyKeyed returns the objects of a generation of upserts as the table
-// is to add them: a flush object's rows copied into a new fragment.
-func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part shardPart) ([]table.Fragment, error) {
+// is to add them: a flush object's rows copied into a new fragment, in
+// order; and the generation's named upserts (Generation.Named) in them.
+func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part shardPart) ([]table.Fragment, []table.NamedRows, error) {
 	g := part.gens[0]
 	frags := g.fragments()
+	named := slices.Clone(g.Named)
 	if !slices.ContainsFunc(frags, func(f table.Fragment) bool { return inFlush(f.Key) }) {
-		return frags, nil
+		return frags, named, nil
 	}
 	rows, err := readFlushRows(ctx, b, base.Schema(), []shardPart{{shard: part.shard, gens: part.gens[:1], data: part.data, rows: part.rows}}, 1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.release()
 	out := make([]table.Fragment, 0, len(frags))
@@ -399,11 +401,16 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part sh
 		}
 		frag, err := writeCopy(ctx, b, base.Schema(), part.shard, g.Gen, part.epoch, rows.of(f.Key))
 		if err != nil {
-			return nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
+			return nil, nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
 		}
 		out = append(out, frag)
+		for i := range named {
+			if named[i].Fragment == f.Key {
+				named[i].Fragment = frag.Key
+			}
+		}
 	}
-	return out, nil
+	return out, named, nil
 }
 
 // landed is what install does after its commit landed: it counts what it

@@ -423,11 +423,11 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 	if err != nil {
 		return in, err
 	}
-	frags, err := copyKeyed(ctx, b, base, part)
+	frags, named, err := copyKeyed(ctx, b, base, part)
 	if err != nil {
 		return in, err
 	}
-	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq, WAL: g.WALTo})
+	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq, WAL: g.WALTo}, named)
 	if err != nil {
 		return in, err
 	}

@@ -97,6 +97,14 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 			break
 		}
 	}
+	// Nor does a named upsert replace rows of an earlier upsert of its
+	// generation: a merge that finds its name installed (a retry another
+	// shard stored) drops its rows, and those it replaced must stay.
+	if n, err := s.firstNamedRepeat(entries); err != nil {
+		return 0, false, err
+	} else if n < len(entries) {
+		entries, more = entries[:n], true
+	}
 	// What fleet merges took since: the new state need not list it, and
 	// what it covers can be cleaned up. Read at most every learnEvery: a
 	// merged generation the state still lists costs a few bytes of JSON,
@@ -111,11 +119,17 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	}
 	next, g, rest := s.nextState(entries)
 	gen := g.Gen
-	batches, release, err := generationRows(ctx, s.schema, rest)
+	batches, kept, release, err := generationRows(ctx, s.schema, rest)
 	if err != nil {
 		return 0, false, err
 	}
 	defer release()
+	if len(g.Keys) > 0 && len(g.Parts) == 0 && kept != nil {
+		// Named upserts are installed once per table, as named appends
+		// are: a retry that reached another shard is dropped by the
+		// merge that meets the name installed.
+		next.Generations[len(next.Generations)-1].Named = keyedNamed(rest, kept, g.Key)
+	}
 	if err := s.recordGeneration(ctx, next, gen, batches); err != nil {
 		var bad *unencodableError
 		var unsure *unsureError
@@ -326,7 +340,7 @@ func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Gener
 	}
 	key := s.l.flushKey(seq)
 	if len(g.Keys) == 0 {
-		g.Named = namedRows(entries, rest, key)
+		g.Named = namedRows(entries, rest, key) // of upserts: keyedNamed, once the rows are known
 	}
 	if len(parts) == 0 {
 		g.Key = key
@@ -343,30 +357,85 @@ func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Gener
 	return g, rest
 }
 
+// firstNamedRepeat returns the index of the first of a run of upserts
+// that is named and upserts a key that one before it in the run does
+// (len(entries) when none does, or entries are appends).
+func (s *Shard) firstNamedRepeat(entries []memEntry) (int, error) {
+	names, ok := table.CurrentNames(s.schema, entries[0].keys)
+	if len(entries) < 2 || !ok || len(names) == 0 {
+		return len(entries), nil
+	}
+	groups := make([][]arrow.RecordBatch, len(entries))
+	for i, me := range entries {
+		groups[i] = me.batches
+	}
+	return table.FirstRepeat(names, groups, func(i int) bool { return len(entries[i].appends) > 0 })
+}
+
 // generationRows returns the rows of entries as a generation holds them:
-// of upserts, the last of each key. release lets go of what it made.
-func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntry) (_ []arrow.RecordBatch, release func(), err error) {
+// of upserts, the last of each key, with, for each of the entries'
+// batches, which of its rows it kept (nil: every row). release lets go
+// of what it made.
+func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntry) (_ []arrow.RecordBatch, kept [][]bool, release func(), err error) {
 	var batches []arrow.RecordBatch
 	for _, me := range entries {
 		batches = append(batches, me.batches...)
 	}
 	if len(entries) == 0 {
-		return nil, func() {}, nil
+		return nil, nil, func() {}, nil
 	}
 	names, ok := table.CurrentNames(schema, entries[0].keys)
 	if !ok || len(names) == 0 {
-		return batches, func() {}, nil
+		return batches, nil, func() {}, nil
 	}
 	// Upserts: a later one of a key replaces an earlier one.
-	if plant.On(plant.FlushKeepsFirstUpsert) {
+	planted := plant.On(plant.FlushKeepsFirstUpsert)
+	if planted {
 		batches = slices.Clone(batches)
 		slices.Reverse(batches) // planted defect: the first one stays
 	}
-	last, _, err := table.LastOfEachKey(ctx, nil, names, batches)
+	last, kept, err := table.LastOfEachKey(ctx, nil, names, batches)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return last, func() { releaseAll(last) }, nil
+	if planted {
+		kept = nil
+	}
+	return last, kept, func() { releaseAll(last) }, nil
+}
+
+// keyedNamed lists where a generation of upserts holds its entries'
+// named upserts in its flush object (key): the rows of each that no later
+// upsert of the generation replaced, which stay together and in order
+// (kept: for each of the entries' batches, in order, which rows the
+// object holds). A named upsert all of whose rows were replaced is
+// listed with none: its name is recorded all the same. An entry of an
+// older build, whose named rows have no offset, is left out.
+func keyedNamed(entries []memEntry, kept [][]bool, key string) []table.NamedRows {
+	var flat []bool // the entries' rows in order: held by the object
+	for _, k := range kept {
+		flat = append(flat, k...)
+	}
+	held := make([]int64, len(flat)+1) // held[i]: rows held before row i
+	for i, k := range flat {
+		held[i+1] = held[i]
+		if k {
+			held[i+1]++
+		}
+	}
+	var out []table.NamedRows
+	var start int64 // the entry's first row among flat's
+	for _, me := range entries {
+		for _, a := range me.appends {
+			if a.Offset == nil || start+*a.Offset+a.Rows > int64(len(flat)) {
+				continue
+			}
+			from, to := start+*a.Offset, start+*a.Offset+a.Rows
+			out = append(out, table.NamedRows{AppendKey: a.AppendKey, Fragment: key, Offset: held[from], Rows: held[to] - held[from]})
+		}
+		start += me.rows
+	}
+	return out
 }
 
 // quarantineUnencodable finds the entries whose rows cannot be written as

@@ -2,8 +2,9 @@ package walshard_test
 
 import (
 	"maps"
-
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
@@ -221,6 +222,62 @@ func TestARetryMetBehindManyLaterAppendsIsStoredOnce(t *testing.T) {
 			if !maps.Equal(got, want) {
 				t.Fatalf("read %v, want ids 1..%d once each", got, later)
 			}
+		})
+	}
+}
+
+// A named upsert sent again to another shard (a retry that reached
+// another server) after a later upsert of its key changes nothing when
+// that shard's generation is merged — by its owner, by a fleet merge, or
+// by an owner that opened the shard again and replayed it — and an
+// upsert of the key acknowledged before the copy, flushed with it, stays.
+func TestANamedUpsertOnTwoShardsIsInstalledOnce(t *testing.T) {
+	for _, how := range []string{"owner", "fleet", "reopened"} {
+		t.Run(how, func(t *testing.T) {
+			b := newTable(t, "mem://")
+			w1 := open(t, b, "w1", walshard.Options{})
+			w2 := open(t, b, "w2", walshard.Options{})
+			t.Cleanup(func() { w1.Close(); w2.Close() })
+			upsert := func(s *walshard.Shard, name uint64, value string, ids ...int64) {
+				t.Helper()
+				rec := batch(value, ids...)
+				defer rec.Release()
+				key := &table.Idempotency{Producer: "client", Seq: name}
+				if _, err := s.UpsertOnce(ctx, key, []string{"id"}, false, rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			upsert(w1, 1, "first", 1, 2)
+			if err := w1.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			upsert(w1, 2, "later", 1)
+			if err := w1.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			upsert(w2, 3, "before", 2, 3)
+			upsert(w2, 1, "first", 1, 2) // the copy of name 1
+			upsert(w2, 4, "after", 4)
+			if how == "reopened" {
+				w2.Close()
+				w2 = open(t, b, "w2", walshard.Options{})
+			}
+			want := map[int64]string{1: "later", 2: "before", 3: "before", 4: "after"}
+			wantRows(t, "a fresh read", rowsByID(t, func(o table.ScanOptions) func(func(arrow.RecordBatch, error) bool) {
+				return walshard.ScanFleet(ctx, b, o)
+			}), want)
+			if _, err := w2.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if how == "fleet" {
+				if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w2.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantRows(t, "the table", tableRows(t, b), want)
 		})
 	}
 }

@@ -76,7 +76,8 @@ type Generation struct {
 	// Named are the idempotent appends whose rows the generation holds,
 	// each with its object (the flush object, or a part) and its rows
 	// there: a merge installs a name once per table (table.NamedRows).
-	// Not set on a generation of upserts.
+	// On a generation of upserts, each named upsert's rows that no later
+	// upsert of the generation replaced (commit.Table.MergeKeyed).
 	Named []table.NamedRows `json:"named,omitempty"`
 }
 
