@@ -431,3 +431,47 @@ func TestTakeThroughAnIndexFindsAnUpsertedRow(t *testing.T) {
 		t.Errorf("take: %q, want %q", got, want)
 	}
 }
+
+// A stale handle's append of rows with values in a column another handle
+// dropped is refused naming the column, whether its commit meets the drop
+// among the versions it rebases over or (its base collected, or its rows
+// sent again on a newer version) is applied over it; nothing is
+// committed.
+func TestAStaleHandlesAppendToADroppedColumnIsRefusedByName(t *testing.T) {
+	for _, collected := range []bool{false, true} {
+		t.Run(fmt.Sprintf("base collected %v", collected), func(t *testing.T) {
+			b, tb := alterTable(t, evSchema)
+			appendJSON(t, tb, evSchema, `[{"id": 1, "reward": 1, "note": "kept"}]`)
+			stale, err := commit.OpenTable(ctx, b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "note"}); err != nil {
+				t.Fatal(err)
+			}
+			appendJSON(t, tb, arrow.NewSchema(evSchema.Fields()[:2], nil), `[{"id": 2, "reward": 2}]`)
+			if collected {
+				// The versions the stale handle read are gone: its commit
+				// starts from the newest and checks nothing below it.
+				if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(3*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := table.LatestVersion(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := jsonBatch(t, evSchema, `[{"id": 3, "reward": 3, "note": "lost?"}]`)
+			defer rec.Release()
+			_, err = stale.Append(ctx, rec)
+			if !errors.Is(err, table.ErrBadInput) || !strings.Contains(err.Error(), `"note"`) {
+				t.Fatalf("append with a dropped column through a stale handle: %v, want a refusal naming note", err)
+			}
+			if after, _ := table.LatestVersion(ctx, b); after != before {
+				t.Fatalf("v%d committed after the refusal", after)
+			}
+			// Without the column, the same handle's rows go in.
+			appendJSON(t, stale, arrow.NewSchema(evSchema.Fields()[:2], nil), `[{"id": 3, "reward": 3}]`)
+		})
+	}
+}

@@ -100,6 +100,9 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 	}
 	switch txn.Kind {
 	case table.KindAppend:
+		if err := keepsColumns(cur, txn); err != nil {
+			return nil, err
+		}
 		next.Fragments = append(next.Fragments, txn.Added...)
 		if k := txn.Idempotency; k != nil {
 			next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
@@ -129,6 +132,11 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			return nil, err
 		}
 	case table.KindUpsert, table.KindUpdate:
+		if txn.Kind == table.KindUpsert {
+			if err := keepsColumns(cur, txn); err != nil {
+				return nil, err
+			}
+		}
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
 		}
@@ -184,6 +192,36 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
 	}
 	return next, nil
+}
+
+// keepsColumns refuses (a conflict) an append or an upsert whose rows
+// were written under a schema a later commit took a column of away (a
+// drop, or a restore to a version without it) and that hold values in
+// that column: applied, it would be acknowledged without them. The
+// matrix finds such an alter among the versions a commit rebases over
+// (Check); this finds it whatever the commit's base, as for rows written
+// before a stall, or sent again on a newer version.
+func keepsColumns(cur *table.Manifest, txn *table.Transaction) error {
+	id := table.SchemaID(cur.Schema())
+	var live map[string]bool
+	for _, f := range txn.Added {
+		if f.SchemaID >= id {
+			continue
+		}
+		if live == nil {
+			live = map[string]bool{}
+			for _, c := range cur.Schema().Fields() {
+				live[table.StoredName(c)] = true
+			}
+		}
+		for _, c := range f.Columns {
+			if c.Nulls < f.Rows && !live[c.Name] {
+				return &ConflictError{Ours: *txn, Version: cur.Version, Reason: fmt.Sprintf(
+					"its rows, written under schema %d, hold values in the column stored as %q, which schema %d of v%d no longer has", f.SchemaID, c.Name, id, cur.Version)}
+			}
+		}
+	}
+	return nil
 }
 
 // applyFleetMerge adds a fleet merge's generations to next and moves

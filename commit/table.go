@@ -284,6 +284,31 @@ func (t *Table) AppendOnce(ctx context.Context, key table.Idempotency, batches .
 }
 
 func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []arrow.RecordBatch) (Result, error) {
+	res, err := t.appendConformed(ctx, key, batches)
+	return res, t.byName(ctx, err, batches)
+}
+
+// byName is err, or, when err is a conflict with a schema change that
+// took away a column the rows hold values in, the refusal of the rows by
+// the table's newest schema, which names the column.
+func (t *Table) byName(ctx context.Context, err error, batches []arrow.RecordBatch) error {
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.Retryable {
+		return err
+	}
+	snap, rerr := t.Refresh(ctx)
+	if rerr != nil {
+		return err
+	}
+	conformed, cerr := conformAll(snap.Manifest().Schema(), batches)
+	if cerr != nil {
+		return cerr
+	}
+	releaseAll(conformed)
+	return err
+}
+
+func (t *Table) appendConformed(ctx context.Context, key *table.Idempotency, batches []arrow.RecordBatch) (Result, error) {
 	base := t.base()
 	base, batches, err := t.conformLatest(ctx, base, batches)
 	if err != nil {
