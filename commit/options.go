@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -58,6 +59,9 @@ type Options struct {
 	// processes; a shorter one is for tests whose shards take a shorter
 	// lease.
 	SchemaWait time.Duration
+	// Sleep waits out a span of Now's time (SchemaWait), or until ctx
+	// ends; nil means a timer. A clock that tests move is moved here too.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // ErrInvalidOptions: an option out of its range, or options that break a

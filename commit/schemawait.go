@@ -30,12 +30,24 @@ func (t *Table) outwaitLeases(ctx context.Context, v uint64, before, after *arro
 	if len(p.Objects) == 0 {
 		return nil
 	}
-	timer := time.NewTimer(t.opts.SchemaWait)
+	sleep := t.opts.Sleep
+	if sleep == nil {
+		sleep = timerSleep
+	}
+	if err := sleep(ctx, t.opts.SchemaWait); err != nil {
+		return fmt.Errorf("commit: v%d is committed; waiting %v for shards to learn of its schema was cut short (rows acknowledged meanwhile may lose the columns it took away): %w", v, t.opts.SchemaWait, err)
+	}
+	return nil
+}
+
+// timerSleep waits d, or until ctx ends.
+func timerSleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("commit: v%d is committed; waiting %v for shards to learn of its schema was cut short (rows acknowledged meanwhile may lose the columns it took away): %w", v, t.opts.SchemaWait, ctx.Err())
+		return ctx.Err()
 	}
 }

@@ -141,7 +141,7 @@ func TestRetriesOnTheOtherReplicaStoreEachRowOnce(t *testing.T) {
 	checkpoint()
 	tableURL := strings.Replace(bucket, "?", "/t?", 1)
 	checkOnce(t, tableURL, want)
-	resp, err := http.Get(backends[0] + "/api/v1/tables/t/rows?format=jsonl&filter=id%3E%3D100000")
+	resp, err := http.Get(backends[0] + "/api/v1/tables/t/rows?format=jsonl&filter=id%3E%3D100000%20AND%20id%3C200000")
 	if err != nil {
 		t.Fatal(err)
 	}

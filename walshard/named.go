@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
 
@@ -69,7 +70,7 @@ func markNamed(ctx context.Context, b blob.Bucket, base *table.Manifest, txn *ta
 		}
 	}
 	txn.Named = nil
-	if len(named) == 0 {
+	if len(named) == 0 || plant.On(plant.MergeIgnoresNames) {
 		return nil
 	}
 	txn.Named = base.Producers.DropNamed(named)

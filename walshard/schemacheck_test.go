@@ -119,3 +119,47 @@ func (c *schemaChecks) Attributes(ctx context.Context, key string) (blob.Attribu
 	}
 	return c.Bucket.Attributes(ctx, key)
 }
+
+// A check that took longer than the lease (a slow store) proves nothing
+// about the schema when the write begins: a drop may have committed and
+// answered meanwhile. The shard checks again, and refuses.
+func TestASchemaCheckSlowerThanTheLeaseIsMadeAgain(t *testing.T) {
+	b := &slowCheck{Bucket: newTable(t, "mem://")}
+	clock := &testClock{now: time.Now()}
+	s := open(t, b, "w1", walshard.Options{Commit: commit.Options{Now: clock.Now}})
+	defer s.Close()
+	appendIDs(t, s, 1)
+	clock.add(table.SchemaLease)
+	// The next check's read answers "no newer schema", as it was when
+	// the store read it; by the time the answer arrives a drop has
+	// committed and outwaited its lease.
+	b.hook = func() {
+		tb, err := commit.OpenTable(ctx, b.Bucket, &commit.Options{SchemaWait: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "shard"}); err != nil {
+			t.Fatal(err)
+		}
+		clock.add(table.SchemaLease + table.SchemaLeaseSlack)
+	}
+	if err := appendOnce(s, "w1", 2); !errors.Is(err, walshard.ErrSchemaChanged) {
+		t.Fatalf("an append after a check slower than the lease, a drop landing meanwhile: %v, want ErrSchemaChanged", err)
+	}
+}
+
+// slowCheck runs hook once, after reading a schema marker and before
+// answering.
+type slowCheck struct {
+	blob.Bucket
+	hook func()
+}
+
+func (c *slowCheck) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
+	a, err := c.Bucket.Attributes(ctx, key)
+	if h := c.hook; h != nil && strings.HasPrefix(key, table.SchemaDir) {
+		c.hook = nil
+		h()
+	}
+	return a, err
+}

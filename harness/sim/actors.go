@@ -92,28 +92,63 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 		return "upsert", w.shardUpsert(a, s)
 	case n < 55:
 		ids, key := w.nextAppend(a)
-		b := batch(ids)
+		began := w.now()
 		var err error
 		var ack walshard.Ack
+		var sc *arrow.Schema
+		via := a
 		if a.keyed {
+			// One whose outcome was missed is sent again, as often as
+			// not, through another shard: a retry that reached another
+			// replica of a server, which stores it too until a merge
+			// meets both copies.
+			if r := w.replicaFor(a); r != nil {
+				via, s = r, r.shard
+				w.mu.Lock()
+				for _, id := range ids {
+					if _, ok := w.resentAt[id]; !ok {
+						w.resentAt[id] = a.retry.at
+					}
+				}
+				w.mu.Unlock()
+			}
+			b := batch(ids) // sent again as it was, whatever the schema meanwhile
 			ack, err = s.AppendOnce(w.ctx, key, b)
+			b.Release()
+			if via != a && via.bucket.Crashed() {
+				via.restart = true
+			}
+			if err == nil && w.replicas && w.sideIntn(6) == 0 {
+				// The answer is lost on its way to the client (a server's
+				// replica acknowledged it): the client sends it again.
+				err = errAnswerLost
+			}
 		} else {
+			sc = s.Schema() // with the added columns the shard knows
+			b := batchFor(sc, ids)
 			err = s.Append(w.ctx, b)
+			b.Release()
 		}
-		b.Release()
 		fenced := errors.Is(err, walshard.ErrFenced)
 		w.settleAppend(a, ids, err, refused(err))
 		if err == nil {
+			if verr := w.ackExtras(ids, sc, began, a.name); verr != nil {
+				return "append", verr.Error()
+			}
 			w.mu.Lock()
 			for _, id := range ids {
-				w.shardRows[a.idx][id] = true
+				w.shardRows[via.idx][id] = true
 			}
 			w.mu.Unlock()
 		}
-		if (fenced && a.next == nil) || errors.Is(err, walshard.ErrSchemaChanged) {
-			a.restart = true // a stale schema: the shard opens again under the new one
+		if (fenced && via.next == nil) || errors.Is(err, walshard.ErrSchemaChanged) {
+			via.restart = true // a stale schema: the shard opens again under the new one
 		}
-		return "append", fmt.Sprintf("ids %d..%d%s: %s", ids[0], ids[len(ids)-1], keyNote(a, key, ack.Duplicate), short(err))
+		through := ""
+		if via != a {
+			through = " through " + via.name
+		}
+		return "append", fmt.Sprintf("ids %d..%d%s%s: %s", ids[0], ids[len(ids)-1], keyNote(a, key, ack.Duplicate), through, short(err))
 	case n < 70:
 		g, err := s.Flush(w.ctx)
 		if errors.Is(err, walshard.ErrFenced) && a.next == nil {
@@ -216,9 +251,9 @@ func (w *world) rowTrouble(seen map[int64]int, want []int64, v uint64) (oracle, 
 	w.rep.RowsChecked += int64(len(seen))
 	for _, id := range slices.Sorted(maps.Keys(seen)) {
 		switch n := seen[id]; {
-		case n > 2 || n == 2 && !w.twice[id]:
+		case n > 2 || n == 2 && !w.mayBeTwiceLocked(id):
 			return "exactly once", fmt.Sprintf("row %d appears %d times", id, n)
-		case v > 0 && w.deletedAt[id] > 0 && w.deletedAt[id] <= v && !w.twice[id]:
+		case v > 0 && w.deletedAt[id] > 0 && w.deletedAt[id] <= v && !w.mayBeTwiceLocked(id):
 			// (A named append sent again past its window may store its
 			// rows a second time, after a delete of the first.)
 			return "deleted rows stay deleted", fmt.Sprintf("row %d, deleted at v%d, appears", id, w.deletedAt[id])
@@ -259,12 +294,15 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 		return "open", short(err)
 	}
 	ids, key := w.nextAppend(a)
+	began := w.now()
 	b := batch(ids)
+	var sc *arrow.Schema
 	if !a.keyed {
 		// Added columns too; a named append sends the same rows again
 		// whatever the schema meanwhile.
 		b.Release()
-		b = batchFor(a.tbl.Current().Manifest().Schema(), ids)
+		sc = a.tbl.Current().Manifest().Schema()
+		b = batchFor(sc, ids)
 	}
 	var res commit.Result
 	var err error
@@ -276,11 +314,51 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 	b.Release()
 	w.settleAppend(a, ids, err, false)
 	if err == nil {
+		if verr := w.ackExtras(ids, sc, began, a.name); verr != nil {
+			return "append", verr.Error()
+		}
 		w.mu.Lock()
 		w.directRows = append(w.directRows, ids...)
 		w.mu.Unlock()
 	}
 	return "append", fmt.Sprintf("ids %d..%d%s at v%d: %s", ids[0], ids[len(ids)-1], keyNote(a, key, res.Duplicate), res.Version, short(err))
+}
+
+// mayBeTwiceLocked tells (w.mu held) whether row id may appear twice: a
+// named append sent again past the window its name is remembered for, or
+// one sent again to another shard whose copies are merged more than that
+// window apart (the clock is past it now), which the table no longer
+// tells apart (docs/format.md, "Across shards").
+func (w *world) mayBeTwiceLocked(id int64) bool {
+	if w.twice[id] {
+		return true
+	}
+	at, ok := w.resentAt[id]
+	return ok && w.clock.Now().Sub(at) >= table.IdempotencyWindow
+}
+
+// errAnswerLost: an append acknowledged whose answer never reached its
+// sender, who sends it again.
+var errAnswerLost = errors.New("sim: the answer was lost on its way")
+
+// replicaFor is, in a seed with replicas, half the time when a's named
+// append is to be sent again, another shard writer whose shard is open and idle, to send it through
+// (drawn from the side stream, so that seeds keep their schedules); nil
+// otherwise.
+func (w *world) replicaFor(a *actor) *actor {
+	if a.retry == nil || !w.replicas {
+		return nil
+	}
+	var open []*actor
+	for _, b := range w.actors {
+		if b != a && b.kind == kShard && b.shard != nil && !b.busy && !b.restart && b.next == nil && b.zombie == nil {
+			open = append(open, b)
+		}
+	}
+	if len(open) == 0 || w.sideIntn(2) == 0 {
+		return nil
+	}
+	return open[w.sideIntn(len(open))]
 }
 
 // keyNote describes a named append in the trace.
@@ -318,7 +396,7 @@ func (w *world) readerOp(a *actor, rec *opRecord) (string, string) {
 		if err != nil {
 			return "read", short(err)
 		}
-		seen, d, err := scanSnapshot(w.ctx, s)
+		seen, d, err := w.scanSnapshot(s)
 		var v *Violation
 		if errors.As(err, &v) {
 			return "read", w.fail(v.Oracle, "%s at v%d", v.Detail, s.Version()).Error()
@@ -341,7 +419,7 @@ func (w *world) readerOp(a *actor, rec *opRecord) (string, string) {
 		if err != nil {
 			return "pin", short(err)
 		}
-		_, d, err := scanSnapshot(w.ctx, s)
+		_, d, err := w.scanSnapshot(s)
 		if err != nil {
 			return "pin", fmt.Sprintf("v%d: %s", s.Version(), short(err))
 		}
@@ -380,7 +458,7 @@ func (w *world) checkPins(a *actor) string {
 			kept = append(kept, p)
 			continue
 		}
-		_, d, err := scanSnapshot(w.ctx, s)
+		_, d, err := w.scanSnapshot(s)
 		if errors.Is(err, blob.ErrNotFound) {
 			if _, merr := w.store.Get(w.ctx, table.ManifestKey(p.version)); merr == nil || p.tagged {
 				return w.fail("pinned versions", "v%d is retained but its data is gone: %v", p.version, err).Error()
@@ -508,11 +586,24 @@ func (w *world) deleteOp(a *actor) (string, string) {
 	}
 	w.mu.Lock()
 	top := w.nextID
+	var live []int64 // rows acknowledged and not deleted
+	for id := range w.acked {
+		if _, gone := w.deletedAt[id]; !gone {
+			live = append(live, id)
+		}
+	}
 	w.mu.Unlock()
 	if top < 2 {
 		return "delete", "nothing written yet"
 	}
-	lo := 1 + int64(w.intn(int(top)))
+	draw := w.intn(int(top))
+	lo := 1 + int64(draw)
+	if len(live) > 0 && draw%2 == 0 {
+		// Half the time from a row known to be there, so that deletes
+		// meet compactions of the fragments they delete from.
+		slices.Sort(live)
+		lo = live[draw%len(live)]
+	}
 	hi := lo + 1 + int64(w.intn(6))
 	filter := fmt.Sprintf("id >= %d AND id < %d", lo, hi)
 	pred, err := table.ParseFilter(filter)

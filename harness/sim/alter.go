@@ -20,11 +20,15 @@ import (
 // nulls. It never touches id and val, which the others filter, key and
 // assign by name; every writer keeps writing rows of the first schema
 // (id, val, blob), which the table takes by their first names, and the
-// direct appenders write the added columns their handle knows as well,
-// each with a value drawn from the row's id and the column's stored name
-// (extraOf). Oracles: an alter's commit leaves the rows as they were (it
-// conserves them, as a compaction does), and every added column of every
-// read row holds null or its own value, never another column's.
+// direct appenders and the shards' writers that do not name their appends
+// write the added columns their handle or shard knows as well, each with a
+// value drawn from the row's id and the column's stored name (extraOf). A
+// drop outwaits the shards' schema leases on the simulation's clock.
+// Oracles: an alter's commit leaves the rows as they were (it conserves
+// them, as a compaction does); every added column of every read row holds
+// null or its own value, never another column's, and never null where an
+// acknowledged append wrote a value; and no append that began after a
+// column's drop answered is acknowledged with a value in that column.
 
 // extraOf is the value direct appenders write in the added column stored
 // as name, for row id.
@@ -68,9 +72,39 @@ func batchFor(sc *arrow.Schema, ids []int64) arrow.RecordBatch {
 	return out
 }
 
+// ackExtras records the added columns of sc (the schema an append's
+// batch was made for, batchFor) that an acknowledged append of ids that
+// began at logical time began wrote values in; it fails when one of them
+// was dropped before the append began.
+func (w *world) ackExtras(ids []int64, sc *arrow.Schema, began int64, who string) error {
+	if sc == nil || sc.NumFields() <= 3 {
+		return nil
+	}
+	var stored []string
+	for _, f := range sc.Fields()[3:] {
+		if f.Type.ID() == arrow.INT64 {
+			stored = append(stored, table.StoredName(f))
+		}
+	}
+	w.mu.Lock()
+	for _, st := range stored {
+		if at := w.droppedAt[st]; at != 0 && at < began {
+			w.mu.Unlock()
+			return w.fail("no value is acknowledged for a dropped column", "%s acknowledged rows %d..%d with values in the column stored as %s, whose drop answered before the append began",
+				who, ids[0], ids[len(ids)-1], st)
+		}
+	}
+	for _, id := range ids {
+		w.extras[id] = stored
+	}
+	w.mu.Unlock()
+	return nil
+}
+
 // checkExtras checks the added columns of a batch read from a version
-// whose schema is sc: each value null or its column's own.
-func checkExtras(sc *arrow.Schema, rec arrow.RecordBatch) error {
+// whose schema is sc: each value null or its column's own, and not null
+// where an acknowledged append wrote one.
+func (w *world) checkExtras(sc *arrow.Schema, rec arrow.RecordBatch) error {
 	if sc == nil || rec.NumCols() <= 3 {
 		return nil
 	}
@@ -91,9 +125,21 @@ func checkExtras(sc *arrow.Schema, rec arrow.RecordBatch) error {
 				return &Violation{Oracle: "an added column holds its own values", Detail: fmt.Sprintf(
 					"row %d reads %d in column %s (stored as %s), a value no writer wrote there", id, col.Value(i), name, stored)}
 			}
+			if !col.IsValid(i) && w.wroteExtra(id, stored) {
+				return &Violation{Oracle: "an acknowledged value is kept", Detail: fmt.Sprintf(
+					"row %d reads null in column %s (stored as %s), where its acknowledged append wrote %d", id, name, stored, extraOf(id, stored))}
+			}
 		}
 	}
 	return nil
+}
+
+// wroteExtra tells whether an acknowledged append wrote row id's value in
+// the added column stored as stored.
+func (w *world) wroteExtra(id int64, stored string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Contains(w.extras[id], stored)
 }
 
 // alterOp makes one schema change.
@@ -136,5 +182,11 @@ func (w *world) alterOp(a *actor) (string, string) {
 		c = table.ColumnChange{Op: table.WidenColumn, Column: sc.Field(2).Name, Nullable: true}
 	}
 	res, err := a.tbl.Alter(w.ctx, c)
+	if err == nil && c.Op == table.DropColumn {
+		stored := table.StoredName(sc.Field(sc.FieldIndices(c.Column)[0]))
+		w.mu.Lock()
+		w.droppedAt[stored] = w.now()
+		w.mu.Unlock()
+	}
 	return "alter", fmt.Sprintf("%s at v%d: %s", c, res.Version, short(err))
 }

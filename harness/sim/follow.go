@@ -144,7 +144,7 @@ func (w *world) compareReplica(a *actor, rows map[int64]int, v uint64) string {
 	if err != nil {
 		return ""
 	}
-	seen, _, err := scanSnapshot(w.ctx, s)
+	seen, _, err := w.scanSnapshot(s)
 	if err != nil {
 		return ""
 	}
@@ -183,7 +183,7 @@ func (w *world) followError(a *actor, err error) string {
 	if oerr != nil {
 		return fmt.Sprintf("%s; starting again: %s", short(err), short(oerr))
 	}
-	seen, _, serr := scanSnapshot(w.ctx, s)
+	seen, _, serr := w.scanSnapshot(s)
 	if serr != nil {
 		return fmt.Sprintf("%s; starting again from v%d: %s", short(err), s.Version(), short(serr))
 	}

@@ -47,7 +47,10 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		d, known := w.fragRows[f.ID]
 		w.emu.Unlock()
 		if !known {
-			_, d, err = scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+			if f.Deletion != nil {
+				w.noteBornDropped(f)
+			}
+			_, d, err = w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
 			if err != nil {
 				// Gone before its manifest landed (a stall past GC): no
 				// read can see its rows, so they count for nothing.
@@ -99,7 +102,7 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 		return digest{}, true
 	}
 	f := *fp
-	live, d, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	live, d, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
 	if err != nil {
 		return digest{}, true
 	}
@@ -118,13 +121,13 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 		w.mu.Unlock()
 	}
 	f.Deletion = nil
-	all, _, err := scanSnapshot(w.ctx, table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	all, _, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
 	if err != nil {
 		return digest{}, true
 	}
 	w.mu.Lock()
 	for rid := range all {
-		if live[rid] == 0 && !isKey(rid) {
+		if live[rid] == 0 && !isKey(rid) && !w.bornDropped[id][rid] {
 			if _, ok := w.deletedAt[rid]; !ok {
 				w.deletedAt[rid] = m.Version
 			}
@@ -132,6 +135,32 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 	}
 	w.mu.Unlock()
 	return d, false
+}
+
+// noteBornDropped records the rows a fragment's deletion vector drops
+// as it is added (a merge's copies of named appends stored by another
+// shard too, kept from the table): dropped, not deleted, whatever later
+// deletes from the fragment.
+func (w *world) noteBornDropped(f table.Fragment) {
+	live, _, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	if err != nil {
+		return
+	}
+	f.Deletion = nil
+	all, _, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for rid := range all {
+		if live[rid] == 0 {
+			if w.bornDropped[f.ID] == nil {
+				w.bornDropped[f.ID] = map[int64]bool{}
+			}
+			w.bornDropped[f.ID][rid] = true
+		}
+	}
 }
 
 // noteUndo records that version v takes back version u, which must not
@@ -253,7 +282,7 @@ func (w *world) checkFinalTable() error {
 	if err != nil {
 		return w.fail("recovery", "final open: %v", err)
 	}
-	seen, _, err := scanSnapshot(w.ctx, s)
+	seen, _, err := w.scanSnapshot(s)
 	if err != nil {
 		return w.fail("no lost rows", "the final table does not read: %v%s", err, w.provenance(s.Manifest()))
 	}
@@ -290,7 +319,7 @@ func (w *world) checkFinalTable() error {
 			if err != nil {
 				return w.fail("pinned versions", "tagged v%d after the final collection: %v", p.version, err)
 			}
-			if _, d, err := scanSnapshot(w.ctx, s); err != nil || d != p.rows {
+			if _, d, err := w.scanSnapshot(s); err != nil || d != p.rows {
 				return w.fail("pinned versions", "tagged v%d after the final collection: %v, %v (pinned %v)", p.version, d, err, p.rows)
 			}
 		}

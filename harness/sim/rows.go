@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -73,19 +72,19 @@ func batch(ids []int64) arrow.RecordBatch {
 // readRows drains a scan into a count per id, failing on a row whose value
 // is not its id's.
 func readRows(scan func(yield func(arrow.RecordBatch, error) bool)) (map[int64]int, digest, error) {
-	return readRowsOf(nil, scan)
+	return (*world)(nil).readRowsOf(nil, scan)
 }
 
 // readRowsOf is readRows of a version whose schema is sc, whose added
-// columns it checks too (checkExtras).
-func readRowsOf(sc *arrow.Schema, scan func(yield func(arrow.RecordBatch, error) bool)) (map[int64]int, digest, error) {
+// columns it checks too (checkExtras; sc is nil when w is).
+func (w *world) readRowsOf(sc *arrow.Schema, scan func(yield func(arrow.RecordBatch, error) bool)) (map[int64]int, digest, error) {
 	seen := map[int64]int{}
 	var d digest
 	for rec, err := range scan {
 		if err != nil {
 			return nil, d, err
 		}
-		if err := checkExtras(sc, rec); err != nil {
+		if err := w.checkExtras(sc, rec); err != nil {
 			return nil, d, err
 		}
 		ids := rec.Column(0).(*array.Int64).Int64Values()
@@ -106,6 +105,6 @@ func readRowsOf(sc *arrow.Schema, scan func(yield func(arrow.RecordBatch, error)
 }
 
 // scanSnapshot reads every row of s, one fragment at a time.
-func scanSnapshot(ctx context.Context, s *table.Snapshot) (map[int64]int, digest, error) {
-	return readRowsOf(s.Manifest().Schema(), s.Scan(ctx, table.ScanOptions{Parallelism: 1}))
+func (w *world) scanSnapshot(s *table.Snapshot) (map[int64]int, digest, error) {
+	return w.readRowsOf(s.Manifest().Schema(), s.Scan(w.ctx, table.ScanOptions{Parallelism: 1}))
 }

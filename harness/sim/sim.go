@@ -32,7 +32,12 @@
 //     send one whose outcome they missed again, across crashes, until it
 //     is acknowledged) is stored once — or at most twice when sent again
 //     past the window its name is remembered for (table.IdempotencyWindow:
-//     the clock moves hours on with a stall); no row appears that nobody wrote, and every
+//     the clock moves hours on with a stall); a shard writer that names
+//     its appends may lose an acknowledged answer, as a client of a
+//     server's replicas does, and sends the append again, as often as not
+//     through another shard writer's shard (another replica): the merges
+//     store it once, or twice when its copies are merged more than the
+//     window apart; no row appears that nobody wrote, and every
 //     row reads back with its value and its blob (up to 1 KiB) intact;
 //   - a pinned version's rows never change while it is retained, and a
 //     tagged version stays readable;
@@ -53,6 +58,11 @@
 //     nothing a recorded consumer has not read, short of the consumer
 //     retention; with faults off, every follower reaches the latest
 //     version;
+//   - a schema change races appends (alter.go): a value an acknowledged
+//     append wrote in an added column reads back wherever the column is,
+//     and no append begun after a column's drop answered is acknowledged
+//     with a value in it (a drop outwaits the shards' schema leases on the
+//     simulation's clock);
 //   - upserters upsert keys of their own (a few hot) and update ranges of
 //     them: no read ever sees a key twice, and at the end each key's row
 //     holds its last acknowledged write's value (or that of a write whose
@@ -258,7 +268,10 @@ type world struct {
 	maybe  map[int64]bool
 	// twice: rows of named appends sent again past the window their name
 	// is remembered for, which may appear twice.
-	twice     map[int64]bool
+	twice map[int64]bool
+	// resentAt: rows of named appends sent again through another shard,
+	// by the name's time.
+	resentAt  map[int64]time.Time
 	forbidden map[int64]bool
 	// deletedAt: rows a committed Delete removed, and the version that
 	// removed them (read from the manifests as they land).
@@ -284,20 +297,33 @@ type world struct {
 	// installedAt: the version whose merge installed each value a shard
 	// upserted, by key and value (read from the manifests as they land).
 	shardUpserts bool
-	side         *rand.Rand
-	installedAt  map[[2]int64]uint64
-	nextExtra    int                  // the added columns' numbers (alter.go)
-	landed       map[uint64]time.Time // version -> when it landed, on the clock
-	violation    error
-	tags         int
+	// replicas: named shard appends lose answers and are sent again
+	// through another shard writer's shard, as to another replica.
+	replicas    bool
+	side        *rand.Rand
+	installedAt map[[2]int64]uint64
+	nextExtra   int // the added columns' numbers (alter.go)
+	// extras: the added columns (by stored name) an acknowledged append
+	// wrote a value in, by row; droppedAt: when the drop of an added
+	// column answered, by stored name, in logical time (alter.go).
+	extras    map[int64][]string
+	droppedAt map[string]int64
+	// bornDropped: by fragment, the rows its deletion vector dropped when
+	// it was added (a merge's copies of named appends another shard
+	// stored too).
+	bornDropped map[uint64]map[int64]bool
+	landed      map[uint64]time.Time // version -> when it landed, on the clock
+	violation   error
+	tags        int
 }
 
 func newWorld(ctx context.Context, cfg Config) *world {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5157))
 	w := &world{ctx: ctx, cfg: cfg, clock: &Clock{}, rng: rng,
-		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
+		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, resentAt: map[int64]time.Time{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
 		deletesAcked: map[uint64]bool{}, deletesUndone: map[uint64]uint64{},
-		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}, landed: map[uint64]time.Time{}, keyWrites: map[int64][]keyWrite{}, installedAt: map[[2]int64]uint64{}}
+		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}, landed: map[uint64]time.Time{}, keyWrites: map[int64][]keyWrite{}, installedAt: map[[2]int64]uint64{},
+		extras: map[int64][]string{}, droppedAt: map[string]int64{}, bornDropped: map[uint64]map[int64]bool{}}
 	w.shards = 1 + rng.IntN(3)
 	w.directs = rng.IntN(3)
 	w.compactors = 1 + rng.IntN(2)
@@ -341,6 +367,9 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	// Shard upserts draw from a stream of their own, so that seeds that
 	// found defects before they existed run as they did.
 	w.shardUpserts = w.upserters > 0 && mix(cfg.Seed^0x613e)%2 == 0
+	// So do the lost answers of named appends and their retries through
+	// another shard (replicas), in half the seeds with two shards or more.
+	w.replicas = w.shards > 1 && mix(cfg.Seed^0x7e91)%2 == 0
 	w.side = rand.New(rand.NewPCG(cfg.Seed, 0x5a3d))
 	w.pauses = rand.New(rand.NewPCG(cfg.Seed, 0x12e7))
 	for _, a := range w.actors {
@@ -348,7 +377,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 			a.follow = &follower{rows: map[int64]int{}}
 		}
 	}
-	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers; %d upserters; %d schema changers; shards upsert: %v", keyed, w.followers, w.upserters, w.alterers, w.shardUpserts)
+	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers; %d upserters; %d schema changers; shards upsert: %v; replicas: %v", keyed, w.followers, w.upserters, w.alterers, w.shardUpserts, w.replicas)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -512,11 +541,12 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 }
 
 func (w *world) commitOptions(a *actor) commit.Options {
-	// SchemaWait: the shards' writers write only columns no alterer
-	// drops, so a drop need not outwait their leases (a real timer).
+	// A drop outwaits the shards' schema leases on the simulation's
+	// clock: the clock moves on, and a shard's next write checks its
+	// schema.
 	return commit.Options{Writer: a.writer(), Now: w.clock.Now, Budget: 20 * time.Second,
 		BaseBackoff: 50 * time.Microsecond, MaxBackoff: time.Millisecond, ReadParallelism: 1,
-		SchemaWait: time.Microsecond}
+		Sleep: func(_ context.Context, d time.Duration) error { w.clock.Advance(d); return nil }}
 }
 
 // settleAppend records how a's append of ids ended. A named append that

@@ -52,7 +52,15 @@ const (
 	// FlushKeepsFirstUpsert: a shard's upserts of one key flushed together
 	// keep the earliest row of the key, not the last acknowledged.
 	FlushKeepsFirstUpsert = "flushed upserts keep a key's first row"
+	// ShardSkipsSchemaCheck: a shard never checks that its schema is
+	// still the table's, so it acknowledges values in a column another
+	// process dropped, and the merge loses them.
+	ShardSkipsSchemaCheck = "a shard acknowledges rows under a schema it never checks"
+	// MergeIgnoresNames: a merge of shards neither drops a named append's
+	// copy whose name the table records nor records the names it
+	// installs, so a retry that reached another shard is stored twice.
+	MergeIgnoresNames = "a merge installs every copy of a named append"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys, ColumnsByPosition, FlushKeepsFirstUpsert}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys, ColumnsByPosition, FlushKeepsFirstUpsert, ShardSkipsSchemaCheck, MergeIgnoresNames}
