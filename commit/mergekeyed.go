@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 )
 
@@ -30,18 +28,23 @@ import (
 // A key column dropped since the rows were acknowledged leaves no key to
 // replace by: the generation is then installed as an append's rows are.
 //
-// named lists where frags hold the generation's named upserts: one the
-// table records already (another shard's merge, or a direct upsert,
-// installed a copy: a retry that reached another server) is dropped, its
-// rows deleted from frags by a deletion vector and its keys replacing
-// nothing, and the others are recorded (Transaction.Named), as a merge
-// of appends does.
+// named lists the generation's named upserts, each marked dropped when
+// the table records its name already (another shard's merge, or a direct
+// upsert, installed a copy: a retry that reached another server), as
+// table.Producers.DropNamed marks them on the version frags were made
+// for: frags hold none of a dropped one's rows. The merge records the
+// others (Transaction.Named), as a merge of appends does; on a version
+// where the marks no longer hold (a name installed meanwhile) it is a
+// retryable conflict, for frags to be made again.
 func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fragment, mark table.ShardMerge, named []table.NamedRows) (UpsertResult, error) {
 	var last error
 	var pl upsertPlan
 	var ks *table.KeySet
 	var ksSchema *arrow.Schema
-	var ksDrops string // the drops ks was read with
+	var rows int64
+	for _, f := range frags {
+		rows += f.Rows
+	}
 	for plan := range t.opts.MaxReplans {
 		began := time.Now()
 		snap := t.Current()
@@ -61,31 +64,23 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 		}
 		txn := table.Transaction{Kind: table.KindMerge, CommitID: table.NewID(), ReadVersion: m.Version,
 			Shard: mark.Shard, Watermark: mark.Watermark, Epoch: mark.Epoch, Seq: mark.Seq, WAL: mark.WAL, Added: frags}
-		drops := ""
 		if len(named) > 0 {
-			txn.Named = m.Producers.DropNamed(named)
-			var err error
-			if txn.Added, drops, err = dropNamedRows(ctx, t.b, frags, txn.Named, m.Version+1); err != nil {
-				return UpsertResult{}, err
+			if !sameDrops(m.Producers.DropNamed(named), named) {
+				return UpsertResult{}, &ConflictError{Ours: txn, Version: m.Version, Retryable: true,
+					Reason: "a named upsert of the generation was installed meanwhile, or forgotten: its rows are to be copied again"}
 			}
-		}
-		var rows int64
-		for _, f := range txn.Added {
-			rows += f.Rows
-			if f.Deletion != nil {
-				rows -= f.Deletion.Count
-			}
+			txn.Named = named
 		}
 		var bodies map[string][]byte
 		var replaced int64
 		written := t.opts.Now()
 		if names, ok := table.CurrentNames(m.Schema(), keys); ok {
-			if ks == nil || !ksSchema.Equal(m.Schema()) || drops != ksDrops {
+			if ks == nil || !ksSchema.Equal(m.Schema()) {
 				var err error
-				if ks, err = keysOfFragments(ctx, t, m.Schema(), names, txn.Added); err != nil {
+				if ks, err = keysOfFragments(ctx, t, m.Schema(), names, frags); err != nil {
 					return UpsertResult{}, err
 				}
-				ksSchema, ksDrops, pl = m.Schema(), drops, upsertPlan{}
+				ksSchema, pl = m.Schema(), upsertPlan{}
 			}
 			matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
 			if err != nil {
@@ -109,39 +104,9 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
 }
 
-// dropNamedRows returns frags with the rows of the named upserts marked
-// dropped deleted, by deletion vectors it writes for version v, and a
-// description of what it dropped (equal for equal drops).
-func dropNamedRows(ctx context.Context, b blob.Bucket, frags []table.Fragment, named []table.NamedRows, v uint64) ([]table.Fragment, string, error) {
-	rows := map[string][]uint32{}
-	var what strings.Builder
-	for _, n := range named {
-		if !n.Dropped {
-			continue
-		}
-		fmt.Fprintf(&what, "%s:%d+%d ", n.Fragment, n.Offset, n.Rows)
-		for r := n.Offset; r < n.Offset+n.Rows; r++ {
-			rows[n.Fragment] = append(rows[n.Fragment], uint32(r))
-		}
-	}
-	if len(rows) == 0 {
-		return frags, "", nil
-	}
-	out := slices.Clone(frags)
-	for i := range out {
-		r := rows[out[i].Key]
-		if len(r) == 0 {
-			continue
-		}
-		slices.Sort(r)
-		r = slices.Compact(r)
-		d := table.Deletion{Key: table.DeletionKey(out[i].ID, v), Count: int64(len(r))}
-		if err := b.PutIfAbsent(ctx, d.Key, table.EncodeDeletions(r)); err != nil {
-			return nil, "", err
-		}
-		out[i].Deletion = &d
-	}
-	return out, what.String(), nil
+// sameDrops tells whether a and b mark the same named rows dropped.
+func sameDrops(a, b []table.NamedRows) bool {
+	return slices.EqualFunc(a, b, func(x, y table.NamedRows) bool { return x.AppendKey == y.AppendKey && x.Dropped == y.Dropped })
 }
 
 // keysOfFragments reads the keys (columns names of schema) of the rows of

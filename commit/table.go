@@ -448,6 +448,14 @@ func undoneBetween(ctx context.Context, b blob.Bucket, v, latest uint64, o Optio
 	return 0, nil
 }
 
+// KeepDeletions is keepDeletions for a commit made elsewhere that gave
+// fragments deletion vectors written after written (res: its result;
+// bodies: the vectors' bodies by key), such as a merge that drops copies
+// of named appends by vectors on the fragments it adds.
+func (t *Table) KeepDeletions(ctx context.Context, res Result, dels []table.FragmentDeletion, bodies map[string][]byte, written time.Time) (Result, error) {
+	return t.keepDeletions(ctx, res, dels, bodies, written)
+}
+
 // keepDeletions makes sure the deletion vectors of a Delete that landed
 // are still there. A writer that stalled longer than garbage collection's
 // safety age between writing them and landing may find them collected as

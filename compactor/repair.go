@@ -268,6 +268,7 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, opts *commit.Options) (done bool, why string, err error) {
 	var v uint64
 	var t *table.Transaction
+	born := false // the vector came with the fragment: a merge's drops of named copies
 	for u := m.Version; u > 0 && v == 0; u-- {
 		txn, err := table.ReadTransaction(ctx, b, u)
 		if errors.Is(err, table.ErrVersionNotFound) {
@@ -281,6 +282,14 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 				v, t = u, txn
 			}
 		}
+		for _, a := range txn.Added {
+			if a.ID == f.ID && a.Deletion != nil && a.Deletion.Key == f.Key {
+				v, t, born = u, txn, true
+			}
+		}
+	}
+	if v > 0 && born && t.Kind == table.KindMerge {
+		return redoNamedVector(ctx, b, m, f, v, t, opts)
 	}
 	if v == 0 || t.Kind != table.KindMerge || len(t.Keys) == 0 {
 		return false, "", nil
@@ -321,6 +330,44 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 	if int64(len(rows)) != frag.Deletion.Count {
 		return false, fmt.Sprintf("written by v%d, a merge of upserts; written again it deletes %d rows, the manifest says %d", v, len(rows), frag.Deletion.Count), nil
 	}
+	return repointVector(ctx, b, m, f, v, rows, opts)
+}
+
+// redoNamedVector writes again the deletion vector f.Key that merge v (t)
+// gave fragment f.ID as it added it, gone: the rows of the named copies
+// it dropped (Transaction.Named), whose names the table recorded before
+// it (a merge stalled past garbage collection's safety age, its vector
+// collected as an orphan, and it died before writing it again). The
+// fragment points at the copy in a commit of kind delete.
+func redoNamedVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, v uint64, t *table.Transaction, opts *commit.Options) (bool, string, error) {
+	frag := m.Fragment(f.ID)
+	var added *table.Fragment
+	for i := range t.Added {
+		if t.Added[i].ID == f.ID {
+			added = &t.Added[i]
+		}
+	}
+	if frag == nil || added == nil {
+		return false, fmt.Sprintf("written by v%d, a merge; the fragment is not in the newest version", v), nil
+	}
+	var rows []uint32
+	for _, n := range t.Named {
+		for r := n.Offset; n.Dropped && n.Fragment == added.Key && r < n.Offset+n.Rows; r++ {
+			rows = append(rows, uint32(r))
+		}
+	}
+	slices.Sort(rows)
+	rows = slices.Compact(rows)
+	if int64(len(rows)) != frag.Deletion.Count {
+		return false, fmt.Sprintf("written by v%d, a merge dropping copies of named appends; written again it deletes %d rows, the manifest says %d", v, len(rows), frag.Deletion.Count), nil
+	}
+	return repointVector(ctx, b, m, f, v, rows, opts)
+}
+
+// repointVector writes rows as a new deletion vector of fragment f.ID and
+// points the fragment at it in a commit of kind delete on m; v is the
+// merge that wrote the vector that is gone.
+func repointVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, v uint64, rows []uint32, opts *commit.Options) (bool, string, error) {
 	del := table.Deletion{Key: table.DeletionKey(f.ID, m.Version+1), Count: int64(len(rows))}
 	if err := b.PutIfAbsent(ctx, del.Key, table.EncodeDeletions(rows)); err != nil {
 		return false, "", err
@@ -333,7 +380,7 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 	txn := table.Transaction{Kind: table.KindDelete, Writer: cmp.Or(o.Writer, "repair"),
 		Deletions: []table.FragmentDeletion{{FragmentID: f.ID, Deletion: del}}}
 	if _, err := commit.Commit(ctx, b, m, txn, &o); err != nil {
-		return false, "", fmt.Errorf("compactor: pointing fragment %d at its vector written again (v%d's, a merge of upserts): %w", f.ID, v, err)
+		return false, "", fmt.Errorf("compactor: pointing fragment %d at its vector written again (v%d's, a merge): %w", f.ID, v, err)
 	}
 	return true, "", nil
 }

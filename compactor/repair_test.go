@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
@@ -460,5 +462,77 @@ func TestRepairWritesAgainAMergesVectorGCTook(t *testing.T) {
 	sameRows(t, merged, digest(t, b), "writing the merge's vector again")
 	if len(merged) != len(before) {
 		t.Fatalf("%d rows after the merge of upserts of present keys, %d before", len(merged), len(before))
+	}
+}
+
+// A merge that dropped a copy of a named append (a retry another shard
+// stored) by a deletion vector on the fragment it added, stalled past
+// garbage collection's safety age and died before writing the collected
+// vector again, leaves a version that references it: the repair writes it
+// again from the merge's record of the names it dropped (the rows stored
+// twice were acknowledged in the WALs, so nothing is taken back), and the
+// table and its changes read each row once.
+func TestRepairWritesAgainTheVectorOfAMergeThatDroppedANamedCopy(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 1, 10)
+	name := table.Idempotency{Producer: "client", Seq: 1}
+	for _, shard := range []string{"a", "b"} {
+		s, err := walshard.Open(ctx, b, &walshard.Options{Shard: shard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 7, 0, 4)
+		if _, err := s.AppendOnce(ctx, name, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		if shard == "b" {
+			more := rollouts.Batch(testenv.Allocator(t), 42, 8, 0, 3)
+			if _, err := s.AppendOnce(ctx, table.Idempotency{Producer: "client", Seq: 2}, more); err != nil {
+				t.Fatal(err)
+			}
+			more.Release()
+		}
+		if err := s.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := m.Transaction.Added
+	if m.Transaction.Kind != table.KindMerge || len(added) != 1 || added[0].Deletion == nil {
+		t.Fatalf("the latest version is %s adding %+v, want a merge that drops the copy by a vector", m.Transaction.Kind, added)
+	}
+	gone := added[0].Deletion.Key
+	if err := b.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	res, err := compactor.Repair(ctx, b, nil, nil)
+	if err != nil || !slices.Equal(res.Rewritten, []string{gone}) || len(res.Undone) != 0 {
+		t.Fatalf("repair: %+v %v, want %s written again", res, err, gone)
+	}
+	if got := len(digest(t, b)); got != 10+4+3 {
+		t.Fatalf("%d distinct rows after the repair, want 17", got)
+	}
+	inserted := map[int64]int{}
+	for c, err := range table.Changes(ctx, b, 0, 0, table.ChangesOptions{Columns: []string{"id"}}) {
+		if err != nil {
+			t.Fatalf("changes after the repair: %v", err)
+		}
+		for _, id := range c.Rows.Column(0).(*array.Int64).Int64Values() {
+			if c.Kind == table.ChangeInsert {
+				inserted[id]++
+			}
+		}
+	}
+	for id, n := range inserted {
+		if n != 1 {
+			t.Fatalf("changes insert row %d %d times", id, n)
+		}
+	}
+	if len(inserted) != 17 {
+		t.Fatalf("changes insert %d rows, want 17", len(inserted))
 	}
 }

@@ -437,6 +437,13 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			return false
 		}
 	}
+	// A merge that dropped copies of named appends gave the fragments it
+	// added vectors, which a repair may have written again.
+	added, err := withVectorsAt(ctx, b, cur.Version, added)
+	if err != nil {
+		yield(Change{}, err)
+		return false
+	}
 	dFrags, dRows := atPositions(deleted)
 	rFrags, rRows := atPositions(revived)
 	return emit(ChangeDelete, prev, gone, nil) &&

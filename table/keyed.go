@@ -79,36 +79,23 @@ func (f *KeyFilter) Without(ctx context.Context, mem memory.Allocator, rec arrow
 		buf, ok = appendRowKey(buf[:0], cols, r)
 		keep[r] = !ok || !f.keys[string(buf)]
 	}
-	return filterRows(ctx, mem, rec, keep)
+	return FilterRows(ctx, mem, rec, keep)
 }
 
 // LastOfEachKey keeps, of the rows of batches in order, the last row of
 // each key (columns cols): what upserts of one shard become when they are
-// flushed together, a later upsert of a key replacing an earlier one. It
-// returns new batches, one for each of batches (the caller releases
-// them), and, for each, which of its rows it kept.
-func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, batches []arrow.RecordBatch) ([]arrow.RecordBatch, [][]bool, error) {
-	seen := map[string]bool{}
-	keeps := make([][]bool, len(batches))
-	var buf []byte
-	for i := len(batches) - 1; i >= 0; i-- {
-		kc, err := keyColumns(batches[i], cols)
-		if err != nil {
-			return nil, nil, err
-		}
-		keeps[i] = make([]bool, batches[i].NumRows())
-		for r := len(keeps[i]) - 1; r >= 0; r-- {
-			var ok bool
-			buf, ok = appendRowKey(buf[:0], kc, r)
-			keeps[i][r] = !ok || !seen[string(buf)]
-			if ok {
-				seen[string(buf)] = true
-			}
-		}
+// flushed together, a later upsert of a key replacing an earlier one
+// (LastOfEachKeyMask says which rows, and what replaces says). It returns
+// new batches, one for each of batches (the caller releases them), and,
+// for each, which of its rows it kept.
+func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, batches []arrow.RecordBatch, replaces func(i, r int) bool) ([]arrow.RecordBatch, [][]bool, error) {
+	keeps, _, err := LastOfEachKeyMask(cols, batches, replaces)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := make([]arrow.RecordBatch, 0, len(batches))
 	for i, rec := range batches {
-		kept, err := filterRows(ctx, mem, rec, keeps[i])
+		kept, err := FilterRows(ctx, mem, rec, keeps[i])
 		if err != nil {
 			for _, o := range out {
 				o.Release()
@@ -120,36 +107,41 @@ func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, bat
 	return out, keeps, nil
 }
 
-// FirstRepeat returns the index of the first of groups (batches each,
-// in order) for which repeats says so whose rows hold a key (columns
-// cols) that an earlier group's rows hold; len(groups) when there is
-// none.
-func FirstRepeat(cols []string, groups [][]arrow.RecordBatch, repeats func(i int) bool) (int, error) {
-	seen := map[string]bool{}
+// LastOfEachKeyMask tells, for each row of batches (in order), whether it
+// is the last of its key (columns cols) — a row without a key (a null in
+// a key column) always is — and whether a key keeps more than one row.
+// replaces, when not nil, says whether row r of batch i replaces the
+// rows of its key before it: one that does not (a named upsert, which a
+// merge may drop as a copy another shard stored) leaves them, and the
+// key keeps them too, up to the one before it that replaces.
+func LastOfEachKeyMask(cols []string, batches []arrow.RecordBatch, replaces func(i, r int) bool) (keeps [][]bool, repeats bool, err error) {
+	replaced := map[string]bool{} // a later row of the key replaces
+	seen := map[string]bool{}     // a later row of the key is kept
+	keeps = make([][]bool, len(batches))
 	var buf []byte
-	for i, g := range groups {
-		var mine []string
-		for _, rec := range g {
-			kc, err := keyColumns(rec, cols)
-			if err != nil {
-				return 0, err
-			}
-			for r := range int(rec.NumRows()) {
-				var ok bool
-				if buf, ok = appendRowKey(buf[:0], kc, r); !ok {
-					continue
-				}
-				if i > 0 && seen[string(buf)] && repeats(i) {
-					return i, nil
-				}
-				mine = append(mine, string(buf))
-			}
+	for i := len(batches) - 1; i >= 0; i-- {
+		kc, err := keyColumns(batches[i], cols)
+		if err != nil {
+			return nil, false, err
 		}
-		for _, k := range mine {
-			seen[k] = true
+		keeps[i] = make([]bool, batches[i].NumRows())
+		for r := len(keeps[i]) - 1; r >= 0; r-- {
+			var ok bool
+			buf, ok = appendRowKey(buf[:0], kc, r)
+			keeps[i][r] = !ok || !replaced[string(buf)]
+			if !ok {
+				continue
+			}
+			if keeps[i][r] && seen[string(buf)] {
+				repeats = true
+			}
+			seen[string(buf)] = true
+			if replaces == nil || replaces(i, r) {
+				replaced[string(buf)] = true
+			}
 		}
 	}
-	return len(groups), nil
+	return keeps, repeats, nil
 }
 
 func keyColumns(rec arrow.RecordBatch, names []string) ([]arrow.Array, error) {
@@ -164,9 +156,9 @@ func keyColumns(rec arrow.RecordBatch, names []string) ([]arrow.Array, error) {
 	return cols, nil
 }
 
-// filterRows returns the rows of rec that keep marks (rec itself,
+// FilterRows returns the rows of rec that keep marks (rec itself,
 // retained, when it marks them all).
-func filterRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, keep []bool) (arrow.RecordBatch, error) {
+func FilterRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, keep []bool) (arrow.RecordBatch, error) {
 	all := true
 	for _, k := range keep {
 		all = all && k

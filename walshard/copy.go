@@ -264,6 +264,7 @@ func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, par
 			in.version = base.Version
 			return in, nil
 		}
+		began := co.EnsureDefaults().Now()
 		txn, err := copyTxn(ctx, b, base, parts, rows)
 		if errors.Is(err, table.ErrNotCopyable) && rows == nil {
 			// The table's schema changed since the copies were checked.
@@ -280,6 +281,9 @@ func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, par
 			if cres.Done {
 				in.version = cres.Version
 				return in, nil
+			}
+			if err := keepNamedVectors(ctx, b, cres, co, began); err != nil {
+				in.errs = append(in.errs, err)
 			}
 			return landed(ctx, b, base, parts, cres, in, parallelism)
 		}
@@ -376,12 +380,16 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 }
 
 // copyKeyed returns the objects of a generation of upserts as the table
-// is to add them: a flush object's rows copied into a new fragment, in
-// order; and the generation's named upserts (Generation.Named) in them.
+// at base is to add them — a flush object's rows copied into a new
+// fragment, in order — and the generation's named upserts (Generation.Named)
+// as the copy holds them, each marked dropped when base records its name
+// (table.Producers.DropNamed): a dropped one's rows are left out of the
+// copy, and of the rows of a key the generation holds more than once
+// (Generation.Repeats), the copy takes the last that is left.
 func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part shardPart) ([]table.Fragment, []table.NamedRows, error) {
 	g := part.gens[0]
 	frags := g.fragments()
-	named := slices.Clone(g.Named)
+	named := base.Producers.DropNamed(g.Named)
 	if !slices.ContainsFunc(frags, func(f table.Fragment) bool { return inFlush(f.Key) }) {
 		return frags, named, nil
 	}
@@ -396,21 +404,103 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part sh
 			out = append(out, f)
 			continue
 		}
-		if len(rows.of(f.Key)) == 0 {
-			continue
-		}
-		frag, err := writeCopy(ctx, b, base.Schema(), part.shard, g.Gen, part.epoch, rows.of(f.Key))
+		batches, at, err := keyedCopyRows(ctx, base.Schema(), g, rows.of(f.Key), f.Key, named)
 		if err != nil {
-			return nil, nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
+			return nil, nil, err
 		}
-		out = append(out, frag)
-		for i := range named {
-			if named[i].Fragment == f.Key {
-				named[i].Fragment = frag.Key
+		defer releaseAll(batches)
+		key := ""
+		if slices.ContainsFunc(batches, func(r arrow.RecordBatch) bool { return r.NumRows() > 0 }) {
+			frag, err := writeCopy(ctx, b, base.Schema(), part.shard, g.Gen, part.epoch, batches)
+			if err != nil {
+				return nil, nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
 			}
+			out = append(out, frag)
+			key = frag.Key
+		}
+		for i := range named {
+			if named[i].Fragment != f.Key {
+				continue
+			}
+			// Where the copy holds what is left of the upsert's rows
+			// (together: only rows before them, or of its own, are left
+			// out).
+			n := named[i]
+			end := int64(len(at) - 1)
+			from, to := at[min(max(n.Offset, 0), end)], at[min(max(n.Offset+n.Rows, 0), end)]
+			named[i].Fragment, named[i].Offset, named[i].Rows = key, from, to-from
 		}
 	}
 	return out, named, nil
+}
+
+// keyedCopyRows returns the rows of a generation of upserts' flush object
+// (batches, key: its rows in order) that its merge copies: without the
+// rows of the named upserts marked dropped, and, when the generation
+// holds a key more than once (Repeats), each key's last row of those
+// left; and, for each row offset of the object (and its end), how many
+// rows the copy holds before it.
+func keyedCopyRows(ctx context.Context, schema *arrow.Schema, g Generation, batches []arrow.RecordBatch, key string, named []table.NamedRows) ([]arrow.RecordBatch, []int64, error) {
+	var total int64
+	for _, rec := range batches {
+		total += rec.NumRows()
+	}
+	keep := make([]bool, total)
+	for i := range keep {
+		keep[i] = true
+	}
+	for _, n := range named {
+		for r := n.Offset; n.Dropped && n.Fragment == key && r < n.Offset+n.Rows && r < total; r++ {
+			keep[r] = false
+		}
+	}
+	split := func(keep []bool) [][]bool {
+		out := make([][]bool, len(batches))
+		var at int64
+		for i, rec := range batches {
+			out[i] = keep[at : at+rec.NumRows()]
+			at += rec.NumRows()
+		}
+		return out
+	}
+	var out []arrow.RecordBatch
+	keeps := split(keep)
+	for i, rec := range batches {
+		k, err := table.FilterRows(ctx, nil, rec, keeps[i])
+		if err != nil {
+			releaseAll(out)
+			return nil, nil, err
+		}
+		out = append(out, k)
+	}
+	if names, ok := table.CurrentNames(schema, g.Keys); g.Repeats && ok && len(names) > 0 {
+		last, kept, err := table.LastOfEachKey(ctx, nil, names, out, nil)
+		releaseAll(out)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = last
+		// kept counts the rows left: spread it back over the object's.
+		var flat []bool
+		for _, k := range kept {
+			flat = append(flat, k...)
+		}
+		j := 0
+		for r := range keep {
+			if keep[r] {
+				keep[r] = flat[j]
+				j++
+			}
+		}
+	}
+	at := make([]int64, total+1)
+	for r, k := range keep {
+		at[r+1] = at[r]
+		if k {
+			at[r+1]++
+		}
+	}
+	return out, at, nil
 }
 
 // landed is what install does after its commit landed: it counts what it

@@ -423,13 +423,27 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 	if err != nil {
 		return in, err
 	}
-	frags, named, err := copyKeyed(ctx, b, base, part)
-	if err != nil {
-		return in, err
-	}
-	res, err := t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq, WAL: g.WALTo}, named)
-	if err != nil {
-		return in, err
+	var res commit.UpsertResult
+	for attempt := 0; ; attempt++ {
+		// The copy leaves out the named upserts base records; a name
+		// installed meanwhile makes the copy again, on the newer version.
+		frags, named, err := copyKeyed(ctx, b, base, part)
+		if err != nil {
+			return in, err
+		}
+		res, err = t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq, WAL: g.WALTo}, named)
+		if err == nil {
+			break
+		}
+		if !commit.IsRetryableConflict(err) || attempt >= 4 || ctx.Err() != nil {
+			return in, err
+		}
+		if base, err = table.ReadLatest(ctx, b); err != nil {
+			return in, err
+		}
+		if t, err = commit.OpenTableAt(b, base, &co); err != nil {
+			return in, err
+		}
 	}
 	in.rebases = res.Rebases
 	in.version = res.Version
@@ -471,6 +485,7 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 			txn.Added = append(txn.Added, gen.fragments()...)
 		}
 	}
+	began := co.EnsureDefaults().Now()
 	if err := markNamed(ctx, b, base, &txn, parts, nil); err != nil {
 		return in, err
 	}
@@ -483,6 +498,9 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 	if cres.Done {
 		in.version = cres.Version
 		return in, nil
+	}
+	if err := keepNamedVectors(ctx, b, cres, co, began); err != nil {
+		in.errs = append(in.errs, err)
 	}
 	return landed(ctx, b, base, parts, cres, in, parallelism)
 }

@@ -97,14 +97,6 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 			break
 		}
 	}
-	// Nor does a named upsert replace rows of an earlier upsert of its
-	// generation: a merge that finds its name installed (a retry another
-	// shard stored) drops its rows, and those it replaced must stay.
-	if n, err := s.firstNamedRepeat(entries); err != nil {
-		return 0, false, err
-	} else if n < len(entries) {
-		entries, more = entries[:n], true
-	}
 	// What fleet merges took since: the new state need not list it, and
 	// what it covers can be cleaned up. Read at most every learnEvery: a
 	// merged generation the state still lists costs a few bytes of JSON,
@@ -119,7 +111,7 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	}
 	next, g, rest := s.nextState(entries)
 	gen := g.Gen
-	batches, kept, release, err := generationRows(ctx, s.schema, rest)
+	batches, kept, repeats, release, err := generationRows(ctx, s.schema, rest)
 	if err != nil {
 		return 0, false, err
 	}
@@ -128,7 +120,8 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 		// Named upserts are installed once per table, as named appends
 		// are: a retry that reached another shard is dropped by the
 		// merge that meets the name installed.
-		next.Generations[len(next.Generations)-1].Named = keyedNamed(rest, kept, g.Key)
+		last := &next.Generations[len(next.Generations)-1]
+		last.Named, last.Repeats = keyedNamed(rest, kept, g.Key), repeats
 	}
 	if err := s.recordGeneration(ctx, next, gen, batches); err != nil {
 		var bad *unencodableError
@@ -357,51 +350,74 @@ func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Gener
 	return g, rest
 }
 
-// firstNamedRepeat returns the index of the first of a run of upserts
-// that is named and upserts a key that one before it in the run does
-// (len(entries) when none does, or entries are appends).
-func (s *Shard) firstNamedRepeat(entries []memEntry) (int, error) {
-	names, ok := table.CurrentNames(s.schema, entries[0].keys)
-	if len(entries) < 2 || !ok || len(names) == 0 {
-		return len(entries), nil
-	}
-	groups := make([][]arrow.RecordBatch, len(entries))
-	for i, me := range entries {
-		groups[i] = me.batches
-	}
-	return table.FirstRepeat(names, groups, func(i int) bool { return len(entries[i].appends) > 0 })
-}
-
 // generationRows returns the rows of entries as a generation holds them:
-// of upserts, the last of each key, with, for each of the entries'
-// batches, which of its rows it kept (nil: every row). release lets go
+// of upserts, the last of each key, but that a named upsert leaves the
+// rows of its key before it (a merge that drops it as a copy another
+// shard stored keeps the last of those; see Generation.Repeats); with,
+// for each of the entries' batches, which of its rows it kept (nil:
+// every row), and whether a key keeps more than one row. release lets go
 // of what it made.
-func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntry) (_ []arrow.RecordBatch, kept [][]bool, release func(), err error) {
+func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntry) (_ []arrow.RecordBatch, kept [][]bool, repeats bool, release func(), err error) {
 	var batches []arrow.RecordBatch
 	for _, me := range entries {
 		batches = append(batches, me.batches...)
 	}
 	if len(entries) == 0 {
-		return nil, nil, func() {}, nil
+		return nil, nil, false, func() {}, nil
 	}
 	names, ok := table.CurrentNames(schema, entries[0].keys)
 	if !ok || len(names) == 0 {
-		return batches, nil, func() {}, nil
+		return batches, nil, false, func() {}, nil
 	}
 	// Upserts: a later one of a key replaces an earlier one.
-	planted := plant.On(plant.FlushKeepsFirstUpsert)
-	if planted {
+	if plant.On(plant.FlushKeepsFirstUpsert) {
 		batches = slices.Clone(batches)
 		slices.Reverse(batches) // planted defect: the first one stays
+		last, _, err := table.LastOfEachKey(ctx, nil, names, batches, nil)
+		return last, nil, false, func() { releaseAll(last) }, err
 	}
-	last, kept, err := table.LastOfEachKey(ctx, nil, names, batches)
+	named := namedRowsOf(entries)
+	kept, repeats, err = table.LastOfEachKeyMask(names, batches, func(i, r int) bool { return !named(i, r) })
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, false, nil, err
 	}
-	if planted {
-		kept = nil
+	last := make([]arrow.RecordBatch, 0, len(batches))
+	for i, rec := range batches {
+		k, err := table.FilterRows(ctx, nil, rec, kept[i])
+		if err != nil {
+			releaseAll(last)
+			return nil, nil, false, nil, err
+		}
+		last = append(last, k)
 	}
-	return last, kept, func() { releaseAll(last) }, nil
+	return last, kept, repeats, func() { releaseAll(last) }, nil
+}
+
+// namedRowsOf tells whether row r of the i-th of entries' batches (in
+// order) is a named upsert's.
+func namedRowsOf(entries []memEntry) func(i, r int) bool {
+	type at struct {
+		entry int
+		first int64 // the batch's first row among its entry's
+	}
+	var where []at
+	for e, me := range entries {
+		var n int64
+		for _, rec := range me.batches {
+			where = append(where, at{e, n})
+			n += rec.NumRows()
+		}
+	}
+	return func(i, r int) bool {
+		w := where[i]
+		row := w.first + int64(r)
+		for _, a := range entries[w.entry].appends {
+			if a.Offset != nil && row >= *a.Offset && row < *a.Offset+a.Rows {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // keyedNamed lists where a generation of upserts holds its entries'

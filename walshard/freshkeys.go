@@ -82,6 +82,11 @@ func scanFreshKeyed(ctx context.Context, b blob.Bucket, schema *arrow.Schema, ba
 		return table.NewKeyFilter(names)
 	}
 	for _, g := range gens {
+		drops, err := drops.lastOfEachKey(ctx, b, schema, g, opts)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
 		frags := drops.fragments(g)
 		for i := range frags {
 			frags[i].ID = uint64(i)

@@ -3,9 +3,11 @@ package walshard
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
@@ -179,4 +181,68 @@ func cutBatches(batches []arrow.RecordBatch, keys [][]string, entries []entryNam
 		}
 	}
 	return out, outKeys
+}
+
+// lastOfEachKey returns d with, for a generation of upserts whose object
+// holds a key more than once (Generation.Repeats), the rows that a later
+// row of their key replaces left out too — of the rows d leaves in, so
+// that a named upsert d leaves out (a copy another shard stored) replaces
+// nothing, as at its merge (copyKeyed). It reads the generation's key
+// columns.
+func (d *freshDrops) lastOfEachKey(ctx context.Context, b blob.Bucket, schema *arrow.Schema, g Generation, o table.ScanOptions) (*freshDrops, error) {
+	names, ok := table.CurrentNames(schema, g.Keys)
+	if !g.Repeats || !ok || len(names) == 0 {
+		return d, nil
+	}
+	frags := d.fragments(g)
+	for i := range frags {
+		frags[i].ID = uint64(i)
+	}
+	var batches []arrow.RecordBatch
+	defer func() { releaseAll(batches) }()
+	for rec, err := range table.SnapshotOf(d.bucket(b), schema, frags).Scan(ctx, table.ScanOptions{Columns: names, WithRowAddress: true, Parallelism: 1, Allocator: o.Allocator}) {
+		if err != nil {
+			return nil, err
+		}
+		rec.Retain()
+		batches = append(batches, rec)
+	}
+	keeps, _, err := table.LastOfEachKeyMask(names, batches, nil)
+	if err != nil {
+		return nil, err
+	}
+	replaced := map[string][]uint32{} // by fragment key
+	for i, rec := range batches {
+		fc := rec.Column(rec.Schema().FieldIndices(table.FragmentColumn)[0]).(*array.Uint64)
+		oc := rec.Column(rec.Schema().FieldIndices(table.OffsetColumn)[0]).(*array.Uint32)
+		for r, k := range keeps[i] {
+			if !k {
+				key := frags[fc.Value(r)].Key
+				replaced[key] = append(replaced[key], oc.Value(r))
+			}
+		}
+	}
+	if len(replaced) == 0 {
+		return d, nil
+	}
+	out := &freshDrops{vectors: map[string][]byte{}, frags: map[string]*table.Deletion{}}
+	if d != nil {
+		maps.Copy(out.vectors, d.vectors)
+		maps.Copy(out.frags, d.frags)
+	}
+	for key, rows := range replaced {
+		if del := out.frags[key]; del != nil {
+			had, err := table.DecodeDeletions(del.Key, out.vectors[del.Key])
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, had...)
+		}
+		slices.Sort(rows)
+		rows = slices.Compact(rows)
+		vkey := fmt.Sprintf("fresh-read-deletions/%d", len(out.vectors))
+		out.vectors[vkey] = table.EncodeDeletions(rows)
+		out.frags[key] = &table.Deletion{Key: vkey, Count: int64(len(rows))}
+	}
+	return out, nil
 }

@@ -3,8 +3,10 @@ package walshard
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 )
@@ -94,4 +96,46 @@ func markNamed(ctx context.Context, b blob.Bucket, base *table.Manifest, txn *ta
 		txn.Added[i].Deletion = &d
 	}
 	return nil
+}
+
+// keepNamedVectors makes sure the deletion vectors that a merge which
+// landed (cres) gave its added fragments, to drop copies of names the
+// table records (markNamed), are still there. A merge that stalled past
+// garbage collection's safety age between writing them (after began) and
+// landing may find them collected as orphans: the version would then
+// reference objects that are gone. They are written again under fresh
+// keys and the fragments pointed at them, as a delete's are
+// (commit.Table.KeepDeletions); a merge that took less than the safety
+// age costs nothing.
+func keepNamedVectors(ctx context.Context, b blob.Bucket, cres commit.Result, co commit.Options, began time.Time) error {
+	m := cres.Manifest
+	if m == nil {
+		return nil
+	}
+	drops := map[string][]uint32{}
+	for _, n := range m.Transaction.Named {
+		for r := n.Offset; n.Dropped && r < n.Offset+n.Rows; r++ {
+			drops[n.Fragment] = append(drops[n.Fragment], uint32(r))
+		}
+	}
+	var dels []table.FragmentDeletion
+	bodies := map[string][]byte{}
+	for _, f := range m.Transaction.Added {
+		if f.Deletion == nil || len(drops[f.Key]) == 0 {
+			continue
+		}
+		rows := drops[f.Key]
+		slices.Sort(rows)
+		bodies[f.Deletion.Key] = table.EncodeDeletions(slices.Compact(rows))
+		dels = append(dels, table.FragmentDeletion{FragmentID: f.ID, Deletion: *f.Deletion})
+	}
+	if len(dels) == 0 {
+		return nil
+	}
+	t, err := commit.OpenTableAt(b, m, &co)
+	if err != nil {
+		return err
+	}
+	_, err = t.KeepDeletions(ctx, cres, dels, bodies, began)
+	return err
 }

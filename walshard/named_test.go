@@ -1,8 +1,12 @@
 package walshard_test
 
 import (
+	"context"
 	"maps"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -230,7 +234,9 @@ func TestARetryMetBehindManyLaterAppendsIsStoredOnce(t *testing.T) {
 // another server) after a later upsert of its key changes nothing when
 // that shard's generation is merged — by its owner, by a fleet merge, or
 // by an owner that opened the shard again and replayed it — and an
-// upsert of the key acknowledged before the copy, flushed with it, stays.
+// upsert of the key acknowledged before the copy, flushed with it, stays
+// (the generation holds both, Repeats, and the merge copies the one left
+// once the copy is dropped).
 func TestANamedUpsertOnTwoShardsIsInstalledOnce(t *testing.T) {
 	for _, how := range []string{"owner", "fleet", "reopened"} {
 		t.Run(how, func(t *testing.T) {
@@ -258,17 +264,25 @@ func TestANamedUpsertOnTwoShardsIsInstalledOnce(t *testing.T) {
 			upsert(w2, 3, "before", 2, 3)
 			upsert(w2, 1, "first", 1, 2) // the copy of name 1
 			upsert(w2, 4, "after", 4)
+			upsert(w2, 5, "once", 5)
+			upsert(w2, 6, "twice", 5) // the generation holds key 5 twice, the last to stay
 			if how == "reopened" {
 				w2.Close()
 				w2 = open(t, b, "w2", walshard.Options{})
 			}
-			want := map[int64]string{1: "later", 2: "before", 3: "before", 4: "after"}
+			want := map[int64]string{1: "later", 2: "before", 3: "before", 4: "after", 5: "twice"}
 			wantRows(t, "a fresh read", rowsByID(t, func(o table.ScanOptions) func(func(arrow.RecordBatch, error) bool) {
 				return walshard.ScanFleet(ctx, b, o)
 			}), want)
 			if _, err := w2.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
+			// Flushed together, the copy and the upsert before it of the
+			// same key are both in the generation; a fresh read shows the
+			// one the merge will install.
+			wantRows(t, "a fresh read after the flush", rowsByID(t, func(o table.ScanOptions) func(func(arrow.RecordBatch, error) bool) {
+				return walshard.ScanFleet(ctx, b, o)
+			}), want)
 			if how == "fleet" {
 				if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
 					t.Fatal(err)
@@ -280,4 +294,69 @@ func TestANamedUpsertOnTwoShardsIsInstalledOnce(t *testing.T) {
 			wantRows(t, "the table", tableRows(t, b), want)
 		})
 	}
+}
+
+// A merge that drops a copy of a named append by a vector on the fragment
+// it adds, and stalls past garbage collection's safety age before it
+// lands while the collector takes the vector (an orphan then), writes the
+// vector again once it landed: the table reads each row once.
+func TestAMergeThatStalledWritesAgainTheVectorGCTook(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	stall := &stallingMerge{clock: clock}
+	stall.Bucket = newTable(t, "mem://")
+	o := walshard.Options{Commit: commit.Options{Now: clock.Now}}
+	w1 := open(t, stall, "w1", o)
+	w2 := open(t, stall, "w2", o)
+	t.Cleanup(func() { w1.Close(); w2.Close() })
+	mustKeyed(t, w1, "client", 1, 1, 2)
+	if err := w1.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustKeyed(t, w2, "client", 1, 1, 2) // the copy
+	mustKeyed(t, w2, "client", 2, 3)
+	if _, err := w2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stall.armed.Store(true)
+	if _, err := w2.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if stall.took.Load() == "" {
+		t.Fatal("the merge wrote no vector for the collector to take")
+	}
+	got := baseIDs(t, stall.Bucket)
+	if len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Fatalf("table holds %v, want ids 1, 2 and 3 once each", got)
+	}
+}
+
+// stallingMerge, once armed, takes the next deletion vector written
+// (garbage collection collecting it as an orphan) when the manifest that
+// references it is created, and moves the clock past the safety age
+// first: a merge that stalled.
+type stallingMerge struct {
+	blob.Bucket
+	clock  *testClock
+	armed  atomic.Bool
+	vector atomic.Value // string: the vector written while armed
+	took   atomic.Value // string: the vector taken
+}
+
+func (s *stallingMerge) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	if s.armed.Load() && strings.HasPrefix(key, table.VersionsDir) {
+		if v, _ := s.vector.Load().(string); v != "" && s.armed.CompareAndSwap(true, false) {
+			s.clock.add(table.MinGCAge + time.Minute)
+			if err := s.Bucket.Delete(ctx, v); err != nil {
+				return err
+			}
+			s.took.Store(v)
+		}
+	}
+	if err := s.Bucket.PutIfAbsent(ctx, key, data); err != nil {
+		return err
+	}
+	if s.armed.Load() && strings.HasPrefix(key, table.DeletionsDir) {
+		s.vector.Store(key)
+	}
+	return nil
 }

@@ -22,8 +22,8 @@ var ErrSchemaChanged = errors.New("walshard: the table's schema changed since th
 // marker of the next schema id (one request) and, if it is there, at the
 // newest version, by name past what a listing shows. See
 // table.SchemaLease for why this keeps acknowledged values from being
-// lost to a schema change. A check that took longer than the lease is
-// made again.
+// lost to a schema change. A check that took longer than the lease and
+// its slack is made again.
 func (s *Shard) checkSchema(ctx context.Context) error {
 	for {
 		s.mu.Lock()
@@ -39,8 +39,13 @@ func (s *Shard) checkSchema(ctx context.Context) error {
 		if err := s.checkSchemaOnce(ctx, start); err != nil {
 			return err
 		}
-		// A check that took longer than the lease (a slow store) is
-		// already too old for the write to begin under: made again.
+		// A check that took as long as a change that takes values away
+		// waits after its commit (the lease and its slack: a slow
+		// store) may have seen the table before such a change that
+		// answered since: made again.
+		if s.now().Sub(start) < s.opts.SchemaLease+table.SchemaLeaseSlack {
+			return nil
+		}
 	}
 }
 

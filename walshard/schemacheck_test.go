@@ -120,7 +120,8 @@ func (c *schemaChecks) Attributes(ctx context.Context, key string) (blob.Attribu
 	return c.Bucket.Attributes(ctx, key)
 }
 
-// A check that took longer than the lease (a slow store) proves nothing
+// A check that took longer than the lease and its slack (a slow store),
+// as long as a drop waits after its commit, proves nothing
 // about the schema when the write begins: a drop may have committed and
 // answered meanwhile. The shard checks again, and refuses.
 func TestASchemaCheckSlowerThanTheLeaseIsMadeAgain(t *testing.T) {

@@ -71,7 +71,7 @@ type Generation struct {
 	Columns []table.ColumnStats `json:"columns,omitempty"`
 	// Keys are set on a generation of upserts: the key columns (stored
 	// names) by which its rows replace the table's when it is merged
-	// (commit.Table.MergeKeyed). It holds each key once.
+	// (commit.Table.MergeKeyed). It holds each key once, unless Repeats.
 	Keys []string `json:"keys,omitempty"`
 	// Named are the idempotent appends whose rows the generation holds,
 	// each with its object (the flush object, or a part) and its rows
@@ -79,6 +79,13 @@ type Generation struct {
 	// On a generation of upserts, each named upsert's rows that no later
 	// upsert of the generation replaced (commit.Table.MergeKeyed).
 	Named []table.NamedRows `json:"named,omitempty"`
+	// Repeats is set on a generation of upserts whose object holds a key
+	// more than once: a named upsert leaves the rows of its key before it
+	// (its merge may drop it, as a copy another shard stored, and then
+	// they stand). Its rows are each key's last that is not dropped: a
+	// merge copies those alone (copyKeyed), a fresh read leaves the
+	// others out.
+	Repeats bool `json:"repeats,omitempty"`
 }
 
 // stateFooterKey names the state in a flush object's Parquet footer.

@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/testenv"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -102,6 +103,67 @@ func BenchmarkShardUpsertTenPercentByKey(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(c.Stats().Requests()-before)/float64(b.N), "requests/op")
 			b.ReportMetric(float64(acked.Milliseconds())/float64(b.N), "ms-to-ack/op")
+		})
+	}
+}
+
+// BenchmarkShardNamedUpsertsOfOneKey: named upserts (as every upsert sent
+// through the server is) flushed and merged together, of one hot key and
+// of keys all different. A named upsert leaves the rows of its key before
+// it in the generation (a merge that drops it as a copy another shard
+// stored must find them): the hot key's generation holds every row, and
+// its merge copies the last; it costs the requests the distinct keys do.
+func BenchmarkShardNamedUpsertsOfOneKey(b *testing.B) {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "reward", Type: arrow.PrimitiveTypes.Float64}}, nil)
+	const upserts = 100
+	for _, hot := range []bool{true, false} {
+		name := "distinct keys"
+		if hot {
+			name = "one key"
+		}
+		b.Run(name, func(b *testing.B) {
+			var requests int64
+			var took time.Duration
+			for i := range b.N {
+				under, err := blob.Open(ctx, "mem://")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := commit.Create(ctx, under, sc, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+				counted := blob.NewCounted(under)
+				s, err := walshard.Open(ctx, counted, &walshard.Options{Shard: "bench", FlushInterval: time.Hour, MergeInterval: time.Hour})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for u := range upserts {
+					bld := array.NewRecordBuilder(testenv.Arrow, sc)
+					key := int64(u)
+					if hot {
+						key = 1
+					}
+					bld.Field(0).(*array.Int64Builder).Append(key)
+					bld.Field(1).(*array.Float64Builder).Append(float64(u))
+					rec := bld.NewRecordBatch()
+					bld.Release()
+					name := table.Idempotency{Producer: "client", Seq: uint64(i*upserts + u + 1)}
+					if _, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec); err != nil {
+						b.Fatal(err)
+					}
+					rec.Release()
+				}
+				before := counted.Stats().Requests()
+				start := time.Now()
+				if err := s.Drain(ctx); err != nil {
+					b.Fatal(err)
+				}
+				took += time.Since(start)
+				requests += counted.Stats().Requests() - before
+				s.Close()
+			}
+			b.ReportMetric(float64(requests)/float64(b.N), "drain-requests")
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "drain-ms")
 		})
 	}
 }
