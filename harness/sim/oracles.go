@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
@@ -48,7 +49,7 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		w.emu.Unlock()
 		if !known {
 			if f.Deletion != nil {
-				w.noteBornDropped(f)
+				w.noteBornDropped(f, m.Transaction.Named)
 			}
 			_, d, err = w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
 			if err != nil {
@@ -139,26 +140,30 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 
 // noteBornDropped records the rows a fragment's deletion vector drops
 // as it is added (a merge's copies of named appends stored by another
-// shard too, kept from the table): dropped, not deleted, whatever later
-// deletes from the fragment.
-func (w *world) noteBornDropped(f table.Fragment) {
-	live, _, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
-	if err != nil {
-		return
-	}
+// shard too, kept from the table; named: the merge's record of them):
+// dropped, not deleted, whatever later deletes from the fragment. They
+// are read from the record, not the vector, which a stalled merge may
+// find collected (and write again under another key).
+func (w *world) noteBornDropped(f table.Fragment, named []table.NamedRows) {
 	f.Deletion = nil
-	all, _, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
-	if err != nil {
-		return
+	ids := map[uint32]int64{} // by offset
+	for rec, err := range table.SnapshotOf(w.store, schema, []table.Fragment{f}).Scan(w.ctx, table.ScanOptions{Columns: []string{"id"}, WithRowAddress: true, Parallelism: 1}) {
+		if err != nil {
+			return
+		}
+		offs := rec.Column(rec.Schema().FieldIndices(table.OffsetColumn)[0]).(*array.Uint32)
+		for i, id := range rec.Column(0).(*array.Int64).Int64Values() {
+			ids[offs.Value(i)] = id
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for rid := range all {
-		if live[rid] == 0 {
+	for _, n := range named {
+		for r := n.Offset; n.Dropped && n.Fragment == f.Key && r < n.Offset+n.Rows; r++ {
 			if w.bornDropped[f.ID] == nil {
 				w.bornDropped[f.ID] = map[int64]bool{}
 			}
-			w.bornDropped[f.ID][rid] = true
+			w.bornDropped[f.ID][ids[uint32(r)]] = true
 		}
 	}
 }
