@@ -90,6 +90,9 @@ func merged(mark table.ShardMark, sm table.ShardMerge) table.ShardMark {
 // apply makes the next state from cur and a transaction whose added
 // fragments already carry their ids.
 func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
+	if err := keepsColumns(cur, txn); err != nil {
+		return nil, err
+	}
 	next := cur.Clone()
 	next.Version = cur.Version + 1
 	next.Parent = cur.Version
@@ -100,9 +103,6 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 	}
 	switch txn.Kind {
 	case table.KindAppend:
-		if err := keepsColumns(cur, txn); err != nil {
-			return nil, err
-		}
 		next.Fragments = append(next.Fragments, txn.Added...)
 		if k := txn.Idempotency; k != nil {
 			next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
@@ -132,11 +132,6 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			return nil, err
 		}
 	case table.KindUpsert, table.KindUpdate:
-		if txn.Kind == table.KindUpsert {
-			if err := keepsColumns(cur, txn); err != nil {
-				return nil, err
-			}
-		}
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
 		}
@@ -202,6 +197,9 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 // (Check); this finds it whatever the commit's base, as for rows written
 // before a stall, or sent again on a newer version.
 func keepsColumns(cur *table.Manifest, txn *table.Transaction) error {
+	if txn.Kind != table.KindAppend && txn.Kind != table.KindUpsert {
+		return nil
+	}
 	id := table.SchemaID(cur.Schema())
 	var live map[string]bool
 	for _, f := range txn.Added {

@@ -427,19 +427,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		}
 		return true
 	}
-	if (len(gone) > 0 || len(deleted) > 0) && len(added) > 0 {
-		// Its deletes go out before its inserts: the objects it adds are
-		// looked for first, so that a version whose data garbage
-		// collection took (an upsert that stalled, taken back later)
-		// fails before any of its changes went out.
-		if err := present(ctx, b, cur.Version, added); err != nil {
-			yield(Change{}, err)
-			return false
-		}
-	}
-	// A merge that dropped copies of named appends gave the fragments it
-	// added vectors, which a repair may have written again.
-	added, err := withVectorsAt(ctx, b, cur.Version, added)
+	added, err := readyToAdd(ctx, b, cur.Version, added, len(gone) > 0 || len(deleted) > 0)
 	if err != nil {
 		yield(Change{}, err)
 		return false
@@ -450,6 +438,22 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		emit(ChangeDelete, prev, dFrags, dRows) &&
 		emit(ChangeInsert, cur, rFrags, rRows) &&
 		(quietAdds || emit(ChangeInsert, cur, added, nil))
+}
+
+// readyToAdd returns the fragments version v adds, ready to be read for
+// its inserts. When the version deletes too, its deletes go out before
+// its inserts: the objects it adds are looked for first, so that a
+// version whose data garbage collection took (an upsert that stalled,
+// taken back later) fails before any of its changes went out. A merge
+// that dropped copies of named appends gave the fragments it added
+// vectors, which a repair may have written again (withVectorsAt).
+func readyToAdd(ctx context.Context, b blob.Bucket, v uint64, added []Fragment, deletes bool) ([]Fragment, error) {
+	if deletes && len(added) > 0 {
+		if err := present(ctx, b, v, added); err != nil {
+			return nil, err
+		}
+	}
+	return withVectorsAt(ctx, b, v, added)
 }
 
 // present checks that the objects of frags, which version v adds, are in

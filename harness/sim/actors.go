@@ -91,64 +91,7 @@ func (w *world) shardOp(a *actor, rec *opRecord) (string, string) {
 	case n < 55 && w.shardUpserts && w.sideIntn(3) == 0:
 		return "upsert", w.shardUpsert(a, s)
 	case n < 55:
-		ids, key := w.nextAppend(a)
-		began := w.now()
-		var err error
-		var ack walshard.Ack
-		var sc *arrow.Schema
-		via := a
-		if a.keyed {
-			// One whose outcome was missed is sent again, as often as
-			// not, through another shard: a retry that reached another
-			// replica of a server, which stores it too until a merge
-			// meets both copies.
-			if r := w.replicaFor(a); r != nil {
-				via, s = r, r.shard
-				w.mu.Lock()
-				for _, id := range ids {
-					if _, ok := w.resentAt[id]; !ok {
-						w.resentAt[id] = a.retry.at
-					}
-				}
-				w.mu.Unlock()
-			}
-			b := batch(ids) // sent again as it was, whatever the schema meanwhile
-			ack, err = s.AppendOnce(w.ctx, key, b)
-			b.Release()
-			if via != a && via.bucket.Crashed() {
-				via.restart = true
-			}
-			if err == nil && w.replicas && w.sideIntn(6) == 0 {
-				// The answer is lost on its way to the client (a server's
-				// replica acknowledged it): the client sends it again.
-				err = errAnswerLost
-			}
-		} else {
-			sc = s.Schema() // with the added columns the shard knows
-			b := batchFor(sc, ids)
-			err = s.Append(w.ctx, b)
-			b.Release()
-		}
-		fenced := errors.Is(err, walshard.ErrFenced)
-		w.settleAppend(a, ids, err, refused(err))
-		if err == nil {
-			if verr := w.ackExtras(ids, sc, began, a.name); verr != nil {
-				return "append", verr.Error()
-			}
-			w.mu.Lock()
-			for _, id := range ids {
-				w.shardRows[via.idx][id] = true
-			}
-			w.mu.Unlock()
-		}
-		if (fenced && via.next == nil) || errors.Is(err, walshard.ErrSchemaChanged) {
-			via.restart = true // a stale schema: the shard opens again under the new one
-		}
-		through := ""
-		if via != a {
-			through = " through " + via.name
-		}
-		return "append", fmt.Sprintf("ids %d..%d%s%s: %s", ids[0], ids[len(ids)-1], keyNote(a, key, ack.Duplicate), through, short(err))
+		return "append", w.shardAppend(a, s)
 	case n < 70:
 		g, err := s.Flush(w.ctx)
 		if errors.Is(err, walshard.ErrFenced) && a.next == nil {
@@ -322,43 +265,6 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 		w.mu.Unlock()
 	}
 	return "append", fmt.Sprintf("ids %d..%d%s at v%d: %s", ids[0], ids[len(ids)-1], keyNote(a, key, res.Duplicate), res.Version, short(err))
-}
-
-// mayBeTwiceLocked tells (w.mu held) whether row id may appear twice: a
-// named append sent again past the window its name is remembered for, or
-// one sent again to another shard whose copies are merged more than that
-// window apart (the clock is past it now), which the table no longer
-// tells apart (docs/format.md, "Across shards").
-func (w *world) mayBeTwiceLocked(id int64) bool {
-	if w.twice[id] {
-		return true
-	}
-	at, ok := w.resentAt[id]
-	return ok && w.clock.Now().Sub(at) >= table.IdempotencyWindow
-}
-
-// errAnswerLost: an append acknowledged whose answer never reached its
-// sender, who sends it again.
-var errAnswerLost = errors.New("sim: the answer was lost on its way")
-
-// replicaFor is, in a seed with replicas, half the time when a's named
-// append is to be sent again, another shard writer whose shard is open and idle, to send it through
-// (drawn from the side stream, so that seeds keep their schedules); nil
-// otherwise.
-func (w *world) replicaFor(a *actor) *actor {
-	if a.retry == nil || !w.replicas {
-		return nil
-	}
-	var open []*actor
-	for _, b := range w.actors {
-		if b != a && b.kind == kShard && b.shard != nil && !b.busy && !b.restart && b.next == nil && b.zombie == nil {
-			open = append(open, b)
-		}
-	}
-	if len(open) == 0 || w.sideIntn(2) == 0 {
-		return nil
-	}
-	return open[w.sideIntn(len(open))]
 }
 
 // keyNote describes a named append in the trace.

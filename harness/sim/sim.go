@@ -549,53 +549,6 @@ func (w *world) commitOptions(a *actor) commit.Options {
 		Sleep: func(_ context.Context, d time.Duration) error { w.clock.Advance(d); return nil }}
 }
 
-// settleAppend records how a's append of ids ended. A named append that
-// did not succeed is sent again on a's next turn — a refusal to a fenced
-// handle too: its rows are then sent to the new owner, and an earlier
-// attempt may have landed — so its rows may appear, at most once, until
-// it is acknowledged.
-func (w *world) settleAppend(a *actor, ids []int64, err error, fenced bool) {
-	if !a.keyed {
-		w.settle(ids, err, fenced)
-		return
-	}
-	if err == nil {
-		a.retry = nil
-		w.settle(ids, nil, false)
-		return
-	}
-	if a.retry == nil {
-		// The name's time is when the append began: a stall during
-		// it counts against the window.
-		a.retry = &pendingAppend{ids: ids, seq: a.seq, at: a.began}
-	}
-	w.settle(ids, err, false)
-}
-
-// refused: a shard's answer that its append stored nothing, for a newer
-// owner fenced it out first. An entry that landed and then found the
-// newer owner's claim is unknown (ErrAppendUnknown wraps ErrFenced): the
-// newer owner may have replayed it.
-func refused(err error) bool {
-	return errors.Is(err, walshard.ErrFenced) && !errors.Is(err, walshard.ErrAppendUnknown)
-}
-
-func (w *world) settle(ids []int64, err error, fenced bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, id := range ids {
-		switch {
-		case err == nil:
-			w.acked[id] = true
-			w.rep.RowsAcked++
-		case fenced:
-			w.forbidden[id] = true
-		default:
-			w.maybe[id] = true
-		}
-	}
-}
-
 func short(err error) string {
 	if err == nil {
 		return "ok"

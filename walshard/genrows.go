@@ -1,0 +1,136 @@
+package walshard
+
+import (
+	"context"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/internal/plant"
+	"github.com/stratadb/strata/table"
+)
+
+// The rows a flush writes for a generation, and, for a generation of
+// upserts, where its named upserts are.
+
+// generationOf returns the rows of next's newest generation, made of
+// rest (generationRows), and lists in it, for a generation of upserts, its
+// named upserts and whether it holds a key more than once: named upserts
+// are installed once per table, as named appends are, a retry that
+// reached another shard being dropped by the merge that meets the name
+// installed.
+func generationOf(ctx context.Context, schema *arrow.Schema, next *State, rest []memEntry) ([]arrow.RecordBatch, func(), error) {
+	batches, kept, repeats, release, err := generationRows(ctx, schema, rest)
+	if err != nil {
+		return nil, nil, err
+	}
+	g := &next.Generations[len(next.Generations)-1]
+	if len(g.Keys) > 0 && len(g.Parts) == 0 && kept != nil {
+		g.Named, g.Repeats = keyedNamed(rest, kept, g.Key), repeats
+	}
+	return batches, release, nil
+}
+
+// namedRowsOf tells whether row r of the i-th of entries' batches (in
+// order) is a named upsert's.
+func namedRowsOf(entries []memEntry) func(i, r int) bool {
+	type at struct {
+		entry int
+		first int64 // the batch's first row among its entry's
+	}
+	var where []at
+	for e, me := range entries {
+		var n int64
+		for _, rec := range me.batches {
+			where = append(where, at{e, n})
+			n += rec.NumRows()
+		}
+	}
+	return func(i, r int) bool {
+		w := where[i]
+		row := w.first + int64(r)
+		for _, a := range entries[w.entry].appends {
+			if a.Offset != nil && row >= *a.Offset && row < *a.Offset+a.Rows {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// keyedNamed lists where a generation of upserts holds its entries'
+// named upserts in its flush object (key): the rows of each that no later
+// upsert of the generation replaced, which stay together and in order
+// (kept: for each of the entries' batches, in order, which rows the
+// object holds). A named upsert all of whose rows were replaced is
+// listed with none: its name is recorded all the same. An entry of an
+// older build, whose named rows have no offset, is left out.
+func keyedNamed(entries []memEntry, kept [][]bool, key string) []table.NamedRows {
+	var flat []bool // the entries' rows in order: held by the object
+	for _, k := range kept {
+		flat = append(flat, k...)
+	}
+	held := make([]int64, len(flat)+1) // held[i]: rows held before row i
+	for i, k := range flat {
+		held[i+1] = held[i]
+		if k {
+			held[i+1]++
+		}
+	}
+	var out []table.NamedRows
+	var start int64 // the entry's first row among flat's
+	for _, me := range entries {
+		for _, a := range me.appends {
+			if a.Offset == nil || start+*a.Offset+a.Rows > int64(len(flat)) {
+				continue
+			}
+			from, to := start+*a.Offset, start+*a.Offset+a.Rows
+			out = append(out, table.NamedRows{AppendKey: a.AppendKey, Fragment: key, Offset: held[from], Rows: held[to] - held[from]})
+		}
+		start += me.rows
+	}
+	return out
+}
+
+// generationRows returns the rows of entries as a generation holds them:
+// of upserts, the last of each key, but that a named upsert leaves the
+// rows of its key before it (a merge that drops it as a copy another
+// shard stored keeps the last of those; see Generation.Repeats); with,
+// for each of the entries' batches, which of its rows it kept (nil:
+// every row), and whether a key keeps more than one row. release lets go
+// of what it made.
+func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntry) (_ []arrow.RecordBatch, kept [][]bool, repeats bool, release func(), err error) {
+	var batches []arrow.RecordBatch
+	for _, me := range entries {
+		batches = append(batches, me.batches...)
+	}
+	if len(entries) == 0 {
+		return nil, nil, false, func() {}, nil
+	}
+	names, ok := table.CurrentNames(schema, entries[0].keys)
+	if !ok || len(names) == 0 {
+		return batches, nil, false, func() {}, nil
+	}
+	// Upserts: a later one of a key replaces an earlier one.
+	if plant.On(plant.FlushKeepsFirstUpsert) {
+		batches = slices.Clone(batches)
+		slices.Reverse(batches) // planted defect: the first one stays
+		last, _, err := table.LastOfEachKey(ctx, nil, names, batches, nil)
+		return last, nil, false, func() { releaseAll(last) }, err
+	}
+	named := namedRowsOf(entries)
+	kept, repeats, err = table.LastOfEachKeyMask(names, batches, func(i, r int) bool { return !named(i, r) })
+	if err != nil {
+		return nil, nil, false, nil, err
+	}
+	last := make([]arrow.RecordBatch, 0, len(batches))
+	for i, rec := range batches {
+		k, err := table.FilterRows(ctx, nil, rec, kept[i])
+		if err != nil {
+			releaseAll(last)
+			return nil, nil, false, nil, err
+		}
+		last = append(last, k)
+	}
+	return last, kept, repeats, func() { releaseAll(last) }, nil
+}
