@@ -350,14 +350,7 @@ func redoNamedVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 	if frag == nil || added == nil {
 		return false, fmt.Sprintf("written by v%d, a merge; the fragment is not in the newest version", v), nil
 	}
-	var rows []uint32
-	for _, n := range t.Named {
-		for r := n.Offset; n.Dropped && n.Fragment == added.Key && r < n.Offset+n.Rows; r++ {
-			rows = append(rows, uint32(r))
-		}
-	}
-	slices.Sort(rows)
-	rows = slices.Compact(rows)
+	rows := table.DroppedRows(t.Named)[added.Key]
 	if int64(len(rows)) != frag.Deletion.Count {
 		return false, fmt.Sprintf("written by v%d, a merge dropping copies of named appends; written again it deletes %d rows, the manifest says %d", v, len(rows), frag.Deletion.Count), nil
 	}

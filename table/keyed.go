@@ -93,6 +93,13 @@ func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, bat
 	if err != nil {
 		return nil, nil, err
 	}
+	out, err := FilterBatches(ctx, mem, batches, keeps)
+	return out, keeps, err
+}
+
+// FilterBatches returns, for each of batches, its rows that keeps marks
+// (FilterRows); the caller releases them.
+func FilterBatches(ctx context.Context, mem memory.Allocator, batches []arrow.RecordBatch, keeps [][]bool) ([]arrow.RecordBatch, error) {
 	out := make([]arrow.RecordBatch, 0, len(batches))
 	for i, rec := range batches {
 		kept, err := FilterRows(ctx, mem, rec, keeps[i])
@@ -100,11 +107,11 @@ func LastOfEachKey(ctx context.Context, mem memory.Allocator, cols []string, bat
 			for _, o := range out {
 				o.Release()
 			}
-			return nil, nil, err
+			return nil, err
 		}
 		out = append(out, kept)
 	}
-	return out, keeps, nil
+	return out, nil
 }
 
 // LastOfEachKeyMask tells, for each row of batches (in order), whether it

@@ -3,6 +3,7 @@ package table
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // NamedRows are the rows of one idempotent append that a merge installs:
@@ -70,4 +71,21 @@ func (p Producers) RecordNamed(named []NamedRows, at uint64) (Producers, error) 
 		}
 	}
 	return p, nil
+}
+
+// DroppedRows gives, by fragment (object key), the row offsets of the
+// named rows marked dropped, ascending: what the deletion vector that
+// drops them holds.
+func DroppedRows(named []NamedRows) map[string][]uint32 {
+	out := map[string][]uint32{}
+	for _, n := range named {
+		for r := n.Offset; n.Dropped && r < n.Offset+n.Rows; r++ {
+			out[n.Fragment] = append(out[n.Fragment], uint32(r))
+		}
+	}
+	for k, rows := range out {
+		slices.Sort(rows)
+		out[k] = slices.Compact(rows)
+	}
+	return out
 }

@@ -441,66 +441,55 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part sh
 // left; and, for each row offset of the object (and its end), how many
 // rows the copy holds before it.
 func keyedCopyRows(ctx context.Context, schema *arrow.Schema, g Generation, batches []arrow.RecordBatch, key string, named []table.NamedRows) ([]arrow.RecordBatch, []int64, error) {
-	var total int64
+	var total int
 	for _, rec := range batches {
-		total += rec.NumRows()
+		total += int(rec.NumRows())
 	}
-	keep := make([]bool, total)
-	for i := range keep {
-		keep[i] = true
+	keep := make([]bool, total) // the object's rows in order
+	for r := range keep {
+		keep[r] = true
 	}
-	for _, n := range named {
-		for r := n.Offset; n.Dropped && n.Fragment == key && r < n.Offset+n.Rows && r < total; r++ {
+	for _, r := range table.DroppedRows(named)[key] {
+		if int(r) < total {
 			keep[r] = false
 		}
 	}
-	split := func(keep []bool) [][]bool {
-		out := make([][]bool, len(batches))
-		var at int64
-		for i, rec := range batches {
-			out[i] = keep[at : at+rec.NumRows()]
-			at += rec.NumRows()
-		}
-		return out
-	}
-	var out []arrow.RecordBatch
-	keeps := split(keep)
-	for i, rec := range batches {
-		k, err := table.FilterRows(ctx, nil, rec, keeps[i])
-		if err != nil {
-			releaseAll(out)
-			return nil, nil, err
-		}
-		out = append(out, k)
-	}
 	if names, ok := table.CurrentNames(schema, g.Keys); g.Repeats && ok && len(names) > 0 {
-		last, kept, err := table.LastOfEachKey(ctx, nil, names, out, nil)
-		releaseAll(out)
+		// Of the rows left, each key's last: a row dropped replaces
+		// nothing.
+		left, err := table.FilterBatches(ctx, nil, batches, splitRows(keep, batches))
 		if err != nil {
 			return nil, nil, err
 		}
-		out = last
-		// kept counts the rows left: spread it back over the object's.
-		var flat []bool
-		for _, k := range kept {
-			flat = append(flat, k...)
+		last, _, err := table.LastOfEachKeyMask(names, left, nil)
+		releaseAll(left)
+		if err != nil {
+			return nil, nil, err
 		}
-		j := 0
+		flat, j := slices.Concat(last...), 0
 		for r := range keep {
 			if keep[r] {
-				keep[r] = flat[j]
-				j++
+				keep[r], j = flat[j], j+1
 			}
 		}
 	}
-	at := make([]int64, total+1)
-	for r, k := range keep {
-		at[r+1] = at[r]
-		if k {
-			at[r+1]++
-		}
+	out, err := table.FilterBatches(ctx, nil, batches, splitRows(keep, batches))
+	if err != nil {
+		return nil, nil, err
 	}
-	return out, at, nil
+	return out, heldBefore(keep), nil
+}
+
+// splitRows cuts keep, a mark for each row of batches in order, into one
+// for each batch.
+func splitRows(keep []bool, batches []arrow.RecordBatch) [][]bool {
+	out := make([][]bool, len(batches))
+	var at int64
+	for i, rec := range batches {
+		out[i] = keep[at : at+rec.NumRows()]
+		at += rec.NumRows()
+	}
+	return out
 }
 
 // landed is what install does after its commit landed: it counts what it

@@ -38,6 +38,15 @@ type entryNames struct {
 type freshDrops struct {
 	vectors map[string][]byte          // the vectors' bodies, by made-up key
 	frags   map[string]*table.Deletion // by fragment key
+	rows    map[string][]uint32        // the rows each fragment leaves out, by fragment key
+}
+
+// rowsOf is the rows fragment key leaves out (nil: none).
+func (d *freshDrops) rowsOf(key string) []uint32 {
+	if d == nil {
+		return nil
+	}
+	return d.rows[key]
 }
 
 // fragments is g's fragments with the copies d leaves out deleted.
@@ -112,17 +121,7 @@ func dropNamedCopies(base *table.Snapshot, gens []Generation, batches []arrow.Re
 			cut[e] = append(cut[e], [2]int64{n.Offset, n.Offset + n.Rows})
 		}
 	}
-	var d *freshDrops
-	if len(drops) > 0 {
-		d = &freshDrops{vectors: map[string][]byte{}, frags: map[string]*table.Deletion{}}
-		for key, rows := range drops {
-			slices.Sort(rows)
-			rows = slices.Compact(rows)
-			vkey := fmt.Sprintf("fresh-read-deletions/%d", len(d.vectors))
-			d.vectors[vkey] = table.EncodeDeletions(rows)
-			d.frags[key] = &table.Deletion{Key: vkey, Count: int64(len(rows))}
-		}
-	}
+	d := (*freshDrops)(nil).with(drops)
 	if len(cut) == 0 {
 		return d, nil, nil
 	}
@@ -222,27 +221,32 @@ func (d *freshDrops) lastOfEachKey(ctx context.Context, b blob.Bucket, schema *a
 			}
 		}
 	}
-	if len(replaced) == 0 {
-		return d, nil
+	return d.with(replaced), nil
+}
+
+// with returns d with rows, by fragment key, left out too (d is not
+// changed; nil: none left out yet).
+func (d *freshDrops) with(rows map[string][]uint32) *freshDrops {
+	if len(rows) == 0 {
+		return d
 	}
-	out := &freshDrops{vectors: map[string][]byte{}, frags: map[string]*table.Deletion{}}
+	out := &freshDrops{vectors: map[string][]byte{}, frags: map[string]*table.Deletion{}, rows: map[string][]uint32{}}
 	if d != nil {
 		maps.Copy(out.vectors, d.vectors)
 		maps.Copy(out.frags, d.frags)
+		maps.Copy(out.rows, d.rows)
 	}
-	for key, rows := range replaced {
-		if del := out.frags[key]; del != nil {
-			had, err := table.DecodeDeletions(del.Key, out.vectors[del.Key])
-			if err != nil {
-				return nil, err
-			}
-			rows = append(rows, had...)
+	for key, add := range rows {
+		add = slices.Clone(add)
+		if had := d.rowsOf(key); had != nil {
+			add = append(add, had...)
 		}
-		slices.Sort(rows)
-		rows = slices.Compact(rows)
+		slices.Sort(add)
+		add = slices.Compact(add)
 		vkey := fmt.Sprintf("fresh-read-deletions/%d", len(out.vectors))
-		out.vectors[vkey] = table.EncodeDeletions(rows)
-		out.frags[key] = &table.Deletion{Key: vkey, Count: int64(len(rows))}
+		out.vectors[vkey] = table.EncodeDeletions(add)
+		out.frags[key] = &table.Deletion{Key: vkey, Count: int64(len(add))}
+		out.rows[key] = add
 	}
-	return out, nil
+	return out
 }

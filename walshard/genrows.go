@@ -31,31 +31,45 @@ func generationOf(ctx context.Context, schema *arrow.Schema, next *State, rest [
 	return batches, release, nil
 }
 
-// namedRowsOf tells whether row r of the i-th of entries' batches (in
-// order) is a named upsert's.
-func namedRowsOf(entries []memEntry) func(i, r int) bool {
-	type at struct {
-		entry int
-		first int64 // the batch's first row among its entry's
-	}
-	var where []at
-	for e, me := range entries {
-		var n int64
+// namedRowsOf tells, for each row of entries' batches (by batch, in
+// order), whether it is a named upsert's.
+func namedRowsOf(entries []memEntry) [][]bool {
+	var out [][]bool
+	for _, me := range entries {
+		var rows int64
 		for _, rec := range me.batches {
-			where = append(where, at{e, n})
-			n += rec.NumRows()
+			rows += rec.NumRows()
 		}
-	}
-	return func(i, r int) bool {
-		w := where[i]
-		row := w.first + int64(r)
-		for _, a := range entries[w.entry].appends {
-			if a.Offset != nil && row >= *a.Offset && row < *a.Offset+a.Rows {
-				return true
+		named := make([]bool, rows)
+		for _, a := range me.appends {
+			if a.Offset == nil {
+				continue // an older build's entry: its rows cannot be told apart
+			}
+			for r := max(*a.Offset, 0); r < min(*a.Offset+a.Rows, rows); r++ {
+				named[r] = true
 			}
 		}
-		return false
+		var at int64
+		for _, rec := range me.batches {
+			out = append(out, named[at:at+rec.NumRows()])
+			at += rec.NumRows()
+		}
 	}
+	return out
+}
+
+// heldBefore counts, for each row offset of keep (and its end), the rows
+// keep marks before it: where a row kept lands once the others are left
+// out.
+func heldBefore(keep []bool) []int64 {
+	held := make([]int64, len(keep)+1)
+	for i, k := range keep {
+		held[i+1] = held[i]
+		if k {
+			held[i+1]++
+		}
+	}
+	return held
 }
 
 // keyedNamed lists where a generation of upserts holds its entries'
@@ -66,17 +80,8 @@ func namedRowsOf(entries []memEntry) func(i, r int) bool {
 // listed with none: its name is recorded all the same. An entry of an
 // older build, whose named rows have no offset, is left out.
 func keyedNamed(entries []memEntry, kept [][]bool, key string) []table.NamedRows {
-	var flat []bool // the entries' rows in order: held by the object
-	for _, k := range kept {
-		flat = append(flat, k...)
-	}
-	held := make([]int64, len(flat)+1) // held[i]: rows held before row i
-	for i, k := range flat {
-		held[i+1] = held[i]
-		if k {
-			held[i+1]++
-		}
-	}
+	flat := slices.Concat(kept...) // the entries' rows in order: held by the object
+	held := heldBefore(flat)
 	var out []table.NamedRows
 	var start int64 // the entry's first row among flat's
 	for _, me := range entries {
@@ -119,18 +124,13 @@ func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntr
 		return last, nil, false, func() { releaseAll(last) }, err
 	}
 	named := namedRowsOf(entries)
-	kept, repeats, err = table.LastOfEachKeyMask(names, batches, func(i, r int) bool { return !named(i, r) })
+	kept, repeats, err = table.LastOfEachKeyMask(names, batches, func(i, r int) bool { return !named[i][r] })
 	if err != nil {
 		return nil, nil, false, nil, err
 	}
-	last := make([]arrow.RecordBatch, 0, len(batches))
-	for i, rec := range batches {
-		k, err := table.FilterRows(ctx, nil, rec, kept[i])
-		if err != nil {
-			releaseAll(last)
-			return nil, nil, false, nil, err
-		}
-		last = append(last, k)
+	last, err := table.FilterBatches(ctx, nil, batches, kept)
+	if err != nil {
+		return nil, nil, false, nil, err
 	}
 	return last, kept, repeats, func() { releaseAll(last) }, nil
 }

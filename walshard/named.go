@@ -76,19 +76,12 @@ func markNamed(ctx context.Context, b blob.Bucket, base *table.Manifest, txn *ta
 		return nil
 	}
 	txn.Named = base.Producers.DropNamed(named)
-	drops := map[string][]uint32{}
-	for _, n := range txn.Named {
-		for r := n.Offset; n.Dropped && r < n.Offset+n.Rows; r++ {
-			drops[n.Fragment] = append(drops[n.Fragment], uint32(r))
-		}
-	}
+	drops := table.DroppedRows(txn.Named)
 	for i := range txn.Added {
 		rows := drops[txn.Added[i].Key]
 		if len(rows) == 0 {
 			continue
 		}
-		slices.Sort(rows)
-		rows = slices.Compact(rows)
 		d := table.Deletion{Key: table.DeletionKey(0, base.Version+1), Count: int64(len(rows))}
 		if err := b.PutIfAbsent(ctx, d.Key, table.EncodeDeletions(rows)); err != nil {
 			return err
@@ -112,21 +105,14 @@ func keepNamedVectors(ctx context.Context, b blob.Bucket, cres commit.Result, co
 	if m == nil {
 		return nil
 	}
-	drops := map[string][]uint32{}
-	for _, n := range m.Transaction.Named {
-		for r := n.Offset; n.Dropped && r < n.Offset+n.Rows; r++ {
-			drops[n.Fragment] = append(drops[n.Fragment], uint32(r))
-		}
-	}
+	drops := table.DroppedRows(m.Transaction.Named)
 	var dels []table.FragmentDeletion
 	bodies := map[string][]byte{}
 	for _, f := range m.Transaction.Added {
 		if f.Deletion == nil || len(drops[f.Key]) == 0 {
 			continue
 		}
-		rows := drops[f.Key]
-		slices.Sort(rows)
-		bodies[f.Deletion.Key] = table.EncodeDeletions(slices.Compact(rows))
+		bodies[f.Deletion.Key] = table.EncodeDeletions(drops[f.Key])
 		dels = append(dels, table.FragmentDeletion{FragmentID: f.ID, Deletion: *f.Deletion})
 	}
 	if len(dels) == 0 {

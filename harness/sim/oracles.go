@@ -158,13 +158,11 @@ func (w *world) noteBornDropped(f table.Fragment, named []table.NamedRows) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, n := range named {
-		for r := n.Offset; n.Dropped && n.Fragment == f.Key && r < n.Offset+n.Rows; r++ {
-			if w.bornDropped[f.ID] == nil {
-				w.bornDropped[f.ID] = map[int64]bool{}
-			}
-			w.bornDropped[f.ID][ids[uint32(r)]] = true
+	for _, r := range table.DroppedRows(named)[f.Key] {
+		if w.bornDropped[f.ID] == nil {
+			w.bornDropped[f.ID] = map[int64]bool{}
 		}
+		w.bornDropped[f.ID][ids[r]] = true
 	}
 }
 
