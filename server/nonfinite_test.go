@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -54,6 +55,15 @@ func TestAnUpdateSetsNaNAndTheInfinitiesOverHTTP(t *testing.T) {
 	for _, body := range []string{`{"set":{"note":NaN}}`, `{"set":{"id":Infinity}}`, `{"set":{"id":"NaN"}}`, `{"set":{"x":"abc"}}`, `{"set":{"x":NaNa}}`} {
 		if code, out := patch(5, body); code != http.StatusBadRequest {
 			t.Fatalf("PATCH %s: %d %s, want 400", body, code, out)
+		}
+	}
+	// A word that is not a whole value, or not inside the body's object,
+	// is refused as it was sent; no object a client writes stands for a
+	// float.
+	for _, body := range []string{`{"set":{"x":NaNNaN}}`, `{"set":{"x":-NaN}}`, `NaN`, `{"set":{"x":{"\u0000float":"NaN"}}}`} {
+		code, out := patch(5, body)
+		if code != http.StatusBadRequest || strings.Contains(out, "'{'") || strings.Contains(out, "float") {
+			t.Fatalf("PATCH %s: %d %s, want 400 about what was sent", body, code, out)
 		}
 	}
 	recs, err := f.c.Scan(ctx, "t", client.ScanOptions{})

@@ -56,14 +56,15 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return badRequestOrLimit(err, "reading the body")
 	}
-	dec := json.NewDecoder(bytes.NewReader(readNonFinite(body)))
+	nb := readNonFinite(body)
+	dec := json.NewDecoder(bytes.NewReader(nb.data))
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not an update: want {\"set\": {\"column\": value}}")
 	}
 	var set []table.Assignment
 	for col, v := range req.Set {
-		val, err := jsonValue(v)
+		val, err := jsonValue(v, nb)
 		if err != nil {
 			return badRequest("set.%s: %v", col, err)
 		}
@@ -82,8 +83,8 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 }
 
 // jsonValue is a JSON scalar (decoded with UseNumber) as a table value;
-// null is the zero Value.
-func jsonValue(v any) (table.Value, error) {
+// null is the zero Value, and a bare NaN or infinity of nb its float.
+func jsonValue(v any, nb nonFiniteBody) (table.Value, error) {
 	switch x := v.(type) {
 	case nil:
 		return table.Value{}, nil
@@ -101,7 +102,7 @@ func jsonValue(v any) (table.Value, error) {
 		}
 		return table.Float(f), nil
 	case map[string]any:
-		if f, ok := nonFinite(x); ok {
+		if f, ok := nb.float(x); ok {
 			return table.Float(f), nil
 		}
 	}
