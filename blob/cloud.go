@@ -100,8 +100,22 @@ func (c *cloudBucket) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	data, err := c.b.ReadAll(ctx, key)
-	return data, c.classify("get", key, err)
+	r, err := c.b.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, c.classify("get", key, err)
+	}
+	defer r.Close()
+	// Read into a buffer of the object's size: reading into one that
+	// grows would hold about twice the object while it copies.
+	data := make([]byte, max(r.Size(), 0))
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, c.classify("get", key, err)
+	}
+	rest, err := io.ReadAll(r) // nothing, unless the size was wrong
+	if err != nil {
+		return nil, c.classify("get", key, err)
+	}
+	return append(data, rest...), nil
 }
 
 func (c *cloudBucket) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
