@@ -93,7 +93,7 @@ func LoggingListener(log *slog.Logger) EventListener {
 				log.Error("merge failed", "table", i.Table, "error", i.Err.Error(), "failed_shards", i.Result.Failed)
 			case i.Result.Version != 0:
 				log.Info("merged", "table", i.Table, "shards", i.Result.Shards, "generations", i.Result.Generations,
-					"rows", i.Result.Rows, "version", i.Result.Version, "duration_s", i.Duration.Seconds())
+					"rows", i.Result.Rows, "version", i.Result.Version, "peak_memory", i.Result.PeakMemory, "duration_s", i.Duration.Seconds())
 			}
 		},
 		CompactionEnd: func(i CompactionInfo) {

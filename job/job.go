@@ -45,7 +45,8 @@ type Options struct {
 	History int
 	// MemoryBudget bounds what a table's compaction holds at once
 	// (compactor.Options.MemoryBudget; default
-	// compactor.DefaultMemoryBudget). Tables are compacted one at a time.
+	// compactor.DefaultMemoryBudget), and a merge's (Fleet.MemoryBudget,
+	// unless set). Tables are compacted and merged one at a time.
 	MemoryBudget int64
 	// NoMerge skips the merge of every shard's flushed generations each
 	// pass runs first (walshard.FleetMerge); Fleet tunes it.

@@ -115,11 +115,13 @@ func referenceFooter(schema *arrow.Schema) (*metadata.FileMetaData, error) {
 
 // WriteHeldCopies writes the rows of copies, in order, as one new fragment
 // of schema at key, copying their pages (as CopyFragments does) and
-// leaving out of its footer the key-value pairs named in omit. The
+// leaving out of its footer the key-value pairs named in omit, in row
+// groups of at most rowGroupBytes of column chunks (0: 64 MiB) — what it
+// holds of them at once. The
 // fragment's statistics are merged from the copies' (CheckHeld). A copy
 // checked against another schema is ErrNotCopyable, and nothing is
 // written.
-func WriteHeldCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, key string, copies []*HeldCopy, omit ...string) (Fragment, error) {
+func WriteHeldCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, key string, copies []*HeldCopy, rowGroupBytes int64, omit ...string) (Fragment, error) {
 	id := SchemaID(schema)
 	for _, h := range copies {
 		if h.schema != id {
@@ -131,6 +133,9 @@ func WriteHeldCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, k
 	}
 	w := newPageCopier(ctx, b, key)
 	w.omit = slices.Clone(omit)
+	if rowGroupBytes > 0 {
+		w.maxBytes = rowGroupBytes
+	}
 	var rows int64
 	for _, h := range copies {
 		rows += h.rows

@@ -52,7 +52,7 @@ func TestHeldObjectsAreCopiedIntoOneFragment(t *testing.T) {
 		}
 		copies = append(copies, h)
 	}
-	out, err := table.WriteHeldCopies(ctx, b, rollouts.Schema, "data/copied.parquet", copies, "test.seal")
+	out, err := table.WriteHeldCopies(ctx, b, rollouts.Schema, "data/copied.parquet", copies, 0, "test.seal")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,38 +79,66 @@ type partFailure struct {
 // its generations need (into the part's held copies; decoded into its
 // rows when they cannot be copied), many parts at once; a part
 // whose objects cannot be read or decoded is left out, and returned among
-// the failed, so that it holds back no other.
-func prefetchCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, parts []shardPart, parallelism int) (kept []shardPart, failed []partFailure) {
+// the failed, so that it holds back no other. Within mem, parts are taken
+// in order while what they read, and what they decode, fits (the first
+// alone past it); later counts those left to the next pass.
+func prefetchCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, parts []shardPart, parallelism int, mem *fleetBudget) (kept []shardPart, failed []partFailure, later int) {
+	parts, later = admitParts(parts, mem, toRead)
 	errs := make([]error, len(parts))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(parallelism, 1))
-	for i := range parts {
-		if !copies(parts[i : i+1]) {
-			continue
-		}
-		g.Go(func() error {
-			if parts[i].held, errs[i] = readHeld(gctx, b, schema, &parts[i]); errs[i] == nil && parts[i].held == nil {
-				parts[i].rows, errs[i] = readFlushRows(gctx, b, schema, parts[i:i+1], 1)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
+	eachCopying(parts, parallelism, func(i int) {
+		parts[i].held, errs[i] = readHeld(ctx, b, schema, &parts[i])
+	})
 	for i, p := range parts {
 		if errs[i] != nil {
 			failed = append(failed, partFailure{shard: p.shard, err: errs[i]})
+			releaseParts(parts[i:i+1], mem)
 			continue
 		}
 		kept = append(kept, p)
 	}
-	return kept, failed
+	if mem != nil && !allHeld(kept) {
+		// Every part's rows are decoded: each weighs them too.
+		var n int
+		kept, n = admitParts(kept, mem, decodedOf)
+		later += n
+	}
+	errs = make([]error, len(kept))
+	eachCopying(kept, parallelism, func(i int) {
+		if kept[i].held == nil {
+			kept[i].rows, errs[i] = readFlushRows(ctx, b, schema, kept[i:i+1], 1)
+		}
+	})
+	parts, kept = kept, nil
+	for i, p := range parts {
+		if errs[i] != nil {
+			failed = append(failed, partFailure{shard: p.shard, err: errs[i]})
+			releaseParts(parts[i:i+1], mem)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept, failed, later
+}
+
+// eachCopying calls fn for each of parts with rows in flush objects,
+// parallelism at once.
+func eachCopying(parts []shardPart, parallelism int, fn func(i int)) {
+	var g errgroup.Group
+	g.SetLimit(max(parallelism, 1))
+	for i := range parts {
+		if copies(parts[i : i+1]) {
+			g.Go(func() error { fn(i); return nil })
+		}
+	}
+	_ = g.Wait()
 }
 
 // readHeld reads and checks the flush objects of part's generations for
-// a copy of their pages; nil when one was written otherwise (it is
-// decoded then). The objects read are kept in part.data.
+// a copy of their pages; nil when one was written otherwise (they are
+// decoded then). The objects read, all of them, are kept in part.data.
 func readHeld(ctx context.Context, b blob.Bucket, schema *arrow.Schema, part *shardPart) (map[string]*table.HeldCopy, error) {
 	held := map[string]*table.HeldCopy{}
+	copyable := true
 	for _, gen := range part.gens {
 		for _, f := range gen.fragments() {
 			if !inFlush(f.Key) || f.Rows == 0 {
@@ -127,15 +155,22 @@ func readHeld(ctx context.Context, b blob.Bucket, schema *arrow.Schema, part *sh
 				}
 				part.data[f.Key] = data
 			}
+			if !copyable {
+				continue // read for its rows, decoded
+			}
 			h, err := table.CheckHeld(schema, f.Key, data, f.Rows, f.Columns, stateFooterKey)
 			if errors.Is(err, table.ErrNotCopyable) {
-				return nil, nil
+				copyable = false
+				continue
 			}
 			if err != nil {
 				return nil, fmt.Errorf("walshard: shard %q: %w", part.shard, err)
 			}
 			held[f.Key] = h
 		}
+	}
+	if !copyable {
+		return nil, nil
 	}
 	return held, nil
 }
@@ -155,12 +190,15 @@ func allHeld(parts []shardPart) bool {
 	return true
 }
 
-// releaseParts lets go of the rows prefetchCopies read for parts.
-func releaseParts(parts []shardPart) {
-	for _, p := range parts {
-		if p.rows != nil {
-			p.rows.release()
+// releaseParts lets go of the rows prefetchCopies read for parts, and
+// gives back to mem what they held of it.
+func releaseParts(parts []shardPart, mem *fleetBudget) {
+	for i := range parts {
+		if parts[i].rows != nil {
+			parts[i].rows.release()
 		}
+		mem.give(parts[i].weight)
+		parts[i].weight = 0
 	}
 }
 
@@ -229,7 +267,7 @@ func decodeFlushRows(shard, key string, data []byte, schema *arrow.Schema) ([]ar
 // flush objects: their rows go, copied, into one new fragment of the
 // table; the generations' other objects (WAL entries reused as parts,
 // generations of older builds) join as they are.
-func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int) (installed, error) {
+func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int, rowGroupBytes int64) (installed, error) {
 	var in installed
 	var rows *flushRows // nil: the flush objects' pages are copied
 	decode := func() error {
@@ -265,11 +303,11 @@ func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, par
 			return in, nil
 		}
 		began := co.EnsureDefaults().Now()
-		txn, err := copyTxn(ctx, b, base, parts, rows)
+		txn, err := copyTxn(ctx, b, base, parts, rows, rowGroupBytes)
 		if errors.Is(err, table.ErrNotCopyable) && rows == nil {
 			// The table's schema changed since the copies were checked.
 			if err = decode(); err == nil {
-				txn, err = copyTxn(ctx, b, base, parts, rows)
+				txn, err = copyTxn(ctx, b, base, parts, rows, rowGroupBytes)
 			}
 		}
 		if err != nil {
@@ -328,7 +366,7 @@ func replan(base *table.Manifest, parts []shardPart) []shardPart {
 // base's schema — their pages copied when rows is nil, else the rows
 // decoded — and returns the Whole merge that adds it, with the
 // generations' other objects.
-func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, rows *flushRows) (table.Transaction, error) {
+func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, rows *flushRows, rowGroupBytes int64) (table.Transaction, error) {
 	txn := table.Transaction{Kind: table.KindMerge, Whole: true}
 	var batches []arrow.RecordBatch
 	var held []*table.HeldCopy
@@ -365,7 +403,7 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 	var frag table.Fragment
 	var err error
 	if rows == nil {
-		frag, err = table.WriteHeldCopies(ctx, b, base.Schema(), newLayout(p.shard).genKey(p.gens[len(p.gens)-1].Gen, p.epoch), held, stateFooterKey)
+		frag, err = table.WriteHeldCopies(ctx, b, base.Schema(), newLayout(p.shard).genKey(p.gens[len(p.gens)-1].Gen, p.epoch), held, rowGroupBytes, stateFooterKey)
 	} else {
 		frag, err = writeCopy(ctx, b, base.Schema(), p.shard, p.gens[len(p.gens)-1].Gen, p.epoch, batches)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -29,8 +28,10 @@ import (
 //     table's watermark for the shard, a contiguous run, since a state
 //     lists every generation above the watermark its writer knew. It
 //     reads the flush objects that hold them (one GET each: the newest
-//     holds the newest generation) and writes their rows, every shard's,
-//     into one fragment (copy.go). Shards an older build flushed announce
+//     holds the newest generation; within a memory budget, a newest it
+//     has no room to keep is read twice, its tail for the state, then
+//     whole if the pass takes it: fleetbudget.go) and writes their rows,
+//     every shard's, into one fragment (copy.go). Shards an older build flushed announce
 //     their generations under _fleet/pending/ and are merged as they were.
 //   - The commit records each shard's new watermark and epoch, and the
 //     state it drained (Transaction.Merges). It is Whole: applied on a
@@ -43,80 +44,6 @@ import (
 //     objects merged a minute ago or more and the records made stale.
 //     Those are hints or merged copies: losing one delays a cleanup, never
 //     changes the table.
-
-// FleetOptions tune a fleet merge. Zero values mean defaults.
-type FleetOptions struct {
-	// MaxGenerations caps the generations of one shard per pass (default
-	// 64); MaxBytes caps the bytes of one pass (default 256 MiB: a pass
-	// holds the rows of the flush objects it merges in memory, decoded).
-	MaxGenerations int
-	MaxBytes       int64
-	// Parallelism: shard states read at once (default 32).
-	Parallelism int
-	// Commit tunes the merge commit.
-	Commit commit.Options
-	// Memory, when set, is what the fleet merges of this table remember
-	// between passes (one per table): shards whose newest flush object a
-	// pass found nothing to merge in are not read again until they
-	// flush, and a pass that finds nothing new reads no manifest.
-	Memory *FleetMemory
-}
-
-// EnsureDefaults returns a copy of o (nil: the zero FleetOptions) with
-// every unset field at its default. o itself is not changed.
-func (o *FleetOptions) EnsureDefaults() *FleetOptions {
-	c := o.withDefaults()
-	return &c
-}
-
-// Validate checks the options: no negative bounds, and valid commit
-// options. FleetMerge calls it.
-func (o *FleetOptions) Validate() error {
-	if o == nil {
-		return nil
-	}
-	if o.MaxGenerations < 0 || o.MaxBytes < 0 || o.Parallelism < 0 {
-		return fmt.Errorf("%w: MaxGenerations, MaxBytes and Parallelism must not be negative", ErrInvalidOptions)
-	}
-	if err := o.Commit.Validate(); err != nil {
-		return fmt.Errorf("walshard: Commit: %w", err)
-	}
-	return nil
-}
-
-func (o *FleetOptions) withDefaults() FleetOptions {
-	var c FleetOptions
-	if o != nil {
-		c = *o
-	}
-	if c.MaxGenerations <= 0 {
-		c.MaxGenerations = 64
-	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = 256 << 20
-	}
-	if c.Parallelism <= 0 {
-		c.Parallelism = 32
-	}
-	if c.Commit.Writer == "" {
-		c.Commit.Writer = "fleet-merge"
-	}
-	return c
-}
-
-// FleetResult says what a fleet merge did.
-type FleetResult struct {
-	Announced   int    // shards with announced generations
-	Shards      int    // shards whose watermark the commit moved
-	Generations int    // generations it added
-	Rows        int64  // rows they hold
-	Version     uint64 // the version that holds them (0: nothing committed)
-	// Failed names shards whose state could not be read; the others were
-	// merged. The error joins their errors.
-	Failed []string
-	// Merged is each shard's watermark after the pass (shards merged).
-	Merged map[string]uint64
-}
 
 // FleetMerge merges the announced generations of every shard in one
 // commit, up to each shard's first generation of upserts; then each
@@ -131,7 +58,7 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 	o := opts.withDefaults()
 	var total FleetResult
 	for range maxPasses {
-		res, keyed, err := fleetPass(ctx, b, o)
+		res, again, err := fleetPass(ctx, b, o)
 		total.Announced = max(total.Announced, res.Announced)
 		total.Generations += res.Generations
 		total.Rows += res.Rows
@@ -144,16 +71,18 @@ func FleetMerge(ctx context.Context, b blob.Bucket, opts *FleetOptions) (FleetRe
 			total.Merged[shard] = w
 		}
 		total.Shards = len(total.Merged)
-		if err != nil || keyed == 0 {
+		total.PeakMemory = max(total.PeakMemory, res.PeakMemory)
+		if err != nil || again == 0 {
 			return total, err
 		}
 	}
 	return total, nil
 }
 
-// fleetPass is one pass of FleetMerge; keyed counts the generations of
-// upserts it installed or left for the next pass.
-func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetResult, keyed int, err error) {
+// fleetPass is one pass of FleetMerge; again counts the generations of
+// upserts it installed or left for the next pass, and the shards it left
+// to the next pass for its bytes or its memory.
+func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetResult, again int, err error) {
 	now := time.Now
 	if o.Commit.Now != nil {
 		now = o.Commit.Now
@@ -172,25 +101,30 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 		return res, 0, err
 	}
 	var doomed []string // deleted at the end, in as few requests as the store allows
-	plans := readPlans(ctx, b, base, hints, flushes, o)
+	mem := newFleetBudget(o.MemoryBudget)
+	plans := readPlans(ctx, b, base, hints, flushes, o, mem)
 	for _, p := range plans {
 		if p.foreign != "" {
 			doomed = append(doomed, p.foreign)
 		}
 	}
-	parts, keyedParts, keyed, errs := planParts(plans, flushes, o, &res)
+	parts, keyedParts, again, errs := planParts(plans, flushes, o, &res, mem)
+	defer releaseParts(keyedParts, mem)
 	// Every flush object the parts need, read and checked now: one that
-	// cannot be (gone, damaged) holds back its shard alone.
-	parts, failed := prefetchCopies(ctx, b, base.Schema(), parts, o.Parallelism)
-	defer releaseParts(parts)
+	// cannot be (gone, damaged) holds back its shard alone; one the
+	// budget has no room for waits for the next pass.
+	parts, failed, later := prefetchCopies(ctx, b, base.Schema(), parts, o.Parallelism, mem)
+	defer releaseParts(parts, mem)
+	again += later
 	for _, f := range failed {
 		res.Failed = append(res.Failed, f.shard)
 		errs = append(errs, f.err)
 	}
 	latest := base
 	if len(parts) > 0 {
-		in, err := install(ctx, b, base, parts, o.Commit, o.Parallelism)
+		in, err := install(ctx, b, base, parts, o.Commit, o.Parallelism, mem.rowGroupBytes())
 		if err != nil {
+			res.PeakMemory = mem.most(true)
 			return res, 0, errors.Join(append(errs, fmt.Errorf("walshard: fleet merge: %w", err))...)
 		}
 		res.Version, res.Merged, res.Shards, res.Generations, res.Rows = in.version, in.merged, len(in.merged), in.generations, in.rows
@@ -214,7 +148,7 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 		if in.manifest == nil {
 			continue
 		}
-		keyed++
+		again++
 		latest, res.Version = in.manifest, in.version
 		if res.Merged == nil {
 			res.Merged = map[string]uint64{}
@@ -234,42 +168,61 @@ func fleetPass(ctx context.Context, b blob.Bucket, o FleetOptions) (res FleetRes
 	if err := blob.DeleteAll(ctx, b, doomed); err != nil {
 		errs = append(errs, fmt.Errorf("walshard: deleting stale hints and merged flush objects: %w", err))
 	}
-	return res, keyed, errors.Join(errs...)
+	res.PeakMemory = mem.most(len(parts) > 0)
+	return res, again, errors.Join(errs...)
 }
 
 // planParts turns plans into the parts of a pass: the generations of
 // appends of each shard within the pass's bytes, and each shard's next
-// generation of upserts apart; keyed counts the shards whose upserts make
-// another pass; the shards that could not be read go to res.Failed.
-func planParts(plans []fleetPlan, flushes map[string][]listedFlush, o FleetOptions, res *FleetResult) (parts, keyedParts []shardPart, keyed int, errs []error) {
+// generation of upserts apart; again counts the shards whose upserts, or
+// whose appends beyond the pass's bytes, make another pass; the shards
+// that could not be read go to res.Failed. The flush objects read for
+// the plans it makes no part of are given back to mem.
+func planParts(plans []fleetPlan, flushes map[string][]listedFlush, o FleetOptions, res *FleetResult, mem *fleetBudget) (parts, keyedParts []shardPart, again int, errs []error) {
 	var bytes int64
-	for _, p := range plans {
-		if fl := flushes[p.shard]; p.err == nil && len(p.gens) == 0 && fl != nil && p.state != nil && p.state.Seq == fl[0].seq {
-			o.Memory.settle(p.shard, fl[0].seq)
-		}
-		if p.err != nil {
-			res.Failed = append(res.Failed, p.shard)
-			errs = append(errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
+	for i := range plans {
+		p := &plans[i]
+		if part, ok := planPart(p, flushes, o, res, &bytes, &again, &errs); ok {
+			dropUnused(&part, mem)
+			if len(part.gens[0].Keys) > 0 {
+				keyedParts = append(keyedParts, part)
+			} else {
+				parts = append(parts, part)
+			}
 			continue
 		}
-		if len(p.gens) == 0 {
-			continue
-		}
-		if p.upsertsAfter {
-			keyed++ // another pass
-		}
-		part := shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens, seq: p.seq, data: p.data}
-		if len(p.gens[0].Keys) > 0 {
-			keyedParts = append(keyedParts, part)
-			continue
-		}
-		if bytes > 0 && bytes+sumBytes(p.gens) > o.MaxBytes {
-			continue // the next pass takes it
-		}
-		bytes += sumBytes(p.gens)
-		parts = append(parts, part)
+		mem.give(p.weight)
+		p.data, p.weight = nil, 0
 	}
-	return parts, keyedParts, keyed, errs
+	return parts, keyedParts, again, errs
+}
+
+// planPart is planParts for one plan: the part it makes, if any.
+func planPart(p *fleetPlan, flushes map[string][]listedFlush, o FleetOptions, res *FleetResult, bytes *int64, again *int, errs *[]error) (shardPart, bool) {
+	if fl := flushes[p.shard]; p.err == nil && len(p.gens) == 0 && fl != nil && p.state != nil && p.state.Seq == fl[0].seq {
+		o.Memory.settle(p.shard, fl[0].seq)
+	}
+	if p.err != nil {
+		res.Failed = append(res.Failed, p.shard)
+		*errs = append(*errs, fmt.Errorf("walshard: shard %q: %w", p.shard, p.err))
+		return shardPart{}, false
+	}
+	if len(p.gens) == 0 {
+		return shardPart{}, false
+	}
+	if p.upsertsAfter {
+		*again++
+	}
+	part := shardPart{shard: p.shard, epoch: p.state.Epoch, gens: p.gens, seq: p.seq, data: p.data, weight: p.weight}
+	if len(p.gens[0].Keys) > 0 {
+		return part, true
+	}
+	if *bytes > 0 && *bytes+sumBytes(p.gens) > o.MaxBytes {
+		*again++ // the next pass takes it
+		return shardPart{}, false
+	}
+	*bytes += sumBytes(p.gens)
+	return part, true
 }
 
 // shardsToLook counts the shards with flush objects or announcements.
@@ -297,7 +250,9 @@ type fleetPlan struct {
 	// above the watermark; data: flush objects read, by key.
 	seq  uint64
 	data map[string][]byte
-	err  error
+	// weight: what data holds of the pass's memory budget.
+	weight int64
+	err    error
 	// foreign: the newest flush object, of a table dropped under this
 	// name (State.Table), deleted by the pass.
 	foreign string
@@ -306,7 +261,7 @@ type fleetPlan struct {
 // readPlans reads the newest state of each shard with a flush object the
 // table's record of it does not cover (ShardMark.Seq), and of each shard
 // an older build announced a generation of, many at once.
-func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints map[string]*hint, flushes map[string][]listedFlush, o FleetOptions) []fleetPlan {
+func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints map[string]*hint, flushes map[string][]listedFlush, o FleetOptions, mem *fleetBudget) []fleetPlan {
 	var shards []string
 	for s, fl := range flushes {
 		if hints[s] == nil && o.Memory.isSettled(s, fl[0].seq) {
@@ -334,8 +289,8 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 			var err error
 			if fl := flushes[shard]; fl != nil {
 				var data []byte
-				if st, data, err = readFlush(gctx, b, fl[0].key, fl[0].seq); err == nil {
-					plans[i].data = map[string][]byte{fl[0].key: data}
+				if st, data, err = mem.readNewest(gctx, b, fl[0]); err == nil && data != nil {
+					plans[i].data, plans[i].weight = map[string][]byte{fl[0].key: data}, int64(len(data))
 				}
 			} else {
 				st, err = stateForHint(gctx, b, shard, hints[shard].seq)
@@ -356,7 +311,7 @@ func readPlans(ctx context.Context, b blob.Bucket, base *table.Manifest, hints m
 				return nil // a newer owner merges it
 			}
 			pending := st.pending(mark.Watermark)
-			plans[i].gens = mergePass(pending, o.MaxGenerations, math.MaxInt64)
+			plans[i].gens = mergePass(pending, o.MaxGenerations, o.MaxBytes)
 			plans[i].upsertsAfter = slices.ContainsFunc(pending[len(plans[i].gens):], func(g Generation) bool { return len(g.Keys) > 0 })
 			if len(plans[i].gens) == len(pending) {
 				plans[i].seq = st.Seq
@@ -395,6 +350,9 @@ type shardPart struct {
 	seq   uint64
 	data  map[string][]byte
 	rows  *flushRows // the flush objects' rows, decoded (prefetchCopies)
+	// weight: what the part holds of the pass's memory budget (its data
+	// and its rows, decoded or to be).
+	weight int64
 	// held: the flush objects, read and checked for a copy of their pages
 	// (prefetchCopies).
 	held map[string]*table.HeldCopy
@@ -465,9 +423,9 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 // on a newer version, the commit is trimmed to what no other merge took,
 // and a shard a newer epoch owns is left out (commit.Apply). A fleet merge
 // installs many shards' parts; an owner's merge its own shard's.
-func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int) (installed, error) {
+func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, co commit.Options, parallelism int, rowGroupBytes int64) (installed, error) {
 	if copies(parts) {
-		return installCopies(ctx, b, base, parts, co, parallelism)
+		return installCopies(ctx, b, base, parts, co, parallelism, rowGroupBytes)
 	}
 	var in installed
 	txn := table.Transaction{Kind: table.KindMerge}

@@ -15,6 +15,7 @@ type listedFlush struct {
 	key     string
 	seq     uint64
 	modTime time.Time
+	size    int64 // as listed
 }
 
 // listFlushes lists every shard's flush objects, newest first: one LIST
@@ -30,7 +31,7 @@ func listFlushes(ctx context.Context, b blob.Bucket) (map[string][]listedFlush, 
 		if !ok {
 			continue
 		}
-		out[shard] = append(out[shard], listedFlush{key: o.Key, seq: seq, modTime: o.ModTime})
+		out[shard] = append(out[shard], listedFlush{key: o.Key, seq: seq, modTime: o.ModTime, size: o.Size})
 	}
 	return out, nil
 }

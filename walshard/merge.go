@@ -140,7 +140,7 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	if len(pass[0].Keys) > 0 {
 		in, err = installKeyed(ctx, s.b, base, part, s.opts.Commit)
 	} else {
-		in, err = install(ctx, s.b, base, []shardPart{part}, s.opts.Commit, 1)
+		in, err = install(ctx, s.b, base, []shardPart{part}, s.opts.Commit, 1, 0)
 	}
 	if s.opts.ObserveCommit != nil {
 		s.opts.ObserveCommit(time.Since(started), err)

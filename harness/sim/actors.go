@@ -424,8 +424,13 @@ func (w *world) fenceOp() (string, string) {
 // here whether or not its writer lives, which then finds itself fenced.
 func (w *world) fleetOp(a *actor) (string, string) {
 	if w.intn(10) < 7 {
+		// Half the merges hold to a memory budget of a few flush objects
+		// or less: they read states from tails, cut the first shard's
+		// generations and leave the others to another pass.
+		gens := 1 + w.intn(4)
+		budget := []int64{0, 2 << 10, 0, 12 << 10}[gens-1]
 		db, _ := engine.OpenNew(a.bucket, &engine.Options{Name: "sim", Writer: a.writer(), Now: w.clock.Now, Log: slog.New(slog.DiscardHandler),
-			Fleet: walshard.FleetOptions{MaxGenerations: 1 + w.intn(4), Parallelism: 1, Commit: w.commitOptions(a)}})
+			Fleet: walshard.FleetOptions{MaxGenerations: gens, MemoryBudget: budget, Parallelism: 1, Commit: w.commitOptions(a)}})
 		res, err := db.Merge(w.ctx)
 		return "fleet-merge", fmt.Sprintf("%d shards announced, %d merged, %d generations at v%d: %s", res.Announced, res.Shards, res.Generations, res.Version, short(err))
 	}

@@ -38,9 +38,12 @@ collects.
 A compaction holds at most --memory-budget bytes at once (256 MiB): a quarter
 of it, up to 64 MiB, for the row group being written, the rest for the
 sources being read, each reserving its weight before it is read (a source
-heavier than the budget is read alone). The process stays within the budget
-and a fixed overhead of 128 MiB: Go's soft memory limit is set to the budget
-and 64 MiB, unless GOMEMLIMIT is set.
+heavier than the budget is read alone). A merge of the shards' flushed
+generations holds to the same budget: the flush objects it reads and, when it
+decodes them, their rows (a generation heavier than the budget is merged
+alone). The process stays within the budget and a fixed overhead of 192 MiB:
+Go's soft memory limit is set to the budget and 64 MiB, unless GOMEMLIMIT is
+set.
 
 Every flag can also be set by an environment variable, STRATA_ and the flag's
 name in capitals with '-' as '_' (STRATA_TABLE, STRATA_MIN_FRAGMENTS, …); a
@@ -136,7 +139,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
 	fs.IntVar(&f.parts, "parts", 1, "split each table's compaction among this many Job processes, each given its --part")
 	fs.IntVar(&f.part, "part", 0, "with --parts: which part this process compacts, from 0 (default: $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it); part 0 also merges, adopts and collects")
-	fs.Int64Var(&f.memoryBudget, "memory-budget", compactor.DefaultMemoryBudget, "bytes a compaction may hold at once (at least 16 MiB)")
+	fs.Int64Var(&f.memoryBudget, "memory-budget", compactor.DefaultMemoryBudget, "bytes a compaction or a merge may hold at once (at least 16 MiB)")
 	fs.BoolVar(showVersion, "version", false, "print the version of this build and exit")
 	boundFlags(fs)
 }
