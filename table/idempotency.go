@@ -330,13 +330,23 @@ func (p Producers) index(producer string) int {
 // are dropped. p itself is not changed. Recording a name already there
 // changes nothing.
 func (p Producers) Record(k AppendKey, at uint64, rows int64) Producers {
-	out := slices.Clone(p)
+	out, had := p.keep(k, at, rows)
+	if had {
+		return p
+	}
+	return out.expire(k.Time)
+}
+
+// keep is Record with no window applied: every record p holds stays; had
+// tells that p records k already (out is p then).
+func (p Producers) keep(k AppendKey, at uint64, rows int64) (out Producers, had bool) {
+	out = slices.Clone(p)
 	var rec ProducerRecord
 	if i := out.index(k.Producer); i >= 0 {
 		rec = out[i]
 		out = slices.Delete(out, i, i+1)
 		if slices.ContainsFunc(rec.Recent, func(o Outcome) bool { return o.Seq == k.Seq }) {
-			return p
+			return p, true
 		}
 	}
 	rec.Producer = k.Producer
@@ -354,8 +364,7 @@ func (p Producers) Record(k AppendKey, at uint64, rows int64) Producers {
 	// Ordered by last activity: a record whose time did not move (a
 	// clock behind) keeps its place among the others'.
 	at2, _ := slices.BinarySearchFunc(out, rec.Time, func(r ProducerRecord, t time.Time) int { return r.Time.Compare(t) })
-	out = slices.Insert(out, at2, rec)
-	return out.expire(k.Time)
+	return slices.Insert(out, at2, rec), false
 }
 
 // expire drops the records idle for IdempotencyWindow at now, and the

@@ -131,3 +131,32 @@ func TestTheOlderSequencesOfAProducerStayInstalled(t *testing.T) {
 		t.Fatalf("%v: the record read back lost its older numbers", err)
 	}
 }
+
+// A merge's named rows are marked dropped whatever order other producers'
+// appends come in: copies of producer a's append 12 ms apart, with
+// producer b's append two hours later between them in the merge's order,
+// are one append, and the first alone is installed. Before, recording
+// b's append applied the window at b's time and forgot a's record in the
+// middle of the pass, so the second copy was installed too (a simulated
+// retry through another replica, read three times). RecordNamed agrees
+// with the marks, and applies the window once, at the newest time.
+func TestANamedCopyIsDroppedWhateverOtherProducersCameBetween(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	named := []NamedRows{
+		{AppendKey: AppendKey{Producer: "a", Seq: 5, Digest: 7, Time: t0}, Fragment: "f1", Rows: 2},
+		{AppendKey: AppendKey{Producer: "b", Seq: 1, Digest: 9, Time: t0.Add(2 * time.Hour)}, Fragment: "f2", Rows: 3},
+		{AppendKey: AppendKey{Producer: "a", Seq: 5, Digest: 7, Time: t0.Add(12 * time.Millisecond)}, Fragment: "f3", Rows: 2},
+	}
+	marked := Producers(nil).DropNamed(named)
+	if marked[0].Dropped || marked[1].Dropped || !marked[2].Dropped {
+		t.Fatalf("dropped %v %v %v, want only the second copy of a/5", marked[0].Dropped, marked[1].Dropped, marked[2].Dropped)
+	}
+	p, err := Producers(nil).RecordNamed(marked, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The window applied at b's time: a, idle two hours, is forgotten.
+	if p.index("a") >= 0 || p.index("b") < 0 {
+		t.Fatalf("records after the merge: %+v", p)
+	}
+}

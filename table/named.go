@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // NamedRows are the rows of one idempotent append that a merge installs:
@@ -39,13 +40,16 @@ func (p Producers) Installed(k AppendKey) bool {
 
 // DropNamed marks, in order, the named rows whose name p (the table's
 // record) or an earlier one of named records: those a merge must not
-// install again.
+// install again. Within named no record expires: whether a copy is
+// dropped does not hang on the order of other producers' appends, whose
+// times may be far apart (the window is applied once the merge has
+// recorded them all, RecordNamed).
 func (p Producers) DropNamed(named []NamedRows) []NamedRows {
 	out := make([]NamedRows, len(named))
 	for i, n := range named {
 		n.Dropped = p.Installed(n.AppendKey)
 		if !n.Dropped {
-			p = p.Record(n.AppendKey, 0, n.Rows)
+			p, _ = p.keep(n.AppendKey, 0, n.Rows)
 		}
 		out[i] = n
 	}
@@ -60,17 +64,27 @@ var ErrNamedMoved = fmt.Errorf("table: a named append's install changed since th
 
 // RecordNamed returns p with the named rows a merge keeps recorded at
 // version at, checking that each is dropped exactly when p (or an earlier
-// one of named) records its name; p itself is not changed.
+// one of named) records its name, as DropNamed decided; then the window
+// is applied at the newest of their times. p itself is not changed.
 func (p Producers) RecordNamed(named []NamedRows, at uint64) (Producers, error) {
+	var newest time.Time
+	kept := false
 	for _, n := range named {
 		if p.Installed(n.AppendKey) != n.Dropped {
 			return nil, fmt.Errorf("%w: producer %s sequence %d (dropped: %v)", ErrNamedMoved, n.Producer, n.Seq, n.Dropped)
 		}
 		if !n.Dropped {
-			p = p.Record(n.AppendKey, at, n.Rows)
+			p, _ = p.keep(n.AppendKey, at, n.Rows)
+			kept = true
+			if n.Time.After(newest) {
+				newest = n.Time
+			}
 		}
 	}
-	return p, nil
+	if !kept {
+		return p, nil
+	}
+	return p.expire(newest), nil
 }
 
 // DroppedRows gives, by fragment (object key), the row offsets of the
