@@ -26,79 +26,112 @@ if ! go mod tidy -diff >/dev/null; then
 fi
 # staticcheck is pinned in go.mod (tool directive).
 go tool staticcheck ./...
+# Two lanes run side by side, each in a subshell of its own (where set -e
+# holds) with its output kept in a file and printed when it ends: the
+# machine's two cores go to the compiled tests and the race detector, while
+# the end-to-end tests, the Python client's and the alert rules', which
+# spend most of their time waiting on servers, sleeps and timeouts, run
+# beside them, then the memory bounds and the fuzz targets, on what the
+# first lane leaves of the cores. The script fails if either lane fails.
 # The packages whose goroutines share state run once, under the race
-# detector, below; every other package runs here. The end-to-end tests run
-# verbosely: they print the rows, kills and restarts they saw. The raced
-# packages are listed longest first (compactor's takes about four minutes
-# under the race detector), so that go test's two lanes end together.
+# detector, below; every other package runs here. The raced packages are
+# listed longest first (compactor's takes about four minutes under the race
+# detector), so that go test's two lanes end together.
 raced="compactor table walshard commit server"
-go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
-go test -count=1 -timeout 15m -v "$@" ./e2e
-# The Python client against a real server, with the machine's python3 (the
-# system one when it has pandas: scripts/install-test-deps.sh installs it).
-py=python3
-if /usr/bin/python3 -c "import pandas" 2>/dev/null; then
-  py=/usr/bin/python3
-fi
-if command -v "$py" >/dev/null; then
-  pybin=$(mktemp -d)
-  go build -o "$pybin/strata" ./cmd/strata
-  STRATA_BIN="$pybin/strata" "$py" -m unittest discover -s clients/python/tests -v
-  rm -rf "$pybin"
-elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
-  echo "python3 is missing: the Python client's tests cannot run" >&2
-  exit 1
-else
-  echo "python3 is missing: skipping the Python client's tests" >&2
-fi
-# The alert rules: each fires when it should and only then.
-if command -v promtool >/dev/null; then
-  promtool check rules deploy/prometheus-rules.yaml
-  promtool test rules deploy/prometheus-rules.test.yaml
-elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
-  echo "promtool is missing: the alert rules cannot be tested" >&2
-  exit 1
-else
-  echo "promtool is missing: skipping the alert rules' tests" >&2
-fi
-# The simulation's planted defects exist only in a build with the tag
-# strata_plant; each must be found within the campaign's seeds. Vet and
-# staticcheck look at that build too.
-go vet -tags strata_plant ./internal/... ./harness/...
-go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./harness/sim
-# The race detector over the packages whose goroutines share state: their
-# tests, every one, run here (and only here: the machine has two cores).
-go test -race -count=1 -timeout 30m "$@" $(printf './%s ' $raced)
-# Compaction's memory bound, in a process of its own: 2,000 fragments
-# (935 MB of rows) compacted within 512 MiB of peak RSS, copying pages
-# (162–184 MiB measured) and decoding them (381 MiB).
-STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
-# The server's memory bound, in a process of its own: sixteen clients
-# scanning a 50 MB table twice each and an appender, against a budget of
-# 128 MiB; it fails above the budget and server.FixedOverhead (320 MiB of
-# peak RSS; 266–284 MiB measured) or when an append is refused.
-go test -run '^$' -bench ServerMemory -benchtime 1x ./server
-# Fuzz targets, each for a bounded number of executions (about 15 s each
-# here; FUZZTIME overrides, e.g. FUZZTIME=2m). A count, not a duration: Go
-# 1.26 can fail a duration-bounded run with "context deadline exceeded" at
-# its end, having found nothing (golang/go#75804). Their seeds and the
-# corpus kept under each package's testdata/fuzz/<target>/ already ran above
-# as tests, and each run starts from that corpus. A failing input is written
-# there and fails the run; scripts/save-fuzz-corpus.sh keeps the new
-# interesting inputs a longer session found.
-fuzz() {
-  go test -run '^$' -fuzz "^$1\$" -fuzztime "${FUZZTIME:-$3}" -fuzzminimizetime 200x "$2"
+compiled() {
+  go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
+  # The simulation's planted defects exist only in a build with the tag
+  # strata_plant; each must be found within the campaign's seeds. Vet and
+  # staticcheck look at that build too.
+  go vet -tags strata_plant ./internal/... ./harness/...
+  go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./harness/sim
+  # The race detector over the packages whose goroutines share state:
+  # their tests, every one, run here (and only here: the machine has two
+  # cores).
+  go test -race -count=1 -timeout 30m "$@" $(printf './%s ' $raced)
 }
-fuzz FuzzAppendIPC ./server 500x
-fuzz FuzzAppendJSONLines ./server 1500x
-fuzz FuzzReadIPC ./internal/ingest 2000x
-fuzz FuzzReadCSV ./internal/ingest 5000x
-fuzz FuzzParquetFile ./internal/ingest 3000x
-fuzz FuzzDecodeEntry ./walshard 20000x
-fuzz FuzzDecodeColumnsAtOnce ./table 3000x
-fuzz FuzzDecodeDeletions ./table 20000x
-fuzz FuzzDecodeIndex ./table 20000x
-fuzz FuzzParseFilter ./table 10000x
-fuzz FuzzDecodeManifest ./table 20000x
-fuzz FuzzDecodeManifestPayload ./table 20000x
-fuzz FuzzDecodeManifestFrames ./table 20000x
+beside() {
+  # The end-to-end tests run verbosely: they print the rows, kills and
+  # restarts they saw.
+  go test -count=1 -timeout 15m -v "$@" ./e2e
+  # The Python client against a real server, with the machine's python3
+  # (the system one when it has pandas: scripts/install-test-deps.sh
+  # installs it).
+  local py=python3
+  if /usr/bin/python3 -c "import pandas" 2>/dev/null; then
+    py=/usr/bin/python3
+  fi
+  if command -v "$py" >/dev/null; then
+    local pybin
+    pybin=$(mktemp -d)
+    go build -o "$pybin/strata" ./cmd/strata
+    STRATA_BIN="$pybin/strata" "$py" -m unittest discover -s clients/python/tests -v
+    rm -rf "$pybin"
+  elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
+    echo "python3 is missing: the Python client's tests cannot run" >&2
+    return 1
+  else
+    echo "python3 is missing: skipping the Python client's tests" >&2
+  fi
+  # The alert rules: each fires when it should and only then.
+  if command -v promtool >/dev/null; then
+    promtool check rules deploy/prometheus-rules.yaml
+    promtool test rules deploy/prometheus-rules.test.yaml
+  elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
+    echo "promtool is missing: the alert rules cannot be tested" >&2
+    return 1
+  else
+    echo "promtool is missing: skipping the alert rules' tests" >&2
+  fi
+  # Compaction's memory bound, in a process of its own: 2,000 fragments
+  # (935 MB of rows) compacted within 512 MiB of peak RSS, copying pages
+  # (162–184 MiB measured) and decoding them (381 MiB).
+  STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
+  # The server's memory bound, in a process of its own: sixteen clients
+  # scanning a 50 MB table twice each and an appender, against a budget of
+  # 128 MiB; it fails above the budget and server.FixedOverhead (320 MiB of
+  # peak RSS; 266–284 MiB measured) or when an append is refused.
+  go test -run '^$' -bench ServerMemory -benchtime 1x ./server
+  # Fuzz targets, each for a bounded number of executions (about 15 s each
+  # here; FUZZTIME overrides, e.g. FUZZTIME=2m). A count, not a duration: Go
+  # 1.26 can fail a duration-bounded run with "context deadline exceeded" at
+  # its end, having found nothing (golang/go#75804). Their seeds and the
+  # corpus kept under each package's testdata/fuzz/<target>/ run as tests in
+  # the other lane, and each run starts from that corpus. A failing input is written
+  # there and fails the run; scripts/save-fuzz-corpus.sh keeps the new
+  # interesting inputs a longer session found.
+  fuzz() {
+    go test -run '^$' -fuzz "^$1\$" -fuzztime "${FUZZTIME:-$3}" -fuzzminimizetime 200x "$2"
+  }
+  fuzz FuzzAppendIPC ./server 500x
+  fuzz FuzzAppendJSONLines ./server 1500x
+  fuzz FuzzReadIPC ./internal/ingest 2000x
+  fuzz FuzzReadCSV ./internal/ingest 5000x
+  fuzz FuzzParquetFile ./internal/ingest 3000x
+  fuzz FuzzDecodeEntry ./walshard 20000x
+  fuzz FuzzDecodeColumnsAtOnce ./table 3000x
+  fuzz FuzzDecodeDeletions ./table 20000x
+  fuzz FuzzDecodeIndex ./table 20000x
+  fuzz FuzzParseFilter ./table 10000x
+  fuzz FuzzDecodeManifest ./table 20000x
+  fuzz FuzzDecodeManifestPayload ./table 20000x
+  fuzz FuzzDecodeManifestFrames ./table 20000x
+}
+compiled_log=$(mktemp)
+beside_log=$(mktemp)
+(compiled "$@") >"$compiled_log" 2>&1 &
+compiled_pid=$!
+(beside "$@") >"$beside_log" 2>&1 &
+beside_pid=$!
+beside_status=0
+wait $beside_pid || beside_status=$?
+cat "$beside_log"
+echo "=== the lane of the end-to-end, Python, alert rules', memory and fuzz tests: exit $beside_status"
+compiled_status=0
+wait $compiled_pid || compiled_status=$?
+cat "$compiled_log"
+echo "=== the compiled tests' and race detector's lane: exit $compiled_status"
+rm -f "$compiled_log" "$beside_log"
+if [ $beside_status -ne 0 ] || [ $compiled_status -ne 0 ]; then
+  exit 1
+fi
