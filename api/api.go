@@ -55,6 +55,25 @@ const (
 	CodeOutcomeUnknown       = "outcome_unknown"        // 503: an append's rows may have been stored; sent again, they may be stored twice
 )
 
+// statuses are the HTTP statuses of the error codes.
+var statuses = map[string]int{
+	CodeBadRequest: 400, CodeBadInput: 400, CodeBadTableName: 400, CodeBadFraming: 400, CodeUnsupportedSchema: 400,
+	CodeUnauthorized: 401, CodeNotFound: 404, CodeNoRoute: 404, CodeMethodNotAllowed: 405, CodeBodyTooSlow: 408,
+	CodeExists: 409, CodeBadPlacement: 409, CodeSequenceExpired: 409, CodeConflict: 409, CodeCompactionRunning: 409,
+	CodeLeaseHeld: 409, CodeNotDue: 409, CodeVersionCollected: 410, CodeTooLarge: 413, CodeTooManyKeys: 413,
+	CodeUnsupportedMediaType: 415, CodeKeyReused: 422, CodeBusy: 429, CodeMergeRunning: 429, CodeInternal: 500,
+	CodeDataMissing: 500, CodeUnavailable: 503, CodeDraining: 503, CodeStoreUnavailable: 503, CodeOutcomeUnknown: 503,
+}
+
+// Status is the HTTP status a server answers an error of code with (500
+// for a code it does not know).
+func Status(code string) int {
+	if s, ok := statuses[code]; ok {
+		return s
+	}
+	return 500
+}
+
 // ErrorBody is the body of every error answer.
 type ErrorBody struct {
 	Error ErrorDetail `json:"error"`

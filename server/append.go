@@ -253,19 +253,6 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	return nil
 }
 
-// keyError maps the refusals of idempotent appends to their answers.
-func keyError(err error) *apiError {
-	switch {
-	case errors.Is(err, table.ErrKeyReused):
-		return &apiError{http.StatusUnprocessableEntity, api.CodeKeyReused, err.Error()}
-	case errors.Is(err, table.ErrSequenceExpired):
-		return &apiError{http.StatusConflict, api.CodeSequenceExpired, err.Error()}
-	case errors.Is(err, table.ErrBadIdempotency):
-		return &apiError{http.StatusBadRequest, api.CodeBadRequest, err.Error()}
-	}
-	return nil
-}
-
 // ingestOptions bounds the decoding of a request's rows by the body limit;
 // ignore_unknown=true drops columns the table does not have.
 func (s *Server) ingestOptions(r *http.Request) ingest.Options {

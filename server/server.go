@@ -33,10 +33,8 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
@@ -464,11 +462,10 @@ func CheckToken(token string) error {
 	return nil
 }
 
-// fail maps an error to its status and writes it.
+// fail maps an error to its status and writes it: the server's own
+// answers (apiError, a body over its limit) as they say, every other
+// error by its code (engine.Code) and that code's status (api.Status).
 func fail(w http.ResponseWriter, err error) {
-	if ke := keyError(err); ke != nil {
-		err = ke
-	}
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	switch {
@@ -483,51 +480,14 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, ae.status, ae.code, ae.msg)
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
-	case errors.As(err, new(*table.ChangesCollectedError)):
-		writeError(w, http.StatusGone, api.CodeVersionCollected, err.Error())
-	case errors.Is(err, table.ErrNotFound), errors.Is(err, walshard.ErrUnknownShard):
-		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
-	case errors.Is(err, table.ErrVersionNotFound), errors.Is(err, table.ErrTagNotFound):
-		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
-	case errors.Is(err, table.ErrExists), errors.Is(err, table.ErrTagExists):
-		writeError(w, http.StatusConflict, api.CodeExists, err.Error())
-	case errors.Is(err, commit.ErrConflict):
-		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
-	case errors.Is(err, table.ErrPlacement):
-		writeError(w, http.StatusConflict, api.CodeBadPlacement, err.Error())
-	case errors.Is(err, ingest.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
-	case errors.Is(err, table.ErrBadInput), errors.Is(err, table.ErrSchemaMismatch):
-		writeError(w, http.StatusBadRequest, api.CodeBadInput, err.Error())
-	case errors.Is(err, table.ErrUnsupportedSchema):
-		writeError(w, http.StatusBadRequest, api.CodeUnsupportedSchema, err.Error())
-	case errors.Is(err, table.ErrBadPredicate), errors.Is(err, table.ErrBadName), errors.Is(err, table.ErrBadColumns), errors.Is(err, table.ErrBadAssignment):
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
-	case errors.Is(err, walshard.ErrMergeRunning):
-		writeError(w, http.StatusTooManyRequests, api.CodeBusy, err.Error())
-	case errors.Is(err, walshard.ErrDropped):
-		// The table was dropped under this server's shard: nothing more
-		// is acknowledged through it.
-		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
-	case errors.Is(err, walshard.ErrAppendUnknown):
-		// Not store_unavailable: the clients retry that, and a retry of
-		// these rows may store them twice.
-		writeError(w, http.StatusServiceUnavailable, api.CodeOutcomeUnknown, err.Error())
 	case errors.Is(err, walshard.ErrSchemaChanged):
 		// The clients send the rows again; the shard has opened under the
 		// new schema by then, and refuses a column it took away by name.
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable,
 			"the table's schema changed since this server opened its shard; nothing was stored; send the rows again ("+err.Error()+")")
-	case errors.Is(err, walshard.ErrFenced), errors.Is(err, walshard.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-	case errors.Is(err, blob.ErrRetryable):
-		writeError(w, http.StatusServiceUnavailable, api.CodeStoreUnavailable, err.Error())
-	case errors.Is(err, table.ErrMissingData), errors.Is(err, walshard.ErrMissingEntry), errors.Is(err, walshard.ErrCorruptEntry):
-		// Not worth retrying: an object holding acknowledged rows is gone
-		// or damaged until an operator puts it back or repairs.
-		writeError(w, http.StatusInternalServerError, api.CodeDataMissing, err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
+		code := engine.Code(err)
+		writeError(w, api.Status(code), code, err.Error())
 	}
 }
 

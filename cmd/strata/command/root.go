@@ -1,6 +1,7 @@
 // Package command implements the verbs of the strata command-line tool.
 // Exit codes: 0 success, 1 failure, 2 usage, 3 a write whose outcome is
-// unknown (it may have been stored).
+// unknown (it may have been stored): engine.ExitCode, from the error's
+// code (engine.Code), as the server answers it.
 package command
 
 import (
@@ -17,12 +18,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // Env is what the verbs need from outside: where to print, and how to open
@@ -81,15 +81,12 @@ func RunRoot(args []string, env *Env, newRoot func(*Env) *cobra.Command) int {
 		msg += versionsThere(ctx, env, opened)
 	}
 	fmt.Fprintln(env.Err, "strata:", msg)
-	switch ue := (usageError{}); {
-	case errors.As(err, &ue) || cli.IsCobraUsage(err):
+	if ue := (usageError{}); errors.As(err, &ue) || cli.IsCobraUsage(err) {
 		return 2
-	case errors.Is(err, commit.ErrOutcomeUnknown), errors.Is(err, walshard.ErrAppendUnknown):
-		// The rows may be stored: a script that retries could store
-		// them twice.
-		return 3
 	}
-	return 1
+	// 3 when the rows may be stored (a script that retries could store
+	// them twice), else 1: by the error's code, as the server answers it.
+	return engine.ExitCode(err)
 }
 
 func newRoot(env *Env) *cobra.Command {

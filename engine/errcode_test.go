@@ -1,0 +1,197 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/internal/ipcguard"
+	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard"
+)
+
+// sentinels is every exported sentinel error (a package-level Err…) of
+// the engine and the packages it is made of, by "package.Name", with the
+// code a caller meets it by: engine.Code of it wrapped, the server's
+// answer and the CLI's exit. CodeInternal ones never reach a caller
+// alone (always wrapped in an error of another kind, or a program's own
+// fault), or have no kind of their own yet.
+var sentinels = map[string]struct {
+	err  error
+	code string
+}{
+	"table.ErrKeyReused":            {table.ErrKeyReused, api.CodeKeyReused},
+	"table.ErrSequenceExpired":      {table.ErrSequenceExpired, api.CodeSequenceExpired},
+	"table.ErrBadIdempotency":       {table.ErrBadIdempotency, api.CodeBadRequest},
+	"table.ErrNotFound":             {table.ErrNotFound, api.CodeNotFound},
+	"table.ErrVersionNotFound":      {table.ErrVersionNotFound, api.CodeNotFound},
+	"table.ErrTagNotFound":          {table.ErrTagNotFound, api.CodeNotFound},
+	"table.ErrExists":               {table.ErrExists, api.CodeExists},
+	"table.ErrTagExists":            {table.ErrTagExists, api.CodeExists},
+	"table.ErrPlacement":            {table.ErrPlacement, api.CodeBadPlacement},
+	"table.ErrBadInput":             {table.ErrBadInput, api.CodeBadInput},
+	"table.ErrSchemaMismatch":       {table.ErrSchemaMismatch, api.CodeBadInput},
+	"table.ErrUnsupportedSchema":    {table.ErrUnsupportedSchema, api.CodeUnsupportedSchema},
+	"table.ErrBadPredicate":         {table.ErrBadPredicate, api.CodeBadRequest},
+	"table.ErrBadName":              {table.ErrBadName, api.CodeBadRequest},
+	"table.ErrBadColumns":           {table.ErrBadColumns, api.CodeBadRequest},
+	"table.ErrBadAssignment":        {table.ErrBadAssignment, api.CodeBadRequest},
+	"table.ErrReservedName":         {table.ErrReservedName, api.CodeBadRequest},
+	"table.ErrBadSchemaChange":      {table.ErrBadSchemaChange, api.CodeBadRequest},
+	"table.ErrMissingData":          {table.ErrMissingData, api.CodeDataMissing},
+	"table.ErrCorrupt":              {table.ErrCorrupt, api.CodeDataMissing},
+	"table.ErrNotCopyable":          {table.ErrNotCopyable, api.CodeInternal},       // compaction decodes instead
+	"table.ErrNamedMoved":           {table.ErrNamedMoved, api.CodeInternal},        // a merge plans again
+	"table.ErrUnsupportedFormat":    {table.ErrUnsupportedFormat, api.CodeInternal}, // a newer build's manifest: no code yet
+	"commit.ErrConflict":            {commit.ErrConflict, api.CodeConflict},
+	"commit.ErrOutcomeUnknown":      {commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
+	"commit.ErrInvalidOptions":      {commit.ErrInvalidOptions, api.CodeBadRequest},
+	"commit.ErrBudget":              {commit.ErrBudget, api.CodeInternal}, // no code yet
+	"walshard.ErrUnknownShard":      {walshard.ErrUnknownShard, api.CodeNotFound},
+	"walshard.ErrBadShardID":        {walshard.ErrBadShardID, api.CodeBadRequest},
+	"walshard.ErrInvalidOptions":    {walshard.ErrInvalidOptions, api.CodeBadRequest},
+	"walshard.ErrMergeRunning":      {walshard.ErrMergeRunning, api.CodeBusy},
+	"walshard.ErrDropped":           {walshard.ErrDropped, api.CodeNotFound},
+	"walshard.ErrAppendUnknown":     {walshard.ErrAppendUnknown, api.CodeOutcomeUnknown},
+	"walshard.ErrSchemaChanged":     {walshard.ErrSchemaChanged, api.CodeUnavailable},
+	"walshard.ErrFenced":            {walshard.ErrFenced, api.CodeUnavailable},
+	"walshard.ErrClosed":            {walshard.ErrClosed, api.CodeUnavailable},
+	"walshard.ErrFleetMoving":       {walshard.ErrFleetMoving, api.CodeUnavailable},
+	"walshard.ErrMissingEntry":      {walshard.ErrMissingEntry, api.CodeDataMissing},
+	"walshard.ErrCorruptEntry":      {walshard.ErrCorruptEntry, api.CodeDataMissing},
+	"walshard.ErrPoisonEntry":       {walshard.ErrPoisonEntry, api.CodeDataMissing},
+	"compactor.ErrInvalidOptions":   {compactor.ErrInvalidOptions, api.CodeBadRequest},
+	"compactor.ErrLeaseHeld":        {compactor.ErrLeaseHeld, api.CodeLeaseHeld},
+	"compactor.ErrMissingData":      {compactor.ErrMissingData, api.CodeDataMissing},
+	"compactor.ErrRowsChanged":      {compactor.ErrRowsChanged, api.CodeInternal}, // a compaction's own check failed
+	"blob.ErrBadURL":                {blob.ErrBadURL, api.CodeBadRequest},
+	"blob.ErrRetryable":             {blob.ErrRetryable, api.CodeStoreUnavailable},
+	"blob.ErrNotFound":              {blob.ErrNotFound, api.CodeInternal},            // the engine says which object was missing, as table.ErrMissingData
+	"blob.ErrExists":                {blob.ErrExists, api.CodeInternal},              // a lost conditional create, which the engine handles
+	"blob.ErrPermanent":             {blob.ErrPermanent, api.CodeInternal},           // the store refused for good
+	"blob.ErrNoConditionalWrites":   {blob.ErrNoConditionalWrites, api.CodeInternal}, // the store cannot hold a table
+	"blob.ErrTooManyRacers":         {blob.ErrTooManyRacers, api.CodeInternal},       // the self-test's own option
+	"engine.ErrInvalidOptions":      {engine.ErrInvalidOptions, api.CodeBadRequest},
+	"engine.ErrMergeRunning":        {engine.ErrMergeRunning, api.CodeMergeRunning},
+	"engine.ErrCompactionRunning":   {engine.ErrCompactionRunning, api.CodeCompactionRunning},
+	"engine.ErrClosed":              {engine.ErrClosed, api.CodeUnavailable},
+	"engine.ErrNoShard":             {engine.ErrNoShard, api.CodeInternal}, // a program's own fault
+	"lakehouse.ErrInvalidOptions":   {lakehouse.ErrInvalidOptions, api.CodeBadRequest},
+	"lakehouse.ErrLocationMismatch": {lakehouse.ErrLocationMismatch, api.CodeBadRequest},
+	"lakehouse.ErrUnsupported":      {lakehouse.ErrUnsupported, api.CodeUnsupportedSchema},
+	"layout.ErrBadLocation":         {layout.ErrBadLocation, api.CodeBadRequest},
+	"ingest.ErrTooLarge":            {ingest.ErrTooLarge, api.CodeTooLarge},
+	"ipcguard.ErrRefused":           {ipcguard.ErrRefused, api.CodeInternal}, // always an input error's reason
+}
+
+// The engine's packages, whose sentinels sentinels must name, each.
+var sentinelPackages = []string{"table", "commit", "walshard", "compactor", "blob", "engine", "lakehouse", "lakehouse/layout", "internal/ingest", "internal/ipcguard"}
+
+// Every sentinel of the engine's packages has its code, and engine.Code
+// gives it to the sentinel wrapped as a verb wraps it; a new sentinel
+// fails here until it is given one. The typed errors give their codes
+// too, and a sentinel's code is never that of an earlier entry that
+// happens to match it.
+func TestEverySentinelHasItsCode(t *testing.T) {
+	var found []string
+	for _, dir := range sentinelPackages {
+		found = append(found, sentinelsIn(t, filepath.Join("..", dir))...)
+	}
+	for _, name := range found {
+		if _, ok := sentinels[name]; !ok {
+			t.Errorf("%s has no code: add it to engine.ErrorCodes (or, if it never reaches a caller alone, to this test's list as CodeInternal)", name)
+		}
+	}
+	for name, s := range sentinels {
+		if !slices.Contains(found, name) {
+			t.Errorf("%s is listed here but not declared in %v", name, sentinelPackages)
+		}
+		if got := engine.Code(fmt.Errorf("verb: %w", s.err)); got != s.code {
+			t.Errorf("engine.Code(%s) = %q, want %q", name, got, s.code)
+		}
+		if got, want := engine.ExitCode(fmt.Errorf("verb: %w", s.err)), exitFor(s.code); got != want {
+			t.Errorf("engine.ExitCode(%s) = %d, want %d", name, got, want)
+		}
+	}
+	typed := []struct {
+		err  error
+		code string
+	}{
+		{&table.ChangesCollectedError{}, api.CodeVersionCollected},
+		{&compactor.LeaseHeldError{Holder: "other"}, api.CodeLeaseHeld},
+		{&table.CorruptError{Key: "k", Reason: "r", Err: errors.New("x")}, api.CodeDataMissing},
+		{errors.New("something else"), api.CodeInternal},
+	}
+	for _, c := range typed {
+		if got := engine.Code(fmt.Errorf("verb: %w", c.err)); got != c.code {
+			t.Errorf("engine.Code(%T) = %q, want %q", c.err, got, c.code)
+		}
+	}
+	if engine.Code(nil) != "" || engine.ExitCode(nil) != 0 {
+		t.Error("nil has a code")
+	}
+	for _, c := range engine.ErrorCodes {
+		if api.Status(c.Code) == 500 && c.Code != api.CodeInternal && c.Code != api.CodeDataMissing {
+			t.Errorf("code %q has no status of its own", c.Code)
+		}
+	}
+}
+
+// exitFor is the CLI's exit status for an error of code.
+func exitFor(code string) int {
+	if code == api.CodeOutcomeUnknown {
+		return 3
+	}
+	return 1
+}
+
+// sentinelsIn returns the package-level ErrX… variables declared
+// in the non-test files of dir, as "package.Name".
+func sentinelsIn(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				for _, n := range s.(*ast.ValueSpec).Names {
+					if len(n.Name) > 3 && strings.HasPrefix(n.Name, "Err") && unicode.IsUpper(rune(n.Name[3])) {
+						out = append(out, f.Name.Name+"."+n.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
