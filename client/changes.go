@@ -84,12 +84,3 @@ func (c *Client) Consumers(ctx context.Context, name string) ([]api.Consumer, er
 func (c *Client) DeleteConsumer(ctx context.Context, name, consumer string) error {
 	return c.call(ctx, http.MethodDelete, c.url(name, "/consumers/"+url.PathEscape(consumer), nil), "", nil, "").none()
 }
-
-// Restore commits a new version whose rows are version's (POST
-// …/restore); see commit.Table.Restore.
-func (c *Client) Restore(ctx context.Context, name string, version uint64) (api.RestoreResult, error) {
-	body, _ := jsonBody(api.RestoreRequest{Version: version})
-	var out api.RestoreResult
-	err := c.call(ctx, http.MethodPost, c.url(name, "/restore", nil), api.JSON, body, "").json(&out)
-	return out, err
-}

@@ -489,19 +489,6 @@ func (c *Client) Take(ctx context.Context, name string, req api.TakeRequest) ([]
 	return collect(c.call(ctx, http.MethodPost, c.url(name, "/take", nil), api.JSON, body, api.ArrowStream).stream)
 }
 
-// Versions lists versions, newest first.
-func (c *Client) Versions(ctx context.Context, name string, limit int, detail bool) ([]api.Version, error) {
-	q := url.Values{"limit": {strconv.Itoa(limit)}, "detail": {strconv.FormatBool(detail)}}
-	var out []api.Version
-	return out, c.call(ctx, http.MethodGet, c.url(name, "/versions", q), "", nil, "").json(&out)
-}
-
-// CreateTag names a version (0: the latest).
-func (c *Client) CreateTag(ctx context.Context, name, tag string, version uint64) error {
-	body, _ := jsonBody(api.TagRequest{Name: tag, Version: version})
-	return c.call(ctx, http.MethodPost, c.url(name, "/tags", nil), api.JSON, body, "").none()
-}
-
 // Update sets columns of the rows matching filter (required) to the
 // values of set (numbers, NaN and the infinities too, strings, booleans,
 // nil for null), in one commit
@@ -577,17 +564,6 @@ func (c *Client) Tables(ctx context.Context) ([]api.ListedTable, error) {
 	var out api.TableList
 	err := c.call(ctx, http.MethodGet, c.base+"/api/v1/tables", "", nil, "").json(&out)
 	return out.Tables, err
-}
-
-// DeleteTag removes a tag; an *Error with status 404 says there is none.
-func (c *Client) DeleteTag(ctx context.Context, name, tag string) error {
-	return c.call(ctx, http.MethodDelete, c.url(name, "/tags/"+url.PathEscape(tag), nil), "", nil, "").none()
-}
-
-// Tags lists the tags.
-func (c *Client) Tags(ctx context.Context, name string) ([]api.Tag, error) {
-	var out []api.Tag
-	return out, c.call(ctx, http.MethodGet, c.url(name, "/tags", nil), "", nil, "").json(&out)
 }
 
 // Healthz reports whether the server answers.

@@ -2,7 +2,6 @@ package compactor
 
 import (
 	"context"
-	"strings"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
@@ -24,20 +23,7 @@ func DiscoverTables(ctx context.Context, open func(context.Context, string) (blo
 	}
 	out := make([]string, 0, len(found))
 	for _, t := range found {
-		out = append(out, joinURL(root, t.Name))
+		out = append(out, blob.JoinURL(root, t.Name))
 	}
 	return out, nil
-}
-
-// joinURL appends a path to a bucket URL, before any query.
-func joinURL(root, sub string) string {
-	if sub == "" {
-		return root
-	}
-	base, query, _ := strings.Cut(root, "?")
-	u := strings.TrimSuffix(base, "/") + "/" + sub
-	if query != "" {
-		u += "?" + query
-	}
-	return u
 }

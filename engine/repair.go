@@ -42,7 +42,7 @@ func (db *DB) adopt(ctx context.Context, shard string, o AdoptOptions, quietFrom
 	if so.Commit.Writer == "" {
 		so.Commit.Writer = db.opts.Writer + " (adopting " + shard + ")"
 	}
-	res, err := walshard.Adopt(ctx, db.b, shard, so)
+	res, err := walshard.Adopt(ctx, db.b, shard, &so)
 	db.opts.Listener.AdoptionEnd(AdoptionInfo{Table: db.opts.Name, Shard: shard, QuietFrom: quietFrom, Result: res, Err: err})
 	return res, err
 }

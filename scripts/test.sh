@@ -33,11 +33,11 @@ go tool staticcheck ./...
 # spend most of their time waiting on servers, sleeps and timeouts, run
 # beside them, then the memory bounds and the fuzz targets, on what the
 # first lane leaves of the cores. The script fails if either lane fails.
-# The packages whose goroutines share state run once, under the race
-# detector, below; every other package runs here. The raced packages are
-# listed longest first (compactor's takes about four minutes under the race
+# The packages whose goroutines share state (the engine and the Job own
+# the background tasks) run once, under the race detector, below; every
+# other package runs here. The raced packages are listed longest first (compactor's takes about four minutes under the race
 # detector), so that go test's two lanes end together.
-raced="compactor table walshard commit server"
+raced="compactor table walshard commit server engine job"
 compiled() {
   go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
   # The simulation's planted defects exist only in a build with the tag

@@ -568,7 +568,7 @@ func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 	if now, err := walshard.NewestEpoch(ctx, b, "srv-test"); err != nil || now != claimed {
 		t.Fatalf("five appends over the damaged shard took it from epoch %d to %d (%v): each opened it again", claimed, now, err)
 	}
-	if _, err := walshard.Adopt(ctx, b, "srv-test", walshard.Options{SetAsideLost: true}); err != nil {
+	if _, err := walshard.Adopt(ctx, b, "srv-test", &walshard.Options{SetAsideLost: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := second.c.Append(ctx, "events", rec); err != nil {
@@ -596,7 +596,7 @@ func TestAServerWhoseShardWasTakenOverOpensItAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := walshard.Adopt(ctx, b, "srv-test", walshard.Options{}); err != nil {
+	if _, err := walshard.Adopt(ctx, b, "srv-test", &walshard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []int64{2, 3} {

@@ -344,7 +344,7 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 	if ok {
 		return t, nil
 	}
-	b, err := s.opts.Open(ctx, joinURL(s.opts.Bucket, name))
+	b, err := s.opts.Open(ctx, blob.JoinURL(s.opts.Bucket, name))
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +360,7 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 		b.Close()
 		return t, nil
 	}
-	t = &tableState{name: name, label: telemetry.TableLabel(joinURL(s.opts.Bucket, name)), b: b}
+	t = &tableState{name: name, label: telemetry.TableLabel(blob.JoinURL(s.opts.Bucket, name)), b: b}
 	s.metrics.observeStore(b)
 	db, err := engine.OpenNew(b, s.engineOptions(name))
 	if err != nil {
@@ -420,15 +420,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		t.db.Close()
 	}
 	return errors.Join(errs...)
-}
-
-func joinURL(root, sub string) string {
-	base, query, _ := strings.Cut(root, "?")
-	u := strings.TrimSuffix(base, "/") + "/" + sub
-	if query != "" {
-		u += "?" + query
-	}
-	return u
 }
 
 // apiError is an error with its HTTP status and code.

@@ -160,9 +160,14 @@ type AdoptResult struct {
 
 // Adopt opens shard as its owner would on a restart (fencing any earlier
 // one), flushes what it replays, merges every generation awaiting merge,
-// cleans its log, and closes it. o.Shard is set here; o.Commit.Writer
-// names the adopter.
-func Adopt(ctx context.Context, b blob.Bucket, shard string, o Options) (AdoptResult, error) {
+// cleans its log, and closes it. opts (nil: the defaults) is not
+// changed: its Shard is shard here, and its Commit.Writer names the
+// adopter.
+func Adopt(ctx context.Context, b blob.Bucket, shard string, opts *Options) (AdoptResult, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	o.Shard = shard
 	o.MergeInterval, o.FlushInterval = 0, 0
 	if o.Commit.Writer == "" {

@@ -49,7 +49,7 @@ func TestAnAdoptedShardIsNotFoundAgain(t *testing.T) {
 	if err != nil || len(found) != 1 {
 		t.Fatalf("before the adoption: %+v %v", found, err)
 	}
-	res, err := walshard.Adopt(ctx, b, "pod-1", walshard.Options{})
+	res, err := walshard.Adopt(ctx, b, "pod-1", &walshard.Options{})
 	if err != nil || !res.Retired {
 		t.Fatalf("adopt: %+v %v", res, err)
 	}
@@ -93,7 +93,7 @@ func TestAnAdoptedShardIsNotFoundAgain(t *testing.T) {
 	if err != nil || len(found) != 1 || found[0].Shard != "pod-1" {
 		t.Fatalf("a new owner's rows: %+v %v", found, err)
 	}
-	if _, err := walshard.Adopt(ctx, b, "pod-1", walshard.Options{}); err != nil {
+	if _, err := walshard.Adopt(ctx, b, "pod-1", &walshard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 4})
@@ -122,7 +122,7 @@ func TestARetirementMeetingANewOwnerKeepsTheShardFound(t *testing.T) {
 		}
 		return fault.Fault{}
 	})), fault.OpDelete))
-	res, err := walshard.Adopt(ctx, fb, "pod-1", walshard.Options{})
+	res, err := walshard.Adopt(ctx, fb, "pod-1", &walshard.Options{})
 	if err != nil || res.Retired || newOwner.Load() == nil {
 		t.Fatalf("adopt: %+v %v; want the shard kept registered for its new owner", res, err)
 	}
@@ -133,7 +133,7 @@ func TestARetirementMeetingANewOwnerKeepsTheShardFound(t *testing.T) {
 	if err != nil || len(found) != 1 || found[0].Shard != "pod-1" {
 		t.Fatalf("the new owner's rows: %+v %v", found, err)
 	}
-	if _, err := walshard.Adopt(ctx, under, "pod-1", walshard.Options{}); err != nil {
+	if _, err := walshard.Adopt(ctx, under, "pod-1", &walshard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, under), []int64{1, 2})

@@ -148,7 +148,7 @@ func TestARetryIntoACleanedPositionIsNotAcknowledged(t *testing.T) {
 	if err := appendOnce(s, "pod-1", 3); err == nil {
 		t.Fatal("an append whose outcome could not be read was acknowledged")
 	}
-	if _, err := walshard.Adopt(ctx, under, "pod-1", walshard.Options{}); err != nil {
+	if _, err := walshard.Adopt(ctx, under, "pod-1", &walshard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	err := appendOnce(s, "pod-1", 4)
@@ -256,7 +256,7 @@ func TestARepairSetsAsideLostWALEntries(t *testing.T) {
 	if _, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"}); !errors.Is(err, walshard.ErrMissingEntry) {
 		t.Fatalf("open over lost entries: %v", err)
 	}
-	res, err := walshard.Adopt(ctx, b, "w1", walshard.Options{SetAsideLost: true})
+	res, err := walshard.Adopt(ctx, b, "w1", &walshard.Options{SetAsideLost: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestARepairSetsAsideACorruptWALEntry(t *testing.T) {
 	if err != nil || len(damage) != 1 || !errors.Is(damage[0], walshard.ErrCorruptEntry) {
 		t.Fatalf("CheckLog: %v %v, want position 3 corrupt", damage, err)
 	}
-	res, err := walshard.Adopt(ctx, b, "w1", walshard.Options{SetAsideLost: true})
+	res, err := walshard.Adopt(ctx, b, "w1", &walshard.Options{SetAsideLost: true})
 	if err != nil || len(res.SetAside) != 1 || res.SetAside[0].Position != 3 {
 		t.Fatalf("repair: %+v %v", res, err)
 	}

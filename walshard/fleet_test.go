@@ -175,7 +175,7 @@ func TestAnAbandonedShardIsAdopted(t *testing.T) {
 	if err != nil || len(found) != 2 {
 		t.Fatalf("past the adoption age: %+v %v", found, err)
 	}
-	res, err := walshard.Adopt(ctx, b, "pod-7", walshard.Options{})
+	res, err := walshard.Adopt(ctx, b, "pod-7", &walshard.Options{})
 	if err != nil || res.Rows != 2 || res.Generations != 2 {
 		t.Fatalf("adopt: %+v %v", res, err)
 	}

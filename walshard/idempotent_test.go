@@ -81,7 +81,7 @@ func TestAnAppendSentAgainIsStoredOnceWhateverHappenedSince(t *testing.T) {
 	check("after a merge and a reopening", s)
 	mustKeyed(t, s, "client", 3, 4)
 	s.Close()
-	if _, err := walshard.Adopt(ctx, b, "w1", walshard.Options{}); err != nil {
+	if _, err := walshard.Adopt(ctx, b, "w1", &walshard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	s = open(t, b, "w1", walshard.Options{})

@@ -108,7 +108,7 @@ func TestAFleetReadRacingAnAdoptionSeesTheAdoptedRows(t *testing.T) {
 	var adopted walshard.AdoptResult
 	var adoptErr error
 	racing := &beforeManifestRead{Bucket: b, fn: func() {
-		adopted, adoptErr = walshard.Adopt(ctx, b, "pod-1", walshard.Options{})
+		adopted, adoptErr = walshard.Adopt(ctx, b, "pod-1", &walshard.Options{})
 	}}
 	seen := countIDs(t, walshard.ScanFleet(ctx, racing, table.ScanOptions{}))
 	if adoptErr != nil || !adopted.Retired || adopted.Rows != 3 {
@@ -211,7 +211,7 @@ func TestNoShardObjectIsOverwritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	other.Close()
-	if _, err := walshard.Adopt(ctx, b, "b", walshard.Options{}); err != nil {
+	if _, err := walshard.Adopt(ctx, b, "b", &walshard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 4, 5, 6, 10, 11})

@@ -52,7 +52,7 @@ func TestARepairCutShortAtAnyPointCompletesWhenRunAgain(t *testing.T) {
 		for n := range 200 {
 			attempts = n + 1
 			fb.Revive()
-			_, err := walshard.Adopt(ctx, fb, "w1", walshard.Options{SetAsideLost: true, ResolveWithin: -1})
+			_, err := walshard.Adopt(ctx, fb, "w1", &walshard.Options{SetAsideLost: true, ResolveWithin: -1})
 			if err == nil {
 				done = true
 				break

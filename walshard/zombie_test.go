@@ -98,7 +98,7 @@ func TestAnOwnerAdoptedWhileItOpenedIsFenced(t *testing.T) {
 		opened <- err
 	}()
 	<-p.reached
-	res, err := walshard.Adopt(ctx, under, "w1", walshard.Options{})
+	res, err := walshard.Adopt(ctx, under, "w1", &walshard.Options{})
 	if err != nil || res.Epoch != 2 {
 		t.Fatalf("adoption while the owner opened: %+v %v", res, err)
 	}
