@@ -33,6 +33,12 @@ import (
 //     compact (TestACompactionRecordsItsRunOnce);
 //   - what the DB does is told to the listener: flushes, merges,
 //     compactions, collections, adoptions (TestTheListenerHearsOfEverything).
+//   - what production runs through it costs the requests its golden trace
+//     names: an append and a flush through a shard, a fleet merge, an
+//     upsert merged by key, a maintenance pass
+//     (TestGoldenTracesOfTheProductionPaths);
+//   - every error it returns has one code, which the server and the CLI
+//     answer by (TestEverySentinelHasItsCode).
 
 var ctx = context.Background()
 
