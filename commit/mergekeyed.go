@@ -36,11 +36,19 @@ import (
 // others (Transaction.Named), as a merge of appends does; on a version
 // where the marks no longer hold (a name installed meanwhile) it is a
 // retryable conflict, for frags to be made again.
-func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fragment, mark table.ShardMerge, named []table.NamedRows) (UpsertResult, error) {
+//
+// known, when not nil, is the keys of frags' rows under the schema of the
+// version t was opened at, which the caller held when it wrote them (the
+// merge then reads none of frags back); nil, or another schema by the
+// time the merge commits, reads them from frags.
+func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fragment, mark table.ShardMerge, named []table.NamedRows, known *table.KeySet) (UpsertResult, error) {
 	var last error
 	var pl upsertPlan
 	var ks *table.KeySet
 	var ksSchema *arrow.Schema
+	if known != nil {
+		ks, ksSchema = known, t.Current().Manifest().Schema()
+	}
 	var rows int64
 	for _, f := range frags {
 		rows += f.Rows

@@ -424,19 +424,20 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 // (table.Producers.DropNamed): a dropped one's rows are left out of the
 // copy, and of the rows of a key the generation holds more than once
 // (Generation.Repeats), the copy takes the last that is left.
-func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part shardPart) ([]table.Fragment, []table.NamedRows, error) {
+func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part shardPart) ([]table.Fragment, []table.NamedRows, *table.KeySet, error) {
 	g := part.gens[0]
 	frags := g.fragments()
 	named := base.Producers.DropNamed(g.Named)
 	if !slices.ContainsFunc(frags, func(f table.Fragment) bool { return inFlush(f.Key) }) {
-		return frags, named, nil
+		return frags, named, nil, nil
 	}
 	rows, err := readFlushRows(ctx, b, base.Schema(), []shardPart{{shard: part.shard, gens: part.gens[:1], data: part.data, rows: part.rows}}, 1)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer rows.release()
 	out := make([]table.Fragment, 0, len(frags))
+	var copied []arrow.RecordBatch // every row out holds, when all are copies
 	for _, f := range frags {
 		if !inFlush(f.Key) {
 			out = append(out, f)
@@ -444,14 +445,15 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part sh
 		}
 		batches, at, err := keyedCopyRows(ctx, base.Schema(), g, rows.of(f.Key), f.Key, named)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		defer releaseAll(batches)
+		copied = append(copied, batches...)
 		key := ""
 		if slices.ContainsFunc(batches, func(r arrow.RecordBatch) bool { return r.NumRows() > 0 }) {
 			frag, err := writeCopy(ctx, b, base.Schema(), part.shard, g.Gen, part.epoch, batches)
 			if err != nil {
-				return nil, nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
+				return nil, nil, nil, fmt.Errorf("walshard: shard %q: writing the rows of flush object %q: %w", part.shard, f.Key, err)
 			}
 			out = append(out, frag)
 			key = frag.Key
@@ -469,7 +471,26 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part sh
 			named[i].Fragment, named[i].Offset, named[i].Rows = key, from, to-from
 		}
 	}
-	return out, named, nil
+	return out, named, keysHeld(base.Schema(), g.Keys, frags, copied), nil
+}
+
+// keysHeld is the keys of a generation of upserts' rows, from the copies
+// of its flush objects held in memory (batches), when its objects are all
+// flush objects; nil when it has others (read back then), or its key
+// columns are gone.
+func keysHeld(schema *arrow.Schema, keys []string, frags []table.Fragment, batches []arrow.RecordBatch) *table.KeySet {
+	if slices.ContainsFunc(frags, func(f table.Fragment) bool { return !inFlush(f.Key) }) {
+		return nil
+	}
+	names, ok := table.CurrentNames(schema, keys)
+	if !ok {
+		return nil
+	}
+	ks, err := table.KeysOf(schema, names, batches)
+	if err != nil {
+		return nil // read back, where the merge names the fault
+	}
+	return ks
 }
 
 // keyedCopyRows returns the rows of a generation of upserts' flush object

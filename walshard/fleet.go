@@ -385,11 +385,11 @@ func installKeyed(ctx context.Context, b blob.Bucket, base *table.Manifest, part
 	for attempt := 0; ; attempt++ {
 		// The copy leaves out the named upserts base records; a name
 		// installed meanwhile makes the copy again, on the newer version.
-		frags, named, err := copyKeyed(ctx, b, base, part)
+		frags, named, known, err := copyKeyed(ctx, b, base, part)
 		if err != nil {
 			return in, err
 		}
-		res, err = t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq, WAL: g.WALTo}, named)
+		res, err = t.MergeKeyed(ctx, g.Keys, frags, table.ShardMerge{Shard: part.shard, Watermark: g.Gen, Epoch: part.epoch, Seq: part.seq, WAL: g.WALTo}, named, known)
 		if err == nil {
 			break
 		}
