@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
@@ -21,8 +20,9 @@ func FooterValueAt(ctx context.Context, b blob.Bucket, key string, size int64, n
 	if size < 12 {
 		return "", false, fmt.Errorf("%s: not a Parquet object (%d bytes)", key, size)
 	}
-	tail, err := readRange(ctx, b, key, size-min(size, tailBytes), min(size, tailBytes))
-	if err != nil {
+	r := blob.NewReaderAtSize(ctx, b, key, size)
+	tail := make([]byte, min(size, tailBytes))
+	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil {
 		return "", false, err
 	}
 	if string(tail[len(tail)-4:]) != "PAR1" {
@@ -33,7 +33,8 @@ func FooterValueAt(ctx context.Context, b blob.Bucket, key string, size int64, n
 		return "", false, fmt.Errorf("%s: parquet footer of %d bytes in an object of %d", key, n, size)
 	}
 	if n+8 > int64(len(tail)) {
-		if tail, err = readRange(ctx, b, key, size-8-n, n+8); err != nil {
+		tail = make([]byte, n+8)
+		if _, err := r.ReadAt(tail, size-8-n); err != nil {
 			return "", false, err
 		}
 	}
@@ -57,23 +58,6 @@ func decodeFooter(footer []byte) (md *metadata.FileMetaData, err error) {
 		}
 	}()
 	return metadata.NewFileMetaData(footer, nil)
-}
-
-// readRange reads length bytes of key at offset, in one ranged GET.
-func readRange(ctx context.Context, b blob.Bucket, key string, offset, length int64) ([]byte, error) {
-	rc, err := b.NewRangeReader(ctx, key, offset, length)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	buf := make([]byte, length)
-	if _, err := io.ReadFull(rc, buf); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: object shorter than listed (%d bytes at %d): %w", key, length, offset, err)
-		}
-		return nil, err
-	}
-	return buf, nil
 }
 
 // DecodedBytes is what decoding a Parquet object held in memory (data)

@@ -31,8 +31,9 @@ import (
 //     holds the newest generation; within a memory budget, a newest it
 //     has no room to keep is read twice, its tail for the state, then
 //     whole if the pass takes it: fleetbudget.go) and writes their rows,
-//     every shard's, into one fragment (copy.go). Shards an older build flushed announce
-//     their generations under _fleet/pending/ and are merged as they were.
+//     every shard's, into one fragment (copy.go). Shards an older build
+//     flushed announce their generations under _fleet/pending/ and are
+//     merged as they were.
 //   - The commit records each shard's new watermark and epoch, and the
 //     state it drained (Transaction.Merges). It is Whole: applied on a
 //     newer version where another merge took some of the generations, or
