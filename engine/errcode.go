@@ -17,11 +17,21 @@ import (
 // ErrorCode is one kind of error a table's verbs return, and the code
 // every caller gives it: the server answers it with the code and the
 // status api.Status names, the CLI exits with its exit code (ExitCode).
-// Err matches with errors.Is, or errors.As when Err is a pointer to a
-// typed error's pointer (new(*table.CorruptError)).
+// A sentinel (Err) matches with errors.Is; a typed error, Err nil, with
+// As (typed).
 type ErrorCode struct {
-	Err  any
+	Err  error
+	As   func(error) bool
 	Code string // an api.Code*
+}
+
+// typed matches errors of type T with errors.As, into a target of each
+// call's own: ErrorCodes is shared by every request at once.
+func typed[T error]() func(error) bool {
+	return func(err error) bool {
+		var target T
+		return errors.As(err, &target)
+	}
 }
 
 // ErrorCodes are the engine's errors and their codes, in the order Code
@@ -31,66 +41,66 @@ type ErrorCode struct {
 // caller).
 var ErrorCodes = []ErrorCode{
 	// A request's name used again, for another body or too late.
-	{table.ErrKeyReused, api.CodeKeyReused},
-	{table.ErrSequenceExpired, api.CodeSequenceExpired},
-	{table.ErrBadIdempotency, api.CodeBadRequest},
-	{new(*table.ChangesCollectedError), api.CodeVersionCollected},
+	{table.ErrKeyReused, nil, api.CodeKeyReused},
+	{table.ErrSequenceExpired, nil, api.CodeSequenceExpired},
+	{table.ErrBadIdempotency, nil, api.CodeBadRequest},
+	{nil, typed[*table.ChangesCollectedError](), api.CodeVersionCollected},
 	// What is not there, or is already.
-	{table.ErrNotFound, api.CodeNotFound},
-	{walshard.ErrUnknownShard, api.CodeNotFound},
-	{table.ErrVersionNotFound, api.CodeNotFound},
-	{table.ErrTagNotFound, api.CodeNotFound},
-	{table.ErrExists, api.CodeExists},
-	{table.ErrTagExists, api.CodeExists},
-	{commit.ErrConflict, api.CodeConflict},
-	{table.ErrPlacement, api.CodeBadPlacement},
-	{ingest.ErrTooLarge, api.CodeTooLarge},
+	{table.ErrNotFound, nil, api.CodeNotFound},
+	{walshard.ErrUnknownShard, nil, api.CodeNotFound},
+	{table.ErrVersionNotFound, nil, api.CodeNotFound},
+	{table.ErrTagNotFound, nil, api.CodeNotFound},
+	{table.ErrExists, nil, api.CodeExists},
+	{table.ErrTagExists, nil, api.CodeExists},
+	{commit.ErrConflict, nil, api.CodeConflict},
+	{table.ErrPlacement, nil, api.CodeBadPlacement},
+	{ingest.ErrTooLarge, nil, api.CodeTooLarge},
 	// Bad input: rows, schemas, words of a request, options.
-	{table.ErrBadInput, api.CodeBadInput},
-	{table.ErrSchemaMismatch, api.CodeBadInput},
-	{table.ErrUnsupportedSchema, api.CodeUnsupportedSchema},
-	{table.ErrBadPredicate, api.CodeBadRequest},
-	{table.ErrBadName, api.CodeBadRequest},
-	{table.ErrBadColumns, api.CodeBadRequest},
-	{table.ErrBadAssignment, api.CodeBadRequest},
-	{table.ErrReservedName, api.CodeBadRequest},
-	{table.ErrBadSchemaChange, api.CodeBadRequest},
-	{blob.ErrBadURL, api.CodeBadRequest},
-	{walshard.ErrBadShardID, api.CodeBadRequest},
-	{layout.ErrBadLocation, api.CodeBadRequest},
-	{lakehouse.ErrLocationMismatch, api.CodeBadRequest},
-	{lakehouse.ErrUnsupported, api.CodeUnsupportedSchema},
-	{commit.ErrInvalidOptions, api.CodeBadRequest},
-	{walshard.ErrInvalidOptions, api.CodeBadRequest},
-	{compactor.ErrInvalidOptions, api.CodeBadRequest},
-	{lakehouse.ErrInvalidOptions, api.CodeBadRequest},
-	{ErrInvalidOptions, api.CodeBadRequest},
+	{table.ErrBadInput, nil, api.CodeBadInput},
+	{table.ErrSchemaMismatch, nil, api.CodeBadInput},
+	{table.ErrUnsupportedSchema, nil, api.CodeUnsupportedSchema},
+	{table.ErrBadPredicate, nil, api.CodeBadRequest},
+	{table.ErrBadName, nil, api.CodeBadRequest},
+	{table.ErrBadColumns, nil, api.CodeBadRequest},
+	{table.ErrBadAssignment, nil, api.CodeBadRequest},
+	{table.ErrReservedName, nil, api.CodeBadRequest},
+	{table.ErrBadSchemaChange, nil, api.CodeBadRequest},
+	{blob.ErrBadURL, nil, api.CodeBadRequest},
+	{walshard.ErrBadShardID, nil, api.CodeBadRequest},
+	{layout.ErrBadLocation, nil, api.CodeBadRequest},
+	{lakehouse.ErrLocationMismatch, nil, api.CodeBadRequest},
+	{lakehouse.ErrUnsupported, nil, api.CodeUnsupportedSchema},
+	{commit.ErrInvalidOptions, nil, api.CodeBadRequest},
+	{walshard.ErrInvalidOptions, nil, api.CodeBadRequest},
+	{compactor.ErrInvalidOptions, nil, api.CodeBadRequest},
+	{lakehouse.ErrInvalidOptions, nil, api.CodeBadRequest},
+	{ErrInvalidOptions, nil, api.CodeBadRequest},
 	// Busy: another run of the same work holds the table.
-	{walshard.ErrMergeRunning, api.CodeBusy},
-	{ErrMergeRunning, api.CodeMergeRunning},
-	{ErrCompactionRunning, api.CodeCompactionRunning},
-	{compactor.ErrLeaseHeld, api.CodeLeaseHeld},
-	{new(*compactor.LeaseHeldError), api.CodeLeaseHeld},
+	{walshard.ErrMergeRunning, nil, api.CodeBusy},
+	{ErrMergeRunning, nil, api.CodeMergeRunning},
+	{ErrCompactionRunning, nil, api.CodeCompactionRunning},
+	{compactor.ErrLeaseHeld, nil, api.CodeLeaseHeld},
+	{nil, typed[*compactor.LeaseHeldError](), api.CodeLeaseHeld},
 	// Gone: a table dropped under a writer answers as a missing table.
-	{walshard.ErrDropped, api.CodeNotFound},
+	{walshard.ErrDropped, nil, api.CodeNotFound},
 	// The rows may have been stored: sent again, they may be stored twice.
-	{walshard.ErrAppendUnknown, api.CodeOutcomeUnknown},
-	{commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
+	{walshard.ErrAppendUnknown, nil, api.CodeOutcomeUnknown},
+	{commit.ErrOutcomeUnknown, nil, api.CodeOutcomeUnknown},
 	// Worth sending again: the writer reopens, the store recovers.
-	{walshard.ErrSchemaChanged, api.CodeUnavailable},
-	{walshard.ErrFenced, api.CodeUnavailable},
-	{walshard.ErrClosed, api.CodeUnavailable},
-	{ErrClosed, api.CodeUnavailable},
-	{walshard.ErrFleetMoving, api.CodeUnavailable},
-	{blob.ErrRetryable, api.CodeStoreUnavailable},
+	{walshard.ErrSchemaChanged, nil, api.CodeUnavailable},
+	{walshard.ErrFenced, nil, api.CodeUnavailable},
+	{walshard.ErrClosed, nil, api.CodeUnavailable},
+	{ErrClosed, nil, api.CodeUnavailable},
+	{walshard.ErrFleetMoving, nil, api.CodeUnavailable},
+	{blob.ErrRetryable, nil, api.CodeStoreUnavailable},
 	// An object holding acknowledged rows gone or damaged, until an
 	// operator puts it back or repairs (not worth sending again).
-	{table.ErrMissingData, api.CodeDataMissing},
-	{compactor.ErrMissingData, api.CodeDataMissing},
-	{walshard.ErrMissingEntry, api.CodeDataMissing},
-	{walshard.ErrCorruptEntry, api.CodeDataMissing},
-	{walshard.ErrPoisonEntry, api.CodeDataMissing},
-	{table.ErrCorrupt, api.CodeDataMissing},
+	{table.ErrMissingData, nil, api.CodeDataMissing},
+	{compactor.ErrMissingData, nil, api.CodeDataMissing},
+	{walshard.ErrMissingEntry, nil, api.CodeDataMissing},
+	{walshard.ErrCorruptEntry, nil, api.CodeDataMissing},
+	{walshard.ErrPoisonEntry, nil, api.CodeDataMissing},
+	{table.ErrCorrupt, nil, api.CodeDataMissing},
 }
 
 // Code is the code of err (api.Code*): the first of ErrorCodes that
@@ -102,20 +112,11 @@ func Code(err error) string {
 		return ""
 	}
 	for _, c := range ErrorCodes {
-		if matches(err, c.Err) {
+		if c.Err != nil && errors.Is(err, c.Err) || c.Err == nil && c.As(err) {
 			return c.Code
 		}
 	}
 	return api.CodeInternal
-}
-
-// matches tells whether err is target: a sentinel by errors.Is, a
-// pointer to a typed error's pointer by errors.As.
-func matches(err error, target any) bool {
-	if e, ok := target.(error); ok {
-		return errors.Is(err, e)
-	}
-	return errors.As(err, target)
 }
 
 // ExitCode is the CLI's exit status for err: 0 for nil, 3 when a write's

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode"
 
@@ -194,4 +195,27 @@ func sentinelsIn(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// Code is called by every request at once: classifying typed errors from
+// many goroutines shares nothing (under the race detector, a target that
+// ErrorCodes held once was written by each errors.As that matched).
+func TestCodeIsSafeFromManyGoroutines(t *testing.T) {
+	errs := []error{
+		fmt.Errorf("scan: %w", &table.ChangesCollectedError{}),
+		fmt.Errorf("compact: %w", &compactor.LeaseHeldError{Holder: "other"}),
+	}
+	want := []string{api.CodeVersionCollected, api.CodeLeaseHeld}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				if got := engine.Code(errs[i%2]); got != want[i%2] {
+					t.Errorf("engine.Code(%v) = %q, want %q", errs[i%2], got, want[i%2])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

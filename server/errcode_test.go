@@ -18,8 +18,8 @@ import (
 // it had no case here and answered 500 internal.
 func TestTheServerAnswersEveryErrorByItsCode(t *testing.T) {
 	for _, c := range engine.ErrorCodes {
-		err, ok := c.Err.(error)
-		if !ok {
+		err := c.Err
+		if err == nil {
 			continue // a typed error: engine's own test covers it
 		}
 		rec := httptest.NewRecorder()
