@@ -15,10 +15,11 @@ import (
 // size bytes) holds under name, reading only the object's tail: one
 // ranged GET of its last 64 KiB, and a second when the footer is longer.
 // ok is false when the footer holds no such value. An object that is not
-// Parquet, or whose footer does not decode, is an error naming key.
+// Parquet, or whose footer does not decode, is a *CorruptError naming
+// key; the store's errors come as the store gave them.
 func FooterValueAt(ctx context.Context, b blob.Bucket, key string, size int64, name string) (value string, ok bool, err error) {
 	if size < 12 {
-		return "", false, fmt.Errorf("%s: not a Parquet object (%d bytes)", key, size)
+		return "", false, corrupt(key, fmt.Sprintf("not a Parquet object (%d bytes)", size), nil)
 	}
 	r := blob.NewReaderAtSize(ctx, b, key, size)
 	tail := make([]byte, min(size, tailBytes))
@@ -26,11 +27,11 @@ func FooterValueAt(ctx context.Context, b blob.Bucket, key string, size int64, n
 		return "", false, err
 	}
 	if string(tail[len(tail)-4:]) != "PAR1" {
-		return "", false, fmt.Errorf("%s: not a Parquet object", key)
+		return "", false, corrupt(key, "not a Parquet object", nil)
 	}
 	n := int64(binary.LittleEndian.Uint32(tail[len(tail)-8:]))
 	if n > size-12 {
-		return "", false, fmt.Errorf("%s: parquet footer of %d bytes in an object of %d", key, n, size)
+		return "", false, corrupt(key, fmt.Sprintf("parquet footer of %d bytes in an object of %d", n, size), nil)
 	}
 	if n+8 > int64(len(tail)) {
 		tail = make([]byte, n+8)
@@ -41,7 +42,7 @@ func FooterValueAt(ctx context.Context, b blob.Bucket, key string, size int64, n
 	footer := tail[int64(len(tail))-8-n : len(tail)-8]
 	md, err := decodeFooter(footer)
 	if err != nil {
-		return "", false, fmt.Errorf("%s: parquet footer: %w", key, err)
+		return "", false, corrupt(key, "parquet footer is damaged", err)
 	}
 	if v := md.KeyValueMetadata().FindValue(name); v != nil {
 		return *v, true, nil

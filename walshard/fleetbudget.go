@@ -2,7 +2,6 @@ package walshard
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -126,21 +125,11 @@ func (m *fleetBudget) readNewest(ctx context.Context, b blob.Bucket, f listedFlu
 		return st, data, nil
 	}
 	v, ok, err := table.FooterValueAt(ctx, b, f.key, f.size, stateFooterKey)
-	if err != nil {
-		if errors.Is(err, blob.ErrNotFound) {
-			return nil, nil, err
-		}
-		return nil, nil, fmt.Errorf("walshard: flush object %q is corrupt: %w", f.key, err)
+	if err != nil && !errors.Is(err, table.ErrCorrupt) {
+		return nil, nil, err // the store's: gone, or worth trying again
 	}
-	if !ok {
-		return nil, nil, fmt.Errorf("walshard: flush object %q is corrupt: no state in its footer", f.key)
-	}
-	var s State
-	if err := json.Unmarshal([]byte(v), &s); err != nil || s.Seq != f.seq {
-		return nil, nil, fmt.Errorf("walshard: flush object %q is corrupt: state %d: %v", f.key, s.Seq, err)
-	}
-	s.sized(f.key, f.size)
-	return &s, nil, nil
+	st, err := flushState(f.key, f.seq, f.size, v, ok, err)
+	return st, nil, err
 }
 
 // room is what the budget has left (nil: unbounded).

@@ -1,7 +1,10 @@
 package walshard_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -109,6 +112,33 @@ func TestAFleetMergeBelowOneFlushObjectTakesOneShardAtATime(t *testing.T) {
 	}
 	if after, _ := table.LatestVersion(ctx, b); after-before != 3 {
 		t.Fatalf("3 shards merged in %d commits, want one each", after-before)
+	}
+	exactlyOnce(t, baseIDs(t, b), want)
+}
+
+// unreadableTails is a store that fails every ranged read of a flush
+// object as an overloaded store does (503 SlowDown: retryable).
+type unreadableTails struct{ blob.Bucket }
+
+func (u unreadableTails) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if strings.HasPrefix(key, table.FleetFlushDir) {
+		return nil, fmt.Errorf("%w: SlowDown on %s", blob.ErrRetryable, key)
+	}
+	return u.Bucket.NewRangeReader(ctx, key, off, n)
+}
+
+// A state read from a flush object's tail that the store fails to serve
+// is the store's retryable error, never "corrupt": those shards wait for
+// a later pass, the others merge, and nothing is lost.
+func TestAFleetMergeWhoseTailReadsFailSaysTheStoreFailed(t *testing.T) {
+	b := newTable(t, "mem://")
+	want, largest := fleetOfFlushes(t, b, 4, 1, 2000)
+	res, err := walshard.FleetMerge(ctx, unreadableTails{b}, &walshard.FleetOptions{MemoryBudget: 3 * largest})
+	if err == nil || !blob.IsRetryable(err) || strings.Contains(err.Error(), "corrupt") || len(res.Failed) == 0 || res.Shards == 0 {
+		t.Fatalf("a pass whose tail reads fail: %+v %v", res, err)
+	}
+	if _, err := walshard.FleetMerge(ctx, b, &walshard.FleetOptions{MemoryBudget: 3 * largest}); err != nil {
+		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
 }

@@ -186,6 +186,13 @@ func readFlush(ctx context.Context, b blob.Bucket, key string, seq uint64) (*Sta
 // footer cannot hold.
 func decodeFlush(key string, seq uint64, data []byte) (*State, error) {
 	v, ok, _, err := table.FooterValue(data, stateFooterKey)
+	return flushState(key, seq, int64(len(data)), v, ok, err)
+}
+
+// flushState is the state a flush object's footer holds (v, when ok; err
+// when the footer did not decode), the object being of size bytes: a
+// damaged footer, or a state of another sequence number, is corrupt.
+func flushState(key string, seq uint64, size int64, v string, ok bool, err error) (*State, error) {
 	if err == nil && !ok {
 		err = errors.New("no state in its footer")
 	}
@@ -196,7 +203,7 @@ func decodeFlush(key string, seq uint64, data []byte) (*State, error) {
 	if err := json.Unmarshal([]byte(v), &s); err != nil || s.Seq != seq {
 		return nil, fmt.Errorf("walshard: flush object %q is corrupt: state %d: %v", key, s.Seq, err)
 	}
-	s.sized(key, int64(len(data)))
+	s.sized(key, size)
 	return &s, nil
 }
 
