@@ -407,7 +407,11 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 	if a.uncertain || stale || quiet {
 		if err := s.checkEpochRetrying(ctx, a.deadline); err != nil {
 			s.markUncertain(a)
-			if errors.Is(err, ErrFenced) {
+			switch {
+			case errors.Is(err, ErrDropped):
+				// The table's drop fenced the shard: its rows go with it.
+				return 0, fmt.Errorf("walshard: shard %q: WAL entry %d landed after the table's drop fenced the shard: %w: %w", s.id, a.pos, ErrAppendUnknown, err)
+			case errors.Is(err, ErrFenced):
 				// The newer owner may have replayed this entry (if its fence
 				// went above it) or not (if it had cleaned the position up).
 				return 0, fmt.Errorf("walshard: shard %q: WAL entry %d landed after a newer owner claimed the shard: %w: %w", s.id, a.pos, ErrAppendUnknown, err)
@@ -553,7 +557,10 @@ func (s *Shard) create(ctx context.Context, a *walAttempt) error {
 // up), and moves the next position past it.
 func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time) error {
 	if err := s.checkEpochRetrying(ctx, deadline); err != nil {
-		if errors.Is(err, ErrFenced) {
+		switch {
+		case errors.Is(err, ErrDropped):
+			return fmt.Errorf("walshard: shard %q: WAL entry %d, from an append whose outcome was unknown, landed; the table's drop has fenced the shard since: %w: %w", s.id, pos, ErrAppendUnknown, err)
+		case errors.Is(err, ErrFenced):
 			return fmt.Errorf("walshard: shard %q: WAL entry %d, from an append whose outcome was unknown, landed; a newer owner has claimed the shard since: %w", s.id, pos, ErrAppendUnknown)
 		}
 		return err

@@ -2,11 +2,13 @@ package walshard_test
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/walshard"
 )
@@ -85,5 +87,38 @@ func TestAFleetMergeOfATableCreatedAgainInstallsNoneOfTheDroppedTablesRows(t *te
 			t.Fatal(err)
 		}
 		t.Fatalf("the dropped table's flush object is still there: %s", o.Key)
+	}
+}
+
+// A writer whose WAL entry lands while the table's drop fences its shard
+// (an append in flight, from a handle quiet long enough to read the claims
+// after its write) learns that the table was dropped, not that a newer
+// owner claimed the shard, and the append is not acknowledged. Before,
+// its error said "landed after a newer owner claimed the shard", and a
+// worker could not tell its operator that the table was gone.
+func TestAnAppendLandingAsTheDropFencesSaysTheTableWasDropped(t *testing.T) {
+	mem := newTable(t, "mem://")
+	var skew atomic.Int64
+	var armed atomic.Bool
+	b := fault.Wrap(mem, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpPutIfAbsent && strings.Contains(key, "/wal/") && armed.CompareAndSwap(true, false) {
+			if _, err := walshard.FenceForDrop(ctx, mem); err != nil {
+				t.Errorf("fencing for the drop: %v", err)
+			}
+		}
+		return fault.Fault{}
+	}))
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	s := open(t, b, "w1", walshard.Options{Commit: commit.Options{Now: now}})
+	defer s.Close()
+	appendIDs(t, s, 1, 2)
+	skew.Store(int64(walshard.KeepAliveEvery + time.Minute)) // quiet: the claims are read after the write
+	armed.Store(true)
+	err := appendOnce(s, "w1", 3)
+	if !errors.Is(err, walshard.ErrDropped) || !errors.Is(err, walshard.ErrAppendUnknown) || strings.Contains(err.Error(), "newer owner") {
+		t.Fatalf("an append landing as the drop fenced: %v, want the table dropped, the outcome unknown, no newer owner", err)
+	}
+	if armed.Load() {
+		t.Fatal("the append wrote no WAL entry")
 	}
 }
