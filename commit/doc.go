@@ -1,5 +1,8 @@
 // Package commit makes new versions of a table: transactions as plain
-// values, the conflict matrix, and the optimistic commit loop.
+// values, the conflict matrix, and the optimistic commit loop. It is a part
+// of the engine: programs reach it through package engine (engine.DB), and
+// the drivers — the server, the Job, the command-line verbs — never import
+// it (harness/houserules/doors_test.go).
 //
 // A commit writes its data objects first, then creates the next manifest
 // with a conditional create (PutIfAbsent); that create is the commit. On a

@@ -1,4 +1,7 @@
-// Package compactor folds a table's small fragments back together.
+// Package compactor folds a table's small fragments back together. It is a
+// part of the engine, as are its garbage collection, lease, repair and run
+// history: programs reach them through package engine (engine.DB), and the
+// drivers never import it (harness/houserules/doors_test.go).
 //
 // Every merge and direct append adds a fragment, so a busy table gathers
 // many small ones that slow every scan. ShouldCompact decides whether a run

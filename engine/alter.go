@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // Alter changes the table's schema (commit.Table.Alter) and renews the
@@ -13,10 +11,10 @@ import (
 // schema. Rows its WAL acknowledged before are replayed under the new
 // schema too (a column added reads null, a renamed one under its new
 // name).
-func (db *DB) Alter(ctx context.Context, changes ...table.ColumnChange) (commit.Result, error) {
+func (db *DB) Alter(ctx context.Context, changes ...table.ColumnChange) (Result, error) {
 	t, err := db.table(ctx)
 	if err != nil {
-		return commit.Result{}, err
+		return Result{}, err
 	}
 	res, err := t.Alter(ctx, changes...)
 	if err != nil {
@@ -61,7 +59,7 @@ func (o *shardOwner) renew(m *table.Manifest) bool {
 // renewStale closes s, a shard that found the table's schema newer than
 // its own, if it is still the open one: it opens again under the newest
 // schema on its next use.
-func (o *shardOwner) renewStale(s *walshard.Shard) {
+func (o *shardOwner) renewStale(s *ShardHandle) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.mu.s != s {

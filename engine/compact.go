@@ -11,7 +11,7 @@ import (
 // CompactOptions shape one compaction.
 type CompactOptions struct {
 	// Policy: the DB's (Options.Policy) when nil.
-	Policy *compactor.Policy
+	Policy *Policy
 	// WhenDue runs only when the policy says compaction is due (its
 	// minimum of fragments, its quiet windows); otherwise a compaction
 	// runs whatever the minimum, as an operator asked.
@@ -25,7 +25,7 @@ type CompactOptions struct {
 	NoLease bool
 	// Tune is passed to the compaction (its Commit, Parallelism, Recode…;
 	// its lease and dry-run fields are the DB's to set).
-	Tune compactor.Options
+	Tune CompactTune
 }
 
 // Compact runs one compaction of the table under its lease, and records
@@ -129,7 +129,7 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 		info.Skipped = "nothing to compact"
 		return info, nil
 	}
-	info.Run = compactor.Run{Kind: compactor.KindCompaction, Started: now, DurationS: info.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
+	info.Run = Run{Kind: compactor.KindCompaction, Started: now, DurationS: info.Duration.Seconds(), Version: res.Version, FragmentsBefore: res.FragmentsBefore,
 		FragmentsAfter: res.FragmentsAfter, Rows: res.RowsAfter, BytesRewritten: res.BytesRewritten}
 	if err != nil {
 		// A failed run commits nothing to the table: its error is

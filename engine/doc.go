@@ -7,10 +7,20 @@
 // garbage collection, the adoption of abandoned shards, and the Job's
 // maintenance pass — behind one context and one Close.
 //
-// Servers, the compactor Job, the command-line verbs, the demo, the
-// benchmark and the simulation are drivers of a DB; what each did is told
-// to an EventListener (flush, merge, compaction, GC, adoption, background
-// error), whose default logs through slog and to which metrics subscribe.
+// It is the one way in to a table: every verb — create (Create), append,
+// upsert, update, delete, alter, restore, index, fresh reads, merges,
+// compaction, GC, repair, drop, stats and export — is a DB method or a
+// function here, and the types its parts define (commit, walshard,
+// compactor, lakehouse) are named here too (names.go), so that a driver
+// imports none of the parts: a house rule (harness/houserules/doors_test.go).
+// Package table stays every driver's for the values a table is read and
+// written with: schemas, filters, snapshots, tags and changes.
+//
+// Servers, the compactor Job, the command-line verbs, the demo and the
+// benchmark are drivers of a DB (the simulation drives the parts too, on
+// purpose); what each did is told to an EventListener (flush, merge,
+// compaction, GC, adoption, background error), whose default logs through
+// slog and to which metrics subscribe.
 //
 // Invariants:
 //

@@ -4,9 +4,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/walshard"
 )
 
 // EventListener is told what a DB did. Every field may be nil; Open fills
@@ -35,7 +32,7 @@ type FlushInfo struct {
 type MergeInfo struct {
 	Table    string
 	Fleet    bool
-	Result   walshard.FleetResult
+	Result   FleetResult
 	Duration time.Duration
 	Err      error
 }
@@ -43,8 +40,8 @@ type MergeInfo struct {
 // CompactionInfo: a compaction ran, or was not due (Skipped says why).
 type CompactionInfo struct {
 	Table    string
-	Result   compactor.Result
-	Run      compactor.Run // as recorded in the table's history (Started zero: not recorded)
+	Result   CompactResult
+	Run      Run // as recorded in the table's history (Started zero: not recorded)
 	Skipped  string
 	DryRun   bool
 	Duration time.Duration
@@ -54,7 +51,7 @@ type CompactionInfo struct {
 // GCInfo: a garbage collection ran.
 type GCInfo struct {
 	Table    string
-	Result   compactor.GCResult
+	Result   GCResult
 	DryRun   bool
 	Duration time.Duration
 	Err      error
@@ -65,7 +62,7 @@ type AdoptionInfo struct {
 	Table     string
 	Shard     string
 	QuietFrom time.Time
-	Result    walshard.AdoptResult
+	Result    AdoptResult
 	Err       error
 }
 

@@ -12,7 +12,7 @@ import (
 // GCOptions shape one garbage collection.
 type GCOptions struct {
 	// Policy: the DB's (Options.GC) when nil.
-	Policy *compactor.GCPolicy
+	Policy *GCPolicy
 	DryRun bool
 	// Now, when set, is the collection's clock; otherwise the store's
 	// (compactor.StoreClock: ages are judged by the store's modification
@@ -24,7 +24,7 @@ type GCOptions struct {
 // in the table's history as a gc run with its duration and error, where
 // operators look, and so is a collection that deleted something or that
 // succeeds after a failure (clearing it).
-func (db *DB) GC(ctx context.Context, o GCOptions) (compactor.GCResult, error) {
+func (db *DB) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	p := db.opts.GC
 	if o.Policy != nil {
 		p = *o.Policy
@@ -35,7 +35,7 @@ func (db *DB) GC(ctx context.Context, o GCOptions) (compactor.GCResult, error) {
 	d := time.Since(start)
 	db.opts.Listener.GCEnd(GCInfo{Table: db.opts.Name, Result: res, DryRun: p.DryRun, Duration: d, Err: err})
 	if !p.DryRun {
-		run := compactor.Run{Kind: compactor.KindGC, Started: started, ObjectsDeleted: len(res.ObjectsDeleted) + len(res.VersionsDeleted)}
+		run := Run{Kind: compactor.KindGC, Started: started, ObjectsDeleted: len(res.ObjectsDeleted) + len(res.VersionsDeleted)}
 		db.recordOutcome(ctx, run, d, err, run.ObjectsDeleted > 0)
 	}
 	return res, err
@@ -43,13 +43,13 @@ func (db *DB) GC(ctx context.Context, o GCOptions) (compactor.GCResult, error) {
 
 // collect is the collection proper, by the clock now (the store's when
 // zero, the DB's for a dry run).
-func (db *DB) collect(ctx context.Context, p *compactor.GCPolicy, now time.Time) (compactor.GCResult, error) {
+func (db *DB) collect(ctx context.Context, p *GCPolicy, now time.Time) (GCResult, error) {
 	if now.IsZero() {
 		now = db.opts.Now()
 		if !p.DryRun {
 			var err error
 			if now, err = compactor.StoreClock(ctx, db.b, now); err != nil {
-				return compactor.GCResult{}, fmt.Errorf("reading the store's clock: %w", err)
+				return GCResult{}, fmt.Errorf("reading the store's clock: %w", err)
 			}
 		}
 	}
@@ -70,7 +70,7 @@ func (db *DB) collect(ctx context.Context, p *compactor.GCPolicy, now time.Time)
 func (db *DB) AdoptAbandoned(ctx context.Context, after time.Duration, storeNow time.Time) ([]string, error) {
 	start, now := time.Now(), db.opts.Now()
 	adopted, err := db.adoptAbandoned(ctx, after, storeNow, now)
-	db.recordOutcome(ctx, compactor.Run{Kind: compactor.KindAdoption, Started: now, Adopted: adopted}, time.Since(start), err, len(adopted) > 0)
+	db.recordOutcome(ctx, Run{Kind: compactor.KindAdoption, Started: now, Adopted: adopted}, time.Since(start), err, len(adopted) > 0)
 	return adopted, err
 }
 

@@ -18,7 +18,7 @@ type failingKinds struct {
 
 // record adds run to the table's history; a failure to is logged (the
 // history is what operators read, not what the table's rows rest on).
-func (db *DB) record(ctx context.Context, run compactor.Run, what string) {
+func (db *DB) record(ctx context.Context, run Run, what string) {
 	rec, err := compactor.RecordRun(context.WithoutCancel(ctx), db.b, run, db.opts.History)
 	if err != nil {
 		db.opts.Log.Warn("recording "+what+" failed", "table", db.opts.Name, "error", err.Error())
@@ -59,7 +59,7 @@ func (db *DB) failing(ctx context.Context, kind string) bool {
 // something operators look for in the history), and otherwise only when it
 // clears the kind's recorded failure — runs that go every pass and change
 // nothing cost no requests. A run the context cancelled is not recorded.
-func (db *DB) recordOutcome(ctx context.Context, run compactor.Run, d time.Duration, err error, worth bool) {
+func (db *DB) recordOutcome(ctx context.Context, run Run, d time.Duration, err error, worth bool) {
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() != nil {
 		return
 	}

@@ -35,7 +35,7 @@ type MaintainOptions struct {
 	Holder string
 	// Tune is passed to the pass's compaction (its MemoryBudget, say), as
 	// CompactOptions.Tune is.
-	Tune compactor.Options
+	Tune CompactTune
 }
 
 // PassOutcome is what one maintenance pass did to the table.
@@ -249,12 +249,9 @@ func (db *DB) idle(ctx context.Context, o MaintainOptions) bool {
 }
 
 // IcebergExport brings a table's Iceberg view at loc up to date,
-// describing the versions a collection under gc keeps. The program that
-// exports passes it in (the Job's command wraps lakehouse.Export): the
-// engine does not link the Iceberg writer itself, whose libraries cost
-// every program that links them at start-up (see package
-// lakehouse/layout).
-type IcebergExport func(ctx context.Context, b blob.Bucket, loc string, gc compactor.GCPolicy, now time.Time) (IcebergOutcome, error)
+// describing the versions a collection under gc keeps: ExportKept, which
+// the Job's command passes, or a harness's stand-in.
+type IcebergExport func(ctx context.Context, b blob.Bucket, loc string, gc GCPolicy, now time.Time) (IcebergOutcome, error)
 
 // IcebergOutcome is what an export did.
 type IcebergOutcome struct {
@@ -276,7 +273,7 @@ func (db *DB) exportIceberg(ctx context.Context, export IcebergExport, loc strin
 	}
 	start, started := time.Now(), db.opts.Now()
 	res, err := export(ctx, db.b, loc, *db.opts.GC.EnsureDefaults(), now)
-	db.recordOutcome(ctx, compactor.Run{Kind: compactor.KindExport, Started: started, Version: res.Current}, time.Since(start), err, false)
+	db.recordOutcome(ctx, Run{Kind: compactor.KindExport, Started: started, Version: res.Current}, time.Since(start), err, false)
 	if err != nil {
 		db.opts.Log.Error("iceberg export failed", "table", db.opts.Name, "error", err.Error())
 		return "", fmt.Errorf("iceberg export: %w", err)

@@ -15,9 +15,9 @@ import (
 // Merge installs every shard's flushed generations into the manifest, in
 // one commit (walshard.FleetMerge), whoever wrote them; ErrMergeRunning
 // when this DB runs one already. It makes one LIST when nothing awaits.
-func (db *DB) Merge(ctx context.Context) (walshard.FleetResult, error) {
+func (db *DB) Merge(ctx context.Context) (FleetResult, error) {
 	if !db.merging.CompareAndSwap(false, true) {
-		return walshard.FleetResult{}, ErrMergeRunning
+		return FleetResult{}, ErrMergeRunning
 	}
 	defer db.merging.Store(false)
 	start, started := time.Now(), db.opts.Now()
@@ -36,7 +36,7 @@ func (db *DB) Merge(ctx context.Context) (walshard.FleetResult, error) {
 		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Fleet: true, Result: res, Duration: time.Since(start), Err: err})
 	}
 	if ctx.Err() == nil {
-		db.recordOutcome(ctx, compactor.Run{Kind: compactor.KindMerge, Started: started, Version: res.Version, Generations: res.Generations},
+		db.recordOutcome(ctx, Run{Kind: compactor.KindMerge, Started: started, Version: res.Version, Generations: res.Generations},
 			time.Since(start), err, false)
 	}
 	return res, err
@@ -113,7 +113,7 @@ func (db *DB) repairedAfter(ctx context.Context, err error) bool {
 // ShardLags reads every shard's lag from the bucket (walshard.FleetLags),
 // with the states this DB's fleet merges read: the latest manifest, two
 // LISTs, and a LIST of one key per shard.
-func (db *DB) ShardLags(ctx context.Context) ([]walshard.ShardLag, error) {
+func (db *DB) ShardLags(ctx context.Context) ([]ShardLag, error) {
 	m, err := table.ReadLatest(ctx, db.b)
 	if err != nil {
 		return nil, err

@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/walshard"
 )
 
 // Options configure a DB. A nil *Options, or a zero field, means the
@@ -25,7 +23,7 @@ type Options struct {
 	// first append), and the DB flushes it and merges the fleet's
 	// generations on its own schedule (MergeInterval; the shard's own
 	// merge loop stays off). Unset, appends commit directly.
-	Shard walshard.Options
+	Shard ShardOptions
 	// MergeInterval: with a shard, the DB merges its flushed generations
 	// this often — with FleetMerge, every shard's (a fleet merge) — (0:
 	// never: the compactor Job's pass does).
@@ -33,16 +31,16 @@ type Options struct {
 	FleetMerge    bool
 	// Policy says when compaction is due, for every driver alike (the
 	// server's POST …/compact and the Job's pass).
-	Policy compactor.Policy
+	Policy Policy
 	// GC is the garbage collection policy of Maintain and GC.
-	GC compactor.GCPolicy
+	GC GCPolicy
 	// LeaseTTL: the table's compaction lease, renewed while a compaction
 	// runs (default 30m). History: run records kept (default 100).
 	LeaseTTL time.Duration
 	History  int
 	// Fleet tunes merges; Commit the DB's own commits.
-	Fleet  walshard.FleetOptions
-	Commit commit.Options
+	Fleet  FleetOptions
+	Commit CommitOptions
 	// Listener is told of what the DB does; its nil fields log through Log
 	// (default slog.Default()).
 	Listener EventListener

@@ -13,25 +13,25 @@ import (
 // AdoptOptions shape the adoption of one shard.
 type AdoptOptions struct {
 	// SetAsideLost gives up the shard's WAL entries that are missing or
-	// damaged (an operator's repair: see walshard.Options.SetAsideLost).
+	// damaged (an operator's repair: see ShardOptions.SetAsideLost).
 	SetAsideLost bool
 	// Writer names the adopter in its commits (default: the DB's writer,
 	// "adopting" the shard).
 	Writer string
 	// Tune, when set, is the adopter's shard options (a harness's), which
 	// the fields above then amend.
-	Tune *walshard.Options
+	Tune *ShardOptions
 }
 
 // Adopt opens shard as its owner would (a new epoch, fencing any owner
 // still running), replays its WAL above the flushed position, flushes and
 // merges everything, and closes it (walshard.Adopt), telling the listener.
-func (db *DB) Adopt(ctx context.Context, shard string, o AdoptOptions) (walshard.AdoptResult, error) {
+func (db *DB) Adopt(ctx context.Context, shard string, o AdoptOptions) (AdoptResult, error) {
 	return db.adopt(ctx, shard, o, time.Time{})
 }
 
-func (db *DB) adopt(ctx context.Context, shard string, o AdoptOptions, quietFrom time.Time) (walshard.AdoptResult, error) {
-	so := walshard.Options{Commit: db.opts.Commit}
+func (db *DB) adopt(ctx context.Context, shard string, o AdoptOptions, quietFrom time.Time) (AdoptResult, error) {
+	so := ShardOptions{Commit: db.opts.Commit}
 	if o.Tune != nil {
 		so = *o.Tune
 	}

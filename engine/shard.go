@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/walshard"
 )
@@ -29,7 +28,7 @@ type shardOwner struct {
 	db *DB
 	mu struct {
 		sync.Mutex
-		s            *walshard.Shard
+		s            *ShardHandle
 		reopened     time.Time
 		damaged      error // the last open failed on a damaged log
 		damagedAt    time.Time
@@ -41,7 +40,7 @@ type shardOwner struct {
 var ErrNoShard = errors.New("engine: this process writes the table without a shard")
 
 // open returns the shard, opening it when it is not open or was fenced.
-func (o *shardOwner) open(ctx context.Context) (*walshard.Shard, error) {
+func (o *shardOwner) open(ctx context.Context) (*ShardHandle, error) {
 	db := o.db
 	if db.opts.Shard.Shard == "" {
 		return nil, ErrNoShard
@@ -75,7 +74,7 @@ func (o *shardOwner) open(ctx context.Context) (*walshard.Shard, error) {
 		db.opts.Listener.FlushEnd(FlushInfo{Table: db.opts.Name, Shard: so.Shard, Generation: gen, Duration: d, Err: err})
 	}
 	so.OnMerge = func(r walshard.MergeResult, d time.Duration, err error) {
-		res := walshard.FleetResult{Generations: r.Generations, Rows: r.Rows, Version: r.Version}
+		res := FleetResult{Generations: r.Generations, Rows: r.Rows, Version: r.Version}
 		if r.Version != 0 && !r.Done {
 			res.Shards, res.Merged = 1, map[string]uint64{so.Shard: r.Watermark}
 		}
@@ -99,7 +98,7 @@ func (o *shardOwner) open(ctx context.Context) (*walshard.Shard, error) {
 }
 
 // current returns the open shard, or nil.
-func (o *shardOwner) current() *walshard.Shard {
+func (o *shardOwner) current() *ShardHandle {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.mu.s
@@ -118,15 +117,15 @@ func (o *shardOwner) close() error {
 
 // Shard returns the process's own shard, opening it; ErrNoShard when the
 // DB has none.
-func (db *DB) Shard(ctx context.Context) (*walshard.Shard, error) { return db.shard.open(ctx) }
+func (db *DB) Shard(ctx context.Context) (*ShardHandle, error) { return db.shard.open(ctx) }
 
 // OpenShard returns the process's own shard if it is open, else nil.
-func (db *DB) OpenShard() *walshard.Shard { return db.shard.current() }
+func (db *DB) OpenShard() *ShardHandle { return db.shard.current() }
 
 // OwnShard returns the process's own shard when it is open or when this
 // process wrote through it before (a restart: opening it again replays
 // the rows its WAL acknowledged); nil when it never wrote to the table.
-func (db *DB) OwnShard(ctx context.Context) (*walshard.Shard, error) {
+func (db *DB) OwnShard(ctx context.Context) (*ShardHandle, error) {
 	if s := db.shard.current(); s != nil && !s.Fenced() {
 		return s, nil
 	}
@@ -153,6 +152,7 @@ type Ack struct {
 	Version   uint64
 	Duplicate bool
 	Replaced  int64 // a direct upsert's: the rows it replaced
+	Rebases   int   // a direct append's: the commits it went above (Result.Rebases)
 }
 
 // AppendOptions shape an append.
@@ -187,7 +187,7 @@ func (db *DB) Append(ctx context.Context, o AppendOptions, batches ...arrow.Reco
 	if err != nil {
 		return Ack{}, err
 	}
-	var res commit.Result
+	var res Result
 	if o.Keys != nil {
 		// An upsert sent again replaces its own rows: no name is needed.
 		up, err := t.Upsert(ctx, o.Keys, batches...)
@@ -201,7 +201,7 @@ func (db *DB) Append(ctx context.Context, o AppendOptions, batches ...arrow.Reco
 	} else {
 		res, err = t.Append(ctx, batches...)
 	}
-	return Ack{Rows: rows, Version: res.Version, Duplicate: res.Duplicate}, err
+	return Ack{Rows: rows, Version: res.Version, Duplicate: res.Duplicate, Rebases: res.Rebases}, err
 }
 
 // Flush seals the process's shard's memtable into a generation (0: it

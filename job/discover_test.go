@@ -15,7 +15,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
@@ -50,7 +50,7 @@ func TestTablesNamedWithVersionsAreFoundAndTheirDeadWorkersAdopted(t *testing.T)
 		s.Close() // dies: its rows are in its WAL only
 		b.Close()
 	}
-	found, err := compactor.DiscoverTables(ctx, blob.Open, root)
+	found, err := engine.DiscoverTables(ctx, blob.Open, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestDiscoveryDoesNotListEveryObject(t *testing.T) {
 		}
 		defer b.Close()
 		before, _ := blob.StatsOf(b)
-		found, err := compactor.DiscoverTables(ctx, func(context.Context, string) (blob.Bucket, error) { return keepOpen{b}, nil }, "file://"+dir)
+		found, err := engine.DiscoverTables(ctx, func(context.Context, string) (blob.Bucket, error) { return keepOpen{b}, nil }, "file://"+dir)
 		if err != nil || len(found) != 2 {
 			t.Fatalf("found %q %v", found, err)
 		}
@@ -130,7 +130,7 @@ func TestALoopServesTablesCreatedAfterItStarted(t *testing.T) {
 	var log strings.Builder
 	o := job.Options{Under: []string{root}, Rediscover: 50 * time.Millisecond, NoGC: true,
 		Log:    slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil)),
-		Policy: compactor.Policy{MinFragments: 4}}
+		Policy: engine.Policy{MinFragments: 4}}
 	loopFor(t, &o)
 	time.Sleep(100 * time.Millisecond) // a few passes over no table
 	b := rolloutsTable(t, root+"/late", 1, 8, 10)

@@ -14,24 +14,21 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/lakehouse/layout"
-	"github.com/stratadb/strata/walshard"
 )
 
 // Options configure the Job. Zero values mean defaults.
 type Options struct {
 	Tables []string // table URLs
 	// Under are bucket URLs whose tables, at any depth, are served too
-	// (compactor.DiscoverTables): RunOnce finds them once, Loop again
+	// (engine.DiscoverTables): RunOnce finds them once, Loop again
 	// every Rediscover (default DefaultRediscover; every pass while it
 	// finds none), so a table created after the Job started is merged,
 	// adopted, compacted and collected.
 	Under      []string
 	Rediscover time.Duration
-	Policy     compactor.Policy
-	GC         compactor.GCPolicy
+	Policy     engine.Policy
+	GC         engine.GCPolicy
 	NoGC       bool
 	// Iceberg keeps each table's Iceberg view (package lakehouse) up to
 	// date with Export (required then): every pass exports the versions
@@ -44,16 +41,16 @@ type Options struct {
 	// History is how many run records to keep per table (default 100).
 	History int
 	// MemoryBudget bounds what a table's compaction holds at once
-	// (compactor.Options.MemoryBudget; default
-	// compactor.DefaultMemoryBudget), and a merge's (Fleet.MemoryBudget,
+	// (engine.CompactTune.MemoryBudget; default
+	// engine.DefaultMemoryBudget), and a merge's (Fleet.MemoryBudget,
 	// unless set). Tables are compacted and merged one at a time.
 	MemoryBudget int64
 	// NoMerge skips the merge of every shard's flushed generations each
-	// pass runs first (walshard.FleetMerge); Fleet tunes it.
+	// pass runs first (engine.DB.Merge); Fleet tunes it.
 	NoMerge bool
-	Fleet   engineFleet
+	Fleet   engine.FleetOptions
 	// AdoptAfter: a shard whose owner has written nothing for this long
-	// and that holds rows not in the table is adopted (walshard.Adopt);
+	// and that holds rows not in the table is adopted (engine.DB.Adopt);
 	// default 15m, negative never. Interval passes look for such shards
 	// every AdoptAfter/3.
 	AdoptAfter time.Duration
@@ -73,7 +70,7 @@ type TableOutcome struct {
 	engine.PassOutcome
 	// Lags is every shard's lag as the pass read it (engine.DB.ShardLags),
 	// at most once every lagsEvery for a table of Loop; nil when not read.
-	Lags []walshard.ShardLag
+	Lags []engine.ShardLag
 }
 
 // lagsEvery: how often Loop's passes read a table's shards' lags (a LIST
@@ -239,7 +236,7 @@ func (j *runner) table(ctx context.Context, u string) TableOutcome {
 	}
 	defer done()
 	mo := engine.MaintainOptions{DryRun: j.o.DryRun, NoMerge: j.o.NoMerge, NoGC: j.o.NoGC, Remember: j.keep, Holder: j.o.Holder,
-		Tune: compactor.Options{MemoryBudget: j.o.MemoryBudget}}
+		Tune: engine.CompactTune{MemoryBudget: j.o.MemoryBudget}}
 	if j.o.AdoptAfter > 0 {
 		mo.AdoptAfter = j.o.AdoptAfter
 	}
@@ -248,7 +245,7 @@ func (j *runner) table(ctx context.Context, u string) TableOutcome {
 		return TableOutcome{Table: u, PassOutcome: db.Maintain(ctx, mo)}
 	}
 	if j.o.Iceberg {
-		loc, err := layout.LocationOf(u)
+		loc, err := engine.IcebergLocation(u)
 		if err != nil {
 			return TableOutcome{Table: u, PassOutcome: engine.PassOutcome{Err: err}}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/job"
@@ -63,7 +64,7 @@ func TestIntervalFleetMergesDoNotWaitForCompaction(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 1, 4, 10)
 	sb := &stallingBucket{Bucket: b, stalled: make(chan struct{}), release: make(chan struct{})}
 	o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
-		Policy: compactor.Policy{MinFragments: 2},
+		Policy: engine.Policy{MinFragments: 2},
 		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return sb, nil }}
 	loopFor(t, &o)
 	select {
@@ -99,7 +100,7 @@ func TestOnlyPartZeroMerges(t *testing.T) {
 	flushTenRows(t, b)
 	run := func(part int) job.Summary {
 		o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Policy: compactor.Policy{MinFragments: 2, TargetRows: 100, Part: compactor.Part{Index: part, Of: 2}},
+			Policy: engine.Policy{MinFragments: 2, TargetRows: 100, Part: compactor.Part{Index: part, Of: 2}},
 			Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return nopClose{b}, nil }}
 		sum, err := job.RunOnce(ctx, &o)
 		if err != nil {
@@ -117,7 +118,7 @@ func TestOnlyPartZeroMerges(t *testing.T) {
 		t.Fatalf("part 0 of 2: merged %d generations, compacted %d tables; want 1 and its bins", sum.Merged, sum.Compacted)
 	}
 	m, err := table.ReadLatest(ctx, b)
-	if err != nil || m.Rows() != 410 || len(compactor.PlanCompaction(m, compactor.Policy{TargetRows: 100}).Bins) != 0 {
+	if err != nil || m.Rows() != 410 || len(compactor.PlanCompaction(m, engine.Policy{TargetRows: 100}).Bins) != 0 {
 		t.Fatalf("after both parts: %d rows (want 410), %v", m.Rows(), err)
 	}
 }
@@ -134,7 +135,7 @@ func (nopClose) Close() error { return nil }
 func TestIntervalPassesWorkThroughABacklog(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 1, 60, 10)
 	o := job.Options{Tables: []string{"mem://t"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NoGC: true,
-		Policy: compactor.Policy{MinFragments: 2, TargetRows: 100, MaxSourceFragments: 10},
+		Policy: engine.Policy{MinFragments: 2, TargetRows: 100, MaxSourceFragments: 10},
 		Open:   func(ctx context.Context, u string) (blob.Bucket, error) { return nopClose{b}, nil }}
 	loopFor(t, &o)
 	testenv.Eventually(t, 10*time.Second, "the backlog compacted", func() bool {

@@ -6,15 +6,11 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/engine"
 )
 
-// engineFleet tunes the merges (walshard.FleetOptions).
-type engineFleet = walshard.FleetOptions
-
 // DefaultHolder names the Job in the tables' leases.
-const DefaultHolder = compactor.DefaultHolder
+const DefaultHolder = engine.DefaultHolder
 
 // DefaultRediscover is how often Loop looks again for the tables under
 // Options.Under: a LIST a folder and two a table each time.
@@ -28,7 +24,7 @@ func (o *Options) EnsureDefaults() *Options {
 		c = *o
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = compactor.DefaultLeaseTTL
+		c.LeaseTTL = engine.DefaultLeaseTTL
 	}
 	if c.Holder == "" {
 		c.Holder = DefaultHolder
@@ -55,15 +51,15 @@ func (o *Options) EnsureDefaults() *Options {
 		// The merges hold to the compactions' budget: one runs at a time.
 		c.Fleet.MemoryBudget = c.MemoryBudget
 		if c.Fleet.MemoryBudget <= 0 {
-			c.Fleet.MemoryBudget = compactor.DefaultMemoryBudget
+			c.Fleet.MemoryBudget = engine.DefaultMemoryBudget
 		}
 	}
 	return &c
 }
 
 // Validate checks the options: no negative history or lease, a lease of
-// at least compactor.MinLeaseTTL, a memory budget of at least
-// compactor.MinMemoryBudget, an exporter when Iceberg is set, and
+// at least engine.MinLeaseTTL, a memory budget of at least
+// engine.MinMemoryBudget, an exporter when Iceberg is set, and
 // valid policies. No tables is valid:
 // a pass over an empty bucket does nothing.
 func (o *Options) Validate() error {
@@ -71,16 +67,16 @@ func (o *Options) Validate() error {
 		return nil
 	}
 	if o.History < 0 || o.LeaseTTL < 0 {
-		return fmt.Errorf("%w: job Options: History and LeaseTTL must not be negative", compactor.ErrInvalidOptions)
+		return fmt.Errorf("%w: job Options: History and LeaseTTL must not be negative", engine.ErrInvalidCompaction)
 	}
-	if o.LeaseTTL > 0 && o.LeaseTTL < compactor.MinLeaseTTL {
-		return fmt.Errorf("%w: job Options: LeaseTTL %v is below %v", compactor.ErrInvalidOptions, o.LeaseTTL, compactor.MinLeaseTTL)
+	if o.LeaseTTL > 0 && o.LeaseTTL < engine.MinLeaseTTL {
+		return fmt.Errorf("%w: job Options: LeaseTTL %v is below %v", engine.ErrInvalidCompaction, o.LeaseTTL, engine.MinLeaseTTL)
 	}
-	if err := (&compactor.Options{MemoryBudget: o.MemoryBudget}).Validate(); err != nil {
+	if err := (&engine.CompactTune{MemoryBudget: o.MemoryBudget}).Validate(); err != nil {
 		return err
 	}
 	if o.Iceberg && o.Export == nil {
-		return fmt.Errorf("%w: job Options: Iceberg is set without Export (pass lakehouse.Export wrapped as engine.IcebergExport; strata-compactor does)", compactor.ErrInvalidOptions)
+		return fmt.Errorf("%w: job Options: Iceberg is set without Export (pass engine.ExportKept, as strata-compactor does)", engine.ErrInvalidCompaction)
 	}
 	if err := o.Policy.Validate(); err != nil {
 		return err
@@ -114,7 +110,7 @@ const goOverhead = 64 << 20
 // budget and FixedOverhead.
 func MemoryLimit(budget int64) int64 {
 	if budget <= 0 {
-		budget = compactor.DefaultMemoryBudget
+		budget = engine.DefaultMemoryBudget
 	}
 	return budget + goOverhead
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 )
 
@@ -42,7 +41,7 @@ func (j *runner) discover(ctx context.Context) *TableOutcome {
 	}
 	var found []string
 	for _, root := range j.o.Under {
-		f, err := compactor.DiscoverTables(ctx, j.o.Open, root)
+		f, err := engine.DiscoverTables(ctx, j.o.Open, root)
 		if err != nil {
 			err = fmt.Errorf("listing the tables under %s: %w", root, err)
 			return &TableOutcome{Table: root, PassOutcome: engine.PassOutcome{Err: err}}

@@ -1,7 +1,8 @@
 // Package lakehouse describes a Strata table's versions as an Apache
 // Iceberg table (format v2), so that SQL engines — DuckDB, Spark, Trino,
 // Flink, and every other Iceberg reader — read the table correctly without
-// a byte of its data being copied.
+// a byte of its data being copied. It is a part of the engine: programs
+// export through package engine (engine.ExportIceberg, engine.ExportKept).
 //
 // The view lives beside the table, under _iceberg/ (docs/format.md):
 //

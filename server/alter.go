@@ -10,7 +10,7 @@ import (
 )
 
 // alterTable is POST /api/v1/tables/{name}/schema: column changes, in one
-// commit (see commit.Table.Alter); it answers the table as it is after.
+// commit (see engine.DB.Alter); it answers the table as it is after.
 func (s *Server) alterTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	if err := jsonBody(r); err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
@@ -125,18 +124,12 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) (err error)
 	if err := s.checkPlacement(r.Context(), t); err != nil {
 		return err
 	}
-	opts := &commit.Options{Writer: "server:" + s.opts.Instance}
-	var m *table.Manifest
-	if key != nil {
-		var dup bool
-		if m, dup, err = commit.CreateOnce(r.Context(), t.b, schema, nil, opts, *key, batches...); dup {
-			replayed(w)
-		}
-	} else {
-		m, err = commit.Create(r.Context(), t.b, schema, nil, opts, batches...)
-	}
+	m, dup, err := engine.Create(r.Context(), t.b, schema, "server:"+s.opts.Instance, key, batches...)
 	if err != nil {
 		return err
+	}
+	if dup {
+		replayed(w)
 	}
 	writeJSON(w, http.StatusCreated, info(t.name, m))
 	return nil

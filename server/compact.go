@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/table"
 )
 
 // compact starts a compaction of the base table under the table's lease and
@@ -49,25 +47,25 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 	} else {
 		p.MinFragments = 1 // an operator asked
 	}
-	m, err := table.ReadLatest(r.Context(), t.b)
-	if err != nil {
-		return err
-	}
 	if req.Force {
 		p.QuietWindows = nil
 	}
-	if due, why := compactor.ShouldCompact(m, p, time.Now()); !due && (minGiven || len(p.QuietWindows) > 0) {
-		return &apiError{http.StatusConflict, api.CodeNotDue, "compaction not due: " + why}
+	look, err := t.db.PlanCompaction(r.Context(), &p)
+	if err != nil {
+		return err
+	}
+	if !look.Due && (minGiven || len(p.QuietWindows) > 0) {
+		return &apiError{http.StatusConflict, api.CodeNotDue, "compaction not due: " + look.Why}
 	}
 	if req.DryRun {
-		plan := compactor.PlanCompaction(m, *p.EnsureDefaults())
+		m, plan := look.Manifest, look.Plan
 		after := len(m.Fragments) - plan.Sources() + len(plan.Bins)
 		writeJSON(w, http.StatusOK, api.CompactPlan{Version: m.Version, Bins: len(plan.Bins), FragmentsBefore: len(m.Fragments),
 			FragmentsAfter: after, Plan: strings.TrimSpace(plan.String())})
 		return nil
 	}
 	err = t.db.CompactInBackground(r.Context(), engine.CompactOptions{Policy: &p})
-	var held *compactor.LeaseHeldError
+	var held *engine.LeaseHeldError
 	switch {
 	case errors.Is(err, engine.ErrCompactionRunning):
 		return &apiError{http.StatusConflict, api.CodeCompactionRunning, "a compaction of this table by this server is already running"}
@@ -85,25 +83,25 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 func (s *Server) compactStats(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	// The history first, then the table: a run is recorded after its
 	// commit, so the fragment count is never older than the history.
-	st, err := compactor.ReadStatus(r.Context(), t.b, 20)
+	st, err := t.db.History(r.Context(), 20)
 	if err != nil {
 		return err
 	}
-	m, err := table.ReadLatest(r.Context(), t.b)
+	look, err := t.db.PlanCompaction(r.Context(), &s.opts.Compaction)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	m, now := look.Manifest, time.Now()
 	out := api.CompactStats{Fragments: len(m.Fragments), Running: t.db.Compacting(), TotalCompactions: st.TotalCompactions,
 		TotalAdopted: st.TotalAdopted, Runs: apiKindRuns(st.Kinds), History: apiRuns(st.History), SkippedRecords: st.Skipped}
-	lease, held, err := compactor.CurrentLease(r.Context(), t.b, now)
+	lease, held, err := t.db.Lease(r.Context(), now)
 	if err != nil {
 		return err
 	}
 	if held {
 		out.Running, out.Holder, out.LeaseExpires = true, &lease.Holder, &lease.Expires
 	}
-	out.Due, out.DueReason = compactor.ShouldCompact(m, s.opts.Compaction, now)
+	out.Due, out.DueReason = look.Due, look.Why
 	if !st.LastCompaction.IsZero() {
 		out.LastCompaction = &st.LastCompaction
 	}

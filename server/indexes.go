@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
@@ -32,19 +31,7 @@ func (s *Server) createIndex(w http.ResponseWriter, r *http.Request, t *tableSta
 	if err := dec.Decode(&req); err != nil || req.Column == "" {
 		return badRequest("body must be {\"column\": NAME}")
 	}
-	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (index)"})
-	if err != nil {
-		return err
-	}
-	sc := tb.Current().Manifest().Schema()
-	idx := sc.FieldIndices(req.Column)
-	if len(idx) != 1 {
-		return badRequest("the table has no column %q", req.Column)
-	}
-	if table.KindOf(sc.Field(idx[0]).Type) != table.KindInt {
-		return badRequest("a key index needs an integer column; %q is %s", req.Column, sc.Field(idx[0]).Type)
-	}
-	res, err := tb.CreateIndex(r.Context(), req.Column)
+	res, err := t.db.CreateIndex(r.Context(), req.Column)
 	if err != nil {
 		return err
 	}

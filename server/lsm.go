@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
-	"strings"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // lsmFlush seals the server's memtable of the table into a generation in
@@ -48,7 +43,7 @@ func (s *Server) lsmMerge(w http.ResponseWriter, r *http.Request, t *tableState)
 	return nil
 }
 
-func shardStats(st walshard.Stats, withRows bool) api.ShardStats {
+func shardStats(st engine.ShardStats, withRows bool) api.ShardStats {
 	out := api.ShardStats{Shard: st.Shard, Own: st.Local, Epoch: st.Epoch, WALLastWritten: st.WALLastWritten, WALFlushed: st.WALFlushed,
 		WALLag: st.WALLag, Watermark: st.Watermark, PendingGenerations: st.PendingGenerations, PendingBytes: st.PendingBytes,
 		NewestGeneration: st.NewestGeneration, Quarantined: apiQuarantined(st.Quarantined)}
@@ -70,47 +65,16 @@ func (s *Server) lsmStats(w http.ResponseWriter, r *http.Request, t *tableState)
 		return err
 	}
 	withRows := r.URL.Query().Get("include_generation_rows") == "true"
-	ids, err := walshard.Shards(r.Context(), t.b, m)
-	if err != nil {
-		return err
-	}
 	// This server's shard from before a restart is opened, so the rows its
 	// WAL acknowledged show in its memtable (a checkpoint waits for them).
-	own, err := t.db.OwnShard(r.Context())
+	stats, err := t.db.ShardStats(r.Context(), m)
 	if err != nil {
 		return err
 	}
-	if own != nil && !slices.Contains(ids, own.ID()) {
-		ids = append(ids, own.ID())
-	}
-	stats := make([]*api.ShardStats, len(ids))
-	g, gctx := errgroup.WithContext(r.Context())
-	g.SetLimit(32)
-	for i, id := range ids {
-		g.Go(func() error {
-			var st walshard.Stats
-			if own != nil && id == own.ID() {
-				st = own.StatsAt(m)
-			} else if st, err = walshard.InspectAt(gctx, t.b, id, m); errors.Is(err, walshard.ErrUnknownShard) {
-				return nil
-			} else if err != nil {
-				return err
-			}
-			ss := shardStats(st, withRows)
-			stats[i] = &ss
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	out := api.LSMStats{Version: m.Version, Merging: t.db.Merging(), Shards: []api.ShardStats{}}
+	out := api.LSMStats{Version: m.Version, Merging: t.db.Merging(), Shards: make([]api.ShardStats, 0, len(stats))}
 	for _, st := range stats {
-		if st != nil {
-			out.Shards = append(out.Shards, *st)
-		}
+		out.Shards = append(out.Shards, shardStats(st, withRows))
 	}
-	slices.SortFunc(out.Shards, func(a, b api.ShardStats) int { return strings.Compare(a.Shard, b.Shard) })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

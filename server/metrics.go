@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/table"
@@ -168,7 +167,7 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 // consumers' lag as last read; when that read is older than a minute, the
 // table's handle reads them again in the background: a scrape makes no
 // request to the store, and shows the new figures at the next scrape.
-func (t *tableState) jobState() (int64, map[string]compactor.KindStatus, []consumerLag, bool) {
+func (t *tableState) jobState() (int64, map[string]engine.KindStatus, []consumerLag, bool) {
 	t.job.Lock()
 	defer t.job.Unlock()
 	if !t.job.reading && time.Since(t.job.readAt) >= time.Minute {
@@ -188,7 +187,7 @@ func (t *tableState) readJob(ctx context.Context) error {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, jobErr := compactor.ReadStatus(ctx, t.b, 1)
+	st, jobErr := t.db.History(ctx, 1)
 	if jobErr == nil {
 		t.job.Lock()
 		t.job.adopted, t.job.kinds, t.job.ok = st.TotalAdopted, st.Kinds, true

@@ -9,8 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // Reads that see the client's own writes.
@@ -26,9 +26,9 @@ import (
 //     the shard covers it): the plain read, no request more;
 //   - the positions not merged all this server's own shard's: the latest
 //     version with what that shard holds unmerged (its memtable and
-//     flushed generations; walshard.Shard.ScanFresh);
+//     flushed generations; its ScanFresh);
 //   - else (another replica's shard, or this server restarted since): a
-//     fresh read of every shard of the fleet (walshard.ScanFleet).
+//     fresh read of every shard of the fleet (engine.DB.ScanFresh).
 
 // maxWritten bounds the shards a written= names.
 const maxWritten = 1024
@@ -47,7 +47,7 @@ func writtenQuery(r *http.Request) (map[string]uint64, error) {
 	for _, p := range parts {
 		shard, pos, ok := strings.Cut(p, ":")
 		n, err := strconv.ParseUint(pos, 10, 64)
-		if !ok || err != nil || walshard.CheckShardID(shard) != nil {
+		if !ok || err != nil || engine.CheckShardID(shard) != nil {
 			return nil, badRequest("written=%q: want SHARD:POSITION[,SHARD:POSITION…] (a shard id and a WAL position from an append's answer)", p)
 		}
 		out[shard] = max(out[shard], n)
@@ -80,6 +80,6 @@ func (s *Server) ownWrites(ctx context.Context, t *tableState, snap *table.Snaps
 		return own.ScanFresh(ctx, opts)
 	default:
 		s.metrics.ownWrites.WithLabelValues("fleet").Inc()
-		return walshard.ScanFleet(ctx, t.b, opts)
+		return t.db.ScanFresh(ctx, opts)
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,9 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // deleteRows deletes the rows matching filter= (required). The server's
@@ -26,11 +23,7 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err != nil {
 		return err
 	}
-	tb, err := s.drainedTable(r.Context(), t, "delete")
-	if err != nil {
-		return err
-	}
-	res, n, err := tb.Delete(r.Context(), pred)
+	res, n, err := t.db.Delete(r.Context(), pred)
 	if err != nil {
 		return err
 	}
@@ -39,7 +32,7 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 }
 
 // updateRows answers PATCH …/rows?filter=EXPR {"set": {"col": value}}:
-// the matching rows get the values, in one commit (commit.Table.Update).
+// the matching rows get the values, in one commit (engine.DB.Update).
 // A float column takes NaN, Infinity and -Infinity bare (as Python's json
 // writes them) or as strings.
 // The server's own shard is flushed and merged first, as for a delete.
@@ -70,11 +63,7 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		}
 		set = append(set, table.Assignment{Column: col, Value: val})
 	}
-	tb, err := s.drainedTable(r.Context(), t, "update")
-	if err != nil {
-		return err
-	}
-	res, err := tb.Update(r.Context(), pred, set)
+	res, err := t.db.Update(r.Context(), pred, set)
 	if err != nil {
 		return err
 	}
@@ -117,22 +106,6 @@ func requiredFilter(r *http.Request, does string) (table.Predicate, error) {
 		return nil, badRequest("filter= is required (a filter that every row matches %s every row)", does)
 	}
 	return table.ParseFilter(f)
-}
-
-// drainedTable flushes and merges the server's own shard, so that the rows
-// it acknowledged are in the table, and opens the table for a direct
-// commit of verb (named in the commits' writer).
-func (s *Server) drainedTable(ctx context.Context, t *tableState, verb string) (*commit.Table, error) {
-	sh, err := t.db.OwnShard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if sh != nil {
-		if err := sh.Drain(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return commit.OpenTable(ctx, t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (" + verb + ")"})
 }
 
 // scanOptions reads columns= and filter=.
@@ -268,7 +241,7 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	// what the client's own writes need (see ownWrites).
 	rows := snap.Scan(r.Context(), opts)
 	if fresh {
-		rows = walshard.ScanFleet(r.Context(), t.b, opts)
+		rows = t.db.ScanFresh(r.Context(), opts)
 	} else if written != nil {
 		if own := s.ownWrites(r.Context(), t, snap, written, opts); own != nil {
 			rows = own

@@ -33,11 +33,9 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // Options configure a Server. Zero values mean defaults.
@@ -50,7 +48,7 @@ type Options struct {
 	Instance string
 	// DropWait is how long a drop waits between fencing the table's
 	// shards and deleting its objects, when another process owns one
-	// (default walshard.DropWait; negative: no wait, for tests whose
+	// (default engine.DropWait; negative: no wait, for tests whose
 	// writers are all in the process).
 	DropWait time.Duration
 	// Token, when set, is required as "Authorization: Bearer TOKEN" —
@@ -78,10 +76,10 @@ type Options struct {
 	BodyGrace   time.Duration
 	MinBodyRate int64
 	// Shard tunes the server's WAL shards (its Shard field is set here).
-	Shard walshard.Options
+	Shard engine.ShardOptions
 	// Compaction is the policy of POST /compact (its minimum is ignored:
 	// an operator asked).
-	Compaction compactor.Policy
+	Compaction engine.Policy
 	// LeaseTTL: how long the table's compaction lease, which POST
 	// …/compact takes, holds before another compactor may break it; it is
 	// renewed while the compaction runs (default 30m, as the Job's).
@@ -123,9 +121,9 @@ type tableState struct {
 		sync.Mutex
 		adopted   int64
 		ok        bool
-		kinds     map[string]compactor.KindStatus // each kind's newest recorded run
-		consumers []consumerLag                   // the named consumers, as last read
-		readAt    time.Time                       // the last read ended
+		kinds     map[string]engine.KindStatus // each kind's newest recorded run
+		consumers []consumerLag                // the named consumers, as last read
+		readAt    time.Time                    // the last read ended
 		reading   bool
 	}
 }
@@ -163,7 +161,7 @@ func (o *Options) EnsureDefaults() *Options {
 		c.MinBodyRate = 64 << 10
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = compactor.DefaultLeaseTTL
+		c.LeaseTTL = engine.DefaultLeaseTTL
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -176,7 +174,7 @@ func (o *Options) EnsureDefaults() *Options {
 
 // Validate checks the options as EnsureDefaults leaves them: a bucket and
 // an instance id that makes a valid shard id, no negative limits, a lease
-// of at least compactor.MinLeaseTTL (it is renewed every third of it), a
+// of at least engine.MinLeaseTTL (it is renewed every third of it), a
 // write share of at most half the memory budget, and valid shard options
 // and compaction policy. (A body over MemoryBudget is allowed: it is
 // admitted alone, holding the whole of its part.)
@@ -187,7 +185,7 @@ func (o *Options) Validate() error {
 	if o.Instance == "" {
 		return fmt.Errorf("%w: no instance id", ErrInvalidOptions)
 	}
-	if err := walshard.CheckShardID("srv-" + o.Instance); err != nil {
+	if err := engine.CheckShardID("srv-" + o.Instance); err != nil {
 		return fmt.Errorf("%w: instance id %q: %w", ErrInvalidOptions, o.Instance, err)
 	}
 	if err := CheckToken(o.Token); err != nil {
@@ -200,8 +198,8 @@ func (o *Options) Validate() error {
 	if c.WriteShare > c.MemoryBudget/2 {
 		return fmt.Errorf("%w: WriteShare %d is over half the MemoryBudget %d: reads would be left less than writes", ErrInvalidOptions, c.WriteShare, c.MemoryBudget)
 	}
-	if c.LeaseTTL < compactor.MinLeaseTTL {
-		return fmt.Errorf("%w: LeaseTTL %v is below %v", ErrInvalidOptions, c.LeaseTTL, compactor.MinLeaseTTL)
+	if c.LeaseTTL < engine.MinLeaseTTL {
+		return fmt.Errorf("%w: LeaseTTL %v is below %v", ErrInvalidOptions, c.LeaseTTL, engine.MinLeaseTTL)
 	}
 	sh := c.Shard
 	sh.Shard = "srv-" + c.Instance
@@ -471,7 +469,7 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, ae.status, ae.code, ae.msg)
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
-	case errors.Is(err, walshard.ErrSchemaChanged):
+	case errors.Is(err, engine.ErrSchemaChanged):
 		// The clients send the rows again; the shard has opened under the
 		// new schema by then, and refuses a column it took away by name.
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable,

@@ -2,17 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // The routes on tables as wholes: list, describe, drop, and the check of
@@ -92,7 +87,7 @@ func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableS
 	return nil
 }
 
-// dropTable deletes every object of the table.
+// dropTable deletes every object of the table (engine.DB.Drop).
 func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
 		return err
@@ -100,79 +95,11 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState
 	s.mu.Lock()
 	delete(s.mu.tables, t.name)
 	s.mu.Unlock()
-	// The handle's background work ends, and its shard closes, before
-	// the objects go; the bucket is closed after them.
-	t.db.Stop()
-	// Every shard is fenced first, and other processes' writers (a fleet
-	// worker, another server) given the time to read the claims before
-	// anything goes: after that, none acknowledges an append (see
-	// walshard.FenceForDrop).
-	fenced, err := walshard.FenceForDrop(r.Context(), t.b)
-	if err == nil && slices.ContainsFunc(fenced, func(id string) bool { return id != "srv-"+s.opts.Instance }) {
-		err = backoff.Sleep(r.Context(), s.dropWait())
-	}
-	if err == nil {
-		err = deleteOwn(r.Context(), t.b)
-	}
+	err := t.db.Drop(r.Context(), s.opts.DropWait)
+	t.db.Close()
 	if err != nil {
-		t.db.Close()
 		return err
 	}
-	t.db.Close()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// deleteOwn deletes a table's own objects: its manifests first, newest
-// first (once the newest is gone, the table is), then the objects in its
-// folder and in its other reserved folders. Its other folders may hold
-// other tables ("runs/eval" under "runs"), which stay.
-func deleteOwn(ctx context.Context, b blob.Bucket) error {
-	del := func(prefix string) error {
-		for o, err := range blob.List(ctx, b, prefix, 0) {
-			if err != nil {
-				return err
-			}
-			if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := del(table.VersionsDir); err != nil {
-		return err
-	}
-	for token := ""; ; {
-		page, err := b.ListDir(ctx, "", token, 0)
-		if err != nil {
-			return err
-		}
-		for _, o := range page.Objects {
-			if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return err
-			}
-		}
-		for _, f := range page.Folders {
-			if table.Reserved(strings.TrimSuffix(f, "/")) {
-				if err := del(f); err != nil {
-					return err
-				}
-			}
-		}
-		if page.Next == "" {
-			return nil
-		}
-		token = page.Next
-	}
-}
-
-// dropWait is Options.DropWait with its default.
-func (s *Server) dropWait() time.Duration {
-	switch {
-	case s.opts.DropWait < 0:
-		return 0
-	case s.opts.DropWait == 0:
-		return walshard.DropWait
-	}
-	return s.opts.DropWait
 }

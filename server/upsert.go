@@ -10,11 +10,12 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/table"
 )
 
 // upsertRows answers POST …/rows?mode=upsert&key=COL[,COL]: the rows are
 // written and, in the same commit, every row of the table with one of
-// their keys is deleted (commit.Table.Upsert). It commits to the table
+// their keys is deleted (engine.DB.Upsert). It commits to the table
 // directly; the server's own shard is drained first, so that rows it
 // acknowledged before are replaced too (rows of other writers not yet
 // merged are not). A named upsert (Idempotency-Key, or Strata-Producer
@@ -38,37 +39,35 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		return err
 	}
 	defer release()
-	// Drained first: the rows the server acknowledged are in the table
-	// the upsert reads.
-	tb, err := s.drainedTable(r.Context(), t, "upsert")
-	if err != nil {
-		return err
-	}
-	schema := tb.Current().Manifest().Schema()
-	var digest func() (uint64, error)
-	if key != nil {
-		digest = digestBody(r)
-	}
+	// The engine drains the server's shard first: the rows the server
+	// acknowledged are in the table the upsert reads.
 	var recs []arrow.RecordBatch
-	switch mediaType(r) {
-	case ArrowStream:
-		_, recs, err = ingest.ReadIPC(r.Body, schema, s.ingestOptions(r))
-	default:
-		recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
-	}
-	if err != nil {
-		return err
-	}
-	defer ingest.Release(recs)
-	if key != nil {
-		if key.Digest, err = digest(); err != nil {
-			return badRequestOrLimit(err, "reading the body")
+	defer func() { ingest.Release(recs) }()
+	res, err := t.db.Upsert(r.Context(), keys, func(schema *arrow.Schema) ([]arrow.RecordBatch, *table.Idempotency, error) {
+		var digest func() (uint64, error)
+		if key != nil {
+			digest = digestBody(r)
 		}
-		// The keys are part of what is named: the same rows upserted by
-		// other columns are other rows.
-		key.Digest = max(xxhash.Sum64String(fmt.Sprintf("%016x upsert %q", key.Digest, keys)), 1)
-	}
-	res, err := tb.UpsertOnce(r.Context(), key, keys, recs...)
+		var err error
+		switch mediaType(r) {
+		case ArrowStream:
+			_, recs, err = ingest.ReadIPC(r.Body, schema, s.ingestOptions(r))
+		default:
+			recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if key != nil {
+			if key.Digest, err = digest(); err != nil {
+				return nil, nil, badRequestOrLimit(err, "reading the body")
+			}
+			// The keys are part of what is named: the same rows upserted
+			// by other columns are other rows.
+			key.Digest = max(xxhash.Sum64String(fmt.Sprintf("%016x upsert %q", key.Digest, keys)), 1)
+		}
+		return recs, key, nil
+	})
 	if err != nil {
 		return err
 	}

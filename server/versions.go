@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
@@ -71,7 +70,7 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request, t *tableState
 }
 
 // restore answers POST …/restore {"version": N} or {"tag": T}: a new
-// version whose rows are version N's (commit.Table.Restore); 404 when the
+// version whose rows are version N's (engine.DB.Restore); 404 when the
 // version or tag does not exist (or garbage collection took the version).
 func (s *Server) restore(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req api.RestoreRequest
@@ -91,11 +90,7 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, t *tableState) 
 		}
 		req.Version = tag.Version
 	}
-	tb, err := commit.OpenTable(r.Context(), t.b, &commit.Options{Writer: "server:" + s.opts.Instance + " (restore)"})
-	if err != nil {
-		return err
-	}
-	res, err := tb.Restore(r.Context(), req.Version)
+	res, err := t.db.Restore(r.Context(), req.Version)
 	if err != nil {
 		return err
 	}

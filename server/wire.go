@@ -2,9 +2,8 @@ package server
 
 import (
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // The server answers in package api's types; these map the engine's to
@@ -50,10 +49,10 @@ func apiTables(ts []table.Listed) []api.ListedTable {
 	return out
 }
 
-func apiRuns(runs []compactor.Run) []api.CompactRun {
+func apiRuns(runs []engine.Run) []api.CompactRun {
 	out := make([]api.CompactRun, len(runs))
 	for i, r := range runs {
-		out[i] = api.CompactRun{Kind: compactor.KindOf(r), ObjectsDeleted: r.ObjectsDeleted, Generations: r.Generations, Started: r.Started, DurationS: r.DurationS, Version: r.Version, FragmentsBefore: r.FragmentsBefore,
+		out[i] = api.CompactRun{Kind: engine.KindOf(r), ObjectsDeleted: r.ObjectsDeleted, Generations: r.Generations, Started: r.Started, DurationS: r.DurationS, Version: r.Version, FragmentsBefore: r.FragmentsBefore,
 			FragmentsAfter: r.FragmentsAfter, Rows: r.Rows, BytesRewritten: r.BytesRewritten, Error: r.Error, Adopted: r.Adopted,
 			LastCompaction: r.LastCompaction, TotalCompactions: r.TotalCompactions, LastError: r.LastError, LastErrorAt: r.LastErrorAt,
 			TotalAdopted: r.TotalAdopted}
@@ -61,7 +60,7 @@ func apiRuns(runs []compactor.Run) []api.CompactRun {
 	return out
 }
 
-func apiKindRuns(kinds map[string]compactor.KindStatus) map[string]api.KindRun {
+func apiKindRuns(kinds map[string]engine.KindStatus) map[string]api.KindRun {
 	out := make(map[string]api.KindRun, len(kinds))
 	for k, ks := range kinds {
 		out[k] = api.KindRun{LastRun: ks.LastRun, DurationS: ks.DurationS, LastSuccess: ks.LastSuccess, LastError: ks.LastError, LastErrorAt: ks.LastErrorAt}
@@ -69,7 +68,7 @@ func apiKindRuns(kinds map[string]compactor.KindStatus) map[string]api.KindRun {
 	return out
 }
 
-func apiQuarantined(qs []walshard.Quarantined) []api.Quarantined {
+func apiQuarantined(qs []engine.Quarantined) []api.Quarantined {
 	if len(qs) == 0 {
 		return nil
 	}

@@ -137,9 +137,13 @@ func loadIndex(ctx context.Context, b blob.Bucket, key string) (*keyIndex, error
 // BuildIndexEntries scans the snapshot's column col (an integer column)
 // and returns every live row's key and address, for CreateIndex.
 func (s *Snapshot) BuildIndexEntries(ctx context.Context, col string) ([]IndexEntry, error) {
-	idx := s.m.Schema().FieldIndices(col)
-	if len(idx) != 1 || KindOf(s.m.Schema().Field(idx[0]).Type) != KindInt {
-		return nil, fmt.Errorf("table: key index on %q: want an integer column", col)
+	sc := s.m.Schema()
+	idx := sc.FieldIndices(col)
+	if len(idx) != 1 {
+		return nil, fmt.Errorf("%w: key index: %s", ErrBadColumns, noColumn(col, sc))
+	}
+	if t := sc.Field(idx[0]).Type; KindOf(t) != KindInt {
+		return nil, fmt.Errorf("%w: a key index needs an integer column; %q is %s", ErrBadColumns, col, t)
 	}
 	var out []IndexEntry
 	for rec, err := range s.Scan(ctx, ScanOptions{Columns: []string{col}, WithRowAddress: true}) {

@@ -1,6 +1,8 @@
 // Package walshard gives each worker its own shard of a table's
 // write-ahead log, so that workers append without contending on the
-// table's manifest.
+// table's manifest. It is a part of the engine: a process opens its shard,
+// flushes it and merges the fleet through package engine (engine.DB), and
+// the drivers never import it (harness/houserules/doors_test.go).
 //
 // A worker opens a shard (Open), which claims a new epoch and fences any
 // earlier owner. Append returns once the rows are durable in a WAL entry

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"runtime"
@@ -21,7 +22,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
-	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
 )
@@ -42,7 +43,7 @@ type Config struct {
 	// appends through its own WAL shard; merges run in the background and
 	// a final flush and merge is inside the timed phase).
 	Mode string
-	// ReuseBytes is the shard writers' walshard.Options.ReuseBytes.
+	// ReuseBytes is the shard writers' engine.ShardOptions.ReuseBytes.
 	ReuseBytes int64
 	// Keys: the ingest writers name each append (producer "wNN", one
 	// sequence number an append), as the clients do by default.
@@ -180,20 +181,21 @@ type ingestWriter interface {
 
 // directWriter commits each batch, named when names is not nil.
 type directWriter struct {
-	tb    *commit.Table
+	db    *engine.DB
 	names *names
 }
 
 func (d directWriter) append(ctx context.Context, rec arrow.RecordBatch) (int, error) {
+	var o engine.AppendOptions
 	if d.names != nil {
-		res, err := d.tb.AppendOnce(ctx, d.names.next(), rec)
-		return res.Rebases, err
+		k := d.names.next()
+		o.Key = &k
 	}
-	res, err := d.tb.Append(ctx, rec)
-	return res.Rebases, err
+	ack, err := d.db.Append(ctx, o, rec)
+	return ack.Rebases, err
 }
 func (directWriter) finish(context.Context) error { return nil }
-func (directWriter) close()                       {}
+func (d directWriter) close()                     { d.db.Stop() }
 
 // names numbers one writer's appends (Config.Keys).
 type names struct {
@@ -222,7 +224,7 @@ func ingest(ctx context.Context, cfg Config, u string, log io.Writer) (Result, e
 		return nil, err
 	}
 	defer b.Close()
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+	if _, _, err := engine.Create(ctx, b, rollouts.Schema, "bench", nil); err != nil {
 		return nil, err
 	}
 	// Batches are generated before the clock starts.
@@ -317,11 +319,11 @@ func openWriter(ctx context.Context, cfg Config, b blob.Bucket, w int) (ingestWr
 	if cfg.Mode == "shard" {
 		return openShardWriter(ctx, b, w, cfg.ReuseBytes, writerNames(cfg, w))
 	}
-	tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: fmt.Sprintf("w%02d", w)})
+	db, err := engine.OpenNew(b, &engine.Options{Writer: fmt.Sprintf("w%02d", w), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
-	return directWriter{tb, writerNames(cfg, w)}, nil
+	return directWriter{db, writerNames(cfg, w)}, nil
 }
 
 // ingestResult checks the row count after an ingest and makes the fields

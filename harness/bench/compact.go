@@ -11,8 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
 )
@@ -32,7 +30,7 @@ func compact(ctx context.Context, cfg Config, u string) (Result, error) {
 	// The figure is the compaction's own time: taking the lease before it
 	// and recording the run after it are left out, as the systems it is
 	// set beside do neither.
-	info, err := db.Compact(ctx, engine.CompactOptions{Policy: &compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}})
+	info, err := db.Compact(ctx, engine.CompactOptions{Policy: &engine.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}})
 	res, wall := info.Result, info.Duration
 	if err != nil {
 		return nil, err
@@ -78,13 +76,14 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 					return err
 				}
 				defer wb.Close()
-				tb, err := commit.OpenTable(ctx, wb, nil)
+				db, err := engine.OpenNew(wb, &engine.Options{Log: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					return err
 				}
+				defer db.Stop()
 				for _, rec := range batches[i] {
 					t0 := time.Now()
-					if _, err := tb.Append(ctx, rec); err != nil {
+					if _, err := db.Append(ctx, engine.AppendOptions{}, rec); err != nil {
 						return err
 					}
 					mu.Lock()
@@ -105,7 +104,7 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 				return
 			default:
 			}
-			if _, err := db.Compact(ctx, engine.CompactOptions{Policy: &compactor.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}}); err != nil {
+			if _, err := db.Compact(ctx, engine.CompactOptions{Policy: &engine.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}}); err != nil {
 				compactErr = err
 				return
 			}

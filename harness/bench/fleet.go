@@ -18,12 +18,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // The fleet mode: N shard writers append a modest rate each (one append
@@ -50,7 +48,7 @@ func fleet(ctx context.Context, cfg Config, u string, log io.Writer) (Result, er
 		return nil, err
 	}
 	defer admin.Close()
-	if _, err := commit.Create(ctx, admin, rollouts.Schema, nil, nil); err != nil {
+	if _, _, err := engine.Create(ctx, admin, rollouts.Schema, "bench", nil); err != nil {
 		return nil, err
 	}
 	f := &fleetRun{cfg: cfg, u: u, log: log, admin: admin}
@@ -201,7 +199,7 @@ func (f *fleetRun) openShards(ctx context.Context) error {
 			b, err := f.open(ctx, f.u)
 			if err == nil {
 				f.shards[w], err = engine.Open(ctx, b, &engine.Options{Writer: fmt.Sprintf("w%04d", w), Log: slog.New(slog.DiscardHandler),
-					Shard: walshard.Options{Shard: fmt.Sprintf("w%04d", w), FlushInterval: cfg.FlushInterval}})
+					Shard: engine.ShardOptions{Shard: fmt.Sprintf("w%04d", w), FlushInterval: cfg.FlushInterval}})
 			}
 			if err == nil {
 				_, err = f.shards[w].Shard(ctx) // opened before the clock starts

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/walshard"
 )
 
 // shardWriter appends through the writer's own shard: each append is
@@ -23,7 +22,7 @@ type shardWriter struct {
 
 func openShardWriter(ctx context.Context, b blob.Bucket, w int, reuse int64, n *names) (ingestWriter, error) {
 	db, err := engine.Open(ctx, b, &engine.Options{Writer: fmt.Sprintf("w%02d", w), Log: slog.New(slog.DiscardHandler),
-		Shard:         walshard.Options{Shard: fmt.Sprintf("w%02d", w), FlushBytes: 16 << 20, ReuseBytes: reuse},
+		Shard:         engine.ShardOptions{Shard: fmt.Sprintf("w%02d", w), FlushBytes: 16 << 20, ReuseBytes: reuse},
 		MergeInterval: 200 * time.Millisecond})
 	if err == nil {
 		_, err = db.Shard(ctx) // opened before the clock starts

@@ -63,7 +63,8 @@ linters:
         - testinggoroutine
     depguard:
       # One rule per layer: the non-test files of its packages may not
-      # import a package of the module on their layer or above.
+      # import a package of the module on their layer or above. Then the
+      # drivers' rule: they import none of the engine's machinery.
       rules:
 `
 
@@ -93,6 +94,15 @@ func golangciConfig(pkgs []string) string {
 		for _, d := range denied(pkgs, l) {
 			fmt.Fprintf(&b, "            - pkg: %q\n              desc: on layer %d or above; imports run down (harness/houserules/layers_test.go)\n", d, l)
 		}
+	}
+	// The drivers' rule (doors_test.go): the engine is their one way in.
+	b.WriteString("        drivers:\n          files:\n")
+	for _, d := range drivers {
+		fmt.Fprintf(&b, "            - \"**/%s/**/*.go\"\n", d)
+	}
+	b.WriteString("            - \"!$test\"\n          deny:\n")
+	for _, m := range machinery {
+		fmt.Fprintf(&b, "            - pkg: %q\n              desc: the engine's machinery; a driver reaches tables through the engine (harness/houserules/doors_test.go)\n", module+"/"+m)
 	}
 	return b.String()
 }

@@ -47,7 +47,7 @@ var layers = map[string]int{
 	"lakehouse":           8,
 	"compactor":           8,
 	"engine":              9,
-	"internal/policyflag": 9,
+	"internal/policyflag": 10,
 	"client":              9,
 	"job":                 10,
 	"server":              11,

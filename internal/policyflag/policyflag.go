@@ -9,7 +9,7 @@ package policyflag
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
 )
 
@@ -19,7 +19,7 @@ var Names = []string{"min-fragments", "quiet-windows", "target-rows", "target-by
 
 // Flags hold what the policy's flags were given.
 type Flags struct {
-	p       compactor.Policy
+	p       engine.Policy
 	windows []string
 }
 
@@ -45,13 +45,13 @@ func Define(fs *pflag.FlagSet, schedule bool) *Flags {
 
 // Policy is the policy the flags give; an error names a quiet window that
 // does not parse.
-func (f *Flags) Policy() (compactor.Policy, error) {
+func (f *Flags) Policy() (engine.Policy, error) {
 	p := f.p
 	p.QuietWindows = nil
 	for _, w := range f.windows {
-		win, err := compactor.ParseWindow(w)
+		win, err := engine.ParseWindow(w)
 		if err != nil {
-			return compactor.Policy{}, err
+			return engine.Policy{}, err
 		}
 		p.QuietWindows = append(p.QuietWindows, win)
 	}

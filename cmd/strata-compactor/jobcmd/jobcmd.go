@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/policyflag"
@@ -131,7 +131,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.DurationVar(&f.retain, "retain", time.Hour, "GC: versions younger than this are kept (at least 5m)")
 	fs.DurationVar(&f.safety, "safety-age", time.Hour, "GC: unreferenced objects younger than this are kept (at least 5m)")
 	fs.DurationVar(&f.consumerRetention, "consumer-retention", table.DefaultConsumerRetention, "GC: versions a named consumer has not read are kept while younger than this (at least 5m)")
-	fs.DurationVar(&f.retireShards, "retire-shards-after", compactor.DefaultRetireShardsAfter, "GC: delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
+	fs.DurationVar(&f.retireShards, "retire-shards-after", engine.DefaultRetireShardsAfter, "GC: delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Minute, "how long a lease holds before another Job may break it")
 	fs.StringVar(&f.holder, "holder", "", "lease holder name (default: the hostname)")
 	fs.BoolVar(&f.noFleet, "no-fleet-merge", false, "do not merge the shards' flushed generations first")
@@ -139,7 +139,7 @@ func defineFlags(fs *pflag.FlagSet, f *jobFlags, showVersion *bool) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "with --interval: serve Prometheus metrics on this address (e.g. :9090), at /metrics")
 	fs.IntVar(&f.parts, "parts", 1, "split each table's compaction among this many Job processes, each given its --part")
 	fs.IntVar(&f.part, "part", 0, "with --parts: which part this process compacts, from 0 (default: $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it); part 0 also merges, adopts and collects")
-	fs.Int64Var(&f.memoryBudget, "memory-budget", compactor.DefaultMemoryBudget, "bytes a compaction or a merge may hold at once (at least 16 MiB)")
+	fs.Int64Var(&f.memoryBudget, "memory-budget", engine.DefaultMemoryBudget, "bytes a compaction or a merge may hold at once (at least 16 MiB)")
 	fs.BoolVar(showVersion, "version", false, "print the version of this build and exit")
 	boundFlags(fs)
 }
@@ -154,10 +154,10 @@ func boundFlags(fs *pflag.FlagSet) {
 	// A duration the collector reads 0 of as its default, or raises to
 	// its floor, is refused below the floor: 0 never means "the default".
 	for _, n := range []string{"retain", "safety-age", "consumer-retention"} {
-		cli.Bound(fs, n, int64(compactor.MinRetain), cli.Unlimited)
+		cli.Bound(fs, n, int64(engine.MinRetain), cli.Unlimited)
 	}
-	cli.Bound(fs, "lease-ttl", int64(compactor.MinLeaseTTL), cli.Unlimited)
-	cli.Bound(fs, "memory-budget", compactor.MinMemoryBudget, cli.Unlimited)
+	cli.Bound(fs, "lease-ttl", int64(engine.MinLeaseTTL), cli.Unlimited)
+	cli.Bound(fs, "memory-budget", engine.MinMemoryBudget, cli.Unlimited)
 	cli.Bound(fs, "parts", 1, 1024)
 	cli.Bound(fs, "part", 0, 1023)
 }
@@ -200,10 +200,10 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		Tables:     f.tables,
 		Under:      f.under,
 		Policy:     policy,
-		GC:         compactor.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention, RetireShardsAfter: neverIfZero(f.retireShards)},
+		GC:         engine.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention, RetireShardsAfter: neverIfZero(f.retireShards)},
 		NoGC:       f.noGC,
 		Iceberg:    f.iceberg,
-		Export:     IcebergExport,
+		Export:     engine.ExportKept,
 		LeaseTTL:   f.leaseTTL,
 		Holder:     holder,
 		DryRun:     f.dryRun,
@@ -256,22 +256,22 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 
 // compactionPart is the part of each table's compaction this process
 // takes: --part of --parts, --part defaulting to JOB_COMPLETION_INDEX.
-func (f jobFlags) compactionPart() (compactor.Part, error) {
+func (f jobFlags) compactionPart() (engine.Part, error) {
 	part := f.part
 	if v := f.jobIndex; !f.partSet && v != "" && f.parts > 1 {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return compactor.Part{}, fmt.Errorf("JOB_COMPLETION_INDEX=%q: want the pod's index, from 0", v)
+			return engine.Part{}, fmt.Errorf("JOB_COMPLETION_INDEX=%q: want the pod's index, from 0", v)
 		}
 		part = n
 	}
 	if part >= f.parts {
-		return compactor.Part{}, fmt.Errorf("--part %d: want 0 to %d, one less than --parts %d", part, f.parts-1, f.parts)
+		return engine.Part{}, fmt.Errorf("--part %d: want 0 to %d, one less than --parts %d", part, f.parts-1, f.parts)
 	}
-	return compactor.Part{Index: part, Of: f.parts}, nil
+	return engine.Part{Index: part, Of: f.parts}, nil
 }
 
-// neverIfZero is a --retire-shards-after value as compactor.GCPolicy
+// neverIfZero is a --retire-shards-after value as engine.GCPolicy
 // takes it: 0 on the command line means never.
 func neverIfZero(d time.Duration) time.Duration {
 	if d == 0 {

@@ -15,7 +15,6 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/job"
-	"github.com/stratadb/strata/walshard"
 )
 
 // jobMetrics are the Job's Prometheus families, served on
@@ -124,7 +123,7 @@ func (m *jobMetrics) wire(o *job.Options) {
 
 // setLags replaces a table's per-shard lag series with a new reading (a
 // shard retired since has none); nil: not read this pass.
-func (m *jobMetrics) setLags(table string, lags []walshard.ShardLag) {
+func (m *jobMetrics) setLags(table string, lags []engine.ShardLag) {
 	if lags == nil {
 		return
 	}

@@ -12,15 +12,14 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/cmd/strata/command"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/lakehouse"
-	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 )
 
 // New builds the command.
 func New(env *command.Env) *cobra.Command {
-	var o lakehouse.Options
+	var o engine.IcebergOptions
 	c := &cobra.Command{
 		Use:   "strata-iceberg URL",
 		Short: "Write Apache Iceberg metadata for the table's versions, so SQL engines read it",
@@ -57,7 +56,7 @@ view follows what it keeps.`,
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			if o.Location == "" {
-				loc, err := layout.LocationOf(args[0])
+				loc, err := engine.IcebergLocation(args[0])
 				if err != nil {
 					return command.UsageError(err)
 				}
@@ -75,7 +74,7 @@ view follows what it keeps.`,
 			before, _ := blob.StatsOf(b)
 			set, finish := command.ProgressBar(env.Err, "export", "versions")
 			o.OnProgress = set
-			res, err := lakehouse.Export(c.Context(), b, &o, time.Now())
+			res, err := engine.ExportIceberg(c.Context(), b, &o, time.Now())
 			finish()
 			if err != nil {
 				return err

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
@@ -45,10 +44,11 @@ time64_us.`,
 				return err
 			}
 			defer b.Close()
-			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata alter"})
+			tb, err := handle(b)
 			if err != nil {
 				return err
 			}
+			defer tb.Stop()
 			res, err := tb.Alter(c.Context(), changes...)
 			if errors.Is(err, table.ErrBadSchemaChange) {
 				return usageError{err}

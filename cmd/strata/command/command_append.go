@@ -19,21 +19,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
-const (
-	// appendFragmentRows: a direct append rolls over to a new fragment
-	// past this many rows (all of them go in one commit).
-	appendFragmentRows = 1 << 20
-	// shardAppendLimit bounds what an append through a shard holds in
-	// memory: one WAL entry takes every row of the invocation.
-	shardAppendLimit = 256 << 20
-)
+// shardAppendLimit bounds what an append through a shard holds in memory:
+// one WAL entry takes every row of the invocation.
+const shardAppendLimit = 256 << 20
 
 func newAppend(env *Env) *cobra.Command {
 	var shard, key string
@@ -166,7 +159,7 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 	}
 	bar.Done()
 	switch {
-	case err != nil && k != nil && (errors.Is(err, commit.ErrOutcomeUnknown) || errors.Is(err, walshard.ErrAppendUnknown)):
+	case err != nil && k != nil && (errors.Is(err, engine.ErrOutcomeUnknown) || errors.Is(err, engine.ErrAppendUnknown)):
 		return fmt.Errorf("%w; run the same command again: it appends the rows once (idempotency key %s)", err, k.Producer)
 	case err != nil:
 		return fmt.Errorf("%w (nothing was appended)", err)
@@ -214,89 +207,21 @@ func appendKey(files []string, key string, ignoreUnknown bool) (*table.Idempoten
 	return k, k.Check()
 }
 
-// appendDirect streams rows into fragments and commits them all at once,
-// named by key when not nil. On any error the fragments written are
-// deleted and nothing is committed; an append whose key a racing commit
-// recorded first is a duplicate (its caller looked the key up before).
+// appendDirect streams rows into fragments and commits them all at once
+// (engine.DB.AppendStream), named by key when not nil; an append whose key
+// a racing commit recorded first is a duplicate (its caller looked the key
+// up before).
 func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (appended, error) {
-	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
-	if key != nil {
-		k := key.Key(0, time.Now())
-		txn.Idempotency = &k
-	}
-	frags, total, err := writeFragments(ctx, b, m.Schema(), rows)
-	discard := func() {
-		for _, f := range frags {
-			_ = b.Delete(context.WithoutCancel(ctx), f.Key)
-		}
-	}
-	if err != nil || len(frags) == 0 {
-		return appended{}, err
-	}
-	tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: "strata-append"})
-	if err != nil {
-		discard()
-		return appended{}, err
-	}
-	txn.Added = frags
-	res, err := tb.Commit(ctx, txn)
-	if errors.Is(err, commit.ErrConflict) || err == nil && res.Duplicate {
-		discard() // our manifest is not there
-	}
-	// Any other failure may hide a create that lands later: the objects
-	// stay for garbage collection to judge.
+	db, err := engine.OpenNew(b, &engine.Options{Writer: "strata", Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return appended{}, err
 	}
-	if res.Duplicate {
-		return appended{rows: res.Rows, at: fmt.Sprintf("version %d", res.Version), duplicate: true}, nil
+	defer db.Stop()
+	ack, err := db.AppendStream(ctx, key, m.Schema(), rows)
+	if err != nil {
+		return appended{}, err
 	}
-	return appended{rows: total, at: fmt.Sprintf("version %d", res.Version)}, nil
-}
-
-// writeFragments streams rows into fragments of at most
-// appendFragmentRows rows. On an error the fragments written are deleted.
-func writeFragments(ctx context.Context, b blob.Bucket, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) ([]table.Fragment, int64, error) {
-	var frags []table.Fragment
-	var w *table.FragmentWriter
-	discard := func() {
-		if w != nil {
-			w.Abort()
-		}
-		for _, f := range frags {
-			_ = b.Delete(context.WithoutCancel(ctx), f.Key)
-		}
-	}
-	var total int64
-	for rec, err := range rows {
-		if err == nil && w == nil {
-			w, err = table.NewFragmentWriter(ctx, b, schema)
-		}
-		if err == nil {
-			err = w.Write(rec)
-		}
-		if err == nil && w.Rows() >= appendFragmentRows {
-			var f table.Fragment
-			f, err = w.Close()
-			w = nil
-			frags = append(frags, f)
-		}
-		if err != nil {
-			discard()
-			return nil, 0, err
-		}
-		total += rec.NumRows()
-	}
-	if w != nil {
-		f, err := w.Close()
-		w = nil
-		if err != nil {
-			discard()
-			return nil, 0, err
-		}
-		frags = append(frags, f)
-	}
-	return frags, total, nil
+	return appended{rows: ack.Rows, at: fmt.Sprintf("version %d", ack.Version), duplicate: ack.Duplicate}, nil
 }
 
 // appendThroughShard gathers every row, then appends them in one WAL entry
@@ -311,7 +236,7 @@ func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *t
 		rec.Retain()
 		recs = append(recs, rec)
 	}
-	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata append", Shard: walshard.Options{Shard: shard}, Log: slog.New(slog.DiscardHandler)})
+	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata append", Shard: engine.ShardOptions{Shard: shard}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return appended{}, err
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/bench"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/walshard"
 )
 
 func newBench(env *Env) *cobra.Command {
@@ -92,7 +92,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	f.DurationVar(&cfg.FlushInterval, "flush-interval", 0, "fleet: the writers' flush interval (default 1.2 merge intervals)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	f.BoolVar(&cfg.Keys, "keys", true, "name each ingest append (producer and sequence number), as the clients do by default")
-	f.Int64Var(&cfg.ReuseBytes, "reuse-bytes", walshard.DefaultReuseBytes, "shard: the writers' ReuseBytes: WAL entries of at least this many bytes join the table as they are (0: off)")
+	f.Int64Var(&cfg.ReuseBytes, "reuse-bytes", engine.DefaultReuseBytes, "shard: the writers' ReuseBytes: WAL entries of at least this many bytes join the table as they are (0: off)")
 	f.DurationVar(&cfg.StoreLatency, "store-latency", 0, "delay every request by this to 1.5× it, as a remote store's round trip would (e.g. 20ms)")
 	atLeast(c, 1, "writers", "commits", "rows", "target-rows", "conc-writers", "conc-commits")
 	atLeast(c, int64(time.Millisecond), "duration", "merge-interval")

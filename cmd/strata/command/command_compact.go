@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/table"
@@ -44,9 +43,9 @@ use strata-compactor.`,
 			host, _ := os.Hostname()
 			set, finish := ProgressBar(env.Err, "compact", "bytes")
 			info, err := db.Compact(c.Context(), engine.CompactOptions{Policy: &p, DryRun: dryRun, Holder: "strata compact on " + host,
-				Tune: compactor.Options{OnProgress: set}})
+				Tune: engine.CompactTune{OnProgress: set}})
 			finish()
-			if errors.Is(err, compactor.ErrLeaseHeld) {
+			if errors.Is(err, engine.ErrLeaseHeld) {
 				// Another compactor is at work: nothing ran, nothing recorded.
 				return err
 			}
@@ -72,7 +71,7 @@ use strata-compactor.`,
 }
 
 func newGC(env *Env) *cobra.Command {
-	var p compactor.GCPolicy
+	var p engine.GCPolicy
 	c := &cobra.Command{
 		Use:   "gc URL",
 		Short: "Delete old versions and the objects only they use",
@@ -121,11 +120,11 @@ the table keeps its record, so the shard opens again under its name.`,
 	f.DurationVar(&p.RetainFor, "retain", time.Hour, "versions younger than this are kept (at least 5m)")
 	f.DurationVar(&p.SafetyAge, "safety-age", time.Hour, "unreferenced objects younger than this are kept (at least 5m)")
 	f.DurationVar(&p.ConsumerRetention, "consumer-retention", table.DefaultConsumerRetention, "versions a named consumer has not read are kept while younger than this (at least 5m)")
-	f.DurationVar(&p.RetireShardsAfter, "retire-shards-after", compactor.DefaultRetireShardsAfter, "delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
+	f.DurationVar(&p.RetireShardsAfter, "retire-shards-after", engine.DefaultRetireShardsAfter, "delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
 	atLeast(c, 1, "keep-versions")
 	// A duration the collector reads 0 of as its default, or raises to
 	// its floor, is refused below the floor: 0 never means "the default".
-	atLeast(c, int64(compactor.MinRetain), "retain", "safety-age", "consumer-retention")
+	atLeast(c, int64(engine.MinRetain), "retain", "safety-age", "consumer-retention")
 	atLeast(c, 0, "retire-shards-after")
 	return c
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
 )
 
@@ -57,7 +57,7 @@ create refuses both, naming the table in the way.`,
 			if err := checkNewTable(c.Context(), env, args[0], b); err != nil {
 				return err
 			}
-			m, err := commit.Create(c.Context(), b, schema, nil, nil)
+			m, _, err := engine.Create(c.Context(), b, schema, "strata", nil)
 			if errors.Is(err, table.ErrExists) {
 				v := ""
 				if latest, lerr := table.LatestVersion(c.Context(), b); lerr == nil && latest > 0 {

@@ -12,12 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 const demoURL = "file://./strata-demo/rollouts"
@@ -75,7 +73,7 @@ func runDemo(c *cobra.Command, env *Env, u string, workers, appends, rows int) e
 	fmt.Fprintf(env.Err, "demo: %d workers (w%02d…w%02d), each appending %d batches of %d rows through its own shard\n",
 		workers, first, first+workers-1, appends, rows)
 	start := time.Now()
-	stats := make([]walshard.Stats, workers)
+	stats := make([]engine.ShardStats, workers)
 	errs := make([]error, workers)
 	bar := newProgress(env.Err, "demo: appends", "rows", int64(workers*appends*rows))
 	var wg sync.WaitGroup
@@ -117,7 +115,7 @@ func demoTable(c *cobra.Command, env *Env, u string, b blob.Bucket) (int, error)
 		if err := checkNewTable(ctx, env, u, b); err != nil {
 			return 0, err
 		}
-		if m, err = commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil {
+		if m, _, err = engine.Create(ctx, b, rollouts.Schema, "strata", nil); err != nil {
 			return 0, err
 		}
 		fmt.Fprintf(env.Out, "created the rollouts table at %s\n", u)
@@ -185,12 +183,12 @@ look further:
 // demoWorker appends through shard w<n>, merging in the background, then
 // flushes and merges what is left. It returns the shard's stats before the
 // final flush.
-func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *progress) (walshard.Stats, error) {
+func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *progress) (engine.ShardStats, error) {
 	ctx := c.Context()
 	db, err := engine.Open(ctx, b, &engine.Options{Writer: fmt.Sprintf("demo worker %d", n), Log: slog.New(slog.DiscardHandler),
-		Shard: walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushRows: int64(5 * rows)}, MergeInterval: 100 * time.Millisecond})
+		Shard: engine.ShardOptions{Shard: fmt.Sprintf("w%02d", n), FlushRows: int64(5 * rows)}, MergeInterval: 100 * time.Millisecond})
 	if err != nil {
-		return walshard.Stats{}, err
+		return engine.ShardStats{}, err
 	}
 	defer db.Close()
 	for a := range appends {
@@ -198,7 +196,7 @@ func demoWorker(c *cobra.Command, b blob.Bucket, n, appends, rows int, bar *prog
 		_, err := db.Append(ctx, engine.AppendOptions{}, rec)
 		rec.Release()
 		if err != nil {
-			return walshard.Stats{}, err
+			return engine.ShardStats{}, err
 		}
 		bar.Add(int64(rows))
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/walshard"
 )
 
 func newRepair(env *Env) *cobra.Command {
@@ -74,7 +73,7 @@ rows lost — and flushes and merges the rest of the log.`,
 // repairShard checks a shard's WAL and, with drop, sets aside what cannot
 // be replayed and merges the rest.
 func repairShard(c *cobra.Command, env *Env, db *engine.DB, shard string, drop bool) error {
-	damage, err := walshard.CheckLog(c.Context(), db.Bucket(), shard)
+	damage, err := db.CheckLog(c.Context(), shard)
 	if err != nil {
 		return err
 	}

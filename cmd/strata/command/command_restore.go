@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
@@ -43,10 +42,11 @@ it. A version garbage collection took cannot be restored.`,
 				}
 				version = tg.Version
 			}
-			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata restore"})
+			tb, err := handle(b)
 			if err != nil {
 				return err
 			}
+			defer tb.Stop()
 			res, err := tb.Restore(c.Context(), version)
 			if err != nil {
 				return err

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 func newScan(env *Env) *cobra.Command {
@@ -53,7 +52,12 @@ merged (each shard's generations and WAL entries), each once.`,
 				if version != 0 || tag != "" {
 					return usageError{fmt.Errorf("--fresh reads the latest version: not with --version or --tag")}
 				}
-				if err := w.writeAll(walshard.ScanFleet(c.Context(), b, opts)); err != nil {
+				db, err := handle(b)
+				if err != nil {
+					return err
+				}
+				defer db.Stop()
+				if err := w.writeAll(db.ScanFresh(c.Context(), opts)); err != nil {
 					return err
 				}
 				return w.close()

@@ -12,11 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/server"
-	"github.com/stratadb/strata/walshard"
 )
 
 // serveFlags are serve's flags.
@@ -68,7 +67,7 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f.BoolVar(&s.openMetrics, "open-metrics", false, "answer /metrics without the token (for a Prometheus scraping by pod annotation)")
 	f.DurationVar(&s.flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&s.mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
-	f.Int64Var(&s.reuseBytes, "reuse-bytes", walshard.DefaultReuseBytes, reuseBytesHelp)
+	f.Int64Var(&s.reuseBytes, "reuse-bytes", engine.DefaultReuseBytes, reuseBytesHelp)
 	f.DurationVar(&s.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
 	f.DurationVar(&s.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.Int64Var(&s.maxBody, "max-body", 64<<20, "largest request body in bytes")
@@ -128,8 +127,8 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	}
 	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, OpenMetrics: s.openMetrics, Log: log, Open: env.Open,
 		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare, Compaction: policy,
-		Shard: walshard.Options{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: offIfZero(s.reuseBytes)}})
-	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, compactor.ErrInvalidOptions) || errors.Is(err, walshard.ErrInvalidOptions) {
+		Shard: engine.ShardOptions{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: offIfZero(s.reuseBytes)}})
+	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, engine.ErrInvalidCompaction) || errors.Is(err, engine.ErrInvalidShard) {
 		return usageError{err}
 	}
 	if err != nil {

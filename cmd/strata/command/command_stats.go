@@ -2,10 +2,8 @@ package command
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,23 +11,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 // TableStats is what `strata stats` reports.
 type TableStats struct {
-	Version    uint64           `json:"version"`
-	Rows       int64            `json:"rows"`
-	Fragments  int              `json:"fragments"`
-	Bytes      int64            `json:"bytes"`
-	Versions   int              `json:"versions"`
-	Indexes    []table.Index    `json:"indexes,omitempty"`
-	Shards     []walshard.Stats `json:"shards,omitempty"`
-	Compaction compactor.Status `json:"compaction"`
-	Consumers  []ConsumerLag    `json:"consumers,omitempty"`
-	Requests   blob.Stats       `json:"requests"` // what reading these stats cost
+	Version    uint64              `json:"version"`
+	Rows       int64               `json:"rows"`
+	Fragments  int                 `json:"fragments"`
+	Bytes      int64               `json:"bytes"`
+	Versions   int                 `json:"versions"`
+	Indexes    []table.Index       `json:"indexes,omitempty"`
+	Shards     []engine.ShardStats `json:"shards,omitempty"`
+	Compaction engine.Status       `json:"compaction"`
+	Consumers  []ConsumerLag       `json:"consumers,omitempty"`
+	Requests   blob.Stats          `json:"requests"` // what reading these stats cost
 }
 
 // ConsumerLag is a named consumer's position and how many versions it is
@@ -56,19 +53,15 @@ func readStats(c *cobra.Command, env *Env, url string) (TableStats, error) {
 		return st, err
 	}
 	st.Versions = len(vs)
-	var ids []string
-	for id := range m.Shards {
-		ids = append(ids, id)
+	db, err := handle(b)
+	if err != nil {
+		return st, err
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		s, err := walshard.Inspect(ctx, b, id)
-		if err != nil && !errors.Is(err, walshard.ErrUnknownShard) {
-			return st, err
-		}
-		st.Shards = append(st.Shards, s)
+	defer db.Stop()
+	if st.Shards, err = db.ShardStats(ctx, m); err != nil {
+		return st, err
 	}
-	if st.Compaction, err = compactor.ReadStatus(ctx, b, 5); err != nil {
+	if st.Compaction, err = db.History(ctx, 5); err != nil {
 		return st, err
 	}
 	consumers, err := table.Consumers(ctx, b)
@@ -144,12 +137,12 @@ position and lag (strata follow --consumer).`,
 // writeKinds writes a line for each kind of run the history holds: its
 // newest run, how long it took, and its error unless a run of that kind
 // succeeded since.
-func writeKinds(tw io.Writer, cs compactor.Status) {
+func writeKinds(tw io.Writer, cs engine.Status) {
 	if len(cs.Kinds) == 0 && cs.LastError != "" {
 		// A history written before runs had kinds.
 		fmt.Fprintf(tw, "last error\t%s (%s)\n", cs.LastError, cs.LastErrorAt.UTC().Format(time.RFC3339))
 	}
-	for _, k := range compactor.Kinds {
+	for _, k := range engine.RunKinds {
 		ks, ok := cs.Kinds[k]
 		if !ok {
 			continue
@@ -163,19 +156,19 @@ func writeKinds(tw io.Writer, cs compactor.Status) {
 }
 
 // runLine is what a recorded run did, by its kind.
-func runLine(r compactor.Run) string {
+func runLine(r engine.Run) string {
 	var what string
-	switch kind := compactor.KindOf(r); kind {
-	case compactor.KindAdoption:
+	switch kind := engine.KindOf(r); kind {
+	case engine.RunAdoption:
 		what = "adoption: adopted abandoned shards " + strings.Join(r.Adopted, ", ")
 		if len(r.Adopted) == 0 {
 			what = "adoption: adopted none"
 		}
-	case compactor.KindGC:
+	case engine.RunGC:
 		what = fmt.Sprintf("gc: %d objects deleted", r.ObjectsDeleted)
-	case compactor.KindMerge:
+	case engine.RunMerge:
 		what = fmt.Sprintf("merge: v%d, %d generations", r.Version, r.Generations)
-	case compactor.KindExport:
+	case engine.RunExport:
 		what = fmt.Sprintf("export: v%d", r.Version)
 	default:
 		what = fmt.Sprintf("%s: v%d, fragments %d -> %d, %d rows", kind, r.Version, r.FragmentsBefore, r.FragmentsAfter, r.Rows)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
@@ -76,10 +75,11 @@ writer's shard are not touched: run a checkpoint first to include them.`,
 				return err
 			}
 			defer b.Close()
-			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata delete"})
+			tb, err := handle(b)
 			if err != nil {
 				return err
 			}
+			defer tb.Stop()
 			res, n, err := tb.Delete(c.Context(), pred)
 			if err != nil {
 				return err
@@ -130,10 +130,11 @@ the index is built again.`,
 				}
 				return tw.Flush()
 			}
-			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata index"})
+			tb, err := handle(b)
 			if err != nil {
 				return err
 			}
+			defer tb.Stop()
 			res, err := tb.CreateIndex(c.Context(), args[1])
 			if err != nil {
 				return err

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 )
 
@@ -50,10 +49,11 @@ a checkpoint first.`,
 				return err
 			}
 			defer b.Close()
-			tb, err := commit.OpenTable(c.Context(), b, &commit.Options{Writer: "strata update"})
+			tb, err := handle(b)
 			if err != nil {
 				return err
 			}
+			defer tb.Stop()
 			res, err := tb.Update(c.Context(), pred, assigns)
 			switch {
 			case errors.Is(err, table.ErrBadAssignment) || errors.Is(err, table.ErrBadPredicate):

@@ -11,10 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/table"
 )
 
 // upsertLimit bounds the input of one upsert: its rows are held in memory
@@ -64,56 +63,7 @@ of input, held in memory.`,
 			if len(cols) == 0 {
 				return usageError{errors.New("upsert needs --key: the column (or columns, comma-separated) that identify a row")}
 			}
-			size, err := inputSize(args[1:])
-			if err != nil {
-				return err
-			}
-			if size > upsertLimit {
-				return usageError{fmt.Errorf("%d bytes of input: an upsert holds its rows in memory, at most %d bytes; split the input", size, upsertLimit)}
-			}
-			ctx := c.Context()
-			b, err := env.Open(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tb, err := commit.OpenTable(ctx, b, &commit.Options{Writer: "strata upsert"})
-			if err != nil {
-				return err
-			}
-			var recs []arrow.RecordBatch
-			defer func() { ingest.Release(recs) }()
-			opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
-			for _, path := range args[1:] {
-				for rec, err := range readFile(path, tb.Current().Manifest().Schema(), opts, nil) {
-					if err != nil {
-						return fmt.Errorf("%s: %w (nothing was upserted)", path, err)
-					}
-					rec.Retain()
-					recs = append(recs, rec)
-				}
-			}
-			if shard != "" {
-				ack, err := upsertThroughShard(ctx, b, shard, cols, recs)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Out, "upserted %d rows through shard %s's WAL entry %d, merged into the table\n", ack.Rows, shard, ack.Position)
-				return nil
-			}
-			res, err := tb.Upsert(ctx, cols, recs...)
-			switch {
-			case errors.Is(err, commit.ErrOutcomeUnknown):
-				return fmt.Errorf("%w; run the same command again: the rows replace themselves", err)
-			case err != nil:
-				return fmt.Errorf("%w (nothing was upserted)", err)
-			}
-			if res.Done {
-				fmt.Fprintf(env.Out, "no rows; nothing committed (version %d)\n", res.Version)
-				return nil
-			}
-			fmt.Fprintf(env.Out, "upserted %d rows, replacing %d (version %d)\n", res.Inserted, res.Replaced, res.Version)
-			return nil
+			return runUpsert(c.Context(), env, args[0], args[1:], cols, shard, ignoreUnknown)
 		},
 	}
 	c.Flags().StringVar(&keys, "key", "", "the key column, or columns comma-separated (required)")
@@ -122,10 +72,79 @@ of input, held in memory.`,
 	return c
 }
 
+// runUpsert upserts the rows of files into the table at u by the key
+// columns cols: through shard when given, else in one direct commit.
+func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, shard string, ignoreUnknown bool) error {
+	size, err := inputSize(files)
+	if err != nil {
+		return err
+	}
+	if size > upsertLimit {
+		return usageError{fmt.Errorf("%d bytes of input: an upsert holds its rows in memory, at most %d bytes; split the input", size, upsertLimit)}
+	}
+	b, err := env.Open(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	var recs []arrow.RecordBatch
+	defer func() { ingest.Release(recs) }()
+	opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
+	var readErr error
+	read := func(schema *arrow.Schema) ([]arrow.RecordBatch, *table.Idempotency, error) {
+		for _, path := range files {
+			for rec, err := range readFile(path, schema, opts, nil) {
+				if err != nil {
+					readErr = fmt.Errorf("%s: %w (nothing was upserted)", path, err)
+					return nil, nil, readErr
+				}
+				rec.Retain()
+				recs = append(recs, rec)
+			}
+		}
+		return recs, nil, nil
+	}
+	if shard != "" {
+		m, err := table.ReadLatest(ctx, b)
+		if err != nil {
+			return err
+		}
+		if _, _, err := read(m.Schema()); err != nil {
+			return err
+		}
+		ack, err := upsertThroughShard(ctx, b, shard, cols, recs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Out, "upserted %d rows through shard %s's WAL entry %d, merged into the table\n", ack.Rows, shard, ack.Position)
+		return nil
+	}
+	tb, err := handle(b)
+	if err != nil {
+		return err
+	}
+	defer tb.Stop()
+	res, err := tb.Upsert(ctx, cols, read)
+	switch {
+	case readErr != nil:
+		return readErr
+	case errors.Is(err, engine.ErrOutcomeUnknown):
+		return fmt.Errorf("%w; run the same command again: the rows replace themselves", err)
+	case err != nil:
+		return fmt.Errorf("%w (nothing was upserted)", err)
+	}
+	if res.Done {
+		fmt.Fprintf(env.Out, "no rows; nothing committed (version %d)\n", res.Version)
+		return nil
+	}
+	fmt.Fprintf(env.Out, "upserted %d rows, replacing %d (version %d)\n", res.Inserted, res.Replaced, res.Version)
+	return nil
+}
+
 // upsertThroughShard upserts recs by keys in one WAL entry of shard and
 // drains the shard into the table.
 func upsertThroughShard(ctx context.Context, b blob.Bucket, shard string, keys []string, recs []arrow.RecordBatch) (engine.Ack, error) {
-	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata upsert", Shard: walshard.Options{Shard: shard}, Log: slog.New(slog.DiscardHandler)})
+	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata upsert", Shard: engine.ShardOptions{Shard: shard}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return engine.Ack{}, err
 	}

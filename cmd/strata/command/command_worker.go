@@ -11,12 +11,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
 )
 
 func newWorker(env *Env) *cobra.Command {
@@ -50,14 +48,14 @@ its replayed WAL).`,
 				if err := checkNewTable(ctx, env, args[0], b); err != nil {
 					return err
 				}
-				if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); err != nil && !errors.Is(err, table.ErrExists) {
+				if _, _, err := engine.Create(ctx, b, rollouts.Schema, "strata", nil); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}
 			} else if err != nil {
 				return err
 			}
 			db, err := engine.Open(ctx, b, &engine.Options{Name: args[0], Writer: fmt.Sprintf("worker %d", n),
-				Shard:         walshard.Options{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, ReuseBytes: offIfZero(reuseBytes)},
+				Shard:         engine.ShardOptions{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, ReuseBytes: offIfZero(reuseBytes)},
 				MergeInterval: mergeEvery, FleetMerge: fleet, Log: slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				return err
@@ -105,7 +103,7 @@ its replayed WAL).`,
 	f.DurationVar(&every, "every", 0, "pause between appends")
 	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
-	f.Int64Var(&reuseBytes, "reuse-bytes", walshard.DefaultReuseBytes, reuseBytesHelp)
+	f.Int64Var(&reuseBytes, "reuse-bytes", engine.DefaultReuseBytes, reuseBytesHelp)
 	f.DurationVar(&drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long the append in flight, flushing and merging may take; the rest stays in the WAL for the compactor Job")
 	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
 	cli.Bound(f, "worker", 0, maxWorker)
@@ -191,17 +189,17 @@ func drainWithin(ctx context.Context, db *engine.DB) error {
 // workerErr says plainly that the table was dropped under the worker, and
 // that it acknowledges nothing more.
 func workerErr(err error) error {
-	if errors.Is(err, walshard.ErrDropped) {
+	if errors.Is(err, engine.ErrDropped) {
 		return fmt.Errorf("the table was dropped: this worker acknowledges no more appends: %w", err)
 	}
 	return err
 }
 
-// reuseBytesHelp describes --reuse-bytes (walshard.Options.ReuseBytes) of
+// reuseBytesHelp describes --reuse-bytes (engine.ShardOptions.ReuseBytes) of
 // the commands that write through a shard.
 const reuseBytesHelp = "WAL entries of at least this many bytes join the table as they are when flushed, so that their rows cross to the store once (0: off, WAL entries in the form builds before it read: while any process that reads the table's shards runs one)"
 
-// offIfZero is a --reuse-bytes value as walshard.Options takes it: 0 on
+// offIfZero is a --reuse-bytes value as engine.ShardOptions takes it: 0 on
 // the command line means off.
 func offIfZero(n int64) int64 {
 	if n == 0 {
@@ -212,7 +210,7 @@ func offIfZero(n int64) int64 {
 
 // nextSeq finds the worker's next sequence number: one past the largest id
 // of this worker in the table, its shard's generations and its memtable.
-func nextSeq(c *cobra.Command, s *walshard.Shard, n int) (int64, error) {
+func nextSeq(c *cobra.Command, s *engine.ShardHandle, n int) (int64, error) {
 	lo, hi := int64(n)*rollouts.IDBase, int64(n+1)*rollouts.IDBase
 	next := int64(0)
 	filter := table.And(table.Ge("id", table.Int(lo)), table.Lt("id", table.Int(hi)))
