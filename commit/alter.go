@@ -21,35 +21,28 @@ import (
 // shard can acknowledge rows under the schema before (outwaitLeases), so
 // rows sent after it answered that name the column are refused by name.
 func (t *Table) Alter(ctx context.Context, changes ...table.ColumnChange) (Result, error) {
-	var last error
-	for range t.opts.MaxReplans {
-		snap, err := t.Refresh(ctx)
-		if err != nil {
-			return Result{}, err
-		}
-		next, err := table.AlterSchema(snap.Manifest().Schema(), changes)
-		if err != nil {
-			return Result{}, err
+	var before, next *arrow.Schema
+	res, err := t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
+		before = snap.Manifest().Schema()
+		var err error
+		if next, err = table.AlterSchema(before, changes); err != nil {
+			return Plan{}, err
 		}
 		ipc, err := table.EncodeSchema(next)
 		if err != nil {
-			return Result{}, err
+			return Plan{}, err
 		}
 		txn := table.Transaction{Kind: table.KindAlter, CommitID: table.NewID(), ReadVersion: snap.Version(), SchemaIPC: ipc}
 		for _, c := range changes {
 			txn.Changes = append(txn.Changes, c.String())
 		}
-		txn.Dropped = slices.Clone(table.RetiredNames(next)[len(table.RetiredNames(snap.Manifest().Schema())):])
-		res, err := t.Commit(ctx, txn)
-		if err == nil {
-			return res, t.outwaitLeases(ctx, res.Version, snap.Manifest().Schema(), next)
-		}
-		if !IsRetryableConflict(err) {
-			return Result{}, err
-		}
-		last = err
+		txn.Dropped = slices.Clone(table.RetiredNames(next)[len(table.RetiredNames(before)):])
+		return Plan{Txn: txn}, nil
+	})
+	if err != nil {
+		return Result{}, err
 	}
-	return Result{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+	return res, t.outwaitLeases(ctx, res.Version, before, next)
 }
 
 // applyAlter gives next (a copy of cur) the schema txn made. An index

@@ -20,6 +20,19 @@
 // from 2.9-4.0 s to 0.7-0.9 s, and their slowest commit stays near a
 // second (it reached 4-7 s when any long losing streak backed off).
 //
+// Above that loop, every write is a plan run by one driver (drive.go): a
+// write's plan function, given the version to plan against, writes the
+// objects its commit names and returns the transaction (a Plan); the
+// driver reads the version, commits, keeps deletion vectors through a
+// stall past garbage collection, deletes a plan's objects when its commit
+// certainly did not land, and plans again after a conflict the matrix
+// says the write must see, with one pause rule and one budget. The
+// Table's verbs (Append, Delete, Update, Upsert, Alter, CreateIndex,
+// MergeKeyed) run on it, and so do, through Drive, a fleet merge of
+// copies (walshard), a compaction and DropMissing (compactor). An Undo
+// keeps its own loop: it retries even transient errors at every step,
+// since until it lands the newest version references data that is gone.
+//
 // Invariants:
 //
 //   - Never a duplicate commit: every transaction carries a commit id (a

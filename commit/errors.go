@@ -62,6 +62,9 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
+	if e.CommitID == "" {
+		return fmt.Sprintf("commit: gave up after %d attempts: %v", e.Attempts, e.Last)
+	}
 	return fmt.Sprintf("commit %s: gave up after %d attempts: %v", e.CommitID, e.Attempts, e.Last)
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -42,7 +41,6 @@ import (
 // merge then reads none of frags back); nil, or another schema by the
 // time the merge commits, reads them from frags.
 func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fragment, mark table.ShardMerge, named []table.NamedRows, known *table.KeySet) (UpsertResult, error) {
-	var last error
 	var pl upsertPlan
 	var ks *table.KeySet
 	var ksSchema *arrow.Schema
@@ -53,63 +51,52 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 	for _, f := range frags {
 		rows += f.Rows
 	}
-	for plan := range t.opts.MaxReplans {
-		began := time.Now()
-		snap := t.Current()
-		if plan > 0 {
-			var err error
-			if snap, err = t.Refresh(ctx); err != nil {
-				return UpsertResult{}, err
-			}
-		}
+	var replaced int64
+	res, err := t.drive(ctx, driveOptions{fromHandle: true, pause: true}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		m := snap.Manifest()
 		switch cur := m.Shards[mark.Shard]; {
 		case cur.Epoch > mark.Epoch:
-			return UpsertResult{}, &ConflictError{Ours: table.Transaction{Kind: table.KindMerge, Shard: mark.Shard, Epoch: mark.Epoch}, Version: m.Version,
+			return Plan{}, &ConflictError{Ours: table.Transaction{Kind: table.KindMerge, Shard: mark.Shard, Epoch: mark.Epoch}, Version: m.Version,
 				Reason: fmt.Sprintf("shard %q is owned by epoch %d; this merge is from epoch %d (fenced)", mark.Shard, cur.Epoch, mark.Epoch)}
 		case cur.Watermark >= mark.Watermark:
-			return UpsertResult{Result: Result{Version: m.Version, Done: true}}, nil
+			return Plan{Done: true}, nil
 		}
-		txn := table.Transaction{Kind: table.KindMerge, CommitID: table.NewID(), ReadVersion: m.Version,
-			Shard: mark.Shard, Watermark: mark.Watermark, Epoch: mark.Epoch, Seq: mark.Seq, WAL: mark.WAL, Added: frags}
+		p := Plan{Txn: table.Transaction{Kind: table.KindMerge, CommitID: table.NewID(), ReadVersion: m.Version,
+			Shard: mark.Shard, Watermark: mark.Watermark, Epoch: mark.Epoch, Seq: mark.Seq, WAL: mark.WAL, Added: frags}, written: t.opts.Now()}
 		if len(named) > 0 {
 			if !sameDrops(m.Producers.DropNamed(named), named) {
-				return UpsertResult{}, &ConflictError{Ours: txn, Version: m.Version, Retryable: true,
+				return Plan{}, &ConflictError{Ours: p.Txn, Version: m.Version, Retryable: true,
 					Reason: "a named upsert of the generation was installed meanwhile, or forgotten: its rows are to be copied again"}
 			}
-			txn.Named = named
+			p.Txn.Named = named
 		}
-		var bodies map[string][]byte
-		var replaced int64
-		written := t.opts.Now()
-		if names, ok := table.CurrentNames(m.Schema(), keys); ok {
-			if ks == nil || !ksSchema.Equal(m.Schema()) {
-				var err error
-				if ks, err = keysOfFragments(ctx, t, m.Schema(), names, frags); err != nil {
-					return UpsertResult{}, err
-				}
-				ksSchema, pl = m.Schema(), upsertPlan{}
+		replaced = 0
+		names, ok := table.CurrentNames(m.Schema(), keys)
+		if !ok {
+			return p, nil
+		}
+		if ks == nil || !ksSchema.Equal(m.Schema()) {
+			var err error
+			if ks, err = keysOfFragments(ctx, t, m.Schema(), names, frags); err != nil {
+				return Plan{}, err
 			}
-			matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
-			if err != nil {
-				return UpsertResult{}, err
-			}
-			txn.Keys = keys
-			if txn.Deletions, bodies, replaced, err = t.writeVectors(ctx, snap, matches); err != nil {
-				return UpsertResult{}, err
-			}
+			ksSchema, pl = m.Schema(), upsertPlan{}
 		}
-		res, err := t.commitKeeping(ctx, txn, bodies, written)
-		if err == nil {
-			return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
+		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
+		if err != nil {
+			return Plan{}, err
 		}
-		if !IsRetryableConflict(err) || ctx.Err() != nil {
-			return UpsertResult{}, err
-		}
-		last = err
-		replanPause(ctx, t.opts, plan+1, time.Since(began))
+		p.Txn.Keys = keys
+		p.Txn.Deletions, p.bodies, replaced, err = t.writeVectors(ctx, snap, matches)
+		return p, err
+	})
+	switch {
+	case err != nil:
+		return UpsertResult{}, err
+	case res.Done:
+		return UpsertResult{Result: res}, nil
 	}
-	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+	return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
 }
 
 // sameDrops tells whether a and b mark the same named rows dropped.

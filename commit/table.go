@@ -339,30 +339,21 @@ func (t *Table) appendConformed(ctx context.Context, key *table.Idempotency, bat
 		return Result{}, err
 	}
 	txn.Added = []table.Fragment{f}
-	var last error
-	for range t.opts.MaxReplans {
-		res, err := t.Commit(ctx, txn)
-		if !IsRetryableConflict(err) || ctx.Err() != nil {
-			return res, err
-		}
-		last = err
+	return t.drive(ctx, driveOptions{fromHandle: true, sameCommit: true}, func(ctx context.Context, _ *table.Snapshot, prev error) (Plan, error) {
+		// An append plans again by rebasing on the latest version (after
+		// a stall past GC, say); its data object stays as written, unless
+		// garbage collection took it while the append stalled.
 		var ce *ConflictError
-		if errors.As(err, &ce) && ce.LostData {
-			// Garbage collection took our fragment while we stalled.
-			if f, err = table.WriteFragment(ctx, t.b, base.Schema(), batches...); err != nil {
-				return Result{}, err
+		if errors.As(prev, &ce) && ce.LostData {
+			f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)
+			if err != nil {
+				return Plan{}, err
 			}
 			txn.Added = []table.Fragment{f}
 			txn.CommitID = table.NewID()
 		}
-		// An append re-plans by rebasing on the latest version (after a
-		// stall past GC, say); its data object stays as written.
-		if _, err := t.Refresh(ctx); err != nil {
-			return Result{}, err
-		}
-		txn.ReadVersion = 0
-	}
-	return Result{}, &BudgetError{CommitID: txn.CommitID, Attempts: t.opts.MaxReplans, Last: last}
+		return Plan{Txn: txn}, nil
+	})
 }
 
 // appendKey is key as a transaction records it, with the rows' digest
@@ -379,48 +370,40 @@ func appendKey(key table.Idempotency, schema *arrow.Schema, batches []arrow.Reco
 // On a retryable conflict it re-plans against the newer version, up to
 // the handle's MaxReplans times.
 func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64, error) {
-	var last error
-	for range t.opts.MaxReplans {
-		snap, err := t.Refresh(ctx)
-		if err != nil {
-			return Result{}, 0, err
-		}
+	var deleted int64
+	res, err := t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		matches, err := snap.MatchingRows(ctx, pred)
 		if err != nil {
-			return Result{}, 0, err
+			return Plan{}, err
 		}
-		txn := table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: snap.Version()}
-		var deleted int64
-		written := t.opts.Now()
-		bodies := map[string][]byte{}
+		p := Plan{Txn: table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: snap.Version()},
+			written: t.opts.Now(), bodies: map[string][]byte{}}
+		deleted = 0
 		for _, id := range slices.Sorted(maps.Keys(matches)) { // in order: the same requests every time
 			rows := matches[id]
 			f := snap.Manifest().Fragment(id)
 			key := table.DeletionKey(id, snap.Version()+1)
-			bodies[key] = table.EncodeDeletions(rows)
-			if err := t.b.PutIfAbsent(ctx, key, bodies[key]); err != nil {
-				return Result{}, 0, err
+			p.bodies[key] = table.EncodeDeletions(rows)
+			if err := t.b.PutIfAbsent(ctx, key, p.bodies[key]); err != nil {
+				return Plan{}, err
 			}
 			before := int64(0)
 			if f.Deletion != nil {
 				before = f.Deletion.Count
 			}
 			deleted += int64(len(rows)) - before
-			txn.Deletions = append(txn.Deletions, table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}})
+			p.Txn.Deletions = append(p.Txn.Deletions, table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}})
 		}
-		if len(txn.Deletions) == 0 {
-			return Result{Version: snap.Version(), Done: true}, 0, nil
-		}
-		res, err := t.commitKeeping(ctx, txn, bodies, written)
-		if err == nil {
-			return res, deleted, nil
-		}
-		if !IsRetryableConflict(err) {
-			return Result{}, 0, err
-		}
-		last = err
+		p.Done = len(p.Txn.Deletions) == 0
+		return p, nil
+	})
+	switch {
+	case err != nil:
+		return Result{}, 0, err
+	case res.Done:
+		return res, 0, nil
 	}
-	return Result{}, 0, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+	return res, deleted, nil
 }
 
 // undoneSince returns the version after v, up to latest, whose
@@ -495,33 +478,19 @@ func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...
 // lands while the index is built makes it build again, up to MaxReplans
 // times. Rebuilding the index folds in the remap entries compactions left.
 func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) {
-	var last error
-	for range t.opts.MaxReplans {
-		snap, err := t.Refresh(ctx)
-		if err != nil {
-			return Result{}, err
-		}
+	return t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		entries, err := snap.BuildIndexEntries(ctx, column)
 		if err != nil {
-			return Result{}, err
+			return Plan{}, err
 		}
 		id := table.NewID()
 		ix := table.Index{ID: id, Column: column, Key: table.IndexKey(id), Rows: int64(len(entries)),
 			CoveredBelow: snap.Manifest().NextFragmentID}
 		if err := t.b.PutIfAbsent(ctx, ix.Key, table.EncodeIndex(entries)); err != nil {
-			return Result{}, err
+			return Plan{}, err
 		}
-		res, err := t.Commit(ctx, table.Transaction{Kind: table.KindCreateIndex, CommitID: table.NewID(),
-			ReadVersion: snap.Version(), Index: &ix})
-		if err == nil {
-			return res, nil
-		}
-		if !IsRetryableConflict(err) {
-			return Result{}, err
-		}
-		last = err
-	}
-	return Result{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+		return Plan{Txn: table.Transaction{Kind: table.KindCreateIndex, CommitID: table.NewID(), ReadVersion: snap.Version(), Index: &ix}}, nil
+	})
 }
 
 func releaseAll(recs []arrow.RecordBatch) {

@@ -2,7 +2,6 @@ package commit
 
 import (
 	"context"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -26,46 +25,34 @@ type UpdateResult struct {
 // Assignments are checked against the schema first (table.BindAssignments).
 // No row matching, nothing is committed (Done, at the version read).
 func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.Assignment) (UpdateResult, error) {
-	var last error
-	for plan := range t.opts.MaxReplans {
-		began := time.Now()
-		snap, err := t.Refresh(ctx)
-		if err != nil {
-			return UpdateResult{}, err
-		}
+	var updated int64
+	res, err := t.drive(ctx, driveOptions{pause: true}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		schema := snap.Manifest().Schema()
 		bound, err := table.BindAssignments(schema, set)
 		if err != nil {
-			return UpdateResult{}, err
+			return Plan{}, err
 		}
 		filter, err := table.Bind(pred, schema)
 		if err != nil {
-			return UpdateResult{}, err
+			return Plan{}, err
 		}
 		f, matches, n, err := t.writeUpdated(ctx, snap, filter, bound)
-		if err != nil {
-			return UpdateResult{}, err
+		if err != nil || n == 0 {
+			return Plan{Done: n == 0}, err
 		}
-		if n == 0 {
-			return UpdateResult{Result: Result{Version: snap.Version(), Done: true}}, nil
-		}
-		txn := table.Transaction{Kind: table.KindUpdate, CommitID: table.NewID(), ReadVersion: snap.Version(), Added: []table.Fragment{f}}
-		written := t.opts.Now()
-		var bodies map[string][]byte
-		if txn.Deletions, bodies, _, err = t.writeVectors(ctx, snap, matches); err != nil {
-			return UpdateResult{}, err
-		}
-		res, err := t.commitKeeping(ctx, txn, bodies, written)
-		if err == nil {
-			return UpdateResult{Result: res, Updated: n}, nil
-		}
-		if !IsRetryableConflict(err) || ctx.Err() != nil {
-			return UpdateResult{}, err
-		}
-		last = err
-		replanPause(ctx, t.opts, plan+1, time.Since(began))
+		updated = n
+		p := Plan{Txn: table.Transaction{Kind: table.KindUpdate, CommitID: table.NewID(), ReadVersion: snap.Version(), Added: []table.Fragment{f}},
+			written: t.opts.Now()}
+		p.Txn.Deletions, p.bodies, _, err = t.writeVectors(ctx, snap, matches)
+		return p, err
+	})
+	switch {
+	case err != nil:
+		return UpdateResult{}, err
+	case res.Done:
+		return UpdateResult{Result: res}, nil
 	}
-	return UpdateResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+	return UpdateResult{Result: res, Updated: updated}, nil
 }
 
 // writeUpdated reads the live rows of snap that filter matches and writes

@@ -78,51 +78,16 @@ func (t *Table) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []s
 			return UpsertResult{}, err
 		}
 	}
-	var last error
 	var pl upsertPlan
-	for plan := range t.opts.MaxReplans {
-		began := time.Now()
-		// The first plan reads the version the handle holds: rows that
-		// landed since and may hold our keys make the commit plan again
-		// (Check), so a stale version costs a plan, never a duplicate.
-		snap := t.Current()
-		if plan > 0 {
-			if snap, err = t.Refresh(ctx); err != nil {
-				return UpsertResult{}, errors.Join(err, wrote.Wait())
-			}
-		}
-		if !snap.Manifest().Schema().Equal(base.Schema()) {
-			return UpsertResult{}, errors.Join(&ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
-				Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were written; send the upsert again"}, wrote.Wait())
-		}
-		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
-		if err != nil {
-			return UpsertResult{}, errors.Join(err, wrote.Wait())
-		}
-		txn := table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
-			Keys: table.StoredNames(base.Schema(), keys), Idempotency: name}
-		written := t.opts.Now()
-		var replaced int64
-		var bodies map[string][]byte
-		// The vectors are written while the rows still are.
-		txn.Deletions, bodies, replaced, err = t.writeVectors(ctx, snap, matches)
-		if err = errors.Join(err, wrote.Wait()); err != nil {
-			return UpsertResult{}, err
-		}
-		txn.Added = []table.Fragment{f}
-		res, err := t.commitKeeping(ctx, txn, bodies, written)
-		if err == nil {
-			return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
-		}
-		if !IsRetryableConflict(err) || ctx.Err() != nil {
-			return UpsertResult{}, err
-		}
-		last = err
-		// Another commit of these keys won: planning again at once
-		// would race the next one the same way.
-		replanPause(ctx, t.opts, plan+1, time.Since(began))
+	var replaced int64
+	// The first plan reads the version the handle holds: rows that landed
+	// since and may hold our keys make the commit plan again (Check), so
+	// a stale version costs a plan, never a duplicate. Another commit of
+	// these keys winning, planning again at once would race the next one
+	// the same way: the plans pause.
+	res, err := t.drive(ctx, driveOptions{fromHandle: true, pause: true}, func(ctx context.Context, snap *table.Snapshot, prev error) (Plan, error) {
 		var ce *ConflictError
-		if errors.As(err, &ce) && ce.LostData {
+		if errors.As(prev, &ce) && ce.LostData {
 			// Garbage collection took our rows while we stalled; the
 			// commit was taken back, its deletion vectors with it.
 			wrote.Go(func() (err error) { f, err = writeKeyed(ctx, t, base.Schema(), keys, batches); return err })
@@ -130,12 +95,37 @@ func (t *Table) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []s
 				// One request at a time, as the first write: the rows
 				// land before the next plan's vectors are written.
 				if err := wrote.Wait(); err != nil {
-					return UpsertResult{}, err
+					return Plan{}, err
 				}
 			}
 		}
+		if !snap.Manifest().Schema().Equal(base.Schema()) {
+			return Plan{}, &ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
+				Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were written; send the upsert again"}
+		}
+		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
+		if err != nil {
+			return Plan{}, err
+		}
+		p := Plan{Txn: table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
+			Keys: table.StoredNames(base.Schema(), keys), Idempotency: name}, written: t.opts.Now()}
+		// The vectors are written while the rows still are.
+		p.Txn.Deletions, p.bodies, replaced, err = t.writeVectors(ctx, snap, matches)
+		if err = errors.Join(err, wrote.Wait()); err != nil {
+			return Plan{}, err
+		}
+		p.Txn.Added = []table.Fragment{f}
+		return p, nil
+	})
+	if err != nil {
+		// The rows' write may still run (a plan that failed before it
+		// waited): it ends before the upsert answers.
+		if werr := wrote.Wait(); werr != nil && !errors.Is(err, werr) {
+			err = errors.Join(err, werr)
+		}
+		return UpsertResult{}, err
 	}
-	return UpsertResult{}, &BudgetError{Attempts: t.opts.MaxReplans, Last: last}
+	return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
 }
 
 // knownName is key as a transaction records it (nil for no key), and,

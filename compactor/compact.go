@@ -103,64 +103,57 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		defer func() { _ = h.Release(context.WithoutCancel(ctx)) }()
 	}
 	start := time.Now()
-	for {
-		m, err := table.ReadLatest(ctx, b)
-		if err != nil {
-			return res, err
+	co := o.Commit
+	co.CatchUp = true
+	var rewritten int64
+	var copied int
+	cres, err := commit.Drive(ctx, b, nil, &co, o.MaxReplans+1, func(ctx context.Context, m *table.Manifest, prev error) (commit.Plan, error) {
+		if prev != nil {
+			res.Replans++
 		}
 		res.Plan = PlanCompaction(m, p)
 		res.FragmentsBefore, res.RowsBefore = len(m.Fragments), m.Rows()
 		res.FragmentsAfter, res.RowsAfter = res.FragmentsBefore, res.RowsBefore
 		if len(res.Plan.Bins) == 0 || o.DryRun {
-			res.Duration = time.Since(start)
-			return res, nil
+			return commit.Plan{Done: true}, nil
 		}
 		mem := newBudget(o.MemoryBudget)
-		added, rewritten, copied, err := writeBins(ctx, progressOf(b, res.Plan, o.OnProgress), m, res.Plan, o, mem)
+		added, rw, cp, err := writeBins(ctx, progressOf(b, res.Plan, o.OnProgress), m, res.Plan, o, mem)
 		res.PeakMemory = max(res.PeakMemory, mem.peak())
-		if errors.Is(err, blob.ErrNotFound) && res.Replans < o.MaxReplans {
+		if errors.Is(err, blob.ErrNotFound) {
 			// A source is gone: either a newer version no longer holds
 			// it (this run stalled), or the newest version lost it to a
 			// writer that died mid-stall, which Repair undoes. Plan anew.
 			if _, rerr := Repair(ctx, b, &o.Commit, nil); rerr != nil {
-				return res, fmt.Errorf("%w (repairing: %w)", err, rerr)
+				return commit.Plan{}, fmt.Errorf("%w (repairing: %w)", err, rerr)
 			}
-			res.Replans++
-			continue
+			return commit.Plan{}, fmt.Errorf("%w: %w", commit.ErrPlanAgain, err)
 		}
 		if err != nil {
-			return res, err
+			return commit.Plan{}, err
 		}
+		rewritten, copied = rw, cp
 		var removed []uint64
 		for _, bin := range res.Plan.Bins {
 			removed = append(removed, bin.Fragments...)
 		}
-		co := o.Commit
-		co.CatchUp = true
 		txn := table.Transaction{Kind: table.KindRewrite, Removed: removed, Added: added}
 		if len(m.Indexes) > 0 {
 			txn.Remap = remapEntries(m, res.Plan)
 		}
-		cres, err := commit.Commit(ctx, b, m, txn, &co)
-		if commit.IsRetryableConflict(err) && res.Replans < o.MaxReplans {
-			discard(ctx, b, added) // never referenced
-			res.Replans++
-			continue
-		}
-		if errors.Is(err, commit.ErrConflict) {
-			discard(ctx, b, added) // a conflict means our manifest is not there
-		}
-		if err != nil {
-			// Any other failure may hide a create that lands later: leave
-			// the fragments for garbage collection.
-			return res, err
-		}
-		res.Version = cres.Version
-		res.FragmentsAfter, res.RowsAfter = len(cres.Manifest.Fragments), cres.Manifest.Rows()
-		res.BytesRewritten, res.BinsCopied = rewritten, copied
-		res.Duration = time.Since(start)
-		return res, nil
+		// A conflict means the commit is not there: its fragments are
+		// never referenced. Any other failure may hide a create that
+		// lands later: they stay for garbage collection.
+		return commit.Plan{Txn: txn, Discard: func() { discard(ctx, b, added) }}, nil
+	})
+	res.Duration = time.Since(start)
+	if err != nil || cres.Done {
+		return res, err
 	}
+	res.Version = cres.Version
+	res.FragmentsAfter, res.RowsAfter = len(cres.Manifest.Fragments), cres.Manifest.Rows()
+	res.BytesRewritten, res.BinsCopied = rewritten, copied
+	return res, nil
 }
 
 // writeBins rewrites each bin into one fragment; copied counts the bins

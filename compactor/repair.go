@@ -423,6 +423,13 @@ func findMissing(ctx context.Context, b blob.Bucket, exists func(key string) boo
 	if err != nil {
 		return nil, nil, err
 	}
+	missing, err := missingIn(ctx, b, m, exists)
+	return m, missing, err
+}
+
+// missingIn lists the fragments of m whose data object or deletion vector
+// is gone (exists, when not nil, vouches for keys known to be there).
+func missingIn(ctx context.Context, b blob.Bucket, m *table.Manifest, exists func(key string) bool) ([]table.Fragment, error) {
 	gone := func(key string) (bool, error) {
 		if exists != nil && exists(key) {
 			return false, nil
@@ -437,11 +444,11 @@ func findMissing(ctx context.Context, b blob.Bucket, exists func(key string) boo
 	for _, f := range m.Fragments {
 		lost, err := gone(f.Key)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if !lost && f.Deletion != nil {
 			if lost, err = gone(f.Deletion.Key); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			if lost {
 				f.Key = f.Deletion.Key // what is missing
@@ -451,7 +458,7 @@ func findMissing(ctx context.Context, b blob.Bucket, exists func(key string) boo
 			missing = append(missing, f)
 		}
 	}
-	return m, missing, nil
+	return missing, nil
 }
 
 // DropMissing is the operator's last resort when data the newest version
@@ -464,24 +471,24 @@ func DropMissing(ctx context.Context, b blob.Bucket, opts *commit.Options) ([]ta
 	if opts != nil {
 		o = *opts
 	}
-	for range 10 {
-		m, missing, err := findMissing(ctx, b, nil)
-		if err != nil || len(missing) == 0 {
-			return nil, err
+	o.CatchUp = true
+	var missing []table.Fragment
+	_, err := commit.Drive(ctx, b, nil, &o, 10, func(ctx context.Context, m *table.Manifest, _ error) (commit.Plan, error) {
+		var err error
+		if missing, err = missingIn(ctx, b, m, nil); err != nil || len(missing) == 0 {
+			return commit.Plan{Done: true}, err
 		}
 		txn := table.Transaction{Kind: table.KindRewrite}
 		for _, f := range missing {
 			txn.Removed = append(txn.Removed, f.ID)
 		}
-		o.CatchUp = true
-		_, err = commit.Commit(ctx, b, m, txn, &o)
-		if commit.IsRetryableConflict(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return missing, nil
+		return commit.Plan{Txn: txn}, nil
+	})
+	if errors.Is(err, commit.ErrBudget) {
+		return nil, fmt.Errorf("compactor: dropping missing fragments kept conflicting: %w", err)
 	}
-	return nil, fmt.Errorf("compactor: dropping missing fragments kept conflicting")
+	if err != nil {
+		return nil, err
+	}
+	return missing, nil
 }

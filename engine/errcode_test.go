@@ -99,6 +99,7 @@ var sentinels = map[string]struct {
 	"layout.ErrBadLocation":         {layout.ErrBadLocation, api.CodeBadRequest},
 	"ingest.ErrTooLarge":            {ingest.ErrTooLarge, api.CodeTooLarge},
 	"ipcguard.ErrRefused":           {ipcguard.ErrRefused, api.CodeInternal}, // always an input error's reason
+	"commit.ErrPlanAgain":           {commit.ErrPlanAgain, api.CodeInternal}, // always beside the error that made a plan stale, which the driver acts on
 }
 
 // The engine's packages, whose sentinels sentinels must name, each.

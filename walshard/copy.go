@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
@@ -296,13 +297,18 @@ func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, par
 		}
 	}()
 	co.CatchUp = true
-	var last error
-	for range maxCopyPlans {
-		if len(parts) == 0 {
-			in.version = base.Version
-			return in, nil
+	var began time.Time
+	cres, err := commit.Drive(ctx, b, base, &co, maxCopyPlans, func(ctx context.Context, m *table.Manifest, prev error) (commit.Plan, error) {
+		if prev != nil {
+			// Another merge took some of these generations, or a newer
+			// owner merges a shard now: plan again on the latest version,
+			// without what is merged already.
+			base, parts = m, replan(m, parts)
 		}
-		began := co.EnsureDefaults().Now()
+		if len(parts) == 0 {
+			return commit.Plan{Done: true}, nil
+		}
+		began = co.EnsureDefaults().Now()
 		txn, err := copyTxn(ctx, b, base, parts, rows, rowGroupBytes)
 		if errors.Is(err, table.ErrNotCopyable) && rows == nil {
 			// The table's schema changed since the copies were checked.
@@ -310,34 +316,23 @@ func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, par
 				txn, err = copyTxn(ctx, b, base, parts, rows, rowGroupBytes)
 			}
 		}
-		if err != nil {
-			return in, err
-		}
-		cres, err := commit.Commit(ctx, b, base, txn, &co)
-		if err == nil {
-			in.rebases += cres.Rebases
-			if cres.Done {
-				in.version = cres.Version
-				return in, nil
-			}
-			if err := keepNamedVectors(ctx, b, cres, co, began); err != nil {
-				in.errs = append(in.errs, err)
-			}
-			return landed(ctx, b, base, parts, cres, in, parallelism)
-		}
-		if !commit.IsRetryableConflict(err) || ctx.Err() != nil {
-			return in, err
-		}
-		// Another merge took some of these generations, or a newer owner
-		// merges a shard now: plan again on the latest version, without
-		// what is merged already.
-		last = err
-		if base, err = table.ReadLatest(ctx, b); err != nil {
-			return in, err
-		}
-		parts = replan(base, parts)
+		return commit.Plan{Txn: txn}, err
+	})
+	if errors.Is(err, commit.ErrBudget) {
+		return in, fmt.Errorf("walshard: merge of copies kept conflicting: %w", err)
 	}
-	return in, fmt.Errorf("walshard: merge of copies kept conflicting: %w", last)
+	if err != nil {
+		return in, err
+	}
+	in.rebases += cres.Rebases
+	if cres.Done {
+		in.version = cres.Version
+		return in, nil
+	}
+	if err := keepNamedVectors(ctx, b, cres, co, began); err != nil {
+		in.errs = append(in.errs, err)
+	}
+	return landed(ctx, b, base, parts, cres, in, parallelism)
 }
 
 // maxCopyPlans bounds the plans of one merge of copies.
