@@ -32,7 +32,9 @@ import (
 //     duration when it fails, and not at all when there is nothing to
 //     compact (TestACompactionRecordsItsRunOnce);
 //   - what the DB does is told to the listener: flushes, merges,
-//     compactions, collections, adoptions (TestTheListenerHearsOfEverything).
+//     compactions, collections, adoptions (TestTheListenerHearsOfEverything),
+//     and its shard's merge commits and write stalls
+//     (TestTheShardsCommitsAndStallsAreTheDBsEvents);
 //   - what production runs through it costs the requests its golden trace
 //     names: an append and a flush through a shard, a fleet merge, an
 //     upsert merged by key, a maintenance pass

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"time"
@@ -16,6 +17,37 @@ type EventListener struct {
 	GCEnd           func(GCInfo)
 	AdoptionEnd     func(AdoptionInfo)
 	BackgroundError func(BackgroundErrorInfo)
+	// The process's own shard: each merge commit, each WAL entry set
+	// aside at replay, each write stall.
+	CommitEnd  func(CommitInfo)
+	Quarantine func(QuarantineInfo)
+	WriteStall func(WriteStallInfo)
+}
+
+// CommitInfo: a merge commit of the process's shard ended, how long it
+// took (catching up with others included) and how.
+type CommitInfo struct {
+	Table    string
+	Shard    string
+	Duration time.Duration
+	Err      error
+}
+
+// QuarantineInfo: replaying the process's shard set a WAL entry aside
+// (see walshard.Quarantined): its rows are not in the table.
+type QuarantineInfo struct {
+	Table string
+	Shard string
+	Entry Quarantined
+}
+
+// WriteStallInfo: writers of the process's shard waited for room — an
+// append for the memtable (Reason walshard.StallMemtable), a flush for
+// merges to take generations (StallGenerations) — told when the wait
+// ended.
+type WriteStallInfo struct {
+	Table string
+	StallInfo
 }
 
 // FlushInfo: the process's shard sealed its memtable into a generation.
@@ -131,6 +163,18 @@ func LoggingListener(log *slog.Logger) EventListener {
 		BackgroundError: func(i BackgroundErrorInfo) {
 			log.Error(i.What+" failed", "table", i.Table, "error", i.Err.Error())
 		},
+		CommitEnd: func(CommitInfo) {},
+		Quarantine: func(i QuarantineInfo) {
+			log.Error("a WAL entry was set aside: its rows are not in the table", "table", i.Table, "shard", i.Shard,
+				"position", i.Entry.Position, "copy", i.Entry.Key, "reason", i.Entry.Reason)
+		},
+		WriteStall: func(i WriteStallInfo) {
+			level := slog.LevelDebug
+			if i.Duration >= time.Second {
+				level = slog.LevelWarn
+			}
+			log.Log(context.Background(), level, "write stall", "table", i.Table, "shard", i.Shard, "reason", i.Reason, "duration_s", i.Duration.Seconds())
+		},
 	}
 }
 
@@ -155,6 +199,15 @@ func (l EventListener) withDefaults(log *slog.Logger) EventListener {
 	if l.BackgroundError == nil {
 		l.BackgroundError = d.BackgroundError
 	}
+	if l.CommitEnd == nil {
+		l.CommitEnd = d.CommitEnd
+	}
+	if l.Quarantine == nil {
+		l.Quarantine = d.Quarantine
+	}
+	if l.WriteStall == nil {
+		l.WriteStall = d.WriteStall
+	}
 	return l
 }
 
@@ -169,5 +222,8 @@ func Tee(a, b EventListener) EventListener {
 		GCEnd:           func(i GCInfo) { a.GCEnd(i); b.GCEnd(i) },
 		AdoptionEnd:     func(i AdoptionInfo) { a.AdoptionEnd(i); b.AdoptionEnd(i) },
 		BackgroundError: func(i BackgroundErrorInfo) { a.BackgroundError(i); b.BackgroundError(i) },
+		CommitEnd:       func(i CommitInfo) { a.CommitEnd(i); b.CommitEnd(i) },
+		Quarantine:      func(i QuarantineInfo) { a.Quarantine(i); b.Quarantine(i) },
+		WriteStall:      func(i WriteStallInfo) { a.WriteStall(i); b.WriteStall(i) },
 	}
 }

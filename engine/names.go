@@ -26,6 +26,7 @@ type (
 	ShardStats   = walshard.Stats
 	ShardLag     = walshard.ShardLag
 	Quarantined  = walshard.Quarantined
+	StallInfo    = walshard.StallInfo
 	FleetOptions = walshard.FleetOptions
 	FleetResult  = walshard.FleetResult
 	AdoptResult  = walshard.AdoptResult
@@ -67,6 +68,8 @@ const (
 	MinRetain                = compactor.MinRetain
 	DefaultHolder            = compactor.DefaultHolder
 	DefaultReuseBytes        = walshard.DefaultReuseBytes
+	StallMemtable            = walshard.StallMemtable
+	StallGenerations         = walshard.StallGenerations
 	DropWait                 = walshard.DropWait
 	RunCompaction, RunGC     = compactor.KindCompaction, compactor.KindGC
 	RunAdoption, RunMerge    = compactor.KindAdoption, compactor.KindMerge

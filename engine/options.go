@@ -22,7 +22,8 @@ type Options struct {
 	// appends go through it (it is opened, claiming a new epoch, on the
 	// first append), and the DB flushes it and merges the fleet's
 	// generations on its own schedule (MergeInterval; the shard's own
-	// merge loop stays off). Unset, appends commit directly.
+	// merge loop stays off; its Listener is the DB's, whose events reach
+	// Listener). Unset, appends commit directly.
 	Shard ShardOptions
 	// MergeInterval: with a shard, the DB merges its flushed generations
 	// this often — with FleetMerge, every shard's (a fleet merge) — (0:

@@ -69,17 +69,8 @@ func (o *shardOwner) open(ctx context.Context) (*ShardHandle, error) {
 		return o.mu.s, nil
 	}
 	so := db.opts.Shard
-	so.MergeInterval = 0 // the DB merges (Options.MergeInterval)
-	so.OnFlush = func(gen uint64, d time.Duration, err error) {
-		db.opts.Listener.FlushEnd(FlushInfo{Table: db.opts.Name, Shard: so.Shard, Generation: gen, Duration: d, Err: err})
-	}
-	so.OnMerge = func(r walshard.MergeResult, d time.Duration, err error) {
-		res := FleetResult{Generations: r.Generations, Rows: r.Rows, Version: r.Version}
-		if r.Version != 0 && !r.Done {
-			res.Shards, res.Merged = 1, map[string]uint64{so.Shard: r.Watermark}
-		}
-		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Result: res, Duration: d, Err: err})
-	}
+	so.MergeInterval = 0                     // the DB merges (Options.MergeInterval)
+	so.Listener = db.shardListener(so.Shard) // its events are the DB's
 	if o.mu.damaged != nil && time.Since(o.mu.damagedAt) < damagedRetry {
 		if e, err := walshard.NewestEpoch(ctx, db.b, so.Shard); err != nil || e == o.mu.damagedEpoch {
 			return nil, o.mu.damaged

@@ -188,8 +188,10 @@ func (j *runner) db(ctx context.Context, u string) (db *engine.DB, done func(), 
 func (j *runner) close() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, db := range j.dbs {
-		db.Close()
+	for u, db := range j.dbs {
+		if err := db.Close(); err != nil {
+			j.o.Log.Warn("closing a table's handle", "table", u, "error", err.Error())
+		}
 	}
 }
 

@@ -78,6 +78,8 @@ func (j *runner) forget(u string) {
 	delete(j.dbs, u)
 	j.mu.Unlock()
 	if db != nil {
-		db.Close()
+		if err := db.Close(); err != nil {
+			j.o.Log.Warn("closing the handle of a table no longer served", "table", u, "error", err.Error())
+		}
 	}
 }

@@ -36,6 +36,9 @@ type metrics struct {
 	fleetMergeSeconds prometheus.Histogram
 	storeSeconds      *prometheus.HistogramVec
 	commitSeconds     prometheus.Histogram
+	failures          *prometheus.CounterVec
+	stallSeconds      *prometheus.CounterVec
+	quarantined       prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -64,7 +67,13 @@ func newMetrics(s *Server) *metrics {
 		Help: "Time of the fleet merges run by this server.", Buckets: telemetry.LatencyBuckets})
 	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_commit_duration_seconds",
 		Help: "Time of this server's own shard merge commits, catching up with other commits included (failures too).", Buckets: telemetry.LatencyBuckets})
-	for _, c := range []prometheus.Collector{m.commitSeconds, m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.ownWrites, m.compactions,
+	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_background_failures_total",
+		Help: "Failures of this server's background work, by what failed: flush, merge, compaction, commit (a merge commit of its shard), background (anything else: a keep-alive, a history read)."}, []string{"what"})
+	m.stallSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_write_stall_seconds_total",
+		Help: "Time writers of this server's shard waited for room, by reason: memtable (an append, for the memtable to flush), generations (a flush, for merges)."}, []string{"reason"})
+	m.quarantined = prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_wal_entries_quarantined_total",
+		Help: "WAL entries of this server's shard set aside at replay (their rows are not in the table; see strata repair)."})
+	for _, c := range []prometheus.Collector{m.failures, m.stallSeconds, m.quarantined, m.commitSeconds, m.requests, m.requestSeconds, m.rowsAppended, m.appendSeconds, m.ownWrites, m.compactions,
 		m.compactionSeconds, m.fleetMerges, m.fleetGens, m.fleetMergeSeconds} {
 		f(c)
 	}
@@ -222,8 +231,34 @@ func readLags(ctx context.Context, b blob.Bucket) ([]consumerLag, error) {
 
 // listener is the metrics' subscription to the tables' engine events.
 func (m *metrics) listener() engine.EventListener {
+	failed := func(what string, err error) {
+		if err != nil {
+			m.failures.WithLabelValues(what).Inc()
+		}
+	}
 	return engine.EventListener{
+		FlushEnd: func(i engine.FlushInfo) { failed("flush", i.Err) },
+		BackgroundError: func(i engine.BackgroundErrorInfo) {
+			switch i.What {
+			case "flush", "merge", "compaction": // counted by their own events
+			default:
+				failed("background", i.Err)
+			}
+		},
+		CommitEnd: func(i engine.CommitInfo) {
+			m.commitSeconds.Observe(i.Duration.Seconds())
+			failed("commit", i.Err)
+		},
+		Quarantine: func(engine.QuarantineInfo) { m.quarantined.Inc() },
+		WriteStall: func(i engine.WriteStallInfo) {
+			reason := "memtable"
+			if i.Reason == engine.StallGenerations {
+				reason = "generations"
+			}
+			m.stallSeconds.WithLabelValues(reason).Add(i.Duration.Seconds())
+		},
 		CompactionEnd: func(i engine.CompactionInfo) {
+			failed("compaction", i.Err)
 			outcome := "committed"
 			switch {
 			case i.Err != nil:
@@ -235,6 +270,7 @@ func (m *metrics) listener() engine.EventListener {
 			m.compactionSeconds.Observe(i.Duration.Seconds())
 		},
 		MergeEnd: func(i engine.MergeInfo) {
+			failed("merge", i.Err)
 			if i.Fleet {
 				m.fleetMergeSeconds.Observe(i.Duration.Seconds())
 				if i.Result.Version != 0 {
@@ -244,9 +280,4 @@ func (m *metrics) listener() engine.EventListener {
 			}
 		},
 	}
-}
-
-// observeCommit times a shard merge commit.
-func (m *metrics) observeCommit(d time.Duration, _ error) {
-	m.commitSeconds.Observe(d.Seconds())
 }

@@ -1,14 +1,19 @@
 package server_test
 
 import (
+	"errors"
+	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
@@ -116,4 +121,35 @@ func TestMetricsFamilies(t *testing.T) {
 	if fams := scrape(t, f); hasTable(fams["strata_object_store_requests_total"], "t") || hasTable(fams["strata_wal_lag_entries"], "t") {
 		t.Error("series of a dropped table remain")
 	}
+}
+
+// A failure of the server's background work is counted by what failed,
+// beside its log line: a flush (POST …/lsm/flush, run in the background)
+// whose objects the store refuses. Before, the metrics listener heard
+// flushes and merges only to time them, and a failing flush moved no
+// series.
+func TestBackgroundFailuresAreCounted(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{Log: slog.New(slog.DiscardHandler)})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 10)
+	defer rec.Release()
+	if _, err := f.c.Append(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	f.inject(fault.OnKeys(regexp.MustCompile(`^_fleet/flush/`), fault.Always(fault.Fault{Action: fault.Fail, Err: errors.New("access denied")})))
+	if err := f.c.Flush(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "a failed flush counted", func() bool {
+		for _, m := range scrape(t, f)["strata_background_failures_total"].GetMetric() {
+			for _, l := range m.Label {
+				if l.GetName() == "what" && l.GetValue() == "flush" && m.GetCounter().GetValue() >= 1 {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }

@@ -377,9 +377,6 @@ func (s *Server) engineOptions(name string) *engine.Options {
 		Policy: s.opts.Compaction, LeaseTTL: s.opts.LeaseTTL, Log: s.opts.Log, CloseBucket: true,
 		Listener: engine.Tee(engine.LoggingListener(s.opts.Log), s.metrics.listener())}
 	o.Shard.Shard = s.ShardID()
-	if o.Shard.ObserveCommit == nil {
-		o.Shard.ObserveCommit = s.metrics.observeCommit
-	}
 	return o
 }
 
@@ -393,7 +390,9 @@ func (s *Server) forgetIfMissing(t *tableState) {
 	if s.mu.tables[t.name] == t && t.db.OpenShard() == nil {
 		delete(s.mu.tables, t.name)
 		s.mu.Unlock()
-		t.db.Close()
+		if err := t.db.Close(); err != nil {
+			s.opts.Log.Warn("closing the handle of a table that a failed create left open", "table", t.name, "error", err.Error())
+		}
 		return
 	}
 	s.mu.Unlock()
@@ -415,7 +414,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err := t.db.Drain(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("%s: flush and merge: %w", t.name, err))
 		}
-		t.db.Close()
+		if err := t.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: close: %w", t.name, err))
+		}
 	}
 	return errors.Join(errs...)
 }

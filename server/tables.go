@@ -96,7 +96,9 @@ func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState
 	delete(s.mu.tables, t.name)
 	s.mu.Unlock()
 	err := t.db.Drop(r.Context(), s.opts.DropWait)
-	t.db.Close()
+	if cerr := t.db.Close(); cerr != nil {
+		s.opts.Log.Warn("closing the dropped table's handle", "table", t.name, "error", cerr.Error())
+	}
 	if err != nil {
 		return err
 	}

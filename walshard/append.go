@@ -231,7 +231,9 @@ func (s *Shard) claim(ctx context.Context, k table.AppendKey) (Ack, func(), erro
 
 // waitForRoom waits while the memtable is over its bound, starting a
 // flush.
-func (s *Shard) waitForRoom(ctx context.Context) error {
+func (s *Shard) waitForRoom(ctx context.Context) (err error) {
+	var stall time.Time // when the append began to wait
+	defer func() { s.stalled(StallMemtable, stall, err) }()
 	for {
 		if err := s.fencedErr(); err != nil {
 			return err
@@ -242,6 +244,9 @@ func (s *Shard) waitForRoom(ctx context.Context) error {
 		s.mu.Unlock()
 		if !full {
 			return nil
+		}
+		if stall.IsZero() {
+			stall = time.Now()
 		}
 		s.triggerFlush()
 		select {

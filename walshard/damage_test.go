@@ -91,7 +91,7 @@ func TestAPoisonedWALEntryIsQuarantined(t *testing.T) {
 		t.Fatal(err)
 	}
 	var told []walshard.Quarantined
-	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", OnQuarantine: func(q walshard.Quarantined) { told = append(told, q) }})
+	s, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1", Listener: walshard.Listener{Quarantine: func(q walshard.Quarantined) { told = append(told, q) }}})
 	if err != nil {
 		t.Fatalf("open over a poisoned entry: %v", err)
 	}

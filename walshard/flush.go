@@ -21,9 +21,9 @@ import (
 // while one runs. When more than MaxPendingGenerations generations await
 // merging, Flush waits for a merge.
 func (s *Shard) Flush(ctx context.Context) (gen uint64, err error) {
-	if s.opts.OnFlush != nil {
+	if s.opts.Listener.FlushEnd != nil {
 		start := time.Now()
-		defer func() { s.opts.OnFlush(gen, time.Since(start), err) }()
+		defer func() { s.opts.Listener.FlushEnd(gen, time.Since(start), err) }()
 	}
 	// The runs after the first (a memtable alternating appends and
 	// upserts) do not wait for room: the generations they would wait on
@@ -43,22 +43,24 @@ func (s *Shard) Flush(ctx context.Context) (gen uint64, err error) {
 	return gen, s.tidy(ctx)
 }
 
-// flush seals the oldest entries of the memtable of one mode (appends, or
-// upserts by the same keys) into a generation; more tells whether entries
-// it saw were left for the next one.
-func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err error) {
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
-	for wait {
+// waitForMerges waits while MaxPendingGenerations generations await
+// merging (a write stall, told to the listener when it ends).
+func (s *Shard) waitForMerges(ctx context.Context) (err error) {
+	var stall time.Time // when the wait began
+	defer func() { s.stalled(StallGenerations, stall, err) }()
+	for {
 		if err := s.fencedErr(); err != nil {
-			return 0, false, err
+			return err
 		}
 		s.mu.Lock()
 		n := len(s.mu.gens.pending())
 		changed := s.changedLocked()
 		s.mu.Unlock()
 		if n < s.opts.MaxPendingGenerations {
-			break
+			return nil
+		}
+		if stall.IsZero() {
+			stall = time.Now()
 		}
 		// Merges move the watermark: this handle's own, or a fleet
 		// merge's (the Job's), which it learns by reading the shard's
@@ -66,14 +68,27 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 		// table's manifest when that is not enough.
 		select {
 		case <-ctx.Done():
-			return 0, false, ctx.Err()
+			return ctx.Err()
 		case <-s.stop:
-			return 0, false, ErrClosed
+			return ErrClosed
 		case <-changed:
 		case <-time.After(fleetMergeCheck):
 			if err := s.learnWhileWaiting(ctx); err != nil {
-				return 0, false, err
+				return err
 			}
+		}
+	}
+}
+
+// flush seals the oldest entries of the memtable of one mode (appends, or
+// upserts by the same keys) into a generation; more tells whether entries
+// it saw were left for the next one.
+func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err error) {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if wait {
+		if err := s.waitForMerges(ctx); err != nil {
+			return 0, false, err
 		}
 	}
 	if err := s.fencedErr(); err != nil {
@@ -390,8 +405,13 @@ func (s *Shard) flushLoop() {
 			due := s.opts.FlushInterval > 0 && len(s.mu.mem.entries) > 0 && time.Since(s.mu.mem.since) >= s.opts.FlushInterval
 			s.mu.Unlock()
 			if !due {
-				if err := s.keepAlive(ctx); errors.Is(err, ErrFenced) {
+				err := s.keepAlive(ctx)
+				switch {
+				case errors.Is(err, ErrFenced):
 					return
+				case err != nil && ctx.Err() == nil && s.opts.Listener.BackgroundError != nil:
+					// Tried again at the next tick; told, never dropped.
+					s.opts.Listener.BackgroundError("keep-alive", err)
 				}
 				continue
 			}

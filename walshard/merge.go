@@ -29,11 +29,11 @@ type MergeResult struct {
 // is, without a copy; compaction folds such fragments later. It returns ErrMergeRunning
 // when a merge of this handle is already running.
 func (s *Shard) Merge(ctx context.Context) (res MergeResult, err error) {
-	if s.opts.OnMerge != nil {
+	if s.opts.Listener.MergeEnd != nil {
 		start := time.Now()
 		defer func() {
 			if !errors.Is(err, ErrMergeRunning) {
-				s.opts.OnMerge(res, time.Since(start), err)
+				s.opts.Listener.MergeEnd(res, time.Since(start), err)
 			}
 		}()
 	}
@@ -142,8 +142,8 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	} else {
 		in, err = install(ctx, s.b, base, []shardPart{part}, s.opts.Commit, 1, 0)
 	}
-	if s.opts.ObserveCommit != nil {
-		s.opts.ObserveCommit(time.Since(started), err)
+	if s.opts.Listener.CommitEnd != nil {
+		s.opts.Listener.CommitEnd(time.Since(started), err)
 	}
 	if err != nil {
 		return MergeResult{}, err

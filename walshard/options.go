@@ -59,18 +59,9 @@ type Options struct {
 	ResolveWithin time.Duration
 	// Commit tunes the merge commits.
 	Commit commit.Options
-	// ObserveCommit, when set, is told how long each of the shard's own
-	// merge commits took (catching up with others included) and how it
-	// ended: metrics hang here.
-	ObserveCommit func(d time.Duration, err error)
-	// OnQuarantine, when set, is told of each WAL entry set aside (see
-	// Quarantined): a server logs it.
-	OnQuarantine func(Quarantined)
-	// OnFlush and OnMerge, when set, are told of every flush and every
-	// merge of the shard (the background loops' too), how long it took and
-	// how it ended: a background failure is never dropped.
-	OnFlush func(gen uint64, d time.Duration, err error)
-	OnMerge func(res MergeResult, d time.Duration, err error)
+	// Listener is told of what the shard does (the engine's
+	// EventListener hangs here).
+	Listener Listener
 	// SetAsideLost is for an operator's repair (strata repair --shard
 	// --drop-missing), when the store lost or damaged a WAL entry and no
 	// backup holds it: replay sets aside a position between the flushed

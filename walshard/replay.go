@@ -170,12 +170,12 @@ func (s *Shard) keepAside(ctx context.Context, pos uint64, data []byte) (string,
 	return key, nil
 }
 
-// recordAside records an entry set aside, in the stats and to OnQuarantine.
+// recordAside records an entry set aside, in the stats and to the listener.
 func (s *Shard) recordAside(q Quarantined) {
 	s.mu.Lock()
 	s.mu.quarantined = append(s.mu.quarantined, q)
 	s.mu.Unlock()
-	if s.opts.OnQuarantine != nil {
-		s.opts.OnQuarantine(q)
+	if s.opts.Listener.Quarantine != nil {
+		s.opts.Listener.Quarantine(q)
 	}
 }

@@ -125,11 +125,11 @@ func seq(from, n int64) []int64 {
 func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 	b := newTable(t, "mem://")
 	var commits atomic.Int64
-	s := open(t, b, "w1", walshard.Options{ObserveCommit: func(d time.Duration, err error) {
+	s := open(t, b, "w1", walshard.Options{Listener: walshard.Listener{CommitEnd: func(d time.Duration, err error) {
 		if err == nil && d > 0 {
 			commits.Add(1)
 		}
-	}})
+	}}})
 	defer s.Close()
 	appendIDs(t, s, seq(0, 10)...)
 	appendIDs(t, s, seq(10, 10)...)
