@@ -32,8 +32,6 @@ type Options struct {
 	// it: the manifest, the Go runtime, and with Recode the writer's two
 	// row groups of decoded rows.
 	MemoryBudget int64
-	// DryRun plans and returns without writing anything.
-	DryRun bool
 	// Recode rewrites every bin by decoding its rows and encoding them
 	// again. By default a bin whose fragments qualify (no deletion
 	// vector, one layout: table.CopyFragments) is merged by copying their
@@ -93,7 +91,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		return res, err
 	}
 	p, o := *policy.EnsureDefaults(), *opts.EnsureDefaults()
-	if !o.Leased && !o.DryRun {
+	if !o.Leased {
 		h, err := TakePartLease(ctx, b, p.Part, o.Holder, o.LeaseTTL, time.Now())
 		if err != nil {
 			return res, err
@@ -114,7 +112,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		res.Plan = PlanCompaction(m, p)
 		res.FragmentsBefore, res.RowsBefore = len(m.Fragments), m.Rows()
 		res.FragmentsAfter, res.RowsAfter = res.FragmentsBefore, res.RowsBefore
-		if len(res.Plan.Bins) == 0 || o.DryRun {
+		if len(res.Plan.Bins) == 0 {
 			return commit.Plan{Done: true}, nil
 		}
 		mem := newBudget(o.MemoryBudget)

@@ -105,6 +105,20 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 		p = *o.Policy
 	}
 	now := db.opts.Now()
+	if o.DryRun {
+		// A dry run is the plan without its run.
+		look, err := db.PlanCompaction(ctx, &p)
+		if err != nil {
+			info.Err = err
+			return info, err
+		}
+		m := look.Manifest
+		info.Result = CompactResult{Plan: look.Plan, FragmentsBefore: len(m.Fragments), FragmentsAfter: len(m.Fragments), RowsBefore: m.Rows(), RowsAfter: m.Rows()}
+		if o.WhenDue && !look.Due {
+			info.Skipped = look.Why
+		}
+		return info, nil
+	}
 	if o.WhenDue {
 		m, err := table.ReadLatest(ctx, db.b)
 		if err != nil {
@@ -118,13 +132,10 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 		}
 	}
 	co := o.Tune
-	co.DryRun, co.Leased = o.DryRun, true
+	co.Leased = true
 	start := time.Now()
 	res, err := compactor.Compact(ctx, db.b, &p, &co)
 	info.Result, info.Duration, info.Err = res, time.Since(start), err
-	if o.DryRun {
-		return info, err
-	}
 	if err == nil && res.Version == 0 {
 		info.Skipped = "nothing to compact"
 		return info, nil
