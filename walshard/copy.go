@@ -324,15 +324,7 @@ func installCopies(ctx context.Context, b blob.Bucket, base *table.Manifest, par
 	if err != nil {
 		return in, err
 	}
-	in.rebases += cres.Rebases
-	if cres.Done {
-		in.version = cres.Version
-		return in, nil
-	}
-	if err := keepNamedVectors(ctx, b, cres, co, began); err != nil {
-		in.errs = append(in.errs, err)
-	}
-	return landed(ctx, b, base, parts, cres, in, parallelism)
+	return committed(ctx, b, base, parts, cres, co, began, in, parallelism)
 }
 
 // maxCopyPlans bounds the plans of one merge of copies.

@@ -453,7 +453,15 @@ func install(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []s
 	if err != nil {
 		return in, err
 	}
-	in.rebases = cres.Rebases
+	return committed(ctx, b, base, parts, cres, co, began, in, parallelism)
+}
+
+// committed is what an install does once its commit, planned on base at
+// began, answered cres: nothing more when a newer commit covered it
+// (Done); else the named rows' deletion vectors kept through a stall, and
+// the parts' generations recorded as merged (landed).
+func committed(ctx context.Context, b blob.Bucket, base *table.Manifest, parts []shardPart, cres commit.Result, co commit.Options, began time.Time, in installed, parallelism int) (installed, error) {
+	in.rebases += cres.Rebases
 	if cres.Done {
 		in.version = cres.Version
 		return in, nil
