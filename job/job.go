@@ -30,9 +30,9 @@ type Options struct {
 	Policy     engine.Policy
 	GC         engine.GCPolicy
 	NoGC       bool
-	// Iceberg keeps each table's Iceberg view (package lakehouse) up to
-	// date with Export (required then): every pass exports the versions
-	// GC keeps, before collecting.
+	// Iceberg keeps each table's Iceberg view up to date with Export
+	// (default engine.ExportKept): every pass exports the versions GC
+	// keeps, before collecting.
 	Iceberg  bool
 	Export   engine.IcebergExport
 	LeaseTTL time.Duration // default 30m

@@ -75,9 +75,6 @@ func (o *Options) Validate() error {
 	if err := (&engine.CompactTune{MemoryBudget: o.MemoryBudget}).Validate(); err != nil {
 		return err
 	}
-	if o.Iceberg && o.Export == nil {
-		return fmt.Errorf("%w: job Options: Iceberg is set without Export (pass engine.ExportKept, as strata-compactor does)", engine.ErrInvalidCompaction)
-	}
 	if err := o.Policy.Validate(); err != nil {
 		return err
 	}

@@ -203,7 +203,6 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		GC:         engine.GCPolicy{KeepVersions: f.keepV, RetainFor: f.retain, SafetyAge: f.safety, ConsumerRetention: f.consumerRetention, RetireShardsAfter: neverIfZero(f.retireShards)},
 		NoGC:       f.noGC,
 		Iceberg:    f.iceberg,
-		Export:     engine.ExportKept,
 		LeaseTTL:   f.leaseTTL,
 		Holder:     holder,
 		DryRun:     f.dryRun,
