@@ -47,6 +47,11 @@ type Options struct {
 	Holder   string
 	LeaseTTL time.Duration
 	Leased   bool
+	// Base, when set, is the version the run plans against first: one the
+	// caller read just before (to ask whether compaction is due), which
+	// spares a read. A version that moved on since costs what any commit
+	// racing another does: a rebase, or a plan again.
+	Base *table.Manifest
 	// OnProgress, when set, is told of the bytes of the source
 	// fragments read so far and the plan's total, as the run reads them
 	// (from 0 again when it plans again). done may pass total by the
@@ -105,7 +110,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 	co.CatchUp = true
 	var rewritten int64
 	var copied int
-	cres, err := commit.Drive(ctx, b, nil, &co, o.MaxReplans+1, func(ctx context.Context, m *table.Manifest, prev error) (commit.Plan, error) {
+	cres, err := commit.Drive(ctx, b, o.Base, &co, o.MaxReplans+1, func(ctx context.Context, m *table.Manifest, prev error) (commit.Plan, error) {
 		if prev != nil {
 			res.Replans++
 		}

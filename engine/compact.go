@@ -105,6 +105,7 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 		p = *o.Policy
 	}
 	now := db.opts.Now()
+	co := o.Tune
 	if o.DryRun {
 		// A dry run is the plan without its run.
 		look, err := db.PlanCompaction(ctx, &p)
@@ -130,8 +131,8 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 			info.Result.FragmentsBefore, info.Result.FragmentsAfter = len(m.Fragments), len(m.Fragments)
 			return info, nil
 		}
+		co.Base = m // the version just read: the run plans against it
 	}
-	co := o.Tune
 	co.Leased = true
 	start := time.Now()
 	res, err := compactor.Compact(ctx, db.b, &p, &co)
