@@ -64,7 +64,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 			FragmentsAfter: after, Plan: strings.TrimSpace(plan.String())})
 		return nil
 	}
-	err = t.db.CompactInBackground(r.Context(), engine.CompactOptions{Policy: &p})
+	// The run plans first against the version just read: no second read.
+	err = t.db.CompactInBackground(r.Context(), engine.CompactOptions{Policy: &p, Tune: engine.CompactTune{Base: look.Manifest}})
 	var held *engine.LeaseHeldError
 	switch {
 	case errors.Is(err, engine.ErrCompactionRunning):
