@@ -40,7 +40,13 @@ import (
 //     upsert merged by key, a maintenance pass
 //     (TestGoldenTracesOfTheProductionPaths);
 //   - every error it returns has one code, which the server and the CLI
-//     answer by (TestEverySentinelHasItsCode).
+//     answer by (TestEverySentinelHasItsCode);
+//   - a verb that chooses rows by a filter or a key sees what the
+//     process's shard acknowledged (TestADeleteSeesTheRowsItsShardAcknowledged);
+//   - a streamed append sent again stores nothing more and leaves no
+//     fragment behind (TestAStreamedAppendSentAgainStoresNothingMore);
+//   - a drop leaves no object and stops the DB
+//     (TestDropLeavesNothingAndStopsTheDB).
 
 var ctx = context.Background()
 
