@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -360,7 +361,7 @@ func TestChangesComeInOneSchemaAcrossAlters(t *testing.T) {
 	appendJSON(t, tb, tb.Current().Manifest().Schema(), `[{"id": 3, "extra": "e"}]`)
 	last := tb.Current().Manifest()
 	var got []string
-	for c, err := range table.Changes(ctx, b, 0, last.Version, table.ChangesOptions{As: last.Schema(), Columns: []string{"extra", "id"}}) {
+	for c, err := range changes.Changes(ctx, b, 0, last.Version, changes.ChangesOptions{As: last.Schema(), Columns: []string{"extra", "id"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 // idsOf lists the ids version v holds, sorted.
@@ -37,10 +38,10 @@ func idsOf(t *testing.T, b blob.Bucket, v uint64) []int64 {
 }
 
 // changed counts the rows version v changed, by kind.
-func changed(t *testing.T, b blob.Bucket, v uint64) map[table.ChangeKind][]int64 {
+func changed(t *testing.T, b blob.Bucket, v uint64) map[changes.ChangeKind][]int64 {
 	t.Helper()
-	out := map[table.ChangeKind][]int64{}
-	for c, err := range table.Changes(ctx, b, v-1, v, table.ChangesOptions{}) {
+	out := map[changes.ChangeKind][]int64{}
+	for c, err := range changes.Changes(ctx, b, v-1, v, changes.ChangesOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func TestRestoreCommitsAnEarlierVersionsRows(t *testing.T) {
 	if got := idsOf(t, b, 6); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
 		t.Fatalf("v6, restored from v3, holds %v", got)
 	}
-	if c := changed(t, b, 6); !slices.Equal(c[table.ChangeDelete], []int64{9}) || len(c[table.ChangeInsert]) != 5 {
+	if c := changed(t, b, 6); !slices.Equal(c[changes.ChangeDelete], []int64{9}) || len(c[changes.ChangeInsert]) != 5 {
 		t.Fatalf("the changes of the restore of v3: %v", c)
 	}
 	if _, err := tb.Restore(ctx, 4); err != nil { // v7, with v4's deletion vector
@@ -98,7 +99,7 @@ func TestRestoreCommitsAnEarlierVersionsRows(t *testing.T) {
 		t.Fatalf("v7, restored from v4, holds %v", got)
 	}
 	// Its fragments are v4's objects: the only change is v4's delete.
-	if c := changed(t, b, 7); !maps.EqualFunc(c, map[table.ChangeKind][]int64{table.ChangeDelete: {2}}, slices.Equal) {
+	if c := changed(t, b, 7); !maps.EqualFunc(c, map[changes.ChangeKind][]int64{changes.ChangeDelete: {2}}, slices.Equal) {
 		t.Fatalf("the changes of the restore of v4 over v6: %v", c)
 	}
 	m7, err := table.ReadManifest(ctx, b, 7)
@@ -183,8 +184,8 @@ func TestAnAppendRacingARestoreIsOverwrittenVisibly(t *testing.T) {
 		t.Fatalf("v5, the restore of v2, holds %v", got)
 	}
 	c := changed(t, under, 5)
-	slices.Sort(c[table.ChangeDelete])
-	if !slices.Equal(c[table.ChangeDelete], []int64{3, 7}) || len(c[table.ChangeInsert]) != 0 {
+	slices.Sort(c[changes.ChangeDelete])
+	if !slices.Equal(c[changes.ChangeDelete], []int64{3, 7}) || len(c[changes.ChangeInsert]) != 0 {
 		t.Fatalf("the changes of the restore: %v, want the deletes of 3 and 7", c)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 // A writer uploads its fragment, then stalls so long that garbage
@@ -527,11 +528,11 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 			// The changes read through the taken vector (from its copy):
 			// the three rows deleted once, by v3, and nothing by v4.
 			var deleted []int64
-			for c, err := range table.Changes(ctx, under, 2, 4, table.ChangesOptions{}) {
+			for c, err := range changes.Changes(ctx, under, 2, 4, changes.ChangesOptions{}) {
 				if err != nil {
 					t.Fatalf("changes across the delete whose vector was taken: %v", err)
 				}
-				if c.Kind != table.ChangeDelete || c.Version != 3 {
+				if c.Kind != changes.ChangeDelete || c.Version != 3 {
 					t.Fatalf("a %s change at v%d", c.Kind, c.Version)
 				}
 				deleted = append(deleted, c.Rows.Column(0).(*array.Int64).Int64Values()...)

@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 var kvSchema = arrow.NewSchema([]arrow.Field{
@@ -122,7 +123,7 @@ func TestUpsertReplacesRowsByKey(t *testing.T) {
 		t.Fatalf("after an upsert by (id, run): %v, want %v", vals, want)
 	}
 	var got []string
-	for c, err := range table.Changes(ctx, b, 2, 3, table.ChangesOptions{}) {
+	for c, err := range changes.Changes(ctx, b, 2, 3, changes.ChangesOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +359,7 @@ func TestUndoOfAnUpsertGivesBackRowsACompactionDroppedSince(t *testing.T) {
 		t.Fatalf("after the upsert of v3 was taken back: %v (rows per key %v), want %v", got, n, want)
 	}
 	changed := 0
-	for c, err := range table.Changes(ctx, b, 2, 5, table.ChangesOptions{}) {
+	for c, err := range changes.Changes(ctx, b, 2, 5, changes.ChangesOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,7 +422,7 @@ func TestUpdateSetsColumnsOfTheMatchingRows(t *testing.T) {
 		t.Fatalf("after the update: %v, want %v", vals, want)
 	}
 	var kinds []string
-	for c, err := range table.Changes(ctx, b, 2, 3, table.ChangesOptions{}) {
+	for c, err := range changes.Changes(ctx, b, 2, 3, changes.ChangesOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -517,12 +518,12 @@ func TestRepairWritesAgainTheVectorOfAMergeThatDroppedANamedCopy(t *testing.T) {
 		t.Fatalf("%d distinct rows after the repair, want 17", got)
 	}
 	inserted := map[int64]int{}
-	for c, err := range table.Changes(ctx, b, 0, 0, table.ChangesOptions{Columns: []string{"id"}}) {
+	for c, err := range changes.Changes(ctx, b, 0, 0, changes.ChangesOptions{Columns: []string{"id"}}) {
 		if err != nil {
 			t.Fatalf("changes after the repair: %v", err)
 		}
 		for _, id := range c.Rows.Column(0).(*array.Int64).Int64Values() {
-			if c.Kind == table.ChangeInsert {
+			if c.Kind == changes.ChangeInsert {
 				inserted[id]++
 			}
 		}

@@ -12,11 +12,12 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 // changes answers GET …/changes?from=A[&to=B][&wait=D]: the rows versions A+1
 // through B (the latest by default) inserted and deleted
-// (table.Changes), those filter= matches if it is given, each with its
+// (changes.Changes), those filter= matches if it is given, each with its
 // _change and _version columns, as Arrow
 // or JSON lines, under the memory budget as a scan is. The Strata-Version
 // header names the version read through: a consumer that stores it asks
@@ -57,7 +58,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if from > to {
 		return badRequest("from=%d is after to=%d", from, to)
 	}
-	opts := table.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}
+	opts := changes.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}
 	if c := q.Get("columns"); c != "" {
 		if opts.Columns, err = table.ParseColumns(c); err != nil {
 			return badRequest("%v", err)
@@ -92,7 +93,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	}
 	defer release()
 	w.Header().Set("Strata-Version", strconv.FormatUint(to, 10))
-	return s.writeRows(w, r, schema, limit, table.ChangeRows(table.Changes(r.Context(), t.b, from, to, opts), nil))
+	return s.writeRows(w, r, schema, limit, changes.ChangeRows(changes.Changes(r.Context(), t.b, from, to, opts), nil))
 }
 
 // maxChangesWait bounds a long poll (wait=); changesPoll is how often it

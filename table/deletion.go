@@ -146,3 +146,15 @@ func UnionSorted(a, b []uint32) []uint32 {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// MinusSorted returns the values of ascending list a that ascending list
+// b lacks.
+func MinusSorted(a, b []uint32) []uint32 {
+	var out []uint32
+	for _, x := range a {
+		if _, found := slices.BinarySearch(b, x); !found {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -22,5 +22,8 @@
 //     never a panic and never a silently wrong table.
 //
 // Writing new versions (the commit loop and the conflict matrix) is package
-// commit's.
+// commit's; reading what versions changed (the change feed, follow) is
+// package table/changes', above this one. The named consumers' positions
+// stay here, beside the tags: garbage collection keeps what they have not
+// read.
 package table

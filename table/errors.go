@@ -90,3 +90,16 @@ func noColumn(name string, s *arrow.Schema) string {
 	}
 	return fmt.Sprintf("no column %q (the table's columns: %s)", name, strings.Join(names, ", "))
 }
+
+// ChangesCollectedError: a version the changes need was removed by garbage
+// collection; Oldest is the oldest version still readable.
+type ChangesCollectedError struct {
+	Version, Oldest uint64
+}
+
+func (e *ChangesCollectedError) Error() string {
+	return fmt.Sprintf("table: version %d was collected by garbage collection; the oldest readable version is %d", e.Version, e.Oldest)
+}
+
+// Is makes errors.Is(err, ErrVersionNotFound) true.
+func (e *ChangesCollectedError) Is(target error) bool { return target == ErrVersionNotFound }

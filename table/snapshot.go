@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow"
+	"iter"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
 )
@@ -62,6 +64,17 @@ func SnapshotOf(b blob.Bucket, schema *arrow.Schema, fragments []Fragment) *Snap
 		m.NextFragmentID = max(m.NextFragmentID, f.ID+1)
 	}
 	return &Snapshot{b: b, m: m}
+}
+
+// ScanRowsOf scans fragments read in schema, as the fragments of version
+// v (an error names it): with rows, only the rows at the offsets it names
+// of each fragment (the rows a version inserted or deleted, for the change
+// feed); without, every live row.
+func ScanRowsOf(ctx context.Context, b blob.Bucket, schema *arrow.Schema, v uint64, fragments []Fragment, rows map[uint64][]uint32, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	s := SnapshotOf(b, schema, fragments)
+	s.m.Version = v
+	opts.rows = rows
+	return s.Scan(ctx, opts)
 }
 
 // Manifest returns the snapshot's manifest; do not modify it.

@@ -19,6 +19,13 @@ var ErrUnsupportedSchema = errors.New("schema cannot be stored")
 // it answers (ReservedColumns). Always wrapped in a *ReservedNameError.
 var ErrReservedName = errors.New("column name is reserved")
 
+// Columns the change feed (package table/changes) adds to every row it
+// answers.
+const (
+	ChangeColumn  = "_change"
+	VersionColumn = "_version"
+)
+
 // ReservedColumns are the names a table's columns cannot take: the change
 // feed (Changes, WithChangeColumns) adds them to every row it answers, and
 // a column of the same name would be shadowed there.

@@ -36,7 +36,8 @@ var layers = map[string]int{
 	"blob/fault": 2,
 	"blob/trace": 2,
 
-	"table": 3,
+	"table":         3,
+	"table/changes": 4,
 
 	"internal/ingest":    4,
 	"internal/telemetry": 4,

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 // Followers.
@@ -20,8 +21,8 @@ import (
 // (a trainer's checkpoint): a crash loses only what the operation in
 // progress read. It records its position as a named consumer after each
 // checkpoint, so that garbage collection keeps what it has not read, and
-// follows in turn with table.Changes from its checkpoint and with
-// table.Follow under its consumer name (which starts from the recorded
+// follows in turn with changes.Changes from its checkpoint and with
+// changes.Follow under its consumer name (which starts from the recorded
 // position: a sink keyed by version takes again what it already has).
 
 // consumerRetention is the simulation's GCPolicy.ConsumerRetention: short
@@ -54,16 +55,16 @@ func (w *world) followOp(a *actor) (string, string) {
 		return "follow", fmt.Sprintf("at v%d: nothing new", f.pos)
 	}
 	byConsumer := w.chance(0.5)
-	var changes iter.Seq2[table.Change, error]
-	opts := table.ChangesOptions{Parallelism: 1}
+	var feed iter.Seq2[changes.Change, error]
+	opts := changes.ChangesOptions{Parallelism: 1}
 	if byConsumer {
-		changes = table.Follow(w.ctx, a.bucket, f.pos, table.FollowOptions{ChangesOptions: opts, Consumer: a.name, Until: latest, Poll: time.Millisecond})
+		feed = changes.Follow(w.ctx, a.bucket, f.pos, changes.FollowOptions{ChangesOptions: opts, Consumer: a.name, Until: latest, Poll: time.Millisecond})
 	} else {
-		changes = table.Changes(w.ctx, a.bucket, f.pos, latest, opts)
+		feed = changes.Changes(w.ctx, a.bucket, f.pos, latest, opts)
 	}
 	rows := maps.Clone(f.rows)
 	last, n, again, committed := f.pos, 0, 0, false
-	for c, err := range changes {
+	for c, err := range feed {
 		if err != nil {
 			if committed {
 				// The checkpoint is made; recording the consumer failed.
@@ -82,7 +83,7 @@ func (w *world) followOp(a *actor) (string, string) {
 			return "follow", w.fail("changes in version order", "v%d after v%d", c.Version, last).Error()
 		}
 		last = c.Version
-		if c.Kind == table.ChangeThrough {
+		if c.Kind == changes.ChangeThrough {
 			if msg := w.checkpoint(a, rows, c.Version); msg != "" {
 				return "follow", msg
 			}
@@ -97,9 +98,9 @@ func (w *world) followOp(a *actor) (string, string) {
 		for _, id := range ids {
 			n++
 			switch c.Kind {
-			case table.ChangeInsert:
+			case changes.ChangeInsert:
 				rows[id]++
-			case table.ChangeDelete:
+			case changes.ChangeDelete:
 				if rows[id]--; rows[id] < 0 {
 					return "follow", w.fail("changes once", "v%d deletes row %d, which the changes before it never inserted (or deleted already)", c.Version, id).Error()
 				}

@@ -51,7 +51,7 @@
 //     linearizable (porcupine) against a sequential table whose state is
 //     the multiset of its rows (left out when listings lag: reading the
 //     latest version through a lagging listing is stale by design);
-//   - a follower (table.Changes from its checkpoint, or table.Follow as a
+//   - a follower (changes.Changes from its checkpoint, or changes.Follow as a
 //     named consumer) gets each version's changes once, in version order,
 //     none from a compaction, and the replica they build equals a fresh
 //     read of every version it reads through; garbage collection takes

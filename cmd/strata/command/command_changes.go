@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 func newChanges(env *Env) *cobra.Command {
@@ -36,7 +37,7 @@ collection removed is an error naming the oldest one left.`,
 			if c.Flags().Changed("to") && to < max(from, 1) {
 				return usageError{fmt.Errorf("--to %d is before --from %d", to, from)}
 			}
-			opts := table.ChangesOptions{}
+			opts := changes.ChangesOptions{}
 			cols, err := columnsFlag(columns)
 			if err != nil {
 				return err
@@ -70,7 +71,7 @@ collection removed is an error naming the oldest one left.`,
 				}
 				opts.As = m.Schema()
 			}
-			if err := w.writeAll(table.ChangeRows(table.Changes(c.Context(), b, from, to, opts), nil)); err != nil {
+			if err := w.writeAll(changes.ChangeRows(changes.Changes(c.Context(), b, from, to, opts), nil)); err != nil {
 				return err
 			}
 			return w.close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 func newFollow(env *Env) *cobra.Command {
@@ -45,7 +46,7 @@ consumers and their lag.`,
 			if format != "jsonl" && format != "csv" {
 				return usageError{fmt.Errorf("--format must be jsonl or csv (follow streams; a table aligns every row first), not %q", format)}
 			}
-			opts := table.FollowOptions{Poll: poll, Consumer: consumer}
+			opts := changes.FollowOptions{Poll: poll, Consumer: consumer}
 			cols, err := columnsFlag(columns)
 			if err != nil {
 				return err
@@ -94,14 +95,14 @@ consumers and their lag.`,
 
 // printFollow prints the changes Follow yields, and a marker after each
 // run of versions in JSON lines, until the follow ends.
-func printFollow(ctx context.Context, b blob.Bucket, from uint64, opts table.FollowOptions, w *rowWriter) error {
-	for ch, err := range table.Follow(ctx, b, from, opts) {
+func printFollow(ctx context.Context, b blob.Bucket, from uint64, opts changes.FollowOptions, w *rowWriter) error {
+	for ch, err := range changes.Follow(ctx, b, from, opts) {
 		if err != nil {
 			return err
 		}
-		if ch.Kind == table.ChangeThrough {
+		if ch.Kind == changes.ChangeThrough {
 			if w.format == "jsonl" {
-				if _, err := fmt.Fprintf(w.out, "{%q:%q,%q:%d}\n", table.ChangeColumn, table.ChangeThrough, table.VersionColumn, ch.Version); err != nil {
+				if _, err := fmt.Fprintf(w.out, "{%q:%q,%q:%d}\n", table.ChangeColumn, changes.ChangeThrough, table.VersionColumn, ch.Version); err != nil {
 					return err
 				}
 			}
@@ -110,7 +111,7 @@ func printFollow(ctx context.Context, b blob.Bucket, from uint64, opts table.Fol
 			}
 			continue
 		}
-		rec := table.WithChangeColumns(ch, nil)
+		rec := changes.WithChangeColumns(ch, nil)
 		err := w.write(rec)
 		rec.Release()
 		if err != nil {

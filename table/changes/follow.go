@@ -1,4 +1,4 @@
-package table
+package changes
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
 )
 
 // listEvery: one look for a new version in this many is a listing.
@@ -56,11 +57,11 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 	}
 	return func(yield func(Change, error) bool) {
 		if opts.Consumer != "" {
-			c, err := ReadConsumer(ctx, b, opts.Consumer)
+			c, err := table.ReadConsumer(ctx, b, opts.Consumer)
 			switch {
 			case err == nil:
 				from = c.Version
-			case !errors.Is(err, ErrNotFound):
+			case !errors.Is(err, table.ErrNotFound):
 				yield(Change{}, err)
 				return
 			}
@@ -68,7 +69,7 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 		// prev is the version read through, read once there is a newer
 		// one (an idle follow makes nothing but its looks); before
 		// version 1, the empty table.
-		prev, read := &changeState{m: &Manifest{Version: from}}, from == 0
+		prev, read := &changeState{m: &table.Manifest{Version: from}}, from == 0
 		for looks := 0; ; looks++ {
 			if opts.Until != 0 && prev.m.Version >= opts.Until {
 				return
@@ -79,15 +80,15 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 			// listing, which also finds a next version garbage
 			// collection took (then the changes say so).
 			began := time.Now()
-			latest, next, err := prev.m.Version, (*Manifest)(nil), error(nil)
+			latest, next, err := prev.m.Version, (*table.Manifest)(nil), error(nil)
 			if looks%listEvery != 0 {
-				if next, err = ReadManifest(ctx, b, latest+1); err == nil {
+				if next, err = table.ReadManifest(ctx, b, latest+1); err == nil {
 					latest = next.Version
-				} else if errors.Is(err, ErrVersionNotFound) {
+				} else if errors.Is(err, table.ErrVersionNotFound) {
 					err = nil
 				}
 			} else {
-				latest, err = LatestVersion(ctx, b)
+				latest, err = table.LatestVersion(ctx, b)
 			}
 			if err != nil {
 				yield(Change{}, err)
@@ -121,7 +122,7 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 // records the consumer's position; it returns to's manifest, nil when the
 // follow ends. It keeps the manifest it read last, so that the next run
 // reads only the new versions'.
-func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, opts FollowOptions, yield func(Change, error) bool, have *Manifest) *changeState {
+func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, opts FollowOptions, yield func(Change, error) bool, have *table.Manifest) *changeState {
 	cur := changesAfter(ctx, b, prev, to, opts.ChangesOptions, yield, have)
 	if cur == nil {
 		return nil
@@ -130,7 +131,7 @@ func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, 
 	if opts.Consumer != "" {
 		// The body has returned from the marker: whether or not it asks
 		// for more, it is done with every change through to.
-		if err := SetConsumer(ctx, b, opts.Consumer, to); err != nil {
+		if err := table.SetConsumer(ctx, b, opts.Consumer, to); err != nil {
 			if more {
 				yield(Change{}, err)
 			}

@@ -1,4 +1,4 @@
-package table
+package changes
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
 )
 
 // deletionsAt reads fragment f's deletion vector as version v records it.
@@ -14,8 +15,8 @@ import (
 // deleter's repair, or a repair's of a merge's vector: a vector of the
 // same count under a fresh key, see commit.Table.Delete and
 // compactor.Repair); none found, the error is the read's.
-func deletionsAt(ctx context.Context, b blob.Bucket, v uint64, f *Fragment) ([]uint32, error) {
-	rows, err := ReadDeletions(ctx, b, f)
+func deletionsAt(ctx context.Context, b blob.Bucket, v uint64, f *table.Fragment) ([]uint32, error) {
+	rows, err := table.ReadDeletions(ctx, b, f)
 	if !errors.Is(err, blob.ErrNotFound) {
 		return rows, err
 	}
@@ -25,20 +26,20 @@ func deletionsAt(ctx context.Context, b blob.Bucket, v uint64, f *Fragment) ([]u
 	}
 	g := *f
 	g.Deletion = copied
-	return ReadDeletions(ctx, b, &g)
+	return table.ReadDeletions(ctx, b, &g)
 }
 
 // copyAfter finds the copy of fragment f's deletion vector (as version v
 // records it) that a later version points the fragment at: a vector of
 // the same count under another key. nil when there is none (the fragment
 // compacted or taken back since, or deleted from again).
-func copyAfter(ctx context.Context, b blob.Bucket, v uint64, f *Fragment) (*Deletion, error) {
-	latest, err := LatestVersion(ctx, b)
+func copyAfter(ctx context.Context, b blob.Bucket, v uint64, f *table.Fragment) (*table.Deletion, error) {
+	latest, err := table.LatestVersion(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	for u := v + 1; u <= latest; u++ {
-		m, err := ReadManifest(ctx, b, u)
+		m, err := table.ReadManifest(ctx, b, u)
 		if err != nil {
 			return nil, err
 		}
@@ -65,8 +66,8 @@ func copyAfter(ctx context.Context, b blob.Bucket, v uint64, f *Fragment) (*Dele
 // collection's safety age, has its vector written again by a repair. It
 // looks for each such vector (one request each: only merges that dropped
 // a copy give an added fragment a vector).
-func withVectorsAt(ctx context.Context, b blob.Bucket, v uint64, frags []Fragment) ([]Fragment, error) {
-	var out []Fragment
+func withVectorsAt(ctx context.Context, b blob.Bucket, v uint64, frags []table.Fragment) ([]table.Fragment, error) {
+	var out []table.Fragment
 	for i, f := range frags {
 		if f.Deletion == nil || f.Deletion.Count == f.Rows {
 			continue

@@ -1,4 +1,4 @@
-package table
+package changes
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/plant"
+	"github.com/stratadb/strata/table"
 )
 
 // ChangeKind says what a version did to the rows of a Change.
@@ -35,12 +36,6 @@ type Change struct {
 	Rows arrow.RecordBatch
 }
 
-// Change columns that WithChangeColumns adds.
-const (
-	ChangeColumn  = "_change"
-	VersionColumn = "_version"
-)
-
 // ChangesOptions shape the reads of Changes.
 type ChangesOptions struct {
 	Columns []string // projection; nil means every column
@@ -48,7 +43,7 @@ type ChangesOptions struct {
 	// whose new values match, a delete whose deleted values do. It is
 	// bound to the schema the rows are read in (As, or each version's
 	// own), so a column that schema lacks is an error naming it.
-	Filter      Predicate
+	Filter      table.Predicate
 	BatchSize   int // rows per batch read; 0 means 8192
 	Parallelism int // fragments read at once; 0 means 8
 	// ReadAheadBytes bounds what is fetched and not yet decoded, as a
@@ -57,7 +52,7 @@ type ChangesOptions struct {
 	Allocator      memory.Allocator
 	// Memory, when set, is a budget the reads reserve from, as a scan's
 	// (ScanOptions.Memory).
-	Memory Memory
+	Memory table.Memory
 	// As, when set, is the schema every change's rows are read in: that
 	// of a version at or after every version read (the newest of the
 	// range, say), its columns found by stored name in older fragments
@@ -66,19 +61,6 @@ type ChangesOptions struct {
 	// holds them (see Change.Rows).
 	As *arrow.Schema
 }
-
-// ChangesCollectedError: a version the changes need was removed by garbage
-// collection; Oldest is the oldest version still readable.
-type ChangesCollectedError struct {
-	Version, Oldest uint64
-}
-
-func (e *ChangesCollectedError) Error() string {
-	return fmt.Sprintf("table: version %d was collected by garbage collection; the oldest readable version is %d", e.Version, e.Oldest)
-}
-
-// Is makes errors.Is(err, ErrVersionNotFound) true.
-func (e *ChangesCollectedError) Is(target error) bool { return target == ErrVersionNotFound }
 
 // Changes yields the rows that versions from+1 through to inserted and
 // deleted, version by version in order and, within a version, its deletes
@@ -102,14 +84,14 @@ func (e *ChangesCollectedError) Is(target error) bool { return target == ErrVers
 //
 // It reads one manifest per version, and only the fragments a version
 // changed: the cost follows the changes, not the table. A version garbage
-// collection removed is a *ChangesCollectedError naming the oldest that
+// collection removed is a *table.ChangesCollectedError naming the oldest that
 // remains.
 func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOptions) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
 		fail := func(err error) { yield(Change{}, err) }
 		newest := to == 0
 		if newest {
-			latest, err := LatestVersion(ctx, b)
+			latest, err := table.LatestVersion(ctx, b)
 			if err != nil {
 				fail(err)
 				return
@@ -124,7 +106,7 @@ func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOp
 			fail(fmt.Errorf("table: changes from version %d to %d: from is after to", from, to))
 			return
 		}
-		prev := &Manifest{}
+		prev := &table.Manifest{}
 		if from > 0 {
 			var err error
 			if prev, err = readForChanges(ctx, b, from); err != nil {
@@ -144,21 +126,21 @@ func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOp
 // until the taking back lands. The reader sees those versions without
 // them.
 type changeState struct {
-	m      *Manifest // as seen: ghosts left out
+	m      *table.Manifest // as seen: ghosts left out
 	ghosts ghosts
 }
 
 type ghosts struct {
 	versions map[uint64]bool // the commits taken back, by version
 	frags    map[uint64]bool
-	dvs      map[string]*Deletion // a ghost deletion vector's key -> the deletion before it
+	dvs      map[string]*table.Deletion // a ghost deletion vector's key -> the deletion before it
 }
 
 // add makes the doings of version m (built on before, as the reader saw
 // it) ghosts.
-func (g *ghosts) add(before, m *Manifest) {
+func (g *ghosts) add(before, m *table.Manifest) {
 	if g.frags == nil {
-		g.versions, g.frags, g.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*Deletion{}
+		g.versions, g.frags, g.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*table.Deletion{}
 	}
 	g.versions[m.Version] = true
 	for _, f := range m.Transaction.Added {
@@ -176,12 +158,12 @@ func (g *ghosts) add(before, m *Manifest) {
 }
 
 // view is m without the ghosts.
-func (g *ghosts) view(m *Manifest) *Manifest {
+func (g *ghosts) view(m *table.Manifest) *table.Manifest {
 	if len(g.frags) == 0 && len(g.dvs) == 0 {
 		return m
 	}
 	c := *m
-	c.Fragments = make([]Fragment, 0, len(m.Fragments))
+	c.Fragments = make([]table.Fragment, 0, len(m.Fragments))
 	for _, f := range m.Fragments {
 		if g.frags[f.ID] {
 			continue
@@ -200,10 +182,10 @@ func (g *ghosts) view(m *Manifest) *Manifest {
 // and returns where it then stands (nil when it ended early: an error
 // yielded, or the consumer stopped).
 // A manifest given in have (one already read) is not read again.
-func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64, opts ChangesOptions, yield func(Change, error) bool, have ...*Manifest) *changeState {
+func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64, opts ChangesOptions, yield func(Change, error) bool, have ...*table.Manifest) *changeState {
 	st = &changeState{m: st.m, ghosts: st.ghosts}
 	for v := st.m.Version + 1; v <= to; v++ {
-		var cur *Manifest
+		var cur *table.Manifest
 		for _, m := range have {
 			if m != nil && m.Version == v {
 				cur = m
@@ -275,14 +257,14 @@ func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64
 // references was gone before that version landed (garbage collection
 // keeps what kept versions reference), so the reader never saw its rows.
 // False when there are none.
-func (st *changeState) inherit(undone map[uint64]*Transaction, v uint64) bool {
+func (st *changeState) inherit(undone map[uint64]*table.Transaction, v uint64) bool {
 	found := false
 	for u, t := range undone {
 		if u >= v || u > st.m.Version || st.ghosts.versions[u] {
 			continue
 		}
 		if st.ghosts.frags == nil {
-			st.ghosts.versions, st.ghosts.frags, st.ghosts.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*Deletion{}
+			st.ghosts.versions, st.ghosts.frags, st.ghosts.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*table.Deletion{}
 		}
 		st.ghosts.versions[u] = true
 		for _, id := range t.Removed {
@@ -308,14 +290,14 @@ func (st *changeState) inherit(undone map[uint64]*Transaction, v uint64) bool {
 // repair, took it back: see Transaction.Undoes), each with the
 // transaction that undoes it. It reads those versions' transactions, on
 // this rare path alone.
-func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]*Transaction, error) {
-	latest, err := LatestVersion(ctx, b)
+func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]*table.Transaction, error) {
+	latest, err := table.LatestVersion(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	undone := map[uint64]*Transaction{}
+	undone := map[uint64]*table.Transaction{}
 	for u := v; u <= latest; u++ {
-		t, err := ReadTransaction(ctx, b, u)
+		t, err := table.ReadTransaction(ctx, b, u)
 		if err != nil {
 			return nil, err
 		}
@@ -327,25 +309,25 @@ func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]*Tran
 }
 
 // readForChanges reads version v, telling a collected version apart.
-func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, error) {
-	m, err := ReadManifest(ctx, b, v)
-	if !errors.Is(err, ErrVersionNotFound) {
+func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*table.Manifest, error) {
+	m, err := table.ReadManifest(ctx, b, v)
+	if !errors.Is(err, table.ErrVersionNotFound) {
 		return m, err
 	}
-	versions, lerr := Versions(ctx, b, 0, false)
+	versions, lerr := table.Versions(ctx, b, 0, false)
 	if lerr != nil {
 		return nil, errors.Join(err, lerr)
 	}
 	if len(versions) == 0 || versions[0].Version < v {
 		return nil, err // not made yet
 	}
-	return nil, &ChangesCollectedError{Version: v, Oldest: versions[len(versions)-1].Version}
+	return nil, &table.ChangesCollectedError{Version: v, Oldest: versions[len(versions)-1].Version}
 }
 
 // versionChanges yields what cur changed from prev; false when the
 // consumer stopped or an error was yielded. With quietAdds, the
 // fragments cur adds insert nothing.
-func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opts ChangesOptions, quietAdds bool, yield func(Change, error) bool) bool {
+func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *table.Manifest, opts ChangesOptions, quietAdds bool, yield func(Change, error) bool) bool {
 	if none, err := changesNothing(ctx, b, cur); err != nil || none {
 		if err != nil {
 			yield(Change{}, err)
@@ -356,13 +338,13 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 	// restore adds an earlier version's objects under new ids — its
 	// object is: its rows are the same, and only its deletion vector may
 	// differ.
-	before := make(map[uint64]*Fragment, len(prev.Fragments))
-	byKey := make(map[string]*Fragment, len(prev.Fragments))
+	before := make(map[uint64]*table.Fragment, len(prev.Fragments))
+	byKey := make(map[string]*table.Fragment, len(prev.Fragments))
 	for i := range prev.Fragments {
 		before[prev.Fragments[i].ID] = &prev.Fragments[i]
 		byKey[prev.Fragments[i].Key] = &prev.Fragments[i]
 	}
-	var gone, added []Fragment
+	var gone, added []table.Fragment
 	var deleted, revived []positions
 	for i := range cur.Fragments {
 		f := &cur.Fragments[i]
@@ -387,14 +369,14 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 			yield(Change{}, err)
 			return false
 		}
-		d := MinusSorted(now, was)
+		d := table.MinusSorted(now, was)
 		if plant.On(plant.ChangesRepeatDeletes) {
 			d = now
 		}
 		if len(d) > 0 {
 			deleted = append(deleted, positions{*p, d})
 		}
-		if r := MinusSorted(was, now); len(r) > 0 {
+		if r := table.MinusSorted(was, now); len(r) > 0 {
 			revived = append(revived, positions{*f, r})
 		}
 	}
@@ -405,7 +387,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 	}
 	// emit reads frags as version from held them (so that an error names
 	// it) and yields their rows as kind.
-	emit := func(kind ChangeKind, from *Manifest, frags []Fragment, rows map[uint64][]uint32) bool {
+	emit := func(kind ChangeKind, from *table.Manifest, frags []table.Fragment, rows map[uint64][]uint32) bool {
 		if len(frags) == 0 {
 			return true
 		}
@@ -413,10 +395,8 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 		if opts.As != nil {
 			sc = opts.As
 		}
-		s := SnapshotOf(b, sc, frags)
-		s.m.Version = from.Version
-		so := ScanOptions{Columns: opts.Columns, Filter: opts.Filter, BatchSize: opts.BatchSize, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes, Allocator: opts.Allocator, Memory: opts.Memory, rows: rows}
-		for rec, err := range s.Scan(ctx, so) {
+		so := table.ScanOptions{Columns: opts.Columns, Filter: opts.Filter, BatchSize: opts.BatchSize, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes, Allocator: opts.Allocator, Memory: opts.Memory}
+		for rec, err := range table.ScanRowsOf(ctx, b, sc, from.Version, frags, rows, so) {
 			if err != nil {
 				yield(Change{}, err)
 				return false
@@ -447,7 +427,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *Manifest, opt
 // taken back later) fails before any of its changes went out. A merge
 // that dropped copies of named appends gave the fragments it added
 // vectors, which a repair may have written again (withVectorsAt).
-func readyToAdd(ctx context.Context, b blob.Bucket, v uint64, added []Fragment, deletes bool) ([]Fragment, error) {
+func readyToAdd(ctx context.Context, b blob.Bucket, v uint64, added []table.Fragment, deletes bool) ([]table.Fragment, error) {
 	if deletes && len(added) > 0 {
 		if err := present(ctx, b, v, added); err != nil {
 			return nil, err
@@ -458,11 +438,11 @@ func readyToAdd(ctx context.Context, b blob.Bucket, v uint64, added []Fragment, 
 
 // present checks that the objects of frags, which version v adds, are in
 // the bucket (a *MissingDataError, errors.Is blob.ErrNotFound, if not).
-func present(ctx context.Context, b blob.Bucket, v uint64, frags []Fragment) error {
+func present(ctx context.Context, b blob.Bucket, v uint64, frags []table.Fragment) error {
 	for _, f := range frags {
 		if _, err := b.Attributes(ctx, f.Key); err != nil {
 			if errors.Is(err, blob.ErrNotFound) {
-				err = &MissingDataError{Version: v, Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
+				err = &table.MissingDataError{Version: v, Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 			}
 			return err
 		}
@@ -474,19 +454,19 @@ func present(ctx context.Context, b blob.Bucket, v uint64, frags []Fragment) err
 // compaction) or an index build, or the taking back of one. A rewrite
 // that takes back a commit (Transaction.Undoes) takes back its rows,
 // unless that commit moved rows itself.
-func changesNothing(ctx context.Context, b blob.Bucket, cur *Manifest) (bool, error) {
-	if k := cur.Transaction.Kind; k != KindRewrite && k != KindCreateIndex {
+func changesNothing(ctx context.Context, b blob.Bucket, cur *table.Manifest) (bool, error) {
+	if k := cur.Transaction.Kind; k != table.KindRewrite && k != table.KindCreateIndex {
 		return false, nil
 	}
 	u := cur.Transaction.Undoes
 	if u == 0 {
 		return true, nil
 	}
-	t, err := ReadTransaction(ctx, b, u)
+	t, err := table.ReadTransaction(ctx, b, u)
 	switch {
 	case err == nil:
-		return t.Kind == KindRewrite || t.Kind == KindCreateIndex, nil
-	case errors.Is(err, ErrVersionNotFound):
+		return t.Kind == table.KindRewrite || t.Kind == table.KindCreateIndex, nil
+	case errors.Is(err, table.ErrVersionNotFound):
 		// The commit taken back was collected since; one whose taking
 		// back puts fragments back (its sources' copies) was a
 		// compaction.
@@ -497,17 +477,17 @@ func changesNothing(ctx context.Context, b blob.Bucket, cur *Manifest) (bool, er
 
 // positions are rows of a fragment, by offset.
 type positions struct {
-	f    Fragment
+	f    table.Fragment
 	rows []uint32
 }
 
 // atPositions makes fragments to read the given rows of whatever their
 // deletion vectors say.
-func atPositions(ps []positions) ([]Fragment, map[uint64][]uint32) {
+func atPositions(ps []positions) ([]table.Fragment, map[uint64][]uint32) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	frags := make([]Fragment, len(ps))
+	frags := make([]table.Fragment, len(ps))
 	rows := make(map[uint64][]uint32, len(ps))
 	for i, p := range ps {
 		frags[i] = p.f
@@ -517,23 +497,11 @@ func atPositions(ps []positions) ([]Fragment, map[uint64][]uint32) {
 	return frags, rows
 }
 
-func sameDeletion(a, b *Deletion) bool {
+func sameDeletion(a, b *table.Deletion) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	return *a == *b
-}
-
-// MinusSorted returns the values of ascending list a that ascending list
-// b lacks.
-func MinusSorted(a, b []uint32) []uint32 {
-	var out []uint32
-	for _, x := range a {
-		if _, found := slices.BinarySearch(b, x); !found {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // ChangeRows gives changes as record batches with their change columns
@@ -579,8 +547,8 @@ func WithChangeColumns(c Change, mem memory.Allocator) arrow.RecordBatch {
 	defer k.Release()
 	defer v.Release()
 	fields := append(slices.Clone(c.Rows.Schema().Fields()),
-		arrow.Field{Name: ChangeColumn, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: VersionColumn, Type: arrow.PrimitiveTypes.Uint64})
+		arrow.Field{Name: table.ChangeColumn, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: table.VersionColumn, Type: arrow.PrimitiveTypes.Uint64})
 	cols := append(slices.Clone(c.Rows.Columns()), k, v)
 	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n))
 }

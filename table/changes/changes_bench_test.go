@@ -1,4 +1,4 @@
-package table_test
+package changes_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 // BenchmarkChangesOfTheLastVersions reads the changes of the last 10
@@ -65,7 +66,7 @@ func BenchmarkChangesOfTheLastVersions(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				rows := 0
-				for c, err := range table.Changes(ctx, counted, latest-10, latest, table.ChangesOptions{}) {
+				for c, err := range changes.Changes(ctx, counted, latest-10, latest, changes.ChangesOptions{}) {
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -108,13 +109,13 @@ func BenchmarkFollowLatency(b *testing.B) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		opts := table.FollowOptions{Poll: 100 * time.Millisecond}
+		opts := changes.FollowOptions{Poll: 100 * time.Millisecond}
 		opts.Columns = []string{"id"}
-		for c, err := range table.Follow(fctx, store, 1, opts) {
+		for c, err := range changes.Follow(fctx, store, 1, opts) {
 			if err != nil {
 				return
 			}
-			if c.Kind != table.ChangeInsert {
+			if c.Kind != changes.ChangeInsert {
 				continue
 			}
 			now := time.Now()

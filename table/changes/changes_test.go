@@ -1,4 +1,4 @@
-package table_test
+package changes_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
 )
 
 // openRolloutsTable creates a rollouts table in b (in a new folder when b is
@@ -81,7 +82,7 @@ func replay(t *testing.T, b blob.Bucket, ids map[int64]int, from, to uint64) (ma
 	t.Helper()
 	out := maps.Clone(ids)
 	last, n := from, 0
-	for c, err := range table.Changes(context.Background(), b, from, to, table.ChangesOptions{}) {
+	for c, err := range changes.Changes(context.Background(), b, from, to, changes.ChangesOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,9 +94,9 @@ func replay(t *testing.T, b blob.Bucket, ids map[int64]int, from, to uint64) (ma
 		for _, id := range col.Int64Values() {
 			n++
 			switch c.Kind {
-			case table.ChangeInsert:
+			case changes.ChangeInsert:
 				out[id]++
-			case table.ChangeDelete:
+			case changes.ChangeDelete:
 				if out[id] == 0 {
 					t.Fatalf("v%d deletes id %d, which is not there", c.Version, id)
 				}
@@ -168,18 +169,18 @@ func TestChangesTakeAnyVersionToAnyLater(t *testing.T) {
 		t.Fatalf("the compaction at v%d gave %d changed rows, want none", compacted.Version, n)
 	}
 	// A delete's change carries the deleted rows' values.
-	for c, err := range table.Changes(ctx, b, 5, 6, table.ChangesOptions{Columns: []string{"id", "worker"}}) {
+	for c, err := range changes.Changes(ctx, b, 5, 6, changes.ChangesOptions{Columns: []string{"id", "worker"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids := c.Rows.Column(0).(*array.Int64).Int64Values()
-		if c.Kind != table.ChangeDelete || !slices.Equal(ids, []int64{3}) && !slices.Equal(ids, []int64{12}) && !slices.Equal(ids, []int64{35}) {
+		if c.Kind != changes.ChangeDelete || !slices.Equal(ids, []int64{3}) && !slices.Equal(ids, []int64{12}) && !slices.Equal(ids, []int64{35}) {
 			t.Fatalf("v6's change: %s %v", c.Kind, ids)
 		}
 		if w := c.Rows.Column(1).(*array.String).Value(0); w != "w00" {
 			t.Fatalf("a deleted row's worker reads %q, want w00", w)
 		}
-		withCols := table.WithChangeColumns(c, mem)
+		withCols := changes.WithChangeColumns(c, mem)
 		s := withCols.Schema()
 		if s.Field(2).Name != table.ChangeColumn || s.Field(3).Name != table.VersionColumn ||
 			withCols.Column(2).(*array.String).Value(0) != "delete" || withCols.Column(3).(*array.Uint64).Value(0) != 6 {
@@ -212,7 +213,7 @@ func TestChangesCostFollowsTheChangesNotTheTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines, err := b.Record(func() error {
-			for _, err := range table.Changes(ctx, b, latest-2, latest, table.ChangesOptions{}) {
+			for _, err := range changes.Changes(ctx, b, latest-2, latest, changes.ChangesOptions{}) {
 				if err != nil {
 					return err
 				}
@@ -244,7 +245,7 @@ func TestChangesFromACollectedVersionNameTheOldest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gone *table.ChangesCollectedError
-	for _, err := range table.Changes(ctx, b, 1, 0, table.ChangesOptions{}) {
+	for _, err := range changes.Changes(ctx, b, 1, 0, changes.ChangesOptions{}) {
 		if !errors.As(err, &gone) || gone.Version != 1 || gone.Oldest != 5 || !errors.Is(err, table.ErrVersionNotFound) {
 			t.Fatalf("changes from a collected version: %v", err)
 		}
@@ -298,7 +299,7 @@ func TestGCKeepsWhatANamedConsumerHasNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gone *table.ChangesCollectedError
-	for _, err := range table.Changes(ctx, b, 3, 0, table.ChangesOptions{}) {
+	for _, err := range changes.Changes(ctx, b, 3, 0, changes.ChangesOptions{}) {
 		if !errors.As(err, &gone) || gone.Oldest != 7 {
 			t.Fatalf("changes past the consumer retention: %v", err)
 		}
@@ -343,13 +344,13 @@ func TestFollowResumesAsANamedConsumer(t *testing.T) {
 		t.Helper()
 		fctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		opts := table.FollowOptions{Poll: 5 * time.Millisecond, Consumer: "trainer"}
+		opts := changes.FollowOptions{Poll: 5 * time.Millisecond, Consumer: "trainer"}
 		opts.Columns = []string{"id"}
-		for c, err := range table.Follow(fctx, b, 0, opts) {
+		for c, err := range changes.Follow(fctx, b, 0, opts) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Kind == table.ChangeThrough {
+			if c.Kind == changes.ChangeThrough {
 				if len(seen) >= want {
 					return
 				}
@@ -383,7 +384,7 @@ func TestFollowResumesAsANamedConsumer(t *testing.T) {
 	lines, err := b.Record(func() error {
 		fctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
-		for c, err := range table.Follow(fctx, b, 7, table.FollowOptions{Poll: 10 * time.Millisecond}) {
+		for c, err := range changes.Follow(fctx, b, 7, changes.FollowOptions{Poll: 10 * time.Millisecond}) {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return nil
 			}
@@ -427,7 +428,7 @@ func TestChangesSkipACommitTakenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var missing error
-	for _, err := range table.Changes(ctx, b, 1, 0, table.ChangesOptions{}) {
+	for _, err := range changes.Changes(ctx, b, 1, 0, changes.ChangesOptions{}) {
 		if err != nil {
 			missing = err
 		}
@@ -529,9 +530,9 @@ func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[table.ChangeKind][]int64{}
+	got := map[changes.ChangeKind][]int64{}
 	versions := map[uint64]bool{}
-	for c, err := range table.Changes(ctx, b, 0, 0, table.ChangesOptions{Filter: pred, Columns: []string{"id"}}) {
+	for c, err := range changes.Changes(ctx, b, 0, 0, changes.ChangesOptions{Filter: pred, Columns: []string{"id"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -541,11 +542,11 @@ func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
 		versions[c.Version] = true
 		got[c.Kind] = append(got[c.Kind], c.Rows.Column(0).(*array.Int64).Int64Values()...)
 	}
-	slices.Sort(got[table.ChangeDelete])
-	if len(got[table.ChangeInsert]) != 10 || !slices.Equal(got[table.ChangeDelete], []int64{w1 + 4, w1 + 5}) {
-		t.Fatalf("changes matching the filter: %d inserts, deletes %v; want w01's 10 and %v", len(got[table.ChangeInsert]), got[table.ChangeDelete], []int64{w1 + 4, w1 + 5})
+	slices.Sort(got[changes.ChangeDelete])
+	if len(got[changes.ChangeInsert]) != 10 || !slices.Equal(got[changes.ChangeDelete], []int64{w1 + 4, w1 + 5}) {
+		t.Fatalf("changes matching the filter: %d inserts, deletes %v; want w01's 10 and %v", len(got[changes.ChangeInsert]), got[changes.ChangeDelete], []int64{w1 + 4, w1 + 5})
 	}
-	for _, id := range got[table.ChangeInsert] {
+	for _, id := range got[changes.ChangeInsert] {
 		if id < w1 || id >= w1+10 {
 			t.Fatalf("insert of id %d, which the filter does not match", id)
 		}
@@ -560,7 +561,7 @@ func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	var deleted []int64
-	for c, err := range table.Changes(ctx, b, 4, 5, table.ChangesOptions{Filter: upper, Columns: []string{"id"}}) {
+	for c, err := range changes.Changes(ctx, b, 4, 5, changes.ChangesOptions{Filter: upper, Columns: []string{"id"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -573,7 +574,7 @@ func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range table.Changes(ctx, b, 0, 0, table.ChangesOptions{Filter: nope}) {
+	for _, err := range changes.Changes(ctx, b, 0, 0, changes.ChangesOptions{Filter: nope}) {
 		if err == nil || !strings.Contains(err.Error(), `"nope"`) {
 			t.Fatalf("a filter on a missing column: %v, want an error naming it", err)
 		}
