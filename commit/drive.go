@@ -134,10 +134,7 @@ func (t *Table) drive(ctx context.Context, o driveOptions, planFn planFunc) (Res
 			return t.Refresh(ctx)
 		},
 		commit: func(ctx context.Context, _ *table.Snapshot, p Plan) (Result, error) {
-			if len(p.Txn.Deletions) > 0 {
-				return t.commitKeeping(ctx, p.Txn, p.bodies, p.written)
-			}
-			return t.Commit(ctx, p.Txn)
+			return t.commitKeeping(ctx, p.Txn, p.bodies, p.written)
 		},
 	}.run(ctx, planFn)
 }

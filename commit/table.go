@@ -433,10 +433,10 @@ func undoneBetween(ctx context.Context, b blob.Bucket, v, latest uint64, o Optio
 
 // commitKeeping commits txn, whose deletion vectors (bodies, written at
 // written) it then keeps in place past a stall (keepDeletions): the tail
-// every verb that writes vectors shares.
+// every verb's commit shares (a txn without vectors: the commit alone).
 func (t *Table) commitKeeping(ctx context.Context, txn table.Transaction, bodies map[string][]byte, written time.Time) (Result, error) {
 	res, err := t.Commit(ctx, txn)
-	if err != nil || res.Duplicate {
+	if err != nil || res.Duplicate || len(txn.Deletions) == 0 {
 		return res, err
 	}
 	return t.keepDeletions(ctx, res, txn.Deletions, bodies, written)

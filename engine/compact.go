@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/table"
 )
 
 // CompactOptions shape one compaction.
@@ -106,32 +105,26 @@ func (db *DB) compactLeased(ctx context.Context, o CompactOptions) (CompactionIn
 	}
 	now := db.opts.Now()
 	co := o.Tune
-	if o.DryRun {
-		// A dry run is the plan without its run.
+	if o.DryRun || o.WhenDue {
+		// A dry run is the plan without its run; a run when due asks the
+		// same question first, and plans against the version it read.
 		look, err := db.PlanCompaction(ctx, &p)
 		if err != nil {
 			info.Err = err
 			return info, err
 		}
 		m := look.Manifest
-		info.Result = CompactResult{Plan: look.Plan, FragmentsBefore: len(m.Fragments), FragmentsAfter: len(m.Fragments), RowsBefore: m.Rows(), RowsAfter: m.Rows()}
-		if o.WhenDue && !look.Due {
-			info.Skipped = look.Why
-		}
-		return info, nil
-	}
-	if o.WhenDue {
-		m, err := table.ReadLatest(ctx, db.b)
-		if err != nil {
-			info.Err = err
-			return info, err
-		}
-		if due, why := compactor.ShouldCompact(m, p, now); !due {
-			info.Skipped = why
-			info.Result.FragmentsBefore, info.Result.FragmentsAfter = len(m.Fragments), len(m.Fragments)
+		if o.DryRun || !look.Due {
+			info.Result = CompactResult{FragmentsBefore: len(m.Fragments), FragmentsAfter: len(m.Fragments), RowsBefore: m.Rows(), RowsAfter: m.Rows()}
+			if o.DryRun {
+				info.Result.Plan = look.Plan
+			}
+			if o.WhenDue && !look.Due {
+				info.Skipped = look.Why
+			}
 			return info, nil
 		}
-		co.Base = m // the version just read: the run plans against it
+		co.Base = m
 	}
 	co.Leased = true
 	start := time.Now()

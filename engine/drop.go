@@ -13,6 +13,16 @@ import (
 	"github.com/stratadb/strata/walshard"
 )
 
+// DropOptions shape a drop: Wait is how long other processes' writers are
+// given to read the claims (DropWait when 0, none when negative); Found,
+// when set, is called once the table is known to exist, before anything
+// stops (a server forgets its handle there, so that requests from then
+// on open a new one).
+type DropOptions struct {
+	Wait  time.Duration
+	Found func()
+}
+
 // Drop deletes every object of the table, and stops the DB (its
 // background work ends and its shard closes before anything goes; Close
 // it after, to close its bucket). Every shard of the fleet is fenced
@@ -24,10 +34,14 @@ import (
 // folder and of its reserved folders; its other folders may hold other
 // tables ("runs/eval" under "runs"), which stay. table.ErrNotFound, and
 // nothing stopped, when there is no table.
-func (db *DB) Drop(ctx context.Context, wait time.Duration) error {
+func (db *DB) Drop(ctx context.Context, o DropOptions) error {
 	if _, err := table.LatestVersion(ctx, db.b); err != nil {
 		return err
 	}
+	if o.Found != nil {
+		o.Found()
+	}
+	wait := o.Wait
 	if err := db.Stop(); err != nil {
 		db.opts.Log.Warn("closing the table's shard before dropping it", "table", db.opts.Name, "error", err.Error())
 	}

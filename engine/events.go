@@ -181,34 +181,23 @@ func LoggingListener(log *slog.Logger) EventListener {
 // withDefaults fills l's nil fields from the logging listener.
 func (l EventListener) withDefaults(log *slog.Logger) EventListener {
 	d := LoggingListener(log)
-	if l.FlushEnd == nil {
-		l.FlushEnd = d.FlushEnd
-	}
-	if l.MergeEnd == nil {
-		l.MergeEnd = d.MergeEnd
-	}
-	if l.CompactionEnd == nil {
-		l.CompactionEnd = d.CompactionEnd
-	}
-	if l.GCEnd == nil {
-		l.GCEnd = d.GCEnd
-	}
-	if l.AdoptionEnd == nil {
-		l.AdoptionEnd = d.AdoptionEnd
-	}
-	if l.BackgroundError == nil {
-		l.BackgroundError = d.BackgroundError
-	}
-	if l.CommitEnd == nil {
-		l.CommitEnd = d.CommitEnd
-	}
-	if l.Quarantine == nil {
-		l.Quarantine = d.Quarantine
-	}
-	if l.WriteStall == nil {
-		l.WriteStall = d.WriteStall
-	}
+	orDefault(&l.FlushEnd, d.FlushEnd)
+	orDefault(&l.MergeEnd, d.MergeEnd)
+	orDefault(&l.CompactionEnd, d.CompactionEnd)
+	orDefault(&l.GCEnd, d.GCEnd)
+	orDefault(&l.AdoptionEnd, d.AdoptionEnd)
+	orDefault(&l.BackgroundError, d.BackgroundError)
+	orDefault(&l.CommitEnd, d.CommitEnd)
+	orDefault(&l.Quarantine, d.Quarantine)
+	orDefault(&l.WriteStall, d.WriteStall)
 	return l
+}
+
+// orDefault sets a listener's field f to d when it is nil.
+func orDefault[T any](f *func(T), d func(T)) {
+	if *f == nil {
+		*f = d
+	}
 }
 
 // Tee returns a listener that tells a, then b, of every event (a

@@ -94,7 +94,7 @@ func TestDropLeavesNothingAndStopsTheDB(t *testing.T) {
 	if _, err := db.Append(ctx, engine.AppendOptions{}, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Drop(ctx, -1); err != nil {
+	if err := db.Drop(ctx, engine.DropOptions{Wait: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if n := keys(t, b, ""); n != 0 {
@@ -106,7 +106,7 @@ func TestDropLeavesNothingAndStopsTheDB(t *testing.T) {
 	if _, err := db.Append(ctx, engine.AppendOptions{}, rec); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("an append after the drop: %v, want ErrClosed", err)
 	}
-	if err := db.Drop(ctx, -1); !errors.Is(err, table.ErrNotFound) {
+	if err := db.Drop(ctx, engine.DropOptions{Wait: -1}); !errors.Is(err, table.ErrNotFound) {
 		t.Fatalf("a second drop: %v, want not found", err)
 	}
 }

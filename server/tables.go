@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
 )
 
@@ -89,13 +90,16 @@ func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableS
 
 // dropTable deletes every object of the table (engine.DB.Drop).
 func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
-		return err
+	found := false
+	err := t.db.Drop(r.Context(), engine.DropOptions{Wait: s.opts.DropWait, Found: func() {
+		found = true
+		s.mu.Lock()
+		delete(s.mu.tables, t.name)
+		s.mu.Unlock()
+	}})
+	if !found {
+		return err // no table: nothing stopped, the handle stays open
 	}
-	s.mu.Lock()
-	delete(s.mu.tables, t.name)
-	s.mu.Unlock()
-	err := t.db.Drop(r.Context(), s.opts.DropWait)
 	if cerr := t.db.Close(); cerr != nil {
 		s.opts.Log.Warn("closing the dropped table's handle", "table", t.name, "error", cerr.Error())
 	}
