@@ -248,7 +248,7 @@ func recordNamed(cur, next *table.Manifest, txn *table.Transaction) error {
 	if len(txn.Named) == 0 {
 		return nil
 	}
-	p, err := cur.Producers.RecordNamed(txn.Named, next.Version)
+	p, err := cur.Producers.RecordNamed(txn.Named, next.Version, txn.Time)
 	if err != nil {
 		return &ConflictError{Ours: *txn, Version: cur.Version, Retryable: true, Reason: err.Error()}
 	}

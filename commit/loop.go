@@ -140,6 +140,7 @@ func (l *loop) begin(ctx context.Context, base *table.Manifest) (Result, bool, e
 // create the next version with it.
 func (l *loop) attempt(ctx context.Context) (Result, bool, error) {
 	b, o, txn := l.b, l.o, l.txn
+	txn.Time = o.Now().UTC()
 	next, err := Apply(l.cur, txn)
 	if errors.Is(err, errNothingLeft) {
 		return Result{Version: l.cur.Version, Done: true, Attempts: l.res.Attempts, Rebases: l.res.Rebases}, true, nil

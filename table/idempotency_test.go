@@ -151,12 +151,53 @@ func TestANamedCopyIsDroppedWhateverOtherProducersCameBetween(t *testing.T) {
 	if marked[0].Dropped || marked[1].Dropped || !marked[2].Dropped {
 		t.Fatalf("dropped %v %v %v, want only the second copy of a/5", marked[0].Dropped, marked[1].Dropped, marked[2].Dropped)
 	}
-	p, err := Producers(nil).RecordNamed(marked, 10)
+	p, err := Producers(nil).RecordNamed(marked, 10, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The window applied at b's time: a, idle two hours, is forgotten.
 	if p.index("a") >= 0 || p.index("b") < 0 {
 		t.Fatalf("records after the merge: %+v", p)
+	}
+}
+
+// The window of a name met in several shards counts from the merge that
+// last met it, not from the append: two copies of an append made hours
+// ago (a retry that reached two replicas whose shards merged late),
+// merged a minute apart, are one append. Before, the first merge recorded
+// the name at the append's time and the window, applied at the newest
+// name of that merge, forgot it in the same commit: the second copy was
+// installed too (a simulated fleet read the row three times).
+func TestCopiesMergedAMinuteApartAreOneAppendHoweverOld(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	late := t0.Add(13 * time.Hour)
+	first := Producers(nil).DropNamed([]NamedRows{
+		{AppendKey: AppendKey{Producer: "a", Seq: 5, Digest: 7, Time: t0}, Fragment: "f1", Rows: 2},
+		{AppendKey: AppendKey{Producer: "b", Seq: 1, Digest: 9, Time: late.Add(-time.Second)}, Fragment: "f1", Offset: 2, Rows: 3},
+	})
+	p, err := Producers(nil).RecordNamed(first, 10, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := p.index("a"); i < 0 || !p[i].Time.Equal(late) {
+		t.Fatalf("a's record after the first merge: %+v, want it active at the merge's time", p)
+	}
+	second := p.DropNamed([]NamedRows{{AppendKey: AppendKey{Producer: "a", Seq: 5, Digest: 7, Time: t0.Add(5 * time.Millisecond)}, Fragment: "f2", Rows: 2}})
+	if !second[0].Dropped {
+		t.Fatal("the second copy, merged a minute later, is installed again")
+	}
+	// Dropping it counts as meeting the name: the window moves on.
+	q, err := p.RecordNamed(second, 11, late.Add(50*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := q.Expire(late.Add(100 * time.Minute)).DropNamed([]NamedRows{{AppendKey: AppendKey{Producer: "a", Seq: 5, Digest: 7, Time: t0}, Fragment: "f3", Rows: 2}})
+	if !third[0].Dropped {
+		t.Fatal("a third copy, merged 50 minutes after the second, is installed again")
+	}
+	// Merged more than the window after the latest merge that met it, a
+	// copy is a new append, as documented.
+	if q.Expire(late.Add(111*time.Minute)).Installed(second[0].AppendKey) {
+		t.Fatal("the record outlived its window")
 	}
 }

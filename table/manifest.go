@@ -242,6 +242,11 @@ type Transaction struct {
 	// NamedRows): applied, those not dropped are recorded in the state's
 	// producers, as a direct append's name is.
 	Named []NamedRows `json:"named,omitempty"`
+	// Time is the committer's clock (commit.Options.Now) at the attempt
+	// that made the version: the names a merge installs or drops are
+	// recorded as of it (Producers.RecordNamed), so that the window of a
+	// name met in several shards counts from its latest merge.
+	Time time.Time `json:"time,omitzero"`
 
 	// Set when the transaction is applied: the version it made, and a
 	// fingerprint of the resulting state, so that replaying the recorded

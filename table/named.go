@@ -64,27 +64,48 @@ var ErrNamedMoved = fmt.Errorf("table: a named append's install changed since th
 
 // RecordNamed returns p with the named rows a merge keeps recorded at
 // version at, checking that each is dropped exactly when p (or an earlier
-// one of named) records its name, as DropNamed decided; then the window
-// is applied at the newest of their times. p itself is not changed.
-func (p Producers) RecordNamed(named []NamedRows, at uint64) (Producers, error) {
-	var newest time.Time
-	kept := false
+// one of named) records its name, as DropNamed decided. Each name, kept or
+// dropped, counts as met at when (the merge's clock; its own time when
+// later): a copy merged in another shard within the window of the latest
+// merge that met its name is dropped, however old the append. Then the
+// window is applied at the newest of those times. p itself is not changed.
+func (p Producers) RecordNamed(named []NamedRows, at uint64, when time.Time) (Producers, error) {
+	if len(named) == 0 {
+		return p, nil
+	}
+	newest := when
 	for _, n := range named {
 		if p.Installed(n.AppendKey) != n.Dropped {
 			return nil, fmt.Errorf("%w: producer %s sequence %d (dropped: %v)", ErrNamedMoved, n.Producer, n.Seq, n.Dropped)
 		}
-		if !n.Dropped {
-			p, _ = p.keep(n.AppendKey, at, n.Rows)
-			kept = true
-			if n.Time.After(newest) {
-				newest = n.Time
-			}
+		k := n.AppendKey
+		if k.Time.Before(when) {
+			k.Time = when
+		}
+		if n.Dropped {
+			p = p.touch(k.Producer, k.Time)
+		} else {
+			p, _ = p.keep(k, at, n.Rows)
+		}
+		if k.Time.After(newest) {
+			newest = k.Time
 		}
 	}
-	if !kept {
-		return p, nil
-	}
 	return p.expire(newest), nil
+}
+
+// touch returns p with producer's record active at t, if later than it
+// was, and moved to its place among the others (p is not changed).
+func (p Producers) touch(producer string, t time.Time) Producers {
+	i := p.index(producer)
+	if i < 0 || !t.After(p[i].Time) {
+		return p
+	}
+	rec := p[i]
+	rec.Time = t
+	out := slices.Delete(slices.Clone(p), i, i+1)
+	to, _ := slices.BinarySearchFunc(out, t, func(r ProducerRecord, t time.Time) int { return r.Time.Compare(t) })
+	return slices.Insert(out, to, rec)
 }
 
 // DroppedRows gives, by fragment (object key), the row offsets of the

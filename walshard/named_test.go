@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -359,4 +360,37 @@ func (s *stallingMerge) PutIfAbsent(ctx context.Context, key string, data []byte
 		s.vector.Store(key)
 	}
 	return nil
+}
+
+// Copies of a retried append that two shards took, merged one right after
+// the other hours after the append (their writers stalled, or were
+// adopted late), are one append: the window of a name counts from the
+// latest merge that met it. Before, the first merge recorded the name at
+// the append's time, and the window, applied in the same commit at a
+// newer append's time, forgot it: the second copy was installed too.
+func TestCopiesMergedLateButTogetherAreStoredOnce(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	bk := newTable(t, "mem://")
+	w1 := open(t, bk, "w1", walshard.Options{Commit: commit.Options{Now: clock}})
+	w2 := open(t, bk, "w2", walshard.Options{Commit: commit.Options{Now: clock}})
+	t.Cleanup(func() { w1.Close(); w2.Close() })
+	mustKeyed(t, w1, "client", 1, 1, 2)
+	mustKeyed(t, w2, "client", 1, 1, 2)
+	mu.Lock()
+	now = now.Add(13 * time.Hour)
+	mu.Unlock()
+	mustKeyed(t, w1, "other", 1, 3)
+	for _, s := range []*walshard.Shard{w1, w2} {
+		if _, err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Merge(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := baseIDs(t, bk); len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Fatalf("table holds %v, want ids 1, 2 and 3 once each", got)
+	}
 }

@@ -194,9 +194,9 @@ func (w *world) rowTrouble(seen map[int64]int, want []int64, v uint64) (oracle, 
 	w.rep.RowsChecked += int64(len(seen))
 	for _, id := range slices.Sorted(maps.Keys(seen)) {
 		switch n := seen[id]; {
-		case n > 2 || n == 2 && !w.mayBeTwiceLocked(id):
+		case n > w.copiesLocked(id):
 			return "exactly once", fmt.Sprintf("row %d appears %d times", id, n)
-		case v > 0 && w.deletedAt[id] > 0 && w.deletedAt[id] <= v && !w.mayBeTwiceLocked(id):
+		case v > 0 && w.deletedAt[id] > 0 && w.deletedAt[id] <= v && w.copiesLocked(id) == 1:
 			// (A named append sent again past its window may store its
 			// rows a second time, after a delete of the first.)
 			return "deleted rows stay deleted", fmt.Sprintf("row %d, deleted at v%d, appears", id, w.deletedAt[id])

@@ -15,17 +15,22 @@ import (
 // again, as often as not through another writer's shard, as a retry that
 // reached another replica.
 
-// mayBeTwiceLocked tells (w.mu held) whether row id may appear twice: a
-// named append sent again past the window its name is remembered for, or
-// one sent again to another shard whose copies are merged more than that
-// window apart (the clock is past it now), which the table no longer
-// tells apart (docs/format.md, "Across shards").
-func (w *world) mayBeTwiceLocked(id int64) bool {
-	if w.twice[id] {
-		return true
+// copiesLocked tells (w.mu held) how many times row id may appear: once;
+// twice for a named append sent again past the window its name is
+// remembered for; and, for one sent again through other shards when the
+// clock is past that window now, once per shard that took it, as the
+// table installs a copy merged more than the window after the latest merge
+// that met its name (docs/format.md, "Across shards"; checkNames holds the
+// merges to that).
+func (w *world) copiesLocked(id int64) int {
+	n := 1
+	if at, ok := w.resentAt[id]; ok && w.clock.Now().Sub(at) >= table.IdempotencyWindow {
+		n = max(2, len(w.sentVia[id]))
 	}
-	at, ok := w.resentAt[id]
-	return ok && w.clock.Now().Sub(at) >= table.IdempotencyWindow
+	if w.twice[id] {
+		n++
+	}
+	return n
 }
 
 // errAnswerLost: an append acknowledged whose answer never reached its
@@ -77,6 +82,14 @@ func (w *world) shardAppend(a *actor, s *walshard.Shard) string {
 			}
 			w.mu.Unlock()
 		}
+		w.mu.Lock()
+		for _, id := range ids {
+			if w.sentVia[id] == nil {
+				w.sentVia[id] = map[string]bool{}
+			}
+			w.sentVia[id][via.name] = true
+		}
+		w.mu.Unlock()
 		b := batch(ids) // sent again as it was, whatever the schema meanwhile
 		ack, err = s.AppendOnce(w.ctx, key, b)
 		b.Release()

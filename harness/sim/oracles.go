@@ -42,6 +42,7 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 	w.emu.Lock()
 	w.landed[m.Version] = w.clock.Now()
 	w.emu.Unlock()
+	w.noteNames(m)
 	for _, f := range m.Transaction.Added {
 		ev.added = append(ev.added, f.Key)
 		w.emu.Lock()
@@ -270,6 +271,9 @@ func (w *world) finish() error {
 	final, _ := engine.OpenNew(w.store, &engine.Options{Name: "sim", Writer: "gc-final", Now: w.clock.Now, Log: slog.New(slog.DiscardHandler)})
 	if _, err := final.GC(w.ctx, engine.GCOptions{Policy: &compactor.GCPolicy{KeepVersions: 1}, Now: w.clock.Now()}); err != nil {
 		return w.fail("recovery", "final collection: %v", err)
+	}
+	if err := w.checkNames(); err != nil {
+		return err
 	}
 	if err := w.checkFinalTable(); err != nil {
 		return err

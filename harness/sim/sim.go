@@ -36,8 +36,10 @@
 //     its appends may lose an acknowledged answer, as a client of a
 //     server's replicas does, and sends the append again, as often as not
 //     through another shard writer's shard (another replica): the merges
-//     store it once, or twice when its copies are merged more than the
-//     window apart; no row appears that nobody wrote, and every
+//     store it once, or once more for each copy merged more than the
+//     window after the latest commit that met its name, and no merge
+//     installs a name the table must still remember (names.go); no row
+//     appears that nobody wrote, and every
 //     row reads back with its value and its blob (up to 1 KiB) intact;
 //   - a pinned version's rows never change while it is retained, and a
 //     tagged version stays readable;
@@ -271,7 +273,9 @@ type world struct {
 	twice map[int64]bool
 	// resentAt: rows of named appends sent again through another shard,
 	// by the name's time.
-	resentAt  map[int64]time.Time
+	resentAt map[int64]time.Time
+	// sentVia: by row of a named append, the shards it was sent through.
+	sentVia   map[int64]map[string]bool
 	forbidden map[int64]bool
 	// deletedAt: rows a committed Delete removed, and the version that
 	// removed them (read from the manifests as they land).
@@ -313,6 +317,7 @@ type world struct {
 	// stored too).
 	bornDropped map[uint64]map[int64]bool
 	landed      map[uint64]time.Time // version -> when it landed, on the clock
+	nameEvents  []nameEvent          // what versions did to names (names.go)
 	violation   error
 	tags        int
 }
@@ -320,7 +325,7 @@ type world struct {
 func newWorld(ctx context.Context, cfg Config) *world {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5157))
 	w := &world{ctx: ctx, cfg: cfg, clock: &Clock{}, rng: rng,
-		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, resentAt: map[int64]time.Time{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
+		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, resentAt: map[int64]time.Time{}, sentVia: map[int64]map[string]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
 		deletesAcked: map[uint64]bool{}, deletesUndone: map[uint64]uint64{},
 		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}, landed: map[uint64]time.Time{}, keyWrites: map[int64][]keyWrite{}, installedAt: map[[2]int64]uint64{},
 		extras: map[int64][]string{}, droppedAt: map[string]int64{}, bornDropped: map[uint64]map[int64]bool{}}
