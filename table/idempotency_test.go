@@ -197,7 +197,7 @@ func TestCopiesMergedAMinuteApartAreOneAppendHoweverOld(t *testing.T) {
 	}
 	// Merged more than the window after the latest merge that met it, a
 	// copy is a new append, as documented.
-	if q.Expire(late.Add(111*time.Minute)).Installed(second[0].AppendKey) {
+	if q.Expire(late.Add(111 * time.Minute)).Installed(second[0].AppendKey) {
 		t.Fatal("the record outlived its window")
 	}
 }
