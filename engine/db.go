@@ -38,7 +38,7 @@ type DB struct {
 		tbl     *commit.Table // for direct appends, opened on the first
 		lastErr BackgroundErrorInfo
 		lastAt  time.Time
-		closed  bool // Stop ran: no more shards, no more direct appends
+		closed  bool // stop ran: no more shards, no more direct appends
 		// bucketClosed: Close ran.
 		bucketClosed bool
 		pass         remembered // what maintenance passes remember
@@ -163,9 +163,9 @@ func (db *DB) LastError() (BackgroundErrorInfo, time.Time) {
 	return db.mu.lastErr, db.mu.lastAt
 }
 
-// Stop ends the DB's background work and waits for it, and closes its
-// shard; the bucket stays open (Close closes it, with CloseBucket).
-func (db *DB) Stop() error {
+// stop ends the DB's background work and waits for it, and closes its
+// shard; the bucket stays open.
+func (db *DB) stop() error {
 	db.mu.Lock()
 	db.mu.closed = true
 	db.mu.Unlock()
@@ -185,7 +185,7 @@ func (db *DB) Close() error {
 	}
 	db.mu.bucketClosed = true
 	db.mu.Unlock()
-	err := db.Stop()
+	err := db.stop()
 	if db.opts.CloseBucket {
 		err = errors.Join(err, db.b.Close())
 	}

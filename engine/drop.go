@@ -42,7 +42,7 @@ func (db *DB) Drop(ctx context.Context, o DropOptions) error {
 		o.Found()
 	}
 	wait := o.Wait
-	if err := db.Stop(); err != nil {
+	if err := db.stop(); err != nil {
 		db.opts.Log.Warn("closing the table's shard before dropping it", "table", db.opts.Name, "error", err.Error())
 	}
 	switch {

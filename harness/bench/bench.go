@@ -195,7 +195,7 @@ func (d directWriter) append(ctx context.Context, rec arrow.RecordBatch) (int, e
 	return ack.Rebases, err
 }
 func (directWriter) finish(context.Context) error { return nil }
-func (d directWriter) close()                     { d.db.Stop() }
+func (d directWriter) close()                     { d.db.Close() }
 
 // names numbers one writer's appends (Config.Keys).
 type names struct {

@@ -80,7 +80,7 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 				if err != nil {
 					return err
 				}
-				defer db.Stop()
+				defer db.Close()
 				for _, rec := range batches[i] {
 					t0 := time.Now()
 					if _, err := db.Append(ctx, engine.AppendOptions{}, rec); err != nil {

@@ -34,7 +34,7 @@ time64_us.`,
   strata alter file://./events --rename-column reward:score --widen-column score:float64
   strata alter file://./events --widen-column step:nullable --drop-column debug`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) (err error) {
 			changes, err := columnChanges(rename, widen, drop, add)
 			if err != nil {
 				return usageError{err}
@@ -48,7 +48,7 @@ time64_us.`,
 			if err != nil {
 				return err
 			}
-			defer tb.Stop()
+			defer closeDB(tb, &err)
 			res, err := tb.Alter(c.Context(), changes...)
 			if errors.Is(err, table.ErrBadSchemaChange) {
 				return usageError{err}

@@ -211,12 +211,12 @@ func appendKey(files []string, key string, ignoreUnknown bool) (*table.Idempoten
 // (engine.DB.AppendStream), named by key when not nil; an append whose key
 // a racing commit recorded first is a duplicate (its caller looked the key
 // up before).
-func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (appended, error) {
+func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (_ appended, err error) {
 	db, err := engine.OpenNew(b, &engine.Options{Writer: "strata", Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return appended{}, err
 	}
-	defer db.Stop()
+	defer closeDB(db, &err)
 	ack, err := db.AppendStream(ctx, key, m.Schema(), rows)
 	if err != nil {
 		return appended{}, err
@@ -226,7 +226,7 @@ func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *ta
 
 // appendThroughShard gathers every row, then appends them in one WAL entry
 // (named by key when not nil) and drains the shard into the table.
-func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (appended, error) {
+func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (_ appended, err error) {
 	var recs []arrow.RecordBatch
 	defer func() { ingest.Release(recs) }()
 	for rec, err := range rows {
@@ -240,7 +240,7 @@ func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *t
 	if err != nil {
 		return appended{}, err
 	}
-	defer db.Stop()
+	defer closeDB(db, &err)
 	ack, err := db.Append(ctx, engine.AppendOptions{Key: key, Conformed: true}, recs...)
 	if err != nil {
 		return appended{}, err

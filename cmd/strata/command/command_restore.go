@@ -26,7 +26,7 @@ it. A version garbage collection took cannot be restored.`,
 		Example: `  strata restore file://./strata-demo/rollouts --version 3
   strata restore file://./strata-demo/rollouts --tag before-cleanup`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) (err error) {
 			if (version == 0) == (tag == "") {
 				return usageError{errors.New("restore needs one of --version N and --tag T")}
 			}
@@ -46,7 +46,7 @@ it. A version garbage collection took cannot be restored.`,
 			if err != nil {
 				return err
 			}
-			defer tb.Stop()
+			defer closeDB(tb, &err)
 			res, err := tb.Restore(c.Context(), version)
 			if err != nil {
 				return err

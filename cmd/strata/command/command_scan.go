@@ -29,7 +29,7 @@ merged (each shard's generations and WAL entries), each once.`,
   strata scan file://./strata-demo/rollouts --version 3 --format jsonl
   strata scan file://./strata-demo/rollouts --fresh --limit 10`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) (err error) {
 			opts := table.ScanOptions{}
 			cols, err := columnsFlag(columns)
 			if err != nil {
@@ -56,7 +56,7 @@ merged (each shard's generations and WAL entries), each once.`,
 				if err != nil {
 					return err
 				}
-				defer db.Stop()
+				defer closeDB(db, &err)
 				if err := w.writeAll(db.ScanFresh(c.Context(), opts)); err != nil {
 					return err
 				}

@@ -36,7 +36,7 @@ type ConsumerLag struct {
 	Lag uint64 `json:"lag_versions"`
 }
 
-func readStats(c *cobra.Command, env *Env, url string) (TableStats, error) {
+func readStats(c *cobra.Command, env *Env, url string) (_ TableStats, err error) {
 	ctx := c.Context()
 	b, err := env.Open(ctx, url)
 	if err != nil {
@@ -57,7 +57,7 @@ func readStats(c *cobra.Command, env *Env, url string) (TableStats, error) {
 	if err != nil {
 		return st, err
 	}
-	defer db.Stop()
+	defer closeDB(db, &err)
 	if st.Shards, err = db.ShardStats(ctx, m); err != nil {
 		return st, err
 	}

@@ -62,7 +62,7 @@ writer's shard are not touched: run a checkpoint first to include them.`,
 		Example: `  strata delete file://./strata-demo/rollouts --filter 'reward < 0'
   strata delete file://./strata-demo/rollouts --filter 'worker = 3 AND step >= 100'`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) (err error) {
 			if strings.TrimSpace(filter) == "" {
 				return usageError{errors.New("delete needs --filter (a filter every row matches deletes every row)")}
 			}
@@ -79,7 +79,7 @@ writer's shard are not touched: run a checkpoint first to include them.`,
 			if err != nil {
 				return err
 			}
-			defer tb.Stop()
+			defer closeDB(tb, &err)
 			res, n, err := tb.Delete(c.Context(), pred)
 			if err != nil {
 				return err
@@ -109,7 +109,7 @@ the index is built again.`,
 		Example: `  strata index file://./strata-demo/rollouts id
   strata index file://./strata-demo/rollouts --list`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) (err error) {
 			if list == (len(args) == 2) {
 				return usageError{errors.New("index needs a COLUMN, or --list")}
 			}
@@ -134,7 +134,7 @@ the index is built again.`,
 			if err != nil {
 				return err
 			}
-			defer tb.Stop()
+			defer closeDB(tb, &err)
 			res, err := tb.CreateIndex(c.Context(), args[1])
 			if err != nil {
 				return err

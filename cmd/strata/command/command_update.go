@@ -29,7 +29,7 @@ a checkpoint first.`,
 		Example: `  strata update file://./events --filter 'id = 5' --set 'reward = 1.0'
   strata update file://./events --filter "worker = 'w03' AND step < 10" --set "reward = null, note = 'rerun'"`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) (err error) {
 			if strings.TrimSpace(filter) == "" {
 				return usageError{errors.New("update needs --filter (a filter every row matches updates every row)")}
 			}
@@ -53,7 +53,7 @@ a checkpoint first.`,
 			if err != nil {
 				return err
 			}
-			defer tb.Stop()
+			defer closeDB(tb, &err)
 			res, err := tb.Update(c.Context(), pred, assigns)
 			switch {
 			case errors.Is(err, table.ErrBadAssignment) || errors.Is(err, table.ErrBadPredicate):

@@ -74,7 +74,7 @@ of input, held in memory.`,
 
 // runUpsert upserts the rows of files into the table at u by the key
 // columns cols: through shard when given, else in one direct commit.
-func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, shard string, ignoreUnknown bool) error {
+func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, shard string, ignoreUnknown bool) (err error) {
 	size, err := inputSize(files)
 	if err != nil {
 		return err
@@ -123,7 +123,7 @@ func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, sh
 	if err != nil {
 		return err
 	}
-	defer tb.Stop()
+	defer closeDB(tb, &err)
 	res, err := tb.Upsert(ctx, cols, read)
 	switch {
 	case readErr != nil:
@@ -143,12 +143,12 @@ func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, sh
 
 // upsertThroughShard upserts recs by keys in one WAL entry of shard and
 // drains the shard into the table.
-func upsertThroughShard(ctx context.Context, b blob.Bucket, shard string, keys []string, recs []arrow.RecordBatch) (engine.Ack, error) {
+func upsertThroughShard(ctx context.Context, b blob.Bucket, shard string, keys []string, recs []arrow.RecordBatch) (_ engine.Ack, err error) {
 	db, err := engine.Open(ctx, b, &engine.Options{Writer: "strata upsert", Shard: engine.ShardOptions{Shard: shard}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return engine.Ack{}, err
 	}
-	defer db.Stop()
+	defer closeDB(db, &err)
 	ack, err := db.Append(ctx, engine.AppendOptions{Keys: keys}, recs...)
 	if err != nil {
 		return ack, fmt.Errorf("%w (nothing was upserted)", err)
