@@ -164,6 +164,17 @@ type DeleteResult struct {
 	Version uint64 `json:"version"` // the version holding the delete (or the latest, when nothing matched)
 }
 
+// CountResult answers GET …/count: Rows match the filter in Version.
+// FragmentsScanned fragments were read because their statistics could not
+// decide; Scanned: rows not merged yet were counted too (fresh=true, or
+// the client's own writes), by a scan.
+type CountResult struct {
+	Rows             int64  `json:"rows"`
+	Version          uint64 `json:"version"`
+	FragmentsScanned int    `json:"fragments_scanned"`
+	Scanned          bool   `json:"scanned,omitempty"`
+}
+
 // TakeRequest is the body of POST …/take.
 type TakeRequest struct {
 	Column  string   `json:"column,omitempty"` // default "id"

@@ -38,10 +38,31 @@ func (c *Client) Scan(ctx context.Context, name string, o ScanOptions) ([]arrow.
 // when asked for, and leaving the loop closes the connection. An error ends
 // the sequence.
 func (c *Client) ScanIter(ctx context.Context, name string, o ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
-	q := url.Values{}
+	q := readQuery(c, name, o)
 	if len(o.Columns) > 0 {
 		q.Set("columns", api.ColumnList(o.Columns))
 	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.FormatInt(o.Limit, 10))
+	}
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, api.ArrowStream).stream(yield)
+	}
+}
+
+// Count returns how many rows match o.Filter (every row without one) in
+// what a scan with the same options reads (o.Columns and o.Limit aside):
+// from the table's statistics wherever they decide a fragment
+// (GET …/count).
+func (c *Client) Count(ctx context.Context, name string, o ScanOptions) (api.CountResult, error) {
+	var res api.CountResult
+	return res, c.call(ctx, http.MethodGet, c.url(name, "/count", readQuery(c, name, o)), "", nil, "").json(&res)
+}
+
+// readQuery is the query of a read with o's filter and version (or
+// fresh rows, or the client's own writes).
+func readQuery(c *Client, name string, o ScanOptions) url.Values {
+	q := url.Values{}
 	if o.Filter != "" {
 		q.Set("filter", o.Filter)
 	}
@@ -51,16 +72,11 @@ func (c *Client) ScanIter(ctx context.Context, name string, o ScanOptions) iter.
 	if o.Tag != "" {
 		q.Set("tag", o.Tag)
 	}
-	if o.Limit > 0 {
-		q.Set("limit", strconv.FormatInt(o.Limit, 10))
-	}
 	if o.Fresh {
 		q.Set("fresh", "true")
 	}
 	if !o.Fresh && o.Version == 0 && o.Tag == "" {
 		c.ownWrites(name, q)
 	}
-	return func(yield func(arrow.RecordBatch, error) bool) {
-		c.call(ctx, http.MethodGet, c.url(name, "/rows", q), "", nil, api.ArrowStream).stream(yield)
-	}
+	return q
 }

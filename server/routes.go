@@ -59,6 +59,7 @@ func (s *Server) routes() error {
 	onTable("POST "+t+"/rows", s.appendRows)
 	onTable("GET "+t+"/rows", s.scanRows)
 	onTable("DELETE "+t+"/rows", s.deleteRows)
+	onTable("GET "+t+"/count", s.countRows)
 	onTable("PATCH "+t+"/rows", s.updateRows)
 	onTable("POST "+t+"/schema", s.alterTable)
 	onTable("POST "+t+"/take", s.takeRows)

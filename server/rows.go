@@ -191,27 +191,36 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 	return enc.close()
 }
 
+// readPoint reads what a read asks to see: a version (version=, tag=, or
+// the latest), every acknowledged row (fresh=true), or the latest with
+// the client's own writes (written=, see ownWrites).
+func readPoint(r *http.Request) (oo table.OpenOptions, fresh bool, written map[string]uint64, err error) {
+	q := r.URL.Query()
+	if v, ok := intQuery(r, "version"); ok {
+		oo.Version = uint64(v)
+	}
+	oo.Tag = q.Get("tag")
+	fresh = q.Get("fresh") == "true"
+	if (oo.Version != 0) && oo.Tag != "" || fresh && (oo.Version != 0 || oo.Tag != "") {
+		return oo, false, nil, badRequest("give at most one of version=, tag= and fresh=true")
+	}
+	if written, err = writtenQuery(r); err != nil {
+		return oo, false, nil, err
+	}
+	if written != nil && (oo.Version != 0 || oo.Tag != "") {
+		return oo, false, nil, badRequest("written= reads the latest version: not with version= or tag=")
+	}
+	return oo, fresh, written, nil
+}
+
 func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	opts, err := scanOptions(r)
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	var oo table.OpenOptions
-	if v, ok := intQuery(r, "version"); ok {
-		oo.Version = uint64(v)
-	}
-	oo.Tag = q.Get("tag")
-	fresh := q.Get("fresh") == "true"
-	if (oo.Version != 0) && oo.Tag != "" || fresh && (oo.Version != 0 || oo.Tag != "") {
-		return badRequest("give at most one of version=, tag= and fresh=true")
-	}
-	written, err := writtenQuery(r)
+	oo, fresh, written, err := readPoint(r)
 	if err != nil {
 		return err
-	}
-	if written != nil && (oo.Version != 0 || oo.Tag != "") {
-		return badRequest("written= reads the latest version: not with version= or tag=")
 	}
 	limit := int64(-1) // all
 	if l, ok := intQuery(r, "limit"); ok {

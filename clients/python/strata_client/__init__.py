@@ -31,7 +31,7 @@ import time
 import urllib.parse
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-__all__ = ["Client", "StrataError", "StrataConnectionError"]
+__all__ = ["Client", "Connection", "Table", "StrataError", "StrataConnectionError", "connect"]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NDJSON = "application/x-ndjson"
@@ -271,6 +271,15 @@ class Client:
         query["format"] = "jsonl"
         resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
         return _lines(resp)
+
+    def count(self, name: str, filter: Optional[str] = None, version: Optional[int] = None,
+              tag: Optional[str] = None, fresh: bool = False) -> int:
+        """How many rows match ``filter`` (every row without one) in what a scan
+        with the same arguments reads, this client's own appends included:
+        answered from the table's statistics wherever they decide a fragment
+        (GET …/count)."""
+        query = self._reads_own(name, _scan_query(None, filter, version, tag, None, fresh))
+        return self._json("GET", self._table(name, "/count"), query)["rows"]
 
     def scan_dataframe(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
                        version: Optional[int] = None, tag: Optional[str] = None, limit: Optional[int] = None,
@@ -745,3 +754,6 @@ def _arrow_stream(rows):
     with pa.ipc.new_stream(sink, rows.schema) as w:
         w.write(rows)
     return sink.getvalue().to_pybytes()
+
+
+from .connection import Connection, Table, connect  # noqa: E402  (uses Client)

@@ -61,6 +61,18 @@ func TestDemoThenEveryVerb(t *testing.T) {
 	if code, _, errOut := run(t, nil, "scan", u, "--filter", "reward >"); code != 2 || !strings.Contains(errOut, "bad predicate") {
 		t.Fatalf("bad filter: exit %d %s", code, errOut)
 	}
+	if code, out, _ = run(t, nil, "count", u); code != 0 || out != "720\n" {
+		t.Fatalf("count: exit %d %q, want 720", code, out)
+	}
+	if code, out, _ = run(t, nil, "count", u, "--filter", "id < 3"); code != 0 || out != "3\n" {
+		t.Fatalf("count --filter 'id < 3': exit %d %q, want 3", code, out)
+	}
+	if code, out, _ = run(t, nil, "count", u, "--fresh", "--filter", "id < 3"); code != 0 || out != "3\n" {
+		t.Fatalf("count --fresh: exit %d %q, want 3", code, out)
+	}
+	if code, _, errOut := run(t, nil, "count", u, "--filter", "nosuch = 1"); code != 2 || !strings.Contains(errOut, "nosuch") {
+		t.Fatalf("count of an unknown column: exit %d %s", code, errOut)
+	}
 
 	code, out, _ = run(t, nil, "take", u, "1000000005", "--columns", "id,worker,step")
 	if code != 0 || !strings.Contains(out, "1000000005  w01     5") {

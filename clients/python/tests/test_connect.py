@@ -1,0 +1,164 @@
+"""A LanceDB quick start, ported line by line: connect() to a folder with no
+server started by hand, create_table from dicts (and from a DataFrame with
+pandas installed), add, count_rows, update, merge_insert, optimize,
+checkout of an old version, to_batches. The connection's server is the
+strata binary of STRATA_BIN (or one built from the repository)."""
+
+import importlib.util
+import os
+import gc
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import strata_client  # noqa: E402
+from strata_client import StrataConnectionError, StrataError  # noqa: E402
+from test_client import strata_binary  # noqa: E402
+
+def rss_mib():
+    """The process's resident memory now, in MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+
+
+HAS_PANDAS = importlib.util.find_spec("pandas") is not None
+
+
+class ConnectTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="strata-connect-")
+        cls.saved = os.environ.get("STRATA_BIN")
+        os.environ["STRATA_BIN"] = strata_binary(cls.tmp)
+        cls.lake = os.path.join(cls.tmp, "lake")
+        cls.db = strata_client.connect(cls.lake)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.db.close()
+        if cls.saved is None:
+            os.environ.pop("STRATA_BIN", None)
+        else:
+            os.environ["STRATA_BIN"] = cls.saved
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_quick_start(self):
+        db = self.db
+        data = [
+            {"vector": 1.5, "item": "foo", "price": 10.0},
+            {"vector": 2.5, "item": "bar", "price": 20.0},
+        ]
+        tbl = db.create_table("my_table", data=data)
+        tbl.checkpoint()  # the rows in a version of the table, to check out below
+        self.assertIn("my_table", db.table_names())
+        self.assertEqual([(f["name"], f["type"]) for f in tbl.schema],
+                         [("vector", "float64"), ("item", "string"), ("price", "float64")])
+        first = tbl.version
+        self.assertEqual(tbl.count_rows(), 2)  # read at once, merged or not
+        tbl.add([{"vector": 3.5, "item": "baz", "price": 30.0}])
+        self.assertEqual(tbl.count_rows(), 3)
+        self.assertEqual(tbl.count_rows("price > 15"), 2)
+        self.assertEqual(sorted(r["item"] for r in tbl.to_list(filter="price < 25")), ["bar", "foo"])
+
+        self.assertEqual(tbl.update(where="item = 'foo'", values={"price": 11.0}), 1)
+        self.assertEqual(tbl.to_list(columns=["price"], filter="item = 'foo'"), [{"price": 11.0}])
+
+        res = (tbl.merge_insert("item").when_matched_update_all().when_not_matched_insert_all()
+               .execute([{"vector": 9.0, "item": "bar", "price": 21.0}, {"vector": 4.5, "item": "qux", "price": 40.0}]))
+        self.assertEqual(res["replaced"], 1)
+        self.assertEqual(tbl.count_rows(), 4)
+        self.assertEqual(tbl.count_rows("item = 'bar'"), 1, "one row per key")
+        with self.assertRaises(ValueError):
+            tbl.merge_insert("item").when_not_matched_insert_all().execute([{"item": "x"}])
+
+        self.assertEqual(tbl.delete("item = 'qux'"), 1)
+        self.assertEqual(tbl.count_rows(), 3)
+
+        done = tbl.optimize()
+        self.assertLessEqual(done["fragments_after"], done["fragments_before"])
+        self.assertEqual(done["fragments_after"], 1)
+        self.assertEqual(tbl.count_rows(), 3)
+
+        versions = [v["version"] for v in tbl.list_versions()]
+        self.assertIn(first, versions)
+        old = tbl.checkout(version=first)
+        self.assertEqual(old.count_rows(), 2)
+        self.assertEqual(sorted(r["item"] for r in old.to_list()), ["bar", "foo"])
+        with self.assertRaises(ValueError):
+            old.add([{"item": "nope"}])
+        tbl.restore(version=first)
+        self.assertEqual(tbl.count_rows(), 2)
+
+        db.drop_table("my_table")
+        self.assertNotIn("my_table", db.table_names())
+        with self.assertRaises(StrataError) as e:
+            db.open_table("my_table")
+        self.assertEqual(e.exception.status, 404)
+
+    @unittest.skipUnless(HAS_PANDAS, "pandas is not installed")
+    def test_create_table_from_a_dataframe(self):
+        import pandas as pd
+
+        df = pd.DataFrame({"id": [1, 2, 3], "name": ["a", "b", None], "score": [0.5, 1.5, 2.5]})
+        tbl = self.db.create_table("frame", data=df)
+        self.assertEqual([(f["name"], f["type"]) for f in tbl.schema], [("id", "int64"), ("name", "string"), ("score", "float64")])
+        back = tbl.to_pandas().sort_values("id").reset_index(drop=True)
+        self.assertEqual(back["id"].tolist(), [1, 2, 3])
+        self.assertEqual(back["score"].tolist(), [0.5, 1.5, 2.5])
+        self.db.drop_table("frame")
+
+    def test_create_table_twice(self):
+        self.db.create_table("twice", schema={"id": "int64"})
+        with self.assertRaises(StrataError) as e:
+            self.db.create_table("twice", schema={"id": "int64"})
+        self.assertEqual(e.exception.status, 409)
+        self.db.create_table("twice", schema={"id": "int64"}, exist_ok=True)
+        with self.assertRaises(TypeError):
+            self.db.create_table("mixed", data=[{"x": 1}, {"x": "one"}])
+        self.assertNotIn("mixed", self.db.table_names())
+
+    def test_to_batches_holds_one_batch(self):
+        tbl = self.db.create_table("big", schema={"id": "int64", "worker": "string"})
+        n, chunk = 1_000_000, 100_000
+        for start in range(0, n, chunk):
+            tbl.add([{"id": i, "worker": "w%02d" % (i % 50)} for i in range(start, start + chunk)])
+        self.assertEqual(tbl.count_rows(), n)
+        gc.collect()
+        before = rss_mib()
+        seen = total = 0
+        most = before
+        for batch in tbl.to_batches(batch_size=10_000):
+            self.assertLessEqual(len(batch), 10_000)
+            seen += len(batch)
+            total += sum(r["id"] for r in batch)
+            most = max(most, rss_mib())
+        grew_mib = most - before
+        print(f"\nto_batches: {seen} rows; resident memory grew {grew_mib:.1f} MiB at most", file=sys.stderr)
+        self.assertEqual((seen, total), (n, n * (n - 1) // 2))
+        # The whole table as dicts is several hundred MiB; a batch is a few.
+        self.assertLess(grew_mib, 64)
+        self.db.drop_table("big")
+
+    def test_no_binary(self):
+        saved = os.environ["STRATA_BIN"]
+        path = os.environ.get("PATH", "")
+        try:
+            os.environ["STRATA_BIN"] = ""
+            os.environ["PATH"] = self.tmp + "/nowhere"
+            with self.assertRaises(StrataConnectionError) as e:
+                strata_client.connect(os.path.join(self.tmp, "other"))
+            self.assertIn("STRATA_BIN", str(e.exception))
+        finally:
+            os.environ["STRATA_BIN"], os.environ["PATH"] = saved, path
+
+    def test_a_bad_bucket_says_why(self):
+        with self.assertRaises(StrataConnectionError) as e:
+            strata_client.connect("nosuch://bucket")
+        self.assertIn("nosuch", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
