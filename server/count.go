@@ -7,7 +7,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/table"
 )
 
 // countRows answers GET …/count: how many rows match filter= (every row
@@ -27,17 +26,11 @@ func (s *Server) countRows(w http.ResponseWriter, r *http.Request, t *tableState
 	if err != nil {
 		return err
 	}
-	holds := s.budget.newHolds()
-	opts.Memory, opts.Hold = &scanMemory{b: s.budget}, holds
-	release, err := holds.hold(r.Context(), scanHold)
+	snap, release, err := s.openRead(r, t, oo, &opts)
 	if err != nil {
 		return err
 	}
 	defer release()
-	snap, err := table.Open(r.Context(), t.b, &oo)
-	if err != nil {
-		return err
-	}
 	res := api.CountResult{Version: snap.Version()}
 	one := opts
 	one.Columns = []string{snap.Manifest().Schema().Field(0).Name}
@@ -59,11 +52,8 @@ func (s *Server) countRows(w http.ResponseWriter, r *http.Request, t *tableState
 		res.Rows, res.FragmentsScanned = c.Rows, c.FragmentsScanned
 	} else {
 		res.Scanned = true
-		for rec, err := range rows {
-			if err != nil {
-				return err
-			}
-			res.Rows += rec.NumRows()
+		if res.Rows, err = rowsIn(rows); err != nil {
+			return err
 		}
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"strings"
 
@@ -213,6 +214,35 @@ func readPoint(r *http.Request) (oo table.OpenOptions, fresh bool, written map[s
 	return oo, fresh, written, nil
 }
 
+// openRead holds the scan's share of the memory budget (opts reads under
+// it) and opens the version oo names; release gives the share back.
+func (s *Server) openRead(r *http.Request, t *tableState, oo table.OpenOptions, opts *table.ScanOptions) (*table.Snapshot, func(), error) {
+	holds := s.budget.newHolds()
+	opts.Memory, opts.Hold = &scanMemory{b: s.budget}, holds
+	release, err := holds.hold(r.Context(), scanHold)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := table.Open(r.Context(), t.b, &oo)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return snap, release, nil
+}
+
+// rowsIn counts the rows of a sequence of batches.
+func rowsIn(rows iter.Seq2[arrow.RecordBatch, error]) (int64, error) {
+	var n int64
+	for rec, err := range rows {
+		if err != nil {
+			return n, err
+		}
+		n += rec.NumRows()
+	}
+	return n, nil
+}
+
 func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	opts, err := scanOptions(r)
 	if err != nil {
@@ -230,17 +260,11 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	// fragment's weight reserved before it is read, and no more read
 	// ahead than the client takes (writes block on a slow one).
 	opts.Parallelism, opts.BatchSize, opts.ReadAheadBytes = scanParallelism, scanBatchRows, scanReadAhead
-	holds := s.budget.newHolds()
-	opts.Memory, opts.Hold = &scanMemory{b: s.budget}, holds
-	release, err := holds.hold(r.Context(), scanHold)
+	snap, release, err := s.openRead(r, t, oo, &opts)
 	if err != nil {
 		return err
 	}
 	defer release()
-	snap, err := table.Open(r.Context(), t.b, &oo)
-	if err != nil {
-		return err
-	}
 	schema, err := snap.ScanSchema(opts)
 	if err != nil {
 		return badRequest("%v", err)

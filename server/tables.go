@@ -75,12 +75,8 @@ func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableS
 	if written != nil {
 		one := table.ScanOptions{Columns: []string{snap.Manifest().Schema().Field(0).Name}}
 		if rows := s.ownWrites(r.Context(), t, snap, written, one); rows != nil {
-			res.Rows = 0
-			for rec, err := range rows {
-				if err != nil {
-					return err
-				}
-				res.Rows += rec.NumRows()
+			if res.Rows, err = rowsIn(rows); err != nil {
+				return err
 			}
 		}
 	}
