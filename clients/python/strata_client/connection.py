@@ -405,10 +405,8 @@ class _Server:
         instance = "py-%s-%d-%s" % (_host(), os.getpid(), secrets.token_hex(3))
         self._log = tempfile.TemporaryFile()
         env = dict(os.environ, STRATA_TOKEN=self.token)
-        self._proc = subprocess.Popen(
-            [binary, "serve", "--bucket", bucket, "--listen", "127.0.0.1:0", "--instance", instance,
-             "--log-level", "warn"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, env=env)
+        self._proc = _spawn([binary, "serve", "--bucket", bucket, "--listen", "127.0.0.1:0", "--instance", instance,
+                             "--log-level", "warn"], self._log, env)
         self.url = self._await_listening(bucket, start_timeout)
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop, self._proc, self._log)
@@ -460,6 +458,45 @@ def _stop(proc: subprocess.Popen, log: Any = None, grace: float = 150.0) -> None
         proc.kill()
         proc.wait()
     except OSError:
+        pass
+
+
+def _spawn(args: List[str], log: Any, env: Dict[str, str]) -> subprocess.Popen:
+    """Starts args from a thread that lives as long as the process (the
+    child's parent-death signal follows the thread that started it, and a
+    caller's thread may end before the connection does)."""
+    out: List[Any] = []
+    started = threading.Event()
+
+    def keeper() -> None:
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=env,
+                                    preexec_fn=_die_with_parent)
+        except BaseException as e:  # handed to the caller
+            out.append(e)
+            started.set()
+            return
+        out.append(proc)
+        started.set()
+        proc.wait()
+
+    threading.Thread(target=keeper, daemon=True, name="strata serve").start()
+    started.wait()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
+
+
+def _die_with_parent() -> None:
+    """In the child, before it runs strata: on Linux, a SIGTERM when the thread
+    that started it ends — with the Python process, however it dies (SIGKILL
+    included) — so that no server is left behind; it then drains and exits
+    as on any SIGTERM."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
         pass
 
 

@@ -8,8 +8,11 @@ import importlib.util
 import os
 import gc
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -141,6 +144,35 @@ class ConnectTest(unittest.TestCase):
         # The whole table as dicts is several hundred MiB; a batch is a few.
         self.assertLess(grew_mib, 64)
         self.db.drop_table("big")
+
+    def test_a_connection_outlives_the_thread_that_made_it(self):
+        box = []
+        t = threading.Thread(target=lambda: box.append(strata_client.connect(os.path.join(self.tmp, "threaded"))))
+        t.start()
+        t.join()
+        with box[0] as db:
+            tbl = db.create_table("t", data=[{"a": 1}, {"a": 2}])
+            self.assertEqual(tbl.count_rows(), 2)
+
+    def test_no_server_outlives_a_killed_python(self):
+        code = ("import sys, time; sys.path.insert(0, %r); import strata_client; "
+                "db = strata_client.connect(%r); print(db._server._proc.pid, flush=True); time.sleep(120)"
+                % (os.path.join(os.path.dirname(__file__), ".."), os.path.join(self.tmp, "killed")))
+        py = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        try:
+            pid = int(py.stdout.readline())
+        finally:
+            py.kill()
+            py.wait()
+            py.stdout.close()
+        for _ in range(200):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+        os.kill(pid, 9)
+        self.fail("the server of a SIGKILLed Python is still running after 10 s")
 
     def test_no_binary(self):
         saved = os.environ["STRATA_BIN"]
