@@ -31,7 +31,7 @@ import time
 import weakref
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
-from . import Client, StrataConnectionError, StrataError
+from . import Client, StrataConnectionError, StrataError, _column_list
 
 __all__ = ["connect", "Connection", "Table"]
 
@@ -228,7 +228,10 @@ class Table:
         self._writable("update")
         if not values:
             raise ValueError("update needs values")
-        return self._c.update(self.name, where or "TRUE", dict(values))["updated"]
+        if where is None:
+            col = _column_list([self.schema[0]["name"]])
+            where = f"{col} IS NULL OR {col} IS NOT NULL"  # every row
+        return self._c.update(self.name, where, dict(values))["updated"]
 
     def delete(self, where: str) -> int:
         """Delete the rows matching ``where``; returns how many."""
@@ -347,7 +350,8 @@ class Tags:
         self._t = table
 
     def list(self) -> Dict[str, int]:
-        return {t["name"]: t["version"] for t in self._t._c.tags(self._t.name)["tags"]}
+        out = self._t._c.tags(self._t.name)
+        return {t["name"]: t["version"] for t in (out["tags"] if isinstance(out, dict) else out)}
 
     def create(self, tag: str, version: int = 0) -> None:
         self._t._c.create_tag(self._t.name, tag, version)

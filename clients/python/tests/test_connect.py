@@ -68,6 +68,8 @@ class ConnectTest(unittest.TestCase):
 
         self.assertEqual(tbl.update(where="item = 'foo'", values={"price": 11.0}), 1)
         self.assertEqual(tbl.to_list(columns=["price"], filter="item = 'foo'"), [{"price": 11.0}])
+        self.assertEqual(tbl.update(values={"vector": 0.5}), 3, "no where: every row")
+        self.assertEqual(tbl.count_rows("vector = 0.5"), 3)
 
         res = (tbl.merge_insert("item").when_matched_update_all().when_not_matched_insert_all()
                .execute([{"vector": 9.0, "item": "bar", "price": 21.0}, {"vector": 4.5, "item": "qux", "price": 40.0}]))
@@ -85,6 +87,9 @@ class ConnectTest(unittest.TestCase):
         self.assertEqual(done["fragments_after"], 1)
         self.assertEqual(tbl.count_rows(), 3)
 
+        tbl.tags.create("after-delete")
+        self.assertEqual(tbl.tags.list()["after-delete"], tbl.version)
+        self.assertEqual(tbl.checkout(tag="after-delete").count_rows(), 3)
         versions = [v["version"] for v in tbl.list_versions()]
         self.assertIn(first, versions)
         old = tbl.checkout(version=first)
