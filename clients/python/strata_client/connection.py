@@ -91,7 +91,7 @@ class Connection:
         ``{"name", "type", "nullable"?}``, a dict of name to type, or a pyarrow
         schema — or else inferred from ``data`` (every inferred column is
         nullable). ``exist_ok=True`` opens a table that exists instead of
-        failing. ``mode="overwrite"`` is not offered yet: drop the table first."""
+        failing, as it is (``data`` is not added to it). ``mode="overwrite"`` is not offered yet: drop the table first."""
         if mode not in ("create", "overwrite"):
             raise ValueError(f"mode {mode!r}: want 'create'")
         if mode == "overwrite":
@@ -105,6 +105,7 @@ class Connection:
         except StrataError as e:
             if not (exist_ok and e.status == 409):
                 raise
+            return Table(self, name)  # as it is: a cell run again adds nothing twice
         t = Table(self, name)
         if rows is not None and len(rows) > 0:
             t.add(data)

@@ -123,7 +123,9 @@ class ConnectTest(unittest.TestCase):
         with self.assertRaises(StrataError) as e:
             self.db.create_table("twice", schema={"id": "int64"})
         self.assertEqual(e.exception.status, 409)
-        self.db.create_table("twice", schema={"id": "int64"}, exist_ok=True)
+        self.db.create_table("twice", data=[{"id": 1}], exist_ok=True)
+        again = self.db.create_table("twice", data=[{"id": 1}], exist_ok=True)
+        self.assertEqual(again.count_rows(), 0, "exist_ok opens the table as it is")
         with self.assertRaises(TypeError):
             self.db.create_table("mixed", data=[{"x": 1}, {"x": "one"}])
         self.assertNotIn("mixed", self.db.table_names())
