@@ -180,6 +180,20 @@ func TestREADMECommandsRunAsWritten(t *testing.T) {
 			} else if !strings.Contains(string(pyOut), "{'id': 1}") {
 				t.Errorf("the README's Python snippet printed %q, want the row of id 1", pyOut)
 			}
+			// The connect() snippet after it: a server of its own, on a
+			// folder, that the connection starts and stops.
+			if py := readmePython(afterPython(blocks[bi+1:])); !strings.Contains(py, "connect(") {
+				t.Error("no connect() snippet after the Python client's")
+			} else {
+				if err := os.WriteFile(script, []byte(local(py)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(python, script)
+				cmd.Dir, cmd.Env = dir, append(env, "PYTHONPATH="+filepath.Join(root, "clients", "python"))
+				if pyOut, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(pyOut)) != "2" {
+					t.Errorf("the README's connect() snippet: %v, printed %q, want 2", err, pyOut)
+				}
+			}
 			_ = server.Process.Signal(syscall.SIGTERM)
 			done := make(chan error, 1)
 			go func() { done <- server.Wait() }()
@@ -197,6 +211,16 @@ func TestREADMECommandsRunAsWritten(t *testing.T) {
 }
 
 // readmePython is the first Python block among blocks.
+// afterPython is what follows the first Python block of blocks.
+func afterPython(blocks []readmeBlock) []readmeBlock {
+	for i, b := range blocks {
+		if b.lang == "python" {
+			return blocks[i+1:]
+		}
+	}
+	return nil
+}
+
 func readmePython(blocks []readmeBlock) string {
 	for _, b := range blocks {
 		if b.lang == "python" {
