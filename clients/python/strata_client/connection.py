@@ -108,7 +108,7 @@ class Connection:
             return Table(self, name)  # as it is: a cell run again adds nothing twice
         t = Table(self, name)
         if rows is not None and len(rows) > 0:
-            t.add(data)
+            t.add(rows)  # data itself may be a generator that _rows read
         return t
 
     def open_table(self, name: str) -> "Table":

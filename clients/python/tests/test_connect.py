@@ -181,6 +181,12 @@ class ConnectTest(unittest.TestCase):
         os.kill(pid, 9)
         self.fail("the server of a SIGKILLed Python is still running after 10 s")
 
+    def test_create_table_from_a_generator(self):
+        # The rows are read once, to infer the schema and to add them.
+        tbl = self.db.create_table("generated", data=({"a": i} for i in range(5)))
+        self.assertEqual(tbl.count_rows(), 5)
+        self.db.drop_table("generated")
+
     def test_no_binary(self):
         saved = os.environ["STRATA_BIN"]
         path = os.environ.get("PATH", "")
