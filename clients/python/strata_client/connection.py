@@ -413,7 +413,6 @@ class _Server:
         self._proc = _spawn([binary, "serve", "--bucket", bucket, "--listen", "127.0.0.1:0", "--instance", instance,
                              "--log-level", "warn"], self._log, env)
         self.url = self._await_listening(bucket, start_timeout)
-        self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop, self._proc, self._log)
         atexit.register(self._finalizer)
         threading.Thread(target=self._drain_stdout, daemon=True).start()
