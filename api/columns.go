@@ -31,7 +31,7 @@ func quoteColumn(name string) string {
 }
 
 // isKeyword: a filter's keywords are written between backticks as column
-// names (as table.QuoteColumn writes them).
+// names (as expr.QuoteColumn writes them).
 func isKeyword(w string) bool {
 	for _, k := range []string{"AND", "OR", "NOT", "IN", "IS", "NULL", "LIKE", "BETWEEN", "TRUE", "FALSE"} {
 		if strings.EqualFold(k, w) {

@@ -53,7 +53,7 @@ func typeNames() []string {
 }
 
 // ToArrow converts the JSON form. Names are checked when the table is
-// created (table.CheckStorable).
+// created (evolve.CheckStorable).
 func (s Schema) ToArrow() (*arrow.Schema, error) {
 	fields := make([]arrow.Field, len(s.Fields))
 	for i, f := range s.Fields {

@@ -7,36 +7,38 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Alter changes the table's schema in one commit, by metadata alone: no
-// fragment is read or written (see table.AlterSchema for the changes, and
+// fragment is read or written (see evolve.AlterSchema for the changes, and
 // table's evolve.go for how fragments written before read after). Writers
 // holding the schema from before keep appending: their rows are stored
 // under the stored names they know, which the new schema resolves. A
 // change the table cannot take is an error wrapping
-// table.ErrBadSchemaChange, and nothing is committed; another schema
+// evolve.ErrBadSchemaChange, and nothing is committed; another schema
 // change landing first makes Alter plan again against it, up to
 // MaxReplans times. A change that drops a column answers only once no
 // shard can acknowledge rows under the schema before (outwaitLeases), so
 // rows sent after it answered that name the column are refused by name.
-func (t *Table) Alter(ctx context.Context, changes ...table.ColumnChange) (Result, error) {
+func (t *Table) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Result, error) {
 	var before, next *arrow.Schema
 	res, err := t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		before = snap.Manifest().Schema()
 		var err error
-		if next, err = table.AlterSchema(before, changes); err != nil {
+		if next, err = evolve.AlterSchema(before, changes); err != nil {
 			return Plan{}, err
 		}
-		ipc, err := table.EncodeSchema(next)
+		ipc, err := evolve.EncodeSchema(next)
 		if err != nil {
 			return Plan{}, err
 		}
-		txn := table.Transaction{Kind: table.KindAlter, CommitID: table.NewID(), ReadVersion: snap.Version(), SchemaIPC: ipc}
+		txn := format.Transaction{Kind: format.KindAlter, CommitID: format.NewID(), ReadVersion: snap.Version(), SchemaIPC: ipc}
 		for _, c := range changes {
 			txn.Changes = append(txn.Changes, c.String())
 		}
-		txn.Dropped = slices.Clone(table.RetiredNames(next)[len(table.RetiredNames(before)):])
+		txn.Dropped = slices.Clone(evolve.RetiredNames(next)[len(evolve.RetiredNames(before)):])
 		return Plan{Txn: txn}, nil
 	})
 	if err != nil {
@@ -48,17 +50,17 @@ func (t *Table) Alter(ctx context.Context, changes ...table.ColumnChange) (Resul
 // applyAlter gives next (a copy of cur) the schema txn made. An index
 // follows its column through a rename (found by stored name) and goes
 // with it when it is dropped.
-func applyAlter(cur, next *table.Manifest, txn *table.Transaction) error {
+func applyAlter(cur, next *format.Manifest, txn *format.Transaction) error {
 	next.SchemaIPC = txn.SchemaIPC
-	if err := table.Refresh(next); err != nil {
+	if err := format.Refresh(next); err != nil {
 		return err
 	}
 	old, now := cur.Schema(), next.Schema()
 	byStored := map[string]string{}
 	for _, f := range now.Fields() {
-		byStored[table.StoredName(f)] = f.Name
+		byStored[evolve.StoredName(f)] = f.Name
 	}
-	var kept []table.Index
+	var kept []format.Index
 	for _, ix := range next.Indexes {
 		if name, ok := renamedTo(old, byStored, ix.Column); ok {
 			ix.Column = name
@@ -76,6 +78,6 @@ func renamedTo(old *arrow.Schema, byStored map[string]string, col string) (strin
 	if len(idx) != 1 {
 		return "", false
 	}
-	name, ok := byStored[table.StoredName(old.Field(idx[0]))]
+	name, ok := byStored[evolve.StoredName(old.Field(idx[0]))]
 	return name, ok
 }

@@ -17,6 +17,9 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -38,7 +41,7 @@ func jsonBatch(t testing.TB, schema *arrow.Schema, rows string) arrow.RecordBatc
 
 // rowsOf scans version v (0: the latest; with filter when not nil) as
 // sorted lines "col=value ...", and returns the scan's schema too.
-func rowsOf(t testing.TB, b blob.Bucket, v uint64, filter table.Predicate) ([]string, *arrow.Schema) {
+func rowsOf(t testing.TB, b blob.Bucket, v uint64, filter expr.Predicate) ([]string, *arrow.Schema) {
 	t.Helper()
 	s, err := table.Open(ctx, b, &table.OpenOptions{Version: v})
 	if err != nil {
@@ -91,7 +94,7 @@ func TestAlterAddRenameWidenDropReadOldFragmentsUnderTheNewSchema(t *testing.T) 
 	}
 	appendJSON(t, tb, evSchema, `[{"id": 1, "reward": 0.5, "note": "a"}, {"id": 2, "reward": 1.5, "note": "b"}]`)
 
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String}); err != nil {
 		t.Fatal(err)
 	}
 	got, sc := rowsOf(t, b, 0, nil)
@@ -106,9 +109,9 @@ func TestAlterAddRenameWidenDropReadOldFragmentsUnderTheNewSchema(t *testing.T) 
 	appendJSON(t, tb, tb.Current().Manifest().Schema(), `[{"id": 3, "reward": 2.5, "note": "c", "grade": "A"}]`)
 
 	if _, err := tb.Alter(ctx,
-		table.ColumnChange{Op: table.RenameColumn, Column: "reward", To: "score"},
-		table.ColumnChange{Op: table.WidenColumn, Column: "score", Type: arrow.PrimitiveTypes.Float64},
-		table.ColumnChange{Op: table.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+		evolve.ColumnChange{Op: evolve.RenameColumn, Column: "reward", To: "score"},
+		evolve.ColumnChange{Op: evolve.WidenColumn, Column: "score", Type: arrow.PrimitiveTypes.Float64},
+		evolve.ColumnChange{Op: evolve.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 		t.Fatal(err)
 	}
 	// The old writer appends under the schema it opened with.
@@ -123,7 +126,7 @@ func TestAlterAddRenameWidenDropReadOldFragmentsUnderTheNewSchema(t *testing.T) 
 		t.Errorf("widened columns read as %s, %s", sc.Field(0).Type, sc.Field(1).Type)
 	}
 	// A filter on the renamed column prunes and matches by its values.
-	if got, _ := rowsOf(t, b, 0, table.Gt("score", table.Float(2))); len(got) != 2 {
+	if got, _ := rowsOf(t, b, 0, expr.Gt("score", value.Float(2))); len(got) != 2 {
 		t.Errorf("score > 2: %q, want ids 3 and 4", got)
 	}
 	// The version before the change still reads as it was.
@@ -133,10 +136,10 @@ func TestAlterAddRenameWidenDropReadOldFragmentsUnderTheNewSchema(t *testing.T) 
 
 	// Dropped, then added again: the new column does not find the old
 	// one's values.
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "note"}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "note"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "note", Type: arrow.BinaryTypes.String}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "note", Type: arrow.BinaryTypes.String}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = rowsOf(t, b, 0, nil)
@@ -156,18 +159,18 @@ func TestAlterAddRenameWidenDropReadOldFragmentsUnderTheNewSchema(t *testing.T) 
 		t.Fatalf("an append with values in a column dropped since: %v, want a conflict", err)
 	}
 	appendJSON(t, old, evSchema, `[{"id": 5, "reward": 4.5, "note": "e"}]`)
-	if got, _ := rowsOf(t, b, 0, table.Eq("id", table.Int(5))); !slices.Equal(got, []string{"id=5 score=4.5 grade=(null) note=e"}) {
+	if got, _ := rowsOf(t, b, 0, expr.Eq("id", value.Int(5))); !slices.Equal(got, []string{"id=5 score=4.5 grade=(null) note=e"}) {
 		t.Errorf("old writer's row: %q", got)
 	}
 	// A column dropped and not added again is refused by name.
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "grade"}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "grade"}); err != nil {
 		t.Fatal(err)
 	}
 	rec := jsonBatch(t, tb.Current().Manifest().Schema(), `[{"id": 6, "score": 1}]`)
 	defer rec.Release()
 	stale := jsonBatch(t, arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "grade", Type: arrow.BinaryTypes.String}}, nil), `[{"id": 6, "grade": "B"}]`)
 	defer stale.Release()
-	if _, err := tb.Append(ctx, stale); !errors.Is(err, table.ErrBadInput) || !strings.Contains(err.Error(), "dropped") {
+	if _, err := tb.Append(ctx, stale); !errors.Is(err, evolve.ErrBadInput) || !strings.Contains(err.Error(), "dropped") {
 		t.Errorf("a dropped column appended: %v, want an error saying it was dropped", err)
 	}
 
@@ -189,8 +192,8 @@ func TestAlterAddRenameWidenDropReadOldFragmentsUnderTheNewSchema(t *testing.T) 
 		t.Errorf("%d fragments after compaction, want 1", n)
 	}
 	for _, f := range s.Manifest().Fragments {
-		if f.SchemaID != table.SchemaID(s.Manifest().Schema()) {
-			t.Errorf("compacted fragment has schema %d, table %d", f.SchemaID, table.SchemaID(s.Manifest().Schema()))
+		if f.SchemaID != evolve.SchemaID(s.Manifest().Schema()) {
+			t.Errorf("compacted fragment has schema %d, table %d", f.SchemaID, evolve.SchemaID(s.Manifest().Schema()))
 		}
 	}
 }
@@ -204,18 +207,18 @@ func TestAlterRefusesWhatTheTableCannotTake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []table.ColumnChange{
-		{Op: table.AddColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Op: table.AddColumn, Column: "x"},
-		{Op: table.RenameColumn, Column: "nope", To: "x"},
-		{Op: table.RenameColumn, Column: "id", To: "note"},
-		{Op: table.WidenColumn, Column: "reward", Type: arrow.PrimitiveTypes.Int64},
-		{Op: table.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int16},
-		{Op: table.WidenColumn, Column: "note", Type: arrow.BinaryTypes.Binary},
+	for _, c := range []evolve.ColumnChange{
+		{Op: evolve.AddColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Op: evolve.AddColumn, Column: "x"},
+		{Op: evolve.RenameColumn, Column: "nope", To: "x"},
+		{Op: evolve.RenameColumn, Column: "id", To: "note"},
+		{Op: evolve.WidenColumn, Column: "reward", Type: arrow.PrimitiveTypes.Int64},
+		{Op: evolve.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int16},
+		{Op: evolve.WidenColumn, Column: "note", Type: arrow.BinaryTypes.Binary},
 		{Op: "truncate", Column: "id"},
 	} {
 		_, err := tb.Alter(ctx, c)
-		if !errors.Is(err, table.ErrBadSchemaChange) || !strings.Contains(err.Error(), c.Column) {
+		if !errors.Is(err, evolve.ErrBadSchemaChange) || !strings.Contains(err.Error(), c.Column) {
 			t.Errorf("%s: %v, want a refusal naming the column", c, err)
 		}
 	}
@@ -226,11 +229,11 @@ func TestAlterRefusesWhatTheTableCannotTake(t *testing.T) {
 	// schema of such a table does not change.
 	withIDs := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{"1"})}}, nil)
 	_, ids := alterTable(t, withIDs)
-	if _, err := ids.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); !errors.Is(err, table.ErrBadSchemaChange) || !strings.Contains(err.Error(), "field ids") {
+	if _, err := ids.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); !errors.Is(err, evolve.ErrBadSchemaChange) || !strings.Contains(err.Error(), "field ids") {
 		t.Errorf("an alter of a table with field ids: %v", err)
 	}
 	// Widening to nullable is a change of its own.
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.WidenColumn, Column: "id", Nullable: true}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.WidenColumn, Column: "id", Nullable: true}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := table.Open(ctx, b, nil)
@@ -262,7 +265,7 @@ func alterTable(t *testing.T, sc *arrow.Schema) (blob.Bucket, *commit.Table) {
 func TestWALRowsOfADroppedColumnDoNotReturnUnderItsName(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	b, tb := alterTable(t, sc)
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 		t.Fatal(err)
 	}
 	sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
@@ -275,7 +278,7 @@ func TestWALRowsOfADroppedColumnDoNotReturnUnderItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh.Close()
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "x"}, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "x"}, evolve.ColumnChange{Op: evolve.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 		t.Fatal(err)
 	}
 	sh, err = walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
@@ -315,7 +318,7 @@ func TestWALRowsOfADroppedColumnDoNotReturnUnderItsName(t *testing.T) {
 func TestShardRowsOfASchemaARestoreTookBackStillLand(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	b, tb := alterTable(t, sc)
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 		t.Fatal(err)
 	}
 	sh, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
@@ -331,7 +334,7 @@ func TestShardRowsOfASchemaARestoreTookBackStillLand(t *testing.T) {
 	if _, err := tb.Restore(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "x", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 		t.Fatal(err)
 	}
 	sh, err = walshard.Open(ctx, b, &walshard.Options{Shard: "w", FlushInterval: time.Hour, MergeInterval: time.Hour})
@@ -354,8 +357,8 @@ func TestChangesComeInOneSchemaAcrossAlters(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}}, nil)
 	b, tb := alterTable(t, sc)
 	appendJSON(t, tb, sc, `[{"id": 1}, {"id": 2}]`)
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64},
-		table.ColumnChange{Op: table.AddColumn, Column: "extra", Type: arrow.BinaryTypes.String}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64},
+		evolve.ColumnChange{Op: evolve.AddColumn, Column: "extra", Type: arrow.BinaryTypes.String}); err != nil {
 		t.Fatal(err)
 	}
 	appendJSON(t, tb, tb.Current().Manifest().Schema(), `[{"id": 3, "extra": "e"}]`)
@@ -385,8 +388,8 @@ func TestAStaleHandleTakesRowsTheNewSchemaAllows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.WidenColumn, Column: "reward", Nullable: true},
-		table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.WidenColumn, Column: "reward", Nullable: true},
+		evolve.ColumnChange{Op: evolve.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String}); err != nil {
 		t.Fatal(err)
 	}
 	nullable := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}, {Name: "reward", Type: arrow.PrimitiveTypes.Float32, Nullable: true}, {Name: "grade", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
@@ -447,7 +450,7 @@ func TestAStaleHandlesAppendToADroppedColumnIsRefusedByName(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "note"}); err != nil {
+			if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "note"}); err != nil {
 				t.Fatal(err)
 			}
 			appendJSON(t, tb, arrow.NewSchema(evSchema.Fields()[:2], nil), `[{"id": 2, "reward": 2}]`)
@@ -465,7 +468,7 @@ func TestAStaleHandlesAppendToADroppedColumnIsRefusedByName(t *testing.T) {
 			rec := jsonBatch(t, evSchema, `[{"id": 3, "reward": 3, "note": "lost?"}]`)
 			defer rec.Release()
 			_, err = stale.Append(ctx, rec)
-			if !errors.Is(err, table.ErrBadInput) || !strings.Contains(err.Error(), `"note"`) {
+			if !errors.Is(err, evolve.ErrBadInput) || !strings.Contains(err.Error(), `"note"`) {
 				t.Fatalf("append with a dropped column through a stale handle: %v, want a refusal naming note", err)
 			}
 			if after, _ := table.LatestVersion(ctx, b); after != before {

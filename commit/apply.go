@@ -6,14 +6,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Apply returns the manifest that committing txn on top of cur makes:
 // version cur.Version+1, with txn recorded (its added fragments with the
 // ids they were given, and a fingerprint of the new state). It fails with
 // a retryable *ConflictError when txn refers to fragments cur lacks.
-func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
+func Apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, error) {
 	rec := *txn
 	rec.Added = slices.Clone(txn.Added)
 	if k := rec.Idempotency; k != nil {
@@ -60,7 +61,7 @@ func Apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 // version's whole manifest. It checks the result against the fingerprint
 // the transaction recorded; on any mismatch it returns an error and the
 // caller reads the manifest instead.
-func Replay(cur *table.Manifest, rec *table.Transaction) (*table.Manifest, error) {
+func Replay(cur *format.Manifest, rec *format.Transaction) (*format.Manifest, error) {
 	if rec.Version != cur.Version+1 {
 		return nil, fmt.Errorf("commit: replay of v%d on v%d", rec.Version, cur.Version)
 	}
@@ -83,13 +84,13 @@ func Replay(cur *table.Manifest, rec *table.Transaction) (*table.Manifest, error
 
 // merged is a shard's record after a merge of it: its watermark and
 // epoch; the newest state and WAL position of it merged.
-func merged(mark table.ShardMark, sm table.ShardMerge) table.ShardMark {
-	return table.ShardMark{Watermark: sm.Watermark, Epoch: sm.Epoch, Seq: max(mark.Seq, sm.Seq), WAL: max(mark.WAL, sm.WAL)}
+func merged(mark format.ShardMark, sm format.ShardMerge) format.ShardMark {
+	return format.ShardMark{Watermark: sm.Watermark, Epoch: sm.Epoch, Seq: max(mark.Seq, sm.Seq), WAL: max(mark.WAL, sm.WAL)}
 }
 
 // apply makes the next state from cur and a transaction whose added
 // fragments already carry their ids.
-func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error) {
+func apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, error) {
 	if err := keepsColumns(cur, txn); err != nil {
 		return nil, err
 	}
@@ -102,12 +103,12 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			Reason: fmt.Sprintf("fragment %d is no longer in version %d", id, cur.Version)}
 	}
 	switch txn.Kind {
-	case table.KindAppend:
+	case format.KindAppend:
 		next.Fragments = append(next.Fragments, txn.Added...)
 		if k := txn.Idempotency; k != nil {
 			next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
 		}
-	case table.KindMerge:
+	case format.KindMerge:
 		if len(txn.Merges) > 0 {
 			return next, applyFleetMerge(cur, next, txn)
 		}
@@ -121,17 +122,17 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 		}
 		next.Fragments = append(next.Fragments, txn.Added...)
 		if next.Shards == nil {
-			next.Shards = map[string]table.ShardMark{}
+			next.Shards = map[string]format.ShardMark{}
 		}
-		next.Shards[txn.Shard] = merged(cur.Shards[txn.Shard], table.ShardMerge{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: txn.Seq, WAL: txn.WAL})
+		next.Shards[txn.Shard] = merged(cur.Shards[txn.Shard], format.ShardMerge{Watermark: txn.Watermark, Epoch: txn.Epoch, Seq: txn.Seq, WAL: txn.WAL})
 		if err := recordNamed(cur, next, txn); err != nil {
 			return nil, err
 		}
-	case table.KindDelete:
+	case format.KindDelete:
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
 		}
-	case table.KindUpsert, table.KindUpdate:
+	case format.KindUpsert, format.KindUpdate:
 		if err := applyDeletions(next, txn.Deletions, gone); err != nil {
 			return nil, err
 		}
@@ -141,13 +142,13 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			// nothing a later upsert wrote.
 			next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
 		}
-	case table.KindRewrite:
+	case format.KindRewrite:
 		for _, id := range txn.Removed {
 			if next.Fragment(id) == nil {
 				return nil, gone(id)
 			}
 		}
-		next.Fragments = slices.DeleteFunc(next.Fragments, func(f table.Fragment) bool { return slices.Contains(txn.Removed, f.ID) })
+		next.Fragments = slices.DeleteFunc(next.Fragments, func(f format.Fragment) bool { return slices.Contains(txn.Removed, f.ID) })
 		next.Fragments = append(next.Fragments, txn.Added...)
 		next.Remap = append(next.Remap, txn.Remap...)
 		// Taking back an upsert gives its fragments their vectors back.
@@ -158,25 +159,25 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 			// The append taken back stored nothing: its name goes too.
 			next.Producers = cur.Producers.Forget(txn.Undoes)
 		}
-	case table.KindOverwrite:
+	case format.KindOverwrite:
 		txn.Removed = nil
 		for _, f := range next.Fragments {
 			txn.Removed = append(txn.Removed, f.ID)
 		}
 		next.Fragments = slices.Clone(txn.Added)
 		next.SchemaIPC = txn.SchemaIPC
-		if err := table.Refresh(next); err != nil {
+		if err := format.Refresh(next); err != nil {
 			return nil, err
 		}
-	case table.KindAlter:
+	case format.KindAlter:
 		if err := applyAlter(cur, next, txn); err != nil {
 			return nil, err
 		}
-	case table.KindCreateIndex:
+	case format.KindCreateIndex:
 		if txn.Index == nil {
 			return nil, fmt.Errorf("commit: create_index without an index")
 		}
-		next.Indexes = slices.DeleteFunc(next.Indexes, func(ix table.Index) bool { return ix.Column == txn.Index.Column })
+		next.Indexes = slices.DeleteFunc(next.Indexes, func(ix format.Index) bool { return ix.Column == txn.Index.Column })
 		next.Indexes = append(next.Indexes, *txn.Index)
 		if len(next.Indexes) == 1 {
 			// The only index was rebuilt from the current fragments: the
@@ -196,11 +197,11 @@ func apply(cur *table.Manifest, txn *table.Transaction) (*table.Manifest, error)
 // matrix finds such an alter among the versions a commit rebases over
 // (Check); this finds it whatever the commit's base, as for rows written
 // before a stall, or sent again on a newer version.
-func keepsColumns(cur *table.Manifest, txn *table.Transaction) error {
-	if txn.Kind != table.KindAppend && txn.Kind != table.KindUpsert {
+func keepsColumns(cur *format.Manifest, txn *format.Transaction) error {
+	if txn.Kind != format.KindAppend && txn.Kind != format.KindUpsert {
 		return nil
 	}
-	id := table.SchemaID(cur.Schema())
+	id := evolve.SchemaID(cur.Schema())
 	var live map[string]bool
 	for _, f := range txn.Added {
 		if f.SchemaID >= id {
@@ -209,7 +210,7 @@ func keepsColumns(cur *table.Manifest, txn *table.Transaction) error {
 		if live == nil {
 			live = map[string]bool{}
 			for _, c := range cur.Schema().Fields() {
-				live[table.StoredName(c)] = true
+				live[evolve.StoredName(c)] = true
 			}
 		}
 		for _, c := range f.Columns {
@@ -224,10 +225,10 @@ func keepsColumns(cur *table.Manifest, txn *table.Transaction) error {
 
 // applyFleetMerge adds a fleet merge's generations to next and moves
 // each shard's watermark.
-func applyFleetMerge(cur, next *table.Manifest, txn *table.Transaction) error {
+func applyFleetMerge(cur, next *format.Manifest, txn *format.Transaction) error {
 	next.Fragments = append(next.Fragments, txn.Added...)
 	if next.Shards == nil {
-		next.Shards = map[string]table.ShardMark{}
+		next.Shards = map[string]format.ShardMark{}
 	}
 	for _, sm := range txn.Merges {
 		mark := cur.Shards[sm.Shard]
@@ -244,7 +245,7 @@ func applyFleetMerge(cur, next *table.Manifest, txn *table.Transaction) error {
 // checks the ones it drops: a name installed meanwhile by another shard's
 // merge or a direct append (or forgot by a take-back) makes the merge a
 // retryable conflict, planned again on the newer version.
-func recordNamed(cur, next *table.Manifest, txn *table.Transaction) error {
+func recordNamed(cur, next *format.Manifest, txn *format.Transaction) error {
 	if len(txn.Named) == 0 {
 		return nil
 	}
@@ -257,7 +258,7 @@ func recordNamed(cur, next *table.Manifest, txn *table.Transaction) error {
 }
 
 // applyDeletions gives fragments of next their new deletion vectors.
-func applyDeletions(next *table.Manifest, dels []table.FragmentDeletion, gone func(uint64) error) error {
+func applyDeletions(next *format.Manifest, dels []format.FragmentDeletion, gone func(uint64) error) error {
 	for _, d := range dels {
 		f := next.Fragment(d.FragmentID)
 		if f == nil {
@@ -272,14 +273,14 @@ func applyDeletions(next *table.Manifest, dels []table.FragmentDeletion, gone fu
 // duplicateError: the state records the transaction's idempotency key: an
 // earlier commit of the same append stored its rows (outcome.At is its
 // version), and this one must not.
-type duplicateError struct{ outcome table.Outcome }
+type duplicateError struct{ outcome format.Outcome }
 
 func (e *duplicateError) Error() string {
 	return fmt.Sprintf("commit: the append was stored by v%d", e.outcome.At)
 }
 
 // addedRows counts the rows of the fragments a transaction adds.
-func addedRows(txn *table.Transaction) int64 {
+func addedRows(txn *format.Transaction) int64 {
 	var n int64
 	for _, f := range txn.Added {
 		n += f.Rows
@@ -296,7 +297,7 @@ var errNothingLeft = errors.New("commit: other merges did all this fleet merge w
 // owner merges. Its fragments hold copies of the parts' rows, several
 // shards' in one, so it cannot be trimmed: otherwise it is a retryable
 // conflict, and the merger plans again without what others took.
-func wholeFits(cur *table.Manifest, rec *table.Transaction) error {
+func wholeFits(cur *format.Manifest, rec *format.Transaction) error {
 	for _, sm := range rec.MergedShards() {
 		if mark := cur.Shards[sm.Shard]; mark.Watermark != sm.From || mark.Epoch > sm.Epoch {
 			return &ConflictError{Ours: *rec, Version: cur.Version, Retryable: true,
@@ -313,26 +314,26 @@ func wholeFits(cur *table.Manifest, rec *table.Transaction) error {
 // then its part goes); the rest stands. A generation is told by its key.
 // So two merges of the same generations never both add them, whichever
 // lands first, and a fleet merge never waits on an owner's.
-func trimFleetMerge(cur *table.Manifest, rec *table.Transaction) {
-	keep := map[string]table.ShardMerge{}
+func trimFleetMerge(cur *format.Manifest, rec *format.Transaction) {
+	keep := map[string]format.ShardMerge{}
 	for _, sm := range rec.Merges {
 		if mark := cur.Shards[sm.Shard]; mark.Epoch <= sm.Epoch && sm.Watermark > mark.Watermark {
 			keep[sm.Shard] = sm
 		}
 	}
-	rec.Added = slices.DeleteFunc(rec.Added, func(f table.Fragment) bool {
-		shard, gen, ok := table.ParseGenerationKey(f.Key)
+	rec.Added = slices.DeleteFunc(rec.Added, func(f format.Fragment) bool {
+		shard, gen, ok := format.ParseGenerationKey(f.Key)
 		if !ok {
 			return true
 		}
 		_, kept := keep[shard]
 		return !kept || gen <= cur.Shards[shard].Watermark
 	})
-	rec.Merges = slices.DeleteFunc(slices.Clone(rec.Merges), func(sm table.ShardMerge) bool {
+	rec.Merges = slices.DeleteFunc(slices.Clone(rec.Merges), func(sm format.ShardMerge) bool {
 		_, kept := keep[sm.Shard]
 		return !kept
 	})
-	rec.Named = slices.DeleteFunc(slices.Clone(rec.Named), func(n table.NamedRows) bool {
-		return !slices.ContainsFunc(rec.Added, func(f table.Fragment) bool { return f.Key == n.Fragment })
+	rec.Named = slices.DeleteFunc(slices.Clone(rec.Named), func(n format.NamedRows) bool {
+		return !slices.ContainsFunc(rec.Added, func(f format.Fragment) bool { return f.Key == n.Fragment })
 	})
 }

@@ -44,7 +44,7 @@
 //     ErrOutcomeUnknown.
 //   - Never a lost commit: success is reported only when a manifest holding
 //     our commit id exists at a version above the garbage collector's
-//     boundary (see table.GCBoundaryDir).
+//     boundary (see format.GCBoundaryDir).
 //   - Append never conflicts with Rewrite, so appends and compaction run
 //     side by side; two Rewrites over a common fragment conflict.
 package commit

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Every write of a table — each verb of a Table, a merge of copies, a
@@ -25,7 +26,7 @@ import (
 
 // Plan is one attempt of a write against one version.
 type Plan struct {
-	Txn table.Transaction
+	Txn format.Transaction
 	// Done: nothing to commit; the write answers the version planned
 	// against.
 	Done bool
@@ -146,7 +147,7 @@ func (t *Table) drive(ctx context.Context, o driveOptions, planFn planFunc) (Res
 // opts.MaxReplans), each committed by Commit on top of the version it was
 // planned against. It answers as Commit does; after the budget, a
 // *BudgetError wrapping the last conflict.
-func Drive(ctx context.Context, b blob.Bucket, base *table.Manifest, opts *Options, plans int, planFn func(ctx context.Context, base *table.Manifest, prev error) (Plan, error)) (Result, error) {
+func Drive(ctx context.Context, b blob.Bucket, base *format.Manifest, opts *Options, plans int, planFn func(ctx context.Context, base *format.Manifest, prev error) (Plan, error)) (Result, error) {
 	o, err := opts.resolve()
 	if err != nil {
 		return Result{}, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // What checkDuplicate finds of a recorded append.
@@ -26,13 +27,13 @@ const (
 // recorded version's fragments must be there — if they are lost, the
 // commit is undone here, as its writer would have, and the append is to
 // be made anew. What newer versions record of the name is not asked: a
-// retry that waited longer than the window (table.IdempotencyWindow) finds
+// retry that waited longer than the window (format.IdempotencyWindow) finds
 // the name gone from them, forgotten by age and not by a take-back, and
 // its rows stored.
-func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, k table.AppendKey, at uint64, o Options) (int, error) {
+func checkDuplicate(ctx context.Context, b blob.Bucket, cur *format.Manifest, k format.AppendKey, at uint64, o Options) (int, error) {
 	var latest uint64
 	err := retryTransient(ctx, o, func() error {
-		_, err := b.Attributes(ctx, table.ManifestKey(cur.Version))
+		_, err := b.Attributes(ctx, format.ManifestKey(cur.Version))
 		if errors.Is(err, blob.ErrNotFound) {
 			// Collected (a collection takes the oldest first, and never
 			// the newest): the versions after it are listed.
@@ -55,9 +56,9 @@ func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, k t
 	if u != 0 {
 		return duplicateUndone, nil
 	}
-	var m *table.Manifest
+	var m *format.Manifest
 	if err := retryTransient(ctx, o, func() (err error) { m, err = table.ReadManifest(ctx, b, at); return err }); err != nil {
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			return recordedStill(ctx, b, cur, latest, k, at, o)
 		}
 		return 0, err
@@ -85,7 +86,7 @@ func checkDuplicate(ctx context.Context, b blob.Bucket, cur *table.Manifest, k t
 // version it then waited for past both the window and the retention of
 // versions cannot tell a name forgotten by age from one taken back, and
 // is made anew: that wait is beyond the window the names promise.)
-func recordedStill(ctx context.Context, b blob.Bucket, cur *table.Manifest, latest uint64, k table.AppendKey, at uint64, o Options) (int, error) {
+func recordedStill(ctx context.Context, b blob.Bucket, cur *format.Manifest, latest uint64, k format.AppendKey, at uint64, o Options) (int, error) {
 	m := cur
 	if latest != cur.Version {
 		if err := retryTransient(ctx, o, func() (err error) { m, err = table.ReadManifest(ctx, b, latest); return err }); err != nil {

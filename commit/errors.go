@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 var (
@@ -27,10 +27,10 @@ var (
 
 // ConflictError names our transaction and the one it conflicts with.
 type ConflictError struct {
-	Ours      table.Transaction
-	Theirs    table.Transaction // zero when the conflict is with a state, not a commit
-	Version   uint64            // the version theirs made, or the version ours read
-	Retryable bool              // re-planning against the newer version may succeed
+	Ours      format.Transaction
+	Theirs    format.Transaction // zero when the conflict is with a state, not a commit
+	Version   uint64             // the version theirs made, or the version ours read
+	Retryable bool               // re-planning against the newer version may succeed
 	// LostData: garbage collection deleted data objects of ours during a
 	// stall; they must be written again before a retry.
 	LostData bool

@@ -20,6 +20,8 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // faultyStore wraps a fresh memory bucket with the ambiguous failures that
@@ -87,17 +89,17 @@ func openRetrying(b blob.Bucket) *commit.Table {
 func appendWithRetries(tb *commit.Table, id int64) (uint64, error) {
 	rec := idBatch(id)
 	defer rec.Release()
-	var frag table.Fragment
+	var frag format.Fragment
 	var err error
 	for range 50 {
-		if frag, err = table.WriteFragment(ctx, tb.Bucket(), idSchema, rec); err == nil {
+		if frag, err = fragment.Write(ctx, tb.Bucket(), idSchema, rec); err == nil {
 			break
 		}
 	}
 	if err != nil {
 		return 0, err
 	}
-	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: []table.Fragment{frag}}
+	txn := format.Transaction{Kind: format.KindAppend, CommitID: format.NewID(), Added: []format.Fragment{frag}}
 	for range 50 {
 		res, err := tb.Commit(ctx, txn)
 		if err == nil {
@@ -247,7 +249,7 @@ func TestAnUnanswerableCreateIsAnUnknownOutcome(t *testing.T) {
 		switch {
 		case lost.Load():
 			return fault.Fault{Action: fault.Fail} // the store is gone
-		case op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.VersionsDir):
+		case op == fault.OpPutIfAbsent && strings.HasPrefix(key, format.VersionsDir):
 			lost.Store(true)
 			return fault.Fault{Action: fault.LoseResponse}
 		}
@@ -280,7 +282,7 @@ func TestACommitWaitsForTheStoreToTellItsOutcome(t *testing.T) {
 		switch {
 		case lost.Load() && failed.Add(1) <= 30:
 			return fault.Fault{Action: fault.Fail} // away for 30 requests
-		case op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.VersionsDir) && !lost.Load():
+		case op == fault.OpPutIfAbsent && strings.HasPrefix(key, format.VersionsDir) && !lost.Load():
 			lost.Store(true)
 			return fault.Fault{Action: fault.LoseResponse}
 		}
@@ -335,7 +337,7 @@ type cancelMidCreate struct {
 }
 
 func (c *cancelMidCreate) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	if !strings.HasPrefix(key, table.VersionsDir) {
+	if !strings.HasPrefix(key, format.VersionsDir) {
 		return c.Bucket.PutIfAbsent(ctx, key, data)
 	}
 	if err := c.Bucket.PutIfAbsent(context.Background(), key, data); err != nil {

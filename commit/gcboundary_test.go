@@ -7,6 +7,8 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // A writer stalls past a garbage collection that deleted the version it is
@@ -32,27 +34,27 @@ func TestStalledWriterCannotResurrectACollectedVersion(t *testing.T) {
 		rec.Release()
 	}
 	// GC: the boundary first, then versions 1–3 go.
-	if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(3), nil); err != nil {
+	if err := b.PutIfAbsent(ctx, format.GCBoundaryKey(3), nil); err != nil {
 		t.Fatal(err)
 	}
 	for v := uint64(1); v <= 3; v++ {
-		if err := b.Delete(ctx, table.ManifestKey(v)); err != nil {
+		if err := b.Delete(ctx, format.ManifestKey(v)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec := idBatch(99)
 	defer rec.Release()
-	frag, err := table.WriteFragment(ctx, b, idSchema, rec)
+	frag, err := fragment.Write(ctx, b, idSchema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	txn := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{frag}}
+	txn := format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{frag}}
 	// StallCheck of 1ns: every commit counts as stalled, so the loop checks.
 	_, err = commit.Commit(ctx, b, stale, txn, &commit.Options{StallCheck: 1})
 	if !commit.IsRetryableConflict(err) {
 		t.Fatalf("stale commit: %v, want a retryable conflict", err)
 	}
-	if _, err := b.Get(ctx, table.ManifestKey(2)); !errors.Is(err, blob.ErrNotFound) {
+	if _, err := b.Get(ctx, format.ManifestKey(2)); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("the resurrected v2 manifest is still there: %v", err)
 	}
 	// Re-planned on the latest version, the same data commits at v6.

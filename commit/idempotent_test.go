@@ -16,9 +16,13 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/table/value"
 )
 
-// Promises of idempotent appends (table.Idempotency), pinned here:
+// Promises of idempotent appends (format.Idempotency), pinned here:
 //   - an append sent again under its key stores nothing and answers the
 //     first one's version (TestAnAppendSentAgainUnderItsKeyIsStoredOnce);
 //   - the same key with other rows is refused (TestAKeyReusedForOtherRowsIsRefused);
@@ -45,7 +49,7 @@ func idempotentTable(t *testing.T) (blob.Bucket, *commit.Table) {
 	return b, tb
 }
 
-func appendOnce(t *testing.T, tb *commit.Table, key table.Idempotency, ids ...int64) commit.Result {
+func appendOnce(t *testing.T, tb *commit.Table, key format.Idempotency, ids ...int64) commit.Result {
 	t.Helper()
 	rec := idBatch(ids...)
 	defer rec.Release()
@@ -58,7 +62,7 @@ func appendOnce(t *testing.T, tb *commit.Table, key table.Idempotency, ids ...in
 
 func TestAnAppendSentAgainUnderItsKeyIsStoredOnce(t *testing.T) {
 	b, tb := idempotentTable(t)
-	key := table.Idempotency{Producer: "client-1", Seq: 7}
+	key := format.Idempotency{Producer: "client-1", Seq: 7}
 	first := appendOnce(t, tb, key, 1, 2, 3)
 	if first.Duplicate || first.Version != 2 {
 		t.Fatalf("first append: %+v, want v2, not a duplicate", first)
@@ -76,7 +80,7 @@ func TestAnAppendSentAgainUnderItsKeyIsStoredOnce(t *testing.T) {
 		}
 	}
 	// The next sequence number is a new append.
-	if r := appendOnce(t, tb, table.Idempotency{Producer: "client-1", Seq: 8}, 4); r.Duplicate || r.Version != 3 {
+	if r := appendOnce(t, tb, format.Idempotency{Producer: "client-1", Seq: 8}, 4); r.Duplicate || r.Version != 3 {
 		t.Fatalf("next sequence number: %+v, want v3", r)
 	}
 	if got := latestIDs(t, b); !slices.Equal(got, []int64{1, 2, 3, 4}) {
@@ -86,14 +90,14 @@ func TestAnAppendSentAgainUnderItsKeyIsStoredOnce(t *testing.T) {
 
 func TestAKeyReusedForOtherRowsIsRefused(t *testing.T) {
 	b, tb := idempotentTable(t)
-	key := table.Idempotency{Producer: "k-1"}
+	key := format.Idempotency{Producer: "k-1"}
 	appendOnce(t, tb, key, 1)
 	rec := idBatch(2)
 	defer rec.Release()
-	if _, err := tb.AppendOnce(ctx, key, rec); !errors.Is(err, table.ErrKeyReused) {
+	if _, err := tb.AppendOnce(ctx, key, rec); !errors.Is(err, format.ErrKeyReused) {
 		t.Fatalf("same key, other rows: %v, want ErrKeyReused", err)
 	}
-	if _, err := tb.AppendOnce(ctx, table.Idempotency{}, rec); !errors.Is(err, table.ErrBadIdempotency) {
+	if _, err := tb.AppendOnce(ctx, format.Idempotency{}, rec); !errors.Is(err, format.ErrBadIdempotency) {
 		t.Fatalf("empty producer: %v, want ErrBadIdempotency", err)
 	}
 	if got := latestIDs(t, b); !slices.Equal(got, []int64{1}) {
@@ -120,7 +124,7 @@ func TestRetriesOfUnknownOutcomesStoreEachAppendOnce(t *testing.T) {
 		wg.Go(func() {
 			for i := range n {
 				id := int64(w*1000 + i)
-				key := table.Idempotency{Producer: fmt.Sprintf("writer-%d", w), Seq: uint64(i)}
+				key := format.Idempotency{Producer: fmt.Sprintf("writer-%d", w), Seq: uint64(i)}
 				for attempt := 0; ; attempt++ {
 					if attempt > 200 {
 						t.Errorf("append %d never acknowledged", id)
@@ -187,7 +191,7 @@ func firstDiff(got, want []int64) string {
 func TestRacingAttemptsOfOneAppendStoreItOnce(t *testing.T) {
 	for round := range 20 {
 		b, _ := idempotentTable(t)
-		key := table.Idempotency{Producer: "racer", Seq: uint64(round)}
+		key := format.Idempotency{Producer: "racer", Seq: uint64(round)}
 		var handles [4]*commit.Table
 		for i := range handles {
 			var err error
@@ -223,15 +227,15 @@ func TestRacingAttemptsOfOneAppendStoreItOnce(t *testing.T) {
 // that replaying each version's transaction rebuilds is the one stored.
 func TestRecordsSurviveOtherCommitsAndReplay(t *testing.T) {
 	b, tb := idempotentTable(t)
-	key := table.Idempotency{Producer: "survivor"}
+	key := format.Idempotency{Producer: "survivor"}
 	appendOnce(t, tb, key, 1, 2)
-	appendOnce(t, tb, table.Idempotency{Producer: "other", Seq: 1}, 3)
+	appendOnce(t, tb, format.Idempotency{Producer: "other", Seq: 1}, 3)
 	four := idBatch(4)
 	defer four.Release()
 	if _, err := tb.Append(ctx, four); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tb.Delete(ctx, table.Eq("id", table.Int(4))); err != nil {
+	if _, _, err := tb.Delete(ctx, expr.Eq("id", value.Int(4))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
@@ -244,12 +248,12 @@ func TestRecordsSurviveOtherCommitsAndReplay(t *testing.T) {
 		removed = append(removed, f.ID)
 	}
 	rows := idBatch(1, 2, 3)
-	frag, err := table.WriteFragment(ctx, b, idSchema, rows)
+	frag, err := fragment.Write(ctx, b, idSchema, rows)
 	rows.Release()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Commit(ctx, table.Transaction{Kind: table.KindRewrite, Added: []table.Fragment{frag}, Removed: removed}); err != nil {
+	if _, err := tb.Commit(ctx, format.Transaction{Kind: format.KindRewrite, Added: []format.Fragment{frag}, Removed: removed}); err != nil {
 		t.Fatal(err)
 	}
 	if r := appendOnce(t, tb, key, 1, 2); !r.Duplicate || r.Version != 2 {
@@ -278,13 +282,13 @@ func TestRecordsSurviveOtherCommitsAndReplay(t *testing.T) {
 	}
 }
 
-func sameRecord(a, b table.ProducerRecord) bool {
+func sameRecord(a, b format.ProducerRecord) bool {
 	return a.Producer == b.Producer && a.Time.Equal(b.Time) && slices.Equal(a.Recent, b.Recent)
 }
 
 func TestACreateSentAgainUnderItsKeyAnswersItsVersion(t *testing.T) {
 	b := open(t, "mem://")
-	key := table.Idempotency{Producer: "creator"}
+	key := format.Idempotency{Producer: "creator"}
 	rows := idBatch(1, 2)
 	defer rows.Release()
 	m, dup, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, key, rows)
@@ -297,13 +301,13 @@ func TestACreateSentAgainUnderItsKeyAnswersItsVersion(t *testing.T) {
 	}
 	other := idBatch(3)
 	defer other.Release()
-	if _, _, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, key, other); !errors.Is(err, table.ErrKeyReused) {
+	if _, _, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, key, other); !errors.Is(err, format.ErrKeyReused) {
 		t.Fatalf("create with other rows under the key: %v, want ErrKeyReused", err)
 	}
-	if _, _, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, table.Idempotency{Producer: "another"}, rows); !errors.Is(err, table.ErrExists) {
+	if _, _, err := commit.CreateOnce(ctx, b, idSchema, nil, nil, format.Idempotency{Producer: "another"}, rows); !errors.Is(err, format.ErrExists) {
 		t.Fatalf("create under another key: %v, want ErrExists", err)
 	}
-	if _, err := commit.Create(ctx, b, idSchema, nil, nil, rows); !errors.Is(err, table.ErrExists) {
+	if _, err := commit.Create(ctx, b, idSchema, nil, nil, rows); !errors.Is(err, format.ErrExists) {
 		t.Fatalf("create without a key: %v, want ErrExists", err)
 	}
 }
@@ -336,7 +340,7 @@ func TestARetryOfAnAppendWhoseDataWasLostStoresItAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := table.Idempotency{Producer: "stalled"}
+	key := format.Idempotency{Producer: "stalled"}
 	rec := idBatch(7, 8, 9)
 	defer rec.Release()
 	if _, err := tb.AppendOnce(ctx, key, rec); err == nil {
@@ -369,7 +373,7 @@ func TestARetryFromAStaleHandleAfterItsAppendWasTakenBackAndCollected(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := table.Idempotency{Producer: "stale", Seq: 1}
+	key := format.Idempotency{Producer: "stale", Seq: 1}
 	first := appendOnce(t, tb, key, 7, 8, 9)                         // v2, the handle's newest
 	if err := commit.Undo(ctx, b, first.Manifest, nil); err != nil { // v3: taken back, the name forgotten
 		t.Fatal(err)
@@ -414,19 +418,19 @@ func TestARetryThatOutwaitsTheWindowFindsItsAppendStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := table.Idempotency{Producer: "slow", Seq: 1}
+	key := format.Idempotency{Producer: "slow", Seq: 1}
 	stored := appendOnce(t, first, key, 7, 8, 9) // v2: its answer lost
 	retry, err := commit.OpenTable(ctx, b, &commit.Options{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	offset.Store(int64(2 * time.Hour))
-	appendOnce(t, first, table.Idempotency{Producer: "other", Seq: 1}, 100) // v3: "slow" idle past the window
+	appendOnce(t, first, format.Idempotency{Producer: "other", Seq: 1}, 100) // v3: "slow" idle past the window
 	cur, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.ContainsFunc(cur.Producers, func(r table.ProducerRecord) bool { return r.Producer == "slow" }) {
+	if slices.ContainsFunc(cur.Producers, func(r format.ProducerRecord) bool { return r.Producer == "slow" }) {
 		t.Fatalf("v%d still records the name: the window was not applied", cur.Version)
 	}
 	res := appendOnce(t, retry, key, 7, 8, 9)

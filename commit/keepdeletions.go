@@ -8,13 +8,14 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // KeepDeletions is keepDeletions for a commit made elsewhere that gave
 // fragments deletion vectors written after written (res: its result;
 // bodies: the vectors' bodies by key), such as a merge that drops copies
 // of named appends by vectors on the fragments it adds.
-func (t *Table) KeepDeletions(ctx context.Context, res Result, dels []table.FragmentDeletion, bodies map[string][]byte, written time.Time) (Result, error) {
+func (t *Table) KeepDeletions(ctx context.Context, res Result, dels []format.FragmentDeletion, bodies map[string][]byte, written time.Time) (Result, error) {
 	return t.keepDeletions(ctx, res, dels, bodies, written)
 }
 
@@ -25,11 +26,11 @@ func (t *Table) KeepDeletions(ctx context.Context, res Result, dels []table.Frag
 // references objects that are gone. The writer still holds their bodies,
 // so it writes them again under fresh keys and commits a Delete that
 // points the fragments at the copies; the delete is acknowledged only once
-// the table is whole. Vectors younger than table.MinGCAge − 1 minute cannot
+// the table is whole. Vectors younger than format.MinGCAge − 1 minute cannot
 // have been collected, so the common path costs nothing.
-func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.FragmentDeletion, bodies map[string][]byte, written time.Time) (Result, error) {
+func (t *Table) keepDeletions(ctx context.Context, res Result, dels []format.FragmentDeletion, bodies map[string][]byte, written time.Time) (Result, error) {
 	for range t.opts.MaxReplans {
-		if t.opts.Now().Sub(written) < table.MinGCAge-time.Minute {
+		if t.opts.Now().Sub(written) < format.MinGCAge-time.Minute {
 			return res, nil
 		}
 		var latest *table.Snapshot
@@ -42,7 +43,7 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 		}
 		// The vectors still in place are looked for, and in the orphan
 		// records (see goneOrDoomed).
-		var kept []table.FragmentDeletion
+		var kept []format.FragmentDeletion
 		for _, d := range dels {
 			f := m.Fragment(d.FragmentID)
 			if f == nil || f.Deletion == nil || f.Deletion.Key != d.Deletion.Key {
@@ -53,7 +54,7 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 					return Result{}, err
 				}
 				if undone != 0 {
-					return Result{}, &ConflictError{Ours: table.Transaction{Kind: table.KindDelete, ReadVersion: res.Version}, Version: undone,
+					return Result{}, &ConflictError{Ours: format.Transaction{Kind: format.KindDelete, ReadVersion: res.Version}, Version: undone,
 						Retryable: true, LostData: true,
 						Reason: fmt.Sprintf("stalled past garbage collection: v%d's deletion vectors were collected and a repair took the delete back at v%d; delete again", res.Version, undone)}
 				}
@@ -69,14 +70,14 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 		if err := retryTransient(ctx, t.opts, func() (err error) { gone, err = goneOrDoomed(ctx, t.b, keys); return err }); err != nil {
 			return Result{}, fmt.Errorf("commit: checking the deletion vectors of v%d after a stall: %w", res.Version, err)
 		}
-		repoint := table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: m.Version}
-		var next []table.FragmentDeletion
+		repoint := format.Transaction{Kind: format.KindDelete, CommitID: format.NewID(), ReadVersion: m.Version}
+		var next []format.FragmentDeletion
 		copied := t.opts.Now()
 		for _, d := range kept {
 			if !gone[d.Deletion.Key] {
 				continue
 			}
-			key := table.DeletionKey(d.FragmentID, m.Version+1)
+			key := format.DeletionKey(d.FragmentID, m.Version+1)
 			bodies[key] = bodies[d.Deletion.Key]
 			err := retryTransient(ctx, t.opts, func() error {
 				err := t.b.PutIfAbsent(ctx, key, bodies[key])
@@ -88,7 +89,7 @@ func (t *Table) keepDeletions(ctx context.Context, res Result, dels []table.Frag
 			if err != nil {
 				return Result{}, err
 			}
-			nd := table.FragmentDeletion{FragmentID: d.FragmentID, Deletion: table.Deletion{Key: key, Count: d.Deletion.Count}}
+			nd := format.FragmentDeletion{FragmentID: d.FragmentID, Deletion: format.Deletion{Key: key, Count: d.Deletion.Count}}
 			repoint.Deletions = append(repoint.Deletions, nd)
 			next = append(next, nd)
 		}

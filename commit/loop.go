@@ -10,14 +10,16 @@ import (
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Result describes a commit that succeeded.
 type Result struct {
-	Version  uint64          // the version that holds the commit
-	Manifest *table.Manifest // that version's manifest (nil when Done)
-	Attempts int             // conditional creates tried
-	Rebases  int             // times the loop caught up with newer versions
+	Version  uint64           // the version that holds the commit
+	Manifest *format.Manifest // that version's manifest (nil when Done)
+	Attempts int              // conditional creates tried
+	Rebases  int              // times the loop caught up with newer versions
 	// Done is true when no manifest was written because a newer commit
 	// already covered ours (a merge of the same shard, or the same
 	// idempotent append); Version is then the version that did.
@@ -31,13 +33,13 @@ type Result struct {
 // Commit commits txn on top of base (nil: the latest version) and returns
 // the version that holds it. The transaction's data objects must already
 // be in the bucket. A zero CommitID is filled in with a fresh ULID.
-func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.Transaction, opts *Options) (Result, error) {
+func Commit(ctx context.Context, b blob.Bucket, base *format.Manifest, txn format.Transaction, opts *Options) (Result, error) {
 	o, err := opts.resolve()
 	if err != nil {
 		return Result{}, err
 	}
 	if txn.CommitID == "" {
-		txn.CommitID = table.NewID()
+		txn.CommitID = format.NewID()
 	}
 	if txn.Writer == "" {
 		txn.Writer = o.Writer
@@ -62,9 +64,9 @@ func Commit(ctx context.Context, b blob.Bucket, base *table.Manifest, txn table.
 // when Commit is to return what it returned.
 type loop struct {
 	b   blob.Bucket
-	txn *table.Transaction
+	txn *format.Transaction
 	o   Options
-	cur *table.Manifest // the state the next attempt applies txn to
+	cur *format.Manifest // the state the next attempt applies txn to
 	// readAt: when the newest version was last known, on the options'
 	// clock (the stall check compares it with GC's ages).
 	readAt      time.Time
@@ -77,7 +79,7 @@ type loop struct {
 // begin finds the state the first attempt applies the transaction to:
 // base, or the latest version, caught up with versions the transaction
 // did not read.
-func (l *loop) begin(ctx context.Context, base *table.Manifest) (Result, bool, error) {
+func (l *loop) begin(ctx context.Context, base *format.Manifest) (Result, bool, error) {
 	b, o, txn := l.b, l.o, l.txn
 	// When the newest version was last known: now, for a base read here or
 	// caught up with a listing. A base handed in without CatchUp may have
@@ -152,20 +154,20 @@ func (l *loop) attempt(ctx context.Context) (Result, bool, error) {
 	if err != nil {
 		return Result{}, true, err
 	}
-	data, err := table.EncodeManifest(next)
+	data, err := format.EncodeManifest(next)
 	if err != nil {
 		return Result{}, true, err
 	}
-	if id := table.SchemaID(next.Schema()); id > table.SchemaID(l.cur.Schema()) {
+	if id := evolve.SchemaID(next.Schema()); id > evolve.SchemaID(l.cur.Schema()) {
 		// The marker before the commit: a shard that finds it absent
 		// knows no commit raised the schema before it looked (see
-		// table.SchemaLease).
-		if err := table.MarkSchema(ctx, b, id); err != nil {
+		// evolve.SchemaLease).
+		if err := evolve.MarkSchema(ctx, b, id); err != nil {
 			return Result{}, true, fmt.Errorf("commit %s at v%d: %w", txn.CommitID, next.Version, err)
 		}
 	}
 	l.res.Attempts++
-	err = b.PutIfAbsent(ctx, table.ManifestKey(next.Version), data)
+	err = b.PutIfAbsent(ctx, format.ManifestKey(next.Version), data)
 	if err == nil {
 		res, err := finish(ctx, b, txn, next, l.res, l.readAt, o)
 		return res, true, err
@@ -185,7 +187,7 @@ func (l *loop) attempt(ctx context.Context) (Result, bool, error) {
 	// it reported an error (a lost response, or a 412 that an SDK retry
 	// of our own request provoked). Read before anything else.
 	landed, err := readTransaction(ctx, b, next.Version, o)
-	if err != nil && !errors.Is(err, table.ErrVersionNotFound) {
+	if err != nil && !errors.Is(err, format.ErrVersionNotFound) {
 		return Result{}, true, fmt.Errorf("commit %s: resolving the outcome at v%d: %w: %w", txn.CommitID, next.Version, ErrOutcomeUnknown, err)
 	}
 	if landed == nil {
@@ -250,7 +252,7 @@ func (l *loop) duplicate(ctx context.Context, dup *duplicateError) (Result, bool
 // only put it behind writers that did not lose: backing off after a losing
 // streak of any length, one of four writers through a 20 ms round trip
 // lost 58 races in a row (7.3 s).
-func (l *loop) lost(ctx context.Context, next *table.Manifest, landed *table.Transaction) (Result, bool, error) {
+func (l *loop) lost(ctx context.Context, next *format.Manifest, landed *format.Transaction) (Result, bool, error) {
 	b, o, txn := l.b, l.o, l.txn
 	l.res.Rebases++
 	if l.storm {
@@ -294,7 +296,7 @@ const stormVersions = 8
 // their transactions, and returns the state of version to, rebuilt from
 // cur (version from) by replaying them. known, when not nil, is a
 // transaction of that range read already (it is not read again).
-func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur *table.Manifest, to uint64, known *table.Transaction) (Result, bool, *table.Manifest, error) {
+func checkRange(ctx context.Context, b blob.Bucket, txn *format.Transaction, cur *format.Manifest, to uint64, known *format.Transaction) (Result, bool, *format.Manifest, error) {
 	for v := cur.Version + 1; v <= to; v++ {
 		theirs := known
 		if theirs == nil || theirs.Version != v {
@@ -335,8 +337,8 @@ func checkRange(ctx context.Context, b blob.Bucket, txn *table.Transaction, cur 
 // longer than GC's retention) — into a retryable conflict: what those
 // versions did cannot be checked against ours, so the caller plans again
 // against the latest version (Table does so by itself). Other errors pass.
-func collectedBase(txn table.Transaction, err error) error {
-	if !errors.Is(err, table.ErrVersionNotFound) {
+func collectedBase(txn format.Transaction, err error) error {
+	if !errors.Is(err, format.ErrVersionNotFound) {
 		return err
 	}
 	return &ConflictError{Ours: txn, Retryable: true,
@@ -346,8 +348,8 @@ func collectedBase(txn table.Transaction, err error) error {
 // readTransaction reads the transaction of version v, retrying transient
 // errors briefly: the outcome of an ambiguous create must be known before
 // moving on.
-func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*table.Transaction, error) {
-	var t *table.Transaction
+func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*format.Transaction, error) {
+	var t *format.Transaction
 	err := retryTransient(ctx, o, func() (err error) { t, err = table.ReadTransaction(ctx, b, v); return err })
 	return t, err
 }
@@ -360,7 +362,7 @@ func readTransaction(ctx context.Context, b blob.Bucket, v uint64, o Options) (*
 func collectedSince(ctx context.Context, b blob.Bucket, v uint64, o Options) (bool, error) {
 	var collected bool
 	err := retryTransient(ctx, o, func() error {
-		_, err := b.Attributes(ctx, table.ManifestKey(v+1))
+		_, err := b.Attributes(ctx, format.ManifestKey(v+1))
 		if err == nil {
 			collected = true
 			return nil

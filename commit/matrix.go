@@ -4,7 +4,8 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/internal/plant"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // Decision is the conflict matrix's verdict on our transaction against one
@@ -72,73 +73,73 @@ func (d Decision) String() string {
 // and a Rewrite retries after a CreateIndex (so that it records where it
 // moves the indexed rows). Delete against Delete retries on a common
 // fragment even when the rows differ: the re-plan merges the two vectors.
-func Check(ours, theirs *table.Transaction) Decision {
-	if theirs.Kind == table.KindCreate {
+func Check(ours, theirs *format.Transaction) Decision {
+	if theirs.Kind == format.KindCreate {
 		return Compatible
 	}
-	if theirs.Kind == table.KindAlter {
+	if theirs.Kind == format.KindAlter {
 		// Rows and deletions planned under the schema before stay well
 		// defined (fragments are read by stored name); what names columns
 		// plans again under the new schema.
 		switch ours.Kind {
-		case table.KindAlter, table.KindUpsert, table.KindUpdate, table.KindCreateIndex:
+		case format.KindAlter, format.KindUpsert, format.KindUpdate, format.KindCreateIndex:
 			return Retry
-		case table.KindMerge:
+		case format.KindMerge:
 			if len(ours.Keys) > 0 {
 				return Retry // a shard's upserts name their key columns
 			}
-		case table.KindAppend:
+		case format.KindAppend:
 			if writesDropped(ours.Added, theirs.Dropped) {
 				return Conflict // its values in a dropped column would be lost
 			}
 		}
 		return Compatible
 	}
-	if theirs.Kind == table.KindOverwrite {
-		if ours.Kind == table.KindOverwrite {
+	if theirs.Kind == format.KindOverwrite {
+		if ours.Kind == format.KindOverwrite {
 			return Retry
 		}
 		return Conflict
 	}
 	switch ours.Kind {
-	case table.KindAppend:
+	case format.KindAppend:
 		return Compatible
-	case table.KindMerge:
+	case format.KindMerge:
 		if d := mergeAgainst(ours, theirs); d != Compatible || len(ours.Keys) == 0 {
 			return d
 		}
 		return upsertAgainst(ours, theirs) // a merge of a shard's upserts
-	case table.KindDelete, table.KindUpdate:
+	case format.KindDelete, format.KindUpdate:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate, table.KindMerge:
+		case format.KindDelete, format.KindRewrite, format.KindUpsert, format.KindUpdate, format.KindMerge:
 			if overlap(ours.Touched(), theirs.Touched()) {
 				return Retry
 			}
 		}
 		return Compatible
-	case table.KindUpsert:
+	case format.KindUpsert:
 		return upsertAgainst(ours, theirs)
-	case table.KindRewrite:
+	case format.KindRewrite:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate, table.KindMerge:
-			if overlap(ours.Touched(), theirs.Touched()) && !(theirs.Kind == table.KindDelete && plant.On(plant.RewriteOverDelete)) {
+		case format.KindDelete, format.KindRewrite, format.KindUpsert, format.KindUpdate, format.KindMerge:
+			if overlap(ours.Touched(), theirs.Touched()) && !(theirs.Kind == format.KindDelete && plant.On(plant.RewriteOverDelete)) {
 				return Retry
 			}
-		case table.KindCreateIndex:
+		case format.KindCreateIndex:
 			return Retry // plan again, recording remap entries for the new index
 		}
 		return Compatible
-	case table.KindCreateIndex:
+	case format.KindCreateIndex:
 		switch theirs.Kind {
-		case table.KindDelete, table.KindRewrite, table.KindUpsert, table.KindUpdate:
+		case format.KindDelete, format.KindRewrite, format.KindUpsert, format.KindUpdate:
 			return Retry // the index was built from fragments that changed
-		case table.KindMerge:
+		case format.KindMerge:
 			if len(theirs.Deletions) > 0 {
 				return Retry
 			}
 		}
 		return Compatible
-	case table.KindOverwrite, table.KindAlter:
+	case format.KindOverwrite, format.KindAlter:
 		return Compatible
 	}
 	return Conflict
@@ -146,8 +147,8 @@ func Check(ours, theirs *table.Transaction) Decision {
 
 // mergeAgainst is the matrix's row of a merge of shards (ours) against
 // theirs.
-func mergeAgainst(ours, theirs *table.Transaction) Decision {
-	if theirs.Kind != table.KindMerge {
+func mergeAgainst(ours, theirs *format.Transaction) Decision {
+	if theirs.Kind != format.KindMerge {
 		return Compatible
 	}
 	covered, overlap := true, false
@@ -169,13 +170,13 @@ func mergeAgainst(ours, theirs *table.Transaction) Decision {
 
 // upsertAgainst is the matrix's row of an upsert (ours: a direct one, or
 // a merge of a shard's upserts) against theirs.
-func upsertAgainst(ours, theirs *table.Transaction) Decision {
+func upsertAgainst(ours, theirs *format.Transaction) Decision {
 	switch theirs.Kind {
-	case table.KindDelete, table.KindRewrite:
+	case format.KindDelete, format.KindRewrite:
 		if overlap(ours.Touched(), theirs.Touched()) {
 			return Retry
 		}
-	case table.KindAppend, table.KindMerge, table.KindUpsert, table.KindUpdate:
+	case format.KindAppend, format.KindMerge, format.KindUpsert, format.KindUpdate:
 		// Rows landed that may carry our keys: planned again, the
 		// upsert replaces them too, so a key keeps one row.
 		if overlap(ours.Touched(), theirs.Touched()) || mayHoldKeys(ours, theirs.Added) && !plant.On(plant.UpsertIgnoresLandedKeys) {
@@ -186,7 +187,7 @@ func upsertAgainst(ours, theirs *table.Transaction) Decision {
 }
 
 // mergedTo returns the watermark a merge moved shard to.
-func mergedTo(t *table.Transaction, shard string) (uint64, bool) {
+func mergedTo(t *format.Transaction, shard string) (uint64, bool) {
 	for _, m := range t.MergedShards() {
 		if m.Shard == shard {
 			return m.Watermark, true
@@ -199,7 +200,7 @@ func mergedTo(t *table.Transaction, shard string) (uint64, bool) {
 // upsert ours: for every key column, its range of values meets the
 // range of the upsert's own rows. Statistics missing (a long string, an
 // unsupported type) count as "may".
-func mayHoldKeys(ours *table.Transaction, added []table.Fragment) bool {
+func mayHoldKeys(ours *format.Transaction, added []format.Fragment) bool {
 	for i := range added {
 		disjoint := false
 		for _, k := range ours.Keys {
@@ -208,7 +209,7 @@ func mayHoldKeys(ours *table.Transaction, added []table.Fragment) bool {
 			if !ok || st == nil || st.Min == nil || st.Max == nil || st.Min.Kind != lo.Kind {
 				continue // unknown: may meet
 			}
-			if table.Compare(*st.Max, lo) < 0 || table.Compare(*st.Min, hi) > 0 {
+			if value.Compare(*st.Max, lo) < 0 || value.Compare(*st.Min, hi) > 0 {
 				disjoint = true
 				break
 			}
@@ -221,16 +222,16 @@ func mayHoldKeys(ours *table.Transaction, added []table.Fragment) bool {
 }
 
 // keyRange is the range of column k over frags' statistics.
-func keyRange(frags []table.Fragment, k string) (lo, hi table.Value, ok bool) {
+func keyRange(frags []format.Fragment, k string) (lo, hi value.Value, ok bool) {
 	for i := range frags {
 		st := columnStats(&frags[i], k)
 		if st == nil || st.Min == nil || st.Max == nil {
 			return lo, hi, false
 		}
-		if !ok || table.Compare(*st.Min, lo) < 0 {
+		if !ok || value.Compare(*st.Min, lo) < 0 {
 			lo = *st.Min
 		}
-		if !ok || table.Compare(*st.Max, hi) > 0 {
+		if !ok || value.Compare(*st.Max, hi) > 0 {
 			hi = *st.Max
 		}
 		ok = true
@@ -238,7 +239,7 @@ func keyRange(frags []table.Fragment, k string) (lo, hi table.Value, ok bool) {
 	return lo, hi, ok
 }
 
-func columnStats(f *table.Fragment, name string) *table.ColumnStats {
+func columnStats(f *format.Fragment, name string) *format.ColumnStats {
 	for i := range f.Columns {
 		if f.Columns[i].Name == name {
 			return &f.Columns[i]
@@ -258,7 +259,7 @@ func overlap(a, b []uint64) bool {
 
 // writesDropped tells whether fragments added hold a value in a column
 // stored under one of the names dropped.
-func writesDropped(added []table.Fragment, dropped []string) bool {
+func writesDropped(added []format.Fragment, dropped []string) bool {
 	for i := range added {
 		for _, d := range dropped {
 			if st := columnStats(&added[i], d); st != nil && st.Nulls < added[i].Rows {

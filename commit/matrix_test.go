@@ -3,45 +3,46 @@ package commit
 import (
 	"testing"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 func TestConflictMatrixCellByCell(t *testing.T) {
-	app := table.Transaction{Kind: table.KindAppend}
-	mergeA := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5}
-	mergeA3 := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 3}
-	mergeA9 := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 9}
-	mergeB := table.Transaction{Kind: table.KindMerge, Shard: "b", Watermark: 5}
-	del1 := table.Transaction{Kind: table.KindDelete, Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
-	del2 := table.Transaction{Kind: table.KindDelete, Deletions: []table.FragmentDeletion{{FragmentID: 2}}}
-	rw1 := table.Transaction{Kind: table.KindRewrite, Removed: []uint64{1, 7}}
-	rw2 := table.Transaction{Kind: table.KindRewrite, Removed: []uint64{2, 8}}
-	ow := table.Transaction{Kind: table.KindOverwrite}
-	ix := table.Transaction{Kind: table.KindCreateIndex}
+	app := format.Transaction{Kind: format.KindAppend}
+	mergeA := format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 5}
+	mergeA3 := format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 3}
+	mergeA9 := format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 9}
+	mergeB := format.Transaction{Kind: format.KindMerge, Shard: "b", Watermark: 5}
+	del1 := format.Transaction{Kind: format.KindDelete, Deletions: []format.FragmentDeletion{{FragmentID: 1}}}
+	del2 := format.Transaction{Kind: format.KindDelete, Deletions: []format.FragmentDeletion{{FragmentID: 2}}}
+	rw1 := format.Transaction{Kind: format.KindRewrite, Removed: []uint64{1, 7}}
+	rw2 := format.Transaction{Kind: format.KindRewrite, Removed: []uint64{2, 8}}
+	ow := format.Transaction{Kind: format.KindOverwrite}
+	ix := format.Transaction{Kind: format.KindCreateIndex}
 	// Upserts of ids 10..20 (deleting from fragment 1) and 30..40; rows
 	// added with ids 15..25, 50..60, and with no statistics.
-	ids := func(lo, hi int64) []table.Fragment {
-		return []table.Fragment{{Columns: []table.ColumnStats{{Name: "id", Min: ptr(table.Int(lo)), Max: ptr(table.Int(hi))}}}}
+	ids := func(lo, hi int64) []format.Fragment {
+		return []format.Fragment{{Columns: []format.ColumnStats{{Name: "id", Min: ptr(value.Int(lo)), Max: ptr(value.Int(hi))}}}}
 	}
-	up1 := table.Transaction{Kind: table.KindUpsert, Keys: []string{"id"}, Added: ids(10, 20), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
-	up2 := table.Transaction{Kind: table.KindUpsert, Keys: []string{"id"}, Added: ids(30, 40)}
-	appMeets := table.Transaction{Kind: table.KindAppend, Added: ids(15, 25)}
-	appMisses := table.Transaction{Kind: table.KindAppend, Added: ids(50, 60)}
-	appUnknown := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{}}}
-	mergeMeets := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Added: ids(20, 20)}
-	upd1 := table.Transaction{Kind: table.KindUpdate, Added: ids(10, 12), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
-	upd2 := table.Transaction{Kind: table.KindUpdate, Added: ids(50, 52), Deletions: []table.FragmentDeletion{{FragmentID: 2}}}
+	up1 := format.Transaction{Kind: format.KindUpsert, Keys: []string{"id"}, Added: ids(10, 20), Deletions: []format.FragmentDeletion{{FragmentID: 1}}}
+	up2 := format.Transaction{Kind: format.KindUpsert, Keys: []string{"id"}, Added: ids(30, 40)}
+	appMeets := format.Transaction{Kind: format.KindAppend, Added: ids(15, 25)}
+	appMisses := format.Transaction{Kind: format.KindAppend, Added: ids(50, 60)}
+	appUnknown := format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{{}}}
+	mergeMeets := format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 5, Added: ids(20, 20)}
+	upd1 := format.Transaction{Kind: format.KindUpdate, Added: ids(10, 12), Deletions: []format.FragmentDeletion{{FragmentID: 1}}}
+	upd2 := format.Transaction{Kind: format.KindUpdate, Added: ids(50, 52), Deletions: []format.FragmentDeletion{{FragmentID: 2}}}
 	// Keyed merges: shard a's upserts of ids 10..20 (deleting from
 	// fragment 1), shard b's of ids 15..20.
-	kmA := table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Keys: []string{"id"}, Added: ids(10, 20), Deletions: []table.FragmentDeletion{{FragmentID: 1}}}
-	kmB := table.Transaction{Kind: table.KindMerge, Shard: "b", Watermark: 2, Keys: []string{"id"}, Added: ids(15, 20)}
-	alter := table.Transaction{Kind: table.KindAlter}
-	alterDrop := table.Transaction{Kind: table.KindAlter, Dropped: []string{"note"}}
-	appNote := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{Rows: 3, Columns: []table.ColumnStats{{Name: "note", Nulls: 1}}}}}
-	appNoteNull := table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{{Rows: 3, Columns: []table.ColumnStats{{Name: "note", Nulls: 3}}}}}
+	kmA := format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 5, Keys: []string{"id"}, Added: ids(10, 20), Deletions: []format.FragmentDeletion{{FragmentID: 1}}}
+	kmB := format.Transaction{Kind: format.KindMerge, Shard: "b", Watermark: 2, Keys: []string{"id"}, Added: ids(15, 20)}
+	alter := format.Transaction{Kind: format.KindAlter}
+	alterDrop := format.Transaction{Kind: format.KindAlter, Dropped: []string{"note"}}
+	appNote := format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{{Rows: 3, Columns: []format.ColumnStats{{Name: "note", Nulls: 1}}}}}
+	appNoteNull := format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{{Rows: 3, Columns: []format.ColumnStats{{Name: "note", Nulls: 3}}}}}
 	cases := []struct {
 		name         string
-		ours, theirs table.Transaction
+		ours, theirs format.Transaction
 		want         Decision
 	}{
 		{"append after append", app, app, Compatible},
@@ -146,7 +147,7 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"delete after an update of its fragment re-plans", del1, upd1, Retry},
 		{"rewrite after an update of a source re-plans", rw1, upd1, Retry},
 		{"rewrite after an update elsewhere: compaction goes on", rw2, upd1, Compatible},
-		{"an upsert after an update whose rows may hold its keys re-plans", up2, table.Transaction{Kind: table.KindUpdate, Added: ids(35, 35)}, Retry},
+		{"an upsert after an update whose rows may hold its keys re-plans", up2, format.Transaction{Kind: format.KindUpdate, Added: ids(35, 35)}, Retry},
 		{"an upsert after an update of other keys", up2, upd2, Compatible},
 		{"an index build after an update re-plans", ix, upd1, Retry},
 
@@ -155,10 +156,10 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"a keyed merge after a merge covering it is done", kmA, mergeA9, Done},
 		{"a keyed merge after its shard's merge below it re-plans", kmA, mergeA3, Retry},
 		{"a keyed merge after another shard's merge of other keys", kmA, mergeB, Compatible},
-		{"a keyed merge after another shard's merge that may hold its keys re-plans", kmA, table.Transaction{Kind: table.KindMerge, Shard: "b", Watermark: 5, Added: ids(12, 12)}, Retry},
+		{"a keyed merge after another shard's merge that may hold its keys re-plans", kmA, format.Transaction{Kind: format.KindMerge, Shard: "b", Watermark: 5, Added: ids(12, 12)}, Retry},
 		{"a keyed merge after an append that may hold its keys re-plans", kmA, appMeets, Retry},
 		{"a keyed merge after an append of other keys", kmA, appMisses, Compatible},
-		{"a keyed merge after a direct upsert that may hold its keys re-plans", kmA, table.Transaction{Kind: table.KindUpsert, Keys: []string{"id"}, Added: ids(18, 30)}, Retry},
+		{"a keyed merge after a direct upsert that may hold its keys re-plans", kmA, format.Transaction{Kind: format.KindUpsert, Keys: []string{"id"}, Added: ids(18, 30)}, Retry},
 		{"a keyed merge after a delete of a fragment it deletes from re-plans", kmA, del1, Retry},
 		{"a keyed merge after a delete elsewhere", kmA, del2, Compatible},
 		{"a keyed merge after a compaction of a fragment it deletes from re-plans", kmA, rw1, Retry},
@@ -177,7 +178,7 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"compaction after a keyed merge elsewhere goes on", rw2, kmA, Compatible},
 		{"an update after a keyed merge of its fragment re-plans", upd1, kmA, Retry},
 		{"an index build after a keyed merge that deleted rows re-plans", ix, kmA, Retry},
-		{"an index build after a keyed merge that deleted nothing", ix, table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 5, Keys: []string{"id"}, Added: ids(10, 20)}, Compatible},
+		{"an index build after a keyed merge that deleted nothing", ix, format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 5, Keys: []string{"id"}, Added: ids(10, 20)}, Compatible},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

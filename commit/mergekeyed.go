@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // MergeKeyed installs a shard's generation of upserts (frags, its
@@ -30,7 +31,7 @@ import (
 // named lists the generation's named upserts, each marked dropped when
 // the table records its name already (another shard's merge, or a direct
 // upsert, installed a copy: a retry that reached another server), as
-// table.Producers.DropNamed marks them on the version frags were made
+// format.Producers.DropNamed marks them on the version frags were made
 // for: frags hold none of a dropped one's rows. The merge records the
 // others (Transaction.Named), as a merge of appends does; on a version
 // where the marks no longer hold (a name installed meanwhile) it is a
@@ -40,7 +41,7 @@ import (
 // version t was opened at, which the caller held when it wrote them (the
 // merge then reads none of frags back); nil, or another schema by the
 // time the merge commits, reads them from frags.
-func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fragment, mark table.ShardMerge, named []table.NamedRows, known *table.KeySet) (UpsertResult, error) {
+func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []format.Fragment, mark format.ShardMerge, named []format.NamedRows, known *table.KeySet) (UpsertResult, error) {
 	var pl upsertPlan
 	var ks *table.KeySet
 	var ksSchema *arrow.Schema
@@ -56,12 +57,12 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 		m := snap.Manifest()
 		switch cur := m.Shards[mark.Shard]; {
 		case cur.Epoch > mark.Epoch:
-			return Plan{}, &ConflictError{Ours: table.Transaction{Kind: table.KindMerge, Shard: mark.Shard, Epoch: mark.Epoch}, Version: m.Version,
+			return Plan{}, &ConflictError{Ours: format.Transaction{Kind: format.KindMerge, Shard: mark.Shard, Epoch: mark.Epoch}, Version: m.Version,
 				Reason: fmt.Sprintf("shard %q is owned by epoch %d; this merge is from epoch %d (fenced)", mark.Shard, cur.Epoch, mark.Epoch)}
 		case cur.Watermark >= mark.Watermark:
 			return Plan{Done: true}, nil
 		}
-		p := Plan{Txn: table.Transaction{Kind: table.KindMerge, CommitID: table.NewID(), ReadVersion: m.Version,
+		p := Plan{Txn: format.Transaction{Kind: format.KindMerge, CommitID: format.NewID(), ReadVersion: m.Version,
 			Shard: mark.Shard, Watermark: mark.Watermark, Epoch: mark.Epoch, Seq: mark.Seq, WAL: mark.WAL, Added: frags}, written: t.opts.Now()}
 		if len(named) > 0 {
 			if !sameDrops(m.Producers.DropNamed(named), named) {
@@ -100,15 +101,15 @@ func (t *Table) MergeKeyed(ctx context.Context, keys []string, frags []table.Fra
 }
 
 // sameDrops tells whether a and b mark the same named rows dropped.
-func sameDrops(a, b []table.NamedRows) bool {
-	return slices.EqualFunc(a, b, func(x, y table.NamedRows) bool { return x.AppendKey == y.AppendKey && x.Dropped == y.Dropped })
+func sameDrops(a, b []format.NamedRows) bool {
+	return slices.EqualFunc(a, b, func(x, y format.NamedRows) bool { return x.AppendKey == y.AppendKey && x.Dropped == y.Dropped })
 }
 
 // keysOfFragments reads the keys (columns names of schema) of the rows of
 // frags (table.KeysOf: checked when written, so a null or a key twice,
 // from an entry damaged since, does not stop the merge).
-func keysOfFragments(ctx context.Context, t *Table, schema *arrow.Schema, names []string, frags []table.Fragment) (*table.KeySet, error) {
-	own := make([]table.Fragment, len(frags))
+func keysOfFragments(ctx context.Context, t *Table, schema *arrow.Schema, names []string, frags []format.Fragment) (*table.KeySet, error) {
+	own := make([]format.Fragment, len(frags))
 	for i, f := range frags {
 		f.ID = uint64(i)
 		own[i] = f

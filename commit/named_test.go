@@ -5,6 +5,7 @@ import (
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // A merge installing a named append applies on the version it lands on:
@@ -13,19 +14,19 @@ import (
 // installs is recorded, so that the next copy is dropped.
 func TestAMergeThatWouldInstallANameTheTableRecordsPlansAgain(t *testing.T) {
 	b, tb := idempotentTable(t)
-	appendOnce(t, tb, table.Idempotency{Producer: "client", Seq: 1}, 1, 2)
+	appendOnce(t, tb, format.Idempotency{Producer: "client", Seq: 1}, 1, 2)
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := m.Producers[0].Recent[0]
-	n := table.AppendKey{Producer: table.ProducerID("client"), Seq: 1, Digest: rec.Digest}
-	other := table.AppendKey{Producer: table.ProducerID("client"), Seq: 2, Digest: 7}
-	merge := func(shard string, named ...table.NamedRows) *table.Transaction {
-		return &table.Transaction{Kind: table.KindMerge, Shard: shard, Watermark: 1, Epoch: 1,
-			Added: []table.Fragment{{Key: "_shards/" + shard + "/x.parquet", Rows: 3}}, Named: named}
+	n := format.AppendKey{Producer: format.ProducerID("client"), Seq: 1, Digest: rec.Digest}
+	other := format.AppendKey{Producer: format.ProducerID("client"), Seq: 2, Digest: 7}
+	merge := func(shard string, named ...format.NamedRows) *format.Transaction {
+		return &format.Transaction{Kind: format.KindMerge, Shard: shard, Watermark: 1, Epoch: 1,
+			Added: []format.Fragment{{Key: "_shards/" + shard + "/x.parquet", Rows: 3}}, Named: named}
 	}
-	planned := []table.NamedRows{
+	planned := []format.NamedRows{
 		{AppendKey: n, Fragment: "_shards/w1/x.parquet", Offset: 0, Rows: 2},
 		{AppendKey: other, Fragment: "_shards/w1/x.parquet", Offset: 2, Rows: 1},
 	}
@@ -40,7 +41,7 @@ func TestAMergeThatWouldInstallANameTheTableRecordsPlansAgain(t *testing.T) {
 		t.Fatalf("the name the merge installed: %+v %v, want recorded at v%d", o, found, next.Version)
 	}
 	// Another shard's merge of the second name, planned on m, lands after.
-	late := merge("w2", table.NamedRows{AppendKey: other, Fragment: "_shards/w2/x.parquet", Rows: 1})
+	late := merge("w2", format.NamedRows{AppendKey: other, Fragment: "_shards/w2/x.parquet", Rows: 1})
 	if _, err := commit.Apply(next, late); !commit.IsRetryableConflict(err) {
 		t.Fatalf("a merge planned before another installed its name: %v, want a retryable conflict", err)
 	}
@@ -54,7 +55,7 @@ func TestAMergeThatWouldInstallANameTheTableRecordsPlansAgain(t *testing.T) {
 // again: it answers its first version, and the later upsert's row stays.
 func TestAnUpsertSentAgainAfterALaterUpsertOfItsKeyIsNotAppliedAgain(t *testing.T) {
 	b, tb := idempotentTable(t)
-	key := &table.Idempotency{Producer: "grader", Seq: 1}
+	key := &format.Idempotency{Producer: "grader", Seq: 1}
 	rec := idBatch(1)
 	defer rec.Release()
 	first, err := tb.UpsertOnce(ctx, key, []string{"id"}, rec)

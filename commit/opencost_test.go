@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // tableWithVersions makes a table of n versions (one-row appends).
@@ -29,7 +30,7 @@ func tableWithVersions(tb testing.TB, n int) blob.Bucket {
 	}
 	for i := 1; i < n; i++ {
 		// Empty appends: versions without data, so the manifests stay small.
-		if _, err := h.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {
+		if _, err := h.Commit(ctx, format.Transaction{Kind: format.KindAppend}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -83,11 +84,11 @@ func TestALoserRetriesOneRoundTripAfterLosing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {
+	if _, err := other.Commit(ctx, format.Transaction{Kind: format.KindAppend}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := blob.StatsOf(b)
-	res, err := commit.Commit(ctx, b, base, table.Transaction{Kind: table.KindAppend}, nil)
+	res, err := commit.Commit(ctx, b, base, format.Transaction{Kind: format.KindAppend}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +112,10 @@ func racedBy(t *testing.T, b blob.Bucket, k, rounds int) blob.Bucket {
 	}
 	left := rounds
 	return blob.NewCounted(fault.Wrap(b, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.VersionsDir) && left > 0 {
+		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, format.VersionsDir) && left > 0 {
 			left--
 			for range k {
-				if _, err := other.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {
+				if _, err := other.Commit(ctx, format.Transaction{Kind: format.KindAppend}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -141,7 +142,7 @@ func TestALoserBacksOffOnlyInAStorm(t *testing.T) {
 		w := racedBy(t, b, k, rounds)
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		res, err := commit.Commit(ctx, w, base, table.Transaction{Kind: table.KindAppend},
+		res, err := commit.Commit(ctx, w, base, format.Transaction{Kind: format.KindAppend},
 			&commit.Options{BaseBackoff: time.Hour, MaxBackoff: time.Hour})
 		spent, _ := blob.StatsOf(w)
 		return base.Version, res, spent, err

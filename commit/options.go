@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Options tune the commit loop. The zero value (or nil) means defaults.
@@ -54,7 +55,7 @@ type Options struct {
 	// dropped column, a restore to a version without a column) waits
 	// after its commit before it answers, when the table has shards: the
 	// shards' writes begun after it have checked the schema after the
-	// commit (see table.SchemaLease). 0 means SchemaLease plus
+	// commit (see evolve.SchemaLease). 0 means SchemaLease plus
 	// SchemaLeaseSlack, the one value safe with shards of other
 	// processes; a shorter one is for tests whose shards take a shorter
 	// lease.
@@ -77,7 +78,7 @@ func (o *Options) EnsureDefaults() *Options {
 
 // Validate checks the options as EnsureDefaults leaves them: no negative
 // bounds, BaseBackoff at most MaxBackoff, and StallCheck at most a tenth of
-// table.MinGCAge — the garbage collector never removes a manifest younger
+// format.MinGCAge — the garbage collector never removes a manifest younger
 // than MinGCAge, so a commit slower than StallCheck must check before that
 // can happen. Every function taking *Options calls it.
 func (o *Options) Validate() error {
@@ -94,8 +95,8 @@ func (o *Options) resolve() (Options, error) {
 		return Options{}, fmt.Errorf("%w: MaxAttempts, MaxReplans, Budget, BaseBackoff, MaxBackoff, StallCheck, ReadParallelism and SchemaWait must not be negative", ErrInvalidOptions)
 	case c.BaseBackoff > c.MaxBackoff:
 		return Options{}, fmt.Errorf("%w: BaseBackoff %v is above MaxBackoff %v", ErrInvalidOptions, c.BaseBackoff, c.MaxBackoff)
-	case c.StallCheck > table.MinGCAge/10:
-		return Options{}, fmt.Errorf("%w: StallCheck %v is above %v, a tenth of the age below which garbage collection keeps every manifest", ErrInvalidOptions, c.StallCheck, table.MinGCAge/10)
+	case c.StallCheck > format.MinGCAge/10:
+		return Options{}, fmt.Errorf("%w: StallCheck %v is above %v, a tenth of the age below which garbage collection keeps every manifest", ErrInvalidOptions, c.StallCheck, format.MinGCAge/10)
 	}
 	return c, nil
 }
@@ -127,7 +128,7 @@ func (o *Options) withDefaults() Options {
 		c.Now = time.Now
 	}
 	if c.SchemaWait <= 0 {
-		c.SchemaWait = table.SchemaLease + table.SchemaLeaseSlack
+		c.SchemaWait = evolve.SchemaLease + evolve.SchemaLeaseSlack
 	}
 	return c
 }

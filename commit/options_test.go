@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // The options idiom: nil and the zero value mean the defaults, which are
@@ -26,7 +26,7 @@ func TestOptionsDefaultsAndValidate(t *testing.T) {
 		t.Fatal("EnsureDefaults changed its receiver")
 	}
 	for _, bad := range []commit.Options{
-		{StallCheck: table.MinGCAge / 5},
+		{StallCheck: format.MinGCAge / 5},
 		{BaseBackoff: time.Second, MaxBackoff: time.Millisecond},
 		{MaxAttempts: -1},
 	} {

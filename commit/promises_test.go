@@ -50,15 +50,17 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // generation writes ids as generation gen of shard at epoch, as a shard
 // flush names it, and returns its fragment.
-func generation(t *testing.T, b blob.Bucket, shard string, gen, epoch uint64, ids ...int64) table.Fragment {
+func generation(t *testing.T, b blob.Bucket, shard string, gen, epoch uint64, ids ...int64) format.Fragment {
 	t.Helper()
 	rec := idBatch(ids...)
 	defer rec.Release()
-	f, err := table.WriteFragment(ctx, b, idSchema, rec)
+	f, err := fragment.Write(ctx, b, idSchema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func generation(t *testing.T, b blob.Bucket, shard string, gen, epoch uint64, id
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Key = table.GenerationKey(shard, gen, epoch, table.NewID())
+	f.Key = format.GenerationKey(shard, gen, epoch, format.NewID())
 	if err := b.PutIfAbsent(ctx, f.Key, data); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func generation(t *testing.T, b blob.Bucket, shard string, gen, epoch uint64, id
 
 // marks returns the shard marks of the latest version, read from the
 // bucket.
-func marks(t *testing.T, b blob.Bucket) map[string]table.ShardMark {
+func marks(t *testing.T, b blob.Bucket) map[string]format.ShardMark {
 	t.Helper()
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
@@ -84,7 +86,7 @@ func marks(t *testing.T, b blob.Bucket) map[string]table.ShardMark {
 	return m.Shards
 }
 
-func sameMarks(t *testing.T, where string, got, want map[string]table.ShardMark) {
+func sameMarks(t *testing.T, where string, got, want map[string]format.ShardMark) {
 	t.Helper()
 	if !maps.Equal(got, want) {
 		t.Fatalf("%s: the table's shard marks are %v, want %v", where, got, want)
@@ -104,15 +106,15 @@ func TestAShardMergeMovesItsWatermarkInTheManifestThatAddsItsRows(t *testing.T) 
 	b := open(t, "mem://")
 	createIDTable(t, b)
 	g1, g2 := generation(t, b, "a", 1, 1, 1, 2), generation(t, b, "a", 2, 1, 3)
-	res, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 2, Epoch: 1,
-		Added: []table.Fragment{g1, g2}}, nil)
+	res, err := commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 2, Epoch: 1,
+		Added: []format.Fragment{g1, g2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Done || res.Manifest == nil || res.Manifest.Shards["a"] != (table.ShardMark{Watermark: 2, Epoch: 1}) {
+	if res.Done || res.Manifest == nil || res.Manifest.Shards["a"] != (format.ShardMark{Watermark: 2, Epoch: 1}) {
 		t.Fatalf("the merge's manifest: %+v", res)
 	}
-	sameMarks(t, "after the merge", marks(t, b), map[string]table.ShardMark{"a": {Watermark: 2, Epoch: 1}})
+	sameMarks(t, "after the merge", marks(t, b), map[string]format.ShardMark{"a": {Watermark: 2, Epoch: 1}})
 	sameIDs(t, b, 1, 2, 3)
 }
 
@@ -122,17 +124,17 @@ func TestAShardMergeMovesItsWatermarkInTheManifestThatAddsItsRows(t *testing.T) 
 func TestAFleetMergeMovesEveryShardsWatermarkInTheManifestThatAddsItsRows(t *testing.T) {
 	b := open(t, "mem://")
 	createIDTable(t, b)
-	added := []table.Fragment{
+	added := []format.Fragment{
 		generation(t, b, "a", 1, 1, 1), generation(t, b, "a", 2, 1, 2),
 		generation(t, b, "b", 1, 3, 3),
 		generation(t, b, "c", 1, 2, 4), generation(t, b, "c", 2, 2, 5), generation(t, b, "c", 3, 2, 6),
 	}
-	merges := []table.ShardMerge{{Shard: "a", Watermark: 2, Epoch: 1}, {Shard: "b", Watermark: 1, Epoch: 3}, {Shard: "c", Watermark: 3, Epoch: 2}}
-	res, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindMerge, Merges: merges, Added: added}, nil)
+	merges := []format.ShardMerge{{Shard: "a", Watermark: 2, Epoch: 1}, {Shard: "b", Watermark: 1, Epoch: 3}, {Shard: "c", Watermark: 3, Epoch: 2}}
+	res, err := commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindMerge, Merges: merges, Added: added}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]table.ShardMark{"a": {Watermark: 2, Epoch: 1}, "b": {Watermark: 1, Epoch: 3}, "c": {Watermark: 3, Epoch: 2}}
+	want := map[string]format.ShardMark{"a": {Watermark: 2, Epoch: 1}, "b": {Watermark: 1, Epoch: 3}, "c": {Watermark: 3, Epoch: 2}}
 	if res.Manifest == nil {
 		t.Fatalf("the fleet merge wrote no manifest: %+v", res)
 	}
@@ -145,7 +147,7 @@ func TestAFleetMergeMovesEveryShardsWatermarkInTheManifestThatAddsItsRows(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := commit.Apply(cur, &table.Transaction{Kind: table.KindMerge, Merges: merges, Added: added})
+	next, err := commit.Apply(cur, &format.Transaction{Kind: format.KindMerge, Merges: merges, Added: added})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +166,9 @@ func TestASecondMergeOfTheSameGenerationsAddsNothing(t *testing.T) {
 	a1, a2, a3 := generation(t, b, "a", 1, 1, 1), generation(t, b, "a", 2, 1, 2), generation(t, b, "a", 3, 1, 3)
 	b1 := generation(t, b, "b", 1, 1, 11)
 	c1 := generation(t, b, "c", 1, 1, 21)
-	first := table.Transaction{Kind: table.KindMerge, ReadVersion: 1,
-		Merges: []table.ShardMerge{{Shard: "a", Watermark: 2, Epoch: 1}, {Shard: "b", Watermark: 1, Epoch: 1}},
-		Added:  []table.Fragment{a1, a2, b1}}
+	first := format.Transaction{Kind: format.KindMerge, ReadVersion: 1,
+		Merges: []format.ShardMerge{{Shard: "a", Watermark: 2, Epoch: 1}, {Shard: "b", Watermark: 1, Epoch: 1}},
+		Added:  []format.Fragment{a1, a2, b1}}
 	if _, err := commit.Commit(ctx, b, nil, first, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -178,20 +180,20 @@ func TestASecondMergeOfTheSameGenerationsAddsNothing(t *testing.T) {
 		t.Fatalf("a fleet merge of generations already merged: %+v, %v", res, err)
 	}
 	// The owner's merge of a's first two generations: done too.
-	res, err = commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindMerge, ReadVersion: 1, Shard: "a", Watermark: 2, Epoch: 1,
-		Added: []table.Fragment{a1, a2}}, nil)
+	res, err = commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindMerge, ReadVersion: 1, Shard: "a", Watermark: 2, Epoch: 1,
+		Added: []format.Fragment{a1, a2}}, nil)
 	if err != nil || !res.Done {
 		t.Fatalf("an owner's merge of generations already merged: %+v, %v", res, err)
 	}
 	// A fleet merge read at version 1 that takes a further: only a's third
 	// generation and c's join, and every mark moves.
-	wider := table.Transaction{Kind: table.KindMerge, ReadVersion: 1,
-		Merges: []table.ShardMerge{{Shard: "a", Watermark: 3, Epoch: 1}, {Shard: "b", Watermark: 1, Epoch: 1}, {Shard: "c", Watermark: 1, Epoch: 1}},
-		Added:  []table.Fragment{a1, a2, a3, b1, c1}}
+	wider := format.Transaction{Kind: format.KindMerge, ReadVersion: 1,
+		Merges: []format.ShardMerge{{Shard: "a", Watermark: 3, Epoch: 1}, {Shard: "b", Watermark: 1, Epoch: 1}, {Shard: "c", Watermark: 1, Epoch: 1}},
+		Added:  []format.Fragment{a1, a2, a3, b1, c1}}
 	if res, err = commit.Commit(ctx, b, nil, wider, nil); err != nil || res.Done {
 		t.Fatalf("a wider fleet merge: %+v, %v", res, err)
 	}
-	sameMarks(t, "after the wider merge", marks(t, b), map[string]table.ShardMark{
+	sameMarks(t, "after the wider merge", marks(t, b), map[string]format.ShardMark{
 		"a": {Watermark: 3, Epoch: 1}, "b": {Watermark: 1, Epoch: 1}, "c": {Watermark: 1, Epoch: 1}})
 	sameIDs(t, b, 1, 2, 3, 11, 21)
 }
@@ -201,17 +203,17 @@ func TestASecondMergeOfTheSameGenerationsAddsNothing(t *testing.T) {
 func TestAMergeFromAFencedEpochIsRefused(t *testing.T) {
 	b := open(t, "mem://")
 	createIDTable(t, b)
-	if _, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 1, Epoch: 2,
-		Added: []table.Fragment{generation(t, b, "a", 1, 2, 1)}}, nil); err != nil {
+	if _, err := commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 1, Epoch: 2,
+		Added: []format.Fragment{generation(t, b, "a", 1, 2, 1)}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	old := generation(t, b, "a", 2, 1, 2)
-	_, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindMerge, Shard: "a", Watermark: 2, Epoch: 1,
-		Added: []table.Fragment{old}}, nil)
+	_, err := commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindMerge, Shard: "a", Watermark: 2, Epoch: 1,
+		Added: []format.Fragment{old}}, nil)
 	var ce *commit.ConflictError
 	if !errors.As(err, &ce) || commit.IsRetryableConflict(err) {
 		t.Fatalf("a merge from epoch 1 after epoch 2 merged: %v, want a conflict that is not retried", err)
 	}
-	sameMarks(t, "after the fenced merge", marks(t, b), map[string]table.ShardMark{"a": {Watermark: 1, Epoch: 2}})
+	sameMarks(t, "after the fenced merge", marks(t, b), map[string]format.ShardMark{"a": {Watermark: 1, Epoch: 2}})
 	sameIDs(t, b, 1)
 }

@@ -8,11 +8,11 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // The library refuses a reserved column name as the command line and the
-// server do: Create and Overwrite with a *table.ReservedNameError naming
+// server do: Create and Overwrite with a *evolve.ReservedNameError naming
 // the column, Alter where it adds or renames to one.
 func TestAReservedColumnNameIsRefusedByTheLibrary(t *testing.T) {
 	b, err := blob.Open(ctx, "mem://")
@@ -21,8 +21,8 @@ func TestAReservedColumnNameIsRefusedByTheLibrary(t *testing.T) {
 	}
 	bad := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "_change", Type: arrow.BinaryTypes.String}}, nil)
 	_, err = commit.Create(ctx, b, bad, nil, nil)
-	var re *table.ReservedNameError
-	if !errors.As(err, &re) || re.Column != "_change" || !errors.Is(err, table.ErrUnsupportedSchema) {
+	var re *evolve.ReservedNameError
+	if !errors.As(err, &re) || re.Column != "_change" || !errors.Is(err, evolve.ErrUnsupportedSchema) {
 		t.Fatalf("create with a _change column: %v", err)
 	}
 	good := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
@@ -36,11 +36,11 @@ func TestAReservedColumnNameIsRefusedByTheLibrary(t *testing.T) {
 	if _, err := tb.Overwrite(ctx, bad); !errors.As(err, &re) {
 		t.Fatalf("overwrite with a _change column: %v", err)
 	}
-	_, err = tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "_version", Type: arrow.PrimitiveTypes.Uint64})
-	if !errors.Is(err, table.ErrBadSchemaChange) || !errors.As(err, &re) || re.Column != "_version" {
+	_, err = tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "_version", Type: arrow.PrimitiveTypes.Uint64})
+	if !errors.Is(err, evolve.ErrBadSchemaChange) || !errors.As(err, &re) || re.Column != "_version" {
 		t.Fatalf("alter adding _version: %v", err)
 	}
-	_, err = tb.Alter(ctx, table.ColumnChange{Op: table.RenameColumn, Column: "id", To: "_change"})
+	_, err = tb.Alter(ctx, evolve.ColumnChange{Op: evolve.RenameColumn, Column: "id", To: "_change"})
 	if !errors.As(err, &re) || re.Column != "_change" {
 		t.Fatalf("alter renaming id to _change: %v", err)
 	}

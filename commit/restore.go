@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Restore commits a new version whose rows and schema are version v's:
@@ -28,14 +30,14 @@ import (
 // makes that sure); the tag is deleted once the restore landed or failed.
 // A restore that dies in between leaves the tag: deleting it lets v go as
 // the retention says. A version at or below the GC boundary is
-// table.ErrVersionNotFound.
+// format.ErrVersionNotFound.
 func (t *Table) Restore(ctx context.Context, v uint64) (Result, error) {
-	hold := "restore-" + strings.ToLower(table.NewID())
+	hold := "restore-" + strings.ToLower(format.NewID())
 	if err := table.CreateTag(ctx, t.b, hold, v); err != nil {
 		return Result{}, fmt.Errorf("commit: restore of v%d: %w", v, err)
 	}
 	res, err := t.restore(ctx, v)
-	if derr := table.DeleteTag(context.WithoutCancel(ctx), t.b, hold); derr != nil && !errors.Is(derr, table.ErrTagNotFound) {
+	if derr := table.DeleteTag(context.WithoutCancel(ctx), t.b, hold); derr != nil && !errors.Is(derr, format.ErrTagNotFound) {
 		err = errors.Join(err, fmt.Errorf("commit: restore of v%d: deleting the tag %s that held it: %w", v, hold, derr))
 	}
 	return res, err
@@ -50,12 +52,12 @@ func (t *Table) restore(ctx context.Context, v uint64) (Result, error) {
 		return Result{}, err
 	}
 	schemaIPC := m.SchemaIPC
-	if sc := table.RestoredSchema(m.Schema(), t.base().Schema()); sc != m.Schema() {
-		if schemaIPC, err = table.EncodeSchema(sc); err != nil {
+	if sc := evolve.RestoredSchema(m.Schema(), t.base().Schema()); sc != m.Schema() {
+		if schemaIPC, err = evolve.EncodeSchema(sc); err != nil {
 			return Result{}, err
 		}
 	}
-	txn := table.Transaction{Kind: table.KindOverwrite, CommitID: table.NewID(), SchemaIPC: schemaIPC,
+	txn := format.Transaction{Kind: format.KindOverwrite, CommitID: format.NewID(), SchemaIPC: schemaIPC,
 		Added: slices.Clone(m.Fragments), Restores: v}
 	before := t.base().Schema()
 	res, err := t.Commit(ctx, txn)

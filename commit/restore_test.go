@@ -17,6 +17,9 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // idsOf lists the ids version v holds, sorted.
@@ -70,7 +73,7 @@ func TestRestoreCommitsAnEarlierVersionsRows(t *testing.T) {
 		}
 		rec.Release()
 	}
-	if _, _, err := tb.Delete(ctx, table.Eq("id", table.Int(2))); err != nil { // v4
+	if _, _, err := tb.Delete(ctx, expr.Eq("id", value.Int(2))); err != nil { // v4
 		t.Fatal(err)
 	}
 	over := idBatch(9)
@@ -129,7 +132,7 @@ func TestRestoreCommitsAnEarlierVersionsRows(t *testing.T) {
 	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(3*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Restore(ctx, 3); !errors.Is(err, table.ErrVersionNotFound) {
+	if _, err := tb.Restore(ctx, 3); !errors.Is(err, format.ErrVersionNotFound) {
 		t.Fatalf("restore of a collected version: %v", err)
 	}
 	if tags, err := table.Tags(ctx, b); err != nil || len(tags) != 0 {

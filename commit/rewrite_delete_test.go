@@ -7,6 +7,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // A Rewrite planned before a Delete landed on one of its source fragments
@@ -40,17 +43,17 @@ func TestARewriteOverAFragmentADeleteChangedIsRefused(t *testing.T) {
 		removed = append(removed, f.ID)
 	}
 	rec := idBatch(1, 2, 3, 4, 5, 6)
-	out, err := table.WriteFragment(ctx, b, idSchema, rec)
+	out, err := fragment.Write(ctx, b, idSchema, rec)
 	rec.Release()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Meanwhile a Delete lands on the first fragment.
-	pred, _ := table.ParseFilter("id = 2")
+	pred, _ := expr.ParseFilter("id = 2")
 	if _, n, err := tb.Delete(ctx, pred); err != nil || n != 1 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
-	txn := table.Transaction{Kind: table.KindRewrite, Removed: removed, Added: []table.Fragment{out}}
+	txn := format.Transaction{Kind: format.KindRewrite, Removed: removed, Added: []format.Fragment{out}}
 	_, err = commit.Commit(ctx, b, planned, txn, &commit.Options{CatchUp: true})
 	if !commit.IsRetryableConflict(err) {
 		t.Fatalf("the Rewrite over a deleted row: %v, want a retryable conflict", err)

@@ -7,23 +7,24 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // outwaitLeases returns once no shard can acknowledge rows under the
 // schema before a commit at version v took values away from it (a column
 // dropped, or retired by a restore): Options.SchemaWait after the commit,
 // and at once when the table has no shard. A shard begins a write it will
-// acknowledge only under a schema it checked within table.SchemaLease, and
+// acknowledge only under a schema it checked within evolve.SchemaLease, and
 // the commit's marker was there before the commit; so a write begun after
 // this returns was checked after the commit, and refuses the columns it
 // lost. The commit has landed whatever this returns: an error says only
 // that the wait was cut short.
 func (t *Table) outwaitLeases(ctx context.Context, v uint64, before, after *arrow.Schema) error {
-	if !table.LosesColumns(before, after) {
+	if !evolve.LosesColumns(before, after) {
 		return nil
 	}
-	p, err := t.b.ListPage(ctx, table.ShardsDir, "", 1)
+	p, err := t.b.ListPage(ctx, format.ShardsDir, "", 1)
 	if err != nil {
 		return fmt.Errorf("commit: v%d is committed; looking for shards that may hold the schema before it: %w", v, err)
 	}

@@ -7,7 +7,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // A schema change marks its schema id before it commits, and one that
@@ -18,7 +19,7 @@ import (
 func TestADropWaitsOutTheShardsLeasesOnlyWhenTheTableHasShards(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
 	const wait = 300 * time.Millisecond
-	timed := func(tb *commit.Table, c table.ColumnChange) time.Duration {
+	timed := func(tb *commit.Table, c evolve.ColumnChange) time.Duration {
 		t.Helper()
 		start := time.Now()
 		if _, err := tb.Alter(ctx, c); err != nil {
@@ -36,23 +37,23 @@ func TestADropWaitsOutTheShardsLeasesOnlyWhenTheTableHasShards(t *testing.T) {
 	}
 	// No shard: the drop answers at once (an hour's wait would time the
 	// test out).
-	timed(tb, table.ColumnChange{Op: table.DropColumn, Column: "x"})
-	if ok, err := table.SchemaMarked(ctx, b, 1); err != nil || !ok {
+	timed(tb, evolve.ColumnChange{Op: evolve.DropColumn, Column: "x"})
+	if ok, err := evolve.SchemaMarked(ctx, b, 1); err != nil || !ok {
 		t.Fatalf("the marker of schema 1 after the drop: %v, %v", ok, err)
 	}
-	if err := b.PutIfAbsent(ctx, table.ShardEpochKey("w1", 1), []byte("{}")); err != nil {
+	if err := b.PutIfAbsent(ctx, format.ShardEpochKey("w1", 1), []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
 	// An add takes nothing away: no wait, with shards too.
-	timed(tb, table.ColumnChange{Op: table.AddColumn, Column: "y", Type: arrow.PrimitiveTypes.Int64})
-	if ok, err := table.SchemaMarked(ctx, b, 2); err != nil || !ok {
+	timed(tb, evolve.ColumnChange{Op: evolve.AddColumn, Column: "y", Type: arrow.PrimitiveTypes.Int64})
+	if ok, err := evolve.SchemaMarked(ctx, b, 2); err != nil || !ok {
 		t.Fatalf("the marker of schema 2 after the add: %v, %v", ok, err)
 	}
 	tb, err = commit.OpenTable(ctx, b, &commit.Options{SchemaWait: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := timed(tb, table.ColumnChange{Op: table.DropColumn, Column: "y"}); d < wait {
+	if d := timed(tb, evolve.ColumnChange{Op: evolve.DropColumn, Column: "y"}); d < wait {
 		t.Fatalf("a drop on a table with a shard answered after %v, before its wait of %v", d, wait)
 	}
 	// A restore to v3 (id, y) takes nothing away from v4 (id): no wait.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // finish reports success, unless the commit stalled for so long that the
@@ -26,7 +27,7 @@ import (
 //
 // Every request here retries transient errors: giving up would leave the
 // outcome unknown, or the table referencing data that is gone.
-func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table.Manifest, res Result, readAt time.Time, o Options) (Result, error) {
+func finish(ctx context.Context, b blob.Bucket, txn *format.Transaction, m *format.Manifest, res Result, readAt time.Time, o Options) (Result, error) {
 	if o.Now().Sub(readAt) > o.StallCheck {
 		var why string
 		err := retryTransient(ctx, o, func() (err error) { why, err = resurrected(ctx, b, m.Version); return err })
@@ -35,7 +36,7 @@ func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table
 		}
 		if why != "" {
 			err := retryTransient(ctx, o, func() error {
-				err := b.Delete(ctx, table.ManifestKey(m.Version))
+				err := b.Delete(ctx, format.ManifestKey(m.Version))
 				if errors.Is(err, blob.ErrNotFound) {
 					return nil
 				}
@@ -72,7 +73,7 @@ func finish(ctx context.Context, b blob.Bucket, txn *table.Transaction, m *table
 // goneOrDoomed returns which of keys (objects a commit added) are gone, or
 // listed in an orphan record — a collection that listed one before the
 // commit landed may yet delete it, and the commit must not stand (see
-// table.OrphanRecord). Each object is looked for first; records made
+// format.OrphanRecord). Each object is looked for first; records made
 // before an object was uploaded cannot name it, and both times are the
 // store's (the object's and the records' modification times), so that a
 // writer whose clock runs ahead of the store's skips none. The margin
@@ -94,7 +95,7 @@ func goneOrDoomed(ctx context.Context, b blob.Bucket, keys []string) (map[string
 	if since.IsZero() { // none is there
 		return gone, nil
 	}
-	records, err := table.OrphanRecords(ctx, b, since.Add(-table.MinGCAge))
+	records, err := format.OrphanRecords(ctx, b, since.Add(-format.MinGCAge))
 	if err != nil {
 		return nil, err
 	}
@@ -119,13 +120,13 @@ func goneOrDoomed(ctx context.Context, b blob.Bucket, keys []string) (map[string
 // outcome cannot be known, and that is the error. Merged shard
 // generations are exempt: GC never deletes a generation above its shard's
 // watermark.
-func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) (lost []uint64, undone uint64, err error) {
-	if m.Transaction.Kind == table.KindMerge {
+func lostFragments(ctx context.Context, b blob.Bucket, m *format.Manifest, o Options) (lost []uint64, undone uint64, err error) {
+	if m.Transaction.Kind == format.KindMerge {
 		return nil, 0, nil
 	}
-	var old []table.Fragment
+	var old []format.Fragment
 	for _, f := range m.Transaction.Added {
-		if f.Created.IsZero() || o.Now().Sub(f.Created) < table.MinGCAge-time.Minute {
+		if f.Created.IsZero() || o.Now().Sub(f.Created) < format.MinGCAge-time.Minute {
 			continue
 		}
 		old = append(old, f)
@@ -141,7 +142,7 @@ func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Opti
 	if err != nil {
 		return nil, 0, err
 	}
-	var missing []table.Fragment
+	var missing []format.Fragment
 	for _, f := range old {
 		if gone[f.Key] {
 			missing = append(missing, f)
@@ -171,7 +172,7 @@ func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Opti
 	gap := false
 	for v := m.Version + 1; v <= latest.Version && len(removed) > 0; v++ {
 		t, err := table.ReadTransaction(ctx, b, v)
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			gap = true
 			continue
 		}
@@ -205,14 +206,14 @@ func lostFragments(ctx context.Context, b blob.Bucket, m *table.Manifest, o Opti
 //     in the listing (then v+1 was collected) or a GC boundary at or above
 //     v was created no later than ours.
 func resurrected(ctx context.Context, b blob.Bucket, v uint64) (string, error) {
-	ours, err := b.Attributes(ctx, table.ManifestKey(v))
+	ours, err := b.Attributes(ctx, format.ManifestKey(v))
 	if errors.Is(err, blob.ErrNotFound) {
 		return "", nil // collected since: newer versions hold it
 	}
 	if err != nil {
 		return "", err
 	}
-	next, err := b.Attributes(ctx, table.ManifestKey(v+1))
+	next, err := b.Attributes(ctx, format.ManifestKey(v+1))
 	if err == nil {
 		if next.ModTime.After(ours.ModTime) {
 			return "", nil

@@ -21,6 +21,9 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // A writer uploads its fragment, then stalls so long that garbage
@@ -83,7 +86,7 @@ func TestAStallPastGCDoesNotLoseAnAcknowledgedAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v3.Transaction.Kind != table.KindRewrite || len(v3.Fragments) != 0 {
+	if v3.Transaction.Kind != format.KindRewrite || len(v3.Fragments) != 0 {
 		t.Fatalf("v3 should remove the lost fragment: %+v", v3.Transaction)
 	}
 }
@@ -138,10 +141,10 @@ func stalledAppendListedAsOrphan(t *testing.T, skewed bool) {
 					}
 				}
 			}
-			if err := table.WriteOrphanRecord(ctx, under, doomed, storeNow); err != nil {
+			if err := format.WriteOrphanRecord(ctx, under, doomed, storeNow); err != nil {
 				t.Error(err)
 			}
-			for o, err := range blob.List(ctx, under, table.OrphansDir, 0) {
+			for o, err := range blob.List(ctx, under, format.OrphansDir, 0) {
 				if err == nil && skewed {
 					backdate(o.Key, storeNow)
 				}
@@ -223,14 +226,14 @@ func TestAStalledRewriteWhoseOutputsGCTookIsUndone(t *testing.T) {
 		rec.Retain()
 		recs = append(recs, rec)
 	}
-	out, err := table.WriteFragment(ctx, b, idSchema, recs...)
+	out, err := fragment.Write(ctx, b, idSchema, recs...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Delete(ctx, out.Key); err != nil { // the collector took the output during the stall
 		t.Fatal(err)
 	}
-	_, err = commit.Commit(ctx, b, s.Manifest(), table.Transaction{Kind: table.KindRewrite, Removed: ids, Added: []table.Fragment{out}},
+	_, err = commit.Commit(ctx, b, s.Manifest(), format.Transaction{Kind: format.KindRewrite, Removed: ids, Added: []format.Fragment{out}},
 		&commit.Options{Now: func() time.Time { return time.Now().Add(10 * time.Minute) }})
 	var ce *commit.ConflictError
 	if !errors.As(err, &ce) || !ce.LostData {
@@ -306,7 +309,7 @@ func TestABoundaryCreatedAfterTheCommitLandedIsNoGhost(t *testing.T) {
 		if _, err := other.Append(ctx, rec); err != nil { // v3, built on ours
 			t.Error(err)
 		}
-		if err := under.PutIfAbsent(ctx, table.GCBoundaryKey(2), nil); err != nil {
+		if err := under.PutIfAbsent(ctx, format.GCBoundaryKey(2), nil); err != nil {
 			t.Error(err)
 		}
 	})
@@ -380,9 +383,9 @@ func TestAnAmbiguousCreateCollectedBeforeItsOutcomeIsReadIsUnknown(t *testing.T)
 	var puts, gets atomic.Int32
 	f := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
 		switch {
-		case op == fault.OpPutIfAbsent && key == table.ManifestKey(2) && puts.Add(1) == 1:
+		case op == fault.OpPutIfAbsent && key == format.ManifestKey(2) && puts.Add(1) == 1:
 			return fault.Fault{Action: fault.LoseResponse}
-		case op == fault.OpGet && key == table.ManifestKey(2) && gets.Add(1) == 1:
+		case op == fault.OpGet && key == format.ManifestKey(2) && gets.Add(1) == 1:
 			other, err := commit.OpenTable(ctx, under, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -392,7 +395,7 @@ func TestAnAmbiguousCreateCollectedBeforeItsOutcomeIsReadIsUnknown(t *testing.T)
 			if _, err := other.Append(ctx, rec); err != nil { // v3, on ours
 				t.Error(err)
 			}
-			if err := under.Delete(ctx, table.ManifestKey(2)); err != nil { // collected
+			if err := under.Delete(ctx, format.ManifestKey(2)); err != nil { // collected
 				t.Error(err)
 			}
 		}
@@ -456,7 +459,7 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 			collector := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
 				if op == fault.OpPutIfAbsent && strings.HasPrefix(key, "_versions/") && fired.CompareAndSwap(false, true) {
 					var keys []string
-					for o, err := range blob.List(ctx, under, table.DeletionsDir, 0) {
+					for o, err := range blob.List(ctx, under, format.DeletionsDir, 0) {
 						if err != nil {
 							fail = err
 							return fault.Fault{}
@@ -471,12 +474,12 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 						}
 					} else if how == skewed {
 						// Uploaded ten minutes before the collection, by the store.
-						backdate(table.DeletionsDir, storeNow.Add(-10*time.Minute))
-						if err := table.WriteOrphanRecord(ctx, under, keys, storeNow); err != nil {
+						backdate(format.DeletionsDir, storeNow.Add(-10*time.Minute))
+						if err := format.WriteOrphanRecord(ctx, under, keys, storeNow); err != nil {
 							fail = err
 						}
-						backdate(table.OrphansDir, storeNow)
-					} else if err := table.WriteOrphanRecord(ctx, under, keys, time.Now()); err != nil {
+						backdate(format.OrphansDir, storeNow)
+					} else if err := format.WriteOrphanRecord(ctx, under, keys, time.Now()); err != nil {
 						fail = err
 					}
 				}
@@ -494,7 +497,7 @@ func TestAStallPastGCDoesNotBreakAnAcknowledgedDelete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pred, err := table.ParseFilter("id >= 2 AND id < 5")
+			pred, err := expr.ParseFilter("id >= 2 AND id < 5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -567,7 +570,7 @@ func TestAStallDuringCatchUpDoesNotAcknowledgeAGhost(t *testing.T) {
 		t.Fatal(err) // so the collection keeps v2, which w then reads
 	}
 	stall = func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpGet && key == table.ManifestKey(2) && fired.CompareAndSwap(false, true) {
+		if op == fault.OpGet && key == format.ManifestKey(2) && fired.CompareAndSwap(false, true) {
 			appendOther(2) // v3
 			appendOther(3) // v4
 			offset.Store(int64(10 * time.Minute))
@@ -631,7 +634,7 @@ func TestALoserRebasedAfterAStallDoesNotAcknowledgeAGhost(t *testing.T) {
 	var fired atomic.Bool
 	var fail atomic.Value
 	stalled := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpPutIfAbsent && key == table.ManifestKey(2) && fired.CompareAndSwap(false, true) {
+		if op == fault.OpPutIfAbsent && key == format.ManifestKey(2) && fired.CompareAndSwap(false, true) {
 			appendOther(1) // v2: the writer's create will lose to it
 			if err := table.CreateTag(ctx, under, "keep", 2); err != nil {
 				fail.Store(err.Error())

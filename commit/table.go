@@ -13,15 +13,19 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // Create creates a table in b with schema and, if given, initial rows, as
-// version 1. It fails with table.ErrExists when a table is there, and with
-// table.ErrUnsupportedSchema for a schema Strata cannot store (see
-// table.CheckStorable), or whose column takes a name reserved for the
-// change feed (table.ErrReservedName); dictionary-encoded fields are stored as their
-// values (table.NormalizeSchema). The rows pass table.Conform first.
-func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, batches ...arrow.RecordBatch) (*table.Manifest, error) {
+// version 1. It fails with format.ErrExists when a table is there, and with
+// evolve.ErrUnsupportedSchema for a schema Strata cannot store (see
+// evolve.CheckStorable), or whose column takes a name reserved for the
+// change feed (evolve.ErrReservedName); dictionary-encoded fields are stored as their
+// values (evolve.NormalizeSchema). The rows pass evolve.Conform first.
+func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, batches ...arrow.RecordBatch) (*format.Manifest, error) {
 	m, _, err := create(ctx, b, schema, config, opts, nil, batches)
 	return m, err
 }
@@ -29,24 +33,24 @@ func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 // CreateOnce is Create named by key, safe to call again with the same key
 // after an error whose outcome is unknown: when the table's version 1 is
 // this create (its key and rows), it answers that version with
-// duplicate set instead of table.ErrExists.
-func CreateOnce(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, key table.Idempotency, batches ...arrow.RecordBatch) (m *table.Manifest, duplicate bool, err error) {
+// duplicate set instead of format.ErrExists.
+func CreateOnce(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, key format.Idempotency, batches ...arrow.RecordBatch) (m *format.Manifest, duplicate bool, err error) {
 	if err := key.Check(); err != nil {
 		return nil, false, err
 	}
 	return create(ctx, b, schema, config, opts, &key, batches)
 }
 
-func create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, key *table.Idempotency, batches []arrow.RecordBatch) (*table.Manifest, bool, error) {
+func create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map[string]string, opts *Options, key *format.Idempotency, batches []arrow.RecordBatch) (*format.Manifest, bool, error) {
 	o, err := opts.resolve()
 	if err != nil {
 		return nil, false, err
 	}
-	schema = table.NormalizeSchema(schema)
-	if err := table.CheckStorable(schema); err != nil {
+	schema = evolve.NormalizeSchema(schema)
+	if err := evolve.CheckStorable(schema); err != nil {
 		return nil, false, err
 	}
-	if err := table.CheckReservedNames(schema); err != nil {
+	if err := evolve.CheckReservedNames(schema); err != nil {
 		return nil, false, err
 	}
 	batches, err = conformAll(schema, batches)
@@ -54,7 +58,7 @@ func create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 		return nil, false, err
 	}
 	defer releaseAll(batches)
-	var k *table.AppendKey
+	var k *format.AppendKey
 	if key != nil {
 		if k, err = appendKey(*key, schema, batches, o.Now()); err != nil {
 			return nil, false, err
@@ -62,40 +66,40 @@ func create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 	}
 	if _, err := table.LatestVersion(ctx, b); err == nil {
 		return createdBefore(ctx, b, k, o)
-	} else if !errors.Is(err, table.ErrNotFound) {
+	} else if !errors.Is(err, format.ErrNotFound) {
 		return nil, false, err
 	}
-	schemaIPC, err := table.EncodeSchema(schema)
+	schemaIPC, err := evolve.EncodeSchema(schema)
 	if err != nil {
 		return nil, false, err
 	}
-	txn := table.Transaction{Kind: table.KindCreate, CommitID: table.NewID(), Writer: o.Writer, SchemaIPC: schemaIPC, Version: 1}
-	m := &table.Manifest{
-		TableID: table.NewID(), Version: 1, Timestamp: time.Now().UTC(), SchemaIPC: schemaIPC,
+	txn := format.Transaction{Kind: format.KindCreate, CommitID: format.NewID(), Writer: o.Writer, SchemaIPC: schemaIPC, Version: 1}
+	m := &format.Manifest{
+		TableID: format.NewID(), Version: 1, Timestamp: time.Now().UTC(), SchemaIPC: schemaIPC,
 		Config: maps.Clone(config), Transaction: txn,
 	}
 	if len(batches) > 0 {
-		f, err := table.WriteFragment(ctx, b, schema, batches...)
+		f, err := fragment.Write(ctx, b, schema, batches...)
 		if err != nil {
 			return nil, false, err
 		}
 		f.ID = 0
-		m.Fragments, m.NextFragmentID = []table.Fragment{f}, 1
-		m.Transaction.Added = []table.Fragment{f}
+		m.Fragments, m.NextFragmentID = []format.Fragment{f}, 1
+		m.Transaction.Added = []format.Fragment{f}
 	}
 	if k != nil {
 		m.Transaction.Idempotency = k
 		m.Producers = m.Producers.Record(*k, 1, addedRows(&m.Transaction))
 	}
 	m.Transaction.NextFragmentID, m.Transaction.FragmentCount = m.NextFragmentID, len(m.Fragments)
-	if err := table.Refresh(m); err != nil {
+	if err := format.Refresh(m); err != nil {
 		return nil, false, err
 	}
-	data, err := table.EncodeManifest(m)
+	data, err := format.EncodeManifest(m)
 	if err != nil {
 		return nil, false, err
 	}
-	err = b.PutIfAbsent(ctx, table.ManifestKey(1), data)
+	err = b.PutIfAbsent(ctx, format.ManifestKey(1), data)
 	if err == nil {
 		return m, false, nil
 	}
@@ -110,26 +114,26 @@ func create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, config map
 	return nil, false, fmt.Errorf("commit: create: %w", err)
 }
 
-// createdBefore answers a create that found a table: table.ErrExists,
+// createdBefore answers a create that found a table: format.ErrExists,
 // unless key names the create that made its version 1 — then that version,
-// a duplicate (or table.ErrKeyReused, for other rows under the key).
-func createdBefore(ctx context.Context, b blob.Bucket, key *table.AppendKey, o Options) (*table.Manifest, bool, error) {
+// a duplicate (or format.ErrKeyReused, for other rows under the key).
+func createdBefore(ctx context.Context, b blob.Bucket, key *format.AppendKey, o Options) (*format.Manifest, bool, error) {
 	if key == nil {
-		return nil, false, table.ErrExists
+		return nil, false, format.ErrExists
 	}
 	got, err := readTransaction(ctx, b, 1, o)
-	if errors.Is(err, table.ErrVersionNotFound) {
-		return nil, false, table.ErrExists // collected long since: not a retry within the window
+	if errors.Is(err, format.ErrVersionNotFound) {
+		return nil, false, format.ErrExists // collected long since: not a retry within the window
 	}
 	if err != nil {
 		return nil, false, err
 	}
 	theirs := got.Idempotency
 	if theirs == nil || theirs.Producer != key.Producer || theirs.Seq != key.Seq {
-		return nil, false, table.ErrExists
+		return nil, false, format.ErrExists
 	}
 	if !key.Matches(theirs.Digest) {
-		return nil, false, fmt.Errorf("%w: the table was created with other rows under this key", table.ErrKeyReused)
+		return nil, false, fmt.Errorf("%w: the table was created with other rows under this key", format.ErrKeyReused)
 	}
 	m, err := table.ReadManifest(ctx, b, 1)
 	if err != nil {
@@ -147,7 +151,7 @@ type Table struct {
 	opts Options
 	mu   struct {
 		sync.Mutex
-		cur *table.Manifest
+		cur *format.Manifest
 		// wonAt: when this handle's last commit made cur, at the first
 		// try and with nothing to catch up on (zero otherwise; see Commit),
 		// on the options' clock.
@@ -174,7 +178,7 @@ func OpenTable(ctx context.Context, b blob.Bucket, opts *Options) (*Table, error
 
 // OpenTableAt opens the table in b for writing at version m, read
 // already.
-func OpenTableAt(b blob.Bucket, m *table.Manifest, opts *Options) (*Table, error) {
+func OpenTableAt(b blob.Bucket, m *format.Manifest, opts *Options) (*Table, error) {
 	o, err := opts.resolve()
 	if err != nil {
 		return nil, err
@@ -204,7 +208,7 @@ func (t *Table) Refresh(ctx context.Context) (*table.Snapshot, error) {
 	return table.NewSnapshot(t.b, m), nil
 }
 
-func (t *Table) advance(m *table.Manifest) {
+func (t *Table) advance(m *format.Manifest) {
 	if m == nil {
 		return
 	}
@@ -215,14 +219,14 @@ func (t *Table) advance(m *table.Manifest) {
 	}
 }
 
-func (t *Table) base() *table.Manifest {
+func (t *Table) base() *format.Manifest {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.mu.cur
 }
 
 // Commit commits a transaction planned against this handle's version.
-func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, error) {
+func (t *Table) Commit(ctx context.Context, txn format.Transaction) (Result, error) {
 	base := t.base()
 	if txn.ReadVersion == 0 {
 		txn.ReadVersion = base.Version
@@ -264,7 +268,7 @@ func (t *Table) Commit(ctx context.Context, txn table.Transaction) (Result, erro
 }
 
 // Append writes batches as one new fragment and commits it: every row or
-// none. Each batch first passes table.Conform (valid data, the table's
+// none. Each batch first passes evolve.Conform (valid data, the table's
 // schema or one that converts without loss, no null where the schema
 // forbids one); one that does not is refused before anything is written.
 func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Result, error) {
@@ -275,15 +279,15 @@ func (t *Table) Append(ctx context.Context, batches ...arrow.RecordBatch) (Resul
 // after an error whose outcome is unknown: an append whose key the table
 // records (its rows were stored) stores nothing and answers the first
 // one's version, with Result.Duplicate set; the same key with other rows
-// fails with table.ErrKeyReused. See table.Idempotency for the window.
-func (t *Table) AppendOnce(ctx context.Context, key table.Idempotency, batches ...arrow.RecordBatch) (Result, error) {
+// fails with format.ErrKeyReused. See format.Idempotency for the window.
+func (t *Table) AppendOnce(ctx context.Context, key format.Idempotency, batches ...arrow.RecordBatch) (Result, error) {
 	if err := key.Check(); err != nil {
 		return Result{}, err
 	}
 	return t.append(ctx, &key, batches)
 }
 
-func (t *Table) append(ctx context.Context, key *table.Idempotency, batches []arrow.RecordBatch) (Result, error) {
+func (t *Table) append(ctx context.Context, key *format.Idempotency, batches []arrow.RecordBatch) (Result, error) {
 	res, err := t.appendConformed(ctx, key, batches)
 	return res, t.byName(ctx, err, batches)
 }
@@ -308,14 +312,14 @@ func (t *Table) byName(ctx context.Context, err error, batches []arrow.RecordBat
 	return err
 }
 
-func (t *Table) appendConformed(ctx context.Context, key *table.Idempotency, batches []arrow.RecordBatch) (Result, error) {
+func (t *Table) appendConformed(ctx context.Context, key *format.Idempotency, batches []arrow.RecordBatch) (Result, error) {
 	base := t.base()
 	base, batches, err := t.conformLatest(ctx, base, batches)
 	if err != nil {
 		return Result{}, err
 	}
 	defer releaseAll(batches)
-	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
+	txn := format.Transaction{Kind: format.KindAppend, CommitID: format.NewID()}
 	if key != nil {
 		if txn.Idempotency, err = appendKey(*key, base.Schema(), batches, t.opts.Now()); err != nil {
 			return Result{}, err
@@ -334,23 +338,23 @@ func (t *Table) appendConformed(ctx context.Context, key *table.Idempotency, bat
 			}
 		}
 	}
-	f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)
+	f, err := fragment.Write(ctx, t.b, base.Schema(), batches...)
 	if err != nil {
 		return Result{}, err
 	}
-	txn.Added = []table.Fragment{f}
+	txn.Added = []format.Fragment{f}
 	return t.drive(ctx, driveOptions{fromHandle: true, sameCommit: true}, func(ctx context.Context, _ *table.Snapshot, prev error) (Plan, error) {
 		// An append plans again by rebasing on the latest version (after
 		// a stall past GC, say); its data object stays as written, unless
 		// garbage collection took it while the append stalled.
 		var ce *ConflictError
 		if errors.As(prev, &ce) && ce.LostData {
-			f, err := table.WriteFragment(ctx, t.b, base.Schema(), batches...)
+			f, err := fragment.Write(ctx, t.b, base.Schema(), batches...)
 			if err != nil {
 				return Plan{}, err
 			}
-			txn.Added = []table.Fragment{f}
-			txn.CommitID = table.NewID()
+			txn.Added = []format.Fragment{f}
+			txn.CommitID = format.NewID()
 		}
 		return Plan{Txn: txn}, nil
 	})
@@ -358,7 +362,7 @@ func (t *Table) appendConformed(ctx context.Context, key *table.Idempotency, bat
 
 // appendKey is key as a transaction records it, with the rows' digest
 // when the key names none.
-func appendKey(key table.Idempotency, schema *arrow.Schema, batches []arrow.RecordBatch, now time.Time) (*table.AppendKey, error) {
+func appendKey(key format.Idempotency, schema *arrow.Schema, batches []arrow.RecordBatch, now time.Time) (*format.AppendKey, error) {
 	k, err := key.DigestRows(schema, batches, now)
 	if err != nil {
 		return nil, err
@@ -369,21 +373,21 @@ func appendKey(key table.Idempotency, schema *arrow.Schema, batches []arrow.Reco
 // Delete deletes the live rows matching pred, recording deletion vectors.
 // On a retryable conflict it re-plans against the newer version, up to
 // the handle's MaxReplans times.
-func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64, error) {
+func (t *Table) Delete(ctx context.Context, pred expr.Predicate) (Result, int64, error) {
 	var deleted int64
 	res, err := t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		matches, err := snap.MatchingRows(ctx, pred)
 		if err != nil {
 			return Plan{}, err
 		}
-		p := Plan{Txn: table.Transaction{Kind: table.KindDelete, CommitID: table.NewID(), ReadVersion: snap.Version()},
+		p := Plan{Txn: format.Transaction{Kind: format.KindDelete, CommitID: format.NewID(), ReadVersion: snap.Version()},
 			written: t.opts.Now(), bodies: map[string][]byte{}}
 		deleted = 0
 		for _, id := range slices.Sorted(maps.Keys(matches)) { // in order: the same requests every time
 			rows := matches[id]
 			f := snap.Manifest().Fragment(id)
-			key := table.DeletionKey(id, snap.Version()+1)
-			p.bodies[key] = table.EncodeDeletions(rows)
+			key := format.DeletionKey(id, snap.Version()+1)
+			p.bodies[key] = format.EncodeDeletions(rows)
 			if err := t.b.PutIfAbsent(ctx, key, p.bodies[key]); err != nil {
 				return Plan{}, err
 			}
@@ -392,7 +396,7 @@ func (t *Table) Delete(ctx context.Context, pred table.Predicate) (Result, int64
 				before = f.Deletion.Count
 			}
 			deleted += int64(len(rows)) - before
-			p.Txn.Deletions = append(p.Txn.Deletions, table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}})
+			p.Txn.Deletions = append(p.Txn.Deletions, format.FragmentDeletion{FragmentID: id, Deletion: format.Deletion{Key: key, Count: int64(len(rows))}})
 		}
 		p.Done = len(p.Txn.Deletions) == 0
 		return p, nil
@@ -416,9 +420,9 @@ func (t *Table) undoneSince(ctx context.Context, v, latest uint64) (uint64, erro
 // back (Transaction.Undoes), or 0.
 func undoneBetween(ctx context.Context, b blob.Bucket, v, latest uint64, o Options) (uint64, error) {
 	for u := v + 1; u <= latest; u++ {
-		var txn *table.Transaction
+		var txn *format.Transaction
 		err := retryTransient(ctx, o, func() (err error) { txn, err = table.ReadTransaction(ctx, b, u); return err })
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			continue // collected: it cannot be newer than a repair that matters
 		}
 		if err != nil {
@@ -434,7 +438,7 @@ func undoneBetween(ctx context.Context, b blob.Bucket, v, latest uint64, o Optio
 // commitKeeping commits txn, whose deletion vectors (bodies, written at
 // written) it then keeps in place past a stall (keepDeletions): the tail
 // every verb's commit shares (a txn without vectors: the commit alone).
-func (t *Table) commitKeeping(ctx context.Context, txn table.Transaction, bodies map[string][]byte, written time.Time) (Result, error) {
+func (t *Table) commitKeeping(ctx context.Context, txn format.Transaction, bodies map[string][]byte, written time.Time) (Result, error) {
 	res, err := t.Commit(ctx, txn)
 	if err != nil || res.Duplicate || len(txn.Deletions) == 0 {
 		return res, err
@@ -445,11 +449,11 @@ func (t *Table) commitKeeping(ctx context.Context, txn table.Transaction, bodies
 // Overwrite replaces every row (and possibly the schema) with batches. The
 // schema and rows are checked as Create checks them.
 func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...arrow.RecordBatch) (Result, error) {
-	schema = table.NormalizeSchema(schema)
-	if err := table.CheckStorable(schema); err != nil {
+	schema = evolve.NormalizeSchema(schema)
+	if err := evolve.CheckStorable(schema); err != nil {
 		return Result{}, err
 	}
-	if err := table.CheckReservedNames(schema); err != nil {
+	if err := evolve.CheckReservedNames(schema); err != nil {
 		return Result{}, err
 	}
 	batches, err := conformAll(schema, batches)
@@ -457,17 +461,17 @@ func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...
 		return Result{}, err
 	}
 	defer releaseAll(batches)
-	schemaIPC, err := table.EncodeSchema(schema)
+	schemaIPC, err := evolve.EncodeSchema(schema)
 	if err != nil {
 		return Result{}, err
 	}
-	txn := table.Transaction{Kind: table.KindOverwrite, CommitID: table.NewID(), SchemaIPC: schemaIPC}
+	txn := format.Transaction{Kind: format.KindOverwrite, CommitID: format.NewID(), SchemaIPC: schemaIPC}
 	if len(batches) > 0 {
-		f, err := table.WriteFragment(ctx, t.b, schema, batches...)
+		f, err := fragment.Write(ctx, t.b, schema, batches...)
 		if err != nil {
 			return Result{}, err
 		}
-		txn.Added = []table.Fragment{f}
+		txn.Added = []format.Fragment{f}
 	}
 	return t.Commit(ctx, txn)
 }
@@ -483,13 +487,13 @@ func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) 
 		if err != nil {
 			return Plan{}, err
 		}
-		id := table.NewID()
-		ix := table.Index{ID: id, Column: column, Key: table.IndexKey(id), Rows: int64(len(entries)),
+		id := format.NewID()
+		ix := format.Index{ID: id, Column: column, Key: format.IndexKey(id), Rows: int64(len(entries)),
 			CoveredBelow: snap.Manifest().NextFragmentID}
 		if err := t.b.PutIfAbsent(ctx, ix.Key, table.EncodeIndex(entries)); err != nil {
 			return Plan{}, err
 		}
-		return Plan{Txn: table.Transaction{Kind: table.KindCreateIndex, CommitID: table.NewID(), ReadVersion: snap.Version(), Index: &ix}}, nil
+		return Plan{Txn: format.Transaction{Kind: format.KindCreateIndex, CommitID: format.NewID(), ReadVersion: snap.Version(), Index: &ix}}, nil
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Undo commits a Rewrite that takes back what the commit that made m did
@@ -20,17 +21,17 @@ import (
 // copy of it that holds them alone). A commit that finds its data taken by garbage collection after
 // it landed undoes itself; the compactor undoes such a commit when its
 // writer died before it could (see compactor.Repair).
-func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) error {
+func Undo(ctx context.Context, b blob.Bucket, m *format.Manifest, opts *Options) error {
 	o, err := opts.resolve()
 	if err != nil {
 		return err
 	}
-	repair := table.Transaction{Kind: table.KindRewrite, Writer: cmp.Or(o.Writer, m.Transaction.Writer), Undoes: m.Version}
+	repair := format.Transaction{Kind: format.KindRewrite, Writer: cmp.Or(o.Writer, m.Transaction.Writer), Undoes: m.Version}
 	for _, f := range m.Transaction.Added {
 		repair.Removed = append(repair.Removed, f.ID)
 	}
 	if len(m.Transaction.Removed) > 0 || len(m.Transaction.Deletions) > 0 {
-		var parent *table.Manifest
+		var parent *format.Manifest
 		err := retryTransient(ctx, o, func() (err error) { parent, err = table.ReadManifest(ctx, b, m.Parent); return err })
 		if err != nil {
 			return err
@@ -51,7 +52,7 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 			if err != nil {
 				return fmt.Errorf("the deletion vector of fragment %d it replaced: %w", f.ID, err)
 			}
-			repair.Deletions = append(repair.Deletions, table.FragmentDeletion{FragmentID: f.ID, Deletion: del})
+			repair.Deletions = append(repair.Deletions, format.FragmentDeletion{FragmentID: f.ID, Deletion: del})
 		}
 		for _, id := range m.Transaction.Removed {
 			f := parent.Fragment(id)
@@ -73,7 +74,7 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 	// outcome was unknown is recognised by the next, never applied twice;
 	// it must not give up on a transient error, since until it lands the
 	// newest version references data that is gone.
-	repair.CommitID = table.NewID()
+	repair.CommitID = format.NewID()
 	o.CatchUp = true
 	err = retryTransient(ctx, o, func() error {
 		_, err := Commit(ctx, b, m, repair, &o)
@@ -99,8 +100,8 @@ func Undo(ctx context.Context, b blob.Bucket, m *table.Manifest, opts *Options) 
 // commit after m wrote again (an upsert, a merge of a shard's upserts):
 // that commit replaced them, and given back they would stand beside its
 // rows; the fragments m added are removed.
-func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair table.Transaction, o Options) error {
-	var cur, parent *table.Manifest
+func undoOnLatest(ctx context.Context, b blob.Bucket, m *format.Manifest, repair format.Transaction, o Options) error {
+	var cur, parent *format.Manifest
 	err := retryTransient(ctx, o, func() (err error) {
 		if cur, err = table.ReadLatest(ctx, b); err == nil && len(m.Transaction.Deletions) > 0 {
 			parent, err = table.ReadManifest(ctx, b, m.Parent)
@@ -150,13 +151,13 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 		untouched := now.Deletion != nil && now.Deletion.Key == d.Deletion.Key
 		var latest, before, undone []uint32
 		err := retryTransient(ctx, o, func() (err error) {
-			if before, err = table.ReadDeletions(ctx, b, was); err != nil || untouched {
+			if before, err = format.ReadDeletions(ctx, b, was); err != nil || untouched {
 				return err
 			}
-			if latest, err = table.ReadDeletions(ctx, b, now); err != nil {
+			if latest, err = format.ReadDeletions(ctx, b, now); err != nil {
 				return err
 			}
-			undone, err = table.ReadDeletions(ctx, b, &mine)
+			undone, err = format.ReadDeletions(ctx, b, &mine)
 			return err
 		})
 		if err != nil {
@@ -166,17 +167,17 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 		if err != nil {
 			return err
 		}
-		rows := table.MinusSorted(latest, table.MinusSorted(table.MinusSorted(undone, before), replaced))
+		rows := format.MinusSorted(latest, format.MinusSorted(format.MinusSorted(undone, before), replaced))
 		if untouched {
-			rows = table.UnionSorted(before, replaced)
+			rows = format.UnionSorted(before, replaced)
 		}
 		vec, err := putDeletions(ctx, b, now.ID, cur.Version, rows, o)
 		if err != nil {
 			return err
 		}
-		repair.Deletions = append(repair.Deletions, table.FragmentDeletion{FragmentID: now.ID, Deletion: vec})
+		repair.Deletions = append(repair.Deletions, format.FragmentDeletion{FragmentID: now.ID, Deletion: vec})
 	}
-	repair.CommitID, repair.ReadVersion = table.NewID(), cur.Version
+	repair.CommitID, repair.ReadVersion = format.NewID(), cur.Version
 	return retryTransient(ctx, o, func() error {
 		_, err := Commit(ctx, b, cur, repair, &o)
 		return err
@@ -188,17 +189,17 @@ func undoOnLatest(ctx context.Context, b blob.Bucket, m *table.Manifest, repair 
 // deleted, less those later keyed commits wrote again; nil when there
 // are none. Its vector, written for a commit on top of version v, is
 // every other row.
-func rowsBack(ctx context.Context, b blob.Bucket, was *table.Fragment, del table.Deletion, later []laterKeys, v uint64, o Options) (*table.Fragment, error) {
+func rowsBack(ctx context.Context, b blob.Bucket, was *format.Fragment, del format.Deletion, later []laterKeys, v uint64, o Options) (*format.Fragment, error) {
 	mine := *was
 	mine.Deletion = &del
 	var before, undone []uint32
 	err := retryTransient(ctx, o, func() (err error) {
 		if was.Deletion != nil {
-			if before, err = table.ReadDeletions(ctx, b, was); err != nil {
+			if before, err = format.ReadDeletions(ctx, b, was); err != nil {
 				return err
 			}
 		}
-		undone, err = table.ReadDeletions(ctx, b, &mine)
+		undone, err = format.ReadDeletions(ctx, b, &mine)
 		return err
 	})
 	if err != nil {
@@ -208,7 +209,7 @@ func rowsBack(ctx context.Context, b blob.Bucket, was *table.Fragment, del table
 	if err != nil {
 		return nil, err
 	}
-	keep := table.MinusSorted(table.MinusSorted(undone, before), replaced)
+	keep := format.MinusSorted(format.MinusSorted(undone, before), replaced)
 	if len(keep) == 0 {
 		return nil, nil
 	}
@@ -236,7 +237,7 @@ func rowsBack(ctx context.Context, b blob.Bucket, was *table.Fragment, del table
 
 // copyFragment copies f's data object, and its deletion vector if any, to
 // fresh names, retrying transient errors.
-func copyFragment(ctx context.Context, b blob.Bucket, f table.Fragment, v uint64, o Options) (table.Fragment, error) {
+func copyFragment(ctx context.Context, b blob.Bucket, f format.Fragment, v uint64, o Options) (format.Fragment, error) {
 	copyObject := func(from, to string) error {
 		return retryTransient(ctx, o, func() error {
 			r, err := b.NewRangeReader(ctx, from, 0, -1)
@@ -248,13 +249,13 @@ func copyFragment(ctx context.Context, b blob.Bucket, f table.Fragment, v uint64
 		})
 	}
 	g := f
-	g.Key, g.Created = table.NewFragmentKey(), o.Now().UTC()
+	g.Key, g.Created = format.NewFragmentKey(), o.Now().UTC()
 	if err := copyObject(f.Key, g.Key); err != nil {
 		return g, err
 	}
 	if f.Deletion != nil {
 		d := *f.Deletion
-		d.Key = table.DeletionKey(f.ID, v)
+		d.Key = format.DeletionKey(f.ID, v)
 		if err := copyObject(f.Deletion.Key, d.Key); err != nil {
 			return g, err
 		}
@@ -266,26 +267,26 @@ func copyFragment(ctx context.Context, b blob.Bucket, f table.Fragment, v uint64
 // copyDeletion writes fragment f's deletion vector again under a fresh
 // key (an empty one when f has none), for a commit on top of version v,
 // with the rows whose keys later wrote again (replacedRows).
-func copyDeletion(ctx context.Context, b blob.Bucket, f *table.Fragment, v uint64, later []laterKeys, o Options) (table.Deletion, error) {
+func copyDeletion(ctx context.Context, b blob.Bucket, f *format.Fragment, v uint64, later []laterKeys, o Options) (format.Deletion, error) {
 	var rows []uint32
 	if f.Deletion != nil {
-		err := retryTransient(ctx, o, func() (err error) { rows, err = table.ReadDeletions(ctx, b, f); return err })
+		err := retryTransient(ctx, o, func() (err error) { rows, err = format.ReadDeletions(ctx, b, f); return err })
 		if err != nil {
-			return table.Deletion{}, err
+			return format.Deletion{}, err
 		}
 	}
 	replaced, err := replacedRows(ctx, b, f, later, o)
 	if err != nil {
-		return table.Deletion{}, err
+		return format.Deletion{}, err
 	}
-	return putDeletions(ctx, b, f.ID, v, table.UnionSorted(rows, replaced), o)
+	return putDeletions(ctx, b, f.ID, v, format.UnionSorted(rows, replaced), o)
 }
 
 // putDeletions writes rows as fragment id's deletion vector under a
 // fresh key, for a commit on top of version v.
-func putDeletions(ctx context.Context, b blob.Bucket, id, v uint64, rows []uint32, o Options) (table.Deletion, error) {
-	del := table.Deletion{Key: table.DeletionKey(id, v+1), Count: int64(len(rows))}
-	body := table.EncodeDeletions(rows)
+func putDeletions(ctx context.Context, b blob.Bucket, id, v uint64, rows []uint32, o Options) (format.Deletion, error) {
+	del := format.Deletion{Key: format.DeletionKey(id, v+1), Count: int64(len(rows))}
+	body := format.EncodeDeletions(rows)
 	err := retryTransient(ctx, o, func() error {
 		err := b.PutIfAbsent(ctx, del.Key, body)
 		if errors.Is(err, blob.ErrExists) {

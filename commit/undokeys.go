@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // laterKeys are the keys a keyed commit after an undone one wrote.
@@ -22,19 +23,19 @@ type laterKeys struct {
 // to cur wrote (an upsert, a merge of a shard's upserts): the rows an
 // undo of v gives back must not hold them. A version already collected is
 // passed over: the undo cannot learn what it wrote.
-func keysWrittenAfter(ctx context.Context, b blob.Bucket, v uint64, cur *table.Manifest, o Options) ([]laterKeys, error) {
+func keysWrittenAfter(ctx context.Context, b blob.Bucket, v uint64, cur *format.Manifest, o Options) ([]laterKeys, error) {
 	var out []laterKeys
 	schema := cur.Schema()
 	for u := v + 1; u <= cur.Version; u++ {
-		var t *table.Transaction
+		var t *format.Transaction
 		err := retryTransient(ctx, o, func() (err error) { t, err = table.ReadTransaction(ctx, b, u); return err })
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if len(t.Keys) == 0 || len(t.Added) == 0 || (t.Kind != table.KindUpsert && t.Kind != table.KindMerge) {
+		if len(t.Keys) == 0 || len(t.Added) == 0 || (t.Kind != format.KindUpsert && t.Kind != format.KindMerge) {
 			continue
 		}
 		names, ok := table.CurrentNames(schema, t.Keys)
@@ -55,8 +56,8 @@ func keysWrittenAfter(ctx context.Context, b blob.Bucket, v uint64, cur *table.M
 }
 
 // laterKeysOf is keysWrittenAfter m's version up to the latest.
-func laterKeysOf(ctx context.Context, b blob.Bucket, m *table.Manifest, o Options) ([]laterKeys, error) {
-	var cur *table.Manifest
+func laterKeysOf(ctx context.Context, b blob.Bucket, m *format.Manifest, o Options) ([]laterKeys, error) {
+	var cur *format.Manifest
 	if err := retryTransient(ctx, o, func() (err error) { cur, err = table.ReadLatest(ctx, b); return err }); err != nil {
 		return nil, err
 	}
@@ -65,19 +66,19 @@ func laterKeysOf(ctx context.Context, b blob.Bucket, m *table.Manifest, o Option
 
 // replacedRows returns the rows of fragment f (all of them, deleted or
 // not) that hold a key one of later wrote, in ascending order.
-func replacedRows(ctx context.Context, b blob.Bucket, f *table.Fragment, later []laterKeys, o Options) ([]uint32, error) {
+func replacedRows(ctx context.Context, b blob.Bucket, f *format.Fragment, later []laterKeys, o Options) ([]uint32, error) {
 	var rows []uint32
 	own := *f
 	own.Deletion = nil
 	for _, lk := range later {
 		var found map[uint64][]uint32
 		if err := retryTransient(ctx, o, func() (err error) {
-			found, err = table.SnapshotOf(b, lk.schema, []table.Fragment{own}).KeyRows(ctx, lk.keys, 1, nil)
+			found, err = table.SnapshotOf(b, lk.schema, []format.Fragment{own}).KeyRows(ctx, lk.keys, 1, nil)
 			return err
 		}); err != nil {
 			return nil, fmt.Errorf("the rows of fragment %d whose keys v%d wrote again: %w", own.ID, lk.version, err)
 		}
-		rows = table.UnionSorted(rows, found[own.ID])
+		rows = format.UnionSorted(rows, found[own.ID])
 	}
 	return rows, nil
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // UpdateResult is what an update did.
@@ -22,17 +25,17 @@ type UpdateResult struct {
 // fragment it changes — and rows inserted after the version it read
 // (appended, or upserted under a key that was new) are not updated, as a
 // delete does not delete them.
-// Assignments are checked against the schema first (table.BindAssignments).
+// Assignments are checked against the schema first (expr.BindAssignments).
 // No row matching, nothing is committed (Done, at the version read).
-func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.Assignment) (UpdateResult, error) {
+func (t *Table) Update(ctx context.Context, pred expr.Predicate, set []expr.Assignment) (UpdateResult, error) {
 	var updated int64
 	res, err := t.drive(ctx, driveOptions{pause: true}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		schema := snap.Manifest().Schema()
-		bound, err := table.BindAssignments(schema, set)
+		bound, err := expr.BindAssignments(schema, set)
 		if err != nil {
 			return Plan{}, err
 		}
-		filter, err := table.Bind(pred, schema)
+		filter, err := expr.Bind(pred, schema)
 		if err != nil {
 			return Plan{}, err
 		}
@@ -41,7 +44,7 @@ func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.As
 			return Plan{Done: n == 0}, err
 		}
 		updated = n
-		p := Plan{Txn: table.Transaction{Kind: table.KindUpdate, CommitID: table.NewID(), ReadVersion: snap.Version(), Added: []table.Fragment{f}},
+		p := Plan{Txn: format.Transaction{Kind: format.KindUpdate, CommitID: format.NewID(), ReadVersion: snap.Version(), Added: []format.Fragment{f}},
 			written: t.opts.Now()}
 		p.Txn.Deletions, p.bodies, _, err = t.writeVectors(ctx, snap, matches)
 		return p, err
@@ -59,9 +62,9 @@ func (t *Table) Update(ctx context.Context, pred table.Predicate, set []table.As
 // them, assigned, as one fragment. It returns the fragment, the matched
 // fragments' new deletion vectors (the rows deleted before and the
 // matched ones) and the number of rows matched.
-func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter table.Predicate, set []table.Assignment) (table.Fragment, map[uint64][]uint32, int64, error) {
+func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter expr.Predicate, set []expr.Assignment) (format.Fragment, map[uint64][]uint32, int64, error) {
 	schema := snap.Manifest().Schema()
-	var w *table.FragmentWriter
+	var w *fragment.Writer
 	abort := func() {
 		if w != nil {
 			w.Abort()
@@ -73,7 +76,7 @@ func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter t
 	for rec, err := range snap.Scan(ctx, table.ScanOptions{Filter: filter, WithRowAddress: true, Parallelism: t.opts.ReadParallelism}) {
 		if err != nil {
 			abort()
-			return table.Fragment{}, nil, 0, err
+			return format.Fragment{}, nil, 0, err
 		}
 		frags := rec.Column(ncols).(*array.Uint64)
 		offs := rec.Column(ncols + 1).(*array.Uint32)
@@ -81,10 +84,10 @@ func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter t
 			found[frags.Value(i)] = append(found[frags.Value(i)], offs.Value(i))
 		}
 		rows := array.NewRecordBatch(schema, rec.Columns()[:ncols], rec.NumRows())
-		out, err := table.Assign(memory.DefaultAllocator, rows, set)
+		out, err := expr.Assign(memory.DefaultAllocator, rows, set)
 		rows.Release()
 		if err == nil && w == nil {
-			w, err = table.NewFragmentWriter(ctx, t.b, schema)
+			w, err = fragment.NewWriter(ctx, t.b, schema)
 		}
 		if err == nil {
 			err = w.Write(out)
@@ -92,16 +95,16 @@ func (t *Table) writeUpdated(ctx context.Context, snap *table.Snapshot, filter t
 		}
 		if err != nil {
 			abort()
-			return table.Fragment{}, nil, 0, err
+			return format.Fragment{}, nil, 0, err
 		}
 		n += rec.NumRows()
 	}
 	if w == nil {
-		return table.Fragment{}, nil, 0, nil
+		return format.Fragment{}, nil, 0, nil
 	}
 	f, err := w.Close()
 	if err != nil {
-		return table.Fragment{}, nil, 0, err
+		return format.Fragment{}, nil, 0, err
 	}
 	found, err = snap.NewDeletions(ctx, found, t.opts.ReadParallelism)
 	return f, found, n, err

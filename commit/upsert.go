@@ -13,6 +13,9 @@ import (
 
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // UpsertResult is what an upsert did.
@@ -24,7 +27,7 @@ type UpsertResult struct {
 
 // Upsert writes batches and, in the same commit, deletes every live row
 // whose key — its values in the columns keys — one of them has: a key's
-// rows become the upsert's row. The batches pass table.Conform as an
+// rows become the upsert's row. The batches pass evolve.Conform as an
 // append's; a key must not be null, nor appear twice among the rows
 // (table.NewKeySet).
 //
@@ -42,9 +45,9 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 // with the same key after losing its answer: an upsert whose name the
 // table records is not applied again — it answers the first one's
 // version (Duplicate) — so a retry never undoes a later upsert of its
-// keys. The window is table.Idempotency's; after it, a retry is a new
+// keys. The window is format.Idempotency's; after it, a retry is a new
 // upsert.
-func (t *Table) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []string, batches ...arrow.RecordBatch) (UpsertResult, error) {
+func (t *Table) UpsertOnce(ctx context.Context, key *format.Idempotency, keys []string, batches ...arrow.RecordBatch) (UpsertResult, error) {
 	base, batches, err := t.conformLatest(ctx, t.base(), batches)
 	if err != nil {
 		return UpsertResult{}, err
@@ -70,7 +73,7 @@ func (t *Table) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []s
 	}
 	// The rows are written while the keys are looked for (before, when
 	// reads go one at a time).
-	var f table.Fragment
+	var f format.Fragment
 	var wrote errgroup.Group
 	wrote.Go(func() (err error) { f, err = writeKeyed(ctx, t, base.Schema(), keys, batches); return err })
 	if t.opts.ReadParallelism == 1 {
@@ -100,21 +103,21 @@ func (t *Table) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []s
 			}
 		}
 		if !snap.Manifest().Schema().Equal(base.Schema()) {
-			return Plan{}, &ConflictError{Ours: table.Transaction{Kind: table.KindUpsert}, Version: snap.Version(),
+			return Plan{}, &ConflictError{Ours: format.Transaction{Kind: format.KindUpsert}, Version: snap.Version(),
 				Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were written; send the upsert again"}
 		}
 		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
 		if err != nil {
 			return Plan{}, err
 		}
-		p := Plan{Txn: table.Transaction{Kind: table.KindUpsert, CommitID: table.NewID(), ReadVersion: snap.Version(),
-			Keys: table.StoredNames(base.Schema(), keys), Idempotency: name}, written: t.opts.Now()}
+		p := Plan{Txn: format.Transaction{Kind: format.KindUpsert, CommitID: format.NewID(), ReadVersion: snap.Version(),
+			Keys: evolve.StoredNames(base.Schema(), keys), Idempotency: name}, written: t.opts.Now()}
 		// The vectors are written while the rows still are.
 		p.Txn.Deletions, p.bodies, replaced, err = t.writeVectors(ctx, snap, matches)
 		if err = errors.Join(err, wrote.Wait()); err != nil {
 			return Plan{}, err
 		}
-		p.Txn.Added = []table.Fragment{f}
+		p.Txn.Added = []format.Fragment{f}
 		return p, nil
 	})
 	if err != nil {
@@ -131,7 +134,7 @@ func (t *Table) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []s
 // knownName is key as a transaction records it (nil for no key), and,
 // when base records it as stored (and no version took it back, see
 // checkDuplicate), the first outcome.
-func (t *Table) knownName(ctx context.Context, base *table.Manifest, key *table.Idempotency, batches []arrow.RecordBatch) (*table.AppendKey, *Result, error) {
+func (t *Table) knownName(ctx context.Context, base *format.Manifest, key *format.Idempotency, batches []arrow.RecordBatch) (*format.AppendKey, *Result, error) {
 	if key == nil {
 		return nil, nil, nil
 	}
@@ -199,15 +202,15 @@ func (pl *upsertPlan) plan(ctx context.Context, snap *table.Snapshot, ks *table.
 // by fragment id) for a commit on top of snap, a few at once. It returns
 // them as a transaction lists them, their bodies by key, and the rows
 // they delete that were live.
-func (t *Table) writeVectors(ctx context.Context, snap *table.Snapshot, matches map[uint64][]uint32) ([]table.FragmentDeletion, map[string][]byte, int64, error) {
+func (t *Table) writeVectors(ctx context.Context, snap *table.Snapshot, matches map[uint64][]uint32) ([]format.FragmentDeletion, map[string][]byte, int64, error) {
 	ids := slices.Sorted(maps.Keys(matches))
-	dels := make([]table.FragmentDeletion, len(ids))
+	dels := make([]format.FragmentDeletion, len(ids))
 	bodies := make(map[string][]byte, len(ids))
 	var n int64
 	for i, id := range ids {
-		key := table.DeletionKey(id, snap.Version()+1)
-		bodies[key] = table.EncodeDeletions(matches[id])
-		dels[i] = table.FragmentDeletion{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(matches[id]))}}
+		key := format.DeletionKey(id, snap.Version()+1)
+		bodies[key] = format.EncodeDeletions(matches[id])
+		dels[i] = format.FragmentDeletion{FragmentID: id, Deletion: format.Deletion{Key: key, Count: int64(len(matches[id]))}}
 		n += int64(len(matches[id]))
 		if f := snap.Manifest().Fragment(id); f.Deletion != nil {
 			n -= f.Deletion.Count
@@ -239,8 +242,8 @@ const maxReplanPause = 2 * time.Second
 // writeKeyed writes an upsert's rows as one fragment and remembers their
 // keys (table.RememberKeys), so that a later upsert of this process finds
 // them without reading the fragment.
-func writeKeyed(ctx context.Context, t *Table, sc *arrow.Schema, keys []string, batches []arrow.RecordBatch) (table.Fragment, error) {
-	f, err := table.WriteFragment(ctx, t.b, sc, batches...)
+func writeKeyed(ctx context.Context, t *Table, sc *arrow.Schema, keys []string, batches []arrow.RecordBatch) (format.Fragment, error) {
+	f, err := fragment.Write(ctx, t.b, sc, batches...)
 	if err == nil {
 		table.RememberKeys(f.Key, sc, keys, batches)
 	}

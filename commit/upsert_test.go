@@ -20,6 +20,10 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 var kvSchema = arrow.NewSchema([]arrow.Field{
@@ -149,7 +153,7 @@ func TestUpsertReplacesRowsByKey(t *testing.T) {
 		rec := kvBatch(c.rows...)
 		_, err := tb.Upsert(ctx, c.keys, rec)
 		rec.Release()
-		var in *table.InputError
+		var in *evolve.InputError
 		if !errors.As(err, &in) {
 			t.Errorf("%s: %v, want a *table.InputError", name, err)
 		}
@@ -163,7 +167,7 @@ func TestUpsertReplacesRowsByKey(t *testing.T) {
 		return b.NewRecordBatch()
 	}()
 	defer nullKey.Release()
-	var in *table.InputError
+	var in *evolve.InputError
 	if _, err := tb.Upsert(ctx, []string{"reward"}, nullKey); !errors.As(err, &in) {
 		t.Errorf("a float (and null) key: %v", err)
 	}
@@ -337,14 +341,14 @@ func TestUndoOfAnUpsertGivesBackRowsACompactionDroppedSince(t *testing.T) {
 		rec.Retain()
 		recs = append(recs, rec)
 	}
-	out, err := table.WriteFragment(ctx, b, cur.Schema(), recs...)
+	out, err := fragment.Write(ctx, b, cur.Schema(), recs...)
 	for _, rec := range recs {
 		rec.Release()
 	}
 	if err != nil || out.Rows != 1 {
 		t.Fatalf("the rewrite of fragment %d: %+v %v, want its one live row", src, out, err)
 	}
-	if _, err := commit.Commit(ctx, b, cur, table.Transaction{Kind: table.KindRewrite, Removed: []uint64{src}, Added: []table.Fragment{out}}, nil); err != nil {
+	if _, err := commit.Commit(ctx, b, cur, format.Transaction{Kind: format.KindRewrite, Removed: []uint64{src}, Added: []format.Fragment{out}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Delete(ctx, res.Manifest.Transaction.Added[0].Key); err != nil {
@@ -404,11 +408,11 @@ func TestUpdateSetsColumnsOfTheMatchingRows(t *testing.T) {
 	b := open(t, "mem://")
 	tb := newKVTable(t, b)
 	upsert(t, tb, []string{"id"}, kv{1, "a", 0.1}, kv{2, "b", 0.2}, kv{3, "c", 0.3}) // v2
-	set, err := table.ParseAssignments("reward = 1.5, run = 'z'")
+	set, err := expr.ParseAssignments("reward = 1.5, run = 'z'")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pred, err := table.ParseFilter("id >= 2")
+	pred, err := expr.ParseFilter("id >= 2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,20 +435,20 @@ func TestUpdateSetsColumnsOfTheMatchingRows(t *testing.T) {
 	if !slices.Equal(kinds, []string{"delete 2", "insert 2"}) {
 		t.Fatalf("the changes of an update: %v", kinds)
 	}
-	set, _ = table.ParseAssignments("reward = null")
+	set, _ = expr.ParseAssignments("reward = null")
 	if res, err := tb.Update(ctx, pred, set); err != nil || res.Updated != 2 {
 		t.Fatalf("setting a nullable column to null: %+v %v", res, err)
 	}
-	none, _ := table.ParseFilter("id > 100")
+	none, _ := expr.ParseFilter("id > 100")
 	if res, err := tb.Update(ctx, none, set); err != nil || !res.Done || res.Version != 4 {
 		t.Fatalf("an update matching nothing: %+v %v", res, err)
 	}
 	for _, bad := range []string{"id = null", "nope = 1", "id = 'x'", "reward = 1, reward = 2"} {
-		set, err := table.ParseAssignments(bad)
+		set, err := expr.ParseAssignments(bad)
 		if err == nil {
 			_, err = tb.Update(ctx, pred, set)
 		}
-		if !errors.Is(err, table.ErrBadAssignment) {
+		if !errors.Is(err, expr.ErrBadAssignment) {
 			t.Errorf("%s: %v, want ErrBadAssignment", bad, err)
 		}
 	}

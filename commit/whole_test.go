@@ -3,7 +3,7 @@ package commit
 import (
 	"testing"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // A merge of copies (Whole) applies only from the watermarks it was
@@ -11,20 +11,20 @@ import (
 // another merge took some of them it is a retryable conflict, never
 // trimmed; applied, it records the state it drained (ShardMark.Seq).
 func TestAWholeMergeAppliesAsPlannedOrNotAtAll(t *testing.T) {
-	cur := &table.Manifest{Version: 7, NextFragmentID: 1, Shards: map[string]table.ShardMark{
+	cur := &format.Manifest{Version: 7, NextFragmentID: 1, Shards: map[string]format.ShardMark{
 		"a": {Watermark: 3, Epoch: 1, Seq: 4},
 		"b": {Watermark: 9, Epoch: 2, Seq: 12},
 	}}
-	copyOf := table.Fragment{Key: table.GenerationKey("a", 5, 1, "c0py"), Rows: 40}
-	whole := func(fromA, fromB uint64, epochB uint64) *table.Transaction {
-		return &table.Transaction{Kind: table.KindMerge, Whole: true, Added: []table.Fragment{copyOf},
-			Merges: []table.ShardMerge{{Shard: "a", From: fromA, Watermark: 5, Epoch: 1, Seq: 7}, {Shard: "b", From: fromB, Watermark: 11, Epoch: epochB}}}
+	copyOf := format.Fragment{Key: format.GenerationKey("a", 5, 1, "c0py"), Rows: 40}
+	whole := func(fromA, fromB uint64, epochB uint64) *format.Transaction {
+		return &format.Transaction{Kind: format.KindMerge, Whole: true, Added: []format.Fragment{copyOf},
+			Merges: []format.ShardMerge{{Shard: "a", From: fromA, Watermark: 5, Epoch: 1, Seq: 7}, {Shard: "b", From: fromB, Watermark: 11, Epoch: epochB}}}
 	}
 	next, err := Apply(cur, whole(3, 9, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := next.Shards["a"], next.Shards["b"]; a != (table.ShardMark{Watermark: 5, Epoch: 1, Seq: 7}) || b != (table.ShardMark{Watermark: 11, Epoch: 2, Seq: 12}) {
+	if a, b := next.Shards["a"], next.Shards["b"]; a != (format.ShardMark{Watermark: 5, Epoch: 1, Seq: 7}) || b != (format.ShardMark{Watermark: 11, Epoch: 2, Seq: 12}) {
 		t.Fatalf("marks after the merge: %+v %+v", a, b)
 	}
 	if len(next.Fragments) != 1 || next.Fragments[0].Key != copyOf.Key {
@@ -32,7 +32,7 @@ func TestAWholeMergeAppliesAsPlannedOrNotAtAll(t *testing.T) {
 	}
 	for _, c := range []struct {
 		why string
-		txn *table.Transaction
+		txn *format.Transaction
 	}{
 		{"another merge took b to 9 after this one was planned at 8", whole(3, 8, 2)},
 		{"a newer owner merges b", whole(3, 9, 1)},
@@ -43,7 +43,7 @@ func TestAWholeMergeAppliesAsPlannedOrNotAtAll(t *testing.T) {
 	}
 	// Against a merge that landed meanwhile, it plans again; the same
 	// merge, not Whole, would be trimmed on apply.
-	theirs := &table.Transaction{Kind: table.KindMerge, Merges: []table.ShardMerge{{Shard: "b", Watermark: 10, Epoch: 2}}}
+	theirs := &format.Transaction{Kind: format.KindMerge, Merges: []format.ShardMerge{{Shard: "b", Watermark: 10, Epoch: 2}}}
 	if d := Check(whole(3, 9, 2), theirs); d != Retry {
 		t.Fatalf("a Whole merge against another merge of its shard: %v, want Retry", d)
 	}

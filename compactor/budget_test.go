@@ -8,7 +8,8 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
 )
 
 // budgetTable: 100 fragments of 200 rollout rows (about 24 MB, more than
@@ -22,7 +23,7 @@ func budgetTable(t *testing.T, u string) blob.Bucket {
 		t.Fatal(err)
 	}
 	for i := 0; i < 100; i += 3 {
-		if _, _, err := tb.Delete(ctx, table.Eq("step", table.Int(int64(i*200+7)))); err != nil {
+		if _, _, err := tb.Delete(ctx, expr.Eq("step", value.Int(int64(i*200+7)))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // Options tune one compaction run. Zero values mean defaults.
@@ -51,7 +53,7 @@ type Options struct {
 	// caller read just before (to ask whether compaction is due), which
 	// spares a read. A version that moved on since costs what any commit
 	// racing another does: a rebase, or a plan again.
-	Base *table.Manifest
+	Base *format.Manifest
 	// OnProgress, when set, is told of the bytes of the source
 	// fragments read so far and the plan's total, as the run reads them
 	// (from 0 again when it plans again). done may pass total by the
@@ -110,7 +112,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 	co.CatchUp = true
 	var rewritten int64
 	var copied int
-	cres, err := commit.Drive(ctx, b, o.Base, &co, o.MaxReplans+1, func(ctx context.Context, m *table.Manifest, prev error) (commit.Plan, error) {
+	cres, err := commit.Drive(ctx, b, o.Base, &co, o.MaxReplans+1, func(ctx context.Context, m *format.Manifest, prev error) (commit.Plan, error) {
 		if prev != nil {
 			res.Replans++
 		}
@@ -140,7 +142,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		for _, bin := range res.Plan.Bins {
 			removed = append(removed, bin.Fragments...)
 		}
-		txn := table.Transaction{Kind: table.KindRewrite, Removed: removed, Added: added}
+		txn := format.Transaction{Kind: format.KindRewrite, Removed: removed, Added: added}
 		if len(m.Indexes) > 0 {
 			txn.Remap = remapEntries(m, res.Plan)
 		}
@@ -161,10 +163,10 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 
 // writeBins rewrites each bin into one fragment; copied counts the bins
 // whose pages were copied.
-func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan, o Options, mem *budget) (added []table.Fragment, rewritten int64, copied int, err error) {
+func writeBins(ctx context.Context, b blob.Bucket, m *format.Manifest, plan Plan, o Options, mem *budget) (added []format.Fragment, rewritten int64, copied int, err error) {
 	snap := table.NewSnapshot(b, m)
 	for _, bin := range plan.Bins {
-		f, err := table.Fragment{}, table.ErrNotCopyable
+		f, err := format.Fragment{}, table.ErrNotCopyable
 		if !o.Recode {
 			f, err = copyBin(ctx, snap, bin, o, mem)
 		}
@@ -189,11 +191,11 @@ func writeBins(ctx context.Context, b blob.Bucket, m *table.Manifest, plan Plan,
 
 // copyBin merges a bin by copying its sources' pages, within mem: the
 // row group being joined and a source opened ahead are held throughout.
-func copyBin(ctx context.Context, snap *table.Snapshot, bin Bin, o Options, mem *budget) (table.Fragment, error) {
+func copyBin(ctx context.Context, snap *table.Snapshot, bin Bin, o Options, mem *budget) (format.Fragment, error) {
 	rowGroupBytes, readAhead := copyShares(mem.size, o.ReadAheadBytes)
 	release, err := mem.hold(ctx, table.CopyHoldBytes(rowGroupBytes))
 	if err != nil {
-		return table.Fragment{}, err
+		return format.Fragment{}, err
 	}
 	defer release()
 	return snap.CopyFragments(ctx, bin.Fragments, table.CopyOptions{Parallelism: o.Parallelism, ReadAheadBytes: readAhead,
@@ -205,15 +207,15 @@ func copyBin(ctx context.Context, snap *table.Snapshot, bin Bin, o Options, mem 
 const recodeParallelism = 2
 
 // recode rewrites a bin by decoding its live rows and encoding them again.
-func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o Options, mem *budget) (table.Fragment, error) {
+func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o Options, mem *budget) (format.Fragment, error) {
 	release, err := mem.hold(ctx, table.OpenAheadBytes(recodeParallelism))
 	if err != nil {
-		return table.Fragment{}, err
+		return format.Fragment{}, err
 	}
 	defer release()
-	w, err := table.NewFragmentWriter(ctx, b, snap.Manifest().Schema())
+	w, err := fragment.NewWriter(ctx, b, snap.Manifest().Schema())
 	if err != nil {
-		return table.Fragment{}, err
+		return format.Fragment{}, err
 	}
 	_, readAhead := copyShares(mem.size, o.ReadAheadBytes)
 	for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: recodeParallelism, ReadAheadBytes: readAhead, BatchSize: 4096, Memory: mem}) {
@@ -222,7 +224,7 @@ func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o
 		}
 		if err != nil {
 			w.Abort()
-			return table.Fragment{}, err
+			return format.Fragment{}, err
 		}
 	}
 	return w.Close()
@@ -230,7 +232,7 @@ func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o
 
 // discard deletes fragments no manifest references (best effort: garbage
 // collection removes whatever is left).
-func discard(ctx context.Context, b blob.Bucket, frags []table.Fragment) {
+func discard(ctx context.Context, b blob.Bucket, frags []format.Fragment) {
 	for _, f := range frags {
 		_ = b.Delete(ctx, f.Key)
 	}
@@ -239,13 +241,13 @@ func discard(ctx context.Context, b blob.Bucket, frags []table.Fragment) {
 // remapEntries records where each bin's rows go: bin i becomes output i,
 // its sources' live rows laid end to end in manifest order. Indexes
 // translate through these entries instead of being rewritten.
-func remapEntries(m *table.Manifest, plan Plan) []table.RemapEntry {
-	var out []table.RemapEntry
+func remapEntries(m *format.Manifest, plan Plan) []format.RemapEntry {
+	var out []format.RemapEntry
 	for i, bin := range plan.Bins {
 		var base uint32
 		for _, id := range bin.Fragments {
 			f := m.Fragment(id)
-			e := table.RemapEntry{From: id, To: uint64(i), Base: base}
+			e := format.RemapEntry{From: id, To: uint64(i), Base: base}
 			if f.Deletion != nil {
 				e.Deletion = f.Deletion.Key
 			}

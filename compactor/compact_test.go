@@ -15,6 +15,8 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -121,7 +123,7 @@ func TestCompactionDropsDeletedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, n, err := tb.Delete(ctx, table.Lt("step", table.Int(30))); err != nil || n != 30 {
+	if _, n, err := tb.Delete(ctx, expr.Lt("step", value.Int(30))); err != nil || n != 30 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
 	res, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil)

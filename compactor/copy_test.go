@@ -24,6 +24,10 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/table/value"
 )
 
 // mixedTable: 30 small fragments, one over 4 MiB (read by ranges, several
@@ -39,10 +43,10 @@ func mixedTable(t *testing.T, u string) blob.Bucket {
 	}
 	// Rows 0..29 of worker 0 (the first fragment whole), 75..84 (parts of
 	// two fragments) and every 7th of worker 2's.
-	for _, p := range []table.Predicate{
-		table.And(table.Eq("worker", table.String("w00")), table.Lt("step", table.Int(30))),
-		table.And(table.Eq("worker", table.String("w00")), table.Ge("step", table.Int(75)), table.Lt("step", table.Int(85))),
-		table.And(table.Eq("worker", table.String("w02")), table.Lt("step", table.Int(200)), table.Gt("reward", table.Float(0.8))),
+	for _, p := range []expr.Predicate{
+		expr.And(expr.Eq("worker", value.String("w00")), expr.Lt("step", value.Int(30))),
+		expr.And(expr.Eq("worker", value.String("w00")), expr.Ge("step", value.Int(75)), expr.Lt("step", value.Int(85))),
+		expr.And(expr.Eq("worker", value.String("w02")), expr.Lt("step", value.Int(200)), expr.Gt("reward", value.Float(0.8))),
 	} {
 		if _, _, err := tb.Delete(ctx, p); err != nil {
 			t.Fatal(err)
@@ -87,11 +91,11 @@ func copiedEqualsRecoded(t *testing.T, u1, u2 string) {
 	if !reflect.DeepEqual(cf.Columns, rf.Columns) {
 		t.Fatalf("manifest statistics differ:\ncopied  %+v\ndecoded %+v", cf.Columns, rf.Columns)
 	}
-	for _, p := range []table.Predicate{
-		table.Ge("reward", table.Float(0.9)),
-		table.And(table.Eq("worker", table.String("w01")), table.Lt("step", table.Int(100))),
-		table.Gt("id", table.Int(2_000_000_000)),
-		table.Lt("step", table.Int(0)),
+	for _, p := range []expr.Predicate{
+		expr.Ge("reward", value.Float(0.9)),
+		expr.And(expr.Eq("worker", value.String("w01")), expr.Lt("step", value.Int(100))),
+		expr.Gt("id", value.Int(2_000_000_000)),
+		expr.Lt("step", value.Int(0)),
 	} {
 		c, r := count(t, cs, p), count(t, rs, p)
 		if c != r {
@@ -103,7 +107,7 @@ func copiedEqualsRecoded(t *testing.T, u1, u2 string) {
 	for i := range md.NumRowGroups() {
 		rg := md.RowGroup(i)
 		rows += rg.NumRows()
-		if rg.NumRows() > table.RowGroupRows {
+		if rg.NumRows() > fragment.RowGroupRows {
 			t.Fatalf("row group %d holds %d rows", i, rg.NumRows())
 		}
 		for c := range rg.NumColumns() {
@@ -136,7 +140,7 @@ func open(t *testing.T, b blob.Bucket) *table.Snapshot {
 	return s
 }
 
-func count(t *testing.T, s *table.Snapshot, p table.Predicate) int64 {
+func count(t *testing.T, s *table.Snapshot, p expr.Predicate) int64 {
 	t.Helper()
 	var n int64
 	for rec, err := range s.Scan(ctx, table.ScanOptions{Filter: p, Columns: []string{"id"}}) {
@@ -178,7 +182,7 @@ func TestCopyRefusesADamagedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.CopyFragments(ctx, nil, table.CopyOptions{})
-	var ce *table.CorruptError
+	var ce *format.CorruptError
 	if !errors.As(err, &ce) || ce.Key != victim.Key {
 		t.Fatalf("copy over a damaged page: %v, want a CorruptError naming %s", err, victim.Key)
 	}
@@ -211,16 +215,16 @@ func TestFragmentsOfAnotherLayoutAreDecoded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			own, err := table.WriteFragment(ctx, scratch, rollouts.Schema, rec)
+			own, err := fragment.Write(ctx, scratch, rollouts.Schema, rec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			key := table.NewFragmentKey()
+			key := format.NewFragmentKey()
 			if err := b.Put(ctx, key, bytes.NewReader(buf.Bytes())); err != nil {
 				t.Fatal(err)
 			}
-			f := table.Fragment{Key: key, Rows: 70, Bytes: int64(buf.Len()), Columns: own.Columns, Created: own.Created}
-			if _, err := commit.Commit(ctx, b, s.Manifest(), table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{f}}, nil); err != nil {
+			f := format.Fragment{Key: key, Rows: 70, Bytes: int64(buf.Len()), Columns: own.Columns, Created: own.Created}
+			if _, err := commit.Commit(ctx, b, s.Manifest(), format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{f}}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := open(t, b).CopyFragments(ctx, nil, table.CopyOptions{}); !errors.Is(err, table.ErrNotCopyable) {
@@ -272,9 +276,9 @@ func TestCopiedStatisticsAreNeverNarrowerThanTheRows(t *testing.T) {
 		batch(40, func(int64) (float64, bool) { return 0, false }, func(int64) (string, bool) { return "", false }),
 		batch(60, func(i int64) (float64, bool) { return float64(i), i%2 == 0 }, func(i int64) (string, bool) { return "a" + long, i%3 == 0 }),
 	}
-	preds := []table.Predicate{
-		table.Gt("x", table.Float(30)), table.Lt("x", table.Float(25)), table.Eq("x", table.Float(62)),
-		table.Gt("s", table.String("y")), table.Lt("s", table.String("m")), table.Eq("s", table.String("m025")),
+	preds := []expr.Predicate{
+		expr.Gt("x", value.Float(30)), expr.Lt("x", value.Float(25)), expr.Eq("x", value.Float(62)),
+		expr.Gt("s", value.String("y")), expr.Lt("s", value.String("m")), expr.Eq("s", value.String("m025")),
 	}
 	counts := func(b blob.Bucket) []int64 {
 		var out []int64

@@ -4,12 +4,12 @@ import (
 	"context"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // DiscoverTables finds the tables under a bucket URL, at any depth, and
 // returns their URLs (the root's own when it is a table): the walk of
-// table.ListTables, a LIST a folder, never a listing of what the tables
+// format.ListTables, a LIST a folder, never a listing of what the tables
 // hold.
 func DiscoverTables(ctx context.Context, open func(context.Context, string) (blob.Bucket, error), root string) ([]string, error) {
 	b, err := open(ctx, root)
@@ -17,7 +17,7 @@ func DiscoverTables(ctx context.Context, open func(context.Context, string) (blo
 		return nil, err
 	}
 	defer b.Close()
-	found, err := table.ListTables(ctx, b)
+	found, err := format.ListTables(ctx, b)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // GCPolicy says what garbage collection may delete. Zero values mean
@@ -32,7 +33,7 @@ type GCPolicy struct {
 	// has not read yet are kept while younger than this (default
 	// table.DefaultConsumerRetention, 7 days); older ones go as the rest
 	// of the policy says, and the consumer is told (its changes are a
-	// table.ChangesCollectedError naming the oldest version left).
+	// format.ChangesCollectedError naming the oldest version left).
 	ConsumerRetention time.Duration
 	// RetireShardsAfter: a shard that holds no row outside the table and
 	// whose every object is older than this is retired: its objects and
@@ -49,14 +50,14 @@ type GCPolicy struct {
 // MinRetain is the floor for RetainFor and SafetyAge: ten times the commit
 // loop's default stall threshold, so that a commit slower than that checks
 // the GC boundary before it reports success (see docs/format.md).
-const MinRetain = table.MinGCAge
+const MinRetain = format.MinGCAge
 
 func (p GCPolicy) withDefaults() GCPolicy {
 	if p.KeepVersions <= 0 {
-		p.KeepVersions = table.DefaultKeepVersions
+		p.KeepVersions = format.DefaultKeepVersions
 	}
 	if p.RetainFor == 0 {
-		p.RetainFor = table.DefaultRetention
+		p.RetainFor = format.DefaultRetention
 	}
 	if p.SafetyAge == 0 {
 		p.SafetyAge = time.Hour
@@ -129,7 +130,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	res.Boundary = gcBoundary(real, st.Consumers, p, now)
 	if !p.DryRun {
 		for _, v := range ghosts {
-			if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			if err := b.Delete(ctx, format.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				return res, err
 			}
 		}
@@ -137,7 +138,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 		// after the listing then sees the boundary and gives up
 		// (CreateTag), and one created before it is in the listing.
 		if res.Boundary > 0 {
-			if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(res.Boundary), nil); err != nil && !errors.Is(err, blob.ErrExists) {
+			if err := b.PutIfAbsent(ctx, format.GCBoundaryKey(res.Boundary), nil); err != nil && !errors.Is(err, blob.ErrExists) {
 				return res, fmt.Errorf("compactor: gc: creating the boundary: %w", err)
 			}
 		}
@@ -153,7 +154,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Iceberg, err = readIcebergRefs(ctx, b, &st.Objects); err != nil {
 		return res, err
 	}
-	st.Manifests = map[uint64]*table.Manifest{}
+	st.Manifests = map[uint64]*format.Manifest{}
 	for _, v := range gcKeep(real, res.Boundary, st.Tags, st.Iceberg.Versions) {
 		m, err := table.ReadManifest(ctx, b, v)
 		if err != nil {
@@ -162,7 +163,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 		st.Manifests[v] = m
 	}
 	var shards []blob.ObjectInfo
-	for _, prefix := range []string{table.DataDir, table.DeletionsDir, table.IndicesDir, table.ShardsDir, table.FleetFlushDir} {
+	for _, prefix := range []string{format.DataDir, format.DeletionsDir, format.IndicesDir, format.ShardsDir, format.FleetFlushDir} {
 		for o, err := range blob.List(ctx, b, prefix, 0) {
 			if err != nil {
 				return res, err
@@ -170,10 +171,10 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 			// Flush objects are a shard's states: they tell how lately it
 			// wrote, and go only with a retired shard (fleetHints); fleet
 			// merges delete those merged.
-			if prefix != table.FleetFlushDir {
+			if prefix != format.FleetFlushDir {
 				st.Objects = append(st.Objects, o)
 			}
-			if prefix == table.ShardsDir || prefix == table.FleetFlushDir {
+			if prefix == format.ShardsDir || prefix == format.FleetFlushDir {
 				shards = append(shards, o)
 			}
 		}
@@ -206,13 +207,13 @@ type VersionAge struct {
 
 // GCState is what a collection reads of a table before it decides.
 type GCState struct {
-	Versions  []VersionAge               // newest first, from the listing and by name after it
-	Tags      []table.Tag                // every tag
-	Manifests map[uint64]*table.Manifest // the versions kept (see PlanGC)
-	Objects   []blob.ObjectInfo          // data, deletion vectors, key indexes, shard objects and the Iceberg view's
-	Iceberg   layout.Refs                // what the table's Iceberg view holds on to (layout.ReadRefs)
-	Consumers []table.Consumer           // the named consumers' positions, read before the boundary
-	Retired   []string                   // shards to retire (their objects and fleet hints among Objects)
+	Versions  []VersionAge                // newest first, from the listing and by name after it
+	Tags      []table.Tag                 // every tag
+	Manifests map[uint64]*format.Manifest // the versions kept (see PlanGC)
+	Objects   []blob.ObjectInfo           // data, deletion vectors, key indexes, shard objects and the Iceberg view's
+	Iceberg   layout.Refs                 // what the table's Iceberg view holds on to (layout.ReadRefs)
+	Consumers []table.Consumer            // the named consumers' positions, read before the boundary
+	Retired   []string                    // shards to retire (their objects and fleet hints among Objects)
 }
 
 // GCPlan is what a collection deletes, decided from a GCState alone.
@@ -249,12 +250,12 @@ func (p GCPlan) String() string {
 // store's, a fresh upload on its way to a commit would look older than the
 // safety age, and its commit would land referencing an object already
 // deleted. The store's clock is read from an empty object written for it
-// under table.GCClockDir (then deleted: three requests), and only ever
+// under format.GCClockDir (then deleted: three requests), and only ever
 // makes ages smaller (S3 gives an object's time in whole seconds, so by up
 // to a second more). The compactor Job and strata gc call it before each
 // collection.
 func StoreClock(ctx context.Context, b blob.Bucket, now time.Time) (time.Time, error) {
-	key := table.GCClockDir + table.NewID()
+	key := format.GCClockDir + format.NewID()
 	if err := b.PutIfAbsent(ctx, key, nil); err != nil {
 		return now, err
 	}
@@ -316,24 +317,24 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 	for _, v := range plan.Kept {
 		for k := range referencedBy(st.Manifests[v]) {
 			referenced[k] = true
-			if strings.HasPrefix(k, table.DeletionsDir) {
+			if strings.HasPrefix(k, format.DeletionsDir) {
 				referenced[layout.DeleteFileKey(k)] = true
 			}
 		}
 	}
 	newest := st.Manifests[plan.Kept[0]]
 	eligible := func(key string) bool {
-		if !strings.HasPrefix(key, table.ShardsDir) {
+		if !strings.HasPrefix(key, format.ShardsDir) {
 			return true // data, deletion vectors, key indexes, the Iceberg view's objects, retired shards' fleet hints
 		}
 		if s, ok := shardOf(key); ok && slices.Contains(st.Retired, s) {
 			return true
 		}
-		shard, gen, ok := table.ParseGenerationKey(key)
+		shard, gen, ok := format.ParseGenerationKey(key)
 		return ok && newest != nil && gen <= newest.Shards[shard].Watermark
 	}
 	for _, o := range st.Objects {
-		young := now.Sub(o.ModTime) < p.SafetyAge && !strings.HasPrefix(o.Key, table.FleetDir) // (a retired shard's hints: no upload makes them)
+		young := now.Sub(o.ModTime) < p.SafetyAge && !strings.HasPrefix(o.Key, format.FleetDir) // (a retired shard's hints: no upload makes them)
 		if referenced[o.Key] || (young && !plant.On(plant.GCWithoutSafetyAge)) || !eligible(o.Key) {
 			continue
 		}
@@ -349,7 +350,7 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 // the objects no version created meanwhile references.
 func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPolicy, now time.Time, res GCResult) (GCResult, error) {
 	if len(plan.Kept) == 0 {
-		return res, fmt.Errorf("compactor: gc: the plan keeps no version: %w", table.ErrNotFound)
+		return res, fmt.Errorf("compactor: gc: the plan keeps no version: %w", format.ErrNotFound)
 	}
 	present := map[string]bool{}
 	for _, o := range st.Objects {
@@ -365,7 +366,7 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 		return res, err
 	}
 	for _, v := range plan.Versions {
-		if err := b.Delete(ctx, table.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		if err := b.Delete(ctx, format.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return res, err
 		}
 	}
@@ -381,14 +382,14 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 	})
 	if len(doomed) > 0 {
 		// The orphan record goes in before looking for versions created
-		// since the listing (see table.OrphanRecord): a commit that lands
+		// since the listing (see format.OrphanRecord): a commit that lands
 		// after it sees it and is not acknowledged; one that landed before
 		// is found here and its objects spared.
 		keys := make([]string, len(doomed))
 		for i, o := range doomed {
 			keys[i] = o.Key
 		}
-		if err := table.WriteOrphanRecord(ctx, b, keys, now); err != nil {
+		if err := format.WriteOrphanRecord(ctx, b, keys, now); err != nil {
 			return res, fmt.Errorf("compactor: gc: recording the objects it deletes: %w", err)
 		}
 		spared, err := referencedSince(ctx, b, plan.Kept[0])
@@ -420,7 +421,7 @@ func applyGC(ctx context.Context, b blob.Bucket, st GCState, plan GCPlan, p GCPo
 // a table without a view.
 func readIcebergRefs(ctx context.Context, b blob.Bucket, objects *[]blob.ObjectInfo) (layout.Refs, error) {
 	n := len(*objects)
-	for o, err := range blob.List(ctx, b, table.IcebergDir, 0) {
+	for o, err := range blob.List(ctx, b, format.IcebergDir, 0) {
 		if err != nil {
 			return layout.Refs{}, err
 		}
@@ -441,20 +442,20 @@ func readIcebergRefs(ctx context.Context, b blob.Bucket, objects *[]blob.ObjectI
 // one request that finds nothing in the usual case.
 func listVersions(ctx context.Context, b blob.Bucket) ([]VersionAge, error) {
 	var versions []VersionAge
-	for o, err := range blob.List(ctx, b, table.VersionsDir, 0) {
+	for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
 		if err != nil {
 			return nil, err
 		}
-		if v, ok := table.ParseManifestKey(o.Key); ok {
+		if v, ok := format.ParseManifestKey(o.Key); ok {
 			versions = append(versions, VersionAge{v, o.ModTime})
 		}
 	}
 	if len(versions) == 0 {
-		return nil, table.ErrNotFound
+		return nil, format.ErrNotFound
 	}
 	for {
 		next := versions[0].Version + 1
-		a, err := b.Attributes(ctx, table.ManifestKey(next))
+		a, err := b.Attributes(ctx, format.ManifestKey(next))
 		if errors.Is(err, blob.ErrNotFound) {
 			return versions, nil
 		}
@@ -538,7 +539,7 @@ func gcKeep(versions []VersionAge, boundary uint64, tags []table.Tag, pinned []u
 }
 
 // referencedBy returns the objects a manifest references.
-func referencedBy(m *table.Manifest) map[string]bool {
+func referencedBy(m *format.Manifest) map[string]bool {
 	out := map[string]bool{}
 	if m == nil {
 		return out
@@ -566,7 +567,7 @@ func referencedSince(ctx context.Context, b blob.Bucket, newest uint64) (map[str
 	out := map[string]bool{}
 	for v := newest + 1; ; v++ {
 		m, err := table.ReadManifest(ctx, b, v)
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			return out, nil
 		}
 		if err != nil {
@@ -579,7 +580,7 @@ func referencedSince(ctx context.Context, b blob.Bucket, newest uint64) (map[str
 }
 
 func pruneOrphanRecords(ctx context.Context, b blob.Bucket, now time.Time) error {
-	for o, err := range blob.List(ctx, b, table.OrphansDir, 0) {
+	for o, err := range blob.List(ctx, b, format.OrphansDir, 0) {
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 func exists(t *testing.T, b blob.Bucket, key string) bool {
@@ -41,7 +43,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 	// A slow writer's fragment: uploaded, not yet committed.
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 9, 0, 5)
 	defer rec.Release()
-	pending, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	pending, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 	if err != nil || len(dry.VersionsDeleted) == 0 {
 		t.Fatalf("dry run: %+v, %v", dry, err)
 	}
-	if !exists(t, b, table.ManifestKey(1)) {
+	if !exists(t, b, format.ManifestKey(1)) {
 		t.Fatal("a dry run deleted a manifest")
 	}
 
@@ -73,7 +75,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 	if len(res.ObjectsDeleted) != 0 {
 		t.Fatalf("objects younger than the safety age were deleted: %v", res.ObjectsDeleted)
 	}
-	if !exists(t, b, table.GCBoundaryKey(17)) {
+	if !exists(t, b, format.GCBoundaryKey(17)) {
 		t.Fatal("no GC boundary was written")
 	}
 	for _, v := range []uint64{3, 18, 22} {
@@ -92,7 +94,7 @@ func TestGCRemovesOnlyWhatItMay(t *testing.T) {
 			t.Fatalf("version %d scans %d rows, holds %d", v, n, s.Manifest().Rows())
 		}
 	}
-	if _, err := table.Open(ctx, b, &table.OpenOptions{Version: 10}); !errors.Is(err, table.ErrVersionNotFound) {
+	if _, err := table.Open(ctx, b, &table.OpenOptions{Version: 10}); !errors.Is(err, format.ErrVersionNotFound) {
 		t.Fatalf("collected version 10: %v", err)
 	}
 
@@ -129,7 +131,7 @@ func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10)
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 5, 0, 7)
 	defer rec.Release()
-	frag, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	frag, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
 	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(30*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{frag}}, nil); err != nil {
+	if _, err := commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{frag}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s, err := table.Open(ctx, b, nil)
@@ -161,7 +163,7 @@ func TestGCKeepsUploadsOfASlowWriterThatThenCommits(t *testing.T) {
 // version for the latest finds the next one taken, not a slot to fill.
 func TestGCDeletesVersionsOldestFirst(t *testing.T) {
 	under := rolloutsTable(t, "mem://", 0, 12, 5) // v1..v13
-	failAt := table.ManifestKey(6)
+	failAt := format.ManifestKey(6)
 	f := fault.Wrap(under, fault.OnOps(fault.OnKeys(regexp.MustCompile("^"+regexp.QuoteMeta(failAt)+"$"),
 		fault.Always(fault.Fault{Action: fault.Fail})), fault.OpDelete))
 	_, err := compactor.GC(ctx, f, &compactor.GCPolicy{KeepVersions: 2, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour))
@@ -169,7 +171,7 @@ func TestGCDeletesVersionsOldestFirst(t *testing.T) {
 		t.Fatal("the collection did not meet the injected error")
 	}
 	for v := uint64(1); v <= 13; v++ {
-		if got, want := exists(t, under, table.ManifestKey(v)), v >= 6; got != want {
+		if got, want := exists(t, under, format.ManifestKey(v)), v >= 6; got != want {
 			t.Errorf("v%d present %v, want %v (versions below the failed delete gone, the rest kept)", v, got, want)
 		}
 	}
@@ -180,15 +182,15 @@ func TestGCDeletesVersionsOldestFirst(t *testing.T) {
 // it and keeps every real version.
 func TestGCRemovesAGhostVersion(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 4, 5) // v1..v5
-	ghost, err := b.Get(ctx, table.ManifestKey(3))
+	ghost, err := b.Get(ctx, format.ManifestKey(3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Delete(ctx, table.ManifestKey(3)); err != nil {
+	if err := b.Delete(ctx, format.ManifestKey(3)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond) // store clocks have a resolution
-	if err := b.PutIfAbsent(ctx, table.ManifestKey(3), ghost); err != nil {
+	if err := b.PutIfAbsent(ctx, format.ManifestKey(3), ghost); err != nil {
 		t.Fatal(err)
 	}
 	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{}, time.Now())
@@ -196,7 +198,7 @@ func TestGCRemovesAGhostVersion(t *testing.T) {
 		t.Fatalf("gc: %+v %v, want v3 removed as a ghost", res, err)
 	}
 	for v := uint64(1); v <= 5; v++ {
-		if got := exists(t, b, table.ManifestKey(v)); got != (v != 3) {
+		if got := exists(t, b, format.ManifestKey(v)); got != (v != 3) {
 			t.Errorf("v%d present: %v", v, got)
 		}
 	}
@@ -250,7 +252,7 @@ func TestGCNeverGoesBelowItsFloor(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 6, 10) // versions 1..7, just written
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 9, 0, 5)
 	defer rec.Release()
-	pending, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	pending, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +261,7 @@ func TestGCNeverGoesBelowItsFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.VersionsDeleted) != 0 || len(res.ObjectsDeleted) != 0 || !exists(t, b, pending.Key) || !exists(t, b, table.ManifestKey(1)) {
+	if len(res.VersionsDeleted) != 0 || len(res.ObjectsDeleted) != 0 || !exists(t, b, pending.Key) || !exists(t, b, format.ManifestKey(1)) {
 		t.Fatalf("within the floor GC deleted versions %v and objects %v", res.VersionsDeleted, res.ObjectsDeleted)
 	}
 	// Past the floor the same policy collects.
@@ -286,7 +288,7 @@ func (c coarseHead) Attributes(ctx context.Context, key string) (blob.Attributes
 
 func (c coarseHead) ListPage(ctx context.Context, prefix, token string, n int) (blob.Page, error) {
 	p, err := c.Bucket.ListPage(ctx, prefix, token, n)
-	if prefix == table.VersionsDir && n != 1 && !*c.shown {
+	if prefix == format.VersionsDir && n != 1 && !*c.shown {
 		p.Objects = slices.DeleteFunc(p.Objects, func(o blob.ObjectInfo) bool { return o.Key == c.hidden })
 		*c.shown = true
 	}
@@ -298,12 +300,12 @@ func (c coarseHead) ListPage(ctx context.Context, prefix, token string, n int) (
 // every version stays (it deleted the newest listed one).
 func TestGCTakesNoVersionForAGhostByACoarseClock(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 4, 5) // v1..v5
-	res, err := compactor.GC(ctx, coarseHead{Bucket: b, hidden: table.ManifestKey(5), shown: new(bool)}, &compactor.GCPolicy{}, time.Now())
+	res, err := compactor.GC(ctx, coarseHead{Bucket: b, hidden: format.ManifestKey(5), shown: new(bool)}, &compactor.GCPolicy{}, time.Now())
 	if err != nil || len(res.GhostsDeleted) != 0 {
 		t.Fatalf("gc: %+v %v, want no ghost", res, err)
 	}
 	for v := uint64(1); v <= 5; v++ {
-		if !exists(t, b, table.ManifestKey(v)) {
+		if !exists(t, b, format.ManifestKey(v)) {
 			t.Errorf("v%d was deleted", v)
 		}
 	}

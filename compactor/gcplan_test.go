@@ -9,6 +9,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // PlanGC is a function of what a collection read and the clock: no
@@ -17,17 +18,17 @@ import (
 func TestPlanGCDecidesFromWhatWasRead(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(hoursAgo float64) time.Time { return now.Add(-time.Duration(hoursAgo * float64(time.Hour))) }
-	manifest := func(keys ...string) *table.Manifest {
-		m := &table.Manifest{Shards: map[string]table.ShardMark{"w1": {Watermark: 2}}}
+	manifest := func(keys ...string) *format.Manifest {
+		m := &format.Manifest{Shards: map[string]format.ShardMark{"w1": {Watermark: 2}}}
 		for i, k := range keys {
-			m.Fragments = append(m.Fragments, table.Fragment{ID: uint64(i), Key: k})
+			m.Fragments = append(m.Fragments, format.Fragment{ID: uint64(i), Key: k})
 		}
 		return m
 	}
 	st := compactor.GCState{
 		Versions: []compactor.VersionAge{{6, at(1)}, {5, at(2)}, {4, at(3)}, {3, at(0.5)}, {2, at(5)}, {1, at(6)}},
 		Tags:     []table.Tag{{Name: "keep", Version: 1}},
-		Manifests: map[uint64]*table.Manifest{
+		Manifests: map[uint64]*format.Manifest{
 			6: manifest("data/new", "_shards/w1/gen/00000000000000000002-e1-aaaaaaaaaaaa.parquet"),
 			5: manifest("data/new", "data/mid"),
 			1: manifest("data/first"),

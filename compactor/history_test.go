@@ -19,6 +19,8 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -243,20 +245,20 @@ func (h *history) delete() {
 	hi := lo + []int64{1 + h.rng.Int64N(100), 1000 + h.rng.Int64N(30000)}[h.rng.IntN(2)]
 	v := h.rng.Int64N(300)
 	note := string(rune('a' + h.rng.IntN(26)))
-	var pred table.Predicate
+	var pred expr.Predicate
 	var match func(id int64) bool
 	switch h.rng.IntN(4) {
 	case 0:
-		pred = table.And(table.Ge("id", table.Int(lo)), table.Lt("id", table.Int(hi)))
+		pred = expr.And(expr.Ge("id", value.Int(lo)), expr.Lt("id", value.Int(hi)))
 		match = func(id int64) bool { return id >= lo && id < hi }
 	case 1:
-		pred = table.Lt("val", table.Int(v))
+		pred = expr.Lt("val", value.Int(v))
 		match = func(id int64) bool { return histVal(id) < v }
 	case 2:
-		pred = table.Lt("note", table.String(note))
+		pred = expr.Lt("note", value.String(note))
 		match = func(id int64) bool { n, ok := histNote(id); return ok && n < note }
 	default:
-		pred = table.And(table.Ge("id", table.Int(lo)), table.Lt("id", table.Int(hi)), table.In("val", table.Int(v), table.Int(v+500)))
+		pred = expr.And(expr.Ge("id", value.Int(lo)), expr.Lt("id", value.Int(hi)), expr.In("val", value.Int(v), value.Int(v+500)))
 		match = func(id int64) bool { return id >= lo && id < hi && (histVal(id) == v || histVal(id) == v+500) }
 	}
 	_, n, err := h.tb.Delete(ctx, pred)

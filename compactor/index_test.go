@@ -10,6 +10,8 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
 )
 
 func take(t *testing.T, b blob.Bucket, keys ...int64) (map[int64]rollouts.Row, table.TakeResult) {
@@ -58,7 +60,7 @@ func TestTakeFindsRowsThroughCompactionsWithoutRewritingTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, n, err := tb.Delete(ctx, table.In("id", table.Int(30), table.Int(31), table.Int(260))); err != nil || n != 3 {
+	if _, n, err := tb.Delete(ctx, expr.In("id", value.Int(30), value.Int(31), value.Int(260))); err != nil || n != 3 {
 		t.Fatalf("delete: %d %v", n, err)
 	}
 	if _, err := tb.CreateIndex(ctx, "id"); err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // ErrLeaseHeld: another compactor holds the table's lease. The error is a
@@ -63,7 +63,7 @@ func (l Lease) liveUntil(written time.Time) time.Time {
 }
 
 func leaseKey(dir string, epoch uint64) string {
-	return dir + table.Inverted(epoch) + ".json"
+	return dir + format.Inverted(epoch) + ".json"
 }
 
 // AcquireLease takes the lease for ttl: it creates lease epoch E+1 with a
@@ -83,7 +83,7 @@ func acquireLease(ctx context.Context, b blob.Bucket, dir, holder string, ttl ti
 		next := uint64(1)
 		if len(page.Objects) > 0 {
 			key := page.Objects[0].Key
-			epoch, ok := table.ParseInverted(strings.TrimSuffix(strings.TrimPrefix(key, dir), ".json"))
+			epoch, ok := format.ParseInverted(strings.TrimSuffix(strings.TrimPrefix(key, dir), ".json"))
 			if !ok {
 				return Lease{}, fmt.Errorf("compactor: unexpected lease object %q", key)
 			}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Bin is a run of adjacent fragments to rewrite into one.
@@ -48,7 +48,7 @@ func (p Plan) String() string {
 // fragment is kept only when that fragment is mostly deleted rows. With
 // p.Part, only the part's bins are kept, and only they count toward the
 // bounds.
-func PlanCompaction(m *table.Manifest, p Policy) Plan {
+func PlanCompaction(m *format.Manifest, p Policy) Plan {
 	p = p.withDefaults()
 	plan := Plan{Version: m.Version}
 	var cur Bin

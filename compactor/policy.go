@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Window is a range of UTC hours, [Start, End), during which compaction
@@ -101,17 +101,17 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-func (p Policy) small(f *table.Fragment) bool {
+func (p Policy) small(f *format.Fragment) bool {
 	return f.Rows < p.SmallRows && f.Bytes < p.SmallBytes
 }
 
-func (p Policy) mostlyDeleted(f *table.Fragment) bool {
+func (p Policy) mostlyDeleted(f *format.Fragment) bool {
 	return f.Rows > 0 && f.Deletion != nil && float64(f.Deletion.Count)/float64(f.Rows) >= p.DeletedFraction
 }
 
 // ShouldCompact reports whether a compaction is due for the table state m
 // at time now, and why (or why not).
-func ShouldCompact(m *table.Manifest, p Policy, now time.Time) (bool, string) {
+func ShouldCompact(m *format.Manifest, p Policy, now time.Time) (bool, string) {
 	p = p.withDefaults()
 	for _, w := range p.QuietWindows {
 		if w.Contains(now) {

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func at(hour int) time.Time { return time.Date(2026, 11, 29, hour, 30, 0, 0, time.UTC) }
 
-func manifestOf(rows ...int64) *table.Manifest {
-	m := &table.Manifest{Version: 7}
+func manifestOf(rows ...int64) *format.Manifest {
+	m := &format.Manifest{Version: 7}
 	for i, r := range rows {
-		m.Fragments = append(m.Fragments, table.Fragment{ID: uint64(i), Key: fmt.Sprint(i), Rows: r, Bytes: r * 100})
+		m.Fragments = append(m.Fragments, format.Fragment{ID: uint64(i), Key: fmt.Sprint(i), Rows: r, Bytes: r * 100})
 	}
 	return m
 }
@@ -25,7 +25,7 @@ func TestShouldCompact(t *testing.T) {
 	day := Window{9, 17}
 	cases := []struct {
 		name  string
-		m     *table.Manifest
+		m     *format.Manifest
 		p     Policy
 		now   time.Time
 		want  bool
@@ -40,9 +40,9 @@ func TestShouldCompact(t *testing.T) {
 		{"a wrapping window holds after midnight", manifestOf(10, 10, 10), Policy{MinFragments: 3, QuietWindows: []Window{wrap}}, at(2), false, "quiet"},
 		{"a wrapping window ends at its end hour", manifestOf(10, 10, 10), Policy{MinFragments: 3, QuietWindows: []Window{wrap}}, at(6), true, "small"},
 		{"a wrapping window is open in the afternoon", manifestOf(10, 10, 10), Policy{MinFragments: 3, QuietWindows: []Window{wrap}}, at(15), true, "small"},
-		{"mostly deleted fragments make it due alone", func() *table.Manifest {
+		{"mostly deleted fragments make it due alone", func() *format.Manifest {
 			m := manifestOf(100)
-			m.Fragments[0].Deletion = &table.Deletion{Key: "d", Count: 50}
+			m.Fragments[0].Deletion = &format.Deletion{Key: "d", Count: 50}
 			return m
 		}(), Policy{MinFragments: 10}, at(12), true, "deleted"},
 	}
@@ -147,17 +147,17 @@ func TestPartsPlanDisjointBinsThatMakeTheWhole(t *testing.T) {
 			for _, id := range other.Bins[0].Fragments {
 				replaced[id] = true
 			}
-			later := &table.Manifest{Version: 8}
+			later := &format.Manifest{Version: 8}
 			for _, f := range m.Fragments {
 				switch {
 				case f.ID == other.Bins[0].Fragments[0]:
-					later.Fragments = append(later.Fragments, table.Fragment{ID: 2000, Key: "out", Rows: 90, Bytes: 9000})
+					later.Fragments = append(later.Fragments, format.Fragment{ID: 2000, Key: "out", Rows: 90, Bytes: 9000})
 				case !replaced[f.ID]:
 					later.Fragments = append(later.Fragments, f)
 				}
 			}
 			for i := range 5 {
-				later.Fragments = append(later.Fragments, table.Fragment{ID: uint64(1000 + i), Key: "new", Rows: 5, Bytes: 500})
+				later.Fragments = append(later.Fragments, format.Fragment{ID: uint64(1000 + i), Key: "new", Rows: 5, Bytes: 500})
 			}
 			again := PlanCompaction(later, p)
 			for i, b := range plan.Bins {

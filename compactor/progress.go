@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // progressOf returns b, its reads of fragments counted and told to fn
@@ -37,7 +37,7 @@ type readProgress struct {
 func (p *readProgress) Unwrap() blob.Bucket { return p.Bucket }
 
 func (p *readProgress) add(key string, n int) {
-	if n > 0 && strings.HasPrefix(key, table.DataDir) {
+	if n > 0 && strings.HasPrefix(key, format.DataDir) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.done += int64(n)

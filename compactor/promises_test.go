@@ -49,6 +49,8 @@ import (
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
 )
 
 // rowCount scans version v and returns its rows, failing if the scan
@@ -80,7 +82,7 @@ func TestGCKeepsEveryVersionTheIcebergViewNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, n, err := tb.Delete(ctx, table.Lt("step", table.Int(15))); err != nil || n == 0 { // v8, a deletion vector
+	if _, n, err := tb.Delete(ctx, expr.Lt("step", value.Int(15))); err != nil || n == 0 { // v8, a deletion vector
 		t.Fatalf("delete: %d rows, %v", n, err)
 	}
 	loc, err := layout.LocationOf(dir)

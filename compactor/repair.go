@@ -12,13 +12,14 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // ErrMissingData: the newest version references data that is gone, and
 // nothing proves the commit that added it was never acknowledged, so it is
 // not undone: an operator restores the objects or drops them (DropMissing).
-// Nothing is deleted while it lasts. The same error as table.ErrMissingData.
-var ErrMissingData = table.ErrMissingData
+// Nothing is deleted while it lasts. The same error as format.ErrMissingData.
+var ErrMissingData = format.ErrMissingData
 
 // RepairResult says what a repair found and did.
 type RepairResult struct {
@@ -35,13 +36,13 @@ type RepairResult struct {
 // collected as an orphan, its manifest landed anyway, and the writer died
 // before it could undo its own commit (commit.Undo), which it does when it
 // lives. The proof is an orphan record listing the object, created before
-// the commit's manifest (see table.OrphanRecord): such a commit was never
+// the commit's manifest (see format.OrphanRecord): such a commit was never
 // acknowledged, and undoing it takes its fragments out of the table and,
 // for a compaction, puts its sources back.
 //
 // Every other missing object — deleted by hand, lost by the store, or
 // added by a shard merge, whose rows were acknowledged in the WAL — is
-// reported as a *table.MissingDataError (errors.Is ErrMissingData) naming
+// reported as a *format.MissingDataError (errors.Is ErrMissingData) naming
 // the objects and the versions that added them, and nothing is undone.
 //
 // exists reports whether a key is in the bucket; nil checks each object of
@@ -57,7 +58,7 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 	for _, f := range missing {
 		res.Missing = append(res.Missing, f.Key)
 	}
-	records, err := table.OrphanRecords(ctx, b, time.Time{})
+	records, err := format.OrphanRecords(ctx, b, time.Time{})
 	if err != nil {
 		return res, err
 	}
@@ -71,11 +72,11 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 	}
 	// Walk back, by transactions alone, to the commit that added each
 	// missing fragment.
-	want := map[uint64]table.Fragment{}
+	want := map[uint64]format.Fragment{}
 	var unproven []string
-	var vectors []table.Fragment
+	var vectors []format.Fragment
 	for _, f := range missing {
-		if strings.HasPrefix(f.Key, table.DeletionsDir) {
+		if strings.HasPrefix(f.Key, format.DeletionsDir) {
 			vectors = append(vectors, f)
 			continue
 		}
@@ -86,13 +87,13 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 	}
 	for v := m.Version; v > 0 && len(want) > 0; v-- {
 		t, err := table.ReadTransaction(ctx, b, v)
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			break // collected: what added the rest cannot be read
 		}
 		if err != nil {
 			return res, err
 		}
-		var mine []table.Fragment
+		var mine []format.Fragment
 		for _, f := range t.Added {
 			if g, ok := want[f.ID]; ok {
 				mine = append(mine, g)
@@ -126,7 +127,7 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 	}
 	if len(unproven) > 0 {
 		slices.Sort(unproven)
-		return res, &table.MissingDataError{Version: m.Version, Keys: unprovenKeys(unproven),
+		return res, &format.MissingDataError{Version: m.Version, Keys: unprovenKeys(unproven),
 			Detail: "nothing proves the commits that added them were never acknowledged, so they are not undone: " + strings.Join(unproven, "; ")}
 	}
 	return res, nil
@@ -137,7 +138,7 @@ func Repair(ctx context.Context, b blob.Bucket, opts *commit.Options, exists fun
 // back (an upsert once, whatever number of its vectors are gone). It
 // records what it did in res and returns the vectors it could not repair,
 // and why.
-func repairVectors(ctx context.Context, b blob.Bucket, m *table.Manifest, vectors []table.Fragment, orphaned map[string]time.Time, opts *commit.Options, res *RepairResult) ([]string, error) {
+func repairVectors(ctx context.Context, b blob.Bucket, m *format.Manifest, vectors []format.Fragment, orphaned map[string]time.Time, opts *commit.Options, res *RepairResult) ([]string, error) {
 	var unproven []string
 	for _, f := range vectors {
 		if done, why, err := redoMergeVector(ctx, b, m, f, opts); err != nil {
@@ -174,12 +175,12 @@ func repairVectors(ctx context.Context, b blob.Bucket, m *table.Manifest, vector
 // told nothing. It returns the delete's version, or why nothing was done.
 // A version in undone (taken back already by this repair: an upsert whose
 // vectors on several fragments are gone) is returned as it is.
-func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, orphaned map[string]time.Time, undone []uint64, opts *commit.Options) (uint64, string, error) {
+func undoDelete(ctx context.Context, b blob.Bucket, m *format.Manifest, f format.Fragment, orphaned map[string]time.Time, undone []uint64, opts *commit.Options) (uint64, string, error) {
 	var v uint64
-	var t *table.Transaction
+	var t *format.Transaction
 	for u := m.Version; u > 0 && v == 0; u-- {
 		txn, err := table.ReadTransaction(ctx, b, u)
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			return 0, "the delete that wrote it was already collected", nil
 		}
 		if err != nil {
@@ -197,15 +198,15 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 	if slices.Contains(undone, v) {
 		return v, "", nil
 	}
-	proven, why, err := neverAcknowledged(ctx, b, v, t, []table.Fragment{f}, orphaned)
+	proven, why, err := neverAcknowledged(ctx, b, v, t, []format.Fragment{f}, orphaned)
 	if err != nil || !proven {
 		return 0, why, err
 	}
-	if t.Kind == table.KindUpsert || t.Kind == table.KindUpdate {
+	if t.Kind == format.KindUpsert || t.Kind == format.KindUpdate {
 		// An upsert (an update) is taken back whole: its rows out, every vector it
 		// gave back to what it was.
 		cur, err := table.ReadManifest(ctx, b, v)
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			return 0, "the upsert that wrote it was already collected", nil
 		}
 		if err != nil {
@@ -217,7 +218,7 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 		return v, "", nil
 	}
 	before, err := table.ReadManifest(ctx, b, v-1)
-	if errors.Is(err, table.ErrVersionNotFound) {
+	if errors.Is(err, format.ErrVersionNotFound) {
 		return 0, "the version before the delete was already collected", nil
 	}
 	if err != nil {
@@ -227,7 +228,7 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 	if prev == nil {
 		return 0, "the fragment was not in the version before the delete", nil
 	}
-	var del table.Deletion
+	var del format.Deletion
 	if prev.Deletion != nil {
 		if _, err := b.Attributes(ctx, prev.Deletion.Key); errors.Is(err, blob.ErrNotFound) {
 			return 0, "the vector it replaced is gone too", nil
@@ -236,8 +237,8 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 		}
 		del = *prev.Deletion
 	} else {
-		del = table.Deletion{Key: table.DeletionKey(f.ID, m.Version+1)}
-		if err := b.PutIfAbsent(ctx, del.Key, table.EncodeDeletions(nil)); err != nil {
+		del = format.Deletion{Key: format.DeletionKey(f.ID, m.Version+1)}
+		if err := b.PutIfAbsent(ctx, del.Key, format.EncodeDeletions(nil)); err != nil {
 			return 0, "", err
 		}
 	}
@@ -246,8 +247,8 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 		o = *opts
 	}
 	o.CatchUp = true
-	txn := table.Transaction{Kind: table.KindDelete, Undoes: v, Writer: cmp.Or(o.Writer, "repair"),
-		Deletions: []table.FragmentDeletion{{FragmentID: f.ID, Deletion: del}}}
+	txn := format.Transaction{Kind: format.KindDelete, Undoes: v, Writer: cmp.Or(o.Writer, "repair"),
+		Deletions: []format.FragmentDeletion{{FragmentID: f.ID, Deletion: del}}}
 	if _, err := commit.Commit(ctx, b, m, txn, &o); err != nil {
 		return 0, "", fmt.Errorf("compactor: taking back v%d, whose deletion vector garbage collection took before it landed: %w", v, err)
 	}
@@ -265,13 +266,13 @@ func undoDelete(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.F
 // fragment points at the copy in a commit of kind delete. done is false,
 // with why, when that cannot be told; done and why both empty when f's
 // vector was not a merge's.
-func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, opts *commit.Options) (done bool, why string, err error) {
+func redoMergeVector(ctx context.Context, b blob.Bucket, m *format.Manifest, f format.Fragment, opts *commit.Options) (done bool, why string, err error) {
 	var v uint64
-	var t *table.Transaction
+	var t *format.Transaction
 	born := false // the vector came with the fragment: a merge's drops of named copies
 	for u := m.Version; u > 0 && v == 0; u-- {
 		txn, err := table.ReadTransaction(ctx, b, u)
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			return false, "", nil // undoDelete says why
 		}
 		if err != nil {
@@ -288,15 +289,15 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 			}
 		}
 	}
-	if v > 0 && born && t.Kind == table.KindMerge {
+	if v > 0 && born && t.Kind == format.KindMerge {
 		return redoNamedVector(ctx, b, m, f, v, t, opts)
 	}
-	if v == 0 || t.Kind != table.KindMerge || len(t.Keys) == 0 {
+	if v == 0 || t.Kind != format.KindMerge || len(t.Keys) == 0 {
 		return false, "", nil
 	}
 	frag := m.Fragment(f.ID)
 	before, err := table.ReadManifest(ctx, b, v-1)
-	if errors.Is(err, table.ErrVersionNotFound) {
+	if errors.Is(err, format.ErrVersionNotFound) {
 		return false, fmt.Sprintf("written by v%d, a merge of upserts; the version before it was already collected", v), nil
 	}
 	if err != nil {
@@ -306,7 +307,7 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 	if prev == nil || frag == nil {
 		return false, fmt.Sprintf("written by v%d, a merge of upserts; the fragment is not in the version before it", v), nil
 	}
-	rows, err := table.ReadDeletions(ctx, b, prev)
+	rows, err := format.ReadDeletions(ctx, b, prev)
 	if errors.Is(err, blob.ErrNotFound) {
 		return false, fmt.Sprintf("written by v%d, a merge of upserts; the vector it replaced is gone too", v), nil
 	}
@@ -321,11 +322,11 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 		}
 		own := *frag
 		own.Deletion = nil
-		found, err := table.SnapshotOf(b, schema, []table.Fragment{own}).KeyRows(ctx, ks, 1, nil)
+		found, err := table.SnapshotOf(b, schema, []format.Fragment{own}).KeyRows(ctx, ks, 1, nil)
 		if err != nil {
 			return false, "", err
 		}
-		rows = table.UnionSorted(rows, found[f.ID])
+		rows = format.UnionSorted(rows, found[f.ID])
 	}
 	if int64(len(rows)) != frag.Deletion.Count {
 		return false, fmt.Sprintf("written by v%d, a merge of upserts; written again it deletes %d rows, the manifest says %d", v, len(rows), frag.Deletion.Count), nil
@@ -339,9 +340,9 @@ func redoMergeVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 // it (a merge stalled past garbage collection's safety age, its vector
 // collected as an orphan, and it died before writing it again). The
 // fragment points at the copy in a commit of kind delete.
-func redoNamedVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, v uint64, t *table.Transaction, opts *commit.Options) (bool, string, error) {
+func redoNamedVector(ctx context.Context, b blob.Bucket, m *format.Manifest, f format.Fragment, v uint64, t *format.Transaction, opts *commit.Options) (bool, string, error) {
 	frag := m.Fragment(f.ID)
-	var added *table.Fragment
+	var added *format.Fragment
 	for i := range t.Added {
 		if t.Added[i].ID == f.ID {
 			added = &t.Added[i]
@@ -350,7 +351,7 @@ func redoNamedVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 	if frag == nil || added == nil {
 		return false, fmt.Sprintf("written by v%d, a merge; the fragment is not in the newest version", v), nil
 	}
-	rows := table.DroppedRows(t.Named)[added.Key]
+	rows := format.DroppedRows(t.Named)[added.Key]
 	if int64(len(rows)) != frag.Deletion.Count {
 		return false, fmt.Sprintf("written by v%d, a merge dropping copies of named appends; written again it deletes %d rows, the manifest says %d", v, len(rows), frag.Deletion.Count), nil
 	}
@@ -360,9 +361,9 @@ func redoNamedVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f ta
 // repointVector writes rows as a new deletion vector of fragment f.ID and
 // points the fragment at it in a commit of kind delete on m; v is the
 // merge that wrote the vector that is gone.
-func repointVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f table.Fragment, v uint64, rows []uint32, opts *commit.Options) (bool, string, error) {
-	del := table.Deletion{Key: table.DeletionKey(f.ID, m.Version+1), Count: int64(len(rows))}
-	if err := b.PutIfAbsent(ctx, del.Key, table.EncodeDeletions(rows)); err != nil {
+func repointVector(ctx context.Context, b blob.Bucket, m *format.Manifest, f format.Fragment, v uint64, rows []uint32, opts *commit.Options) (bool, string, error) {
+	del := format.Deletion{Key: format.DeletionKey(f.ID, m.Version+1), Count: int64(len(rows))}
+	if err := b.PutIfAbsent(ctx, del.Key, format.EncodeDeletions(rows)); err != nil {
 		return false, "", err
 	}
 	o := commit.Options{}
@@ -370,8 +371,8 @@ func repointVector(ctx context.Context, b blob.Bucket, m *table.Manifest, f tabl
 		o = *opts
 	}
 	o.CatchUp = true
-	txn := table.Transaction{Kind: table.KindDelete, Writer: cmp.Or(o.Writer, "repair"),
-		Deletions: []table.FragmentDeletion{{FragmentID: f.ID, Deletion: del}}}
+	txn := format.Transaction{Kind: format.KindDelete, Writer: cmp.Or(o.Writer, "repair"),
+		Deletions: []format.FragmentDeletion{{FragmentID: f.ID, Deletion: del}}}
 	if _, err := commit.Commit(ctx, b, m, txn, &o); err != nil {
 		return false, "", fmt.Errorf("compactor: pointing fragment %d at its vector written again (v%d's, a merge): %w", f.ID, v, err)
 	}
@@ -390,14 +391,14 @@ func unprovenKeys(descr []string) []string {
 // fragments mine are gone, provably was never acknowledged: it is not a
 // merge or a create (whose rows were acknowledged before the commit), and
 // an orphan record created before its manifest lists each of them.
-func neverAcknowledged(ctx context.Context, b blob.Bucket, v uint64, t *table.Transaction, mine []table.Fragment, orphaned map[string]time.Time) (bool, string, error) {
+func neverAcknowledged(ctx context.Context, b blob.Bucket, v uint64, t *format.Transaction, mine []format.Fragment, orphaned map[string]time.Time) (bool, string, error) {
 	switch t.Kind {
-	case table.KindMerge:
+	case format.KindMerge:
 		return false, "merged rows were acknowledged in the shard's WAL", nil
-	case table.KindCreate:
+	case format.KindCreate:
 		return false, "a table's first rows were acknowledged by its creation", nil
 	}
-	attrs, err := b.Attributes(ctx, table.ManifestKey(v))
+	attrs, err := b.Attributes(ctx, format.ManifestKey(v))
 	if errors.Is(err, blob.ErrNotFound) {
 		return false, "its manifest is gone", nil
 	}
@@ -418,7 +419,7 @@ func neverAcknowledged(ctx context.Context, b blob.Bucket, v uint64, t *table.Tr
 
 // findMissing returns the newest version and its fragments whose data
 // object (or deletion vector) is gone.
-func findMissing(ctx context.Context, b blob.Bucket, exists func(key string) bool) (*table.Manifest, []table.Fragment, error) {
+func findMissing(ctx context.Context, b blob.Bucket, exists func(key string) bool) (*format.Manifest, []format.Fragment, error) {
 	m, err := table.ReadLatest(ctx, b)
 	if err != nil {
 		return nil, nil, err
@@ -429,7 +430,7 @@ func findMissing(ctx context.Context, b blob.Bucket, exists func(key string) boo
 
 // missingIn lists the fragments of m whose data object or deletion vector
 // is gone (exists, when not nil, vouches for keys known to be there).
-func missingIn(ctx context.Context, b blob.Bucket, m *table.Manifest, exists func(key string) bool) ([]table.Fragment, error) {
+func missingIn(ctx context.Context, b blob.Bucket, m *format.Manifest, exists func(key string) bool) ([]format.Fragment, error) {
 	gone := func(key string) (bool, error) {
 		if exists != nil && exists(key) {
 			return false, nil
@@ -440,7 +441,7 @@ func missingIn(ctx context.Context, b blob.Bucket, m *table.Manifest, exists fun
 		}
 		return false, err
 	}
-	var missing []table.Fragment
+	var missing []format.Fragment
 	for _, f := range m.Fragments {
 		lost, err := gone(f.Key)
 		if err != nil {
@@ -466,19 +467,19 @@ func missingIn(ctx context.Context, b blob.Bucket, m *table.Manifest, exists fun
 // whose data object or deletion vector is missing, so that the table reads
 // again without their rows. It returns the fragments it dropped. Restoring
 // the objects from a backup, when there is one, loses nothing instead.
-func DropMissing(ctx context.Context, b blob.Bucket, opts *commit.Options) ([]table.Fragment, error) {
+func DropMissing(ctx context.Context, b blob.Bucket, opts *commit.Options) ([]format.Fragment, error) {
 	o := commit.Options{}
 	if opts != nil {
 		o = *opts
 	}
 	o.CatchUp = true
-	var missing []table.Fragment
-	_, err := commit.Drive(ctx, b, nil, &o, 10, func(ctx context.Context, m *table.Manifest, _ error) (commit.Plan, error) {
+	var missing []format.Fragment
+	_, err := commit.Drive(ctx, b, nil, &o, 10, func(ctx context.Context, m *format.Manifest, _ error) (commit.Plan, error) {
 		var err error
 		if missing, err = missingIn(ctx, b, m, nil); err != nil || len(missing) == 0 {
 			return commit.Plan{Done: true}, err
 		}
-		txn := table.Transaction{Kind: table.KindRewrite}
+		txn := format.Transaction{Kind: format.KindRewrite}
 		for _, f := range missing {
 			txn.Removed = append(txn.Removed, f.ID)
 		}

@@ -15,6 +15,9 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -22,14 +25,14 @@ import (
 // that stalled past garbage collection (whose orphan record then lists
 // its objects, deleted) and died after its create landed, before it could
 // check and undo: no finish, no acknowledgement.
-func ghost(t *testing.T, b blob.Bucket, txn table.Transaction, lost []table.Fragment) uint64 {
+func ghost(t *testing.T, b blob.Bucket, txn format.Transaction, lost []format.Fragment) uint64 {
 	t.Helper()
 	keys := make([]string, len(lost))
 	for i, f := range lost {
 		keys[i] = f.Key
 	}
 	// The collection: its orphan record, then the deletes.
-	if err := table.WriteOrphanRecord(ctx, b, keys, time.Now()); err != nil {
+	if err := format.WriteOrphanRecord(ctx, b, keys, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
@@ -42,16 +45,16 @@ func ghost(t *testing.T, b blob.Bucket, txn table.Transaction, lost []table.Frag
 	if err != nil {
 		t.Fatal(err)
 	}
-	txn.CommitID, txn.ReadVersion = table.NewID(), cur.Version
+	txn.CommitID, txn.ReadVersion = format.NewID(), cur.Version
 	next, err := commit.Apply(cur, &txn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := table.EncodeManifest(next)
+	data, err := format.EncodeManifest(next)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PutIfAbsent(ctx, table.ManifestKey(next.Version), data); err != nil {
+	if err := b.PutIfAbsent(ctx, format.ManifestKey(next.Version), data); err != nil {
 		t.Fatal(err)
 	}
 	return next.Version
@@ -66,11 +69,11 @@ func TestGCRepairsAVersionWhoseAppendLostItsData(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10) // v2..v4, 30 rows
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
 	defer rec.Release()
-	f, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	f, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := ghost(t, b, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{f}}, []table.Fragment{f})
+	v := ghost(t, b, format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{f}}, []format.Fragment{f})
 	if _, err := table.Open(ctx, b, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,7 @@ func TestMissingDataIsReportedNeverUndone(t *testing.T) {
 		},
 	} {
 		err := run()
-		var me *table.MissingDataError
+		var me *format.MissingDataError
 		if !errors.As(err, &me) || !slices.Contains(me.Keys, gone.Key) {
 			t.Fatalf("with %s gone: %v", gone.Key, err)
 		}
@@ -198,7 +201,7 @@ func TestRepairPutsACompactionsSourcesBack(t *testing.T) {
 		t.Fatalf("plan: %v", plan)
 	}
 	// The compaction's output, as it would write it.
-	w, err := table.NewFragmentWriter(ctx, b, m.Schema())
+	w, err := fragment.NewWriter(ctx, b, m.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +217,7 @@ func TestRepairPutsACompactionsSourcesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := ghost(t, b, table.Transaction{Kind: table.KindRewrite, Removed: plan.Bins[0].Fragments, Added: []table.Fragment{out}}, []table.Fragment{out})
+	v := ghost(t, b, format.Transaction{Kind: format.KindRewrite, Removed: plan.Bins[0].Fragments, Added: []format.Fragment{out}}, []format.Fragment{out})
 	rep, err := compactor.Repair(ctx, b, nil, nil)
 	if err != nil || len(rep.Undone) != 1 || rep.Undone[0] != v {
 		t.Fatalf("repair: %+v %v", rep, err)
@@ -270,11 +273,11 @@ func TestCompactionRepairsASourceWhoseDataIsGone(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 10)
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 10)
 	defer rec.Release()
-	f, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	f, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ghost(t, b, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{f}}, []table.Fragment{f})
+	ghost(t, b, format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{f}}, []format.Fragment{f})
 	res, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil)
 	if err != nil || res.Replans != 1 || res.FragmentsAfter != 1 {
 		t.Fatalf("compaction: %+v %v", res, err)
@@ -298,7 +301,7 @@ func TestRepairTakesBackADeleteWhoseVectorGCTook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := table.ParseFilter("id < 2")
+		first, err := expr.ParseFilter("id < 2")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +311,7 @@ func TestRepairTakesBackADeleteWhoseVectorGCTook(t *testing.T) {
 		acknowledged := digest(t, b)
 		// The second delete's vector (ids 0..4, cumulative), written and
 		// then collected as an orphan before its manifest landed.
-		second, err := table.ParseFilter("id < 5")
+		second, err := expr.ParseFilter("id < 5")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,15 +323,15 @@ func TestRepairTakesBackADeleteWhoseVectorGCTook(t *testing.T) {
 		if err != nil || len(matches) != 1 {
 			t.Fatalf("matching rows: %v %v", matches, err)
 		}
-		var txn table.Transaction
-		var vectors []table.Fragment
+		var txn format.Transaction
+		var vectors []format.Fragment
 		for id, rows := range matches {
-			key := table.DeletionKey(id, snap.Version()+1)
-			if err := b.PutIfAbsent(ctx, key, table.EncodeDeletions(rows)); err != nil {
+			key := format.DeletionKey(id, snap.Version()+1)
+			if err := b.PutIfAbsent(ctx, key, format.EncodeDeletions(rows)); err != nil {
 				t.Fatal(err)
 			}
-			txn = table.Transaction{Kind: table.KindDelete, Deletions: []table.FragmentDeletion{{FragmentID: id, Deletion: table.Deletion{Key: key, Count: int64(len(rows))}}}}
-			vectors = append(vectors, table.Fragment{ID: id, Key: key})
+			txn = format.Transaction{Kind: format.KindDelete, Deletions: []format.FragmentDeletion{{FragmentID: id, Deletion: format.Deletion{Key: key, Count: int64(len(rows))}}}}
+			vectors = append(vectors, format.Fragment{ID: id, Key: key})
 		}
 		var v uint64
 		if proof {
@@ -341,14 +344,14 @@ func TestRepairTakesBackADeleteWhoseVectorGCTook(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			txn.CommitID, txn.ReadVersion = table.NewID(), cur.Version
+			txn.CommitID, txn.ReadVersion = format.NewID(), cur.Version
 			if _, err := commit.Commit(ctx, b, cur, txn, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
 		res, err := compactor.Repair(ctx, b, nil, nil)
 		if !proof {
-			var me *table.MissingDataError
+			var me *format.MissingDataError
 			if !errors.As(err, &me) || !slices.Contains(me.Keys, vectors[0].Key) || len(res.Undone) != 0 {
 				t.Fatalf("without proof: %+v %v", res, err)
 			}
@@ -375,15 +378,15 @@ func TestRepairTakesBackOnceAnUpsertMissingTwoVectors(t *testing.T) {
 	if len(cur.Fragments) != 2 {
 		t.Fatalf("%d fragments, want 2", len(cur.Fragments))
 	}
-	txn := table.Transaction{Kind: table.KindUpsert}
-	var vectors []table.Fragment
+	txn := format.Transaction{Kind: format.KindUpsert}
+	var vectors []format.Fragment
 	for _, f := range cur.Fragments {
-		key := table.DeletionKey(f.ID, cur.Version+1)
-		if err := b.PutIfAbsent(ctx, key, table.EncodeDeletions([]uint32{0})); err != nil {
+		key := format.DeletionKey(f.ID, cur.Version+1)
+		if err := b.PutIfAbsent(ctx, key, format.EncodeDeletions([]uint32{0})); err != nil {
 			t.Fatal(err)
 		}
-		txn.Deletions = append(txn.Deletions, table.FragmentDeletion{FragmentID: f.ID, Deletion: table.Deletion{Key: key, Count: 1}})
-		vectors = append(vectors, table.Fragment{ID: f.ID, Key: key})
+		txn.Deletions = append(txn.Deletions, format.FragmentDeletion{FragmentID: f.ID, Deletion: format.Deletion{Key: key, Count: 1}})
+		vectors = append(vectors, format.Fragment{ID: f.ID, Key: key})
 	}
 	v := ghost(t, b, txn, vectors)
 	res, err := compactor.Repair(ctx, b, nil, nil)
@@ -409,7 +412,7 @@ func TestRepairWritesAgainAMergesVectorGCTook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := table.ParseFilter("step < 1")
+	first, err := expr.ParseFilter("step < 1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +438,7 @@ func TestRepairWritesAgainAMergesVectorGCTook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Transaction.Kind != table.KindMerge || len(m.Transaction.Deletions) != 1 {
+	if m.Transaction.Kind != format.KindMerge || len(m.Transaction.Deletions) != 1 {
 		t.Fatalf("the latest version is %s with %d vectors, want a merge of upserts with one", m.Transaction.Kind, len(m.Transaction.Deletions))
 	}
 	gone := m.Transaction.Deletions[0].Deletion.Key
@@ -475,7 +478,7 @@ func TestRepairWritesAgainAMergesVectorGCTook(t *testing.T) {
 // table and its changes read each row once.
 func TestRepairWritesAgainTheVectorOfAMergeThatDroppedANamedCopy(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 1, 10)
-	name := table.Idempotency{Producer: "client", Seq: 1}
+	name := format.Idempotency{Producer: "client", Seq: 1}
 	for _, shard := range []string{"a", "b"} {
 		s, err := walshard.Open(ctx, b, &walshard.Options{Shard: shard})
 		if err != nil {
@@ -488,7 +491,7 @@ func TestRepairWritesAgainTheVectorOfAMergeThatDroppedANamedCopy(t *testing.T) {
 		rec.Release()
 		if shard == "b" {
 			more := rollouts.Batch(testenv.Allocator(t), 42, 8, 0, 3)
-			if _, err := s.AppendOnce(ctx, table.Idempotency{Producer: "client", Seq: 2}, more); err != nil {
+			if _, err := s.AppendOnce(ctx, format.Idempotency{Producer: "client", Seq: 2}, more); err != nil {
 				t.Fatal(err)
 			}
 			more.Release()
@@ -503,7 +506,7 @@ func TestRepairWritesAgainTheVectorOfAMergeThatDroppedANamedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	added := m.Transaction.Added
-	if m.Transaction.Kind != table.KindMerge || len(added) != 1 || added[0].Deletion == nil {
+	if m.Transaction.Kind != format.KindMerge || len(added) != 1 || added[0].Deletion == nil {
 		t.Fatalf("the latest version is %s adding %+v, want a merge that drops the copy by a vector", m.Transaction.Kind, added)
 	}
 	gone := added[0].Deletion.Key

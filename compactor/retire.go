@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // Shard retirement. A shard whose owner is gone for good (a pod of a
@@ -58,7 +59,7 @@ const (
 // newer than the epoch the newest kept version records for the shard,
 // and nothing held outside that version. It reads the state and the WAL's
 // newest entries of those alone.
-func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, kept map[uint64]*table.Manifest, p GCPolicy, now time.Time) ([]string, error) {
+func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, kept map[uint64]*format.Manifest, p GCPolicy, now time.Time) ([]string, error) {
 	newest := newestOf(kept)
 	if p.RetireShardsAfter < 0 || newest == nil {
 		return nil, nil
@@ -73,8 +74,8 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 		if !ok {
 			continue
 		}
-		ok = now.Sub(o.ModTime) >= p.RetireShardsAfter && !(referenced[o.Key] && strings.HasPrefix(o.Key, table.WALDir(shard)))
-		if e, claim := table.ParseShardKey(table.ShardEpochsDir(shard), o.Key); claim && e > newest.Shards[shard].Epoch {
+		ok = now.Sub(o.ModTime) >= p.RetireShardsAfter && !(referenced[o.Key] && strings.HasPrefix(o.Key, format.WALDir(shard)))
+		if e, claim := format.ParseShardKey(format.ShardEpochsDir(shard), o.Key); claim && e > newest.Shards[shard].Epoch {
 			ok = ok && isRetirer(ctx, b, o.Key) // a retirement cut short: its own claim
 		}
 		if q, seen := quiet[shard]; !seen || q {
@@ -89,7 +90,7 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 		if !quiet[shard] || !work[shard] {
 			continue // written to lately, or only generations kept versions reference
 		}
-		empty, err := walshard.HoldsNothing(ctx, b, shard, newest.Shards[shard].Watermark)
+		empty, err := wal.HoldsNothing(ctx, b, shard, newest.Shards[shard].Watermark)
 		if err != nil {
 			return nil, fmt.Errorf("compactor: gc: shard %q: %w", shard, err)
 		}
@@ -102,7 +103,7 @@ func retirable(ctx context.Context, b blob.Bucket, objects []blob.ObjectInfo, ke
 
 // shardOf is the shard a key under ShardsDir belongs to.
 func shardOf(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, table.ShardsDir)
+	rest, ok := strings.CutPrefix(key, format.ShardsDir)
 	if !ok {
 		return "", false
 	}
@@ -113,7 +114,7 @@ func shardOf(key string) (string, bool) {
 // writerOf is the shard a key under ShardsDir, or a flush object's key,
 // belongs to: an object its owners write.
 func writerOf(key string) (string, bool) {
-	if shard, _, ok := table.ParseFlushKey(key); ok {
+	if shard, _, ok := format.ParseFlushKey(key); ok {
 		return shard, true
 	}
 	return shardOf(key)
@@ -124,7 +125,7 @@ func writerOf(key string) (string, bool) {
 func fleetHints(ctx context.Context, b blob.Bucket, shards []string) ([]blob.ObjectInfo, error) {
 	var out []blob.ObjectInfo
 	for _, shard := range shards {
-		for _, prefix := range []string{table.FleetShardsDir + shard, table.FleetMergedDir + shard + "/", table.FleetPendingDir + shard + "/", table.FlushDir(shard)} {
+		for _, prefix := range []string{format.FleetShardsDir + shard, format.FleetMergedDir + shard + "/", format.FleetPendingDir + shard + "/", format.FlushDir(shard)} {
 			for o, err := range blob.List(ctx, b, prefix, 0) {
 				if err != nil {
 					return nil, err
@@ -158,7 +159,7 @@ func retiredLast(objects []blob.ObjectInfo, retired []string) {
 // shards (under its folder or among the fleet's hints).
 func retiredShard(key string, retired []string) bool {
 	shard, ok := shardOf(key)
-	if !ok && strings.HasPrefix(key, table.FleetDir) {
+	if !ok && strings.HasPrefix(key, format.FleetDir) {
 		shard, ok = fleetShardOf(key)
 	}
 	return ok && slices.Contains(retired, shard)
@@ -167,19 +168,19 @@ func retiredShard(key string, retired []string) bool {
 // retireRank is a key's place in retiredLast's order (0: not a retired
 // shard's, or its WAL).
 func retireRank(key string, retired []string) int {
-	if strings.HasPrefix(key, table.FleetFlushDir) {
+	if strings.HasPrefix(key, format.FleetFlushDir) {
 		return 2 // the shard's states (a retired shard's: GC lists no other)
 	}
-	if strings.HasPrefix(key, table.FleetDir) {
+	if strings.HasPrefix(key, format.FleetDir) {
 		return 3 // (a retired shard's: GC lists no other)
 	}
 	shard, ok := shardOf(key)
 	switch {
-	case !ok || !slices.Contains(retired, shard), strings.HasPrefix(key, table.WALDir(shard)):
+	case !ok || !slices.Contains(retired, shard), strings.HasPrefix(key, format.WALDir(shard)):
 		return 0
-	case strings.HasPrefix(key, table.ShardStatesDir(shard)):
+	case strings.HasPrefix(key, format.ShardStatesDir(shard)):
 		return 2
-	case strings.HasPrefix(key, table.ShardEpochsDir(shard)):
+	case strings.HasPrefix(key, format.ShardEpochsDir(shard)):
 		return 4
 	}
 	return 1
@@ -190,14 +191,14 @@ func retireRank(key string, retired []string) int {
 // collection did not list), so that sweeps for abandoned shards see it.
 func reregister(ctx context.Context, b blob.Bucket, shards []string) error {
 	for _, shard := range shards {
-		page, err := b.ListPage(ctx, table.ShardEpochsDir(shard), "", 1)
+		page, err := b.ListPage(ctx, format.ShardEpochsDir(shard), "", 1)
 		if err != nil {
 			return err
 		}
 		if len(page.Objects) == 0 {
 			continue
 		}
-		if err := b.PutIfAbsent(ctx, table.FleetShardsDir+shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
+		if err := b.PutIfAbsent(ctx, format.FleetShardsDir+shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
 			return fmt.Errorf("compactor: gc: registering shard %q again, opened while it was retired: %w", shard, err)
 		}
 	}
@@ -205,8 +206,8 @@ func reregister(ctx context.Context, b blob.Bucket, shards []string) error {
 }
 
 // newestOf is the newest of the kept versions' manifests (nil: none).
-func newestOf(ms map[uint64]*table.Manifest) *table.Manifest {
-	var newest *table.Manifest
+func newestOf(ms map[uint64]*format.Manifest) *format.Manifest {
+	var newest *format.Manifest
 	for _, m := range ms {
 		if newest == nil || m.Version > newest.Version {
 			newest = m
@@ -232,18 +233,18 @@ func isRetirer(ctx context.Context, b blob.Bucket, key string) bool {
 // RetiredBy. It returns the shards fenced and the claims made; a shard
 // whose next epoch another claimed first (an owner opening it), or that
 // holds an object the listing did not (writtenSince), is left alone.
-func fenceRetired(ctx context.Context, b blob.Bucket, shards []string, objects []blob.ObjectInfo, newest *table.Manifest) (fenced, claims []string, err error) {
+func fenceRetired(ctx context.Context, b blob.Bucket, shards []string, objects []blob.ObjectInfo, newest *format.Manifest) (fenced, claims []string, err error) {
 	for _, shard := range shards {
 		var top uint64
 		if newest != nil {
 			top = newest.Shards[shard].Epoch
 		}
 		for _, o := range objects {
-			if e, ok := table.ParseShardKey(table.ShardEpochsDir(shard), o.Key); ok && e > top && strings.HasPrefix(o.Key, table.ShardEpochsDir(shard)) {
+			if e, ok := format.ParseShardKey(format.ShardEpochsDir(shard), o.Key); ok && e > top && strings.HasPrefix(o.Key, format.ShardEpochsDir(shard)) {
 				top = e
 			}
 		}
-		key := table.ShardEpochKey(shard, top+1)
+		key := format.ShardEpochKey(shard, top+1)
 		switch err := b.PutIfAbsent(ctx, key, []byte(RetiredBy)); {
 		case errors.Is(err, blob.ErrExists):
 			if !isRetirer(ctx, b, key) {
@@ -279,7 +280,7 @@ func writtenSince(ctx context.Context, b blob.Bucket, shard string, objects []bl
 	for _, o := range objects {
 		listed[o.Key] = true
 	}
-	for _, dir := range []string{table.ShardDir(shard), table.FlushDir(shard)} {
+	for _, dir := range []string{format.ShardDir(shard), format.FlushDir(shard)} {
 		for o, err := range blob.List(ctx, b, dir, 0) {
 			if err != nil {
 				return false, fmt.Errorf("compactor: gc: listing shard %q again after fencing it: %w", shard, err)
@@ -294,7 +295,7 @@ func writtenSince(ctx context.Context, b blob.Bucket, shard string, objects []bl
 
 // fleetShardOf is the shard a key under FleetDir names.
 func fleetShardOf(key string) (string, bool) {
-	for _, dir := range []string{table.FleetShardsDir, table.FleetMergedDir, table.FleetPendingDir, table.FleetFlushDir} {
+	for _, dir := range []string{format.FleetShardsDir, format.FleetMergedDir, format.FleetPendingDir, format.FleetFlushDir} {
 		if rest, ok := strings.CutPrefix(key, dir); ok {
 			shard, _, _ := strings.Cut(rest, "/")
 			return shard, shard != ""

@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -43,8 +44,8 @@ func quietOwner(t *testing.T, dir string) (blob.Bucket, *walshard.Shard) {
 	if _, err := owner.Merge(ctx); err != nil {
 		t.Fatal(err)
 	}
-	age(t, dir, table.ShardDir("frozen"), 25*time.Hour)
-	age(t, dir, table.FleetDir, 25*time.Hour)
+	age(t, dir, format.ShardDir("frozen"), 25*time.Hour)
+	age(t, dir, format.FleetDir, 25*time.Hour)
 	offset.Store(int64(26 * time.Hour))
 	return under, owner
 }
@@ -85,7 +86,7 @@ func TestAnAppendLandingWhileACollectionRetiresTheShardKeepsIt(t *testing.T) {
 	under, owner := quietOwner(t, dir)
 	var appended error = errors.New("no append")
 	b := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, table.ShardEpochsDir("frozen")) && appended != nil {
+		if op == fault.OpPutIfAbsent && strings.HasPrefix(key, format.ShardEpochsDir("frozen")) && appended != nil {
 			rec := rollouts.Batch(testenv.Allocator(t), 42, 1, 10, 5)
 			defer rec.Release()
 			appended = owner.Append(ctx, rec) // before the collector's claim

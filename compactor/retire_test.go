@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -85,7 +86,7 @@ func TestGCRetiresAQuietShardThatHoldsNothing(t *testing.T) {
 	shardRows(t, b, "gone", 1, 0, 10, true)
 	shardRows(t, b, "pending", 2, 0, 10, false)
 	shardRows(t, b, "live", 3, 0, 10, true)
-	for _, p := range []string{table.ShardDir("gone"), table.ShardDir("pending"), table.FleetDir} {
+	for _, p := range []string{format.ShardDir("gone"), format.ShardDir("pending"), format.FleetDir} {
 		age(t, dir, p, 25*time.Hour)
 	}
 	before := digest(t, b)
@@ -104,16 +105,16 @@ func TestGCRetiresAQuietShardThatHoldsNothing(t *testing.T) {
 	if !slices.Equal(res.ShardsRetired, []string{"gone"}) {
 		t.Fatalf("retired %v, want [gone]", res.ShardsRetired)
 	}
-	for _, k := range keysUnder(t, b, table.ShardDir("gone")) {
+	for _, k := range keysUnder(t, b, format.ShardDir("gone")) {
 		if !referenced[k] {
 			t.Errorf("%s is left of the retired shard", k)
 		}
 	}
-	if left := keysUnder(t, b, table.FleetDir); slices.ContainsFunc(left, func(k string) bool { return strings.Contains(k, "/gone") }) {
+	if left := keysUnder(t, b, format.FleetDir); slices.ContainsFunc(left, func(k string) bool { return strings.Contains(k, "/gone") }) {
 		t.Errorf("fleet objects of the retired shard are left: %v", left)
 	}
 	for _, shard := range []string{"pending", "live"} {
-		if len(keysUnder(t, b, table.ShardEpochsDir(shard))) == 0 || !exists(t, b, table.FleetShardsDir+shard) {
+		if len(keysUnder(t, b, format.ShardEpochsDir(shard))) == 0 || !exists(t, b, format.FleetShardsDir+shard) {
 			t.Errorf("shard %s lost its claims or its registration", shard)
 		}
 	}
@@ -140,7 +141,7 @@ func TestARetirementCutShortFencesTheOwnerAndIsFinishedLater(t *testing.T) {
 	// The collection fails at its first delete of a fleet object: the
 	// WAL, the states and the generations go, the claims stay.
 	b := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpDelete && strings.HasPrefix(key, table.FleetDir) {
+		if op == fault.OpDelete && strings.HasPrefix(key, format.FleetDir) {
 			return fault.Fault{Action: fault.Fail}
 		}
 		return fault.Fault{}
@@ -155,12 +156,12 @@ func TestARetirementCutShortFencesTheOwnerAndIsFinishedLater(t *testing.T) {
 	}
 	sameRows(t, before, digest(t, under), "a retirement cut short")
 	// A later collection, the collector's claim aged too, finishes it.
-	age(t, dir, table.ShardDir("frozen"), 25*time.Hour)
+	age(t, dir, format.ShardDir("frozen"), 25*time.Hour)
 	res, err := compactor.GC(ctx, under, nil, time.Now())
 	if err != nil || !slices.Equal(res.ShardsRetired, []string{"frozen"}) {
 		t.Fatalf("the next collection: retired %v, %v", res.ShardsRetired, err)
 	}
-	for _, k := range append(keysUnder(t, under, table.ShardDir("frozen")), keysUnder(t, under, table.FleetDir)...) {
+	for _, k := range append(keysUnder(t, under, format.ShardDir("frozen")), keysUnder(t, under, format.FleetDir)...) {
 		if !strings.Contains(k, "/gen/") {
 			t.Errorf("%s is left of the retired shard", k)
 		}

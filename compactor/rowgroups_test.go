@@ -6,7 +6,9 @@ import (
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/table/value"
 )
 
 // A fragment of more than one row group, the last one partial, keeps every
@@ -14,7 +16,7 @@ import (
 // dropped the partial last group, or a reader that skipped it, loses rows
 // near the end.
 func TestFragmentsOfSeveralRowGroupsWithAPartialLastOne(t *testing.T) {
-	const n = table.RowGroupRows + 1000
+	const n = fragment.RowGroupRows + 1000
 	b := rolloutsTable(t, "mem://", 0, 1, n) // one fragment: a full group and 1,000 rows
 	appendRollouts(t, b, 1, 0, 1, 10)
 	before := digest(t, b)
@@ -22,15 +24,15 @@ func TestFragmentsOfSeveralRowGroupsWithAPartialLastOne(t *testing.T) {
 		t.Fatalf("%d rows scanned, %d written", len(before), n+10)
 	}
 	last := int64(n - 1)
-	got, _ := take(t, b, 0, table.RowGroupRows-1, table.RowGroupRows, last)
-	checkRows(t, got, 0, table.RowGroupRows-1, table.RowGroupRows, last)
+	got, _ := take(t, b, 0, fragment.RowGroupRows-1, fragment.RowGroupRows, last)
+	checkRows(t, got, 0, fragment.RowGroupRows-1, fragment.RowGroupRows, last)
 
 	// Delete the last 500 rows, all in the partial group.
 	tb, err := commit.OpenTable(ctx, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pred, err := table.ParseFilter("id >= " + strconv.Itoa(n-500) + " AND id < " + strconv.Itoa(n))
+	pred, err := expr.ParseFilter("id >= " + strconv.Itoa(n-500) + " AND id < " + strconv.Itoa(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +49,8 @@ func TestFragmentsOfSeveralRowGroupsWithAPartialLastOne(t *testing.T) {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}
 	sameRows(t, before, digest(t, b), "compaction")
-	got, _ = take(t, b, table.RowGroupRows, int64(n-501), last)
-	checkRows(t, got, table.RowGroupRows, int64(n-501))
+	got, _ = take(t, b, fragment.RowGroupRows, int64(n-501), last)
+	checkRows(t, got, fragment.RowGroupRows, int64(n-501))
 }
 
 // A delete in a compacted fragment of a full row group and a partial one
@@ -66,7 +68,7 @@ func TestADeleteInALargeCompactedFragmentDoesNotStopCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, n, err := tb.Delete(ctx, table.Lt("id", table.Int(100))); err != nil || n != 100 {
+	if _, n, err := tb.Delete(ctx, expr.Lt("id", value.Int(100))); err != nil || n != 100 {
 		t.Fatalf("delete: %d rows, %v", n, err)
 	}
 	appendRollouts(t, b, 2, 0, 2, 10)
@@ -81,7 +83,7 @@ func TestADeleteInALargeCompactedFragmentDoesNotStopCompaction(t *testing.T) {
 	f := open(t, b).Manifest().Fragments[0]
 	md := footer(t, b, f.Key)
 	for i := range md.NumRowGroups() - 1 {
-		if n := md.RowGroup(i).NumRows(); n != table.RowGroupRows {
+		if n := md.RowGroup(i).NumRows(); n != fragment.RowGroupRows {
 			t.Fatalf("row group %d of %d holds %d rows", i, md.NumRowGroups(), n)
 		}
 	}

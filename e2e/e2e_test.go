@@ -26,6 +26,7 @@ import (
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 var bins string // folder holding the built binaries
@@ -392,10 +393,10 @@ func TestCompactorJobOnce(t *testing.T) {
 	}
 	var want []string
 	for _, v := range versions {
-		want = append(want, table.ManifestKey(v.Version))
+		want = append(want, format.ManifestKey(v.Version))
 	}
 	slices.Sort(want)
-	if got := minio.Keys(t, u, table.VersionsDir); !slices.Equal(got, want) || got[0] != table.ManifestKey(after.Version) {
+	if got := minio.Keys(t, u, format.VersionsDir); !slices.Equal(got, want) || got[0] != format.ManifestKey(after.Version) {
 		t.Fatalf("MinIO holds the manifests %v; Strata reports %v, the newest v%d", got, want, after.Version)
 	}
 	stored := minio.Keys(t, u, "")

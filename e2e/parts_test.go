@@ -19,6 +19,8 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // manyFragments creates a table at u of n fragments of rows rows each
@@ -40,7 +42,7 @@ func manyFragments(t testing.TB, u string, n, rows int) uint64 {
 	}
 	var v uint64
 	for from := 0; from < n; from += 1000 {
-		frags := make([]table.Fragment, min(1000, n-from))
+		frags := make([]format.Fragment, min(1000, n-from))
 		errs := make([]error, len(frags))
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 32)
@@ -50,7 +52,7 @@ func manyFragments(t testing.TB, u string, n, rows int) uint64 {
 				defer func() { <-sem }()
 				rec := rollouts.Batch(nil, 42, 0, int64((from+i)*rows), rows)
 				defer rec.Release()
-				frags[i], errs[i] = table.WriteFragment(ctx, b, rollouts.Schema, rec)
+				frags[i], errs[i] = fragment.Write(ctx, b, rollouts.Schema, rec)
 			})
 		}
 		wg.Wait()
@@ -59,7 +61,7 @@ func manyFragments(t testing.TB, u string, n, rows int) uint64 {
 				t.Fatal(err)
 			}
 		}
-		res, err := tb.Commit(ctx, table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: frags})
+		res, err := tb.Commit(ctx, format.Transaction{Kind: format.KindAppend, CommitID: format.NewID(), Added: frags})
 		if err != nil {
 			t.Fatal(err)
 		}

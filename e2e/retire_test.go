@@ -12,7 +12,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/testenv"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // A server in a Deployment writes through a shard named after its pod, and
@@ -89,7 +89,7 @@ func TestShardsOfServersGoneForGoodAreRetired(t *testing.T) {
 	defer b.Close()
 	shardsLeft := func() []string {
 		var left []string
-		for _, prefix := range []string{table.ShardsDir, table.FleetDir} {
+		for _, prefix := range []string{format.ShardsDir, format.FleetDir} {
 			for o, err := range blob.List(ctx, b, prefix, 0) {
 				if err != nil {
 					t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Four workers upsert overlapping keys — four hot keys in every upsert, the
@@ -128,10 +129,10 @@ func TestFourWorkersUpsertingThroughShardsAndDirectlyLeaveOneRowPerKeyTheLast(t 
 			t.Fatalf("v%d: %v", v, err)
 		}
 		txn := m.Transaction
-		if len(txn.Keys) == 0 || (txn.Kind != table.KindUpsert && txn.Kind != table.KindMerge) {
+		if len(txn.Keys) == 0 || (txn.Kind != format.KindUpsert && txn.Kind != format.KindMerge) {
 			continue
 		}
-		if txn.Kind == table.KindMerge {
+		if txn.Kind == format.KindMerge {
 			merges++
 		}
 		for k, r := range keyRewards(t, b, m.Schema(), txn.Added) {
@@ -195,7 +196,7 @@ func TestFourWorkersUpsertingThroughShardsAndDirectlyLeaveOneRowPerKeyTheLast(t 
 }
 
 // keyRewards reads (id, reward) of the rows of frags.
-func keyRewards(t *testing.T, b blob.Bucket, sc *arrow.Schema, frags []table.Fragment) map[int64]float64 {
+func keyRewards(t *testing.T, b blob.Bucket, sc *arrow.Schema, frags []format.Fragment) map[int64]float64 {
 	t.Helper()
 	own := slices.Clone(frags)
 	for i := range own {

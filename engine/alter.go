@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Alter changes the table's schema (commit.Table.Alter) and renews the
@@ -11,7 +13,7 @@ import (
 // schema. Rows its WAL acknowledged before are replayed under the new
 // schema too (a column added reads null, a renamed one under its new
 // name).
-func (db *DB) Alter(ctx context.Context, changes ...table.ColumnChange) (Result, error) {
+func (db *DB) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Result, error) {
 	t, err := db.table(ctx)
 	if err != nil {
 		return Result{}, err
@@ -42,15 +44,15 @@ func (db *DB) RenewSchema(ctx context.Context) (bool, error) {
 }
 
 // renew closes the open shard when m's schema is newer than its own.
-func (o *shardOwner) renew(m *table.Manifest) bool {
+func (o *shardOwner) renew(m *format.Manifest) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := o.mu.s
-	if s == nil || m == nil || table.SchemaID(m.Schema()) <= table.SchemaID(s.Schema()) {
+	if s == nil || m == nil || evolve.SchemaID(m.Schema()) <= evolve.SchemaID(s.Schema()) {
 		return false
 	}
 	o.db.opts.Log.Info("the table's schema changed; opening the shard again under it",
-		"table", o.db.opts.Name, "shard", s.ID(), "schema_id", table.SchemaID(m.Schema()))
+		"table", o.db.opts.Name, "shard", s.ID(), "schema_id", evolve.SchemaID(m.Schema()))
 	s.Close()
 	o.mu.s = nil
 	return true

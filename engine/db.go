@@ -11,7 +11,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // DB is a process's handle on one table. Safe for concurrent use.
@@ -31,7 +31,7 @@ type DB struct {
 	// ErrMergeRunning).
 	compacting, merging atomic.Bool
 	// fleet is what this DB's fleet merges remember between passes.
-	fleet walshard.FleetMemory
+	fleet fleetmerge.Memory
 
 	mu struct {
 		sync.Mutex
@@ -57,7 +57,7 @@ var (
 	ErrMergeRunning = errors.New("engine: a merge of this table by this process is already running")
 )
 
-// Open opens the table in b (it must exist: table.ErrNotFound otherwise),
+// Open opens the table in b (it must exist: format.ErrNotFound otherwise),
 // and starts the background work the options ask for. Close ends it.
 func Open(ctx context.Context, b blob.Bucket, o *Options) (*DB, error) {
 	if err := o.Validate(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -32,7 +33,7 @@ type DropOptions struct {
 // append (see walshard.FenceForDrop). Then the manifests go, newest first
 // (once the newest is gone, the table is), then the objects of the table's
 // folder and of its reserved folders; its other folders may hold other
-// tables ("runs/eval" under "runs"), which stay. table.ErrNotFound, and
+// tables ("runs/eval" under "runs"), which stay. format.ErrNotFound, and
 // nothing stopped, when there is no table.
 func (db *DB) Drop(ctx context.Context, o DropOptions) error {
 	if _, err := table.LatestVersion(ctx, db.b); err != nil {
@@ -74,7 +75,7 @@ func deleteTable(ctx context.Context, b blob.Bucket) error {
 		}
 		return nil
 	}
-	if err := del(table.VersionsDir); err != nil {
+	if err := del(format.VersionsDir); err != nil {
 		return err
 	}
 	for token := ""; ; {
@@ -88,7 +89,7 @@ func deleteTable(ctx context.Context, b blob.Bucket) error {
 			}
 		}
 		for _, f := range page.Folders {
-			if table.Reserved(strings.TrimSuffix(f, "/")) {
+			if format.Reserved(strings.TrimSuffix(f, "/")) {
 				if err := del(f); err != nil {
 					return err
 				}

@@ -10,8 +10,11 @@ import (
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // ErrorCode is one kind of error a table's verbs return, and the code
@@ -41,37 +44,37 @@ func typed[T error]() func(error) bool {
 // caller).
 var ErrorCodes = []ErrorCode{
 	// A request's name used again, for another body or too late.
-	{table.ErrKeyReused, nil, api.CodeKeyReused},
-	{table.ErrSequenceExpired, nil, api.CodeSequenceExpired},
-	{table.ErrBadIdempotency, nil, api.CodeBadRequest},
-	{nil, typed[*table.ChangesCollectedError](), api.CodeVersionCollected},
+	{format.ErrKeyReused, nil, api.CodeKeyReused},
+	{format.ErrSequenceExpired, nil, api.CodeSequenceExpired},
+	{format.ErrBadIdempotency, nil, api.CodeBadRequest},
+	{nil, typed[*format.ChangesCollectedError](), api.CodeVersionCollected},
 	// What is not there, or is already.
-	{table.ErrNotFound, nil, api.CodeNotFound},
+	{format.ErrNotFound, nil, api.CodeNotFound},
 	{walshard.ErrUnknownShard, nil, api.CodeNotFound},
-	{table.ErrVersionNotFound, nil, api.CodeNotFound},
-	{table.ErrTagNotFound, nil, api.CodeNotFound},
-	{table.ErrExists, nil, api.CodeExists},
-	{table.ErrTagExists, nil, api.CodeExists},
+	{format.ErrVersionNotFound, nil, api.CodeNotFound},
+	{format.ErrTagNotFound, nil, api.CodeNotFound},
+	{format.ErrExists, nil, api.CodeExists},
+	{format.ErrTagExists, nil, api.CodeExists},
 	{commit.ErrConflict, nil, api.CodeConflict},
-	{table.ErrPlacement, nil, api.CodeBadPlacement},
+	{format.ErrPlacement, nil, api.CodeBadPlacement},
 	{ingest.ErrTooLarge, nil, api.CodeTooLarge},
 	// Bad input: rows, schemas, words of a request, options.
-	{table.ErrBadInput, nil, api.CodeBadInput},
-	{table.ErrSchemaMismatch, nil, api.CodeBadInput},
-	{table.ErrUnsupportedSchema, nil, api.CodeUnsupportedSchema},
-	{table.ErrBadPredicate, nil, api.CodeBadRequest},
-	{table.ErrBadName, nil, api.CodeBadRequest},
-	{table.ErrBadColumns, nil, api.CodeBadRequest},
-	{table.ErrBadAssignment, nil, api.CodeBadRequest},
-	{table.ErrReservedName, nil, api.CodeBadRequest},
-	{table.ErrBadSchemaChange, nil, api.CodeBadRequest},
+	{evolve.ErrBadInput, nil, api.CodeBadInput},
+	{evolve.ErrSchemaMismatch, nil, api.CodeBadInput},
+	{evolve.ErrUnsupportedSchema, nil, api.CodeUnsupportedSchema},
+	{expr.ErrBadPredicate, nil, api.CodeBadRequest},
+	{format.ErrBadName, nil, api.CodeBadRequest},
+	{expr.ErrBadColumns, nil, api.CodeBadRequest},
+	{expr.ErrBadAssignment, nil, api.CodeBadRequest},
+	{evolve.ErrReservedName, nil, api.CodeBadRequest},
+	{evolve.ErrBadSchemaChange, nil, api.CodeBadRequest},
 	{blob.ErrBadURL, nil, api.CodeBadRequest},
-	{walshard.ErrBadShardID, nil, api.CodeBadRequest},
+	{wal.ErrBadShardID, nil, api.CodeBadRequest},
 	{layout.ErrBadLocation, nil, api.CodeBadRequest},
 	{lakehouse.ErrLocationMismatch, nil, api.CodeBadRequest},
 	{lakehouse.ErrUnsupported, nil, api.CodeUnsupportedSchema},
 	{commit.ErrInvalidOptions, nil, api.CodeBadRequest},
-	{walshard.ErrInvalidOptions, nil, api.CodeBadRequest},
+	{wal.ErrInvalidOptions, nil, api.CodeBadRequest},
 	{compactor.ErrInvalidOptions, nil, api.CodeBadRequest},
 	{lakehouse.ErrInvalidOptions, nil, api.CodeBadRequest},
 	{ErrInvalidOptions, nil, api.CodeBadRequest},
@@ -95,12 +98,12 @@ var ErrorCodes = []ErrorCode{
 	{blob.ErrRetryable, nil, api.CodeStoreUnavailable},
 	// An object holding acknowledged rows gone or damaged, until an
 	// operator puts it back or repairs (not worth sending again).
-	{table.ErrMissingData, nil, api.CodeDataMissing},
+	{format.ErrMissingData, nil, api.CodeDataMissing},
 	{compactor.ErrMissingData, nil, api.CodeDataMissing},
 	{walshard.ErrMissingEntry, nil, api.CodeDataMissing},
-	{walshard.ErrCorruptEntry, nil, api.CodeDataMissing},
-	{walshard.ErrPoisonEntry, nil, api.CodeDataMissing},
-	{table.ErrCorrupt, nil, api.CodeDataMissing},
+	{wal.ErrCorruptEntry, nil, api.CodeDataMissing},
+	{wal.ErrPoisonEntry, nil, api.CodeDataMissing},
+	{format.ErrCorrupt, nil, api.CodeDataMissing},
 }
 
 // Code is the code of err (api.Code*): the first of ErrorCodes that

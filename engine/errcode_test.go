@@ -24,7 +24,11 @@ import (
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // sentinels is every exported sentinel error (a package-level Err…) of
@@ -37,36 +41,36 @@ var sentinels = map[string]struct {
 	err  error
 	code string
 }{
-	"table.ErrKeyReused":            {table.ErrKeyReused, api.CodeKeyReused},
-	"table.ErrSequenceExpired":      {table.ErrSequenceExpired, api.CodeSequenceExpired},
-	"table.ErrBadIdempotency":       {table.ErrBadIdempotency, api.CodeBadRequest},
-	"table.ErrNotFound":             {table.ErrNotFound, api.CodeNotFound},
-	"table.ErrVersionNotFound":      {table.ErrVersionNotFound, api.CodeNotFound},
-	"table.ErrTagNotFound":          {table.ErrTagNotFound, api.CodeNotFound},
-	"table.ErrExists":               {table.ErrExists, api.CodeExists},
-	"table.ErrTagExists":            {table.ErrTagExists, api.CodeExists},
-	"table.ErrPlacement":            {table.ErrPlacement, api.CodeBadPlacement},
-	"table.ErrBadInput":             {table.ErrBadInput, api.CodeBadInput},
-	"table.ErrSchemaMismatch":       {table.ErrSchemaMismatch, api.CodeBadInput},
-	"table.ErrUnsupportedSchema":    {table.ErrUnsupportedSchema, api.CodeUnsupportedSchema},
-	"table.ErrBadPredicate":         {table.ErrBadPredicate, api.CodeBadRequest},
-	"table.ErrBadName":              {table.ErrBadName, api.CodeBadRequest},
-	"table.ErrBadColumns":           {table.ErrBadColumns, api.CodeBadRequest},
-	"table.ErrBadAssignment":        {table.ErrBadAssignment, api.CodeBadRequest},
-	"table.ErrReservedName":         {table.ErrReservedName, api.CodeBadRequest},
-	"table.ErrBadSchemaChange":      {table.ErrBadSchemaChange, api.CodeBadRequest},
-	"table.ErrMissingData":          {table.ErrMissingData, api.CodeDataMissing},
-	"table.ErrCorrupt":              {table.ErrCorrupt, api.CodeDataMissing},
-	"table.ErrNotCopyable":          {table.ErrNotCopyable, api.CodeInternal},       // compaction decodes instead
-	"table.ErrNamedMoved":           {table.ErrNamedMoved, api.CodeInternal},        // a merge plans again
-	"table.ErrUnsupportedFormat":    {table.ErrUnsupportedFormat, api.CodeInternal}, // a newer build's manifest: no code yet
+	"format.ErrKeyReused":           {format.ErrKeyReused, api.CodeKeyReused},
+	"format.ErrSequenceExpired":     {format.ErrSequenceExpired, api.CodeSequenceExpired},
+	"format.ErrBadIdempotency":      {format.ErrBadIdempotency, api.CodeBadRequest},
+	"format.ErrNotFound":            {format.ErrNotFound, api.CodeNotFound},
+	"format.ErrVersionNotFound":     {format.ErrVersionNotFound, api.CodeNotFound},
+	"format.ErrTagNotFound":         {format.ErrTagNotFound, api.CodeNotFound},
+	"format.ErrExists":              {format.ErrExists, api.CodeExists},
+	"format.ErrTagExists":           {format.ErrTagExists, api.CodeExists},
+	"format.ErrPlacement":           {format.ErrPlacement, api.CodeBadPlacement},
+	"evolve.ErrBadInput":            {evolve.ErrBadInput, api.CodeBadInput},
+	"evolve.ErrSchemaMismatch":      {evolve.ErrSchemaMismatch, api.CodeBadInput},
+	"evolve.ErrUnsupportedSchema":   {evolve.ErrUnsupportedSchema, api.CodeUnsupportedSchema},
+	"expr.ErrBadPredicate":          {expr.ErrBadPredicate, api.CodeBadRequest},
+	"format.ErrBadName":             {format.ErrBadName, api.CodeBadRequest},
+	"expr.ErrBadColumns":            {expr.ErrBadColumns, api.CodeBadRequest},
+	"expr.ErrBadAssignment":         {expr.ErrBadAssignment, api.CodeBadRequest},
+	"evolve.ErrReservedName":        {evolve.ErrReservedName, api.CodeBadRequest},
+	"evolve.ErrBadSchemaChange":     {evolve.ErrBadSchemaChange, api.CodeBadRequest},
+	"format.ErrMissingData":         {format.ErrMissingData, api.CodeDataMissing},
+	"format.ErrCorrupt":             {format.ErrCorrupt, api.CodeDataMissing},
+	"table.ErrNotCopyable":          {table.ErrNotCopyable, api.CodeInternal},        // compaction decodes instead
+	"format.ErrNamedMoved":          {format.ErrNamedMoved, api.CodeInternal},        // a merge plans again
+	"format.ErrUnsupportedFormat":   {format.ErrUnsupportedFormat, api.CodeInternal}, // a newer build's manifest: no code yet
 	"commit.ErrConflict":            {commit.ErrConflict, api.CodeConflict},
 	"commit.ErrOutcomeUnknown":      {commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
 	"commit.ErrInvalidOptions":      {commit.ErrInvalidOptions, api.CodeBadRequest},
 	"commit.ErrBudget":              {commit.ErrBudget, api.CodeInternal}, // no code yet
 	"walshard.ErrUnknownShard":      {walshard.ErrUnknownShard, api.CodeNotFound},
-	"walshard.ErrBadShardID":        {walshard.ErrBadShardID, api.CodeBadRequest},
-	"walshard.ErrInvalidOptions":    {walshard.ErrInvalidOptions, api.CodeBadRequest},
+	"wal.ErrBadShardID":             {wal.ErrBadShardID, api.CodeBadRequest},
+	"wal.ErrInvalidOptions":         {wal.ErrInvalidOptions, api.CodeBadRequest},
 	"walshard.ErrMergeRunning":      {walshard.ErrMergeRunning, api.CodeBusy},
 	"walshard.ErrDropped":           {walshard.ErrDropped, api.CodeNotFound},
 	"walshard.ErrAppendUnknown":     {walshard.ErrAppendUnknown, api.CodeOutcomeUnknown},
@@ -75,8 +79,8 @@ var sentinels = map[string]struct {
 	"walshard.ErrClosed":            {walshard.ErrClosed, api.CodeUnavailable},
 	"walshard.ErrFleetMoving":       {walshard.ErrFleetMoving, api.CodeUnavailable},
 	"walshard.ErrMissingEntry":      {walshard.ErrMissingEntry, api.CodeDataMissing},
-	"walshard.ErrCorruptEntry":      {walshard.ErrCorruptEntry, api.CodeDataMissing},
-	"walshard.ErrPoisonEntry":       {walshard.ErrPoisonEntry, api.CodeDataMissing},
+	"wal.ErrCorruptEntry":           {wal.ErrCorruptEntry, api.CodeDataMissing},
+	"wal.ErrPoisonEntry":            {wal.ErrPoisonEntry, api.CodeDataMissing},
 	"compactor.ErrInvalidOptions":   {compactor.ErrInvalidOptions, api.CodeBadRequest},
 	"compactor.ErrLeaseHeld":        {compactor.ErrLeaseHeld, api.CodeLeaseHeld},
 	"compactor.ErrMissingData":      {compactor.ErrMissingData, api.CodeDataMissing},
@@ -99,11 +103,15 @@ var sentinels = map[string]struct {
 	"layout.ErrBadLocation":         {layout.ErrBadLocation, api.CodeBadRequest},
 	"ingest.ErrTooLarge":            {ingest.ErrTooLarge, api.CodeTooLarge},
 	"ipcguard.ErrRefused":           {ipcguard.ErrRefused, api.CodeInternal}, // always an input error's reason
+	"wal.ErrTookInLanded":           {wal.ErrTookInLanded, api.CodeInternal}, // the shard's own: the entry goes to the next position
+	"wal.ErrStateTaken":             {wal.ErrStateTaken, api.CodeInternal},   // the shard's own: it reads the new state and answers ErrFenced or retries
+	"wal.ErrStaleBase":              {wal.ErrStaleBase, api.CodeInternal},    // the shard's own: it reads the table again
+	"wal.ErrStateGone":              {wal.ErrStateGone, api.CodeInternal},    // the shard reads the table again; it reaches a caller only after a hundred tries, naming the object
 	"commit.ErrPlanAgain":           {commit.ErrPlanAgain, api.CodeInternal}, // always beside the error that made a plan stale, which the driver acts on
 }
 
 // The engine's packages, whose sentinels sentinels must name, each.
-var sentinelPackages = []string{"table", "commit", "walshard", "compactor", "blob", "engine", "lakehouse", "lakehouse/layout", "internal/ingest", "internal/ipcguard"}
+var sentinelPackages = []string{"table", "table/evolve", "table/format", "table/expr", "table/fragment", "commit", "walshard", "walshard/wal", "walshard/fleetmerge", "compactor", "blob", "engine", "lakehouse", "lakehouse/layout", "internal/ingest", "internal/ipcguard"}
 
 // Every sentinel of the engine's packages has its code, and engine.Code
 // gives it to the sentinel wrapped as a verb wraps it; a new sentinel
@@ -135,9 +143,9 @@ func TestEverySentinelHasItsCode(t *testing.T) {
 		err  error
 		code string
 	}{
-		{&table.ChangesCollectedError{}, api.CodeVersionCollected},
+		{&format.ChangesCollectedError{}, api.CodeVersionCollected},
 		{&compactor.LeaseHeldError{Holder: "other"}, api.CodeLeaseHeld},
-		{&table.CorruptError{Key: "k", Reason: "r", Err: errors.New("x")}, api.CodeDataMissing},
+		{&format.CorruptError{Key: "k", Reason: "r", Err: errors.New("x")}, api.CodeDataMissing},
 		{errors.New("something else"), api.CodeInternal},
 	}
 	for _, c := range typed {
@@ -210,7 +218,7 @@ func sentinelsIn(t *testing.T, dir string) []string {
 // ErrorCodes held once was written by each errors.As that matched).
 func TestCodeIsSafeFromManyGoroutines(t *testing.T) {
 	errs := []error{
-		fmt.Errorf("scan: %w", &table.ChangesCollectedError{}),
+		fmt.Errorf("scan: %w", &format.ChangesCollectedError{}),
 		fmt.Errorf("compact: %w", &compactor.LeaseHeldError{Holder: "other"}),
 	}
 	want := []string{api.CodeVersionCollected, api.CodeLeaseHeld}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -19,7 +20,7 @@ import (
 // it m holds. The process's own shard is opened when it wrote to the table
 // before (a restart), so that the rows its WAL acknowledged show in its
 // memtable. Shards found gone while they are read are left out.
-func (db *DB) ShardStats(ctx context.Context, m *table.Manifest) ([]ShardStats, error) {
+func (db *DB) ShardStats(ctx context.Context, m *format.Manifest) ([]ShardStats, error) {
 	if m == nil {
 		var err error
 		if m, err = table.ReadLatest(ctx, db.b); err != nil {
@@ -88,7 +89,7 @@ func (db *DB) Lease(ctx context.Context, now time.Time) (Lease, bool, error) {
 // policy says it is due and why (or why not), and the plan a run would
 // follow.
 type Outlook struct {
-	Manifest *table.Manifest
+	Manifest *format.Manifest
 	Due      bool
 	Why      string
 	Plan     CompactionPlan

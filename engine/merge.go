@@ -9,11 +9,13 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // Merge installs every shard's flushed generations into the manifest, in
-// one commit (walshard.FleetMerge), whoever wrote them; ErrMergeRunning
+// one commit (fleetmerge.Merge), whoever wrote them; ErrMergeRunning
 // when this DB runs one already. It makes one LIST when nothing awaits.
 func (db *DB) Merge(ctx context.Context) (FleetResult, error) {
 	if !db.merging.CompareAndSwap(false, true) {
@@ -28,9 +30,9 @@ func (db *DB) Merge(ctx context.Context) (FleetResult, error) {
 	if fo.Commit.Writer == "" {
 		fo.Commit.Writer = db.opts.Writer + " (merge)"
 	}
-	res, err := walshard.FleetMerge(ctx, db.b, &fo)
+	res, err := fleetmerge.Merge(ctx, db.b, &fo)
 	if db.repairedAfter(ctx, err) {
-		res, err = walshard.FleetMerge(ctx, db.b, &fo)
+		res, err = fleetmerge.Merge(ctx, db.b, &fo)
 	}
 	if ctx.Err() == nil && (err != nil || res.Version != 0) {
 		db.opts.Listener.MergeEnd(MergeInfo{Table: db.opts.Name, Fleet: true, Result: res, Duration: time.Since(start), Err: err})
@@ -79,11 +81,11 @@ func (db *DB) mergeIfOwned(ctx context.Context) error {
 // the merge may run again at once rather than fail until the next
 // collection's repair.
 func (db *DB) repairedAfter(ctx context.Context, err error) bool {
-	if err == nil || !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, table.ErrMissingData) || ctx.Err() != nil {
+	if err == nil || !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, format.ErrMissingData) || ctx.Err() != nil {
 		return false
 	}
 	named := map[string]bool{}
-	var me *table.MissingDataError
+	var me *format.MissingDataError
 	if errors.As(err, &me) {
 		for _, k := range me.Keys {
 			named[k] = true
@@ -110,7 +112,7 @@ func (db *DB) repairedAfter(ctx context.Context, err error) bool {
 	return true
 }
 
-// ShardLags reads every shard's lag from the bucket (walshard.FleetLags),
+// ShardLags reads every shard's lag from the bucket (fleetmerge.Lags),
 // with the states this DB's fleet merges read: the latest manifest, two
 // LISTs, and a LIST of one key per shard.
 func (db *DB) ShardLags(ctx context.Context) ([]ShardLag, error) {
@@ -122,5 +124,5 @@ func (db *DB) ShardLags(ctx context.Context) ([]ShardLag, error) {
 	if mem == nil {
 		mem = &db.fleet
 	}
-	return walshard.FleetLags(ctx, db.b, m, mem)
+	return fleetmerge.Lags(ctx, db.b, m, mem)
 }

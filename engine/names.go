@@ -5,6 +5,8 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // The engine's parts (commit, walshard, compactor, lakehouse) define the
@@ -24,11 +26,11 @@ type (
 type (
 	ShardOptions = walshard.Options
 	ShardStats   = walshard.Stats
-	ShardLag     = walshard.ShardLag
+	ShardLag     = fleetmerge.ShardLag
 	Quarantined  = walshard.Quarantined
 	StallInfo    = walshard.StallInfo
-	FleetOptions = walshard.FleetOptions
-	FleetResult  = walshard.FleetResult
+	FleetOptions = fleetmerge.Options
+	FleetResult  = fleetmerge.Result
 	AdoptResult  = walshard.AdoptResult
 	// ShardHandle is an open WAL shard (DB.Shard): a worker reads what
 	// it acknowledged through it.
@@ -94,12 +96,12 @@ var (
 	ErrFenced            = walshard.ErrFenced
 	ErrUnknownShard      = walshard.ErrUnknownShard
 	ErrLeaseHeld         = compactor.ErrLeaseHeld
-	ErrInvalidShard      = walshard.ErrInvalidOptions
+	ErrInvalidShard      = wal.ErrInvalidOptions
 	ErrInvalidCompaction = compactor.ErrInvalidOptions
 )
 
 // CheckShardID says whether id can name a WAL shard, and why not.
-func CheckShardID(id string) error { return walshard.CheckShardID(id) }
+func CheckShardID(id string) error { return wal.CheckShardID(id) }
 
 // ParseWindow reads a quiet window of a compaction policy: "22-6" (hours,
 // UTC).

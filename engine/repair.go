@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -51,7 +51,7 @@ func (db *DB) adopt(ctx context.Context, shard string, o AdoptOptions, quietFrom
 // DropMissing, the fragments it gave up.
 type RepairResult struct {
 	compactor.RepairResult
-	Dropped []table.Fragment
+	Dropped []format.Fragment
 }
 
 // Repair makes the newest version readable again where that loses
@@ -61,7 +61,7 @@ func (db *DB) Repair(ctx context.Context, dropMissing bool) (RepairResult, error
 	co := db.opts.Commit
 	res, err := compactor.Repair(ctx, db.b, &co, nil)
 	out := RepairResult{RepairResult: res}
-	if errors.Is(err, table.ErrMissingData) && dropMissing {
+	if errors.Is(err, format.ErrMissingData) && dropMissing {
 		out.Dropped, err = compactor.DropMissing(ctx, db.b, &co)
 	}
 	return out, err

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -57,17 +58,17 @@ func TestAnAppendThroughAShardFollowsSchemaChangesOfAnotherProcess(t *testing.T)
 	if err := row(1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "y", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+	if _, err := other.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "y", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 		t.Fatal(err)
 	}
 	if err := row(2); err != nil {
 		t.Fatalf("an append after another process added a column: %v", err)
 	}
-	if _, err := other.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "z"}); err != nil {
+	if _, err := other.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "z"}); err != nil {
 		t.Fatal(err)
 	}
 	err = row(3)
-	if !errors.Is(err, table.ErrBadInput) || !strings.Contains(err.Error(), `"z"`) {
+	if !errors.Is(err, evolve.ErrBadInput) || !strings.Contains(err.Error(), `"z"`) {
 		t.Fatalf("an append naming a column another process dropped: %v, want a refusal naming z", err)
 	}
 	if err := db.Drain(ctx); err != nil {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // reopenEvery bounds how often a DB opens again a shard that a newer
@@ -72,14 +74,14 @@ func (o *shardOwner) open(ctx context.Context) (*ShardHandle, error) {
 	so.MergeInterval = 0                     // the DB merges (Options.MergeInterval)
 	so.Listener = db.shardListener(so.Shard) // its events are the DB's
 	if o.mu.damaged != nil && time.Since(o.mu.damagedAt) < damagedRetry {
-		if e, err := walshard.NewestEpoch(ctx, db.b, so.Shard); err != nil || e == o.mu.damagedEpoch {
+		if e, err := wal.NewestEpoch(ctx, db.b, so.Shard); err != nil || e == o.mu.damagedEpoch {
 			return nil, o.mu.damaged
 		}
 	}
 	s, err := walshard.Open(ctx, db.b, &so)
-	if errors.Is(err, walshard.ErrMissingEntry) || errors.Is(err, walshard.ErrCorruptEntry) {
+	if errors.Is(err, walshard.ErrMissingEntry) || errors.Is(err, wal.ErrCorruptEntry) {
 		o.mu.damaged, o.mu.damagedAt = err, time.Now()
-		o.mu.damagedEpoch, _ = walshard.NewestEpoch(ctx, db.b, so.Shard)
+		o.mu.damagedEpoch, _ = wal.NewestEpoch(ctx, db.b, so.Shard)
 	}
 	if err != nil {
 		return nil, err
@@ -123,7 +125,7 @@ func (db *DB) OwnShard(ctx context.Context) (*ShardHandle, error) {
 	if db.opts.Shard.Shard == "" {
 		return nil, nil
 	}
-	_, err := db.b.Attributes(ctx, table.FleetShardsDir+db.opts.Shard.Shard)
+	_, err := db.b.Attributes(ctx, format.FleetShardsDir+db.opts.Shard.Shard)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, nil
 	}
@@ -148,11 +150,11 @@ type Ack struct {
 
 // AppendOptions shape an append.
 type AppendOptions struct {
-	// Key, when not nil, names the append (see table.Idempotency): sent
+	// Key, when not nil, names the append (see format.Idempotency): sent
 	// again under its name it stores nothing and answers the first
 	// outcome.
-	Key *table.Idempotency
-	// Conformed: the batches passed table.Conform against the table's
+	Key *format.Idempotency
+	// Conformed: the batches passed evolve.Conform against the table's
 	// schema already (package ingest's readers do), so the append takes
 	// them as they are: an append through a shard is checked once.
 	Conformed bool

@@ -9,7 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // StreamFragmentRows is where a streamed append rolls over to a new
@@ -25,8 +26,8 @@ const StreamFragmentRows = 1 << 20
 // certainly did not land (a conflict, a duplicate), the fragments written
 // are deleted; any other failure may hide a commit that lands later, so
 // they stay for garbage collection to judge.
-func (db *DB) AppendStream(ctx context.Context, key *table.Idempotency, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) (Ack, error) {
-	txn := table.Transaction{Kind: table.KindAppend, CommitID: table.NewID()}
+func (db *DB) AppendStream(ctx context.Context, key *format.Idempotency, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) (Ack, error) {
+	txn := format.Transaction{Kind: format.KindAppend, CommitID: format.NewID()}
 	if key != nil {
 		k := key.Key(0, time.Now())
 		txn.Idempotency = &k
@@ -61,9 +62,9 @@ func (db *DB) AppendStream(ctx context.Context, key *table.Idempotency, schema *
 
 // writeFragments streams rows into fragments of at most
 // StreamFragmentRows rows. On an error the fragments written are deleted.
-func (db *DB) writeFragments(ctx context.Context, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) ([]table.Fragment, int64, error) {
-	var frags []table.Fragment
-	var w *table.FragmentWriter
+func (db *DB) writeFragments(ctx context.Context, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) ([]format.Fragment, int64, error) {
+	var frags []format.Fragment
+	var w *fragment.Writer
 	discard := func() {
 		if w != nil {
 			w.Abort()
@@ -75,13 +76,13 @@ func (db *DB) writeFragments(ctx context.Context, schema *arrow.Schema, rows ite
 	var total int64
 	for rec, err := range rows {
 		if err == nil && w == nil {
-			w, err = table.NewFragmentWriter(ctx, db.b, schema)
+			w, err = fragment.NewWriter(ctx, db.b, schema)
 		}
 		if err == nil {
 			err = w.Write(rec)
 		}
 		if err == nil && w.Rows() >= StreamFragmentRows {
-			var f table.Fragment
+			var f format.Fragment
 			f, err = w.Close()
 			w = nil
 			if err == nil {

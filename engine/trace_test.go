@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 var updateTraces = flag.Bool("update-traces", false, "rewrite the golden request traces under testdata/trace")
@@ -53,7 +54,7 @@ func TestGoldenTracesOfTheProductionPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	job, err := engine.OpenNew(b, &engine.Options{Name: "t", Writer: "job", Log: quiet,
-		Fleet: walshard.FleetOptions{Parallelism: 1, MemoryBudget: compactor.DefaultMemoryBudget}})
+		Fleet: fleetmerge.Options{Parallelism: 1, MemoryBudget: compactor.DefaultMemoryBudget}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,14 +7,15 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Create creates a table in b with schema and, if given, initial rows, as
-// version 1 (commit.Create): table.ErrExists when a table is there. With
+// version 1 (commit.Create): format.ErrExists when a table is there. With
 // key, it is safe to send again after an unknown outcome: when version 1 is
 // this create, it answers that version with duplicate set.
-func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, writer string, key *table.Idempotency, batches ...arrow.RecordBatch) (m *table.Manifest, duplicate bool, err error) {
+func Create(ctx context.Context, b blob.Bucket, schema *arrow.Schema, writer string, key *format.Idempotency, batches ...arrow.RecordBatch) (m *format.Manifest, duplicate bool, err error) {
 	o := &CommitOptions{Writer: writer}
 	if key != nil {
 		return commit.CreateOnce(ctx, b, schema, nil, o, *key, batches...)
@@ -47,7 +48,7 @@ func (db *DB) verbTable(ctx context.Context, verb string, drain bool) (*commit.T
 
 // Update sets columns of the rows pred matches, in one commit
 // (commit.Table.Update), after draining the process's shard.
-func (db *DB) Update(ctx context.Context, pred table.Predicate, set []table.Assignment) (UpdateResult, error) {
+func (db *DB) Update(ctx context.Context, pred expr.Predicate, set []expr.Assignment) (UpdateResult, error) {
 	t, err := db.verbTable(ctx, "update", true)
 	if err != nil {
 		return UpdateResult{}, err
@@ -58,7 +59,7 @@ func (db *DB) Update(ctx context.Context, pred table.Predicate, set []table.Assi
 // Delete deletes the rows pred matches, in one commit
 // (commit.Table.Delete), after draining the process's shard; it answers
 // how many.
-func (db *DB) Delete(ctx context.Context, pred table.Predicate) (Result, int64, error) {
+func (db *DB) Delete(ctx context.Context, pred expr.Predicate) (Result, int64, error) {
 	t, err := db.verbTable(ctx, "delete", true)
 	if err != nil {
 		return Result{}, 0, err
@@ -69,7 +70,7 @@ func (db *DB) Delete(ctx context.Context, pred table.Predicate) (Result, int64, 
 // UpsertRows reads an upsert's rows under the table's schema, and the
 // name of the upsert (nil: unnamed), when the schema is known: the batches
 // are the caller's to release.
-type UpsertRows func(schema *arrow.Schema) ([]arrow.RecordBatch, *table.Idempotency, error)
+type UpsertRows func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error)
 
 // Upsert commits the rows that read gives, replacing the table's rows with
 // their keys, in one direct commit (commit.Table.UpsertOnce), after draining the process's shard. Sent again under its name,

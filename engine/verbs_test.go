@@ -12,6 +12,9 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // A verb that chooses rows by a filter sees the rows the process's own
@@ -30,7 +33,7 @@ func TestADeleteSeesTheRowsItsShardAcknowledged(t *testing.T) {
 	if _, err := db.Append(ctx, engine.AppendOptions{}, rec); err != nil {
 		t.Fatal(err)
 	}
-	_, n, err := db.Delete(ctx, table.Ge("id", table.Int(100)))
+	_, n, err := db.Delete(ctx, expr.Ge("id", value.Int(100)))
 	if err != nil || n != 10 {
 		t.Fatalf("delete of the shard's rows: %d deleted, %v; want 10", n, err)
 	}
@@ -64,7 +67,7 @@ func TestAStreamedAppendSentAgainStoresNothingMore(t *testing.T) {
 			}
 		}
 	}
-	key := &table.Idempotency{Producer: "nightly-export", Digest: 7}
+	key := &format.Idempotency{Producer: "nightly-export", Digest: 7}
 	first, err := db.AppendStream(ctx, key, rollouts.Schema, iter.Seq2[arrow.RecordBatch, error](rows))
 	if err != nil || first.Duplicate || first.Rows != 30 {
 		t.Fatalf("first append: %+v, %v", first, err)
@@ -100,13 +103,13 @@ func TestDropLeavesNothingAndStopsTheDB(t *testing.T) {
 	if n := keys(t, b, ""); n != 0 {
 		t.Fatalf("the drop left %d objects", n)
 	}
-	if _, err := table.LatestVersion(ctx, b); !errors.Is(err, table.ErrNotFound) {
+	if _, err := table.LatestVersion(ctx, b); !errors.Is(err, format.ErrNotFound) {
 		t.Fatalf("the dropped table: %v, want not found", err)
 	}
 	if _, err := db.Append(ctx, engine.AppendOptions{}, rec); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("an append after the drop: %v, want ErrClosed", err)
 	}
-	if err := db.Drop(ctx, engine.DropOptions{Wait: -1}); !errors.Is(err, table.ErrNotFound) {
+	if err := db.Drop(ctx, engine.DropOptions{Wait: -1}); !errors.Is(err, format.ErrNotFound) {
 		t.Fatalf("a second drop: %v, want not found", err)
 	}
 }

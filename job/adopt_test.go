@@ -16,7 +16,9 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // Two workers died with rows in their WALs; the store lost an entry of the
@@ -31,7 +33,7 @@ func TestADamagedShardDoesNotHoldUpTheOtherAdoptions(t *testing.T) {
 		s := shardWithRows(t, b, id, i, 2)
 		s.Close() // dies: its rows are in its WAL only
 	}
-	if err := b.Delete(ctx, "_shards/a-damaged/wal/"+table.Inverted(2)); err != nil {
+	if err := b.Delete(ctx, "_shards/a-damaged/wal/"+format.Inverted(2)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
@@ -123,7 +125,7 @@ func TestAnAdoptedShardIsLeftAloneByLaterPasses(t *testing.T) {
 	}
 	looks := func() look {
 		t.Helper()
-		e, err := walshard.NewestEpoch(ctx, counted, "dead")
+		e, err := wal.NewestEpoch(ctx, counted, "dead")
 		if err != nil {
 			t.Fatal(err)
 		}

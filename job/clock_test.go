@@ -9,6 +9,8 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // A Job whose host clock runs two hours ahead of the store's keeps an
@@ -21,7 +23,7 @@ func TestAJobWhoseClockRunsAheadKeepsAFreshUpload(t *testing.T) {
 	defer b.Close()
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 5, 0, 7)
 	defer rec.Release()
-	frag, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	frag, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func TestAJobWhoseClockRunsAheadKeepsAFreshUpload(t *testing.T) {
 	if _, err := b.Attributes(ctx, frag.Key); err != nil {
 		t.Fatalf("the fresh upload after a pass two hours ahead: %v", err)
 	}
-	if _, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindAppend, Added: []table.Fragment{frag}}, nil); err != nil {
+	if _, err := commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{frag}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s, err := table.Open(ctx, b, nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Tables whose names hold "_versions" are found and served like any
@@ -94,7 +95,7 @@ func TestDiscoveryDoesNotListEveryObject(t *testing.T) {
 		// Objects written straight into the folder: a big table's.
 		data := filepath.Join(dir, "runs", "data")
 		for range extra {
-			if err := os.WriteFile(filepath.Join(data, table.NewID()+".parquet"), []byte("x"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(data, format.NewID()+".parquet"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

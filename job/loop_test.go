@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -29,7 +30,7 @@ type stallingBucket struct {
 }
 
 func (s *stallingBucket) hold(ctx context.Context, key string) error {
-	if !strings.HasPrefix(key, table.DataDir) {
+	if !strings.HasPrefix(key, format.DataDir) {
 		return nil
 	}
 	s.once.Do(func() { close(s.stalled) })

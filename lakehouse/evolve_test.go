@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // A table whose schema was changed every way — a column added, one
@@ -57,7 +58,7 @@ func TestIcebergReadsAnEvolvedSchemaOverOldAndNewFragments(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			alter := func(cs ...table.ColumnChange) {
+			alter := func(cs ...evolve.ColumnChange) {
 				t.Helper()
 				if _, err := tb.Alter(ctx, cs...); err != nil {
 					t.Fatal(err)
@@ -67,14 +68,14 @@ func TestIcebergReadsAnEvolvedSchemaOverOldAndNewFragments(t *testing.T) {
 			if _, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now()); err != nil {
 				t.Fatal(err)
 			}
-			alter(table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String})
+			alter(evolve.ColumnChange{Op: evolve.AddColumn, Column: "grade", Type: arrow.BinaryTypes.String})
 			add(`[{"id": 2, "reward": 1.5, "note": "b", "grade": "A"}]`)
-			alter(table.ColumnChange{Op: table.RenameColumn, Column: "reward", To: "score"},
-				table.ColumnChange{Op: table.WidenColumn, Column: "score", Type: arrow.PrimitiveTypes.Float64},
-				table.ColumnChange{Op: table.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64})
+			alter(evolve.ColumnChange{Op: evolve.RenameColumn, Column: "reward", To: "score"},
+				evolve.ColumnChange{Op: evolve.WidenColumn, Column: "score", Type: arrow.PrimitiveTypes.Float64},
+				evolve.ColumnChange{Op: evolve.WidenColumn, Column: "id", Type: arrow.PrimitiveTypes.Int64})
 			add(`[{"id": 3, "score": 2.5, "note": "c", "grade": "B"}]`)
-			alter(table.ColumnChange{Op: table.DropColumn, Column: "note"})
-			alter(table.ColumnChange{Op: table.AddColumn, Column: "note", Type: arrow.BinaryTypes.String})
+			alter(evolve.ColumnChange{Op: evolve.DropColumn, Column: "note"})
+			alter(evolve.ColumnChange{Op: evolve.AddColumn, Column: "note", Type: arrow.BinaryTypes.String})
 			add(`[{"id": 4, "score": 3.5, "note": "d"}]`)
 			res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
 			if err != nil {

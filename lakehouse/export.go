@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Result says what an export did.
@@ -70,7 +71,7 @@ type LocationError struct {
 func (e *LocationError) Error() string {
 	return fmt.Sprintf("lakehouse: the Iceberg view names its files under %s, not under %s, the location of this export: "+
 		"export with the view's location (--location %s), or, if %s is where readers find the table, delete %s and export again to write the view afresh there",
-		e.View, e.Export, e.View, e.Export, table.IcebergDir)
+		e.View, e.Export, e.View, e.Export, format.IcebergDir)
 }
 
 func (e *LocationError) Unwrap() error { return ErrLocationMismatch }
@@ -213,7 +214,7 @@ func planExport(st exportState, o *Options, now time.Time) (exportPlan, error) {
 	if target == 0 {
 		target = st.listed[0].Version
 	} else if !slices.ContainsFunc(st.listed, func(v table.VersionInfo) bool { return v.Version == target }) {
-		return p, fmt.Errorf("lakehouse: version %d: %w (the newest is %d)", target, table.ErrVersionNotFound, st.listed[0].Version)
+		return p, fmt.Errorf("lakehouse: version %d: %w (the newest is %d)", target, format.ErrVersionNotFound, st.listed[0].Version)
 	}
 	want := chooseVersions(st.listed, st.tags, st.boundary, target, o, now)
 	p.have = st.cur.versions()
@@ -334,7 +335,7 @@ func (ex *exporter) addSnapshots(ctx context.Context, cur view, p exportPlan) (*
 		}
 	}
 	if bld == nil {
-		return nil, fmt.Errorf("lakehouse: nothing to describe: %w", table.ErrNotFound)
+		return nil, fmt.Errorf("lakehouse: nothing to describe: %w", format.ErrNotFound)
 	}
 	return bld, nil
 }

@@ -25,6 +25,9 @@ import (
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -180,7 +183,7 @@ func history(t *testing.T, b blob.Bucket) (older []uint64, tagged uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(m.Fragments, func(f table.Fragment) bool { return f.Key == table.WALKey("w3", 2) }) {
+	if !slices.ContainsFunc(m.Fragments, func(f format.Fragment) bool { return f.Key == format.WALKey("w3", 2) }) {
 		t.Fatalf("shard w3's WAL entry is not a fragment: %+v", m.Fragments)
 	}
 	refresh := func() uint64 {
@@ -190,7 +193,7 @@ func history(t *testing.T, b blob.Bucket) (older []uint64, tagged uint64) {
 		}
 		return v
 	}
-	if _, n, err := tb.Delete(ctx, table.Lt("step", table.Int(5))); err != nil || n == 0 {
+	if _, n, err := tb.Delete(ctx, expr.Lt("step", value.Int(5))); err != nil || n == 0 {
 		t.Fatalf("first delete: %d rows, %v", n, err)
 	}
 	older = append(older, refresh())
@@ -199,7 +202,7 @@ func history(t *testing.T, b blob.Bucket) (older []uint64, tagged uint64) {
 	}
 	older = append(older, refresh())
 	appendRows(0, 60, 20)
-	if _, n, err := tb.Delete(ctx, table.Gt("step", table.Int(70))); err != nil || n == 0 {
+	if _, n, err := tb.Delete(ctx, expr.Gt("step", value.Int(70))); err != nil || n == 0 {
 		t.Fatalf("second delete: %d rows, %v", n, err)
 	}
 	tagged = refresh()
@@ -314,7 +317,7 @@ func TestIcebergReadersSeeWhatStrataSees(t *testing.T) {
 			// metadata, and the manifest lists of dropped snapshots.
 			var viewDeleted int
 			for _, k := range res2.ObjectsDeleted {
-				if strings.HasPrefix(k, table.IcebergDir) {
+				if strings.HasPrefix(k, format.IcebergDir) {
 					viewDeleted++
 				}
 			}

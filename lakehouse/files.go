@@ -17,14 +17,16 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/lakehouse/layout"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // dataFile describes a fragment as an Iceberg data file, with the counts
 // and bounds the Strata manifest holds for its top-level columns (no
 // request is made). Bounds are given only where the Strata statistic and
 // the Iceberg type agree exactly; a missing bound only costs pruning.
-func dataFile(loc string, f *table.Fragment, sc *iceberg.Schema, arrowSchema *arrow.Schema) (iceberg.DataFile, error) {
+func dataFile(loc string, f *format.Fragment, sc *iceberg.Schema, arrowSchema *arrow.Schema) (iceberg.DataFile, error) {
 	b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentData, loc+"/"+f.Key,
 		iceberg.ParquetFile, nil, nil, nil, f.Rows, f.Bytes)
 	if err != nil {
@@ -34,7 +36,7 @@ func dataFile(loc string, f *table.Fragment, sc *iceberg.Schema, arrowSchema *ar
 	lower, upper := map[int][]byte{}, map[int][]byte{}
 	// The fragment's statistics by column, found once each: a wide table
 	// has thousands of columns.
-	stats := make(map[string]*table.ColumnStats, len(f.Columns))
+	stats := make(map[string]*format.ColumnStats, len(f.Columns))
 	for i := range f.Columns {
 		if _, dup := stats[f.Columns[i].Name]; !dup { // the first, as Fragment.Stats
 			stats[f.Columns[i].Name] = &f.Columns[i]
@@ -46,7 +48,7 @@ func dataFile(loc string, f *table.Fragment, sc *iceberg.Schema, arrowSchema *ar
 		}
 		stored := field.Name
 		if af, ok := arrowSchema.FieldsByName(field.Name); ok && len(af) == 1 {
-			stored = table.StoredName(af[0])
+			stored = evolve.StoredName(af[0])
 		}
 		st := stats[stored]
 		if st == nil {
@@ -69,56 +71,56 @@ func dataFile(loc string, f *table.Fragment, sc *iceberg.Schema, arrowSchema *ar
 }
 
 // bound encodes a Strata statistic as an Iceberg single-value bound.
-func bound(t iceberg.Type, v *table.Value, unit arrow.TimeUnit) ([]byte, bool) {
+func bound(t iceberg.Type, v *value.Value, unit arrow.TimeUnit) ([]byte, bool) {
 	if v == nil {
 		return nil, false
 	}
 	var lit encoding.BinaryMarshaler
 	switch t.(type) {
 	case iceberg.BooleanType:
-		if v.Kind == table.KindBool {
+		if v.Kind == value.KindBool {
 			lit = iceberg.BoolLiteral(v.B)
 		}
 	case iceberg.Int32Type:
 		switch v.Kind {
-		case table.KindInt:
+		case value.KindInt:
 			lit = iceberg.Int32Literal(int32(v.I))
-		case table.KindUint:
+		case value.KindUint:
 			lit = iceberg.Int32Literal(int32(v.U))
 		}
 	case iceberg.Int64Type:
 		switch v.Kind {
-		case table.KindInt:
+		case value.KindInt:
 			lit = iceberg.Int64Literal(v.I)
-		case table.KindUint:
+		case value.KindUint:
 			lit = iceberg.Int64Literal(int64(v.U))
 		}
 	case iceberg.Float32Type:
-		if v.Kind == table.KindFloat {
+		if v.Kind == value.KindFloat {
 			lit = iceberg.Float32Literal(float32(v.F))
 		}
 	case iceberg.Float64Type:
-		if v.Kind == table.KindFloat {
+		if v.Kind == value.KindFloat {
 			lit = iceberg.Float64Literal(v.F)
 		}
 	case iceberg.StringType:
-		if v.Kind == table.KindString {
+		if v.Kind == value.KindString {
 			lit = iceberg.StringLiteral(v.S)
 		}
 	case iceberg.BinaryType:
-		if v.Kind == table.KindBytes {
+		if v.Kind == value.KindBytes {
 			lit = iceberg.BinaryLiteral(v.X)
 		}
 	case iceberg.DateType:
-		if v.Kind == table.KindInt {
+		if v.Kind == value.KindInt {
 			lit = iceberg.DateLiteral(v.I)
 		}
 	case iceberg.TimestampType, iceberg.TimestampTzType:
 		// Seconds are stored as milliseconds, and Strata keeps no
 		// statistics of them; nanoseconds are refused before this.
-		if v.Kind == table.KindInt && unit == arrow.Microsecond {
+		if v.Kind == value.KindInt && unit == arrow.Microsecond {
 			lit = iceberg.TimestampLiteral(v.I)
-		} else if v.Kind == table.KindInt && unit == arrow.Millisecond {
+		} else if v.Kind == value.KindInt && unit == arrow.Millisecond {
 			lit = iceberg.TimestampLiteral(v.I * 1000)
 		}
 	}
@@ -143,8 +145,8 @@ var positionDeleteSchema = arrow.NewSchema([]arrow.Field{
 // writeDeleteFile converts a fragment's deletion vector into a position-
 // delete file (created once; an existing one, from an earlier export that
 // did not finish, is the same bytes' worth and kept) and describes it.
-func writeDeleteFile(ctx context.Context, b blob.Bucket, loc string, f *table.Fragment) (iceberg.DataFile, error) {
-	rows, err := table.ReadDeletions(ctx, b, f)
+func writeDeleteFile(ctx context.Context, b blob.Bucket, loc string, f *format.Fragment) (iceberg.DataFile, error) {
+	rows, err := format.ReadDeletions(ctx, b, f)
 	if err != nil {
 		return nil, fmt.Errorf("lakehouse: reading deletion vector of fragment %d: %w", f.ID, err)
 	}

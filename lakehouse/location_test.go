@@ -11,7 +11,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/lakehouse"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // A view written for one location names every file under it: an export at
@@ -42,7 +42,7 @@ func TestAnExportAtAnotherLocationThanTheViewsIsRefusedNamingBoth(t *testing.T) 
 	appendOne(t, b)
 	check("a new version")
 	var keys []string
-	for o, err := range blob.List(ctx, b, table.IcebergDir, 0) {
+	for o, err := range blob.List(ctx, b, format.IcebergDir, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/lakehouse/layout"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // ErrInvalidOptions is the kind of error Options.Validate returns.
@@ -42,10 +42,10 @@ func (o *Options) EnsureDefaults() *Options {
 		c = *o
 	}
 	if c.KeepVersions == 0 {
-		c.KeepVersions = table.DefaultKeepVersions
+		c.KeepVersions = format.DefaultKeepVersions
 	}
 	if c.RetainFor == 0 {
-		c.RetainFor = table.DefaultRetention
+		c.RetainFor = format.DefaultRetention
 	}
 	if c.MaxManifests == 0 {
 		c.MaxManifests = 64

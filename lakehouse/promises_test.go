@@ -63,6 +63,7 @@ import (
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // exported builds the history of TestIcebergReadersSeeWhatStrataSees in a
@@ -279,8 +280,8 @@ func TestAnExportWritesOnlyTheViewAndRewritesOnlyTheHint(t *testing.T) {
 	}
 	for _, key := range slices.Sorted(maps.Keys(rec.writes)) {
 		ops := rec.writes[key]
-		if !strings.HasPrefix(key, table.IcebergDir) {
-			t.Fatalf("an export wrote %s (%v), outside %s", key, ops, table.IcebergDir)
+		if !strings.HasPrefix(key, format.IcebergDir) {
+			t.Fatalf("an export wrote %s (%v), outside %s", key, ops, format.IcebergDir)
 		}
 		if slices.Contains(ops, fault.OpDelete) {
 			t.Fatalf("an export deleted %s", key)

@@ -23,6 +23,7 @@ import (
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func open(t *testing.T, url string) blob.Bucket {
@@ -149,7 +150,7 @@ func TestTypesIcebergCannotHoldAreRefused(t *testing.T) {
 			if !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), `"odd`) {
 				t.Fatalf("export of a %s column: %v", dt, err)
 			}
-			for o, err := range blob.List(ctx, b, table.IcebergDir, 0) {
+			for o, err := range blob.List(ctx, b, format.IcebergDir, 0) {
 				t.Fatalf("a refused export wrote %s (%v)", o.Key, err)
 			}
 		})
@@ -251,11 +252,11 @@ func TestOldVersionsAndSkewedClocksExport(t *testing.T) {
 			m.Timestamp = m.Timestamp.Add(-10 * time.Minute)
 		}
 		own[v] = m.Timestamp
-		data, err := table.EncodeManifest(m)
+		data, err := format.EncodeManifest(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(table.ManifestKey(v))), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(format.ManifestKey(v))), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -290,7 +291,7 @@ func (c *collectingDuringExport) PutIfAbsent(ctx context.Context, key string, da
 	err := c.Bucket.PutIfAbsent(ctx, key, data)
 	if _, ok := layout.ParseMetadataKey(key); ok && err == nil && !c.done {
 		c.done = true
-		if err := c.Bucket.PutIfAbsent(ctx, table.GCBoundaryKey(c.boundary), nil); err != nil {
+		if err := c.Bucket.PutIfAbsent(ctx, format.GCBoundaryKey(c.boundary), nil); err != nil {
 			return err
 		}
 	}
@@ -434,7 +435,7 @@ func TestAnExportRecoversFromAForgetfulStore(t *testing.T) {
 			}
 		},
 		"the manifest of the view's newest version gone": func(t *testing.T, b blob.Bucket, res lakehouse.Result) {
-			if err := b.Delete(ctx, table.ManifestKey(res.Current)); err != nil {
+			if err := b.Delete(ctx, format.ManifestKey(res.Current)); err != nil {
 				t.Fatal(err)
 			}
 		},

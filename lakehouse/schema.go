@@ -11,7 +11,7 @@ import (
 	itable "github.com/apache/iceberg-go/table"
 
 	"github.com/stratadb/strata/lakehouse/layout"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // ErrUnsupported is the kind of error for a table the view cannot describe
@@ -78,11 +78,11 @@ func checkExportable(sc *arrow.Schema) error {
 // the new column's mapping.
 func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int, ids map[string]int) (*iceberg.Schema, error) {
 	stored := sc
-	sc = table.PlainSchema(sc) // what the view's readers see; stored names go to the mapping
+	sc = evolve.PlainSchema(sc) // what the view's readers see; stored names go to the mapping
 	if err := checkExportable(sc); err != nil {
 		return nil, err
 	}
-	switch withIDs, without := table.CountFieldIDs(sc); {
+	switch withIDs, without := evolve.CountFieldIDs(sc); {
 	case withIDs > 0 && without > 0:
 		return nil, fmt.Errorf("%w: %d of the schema's fields carry Parquet field ids and %d do not; readers resolve a fragment's columns by its ids, so they must all have one or none", ErrUnsupported, withIDs, without)
 	case withIDs > 0:
@@ -105,7 +105,7 @@ func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int, ids map[s
 	fields := make([]iceberg.NestedField, 0, len(freshFields))
 	for i, f := range freshFields {
 		old, found := iceberg.NestedField{}, false
-		if id, ok := ids[table.StoredName(stored.Field(i))]; ok {
+		if id, ok := ids[evolve.StoredName(stored.Field(i))]; ok {
 			old, found = byID[id]
 		} else if len(ids) == 0 {
 			old, found = byName[f.Name]
@@ -237,7 +237,7 @@ func nameMapping(sc *iceberg.Schema, arrowSchema *arrow.Schema, ids map[string]i
 	live := map[int]bool{}
 	for i := range nm {
 		if i < arrowSchema.NumFields() {
-			nm[i].Names = []string{table.StoredName(arrowSchema.Field(i))}
+			nm[i].Names = []string{evolve.StoredName(arrowSchema.Field(i))}
 		}
 		if nm[i].FieldID != nil {
 			live[*nm[i].FieldID] = true

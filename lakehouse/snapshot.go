@@ -18,6 +18,8 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Summary properties each snapshot carries.
@@ -40,11 +42,11 @@ type exporter struct {
 	loc    string
 	o      *Options
 
-	base   *table.Manifest // the version the last snapshot describes; nil: none
+	base   *format.Manifest // the version the last snapshot describes; nil: none
 	baseID int64
 	// baseData and baseDels map the base's data and delete files' paths
 	// to their fragments (files).
-	baseData, baseDels map[string]*table.Fragment
+	baseData, baseDels map[string]*format.Fragment
 	lastTS             int64 // the last snapshot's timestamp-ms
 	manifests          []iceberg.ManifestFile
 	// entries caches manifests' live entries by path (read or written in
@@ -73,13 +75,13 @@ func (ex *exporter) create(key string, data []byte) {
 // concurrency at a time, ahead of their use: memory holds one window.
 type prefetched struct {
 	from int
-	ms   []*table.Manifest
+	ms   []*format.Manifest
 }
 
-func (p *prefetched) get(ctx context.Context, b blob.Bucket, versions []uint64, i int) (*table.Manifest, error) {
+func (p *prefetched) get(ctx context.Context, b blob.Bucket, versions []uint64, i int) (*format.Manifest, error) {
 	if i < p.from || i >= p.from+len(p.ms) {
 		p.from = i
-		p.ms = make([]*table.Manifest, min(concurrency, len(versions)-i))
+		p.ms = make([]*format.Manifest, min(concurrency, len(versions)-i))
 		g, gctx := errgroup.WithContext(ctx)
 		for j := range p.ms {
 			g.Go(func() (err error) {
@@ -102,12 +104,12 @@ func (ex *exporter) startFrom(ctx context.Context, meta itable.Metadata, newest 
 		return nil
 	}
 	ex.lastTS = max(snap.TimestampMs, meta.LastUpdatedMillis())
-	var m *table.Manifest
+	var m *format.Manifest
 	var data []byte
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) { m, err = table.ReadManifest(gctx, ex.b, newest); return err })
 	g.Go(func() (err error) { data, err = ex.get(gctx, snap.ManifestList); return err })
-	if err := g.Wait(); errors.Is(err, table.ErrVersionNotFound) || errors.Is(err, blob.ErrNotFound) {
+	if err := g.Wait(); errors.Is(err, format.ErrVersionNotFound) || errors.Is(err, blob.ErrNotFound) {
 		// The version or the snapshot's manifest list is gone (collected,
 		// or lost): the next snapshot is built whole, without a base.
 		return nil
@@ -134,7 +136,7 @@ func (ex *exporter) get(ctx context.Context, location string) ([]byte, error) {
 
 // schemaFor returns the view's schema for a version's schema, adding one
 // when it changed.
-func (ex *exporter) schemaFor(bld *itable.MetadataBuilder, m *table.Manifest) (*iceberg.Schema, error) {
+func (ex *exporter) schemaFor(bld *itable.MetadataBuilder, m *format.Manifest) (*iceberg.Schema, error) {
 	cur := bld.CurrentSchema()
 	if ex.ids == nil {
 		ex.ids = storedIDs(bld.NameMapping())
@@ -145,7 +147,7 @@ func (ex *exporter) schemaFor(bld *itable.MetadataBuilder, m *table.Manifest) (*
 	}
 	ex.schema = m.Schema()
 	for i, f := range want.Fields() {
-		ex.ids[table.StoredName(m.Schema().Field(i))] = f.ID
+		ex.ids[evolve.StoredName(m.Schema().Field(i))] = f.ID
 	}
 	if cur != nil && cur.Equals(want) {
 		return cur, nil
@@ -161,7 +163,7 @@ func (ex *exporter) schemaFor(bld *itable.MetadataBuilder, m *table.Manifest) (*
 
 // snapshot writes what version m's snapshot needs — new delete files, new
 // manifests, its manifest list — and returns it.
-func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg.Schema) (*itable.Snapshot, error) {
+func (ex *exporter) snapshot(ctx context.Context, m *format.Manifest, sc *iceberg.Schema) (*itable.Snapshot, error) {
 	id := int64(m.Version)
 	// What the version holds, and what changed since the base.
 	data, dels := ex.files(m)
@@ -201,7 +203,7 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 	}
 	op := itable.OpAppend
 	switch {
-	case m.Transaction.Kind == table.KindOverwrite, (m.Transaction.Kind == table.KindUpsert || m.Transaction.Kind == table.KindUpdate || m.Transaction.Kind == table.KindMerge) && len(addedDels) > 0:
+	case m.Transaction.Kind == format.KindOverwrite, (m.Transaction.Kind == format.KindUpsert || m.Transaction.Kind == format.KindUpdate || m.Transaction.Kind == format.KindMerge) && len(addedDels) > 0:
 		op = itable.OpOverwrite
 	case len(removedData)+len(removedDels) > 0 && len(addedData) > 0:
 		op = itable.OpReplace
@@ -239,7 +241,7 @@ func (ex *exporter) snapshot(ctx context.Context, m *table.Manifest, sc *iceberg
 
 // newFiles returns the data files and delete files of version m (data,
 // dels) that the base lacks, writing the delete files.
-func (ex *exporter) newFiles(ctx context.Context, m *table.Manifest, sc *iceberg.Schema, data, dels map[string]*table.Fragment) (addedData, addedDels []iceberg.DataFile, err error) {
+func (ex *exporter) newFiles(ctx context.Context, m *format.Manifest, sc *iceberg.Schema, data, dels map[string]*format.Fragment) (addedData, addedDels []iceberg.DataFile, err error) {
 	for _, p := range slices.Sorted(maps.Keys(data)) {
 		if ex.baseData[p] == nil {
 			df, err := dataFile(ex.loc, data[p], sc, m.Schema())
@@ -316,7 +318,7 @@ func (ex *exporter) manifestsOf(ctx context.Context, c contentChange, sc *iceber
 }
 
 // gone returns the paths of before that now lacks.
-func gone(before, now map[string]*table.Fragment) map[string]bool {
+func gone(before, now map[string]*format.Fragment) map[string]bool {
 	out := map[string]bool{}
 	for p := range before {
 		if now[p] == nil {
@@ -328,8 +330,8 @@ func gone(before, now map[string]*table.Fragment) map[string]bool {
 
 // files maps the full paths of a version's data files and delete files to
 // their fragments.
-func (ex *exporter) files(m *table.Manifest) (data, dels map[string]*table.Fragment) {
-	data, dels = map[string]*table.Fragment{}, map[string]*table.Fragment{}
+func (ex *exporter) files(m *format.Manifest) (data, dels map[string]*format.Fragment) {
+	data, dels = map[string]*format.Fragment{}, map[string]*format.Fragment{}
 	if m == nil {
 		return data, dels
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // view is the newest metadata.
@@ -91,7 +92,7 @@ func sameRefs(meta itable.Metadata, want map[string]uint64, main uint64) bool {
 // newBuilder starts the view: format v2, unpartitioned, unsorted, its
 // UUID the Strata table id. (Not from NewMetadata, whose last-updated time
 // is now: snapshots of versions older than a minute would be refused.)
-func newBuilder(m *table.Manifest, loc string) (*itable.MetadataBuilder, error) {
+func newBuilder(m *format.Manifest, loc string) (*itable.MetadataBuilder, error) {
 	sc, err := icebergSchema(m.Schema(), nil, 0, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lakehouse: version %d: %w", m.Version, err)

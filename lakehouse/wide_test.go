@@ -20,7 +20,7 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // wideSchema has cols columns: an int64 key, then int64, string and
@@ -242,7 +242,7 @@ func benchmarkExport(b *testing.B, schema *arrow.Schema) {
 	loc, _ := layout.LocationOf(dir)
 	for b.Loop() {
 		b.StopTimer()
-		for o, err := range blob.List(ctx, bk, table.IcebergDir, 0) {
+		for o, err := range blob.List(ctx, bk, format.IcebergDir, 0) {
 			if err == nil {
 				err = bk.Delete(ctx, o.Key)
 			}

@@ -37,7 +37,7 @@ go tool staticcheck ./...
 # the background tasks) run once, under the race detector, below; every
 # other package runs here. The raced packages are listed longest first (compactor's takes about four minutes under the race
 # detector), so that go test's two lanes end together.
-raced="compactor table walshard commit server engine job"
+raced="compactor table walshard commit server engine job table/fragment"
 compiled() {
   go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
   # The simulation's planted defects exist only in a build with the tag
@@ -108,7 +108,7 @@ beside() {
   fuzz FuzzReadIPC ./internal/ingest 2000x
   fuzz FuzzReadCSV ./internal/ingest 5000x
   fuzz FuzzParquetFile ./internal/ingest 3000x
-  fuzz FuzzDecodeEntry ./walshard 20000x
+  fuzz FuzzDecodeEntry ./walshard/wal 20000x
   fuzz FuzzDecodeColumnsAtOnce ./table 3000x
   fuzz FuzzDecodeDeletions ./table 20000x
   fuzz FuzzDecodeIndex ./table 20000x

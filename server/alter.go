@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // alterTable is POST /api/v1/tables/{name}/schema: column changes, in one
@@ -24,16 +24,16 @@ func (s *Server) alterTable(w http.ResponseWriter, r *http.Request, t *tableStat
 	if len(req.Changes) == 0 {
 		return badRequest("no change given: changes holds {op, column, to, type, nullable} objects")
 	}
-	changes := make([]table.ColumnChange, len(req.Changes))
+	changes := make([]evolve.ColumnChange, len(req.Changes))
 	for i, c := range req.Changes {
 		typ, err := c.ArrowType()
 		if err != nil {
 			return badRequest("change %d: %v", i, err)
 		}
-		changes[i] = table.ColumnChange{Op: table.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: typ, Nullable: c.Nullable}
+		changes[i] = evolve.ColumnChange{Op: evolve.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: typ, Nullable: c.Nullable}
 	}
 	res, err := t.db.Alter(r.Context(), changes...)
-	if errors.Is(err, table.ErrBadSchemaChange) {
+	if errors.Is(err, evolve.ErrBadSchemaChange) {
 		return badRequest("%v", err)
 	}
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Requests that carry rows (an append, a create with rows) may be named
@@ -29,10 +30,10 @@ import (
 
 // requestKey reads a request's name; nil when it has none. The digest is
 // the body's, filled in once the body is read (see digestBody).
-func requestKey(r *http.Request) (*table.Idempotency, error) {
+func requestKey(r *http.Request) (*format.Idempotency, error) {
 	key := r.Header.Get(api.HeaderIdempotencyKey)
 	producer, seq := r.Header.Get(api.HeaderProducer), r.Header.Get(api.HeaderSequence)
-	var k table.Idempotency
+	var k format.Idempotency
 	switch {
 	case key != "" && (producer != "" || seq != ""):
 		return nil, badRequest("give %s, or %s with %s, not both", api.HeaderIdempotencyKey, api.HeaderProducer, api.HeaderSequence)
@@ -61,7 +62,7 @@ func requestKey(r *http.Request) (*table.Idempotency, error) {
 // digestBody makes r's body digested as it is read; done reads what the
 // decoder left and returns the digest (never 0: 0 asks for the rows').
 func digestBody(r *http.Request) (done func() (uint64, error)) {
-	body, sum := table.BodyDigest(r.Body)
+	body, sum := format.BodyDigest(r.Body)
 	r.Body = io.NopCloser(body)
 	return func() (uint64, error) {
 		if _, err := io.Copy(io.Discard, body); err != nil {
@@ -210,7 +211,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	default:
 		return unsupportedMedia(ArrowStream, NDJSON)
 	}
-	if errors.Is(err, table.ErrBadInput) {
+	if errors.Is(err, evolve.ErrBadInput) {
 		// Rows the shard refuses may fit the table since a schema change
 		// by another process (a column it does not know, one made
 		// nullable): the shard opens again under it, and the rows are

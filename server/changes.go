@@ -13,6 +13,8 @@ import (
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
 )
 
 // changes answers GET …/changes?from=A[&to=B][&wait=D]: the rows versions A+1
@@ -60,12 +62,12 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	}
 	opts := changes.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}
 	if c := q.Get("columns"); c != "" {
-		if opts.Columns, err = table.ParseColumns(c); err != nil {
+		if opts.Columns, err = expr.ParseColumns(c); err != nil {
 			return badRequest("%v", err)
 		}
 	}
 	if f := q.Get("filter"); f != "" {
-		if opts.Filter, err = table.ParseFilter(f); err != nil {
+		if opts.Filter, err = expr.ParseFilter(f); err != nil {
 			return badRequest("%v", err)
 		}
 	}
@@ -83,8 +85,8 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	}
 	opts.As = m.Schema() // every version's rows in the schema of the last one the answer covers
 	schema = arrow.NewSchema(append(schema.Fields(),
-		arrow.Field{Name: table.ChangeColumn, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: table.VersionColumn, Type: arrow.PrimitiveTypes.Uint64}), nil)
+		arrow.Field{Name: evolve.ChangeColumn, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: evolve.VersionColumn, Type: arrow.PrimitiveTypes.Uint64}), nil)
 	holds := s.budget.newHolds()
 	opts.Memory = &scanMemory{b: s.budget}
 	release, err := holds.hold(r.Context(), scanHold)

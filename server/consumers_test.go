@@ -12,7 +12,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // A consumer's position is checked before it is stored: one at or below
@@ -41,7 +41,7 @@ func TestAConsumerPositionIsCheckedBeforeItIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Put(ctx, table.GCBoundaryKey(1), bytes.NewReader(nil)); err != nil {
+	if err := b.Put(ctx, format.GCBoundaryKey(1), bytes.NewReader(nil)); err != nil {
 		t.Fatal(err)
 	}
 	position := func() uint64 {

@@ -24,8 +24,9 @@ import (
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // The defects of an append path that trusted its input, each as a client
@@ -541,7 +542,7 @@ func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 	}
 	defer b.Close()
 	// The shard's fence is at 1, the appends at 2, 3 and 4.
-	if err := b.Delete(ctx, "_shards/srv-test/wal/"+table.Inverted(3)); err != nil {
+	if err := b.Delete(ctx, "_shards/srv-test/wal/"+format.Inverted(3)); err != nil {
 		t.Fatal(err)
 	}
 	second := start(t, root, server.Options{})
@@ -556,7 +557,7 @@ func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 	}
 	// Each open claims an epoch and writes a fence before it meets the
 	// gap; the server does not open the damaged shard again per request.
-	claimed, err := walshard.NewestEpoch(ctx, b, "srv-test")
+	claimed, err := wal.NewestEpoch(ctx, b, "srv-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +566,7 @@ func TestALostWALEntryIsDataMissingUntilRepaired(t *testing.T) {
 			t.Fatalf("an append over a lost WAL entry: %v", err)
 		}
 	}
-	if now, err := walshard.NewestEpoch(ctx, b, "srv-test"); err != nil || now != claimed {
+	if now, err := wal.NewestEpoch(ctx, b, "srv-test"); err != nil || now != claimed {
 		t.Fatalf("five appends over the damaged shard took it from epoch %d to %d (%v): each opened it again", claimed, now, err)
 	}
 	if _, err := walshard.Adopt(ctx, b, "srv-test", &walshard.Options{SetAsideLost: true}); err != nil {

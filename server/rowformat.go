@@ -12,7 +12,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/internal/jsonrows"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // rowEncoder writes a stream of batches in one answer format.
@@ -89,8 +89,8 @@ type ipcEncoder struct {
 }
 
 func (e ipcEncoder) write(rec arrow.RecordBatch) error {
-	// The batch in the writer's very types (see table.TypesEqual).
-	out := table.WithTypesOf(e.schema, rec)
+	// The batch in the writer's very types (see evolve.TypesEqual).
+	out := fragment.WithTypesOf(e.schema, rec)
 	defer out.Release()
 	return e.iw.Write(out)
 }
@@ -113,7 +113,7 @@ func (e *csvEncoder) write(rec arrow.RecordBatch) (err error) {
 			err = fmt.Errorf("server: writing CSV: %v", r)
 		}
 	}()
-	out := table.WithTypesOf(e.schema, rec)
+	out := fragment.WithTypesOf(e.schema, rec)
 	defer out.Release()
 	return e.cw.Write(out)
 }

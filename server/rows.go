@@ -14,6 +14,8 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
 )
 
 // deleteRows deletes the rows matching filter= (required). The server's
@@ -56,13 +58,13 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	if err := dec.Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not an update: want {\"set\": {\"column\": value}}")
 	}
-	var set []table.Assignment
+	var set []expr.Assignment
 	for col, v := range req.Set {
 		val, err := jsonValue(v, nb)
 		if err != nil {
 			return badRequest("set.%s: %v", col, err)
 		}
-		set = append(set, table.Assignment{Column: col, Value: val})
+		set = append(set, expr.Assignment{Column: col, Value: val})
 	}
 	res, err := t.db.Update(r.Context(), pred, set)
 	if err != nil {
@@ -74,39 +76,39 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 
 // jsonValue is a JSON scalar (decoded with UseNumber) as a table value;
 // null is the zero Value, and a bare NaN or infinity of nb its float.
-func jsonValue(v any, nb nonFiniteBody) (table.Value, error) {
+func jsonValue(v any, nb nonFiniteBody) (value.Value, error) {
 	switch x := v.(type) {
 	case nil:
-		return table.Value{}, nil
+		return value.Value{}, nil
 	case bool:
-		return table.Bool(x), nil
+		return value.Bool(x), nil
 	case string:
-		return table.String(x), nil
+		return value.String(x), nil
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
-			return table.Int(i), nil
+			return value.Int(i), nil
 		}
 		f, err := x.Float64()
 		if err != nil {
-			return table.Value{}, fmt.Errorf("%s is not a number", x)
+			return value.Value{}, fmt.Errorf("%s is not a number", x)
 		}
-		return table.Float(f), nil
+		return value.Float(f), nil
 	case map[string]any:
 		if f, ok := nb.float(x); ok {
-			return table.Float(f), nil
+			return value.Float(f), nil
 		}
 	}
-	return table.Value{}, fmt.Errorf("want a number (NaN, Infinity and -Infinity too), a string, true, false or null")
+	return value.Value{}, fmt.Errorf("want a number (NaN, Infinity and -Infinity too), a string, true, false or null")
 }
 
 // requiredFilter reads filter=, which a verb that changes rows requires
 // (what a filter every row matches does: "deletes", "updates").
-func requiredFilter(r *http.Request, does string) (table.Predicate, error) {
+func requiredFilter(r *http.Request, does string) (expr.Predicate, error) {
 	f := r.URL.Query().Get("filter")
 	if strings.TrimSpace(f) == "" {
 		return nil, badRequest("filter= is required (a filter that every row matches %s every row)", does)
 	}
-	return table.ParseFilter(f)
+	return expr.ParseFilter(f)
 }
 
 // scanOptions reads columns= and filter=.
@@ -114,14 +116,14 @@ func scanOptions(r *http.Request) (table.ScanOptions, error) {
 	var o table.ScanOptions
 	q := r.URL.Query()
 	if c := q.Get("columns"); c != "" {
-		cols, err := table.ParseColumns(c)
+		cols, err := expr.ParseColumns(c)
 		if err != nil {
 			return o, err
 		}
 		o.Columns = cols
 	}
 	if f := q.Get("filter"); f != "" {
-		p, err := table.ParseFilter(f)
+		p, err := expr.ParseFilter(f)
 		if err != nil {
 			return o, err
 		}

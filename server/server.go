@@ -36,6 +36,7 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/telemetry"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Options configure a Server. Zero values mean defaults.
@@ -299,7 +300,7 @@ func requestID(r *http.Request) string {
 	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 64 && requestIDChars.MatchString(id) {
 		return id
 	}
-	return table.NewID()
+	return format.NewID()
 }
 
 var requestIDChars = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
@@ -333,7 +334,7 @@ func (w *statusWriter) Flush() {
 func (s *Server) table(ctx context.Context, name string, create bool) (*tableState, error) {
 	// A name is a path under the server's bucket ("runs/eval": the
 	// client escapes its "/" as %2F), checked by the format's rule.
-	if err := table.CheckName(name); err != nil {
+	if err := format.CheckName(name); err != nil {
 		return nil, &apiError{http.StatusBadRequest, api.CodeBadTableName, err.Error()}
 	}
 	s.mu.Lock()
@@ -383,7 +384,7 @@ func (s *Server) engineOptions(name string) *engine.Options {
 // forgetIfMissing closes and forgets a table that a failed create left
 // open but that does not exist, so that it has no metrics and no handle.
 func (s *Server) forgetIfMissing(t *tableState) {
-	if _, err := table.LatestVersion(context.Background(), t.b); !errors.Is(err, table.ErrNotFound) {
+	if _, err := table.LatestVersion(context.Background(), t.b); !errors.Is(err, format.ErrNotFound) {
 		return
 	}
 	s.mu.Lock()

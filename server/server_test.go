@@ -31,6 +31,7 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -206,7 +207,7 @@ func TestTableRoutes(t *testing.T) {
 		t.Fatalf("take: %v %v", got, err)
 	}
 	vs, err := f.c.Versions(ctx, "rollouts", 10, true)
-	if err != nil || len(vs) < 2 || vs[0].Kind != string(table.KindMerge) {
+	if err != nil || len(vs) < 2 || vs[0].Kind != string(format.KindMerge) {
 		t.Fatalf("versions: %+v %v", vs, err)
 	}
 	if err := f.c.CreateTag(ctx, "rollouts", "first", 0); err != nil {

@@ -9,15 +9,16 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // The routes on tables as wholes: list, describe, drop, and the check of
 // where a created table goes (createTable, beside appends, runs it). A
 // table's name is its path under the server's bucket (see
-// table.CheckName).
+// format.CheckName).
 
 // listTables lists the tables under the server's bucket, at any depth,
-// with their newest versions (table.ListTables: a LIST a folder). The
+// with their newest versions (format.ListTables: a LIST a folder). The
 // bucket's root, were it a table, has no name to serve it by.
 func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 	root, err := s.opts.Open(r.Context(), s.opts.Bucket)
@@ -25,17 +26,17 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer root.Close()
-	tables, err := table.ListTables(r.Context(), root)
+	tables, err := format.ListTables(r.Context(), root)
 	if err != nil {
 		return err
 	}
-	tables = slices.DeleteFunc(tables, func(l table.Listed) bool { return l.Name == "" })
+	tables = slices.DeleteFunc(tables, func(l format.Listed) bool { return l.Name == "" })
 	writeJSON(w, http.StatusOK, api.TableList{Tables: apiTables(tables)})
 	return nil
 }
 
 // checkPlacement refuses (409) a table that would share a folder with
-// another table's own objects (table.CheckPlacement). The server's bucket
+// another table's own objects (format.CheckPlacement). The server's bucket
 // is opened only when the name has a reserved segment.
 func (s *Server) checkPlacement(ctx context.Context, t *tableState) error {
 	var root blob.Bucket
@@ -44,18 +45,18 @@ func (s *Server) checkPlacement(ctx context.Context, t *tableState) error {
 			root.Close()
 		}
 	}()
-	return table.CheckPlacement(ctx, t.b, t.name, func(ctx context.Context, above string) (bool, error) {
+	return format.CheckPlacement(ctx, t.b, t.name, func(ctx context.Context, above string) (bool, error) {
 		if root == nil {
 			var err error
 			if root, err = s.opts.Open(ctx, s.opts.Bucket); err != nil {
 				return false, err
 			}
 		}
-		return table.IsTable(ctx, root, above)
+		return format.IsTable(ctx, root, above)
 	})
 }
 
-func info(name string, m *table.Manifest) api.TableInfo {
+func info(name string, m *format.Manifest) api.TableInfo {
 	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema())}
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // upsertRows answers POST …/rows?mode=upsert&key=COL[,COL]: the rows are
@@ -43,7 +43,7 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	// acknowledged are in the table the upsert reads.
 	var recs []arrow.RecordBatch
 	defer func() { ingest.Release(recs) }()
-	res, err := t.db.Upsert(r.Context(), keys, func(schema *arrow.Schema) ([]arrow.RecordBatch, *table.Idempotency, error) {
+	res, err := t.db.Upsert(r.Context(), keys, func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error) {
 		var digest func() (uint64, error)
 		if key != nil {
 			digest = digestBody(r)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func (s *Server) versions(w http.ResponseWriter, r *http.Request, t *tableState) error {
@@ -47,7 +48,7 @@ func (s *Server) createTag(w http.ResponseWriter, r *http.Request, t *tableState
 		}
 	}
 	if err := table.CreateTag(r.Context(), t.b, req.Name, req.Version); err != nil {
-		if errors.Is(err, table.ErrTagExists) || errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrTagExists) || errors.Is(err, format.ErrVersionNotFound) {
 			return err
 		}
 		return badRequest("%v", err)

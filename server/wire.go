@@ -4,16 +4,17 @@ import (
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // The server answers in package api's types; these map the engine's to
 // them, so a change inside the engine never changes the wire by accident.
 
-func apiIndex(ix table.Index) api.Index {
+func apiIndex(ix format.Index) api.Index {
 	return api.Index{ID: ix.ID, Column: ix.Column, Key: ix.Key, Rows: ix.Rows, CoveredBelow: ix.CoveredBelow}
 }
 
-func apiIndexes(ixs []table.Index) []api.Index {
+func apiIndexes(ixs []format.Index) []api.Index {
 	out := make([]api.Index, len(ixs))
 	for i, ix := range ixs {
 		out[i] = apiIndex(ix)
@@ -41,7 +42,7 @@ func apiVersions(vs []table.VersionInfo) []api.Version {
 	return out
 }
 
-func apiTables(ts []table.Listed) []api.ListedTable {
+func apiTables(ts []format.Listed) []api.ListedTable {
 	out := make([]api.ListedTable, len(ts))
 	for i, t := range ts {
 		out[i] = api.ListedTable{Name: t.Name, Version: t.Version}

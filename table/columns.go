@@ -7,6 +7,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/schema"
 
 	"github.com/stratadb/strata/internal/plant"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 )
 
 // layout is where the columns a scan reads lie in one fragment: its
@@ -31,7 +34,7 @@ func (p *scanPlan) planLayout(sc *arrow.Schema) layout {
 	start := map[string]int{}
 	n := 0
 	for _, f := range sc.Fields() {
-		sn := StoredName(f)
+		sn := evolve.StoredName(f)
 		p.stored[f.Name] = sn
 		start[sn] = n
 		c := leafCount(f.Type)
@@ -42,7 +45,7 @@ func (p *scanPlan) planLayout(sc *arrow.Schema) layout {
 	// Parquet reader rebuilds the column from them).
 	for _, c := range p.read {
 		i := sc.FieldIndices(c)[0]
-		at := start[StoredName(sc.Field(i))]
+		at := start[evolve.StoredName(sc.Field(i))]
 		l.first = append(l.first, at)
 		for k := range leafCount(sc.Field(i).Type) {
 			l.leaves = append(l.leaves, at+k)
@@ -151,8 +154,8 @@ func (p *scanPlan) nulls(n int64) arrow.RecordBatch {
 
 // statsOf returns fragment f's manifest statistics by column name: the
 // statistics recorded under the column's stored name.
-func (p *scanPlan) statsOf(f *Fragment) statsFunc {
-	return func(col string) (*ColumnStats, int64) {
+func (p *scanPlan) statsOf(f *format.Fragment) expr.StatsFunc {
+	return func(col string) (*format.ColumnStats, int64) {
 		if sn, ok := p.stored[col]; ok {
 			col = sn
 		}
@@ -162,10 +165,10 @@ func (p *scanPlan) statsOf(f *Fragment) statsFunc {
 
 // statsIn returns fragment f's manifest statistics by the names of
 // schema sc (see statsOf).
-func statsIn(sc *arrow.Schema, f *Fragment) statsFunc {
-	return func(col string) (*ColumnStats, int64) {
+func statsIn(sc *arrow.Schema, f *format.Fragment) expr.StatsFunc {
+	return func(col string) (*format.ColumnStats, int64) {
 		if idx := sc.FieldIndices(col); len(idx) == 1 {
-			col = StoredName(sc.Field(idx[0]))
+			col = evolve.StoredName(sc.Field(idx[0]))
 		}
 		return f.Stats(col), f.Rows
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table/format"
 )
 
 // ConsumersDir holds the named consumers' positions, one object each.
@@ -47,7 +48,7 @@ func SetConsumer(ctx context.Context, b blob.Bucket, name string, v uint64) erro
 		return err
 	}
 	if v > latest {
-		return fmt.Errorf("table: consumer %q at version %d: the latest version is %d: %w", name, v, latest, ErrVersionNotFound)
+		return fmt.Errorf("table: consumer %q at version %d: the latest version is %d: %w", name, v, latest, format.ErrVersionNotFound)
 	}
 	// A position garbage collection has passed is refused before it is
 	// stored: the consumer would be left on a version no one can read
@@ -75,7 +76,7 @@ func checkNotCollected(ctx context.Context, b blob.Bucket, v uint64) error {
 	if err != nil || v == 0 || v > boundary {
 		return err
 	}
-	return &ChangesCollectedError{Version: v, Oldest: boundary + 1}
+	return &format.ChangesCollectedError{Version: v, Oldest: boundary + 1}
 }
 
 // ReadConsumer reads consumer name's position (ErrNotFound when it has
@@ -86,14 +87,14 @@ func ReadConsumer(ctx context.Context, b blob.Bucket, name string) (Consumer, er
 	}
 	data, err := b.Get(ctx, ConsumerKey(name))
 	if errors.Is(err, blob.ErrNotFound) {
-		return Consumer{}, fmt.Errorf("table: consumer %q: %w", name, ErrNotFound)
+		return Consumer{}, fmt.Errorf("table: consumer %q: %w", name, format.ErrNotFound)
 	}
 	if err != nil {
 		return Consumer{}, err
 	}
 	var c Consumer
 	if err := json.Unmarshal(data, &c); err != nil || c.Name != name {
-		return Consumer{}, corrupt(ConsumerKey(name), "not a consumer's position", err)
+		return Consumer{}, format.Corrupt(ConsumerKey(name), "not a consumer's position", err)
 	}
 	return c, nil
 }
@@ -110,7 +111,7 @@ func Consumers(ctx context.Context, b blob.Bucket) ([]Consumer, error) {
 			continue
 		}
 		c, err := ReadConsumer(ctx, b, name)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, format.ErrNotFound) {
 			continue // deleted since the listing
 		}
 		if err != nil {
@@ -129,7 +130,7 @@ func DeleteConsumer(ctx context.Context, b blob.Bucket, name string) error {
 	}
 	err := b.Delete(ctx, ConsumerKey(name))
 	if errors.Is(err, blob.ErrNotFound) {
-		return fmt.Errorf("table: consumer %q: %w", name, ErrNotFound)
+		return fmt.Errorf("table: consumer %q: %w", name, format.ErrNotFound)
 	}
 	return err
 }

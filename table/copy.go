@@ -14,6 +14,10 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/table/value"
 )
 
 // ErrNotCopyable: fragments that CopyFragments cannot merge page by page
@@ -61,24 +65,24 @@ type CopyOptions struct {
 // The result's Parquet statistics (per row group and column chunk) and
 // manifest statistics are merged from the sources', and left out when a
 // source lacks them: never narrower than the rows.
-func (s *Snapshot) CopyFragments(ctx context.Context, ids []uint64, opts CopyOptions) (Fragment, error) {
+func (s *Snapshot) CopyFragments(ctx context.Context, ids []uint64, opts CopyOptions) (format.Fragment, error) {
 	p, err := s.plan(ScanOptions{Fragments: ids, Parallelism: opts.Parallelism, ReadAheadBytes: opts.ReadAheadBytes})
 	if err != nil {
-		return Fragment{}, err
+		return format.Fragment{}, err
 	}
 	frags := p.fragments()
 	if len(frags) == 0 {
-		return Fragment{}, fmt.Errorf("%w: no live rows", ErrNotCopyable)
+		return format.Fragment{}, fmt.Errorf("%w: no live rows", ErrNotCopyable)
 	}
-	w := newPageCopier(ctx, s.b, NewFragmentKey())
+	w := newPageCopier(ctx, s.b, format.NewFragmentKey())
 	if opts.RowGroupBytes > 0 {
 		w.maxBytes = opts.RowGroupBytes
 	}
 	if opts.Memory != nil {
 		err = s.copyWithin(ctx, p, frags, opts.Memory, w)
 	} else {
-		err = readInOrder(ctx, frags, p.opts.Parallelism, p.opts.ReadAheadBytes,
-			func(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
+		err = format.ReadInOrder(ctx, frags, p.opts.Parallelism, p.opts.ReadAheadBytes,
+			func(ctx context.Context, f *format.Fragment, emit func(*sourceRowGroup) bool) error {
 				if !s.copyable(f) {
 					return s.recodeRowGroups(ctx, f, emit)
 				}
@@ -91,20 +95,20 @@ func (s *Snapshot) CopyFragments(ctx context.Context, ids []uint64, opts CopyOpt
 	}
 	if err != nil {
 		w.abort()
-		return Fragment{}, err
+		return format.Fragment{}, err
 	}
 	out, err := w.close()
 	if err != nil {
-		return Fragment{}, err
+		return format.Fragment{}, err
 	}
 	out.Columns = mergeColumnStats(w.stats)
-	out.SchemaID = SchemaID(s.m.Schema())
+	out.SchemaID = evolve.SchemaID(s.m.Schema())
 	var rows int64
 	for _, f := range frags {
 		rows += f.LiveRows()
 	}
 	if out.Rows != rows {
-		return Fragment{}, fmt.Errorf("table: copy into %s: wrote %d rows of %d", out.Key, out.Rows, rows)
+		return format.Fragment{}, fmt.Errorf("table: copy into %s: wrote %d rows of %d", out.Key, out.Rows, rows)
 	}
 	return out, nil
 }
@@ -125,18 +129,18 @@ type sourceRowGroup struct {
 
 type sourceStats struct {
 	rows    int64
-	columns []ColumnStats
+	columns []format.ColumnStats
 }
 
 // copyable: f's pages can be copied as they are — written under the
 // table's schema as it is (a fragment from before a schema change is
 // decoded, and read as the current schema reads it), no deletion vector,
 // and manifest statistics for every column of the table.
-func (s *Snapshot) copyable(f *Fragment) bool {
+func (s *Snapshot) copyable(f *format.Fragment) bool {
 	schema := s.m.Schema()
-	ok := f.SchemaID == SchemaID(schema) && f.Deletion == nil && len(f.Columns) == schema.NumFields()
+	ok := f.SchemaID == evolve.SchemaID(schema) && f.Deletion == nil && len(f.Columns) == schema.NumFields()
 	for i := 0; ok && i < len(f.Columns); i++ {
-		ok = f.Columns[i].Name == StoredName(schema.Field(i))
+		ok = f.Columns[i].Name == evolve.StoredName(schema.Field(i))
 	}
 	return ok
 }
@@ -153,32 +157,32 @@ func indices(n int) []int {
 // readSourceRowGroups reads fragment f's row groups and hands each to emit
 // (false: stop): a small fragment with one GET, a large one by ranges (the
 // footer, then its column chunks fetched ahead).
-func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props *parquet.WriterProperties, readAhead int64, emit func(*sourceRowGroup) bool) (err error) {
+func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *format.Fragment, props *parquet.WriterProperties, readAhead int64, emit func(*sourceRowGroup) bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
+			err = format.Corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
 		}
-		if errors.Is(err, blob.ErrNotFound) && !errors.Is(err, ErrMissingData) {
-			err = &MissingDataError{Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
+		if errors.Is(err, blob.ErrNotFound) && !errors.Is(err, format.ErrMissingData) {
+			err = &format.MissingDataError{Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 		}
 	}()
-	src, whole, pre, err := fragmentSource(ctx, b, f, readAhead, false)
+	src, whole, pre, err := fragment.Source(ctx, b, f, readAhead, false)
 	if err != nil {
 		return err
 	}
 	if pre != nil {
-		defer pre.close()
+		defer pre.Close()
 	}
 	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator)))
 	if err != nil {
-		return corrupt(f.Key, "not a readable parquet file", err)
+		return format.Corrupt(f.Key, "not a readable parquet file", err)
 	}
 	md := pf.MetaData()
-	if err := CheckFooter(md); err != nil {
-		return corrupt(f.Key, "parquet footer is damaged", err)
+	if err := fragment.CheckFooter(md); err != nil {
+		return format.Corrupt(f.Key, "parquet footer is damaged", err)
 	}
 	if md.NumRows != f.Rows {
-		return corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
+		return format.Corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", md.NumRows, f.Rows), nil)
 	}
 	return emitRowGroups(f, md, src, whole, pre, props, emit)
 }
@@ -186,11 +190,11 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *Fragment, props 
 // emitRowGroups reads the row groups of f's object, its footer md read
 // from src (whole: the object held in memory; pre: fetching its column
 // chunks ahead), checks them, and hands each to emit (false: stop).
-func emitRowGroups(f *Fragment, md *metadata.FileMetaData, src parquet.ReaderAtSeeker, whole []byte, pre *prefetcher, props *parquet.WriterProperties, emit func(*sourceRowGroup) bool) (err error) {
+func emitRowGroups(f *format.Fragment, md *metadata.FileMetaData, src parquet.ReaderAtSeeker, whole []byte, pre *format.Prefetcher, props *parquet.WriterProperties, emit func(*sourceRowGroup) bool) (err error) {
 	leaves := indices(md.NumColumns())
-	ranges := chunkRanges(md, indices(md.NumRowGroups()), leaves)
+	ranges := fragment.ChunkRanges(md, indices(md.NumRowGroups()), leaves)
 	if pre != nil {
-		pre.prefetch(ranges)
+		pre.Prefetch(ranges)
 	}
 	for rg := range md.NumRowGroups() {
 		u := &sourceRowGroup{key: f.Key, file: md, md: md.RowGroup(rg)}
@@ -206,7 +210,7 @@ func emitRowGroups(f *Fragment, md *metadata.FileMetaData, src parquet.ReaderAtS
 		for c := range leaves {
 			col, err := u.md.ColumnChunk(c)
 			if err != nil {
-				return corrupt(f.Key, fmt.Sprintf("row group %d column %d", rg, c), err)
+				return format.Corrupt(f.Key, fmt.Sprintf("row group %d column %d", rg, c), err)
 			}
 			if col.HasDictionaryPage() || col.Compression() != props.CompressionFor(col.PathInSchema().String()) || col.CryptoMetadata() != nil {
 				return fmt.Errorf("%w: %s column %s is dictionary encoded, encrypted or compressed with %s", ErrNotCopyable, f.Key, col.PathInSchema(), col.Compression())
@@ -214,14 +218,14 @@ func emitRowGroups(f *Fragment, md *metadata.FileMetaData, src parquet.ReaderAtS
 			// A flat column holds a value per row; its statistics are
 			// decoded here, where a damaged footer is this source's error.
 			if md.Schema.Column(c).MaxRepetitionLevel() == 0 && col.NumValues() != u.md.NumRows() {
-				return corrupt(f.Key, fmt.Sprintf("row group %d column %s holds %d values for %d rows", rg, col.PathInSchema(), col.NumValues(), u.md.NumRows()), nil)
+				return format.Corrupt(f.Key, fmt.Sprintf("row group %d column %s holds %d values for %d rows", rg, col.PathInSchema(), col.NumValues(), u.md.NumRows()), nil)
 			}
 			if _, err := col.Statistics(); err != nil {
-				return corrupt(f.Key, fmt.Sprintf("row group %d column %s statistics", rg, col.PathInSchema()), err)
+				return format.Corrupt(f.Key, fmt.Sprintf("row group %d column %s statistics", rg, col.PathInSchema()), err)
 			}
 			r := ranges[rg*len(leaves)+c]
 			if r[0] < 4 || r[1] < 0 || r[0]+r[1] > f.Bytes {
-				return corrupt(f.Key, fmt.Sprintf("row group %d column %d lies outside the object", rg, c), nil)
+				return format.Corrupt(f.Key, fmt.Sprintf("row group %d column %d lies outside the object", rg, c), nil)
 			}
 			var chunk []byte
 			if whole != nil {
@@ -237,7 +241,7 @@ func emitRowGroups(f *Fragment, md *metadata.FileMetaData, src parquet.ReaderAtS
 			u.bytes += r[1]
 		}
 		if u.pages, err = checkPages(md, rg, pages); err != nil {
-			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+			return format.Corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
 		if !emit(u) {
 			return nil
@@ -336,7 +340,7 @@ func (h *heldChunks) Seek(offset int64, whence int) (int64, error) {
 // small ones, their column chunks copied as they are.
 type pageCopier struct {
 	key     string
-	up      *upload
+	up      *fragment.Upload
 	props   *parquet.WriterProperties
 	meta    *metadata.FileMetaDataBuilder
 	first   *sourceRowGroup // the layout every source must share
@@ -358,7 +362,7 @@ type pageCopier struct {
 // newPageCopier starts the object; its first bytes are written at once,
 // which returns once the upload has begun reading them.
 func newPageCopier(ctx context.Context, b blob.Bucket, key string) *pageCopier {
-	w := &pageCopier{key: key, up: startUpload(ctx, b, key), props: fragmentProps(), maxBytes: copyRowGroupBytes}
+	w := &pageCopier{key: key, up: fragment.StartUpload(ctx, b, key), props: fragment.Props(), maxBytes: copyRowGroupBytes}
 	if _, err := w.up.Write([]byte("PAR1")); err != nil {
 		w.err = fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
@@ -373,7 +377,7 @@ func (w *pageCopier) add(u *sourceRowGroup) (ok bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			w.err, ok = corrupt(u.key, "parquet footer is damaged", fmt.Errorf("%v", r)), false
+			w.err, ok = format.Corrupt(u.key, "parquet footer is damaged", fmt.Errorf("%v", r)), false
 		}
 	}()
 	if u.stats != nil {
@@ -390,7 +394,7 @@ func (w *pageCopier) add(u *sourceRowGroup) (ok bool) {
 		w.err = fmt.Errorf("%w: %s and %s were written with different schemas", ErrNotCopyable, w.first.key, u.key)
 		return false
 	}
-	if len(w.pending) > 0 && (w.rows+u.md.NumRows() > RowGroupRows || w.bytes+u.bytes > w.maxBytes) {
+	if len(w.pending) > 0 && (w.rows+u.md.NumRows() > fragment.RowGroupRows || w.bytes+u.bytes > w.maxBytes) {
 		if w.err = w.flush(); w.err != nil {
 			return false
 		}
@@ -426,14 +430,14 @@ func (w *pageCopier) flush() error {
 	rgb := w.meta.AppendRowGroup()
 	for c := range w.first.chunks {
 		cb := rgb.NextColumnChunk()
-		start := w.up.n
+		start := w.up.N
 		var values, uncompressed int64
 		encodings := map[parquet.Encoding]int32{}
 		cols := make([]*metadata.ColumnChunkMetaData, len(w.pending))
 		for i, u := range w.pending {
 			col, err := u.md.ColumnChunk(c)
 			if err != nil {
-				return corrupt(u.key, fmt.Sprintf("column %d", c), err)
+				return format.Corrupt(u.key, fmt.Sprintf("column %d", c), err)
 			}
 			cols[i] = col
 			if _, err := w.up.Write(u.chunks[c]); err != nil {
@@ -450,7 +454,7 @@ func (w *pageCopier) flush() error {
 		}
 		err := cb.Finish(metadata.ChunkMetaInfo{
 			NumValues: values, IndexPageOffset: -1, DataPageOffset: start,
-			CompressedSize: w.up.n - start, UncompressedSize: uncompressed,
+			CompressedSize: w.up.N - start, UncompressedSize: uncompressed,
 		}, false, false, metadata.EncodingStats{DataEncodingStats: encodings})
 		if err != nil {
 			return fmt.Errorf("table: write fragment %s: %w", w.key, err)
@@ -466,10 +470,10 @@ func (w *pageCopier) flush() error {
 }
 
 // close writes the last row group and the footer and finishes the upload.
-func (w *pageCopier) close() (_ Fragment, err error) {
+func (w *pageCopier) close() (_ format.Fragment, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			_ = w.up.finish(errors.New("fragment aborted"))
+			_ = w.up.Finish(errors.New("fragment aborted"))
 			err = fmt.Errorf("table: write fragment %s: %v", w.key, r)
 		}
 	}()
@@ -479,20 +483,20 @@ func (w *pageCopier) close() (_ Fragment, err error) {
 		md, err = w.meta.Finish()
 	}
 	if err == nil {
-		err = writeFooter(w.up, md)
+		err = fragment.WriteFooter(w.up, md)
 	}
 	if err == nil {
-		err = w.up.finish(nil)
+		err = w.up.Finish(nil)
 	} else {
-		_ = w.up.finish(err)
+		_ = w.up.Finish(err)
 	}
 	if err != nil {
-		return Fragment{}, fmt.Errorf("table: write fragment %s: %w", w.key, err)
+		return format.Fragment{}, fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
-	return Fragment{Key: w.key, Rows: md.NumRows, Bytes: w.up.n, Created: time.Now().UTC()}, nil
+	return format.Fragment{Key: w.key, Rows: md.NumRows, Bytes: w.up.N, Created: time.Now().UTC()}, nil
 }
 
-func (w *pageCopier) abort() { _ = w.up.finish(errors.New("fragment aborted")) }
+func (w *pageCopier) abort() { _ = w.up.Finish(errors.New("fragment aborted")) }
 
 // mergeChunkStats merges column chunks' statistics; false when one lacks
 // them. Min and max are left out when a chunk holding values has none.
@@ -526,8 +530,8 @@ func mergeChunkStats(cols []*metadata.ColumnChunkMetaData) (metadata.EncodedStat
 // mergeColumnStats merges the sources' manifest statistics: nulls add
 // up; min and max are known when every source holding a value knows its
 // own.
-func mergeColumnStats(srcs []sourceStats) []ColumnStats {
-	out := make([]ColumnStats, len(srcs[0].columns))
+func mergeColumnStats(srcs []sourceStats) []format.ColumnStats {
+	out := make([]format.ColumnStats, len(srcs[0].columns))
 	for i := range out {
 		out[i].Name = srcs[0].columns[i].Name
 		known := true
@@ -538,11 +542,11 @@ func mergeColumnStats(srcs []sourceStats) []ColumnStats {
 				known = known && c.Nulls >= src.rows
 				continue
 			}
-			if out[i].Min == nil || Compare(*c.Min, *out[i].Min) < 0 {
+			if out[i].Min == nil || value.Compare(*c.Min, *out[i].Min) < 0 {
 				v := *c.Min
 				out[i].Min = &v
 			}
-			if out[i].Max == nil || Compare(*c.Max, *out[i].Max) > 0 {
+			if out[i].Max == nil || value.Compare(*c.Max, *out[i].Max) > 0 {
 				v := *c.Max
 				out[i].Max = &v
 			}

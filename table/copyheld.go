@@ -14,6 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // HeldCopy is a Parquet object held in memory, written as the table's
@@ -38,15 +41,15 @@ func (h *HeldCopy) Rows() int64 { return h.rows }
 // footer's key-value pairs but those named in omit as a fragment's: an
 // object written otherwise (before a schema change, by another version)
 // is ErrNotCopyable, and is read by decoding it.
-func CheckHeld(schema *arrow.Schema, key string, data []byte, rows int64, columns []ColumnStats, omit ...string) (_ *HeldCopy, err error) {
+func CheckHeld(schema *arrow.Schema, key string, data []byte, rows int64, columns []format.ColumnStats, omit ...string) (_ *HeldCopy, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = corrupt(key, "parquet data is damaged", fmt.Errorf("%v", r))
+			err = format.Corrupt(key, "parquet data is damaged", fmt.Errorf("%v", r))
 		}
 	}()
 	ok := len(columns) == schema.NumFields()
 	for i := 0; ok && i < len(columns); i++ {
-		ok = columns[i].Name == StoredName(schema.Field(i))
+		ok = columns[i].Name == evolve.StoredName(schema.Field(i))
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %s has no statistics for the table's columns", ErrNotCopyable, key)
@@ -58,21 +61,21 @@ func CheckHeld(schema *arrow.Schema, key string, data []byte, rows int64, column
 	src := bytes.NewReader(data)
 	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(memory.DefaultAllocator)))
 	if err != nil {
-		return nil, corrupt(key, "not a readable parquet file", err)
+		return nil, format.Corrupt(key, "not a readable parquet file", err)
 	}
 	md := pf.MetaData()
-	if err := CheckFooter(md); err != nil {
-		return nil, corrupt(key, "parquet footer is damaged", err)
+	if err := fragment.CheckFooter(md); err != nil {
+		return nil, format.Corrupt(key, "parquet footer is damaged", err)
 	}
 	if !md.Schema.Equals(ref.Schema) || !kvWithout(md.KeyValueMetadata(), omit).Equals(ref.KeyValueMetadata()) {
 		return nil, fmt.Errorf("%w: %s was written under another schema", ErrNotCopyable, key)
 	}
 	if md.NumRows != rows {
-		return nil, corrupt(key, fmt.Sprintf("holds %d rows, its writer recorded %d", md.NumRows, rows), nil)
+		return nil, format.Corrupt(key, fmt.Sprintf("holds %d rows, its writer recorded %d", md.NumRows, rows), nil)
 	}
-	h := &HeldCopy{key: key, rows: rows, schema: SchemaID(schema)}
-	f := &Fragment{Key: key, Rows: rows, Bytes: int64(len(data)), Columns: columns}
-	err = emitRowGroups(f, md, src, data, nil, fragmentProps(), func(u *sourceRowGroup) bool {
+	h := &HeldCopy{key: key, rows: rows, schema: evolve.SchemaID(schema)}
+	f := &format.Fragment{Key: key, Rows: rows, Bytes: int64(len(data)), Columns: columns}
+	err = emitRowGroups(f, md, src, data, nil, fragment.Props(), func(u *sourceRowGroup) bool {
 		h.groups = append(h.groups, u)
 		return true
 	})
@@ -80,7 +83,7 @@ func CheckHeld(schema *arrow.Schema, key string, data []byte, rows int64, column
 		return nil, err
 	}
 	if len(h.groups) == 0 && rows > 0 {
-		return nil, corrupt(key, "holds rows and no row group", nil)
+		return nil, format.Corrupt(key, "holds rows and no row group", nil)
 	}
 	return h, nil
 }
@@ -101,7 +104,7 @@ func referenceFooter(schema *arrow.Schema) (*metadata.FileMetaData, error) {
 	if r := reference.schema; r != nil && (r == schema || r.Equal(schema) && r.Metadata().Equal(schema.Metadata())) {
 		return reference.md, nil
 	}
-	data, _, err := EncodeFragment(schema, nil, nil)
+	data, _, err := fragment.Encode(schema, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -121,15 +124,15 @@ func referenceFooter(schema *arrow.Schema) (*metadata.FileMetaData, error) {
 // fragment's statistics are merged from the copies' (CheckHeld). A copy
 // checked against another schema is ErrNotCopyable, and nothing is
 // written.
-func WriteHeldCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, key string, copies []*HeldCopy, rowGroupBytes int64, omit ...string) (Fragment, error) {
-	id := SchemaID(schema)
+func WriteHeldCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, key string, copies []*HeldCopy, rowGroupBytes int64, omit ...string) (format.Fragment, error) {
+	id := evolve.SchemaID(schema)
 	for _, h := range copies {
 		if h.schema != id {
-			return Fragment{}, fmt.Errorf("%w: %s was checked against another schema", ErrNotCopyable, h.key)
+			return format.Fragment{}, fmt.Errorf("%w: %s was checked against another schema", ErrNotCopyable, h.key)
 		}
 	}
 	if len(copies) == 0 {
-		return Fragment{}, fmt.Errorf("%w: nothing to copy", ErrNotCopyable)
+		return format.Fragment{}, fmt.Errorf("%w: nothing to copy", ErrNotCopyable)
 	}
 	w := newPageCopier(ctx, b, key)
 	w.omit = slices.Clone(omit)
@@ -147,16 +150,16 @@ func WriteHeldCopies(ctx context.Context, b blob.Bucket, schema *arrow.Schema, k
 	}
 	if w.err != nil {
 		w.abort()
-		return Fragment{}, w.err
+		return format.Fragment{}, w.err
 	}
 	out, err := w.close()
 	if err != nil {
-		return Fragment{}, err
+		return format.Fragment{}, err
 	}
 	out.Columns = mergeColumnStats(w.stats)
 	out.SchemaID = id
 	if out.Rows != rows {
-		return Fragment{}, fmt.Errorf("table: copy into %s: wrote %d rows of %d", out.Key, out.Rows, rows)
+		return format.Fragment{}, fmt.Errorf("table: copy into %s: wrote %d rows of %d", out.Key, out.Rows, rows)
 	}
 	return out, nil
 }

@@ -11,13 +11,16 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // held encodes rows as a shard's flush object is: a fragment whose footer
 // holds one more pair, different for each object.
-func held(t *testing.T, schema *arrow.Schema, rec arrow.RecordBatch, seal string) ([]byte, table.Fragment) {
+func held(t *testing.T, schema *arrow.Schema, rec arrow.RecordBatch, seal string) ([]byte, format.Fragment) {
 	t.Helper()
-	data, f, err := table.EncodeFragmentWith(schema, []arrow.RecordBatch{rec}, func([]byte, table.Fragment) (string, string) {
+	data, f, err := fragment.EncodeWith(schema, []arrow.RecordBatch{rec}, func([]byte, format.Fragment) (string, string) {
 		return "test.seal", seal
 	})
 	if err != nil {
@@ -56,17 +59,17 @@ func TestHeldObjectsAreCopiedIntoOneFragment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Rows != int64(len(want)) || len(out.Columns) != rollouts.Schema.NumFields() || out.SchemaID != table.SchemaID(rollouts.Schema) {
+	if out.Rows != int64(len(want)) || len(out.Columns) != rollouts.Schema.NumFields() || out.SchemaID != evolve.SchemaID(rollouts.Schema) {
 		t.Fatalf("the copy: %d rows, %d column statistics, schema %d; want %d rows, %d columns", out.Rows, len(out.Columns), out.SchemaID, len(want), rollouts.Schema.NumFields())
 	}
 	data, err := b.Get(ctx, out.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _, err := table.FooterValue(data, "test.seal"); err != nil || ok {
+	if _, ok, _, err := fragment.FooterValue(data, "test.seal"); err != nil || ok {
 		t.Fatalf("the copy's footer holds the left-out pair: %v %v", ok, err)
 	}
-	recs, err := table.DecodeFragment(ctx, out.Key, data)
+	recs, err := fragment.Decode(ctx, out.Key, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func TestHeldObjectsAreCopiedIntoOneFragment(t *testing.T) {
 		damaged[i] ^= 0xff
 	}
 	f1 := copies[1]
-	var ce *table.CorruptError
+	var ce *format.CorruptError
 	if _, err := table.CheckHeld(rollouts.Schema, "held-damaged", damaged, f1.Rows(), out.Columns, "test.seal"); !errors.As(err, &ce) || ce.Key != "held-damaged" {
 		t.Fatalf("a damaged object: %v, want a CorruptError naming it", err)
 	}

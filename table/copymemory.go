@@ -1,6 +1,11 @@
 package table
 
-import "context"
+import (
+	"context"
+
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
+)
 
 // CopyHoldBytes is what CopyFragments with a Memory budget holds besides
 // what it reserves: the row group it is joining (rowGroupBytes, 0 meaning
@@ -18,22 +23,22 @@ func CopyHoldBytes(rowGroupBytes int64) int64 {
 // each source reserves its weight before it is read — a source to decode
 // is opened first, its footer giving its weight — and gives it back once
 // w has taken its row groups.
-func (s *Snapshot) copyWithin(ctx context.Context, p *scanPlan, frags []*Fragment, mem Memory, w *pageCopier) error {
+func (s *Snapshot) copyWithin(ctx context.Context, p *scanPlan, frags []*format.Fragment, mem Memory, w *pageCopier) error {
 	// A source to decode is read as recodeRowGroups reads it: every
 	// column, a row group a batch, one row group at a time.
-	rp, err := s.plan(ScanOptions{Parallelism: 1, BatchSize: RowGroupRows, ReadAheadBytes: p.opts.ReadAheadBytes})
+	rp, err := s.plan(ScanOptions{Parallelism: 1, BatchSize: fragment.RowGroupRows, ReadAheadBytes: p.opts.ReadAheadBytes})
 	if err != nil {
 		return err
 	}
 	readAhead := p.opts.ReadAheadBytes
 	toDecode := make([]*opened, len(frags))
-	reserve := func(ctx context.Context, i int) (reservation, error) {
+	reserve := func(ctx context.Context, i int) (format.Reservation, error) {
 		f := frags[i]
 		var o *opened
 		weight := copyWeight(f, readAhead)
 		if !s.copyable(f) {
 			if o, err = rp.open(ctx, f, false); err != nil {
-				return reservation{}, err
+				return format.Reservation{}, err
 			}
 			weight = rp.weight(o) + recodeHold(o)
 		}
@@ -41,17 +46,17 @@ func (s *Snapshot) copyWithin(ctx context.Context, p *scanPlan, frags []*Fragmen
 			if o != nil {
 				o.close()
 			}
-			return reservation{}, err
+			return format.Reservation{}, err
 		}
 		toDecode[i] = o
-		return reservation{used: func() {
+		return format.Reservation{Used: func() {
 			if o != nil {
 				o.close()
 			}
 			mem.Release(weight)
 		}}, nil
 	}
-	return inOrder(ctx, len(frags), p.opts.Parallelism, reserve,
+	return format.InOrder(ctx, len(frags), p.opts.Parallelism, reserve,
 		func(ctx context.Context, i int, emit func(*sourceRowGroup) bool) error {
 			if o := toDecode[i]; o != nil {
 				toDecode[i] = nil
@@ -68,14 +73,14 @@ func (s *Snapshot) copyWithin(ctx context.Context, p *scanPlan, frags []*Fragmen
 // tail, and up to three of its row groups copied out of them (one being
 // read, two on their way; a row group counted at its share of the
 // object's bytes by rows); and a page decompressed while it is checked.
-func copyWeight(f *Fragment, readAhead int64) int64 {
+func copyWeight(f *format.Fragment, readAhead int64) int64 {
 	const checking = 2 * pageBytes
-	if f.Bytes <= wholeReadLimit {
+	if f.Bytes <= fragment.WholeReadLimit {
 		return f.Bytes + checking
 	}
 	rows := max(f.Rows, 1)
-	group := f.Bytes * min(rows, RowGroupRows) / rows
-	return min(readAhead, f.Bytes) + tailBytes + min(3*group, f.Bytes) + checking
+	group := f.Bytes * min(rows, fragment.RowGroupRows) / rows
+	return min(readAhead, f.Bytes) + format.TailBytes + min(3*group, f.Bytes) + checking
 }
 
 // recodeHold is what recoding an opened fragment holds besides its scan's

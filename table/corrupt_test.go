@@ -13,16 +13,17 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
-func latestManifestBytes(t testing.TB) (string, []byte, *table.Manifest) {
+func latestManifestBytes(t testing.TB) (string, []byte, *format.Manifest) {
 	b := memBucket(t)
 	newTable(t, b, 2, 10)
 	s, err := table.Open(ctx, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := table.ManifestKey(s.Version())
+	key := format.ManifestKey(s.Version())
 	data, err := b.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func latestManifestBytes(t testing.TB) (string, []byte, *table.Manifest) {
 
 func TestManifestRoundTrips(t *testing.T) {
 	key, data, m := latestManifestBytes(t)
-	got, err := table.DecodeManifest(key, data)
+	got, err := format.DecodeManifest(key, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +59,9 @@ func TestDamagedManifestsAreCorruptErrorsNamingTheKey(t *testing.T) {
 	}
 	for name, d := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := table.DecodeManifest(key, d)
-			var ce *table.CorruptError
-			if !errors.Is(err, table.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != key {
+			_, err := format.DecodeManifest(key, d)
+			var ce *format.CorruptError
+			if !errors.Is(err, format.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != key {
 				t.Fatalf("got %v, want a CorruptError naming %s", err, key)
 			}
 		})
@@ -70,9 +71,9 @@ func TestDamagedManifestsAreCorruptErrorsNamingTheKey(t *testing.T) {
 func TestNewerMajorFormatIsRefusedClearly(t *testing.T) {
 	key, data, _ := latestManifestBytes(t)
 	d := bytes.Clone(data)
-	binary.LittleEndian.PutUint16(d[8:], table.FormatEvolved+1)
-	_, err := table.DecodeManifest(key, d)
-	if !errors.Is(err, table.ErrUnsupportedFormat) || !strings.Contains(err.Error(), key) {
+	binary.LittleEndian.PutUint16(d[8:], format.FormatEvolved+1)
+	_, err := format.DecodeManifest(key, d)
+	if !errors.Is(err, format.ErrUnsupportedFormat) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -116,7 +117,7 @@ func scanWithFindsCorrupt(t *testing.T, b blob.Bucket, s *table.Snapshot, opts t
 			got = err
 		}
 	}
-	var ce *table.CorruptError
+	var ce *format.CorruptError
 	if !errors.As(got, &ce) || ce.Key != key {
 		t.Fatalf("scan of %s: %v, want a CorruptError naming %s", what, got, key)
 	}
@@ -126,16 +127,16 @@ func FuzzDecodeManifest(f *testing.F) {
 	b := memBucket(f)
 	newTable(f, b, 2, 5)
 	s, _ := table.Open(ctx, b, nil)
-	data, _ := b.Get(ctx, table.ManifestKey(s.Version()))
+	data, _ := b.Get(ctx, format.ManifestKey(s.Version()))
 	f.Add(data)
 	f.Add(data[:40])
 	f.Add([]byte("STRATAMF"))
 	f.Fuzz(func(t *testing.T, d []byte) {
-		m, err := table.DecodeManifest("_versions/x.manifest", d)
+		m, err := format.DecodeManifest("_versions/x.manifest", d)
 		if err == nil && m.Schema() == nil {
 			t.Fatal("decoded a manifest without a schema")
 		}
-		if err != nil && !errors.Is(err, table.ErrCorrupt) && !errors.Is(err, table.ErrUnsupportedFormat) {
+		if err != nil && !errors.Is(err, format.ErrCorrupt) && !errors.Is(err, format.ErrUnsupportedFormat) {
 			t.Fatalf("untyped error %v", err)
 		}
 	})
@@ -149,7 +150,7 @@ func FuzzDecodeManifestPayload(f *testing.F) {
 	b := memBucket(f)
 	newTable(f, b, 2, 5)
 	s, _ := table.Open(ctx, b, nil)
-	obj, err := b.Get(ctx, table.ManifestKey(s.Version()))
+	obj, err := b.Get(ctx, format.ManifestKey(s.Version()))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func FuzzDecodeManifestPayload(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := table.DecodeManifest("_versions/x.manifest", manifestObject(real, 0)); err != nil {
+	if _, err := format.DecodeManifest("_versions/x.manifest", manifestObject(real, 0)); err != nil {
 		f.Fatalf("a real version's payload: %v", err)
 	}
 	f.Add(real)
@@ -168,11 +169,11 @@ func FuzzDecodeManifestPayload(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		d := manifestObject(payload, 0)
-		m, err := table.DecodeManifest("_versions/x.manifest", d)
+		m, err := format.DecodeManifest("_versions/x.manifest", d)
 		if err == nil && m.Schema() == nil {
 			t.Fatal("decoded a manifest without a schema")
 		}
-		if err != nil && !errors.Is(err, table.ErrCorrupt) {
+		if err != nil && !errors.Is(err, format.ErrCorrupt) {
 			t.Fatalf("untyped error %v", err)
 		}
 	})
@@ -180,15 +181,15 @@ func FuzzDecodeManifestPayload(f *testing.F) {
 
 func TestCachedStateEncodingEqualsPlainJSON(t *testing.T) {
 	key, data, m := latestManifestBytes(t)
-	again, err := table.EncodeManifest(m)
+	again, err := format.EncodeManifest(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := table.DecodeManifest(key, again)
+	got, err := format.DecodeManifest(key, again)
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig, err := table.DecodeManifest(key, data)
+	orig, err := format.DecodeManifest(key, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,14 +213,14 @@ func TestEncodingCacheKeepsTablesApart(t *testing.T) {
 	_, _, m2 := latestManifestBytes(t)
 	m2.Fragments[0].Key = m1.Fragments[0].Key
 	m2.Fragments[0].Bytes = m1.Fragments[0].Bytes + 37
-	if _, err := table.EncodeManifest(m1); err != nil {
+	if _, err := format.EncodeManifest(m1); err != nil {
 		t.Fatal(err)
 	}
-	data, err := table.EncodeManifest(m2)
+	data, err := format.EncodeManifest(m2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := table.DecodeManifest(table.ManifestKey(m2.Version), data)
+	got, err := format.DecodeManifest(format.ManifestKey(m2.Version), data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +234,10 @@ func TestEncodingCacheKeepsTablesApart(t *testing.T) {
 // count, which wrapped to the body's size: the decoder then allocated
 // 2^62 entries and panicked.
 func TestDeletionVectorsAndIndexesClaimingTooMuchAreCorrupt(t *testing.T) {
-	dv := table.EncodeDeletions(nil)
+	dv := format.EncodeDeletions(nil)
 	binary.LittleEndian.PutUint64(dv[12:], 1<<62)
-	_, err := table.DecodeDeletions("deletions/1-2.bin", dv)
-	var ce *table.CorruptError
+	_, err := format.DecodeDeletions("deletions/1-2.bin", dv)
+	var ce *format.CorruptError
 	if !errors.As(err, &ce) || ce.Key != "deletions/1-2.bin" {
 		t.Fatalf("deletion vector: %v, want a CorruptError naming it", err)
 	}
@@ -255,7 +256,7 @@ func TestAnIndexOutOfOrderIsCorrupt(t *testing.T) {
 	body := ix[24:]
 	binary.LittleEndian.PutUint64(body[0:], 3) // keys 3, 2
 	binary.LittleEndian.PutUint32(ix[20:], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
-	if _, err := table.DecodeIndex("_indexes/id-3.idx", ix); !errors.Is(err, table.ErrCorrupt) {
+	if _, err := table.DecodeIndex("_indexes/id-3.idx", ix); !errors.Is(err, format.ErrCorrupt) {
 		t.Fatalf("%v, want ErrCorrupt", err)
 	}
 }
@@ -263,11 +264,11 @@ func TestAnIndexOutOfOrderIsCorrupt(t *testing.T) {
 // FuzzDecodeDeletions: any object is a typed error, or a vector that
 // encodes back to the same bytes.
 func FuzzDecodeDeletions(f *testing.F) {
-	f.Add(table.EncodeDeletions([]uint32{1, 5, 9}))
-	f.Add(table.EncodeDeletions(nil))
+	f.Add(format.EncodeDeletions([]uint32{1, 5, 9}))
+	f.Add(format.EncodeDeletions(nil))
 	f.Fuzz(func(t *testing.T, d []byte) {
-		rows, err := table.DecodeDeletions("deletions/x.bin", d)
-		decodesBack(t, d, err, func() []byte { return table.EncodeDeletions(rows) })
+		rows, err := format.DecodeDeletions("deletions/x.bin", d)
+		decodesBack(t, d, err, func() []byte { return format.EncodeDeletions(rows) })
 	})
 }
 
@@ -287,7 +288,7 @@ func FuzzDecodeIndex(f *testing.F) {
 func decodesBack(t *testing.T, d []byte, err error, encode func() []byte) {
 	t.Helper()
 	if err != nil {
-		if !errors.Is(err, table.ErrCorrupt) && !errors.Is(err, table.ErrUnsupportedFormat) {
+		if !errors.Is(err, format.ErrCorrupt) && !errors.Is(err, format.ErrUnsupportedFormat) {
 			t.Fatalf("untyped error %v", err)
 		}
 		return

@@ -10,6 +10,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 )
 
 // CountResult says how a count was answered.
@@ -22,8 +25,8 @@ type CountResult struct {
 // answered from the manifest's statistics for every fragment they decide
 // (none of its rows can match, or all do), and scans only the others,
 // reading only the predicate's columns.
-func (s *Snapshot) Count(ctx context.Context, pred Predicate) (CountResult, error) {
-	bound, err := Bind(pred, s.m.Schema())
+func (s *Snapshot) Count(ctx context.Context, pred expr.Predicate) (CountResult, error) {
+	bound, err := expr.Bind(pred, s.m.Schema())
 	if err != nil {
 		return CountResult{}, err
 	}
@@ -32,9 +35,9 @@ func (s *Snapshot) Count(ctx context.Context, pred Predicate) (CountResult, erro
 	for i := range s.m.Fragments {
 		f := &s.m.Fragments[i]
 		switch {
-		case bound == nil || bound.allMatch(statsIn(s.m.Schema(), f)):
+		case bound == nil || bound.AllMatch(statsIn(s.m.Schema(), f)):
 			res.Rows += f.LiveRows()
-		case !bound.mayMatch(statsIn(s.m.Schema(), f)):
+		case !bound.MayMatch(statsIn(s.m.Schema(), f)):
 		default:
 			undecided = append(undecided, f.ID)
 		}
@@ -55,8 +58,8 @@ func (s *Snapshot) Count(ctx context.Context, pred Predicate) (CountResult, erro
 // MatchingRows returns, per fragment, the offsets of live rows matching
 // pred, merged with the rows already deleted: the deletion vectors a
 // Delete by pred would write. Fragments with no match are left out.
-func (s *Snapshot) MatchingRows(ctx context.Context, pred Predicate) (map[uint64][]uint32, error) {
-	bound, err := Bind(pred, s.m.Schema())
+func (s *Snapshot) MatchingRows(ctx context.Context, pred expr.Predicate) (map[uint64][]uint32, error) {
+	bound, err := expr.Bind(pred, s.m.Schema())
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +92,12 @@ func (s *Snapshot) NewDeletions(ctx context.Context, found map[uint64][]uint32, 
 			return nil, fmt.Errorf("table: fragment %d is not in version %d", id, s.m.Version)
 		}
 		g.Go(func() error {
-			old, err := readDeletionsCached(gctx, s.b, f)
+			old, err := format.ReadDeletionsCached(gctx, s.b, f)
 			if err != nil {
 				return err
 			}
 			slices.Sort(rows)
-			dv := UnionSorted(old, slices.Compact(rows))
+			dv := format.UnionSorted(old, slices.Compact(rows))
 			mu.Lock()
 			out[id] = dv
 			mu.Unlock()

@@ -17,6 +17,9 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 var structSchema = arrow.NewSchema([]arrow.Field{
@@ -46,7 +49,7 @@ func structFragment(t testing.TB) []byte {
 	t.Helper()
 	rec := structBatch()
 	defer rec.Release()
-	data, _, err := table.EncodeFragment(structSchema, []arrow.RecordBatch{rec}, nil)
+	data, _, err := fragment.Encode(structSchema, []arrow.RecordBatch{rec}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +65,8 @@ func TestAFooterWithANegativeChunkLengthIsCorrupt(t *testing.T) {
 	data := structFragment(t)
 	for c := range 3 { // id, meta.a, meta.b
 		bad := testenv.NegativeChunkLength(t, data, c)
-		_, err := table.DecodeFragment(ctx, "data/x.parquet", bad)
-		var ce *table.CorruptError
+		_, err := fragment.Decode(ctx, "data/x.parquet", bad)
+		var ce *format.CorruptError
 		if !errors.As(err, &ce) || ce.Key != "data/x.parquet" {
 			t.Fatalf("column %d: %v, want a CorruptError naming the object", c, err)
 		}
@@ -81,13 +84,13 @@ func TestAScanOfAFragmentWithANegativeChunkLengthFailsCleanly(t *testing.T) {
 
 // oneFragmentTable makes a table in memory of rec's schema and appends rec:
 // the bucket, the snapshot, the fragment and its object.
-func oneFragmentTable(t *testing.T, rec arrow.RecordBatch) (blob.Bucket, *table.Snapshot, table.Fragment, []byte) {
+func oneFragmentTable(t *testing.T, rec arrow.RecordBatch) (blob.Bucket, *table.Snapshot, format.Fragment, []byte) {
 	t.Helper()
 	return oneFragmentTableIn(t, memBucket(t), rec)
 }
 
 // oneFragmentTableIn is oneFragmentTable in bucket b.
-func oneFragmentTableIn(t *testing.T, b blob.Bucket, rec arrow.RecordBatch) (blob.Bucket, *table.Snapshot, table.Fragment, []byte) {
+func oneFragmentTableIn(t *testing.T, b blob.Bucket, rec arrow.RecordBatch) (blob.Bucket, *table.Snapshot, format.Fragment, []byte) {
 	t.Helper()
 	if _, err := commit.Create(ctx, b, rec.Schema(), nil, nil); err != nil {
 		t.Fatal(err)
@@ -176,17 +179,17 @@ func FuzzDecodeColumnsAtOnce(f *testing.F) {
 // the shard; found by fuzzing FuzzDecodeEntry).
 func TestAFooterSchemaClaimingAHugeBodyIsCorrupt(t *testing.T) {
 	data := parquetWithArrowSchema(t, testenv.SchemaMessageClaimingBody(1<<35))
-	_, err := table.DecodeFragment(ctx, "data/x.parquet", data)
-	var ce *table.CorruptError
+	_, err := fragment.Decode(ctx, "data/x.parquet", data)
+	var ce *format.CorruptError
 	if !errors.As(err, &ce) || ce.Key != "data/x.parquet" {
 		t.Fatalf("%v, want a CorruptError naming the object", err)
 	}
 	// So is such a schema where a manifest keeps it.
-	if _, err := table.DecodeSchema(testenv.SchemaMessageClaimingBody(1 << 35)); err == nil {
+	if _, err := evolve.DecodeSchema(testenv.SchemaMessageClaimingBody(1 << 35)); err == nil {
 		t.Fatal("DecodeSchema read a schema claiming a 32 GiB body")
 	}
 	// The same schema claiming no body reads.
-	if _, err := table.DecodeFragment(ctx, "data/x.parquet", parquetWithArrowSchema(t, testenv.SchemaMessageClaimingBody(0))); err != nil {
+	if _, err := fragment.Decode(ctx, "data/x.parquet", parquetWithArrowSchema(t, testenv.SchemaMessageClaimingBody(0))); err != nil {
 		t.Fatalf("a footer schema claiming no body: %v", err)
 	}
 }

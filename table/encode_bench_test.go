@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func BenchmarkManifestCodec(b *testing.B) {
@@ -11,21 +12,21 @@ func BenchmarkManifestCodec(b *testing.B) {
 	newTable(b, bk, 200, 5)
 	s, _ := table.Open(ctx, bk, nil)
 	m := s.Manifest()
-	data, _ := table.EncodeManifest(m)
+	data, _ := format.EncodeManifest(m)
 	b.Run("encode-200-fragments", func(b *testing.B) {
 		for b.Loop() {
-			_, _ = table.EncodeManifest(m)
+			_, _ = format.EncodeManifest(m)
 		}
 		b.ReportMetric(float64(len(data)), "bytes")
 	})
 	b.Run("transaction-200-fragments", func(b *testing.B) {
 		for b.Loop() {
-			_, _ = table.DecodeTransaction("k", data)
+			_, _ = format.DecodeTransaction("k", data)
 		}
 	})
 	b.Run("decode-200-fragments", func(b *testing.B) {
 		for b.Loop() {
-			_, _ = table.DecodeManifest("k", data)
+			_, _ = format.DecodeManifest("k", data)
 		}
 	})
 }

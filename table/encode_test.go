@@ -14,14 +14,14 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // withFragments returns a copy of m holding n fragments made from its
 // first one, each with an id and a key of its own.
-func withFragments(m *table.Manifest, n int) *table.Manifest {
+func withFragments(m *format.Manifest, n int) *format.Manifest {
 	c := *m
-	c.Fragments = make([]table.Fragment, 0, n) // read back as [], never null
+	c.Fragments = make([]format.Fragment, 0, n) // read back as [], never null
 	for i := range n {
 		f := m.Fragments[0]
 		f.ID, f.Key = uint64(i), fmt.Sprintf("data/f%04d.parquet", i)
@@ -33,10 +33,10 @@ func withFragments(m *table.Manifest, n int) *table.Manifest {
 
 // sameManifest fails unless data decodes to m, state and transaction, and
 // the transaction reads alone as m's.
-func sameManifest(t *testing.T, what string, m *table.Manifest, data []byte) {
+func sameManifest(t *testing.T, what string, m *format.Manifest, data []byte) {
 	t.Helper()
-	key := table.ManifestKey(m.Version)
-	got, err := table.DecodeManifest(key, data)
+	key := format.ManifestKey(m.Version)
+	got, err := format.DecodeManifest(key, data)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -45,12 +45,12 @@ func sameManifest(t *testing.T, what string, m *table.Manifest, data []byte) {
 	if !bytes.Equal(want, have) {
 		t.Fatalf("%s: decoded state differs:\n got %s\nwant %s", what, have, want)
 	}
-	txn, err := table.DecodeTransaction(key, data)
+	txn, err := format.DecodeTransaction(key, data)
 	if err != nil {
 		t.Fatalf("%s: transaction: %v", what, err)
 	}
 	wantTxn, _ := json.Marshal(&m.Transaction)
-	for name, tx := range map[string]*table.Transaction{"read alone": txn, "read with the state": &got.Transaction} {
+	for name, tx := range map[string]*format.Transaction{"read alone": txn, "read with the state": &got.Transaction} {
 		if haveTxn, _ := json.Marshal(tx); !bytes.Equal(wantTxn, haveTxn) {
 			t.Fatalf("%s: transaction %s differs:\n got %s\nwant %s", what, name, haveTxn, wantTxn)
 		}
@@ -64,7 +64,7 @@ func TestManifestFramesRoundTripAtEveryChunkBoundary(t *testing.T) {
 	_, _, base := latestManifestBytes(t)
 	for _, n := range []int{0, 1, 31, 32, 33, 64, 65, 100} {
 		m := withFragments(base, n)
-		data, err := table.EncodeManifest(m)
+		data, err := format.EncodeManifest(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestManifestFramesRoundTripAtEveryChunkBoundary(t *testing.T) {
 			t.Fatalf("%d fragments: a streaming decoder: %v", n, err)
 		}
 		tl := binary.LittleEndian.Uint32(payload)
-		var state table.Manifest
+		var state format.Manifest
 		if err := json.Unmarshal(payload[4+tl:], &state); err != nil || len(state.Fragments) != n {
 			t.Fatalf("%d fragments: the state as one document: %d fragments, %v", n, len(state.Fragments), err)
 		}
@@ -96,29 +96,29 @@ func TestManifestChunkCacheFollowsEveryChange(t *testing.T) {
 	m := withFragments(base, 100)
 	steps := []struct {
 		what   string
-		change func(m *table.Manifest)
+		change func(m *format.Manifest)
 	}{
-		{"as it is", func(*table.Manifest) {}},
-		{"a deletion vector on fragment 40", func(m *table.Manifest) {
-			m.Fragments[40].Deletion = &table.Deletion{Key: "deletions/40-7.bin", Count: 3}
+		{"as it is", func(*format.Manifest) {}},
+		{"a deletion vector on fragment 40", func(m *format.Manifest) {
+			m.Fragments[40].Deletion = &format.Deletion{Key: "deletions/40-7.bin", Count: 3}
 		}},
-		{"the deletion vector grown", func(m *table.Manifest) { m.Fragments[40].Deletion.Count = 5 }},
-		{"fragment 10 taken out", func(m *table.Manifest) { m.Fragments = slices.Delete(m.Fragments, 10, 11) }},
-		{"the last fragment given a new id", func(m *table.Manifest) {
+		{"the deletion vector grown", func(m *format.Manifest) { m.Fragments[40].Deletion.Count = 5 }},
+		{"fragment 10 taken out", func(m *format.Manifest) { m.Fragments = slices.Delete(m.Fragments, 10, 11) }},
+		{"the last fragment given a new id", func(m *format.Manifest) {
 			m.Fragments[len(m.Fragments)-1].ID = m.NextFragmentID
 			m.NextFragmentID++
 		}},
-		{"a fragment appended", func(m *table.Manifest) {
+		{"a fragment appended", func(m *format.Manifest) {
 			f := m.Fragments[0]
 			f.ID, f.Key = m.NextFragmentID, "data/appended.parquet"
 			m.Fragments = append(m.Fragments, f)
 			m.NextFragmentID++
 		}},
-		{"a fragment's size in a cached chunk", func(m *table.Manifest) { m.Fragments[3].Bytes += 11 }},
+		{"a fragment's size in a cached chunk", func(m *format.Manifest) { m.Fragments[3].Bytes += 11 }},
 	}
 	for _, s := range steps {
 		s.change(m)
-		data, err := table.EncodeManifest(m)
+		data, err := format.EncodeManifest(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestOneFrameManifestsStillRead(t *testing.T) {
 // transaction's alone — meets whatever a damaged object could hold.
 func FuzzDecodeManifestFrames(f *testing.F) {
 	_, _, base := latestManifestBytes(f)
-	data, err := table.EncodeManifest(withFragments(base, 40))
+	data, err := format.EncodeManifest(withFragments(base, 40))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -154,14 +154,14 @@ func FuzzDecodeManifestFrames(f *testing.F) {
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		d := manifestObject(payload, 1)
-		m, err := table.DecodeManifest("_versions/x.manifest", d)
+		m, err := format.DecodeManifest("_versions/x.manifest", d)
 		if err == nil && m.Schema() == nil {
 			t.Fatal("decoded a manifest without a schema")
 		}
-		if err != nil && !errors.Is(err, table.ErrCorrupt) {
+		if err != nil && !errors.Is(err, format.ErrCorrupt) {
 			t.Fatalf("untyped error %v", err)
 		}
-		if _, err := table.DecodeTransaction("_versions/x.manifest", d); err != nil && !errors.Is(err, table.ErrCorrupt) {
+		if _, err := format.DecodeTransaction("_versions/x.manifest", d); err != nil && !errors.Is(err, format.ErrCorrupt) {
 			t.Fatalf("untyped error reading the transaction: %v", err)
 		}
 	})
@@ -179,11 +179,11 @@ func TestManifestFrameClaimingTooMuchIsCorrupt(t *testing.T) {
 	d := manifestObject(frame, 1)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := table.DecodeManifest("_versions/x.manifest", d)
-	_, terr := table.DecodeTransaction("_versions/x.manifest", d)
+	_, err := format.DecodeManifest("_versions/x.manifest", d)
+	_, terr := format.DecodeTransaction("_versions/x.manifest", d)
 	runtime.ReadMemStats(&after)
 	for _, err := range []error{err, terr} {
-		if !errors.Is(err, table.ErrCorrupt) || !strings.Contains(err.Error(), "claims 268435456 bytes") {
+		if !errors.Is(err, format.ErrCorrupt) || !strings.Contains(err.Error(), "claims 268435456 bytes") {
 			t.Fatalf("a frame claiming 256 MiB in %d bytes: %v, want a CorruptError naming the claim", len(frame), err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // DecodeColumnsAtOnce reads every row group of a fragment held in memory
@@ -18,19 +20,19 @@ func DecodeColumnsAtOnce(ctx context.Context, data []byte) (rows int64, err erro
 			err = fmt.Errorf("damaged: %v", r)
 		}
 	}()
-	fr, err := fragmentReader(bytes.NewReader(data), nil, memory.DefaultAllocator, 100)
+	fr, err := fragment.Reader(bytes.NewReader(data), nil, memory.DefaultAllocator, 100)
 	if err != nil {
 		return 0, err
 	}
 	for rg := range fr.ParquetReader().NumRowGroups() {
-		rr, err := newRowGroupReader(ctx, fr, memory.DefaultAllocator, nil, rg, 100, true)
+		rr, err := fragment.NewRowGroupReader(ctx, fr, memory.DefaultAllocator, nil, rg, 100, true)
 		if err != nil {
 			return rows, err
 		}
 		for {
-			rec, err := rr.next()
+			rec, err := rr.Next()
 			if err != nil || rec == nil {
-				rr.release()
+				rr.Release()
 				if err != nil {
 					return rows, err
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
 )
 
 func TestParseFilter(t *testing.T) {
@@ -53,7 +54,7 @@ func TestParseFilter(t *testing.T) {
 		"id == -5 AND (a) = 1":   "id = -5 AND a = 1",
 	}
 	for in, want := range good {
-		p, err := table.ParseFilter(in)
+		p, err := expr.ParseFilter(in)
 		if err != nil {
 			t.Errorf("ParseFilter(%q): %v", in, err)
 			continue
@@ -65,7 +66,7 @@ func TestParseFilter(t *testing.T) {
 	for _, bad := range []string{"", "reward", "reward >=", "reward ! 3", "id IN (1, 2", "a = 'x", "a = 1 OR", "= 3", "a = @",
 		"(a = 1", "a = 1)", "NOT", "a IS 3", "a NOT = 1", "a = NULL", "a LIKE 3", "a LIKE 'x\\'", "a BETWEEN 1", "a BETWEEN 1 OR 2", "not = 1", "a = 1 b = 2",
 		"`a = 1", "`` = 1", "a + = 1", "(a + 1", "a * 'x' = 1 AND", "- = 1", "\xff = 1", "a = 1 `AND` b = 2"} {
-		if _, err := table.ParseFilter(bad); !errors.Is(err, table.ErrBadPredicate) {
+		if _, err := expr.ParseFilter(bad); !errors.Is(err, expr.ErrBadPredicate) {
 			t.Errorf("ParseFilter(%q) = %v, want ErrBadPredicate", bad, err)
 		}
 	}
@@ -90,7 +91,7 @@ func TestFilterOnAnyColumnName(t *testing.T) {
 	b.Field(2).(*array.StringBuilder).AppendValues([]string{"x", "y", "x"}, nil)
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	p, err := table.ParseFilter("`a.b` >= 8 AND café = 'x'")
+	p, err := expr.ParseFilter("`a.b` >= 8 AND café = 'x'")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +116,13 @@ func TestParseColumns(t *testing.T) {
 		"a.b,c":                 {"a.b", "c"},
 	}
 	for in, want := range good {
-		got, err := table.ParseColumns(in)
+		got, err := expr.ParseColumns(in)
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("ParseColumns(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "a,", ",a", "a,,b", "`a", "`a`b", " , "} {
-		if got, err := table.ParseColumns(bad); !errors.Is(err, table.ErrBadColumns) {
+		if got, err := expr.ParseColumns(bad); !errors.Is(err, expr.ErrBadColumns) {
 			t.Errorf("ParseColumns(%q) = %q, %v; want ErrBadColumns", bad, got, err)
 		}
 	}
@@ -131,13 +132,13 @@ func TestParseColumns(t *testing.T) {
 // names, and quotes a name as a filter would.
 func TestColumnListReadsBack(t *testing.T) {
 	names := []string{"id", "a,b", " lead", "trail ", "`tick", "it`s", "x y", "a.b", "café", "1st", ",", "`,`"}
-	got, err := table.ParseColumns(api.ColumnList(names))
+	got, err := expr.ParseColumns(api.ColumnList(names))
 	if err != nil || !slices.Equal(got, names) {
 		t.Fatalf("ParseColumns(%q) = %q, %v; want %q", api.ColumnList(names), got, err, names)
 	}
 	for _, n := range names {
-		if q := api.ColumnList([]string{n}); q != table.QuoteColumn(n) {
-			t.Errorf("%q: ColumnList writes %s, QuoteColumn %s", n, q, table.QuoteColumn(n))
+		if q := api.ColumnList([]string{n}); q != expr.QuoteColumn(n) {
+			t.Errorf("%q: ColumnList writes %s, QuoteColumn %s", n, q, expr.QuoteColumn(n))
 		}
 	}
 }
@@ -155,19 +156,19 @@ func FuzzParseFilter(f *testing.F) {
 	rec := rollouts.Batch(nil, 42, 3, 0, 64)
 	defer rec.Release()
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := table.ParseFilter(s)
+		p, err := expr.ParseFilter(s)
 		if err != nil {
-			if !errors.Is(err, table.ErrBadPredicate) {
+			if !errors.Is(err, expr.ErrBadPredicate) {
 				t.Fatalf("ParseFilter(%q): untyped error %v", s, err)
 			}
 			return
 		}
-		again, err := table.ParseFilter(p.String())
+		again, err := expr.ParseFilter(p.String())
 		if err != nil || again.String() != p.String() {
 			t.Fatalf("ParseFilter(%q) prints %q, which parses to %v, %v", s, p, again, err)
 		}
-		if _, err := table.Bind(p, rollouts.Schema); err != nil {
-			if !errors.Is(err, table.ErrBadPredicate) {
+		if _, err := expr.Bind(p, rollouts.Schema); err != nil {
+			if !errors.Is(err, expr.ErrBadPredicate) {
 				t.Fatalf("Bind(%q): untyped error %v", s, err)
 			}
 			return
@@ -200,8 +201,8 @@ func TestDeepFiltersAreRefusedQuickly(t *testing.T) {
 		{strings.Repeat("-", 100000) + "1 = a", false},
 		{"a IN (" + strings.Repeat("1, ", 100000) + "1)", true},
 	} {
-		_, err := table.ParseFilter(c.filter)
-		if (err == nil) != c.ok || err != nil && !errors.Is(err, table.ErrBadPredicate) {
+		_, err := expr.ParseFilter(c.filter)
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, expr.ErrBadPredicate) {
 			t.Errorf("a filter of %d bytes: %.200v (want ok %v)", len(c.filter), err, c.ok)
 		}
 	}

@@ -14,6 +14,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // A row of the property test: nil is null.
@@ -329,7 +332,7 @@ func TestFilterLanguageAgainstBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []propRow
-	var frags []table.Fragment
+	var frags []format.Fragment
 	for frag := range 6 {
 		bld := array.NewRecordBuilder(testenv.Arrow, schema)
 		for range 40 {
@@ -371,7 +374,7 @@ func TestFilterLanguageAgainstBruteForce(t *testing.T) {
 		}
 		rec := bld.NewRecordBatch()
 		bld.Release()
-		f, err := table.WriteFragment(ctx, b, schema, rec)
+		f, err := fragment.Write(ctx, b, schema, rec)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)
@@ -381,7 +384,7 @@ func TestFilterLanguageAgainstBruteForce(t *testing.T) {
 	}
 	counted := blob.NewCounted(b)
 	snap := table.SnapshotOf(counted, schema, frags)
-	requests := func(q table.Predicate) (ids []int64, n int64) {
+	requests := func(q expr.Predicate) (ids []int64, n int64) {
 		before := counted.Stats()
 		for rec, err := range snap.Scan(ctx, table.ScanOptions{Filter: q, Columns: []string{"id"}}) {
 			if err != nil {
@@ -392,7 +395,7 @@ func TestFilterLanguageAgainstBruteForce(t *testing.T) {
 		slices.Sort(ids)
 		return ids, counted.Stats().Sub(before).Requests()
 	}
-	all, err := table.ParseFilter("id >= 0")
+	all, err := expr.ParseFilter("id >= 0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,12 +409,12 @@ func TestFilterLanguageAgainstBruteForce(t *testing.T) {
 				want = append(want, int64(id))
 			}
 		}
-		p, err := table.ParseFilter(e.text)
+		p, err := expr.ParseFilter(e.text)
 		if err != nil {
 			t.Fatalf("filter %d %q: %v", n, e.text, err)
 		}
 		for _, text := range []string{e.text, p.String()} {
-			q, err := table.ParseFilter(text)
+			q, err := expr.ParseFilter(text)
 			if err != nil {
 				t.Fatalf("%q prints %q, which does not parse: %v", e.text, text, err)
 			}
@@ -456,7 +459,7 @@ func TestNaNAndUnsignedCompareTheSameWithOrWithoutPruning(t *testing.T) {
 		t.Fatal(err)
 	}
 	nan, inf := math.NaN(), math.Inf(1)
-	var frags []table.Fragment
+	var frags []format.Fragment
 	var all []arrow.RecordBatch
 	id := int64(0)
 	for _, fs := range [][]float64{{5, nan}, {nan}, {5, inf}} {
@@ -470,7 +473,7 @@ func TestNaNAndUnsignedCompareTheSameWithOrWithoutPruning(t *testing.T) {
 		}
 		rec := bld.NewRecordBatch()
 		bld.Release()
-		f, err := table.WriteFragment(ctx, b, schema, rec)
+		f, err := fragment.Write(ctx, b, schema, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,7 +499,7 @@ func TestNaNAndUnsignedCompareTheSameWithOrWithoutPruning(t *testing.T) {
 		"u = i":           nil,
 		"i < u AND u > 0": {1, 2, 3, 4, 5},
 	} {
-		p, err := table.ParseFilter(filter)
+		p, err := expr.ParseFilter(filter)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -517,7 +520,7 @@ func TestNaNAndUnsignedCompareTheSameWithOrWithoutPruning(t *testing.T) {
 				t.Errorf("%s (statistics pruning %v): ids %v, want %v", filter, pruned, got, want)
 			}
 		}
-		bound, err := table.Bind(p, schema)
+		bound, err := expr.Bind(p, schema)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
 )
 
 // An integer literal up to 2^64-1 compares exactly with a uint64 column's
@@ -37,7 +38,7 @@ func TestIntegerLiteralsUpTo2To64CompareExactly(t *testing.T) {
 		"18446744073709551615 = u":                               {2},
 		"u != 18446744073709551615 AND u >= 9223372036854775808": {1},
 	} {
-		p, err := table.ParseFilter(filter)
+		p, err := expr.ParseFilter(filter)
 		if err != nil {
 			t.Errorf("%s: %v", filter, err)
 			continue

@@ -9,7 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // FooterValueAt reads a footer's value from the object's tail alone, as
@@ -25,7 +26,7 @@ func TestAFootersValueIsReadFromTheTail(t *testing.T) {
 	defer rec.Release()
 	for _, size := range []int{10, 200 << 10} { // a short value, and one longer than the tail
 		value := strings.Repeat("v", size)
-		data, _, err := table.EncodeFragment(structSchema, []arrow.RecordBatch{rec}, func([]byte) (string, string) { return "test.state", value })
+		data, _, err := fragment.Encode(structSchema, []arrow.RecordBatch{rec}, func([]byte) (string, string) { return "test.state", value })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,7 @@ func TestAFootersValueIsReadFromTheTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		c0, _ := blob.StatsOf(b)
-		got, ok, err := table.FooterValueAt(ctx, b, "obj", int64(len(data)), "test.state")
+		got, ok, err := format.FooterValueAt(ctx, b, "obj", int64(len(data)), "test.state")
 		if err != nil || !ok || got != value {
 			t.Fatalf("a value of %d bytes: ok %v, %d bytes, %v", size, ok, len(got), err)
 		}
@@ -45,10 +46,10 @@ func TestAFootersValueIsReadFromTheTail(t *testing.T) {
 		if c1.Sub(c0).RangeGets != want {
 			t.Fatalf("a value of %d bytes read in %d ranged reads, want %d", size, c1.Sub(c0).RangeGets, want)
 		}
-		if _, ok, err := table.FooterValueAt(ctx, b, "obj", int64(len(data)), "absent"); ok || err != nil {
+		if _, ok, err := format.FooterValueAt(ctx, b, "obj", int64(len(data)), "absent"); ok || err != nil {
 			t.Fatalf("an absent key: ok %v, %v", ok, err)
 		}
-		dec, err := table.DecodedBytes(data)
+		dec, err := format.DecodedBytes(data)
 		if err != nil || dec < 500*8 {
 			t.Fatalf("decoded bytes of 500 rows: %d, %v", dec, err)
 		}
@@ -60,14 +61,14 @@ func TestAFootersValueIsReadFromTheTail(t *testing.T) {
 		if err := b.Put(ctx, name, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := table.FooterValueAt(ctx, b, name, int64(len(data)), "k"); err == nil || !strings.Contains(err.Error(), name) {
+		if _, _, err := format.FooterValueAt(ctx, b, name, int64(len(data)), "k"); err == nil || !strings.Contains(err.Error(), name) {
 			t.Fatalf("%s: %v, want an error naming it", name, err)
 		}
-		if _, err := table.DecodedBytes(data); err == nil {
+		if _, err := format.DecodedBytes(data); err == nil {
 			t.Fatalf("%s: decoded bytes without an error", name)
 		}
 	}
-	if _, _, err := table.FooterValueAt(ctx, b, "missing", 100, "k"); !errors.Is(err, blob.ErrNotFound) {
+	if _, _, err := format.FooterValueAt(ctx, b, "missing", 100, "k"); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("a missing object: %v", err)
 	}
 }

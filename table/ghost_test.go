@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // A version read by number whose manifest was created after a GC boundary
@@ -29,27 +30,27 @@ func TestAGhostOfACollectedVersionReadsAsCollected(t *testing.T) {
 	for i := range 4 {
 		appendRollouts(t, tb, 1, int64(i*10), 10) // v2..v5
 	}
-	ghost, err := b.Get(ctx, table.ManifestKey(2))
+	ghost, err := b.Get(ctx, format.ManifestKey(2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Delete(ctx, table.ManifestKey(2)); err != nil { // collected
+	if err := b.Delete(ctx, format.ManifestKey(2)); err != nil { // collected
 		t.Fatal(err)
 	}
-	if err := b.PutIfAbsent(ctx, table.GCBoundaryKey(3), nil); err != nil {
+	if err := b.PutIfAbsent(ctx, format.GCBoundaryKey(3), nil); err != nil {
 		t.Fatal(err)
 	}
 	then := time.Now().Add(-time.Minute) // v3, kept (tagged), is older than the boundary
-	for i, k := range []string{table.ManifestKey(3), table.GCBoundaryKey(3)} {
+	for i, k := range []string{format.ManifestKey(3), format.GCBoundaryKey(3)} {
 		at := then.Add(time.Duration(i) * 30 * time.Second)
 		if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(k)), at, at); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.PutIfAbsent(ctx, table.ManifestKey(2), ghost); err != nil { // the stalled writer's create
+	if err := b.PutIfAbsent(ctx, format.ManifestKey(2), ghost); err != nil { // the stalled writer's create
 		t.Fatal(err)
 	}
-	if _, err := table.Open(ctx, b, &table.OpenOptions{Version: 2}); !errors.Is(err, table.ErrVersionNotFound) {
+	if _, err := table.Open(ctx, b, &table.OpenOptions{Version: 2}); !errors.Is(err, format.ErrVersionNotFound) {
 		t.Fatalf("reading the ghost of v2: %v, want ErrVersionNotFound", err)
 	}
 	for _, v := range []uint64{3, 5} {

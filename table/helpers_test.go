@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
@@ -15,7 +15,7 @@ func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Ca
 func manifestObject(payload []byte, flags uint32) []byte {
 	d := make([]byte, 28, 28+len(payload))
 	copy(d, "STRATAMF")
-	binary.LittleEndian.PutUint16(d[8:], table.FormatMajor)
+	binary.LittleEndian.PutUint16(d[8:], format.FormatMajor)
 	binary.LittleEndian.PutUint32(d[12:], flags)
 	binary.LittleEndian.PutUint64(d[16:], uint64(len(payload)))
 	binary.LittleEndian.PutUint32(d[24:], crc32c(payload))

@@ -13,6 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // Key index objects, _indices/<id>/index.bin, map an integer column's
@@ -57,7 +60,7 @@ func EncodeIndex(entries []IndexEntry) []byte {
 		binary.LittleEndian.PutUint64(body[8*n+8*i:], e.Fragment)
 		binary.LittleEndian.PutUint32(body[16*n+4*i:], e.Offset)
 	}
-	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(body, crcTable))
+	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(body, format.CrcTable))
 	return out
 }
 
@@ -80,18 +83,18 @@ type keyIndex struct {
 
 func decodeIndex(key string, data []byte) (*keyIndex, error) {
 	if len(data) < indexHeader || string(data[:8]) != indexMagic {
-		return nil, corrupt(key, "not a key index", nil)
+		return nil, format.Corrupt(key, "not a key index", nil)
 	}
 	if v := binary.LittleEndian.Uint32(data[8:]); v != 1 {
-		return nil, fmt.Errorf("table: key index %q has format %d: %w", key, v, ErrUnsupportedFormat)
+		return nil, fmt.Errorf("table: key index %q has format %d: %w", key, v, format.ErrUnsupportedFormat)
 	}
 	n := binary.LittleEndian.Uint64(data[12:])
 	body := data[indexHeader:]
 	if uint64(len(body))%20 != 0 || uint64(len(body))/20 != n { // not 20*n: it wraps
-		return nil, corrupt(key, fmt.Sprintf("holds %d bytes for %d entries", len(body), n), nil)
+		return nil, format.Corrupt(key, fmt.Sprintf("holds %d bytes for %d entries", len(body), n), nil)
 	}
-	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(data[20:]) {
-		return nil, corrupt(key, "checksum mismatch", nil)
+	if crc32.Checksum(body, format.CrcTable) != binary.LittleEndian.Uint32(data[20:]) {
+		return nil, format.Corrupt(key, "checksum mismatch", nil)
 	}
 	ix := &keyIndex{keys: make([]int64, n), frags: make([]uint64, n), offs: make([]uint32, n)}
 	for i := range int(n) {
@@ -99,7 +102,7 @@ func decodeIndex(key string, data []byte) (*keyIndex, error) {
 		ix.frags[i] = binary.LittleEndian.Uint64(body[8*int(n)+8*i:])
 		ix.offs[i] = binary.LittleEndian.Uint32(body[16*int(n)+4*i:])
 		if i > 0 && (ix.keys[i] < ix.keys[i-1] || ix.keys[i] == ix.keys[i-1] && ix.frags[i] < ix.frags[i-1]) {
-			return nil, corrupt(key, "entries not sorted by key", nil) // lookups search them
+			return nil, format.Corrupt(key, "entries not sorted by key", nil) // lookups search them
 		}
 	}
 	return ix, nil
@@ -140,10 +143,10 @@ func (s *Snapshot) BuildIndexEntries(ctx context.Context, col string) ([]IndexEn
 	sc := s.m.Schema()
 	idx := sc.FieldIndices(col)
 	if len(idx) != 1 {
-		return nil, fmt.Errorf("%w: key index: %s", ErrBadColumns, noColumn(col, sc))
+		return nil, fmt.Errorf("%w: key index: %s", expr.ErrBadColumns, format.NoColumn(col, sc))
 	}
-	if t := sc.Field(idx[0]).Type; KindOf(t) != KindInt {
-		return nil, fmt.Errorf("%w: a key index needs an integer column; %q is %s", ErrBadColumns, col, t)
+	if t := sc.Field(idx[0]).Type; value.KindOf(t) != value.KindInt {
+		return nil, fmt.Errorf("%w: a key index needs an integer column; %q is %s", expr.ErrBadColumns, col, t)
 	}
 	var out []IndexEntry
 	for rec, err := range s.Scan(ctx, ScanOptions{Columns: []string{col}, WithRowAddress: true}) {
@@ -153,7 +156,7 @@ func (s *Snapshot) BuildIndexEntries(ctx context.Context, col string) ([]IndexEn
 		frags := rec.Column(1).(*array.Uint64)
 		offs := rec.Column(2).(*array.Uint32)
 		for i := 0; i < int(rec.NumRows()); i++ {
-			v, ok := ValueAt(rec.Column(0), i)
+			v, ok := format.ValueAt(rec.Column(0), i)
 			if !ok {
 				continue // nulls are not indexed
 			}
@@ -190,11 +193,11 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 		return o
 	}
 	var res TakeResult
-	vals := make([]Value, len(keys))
+	vals := make([]value.Value, len(keys))
 	for i, k := range keys {
-		vals[i] = Int(k)
+		vals[i] = value.Int(k)
 	}
-	var ix *Index
+	var ix *format.Index
 	for i := range s.m.Indexes {
 		if s.m.Indexes[i].Column == col {
 			ix = &s.m.Indexes[i]
@@ -212,7 +215,7 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 		return nil
 	}
 	if ix == nil {
-		return out, res, collect(scan(ScanOptions{Columns: columns, Filter: In(col, vals...)}))
+		return out, res, collect(scan(ScanOptions{Columns: columns, Filter: expr.In(col, vals...)}))
 	}
 	kix, err := loadIndex(ctx, s.b, ix.Key)
 	if err != nil {
@@ -228,10 +231,10 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 	unindexed := s.unindexed(ix)
 	// Keys the index resolved are not looked for again: a key index is
 	// for keys that are unique, such as ids.
-	var rest []Value
+	var rest []value.Value
 	for _, k := range keys {
 		if !found[k] {
-			rest = append(rest, Int(k))
+			rest = append(rest, value.Int(k))
 		}
 	}
 	if len(want) > 0 {
@@ -241,7 +244,7 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 	}
 	if len(unindexed) > 0 && len(rest) > 0 {
 		res.ScannedFrags = len(unindexed)
-		if err := collect(scan(ScanOptions{Columns: columns, Filter: In(col, rest...), Fragments: unindexed})); err != nil {
+		if err := collect(scan(ScanOptions{Columns: columns, Filter: expr.In(col, rest...), Fragments: unindexed})); err != nil {
 			return nil, res, err
 		}
 	}
@@ -252,7 +255,7 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 // through the remap entries of later Rewrites: want holds the rows of
 // live fragments that hold a key, found the keys it resolved.
 func (s *Snapshot) resolveKeys(ctx context.Context, kix *keyIndex, keys []int64) (want map[uint64][]uint32, found map[int64]bool, err error) {
-	remap := map[uint64]RemapEntry{}
+	remap := map[uint64]format.RemapEntry{}
 	for _, e := range s.m.Remap {
 		remap[e.From] = e
 	}
@@ -269,7 +272,7 @@ func (s *Snapshot) resolveKeys(ctx context.Context, kix *keyIndex, keys []int64)
 				if !moved {
 					break
 				}
-				if frag, off, ok, err = e.translate(ctx, s.b, off, dvCache); err != nil {
+				if frag, off, ok, err = translate(ctx, e, s.b, off, dvCache); err != nil {
 					return nil, nil, err
 				}
 			}
@@ -315,7 +318,7 @@ func (s *Snapshot) vectorsOf(ctx context.Context, cands []candidate) (map[uint64
 // unindexed returns the fragments some of whose rows the index ix lacks.
 // A fragment's rows are all in the index when it is older than the index,
 // or was rewritten from such fragments only.
-func (s *Snapshot) unindexed(ix *Index) []uint64 {
+func (s *Snapshot) unindexed(ix *format.Index) []uint64 {
 	sources := map[uint64][]uint64{} // Rewrite output → its source fragments
 	for _, e := range s.m.Remap {
 		sources[e.To] = append(sources[e.To], e.From)
@@ -348,7 +351,7 @@ func (s *Snapshot) unindexed(ix *Index) []uint64 {
 
 // translate maps an offset of e.From to its place in e.To; ok is false
 // when that row had been deleted before the Rewrite dropped it.
-func (e RemapEntry) translate(ctx context.Context, b blob.Bucket, off uint32, cache map[string][]uint32) (uint64, uint32, bool, error) {
+func translate(ctx context.Context, e format.RemapEntry, b blob.Bucket, off uint32, cache map[string][]uint32) (uint64, uint32, bool, error) {
 	var dv []uint32
 	if e.Deletion != "" {
 		var ok bool
@@ -357,7 +360,7 @@ func (e RemapEntry) translate(ctx context.Context, b blob.Bucket, off uint32, ca
 			if err != nil {
 				return 0, 0, false, err
 			}
-			if dv, err = DecodeDeletions(e.Deletion, data); err != nil {
+			if dv, err = format.DecodeDeletions(e.Deletion, data); err != nil {
 				return 0, 0, false, err
 			}
 			cache[e.Deletion] = dv

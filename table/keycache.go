@@ -5,6 +5,9 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 // keyCache holds the keys of fragments this process wrote as upserts,
@@ -51,7 +54,7 @@ func RememberKeys(key string, sc *arrow.Schema, cols []string, batches []arrow.R
 	if len(keys) > keyCacheRows/4 {
 		return
 	}
-	k := keyCacheKey{key, strings.Join(StoredNames(sc, cols), "\x00")}
+	k := keyCacheKey{key, strings.Join(evolve.StoredNames(sc, cols), "\x00")}
 	keyCache.Lock()
 	defer keyCache.Unlock()
 	if keyCache.m == nil || keyCache.rows+len(keys) > keyCacheRows {
@@ -66,9 +69,9 @@ func RememberKeys(key string, sc *arrow.Schema, cols []string, batches []arrow.R
 // them to found; it returns the ids of the fragments it could not look in
 // (never nil).
 func (s *Snapshot) fromKeyCache(ks *KeySet, ids []uint64, found map[uint64][]uint32) []uint64 {
-	cols := strings.Join(StoredNames(s.m.Schema(), ks.Columns), "\x00")
+	cols := strings.Join(evolve.StoredNames(s.m.Schema(), ks.Columns), "\x00")
 	rest := []uint64{}
-	look := func(f *Fragment) {
+	look := func(f *format.Fragment) {
 		if f.LiveRows() == 0 {
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // CurrentNames are the names in sc of the columns stored as stored (see
@@ -17,7 +19,7 @@ func CurrentNames(sc *arrow.Schema, stored []string) (names []string, ok bool) {
 	for i, s := range stored {
 		found := false
 		for _, f := range sc.Fields() {
-			if StoredName(f) == s {
+			if evolve.StoredName(f) == s {
 				names[i], found = f.Name, true
 				break
 			}

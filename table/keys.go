@@ -11,6 +11,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // KeySet is the set of keys (values of one or more key columns) of the
@@ -18,7 +22,7 @@ import (
 type KeySet struct {
 	Columns []string
 	keys    map[string]bool
-	lo, hi  []Value
+	lo, hi  []value.Value
 	ints    []int64 // the keys, when they are one integer column (for a key index)
 }
 
@@ -43,23 +47,23 @@ func KeysOf(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch) (*
 
 func newKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch, strict bool) (*KeySet, error) {
 	if len(cols) == 0 {
-		return nil, &InputError{Row: -1, Reason: "an upsert needs at least one key column"}
+		return nil, &evolve.InputError{Row: -1, Reason: "an upsert needs at least one key column"}
 	}
-	ks := &KeySet{Columns: cols, keys: map[string]bool{}, lo: make([]Value, len(cols)), hi: make([]Value, len(cols))}
+	ks := &KeySet{Columns: cols, keys: map[string]bool{}, lo: make([]value.Value, len(cols)), hi: make([]value.Value, len(cols))}
 	idx := make([]int, len(cols))
 	for i, c := range cols {
 		if slices.Index(cols, c) != i {
-			return nil, &InputError{Row: -1, Column: c, Reason: "the key column is named twice"}
+			return nil, &evolve.InputError{Row: -1, Column: c, Reason: "the key column is named twice"}
 		}
 		fi := schema.FieldIndices(c)
 		if len(fi) == 0 {
-			return nil, &InputError{Row: -1, Column: c, Reason: "no such column to be a key"}
+			return nil, &evolve.InputError{Row: -1, Column: c, Reason: "no such column to be a key"}
 		}
 		idx[i] = fi[0]
-		switch k := KindOf(schema.Field(fi[0]).Type); k {
-		case KindInt, KindUint, KindString, KindBytes, KindBool:
+		switch k := value.KindOf(schema.Field(fi[0]).Type); k {
+		case value.KindInt, value.KindUint, value.KindString, value.KindBytes, value.KindBool:
 		default:
-			return nil, &InputError{Row: -1, Column: c, Got: schema.Field(fi[0]).Type.String(),
+			return nil, &evolve.InputError{Row: -1, Column: c, Got: schema.Field(fi[0]).Type.String(),
 				Reason: "a key column holds integers, strings, binaries, booleans, dates or timestamps"}
 		}
 	}
@@ -71,26 +75,26 @@ func newKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch,
 			row++
 			buf = buf[:0]
 			for i, c := range idx {
-				v, ok := ValueAt(rec.Column(c), r)
+				v, ok := format.ValueAt(rec.Column(c), r)
 				if !ok && !strict {
 					continue rows
 				}
 				if !ok {
-					return nil, &InputError{Row: row, Column: cols[i], Reason: "a key must not be null"}
+					return nil, &evolve.InputError{Row: row, Column: cols[i], Reason: "a key must not be null"}
 				}
 				buf = appendKeyValue(buf, v)
-				if len(cols) == 1 && v.Kind == KindInt {
+				if len(cols) == 1 && v.Kind == value.KindInt {
 					ks.ints = append(ks.ints, v.I)
 				}
-				if len(ks.keys) == 0 || Compare(v, ks.lo[i]) < 0 {
+				if len(ks.keys) == 0 || value.Compare(v, ks.lo[i]) < 0 {
 					ks.lo[i] = v
 				}
-				if len(ks.keys) == 0 || Compare(v, ks.hi[i]) > 0 {
+				if len(ks.keys) == 0 || value.Compare(v, ks.hi[i]) > 0 {
 					ks.hi[i] = v
 				}
 			}
 			if ks.keys[string(buf)] && strict {
-				return nil, &InputError{Row: row, Column: cols[0], Reason: "the key appears twice among the rows of one upsert"}
+				return nil, &evolve.InputError{Row: row, Column: cols[0], Reason: "the key appears twice among the rows of one upsert"}
 			}
 			ks.keys[string(buf)] = true
 		}
@@ -102,7 +106,7 @@ func newKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch,
 // appendKeyValue); false when one of its values is null.
 func appendRowKey(buf []byte, cols []arrow.Array, r int) ([]byte, bool) {
 	for _, c := range cols {
-		v, ok := ValueAt(c, r)
+		v, ok := format.ValueAt(c, r)
 		if !ok {
 			return buf, false
 		}
@@ -113,22 +117,22 @@ func appendRowKey(buf []byte, cols []arrow.Array, r int) ([]byte, bool) {
 
 // appendKeyValue appends v to a key's encoding: its kind, then its value,
 // strings and binaries with their length first.
-func appendKeyValue(buf []byte, v Value) []byte {
+func appendKeyValue(buf []byte, v value.Value) []byte {
 	buf = append(buf, byte(v.Kind))
 	switch v.Kind {
-	case KindInt:
+	case value.KindInt:
 		return binary.BigEndian.AppendUint64(buf, uint64(v.I))
-	case KindUint:
+	case value.KindUint:
 		return binary.BigEndian.AppendUint64(buf, v.U)
-	case KindFloat:
+	case value.KindFloat:
 		return binary.BigEndian.AppendUint64(buf, math.Float64bits(v.F))
-	case KindString:
+	case value.KindString:
 		buf = binary.AppendUvarint(buf, uint64(len(v.S)))
 		return append(buf, v.S...)
-	case KindBytes:
+	case value.KindBytes:
 		buf = binary.AppendUvarint(buf, uint64(len(v.X)))
 		return append(buf, v.X...)
-	case KindBool:
+	case value.KindBool:
 		if v.B {
 			return append(buf, 1)
 		}
@@ -159,17 +163,17 @@ func (s *Snapshot) KeyRows(ctx context.Context, ks *KeySet, parallelism int, onl
 	if ks.Len() == 0 || only != nil && len(only) == 0 {
 		return map[uint64][]uint32{}, nil
 	}
-	var prune []Predicate
+	var prune []expr.Predicate
 	for i, c := range ks.Columns {
-		prune = append(prune, Ge(c, ks.lo[i]), Le(c, ks.hi[i]))
+		prune = append(prune, expr.Ge(c, ks.lo[i]), expr.Le(c, ks.hi[i]))
 	}
-	bound, err := Bind(And(prune...), s.m.Schema())
+	bound, err := expr.Bind(expr.And(prune...), s.m.Schema())
 	if err != nil {
 		return nil, fmt.Errorf("table: upsert keys: %w", err)
 	}
 	found := map[uint64][]uint32{}
 	scan := ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true, Parallelism: parallelism, Fragments: only}
-	if ix := s.m.index(ks.Columns[0]); ix != nil && len(ks.ints) > 0 && only == nil {
+	if ix := s.m.IndexOn(ks.Columns[0]); ix != nil && len(ks.ints) > 0 && only == nil {
 		// A key index on the key column: the rows it knows are found
 		// through it (every row of a key: an upsert replaces them all),
 		// and the fragments it does not cover are scanned.
@@ -222,21 +226,11 @@ func (s *Snapshot) LiveDeletions(ctx context.Context, found map[uint64][]uint32,
 	return found, nil
 }
 
-// index is the key index on column col, if there is one.
-func (m *Manifest) index(col string) *Index {
-	for i := range m.Indexes {
-		if m.Indexes[i].Column == col {
-			return &m.Indexes[i]
-		}
-	}
-	return nil
-}
-
 // KeysWritten is the key set (columns names, by the table's current
 // names) of every row of frags, their deletion vectors left aside: the
 // keys the keyed commit that added them wrote. Read leniently, as KeysOf.
-func KeysWritten(ctx context.Context, b blob.Bucket, schema *arrow.Schema, names []string, frags []Fragment) (*KeySet, error) {
-	whole := make([]Fragment, len(frags))
+func KeysWritten(ctx context.Context, b blob.Bucket, schema *arrow.Schema, names []string, frags []format.Fragment) (*KeySet, error) {
+	whole := make([]format.Fragment, len(frags))
 	copy(whole, frags)
 	for i := range whole {
 		whole[i].Deletion = nil

@@ -19,6 +19,8 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // A large fragment read whole, its row groups decoded at once as its
@@ -37,7 +39,7 @@ func TestALargeFragmentScanFailsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rows = 2*table.RowGroupRows + 3000 // three row groups
+	const rows = 2*fragment.RowGroupRows + 3000 // three row groups
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, rows)
 	defer rec.Release()
 	if _, err := tb.Append(ctx, rec); err != nil {
@@ -114,8 +116,8 @@ func TestALargeFragmentScanFailsCleanly(t *testing.T) {
 	if err := under.Put(ctx, frag.Key, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	var ce *table.CorruptError
-	if n, err := scan(0); !errors.As(err, &ce) || ce.Key != frag.Key || n > table.RowGroupRows {
+	var ce *format.CorruptError
+	if n, err := scan(0); !errors.As(err, &ce) || ce.Key != frag.Key || n > fragment.RowGroupRows {
 		t.Fatalf("a scan over a damaged page: %d rows, %v; want a CorruptError naming %s before row group 1's rows", n, err, frag.Key)
 	}
 
@@ -144,7 +146,7 @@ func (s *stallingBucket) NewRangeReader(ctx context.Context, key string, off, n 
 // the others do not all come: the scan ends with the CorruptError at once,
 // rather than wait on the reads of row groups it will not hand on.
 func TestAStreamedScanEndsWhenARowGroupFails(t *testing.T) {
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 2*table.RowGroupRows+3000)
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 2*fragment.RowGroupRows+3000)
 	defer rec.Release()
 	under, _, frag, data := oneFragmentTable(t, rec)
 	md := damageColumn(t, data, 0, "artifact")
@@ -170,7 +172,7 @@ func TestAStreamedScanEndsWhenARowGroupFails(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		var ce *table.CorruptError
+		var ce *format.CorruptError
 		if !errors.As(err, &ce) || ce.Key != frag.Key {
 			t.Fatalf("scan: %v, want a CorruptError naming %s", err, frag.Key)
 		}

@@ -5,6 +5,9 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // Memory is a budget of bytes that the scans of a process share (a
@@ -40,14 +43,14 @@ func OpenAheadBytes(parallelism int) int64 {
 	if parallelism <= 0 {
 		parallelism = 8
 	}
-	return int64(parallelism) * (wholeReadLimit + 2*tailBytes)
+	return int64(parallelism) * (fragment.WholeReadLimit + 2*format.TailBytes)
 }
 
 // runWithin is run for a scan with a Memory budget: fragments are opened
 // up to Parallelism ahead (their footers read), then, in order, each
 // reserves its weight before it is decoded and gives it back once its
 // batches are used.
-func (p *scanPlan) runWithin(ctx context.Context, frags []*Fragment, use func(arrow.RecordBatch) bool) error {
+func (p *scanPlan) runWithin(ctx context.Context, frags []*format.Fragment, use func(arrow.RecordBatch) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	ahead := p.openAhead(ctx, frags)
 	defer func() {
@@ -56,24 +59,24 @@ func (p *scanPlan) runWithin(ctx context.Context, frags []*Fragment, use func(ar
 	}()
 	mem := p.opts.Memory
 	opened := make([]*opened, len(frags))
-	reserve := func(ctx context.Context, i int) (reservation, error) {
+	reserve := func(ctx context.Context, i int) (format.Reservation, error) {
 		o, done, err := ahead.take(ctx, i)
 		if err != nil {
-			return reservation{}, err
+			return format.Reservation{}, err
 		}
 		defer done()
 		w := p.weight(o)
 		if err := mem.Reserve(ctx, w); err != nil {
 			o.close()
-			return reservation{}, err
+			return format.Reservation{}, err
 		}
 		opened[i] = o
-		return reservation{used: func() {
+		return format.Reservation{Used: func() {
 			o.close()
 			mem.Release(w)
 		}}, nil
 	}
-	return inOrder(ctx, len(frags), p.opts.Parallelism, reserve,
+	return format.InOrder(ctx, len(frags), p.opts.Parallelism, reserve,
 		func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) error {
 			o := opened[i]
 			opened[i] = nil // the fragment's bytes go once it is used
@@ -97,7 +100,7 @@ type openResult struct {
 }
 
 // openAhead starts opening frags; ctx's end stops it.
-func (p *scanPlan) openAhead(ctx context.Context, frags []*Fragment) *opener {
+func (p *scanPlan) openAhead(ctx context.Context, frags []*format.Fragment) *opener {
 	a := &opener{tokens: make(chan struct{}, p.opts.Parallelism), results: make([]chan openResult, len(frags))}
 	for i := range a.results {
 		a.results[i] = make(chan openResult, 1)

@@ -18,6 +18,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // budget is a Memory of size bytes that grants a larger request alone,
@@ -106,7 +109,7 @@ func TestAScanReservesEachFragmentWithinItsBudget(t *testing.T) {
 	cases := []table.ScanOptions{
 		{},
 		{Columns: []string{"id", "artifact"}},
-		{Filter: table.Lt("id", table.Int(5300))},
+		{Filter: expr.Lt("id", value.Int(5300))},
 		{Parallelism: 1, BatchSize: 100},
 	}
 	for _, opts := range cases {
@@ -146,7 +149,7 @@ func TestAScanReservesEachFragmentWithinItsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := scanRows(s, table.ScanOptions{Memory: m}, 0)
-	if !errors.Is(err, table.ErrMissingData) {
+	if !errors.Is(err, format.ErrMissingData) {
 		t.Fatalf("scan without a fragment: %v", err)
 	}
 	if held, _, _ := m.stats(); held != 0 {
@@ -242,7 +245,7 @@ func TestScansSharingASmallBudgetAllEnd(t *testing.T) {
 		case 1:
 			sc.opts.Columns = []string{"id", "prompt"}
 		case 2:
-			sc.opts.Filter = table.Ge("id", table.Int(int64(rng.IntN(int(total)))))
+			sc.opts.Filter = expr.Ge("id", value.Int(int64(rng.IntN(int(total)))))
 		case 3:
 			sc.stop = 1 + rng.IntN(5)
 		}

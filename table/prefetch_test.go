@@ -4,11 +4,15 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/table/value"
 )
 
 // A large fragment read whole (a scan of every row and column) costs five
@@ -29,7 +33,7 @@ func TestARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, table.RowGroupRows+3000) // two row groups
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, fragment.RowGroupRows+3000) // two row groups
 	defer rec.Release()
 	if _, err := tb.Append(ctx, rec); err != nil {
 		t.Fatal(err)
@@ -67,14 +71,14 @@ func TestARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
 		return rows, after.Sub(before).RangeGets
 	}
 	cols := int64(len(rollouts.Schema.Fields()))
-	if rows, ranged := scan(table.ScanOptions{}, 0); rows != table.RowGroupRows+3000 || ranged != 1+4 {
-		t.Fatalf("full scan: %d rows in %d ranged reads, want %d in 5", rows, ranged, table.RowGroupRows+3000)
+	if rows, ranged := scan(table.ScanOptions{}, 0); rows != fragment.RowGroupRows+3000 || ranged != 1+4 {
+		t.Fatalf("full scan: %d rows in %d ranged reads, want %d in 5", rows, ranged, fragment.RowGroupRows+3000)
 	}
-	half := table.Lt("id", table.Int(table.RowGroupRows))
-	if rows, ranged := scan(table.ScanOptions{Filter: half}, 0); rows != table.RowGroupRows || ranged != 1+cols {
-		t.Fatalf("filtered scan: %d rows in %d ranged reads, want %d in %d", rows, ranged, table.RowGroupRows, 1+cols)
+	half := expr.Lt("id", value.Int(fragment.RowGroupRows))
+	if rows, ranged := scan(table.ScanOptions{Filter: half}, 0); rows != fragment.RowGroupRows || ranged != 1+cols {
+		t.Fatalf("filtered scan: %d rows in %d ranged reads, want %d in %d", rows, ranged, fragment.RowGroupRows, 1+cols)
 	}
-	if rows, ranged := scan(table.ScanOptions{Columns: []string{"id"}}, 0); rows != table.RowGroupRows+3000 || ranged != 1+2 {
+	if rows, ranged := scan(table.ScanOptions{Columns: []string{"id"}}, 0); rows != fragment.RowGroupRows+3000 || ranged != 1+2 {
 		t.Fatalf("one column: %d rows in %d ranged reads, want 3", rows, ranged)
 	}
 	if _, ranged := scan(table.ScanOptions{Columns: []string{"id", "prompt", "artifact"}, BatchSize: 1000}, 1); ranged > 1+2*3 {

@@ -58,6 +58,10 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/table/value"
 )
 
 // The same rows written twice make two objects under two fresh names.
@@ -65,11 +69,11 @@ func TestFragmentsGetFreshNames(t *testing.T) {
 	b := memBucket(t)
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 5)
 	defer rec.Release()
-	f1, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	f1, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f2, err := table.WriteFragment(ctx, b, rollouts.Schema, rec)
+	f2, err := fragment.Write(ctx, b, rollouts.Schema, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +104,7 @@ func TestOpeningTheLatestVersionCostsOneListAndOneGet(t *testing.T) {
 		b := memBucket(t)
 		tb := newTable(t, b, 1, 1)
 		for range n - 1 {
-			if _, err := tb.Commit(ctx, table.Transaction{Kind: table.KindAppend}); err != nil {
+			if _, err := tb.Commit(ctx, format.Transaction{Kind: format.KindAppend}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -124,7 +128,7 @@ func TestASnapshotsRowsNeverChange(t *testing.T) {
 	if _, err := tb.Append(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if _, n, err := tb.Delete(ctx, table.Lt("step", table.Int(15))); err != nil || n == 0 {
+	if _, n, err := tb.Delete(ctx, expr.Lt("step", value.Int(15))); err != nil || n == 0 {
 		t.Fatalf("delete: %d rows, %v", n, err)
 	}
 	if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil {

@@ -15,16 +15,18 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // opened is a fragment ready to decode: its footer read, the row groups
 // the scan reads chosen, its bytes fetched (small), streaming (read
 // whole) or fetched ahead by a prefetcher.
 type opened struct {
-	f      *Fragment
+	f      *format.Fragment
 	fr     *pqarrow.FileReader
 	src    parquet.ReaderAtSeeker
-	pre    *prefetcher
+	pre    *format.Prefetcher
 	md     *metadata.FileMetaData
 	lay    *layout // where the read columns lie in it
 	rgs    []int   // the row groups read
@@ -41,13 +43,13 @@ type opened struct {
 // close ends the requests still in flight for the fragment's source.
 // Closing again does nothing more.
 func (o *opened) close() {
-	o.closeOnce.Do(func() { closeSource(o.src) })
+	o.closeOnce.Do(func() { fragment.CloseSource(o.src) })
 }
 
 // readFragment reads one fragment's matching rows and hands them to emit,
 // which takes ownership; emit returns false to stop. An object that is not
 // in the bucket is a *MissingDataError naming it.
-func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arrow.RecordBatch) bool) error {
+func (p *scanPlan) readFragment(ctx context.Context, f *format.Fragment, emit func(arrow.RecordBatch) bool) error {
 	o, err := p.open(ctx, f, false)
 	if err != nil {
 		return err
@@ -60,17 +62,17 @@ func (p *scanPlan) readFragment(ctx context.Context, f *Fragment, emit func(arro
 // the Parquet reader a damaged object, the failure of src's requests
 // rather than what the reader made of the bytes they never brought, and
 // an object not in the bucket a *MissingDataError naming it.
-func (p *scanPlan) fragmentError(f *Fragment, src parquet.ReaderAtSeeker, r any, err error) error {
+func (p *scanPlan) fragmentError(f *format.Fragment, src parquet.ReaderAtSeeker, r any, err error) error {
 	if r != nil {
-		err = corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
+		err = format.Corrupt(f.Key, "parquet data is damaged", fmt.Errorf("%v", r))
 	}
-	err = readFailure(src, err)
-	if errors.Is(err, blob.ErrNotFound) && !errors.Is(err, ErrMissingData) {
+	err = fragment.ReadFailure(src, err)
+	if errors.Is(err, blob.ErrNotFound) && !errors.Is(err, format.ErrMissingData) {
 		key := f.Key
 		if f.Deletion != nil && !strings.Contains(err.Error(), f.Key) {
 			key = f.Deletion.Key
 		}
-		err = &MissingDataError{Version: p.s.m.Version, Keys: []string{key},
+		err = &format.MissingDataError{Version: p.s.m.Version, Keys: []string{key},
 			Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 	}
 	return err
@@ -80,7 +82,7 @@ func (p *scanPlan) fragmentError(f *Fragment, src parquet.ReaderAtSeeker, r any,
 // the row groups to read. With ahead set (a scan with a Memory budget,
 // opening fragments before their reservation) a fragment to be read
 // whole is opened through its tail alone: its body is streamed by decode.
-func (p *scanPlan) open(ctx context.Context, f *Fragment, ahead bool) (_ *opened, err error) {
+func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ *opened, err error) {
 	o := &opened{f: f}
 	defer func() {
 		if r := recover(); r != nil || err != nil {
@@ -90,18 +92,18 @@ func (p *scanPlan) open(ctx context.Context, f *Fragment, ahead bool) (_ *opened
 			}
 		}
 	}()
-	streamed := p.whole && f.Bytes > wholeReadLimit && f.Bytes <= p.opts.ReadAheadBytes
+	streamed := p.whole && f.Bytes > fragment.WholeReadLimit && f.Bytes <= p.opts.ReadAheadBytes
 	readAhead := p.opts.ReadAheadBytes
 	if ahead && streamed {
-		readAhead, o.streamLater = tailBytes, true
+		readAhead, o.streamLater = format.TailBytes, true
 	}
-	if o.fr, o.src, o.pre, err = openFragment(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, p.whole && !ahead); err != nil {
+	if o.fr, o.src, o.pre, err = fragment.Open(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, p.whole && !ahead); err != nil {
 		return nil, err
 	}
 	o.md = o.fr.ParquetReader().MetaData()
 	o.lay = p.layoutOf(o.md)
 	if o.md.NumRows != f.Rows {
-		return nil, corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", o.md.NumRows, f.Rows), nil)
+		return nil, format.Corrupt(f.Key, fmt.Sprintf("holds %d rows, the manifest says %d", o.md.NumRows, f.Rows), nil)
 	}
 	if p.opts.rows != nil {
 		o.wanted = slices.Clone(p.opts.rows[f.ID])
@@ -118,7 +120,7 @@ func (p *scanPlan) open(ctx context.Context, f *Fragment, ahead bool) (_ *opened
 		rows := rgmd.NumRows()
 		skip := false
 		switch {
-		case p.pred != nil && !p.pred.mayMatch(p.rowGroupStats(rgmd, o.lay)):
+		case p.pred != nil && !p.pred.MayMatch(p.rowGroupStats(rgmd, o.lay)):
 			skip = true
 		case o.wanted != nil:
 			lo, _ := slices.BinarySearch(o.wanted, uint32(at))
@@ -131,16 +133,16 @@ func (p *scanPlan) open(ctx context.Context, f *Fragment, ahead bool) (_ *opened
 		at += rows
 	}
 	if at != f.Rows {
-		return nil, corrupt(f.Key, fmt.Sprintf("row groups hold %d rows, the manifest says %d", at, f.Rows), nil)
+		return nil, format.Corrupt(f.Key, fmt.Sprintf("row groups hold %d rows, the manifest says %d", at, f.Rows), nil)
 	}
 	// A large fragment's row groups are decoded a few at once, each by a
 	// reader of its own over the same source and footer, and handed on in
 	// order. Streamed, up to four at once whatever the cores: each waits
 	// for its bytes, which arrive together.
 	o.parallel = 1
-	if f.Bytes > wholeReadLimit && len(o.rgs) > 1 {
+	if f.Bytes > fragment.WholeReadLimit && len(o.rgs) > 1 {
 		at := max(runtime.GOMAXPROCS(0), 2)
-		if _, ok := o.src.(*stream); ok || o.streamLater {
+		if _, ok := o.src.(*fragment.Stream); ok || o.streamLater {
 			at = 4
 		}
 		o.parallel = min(len(o.rgs), at, 4)
@@ -157,28 +159,28 @@ func (p *scanPlan) decode(ctx context.Context, o *opened, emit func(arrow.Record
 			err = p.fragmentError(f, o.src, r, err)
 		}
 	}()
-	deleted, err := ReadDeletions(ctx, p.s.b, f)
+	deleted, err := format.ReadDeletions(ctx, p.s.b, f)
 	if err != nil {
 		return err
 	}
 	if o.streamLater {
 		// The tail the footer was read from is the stream's first range.
-		tail := o.pre.tail()
-		closeSource(o.pre)
-		st := newStreamFrom(ctx, p.s.b, f, tail)
+		tail := o.pre.Tail()
+		fragment.CloseSource(o.pre)
+		st := fragment.NewStreamFrom(ctx, p.s.b, f, tail)
 		o.src, o.pre = st, nil
-		if o.fr, err = fragmentReader(st, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
-			return corrupt(f.Key, "not a readable parquet file", err)
+		if o.fr, err = fragment.Reader(st, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
+			return format.Corrupt(f.Key, "not a readable parquet file", err)
 		}
 	}
 	if o.pre != nil {
-		o.pre.prefetch(chunkRanges(o.md, o.rgs, o.lay.leaves))
+		o.pre.Prefetch(fragment.ChunkRanges(o.md, o.rgs, o.lay.leaves))
 	}
 	readRowGroup := func(ctx context.Context, i int, emit func(arrow.RecordBatch) bool) error {
 		return p.readRowGroup(ctx, o, i, deleted, emit)
 	}
 	if o.parallel > 1 {
-		return inOrder(ctx, len(o.rgs), o.parallel, weighed(int64(o.parallel), func(int) int64 { return 1 }), readRowGroup,
+		return format.InOrder(ctx, len(o.rgs), o.parallel, format.Weighed(int64(o.parallel), func(int) int64 { return 1 }), readRowGroup,
 			emit, func(rec arrow.RecordBatch) { rec.Release() })
 	}
 	for i := range o.rgs {
@@ -199,18 +201,18 @@ func (p *scanPlan) readRowGroup(ctx context.Context, o *opened, i int, deleted [
 	f, rg := o.f, o.rgs[i]
 	defer func() {
 		if r := recover(); r != nil {
-			err = corrupt(f.Key, fmt.Sprintf("row group %d is damaged", rg), fmt.Errorf("%v", r))
+			err = format.Corrupt(f.Key, fmt.Sprintf("row group %d is damaged", rg), fmt.Errorf("%v", r))
 		}
 	}()
-	if st, ok := o.src.(*stream); ok {
+	if st, ok := o.src.(*fragment.Stream); ok {
 		// The row groups' reads end when they do (another failed, the
 		// caller stopped): a read waiting for bytes does not see ctx.
-		defer context.AfterFunc(ctx, st.close)()
+		defer context.AfterFunc(ctx, st.Close)()
 	}
 	r := o.fr
 	if o.parallel > 1 {
-		if r, err = fragmentReader(o.src, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
-			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+		if r, err = fragment.Reader(o.src, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
+			return format.Corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
 	}
 	// Held in memory or streamed, a row group's columns are decoded one
@@ -225,14 +227,14 @@ func (p *scanPlan) readRowGroup(ctx context.Context, o *opened, i int, deleted [
 	// 141 ms both).
 	next, release, err := p.rowGroupBatches(ctx, o, r, rg)
 	if err != nil {
-		return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+		return format.Corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 	}
 	defer release()
 	offset := o.starts[rg]
 	for {
 		rec, err := next()
 		if err != nil {
-			return corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
+			return format.Corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
 		if rec == nil {
 			return nil
@@ -267,16 +269,16 @@ func (p *scanPlan) rowGroupBatches(ctx context.Context, o *opened, r *pqarrow.Fi
 			return p.nulls(n), nil
 		}, func() {}, nil
 	}
-	rr, err := newRowGroupReader(ctx, r, p.opts.Allocator, o.lay.leaves, rg, int64(p.opts.BatchSize), o.pre != nil)
+	rr, err := fragment.NewRowGroupReader(ctx, r, p.opts.Allocator, o.lay.leaves, rg, int64(p.opts.BatchSize), o.pre != nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	return func() (arrow.RecordBatch, error) {
-		rec, err := rr.next()
+		rec, err := rr.Next()
 		if rec == nil || err != nil || !o.lay.missing {
 			return rec, err
 		}
 		defer rec.Release()
 		return p.fill(o.lay, rec), nil
-	}, rr.release, nil
+	}, rr.Release, nil
 }

@@ -10,6 +10,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // recodeRowGroups decodes f's live rows and encodes them again into
@@ -23,9 +27,9 @@ import (
 // row group, fewer rows where rows are deleted): a group is never more
 // than RowGroupRows rows, so memory stays bounded by one row group, and
 // every row group the encoder writes is handed on.
-func (s *Snapshot) recodeRowGroups(ctx context.Context, f *Fragment, emit func(*sourceRowGroup) bool) error {
+func (s *Snapshot) recodeRowGroups(ctx context.Context, f *format.Fragment, emit func(*sourceRowGroup) bool) error {
 	return s.recodeBatches(f, func(each func(arrow.RecordBatch) error) error {
-		for rec, err := range s.Scan(ctx, ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1, BatchSize: RowGroupRows}) {
+		for rec, err := range s.Scan(ctx, ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1, BatchSize: fragment.RowGroupRows}) {
 			if err == nil {
 				err = each(rec)
 			}
@@ -61,11 +65,11 @@ var errRecodeStopped = errors.New("table: recode stopped")
 // recodeBatches is recodeRowGroups of fragment f's live rows, which
 // batches hands, in order, to its argument (a batch is the caller's: it
 // is not retained beyond the call).
-func (s *Snapshot) recodeBatches(f *Fragment, batches func(func(arrow.RecordBatch) error) error, emit func(*sourceRowGroup) bool) error {
-	schema := StoredSchema(s.m.Schema()) // the rows scanned are written under their stored names
-	acc := make([]statsAcc, schema.NumFields())
+func (s *Snapshot) recodeBatches(f *format.Fragment, batches func(func(arrow.RecordBatch) error) error, emit func(*sourceRowGroup) bool) error {
+	schema := evolve.StoredSchema(s.m.Schema()) // the rows scanned are written under their stored names
+	acc := make([]format.StatsAcc, schema.NumFields())
 	for i, fd := range schema.Fields() {
-		acc[i].name = fd.Name
+		acc[i].Name = fd.Name
 	}
 	var pending []arrow.RecordBatch
 	var pendingRows, live int64
@@ -91,16 +95,16 @@ func (s *Snapshot) recodeBatches(f *Fragment, batches func(func(arrow.RecordBatc
 	}
 	err := batches(func(rec arrow.RecordBatch) error {
 		for i := range acc {
-			acc[i].add(rec.Column(i))
+			acc[i].Add(rec.Column(i))
 		}
 		live += rec.NumRows()
 		for off := int64(0); off < rec.NumRows(); {
-			n := min(rec.NumRows()-off, RowGroupRows-pendingRows)
+			n := min(rec.NumRows()-off, fragment.RowGroupRows-pendingRows)
 			part := rec.NewSlice(off, off+n)
-			pending = append(pending, WithTypesOf(schema, part))
+			pending = append(pending, fragment.WithTypesOf(schema, part))
 			part.Release()
 			off, pendingRows = off+n, pendingRows+n
-			if pendingRows < RowGroupRows {
+			if pendingRows < fragment.RowGroupRows {
 				continue
 			}
 			if err := flush(); err != nil {
@@ -121,9 +125,9 @@ func (s *Snapshot) recodeBatches(f *Fragment, batches func(func(arrow.RecordBatc
 	if err := flush(); err != nil || stopped {
 		return err
 	}
-	st := &sourceStats{rows: live, columns: make([]ColumnStats, len(acc))}
+	st := &sourceStats{rows: live, columns: make([]format.ColumnStats, len(acc))}
 	for i := range acc {
-		st.columns[i] = acc[i].result()
+		st.columns[i] = acc[i].Result()
 	}
 	emit(&sourceRowGroup{key: f.Key, stats: st})
 	return nil
@@ -144,18 +148,18 @@ func encodeRowGroups(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []*so
 		}
 	}()
 	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(schema, &buf, fragmentProps(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := pqarrow.NewFileWriter(schema, &buf, fragment.Props(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		return nil, err
 	}
 	relabelled := make([]arrow.RecordBatch, len(batches))
 	for i, rec := range batches {
-		relabelled[i] = WithTypesOf(schema, rec)
+		relabelled[i] = fragment.WithTypesOf(schema, rec)
 	}
 	defer releaseAll(relabelled)
 	tbl := array.NewTableFromRecords(schema, relabelled)
 	defer tbl.Release()
-	err = fw.WriteTable(tbl, RowGroupRows)
+	err = fw.WriteTable(tbl, fragment.RowGroupRows)
 	if cerr := fw.Close(); err == nil {
 		err = cerr
 	}
@@ -169,7 +173,7 @@ func encodeRowGroups(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []*so
 	}
 	md := pf.MetaData()
 	leaves := indices(md.NumColumns())
-	ranges := chunkRanges(md, indices(md.NumRowGroups()), leaves)
+	ranges := fragment.ChunkRanges(md, indices(md.NumRowGroups()), leaves)
 	out := make([]*sourceRowGroup, md.NumRowGroups())
 	for rg := range out {
 		u := &sourceRowGroup{file: md, md: md.RowGroup(rg)}

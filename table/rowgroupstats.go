@@ -5,20 +5,24 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // rowGroupStats reads a row group's Parquet statistics for the columns the
 // predicate uses.
-func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData, lay *layout) statsFunc {
+func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData, lay *layout) expr.StatsFunc {
 	schema := p.s.m.Schema()
-	return func(col string) (*ColumnStats, int64) {
+	return func(col string) (*format.ColumnStats, int64) {
 		i := slices.Index(p.read, col)
 		if i < 0 {
 			return nil, rg.NumRows()
 		}
 		if lay.first[i] < 0 {
 			// Added after the fragment was written: every row null.
-			return &ColumnStats{Name: col, Nulls: rg.NumRows()}, rg.NumRows()
+			return &format.ColumnStats{Name: col, Nulls: rg.NumRows()}, rg.NumRows()
 		}
 		cc, err := rg.ColumnChunk(lay.first[i])
 		if err != nil {
@@ -28,7 +32,7 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData, lay *layout) sta
 		if err != nil || st == nil {
 			return nil, rg.NumRows()
 		}
-		cs := &ColumnStats{Name: col, Nulls: st.NullCount()}
+		cs := &format.ColumnStats{Name: col, Nulls: st.NullCount()}
 		if !st.HasNullCount() {
 			return nil, rg.NumRows()
 		}
@@ -36,27 +40,27 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData, lay *layout) sta
 		if !parquetKeepsValues(colType) {
 			return nil, rg.NumRows()
 		}
-		kind := KindOf(colType)
+		kind := value.KindOf(colType)
 		if st.HasMinMax() {
-			var lo, hi Value
+			var lo, hi value.Value
 			ok := true
 			switch s := st.(type) {
 			case *metadata.Int64Statistics:
-				lo, hi, ok = Int(s.Min()), Int(s.Max()), kind == KindInt
+				lo, hi, ok = value.Int(s.Min()), value.Int(s.Max()), kind == value.KindInt
 			case *metadata.Int32Statistics:
-				lo, hi, ok = Int(int64(s.Min())), Int(int64(s.Max())), kind == KindInt
+				lo, hi, ok = value.Int(int64(s.Min())), value.Int(int64(s.Max())), kind == value.KindInt
 			case *metadata.Float64Statistics:
-				lo, hi, ok = Float(s.Min()), Float(s.Max()), kind == KindFloat
+				lo, hi, ok = value.Float(s.Min()), value.Float(s.Max()), kind == value.KindFloat
 			case *metadata.Float32Statistics:
-				lo, hi, ok = Float(float64(s.Min())), Float(float64(s.Max())), kind == KindFloat
+				lo, hi, ok = value.Float(float64(s.Min())), value.Float(float64(s.Max())), kind == value.KindFloat
 			case *metadata.ByteArrayStatistics:
-				lo, hi = Bytes(s.Min()), Bytes(s.Max())
-				if kind == KindString {
-					lo, hi = String(string(s.Min())), String(string(s.Max()))
+				lo, hi = value.Bytes(s.Min()), value.Bytes(s.Max())
+				if kind == value.KindString {
+					lo, hi = value.String(string(s.Min())), value.String(string(s.Max()))
 				}
-				ok = kind == KindString || kind == KindBytes
+				ok = kind == value.KindString || kind == value.KindBytes
 			case *metadata.BooleanStatistics:
-				lo, hi, ok = Bool(s.Min()), Bool(s.Max()), kind == KindBool
+				lo, hi, ok = value.Bool(s.Min()), value.Bool(s.Max()), kind == value.KindBool
 			default:
 				ok = false
 			}

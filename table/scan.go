@@ -10,15 +10,19 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 )
 
 // ScanOptions shape a scan. The zero value reads every column of every
 // live row.
 type ScanOptions struct {
-	Columns     []string  // projection; nil means every column
-	Filter      Predicate // nil means every row
-	BatchSize   int       // rows per batch read; 0 means 8192
-	Parallelism int       // fragments read at once; 0 means 8
+	Columns     []string       // projection; nil means every column
+	Filter      expr.Predicate // nil means every row
+	BatchSize   int            // rows per batch read; 0 means 8192
+	Parallelism int            // fragments read at once; 0 means 8
 	// ReadAheadBytes bounds the bytes of the fragment objects read at once
 	// (a larger fragment is read alone); 0 means 64 MiB. With a Memory
 	// budget, it bounds what one fragment has fetched and not yet
@@ -56,7 +60,7 @@ const (
 type scanPlan struct {
 	s    *Snapshot
 	opts ScanOptions
-	pred Predicate
+	pred expr.Predicate
 	out  *arrow.Schema // output schema (projection, maybe addresses)
 	read []string      // columns read: projection ∪ filter columns
 	// lay: where the read columns lie in a fragment written under the
@@ -89,7 +93,7 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 		p.opts.Allocator = memory.DefaultAllocator
 	}
 	var err error
-	if p.pred, err = Bind(opts.Filter, schema); err != nil {
+	if p.pred, err = expr.Bind(opts.Filter, schema); err != nil {
 		return nil, err
 	}
 	proj := opts.Columns
@@ -102,12 +106,12 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 	for i, c := range proj {
 		idx := schema.FieldIndices(c)
 		if len(idx) != 1 {
-			return nil, fmt.Errorf("table: scan: %s", noColumn(c, schema))
+			return nil, fmt.Errorf("table: scan: %s", format.NoColumn(c, schema))
 		}
 		if slices.Contains(proj[:i], c) {
 			return nil, fmt.Errorf("table: scan: column %q is named twice", c)
 		}
-		fields = append(fields, plainField(schema.Field(idx[0])))
+		fields = append(fields, evolve.PlainField(schema.Field(idx[0])))
 	}
 	p.read = slices.Clone(proj)
 	if p.pred != nil {
@@ -119,7 +123,7 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 	}
 	readFields := make([]arrow.Field, len(p.read))
 	for i, c := range p.read {
-		readFields[i] = plainField(schema.Field(schema.FieldIndices(c)[0]))
+		readFields[i] = evolve.PlainField(schema.Field(schema.FieldIndices(c)[0]))
 	}
 	p.readSchema = arrow.NewSchema(readFields, nil)
 	p.lay = p.planLayout(schema)
@@ -155,7 +159,7 @@ func leafCount(t arrow.DataType) int {
 
 // fragments returns the fragments the scan must read, pruned by manifest
 // statistics.
-func (p *scanPlan) fragments() []*Fragment {
+func (p *scanPlan) fragments() []*format.Fragment {
 	var only map[uint64]bool // a compaction bin can name thousands
 	if p.opts.Fragments != nil {
 		only = make(map[uint64]bool, len(p.opts.Fragments))
@@ -163,7 +167,7 @@ func (p *scanPlan) fragments() []*Fragment {
 			only[id] = true
 		}
 	}
-	var out []*Fragment
+	var out []*format.Fragment
 	for i := range p.s.m.Fragments {
 		f := &p.s.m.Fragments[i]
 		if only != nil && !only[f.ID] {
@@ -172,7 +176,7 @@ func (p *scanPlan) fragments() []*Fragment {
 		if p.opts.rows != nil && len(p.opts.rows[f.ID]) == 0 {
 			continue
 		}
-		if f.LiveRows() == 0 || (p.pred != nil && !p.pred.mayMatch(p.statsOf(f))) {
+		if f.LiveRows() == 0 || (p.pred != nil && !p.pred.MayMatch(p.statsOf(f))) {
 			continue
 		}
 		out = append(out, f)
@@ -216,7 +220,7 @@ func (p *scanPlan) run(ctx context.Context, yield func(arrow.RecordBatch, error)
 	if p.opts.Memory != nil {
 		err = p.runWithin(ctx, p.fragments(), use)
 	} else {
-		err = readInOrder(ctx, p.fragments(), p.opts.Parallelism, p.opts.ReadAheadBytes, p.readFragment,
+		err = format.ReadInOrder(ctx, p.fragments(), p.opts.Parallelism, p.opts.ReadAheadBytes, p.readFragment,
 			use, func(rec arrow.RecordBatch) { rec.Release() })
 	}
 	if err != nil {
@@ -226,10 +230,10 @@ func (p *scanPlan) run(ctx context.Context, yield func(arrow.RecordBatch, error)
 
 // filter applies deletions and the predicate to a batch that starts at
 // row offset of fragment f, and projects it; nil when no row is left.
-func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatch, offset int64, deleted, wanted []uint32) (arrow.RecordBatch, error) {
+func (p *scanPlan) filter(ctx context.Context, f *format.Fragment, rec arrow.RecordBatch, offset int64, deleted, wanted []uint32) (arrow.RecordBatch, error) {
 	rec, err := p.adaptRead(rec)
 	if err != nil {
-		return nil, corrupt(f.Key, "a column does not read back as the table's type", err)
+		return nil, format.Corrupt(f.Key, "a column does not read back as the table's type", err)
 	}
 	defer rec.Release()
 	n := int(rec.NumRows())
@@ -260,7 +264,7 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 			for d < len(dels) && int64(dels[d]) < offset+int64(i) {
 				d++
 			}
-			if want[i] && !(d < len(dels) && int64(dels[d]) == offset+int64(i)) && (p.pred == nil || p.pred.match(cols, i)) {
+			if want[i] && !(d < len(dels) && int64(dels[d]) == offset+int64(i)) && (p.pred == nil || p.pred.Match(cols, i)) {
 				keep[i] = true
 				kept++
 			}
@@ -274,7 +278,7 @@ func (p *scanPlan) filter(ctx context.Context, f *Fragment, rec arrow.RecordBatc
 				d++
 				continue
 			}
-			if p.pred == nil || p.pred.match(cols, i) {
+			if p.pred == nil || p.pred.Match(cols, i) {
 				keep[i] = true
 				kept++
 			}
@@ -344,7 +348,7 @@ func (p *scanPlan) adaptRead(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		}
 	}()
 	for i, f := range p.readSchema.Fields() {
-		a, err := AdaptRead(p.opts.Allocator, f.Type, rec.Column(i))
+		a, err := evolve.AdaptRead(p.opts.Allocator, f.Type, rec.Column(i))
 		if err != nil {
 			return nil, err
 		}
@@ -364,7 +368,7 @@ func ScanBatches(ctx context.Context, schema *arrow.Schema, batches []arrow.Reco
 			yield(nil, err)
 			return
 		}
-		f := &Fragment{}
+		f := &format.Fragment{}
 		for _, rec := range batches {
 			// Bring the batch to the plan's read columns.
 			cols := make([]arrow.Array, len(p.read))

@@ -11,12 +11,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Snapshot is one version of a table, read-only. Its rows never change.
 type Snapshot struct {
 	b blob.Bucket
-	m *Manifest
+	m *format.Manifest
 }
 
 // OpenOptions choose the version to open; zero opens the latest.
@@ -32,7 +33,7 @@ func Open(ctx context.Context, b blob.Bucket, opts *OpenOptions) (*Snapshot, err
 	if opts != nil {
 		o = *opts
 	}
-	var m *Manifest
+	var m *format.Manifest
 	var err error
 	switch {
 	case o.Tag != "":
@@ -54,12 +55,12 @@ func Open(ctx context.Context, b blob.Bucket, opts *OpenOptions) (*Snapshot, err
 }
 
 // NewSnapshot wraps a manifest already read.
-func NewSnapshot(b blob.Bucket, m *Manifest) *Snapshot { return &Snapshot{b: b, m: m} }
+func NewSnapshot(b blob.Bucket, m *format.Manifest) *Snapshot { return &Snapshot{b: b, m: m} }
 
 // SnapshotOf makes a read-only view of fragment objects that no manifest
 // lists yet (a shard's generations, say), to scan them as a table.
-func SnapshotOf(b blob.Bucket, schema *arrow.Schema, fragments []Fragment) *Snapshot {
-	m := &Manifest{Fragments: fragments, schema: schema}
+func SnapshotOf(b blob.Bucket, schema *arrow.Schema, fragments []format.Fragment) *Snapshot {
+	m := format.ManifestOf(schema, fragments)
 	for _, f := range fragments {
 		m.NextFragmentID = max(m.NextFragmentID, f.ID+1)
 	}
@@ -70,7 +71,7 @@ func SnapshotOf(b blob.Bucket, schema *arrow.Schema, fragments []Fragment) *Snap
 // v (an error names it): with rows, only the rows at the offsets it names
 // of each fragment (the rows a version inserted or deleted, for the change
 // feed); without, every live row.
-func ScanRowsOf(ctx context.Context, b blob.Bucket, schema *arrow.Schema, v uint64, fragments []Fragment, rows map[uint64][]uint32, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+func ScanRowsOf(ctx context.Context, b blob.Bucket, schema *arrow.Schema, v uint64, fragments []format.Fragment, rows map[uint64][]uint32, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	s := SnapshotOf(b, schema, fragments)
 	s.m.Version = v
 	opts.rows = rows
@@ -78,7 +79,7 @@ func ScanRowsOf(ctx context.Context, b blob.Bucket, schema *arrow.Schema, v uint
 }
 
 // Manifest returns the snapshot's manifest; do not modify it.
-func (s *Snapshot) Manifest() *Manifest { return s.m }
+func (s *Snapshot) Manifest() *format.Manifest { return s.m }
 
 // Version returns the snapshot's version.
 func (s *Snapshot) Version() uint64 { return s.m.Version }
@@ -89,31 +90,31 @@ func (s *Snapshot) Bucket() blob.Bucket { return s.b }
 // LatestVersion returns the newest version number with one LIST page of
 // one key, or ErrNotFound when there is no table.
 func LatestVersion(ctx context.Context, b blob.Bucket) (uint64, error) {
-	page, err := b.ListPage(ctx, VersionsDir, "", 1)
+	page, err := b.ListPage(ctx, format.VersionsDir, "", 1)
 	if err != nil {
 		return 0, err
 	}
 	for _, o := range page.Objects {
-		if v, ok := ParseManifestKey(o.Key); ok {
+		if v, ok := format.ParseManifestKey(o.Key); ok {
 			return v, nil
 		}
 	}
 	if len(page.Objects) > 0 {
 		// A stray object sorted first; fall back to a full listing.
-		for o, err := range blob.List(ctx, b, VersionsDir, 0) {
+		for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
 			if err != nil {
 				return 0, err
 			}
-			if v, ok := ParseManifestKey(o.Key); ok {
+			if v, ok := format.ParseManifestKey(o.Key); ok {
 				return v, nil
 			}
 		}
 	}
-	return 0, ErrNotFound
+	return 0, format.ErrNotFound
 }
 
 // ReadLatest reads the newest manifest.
-func ReadLatest(ctx context.Context, b blob.Bucket) (*Manifest, error) {
+func ReadLatest(ctx context.Context, b blob.Bucket) (*format.Manifest, error) {
 	v, err := LatestVersion(ctx, b)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func ReadLatest(ctx context.Context, b blob.Bucket) (*Manifest, error) {
 // Newest returns the newest manifest from m on: the versions after m
 // are looked for by name (they are created in order, without gaps), so
 // that a listing that lags cannot hide one. It returns m when none is.
-func Newest(ctx context.Context, b blob.Bucket, m *Manifest) (*Manifest, error) {
+func Newest(ctx context.Context, b blob.Bucket, m *format.Manifest) (*format.Manifest, error) {
 	v, err := NewestFrom(ctx, b, m.Version)
 	if err != nil {
 		return nil, err
@@ -139,7 +140,7 @@ func Newest(ctx context.Context, b blob.Bucket, m *Manifest) (*Manifest, error) 
 // after v by name (one request each, and one more).
 func NewestFrom(ctx context.Context, b blob.Bucket, v uint64) (uint64, error) {
 	for {
-		_, err := b.Attributes(ctx, ManifestKey(v+1))
+		_, err := b.Attributes(ctx, format.ManifestKey(v+1))
 		if errors.Is(err, blob.ErrNotFound) {
 			return v, nil
 		}
@@ -151,38 +152,38 @@ func NewestFrom(ctx context.Context, b blob.Bucket, v uint64) (uint64, error) {
 }
 
 // ReadManifest reads and decodes version v's manifest.
-func ReadManifest(ctx context.Context, b blob.Bucket, v uint64) (*Manifest, error) {
+func ReadManifest(ctx context.Context, b blob.Bucket, v uint64) (*format.Manifest, error) {
 	key, data, err := getManifest(ctx, b, v)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeManifest(key, data)
+	return format.DecodeManifest(key, data)
 }
 
 func getManifest(ctx context.Context, b blob.Bucket, v uint64) (string, []byte, error) {
-	key := ManifestKey(v)
+	key := format.ManifestKey(v)
 	data, err := b.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return key, nil, fmt.Errorf("table: version %d: %w", v, ErrVersionNotFound)
+		return key, nil, fmt.Errorf("table: version %d: %w", v, format.ErrVersionNotFound)
 	}
 	return key, data, err
 }
 
 // ReadTransaction reads only the transaction that made version v.
-func ReadTransaction(ctx context.Context, b blob.Bucket, v uint64) (*Transaction, error) {
+func ReadTransaction(ctx context.Context, b blob.Bucket, v uint64) (*format.Transaction, error) {
 	key, data, err := getManifest(ctx, b, v)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeTransaction(key, data)
+	return format.DecodeTransaction(key, data)
 }
 
 // VersionInfo is one entry of the version history.
 type VersionInfo struct {
-	Version uint64    `json:"version"`
-	Time    time.Time `json:"time"`           // when the manifest was written (the store's clock)
-	Kind    Kind      `json:"kind,omitempty"` // set only when Versions was asked to read manifests
-	Rows    int64     `json:"rows,omitempty"` // likewise
+	Version uint64      `json:"version"`
+	Time    time.Time   `json:"time"`           // when the manifest was written (the store's clock)
+	Kind    format.Kind `json:"kind,omitempty"` // set only when Versions was asked to read manifests
+	Rows    int64       `json:"rows,omitempty"` // likewise
 }
 
 // Versions lists the versions, newest first, from LIST alone; with
@@ -190,11 +191,11 @@ type VersionInfo struct {
 // (one GET per version), at most limit versions (0: all).
 func Versions(ctx context.Context, b blob.Bucket, limit int, withDetail bool) ([]VersionInfo, error) {
 	var out []VersionInfo
-	for o, err := range blob.List(ctx, b, VersionsDir, 0) {
+	for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
 		if err != nil {
 			return nil, err
 		}
-		v, ok := ParseManifestKey(o.Key)
+		v, ok := format.ParseManifestKey(o.Key)
 		if !ok {
 			continue
 		}
@@ -212,7 +213,7 @@ func Versions(ctx context.Context, b blob.Bucket, limit int, withDetail bool) ([
 		}
 	}
 	if len(out) == 0 {
-		return nil, ErrNotFound
+		return nil, format.ErrNotFound
 	}
 	return out, nil
 }
@@ -229,15 +230,15 @@ func checkTagName(name string) error { return checkRefName("tag", name) }
 // checkRefName checks the name of a tag or a consumer.
 func checkRefName(kind, name string) error {
 	if name == "" || len(name) > 128 {
-		return fmt.Errorf("table: %s name must be 1 to 128 characters: %w", kind, ErrBadName)
+		return fmt.Errorf("table: %s name must be 1 to 128 characters: %w", kind, format.ErrBadName)
 	}
 	for _, r := range name {
 		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return fmt.Errorf("table: %s name %q: use letters, digits, '-', '_' and '.': %w", kind, name, ErrBadName)
+			return fmt.Errorf("table: %s name %q: use letters, digits, '-', '_' and '.': %w", kind, name, format.ErrBadName)
 		}
 	}
 	if name == "." || name == ".." {
-		return fmt.Errorf("table: %s name %q is reserved: %w", kind, name, ErrBadName)
+		return fmt.Errorf("table: %s name %q is reserved: %w", kind, name, format.ErrBadName)
 	}
 	return nil
 }
@@ -252,9 +253,9 @@ func CreateTag(ctx context.Context, b blob.Bucket, name string, v uint64) error 
 		return err
 	}
 	data, _ := json.Marshal(Tag{Name: name, Version: v, Created: time.Now().UTC()})
-	err := b.PutIfAbsent(ctx, TagKey(name), data)
+	err := b.PutIfAbsent(ctx, format.TagKey(name), data)
 	if errors.Is(err, blob.ErrExists) {
-		return fmt.Errorf("table: tag %q: %w", name, ErrTagExists)
+		return fmt.Errorf("table: tag %q: %w", name, format.ErrTagExists)
 	}
 	if err != nil {
 		return err
@@ -277,8 +278,8 @@ func CreateTag(ctx context.Context, b blob.Bucket, name string, v uint64) error 
 			return nil
 		}
 	}
-	_ = b.Delete(ctx, TagKey(name))
-	return fmt.Errorf("table: tag %q: version %d is at or below the garbage collector's boundary (v%d) and may be deleted: %w", name, v, boundary, ErrVersionNotFound)
+	_ = b.Delete(ctx, format.TagKey(name))
+	return fmt.Errorf("table: tag %q: version %d is at or below the garbage collector's boundary (v%d) and may be deleted: %w", name, v, boundary, format.ErrVersionNotFound)
 }
 
 // DeleteTag removes a tag (ErrTagNotFound when there is none). Its
@@ -287,9 +288,9 @@ func DeleteTag(ctx context.Context, b blob.Bucket, name string) error {
 	if err := checkTagName(name); err != nil {
 		return err
 	}
-	err := b.Delete(ctx, TagKey(name))
+	err := b.Delete(ctx, format.TagKey(name))
 	if errors.Is(err, blob.ErrNotFound) {
-		return fmt.Errorf("table: tag %q: %w", name, ErrTagNotFound)
+		return fmt.Errorf("table: tag %q: %w", name, format.ErrTagNotFound)
 	}
 	return err
 }
@@ -298,12 +299,12 @@ func DeleteTag(ctx context.Context, b blob.Bucket, name string) error {
 // versions at or below it may have been deleted and must never be created
 // again. One LIST of one key.
 func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
-	page, err := b.ListPage(ctx, GCBoundaryDir, "", 1)
+	page, err := b.ListPage(ctx, format.GCBoundaryDir, "", 1)
 	if err != nil {
 		return 0, err
 	}
 	for _, o := range page.Objects {
-		if v, ok := ParseGCBoundaryKey(o.Key); ok {
+		if v, ok := format.ParseGCBoundaryKey(o.Key); ok {
 			return v, nil
 		}
 	}
@@ -320,11 +321,11 @@ func GCBoundary(ctx context.Context, b blob.Bucket) (uint64, error) {
 // caller has the manifest's attributes already (ours, else nil). It
 // answers why it is a ghost, or "" (also when the manifest is not there).
 func CoveredAfter(ctx context.Context, b blob.Bucket, v uint64, ours *blob.Attributes) (string, error) {
-	for o, err := range blob.List(ctx, b, GCBoundaryDir, 0) {
+	for o, err := range blob.List(ctx, b, format.GCBoundaryDir, 0) {
 		if err != nil {
 			return "", err
 		}
-		bv, ok := ParseGCBoundaryKey(o.Key)
+		bv, ok := format.ParseGCBoundaryKey(o.Key)
 		if !ok {
 			continue
 		}
@@ -332,7 +333,7 @@ func CoveredAfter(ctx context.Context, b blob.Bucket, v uint64, ours *blob.Attri
 			break // boundaries list newest first
 		}
 		if ours == nil {
-			a, err := b.Attributes(ctx, ManifestKey(v))
+			a, err := b.Attributes(ctx, format.ManifestKey(v))
 			if errors.Is(err, blob.ErrNotFound) {
 				return "", nil
 			}
@@ -356,7 +357,7 @@ func notAGhost(ctx context.Context, b blob.Bucket, v uint64) error {
 	if err != nil || why == "" {
 		return err
 	}
-	return fmt.Errorf("table: version %d was collected (%s; a writer stalled past the collection created it again, and it goes at the next collection): %w", v, why, ErrVersionNotFound)
+	return fmt.Errorf("table: version %d was collected (%s; a writer stalled past the collection created it again, and it goes at the next collection): %w", v, why, format.ErrVersionNotFound)
 }
 
 // ReadTag reads a tag.
@@ -364,16 +365,16 @@ func ReadTag(ctx context.Context, b blob.Bucket, name string) (Tag, error) {
 	if err := checkTagName(name); err != nil {
 		return Tag{}, err
 	}
-	data, err := b.Get(ctx, TagKey(name))
+	data, err := b.Get(ctx, format.TagKey(name))
 	if errors.Is(err, blob.ErrNotFound) {
-		return Tag{}, fmt.Errorf("table: tag %q: %w", name, ErrTagNotFound)
+		return Tag{}, fmt.Errorf("table: tag %q: %w", name, format.ErrTagNotFound)
 	}
 	if err != nil {
 		return Tag{}, err
 	}
 	var t Tag
 	if err := json.Unmarshal(data, &t); err != nil || t.Version == 0 {
-		return Tag{}, corrupt(TagKey(name), "not a tag", err)
+		return Tag{}, format.Corrupt(format.TagKey(name), "not a tag", err)
 	}
 	return t, nil
 }
@@ -381,11 +382,11 @@ func ReadTag(ctx context.Context, b blob.Bucket, name string) (Tag, error) {
 // Tags lists every tag.
 func Tags(ctx context.Context, b blob.Bucket) ([]Tag, error) {
 	var out []Tag
-	for o, err := range blob.List(ctx, b, TagsDir, 0) {
+	for o, err := range blob.List(ctx, b, format.TagsDir, 0) {
 		if err != nil {
 			return nil, err
 		}
-		name := o.Key[len(TagsDir):]
+		name := o.Key[len(format.TagsDir):]
 		if len(name) < 6 || name[len(name)-5:] != ".json" {
 			continue
 		}

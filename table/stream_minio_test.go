@@ -11,6 +11,8 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // Against MinIO, a large fragment read whole — streamed, its row groups
@@ -23,7 +25,7 @@ func TestALargeFragmentStreamsFromMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	const rows = 2*table.RowGroupRows + 3000 // three row groups
+	const rows = 2*fragment.RowGroupRows + 3000 // three row groups
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 3, 0, rows)
 	defer rec.Release()
 	_, s, frag, data := oneFragmentTableIn(t, b, rec)
@@ -55,7 +57,7 @@ func TestALargeFragmentStreamsFromMinIO(t *testing.T) {
 			got = err
 		}
 	}
-	var ce *table.CorruptError
+	var ce *format.CorruptError
 	if !errors.As(got, &ce) || ce.Key != frag.Key || !bytes.Contains([]byte(ce.Error()), []byte("the manifest says")) {
 		t.Fatalf("scan of a fragment cut to half its size: %v, want a CorruptError naming %s and its sizes", got, frag.Key)
 	}

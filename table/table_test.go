@@ -16,6 +16,10 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 var ctx = context.Background()
@@ -102,17 +106,17 @@ func TestProjectionAndPredicates(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		pred table.Predicate
+		pred expr.Predicate
 		want func(id int64) bool
 	}{
-		{"equality", table.Eq("id", table.Int(77)), func(id int64) bool { return id == 77 }},
-		{"range across fragments", table.And(table.Ge("id", table.Int(40)), table.Lt("id", table.Int(60))), func(id int64) bool { return id >= 40 && id < 60 }},
-		{"not equal", table.Ne("step", table.Int(3)), func(id int64) bool { return id != 3 }},
-		{"in set", table.In("id", table.Int(1), table.Int(199), table.Int(500)), func(id int64) bool { return id == 1 || id == 199 }},
-		{"less or equal", table.Le("id", table.Int(0)), func(id int64) bool { return id == 0 }},
-		{"greater", table.Gt("id", table.Int(150)), func(id int64) bool { return id > 150 }},
-		{"string column", table.Eq("worker", table.String("w00")), func(int64) bool { return true }},
-		{"float column with an int literal", table.Ge("reward", table.Int(2)), func(int64) bool { return false }},
+		{"equality", expr.Eq("id", value.Int(77)), func(id int64) bool { return id == 77 }},
+		{"range across fragments", expr.And(expr.Ge("id", value.Int(40)), expr.Lt("id", value.Int(60))), func(id int64) bool { return id >= 40 && id < 60 }},
+		{"not equal", expr.Ne("step", value.Int(3)), func(id int64) bool { return id != 3 }},
+		{"in set", expr.In("id", value.Int(1), value.Int(199), value.Int(500)), func(id int64) bool { return id == 1 || id == 199 }},
+		{"less or equal", expr.Le("id", value.Int(0)), func(id int64) bool { return id == 0 }},
+		{"greater", expr.Gt("id", value.Int(150)), func(id int64) bool { return id > 150 }},
+		{"string column", expr.Eq("worker", value.String("w00")), func(int64) bool { return true }},
+		{"float column with an int literal", expr.Ge("reward", value.Int(2)), func(int64) bool { return false }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,7 +145,7 @@ func TestProjectionReturnsOnlyAskedColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"reward", "id"}, Filter: table.Eq("worker", table.String("w00"))}) {
+	for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"reward", "id"}, Filter: expr.Eq("worker", value.String("w00"))}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +163,7 @@ func TestCountUsesStatisticsWhenTheyDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := blob.StatsOf(b)
-	res, err := s.Count(ctx, table.Ge("id", table.Int(100)))
+	res, err := s.Count(ctx, expr.Ge("id", value.Int(100)))
 	if err != nil || res.Rows != 100 || res.FragmentsScanned != 0 {
 		t.Fatalf("Count = %+v, %v; want 100 rows from statistics alone", res, err)
 	}
@@ -167,7 +171,7 @@ func TestCountUsesStatisticsWhenTheyDecide(t *testing.T) {
 	if d := after.Sub(before); d.Requests() != 0 {
 		t.Fatalf("a count decided by statistics made %d requests", d.Requests())
 	}
-	res, _ = s.Count(ctx, table.Ge("reward", table.Float(0.9)))
+	res, _ = s.Count(ctx, expr.Ge("reward", value.Float(0.9)))
 	if res.FragmentsScanned == 0 {
 		t.Fatal("reward >= 0.9 cannot be decided by statistics, yet nothing was scanned")
 	}
@@ -180,8 +184,8 @@ func TestBadPredicatesAreTypedErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []table.Predicate{table.Eq("nope", table.Int(1)), table.Eq("id", table.String("x")), table.Eq("artifact", table.Float(1))} {
-		if _, err := s.Count(ctx, p); !errors.Is(err, table.ErrBadPredicate) {
+	for _, p := range []expr.Predicate{expr.Eq("nope", value.Int(1)), expr.Eq("id", value.String("x")), expr.Eq("artifact", value.Float(1))} {
+		if _, err := s.Count(ctx, p); !errors.Is(err, expr.ErrBadPredicate) {
 			t.Errorf("Count(%v) = %v, want ErrBadPredicate", p, err)
 		}
 	}
@@ -190,11 +194,11 @@ func TestBadPredicatesAreTypedErrors(t *testing.T) {
 func TestDeleteByPredicateHidesRowsFromScansAndCounts(t *testing.T) {
 	b := memBucket(t)
 	tb := newTable(t, b, 3, 100)
-	_, n, err := tb.Delete(ctx, table.And(table.Ge("id", table.Int(90)), table.Lt("id", table.Int(110))))
+	_, n, err := tb.Delete(ctx, expr.And(expr.Ge("id", value.Int(90)), expr.Lt("id", value.Int(110))))
 	if err != nil || n != 20 {
 		t.Fatalf("Delete = %d, %v; want 20", n, err)
 	}
-	_, n, err = tb.Delete(ctx, table.Eq("id", table.Int(5)))
+	_, n, err = tb.Delete(ctx, expr.Eq("id", value.Int(5)))
 	if err != nil || n != 1 {
 		t.Fatalf("second Delete = %d, %v", n, err)
 	}
@@ -209,7 +213,7 @@ func TestDeleteByPredicateHidesRowsFromScansAndCounts(t *testing.T) {
 	if c, _ := s.Count(ctx, nil); c.Rows != 279 {
 		t.Fatalf("Count = %d, want 279", c.Rows)
 	}
-	if c, _ := s.Count(ctx, table.Lt("id", table.Int(100))); c.Rows != 89 {
+	if c, _ := s.Count(ctx, expr.Lt("id", value.Int(100))); c.Rows != 89 {
 		t.Fatalf("Count(id < 100) = %d, want 89", c.Rows)
 	}
 	// The version before the deletes still has every row.
@@ -234,8 +238,8 @@ func TestAppendOfAnotherSchemaIsRefusedBeforeWriting(t *testing.T) {
 	defer rec.Release()
 	before, _ := blob.StatsOf(b)
 	_, err := tb.Append(ctx, rec)
-	var ie *table.InputError
-	if !errors.Is(err, table.ErrSchemaMismatch) || !errors.As(err, &ie) || ie.Column != "worker" {
+	var ie *evolve.InputError
+	if !errors.Is(err, evolve.ErrSchemaMismatch) || !errors.As(err, &ie) || ie.Column != "worker" {
 		t.Fatalf("Append of another schema: %v", err)
 	}
 	after, _ := blob.StatsOf(b)
@@ -246,15 +250,15 @@ func TestAppendOfAnotherSchemaIsRefusedBeforeWriting(t *testing.T) {
 
 func TestOpeningNothingIsNotFound(t *testing.T) {
 	_, err := table.Open(ctx, memBucket(t), nil)
-	if !errors.Is(err, table.ErrNotFound) {
+	if !errors.Is(err, format.ErrNotFound) {
 		t.Fatalf("got %v, want ErrNotFound", err)
 	}
 	b := memBucket(t)
 	newTable(t, b, 1, 1)
-	if _, err := table.Open(ctx, b, &table.OpenOptions{Version: 99}); !errors.Is(err, table.ErrVersionNotFound) {
+	if _, err := table.Open(ctx, b, &table.OpenOptions{Version: 99}); !errors.Is(err, format.ErrVersionNotFound) {
 		t.Fatalf("version 99: %v", err)
 	}
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); !errors.Is(err, table.ErrExists) {
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil); !errors.Is(err, format.ErrExists) {
 		t.Fatalf("second Create: %v", err)
 	}
 }
@@ -265,14 +269,14 @@ func TestTagsNameVersionsAndNeverMove(t *testing.T) {
 	if err := table.CreateTag(ctx, b, "before-compaction", 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := table.CreateTag(ctx, b, "before-compaction", 3); !errors.Is(err, table.ErrTagExists) {
+	if err := table.CreateTag(ctx, b, "before-compaction", 3); !errors.Is(err, format.ErrTagExists) {
 		t.Fatalf("moving a tag: %v", err)
 	}
 	s, err := table.Open(ctx, b, &table.OpenOptions{Tag: "before-compaction"})
 	if err != nil || s.Version() != 2 || s.Manifest().Rows() != 10 {
 		t.Fatalf("open by tag: %v", err)
 	}
-	if _, err := table.Open(ctx, b, &table.OpenOptions{Tag: "nope"}); !errors.Is(err, table.ErrTagNotFound) {
+	if _, err := table.Open(ctx, b, &table.OpenOptions{Tag: "nope"}); !errors.Is(err, format.ErrTagNotFound) {
 		t.Fatalf("missing tag: %v", err)
 	}
 	if err := table.CreateTag(ctx, b, "../x", 2); err == nil {
@@ -294,7 +298,7 @@ func TestVersionsListNewestFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vs) != 4 || vs[0].Version != 4 || vs[3].Version != 1 || vs[0].Kind != table.KindAppend || vs[3].Kind != table.KindCreate || vs[0].Rows != 30 {
+	if len(vs) != 4 || vs[0].Version != 4 || vs[3].Version != 1 || vs[0].Kind != format.KindAppend || vs[3].Kind != format.KindCreate || vs[0].Rows != 30 {
 		t.Fatalf("Versions = %+v", vs)
 	}
 }
@@ -303,8 +307,8 @@ func TestManifestKeysSortNewestFirst(t *testing.T) {
 	vs := []uint64{1, 2, 9, 10, 11, 99, 100, 12345, math.MaxUint64 - 1}
 	var keys []string
 	for _, v := range vs {
-		k := table.ManifestKey(v)
-		if got, ok := table.ParseManifestKey(k); !ok || got != v {
+		k := format.ManifestKey(v)
+		if got, ok := format.ParseManifestKey(k); !ok || got != v {
 			t.Fatalf("ParseManifestKey(%q) = %d, %v", k, got, ok)
 		}
 		keys = append(keys, k)

@@ -1,5 +1,9 @@
 package table
 
+import (
+	"github.com/stratadb/strata/table/format"
+)
+
 // weight is what reading an opened fragment holds at most, and so what a
 // scan with a Memory budget reserves for it before decoding it:
 //
@@ -36,7 +40,7 @@ func (p *scanPlan) weight(o *opened) int64 {
 	fetched := o.f.Bytes
 	inMemory := o.pre == nil || o.streamLater
 	if !inMemory {
-		fetched = min(p.opts.ReadAheadBytes, o.f.Bytes) + tailBytes
+		fetched = min(p.opts.ReadAheadBytes, o.f.Bytes) + format.TailBytes
 	}
 	b := int64(p.opts.BatchSize)
 	var perRowGroup, maxBatch, batches int64

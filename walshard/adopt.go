@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // A worker that dies for good (an autoscaled pod that never comes back
@@ -40,8 +42,8 @@ type Abandoned struct {
 
 // Shards lists a table's shards: those registered under _fleet/shards/
 // and those the table has merged from. One LIST page per thousand.
-func Shards(ctx context.Context, b blob.Bucket, m *table.Manifest) ([]string, error) {
-	ids, err := registered(ctx, b)
+func Shards(ctx context.Context, b blob.Bucket, m *format.Manifest) ([]string, error) {
+	ids, err := fleetmerge.Registered(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +52,7 @@ func Shards(ctx context.Context, b blob.Bucket, m *table.Manifest) ([]string, er
 
 // shardsOf returns the shards m has merged from and those registered,
 // sorted, each once.
-func shardsOf(m *table.Manifest, registered []string) []string {
+func shardsOf(m *format.Manifest, registered []string) []string {
 	seen := map[string]bool{}
 	for id := range m.Shards {
 		seen[id] = true
@@ -64,20 +66,6 @@ func shardsOf(m *table.Manifest, registered []string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// registered lists the shards registered under _fleet/shards/, sorted.
-func registered(ctx context.Context, b blob.Bucket) ([]string, error) {
-	var out []string
-	for o, err := range blob.List(ctx, b, table.FleetShardsDir, 0) {
-		if err != nil {
-			return nil, err
-		}
-		if id := strings.TrimPrefix(o.Key, table.FleetShardsDir); CheckShardID(id) == nil {
-			out = append(out, id)
-		}
-	}
-	return out, nil
 }
 
 // FindAbandoned lists the shards whose owner has written nothing since
@@ -96,17 +84,17 @@ func FindAbandoned(ctx context.Context, b blob.Bucket, after time.Duration, now 
 	if err != nil {
 		return nil, err
 	}
-	all, err := registered(ctx, b)
+	all, err := fleetmerge.Registered(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	flushes, err := listFlushes(ctx, b)
+	flushes, err := wal.ListFlushes(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
 	for _, id := range all {
-		if fl := flushes[id]; fl == nil || now.Sub(fl[0].modTime) >= after {
+		if fl := flushes[id]; fl == nil || now.Sub(fl[0].ModTime) >= after {
 			ids = append(ids, id)
 		}
 	}
@@ -115,16 +103,16 @@ func FindAbandoned(ctx context.Context, b blob.Bucket, after time.Duration, now 
 	g.SetLimit(32)
 	for i, id := range ids {
 		g.Go(func() error {
-			l := newLayout(id)
-			last, end, err := lastActivity(gctx, b, l)
+			l := wal.NewLayout(id)
+			last, end, err := fleetmerge.LastActivity(gctx, b, l)
 			if err != nil || last.IsZero() || now.Sub(last) < after {
 				return err
 			}
-			st, err := readState(gctx, b, l)
+			st, err := wal.ReadState(gctx, b, l)
 			if err != nil {
 				return fmt.Errorf("walshard: shard %q: %w", id, err)
 			}
-			unmerged := len(st.pending(m.Shards[id].Watermark))
+			unmerged := len(st.Pending(m.Shards[id].Watermark))
 			if end > st.WALFlushed || unmerged > 0 {
 				found[i] = &Abandoned{Shard: id, LastWrite: last, WALEnd: end, WALFlushed: st.WALFlushed, UnmergedGens: unmerged}
 			}
@@ -229,11 +217,11 @@ func (s *Shard) coverFence(ctx context.Context) error {
 	// idempotent appends of the entries it now covers, as a flush does.
 	copied := *state
 	next := &copied
-	next.Seq, next.Epoch, next.ID, next.WALFlushed, next.MergedBelow = state.Seq+1, s.epoch, table.NewID(), top, watermark
-	next.Generations = state.pending(watermark)
+	next.Seq, next.Epoch, next.ID, next.WALFlushed, next.MergedBelow = state.Seq+1, s.epoch, format.NewID(), top, watermark
+	next.Generations = state.Pending(watermark)
 	next.Producers = producers.Expire(s.now())
-	if err := writeState(ctx, s.b, s.l, s.schema, next, nil); err != nil {
-		if errors.Is(err, errStateTaken) {
+	if err := wal.WriteState(ctx, s.b, s.l, s.schema, next, nil); err != nil {
+		if errors.Is(err, wal.ErrStateTaken) {
 			return s.setFenced()
 		}
 		return fmt.Errorf("walshard: shard %q: recording the flushed position %d: %w", s.id, top, err)
@@ -252,11 +240,11 @@ func (s *Shard) coverFence(ctx context.Context) error {
 // and the registration is put back. It reports whether the registration
 // stays down.
 func retire(ctx context.Context, b blob.Bucket, shard string, epoch uint64) (bool, error) {
-	key := table.FleetShardsDir + shard
+	key := format.FleetShardsDir + shard
 	if err := b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return false, fmt.Errorf("walshard: shard %q: retiring it: %w", shard, err)
 	}
-	_, err := b.Attributes(ctx, table.ShardEpochKey(shard, epoch+1))
+	_, err := b.Attributes(ctx, format.ShardEpochKey(shard, epoch+1))
 	if errors.Is(err, blob.ErrNotFound) {
 		return true, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // shardLook is what later sweeps must leave as the adoption left it.
@@ -59,8 +60,8 @@ func TestAnAdoptedShardIsNotFoundAgain(t *testing.T) {
 		t.Fatalf("after the adoption: %+v, want no lag", adopted)
 	}
 	var costs []int64
-	mem := &walshard.FleetMemory{}
-	fo := &walshard.FleetOptions{Memory: mem, Commit: commit.Options{Now: func() time.Time { return now }}}
+	mem := &fleetmerge.Memory{}
+	fo := &fleetmerge.Options{Memory: mem, Commit: commit.Options{Now: func() time.Time { return now }}}
 	for i := range 4 {
 		now = now.Add(time.Hour)
 		before, _ := blob.StatsOf(b)
@@ -68,7 +69,7 @@ func TestAnAdoptedShardIsNotFoundAgain(t *testing.T) {
 		if err != nil || len(found) != 0 {
 			t.Fatalf("sweep %d after the adoption: %+v %v", i+1, found, err)
 		}
-		if res, err := walshard.FleetMerge(ctx, b, fo); err != nil || res.Version != 0 {
+		if res, err := fleetmerge.Merge(ctx, b, fo); err != nil || res.Version != 0 {
 			t.Fatalf("fleet merge %d after the adoption: %+v %v", i+1, res, err)
 		}
 		after, _ := blob.StatsOf(b)

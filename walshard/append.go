@@ -13,6 +13,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // Append makes recs durable in the shard's WAL and adds them to the
@@ -21,7 +24,7 @@ import (
 // an entry whose create timed out may still land — its rows are then
 // stored once, as the handle's next append or a reopening finds the entry
 // and takes it in. Each batch first passes
-// table.Conform (valid data, the table's schema or one that converts
+// evolve.Conform (valid data, the table's schema or one that converts
 // without loss, no null where the schema forbids one); a batch that does
 // not is refused before anything is written. When the memtable is over
 // its bound, Append waits for a flush.
@@ -31,10 +34,10 @@ func (s *Shard) Append(ctx context.Context, recs ...arrow.RecordBatch) error {
 }
 
 // AppendConformed is Append (AppendOnce when key is not nil) of batches
-// that passed table.Conform against Schema() already — read by package
+// that passed evolve.Conform against Schema() already — read by package
 // ingest, say — so that an append is checked once: they are taken as
 // they are.
-func (s *Shard) AppendConformed(ctx context.Context, key *table.Idempotency, recs ...arrow.RecordBatch) (Ack, error) {
+func (s *Shard) AppendConformed(ctx context.Context, key *format.Idempotency, recs ...arrow.RecordBatch) (Ack, error) {
 	if key != nil {
 		if err := key.Check(); err != nil {
 			return Ack{}, err
@@ -48,11 +51,11 @@ func (s *Shard) AppendConformed(ctx context.Context, key *table.Idempotency, rec
 // (after a restart or an adoption): an append whose name the shard
 // records (its entry landed) stores nothing and answers the first one's
 // WAL position, with Ack.Duplicate set; one still being written is waited
-// for. The same name with other rows fails with table.ErrKeyReused. The
+// for. The same name with other rows fails with format.ErrKeyReused. The
 // shard keeps the names in its WAL entries and its state (see
-// table.Idempotency for the window); a name is the shard's alone, so a
+// format.Idempotency for the window); a name is the shard's alone, so a
 // retry must go to the same shard.
-func (s *Shard) AppendOnce(ctx context.Context, key table.Idempotency, recs ...arrow.RecordBatch) (Ack, error) {
+func (s *Shard) AppendOnce(ctx context.Context, key format.Idempotency, recs ...arrow.RecordBatch) (Ack, error) {
 	if err := key.Check(); err != nil {
 		return Ack{}, err
 	}
@@ -69,7 +72,7 @@ type appendName struct {
 // every row of the table with one of their keys (their values in the
 // columns keys), as commit.Table.Upsert's do: a key must not be null nor
 // appear twice among recs, and float columns cannot be keys
-// (table.NewKeySet; each a *table.InputError). The rows are acknowledged
+// (table.NewKeySet; each a *evolve.InputError). The rows are acknowledged
 // once durable in a WAL entry of upserts (requests with the same keys
 // only). The order that decides a key's row: a shard's upserts in the
 // order of their WAL entries (a later one replaces an earlier one of
@@ -85,9 +88,9 @@ func (s *Shard) Upsert(ctx context.Context, keys []string, recs ...arrow.RecordB
 
 // UpsertOnce is Upsert named by key, safe to call again with the same key
 // after any error, as AppendOnce is; key nil makes it Upsert. With
-// conformed, recs passed table.Conform against Schema() already, as
+// conformed, recs passed evolve.Conform against Schema() already, as
 // AppendConformed's.
-func (s *Shard) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []string, conformed bool, recs ...arrow.RecordBatch) (Ack, error) {
+func (s *Shard) UpsertOnce(ctx context.Context, key *format.Idempotency, keys []string, conformed bool, recs ...arrow.RecordBatch) (Ack, error) {
 	if key != nil {
 		if err := key.Check(); err != nil {
 			return Ack{}, err
@@ -96,9 +99,9 @@ func (s *Shard) UpsertOnce(ctx context.Context, key *table.Idempotency, keys []s
 	return s.append(ctx, key, keys, recs, conformed)
 }
 
-func (s *Shard) append(ctx context.Context, key *table.Idempotency, keys []string, recs []arrow.RecordBatch, conformed bool) (Ack, error) {
+func (s *Shard) append(ctx context.Context, key *format.Idempotency, keys []string, recs []arrow.RecordBatch, conformed bool) (Ack, error) {
 	if keys != nil && len(keys) == 0 {
-		return Ack{}, &table.InputError{Row: -1, Reason: "an upsert needs at least one key column"}
+		return Ack{}, &evolve.InputError{Row: -1, Reason: "an upsert needs at least one key column"}
 	}
 	batches := make([]arrow.RecordBatch, 0, len(recs))
 	var base int64
@@ -108,8 +111,8 @@ func (s *Shard) append(ctx context.Context, key *table.Idempotency, keys []strin
 			rec.Retain()
 		} else {
 			var err error
-			if c, err = table.Conform(s.schema, rec, table.ConformOptions{RowBase: base}); err != nil {
-				releaseAll(batches)
+			if c, err = evolve.Conform(s.schema, rec, evolve.ConformOptions{RowBase: base}); err != nil {
+				wal.ReleaseAll(batches)
 				return Ack{}, err
 			}
 		}
@@ -122,42 +125,42 @@ func (s *Shard) append(ctx context.Context, key *table.Idempotency, keys []strin
 	req := appendReq{recs: batches, rows: base, done: make(chan Ack, 1)}
 	if keys != nil {
 		if _, err := table.NewKeySet(s.schema, keys, batches); err != nil {
-			releaseAll(batches)
+			wal.ReleaseAll(batches)
 			return Ack{}, err
 		}
-		req.keys = table.StoredNames(s.schema, keys)
+		req.keys = evolve.StoredNames(s.schema, keys)
 	}
 	if key != nil {
 		k, err := s.appendKey(*key, batches)
 		if err != nil {
-			releaseAll(batches)
+			wal.ReleaseAll(batches)
 			return Ack{}, err
 		}
 		if req.keys != nil {
 			// An upsert's name covers its key columns too: the same name
 			// for an append of the rows, or an upsert by other keys, is
-			// another request (table.ErrKeyReused), not a duplicate.
-			k.Digest = table.Digest(upsertDigest(uint64(k.Digest), req.keys))
+			// another request (format.ErrKeyReused), not a duplicate.
+			k.Digest = format.Digest(upsertDigest(uint64(k.Digest), req.keys))
 		}
 		ack, done, err := s.claim(ctx, k)
 		if err != nil || ack.Duplicate {
-			releaseAll(batches)
+			wal.ReleaseAll(batches)
 			return ack, err
 		}
 		defer done()
 		req.key = &k
 	}
 	if err := s.waitForRoom(ctx); err != nil {
-		releaseAll(batches)
+		wal.ReleaseAll(batches)
 		return Ack{}, err
 	}
 	select {
 	case s.appendq <- req:
 	case <-ctx.Done():
-		releaseAll(batches)
+		wal.ReleaseAll(batches)
 		return Ack{}, ctx.Err()
 	case <-s.stop:
-		releaseAll(batches)
+		wal.ReleaseAll(batches)
 		return Ack{}, ErrClosed
 	}
 	select {
@@ -184,7 +187,7 @@ func upsertDigest(d uint64, keys []string) uint64 {
 
 // appendKey is key as the shard records it, with the rows' digest when
 // the key names none.
-func (s *Shard) appendKey(key table.Idempotency, batches []arrow.RecordBatch) (table.AppendKey, error) {
+func (s *Shard) appendKey(key format.Idempotency, batches []arrow.RecordBatch) (format.AppendKey, error) {
 	return key.DigestRows(s.schema, batches, s.now())
 }
 
@@ -194,7 +197,7 @@ func (s *Shard) appendKey(key table.Idempotency, batches []arrow.RecordBatch) (t
 // that finds k in flight waits for that write to end, then looks again:
 // the write that failed with its outcome unknown may have landed, and the
 // next entry written at its position finds it (see writeGroup).
-func (s *Shard) claim(ctx context.Context, k table.AppendKey) (Ack, func(), error) {
+func (s *Shard) claim(ctx context.Context, k format.AppendKey) (Ack, func(), error) {
 	name := appendName{k.Producer, k.Seq}
 	for {
 		s.mu.Lock()
@@ -259,12 +262,6 @@ func (s *Shard) waitForRoom(ctx context.Context) (err error) {
 	}
 }
 
-func releaseAll(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		r.Release()
-	}
-}
-
 // writeLoop gathers concurrent appends into WAL entries.
 func (s *Shard) writeLoop() {
 	ctx := s.ctx        // ends with Close
@@ -317,12 +314,12 @@ func (s *Shard) writeGroup(ctx context.Context, reqs []appendReq) {
 			return
 		}
 		pos, err := s.writeEntrySafe(ctx, reqs)
-		if errors.Is(err, errTookInLanded) {
+		if errors.Is(err, wal.ErrTookInLanded) {
 			continue
 		}
 		for _, r := range reqs {
 			if err != nil {
-				releaseAll(r.recs)
+				wal.ReleaseAll(r.recs)
 			}
 			r.done <- Ack{Position: pos, Rows: r.rows, err: err}
 		}
@@ -343,7 +340,7 @@ func (s *Shard) answerRecorded(reqs []appendReq) []appendReq {
 		if !found && err == nil {
 			return false
 		}
-		releaseAll(r.recs)
+		wal.ReleaseAll(r.recs)
 		r.done <- Ack{Position: o.At, Rows: o.Rows, Duplicate: found, err: err}
 		return true
 	})
@@ -352,7 +349,7 @@ func (s *Shard) answerRecorded(reqs []appendReq) []appendReq {
 func (r appendReq) bytes() int64 {
 	var n int64
 	for _, rec := range r.recs {
-		n += recordBytes(rec)
+		n += wal.RecordBytes(rec)
 	}
 	return n
 }
@@ -427,19 +424,19 @@ func (s *Shard) writeEntry(ctx context.Context, reqs []appendReq) (uint64, error
 	s.mu.Lock()
 	s.mu.wal.nextPos = a.pos + 1
 	s.mu.Unlock()
-	var reuse *table.Fragment
-	if s.opts.ReuseBytes > 0 && a.e.frag.Bytes >= s.opts.ReuseBytes && len(a.e.keys) == 0 {
-		reuse = &a.e.frag
-		reuse.Key = s.l.walKey(a.pos)
+	var reuse *format.Fragment
+	if s.opts.ReuseBytes > 0 && a.e.Frag.Bytes >= s.opts.ReuseBytes && len(a.e.Keys) == 0 {
+		reuse = &a.e.Frag
+		reuse.Key = s.l.WalKey(a.pos)
 	}
-	s.addToMemtable(a.pos, a.e.batches, reuse, a.e.appends, a.e.keys)
+	s.addToMemtable(a.pos, a.e.Batches, reuse, a.e.Appends, a.e.Keys)
 	return a.pos, nil
 }
 
 // walAttempt is one attempt to create a WAL entry at pos.
 type walAttempt struct {
 	pos  uint64
-	e    *entry
+	e    *wal.Entry
 	data []byte
 	// earlier: the ids of the attempts that may have landed at pos; when
 	// there are any, or this attempt's outcome was unknown a while
@@ -464,14 +461,14 @@ func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
 		a.earlier = slices.Clone(s.mu.wal.uncertainIDs)
 	}
 	s.mu.Unlock()
-	a.e = &entry{kind: kindData, epoch: s.epoch, position: a.pos, id: table.NewID(), keys: reqs[0].keys}
+	a.e = &wal.Entry{Kind: wal.KindData, Epoch: s.epoch, Position: a.pos, Id: format.NewID(), Keys: reqs[0].keys}
 	var size, rows int64 // the rows' memory, and count
 	for _, r := range reqs {
-		a.e.batches = append(a.e.batches, r.recs...)
+		a.e.Batches = append(a.e.Batches, r.recs...)
 		size += r.bytes()
 		if r.key != nil {
 			at := rows
-			a.e.appends = append(a.e.appends, appendRecord{AppendKey: *r.key, Rows: r.rows, Offset: &at})
+			a.e.Appends = append(a.e.Appends, wal.AppendRecord{AppendKey: *r.key, Rows: r.rows, Offset: &at})
 		}
 		rows += r.rows
 	}
@@ -479,7 +476,7 @@ func (s *Shard) newAttempt(reqs []appendReq) (*walAttempt, error) {
 	// enough to join the table as it is: a smaller one is written in the
 	// binary form, which costs far less to encode than Parquet.
 	var err error
-	if a.data, err = encodeEntry(a.e, s.schema, s.opts.ReuseBytes > 0 && size >= s.opts.ReuseBytes); err != nil {
+	if a.data, err = wal.EncodeEntry(a.e, s.schema, s.opts.ReuseBytes > 0 && size >= s.opts.ReuseBytes); err != nil {
 		return nil, err
 	}
 	a.deadline = time.Now().Add(s.budget())
@@ -498,8 +495,8 @@ func (s *Shard) markUncertain(a *walAttempt) {
 		w.uncertainIDs = nil
 	}
 	w.uncertain = a.pos
-	if !slices.Contains(w.uncertainIDs, a.e.id) {
-		w.uncertainIDs = append(w.uncertainIDs, a.e.id)
+	if !slices.Contains(w.uncertainIDs, a.e.Id) {
+		w.uncertainIDs = append(w.uncertainIDs, a.e.Id)
 	}
 }
 
@@ -514,7 +511,7 @@ func (s *Shard) create(ctx context.Context, a *walAttempt) error {
 		return fmt.Errorf("walshard: shard %q: WAL entry %d: %w: %w", s.id, a.pos, ErrAppendUnknown, err)
 	}
 	for attempt := 1; ; attempt++ {
-		err := s.b.PutIfAbsent(ctx, s.l.walKey(a.pos), a.data)
+		err := s.b.PutIfAbsent(ctx, s.l.WalKey(a.pos), a.data)
 		if err == nil {
 			return nil
 		}
@@ -527,16 +524,16 @@ func (s *Shard) create(ctx context.Context, a *walAttempt) error {
 		// Outcome unknown, or the position is taken: whose entry is there?
 		got, rerr := s.readEntry(ctx, a.pos, true)
 		switch {
-		case rerr == nil && got.id == a.e.id:
+		case rerr == nil && got.Id == a.e.Id:
 			return nil
-		case rerr == nil && slices.Contains(a.earlier, got.id) && got.epoch == s.epoch:
+		case rerr == nil && slices.Contains(a.earlier, got.Id) && got.Epoch == s.epoch:
 			// An earlier append's entry, whose outcome it could not read,
 			// did land: its rows are the shard's, as a reopening would
 			// replay them. Take them in; ours go after them.
 			if err := s.takeInLanded(ctx, a.pos, a.deadline); err != nil {
 				return err
 			}
-			return errTookInLanded
+			return wal.ErrTookInLanded
 		case rerr == nil:
 			return s.fencedOrDropped(ctx, "") // a newer owner's fence (or entry) holds our position
 		case errors.Is(rerr, blob.ErrNotFound) && time.Now().Before(a.deadline),
@@ -577,4 +574,19 @@ func (s *Shard) takeInLanded(ctx context.Context, pos uint64, deadline time.Time
 	s.mu.wal.nextPos, s.mu.wal.uncertainIDs = pos+1, nil
 	s.mu.Unlock()
 	return nil
+}
+
+// appendNames are the names of idempotent appends: those recorded (of
+// entries that landed; see State.Producers), and those being written,
+// each with a channel closed when its write ends.
+type appendNames struct {
+	producers format.Producers
+	inflight  map[appendName]chan struct{}
+}
+
+// record records an entry's named appends, at its position.
+func (n *appendNames) record(pos uint64, appends []wal.AppendRecord) {
+	for _, a := range appends {
+		n.producers = n.producers.Record(a.AppendKey, pos, a.Rows)
+	}
 }

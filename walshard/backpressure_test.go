@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -21,7 +22,7 @@ func TestAppendsWaitWhenTheMemtableIsFull(t *testing.T) {
 	f := fault.Wrap(under, nil)
 	s := open(t, f, "w1", walshard.Options{MaxMemtableBytes: 2000, FlushBytes: 1 << 30})
 	defer s.Close()
-	f.SetInjector(fault.OnKeys(regexp.MustCompile(`^`+table.FleetFlushDir), fault.Always(fault.Fault{Action: fault.Fail})))
+	f.SetInjector(fault.OnKeys(regexp.MustCompile(`^`+format.FleetFlushDir), fault.Always(fault.Fault{Action: fault.Fail})))
 	for i := range 200 { // 16 bytes of ids a row, plus the shard names
 		appendIDs(t, s, int64(i))
 		if s.Stats().MemtableBytes > 2000 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // CheckLog reads every WAL entry of shard between its flushed position and
@@ -17,10 +18,10 @@ import (
 // is not among them: replay quarantines it). A shard open elsewhere may
 // flush meanwhile; a gap its flush explains is read again, not reported.
 func CheckLog(ctx context.Context, b blob.Bucket, shard string) ([]error, error) {
-	if err := CheckShardID(shard); err != nil {
+	if err := wal.CheckShardID(shard); err != nil {
 		return nil, err
 	}
-	if e, err := NewestEpoch(ctx, b, shard); err != nil || e == 0 {
+	if e, err := wal.NewestEpoch(ctx, b, shard); err != nil || e == 0 {
 		if err == nil {
 			err = fmt.Errorf("%w %q", ErrUnknownShard, shard)
 		}
@@ -30,20 +31,20 @@ func CheckLog(ctx context.Context, b blob.Bucket, shard string) ([]error, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Shard{b: b, l: newLayout(shard), id: shard, schema: m.Schema()}
+	s := &Shard{b: b, l: wal.NewLayout(shard), id: shard, schema: m.Schema()}
 	var damage []error
-	err = s.readUnflushed(ctx, nil, func(*State) error {
+	err = s.readUnflushed(ctx, nil, func(*wal.State) error {
 		damage = nil
 		return nil
-	}, func(e *entry, err error) error {
+	}, func(e *wal.Entry, err error) error {
 		switch {
-		case errors.Is(err, ErrMissingEntry), errors.Is(err, ErrCorruptEntry):
+		case errors.Is(err, ErrMissingEntry), errors.Is(err, wal.ErrCorruptEntry):
 			damage = append(damage, err)
-		case errors.Is(err, ErrPoisonEntry):
+		case errors.Is(err, wal.ErrPoisonEntry):
 		case err != nil:
 			return err
 		default:
-			releaseAll(e.batches)
+			wal.ReleaseAll(e.Batches)
 		}
 		return nil
 	})

@@ -15,11 +15,14 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 func walKey(shard string, pos uint64) string {
-	return "_shards/" + shard + "/wal/" + table.Inverted(pos)
+	return "_shards/" + shard + "/wal/" + format.Inverted(pos)
 }
 
 // threeEntries is a table whose shard w1 holds, unflushed, the first
@@ -83,7 +86,7 @@ func TestAPoisonedWALEntryIsQuarantined(t *testing.T) {
 	entry[10] = 1
 	binary.LittleEndian.PutUint64(entry[12:], 1)
 	binary.LittleEndian.PutUint64(entry[20:], 3)
-	copy(entry[28:54], table.NewID())
+	copy(entry[28:54], format.NewID())
 	binary.LittleEndian.PutUint64(entry[54:], uint64(len(payload)))
 	binary.LittleEndian.PutUint32(entry[62:], crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
 	entry = append(entry, payload...)
@@ -175,7 +178,7 @@ func TestTheNextAppendTakesInAnEntryThatLandedUnseen(t *testing.T) {
 	appendIDs(t, s, 1, 2)
 	trip.Store(1)
 	if err := appendOnce(s, "pod-1", 3); !errors.Is(err, walshard.ErrAppendUnknown) {
-		t.Fatalf("an append whose outcome could not be read: %v, want ErrAppendUnknown", err)
+		t.Fatalf("an append whose outcome could not be read: %v, want walshard.ErrAppendUnknown", err)
 	}
 	appendIDs(t, s, 4)
 	appendIDs(t, s, 5)
@@ -249,7 +252,7 @@ func TestARepairSetsAsideLostWALEntries(t *testing.T) {
 	}
 	for _, err := range walshard.ScanFleet(ctx, b, table.ScanOptions{}) {
 		if !errors.Is(err, walshard.ErrMissingEntry) {
-			t.Fatalf("a fresh read over a lost entry: %v, want ErrMissingEntry", err)
+			t.Fatalf("a fresh read over a lost entry: %v, want walshard.ErrMissingEntry", err)
 		}
 		break
 	}
@@ -293,7 +296,7 @@ func TestARepairSetsAsideACorruptWALEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	damage, err := walshard.CheckLog(ctx, b, "w1")
-	if err != nil || len(damage) != 1 || !errors.Is(damage[0], walshard.ErrCorruptEntry) {
+	if err != nil || len(damage) != 1 || !errors.Is(damage[0], wal.ErrCorruptEntry) {
 		t.Fatalf("CheckLog: %v %v, want position 3 corrupt", damage, err)
 	}
 	res, err := walshard.Adopt(ctx, b, "w1", &walshard.Options{SetAsideLost: true})
@@ -316,7 +319,7 @@ func TestAFlushThatLandedUnseenIsReadBack(t *testing.T) {
 	under := newTable(t, "mem://")
 	var trip atomic.Int64
 	flushes := fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if !strings.HasPrefix(key, table.FlushDir("w1")) || trip.Load() == 0 {
+		if !strings.HasPrefix(key, format.FlushDir("w1")) || trip.Load() == 0 {
 			return fault.Fault{}
 		}
 		switch op {
@@ -335,7 +338,7 @@ func TestAFlushThatLandedUnseenIsReadBack(t *testing.T) {
 	if _, err := s.Flush(ctx); err == nil {
 		t.Fatal("a flush whose outcome was unknown succeeded")
 	}
-	if res, err := walshard.FleetMerge(ctx, under, nil); err != nil || res.Generations != 1 {
+	if res, err := fleetmerge.Merge(ctx, under, nil); err != nil || res.Generations != 1 {
 		t.Fatalf("the fleet merge of the landed state: %+v %v", res, err)
 	}
 	exactlyOnce(t, countIDs(t, s.ScanFresh(ctx, table.ScanOptions{})), []int64{1, 2, 3})
@@ -343,7 +346,7 @@ func TestAFlushThatLandedUnseenIsReadBack(t *testing.T) {
 	if _, err := s.Flush(ctx); err != nil {
 		t.Fatalf("the flush after the read back: %v", err)
 	}
-	if _, err := walshard.FleetMerge(ctx, under, nil); err != nil {
+	if _, err := fleetmerge.Merge(ctx, under, nil); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, under), []int64{1, 2, 3, 4})

@@ -12,7 +12,9 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // A fleet merge deletes what it made stale — every shard's flush objects
@@ -27,7 +29,7 @@ func TestAFleetMergeDeletesWhatItMadeStaleInOneRequest(t *testing.T) {
 	shards := make([]*walshard.Shard, n)
 	var want []int64
 	now := time.Now()
-	fo := &walshard.FleetOptions{Commit: commit.Options{Now: func() time.Time { return now }}}
+	fo := &fleetmerge.Options{Commit: commit.Options{Now: func() time.Time { return now }}}
 	round := func(r, flushes int, later time.Duration, deletes int64) {
 		t.Helper()
 		for i, s := range shards {
@@ -42,7 +44,7 @@ func TestAFleetMergeDeletesWhatItMadeStaleInOneRequest(t *testing.T) {
 		}
 		now = now.Add(later)
 		before, _ := blob.StatsOf(b)
-		res, err := walshard.FleetMerge(ctx, b, fo)
+		res, err := fleetmerge.Merge(ctx, b, fo)
 		if err != nil || res.Shards != n {
 			t.Fatalf("round %d: fleet merge %+v %v", r, res, err)
 		}
@@ -59,17 +61,17 @@ func TestAFleetMergeDeletesWhatItMadeStaleInOneRequest(t *testing.T) {
 	// The store's clock is the machine's; the merges' runs ahead.
 	round(0, 8, 0, 0) // no record yet, and the flush objects are young
 	for _, s := range shards {
-		if got := list(table.FlushDir(s.ID())); len(got) != 9 {
+		if got := list(format.FlushDir(s.ID())); len(got) != 9 {
 			t.Fatalf("shard %s: flush objects %q, want the open's and eight flushes'", s.ID(), got)
 		}
 	}
 	round(1, 8, 2*time.Minute, 1) // the flush objects merged (the first records, at 16, replace none)
 	exactlyOnce(t, baseIDs(t, b), want)
 	for _, s := range shards {
-		if got := list(table.FleetMergedDir + s.ID() + "/"); len(got) != 1 || got[0] != table.MergedKey(s.ID(), 16) {
+		if got := list(format.FleetMergedDir + s.ID() + "/"); len(got) != 1 || got[0] != format.MergedKey(s.ID(), 16) {
 			t.Fatalf("shard %s: merge records %q, want its newest (16) alone", s.ID(), got)
 		}
-		if got := list(table.FlushDir(s.ID())); len(got) != 1 {
+		if got := list(format.FlushDir(s.ID())); len(got) != 1 {
 			t.Fatalf("shard %s: flush objects %q, want the newest alone", s.ID(), got)
 		}
 	}
@@ -82,14 +84,14 @@ func TestAFleetMergeDeletesWhatItMadeStaleInOneRequest(t *testing.T) {
 		t.Fatalf("a round of an append and a flush a shard and a fleet merge made %d writes, want %d (an entry and a flush object a shard, the merged rows and the commit)", writes, 2*n+2)
 	}
 	for _, s := range shards {
-		if got := list(table.FleetMergedDir + s.ID() + "/"); len(got) != 1 || got[0] != table.MergedKey(s.ID(), 16) {
+		if got := list(format.FleetMergedDir + s.ID() + "/"); len(got) != 1 || got[0] != format.MergedKey(s.ID(), 16) {
 			t.Fatalf("shard %s: merge records %q after a merge to 17, want the one at 16", s.ID(), got)
 		}
-		if got := list(table.FlushDir(s.ID())); len(got) != 1 {
+		if got := list(format.FlushDir(s.ID())); len(got) != 1 {
 			t.Fatalf("shard %s: flush objects %q, want the newest alone", s.ID(), got)
 		}
 	}
-	if got := list(table.FleetPendingDir); len(got) != 0 {
+	if got := list(format.FleetPendingDir); len(got) != 0 {
 		t.Fatalf("announcements %q: a flush announces nothing", got)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
@@ -102,7 +104,7 @@ func TestAnOwnerDeletesItsMergedFlushObjects(t *testing.T) {
 	under := newTable(t, "file://"+t.TempDir())
 	var flushDeletes atomic.Int64 // requests: a batch is decided once
 	b := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
-		if op == fault.OpDelete && strings.HasPrefix(key, table.FlushDir("w")) {
+		if op == fault.OpDelete && strings.HasPrefix(key, format.FlushDir("w")) {
 			flushDeletes.Add(1)
 		}
 		return fault.Fault{}
@@ -125,7 +127,7 @@ func TestAnOwnerDeletesItsMergedFlushObjects(t *testing.T) {
 		mu.Lock()
 		now = now.Add(10 * time.Second)
 		mu.Unlock()
-		most = max(most, len(listKeys(t, b, table.FlushDir("w"))))
+		most = max(most, len(listKeys(t, b, format.FlushDir("w"))))
 	}
 	if d := flushDeletes.Load(); d == 0 || d > flushes*10/60+1 {
 		t.Fatalf("%d requests deleted flush objects over %d flushes 10 s apart, want one a minute at most", d, flushes)
@@ -153,14 +155,14 @@ func TestARecordOfAnEarlierBuildGoesWithTheNextRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if res, err := walshard.FleetMerge(ctx, b, nil); err != nil || res.Shards != 1 {
+		if res, err := fleetmerge.Merge(ctx, b, nil); err != nil || res.Shards != 1 {
 			t.Fatalf("fleet merge: %+v %v", res, err)
 		}
 	}
 	records := func() []string {
 		t.Helper()
 		var keys []string
-		for o, err := range blob.List(ctx, b, table.FleetMergedDir+"w/", 0) {
+		for o, err := range blob.List(ctx, b, format.FleetMergedDir+"w/", 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,11 +174,11 @@ func TestARecordOfAnEarlierBuildGoesWithTheNextRecord(t *testing.T) {
 	if got := records(); len(got) != 0 {
 		t.Fatalf("records %q at watermark 5, want none", got)
 	}
-	if err := b.PutIfAbsent(ctx, table.MergedKey("w", 5), nil); err != nil {
+	if err := b.PutIfAbsent(ctx, format.MergedKey("w", 5), nil); err != nil {
 		t.Fatal(err)
 	}
 	flushes(5, 11)
-	if got := records(); len(got) != 1 || got[0] != table.MergedKey("w", 16) {
+	if got := records(); len(got) != 1 || got[0] != format.MergedKey("w", 16) {
 		t.Fatalf("records %q at watermark 16, want the one at 16 alone", got)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
@@ -191,7 +193,7 @@ func TestAnUpsertingShardsFlushObjectsGo(t *testing.T) {
 	clock := func() time.Time { return now }
 	s := open(t, b, "w", walshard.Options{Commit: commit.Options{Now: clock}})
 	defer s.Close()
-	fo := &walshard.FleetOptions{Commit: commit.Options{Now: clock}}
+	fo := &fleetmerge.Options{Commit: commit.Options{Now: clock}}
 	for round := range 6 {
 		rec := batch("w", int64(round%3), int64(10+round))
 		err := s.Upsert(ctx, []string{"id"}, rec)
@@ -202,7 +204,7 @@ func TestAnUpsertingShardsFlushObjectsGo(t *testing.T) {
 		if _, err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+		if _, err := fleetmerge.Merge(ctx, b, fo); err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(2 * time.Minute)
@@ -211,7 +213,7 @@ func TestAnUpsertingShardsFlushObjectsGo(t *testing.T) {
 	if err != nil || m.Shards["w"].Seq != 7 {
 		t.Fatalf("the table's record of w: %+v %v, want seq 7 (the open's state and six flushes)", m.Shards["w"], err)
 	}
-	if got := listKeys(t, b, table.FlushDir("w")); len(got) > 2 {
+	if got := listKeys(t, b, format.FlushDir("w")); len(got) > 2 {
 		t.Fatalf("flush objects left: %q, want the newest and at most the one merged last", got)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{0, 1, 2, 10, 11, 12, 13, 14, 15})

@@ -2,7 +2,11 @@
 // write-ahead log, so that workers append without contending on the
 // table's manifest. It is a part of the engine: a process opens its shard,
 // flushes it and merges the fleet through package engine (engine.DB), and
-// the drivers never import it (harness/houserules/doors_test.go).
+// the drivers never import it (harness/houserules/doors_test.go). Its
+// parts sit below it: package walshard/wal holds the shard's objects in the
+// store (entries, states, names) and walshard/fleetmerge installs flushed
+// generations, every shard's in one commit; this package owns the handle
+// (Shard), its appends, flushes, merges, replay and loops.
 //
 // A worker opens a shard (Open), which claims a new epoch and fences any
 // earlier owner. Append returns once the rows are durable in a WAL entry

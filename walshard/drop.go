@@ -8,6 +8,9 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // Dropping a table under its writers. A drop deletes every object of the
@@ -64,7 +67,7 @@ func (s *Shard) fencedOrDropped(ctx context.Context, claim string) error {
 	}
 	if !dropped {
 		m, err := table.ReadLatest(ctx, s.b)
-		dropped = errors.Is(err, table.ErrNotFound) || err == nil && s.l.table != "" && m.TableID != s.l.table
+		dropped = errors.Is(err, format.ErrNotFound) || err == nil && s.l.Table != "" && m.TableID != s.l.Table
 	}
 	if !dropped {
 		return s.setFenced()
@@ -84,7 +87,7 @@ func (s *Shard) fencedOrDropped(ctx context.Context, claim string) error {
 // it, with ErrDropped. The caller then waits DropWait before it deletes
 // the table's objects. It returns the shards fenced.
 func FenceForDrop(ctx context.Context, b blob.Bucket) ([]string, error) {
-	ids, err := registered(ctx, b)
+	ids, err := fleetmerge.Registered(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -93,13 +96,13 @@ func FenceForDrop(ctx context.Context, b blob.Bucket) ([]string, error) {
 		seen[id] = true
 	}
 	for token := ""; ; {
-		page, err := b.ListDir(ctx, table.ShardsDir, token, 0)
+		page, err := b.ListDir(ctx, format.ShardsDir, token, 0)
 		if err != nil {
 			return nil, err
 		}
 		for _, f := range page.Folders {
-			id := f[len(table.ShardsDir) : len(f)-1]
-			if !seen[id] && CheckShardID(id) == nil {
+			id := f[len(format.ShardsDir) : len(f)-1]
+			if !seen[id] && wal.CheckShardID(id) == nil {
 				seen[id] = true
 				ids = append(ids, id)
 			}
@@ -109,7 +112,7 @@ func FenceForDrop(ctx context.Context, b blob.Bucket) ([]string, error) {
 		}
 	}
 	for _, id := range ids {
-		s := &Shard{b: b, l: newLayout(id), id: id}
+		s := &Shard{b: b, l: wal.NewLayout(id), id: id}
 		s.opts.Commit.Writer = dropClaim
 		if _, err := s.claimEpoch(ctx, 0); err != nil {
 			return nil, fmt.Errorf("walshard: fencing shard %q for the drop: %w", id, err)

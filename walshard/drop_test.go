@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // deleteAll deletes every object in b, as a drop does.
@@ -75,7 +76,7 @@ func TestAFleetMergeOfATableCreatedAgainInstallsNoneOfTheDroppedTablesRows(t *te
 		t.Fatal(err) // within a minute of its last read of the claims
 	}
 	for range 2 {
-		if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+		if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 			t.Fatalf("fleet merge of the new table: %v", err)
 		}
 	}

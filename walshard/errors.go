@@ -7,7 +7,9 @@ import (
 
 // The errors of package walshard: sentinels for errors.Is, and the typed
 // errors that name the shard, the position and the object. Every message
-// starts "walshard: ", then "shard %q: " when one shard is concerned.
+// starts "walshard: ", then "shard %q: " when one shard is concerned. The
+// errors of the objects themselves (a corrupt or poisoned WAL entry, a bad
+// shard id, invalid options) are package wal's.
 
 // Errors.
 var (
@@ -27,30 +29,6 @@ var (
 	// ErrMergeRunning: a merge of this shard is already running.
 	ErrMergeRunning = errors.New("walshard: a merge of this shard is already running")
 )
-
-// ErrInvalidOptions: an option out of its range, or options that break a
-// relation their documentation states (see Options.Validate).
-var ErrInvalidOptions = errors.New("walshard: invalid options")
-
-// ErrCorruptEntry: a WAL entry that does not decode. The shard refuses to
-// skip it: the rows in it were acknowledged.
-var ErrCorruptEntry = errors.New("walshard: corrupt WAL entry")
-
-// CorruptEntryError names the shard, position and object.
-type CorruptEntryError struct {
-	Shard    string
-	Position uint64
-	Key      string
-	Reason   string
-}
-
-func (e *CorruptEntryError) Error() string {
-	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) is corrupt: %s; refusing to skip acknowledged rows (put the object back from a backup, or give them up: strata repair URL --shard %s --drop-missing)",
-		e.Shard, e.Position, e.Key, e.Reason, e.Shard)
-}
-
-// Is makes errors.Is(err, ErrCorruptEntry) true.
-func (e *CorruptEntryError) Is(target error) bool { return target == ErrCorruptEntry }
 
 // ErrMissingEntry: a WAL position between the flushed one and the end of
 // the log holds nothing. Positions there are written densely, so the
@@ -74,48 +52,9 @@ func (e *MissingEntryError) Error() string {
 // Is makes errors.Is(err, ErrMissingEntry) true.
 func (e *MissingEntryError) Is(target error) bool { return target == ErrMissingEntry }
 
-// ErrPoisonEntry: a WAL entry that decodes but holds rows the table
-// cannot take (written by a build that checked less). The shard sets it
-// aside under quarantine/ and goes on with the others. Always wrapped in a
-// *PoisonEntryError.
-var ErrPoisonEntry = errors.New("walshard: WAL entry holds rows the table cannot take")
-
-// PoisonEntryError names the entry and what is wrong with its rows.
-type PoisonEntryError struct {
-	Shard    string
-	Position uint64
-	Key      string
-	Reason   string
-}
-
-func (e *PoisonEntryError) Error() string {
-	return fmt.Sprintf("walshard: shard %q: WAL entry at position %d (%s) holds rows the table cannot take: %s",
-		e.Shard, e.Position, e.Key, e.Reason)
-}
-
-// Is makes errors.Is(err, ErrPoisonEntry) true.
-func (e *PoisonEntryError) Is(target error) bool { return target == ErrPoisonEntry }
-
 // ErrFleetMoving: a fresh read found the fleet changing faster than it
 // could read a consistent cut three times over; try again.
 var ErrFleetMoving = errors.New("walshard: shards changed under the fresh read; try again")
 
-// ErrBadShardID: a shard id that is not 1–128 characters of letters,
-// digits, '-', '_' and '.'.
-var ErrBadShardID = errors.New("walshard: bad shard id")
-
 // ErrUnknownShard: no shard of that id in the table.
 var ErrUnknownShard = errors.New("walshard: unknown shard")
-
-// errTookInLanded: the entry's position held an earlier append's entry
-// of this handle, which landed unseen; its rows are taken in, and the
-// entry goes to the next position.
-var errTookInLanded = errors.New("walshard: an earlier entry took the position")
-
-// errStateTaken: another writer created the state object at that
-// sequence number.
-var errStateTaken = errors.New("walshard: state sequence number taken")
-
-// errStaleBase: a shard's state knew of a newer merge than the version
-// read.
-var errStaleBase = errors.New("walshard: the table version read is older than a shard's state")

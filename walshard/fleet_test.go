@@ -19,7 +19,10 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // Many shards' flushed generations go into the table in one commit, each
@@ -50,8 +53,8 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fo := &walshard.FleetOptions{Memory: &walshard.FleetMemory{}}
-	res, err := walshard.FleetMerge(ctx, b, fo)
+	fo := &fleetmerge.Options{Memory: &fleetmerge.Memory{}}
+	res, err := fleetmerge.Merge(ctx, b, fo)
 	if err != nil || res.Shards != 8 || res.Generations != 128 || res.Rows != 640 {
 		t.Fatalf("fleet merge: %+v %v", res, err)
 	}
@@ -63,7 +66,7 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 	// before remembers what it merged, and that it found no announcement
 	// of an older build, which it looks for again a minute later).
 	c0, _ := blob.StatsOf(b)
-	if res, err := walshard.FleetMerge(ctx, b, fo); err != nil || res.Version != 0 {
+	if res, err := fleetmerge.Merge(ctx, b, fo); err != nil || res.Version != 0 {
 		t.Fatalf("idle pass: %+v %v", res, err)
 	}
 	if c1, _ := blob.StatsOf(b); c1.Sub(c0).Requests() != 1 {
@@ -91,12 +94,12 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 		}
 	})
 	wg.Go(func() {
-		if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+		if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 			t.Error(err)
 		}
 	})
 	wg.Wait()
-	if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+	if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
@@ -106,7 +109,7 @@ func TestFleetMergeCommitsManyShardsOnce(t *testing.T) {
 		}
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
-	for o, err := range blob.List(ctx, b, table.FleetPendingDir, 0) {
+	for o, err := range blob.List(ctx, b, format.FleetPendingDir, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,14 +137,14 @@ func TestTwoFleetMergesAtOnceAddEachGenerationOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
-			if _, err := walshard.FleetMerge(ctx, b, &walshard.FleetOptions{MaxGenerations: 2}); err != nil {
+			if _, err := fleetmerge.Merge(ctx, b, &fleetmerge.Options{MaxGenerations: 2}); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
 	for {
-		res, err := walshard.FleetMerge(ctx, b, nil)
+		res, err := fleetmerge.Merge(ctx, b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +242,7 @@ func TestAFleetFreshReadSeesEveryAcknowledgedRowOnce(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+			if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 				t.Error(err)
 			}
 			if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 4}, nil); err != nil {
@@ -297,14 +300,14 @@ func TestAFlushObjectThatCannotBeReadHoldsBackItsShardAlone(t *testing.T) {
 		}
 	}
 	// Seq 1 is the open's state; 2 and 3 the flushes'.
-	b.SetInjector(fault.OnKeys(regexp.MustCompile(`^`+regexp.QuoteMeta(table.FlushKey("w2", 2))), fault.OnOps(fault.Always(fault.Fault{Action: fault.Fail}), fault.OpGet)))
-	res, err := walshard.FleetMerge(ctx, b, nil)
+	b.SetInjector(fault.OnKeys(regexp.MustCompile(`^`+regexp.QuoteMeta(format.FlushKey("w2", 2))), fault.OnOps(fault.Always(fault.Fault{Action: fault.Fail}), fault.OpGet)))
+	res, err := fleetmerge.Merge(ctx, b, nil)
 	if err == nil || !slices.Equal(res.Failed, []string{"w2"}) || res.Shards != 2 {
 		t.Fatalf("fleet merge with one of w2's flush objects unreadable: %+v %v", res, err)
 	}
 	exactlyOnce(t, baseIDs(t, under), append(append(seq(0, 5), seq(10, 5)...), append(seq(200, 5), seq(210, 5)...)...))
 	b.SetInjector(nil)
-	if res, err := walshard.FleetMerge(ctx, b, nil); err != nil || res.Shards != 1 {
+	if res, err := fleetmerge.Merge(ctx, b, nil); err != nil || res.Shards != 1 {
 		t.Fatalf("fleet merge once w2 reads again: %+v %v", res, err)
 	}
 	exactlyOnce(t, baseIDs(t, under), want)
@@ -324,7 +327,7 @@ func TestADamagedFlushObjectHoldsBackItsShardAlone(t *testing.T) {
 			}
 		}
 	}
-	key := table.FlushKey("w2", 2)
+	key := format.FlushKey("w2", 2)
 	data, err := b.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +340,7 @@ func TestADamagedFlushObjectHoldsBackItsShardAlone(t *testing.T) {
 	if err := b.Put(ctx, key, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := walshard.FleetMerge(ctx, b, nil)
+	res, err := fleetmerge.Merge(ctx, b, nil)
 	if err == nil || !slices.Equal(res.Failed, []string{"w2"}) || res.Shards != 1 || !strings.Contains(err.Error(), key) {
 		t.Fatalf("fleet merge with one of w2's flush objects damaged: %+v %v", res, err)
 	}
@@ -360,10 +363,10 @@ func TestAFleetMergeDecodesFlushObjectsOfAnOlderSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "grade", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := walshard.FleetMerge(ctx, b, nil)
+	res, err := fleetmerge.Merge(ctx, b, nil)
 	if err != nil || res.Generations != 1 {
 		t.Fatalf("fleet merge over a flush object of the older schema: %+v %v", res, err)
 	}
@@ -372,8 +375,8 @@ func TestAFleetMergeDecodesFlushObjectsOfAnOlderSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := m.Fragments[len(m.Fragments)-1]
-	if last.SchemaID != table.SchemaID(m.Schema()) || len(last.Columns) != m.Schema().NumFields() {
-		t.Fatalf("the merged fragment: schema %d with %d column statistics, want the table's %d with %d", last.SchemaID, len(last.Columns), table.SchemaID(m.Schema()), m.Schema().NumFields())
+	if last.SchemaID != evolve.SchemaID(m.Schema()) || len(last.Columns) != m.Schema().NumFields() {
+		t.Fatalf("the merged fragment: schema %d with %d column statistics, want the table's %d with %d", last.SchemaID, len(last.Columns), evolve.SchemaID(m.Schema()), m.Schema().NumFields())
 	}
 	exactlyOnce(t, baseIDs(t, b), seq(0, 4))
 }

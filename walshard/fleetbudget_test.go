@@ -12,7 +12,10 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // fleetOfFlushes opens shards shards that each flush gens generations of
@@ -33,7 +36,7 @@ func fleetOfFlushes(t *testing.T, b blob.Bucket, shards, gens, rows int) (want [
 			t.Fatal(err)
 		}
 	}
-	for o, err := range blob.List(ctx, b, table.FleetFlushDir, 0) {
+	for o, err := range blob.List(ctx, b, format.FleetFlushDir, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +63,7 @@ func TestAFleetMergeHoldsToItsMemoryBudget(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.AddColumn, Column: "grade", Type: arrow.PrimitiveTypes.Int64}); err != nil {
+				if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "grade", Type: arrow.PrimitiveTypes.Int64}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -73,7 +76,7 @@ func TestAFleetMergeHoldsToItsMemoryBudget(t *testing.T) {
 				budget = 64 * largest
 			}
 			c0, _ := blob.StatsOf(b)
-			res, err := walshard.FleetMerge(ctx, b, &walshard.FleetOptions{MemoryBudget: budget})
+			res, err := fleetmerge.Merge(ctx, b, &fleetmerge.Options{MemoryBudget: budget})
 			c1, _ := blob.StatsOf(b)
 			if err != nil || res.Generations != 18 || res.Rows != int64(len(want)) {
 				t.Fatalf("fleet merge within %d bytes: %+v %v", budget, res, err)
@@ -106,7 +109,7 @@ func TestAFleetMergeBelowOneFlushObjectTakesOneShardAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := walshard.FleetMerge(ctx, b, &walshard.FleetOptions{MemoryBudget: largest / 2})
+	res, err := fleetmerge.Merge(ctx, b, &fleetmerge.Options{MemoryBudget: largest / 2})
 	if err != nil || res.Generations != 3 {
 		t.Fatalf("fleet merge within half a flush object: %+v %v", res, err)
 	}
@@ -121,7 +124,7 @@ func TestAFleetMergeBelowOneFlushObjectTakesOneShardAtATime(t *testing.T) {
 type unreadableTails struct{ blob.Bucket }
 
 func (u unreadableTails) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	if strings.HasPrefix(key, table.FleetFlushDir) {
+	if strings.HasPrefix(key, format.FleetFlushDir) {
 		return nil, fmt.Errorf("%w: SlowDown on %s", blob.ErrRetryable, key)
 	}
 	return u.Bucket.NewRangeReader(ctx, key, off, n)
@@ -133,11 +136,11 @@ func (u unreadableTails) NewRangeReader(ctx context.Context, key string, off, n 
 func TestAFleetMergeWhoseTailReadsFailSaysTheStoreFailed(t *testing.T) {
 	b := newTable(t, "mem://")
 	want, largest := fleetOfFlushes(t, b, 4, 1, 2000)
-	res, err := walshard.FleetMerge(ctx, unreadableTails{b}, &walshard.FleetOptions{MemoryBudget: 3 * largest})
+	res, err := fleetmerge.Merge(ctx, unreadableTails{b}, &fleetmerge.Options{MemoryBudget: 3 * largest})
 	if err == nil || !blob.IsRetryable(err) || strings.Contains(err.Error(), "corrupt") || len(res.Failed) == 0 || res.Shards == 0 {
 		t.Fatalf("a pass whose tail reads fail: %+v %v", res, err)
 	}
-	if _, err := walshard.FleetMerge(ctx, b, &walshard.FleetOptions{MemoryBudget: 3 * largest}); err != nil {
+	if _, err := fleetmerge.Merge(ctx, b, &fleetmerge.Options{MemoryBudget: 3 * largest}); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)

@@ -13,6 +13,8 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // shardCut is what a fresh read takes of one shard: its generations above
@@ -20,17 +22,17 @@ import (
 // position its state records.
 type shardCut struct {
 	shard   string
-	state   *State
-	gens    []Generation
+	state   *wal.State
+	gens    []wal.Generation
 	batches []arrow.RecordBatch
 	keys    [][]string // of each batch: its upserts' key columns, or nil
-	entries []entryNames
+	entries []wal.EntryNames
 	held    int64 // reserved of the read's Hold for batches
 }
 
 // release lets go of the cut's rows and gives back their reservation.
 func (c *shardCut) release(hold table.Memory) {
-	releaseAll(c.batches)
+	wal.ReleaseAll(c.batches)
 	c.keys = nil
 	if hold != nil && c.held > 0 {
 		hold.Release(c.held)
@@ -70,13 +72,13 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 			yield(nil, err)
 			return
 		}
-		var gens []Generation
+		var gens []wal.Generation
 		var batches []arrow.RecordBatch
 		var keys [][]string
-		var entries []entryNames
+		var entries []wal.EntryNames
 		for _, c := range cuts {
 			for _, e := range c.entries {
-				e.first += len(batches)
+				e.First += len(batches)
 				entries = append(entries, e)
 			}
 			gens = append(gens, c.gens...)
@@ -88,7 +90,7 @@ func ScanFleet(ctx context.Context, b blob.Bucket, opts table.ScanOptions) iter.
 				c.release(opts.Hold)
 			}
 		}()
-		scanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, keys, entries, opts, yield)
+		wal.ScanFresh(ctx, b, base.Manifest().Schema(), base, gens, batches, keys, entries, opts, yield)
 	}
 }
 
@@ -101,7 +103,7 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int, hold table.M
 		// missing from this listing has its rows in the version read
 		// next. Listed after the version, a shard adopted in between
 		// would be in neither.
-		registered, err := registered(ctx, b)
+		registered, err := fleetmerge.Registered(ctx, b)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -118,7 +120,7 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int, hold table.M
 		for i, id := range ids {
 			g.Go(func() error {
 				c, err := cutShard(gctx, b, id, m.Schema(), m.Shards[id].Watermark, hold)
-				if errors.Is(err, errStaleBase) {
+				if errors.Is(err, wal.ErrStaleBase) {
 					stale.Store(true)
 					return nil
 				}
@@ -147,36 +149,36 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int, hold table.M
 // cutShard reads one shard's cut against a table watermark, reserving
 // its rows from hold (when not nil).
 func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schema, watermark uint64, hold table.Memory) (*shardCut, error) {
-	s := &Shard{b: b, l: newLayout(id), id: id, schema: schema}
+	s := &Shard{b: b, l: wal.NewLayout(id), id: id, schema: schema}
 	var c *shardCut
-	err := s.readUnflushed(ctx, hold, func(st *State) error {
+	err := s.readUnflushed(ctx, hold, func(st *wal.State) error {
 		if c != nil {
 			c.release(hold)
 		}
 		c = nil
 		if st.MergedBelow > watermark {
-			return errStaleBase
+			return wal.ErrStaleBase
 		}
-		c = &shardCut{shard: id, state: st, gens: st.pending(watermark)}
+		c = &shardCut{shard: id, state: st, gens: st.Pending(watermark)}
 		return nil
-	}, func(e *entry, err error) error {
+	}, func(e *wal.Entry, err error) error {
 		switch {
-		case errors.Is(err, ErrPoisonEntry):
+		case errors.Is(err, wal.ErrPoisonEntry):
 			// its owner quarantines it; its rows were never good
 		case err != nil:
 			return err
-		case e.kind == kindData:
-			if len(e.appends) > 0 {
-				c.entries = append(c.entries, entryNames{first: len(c.batches), n: len(e.batches), appends: e.appends})
+		case e.Kind == wal.KindData:
+			if len(e.Appends) > 0 {
+				c.entries = append(c.entries, wal.EntryNames{First: len(c.batches), N: len(e.Batches), Appends: e.Appends})
 			}
-			c.batches = append(c.batches, e.batches...)
-			for range e.batches {
-				c.keys = append(c.keys, e.keys)
+			c.batches = append(c.batches, e.Batches...)
+			for range e.Batches {
+				c.keys = append(c.keys, e.Keys)
 			}
 			if hold != nil {
 				var n int64
-				for _, rec := range e.batches {
-					n += recordBytes(rec)
+				for _, rec := range e.Batches {
+					n += wal.RecordBytes(rec)
 				}
 				if err := hold.Reserve(ctx, n); err != nil {
 					return err
@@ -208,7 +210,7 @@ func cutShard(ctx context.Context, b blob.Bucket, id string, schema *arrow.Schem
 // entry is decoded and each is told of it: the object, and the copy of
 // its payload the decoder reads (the rows it decodes to are each's to
 // count).
-func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func(*State) error, each func(e *entry, err error) error) error {
+func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func(*wal.State) error, each func(e *wal.Entry, err error) error) error {
 	for range 3 {
 		// The log's end before the state: a flush that lands in between
 		// writes its state before it cleans up the entries it flushed, so
@@ -219,7 +221,7 @@ func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func
 		if err != nil {
 			return err
 		}
-		st, err := readState(ctx, s.b, s.l)
+		st, err := wal.ReadState(ctx, s.b, s.l)
 		if err != nil {
 			return err
 		}
@@ -240,7 +242,7 @@ func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func
 				if serr != nil {
 					return serr
 				}
-				err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: end}
+				err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.WalKey(pos), End: end}
 			}
 			err = each(e, err)
 			if decoding > 0 {
@@ -260,12 +262,12 @@ func (s *Shard) readUnflushed(ctx context.Context, hold table.Memory, start func
 // readEntryHeld reads the data entry at pos, reserving from hold (when
 // not nil) twice its object while it decodes: what it reserved, which
 // the caller releases.
-func (s *Shard) readEntryHeld(ctx context.Context, pos uint64, hold table.Memory) (*entry, int64, error) {
+func (s *Shard) readEntryHeld(ctx context.Context, pos uint64, hold table.Memory) (*wal.Entry, int64, error) {
 	if hold == nil {
 		e, err := s.readEntry(ctx, pos, false)
 		return e, 0, err
 	}
-	key := s.l.walKey(pos)
+	key := s.l.WalKey(pos)
 	data, err := s.b.Get(ctx, key)
 	if err != nil {
 		return nil, 0, err
@@ -274,14 +276,14 @@ func (s *Shard) readEntryHeld(ctx context.Context, pos uint64, hold table.Memory
 	if err := hold.Reserve(ctx, n); err != nil {
 		return nil, 0, err
 	}
-	e, err := decodeEntry(s.id, key, pos, data, s.schema, false)
+	e, err := wal.DecodeEntry(s.id, key, pos, data, s.schema, false)
 	return e, n, err
 }
 
 // stateAfter tells whether a state newer than seq is there, read by name:
 // a flush object, or a state under state/ of an older build.
 func (s *Shard) stateAfter(ctx context.Context, seq uint64) (bool, error) {
-	for _, key := range []string{s.l.flushKey(seq + 1), s.l.stateKey(seq + 1)} {
+	for _, key := range []string{s.l.FlushKey(seq + 1), s.l.StateKey(seq + 1)} {
 		_, err := s.b.Attributes(ctx, key)
 		if err == nil {
 			return true, nil

@@ -13,6 +13,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // Flush seals the memtable into a generation: a Parquet object under the
@@ -131,8 +134,8 @@ func (s *Shard) flush(ctx context.Context, wait bool) (_ uint64, more bool, err 
 	}
 	defer release()
 	if err := s.recordGeneration(ctx, next, gen, batches); err != nil {
-		var bad *unencodableError
-		var unsure *unsureError
+		var bad *wal.UnencodableError
+		var unsure *wal.UnsureError
 		if errors.As(err, &unsure) {
 			// The state may be in the bucket, its generation merged by a
 			// fleet merge while the memtable still holds its rows: it is
@@ -172,7 +175,7 @@ func (s *Shard) resolveUnsureLocked(ctx context.Context) error {
 	if u == nil {
 		return nil
 	}
-	got, _, err := readFlush(ctx, s.b, s.l.flushKey(u.next.Seq), u.next.Seq)
+	got, _, err := wal.ReadFlush(ctx, s.b, s.l.FlushKey(u.next.Seq), u.next.Seq)
 	switch {
 	case err == nil && got.ID == u.next.ID:
 		s.mu.Lock()
@@ -274,7 +277,7 @@ func (s *Shard) learnWhileWaiting(ctx context.Context) error {
 // one key): fleet merges move the watermark without the owner.
 func (s *Shard) learnWatermark(ctx context.Context) error {
 	asked := s.now()
-	page, err := s.b.ListPage(ctx, table.FleetMergedDir+s.id+"/", "", 1)
+	page, err := s.b.ListPage(ctx, format.FleetMergedDir+s.id+"/", "", 1)
 	if err != nil {
 		return err
 	}
@@ -282,7 +285,7 @@ func (s *Shard) learnWatermark(ctx context.Context) error {
 	s.mu.gens.learnedAt = asked
 	s.mu.Unlock()
 	for _, o := range page.Objects {
-		if w, ok := table.ParseInverted(strings.TrimPrefix(o.Key, table.FleetMergedDir+s.id+"/")); ok {
+		if w, ok := format.ParseInverted(strings.TrimPrefix(o.Key, format.FleetMergedDir+s.id+"/")); ok {
 			s.noteWatermark(w, 0)
 		}
 	}
@@ -291,20 +294,20 @@ func (s *Shard) learnWatermark(ctx context.Context) error {
 
 // nextState is the state a flush of entries records: the one before,
 // with the generation of entries (g, whose rows not in parts are rest's).
-func (s *Shard) nextState(entries []memEntry) (next *State, g Generation, rest []memEntry) {
+func (s *Shard) nextState(entries []memEntry) (next *wal.State, g wal.Generation, rest []memEntry) {
 	s.mu.Lock()
 	state := s.mu.gens.state
 	watermark := s.mu.gens.watermark
 	producers := s.mu.names.producers
 	s.mu.Unlock()
-	next = &State{Seq: state.Seq + 1, Epoch: s.epoch, ID: table.NewID(),
+	next = &wal.State{Seq: state.Seq + 1, Epoch: s.epoch, ID: format.NewID(),
 		WALFlushed: entries[len(entries)-1].pos, MergedBelow: watermark}
 	g, rest = s.planGeneration(state.NextGen, next.Seq, entries)
 	next.NextGen = g.Gen + 1
-	next.Generations = append(state.pending(watermark), g)
+	next.Generations = append(state.Pending(watermark), g)
 	next.PartsUpTo = state.PartsUpTo
 	next.Producers = producers.Expire(s.now())
-	for pos := range g.entryParts() {
+	for pos := range g.EntryParts() {
 		next.PartsUpTo = max(next.PartsUpTo, pos)
 	}
 	return next, g, rest
@@ -321,13 +324,13 @@ func (s *Shard) nextState(entries []memEntry) (next *State, g Generation, rest [
 // before this numbering may have counted up to) is written into the
 // object instead. The rows, statistics and sizes of what the object holds
 // are set when it is written (writeState).
-func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Generation, rest []memEntry) {
+func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g wal.Generation, rest []memEntry) {
 	last := entries[len(entries)-1].pos
-	g = Generation{Gen: nextGen, WALFrom: entries[0].pos, WALTo: last, Seq: seq}
-	var parts []Part
+	g = wal.Generation{Gen: nextGen, WALFrom: entries[0].pos, WALTo: last, Seq: seq}
+	var parts []wal.Part
 	for _, me := range entries {
 		if me.reuse != nil && me.pos >= nextGen {
-			parts = append(parts, Part{Key: me.reuse.Key, Rows: me.reuse.Rows, Bytes: me.reuse.Bytes, Columns: me.reuse.Columns})
+			parts = append(parts, wal.Part{Key: me.reuse.Key, Rows: me.reuse.Rows, Bytes: me.reuse.Bytes, Columns: me.reuse.Columns})
 			continue
 		}
 		rest = append(rest, me)
@@ -338,7 +341,7 @@ func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Gener
 	if keys := entries[0].keys; len(keys) > 0 {
 		g.Keys = keys
 	}
-	key := s.l.flushKey(seq)
+	key := s.l.FlushKey(seq)
 	if len(g.Keys) == 0 {
 		g.Named = namedRows(entries, rest, key) // of upserts: keyedNamed, once the rows are known
 	}
@@ -347,7 +350,7 @@ func (s *Shard) planGeneration(nextGen, seq uint64, entries []memEntry) (g Gener
 		return g, rest
 	}
 	if len(rest) > 0 {
-		parts = append(parts, Part{Key: key})
+		parts = append(parts, wal.Part{Key: key})
 	}
 	g.Parts = parts
 	for _, p := range parts {
@@ -364,7 +367,7 @@ func (s *Shard) quarantineUnencodable(ctx context.Context, entries []memEntry) (
 	var bad []memEntry
 	var reasons []string
 	for _, me := range entries {
-		if _, _, err := table.EncodeFragment(s.schema, me.batches, nil); err != nil {
+		if _, _, err := fragment.Encode(s.schema, me.batches, nil); err != nil {
 			bad, reasons = append(bad, me), append(reasons, err.Error())
 		}
 	}
@@ -437,7 +440,7 @@ func (s *Shard) flushLoop() {
 // collection retired the shard since, or a drop deleted it (its states
 // gone): an owner that has not read the claims for epochRecheck reads
 // them first, as before a WAL write (see FenceForDrop).
-func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64, batches []arrow.RecordBatch) error {
+func (s *Shard) recordGeneration(ctx context.Context, next *wal.State, gen uint64, batches []arrow.RecordBatch) error {
 	s.mu.Lock()
 	quiet := s.now().Sub(s.mu.wal.verified) > epochRecheck
 	s.mu.Unlock()
@@ -446,8 +449,8 @@ func (s *Shard) recordGeneration(ctx context.Context, next *State, gen uint64, b
 			return err
 		}
 	}
-	if err := writeState(ctx, s.b, s.l, s.schema, next, batches); err != nil {
-		if errors.Is(err, errStateTaken) {
+	if err := wal.WriteState(ctx, s.b, s.l, s.schema, next, batches); err != nil {
+		if errors.Is(err, wal.ErrStateTaken) {
 			return s.setFenced()
 		}
 		return fmt.Errorf("walshard: shard %q: record generation %d: %w", s.id, gen, err)
@@ -482,9 +485,9 @@ func (s *Shard) keepAlive(ctx context.Context) error {
 		return err
 	}
 	next := *state
-	next.Seq, next.Epoch, next.ID = state.Seq+1, s.epoch, table.NewID()
-	if err := writeState(ctx, s.b, s.l, s.schema, &next, nil); err != nil {
-		if errors.Is(err, errStateTaken) {
+	next.Seq, next.Epoch, next.ID = state.Seq+1, s.epoch, format.NewID()
+	if err := wal.WriteState(ctx, s.b, s.l, s.schema, &next, nil); err != nil {
+		if errors.Is(err, wal.ErrStateTaken) {
 			return s.setFenced()
 		}
 		return err

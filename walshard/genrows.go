@@ -8,6 +8,8 @@ import (
 
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // The rows a flush writes for a generation, and, for a generation of
@@ -19,7 +21,7 @@ import (
 // are installed once per table, as named appends are, a retry that
 // reached another shard being dropped by the merge that meets the name
 // installed.
-func generationOf(ctx context.Context, schema *arrow.Schema, next *State, rest []memEntry) ([]arrow.RecordBatch, func(), error) {
+func generationOf(ctx context.Context, schema *arrow.Schema, next *wal.State, rest []memEntry) ([]arrow.RecordBatch, func(), error) {
 	batches, kept, repeats, release, err := generationRows(ctx, schema, rest)
 	if err != nil {
 		return nil, nil, err
@@ -58,20 +60,6 @@ func namedRowsOf(entries []memEntry) [][]bool {
 	return out
 }
 
-// heldBefore counts, for each row offset of keep (and its end), the rows
-// keep marks before it: where a row kept lands once the others are left
-// out.
-func heldBefore(keep []bool) []int64 {
-	held := make([]int64, len(keep)+1)
-	for i, k := range keep {
-		held[i+1] = held[i]
-		if k {
-			held[i+1]++
-		}
-	}
-	return held
-}
-
 // keyedNamed lists where a generation of upserts holds its entries'
 // named upserts in its flush object (key): the rows of each that no later
 // upsert of the generation replaced, which stay together and in order
@@ -79,10 +67,10 @@ func heldBefore(keep []bool) []int64 {
 // object holds). A named upsert all of whose rows were replaced is
 // listed with none: its name is recorded all the same. An entry of an
 // older build, whose named rows have no offset, is left out.
-func keyedNamed(entries []memEntry, kept [][]bool, key string) []table.NamedRows {
+func keyedNamed(entries []memEntry, kept [][]bool, key string) []format.NamedRows {
 	flat := slices.Concat(kept...) // the entries' rows in order: held by the object
-	held := heldBefore(flat)
-	var out []table.NamedRows
+	held := wal.HeldBefore(flat)
+	var out []format.NamedRows
 	var start int64 // the entry's first row among flat's
 	for _, me := range entries {
 		for _, a := range me.appends {
@@ -90,7 +78,7 @@ func keyedNamed(entries []memEntry, kept [][]bool, key string) []table.NamedRows
 				continue
 			}
 			from, to := start+*a.Offset, start+*a.Offset+a.Rows
-			out = append(out, table.NamedRows{AppendKey: a.AppendKey, Fragment: key, Offset: held[from], Rows: held[to] - held[from]})
+			out = append(out, format.NamedRows{AppendKey: a.AppendKey, Fragment: key, Offset: held[from], Rows: held[to] - held[from]})
 		}
 		start += me.rows
 	}
@@ -121,7 +109,7 @@ func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntr
 		batches = slices.Clone(batches)
 		slices.Reverse(batches) // planted defect: the first one stays
 		last, _, err := table.LastOfEachKey(ctx, nil, names, batches, nil)
-		return last, nil, false, func() { releaseAll(last) }, err
+		return last, nil, false, func() { wal.ReleaseAll(last) }, err
 	}
 	named := namedRowsOf(entries)
 	kept, repeats, err = table.LastOfEachKeyMask(names, batches, func(i, r int) bool { return !named[i][r] })
@@ -132,5 +120,30 @@ func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntr
 	if err != nil {
 		return nil, nil, false, nil, err
 	}
-	return last, kept, repeats, func() { releaseAll(last) }, nil
+	return last, kept, repeats, func() { wal.ReleaseAll(last) }, nil
+}
+
+// namedRows lists where a generation holds its entries' named appends:
+// the rows of rest, in order, in the flush object flushKey; an entry
+// reused as a part, in its own object. An entry of an older build, whose
+// named rows have no offset, is left out: its rows are installed as they
+// are.
+func namedRows(entries, rest []memEntry, flushKey string) []format.NamedRows {
+	var out []format.NamedRows
+	var base int64 // the flush object's rows before the entry's
+	for _, me := range entries {
+		obj, from := flushKey, base
+		if me.reuse != nil && !slices.ContainsFunc(rest, func(r memEntry) bool { return r.pos == me.pos }) {
+			obj, from = me.reuse.Key, 0
+		} else {
+			base += me.rows
+		}
+		for _, a := range me.appends {
+			if a.Offset == nil {
+				continue
+			}
+			out = append(out, format.NamedRows{AppendKey: a.AppendKey, Fragment: obj, Offset: from + *a.Offset, Rows: a.Rows})
+		}
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -34,7 +35,7 @@ var walKeys = regexp.MustCompile(`/wal/`)
 func keyed(s *walshard.Shard, producer string, seq uint64, ids ...int64) (walshard.Ack, error) {
 	rec := batch("w1", ids...)
 	defer rec.Release()
-	return s.AppendOnce(ctx, table.Idempotency{Producer: producer, Seq: seq}, rec)
+	return s.AppendOnce(ctx, format.Idempotency{Producer: producer, Seq: seq}, rec)
 }
 
 func mustKeyed(t *testing.T, s *walshard.Shard, producer string, seq uint64, ids ...int64) walshard.Ack {
@@ -59,7 +60,7 @@ func TestAnAppendSentAgainIsStoredOnceWhateverHappenedSince(t *testing.T) {
 		if !ack.Duplicate || ack.Position != first.Position || ack.Rows != 2 {
 			t.Fatalf("%s: %+v, want a duplicate at position %d", when, ack, first.Position)
 		}
-		if _, err := keyed(s, "client", 1, 3); !errors.Is(err, table.ErrKeyReused) {
+		if _, err := keyed(s, "client", 1, 3); !errors.Is(err, format.ErrKeyReused) {
 			t.Fatalf("%s: other rows under the name: %v, want ErrKeyReused", when, err)
 		}
 	}
@@ -195,7 +196,7 @@ func retryAndCheck(t *testing.T, under blob.Bucket, tried int, what string) {
 		t.Fatalf("%s: reopen: %v", what, err)
 	}
 	defer s.Close()
-	for a := max(0, tried-table.RecentSeqs); a < tried; a++ {
+	for a := max(0, tried-format.RecentSeqs); a < tried; a++ {
 		if _, err := keyed(s, "w1", uint64(a), seq(int64(a*3), 3)...); err != nil {
 			t.Fatalf("%s: append %d sent again: %v", what, a, err)
 		}
@@ -233,7 +234,7 @@ func TestAnAttemptWhoseOutcomeWasUnknownIsNotWrittenTwice(t *testing.T) {
 		fault.OnOps(fault.Always(fault.Fault{Action: fault.Fail}), fault.OpGet)))
 	f.SetInjector(wal)
 	if _, err := keyed(s, "p", 1, 101); !errors.Is(err, walshard.ErrAppendUnknown) {
-		t.Fatalf("append with its response lost and no read answered: %v, want ErrAppendUnknown", err)
+		t.Fatalf("append with its response lost and no read answered: %v, want walshard.ErrAppendUnknown", err)
 	}
 	f.SetInjector(nil)
 	ack := mustKeyed(t, s, "p", 1, 101)

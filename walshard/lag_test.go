@@ -9,7 +9,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // lagging hides from listings the keys under a prefix created after it was
@@ -75,14 +77,14 @@ func TestReplayDoesNotTrustALaggingListing(t *testing.T) {
 // 607048: the fresh read lost the merged rows.)
 func TestFreshReadFindsRowsAFleetMergeTookThroughALaggingListing(t *testing.T) {
 	b := newTable(t, "mem://")
-	lag := newLagging(t, b, table.VersionsDir)
+	lag := newLagging(t, b, format.VersionsDir)
 	s := open(t, lag, "w1", walshard.Options{})
 	defer s.Close()
 	appendIDs(t, s, seq(0, 5)...)
 	if _, err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := walshard.FleetMerge(ctx, b, nil)
+	res, err := fleetmerge.Merge(ctx, b, nil)
 	if err != nil || res.Generations != 1 {
 		t.Fatalf("fleet merge: %+v %v", res, err)
 	}
@@ -106,19 +108,19 @@ func TestAnOwnerGoesOnFromTheNewestStatePastHolesALaggingListingShows(t *testing
 	for _, tableLags := range []bool{false, true} {
 		b := newTable(t, "mem://")
 		now := time.Now()
-		fo := &walshard.FleetOptions{Commit: commit.Options{Now: func() time.Time { return now }}}
+		fo := &fleetmerge.Options{Commit: commit.Options{Now: func() time.Time { return now }}}
 		s := open(t, b, "w1", walshard.Options{})
 		want := seq(0, 2)
 		appendIDs(t, s, want...)
 		if _, err := s.Flush(ctx); err != nil { // state 2
 			t.Fatal(err)
 		}
-		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+		if _, err := fleetmerge.Merge(ctx, b, fo); err != nil {
 			t.Fatal(err)
 		}
-		var lag blob.Bucket = newLagging(t, b, table.FlushDir("w1"))
+		var lag blob.Bucket = newLagging(t, b, format.FlushDir("w1"))
 		if tableLags {
-			lag = newLagging(t, lag, table.VersionsDir)
+			lag = newLagging(t, lag, format.VersionsDir)
 		}
 		for f := range 4 { // states 3 to 6
 			ids := seq(int64(10+f*10), 2)
@@ -128,7 +130,7 @@ func TestAnOwnerGoesOnFromTheNewestStatePastHolesALaggingListingShows(t *testing
 				t.Fatal(err)
 			}
 		}
-		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+		if _, err := fleetmerge.Merge(ctx, b, fo); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
@@ -138,12 +140,12 @@ func TestAnOwnerGoesOnFromTheNewestStatePastHolesALaggingListingShows(t *testing
 		// The merged flush objects gone but state 2 (a deletion cut
 		// short) and the newest.
 		for _, n := range []uint64{1, 3, 4, 5} {
-			if err := b.Delete(ctx, table.FlushKey("w1", n)); err != nil {
+			if err := b.Delete(ctx, format.FlushKey("w1", n)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		again := open(t, lag, "w1", walshard.Options{})
-		if got := listKeys(t, b, table.FlushDir("w1")); len(got) != 3 || got[0] != table.FlushKey("w1", 7) {
+		if got := listKeys(t, b, format.FlushDir("w1")); len(got) != 3 || got[0] != format.FlushKey("w1", 7) {
 			t.Fatalf("tableLags=%v: flush objects after the open: %q, want state 7 the newest of three", tableLags, got)
 		}
 		ids := seq(100, 2)
@@ -152,7 +154,7 @@ func TestAnOwnerGoesOnFromTheNewestStatePastHolesALaggingListingShows(t *testing
 		if _, err := again.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+		if _, err := fleetmerge.Merge(ctx, b, fo); err != nil {
 			t.Fatal(err)
 		}
 		again.Close()
@@ -172,14 +174,14 @@ type mergeAtCheck struct {
 
 func (m *mergeAtCheck) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	err := m.Bucket.PutIfAbsent(ctx, key, data)
-	m.created = m.created || err == nil && strings.HasPrefix(key, table.FlushDir("w1"))
+	m.created = m.created || err == nil && strings.HasPrefix(key, format.FlushDir("w1"))
 	return err
 }
 
 func (m *mergeAtCheck) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
-	if m.created && !m.merged && strings.HasPrefix(key, table.VersionsDir) {
+	if m.created && !m.merged && strings.HasPrefix(key, format.VersionsDir) {
 		m.merged = true
-		if res, err := walshard.FleetMerge(ctx, m.Bucket, nil); err != nil || res.Generations != 1 {
+		if res, err := fleetmerge.Merge(ctx, m.Bucket, nil); err != nil || res.Generations != 1 {
 			m.t.Errorf("the fleet merge during the open: %+v %v", res, err)
 		}
 	}

@@ -11,6 +11,9 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // MergeResult says what a merge pass did.
@@ -63,7 +66,7 @@ func (s *Shard) merge(ctx context.Context) (MergeResult, error) {
 	// on while the one before installed something and more awaits, so
 	// that a shard mixing upserts and appends does not fall behind.
 	var total MergeResult
-	for range maxPasses {
+	for range fleetmerge.MaxPasses {
 		res, err := s.mergePassRetrying(ctx)
 		if err != nil {
 			return total, err
@@ -81,9 +84,6 @@ func (s *Shard) merge(ctx context.Context) (MergeResult, error) {
 	}
 	return total, nil
 }
-
-// maxPasses bounds the passes of one Merge.
-const maxPasses = 16
 
 // mergePassRetrying runs one merge pass, planned again when another merge
 // of the shard moved the watermark meanwhile.
@@ -119,8 +119,8 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	s.mu.Lock()
 	state := s.mu.gens.state
 	s.mu.Unlock()
-	pending := state.pending(watermark)
-	pass := mergePass(pending, s.opts.MergeMaxGenerations, s.opts.MergeMaxBytes)
+	pending := state.Pending(watermark)
+	pass := fleetmerge.MergePass(pending, s.opts.MergeMaxGenerations, s.opts.MergeMaxBytes)
 	if len(pass) == 0 {
 		return MergeResult{Watermark: watermark}, s.cleanup(ctx, watermark)
 	}
@@ -132,15 +132,15 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 		rows += g.Rows
 	}
 	started := time.Now()
-	var in installed
-	part := shardPart{shard: s.id, epoch: s.epoch, gens: pass}
+	var in fleetmerge.Installed
+	part := fleetmerge.ShardPart{Shard: s.id, Epoch: s.epoch, Gens: pass}
 	if len(pass) == len(pending) {
-		part.seq = state.Seq // the state's every generation (see table.ShardMark.Seq)
+		part.Seq = state.Seq // the state's every generation (see table.ShardMark.Seq)
 	}
 	if len(pass[0].Keys) > 0 {
-		in, err = installKeyed(ctx, s.b, base, part, s.opts.Commit)
+		in, err = fleetmerge.InstallKeyed(ctx, s.b, base, part, s.opts.Commit)
 	} else {
-		in, err = install(ctx, s.b, base, []shardPart{part}, s.opts.Commit, 1, 0)
+		in, err = fleetmerge.Install(ctx, s.b, base, []fleetmerge.ShardPart{part}, s.opts.Commit, 1, 0)
 	}
 	if s.opts.Listener.CommitEnd != nil {
 		s.opts.Listener.CommitEnd(time.Since(started), err)
@@ -148,8 +148,8 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 	if err != nil {
 		return MergeResult{}, err
 	}
-	s.rebases.Add(int64(in.rebases))
-	if _, ok := in.merged[s.id]; !ok {
+	s.rebases.Add(int64(in.Rebases))
+	if _, ok := in.Merged[s.id]; !ok {
 		// Nothing of ours was committed: another merge took these
 		// generations (the table's watermark covers them), or the table
 		// records a newer epoch for the shard — then this handle is fenced.
@@ -162,54 +162,34 @@ func (s *Shard) mergeOnce(ctx context.Context) (MergeResult, error) {
 			return MergeResult{}, s.setFenced()
 		}
 		s.noteWatermark(mark.Watermark, m.Version)
-		return MergeResult{Watermark: mark.Watermark, Version: in.version, Done: true}, s.cleanup(ctx, mark.Watermark)
+		return MergeResult{Watermark: mark.Watermark, Version: in.Version, Done: true}, s.cleanup(ctx, mark.Watermark)
 	}
-	top := in.merged[s.id]
-	s.noteWatermark(top, in.version)
+	top := in.Merged[s.id]
+	s.noteWatermark(top, in.Version)
 	s.merges.Add(1)
-	if err := blob.DeleteAll(ctx, s.b, in.stale); err != nil {
-		in.errs = append(in.errs, fmt.Errorf("walshard: taking down the hints of merged generations: %w", err))
+	if err := blob.DeleteAll(ctx, s.b, in.Stale); err != nil {
+		in.Errs = append(in.Errs, fmt.Errorf("walshard: taking down the hints of merged generations: %w", err))
 	}
-	if len(in.errs) > 0 {
-		return MergeResult{}, errors.Join(in.errs...)
+	if len(in.Errs) > 0 {
+		return MergeResult{}, errors.Join(in.Errs...)
 	}
-	if err := s.dropMergedFlushes(ctx, in.manifest); err != nil {
+	if err := s.dropMergedFlushes(ctx, in.Manifest); err != nil {
 		return MergeResult{}, err
 	}
-	return MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: in.version}, s.cleanup(ctx, top)
-}
-
-// mergePass is what one merge of a shard takes of its pending
-// generations: a generation of upserts alone (its rows replace rows by
-// key, MergeKeyed), else the generations of appends before the next one
-// of upserts, up to maxGens and maxBytes (at least one).
-func mergePass(pending []Generation, maxGens int, maxBytes int64) []Generation {
-	if len(pending) > 0 && len(pending[0].Keys) > 0 {
-		return pending[:1]
-	}
-	var pass []Generation
-	var bytes int64
-	for _, g := range pending {
-		if len(g.Keys) > 0 || len(pass) > 0 && (len(pass) >= maxGens || bytes+g.Bytes > maxBytes) {
-			break
-		}
-		pass = append(pass, g)
-		bytes += g.Bytes
-	}
-	return pass
+	return MergeResult{Generations: len(pass), Rows: rows, Watermark: top, Version: in.Version}, s.cleanup(ctx, top)
 }
 
 // checkEpoch fails with ErrFenced when a newer epoch is claimed (one
 // LIST of one key).
 func (s *Shard) checkEpoch(ctx context.Context) error {
 	asked := s.now()
-	page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
+	page, err := s.b.ListPage(ctx, s.l.Epochs(), "", 1)
 	if err != nil {
 		return err
 	}
 	newest := uint64(0)
 	if len(page.Objects) > 0 {
-		if e, ok := parseLast(s.l.epochs(), page.Objects[0].Key); ok {
+		if e, ok := wal.ParseLast(s.l.Epochs(), page.Objects[0].Key); ok {
 			newest = e
 		}
 	}
@@ -224,7 +204,7 @@ func (s *Shard) checkEpoch(ctx context.Context) error {
 		// behind, or garbage collection retired the shard (every object
 		// of it gone, the claims last) while this owner was away; it is
 		// fenced then, and opens again above what the table records.
-		if _, err := s.b.Attributes(ctx, s.l.epochKey(s.epoch)); errors.Is(err, blob.ErrNotFound) {
+		if _, err := s.b.Attributes(ctx, s.l.EpochKey(s.epoch)); errors.Is(err, blob.ErrNotFound) {
 			return s.fencedOrDropped(ctx, "")
 		} else if err != nil {
 			return err
@@ -287,7 +267,7 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 			from = g.WALFrom
 		}
 		to = max(to, g.WALTo)
-		maps.Copy(keep, g.entryParts())
+		maps.Copy(keep, g.EntryParts())
 	}
 	to = min(to, state.WALFlushed)
 	defer func() {
@@ -304,7 +284,7 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 		// whose clock runs ahead must not delete a fence still young.
 		var now time.Time
 		var doomed []string
-		for o, err := range blob.List(ctx, s.b, s.l.wal(), 0) {
+		for o, err := range blob.List(ctx, s.b, s.l.Wal(), 0) {
 			if err != nil {
 				return err
 			}
@@ -314,11 +294,11 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 					now = o.ModTime
 				}
 			}
-			pos, ok := parseLast(s.l.wal(), o.Key)
+			pos, ok := wal.ParseLast(s.l.Wal(), o.Key)
 			if !ok || pos > to || keep[pos] || (pos < from && pos <= state.PartsUpTo) {
 				continue
 			}
-			if o.Size == walHeader && now.Sub(o.ModTime) < fenceKeep {
+			if o.Size == wal.Header && now.Sub(o.ModTime) < fenceKeep {
 				continue // a fence (the only entry this small), kept a while (see fenceKeep)
 			}
 			doomed = append(doomed, o.Key)
@@ -346,7 +326,7 @@ func (s *Shard) dropOldStates(ctx context.Context) error {
 	}
 	var doomed []string
 	first := true
-	for o, err := range blob.List(ctx, s.b, s.l.states(), 0) {
+	for o, err := range blob.List(ctx, s.b, s.l.States(), 0) {
 		if err != nil {
 			return err
 		}
@@ -368,27 +348,27 @@ func (s *Shard) dropOldStates(ctx context.Context) error {
 // version its merge made) records as merged (mergedFlushes), as a fleet
 // merge does for every shard, at most once every flushKeep: for a shard
 // whose owner merges it, where no fleet merge lists them.
-func (s *Shard) dropMergedFlushes(ctx context.Context, m *table.Manifest) error {
+func (s *Shard) dropMergedFlushes(ctx context.Context, m *format.Manifest) error {
 	s.mu.Lock()
-	due := s.now().Sub(s.mu.gens.flushesDroppedAt) >= flushKeep
+	due := s.now().Sub(s.mu.gens.flushesDroppedAt) >= wal.FlushKeep
 	s.mu.Unlock()
 	if !due || m == nil {
 		return nil
 	}
 	asked := s.now()
-	var fl []listedFlush
-	for o, err := range blob.List(ctx, s.b, s.l.flushes(), 0) {
+	var fl []wal.ListedFlush
+	for o, err := range blob.List(ctx, s.b, s.l.Flushes(), 0) {
 		if err != nil {
 			return err
 		}
-		if seq, ok := parseLast(s.l.flushes(), o.Key); ok {
-			fl = append(fl, listedFlush{key: o.Key, seq: seq, modTime: o.ModTime})
+		if seq, ok := wal.ParseLast(s.l.Flushes(), o.Key); ok {
+			fl = append(fl, wal.ListedFlush{Key: o.Key, Seq: seq, ModTime: o.ModTime})
 		}
 	}
 	if len(fl) == 0 {
 		return nil
 	}
-	doomed := mergedFlushes(map[string][]listedFlush{s.id: fl}, m, asked)
+	doomed := wal.MergedFlushes(map[string][]wal.ListedFlush{s.id: fl}, m, asked)
 	if err := blob.DeleteAll(ctx, s.b, doomed); err != nil {
 		return err
 	}
@@ -456,7 +436,7 @@ func (s *Shard) Drain(ctx context.Context) error {
 
 // fleetMergeSafe runs a fleet merge for the loop of a handle that opted
 // in, a panic turned into an error.
-func (s *Shard) fleetMergeSafe(ctx context.Context) (res FleetResult, err error) {
+func (s *Shard) fleetMergeSafe(ctx context.Context) (res fleetmerge.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("walshard: shard %q: fleet merge panicked: %v", s.id, r)
@@ -465,7 +445,7 @@ func (s *Shard) fleetMergeSafe(ctx context.Context) (res FleetResult, err error)
 	if err := s.fencedErr(); err != nil {
 		return res, err
 	}
-	return FleetMerge(ctx, s.b, &FleetOptions{Commit: s.opts.Commit, Memory: &s.fleet})
+	return fleetmerge.Merge(ctx, s.b, &fleetmerge.Options{Commit: s.opts.Commit, Memory: &s.fleet})
 }
 
 // mergeSafe is Merge with a panic turned into an error, for the
@@ -477,77 +457,4 @@ func (s *Shard) mergeSafe(ctx context.Context) (res MergeResult, err error) {
 		}
 	}()
 	return s.Merge(ctx)
-}
-
-// announceMerged records, after a merge moved shard's watermark from
-// `from` to `to` over gens, that it did (for the owner and fleet merges),
-// and takes down what announced the generations as pending. The records
-// are hints: a failure here leaves extra objects, never a wrong table.
-func announceMerged(ctx context.Context, b blob.Bucket, shard string, from, to uint64, gens []Generation) error {
-	if err := recordMerged(ctx, b, shard, from, to); err != nil {
-		return err
-	}
-	return blob.DeleteAll(ctx, b, mergedHints(shard, from, to, gens))
-}
-
-// announced tells whether g was announced under _fleet/pending/, as
-// builds before flush objects did: a generation in a flush object is
-// found by listing those.
-func announced(g Generation) bool {
-	for _, f := range g.fragments() {
-		if inFlush(f.Key) {
-			return false
-		}
-	}
-	return true
-}
-
-// recordEvery: a merge records a shard's watermark (table.MergedKey) only
-// when it crosses a multiple of recordEvery, and records that multiple,
-// a lower bound of the watermark (what a merge takes is a contiguous run
-// from the watermark, so everything at or below it is merged). Owners
-// learn a fleet merge's progress that many generations late at most, for
-// one request a shard every recordEvery generations instead of one every
-// merge; a flush waiting for room reads the table itself (learnWhileWaiting).
-// Sixteen generations are about as long as a flush waits between reads
-// of the record (learnEvery) at a fleet's flush interval.
-const recordEvery = 16
-
-// recordedAt is the record a shard whose watermark is w has.
-func recordedAt(w uint64) uint64 { return w / recordEvery * recordEvery }
-
-// recordMerged creates the shard's record of its new watermark, when the
-// move from `from` to `to` crosses a multiple of recordEvery.
-func recordMerged(ctx context.Context, b blob.Bucket, shard string, from, to uint64) error {
-	at := recordedAt(to)
-	if at <= recordedAt(from) {
-		return nil
-	}
-	if err := b.PutIfAbsent(ctx, table.MergedKey(shard, at), nil); err != nil && !errors.Is(err, blob.ErrExists) {
-		return fmt.Errorf("walshard: shard %q: recording the merge: %w", shard, err)
-	}
-	return nil
-}
-
-// mergedHints are the hints a merge of gens that moved shard's watermark
-// from `from` to `to` made stale, to delete once its new record is there:
-// the generations' announcements and, when it made a record, the previous
-// one (at the multiple below, or at `from` itself, where builds that
-// recorded every watermark left it).
-func mergedHints(shard string, from, to uint64, gens []Generation) []string {
-	keys := []string{}
-	if prev := recordedAt(from); recordedAt(to) > prev {
-		if prev > 0 {
-			keys = append(keys, table.MergedKey(shard, prev))
-		}
-		if from > prev {
-			keys = append(keys, table.MergedKey(shard, from))
-		}
-	}
-	for _, g := range gens {
-		if announced(g) {
-			keys = append(keys, table.PendingKey(shard, g.Gen, g.Seq))
-		}
-	}
-	return keys
 }

@@ -6,7 +6,11 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // olderBuildShard lays out shard as a build before flush objects left it:
@@ -16,8 +20,8 @@ func olderBuildShard(t *testing.T, b blob.Bucket, shard string, ids ...int64) {
 	t.Helper()
 	rec := batch(shard, ids...)
 	defer rec.Release()
-	key := table.GenerationKey(shard, 1, 1, "0ld")
-	w, err := table.NewFragmentWriterAt(ctx, b, schema, key)
+	key := format.GenerationKey(shard, 1, 1, "0ld")
+	w, err := fragment.NewWriterAt(ctx, b, schema, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,18 +32,18 @@ func olderBuildShard(t *testing.T, b blob.Bucket, shard string, ids ...int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := walshard.State{Seq: 2, Epoch: 1, ID: "older-build", NextGen: 2,
-		Generations: []walshard.Generation{{Gen: 1, Key: key, Rows: f.Rows, Bytes: f.Bytes, Columns: f.Columns, Seq: 2}}}
+	st := wal.State{Seq: 2, Epoch: 1, ID: "older-build", NextGen: 2,
+		Generations: []wal.Generation{{Gen: 1, Key: key, Rows: f.Rows, Bytes: f.Bytes, Columns: f.Columns, Seq: 2}}}
 	data, err := json.Marshal(&st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range map[string][]byte{
-		table.ShardEpochKey(shard, 1): []byte("older build"),
-		table.FleetShardsDir + shard:  nil,
-		table.ShardStateKey(shard, 1): []byte(`{"seq":1,"epoch":1,"id":"first","next_gen":1}`),
-		table.ShardStateKey(shard, 2): data,
-		table.PendingKey(shard, 1, 2): nil,
+		format.ShardEpochKey(shard, 1): []byte("older build"),
+		format.FleetShardsDir + shard:  nil,
+		format.ShardStateKey(shard, 1): []byte(`{"seq":1,"epoch":1,"id":"first","next_gen":1}`),
+		format.ShardStateKey(shard, 2): data,
+		format.PendingKey(shard, 1, 2): nil,
 	} {
 		if err := b.PutIfAbsent(ctx, k, v); err != nil {
 			t.Fatal(err)
@@ -56,12 +60,12 @@ func TestShardsOfAnOlderBuildAreMergedAndMoved(t *testing.T) {
 	b := newTable(t, "file://"+t.TempDir())
 	olderBuildShard(t, b, "old", 1, 2, 3)
 	olderBuildShard(t, b, "moved", 10, 11)
-	res, err := walshard.FleetMerge(ctx, b, nil)
+	res, err := fleetmerge.Merge(ctx, b, nil)
 	if err != nil || res.Generations != 2 {
 		t.Fatalf("fleet merge of older shards: %+v %v", res, err)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 10, 11})
-	if got := listKeys(t, b, table.FleetPendingDir); len(got) != 0 {
+	if got := listKeys(t, b, format.FleetPendingDir); len(got) != 0 {
 		t.Fatalf("announcements %q left after their merge", got)
 	}
 
@@ -78,7 +82,7 @@ func TestShardsOfAnOlderBuildAreMergedAndMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 10, 11, 20, 21, 22})
-	if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+	if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), []int64{1, 2, 3, 10, 11, 20, 21, 22})
@@ -105,7 +109,7 @@ func TestANewShardKeepsAnOlderBuildOff(t *testing.T) {
 	s := open(t, b, "fresh", walshard.Options{})
 	defer s.Close()
 	standInAlone(t, b, "fresh", 1)
-	if got := listKeys(t, b, table.FlushDir("fresh")); len(got) != 1 || got[0] != table.FlushKey("fresh", 1) {
+	if got := listKeys(t, b, format.FlushDir("fresh")); len(got) != 1 || got[0] != format.FlushKey("fresh", 1) {
 		t.Fatalf("flush objects %q, want the open's state at 1", got)
 	}
 }
@@ -115,8 +119,8 @@ func TestANewShardKeepsAnOlderBuildOff(t *testing.T) {
 // corrupt state.
 func standInAlone(t *testing.T, b blob.Bucket, shard string, seq uint64) {
 	t.Helper()
-	states := listKeys(t, b, table.ShardStatesDir(shard))
-	if len(states) != 1 || states[0] != table.ShardStateKey(shard, seq) {
+	states := listKeys(t, b, format.ShardStatesDir(shard))
+	if len(states) != 1 || states[0] != format.ShardStateKey(shard, seq) {
 		t.Fatalf("shard %s, under state/: %q, want the stand-in at %d alone", shard, states, seq)
 	}
 	data, err := b.Get(ctx, states[0])

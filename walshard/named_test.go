@@ -14,7 +14,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // Promises of names across shards, pinned here: an append sent again to
@@ -73,7 +75,7 @@ func TestARetryOnAnotherShardIsStoredOnce(t *testing.T) {
 
 func TestARetryOnAnotherShardIsStoredOnceByOneFleetMerge(t *testing.T) {
 	_, _, b := twoCopies(t)
-	res, err := walshard.FleetMerge(ctx, b, nil)
+	res, err := fleetmerge.Merge(ctx, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestARetryThroughAShardOfADirectAppendIsStoredOnce(t *testing.T) {
 	}
 	rec := batch("w1", 1, 2)
 	defer rec.Release()
-	if _, err := tb.AppendOnce(ctx, table.Idempotency{Producer: "client", Seq: 1}, rec); err != nil {
+	if _, err := tb.AppendOnce(ctx, format.Idempotency{Producer: "client", Seq: 1}, rec); err != nil {
 		t.Fatal(err)
 	}
 	s := open(t, b, "w1", walshard.Options{})
@@ -110,7 +112,7 @@ func TestARetryThroughAShardOfADirectAppendIsStoredOnce(t *testing.T) {
 	// again under one of them stores nothing.
 	rec3 := batch("w1", 3)
 	defer rec3.Release()
-	res, err := tb.AppendOnce(ctx, table.Idempotency{Producer: "client", Seq: 2}, rec3)
+	res, err := tb.AppendOnce(ctx, format.Idempotency{Producer: "client", Seq: 2}, rec3)
 	if err != nil || !res.Duplicate {
 		t.Fatalf("direct append of a name a merge installed: %+v, %v; want a duplicate", res, err)
 	}
@@ -182,7 +184,7 @@ func TestAFreshReadShowsARetryOnAnotherShardOnce(t *testing.T) {
 // once: by either shard's merge first, by one fleet merge of both, and in
 // a fresh read.
 func TestARetryMetBehindManyLaterAppendsIsStoredOnce(t *testing.T) {
-	later := uint64(4 * table.RecentSeqs)
+	later := uint64(4 * format.RecentSeqs)
 	for _, how := range []string{"the first shard's merge first", "the retry's shard first", "one fleet merge", "a fresh read"} {
 		t.Run(how, func(t *testing.T) {
 			b := newTable(t, "mem://")
@@ -208,7 +210,7 @@ func TestARetryMetBehindManyLaterAppendsIsStoredOnce(t *testing.T) {
 			case "a fresh read":
 				got = countIDs(t, walshard.ScanFleet(ctx, b, table.ScanOptions{}))
 			case "one fleet merge":
-				if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+				if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 					t.Fatal(err)
 				}
 				got = baseIDs(t, b)
@@ -249,7 +251,7 @@ func TestANamedUpsertOnTwoShardsIsInstalledOnce(t *testing.T) {
 				t.Helper()
 				rec := batch(value, ids...)
 				defer rec.Release()
-				key := &table.Idempotency{Producer: "client", Seq: name}
+				key := &format.Idempotency{Producer: "client", Seq: name}
 				if _, err := s.UpsertOnce(ctx, key, []string{"id"}, false, rec); err != nil {
 					t.Fatal(err)
 				}
@@ -285,7 +287,7 @@ func TestANamedUpsertOnTwoShardsIsInstalledOnce(t *testing.T) {
 				return walshard.ScanFleet(ctx, b, o)
 			}), want)
 			if how == "fleet" {
-				if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+				if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -344,9 +346,9 @@ type stallingMerge struct {
 }
 
 func (s *stallingMerge) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	if s.armed.Load() && strings.HasPrefix(key, table.VersionsDir) {
+	if s.armed.Load() && strings.HasPrefix(key, format.VersionsDir) {
 		if v, _ := s.vector.Load().(string); v != "" && s.armed.CompareAndSwap(true, false) {
-			s.clock.add(table.MinGCAge + time.Minute)
+			s.clock.add(format.MinGCAge + time.Minute)
 			if err := s.Bucket.Delete(ctx, v); err != nil {
 				return err
 			}
@@ -356,7 +358,7 @@ func (s *stallingMerge) PutIfAbsent(ctx context.Context, key string, data []byte
 	if err := s.Bucket.PutIfAbsent(ctx, key, data); err != nil {
 		return err
 	}
-	if s.armed.Load() && strings.HasPrefix(key, table.DeletionsDir) {
+	if s.armed.Load() && strings.HasPrefix(key, format.DeletionsDir) {
 		s.vector.Store(key)
 	}
 	return nil

@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // Options configure a shard handle. Zero values mean defaults.
@@ -41,7 +42,7 @@ type Options struct {
 	MaxPendingGenerations int
 	// MergeInterval merges in the background that often (0: never: a
 	// compactor Job's fleet merge takes the generations). With FleetMerge
-	// each of those merges is a fleet merge (walshard.FleetMerge): every
+	// each of those merges is a fleet merge (fleetmerge.Merge): every
 	// shard's flushed generations, not only this one's.
 	// MergeMaxGenerations and MergeMaxBytes cap one merge pass (defaults
 	// 64 and 1 GiB).
@@ -74,7 +75,7 @@ type Options struct {
 	SetAsideLost bool
 	// SchemaLease: the shard begins a WAL write it will acknowledge only
 	// under a schema it checked within this long (one request, see
-	// table.SchemaLease); 0 means table.SchemaLease. Schema changes that
+	// evolve.SchemaLease); 0 means evolve.SchemaLease. Schema changes that
 	// take values away wait commit.Options.SchemaWait, which must be
 	// longer: a shorter lease is safe, a longer one is not.
 	SchemaLease time.Duration
@@ -97,14 +98,14 @@ func (o *Options) EnsureDefaults() *Options {
 // Open calls it.
 func (o *Options) Validate() error {
 	if o == nil {
-		return CheckShardID("")
+		return wal.CheckShardID("")
 	}
-	if err := CheckShardID(o.Shard); err != nil {
+	if err := wal.CheckShardID(o.Shard); err != nil {
 		return err
 	}
 	if o.GroupBytes < 0 || o.GroupWait < 0 || o.FlushBytes < 0 || o.FlushRows < 0 || o.FlushInterval < 0 || o.MaxMemtableBytes < 0 ||
 		o.MaxPendingGenerations < 0 || o.MergeInterval < 0 || o.MergeMaxGenerations < 0 || o.MergeMaxBytes < 0 || o.SchemaLease < 0 {
-		return fmt.Errorf("%w: sizes, counts and intervals must not be negative", ErrInvalidOptions)
+		return fmt.Errorf("%w: sizes, counts and intervals must not be negative", wal.ErrInvalidOptions)
 	}
 	if err := o.Commit.Validate(); err != nil {
 		return fmt.Errorf("walshard: Commit: %w", err)
@@ -142,7 +143,7 @@ func (o Options) withDefaults() Options {
 		o.MergeMaxBytes = 1 << 30
 	}
 	if o.SchemaLease <= 0 {
-		o.SchemaLease = table.SchemaLease
+		o.SchemaLease = evolve.SchemaLease
 	}
 	if o.ResolveWithin == 0 {
 		o.ResolveWithin = 10 * time.Second

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // The options idiom: EnsureDefaults fills a copy; Validate refuses what is
@@ -19,23 +21,23 @@ func TestOptionsDefaultsAndValidate(t *testing.T) {
 		t.Fatalf("defaults %+v from %+v", o, given)
 	}
 	var none *walshard.Options
-	if err := none.Validate(); !errors.Is(err, walshard.ErrBadShardID) {
+	if err := none.Validate(); !errors.Is(err, wal.ErrBadShardID) {
 		t.Fatalf("nil options (no shard id): %v", err)
 	}
 	for _, bad := range []walshard.Options{
 		{Shard: "w1", FlushBytes: -1},
-		{Shard: "w1", Commit: commit.Options{StallCheck: table.MinGCAge}},
+		{Shard: "w1", Commit: commit.Options{StallCheck: format.MinGCAge}},
 		{Shard: "w1", GroupWait: -time.Second},
 	} {
-		if err := bad.Validate(); !errors.Is(err, walshard.ErrInvalidOptions) && !errors.Is(err, commit.ErrInvalidOptions) {
+		if err := bad.Validate(); !errors.Is(err, wal.ErrInvalidOptions) && !errors.Is(err, commit.ErrInvalidOptions) {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
-	var fo *walshard.FleetOptions
+	var fo *fleetmerge.Options
 	if err := fo.Validate(); err != nil || fo.EnsureDefaults().Parallelism != 32 {
 		t.Fatalf("nil fleet options: %v", err)
 	}
-	if err := (&walshard.FleetOptions{Parallelism: -2}).Validate(); !errors.Is(err, walshard.ErrInvalidOptions) {
+	if err := (&fleetmerge.Options{Parallelism: -2}).Validate(); !errors.Is(err, wal.ErrInvalidOptions) {
 		t.Fatalf("negative parallelism: %v", err)
 	}
 }

@@ -5,7 +5,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // The parts of a shard's state (Shard.mu). Each is touched only by its own
@@ -54,11 +55,11 @@ type memEntry struct {
 	bytes   int64
 	// reuse: the entry's own object as a fragment, when it is one this
 	// handle wrote of at least ReuseBytes.
-	reuse *table.Fragment
+	reuse *format.Fragment
 	// keys: the key columns (stored names) of an entry of upserts.
 	keys []string
 	// appends: the entry's named appends, with where their rows are.
-	appends []appendRecord
+	appends []wal.AppendRecord
 }
 
 // add appends an entry (taking its batches' references).
@@ -97,7 +98,7 @@ func (m *memtable) remove(pos uint64) bool {
 		if me.pos == pos {
 			m.rows -= me.rows
 			m.bytes -= me.bytes
-			releaseAll(me.batches)
+			wal.ReleaseAll(me.batches)
 			m.entries = append(m.entries[:j], m.entries[j+1:]...)
 			return true
 		}
@@ -111,7 +112,7 @@ func (m *memtable) release() { m.drop(len(m.entries)) }
 // flushedGenerations is what the shard knows of its flushed generations
 // and of the table.
 type flushedGenerations struct {
-	state     *State
+	state     *wal.State
 	watermark uint64 // newest table watermark this handle saw
 	version   uint64 // the table version it was seen in
 	cleaned   uint64 // the watermark the WAL and states were cleaned up to
@@ -132,7 +133,7 @@ type flushedGenerations struct {
 // unsureFlush is a flush whose outcome is unknown: its state, and the
 // memtable entries (the first of them) it took.
 type unsureFlush struct {
-	next    *State
+	next    *wal.State
 	entries int
 }
 
@@ -146,19 +147,4 @@ func (g *flushedGenerations) note(w, version uint64) bool {
 }
 
 // pending returns the generations above the watermark seen.
-func (g *flushedGenerations) pending() []Generation { return g.state.pending(g.watermark) }
-
-// appendNames are the names of idempotent appends: those recorded (of
-// entries that landed; see State.Producers), and those being written,
-// each with a channel closed when its write ends.
-type appendNames struct {
-	producers table.Producers
-	inflight  map[appendName]chan struct{}
-}
-
-// record records an entry's named appends, at its position.
-func (n *appendNames) record(pos uint64, appends []appendRecord) {
-	for _, a := range appends {
-		n.producers = n.producers.Record(a.AppendKey, pos, a.Rows)
-	}
-}
+func (g *flushedGenerations) pending() []wal.Generation { return g.state.Pending(g.watermark) }

@@ -69,7 +69,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // beforeManifestRead runs fn once, just before the first read of a
@@ -81,7 +83,7 @@ type beforeManifestRead struct {
 }
 
 func (h *beforeManifestRead) hook(key string) {
-	if strings.HasPrefix(key, table.VersionsDir) {
+	if strings.HasPrefix(key, format.VersionsDir) {
 		h.once.Do(h.fn)
 	}
 }
@@ -207,7 +209,7 @@ func TestNoShardObjectIsOverwritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendIDs(t, other, 11)
-	if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+	if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 		t.Fatal(err)
 	}
 	other.Close()

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // replay reads the data entries in (from, to) into the memtable.
@@ -30,9 +31,9 @@ func (s *Shard) replay(ctx context.Context, from, to uint64) error {
 			if strays {
 				return nil
 			}
-			err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.walKey(pos), End: to}
+			err = &MissingEntryError{Shard: s.id, Position: pos, Key: s.l.WalKey(pos), End: to}
 		}
-		if err != nil && s.opts.SetAsideLost && (errors.Is(err, ErrMissingEntry) || errors.Is(err, ErrCorruptEntry)) {
+		if err != nil && s.opts.SetAsideLost && (errors.Is(err, ErrMissingEntry) || errors.Is(err, wal.ErrCorruptEntry)) {
 			err = s.setAside(ctx, pos, err)
 		}
 		if err != nil {
@@ -59,8 +60,8 @@ func (s *Shard) straysAbove(ctx context.Context, from, gap, to uint64) (bool, er
 		if err != nil {
 			return false, nil
 		}
-		if e.kind == kindFence && e.epoch < s.epoch { // not this handle's own set-aside fences
-			fence = max(fence, e.epoch)
+		if e.Kind == wal.KindFence && e.Epoch < s.epoch { // not this handle's own set-aside fences
+			fence = max(fence, e.Epoch)
 		}
 	}
 	if fence == 0 {
@@ -71,7 +72,7 @@ func (s *Shard) straysAbove(ctx context.Context, from, gap, to uint64) (bool, er
 		if errors.Is(err, blob.ErrNotFound) {
 			continue
 		}
-		if err != nil || e.epoch >= fence {
+		if err != nil || e.Epoch >= fence {
 			return false, err
 		}
 	}
@@ -84,7 +85,7 @@ func (s *Shard) straysAbove(ctx context.Context, from, gap, to uint64) (bool, er
 // position a fence of this epoch. Only this owner writes below its fence,
 // so nothing else can take the position meanwhile.
 func (s *Shard) setAside(ctx context.Context, pos uint64, lost error) error {
-	key := s.l.walKey(pos)
+	key := s.l.WalKey(pos)
 	data, err := s.b.Get(ctx, key)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
@@ -99,16 +100,16 @@ func (s *Shard) setAside(ctx context.Context, pos uint64, lost error) error {
 	if err := s.b.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return fmt.Errorf("walshard: shard %q: setting aside WAL entry %d: %w", s.id, pos, err)
 	}
-	fence, _ := encodeEntry(&entry{kind: kindFence, epoch: s.epoch, position: pos, id: table.NewID()}, s.schema, false)
+	fence, _ := wal.EncodeEntry(&wal.Entry{Kind: wal.KindFence, Epoch: s.epoch, Position: pos, Id: format.NewID()}, s.schema, false)
 	if err := s.b.PutIfAbsent(ctx, key, fence); err != nil {
 		// There already: a fence from an attempt of ours whose answer was
 		// lost will do; anything else is not ours to overwrite.
-		if e, rerr := s.readEntry(ctx, pos, true); !errors.Is(err, blob.ErrExists) || rerr != nil || e.kind != kindFence {
+		if e, rerr := s.readEntry(ctx, pos, true); !errors.Is(err, blob.ErrExists) || rerr != nil || e.Kind != wal.KindFence {
 			return fmt.Errorf("walshard: shard %q: fencing set-aside WAL position %d: %w", s.id, pos, err)
 		}
 	}
 	why := "the entry was missing"
-	var ce *CorruptEntryError
+	var ce *wal.CorruptEntryError
 	if errors.As(lost, &ce) {
 		why = "the entry was corrupt: " + ce.Reason
 	}
@@ -120,18 +121,18 @@ func (s *Shard) setAside(ctx context.Context, pos uint64, lost error) error {
 // memtable, or quarantines it when they cannot go into a generation.
 func (s *Shard) replayEntry(ctx context.Context, pos uint64) error {
 	e, err := s.readEntry(ctx, pos, false)
-	var poison *PoisonEntryError
+	var poison *wal.PoisonEntryError
 	switch {
 	case errors.As(err, &poison):
 		return s.quarantine(ctx, pos, poison.Reason)
 	case err != nil:
 		return err
-	case e.epoch > s.epoch:
+	case e.Epoch > s.epoch:
 		// A newer owner wrote here while this one opened: it owns the
 		// shard.
 		return s.setFenced()
-	case e.kind == kindData:
-		s.addToMemtable(pos, e.batches, nil, e.appends, e.keys)
+	case e.Kind == wal.KindData:
+		s.addToMemtable(pos, e.Batches, nil, e.Appends, e.Keys)
 	}
 	return nil
 }
@@ -148,7 +149,7 @@ type Quarantined struct {
 // quarantine copies the WAL entry at pos under quarantine/ (where nothing
 // deletes it) and records it; the caller leaves its rows out.
 func (s *Shard) quarantine(ctx context.Context, pos uint64, reason string) error {
-	data, err := s.b.Get(ctx, s.l.walKey(pos))
+	data, err := s.b.Get(ctx, s.l.WalKey(pos))
 	if err != nil {
 		return fmt.Errorf("walshard: shard %q: quarantining WAL entry %d: %w", s.id, pos, err)
 	}
@@ -163,7 +164,7 @@ func (s *Shard) quarantine(ctx context.Context, pos uint64, reason string) error
 // keepAside stores data under quarantine/ for position pos and returns
 // its key; a copy there already (an earlier attempt's) stays.
 func (s *Shard) keepAside(ctx context.Context, pos uint64, data []byte) (string, error) {
-	key := s.l.quarantineKey(pos)
+	key := s.l.QuarantineKey(pos)
 	if err := s.b.PutIfAbsent(ctx, key, data); err != nil && !errors.Is(err, blob.ErrExists) {
 		return "", fmt.Errorf("walshard: shard %q: quarantining WAL entry %d: %w", s.id, pos, err)
 	}

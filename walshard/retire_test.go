@@ -10,7 +10,10 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // A shard retired (its objects deleted but what the table references,
@@ -41,17 +44,17 @@ func TestARetiredShardOpensAgainAboveWhatTheTableRecords(t *testing.T) {
 	if rec.Watermark == 0 || rec.Epoch != 1 {
 		t.Fatalf("the table records %+v for the shard, want a watermark and epoch 1", rec)
 	}
-	if empty, err := walshard.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || !empty {
+	if empty, err := wal.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || !empty {
 		t.Fatalf("a merged shard holds something: %v %v", empty, err)
 	}
 	appendIDs(t, old, 4)
-	if empty, err := walshard.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || empty {
+	if empty, err := wal.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || empty {
 		t.Fatalf("a shard with an entry not flushed holds nothing: %v %v", empty, err)
 	}
 	if _, err := old.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if empty, err := walshard.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || empty {
+	if empty, err := wal.HoldsNothing(ctx, b, "w1", rec.Watermark); err != nil || empty {
 		t.Fatalf("a shard with a generation not merged holds nothing: %v %v", empty, err)
 	}
 	if _, err := old.Merge(ctx); err != nil {
@@ -66,12 +69,12 @@ func TestARetiredShardOpensAgainAboveWhatTheTableRecords(t *testing.T) {
 	for _, f := range m.Fragments {
 		referenced[f.Key] = true
 	}
-	for _, prefix := range []string{table.ShardDir("w1"), table.FleetDir} {
+	for _, prefix := range []string{format.ShardDir("w1"), format.FleetDir} {
 		for obj, err := range blob.List(ctx, b, prefix, 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if referenced[obj.Key] || (prefix == table.FleetDir && !strings.Contains(obj.Key, "w1")) {
+			if referenced[obj.Key] || (prefix == format.FleetDir && !strings.Contains(obj.Key, "w1")) {
 				continue
 			}
 			if err := b.Delete(ctx, obj.Key); err != nil {
@@ -81,7 +84,7 @@ func TestARetiredShardOpensAgainAboveWhatTheTableRecords(t *testing.T) {
 	}
 	offset.Add(int64(time.Minute)) // past the writer's recheck of the claims
 	if err := appendOnce(old, "w1", 100); !errors.Is(err, walshard.ErrFenced) {
-		t.Fatalf("the owner of a retired shard, away meanwhile: %v, want ErrFenced", err)
+		t.Fatalf("the owner of a retired shard, away meanwhile: %v, want walshard.ErrFenced", err)
 	}
 	again := open(t, b, "w1", o)
 	defer again.Close()
@@ -116,7 +119,7 @@ func TestAnIdleOpenShardKeepsItselfAlive(t *testing.T) {
 	defer s.Close()
 	states := func() int {
 		n := 0
-		for _, err := range blob.List(ctx, b, table.FlushDir("w1"), 0) {
+		for _, err := range blob.List(ctx, b, format.FlushDir("w1"), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +150,7 @@ func TestAnIdleOpenShardKeepsItselfAlive(t *testing.T) {
 func TestARetiredShardNumbersItsStatesAboveTheTablesRecord(t *testing.T) {
 	b := newTable(t, "mem://")
 	now := time.Now()
-	fo := &walshard.FleetOptions{Commit: commit.Options{Now: func() time.Time { return now }}}
+	fo := &fleetmerge.Options{Commit: commit.Options{Now: func() time.Time { return now }}}
 	s := open(t, b, "w1", walshard.Options{})
 	var want []int64
 	for f := range 6 {
@@ -158,7 +161,7 @@ func TestARetiredShardNumbersItsStatesAboveTheTablesRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+	if _, err := fleetmerge.Merge(ctx, b, fo); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -168,7 +171,7 @@ func TestARetiredShardNumbersItsStatesAboveTheTablesRecord(t *testing.T) {
 	}
 	// Retired: its objects gone but the merged rows the table references,
 	// the table's record kept.
-	for _, dir := range []string{table.ShardEpochsDir("w1"), table.WALDir("w1"), table.ShardStatesDir("w1"), table.FlushDir("w1"), table.FleetShardsDir + "w1"} {
+	for _, dir := range []string{format.ShardEpochsDir("w1"), format.WALDir("w1"), format.ShardStatesDir("w1"), format.FlushDir("w1"), format.FleetShardsDir + "w1"} {
 		if err := blob.DeleteAll(ctx, b, listKeys(t, b, dir)); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +187,7 @@ func TestARetiredShardNumbersItsStatesAboveTheTablesRecord(t *testing.T) {
 		}
 	}
 	now = now.Add(2 * time.Minute) // the merged flush objects are old enough to go
-	if _, err := walshard.FleetMerge(ctx, b, fo); err != nil {
+	if _, err := fleetmerge.Merge(ctx, b, fo); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
@@ -221,7 +224,7 @@ func TestAnOwnerPausedAcrossARetirementLeavesNoHoleInTheWAL(t *testing.T) {
 	if err != nil || m.Shards["w1"].WAL != 6 {
 		t.Fatalf("the table's record of w1: %+v %v, want WAL position 6 (a fence, then five appends)", m.Shards["w1"], err)
 	}
-	p := &pauseOnce{Bucket: under, prefix: table.WALDir("w1"), reached: make(chan struct{}), release: make(chan struct{})}
+	p := &pauseOnce{Bucket: under, prefix: format.WALDir("w1"), reached: make(chan struct{}), release: make(chan struct{})}
 	opened := make(chan error, 1)
 	go func() {
 		paused, err := walshard.Open(ctx, p, &walshard.Options{Shard: "w1"})
@@ -244,7 +247,7 @@ func TestAnOwnerPausedAcrossARetirementLeavesNoHoleInTheWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	mid.Close()
-	for _, dir := range []string{table.ShardEpochsDir("w1"), table.WALDir("w1"), table.ShardStatesDir("w1"), table.FlushDir("w1"), table.FleetShardsDir + "w1"} {
+	for _, dir := range []string{format.ShardEpochsDir("w1"), format.WALDir("w1"), format.ShardStatesDir("w1"), format.FlushDir("w1"), format.FleetShardsDir + "w1"} {
 		if err := blob.DeleteAll(ctx, under, listKeys(t, under, dir)); err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +255,7 @@ func TestAnOwnerPausedAcrossARetirementLeavesNoHoleInTheWAL(t *testing.T) {
 	again := open(t, under, "w1", walshard.Options{})
 	close(p.release)
 	if err := <-opened; !errors.Is(err, walshard.ErrFenced) {
-		t.Fatalf("the owner paused across the retirement: %v, want ErrFenced", err)
+		t.Fatalf("the owner paused across the retirement: %v, want walshard.ErrFenced", err)
 	}
 	// The paused owner's fence takes the new owner's next position when
 	// the positions run on (as when any older owner wakes): the append is

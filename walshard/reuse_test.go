@@ -11,7 +11,10 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // listKeys lists the keys under prefix.
@@ -74,7 +77,7 @@ func reuseLargeEntries(t *testing.T, u string) {
 	if _, err := w1.Merge(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := walshard.FleetMerge(ctx, b, nil); err != nil || res.Merged["w2"] != 4 {
+	if res, err := fleetmerge.Merge(ctx, b, nil); err != nil || res.Merged["w2"] != 4 {
 		t.Fatalf("fleet merge: %+v, %v", res, err)
 	}
 	exactlyOnce(t, baseIDs(t, b), want)
@@ -85,7 +88,7 @@ func reuseLargeEntries(t *testing.T, u string) {
 	for _, id := range []string{"w1", "w2"} {
 		var keys []string
 		for _, f := range m.Fragments {
-			if strings.HasPrefix(f.Key, table.ShardDir(id)) {
+			if strings.HasPrefix(f.Key, format.ShardDir(id)) {
 				keys = append(keys, f.Key)
 			}
 		}
@@ -93,12 +96,12 @@ func reuseLargeEntries(t *testing.T, u string) {
 		// The two large entries (positions 2 and 4) join as they are; the
 		// 5 rows of position 3, in the flush object, are copied into a
 		// fragment named as a generation of the shard.
-		if len(keys) != 3 || !strings.HasPrefix(keys[0], table.ShardDir(id)+"gen/") ||
-			keys[1] != table.WALKey(id, 4) || keys[2] != table.WALKey(id, 2) {
+		if len(keys) != 3 || !strings.HasPrefix(keys[0], format.ShardDir(id)+"gen/") ||
+			keys[1] != format.WALKey(id, 4) || keys[2] != format.WALKey(id, 2) {
 			t.Fatalf("shard %s: fragments %q", id, keys)
 		}
 		// The large entries' rows were not written a second time.
-		for _, dir := range []string{table.FlushDir(id), table.ShardDir(id) + "gen/"} {
+		for _, dir := range []string{format.FlushDir(id), format.ShardDir(id) + "gen/"} {
 			if n := sizeUnder(t, b, dir); n > reuse {
 				t.Fatalf("shard %s: %s holds %d bytes, want only the small entry's rows", id, dir, n)
 			}
@@ -107,7 +110,7 @@ func reuseLargeEntries(t *testing.T, u string) {
 	// The owner's cleanup deleted the small entry (position 3) and kept
 	// what the table references; the fence below (position 1) is left to
 	// garbage collection.
-	if got := listKeys(t, b, table.WALDir("w1")); !slices.Equal(got, []string{table.WALKey("w1", 4), table.WALKey("w1", 2), table.WALKey("w1", 1)}) {
+	if got := listKeys(t, b, format.WALDir("w1")); !slices.Equal(got, []string{format.WALKey("w1", 4), format.WALKey("w1", 2), format.WALKey("w1", 1)}) {
 		t.Fatalf("w1's WAL after its merge: %q", got)
 	}
 	// Compaction replaces the parts; garbage collection then deletes the
@@ -120,7 +123,7 @@ func reuseLargeEntries(t *testing.T, u string) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"w1", "w2"} {
-		if got := listKeys(t, b, table.WALDir(id)); len(got) != 0 {
+		if got := listKeys(t, b, format.WALDir(id)); len(got) != 0 {
 			t.Fatalf("shard %s: WAL after compaction and collection: %q", id, got)
 		}
 	}
@@ -172,7 +175,7 @@ func TestDamagedFragmentEntry(t *testing.T) {
 	s := open(t, b, "w1", walshard.Options{ReuseBytes: 1})
 	appendIDs(t, s, seq(0, 300)...)
 	s.Close()
-	key := table.WALKey("w1", 2)
+	key := format.WALKey("w1", 2)
 	good, err := b.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +205,7 @@ func TestDamagedFragmentEntry(t *testing.T) {
 		}
 		r, err := walshard.Open(ctx, c, &walshard.Options{Shard: "w1"})
 		if err != nil {
-			if !errors.Is(err, walshard.ErrCorruptEntry) || !strings.Contains(err.Error(), key) {
+			if !errors.Is(err, wal.ErrCorruptEntry) || !strings.Contains(err.Error(), key) {
 				t.Fatalf("byte %d flipped: %v, want a CorruptEntryError naming %s", i, err, key)
 			}
 			refused++
@@ -227,7 +230,7 @@ func TestOnlyEntriesLargeEnoughToJoinTheTableAreParquet(t *testing.T) {
 	appendIDs(t, s, seq(100, 4_000)...) // 4,000 rows: over 32 KiB of ids alone
 	s.Close()
 	var forms []string
-	for o, err := range blob.List(ctx, b, table.WALDir("w"), 0) {
+	for o, err := range blob.List(ctx, b, format.WALDir("w"), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // ErrSchemaChanged: the table's schema changed since the shard opened,
@@ -21,7 +22,7 @@ var ErrSchemaChanged = errors.New("walshard: the table's schema changed since th
 // Options.SchemaLease: when its last check is older, it looks for the
 // marker of the next schema id (one request) and, if it is there, at the
 // newest version, by name past what a listing shows. See
-// table.SchemaLease for why this keeps acknowledged values from being
+// evolve.SchemaLease for why this keeps acknowledged values from being
 // lost to a schema change. A check that took longer than the lease and
 // its slack is made again.
 func (s *Shard) checkSchema(ctx context.Context) error {
@@ -43,7 +44,7 @@ func (s *Shard) checkSchema(ctx context.Context) error {
 		// waits after its commit (the lease and its slack: a slow
 		// store) may have seen the table before such a change that
 		// answered since: made again.
-		if s.now().Sub(start) < s.opts.SchemaLease+table.SchemaLeaseSlack {
+		if s.now().Sub(start) < s.opts.SchemaLease+evolve.SchemaLeaseSlack {
 			return nil
 		}
 	}
@@ -52,8 +53,8 @@ func (s *Shard) checkSchema(ctx context.Context) error {
 // checkSchemaOnce looks for the marker of the next schema id, and at the
 // newest version if it is there; start is when it began.
 func (s *Shard) checkSchemaOnce(ctx context.Context, start time.Time) error {
-	id := table.SchemaID(s.schema)
-	marked, err := table.SchemaMarked(ctx, s.b, id+1)
+	id := evolve.SchemaID(s.schema)
+	marked, err := evolve.SchemaMarked(ctx, s.b, id+1)
 	if err != nil {
 		return fmt.Errorf("walshard: shard %q: %w", s.id, err)
 	}
@@ -88,5 +89,5 @@ func (s *Shard) newestSchemaID(ctx context.Context) (uint64, error) {
 	if m, err = table.Newest(ctx, s.b, m); err != nil {
 		return 0, err
 	}
-	return table.SchemaID(m.Schema()), nil
+	return evolve.SchemaID(m.Schema()), nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -56,10 +56,10 @@ func TestAShardWhoseSchemaADropMadeStaleRefusesItsRowsOnceItsLeaseRanOut(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "shard"}); err != nil {
+	if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "shard"}); err != nil {
 		t.Fatal(err)
 	}
-	clock.add(table.SchemaLease)
+	clock.add(evolve.SchemaLease)
 	err = appendOnce(s, "w1", 2)
 	if !errors.Is(err, walshard.ErrSchemaChanged) {
 		t.Fatalf("an append naming the dropped column after the lease ran out: %v, want ErrSchemaChanged", err)
@@ -76,7 +76,7 @@ func TestAShardWhoseSchemaADropMadeStaleRefusesItsRowsOnceItsLeaseRanOut(t *test
 	again := open(t, b, "w1", o)
 	defer again.Close()
 	err = appendOnce(again, "w1", 4)
-	if !errors.Is(err, table.ErrBadInput) || !strings.Contains(err.Error(), `"shard"`) {
+	if !errors.Is(err, evolve.ErrBadInput) || !strings.Contains(err.Error(), `"shard"`) {
 		t.Fatalf("an append naming the dropped column, shard opened again: %v, want a refusal naming the column", err)
 	}
 }
@@ -94,13 +94,13 @@ func TestAShardChecksItsSchemaOnceALease(t *testing.T) {
 		t.Fatalf("schema checks after the first append: %d, want 1", n)
 	}
 	for i := range int64(5) {
-		clock.add(table.SchemaLease / 10)
+		clock.add(evolve.SchemaLease / 10)
 		appendIDs(t, s, 2+i)
 	}
 	if n := heads(); n != 1 {
 		t.Fatalf("schema checks within the lease: %d, want 1", n)
 	}
-	clock.add(table.SchemaLease)
+	clock.add(evolve.SchemaLease)
 	appendIDs(t, s, 10)
 	if n := heads(); n != 2 {
 		t.Fatalf("schema checks after the lease ran out: %d, want 2", n)
@@ -114,7 +114,7 @@ type schemaChecks struct {
 }
 
 func (c *schemaChecks) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
-	if strings.HasPrefix(key, table.SchemaDir) {
+	if strings.HasPrefix(key, evolve.SchemaDir) {
 		c.n.Add(1)
 	}
 	return c.Bucket.Attributes(ctx, key)
@@ -130,7 +130,7 @@ func TestASchemaCheckSlowerThanTheLeaseIsMadeAgain(t *testing.T) {
 	s := open(t, b, "w1", walshard.Options{Commit: commit.Options{Now: clock.Now}})
 	defer s.Close()
 	appendIDs(t, s, 1)
-	clock.add(table.SchemaLease)
+	clock.add(evolve.SchemaLease)
 	// The next check's read answers "no newer schema", as it was when
 	// the store read it; by the time the answer arrives a drop has
 	// committed and outwaited its lease.
@@ -139,10 +139,10 @@ func TestASchemaCheckSlowerThanTheLeaseIsMadeAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tb.Alter(ctx, table.ColumnChange{Op: table.DropColumn, Column: "shard"}); err != nil {
+		if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "shard"}); err != nil {
 			t.Fatal(err)
 		}
-		clock.add(table.SchemaLease + table.SchemaLeaseSlack)
+		clock.add(evolve.SchemaLease + evolve.SchemaLeaseSlack)
 	}
 	if err := appendOnce(s, "w1", 2); !errors.Is(err, walshard.ErrSchemaChanged) {
 		t.Fatalf("an append after a check slower than the lease, a drop landing meanwhile: %v, want ErrSchemaChanged", err)
@@ -158,7 +158,7 @@ type slowCheck struct {
 
 func (c *slowCheck) Attributes(ctx context.Context, key string) (blob.Attributes, error) {
 	a, err := c.Bucket.Attributes(ctx, key)
-	if h := c.hook; h != nil && strings.HasPrefix(key, table.SchemaDir) {
+	if h := c.hook; h != nil && strings.HasPrefix(key, evolve.SchemaDir) {
 		c.hook = nil
 		h()
 	}

@@ -13,6 +13,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/backoff"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // walRetry paces the re-reads of a WAL position whose create's outcome
@@ -21,7 +24,7 @@ var walRetry = backoff.Policy{Base: 5 * time.Millisecond, Max: 200 * time.Millis
 
 type appendReq struct {
 	recs []arrow.RecordBatch // one request's batches go in one entry
-	key  *table.AppendKey    // an idempotent append's name, or nil
+	key  *format.AppendKey   // an idempotent append's name, or nil
 	// keys: an upsert's key columns (stored names); requests go in one
 	// entry only with the same keys (none, for appends).
 	keys []string
@@ -42,7 +45,7 @@ type Ack struct {
 // Shard is one owner's handle on a shard. Safe for concurrent use.
 type Shard struct {
 	b      blob.Bucket
-	l      layout
+	l      wal.Layout
 	id     string
 	epoch  uint64
 	schema *arrow.Schema
@@ -60,7 +63,7 @@ type Shard struct {
 	merging atomic.Bool
 	// fleet is what this handle's fleet merges (Options.FleetMerge)
 	// remember between passes.
-	fleet FleetMemory
+	fleet fleetmerge.Memory
 	// merges counts the merge commits this handle made; rebases the times
 	// they caught up with other commits first.
 	merges, rebases atomic.Int64
@@ -107,8 +110,8 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := newLayout(opts.Shard)
-	l.table = m.TableID
+	l := wal.NewLayout(opts.Shard)
+	l.Table = m.TableID
 	s := &Shard{b: b, l: l, id: opts.Shard, schema: m.Schema(), opts: opts,
 		appendq: make(chan appendReq), stop: make(chan struct{}), flushq: make(chan struct{}, 1)}
 	// What the table records of the shard is a floor for the epoch and
@@ -129,7 +132,7 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	s.mu.wal.verified, s.mu.wal.wrote = claimed, claimed
 	// Other processes (fleet merges, adoption, fresh reads) find the
 	// shard by this.
-	if err := b.PutIfAbsent(ctx, table.FleetShardsDir+opts.Shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
+	if err := b.PutIfAbsent(ctx, format.FleetShardsDir+opts.Shard, nil); err != nil && !errors.Is(err, blob.ErrExists) {
 		return nil, err
 	}
 	// The state first: a create at the next sequence number succeeds only
@@ -175,19 +178,19 @@ func (s *Shard) Schema() *arrow.Schema { return s.schema }
 // (the table's record of the shard).
 func (s *Shard) claimEpoch(ctx context.Context, floor uint64) (uint64, error) {
 	for range 100 {
-		page, err := s.b.ListPage(ctx, s.l.epochs(), "", 1)
+		page, err := s.b.ListPage(ctx, s.l.Epochs(), "", 1)
 		if err != nil {
 			return 0, err
 		}
 		next := floor + 1
 		if len(page.Objects) > 0 {
-			e, ok := parseLast(s.l.epochs(), page.Objects[0].Key)
+			e, ok := wal.ParseLast(s.l.Epochs(), page.Objects[0].Key)
 			if !ok {
 				return 0, fmt.Errorf("walshard: unexpected object %q among epochs", page.Objects[0].Key)
 			}
 			next = max(next, e+1)
 		}
-		err = s.b.PutIfAbsent(ctx, s.l.epochKey(next), []byte(s.opts.Commit.Writer))
+		err = s.b.PutIfAbsent(ctx, s.l.EpochKey(next), []byte(s.opts.Commit.Writer))
 		if err == nil {
 			return next, nil
 		}
@@ -200,11 +203,11 @@ func (s *Shard) claimEpoch(ctx context.Context, floor uint64) (uint64, error) {
 
 // walEnd returns the newest WAL position in the bucket (0: none).
 func (s *Shard) walEnd(ctx context.Context) (uint64, error) {
-	page, err := s.b.ListPage(ctx, s.l.wal(), "", 1)
+	page, err := s.b.ListPage(ctx, s.l.Wal(), "", 1)
 	if err != nil || len(page.Objects) == 0 {
 		return 0, err
 	}
-	pos, ok := parseLast(s.l.wal(), page.Objects[0].Key)
+	pos, ok := wal.ParseLast(s.l.Wal(), page.Objects[0].Key)
 	if !ok {
 		return 0, fmt.Errorf("walshard: unexpected object %q in the WAL", page.Objects[0].Key)
 	}
@@ -223,14 +226,14 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 	}
 	pos := max(end, flushed) + 1
 	for range 1000 {
-		e := &entry{kind: kindFence, epoch: s.epoch, position: pos, id: table.NewID()}
-		data, _ := encodeEntry(e, s.schema, false)
-		err := s.b.PutIfAbsent(ctx, s.l.walKey(pos), data)
+		e := &wal.Entry{Kind: wal.KindFence, Epoch: s.epoch, Position: pos, Id: format.NewID()}
+		data, _ := wal.EncodeEntry(e, s.schema, false)
+		err := s.b.PutIfAbsent(ctx, s.l.WalKey(pos), data)
 		if err == nil {
 			return pos, nil
 		}
 		if errors.Is(err, blob.ErrExists) || blob.IsRetryable(err) {
-			if got, rerr := s.readEntry(ctx, pos, true); rerr == nil && got.id == e.id {
+			if got, rerr := s.readEntry(ctx, pos, true); rerr == nil && got.Id == e.Id {
 				return pos, nil
 			}
 			if errors.Is(err, blob.ErrExists) {
@@ -253,14 +256,14 @@ func (s *Shard) fence(ctx context.Context, flushed uint64) (uint64, error) {
 // after the create, by name, then counts that number merged from an
 // older owner's state, and the stray state is taken back and the
 // take-over tried again above it.
-func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error) {
+func (s *Shard) takeOver(ctx context.Context, m *format.Manifest) (*wal.State, error) {
 	recorded := m.Shards[s.id].Epoch
 	var floor uint64
 	var lastErr error
 	for range 100 {
 		mark := m.Shards[s.id].Seq
-		cur, moved, err := ownerState(ctx, s.b, s.l, mark, floor)
-		if errors.Is(err, errStateGone) {
+		cur, moved, err := wal.OwnerState(ctx, s.b, s.l, mark, floor)
+		if errors.Is(err, wal.ErrStateGone) {
 			lastErr = err
 			if m, err = table.Newest(ctx, s.b, m); err != nil {
 				return nil, err
@@ -283,11 +286,11 @@ func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error)
 			return nil, ErrFenced
 		}
 		next := *cur
-		next.Seq, next.Epoch, next.ID = cur.Seq+1, s.epoch, table.NewID()
+		next.Seq, next.Epoch, next.ID = cur.Seq+1, s.epoch, format.NewID()
 		// Every WAL position the table's merged generations cover is
 		// flushed, and the next generation is numbered above its
 		// watermark: no-ops but for a retired shard, whose states are gone
-		// (see Open, and table.ShardMark.WAL); a table written before
+		// (see Open, and format.ShardMark.WAL); a table written before
 		// ShardMark.WAL has the watermark alone for a floor.
 		s.mu.Lock()
 		w := s.mu.gens.watermark
@@ -303,7 +306,7 @@ func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error)
 			// before flush objects wrote it): a stand-in at the next number
 			// under state/ fences an owner of such a build, and such a
 			// build refuses the shard from now on.
-			if err := moveOldStates(ctx, s.b, s.l, &next); errors.Is(err, errStateTaken) {
+			if err := wal.MoveOldStates(ctx, s.b, s.l, &next); errors.Is(err, wal.ErrStateTaken) {
 				continue
 			} else if err != nil {
 				return nil, err
@@ -314,8 +317,8 @@ func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error)
 				s.mu.Unlock()
 			}
 		}
-		err = writeState(ctx, s.b, s.l, s.schema, &next, nil)
-		if errors.Is(err, errStateTaken) {
+		err = wal.WriteState(ctx, s.b, s.l, s.schema, &next, nil)
+		if errors.Is(err, wal.ErrStateTaken) {
 			lastErr, floor = err, next.Seq
 			continue
 		}
@@ -331,7 +334,7 @@ func (s *Shard) takeOver(ctx context.Context, m *table.Manifest) (*State, error)
 			// was one a merge had emptied, and the state is not the
 			// newest's successor. Nothing reads it (the table counts it
 			// merged); it goes, and the take-over starts again.
-			if err := s.b.Delete(ctx, s.l.flushKey(next.Seq)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			if err := s.b.Delete(ctx, s.l.FlushKey(next.Seq)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				return nil, err
 			}
 			lastErr, floor = fmt.Errorf("walshard: state %d was a merged number", next.Seq), 0
@@ -372,30 +375,30 @@ func (s *Shard) strays(ctx context.Context, w, recorded uint64) (uint64, error) 
 		if err != nil {
 			return w, err
 		}
-		if e.epoch > recorded {
+		if e.Epoch > recorded {
 			return w, nil
 		}
 	}
 	return end, nil
 }
 
-func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*entry, error) {
-	key := s.l.walKey(pos)
+func (s *Shard) readEntry(ctx context.Context, pos uint64, headerOnly bool) (*wal.Entry, error) {
+	key := s.l.WalKey(pos)
 	data, err := s.b.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return decodeEntry(s.id, key, pos, data, s.schema, headerOnly)
+	return wal.DecodeEntry(s.id, key, pos, data, s.schema, headerOnly)
 }
 
 // addToMemtable adds an entry's rows, and records its idempotent
 // appends; reuse, when not nil, is the entry's object as a fragment, to
 // join the table as it is when flushed.
-func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *table.Fragment, appends []appendRecord, keys []string) {
+func (s *Shard) addToMemtable(pos uint64, batches []arrow.RecordBatch, reuse *format.Fragment, appends []wal.AppendRecord, keys []string) {
 	me := memEntry{pos: pos, batches: batches, reuse: reuse, keys: keys, appends: appends}
 	for _, rec := range batches {
 		me.rows += rec.NumRows()
-		me.bytes += recordBytes(rec)
+		me.bytes += wal.RecordBytes(rec)
 	}
 	s.mu.Lock()
 	s.mu.names.record(pos, appends)

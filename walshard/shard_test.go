@@ -18,7 +18,13 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 var ctx = context.Background()
@@ -153,7 +159,7 @@ func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Shards["w1"].Watermark != 1 || m.Transaction.Kind != table.KindMerge {
+	if m.Shards["w1"].Watermark != 1 || m.Transaction.Kind != format.KindMerge {
 		t.Fatalf("manifest shard mark %+v, kind %s", m.Shards, m.Transaction.Kind)
 	}
 	// The merged generation's rows are a table fragment now, copied from
@@ -180,7 +186,7 @@ func TestAppendFlushMergeMovesRowsIntoTheTableOnce(t *testing.T) {
 		t.Fatalf("stats after merge %+v", st)
 	}
 	// A filter and a projection through the fresh path.
-	got := countIDs(t, s.ScanFresh(ctx, table.ScanOptions{Columns: []string{"id"}, Filter: table.Ge("id", table.Int(18))}))
+	got := countIDs(t, s.ScanFresh(ctx, table.ScanOptions{Columns: []string{"id"}, Filter: expr.Ge("id", value.Int(18))}))
 	exactlyOnce(t, got, seq(18, 7))
 }
 
@@ -253,13 +259,13 @@ func TestAFencedWriterCanDoNoHarm(t *testing.T) {
 	rec := batch("w1", 100)
 	defer rec.Release()
 	if err := old.Append(ctx, rec); !errors.Is(err, walshard.ErrFenced) {
-		t.Fatalf("old owner's append: %v, want ErrFenced", err)
+		t.Fatalf("old owner's append: %v, want walshard.ErrFenced", err)
 	}
 	if _, err := old.Merge(ctx); !errors.Is(err, walshard.ErrFenced) {
-		t.Fatalf("old owner's merge: %v, want ErrFenced", err)
+		t.Fatalf("old owner's merge: %v, want walshard.ErrFenced", err)
 	}
 	if _, err := old.Flush(ctx); !errors.Is(err, walshard.ErrFenced) {
-		t.Fatalf("old owner's flush: %v, want ErrFenced", err)
+		t.Fatalf("old owner's flush: %v, want walshard.ErrFenced", err)
 	}
 	if _, err := newer.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -280,7 +286,7 @@ func TestStaleMergeFromAnOlderEpochIsRefusedByTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A merge transaction from epoch 0 (older than the table's mark).
-	_, err := commit.Commit(ctx, b, nil, table.Transaction{Kind: table.KindMerge, Shard: "w1", Watermark: 9, Epoch: 0}, nil)
+	_, err := commit.Commit(ctx, b, nil, format.Transaction{Kind: format.KindMerge, Shard: "w1", Watermark: 9, Epoch: 0}, nil)
 	if !errors.Is(err, commit.ErrConflict) || commit.IsRetryableConflict(err) {
 		t.Fatalf("stale merge: %v, want a final conflict", err)
 	}
@@ -288,7 +294,7 @@ func TestStaleMergeFromAnOlderEpochIsRefusedByTheTable(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	b := newTable(t, "mem://")
-	if _, err := walshard.Open(ctx, b, &walshard.Options{Shard: "../x"}); !errors.Is(err, walshard.ErrBadShardID) {
+	if _, err := walshard.Open(ctx, b, &walshard.Options{Shard: "../x"}); !errors.Is(err, wal.ErrBadShardID) {
 		t.Fatalf("bad shard id: %v", err)
 	}
 	s := open(t, b, "w1", walshard.Options{})
@@ -299,7 +305,7 @@ func TestBadInput(t *testing.T) {
 	rec := bld.NewRecordBatch()
 	defer rec.Release()
 	before, _ := blob.StatsOf(b)
-	if err := s.Append(ctx, rec); !errors.Is(err, table.ErrSchemaMismatch) {
+	if err := s.Append(ctx, rec); !errors.Is(err, evolve.ErrSchemaMismatch) {
 		t.Fatalf("append of another schema: %v", err)
 	}
 	if after, _ := blob.StatsOf(b); after.Sub(before).CondPutsWon != 0 {
@@ -330,7 +336,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	_, err := walshard.Open(ctx, b, &walshard.Options{Shard: "w1"})
-	var ce *walshard.CorruptEntryError
+	var ce *wal.CorruptEntryError
 	if !errors.As(err, &ce) || ce.Key != victim || ce.Shard != "w1" || ce.Position == 0 {
 		t.Fatalf("reopen over a corrupt entry: %v (want a CorruptEntryError naming %s)", err, victim)
 	}
@@ -438,7 +444,7 @@ func TestRewriteAndMergeRunTogether(t *testing.T) {
 				rec.Retain()
 				recs = append(recs, rec)
 			}
-			frag, err := table.WriteFragment(ctx, b, schema, recs...)
+			frag, err := fragment.Write(ctx, b, schema, recs...)
 			for _, r := range recs {
 				r.Release()
 			}
@@ -446,7 +452,7 @@ func TestRewriteAndMergeRunTogether(t *testing.T) {
 				rewriteErr = err
 				return
 			}
-			_, err = commit.Commit(ctx, b, snap.Manifest(), table.Transaction{Kind: table.KindRewrite, Removed: ids, Added: []table.Fragment{frag}}, nil)
+			_, err = commit.Commit(ctx, b, snap.Manifest(), format.Transaction{Kind: format.KindRewrite, Removed: ids, Added: []format.Fragment{frag}}, nil)
 			if err != nil && !commit.IsRetryableConflict(err) {
 				rewriteErr = err
 				return

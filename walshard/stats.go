@@ -12,6 +12,10 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/fleetmerge"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // Stats is the LSM view of one shard.
@@ -56,10 +60,10 @@ type Stats struct {
 	LastWrite time.Time `json:"last_write,omitzero"`
 }
 
-func fillPending(st *Stats, state *State) {
+func fillPending(st *Stats, state *wal.State) {
 	st.WALFlushed = state.WALFlushed
 	st.NewestGeneration = state.NextGen - 1
-	for _, g := range state.pending(st.Watermark) {
+	for _, g := range state.Pending(st.Watermark) {
 		st.PendingGenerations++
 		st.PendingBytes += g.Bytes
 		st.PendingRows += g.Rows
@@ -69,7 +73,7 @@ func fillPending(st *Stats, state *State) {
 // StatsAt is Stats as of the watermark version m records for the shard,
 // when it is newer than the handle's: other processes (fleet merges) move
 // it without this handle. Reading stats changes nothing.
-func (s *Shard) StatsAt(m *table.Manifest) Stats { return s.stats(m.Shards[s.id].Watermark) }
+func (s *Shard) StatsAt(m *format.Manifest) Stats { return s.stats(m.Shards[s.id].Watermark) }
 
 // Stats returns the handle's view, with no I/O.
 func (s *Shard) Stats() Stats { return s.stats(0) }
@@ -102,28 +106,13 @@ func Inspect(ctx context.Context, b blob.Bucket, id string) (Stats, error) {
 	return InspectAt(ctx, b, id, m)
 }
 
-// NewestEpoch reads the newest epoch claimed on shard id (0: none), with one
-// LIST of one key.
-func NewestEpoch(ctx context.Context, b blob.Bucket, id string) (uint64, error) {
-	if err := CheckShardID(id); err != nil {
-		return 0, err
-	}
-	l := newLayout(id)
-	page, err := b.ListPage(ctx, l.epochs(), "", 1)
-	if err != nil || len(page.Objects) == 0 {
-		return 0, err
-	}
-	e, _ := parseLast(l.epochs(), page.Objects[0].Key)
-	return e, nil
-}
-
 // InspectAt is Inspect against a manifest already read.
-func InspectAt(ctx context.Context, b blob.Bucket, id string, m *table.Manifest) (Stats, error) {
-	if err := CheckShardID(id); err != nil {
+func InspectAt(ctx context.Context, b blob.Bucket, id string, m *format.Manifest) (Stats, error) {
+	if err := wal.CheckShardID(id); err != nil {
 		return Stats{}, err
 	}
-	l := newLayout(id)
-	page, err := b.ListPage(ctx, l.epochs(), "", 1)
+	l := wal.NewLayout(id)
+	page, err := b.ListPage(ctx, l.Epochs(), "", 1)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -131,23 +120,23 @@ func InspectAt(ctx context.Context, b blob.Bucket, id string, m *table.Manifest)
 		return Stats{}, fmt.Errorf("%w %q", ErrUnknownShard, id)
 	}
 	st := Stats{Shard: id}
-	st.Epoch, _ = parseLast(l.epochs(), page.Objects[0].Key)
+	st.Epoch, _ = wal.ParseLast(l.Epochs(), page.Objects[0].Key)
 	st.Watermark = m.Shards[id].Watermark
-	state, err := readState(ctx, b, l)
+	state, err := wal.ReadState(ctx, b, l)
 	if err != nil {
 		return Stats{}, err
 	}
 	fillPending(&st, state)
-	last, end, err := lastActivity(ctx, b, l)
+	last, end, err := fleetmerge.LastActivity(ctx, b, l)
 	if err != nil {
 		return Stats{}, err
 	}
 	st.LastWrite = last
-	for o, err := range blob.List(ctx, b, l.quarantine(), 0) {
+	for o, err := range blob.List(ctx, b, l.Quarantine(), 0) {
 		if err != nil {
 			return Stats{}, err
 		}
-		pos, _ := parseLast(l.quarantine(), o.Key)
+		pos, _ := wal.ParseLast(l.Quarantine(), o.Key)
 		st.Quarantined = append(st.Quarantined, Quarantined{Position: pos, Key: o.Key})
 	}
 	// Merged entries are deleted; the flushed position is still written.
@@ -184,13 +173,13 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 		watermark := base.Manifest().Shards[s.id].Watermark
 		// The memtable and the state change together under the lock.
 		s.mu.Lock()
-		gens := s.mu.gens.state.pending(watermark)
+		gens := s.mu.gens.state.Pending(watermark)
 		var mem []arrow.RecordBatch
 		var keys [][]string
-		var entries []entryNames
+		var entries []wal.EntryNames
 		for _, me := range s.mu.mem.entries {
 			if len(me.appends) > 0 {
-				entries = append(entries, entryNames{first: len(mem), n: len(me.batches), appends: me.appends})
+				entries = append(entries, wal.EntryNames{First: len(mem), N: len(me.batches), Appends: me.appends})
 			}
 			for _, rec := range me.batches {
 				rec.Retain()
@@ -209,7 +198,7 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 			// The table's schema changed since this handle opened: its
 			// rows are read as the new schema reads them.
 			for i, rec := range mem {
-				ev, err := table.EvolveBatch(opts.Allocator, schema, rec)
+				ev, err := evolve.Batch(opts.Allocator, schema, rec)
 				if err != nil {
 					yield(nil, err)
 					return
@@ -218,7 +207,7 @@ func (s *Shard) ScanFresh(ctx context.Context, opts table.ScanOptions) iter.Seq2
 				mem[i] = ev
 			}
 		}
-		scanFresh(ctx, s.b, schema, base, gens, mem, keys, entries, opts, yield)
+		wal.ScanFresh(ctx, s.b, schema, base, gens, mem, keys, entries, opts, yield)
 	}
 }
 
@@ -247,7 +236,7 @@ func (s *Shard) freshBase(ctx context.Context) (*table.Snapshot, error) {
 	// name (names do not lag as listings do) until one shows it.
 	for v := base.Version() + 1; ; v++ {
 		m, err := table.ReadManifest(ctx, s.b, v)
-		if errors.Is(err, table.ErrVersionNotFound) {
+		if errors.Is(err, format.ErrVersionNotFound) {
 			return nil, fmt.Errorf("walshard: shard %q: no version from v%d on shows watermark %d, which a fleet merge recorded: %w",
 				s.id, base.Version(), known, blob.ErrRetryable)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/testenv"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -147,7 +147,7 @@ func BenchmarkShardNamedUpsertsOfOneKey(b *testing.B) {
 					bld.Field(1).(*array.Float64Builder).Append(float64(u))
 					rec := bld.NewRecordBatch()
 					bld.Release()
-					name := table.Idempotency{Producer: "client", Seq: uint64(i*upserts + u + 1)}
+					name := format.Idempotency{Producer: "client", Seq: uint64(i*upserts + u + 1)}
 					if _, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec); err != nil {
 						b.Fatal(err)
 					}

@@ -12,7 +12,10 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // upsertIDs upserts rows (id, value) by id through s.
@@ -161,7 +164,7 @@ func TestShardUpsertsSurviveAReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := walshard.FleetMerge(ctx, b, nil)
+	res, err := fleetmerge.Merge(ctx, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +183,7 @@ func TestShardUpsertRefusesBadKeys(t *testing.T) {
 	rec := batch("x", 1, 1)
 	defer rec.Release()
 	for _, keys := range [][]string{{"id"}, {"nope"}, {}} {
-		var ie *table.InputError
+		var ie *evolve.InputError
 		if err := s.Upsert(ctx, keys, rec); !errors.As(err, &ie) {
 			t.Errorf("upsert by %q of a key twice: %v, want a *table.InputError", keys, err)
 		}
@@ -198,7 +201,7 @@ func TestShardUpsertSentAgainStoresNothingTwice(t *testing.T) {
 	s := open(t, b, "a", walshard.Options{})
 	rec := batch("u", 1, 2)
 	defer rec.Release()
-	name := table.Idempotency{Producer: "grader", Seq: 7}
+	name := format.Idempotency{Producer: "grader", Seq: 7}
 	first, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec)
 	if err != nil || first.Duplicate {
 		t.Fatalf("first upsert: %+v %v", first, err)
@@ -246,7 +249,7 @@ func TestMergesInstallMixedGenerationsAtOnce(t *testing.T) {
 			}
 			continue
 		}
-		res, err := walshard.FleetMerge(ctx, b, nil)
+		res, err := fleetmerge.Merge(ctx, b, nil)
 		if err != nil || res.Generations != 4 {
 			t.Fatalf("one FleetMerge of four mixed generations: %+v %v", res, err)
 		}
@@ -298,7 +301,7 @@ func TestAFlushWaitingForRoomSeesAFleetMerge(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
-	if _, err := walshard.FleetMerge(ctx, b, nil); err != nil {
+	if _, err := fleetmerge.Merge(ctx, b, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -320,18 +323,18 @@ func TestAnUpsertsNameCoversItsKeys(t *testing.T) {
 	defer s.Close()
 	rec := batch("x", 1, 2)
 	defer rec.Release()
-	name := table.Idempotency{Producer: "p", Seq: 1}
+	name := format.Idempotency{Producer: "p", Seq: 1}
 	if _, err := s.AppendOnce(ctx, name, rec); err != nil {
 		t.Fatal(err)
 	}
-	if ack, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec); !errors.Is(err, table.ErrKeyReused) {
+	if ack, err := s.UpsertOnce(ctx, &name, []string{"id"}, false, rec); !errors.Is(err, format.ErrKeyReused) {
 		t.Fatalf("an upsert under an append's name: %+v %v, want ErrKeyReused", ack, err)
 	}
-	other := table.Idempotency{Producer: "p", Seq: 2}
+	other := format.Idempotency{Producer: "p", Seq: 2}
 	if _, err := s.UpsertOnce(ctx, &other, []string{"id"}, false, rec); err != nil {
 		t.Fatal(err)
 	}
-	if ack, err := s.UpsertOnce(ctx, &other, []string{"id", "shard"}, false, rec); !errors.Is(err, table.ErrKeyReused) {
+	if ack, err := s.UpsertOnce(ctx, &other, []string{"id", "shard"}, false, rec); !errors.Is(err, format.ErrKeyReused) {
 		t.Fatalf("an upsert by other keys under an upsert's name: %+v %v, want ErrKeyReused", ack, err)
 	}
 	if ack, err := s.UpsertOnce(ctx, &other, []string{"id"}, false, rec); err != nil || !ack.Duplicate {

@@ -11,6 +11,8 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/walshard/wal"
 )
 
 // An entry of upserts that no Upsert would write — a key twice among its
@@ -44,12 +46,12 @@ func TestHostileUpsertEntriesDoNotWedgeTheShard(t *testing.T) {
 	pos := s.mu.wal.nextPos
 	for i, keys := range [][]string{{"id"}, {"gone"}} {
 		rec := rows("x", "y")
-		data, err := encodeEntry(&entry{kind: kindData, epoch: s.epoch, position: pos + uint64(i), id: table.NewID(), batches: []arrow.RecordBatch{rec}, keys: keys}, schema, false)
+		data, err := wal.EncodeEntry(&wal.Entry{Kind: wal.KindData, Epoch: s.epoch, Position: pos + uint64(i), Id: format.NewID(), Batches: []arrow.RecordBatch{rec}, Keys: keys}, schema, false)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.PutIfAbsent(ctx, s.l.walKey(pos+uint64(i)), data); err != nil {
+		if err := b.PutIfAbsent(ctx, s.l.WalKey(pos+uint64(i)), data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -34,7 +35,7 @@ func TestAPausedOwnerIsNotAcknowledgedAfterTheNewerOneCleanedUp(t *testing.T) {
 		offset.Add(int64(pause))
 		if pause > 0 {
 			then := time.Now().Add(-pause)
-			if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(table.WALKey("w1", 3))), then, then); err != nil {
+			if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(format.WALKey("w1", 3))), then, then); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,7 +45,7 @@ func TestAPausedOwnerIsNotAcknowledgedAfterTheNewerOneCleanedUp(t *testing.T) {
 		if _, err := newer.Merge(ctx); err != nil {
 			t.Fatal(err)
 		}
-		fence, err := b.Attributes(ctx, table.WALKey("w1", 3))
+		fence, err := b.Attributes(ctx, format.WALKey("w1", 3))
 		if pause == 0 && err != nil {
 			t.Fatalf("the newer owner's fence, written a moment ago, is gone after its cleanup: %v", err)
 		}
@@ -53,7 +54,7 @@ func TestAPausedOwnerIsNotAcknowledgedAfterTheNewerOneCleanedUp(t *testing.T) {
 		}
 		err = appendOnce(old, "w1", 100)
 		if !errors.Is(err, walshard.ErrFenced) && !errors.Is(err, walshard.ErrAppendUnknown) {
-			t.Fatalf("paused %v: the older owner's append: %v, want ErrFenced or ErrAppendUnknown", pause, err)
+			t.Fatalf("paused %v: the older owner's append: %v, want walshard.ErrFenced or walshard.ErrAppendUnknown", pause, err)
 		}
 		old.Close()
 		newer.Close()
@@ -88,7 +89,7 @@ func (p *pauseOnce) ListPage(ctx context.Context, prefix, token string, n int) (
 // its open fails as fenced.
 func TestAnOwnerAdoptedWhileItOpenedIsFenced(t *testing.T) {
 	under := newTable(t, "file://"+t.TempDir())
-	p := &pauseOnce{Bucket: under, prefix: table.WALDir("w1"),
+	p := &pauseOnce{Bucket: under, prefix: format.WALDir("w1"),
 		reached: make(chan struct{}), release: make(chan struct{})}
 	opened := make(chan error, 1)
 	var old *walshard.Shard
@@ -109,6 +110,6 @@ func TestAnOwnerAdoptedWhileItOpenedIsFenced(t *testing.T) {
 		old.Close()
 	}
 	if !errors.Is(err, walshard.ErrFenced) {
-		t.Fatalf("the owner adopted while it opened: %v, want ErrFenced (an acknowledged append would be lost)", err)
+		t.Fatalf("the owner adopted while it opened: %v, want walshard.ErrFenced (an acknowledged append would be lost)", err)
 	}
 }

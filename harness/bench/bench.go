@@ -25,6 +25,9 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // Config holds the workload's flags.
@@ -159,7 +162,7 @@ func (cfg Config) tableURL() (string, func(), error) {
 		}
 		prefix := cfg.S3Prefix
 		if prefix == "" {
-			prefix = "strata-bench-" + strings.ToLower(table.NewID())
+			prefix = "strata-bench-" + strings.ToLower(format.NewID())
 		}
 		region := os.Getenv("AWS_REGION")
 		if region == "" {
@@ -203,9 +206,9 @@ type names struct {
 	seq      uint64
 }
 
-func (n *names) next() table.Idempotency {
+func (n *names) next() format.Idempotency {
 	n.seq++
-	return table.Idempotency{Producer: n.producer, Seq: n.seq}
+	return format.Idempotency{Producer: n.producer, Seq: n.seq}
 }
 
 // writerNames is writer w's names, or nil without Config.Keys.
@@ -389,7 +392,7 @@ func scan(ctx context.Context, cfg Config, u string) (Result, error) {
 		return nil, err
 	}
 	count, nCount, err := timed(func() (int64, error) {
-		res, err := s.Count(ctx, table.Ge("reward", table.Float(0.9)))
+		res, err := s.Count(ctx, expr.Ge("reward", value.Float(0.9)))
 		return res.Rows, err
 	})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/job"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // The fleet mode: N shard writers append a modest rate each (one append
@@ -345,11 +346,11 @@ func (f *fleetRun) check(ctx context.Context, v0 uint64) (fleetCheck, error) {
 // the table to that merge's time on the store.
 func mergeTimes(ctx context.Context, b blob.Bucket, v0 uint64) (map[int64]time.Time, error) {
 	out := map[int64]time.Time{}
-	for o, err := range blob.List(ctx, b, table.VersionsDir, 0) {
+	for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
 		if err != nil {
 			return nil, err
 		}
-		v, ok := table.ParseManifestKey(o.Key)
+		v, ok := format.ParseManifestKey(o.Key)
 		if !ok || v <= v0 {
 			continue
 		}
@@ -357,10 +358,10 @@ func mergeTimes(ctx context.Context, b blob.Bucket, v0 uint64) (map[int64]time.T
 		if err != nil {
 			return nil, err
 		}
-		if t.Kind != table.KindMerge {
+		if t.Kind != format.KindMerge {
 			continue
 		}
-		frags := make([]table.Fragment, len(t.Added))
+		frags := make([]format.Fragment, len(t.Added))
 		for i, f := range t.Added {
 			f.ID = uint64(i)
 			frags[i] = f

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // The fleet mode says where its requests go: each request a fleet's
@@ -66,14 +66,14 @@ var (
 	tableObjects = []struct {
 		dir  string
 		kind int
-	}{{table.FleetFlushDir, objFlush}, {table.FleetPendingDir, objAnnouncement}, {table.FleetMergedDir, objMergeRecord}, {table.FleetShardsDir, objRegistration},
-		{table.VersionsDir, objManifest}, {table.DataDir, objFragment}, {"_compactor/", objCompactor}, // its leases and history
-		{table.IcebergDir, objIceberg}, {table.GCBoundaryDir, objGC}, {table.GCClockDir, objGC}}
+	}{{format.FleetFlushDir, objFlush}, {format.FleetPendingDir, objAnnouncement}, {format.FleetMergedDir, objMergeRecord}, {format.FleetShardsDir, objRegistration},
+		{format.VersionsDir, objManifest}, {format.DataDir, objFragment}, {"_compactor/", objCompactor}, // its leases and history
+		{format.IcebergDir, objIceberg}, {format.GCBoundaryDir, objGC}, {format.GCClockDir, objGC}}
 )
 
 // objectKind is the kind of object at key (or under a listed prefix).
 func objectKind(key string) int {
-	if rest, ok := strings.CutPrefix(key, table.ShardsDir); ok {
+	if rest, ok := strings.CutPrefix(key, format.ShardsDir); ok {
 		_, sub, _ := strings.Cut(rest, "/")
 		for _, o := range shardObjects {
 			if strings.HasPrefix(sub, o.dir) {
@@ -150,7 +150,7 @@ func (c *fleetBucket) Attributes(ctx context.Context, key string) (blob.Attribut
 func (c *fleetBucket) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	err := c.Bucket.PutIfAbsent(ctx, key, data)
 	c.tally.add(key, reqPut) // on its answer, as blob.Counted counts it
-	if errors.Is(err, blob.ErrExists) && strings.HasPrefix(key, table.VersionsDir) {
+	if errors.Is(err, blob.ErrExists) && strings.HasPrefix(key, format.VersionsDir) {
 		c.conflicts.Add(1)
 	}
 	return err

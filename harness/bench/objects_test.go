@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Every object a fleet writes, named by the table's own layout, is
@@ -20,26 +20,26 @@ func TestObjectKinds(t *testing.T) {
 		key  string
 		want string
 	}{
-		{table.WALKey("w0001", 7), "wal"},
-		{table.WALDir("w0001"), "wal"},
-		{table.ShardStateKey("w0001", 3), "shard_state"},
-		{table.GenerationKey("w0001", 4, 1, "ab12"), "generation"},
-		{table.ShardEpochKey("w0001", 2), "epoch_claim"},
-		{table.QuarantineKey("w0001", 9), "quarantine"},
-		{table.FlushKey("w0001", 5), "flush"},
-		{table.FlushDir("w0001"), "flush"},
-		{table.FleetFlushDir, "flush"},
-		{table.PendingKey("w0001", 4, 3), "announcement"},
-		{table.FleetPendingDir, "announcement"},
-		{table.MergedKey("w0001", 8), "merge_record"},
-		{table.FleetShardsDir + "w0001", "registration"},
-		{table.ManifestKey(12), "manifest"},
-		{table.NewFragmentKey(), "fragment"},
+		{format.WALKey("w0001", 7), "wal"},
+		{format.WALDir("w0001"), "wal"},
+		{format.ShardStateKey("w0001", 3), "shard_state"},
+		{format.GenerationKey("w0001", 4, 1, "ab12"), "generation"},
+		{format.ShardEpochKey("w0001", 2), "epoch_claim"},
+		{format.QuarantineKey("w0001", 9), "quarantine"},
+		{format.FlushKey("w0001", 5), "flush"},
+		{format.FlushDir("w0001"), "flush"},
+		{format.FleetFlushDir, "flush"},
+		{format.PendingKey("w0001", 4, 3), "announcement"},
+		{format.FleetPendingDir, "announcement"},
+		{format.MergedKey("w0001", 8), "merge_record"},
+		{format.FleetShardsDir + "w0001", "registration"},
+		{format.ManifestKey(12), "manifest"},
+		{format.NewFragmentKey(), "fragment"},
 		{"_compactor/lease/x.json", "compactor"},
-		{table.IcebergDir + "metadata/v1.metadata.json", "iceberg"},
-		{table.GCBoundaryKey(3), "gc"},
-		{table.TagsDir + "release", "other"},
-		{table.ShardDir("w0001") + "unknown/x", "other"},
+		{format.IcebergDir + "metadata/v1.metadata.json", "iceberg"},
+		{format.GCBoundaryKey(3), "gc"},
+		{format.TagsDir + "release", "other"},
+		{format.ShardDir("w0001") + "unknown/x", "other"},
 	} {
 		if got := objectKinds[objectKind(c.key)]; got != c.want {
 			t.Errorf("%q counts as %q, want %q", c.key, got, c.want)
@@ -63,7 +63,7 @@ func TestFleetBucketCountsAsCounted(t *testing.T) {
 	if !ok {
 		t.Fatal("no counted bucket under the fleet's")
 	}
-	wal, state, manifest := table.WALKey("w1", 1), table.ShardStateKey("w1", 1), table.ManifestKey(1)
+	wal, state, manifest := format.WALKey("w1", 1), format.ShardStateKey("w1", 1), format.ManifestKey(1)
 	for _, k := range []string{wal, state, manifest} {
 		if err := fb.PutIfAbsent(ctx, k, []byte("x")); err != nil {
 			t.Fatal(err)
@@ -72,7 +72,7 @@ func TestFleetBucketCountsAsCounted(t *testing.T) {
 	if err := fb.PutIfAbsent(ctx, manifest, []byte("y")); !errors.Is(err, blob.ErrExists) {
 		t.Fatalf("a second create of %s: %v", manifest, err)
 	}
-	if err := fb.Put(ctx, table.NewFragmentKey(), strings.NewReader("rows")); err != nil {
+	if err := fb.Put(ctx, format.NewFragmentKey(), strings.NewReader("rows")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fb.Get(ctx, state); err != nil {
@@ -86,10 +86,10 @@ func TestFleetBucketCountsAsCounted(t *testing.T) {
 	if _, err := fb.Attributes(ctx, wal); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fb.ListPage(ctx, table.WALDir("w1"), "", 0); err != nil {
+	if _, err := fb.ListPage(ctx, format.WALDir("w1"), "", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fb.ListDir(ctx, table.ShardsDir, "", 0); err != nil {
+	if _, err := fb.ListDir(ctx, format.ShardsDir, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := blob.DeleteAll(ctx, fb, []string{wal, state}); err != nil {

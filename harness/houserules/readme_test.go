@@ -27,6 +27,9 @@ var readmeImports = map[string]string{
 	"client":  module + "/client",
 	"engine":  module + "/engine",
 	"table":   module + "/table",
+	"expr":    module + "/table/expr",
+	"format":  module + "/table/format",
+	"value":   module + "/table/value",
 }
 
 // readmeGoBlocks returns README.md's ```go blocks, each with the line it

@@ -38,6 +38,9 @@ import (
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -255,7 +258,7 @@ func roundTrip(t *testing.T, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tb.Delete(ctx, table.Lt("id", table.Int(cut))); err != nil {
+	if _, _, err := tb.Delete(ctx, expr.Lt("id", value.Int(cut))); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	for id := range want {
@@ -421,7 +424,7 @@ func checkStats(t *testing.T, snap *table.Snapshot) {
 		for _, cs := range f.Columns {
 			idx := schema.FieldIndices(cs.Name)[0]
 			var nulls int64
-			var lo, hi *table.Value
+			var lo, hi *value.Value
 			for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: []uint64{f.ID}, Columns: []string{cs.Name}}) {
 				if err != nil {
 					t.Fatal(err)
@@ -429,15 +432,15 @@ func checkStats(t *testing.T, snap *table.Snapshot) {
 				col := rec.Column(0)
 				nulls += int64(col.NullN())
 				for i := range col.Len() {
-					v, ok := table.ValueAt(col, i)
-					if !ok || (v.Kind == table.KindFloat && v.F != v.F) {
+					v, ok := format.ValueAt(col, i)
+					if !ok || (v.Kind == value.KindFloat && v.F != v.F) {
 						continue
 					}
-					if lo == nil || table.Compare(v, *lo) < 0 {
+					if lo == nil || value.Compare(v, *lo) < 0 {
 						c := v
 						lo = &c
 					}
-					if hi == nil || table.Compare(v, *hi) > 0 {
+					if hi == nil || value.Compare(v, *hi) > 0 {
 						c := v
 						hi = &c
 					}
@@ -446,10 +449,10 @@ func checkStats(t *testing.T, snap *table.Snapshot) {
 			if nulls != cs.Nulls {
 				t.Fatalf("fragment %d column %s: %d nulls, statistics say %d", f.ID, cs.Name, nulls, cs.Nulls)
 			}
-			if table.KindOf(schema.Field(idx).Type) == table.KindNone {
+			if value.KindOf(schema.Field(idx).Type) == value.KindNone {
 				continue
 			}
-			if cs.Min != nil && (lo == nil || table.Compare(*cs.Min, *lo) != 0 || table.Compare(*cs.Max, *hi) != 0) {
+			if cs.Min != nil && (lo == nil || value.Compare(*cs.Min, *lo) != 0 || value.Compare(*cs.Max, *hi) != 0) {
 				t.Fatalf("fragment %d column %s: statistics [%v, %v], rows [%v, %v]", f.ID, cs.Name, cs.Min, cs.Max, lo, hi)
 			}
 		}
@@ -463,7 +466,7 @@ func checkFilter(t *testing.T, g *gen, snap *table.Snapshot) {
 	schema := snap.Manifest().Schema()
 	var cols []int
 	for i, f := range schema.Fields() {
-		if table.KindOf(f.Type) != table.KindNone {
+		if value.KindOf(f.Type) != value.KindNone {
 			cols = append(cols, i)
 		}
 	}
@@ -471,11 +474,11 @@ func checkFilter(t *testing.T, g *gen, snap *table.Snapshot) {
 		ci := cols[g.r.IntN(len(cols))]
 		name := schema.Field(ci).Name
 		// A literal from the data, so that the filter matches something.
-		var lit *table.Value
+		var lit *value.Value
 		var matchAll []int64
 		var all []struct {
 			id int64
-			v  table.Value
+			v  value.Value
 			ok bool
 		}
 		proj := []string{"id", name}
@@ -488,13 +491,13 @@ func checkFilter(t *testing.T, g *gen, snap *table.Snapshot) {
 			}
 			ids := rec.Column(0).(*array.Int64)
 			for i := range int(rec.NumRows()) {
-				v, ok := table.ValueAt(rec.Column(len(proj)-1), i)
-				if ok && v.Kind == table.KindFloat && v.F != v.F {
+				v, ok := format.ValueAt(rec.Column(len(proj)-1), i)
+				if ok && v.Kind == value.KindFloat && v.F != v.F {
 					ok = false
 				}
 				all = append(all, struct {
 					id int64
-					v  table.Value
+					v  value.Value
 					ok bool
 				}{ids.Value(i), v, ok})
 				if ok && (lit == nil || g.r.IntN(8) == 0) {
@@ -506,16 +509,16 @@ func checkFilter(t *testing.T, g *gen, snap *table.Snapshot) {
 		if lit == nil {
 			continue
 		}
-		ops := []table.Op{table.OpEq, table.OpNe, table.OpLt, table.OpLe, table.OpGt, table.OpGe}
+		ops := []expr.Op{expr.OpEq, expr.OpNe, expr.OpLt, expr.OpLe, expr.OpGt, expr.OpGe}
 		op := ops[g.r.IntN(len(ops))]
-		pred := table.Cmp{Column: name, Op: op, Value: *lit}
+		pred := expr.Cmp{Column: name, Op: op, Value: *lit}
 		for _, r := range all {
 			if !r.ok {
 				continue
 			}
-			c := table.Compare(r.v, *lit)
-			if (op == table.OpEq && c == 0) || (op == table.OpNe && c != 0) || (op == table.OpLt && c < 0) ||
-				(op == table.OpLe && c <= 0) || (op == table.OpGt && c > 0) || (op == table.OpGe && c >= 0) {
+			c := value.Compare(r.v, *lit)
+			if (op == expr.OpEq && c == 0) || (op == expr.OpNe && c != 0) || (op == expr.OpLt && c < 0) ||
+				(op == expr.OpLe && c <= 0) || (op == expr.OpGt && c > 0) || (op == expr.OpGe && c >= 0) {
 				matchAll = append(matchAll, r.id)
 			}
 		}

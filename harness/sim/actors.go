@@ -15,7 +15,10 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // Shard writers.
@@ -268,7 +271,7 @@ func (w *world) directOp(a *actor, rec *opRecord) (string, string) {
 }
 
 // keyNote describes a named append in the trace.
-func keyNote(a *actor, key table.Idempotency, dup bool) string {
+func keyNote(a *actor, key format.Idempotency, dup bool) string {
 	switch {
 	case !a.keyed:
 		return ""
@@ -354,11 +357,11 @@ func (w *world) checkPins(a *actor) string {
 	checked := 0
 	for _, p := range a.pins {
 		s, err := table.Open(w.ctx, a.bucket, &table.OpenOptions{Version: p.version})
-		if errors.Is(err, table.ErrVersionNotFound) && !p.tagged {
+		if errors.Is(err, format.ErrVersionNotFound) && !p.tagged {
 			continue // collected: the pin is released
 		}
 		if err != nil {
-			if errors.Is(err, table.ErrVersionNotFound) {
+			if errors.Is(err, format.ErrVersionNotFound) {
 				return w.fail("pinned versions", "tagged version v%d is gone", p.version).Error()
 			}
 			kept = append(kept, p)
@@ -366,7 +369,7 @@ func (w *world) checkPins(a *actor) string {
 		}
 		_, d, err := w.scanSnapshot(s)
 		if errors.Is(err, blob.ErrNotFound) {
-			if _, merr := w.store.Get(w.ctx, table.ManifestKey(p.version)); merr == nil || p.tagged {
+			if _, merr := w.store.Get(w.ctx, format.ManifestKey(p.version)); merr == nil || p.tagged {
 				return w.fail("pinned versions", "v%d is retained but its data is gone: %v", p.version, err).Error()
 			}
 			continue
@@ -430,7 +433,7 @@ func (w *world) fleetOp(a *actor) (string, string) {
 		gens := 1 + w.intn(4)
 		budget := []int64{0, 2 << 10, 0, 12 << 10}[gens-1]
 		db, _ := engine.OpenNew(a.bucket, &engine.Options{Name: "sim", Writer: a.writer(), Now: w.clock.Now, Log: slog.New(slog.DiscardHandler),
-			Fleet: walshard.FleetOptions{MaxGenerations: gens, MemoryBudget: budget, Parallelism: 1, Commit: w.commitOptions(a)}})
+			Fleet: fleetmerge.Options{MaxGenerations: gens, MemoryBudget: budget, Parallelism: 1, Commit: w.commitOptions(a)}})
 		res, err := db.Merge(w.ctx)
 		return "fleet-merge", fmt.Sprintf("%d shards announced, %d merged, %d generations at v%d: %s", res.Announced, res.Shards, res.Generations, res.Version, short(err))
 	}
@@ -517,7 +520,7 @@ func (w *world) deleteOp(a *actor) (string, string) {
 	}
 	hi := lo + 1 + int64(w.intn(6))
 	filter := fmt.Sprintf("id >= %d AND id < %d", lo, hi)
-	pred, err := table.ParseFilter(filter)
+	pred, err := expr.ParseFilter(filter)
 	if err != nil {
 		return "delete", w.fail("harness", "filter %q: %v", filter, err).Error()
 	}
@@ -548,11 +551,11 @@ func (w *world) newRows() []int64 {
 
 // nextAppend is a's next append: the one it must send again, or new rows
 // (numbered, when a names its appends).
-func (w *world) nextAppend(a *actor) ([]int64, table.Idempotency) {
-	key := table.Idempotency{Producer: a.name}
+func (w *world) nextAppend(a *actor) ([]int64, format.Idempotency) {
+	key := format.Idempotency{Producer: a.name}
 	if a.retry != nil {
 		key.Seq = a.retry.seq
-		if w.clock.Now().Sub(a.retry.at) >= table.IdempotencyWindow {
+		if w.clock.Now().Sub(a.retry.at) >= format.IdempotencyWindow {
 			// Sent again past the window its name is remembered for (the
 			// clock moved on with a stall): it may be stored twice, as
 			// documented, and no more.

@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // Schema changers.
@@ -57,7 +57,7 @@ func batchFor(sc *arrow.Schema, ids []int64) arrow.RecordBatch {
 		}
 		b := array.NewInt64Builder(memory.DefaultAllocator)
 		for _, id := range ids {
-			b.Append(extraOf(id, table.StoredName(f)))
+			b.Append(extraOf(id, evolve.StoredName(f)))
 		}
 		a := b.NewArray()
 		b.Release()
@@ -83,7 +83,7 @@ func (w *world) ackExtras(ids []int64, sc *arrow.Schema, began int64, who string
 	var stored []string
 	for _, f := range sc.Fields()[3:] {
 		if f.Type.ID() == arrow.INT64 {
-			stored = append(stored, table.StoredName(f))
+			stored = append(stored, evolve.StoredName(f))
 		}
 	}
 	w.mu.Lock()
@@ -119,7 +119,7 @@ func (w *world) checkExtras(sc *arrow.Schema, rec arrow.RecordBatch) error {
 		if len(idx) != 1 {
 			continue
 		}
-		stored := table.StoredName(sc.Field(idx[0]))
+		stored := evolve.StoredName(sc.Field(idx[0]))
 		for i, id := range ids {
 			if col.IsValid(i) && col.Value(i) != extraOf(id, stored) {
 				return &Violation{Oracle: "an added column holds its own values", Detail: fmt.Sprintf(
@@ -155,35 +155,35 @@ func (w *world) alterOp(a *actor) (string, string) {
 	for _, f := range sc.Fields()[min(3, sc.NumFields()):] {
 		extras = append(extras, f.Name)
 	}
-	var c table.ColumnChange
+	var c evolve.ColumnChange
 	switch n := w.intn(10); {
 	case n < 4 || len(extras) == 0:
 		w.mu.Lock()
 		w.nextExtra++
 		name := fmt.Sprintf("e%d", w.nextExtra)
 		w.mu.Unlock()
-		c = table.ColumnChange{Op: table.AddColumn, Column: name, Type: arrow.PrimitiveTypes.Int64}
+		c = evolve.ColumnChange{Op: evolve.AddColumn, Column: name, Type: arrow.PrimitiveTypes.Int64}
 	case n < 6:
 		old := extras[w.intn(len(extras))]
 		to := old + "r"
 		if strings.HasSuffix(old, "r") {
 			to = strings.TrimSuffix(old, "r")
 		}
-		c = table.ColumnChange{Op: table.RenameColumn, Column: old, To: to}
+		c = evolve.ColumnChange{Op: evolve.RenameColumn, Column: old, To: to}
 	case n < 8:
-		c = table.ColumnChange{Op: table.DropColumn, Column: extras[w.intn(len(extras))]}
+		c = evolve.ColumnChange{Op: evolve.DropColumn, Column: extras[w.intn(len(extras))]}
 	case n < 9:
 		from, to := "blob", "payload"
 		if sc.Field(2).Name == "payload" {
 			from, to = to, from
 		}
-		c = table.ColumnChange{Op: table.RenameColumn, Column: from, To: to}
+		c = evolve.ColumnChange{Op: evolve.RenameColumn, Column: from, To: to}
 	default:
-		c = table.ColumnChange{Op: table.WidenColumn, Column: sc.Field(2).Name, Nullable: true}
+		c = evolve.ColumnChange{Op: evolve.WidenColumn, Column: sc.Field(2).Name, Nullable: true}
 	}
 	res, err := a.tbl.Alter(w.ctx, c)
-	if err == nil && c.Op == table.DropColumn {
-		stored := table.StoredName(sc.Field(sc.FieldIndices(c.Column)[0]))
+	if err == nil && c.Op == evolve.DropColumn {
+		stored := evolve.StoredName(sc.Field(sc.FieldIndices(c.Column)[0]))
 		w.mu.Lock()
 		w.droppedAt[stored] = w.now()
 		w.mu.Unlock()

@@ -6,7 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -24,7 +24,7 @@ import (
 // merges to that).
 func (w *world) copiesLocked(id int64) int {
 	n := 1
-	if at, ok := w.resentAt[id]; ok && w.clock.Now().Sub(at) >= table.IdempotencyWindow {
+	if at, ok := w.resentAt[id]; ok && w.clock.Now().Sub(at) >= format.IdempotencyWindow {
 		n = max(2, len(w.sentVia[id]))
 	}
 	if w.twice[id] {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/blob/fault"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // proc is one process of an actor: its view of the store, with its own
@@ -43,8 +43,8 @@ func suspendable(op fault.Op, key string) bool {
 	case fault.OpPutIfAbsent, fault.OpList, fault.OpDelete, fault.OpAttributes:
 		return true
 	case fault.OpGet:
-		_, _, fragment := table.ParseGenerationKey(key)
-		return !strings.HasSuffix(key, ".parquet") && !fragment && !strings.HasPrefix(key, table.DeletionsDir)
+		_, _, fragment := format.ParseGenerationKey(key)
+		return !strings.HasSuffix(key, ".parquet") && !fragment && !strings.HasPrefix(key, format.DeletionsDir)
 	}
 	return false
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Followers.
@@ -168,7 +169,7 @@ func (w *world) compareReplica(a *actor, rows map[int64]int, v uint64) string {
 // again from a full read of the latest version, as a consumer told so
 // must. Any other error is left for the next turn.
 func (w *world) followError(a *actor, err error) string {
-	var ce *table.ChangesCollectedError
+	var ce *format.ChangesCollectedError
 	if !errors.As(err, &ce) {
 		return short(err)
 	}
@@ -209,7 +210,7 @@ func (w *world) versionEvent(v uint64) manifestEvent {
 // index, or the taking back of one of them.
 func (w *world) movesRows(v uint64) bool {
 	e := w.versionEvent(v)
-	if e.kind != table.KindRewrite && e.kind != table.KindCreateIndex {
+	if e.kind != format.KindRewrite && e.kind != format.KindCreateIndex {
 		return false
 	}
 	return e.undoes == 0 || w.movesRows(e.undoes)

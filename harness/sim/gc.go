@@ -6,7 +6,7 @@ import (
 
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // The garbage collector.
@@ -30,7 +30,7 @@ func (w *world) gcOp(a *actor) (string, string) {
 	res, err := w.db(a).GC(w.ctx, engine.GCOptions{Policy: w.gcPolicy(a), Now: w.clock.Now()})
 	var gens []string
 	for _, k := range res.ObjectsDeleted {
-		if shard, gen, ok := table.ParseGenerationKey(k); ok {
+		if shard, gen, ok := format.ParseGenerationKey(k); ok {
 			gens = append(gens, fmt.Sprintf("%s/%d", shard, gen))
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // The window of names across shards: a table remembers a name from the
 // latest commit that met it (installed or dropped it) for
-// table.IdempotencyWindow on the committers' clocks. A merge that installs
+// format.IdempotencyWindow on the committers' clocks. A merge that installs
 // a name again while the table still remembers it stores an acknowledged
 // append twice. nameEvents keeps what each version did to names, and
 // checkNames replays them in version order once the run is over.
@@ -20,13 +20,13 @@ type nameEvent struct {
 	version uint64
 	undoes  uint64
 	time    time.Time // the committer's clock (Transaction.Time)
-	named   []table.NamedRows
-	direct  *table.AppendKey
+	named   []format.NamedRows
+	direct  *format.AppendKey
 }
 
 // noteNames records version m's names (a ghost of a collected version,
 // taken away again, is not recorded).
-func (w *world) noteNames(m *table.Manifest) {
+func (w *world) noteNames(m *format.Manifest) {
 	txn := m.Transaction
 	if len(txn.Named) == 0 && txn.Idempotency == nil && txn.Undoes == 0 {
 		return
@@ -76,9 +76,9 @@ func (w *world) checkNames() error {
 		for _, n := range ev.named {
 			id, t := nameID{n.Producer, n.Seq}, later(n.Time, ev.time)
 			m, known := met[id]
-			if !n.Dropped && known && clock.Sub(m.at) <= table.IdempotencyWindow {
+			if !n.Dropped && known && clock.Sub(m.at) <= format.IdempotencyWindow {
 				return w.fail("exactly once", "v%d installs %s/%d again: v%d installed it, and the newest window applied since was %v past the latest commit that met it (the window is %v)",
-					ev.version, n.Producer, n.Seq, m.version, clock.Sub(m.at), table.IdempotencyWindow)
+					ev.version, n.Producer, n.Seq, m.version, clock.Sub(m.at), format.IdempotencyWindow)
 			}
 			if !n.Dropped {
 				m.version = ev.version

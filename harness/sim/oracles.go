@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -23,7 +24,7 @@ import (
 // did to the table's rows. Fragments are read once, when first added.
 func (w *world) manifestCreated(key string, data []byte, again bool) {
 	at := w.now()
-	m, err := table.DecodeManifest(key, data)
+	m, err := format.DecodeManifest(key, data)
 	if err != nil {
 		w.fail("manifests", "%s does not decode: %v", key, err)
 		return
@@ -52,7 +53,7 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 			if f.Deletion != nil {
 				w.noteBornDropped(f, m.Transaction.Named)
 			}
-			_, d, err = w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+			_, d, err = w.scanSnapshot(table.SnapshotOf(w.store, schema, []format.Fragment{f}))
 			if err != nil {
 				// Gone before its manifest landed (a stall past GC): no
 				// read can see its rows, so they count for nothing.
@@ -68,7 +69,7 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 		}
 		ev.delta = ev.delta.add(d)
 	}
-	if m.Transaction.Kind == table.KindMerge && len(m.Transaction.Keys) > 0 {
+	if m.Transaction.Kind == format.KindMerge && len(m.Transaction.Keys) > 0 {
 		w.noteInstalled(m)
 	}
 	if u := m.Transaction.Undoes; u > 0 {
@@ -97,14 +98,14 @@ func (w *world) manifestCreated(key string, data []byte, again bool) {
 // it a deletion vector: it returns the rows left and records the rows the
 // vector removes as deleted at m's version. A fragment or vector that
 // cannot be read (gone in a stall past GC) counts as lost.
-func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
+func (w *world) deleted(m *format.Manifest, id uint64) (digest, bool) {
 	fp := m.Fragment(id)
 	if fp == nil {
 		w.fail("manifests", "v%d deletes from fragment %d, which it does not hold", m.Version, id)
 		return digest{}, true
 	}
 	f := *fp
-	live, d, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	live, d, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []format.Fragment{f}))
 	if err != nil {
 		return digest{}, true
 	}
@@ -123,7 +124,7 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 		w.mu.Unlock()
 	}
 	f.Deletion = nil
-	all, _, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []table.Fragment{f}))
+	all, _, err := w.scanSnapshot(table.SnapshotOf(w.store, schema, []format.Fragment{f}))
 	if err != nil {
 		return digest{}, true
 	}
@@ -145,10 +146,10 @@ func (w *world) deleted(m *table.Manifest, id uint64) (digest, bool) {
 // dropped, not deleted, whatever later deletes from the fragment. They
 // are read from the record, not the vector, which a stalled merge may
 // find collected (and write again under another key).
-func (w *world) noteBornDropped(f table.Fragment, named []table.NamedRows) {
+func (w *world) noteBornDropped(f format.Fragment, named []format.NamedRows) {
 	f.Deletion = nil
 	ids := map[uint32]int64{} // by offset
-	for rec, err := range table.SnapshotOf(w.store, schema, []table.Fragment{f}).Scan(w.ctx, table.ScanOptions{Columns: []string{"id"}, WithRowAddress: true, Parallelism: 1}) {
+	for rec, err := range table.SnapshotOf(w.store, schema, []format.Fragment{f}).Scan(w.ctx, table.ScanOptions{Columns: []string{"id"}, WithRowAddress: true, Parallelism: 1}) {
 		if err != nil {
 			return
 		}
@@ -159,7 +160,7 @@ func (w *world) noteBornDropped(f table.Fragment, named []table.NamedRows) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, r := range table.DroppedRows(named)[f.Key] {
+	for _, r := range format.DroppedRows(named)[f.Key] {
 		if w.bornDropped[f.ID] == nil {
 			w.bornDropped[f.ID] = map[int64]bool{}
 		}
@@ -387,7 +388,7 @@ func (w *world) drain(s *walshard.Shard, writer string) error {
 	repaired := false
 	for range 100 {
 		res, err := s.Merge(w.ctx)
-		var missing *table.MissingDataError
+		var missing *format.MissingDataError
 		if errors.As(err, &missing) && !repaired {
 			// A merge of upserts reads the vectors of the fragments it
 			// deletes from: one a stalled, dead writer's commit left
@@ -490,10 +491,10 @@ func (w *world) checkLinearizable() error {
 					// but one whose outputs garbage collection took while
 					// it stalled (and the undoing of it, by itself or by a
 					// repair) changes them.
-					if op.conserves && ev.kind == table.KindRewrite && !ev.lost && ev.delta != (digest{}) {
+					if op.conserves && ev.kind == format.KindRewrite && !ev.lost && ev.delta != (digest{}) {
 						return w.fail("compaction conserves rows", "%s's rewrite at v%d changed the table's rows by %v", op.actor, ev.version, ev.delta)
 					}
-					if ev.kind == table.KindAlter && ev.delta != (digest{}) {
+					if ev.kind == format.KindAlter && ev.delta != (digest{}) {
 						return w.fail("a schema change conserves rows", "%s's alter at v%d changed the table's rows by %v", op.actor, ev.version, ev.delta)
 					}
 				}
@@ -527,7 +528,7 @@ func (w *world) checkLinearizable() error {
 
 // provenance names, for each fragment of m that is gone, the version and
 // writer that added it.
-func (w *world) provenance(m *table.Manifest) string {
+func (w *world) provenance(m *format.Manifest) string {
 	if m == nil {
 		return ""
 	}
@@ -548,7 +549,7 @@ func (w *world) provenance(m *table.Manifest) string {
 	return b.String()
 }
 
-func addedIDs(m *table.Manifest) []uint64 {
+func addedIDs(m *format.Manifest) []uint64 {
 	ids := make([]uint64, len(m.Transaction.Added))
 	for i, f := range m.Transaction.Added {
 		ids[i] = f.ID

@@ -31,7 +31,7 @@
 //     was refused never appear; a named append (actors that name theirs
 //     send one whose outcome they missed again, across crashes, until it
 //     is acknowledged) is stored once — or at most twice when sent again
-//     past the window its name is remembered for (table.IdempotencyWindow:
+//     past the window its name is remembered for (format.IdempotencyWindow:
 //     the clock moves hours on with a stall); a shard writer that names
 //     its appends may lose an acknowledged answer, as a client of a
 //     server's replicas does, and sends the append again, as often as not
@@ -86,8 +86,9 @@ import (
 	"github.com/stratadb/strata/blob/fault"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // Config sets up one run. Everything else follows from the seed.
@@ -230,7 +231,7 @@ type manifestEvent struct {
 	at      int64
 	version uint64
 	writer  string
-	kind    table.Kind
+	kind    format.Kind
 	undoes  uint64 // the version it takes back
 	delta   digest
 	lost    bool // a fragment it adds was gone when it landed, or one it removes had been
@@ -579,7 +580,7 @@ func (w *world) db(a *actor) *engine.DB {
 // events log nothing.
 func (w *world) openDB(a *actor, b *fault.Bucket, so walshard.Options) *engine.DB {
 	db, _ := engine.OpenNew(b, &engine.Options{Name: "sim", Writer: so.Commit.Writer, Shard: so, Commit: so.Commit,
-		Fleet: walshard.FleetOptions{Parallelism: 1, Commit: w.commitOptions(a)},
+		Fleet: fleetmerge.Options{Parallelism: 1, Commit: w.commitOptions(a)},
 		Now:   w.clock.Now, Log: slog.New(slog.DiscardHandler)})
 	return db
 }

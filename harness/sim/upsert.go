@@ -12,6 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -68,7 +71,7 @@ func (w *world) upsertOp(a *actor) (string, string) {
 	if w.intn(3) == 0 {
 		lo := keyBase + int64(w.intn(keySpace))
 		hi := lo + 1 + int64(w.intn(4))
-		pred, err := table.ParseFilter(fmt.Sprintf("id >= %d AND id < %d", lo, hi))
+		pred, err := expr.ParseFilter(fmt.Sprintf("id >= %d AND id < %d", lo, hi))
 		if err != nil {
 			return "update", w.fail("harness", "%v", err).Error()
 		}
@@ -77,7 +80,7 @@ func (w *world) upsertOp(a *actor) (string, string) {
 			keys = append(keys, k)
 		}
 		done := w.noteKeyWrites(keys, keyWrite{val: val})
-		res, err := a.tbl.Update(w.ctx, pred, []table.Assignment{{Column: "val", Value: table.Int(val)}})
+		res, err := a.tbl.Update(w.ctx, pred, []expr.Assignment{{Column: "val", Value: value.Int(val)}})
 		var read uint64
 		if res.Manifest != nil {
 			read = res.Manifest.Transaction.ReadVersion
@@ -144,7 +147,7 @@ func (w *world) sideIntn(n int) int {
 
 // noteInstalled records the values a merge of a shard's upserts (m)
 // installed, by the version it made.
-func (w *world) noteInstalled(m *table.Manifest) {
+func (w *world) noteInstalled(m *format.Manifest) {
 	frags := slices.Clone(m.Transaction.Added)
 	for i := range frags {
 		frags[i].ID = uint64(i)
@@ -291,7 +294,7 @@ func (w *world) checkShardUpserts(k int64, writes []keyWrite) error {
 
 // keyValues reads the value of each upserter key's row in s.
 func keyValues(ctx context.Context, s *table.Snapshot) (map[int64]int64, error) {
-	pred, err := table.ParseFilter(fmt.Sprintf("id >= %d AND id < %d", keyBase, keyBase+keySpace))
+	pred, err := expr.ParseFilter(fmt.Sprintf("id >= %d AND id < %d", keyBase, keyBase+keySpace))
 	if err != nil {
 		return nil, err
 	}

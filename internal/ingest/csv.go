@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // CSV decodes CSV with a header line into batches of want, ChunkRows rows
@@ -59,30 +59,30 @@ func (d *csvDecoder) header() error {
 		if d.lr.over {
 			return tooLarge("CSV over %d bytes", d.o.Limit)
 		}
-		return &table.InputError{Row: -1, Reason: "no CSV header line: " + err.Error()}
+		return &evolve.InputError{Row: -1, Reason: "no CSV header line: " + err.Error()}
 	}
 	var fields []arrow.Field
 	d.skip = make([]bool, len(header))
 	seen := map[string]bool{}
 	for i, name := range header {
 		if seen[name] {
-			return &table.InputError{Row: -1, Column: name, Reason: "the header names this column twice"}
+			return &evolve.InputError{Row: -1, Column: name, Reason: "the header names this column twice"}
 		}
 		seen[name] = true
 		idx := d.want.FieldIndices(name)
-		if i, ok := table.FormerNames(d.want)[name]; ok && len(idx) == 0 {
+		if i, ok := evolve.FormerNames(d.want)[name]; ok && len(idx) == 0 {
 			idx = []int{i}
 		}
 		if len(idx) == 0 {
 			if !d.o.IgnoreUnknown {
-				return &table.InputError{Row: -1, Column: name, Reason: "the table has no such column"}
+				return &evolve.InputError{Row: -1, Column: name, Reason: "the table has no such column"}
 			}
 			d.skip[i] = true
 			continue
 		}
 		f := d.want.Field(idx[0])
 		if _, nested := f.Type.(arrow.NestedType); nested {
-			return &table.InputError{Row: -1, Column: name, Want: f.Type.String(),
+			return &evolve.InputError{Row: -1, Column: name, Want: f.Type.String(),
 				Reason: "a nested column cannot come from CSV (use JSON lines, Parquet or Arrow)"}
 		}
 		f.Nullable = true // nulls are checked against the table's field by Conform
@@ -100,7 +100,7 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 			if d.mem.over.Load() {
 				err = tooLarge("decoding CSV needs more than %d bytes", d.mem.limit)
 			} else {
-				err = &table.InputError{Row: d.row, Reason: fmt.Sprintf("CSV does not decode: %v", p)}
+				err = &evolve.InputError{Row: d.row, Reason: fmt.Sprintf("CSV does not decode: %v", p)}
 			}
 		}
 	}()
@@ -114,7 +114,7 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 			if d.lr.over {
 				return nil, tooLarge("CSV over %d bytes", d.o.Limit)
 			}
-			return nil, &table.InputError{Row: d.row, Reason: "not a CSV row: " + err.Error()}
+			return nil, &evolve.InputError{Row: d.row, Reason: "not a CSV row: " + err.Error()}
 		}
 		if d.lr.over {
 			return nil, tooLarge("CSV over %d bytes", d.o.Limit)
@@ -132,7 +132,7 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 					return nil, tooLarge("CSV over %d bytes", d.o.Limit)
 				}
 				f := d.fileSchema.Field(col)
-				return nil, &table.InputError{Row: d.row, Column: f.Name, Want: f.Type.String(),
+				return nil, &evolve.InputError{Row: d.row, Column: f.Name, Want: f.Type.String(),
 					Reason: fmt.Sprintf("value %q does not fit the column: %v", truncate(v, 64), err)}
 			}
 			col++
@@ -148,7 +148,7 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 	}
 	raw := d.b.NewRecordBatch()
 	defer raw.Release()
-	out, err := table.Conform(d.want, raw, table.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
+	out, err := evolve.Conform(d.want, raw, evolve.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
 	d.base = d.row
 	return out, err
 }

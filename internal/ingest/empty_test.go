@@ -14,7 +14,7 @@ import (
 
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // An input of no rows is refused when its columns would be refused with
@@ -29,11 +29,11 @@ func TestAnInputOfNoRowsIsCheckedAsOneWithRows(t *testing.T) {
 		data := stream(t, s, nil, one)
 		one.Release()
 		_, withRows, err := ingest.ReadIPC(bytes.NewReader(data), schema, ingest.Options{})
-		if !errors.Is(err, table.ErrBadInput) {
+		if !errors.Is(err, evolve.ErrBadInput) {
 			t.Fatalf("%s, with a row: %v (%d batches)", name, err, len(withRows))
 		}
 		_, recs, err2 := ingest.ReadIPC(bytes.NewReader(stream(t, s, nil)), schema, ingest.Options{})
-		if !errors.Is(err2, table.ErrBadInput) || err2.Error() != err.Error() {
+		if !errors.Is(err2, evolve.ErrBadInput) || err2.Error() != err.Error() {
 			t.Errorf("%s, schema only: %v (%d batches), want %v", name, err2, len(recs), err)
 		}
 		pq := filepath.Join(t.TempDir(), "empty.parquet")
@@ -42,11 +42,11 @@ func TestAnInputOfNoRowsIsCheckedAsOneWithRows(t *testing.T) {
 		for _, err := range ingest.ParquetFile(pq, schema, ingest.Options{}) {
 			pqErr = err
 		}
-		if !errors.Is(pqErr, table.ErrBadInput) {
+		if !errors.Is(pqErr, evolve.ErrBadInput) {
 			t.Errorf("%s, Parquet of no rows: %v", name, pqErr)
 		}
 	}
-	if _, err := ingest.ReadCSV(bytes.NewReader([]byte("msg\n")), schema, ingest.Options{}); !errors.Is(err, table.ErrBadInput) {
+	if _, err := ingest.ReadCSV(bytes.NewReader([]byte("msg\n")), schema, ingest.Options{}); !errors.Is(err, evolve.ErrBadInput) {
 		t.Errorf("a header-only CSV without the non-nullable id: %v", err)
 	}
 	// Columns that fit, and unknown ones when asked to ignore them.

@@ -10,7 +10,7 @@
 //     reader sees it, and every allocation made while decoding counts
 //     against a budget (Options.MaxDecoded); past it, decoding stops with
 //     ErrTooLarge.
-//   - Every batch returned has passed table.Conform: valid Arrow data, the
+//   - Every batch returned has passed evolve.Conform: valid Arrow data, the
 //     table's schema exactly, no null where a field forbids one. Errors name
 //     the row (counted over the whole input), the column and both types.
 //     An input of no rows whose columns do not fit is refused as one with
@@ -31,7 +31,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // ErrTooLarge: the input, or what it decodes to, is over the limit.
@@ -117,7 +117,7 @@ func conformAll(want *arrow.Schema, raw []arrow.RecordBatch, o Options) ([]arrow
 	out := make([]arrow.RecordBatch, 0, len(raw))
 	var base int64
 	for _, rec := range raw {
-		c, err := table.Conform(want, rec, table.ConformOptions{IgnoreUnknown: o.IgnoreUnknown, RowBase: base})
+		c, err := evolve.Conform(want, rec, evolve.ConformOptions{IgnoreUnknown: o.IgnoreUnknown, RowBase: base})
 		if err != nil {
 			release(out)
 			return nil, err
@@ -135,7 +135,7 @@ func conformAll(want *arrow.Schema, raw []arrow.RecordBatch, o Options) ([]arrow
 func checkEmpty(want, schema *arrow.Schema, o Options) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &table.InputError{Row: -1, Reason: fmt.Sprintf("the input's schema cannot be read: %v", p)}
+			err = &evolve.InputError{Row: -1, Reason: fmt.Sprintf("the input's schema cannot be read: %v", p)}
 		}
 	}()
 	cols := make([]arrow.Array, schema.NumFields())
@@ -145,7 +145,7 @@ func checkEmpty(want, schema *arrow.Schema, o Options) (err error) {
 	}
 	rec := array.NewRecordBatch(schema, cols, 0)
 	defer rec.Release()
-	out, err := table.Conform(want, rec, table.ConformOptions{IgnoreUnknown: o.IgnoreUnknown})
+	out, err := evolve.Conform(want, rec, evolve.ConformOptions{IgnoreUnknown: o.IgnoreUnknown})
 	if err != nil {
 		return err
 	}

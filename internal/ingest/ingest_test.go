@@ -14,7 +14,7 @@ import (
 
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 var schema = arrow.NewSchema([]arrow.Field{
@@ -128,7 +128,7 @@ func TestReadIPCSurvivesEveryTamperedWord(t *testing.T) {
 				_, recs, err := ingest.ReadIPC(bytes.NewReader(data), schema, ingest.Options{Limit: 1 << 20})
 				if err != nil {
 					refused++
-					var ie *table.InputError
+					var ie *evolve.InputError
 					if !errors.As(err, &ie) && !errors.Is(err, ingest.ErrTooLarge) {
 						t.Fatalf("word at %d = %#x: error %v is neither bad input nor too large", at, v, err)
 					}
@@ -230,7 +230,7 @@ func TestJSONLines(t *testing.T) {
 	}
 	for _, c := range bad {
 		recs, err := ingest.ReadJSONLines(strings.NewReader(c.in), s, ingest.Options{})
-		var ie *table.InputError
+		var ie *evolve.InputError
 		if !errors.As(err, &ie) || recs != nil {
 			t.Errorf("%s: %v (%d batches)", c.name, err, len(recs))
 			continue
@@ -287,7 +287,7 @@ func TestCSV(t *testing.T) {
 	}
 	for _, c := range bad {
 		recs, err := ingest.ReadCSV(strings.NewReader(c.in), s, ingest.Options{})
-		var ie *table.InputError
+		var ie *evolve.InputError
 		if !errors.As(err, &ie) || recs != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -303,7 +303,7 @@ func TestCSV(t *testing.T) {
 func cleanOrConforming(t *testing.T, s *arrow.Schema, recs []arrow.RecordBatch, err error) {
 	t.Helper()
 	if err != nil {
-		var ie *table.InputError
+		var ie *evolve.InputError
 		if !errors.As(err, &ie) && !errors.Is(err, ingest.ErrTooLarge) {
 			t.Fatalf("error %v is neither bad input nor too large", err)
 		}
@@ -311,7 +311,7 @@ func cleanOrConforming(t *testing.T, s *arrow.Schema, recs []arrow.RecordBatch, 
 	}
 	defer ingest.Release(recs)
 	for _, r := range recs {
-		c, err := table.Conform(s, r, table.ConformOptions{})
+		c, err := evolve.Conform(s, r, evolve.ConformOptions{})
 		if err != nil {
 			t.Fatalf("a returned batch does not conform: %v", err)
 		}
@@ -392,7 +392,7 @@ func TestJSONLinesTakeNaNAndInfinityInFloatColumns(t *testing.T) {
 		t.Errorf("xs: %v", xs)
 	}
 	for _, bad := range []string{`{"n": NaN}`, `{"msg": Infinity}`, `{"reward": NaNa}`, `{"reward": Infinit}`, `{"reward": nan}`} {
-		var ie *table.InputError
+		var ie *evolve.InputError
 		if _, err := ingest.ReadJSONLines(strings.NewReader(bad), s, ingest.Options{}); !errors.As(err, &ie) {
 			t.Errorf("%s: %v, want an input error", bad, err)
 		} else if strings.Contains(bad, `"n"`) && (ie.Column != "n" || !strings.Contains(ie.Reason, "float")) {

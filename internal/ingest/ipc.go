@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/stratadb/strata/internal/ipcguard"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // maxMetadata bounds one IPC message's metadata: a schema or the
@@ -53,7 +53,7 @@ func ReadIPC(r io.Reader, want *arrow.Schema, o Options) (schema *arrow.Schema, 
 		return nil, nil, decodeFailure(g, lr, mem, g.Err())
 	}
 	if want == nil {
-		want = table.NormalizeSchema(schema)
+		want = evolve.NormalizeSchema(schema)
 	} else if len(raw) == 0 {
 		if err := checkEmpty(want, schema, o); err != nil {
 			return nil, nil, err
@@ -77,7 +77,7 @@ func decodeFailure(g *ipcguard.Reader, lr *limited, mem *budget, err error) erro
 	if g.Err() != nil {
 		err = g.Err()
 	}
-	return &table.InputError{Row: -1, Reason: "not a readable Arrow IPC stream: " + err.Error()}
+	return &evolve.InputError{Row: -1, Reason: "not a readable Arrow IPC stream: " + err.Error()}
 }
 
 // limited reads at most left bytes from r; reading past that is an error

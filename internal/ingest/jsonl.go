@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/goccy/go-json"
 	"io"
 	"iter"
 	"math"
@@ -18,8 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/float16"
+	"github.com/goccy/go-json"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // JSONLines decodes JSON lines, one object per row, into batches of want,
@@ -42,7 +42,7 @@ func JSONLines(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.Recor
 		for i, f := range want.Fields() {
 			d.index[f.Name] = i
 		}
-		for former, i := range table.FormerNames(want) {
+		for former, i := range evolve.FormerNames(want) {
 			d.index[former] = i
 		}
 		d.seen = make([]bool, want.NumFields())
@@ -79,7 +79,7 @@ func (d *jsonDecoder) chunk() (rec arrow.RecordBatch, err error) {
 			if d.mem.over.Load() {
 				err = tooLarge("decoding JSON lines needs more than %d bytes", d.mem.limit)
 			} else {
-				err = &table.InputError{Row: d.row, Reason: fmt.Sprintf("JSON lines do not decode: %v", p)}
+				err = &evolve.InputError{Row: d.row, Reason: fmt.Sprintf("JSON lines do not decode: %v", p)}
 			}
 		}
 	}()
@@ -112,14 +112,14 @@ func (d *jsonDecoder) chunk() (rec arrow.RecordBatch, err error) {
 	}
 	raw := d.b.NewRecordBatch()
 	defer raw.Release()
-	out, err := table.Conform(d.want, raw, table.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
+	out, err := evolve.Conform(d.want, raw, evolve.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
 	d.base = d.row
 	return out, err
 }
 
 func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen []bool, ignore bool, row int64, schema *arrow.Schema) error {
 	bad := func(col, reason string) error {
-		return &table.InputError{Row: row, Column: col, Reason: reason}
+		return &evolve.InputError{Row: row, Column: col, Reason: reason}
 	}
 	if at, why := InvalidText(line); why != "" {
 		return bad("", fmt.Sprintf("%s at byte %d of the line", why, at))
@@ -155,12 +155,12 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 		}
 		seen[i] = true
 		if err := decodeValue(dec, b.Field(i), schema.Field(i), key, o); err != nil {
-			var ie *table.InputError
+			var ie *evolve.InputError
 			if errors.As(err, &ie) {
 				ie.Row = row
 				return ie
 			}
-			return &table.InputError{Row: row, Column: key, Want: schema.Field(i).Type.String(),
+			return &evolve.InputError{Row: row, Column: key, Want: schema.Field(i).Type.String(),
 				Reason: "value does not fit the column: " + err.Error()}
 		}
 	}
@@ -260,12 +260,12 @@ func collect(seq iter.Seq2[arrow.RecordBatch, error]) ([]arrow.RecordBatch, erro
 // decodeValue appends one JSON value to b, a builder of field f at path.
 // Nested values are decoded here, strictly: a key a struct lacks is an
 // error (unless ignore), a key given twice is an error, a missing key is a
-// null (which table.Conform refuses where the field is not nullable).
+// null (which evolve.Conform refuses where the field is not nullable).
 // Scalars are arrow-go's own JSON decoding. A map is an array of {"key",
 // "value"} objects, or a JSON object when its keys are strings.
 func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string, o decodeOpts) error {
 	bad := func(reason string) error {
-		return &table.InputError{Column: path, Want: f.Type.String(), Reason: reason}
+		return &evolve.InputError{Column: path, Want: f.Type.String(), Reason: reason}
 	}
 	switch bb := b.(type) {
 	case *array.StructBuilder:
@@ -409,7 +409,7 @@ func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, pat
 		i, ok := st.FieldIdx(key)
 		if !ok {
 			if !o.ignore {
-				return &table.InputError{Column: path + "." + key, Reason: "the struct has no such field"}
+				return &evolve.InputError{Column: path + "." + key, Reason: "the struct has no such field"}
 			}
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
@@ -418,7 +418,7 @@ func decodeStruct(dec *json.Decoder, bb *array.StructBuilder, f arrow.Field, pat
 			continue
 		}
 		if seen[i] {
-			return &table.InputError{Column: path + "." + key, Reason: "the key appears twice"}
+			return &evolve.InputError{Column: path + "." + key, Reason: "the key appears twice"}
 		}
 		seen[i] = true
 		if err := decodeValue(dec, bb.FieldBuilder(i), st.Field(i), path+"."+key, o); err != nil {
@@ -506,7 +506,7 @@ func decodeEntry(dec *json.Decoder, bb *array.MapBuilder, entries arrow.Field, p
 		return err
 	}
 	if tok != json.Delim('{') {
-		return &table.InputError{Column: path, Reason: "a map entry must be an object {\"key\": …, \"value\": …}"}
+		return &evolve.InputError{Column: path, Reason: "a map entry must be an object {\"key\": …, \"value\": …}"}
 	}
 	st := entries.Type.(*arrow.StructType)
 	var haveKey, haveValue bool
@@ -518,25 +518,25 @@ func decodeEntry(dec *json.Decoder, bb *array.MapBuilder, entries arrow.Field, p
 		switch tok {
 		case "key":
 			if haveKey {
-				return &table.InputError{Column: path + ".key", Reason: "the key appears twice"}
+				return &evolve.InputError{Column: path + ".key", Reason: "the key appears twice"}
 			}
 			haveKey = true
 			err = decodeValue(dec, bb.KeyBuilder(), st.Field(0), path+".key", o)
 		case "value":
 			if haveValue {
-				return &table.InputError{Column: path + ".value", Reason: "the key appears twice"}
+				return &evolve.InputError{Column: path + ".value", Reason: "the key appears twice"}
 			}
 			haveValue = true
 			err = decodeValue(dec, bb.ItemBuilder(), st.Field(1), path+".value", o)
 		default:
-			return &table.InputError{Column: path, Reason: fmt.Sprintf("a map entry has only \"key\" and \"value\", not %v", tok)}
+			return &evolve.InputError{Column: path, Reason: fmt.Sprintf("a map entry has only \"key\" and \"value\", not %v", tok)}
 		}
 		if err != nil {
 			return err
 		}
 	}
 	if !haveKey {
-		return &table.InputError{Column: path + ".key", Reason: "a map entry without a key"}
+		return &evolve.InputError{Column: path + ".key", Reason: "a map entry without a key"}
 	}
 	if !haveValue {
 		bb.ItemBuilder().AppendNull()

@@ -10,7 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // ParquetFile decodes a Parquet file into batches of want, ChunkRows rows
@@ -31,7 +32,7 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 		next := func() (ok bool, err error) {
 			defer func() {
 				if p := recover(); p != nil {
-					err = &table.InputError{Row: base, Reason: fmt.Sprintf("Parquet data does not decode: %v", p)}
+					err = &evolve.InputError{Row: base, Reason: fmt.Sprintf("Parquet data does not decode: %v", p)}
 				}
 			}()
 			return rr.Next(), nil
@@ -46,7 +47,7 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 				break
 			}
 			raw := rr.RecordBatch()
-			rec, err := table.Conform(want, raw, table.ConformOptions{IgnoreUnknown: o.IgnoreUnknown, RowBase: base})
+			rec, err := evolve.Conform(want, raw, evolve.ConformOptions{IgnoreUnknown: o.IgnoreUnknown, RowBase: base})
 			if err != nil {
 				fail(err)
 				return
@@ -60,7 +61,7 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 			}
 		}
 		if err := rr.Err(); err != nil {
-			fail(&table.InputError{Row: base, Reason: "Parquet data does not decode: " + err.Error()})
+			fail(&evolve.InputError{Row: base, Reason: "Parquet data does not decode: " + err.Error()})
 			return
 		}
 		if batches == 0 {
@@ -72,19 +73,19 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 }
 
 // openParquet opens a Parquet file for reading a row group at a time. A
-// file the Parquet reader cannot take is an *table.InputError: a footer
+// file the Parquet reader cannot take is an *evolve.InputError: a footer
 // that does not parse or map to Arrow, or column chunks that do not lie
 // within the file (which the reader would allocate before reading, for a
 // struct's fields in goroutines where a panic kills the process).
 func openParquet(path string, o Options) (_ pqarrow.RecordReader, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &table.InputError{Row: -1, Reason: fmt.Sprintf("Parquet footer does not decode: %v", p)}
+			err = &evolve.InputError{Row: -1, Reason: fmt.Sprintf("Parquet footer does not decode: %v", p)}
 		}
 	}()
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
-		return nil, &table.InputError{Row: -1, Reason: "not a readable Parquet file: " + err.Error()}
+		return nil, &evolve.InputError{Row: -1, Reason: "not a readable Parquet file: " + err.Error()}
 	}
 	ok := false
 	defer func() {
@@ -92,16 +93,16 @@ func openParquet(path string, o Options) (_ pqarrow.RecordReader, err error) {
 			pf.Close()
 		}
 	}()
-	if err := table.CheckFooter(pf.MetaData()); err != nil {
-		return nil, &table.InputError{Row: -1, Reason: "Parquet footer is damaged: " + err.Error()}
+	if err := fragment.CheckFooter(pf.MetaData()); err != nil {
+		return nil, &evolve.InputError{Row: -1, Reason: "Parquet footer is damaged: " + err.Error()}
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(o.ChunkRows)}, memory.DefaultAllocator)
 	if err != nil {
-		return nil, &table.InputError{Row: -1, Reason: "Parquet schema does not map to Arrow: " + err.Error()}
+		return nil, &evolve.InputError{Row: -1, Reason: "Parquet schema does not map to Arrow: " + err.Error()}
 	}
 	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
 	if err != nil {
-		return nil, &table.InputError{Row: -1, Reason: "Parquet file does not open: " + err.Error()}
+		return nil, &evolve.InputError{Row: -1, Reason: "Parquet file does not open: " + err.Error()}
 	}
 	ok = true
 	return &closingReader{RecordReader: rr, close: pf.Close}, nil

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 // parquetOf returns a Parquet file (zstd) of rows rows of schema.
@@ -53,7 +53,7 @@ func TestAParquetFileWithADamagedChunkLengthIsBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := readParquet(path)
-		var ie *table.InputError
+		var ie *evolve.InputError
 		if !errors.As(got, &ie) {
 			t.Fatalf("column %d: %v, want bad input", c, got)
 		}
@@ -81,7 +81,7 @@ func TestAParquetFileWithAnUnknownColumnTypeIsBadInput(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var ie *table.InputError
+	var ie *evolve.InputError
 	if got := readParquet(path); !errors.As(got, &ie) {
 		t.Fatalf("%v, want bad input", got)
 	}
@@ -98,8 +98,8 @@ func FuzzParquetFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		if err := readParquet(path); err != nil {
-			var ie *table.InputError
-			if !errors.As(err, &ie) && !errors.Is(err, table.ErrSchemaMismatch) {
+			var ie *evolve.InputError
+			if !errors.As(err, &ie) && !errors.Is(err, evolve.ErrSchemaMismatch) {
 				t.Fatalf("error %v is not bad input", err)
 			}
 		}
@@ -129,7 +129,7 @@ func TestAParquetFileWhoseFramesDeclareGigabytesIsBadInput(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	err = readParquet(path)
 	runtime.ReadMemStats(&after)
-	var ie *table.InputError
+	var ie *evolve.InputError
 	if !errors.As(err, &ie) {
 		t.Fatalf("got %v, want bad input", err)
 	}

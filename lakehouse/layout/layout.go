@@ -24,13 +24,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Keys of the view's objects, under the table's prefix.
 const (
-	MetadataDir = table.IcebergDir + "metadata/"
-	DeletesDir  = table.IcebergDir + "deletes/"
+	MetadataDir = format.IcebergDir + "metadata/"
+	DeletesDir  = format.IcebergDir + "deletes/"
 	// HintKey names the newest metadata's number, as static-file readers
 	// (DuckDB, Spark's Hadoop catalog) expect.
 	HintKey = MetadataDir + "version-hint.text"
@@ -55,11 +55,11 @@ func ParseMetadataKey(key string) (int, bool) {
 
 // ManifestListKey names a new manifest list of the snapshot of version v.
 func ManifestListKey(v uint64) string {
-	return fmt.Sprintf("%ssnap-%d-%s.avro", MetadataDir, v, table.NewID())
+	return fmt.Sprintf("%ssnap-%d-%s.avro", MetadataDir, v, format.NewID())
 }
 
 // ManifestKey names a new manifest.
-func ManifestKey() string { return MetadataDir + table.NewID() + "-m.avro" }
+func ManifestKey() string { return MetadataDir + format.NewID() + "-m.avro" }
 
 // DeleteFileKey names the position-delete file made from the deletion
 // vector at dvKey: one per vector, so a vector is converted once, and
@@ -73,7 +73,7 @@ func DeleteFileKey(dvKey string) string {
 func ObjectKey(tableLoc, location string) (string, error) {
 	key, ok := strings.CutPrefix(location, tableLoc+"/")
 	if !ok {
-		return "", fmt.Errorf("lakehouse: %s is not under the table's location %s (was the view written for another location? delete %s to start it afresh)", location, tableLoc, table.IcebergDir)
+		return "", fmt.Errorf("lakehouse: %s is not under the table's location %s (was the view written for another location? delete %s to start it afresh)", location, tableLoc, format.IcebergDir)
 	}
 	return key, nil
 }

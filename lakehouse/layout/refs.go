@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Refs is what a table's Iceberg view holds on to: what garbage
@@ -97,14 +97,14 @@ func newestFrom(ctx context.Context, b blob.Bucket, n int) (Metadata, error) {
 
 // NotMetadata is the error of metadata n that does not parse.
 func NotMetadata(n int, err error) error {
-	return fmt.Errorf("lakehouse: %s is not Iceberg metadata (delete %s to start the view afresh): %w", MetadataKey(n), table.IcebergDir, err)
+	return fmt.Errorf("lakehouse: %s is not Iceberg metadata (delete %s to start the view afresh): %w", MetadataKey(n), format.IcebergDir, err)
 }
 
 // DamagedList is the error of a manifest list that does not parse: the
 // view cannot go on from it (nor garbage collection know what it holds on
 // to) until it is started afresh; the table's own data is not affected.
 func DamagedList(list string, err error) error {
-	return fmt.Errorf("lakehouse: manifest list %s is not Iceberg Avro (delete %s to start the view afresh): %w", list, table.IcebergDir, err)
+	return fmt.Errorf("lakehouse: manifest list %s is not Iceberg Avro (delete %s to start the view afresh): %w", list, format.IcebergDir, err)
 }
 
 // held is what Refs reads of the metadata.

@@ -14,6 +14,9 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
 )
 
 // ChangeKind says what a version did to the rows of a Change.
@@ -43,7 +46,7 @@ type ChangesOptions struct {
 	// whose new values match, a delete whose deleted values do. It is
 	// bound to the schema the rows are read in (As, or each version's
 	// own), so a column that schema lacks is an error naming it.
-	Filter      table.Predicate
+	Filter      expr.Predicate
 	BatchSize   int // rows per batch read; 0 means 8192
 	Parallelism int // fragments read at once; 0 means 8
 	// ReadAheadBytes bounds what is fetched and not yet decoded, as a
@@ -84,7 +87,7 @@ type ChangesOptions struct {
 //
 // It reads one manifest per version, and only the fragments a version
 // changed: the cost follows the changes, not the table. A version garbage
-// collection removed is a *table.ChangesCollectedError naming the oldest that
+// collection removed is a *format.ChangesCollectedError naming the oldest that
 // remains.
 func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOptions) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
@@ -106,7 +109,7 @@ func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOp
 			fail(fmt.Errorf("table: changes from version %d to %d: from is after to", from, to))
 			return
 		}
-		prev := &table.Manifest{}
+		prev := &format.Manifest{}
 		if from > 0 {
 			var err error
 			if prev, err = readForChanges(ctx, b, from); err != nil {
@@ -126,21 +129,21 @@ func Changes(ctx context.Context, b blob.Bucket, from, to uint64, opts ChangesOp
 // until the taking back lands. The reader sees those versions without
 // them.
 type changeState struct {
-	m      *table.Manifest // as seen: ghosts left out
+	m      *format.Manifest // as seen: ghosts left out
 	ghosts ghosts
 }
 
 type ghosts struct {
 	versions map[uint64]bool // the commits taken back, by version
 	frags    map[uint64]bool
-	dvs      map[string]*table.Deletion // a ghost deletion vector's key -> the deletion before it
+	dvs      map[string]*format.Deletion // a ghost deletion vector's key -> the deletion before it
 }
 
 // add makes the doings of version m (built on before, as the reader saw
 // it) ghosts.
-func (g *ghosts) add(before, m *table.Manifest) {
+func (g *ghosts) add(before, m *format.Manifest) {
 	if g.frags == nil {
-		g.versions, g.frags, g.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*table.Deletion{}
+		g.versions, g.frags, g.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*format.Deletion{}
 	}
 	g.versions[m.Version] = true
 	for _, f := range m.Transaction.Added {
@@ -158,12 +161,12 @@ func (g *ghosts) add(before, m *table.Manifest) {
 }
 
 // view is m without the ghosts.
-func (g *ghosts) view(m *table.Manifest) *table.Manifest {
+func (g *ghosts) view(m *format.Manifest) *format.Manifest {
 	if len(g.frags) == 0 && len(g.dvs) == 0 {
 		return m
 	}
 	c := *m
-	c.Fragments = make([]table.Fragment, 0, len(m.Fragments))
+	c.Fragments = make([]format.Fragment, 0, len(m.Fragments))
 	for _, f := range m.Fragments {
 		if g.frags[f.ID] {
 			continue
@@ -182,10 +185,10 @@ func (g *ghosts) view(m *table.Manifest) *table.Manifest {
 // and returns where it then stands (nil when it ended early: an error
 // yielded, or the consumer stopped).
 // A manifest given in have (one already read) is not read again.
-func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64, opts ChangesOptions, yield func(Change, error) bool, have ...*table.Manifest) *changeState {
+func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64, opts ChangesOptions, yield func(Change, error) bool, have ...*format.Manifest) *changeState {
 	st = &changeState{m: st.m, ghosts: st.ghosts}
 	for v := st.m.Version + 1; v <= to; v++ {
-		var cur *table.Manifest
+		var cur *format.Manifest
 		for _, m := range have {
 			if m != nil && m.Version == v {
 				cur = m
@@ -257,14 +260,14 @@ func changesAfter(ctx context.Context, b blob.Bucket, st *changeState, to uint64
 // references was gone before that version landed (garbage collection
 // keeps what kept versions reference), so the reader never saw its rows.
 // False when there are none.
-func (st *changeState) inherit(undone map[uint64]*table.Transaction, v uint64) bool {
+func (st *changeState) inherit(undone map[uint64]*format.Transaction, v uint64) bool {
 	found := false
 	for u, t := range undone {
 		if u >= v || u > st.m.Version || st.ghosts.versions[u] {
 			continue
 		}
 		if st.ghosts.frags == nil {
-			st.ghosts.versions, st.ghosts.frags, st.ghosts.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*table.Deletion{}
+			st.ghosts.versions, st.ghosts.frags, st.ghosts.dvs = map[uint64]bool{}, map[uint64]bool{}, map[string]*format.Deletion{}
 		}
 		st.ghosts.versions[u] = true
 		for _, id := range t.Removed {
@@ -290,12 +293,12 @@ func (st *changeState) inherit(undone map[uint64]*table.Transaction, v uint64) b
 // repair, took it back: see Transaction.Undoes), each with the
 // transaction that undoes it. It reads those versions' transactions, on
 // this rare path alone.
-func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]*table.Transaction, error) {
+func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]*format.Transaction, error) {
 	latest, err := table.LatestVersion(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	undone := map[uint64]*table.Transaction{}
+	undone := map[uint64]*format.Transaction{}
 	for u := v; u <= latest; u++ {
 		t, err := table.ReadTransaction(ctx, b, u)
 		if err != nil {
@@ -309,9 +312,9 @@ func undoneAfter(ctx context.Context, b blob.Bucket, v uint64) (map[uint64]*tabl
 }
 
 // readForChanges reads version v, telling a collected version apart.
-func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*table.Manifest, error) {
+func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*format.Manifest, error) {
 	m, err := table.ReadManifest(ctx, b, v)
-	if !errors.Is(err, table.ErrVersionNotFound) {
+	if !errors.Is(err, format.ErrVersionNotFound) {
 		return m, err
 	}
 	versions, lerr := table.Versions(ctx, b, 0, false)
@@ -321,13 +324,13 @@ func readForChanges(ctx context.Context, b blob.Bucket, v uint64) (*table.Manife
 	if len(versions) == 0 || versions[0].Version < v {
 		return nil, err // not made yet
 	}
-	return nil, &table.ChangesCollectedError{Version: v, Oldest: versions[len(versions)-1].Version}
+	return nil, &format.ChangesCollectedError{Version: v, Oldest: versions[len(versions)-1].Version}
 }
 
 // versionChanges yields what cur changed from prev; false when the
 // consumer stopped or an error was yielded. With quietAdds, the
 // fragments cur adds insert nothing.
-func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *table.Manifest, opts ChangesOptions, quietAdds bool, yield func(Change, error) bool) bool {
+func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *format.Manifest, opts ChangesOptions, quietAdds bool, yield func(Change, error) bool) bool {
 	if none, err := changesNothing(ctx, b, cur); err != nil || none {
 		if err != nil {
 			yield(Change{}, err)
@@ -338,13 +341,13 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *table.Manifes
 	// restore adds an earlier version's objects under new ids — its
 	// object is: its rows are the same, and only its deletion vector may
 	// differ.
-	before := make(map[uint64]*table.Fragment, len(prev.Fragments))
-	byKey := make(map[string]*table.Fragment, len(prev.Fragments))
+	before := make(map[uint64]*format.Fragment, len(prev.Fragments))
+	byKey := make(map[string]*format.Fragment, len(prev.Fragments))
 	for i := range prev.Fragments {
 		before[prev.Fragments[i].ID] = &prev.Fragments[i]
 		byKey[prev.Fragments[i].Key] = &prev.Fragments[i]
 	}
-	var gone, added []table.Fragment
+	var gone, added []format.Fragment
 	var deleted, revived []positions
 	for i := range cur.Fragments {
 		f := &cur.Fragments[i]
@@ -369,14 +372,14 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *table.Manifes
 			yield(Change{}, err)
 			return false
 		}
-		d := table.MinusSorted(now, was)
+		d := format.MinusSorted(now, was)
 		if plant.On(plant.ChangesRepeatDeletes) {
 			d = now
 		}
 		if len(d) > 0 {
 			deleted = append(deleted, positions{*p, d})
 		}
-		if r := table.MinusSorted(was, now); len(r) > 0 {
+		if r := format.MinusSorted(was, now); len(r) > 0 {
 			revived = append(revived, positions{*f, r})
 		}
 	}
@@ -387,7 +390,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *table.Manifes
 	}
 	// emit reads frags as version from held them (so that an error names
 	// it) and yields their rows as kind.
-	emit := func(kind ChangeKind, from *table.Manifest, frags []table.Fragment, rows map[uint64][]uint32) bool {
+	emit := func(kind ChangeKind, from *format.Manifest, frags []format.Fragment, rows map[uint64][]uint32) bool {
 		if len(frags) == 0 {
 			return true
 		}
@@ -427,7 +430,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *table.Manifes
 // taken back later) fails before any of its changes went out. A merge
 // that dropped copies of named appends gave the fragments it added
 // vectors, which a repair may have written again (withVectorsAt).
-func readyToAdd(ctx context.Context, b blob.Bucket, v uint64, added []table.Fragment, deletes bool) ([]table.Fragment, error) {
+func readyToAdd(ctx context.Context, b blob.Bucket, v uint64, added []format.Fragment, deletes bool) ([]format.Fragment, error) {
 	if deletes && len(added) > 0 {
 		if err := present(ctx, b, v, added); err != nil {
 			return nil, err
@@ -438,11 +441,11 @@ func readyToAdd(ctx context.Context, b blob.Bucket, v uint64, added []table.Frag
 
 // present checks that the objects of frags, which version v adds, are in
 // the bucket (a *MissingDataError, errors.Is blob.ErrNotFound, if not).
-func present(ctx context.Context, b blob.Bucket, v uint64, frags []table.Fragment) error {
+func present(ctx context.Context, b blob.Bucket, v uint64, frags []format.Fragment) error {
 	for _, f := range frags {
 		if _, err := b.Attributes(ctx, f.Key); err != nil {
 			if errors.Is(err, blob.ErrNotFound) {
-				err = &table.MissingDataError{Version: v, Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
+				err = &format.MissingDataError{Version: v, Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 			}
 			return err
 		}
@@ -454,8 +457,8 @@ func present(ctx context.Context, b blob.Bucket, v uint64, frags []table.Fragmen
 // compaction) or an index build, or the taking back of one. A rewrite
 // that takes back a commit (Transaction.Undoes) takes back its rows,
 // unless that commit moved rows itself.
-func changesNothing(ctx context.Context, b blob.Bucket, cur *table.Manifest) (bool, error) {
-	if k := cur.Transaction.Kind; k != table.KindRewrite && k != table.KindCreateIndex {
+func changesNothing(ctx context.Context, b blob.Bucket, cur *format.Manifest) (bool, error) {
+	if k := cur.Transaction.Kind; k != format.KindRewrite && k != format.KindCreateIndex {
 		return false, nil
 	}
 	u := cur.Transaction.Undoes
@@ -465,8 +468,8 @@ func changesNothing(ctx context.Context, b blob.Bucket, cur *table.Manifest) (bo
 	t, err := table.ReadTransaction(ctx, b, u)
 	switch {
 	case err == nil:
-		return t.Kind == table.KindRewrite || t.Kind == table.KindCreateIndex, nil
-	case errors.Is(err, table.ErrVersionNotFound):
+		return t.Kind == format.KindRewrite || t.Kind == format.KindCreateIndex, nil
+	case errors.Is(err, format.ErrVersionNotFound):
 		// The commit taken back was collected since; one whose taking
 		// back puts fragments back (its sources' copies) was a
 		// compaction.
@@ -477,17 +480,17 @@ func changesNothing(ctx context.Context, b blob.Bucket, cur *table.Manifest) (bo
 
 // positions are rows of a fragment, by offset.
 type positions struct {
-	f    table.Fragment
+	f    format.Fragment
 	rows []uint32
 }
 
 // atPositions makes fragments to read the given rows of whatever their
 // deletion vectors say.
-func atPositions(ps []positions) ([]table.Fragment, map[uint64][]uint32) {
+func atPositions(ps []positions) ([]format.Fragment, map[uint64][]uint32) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	frags := make([]table.Fragment, len(ps))
+	frags := make([]format.Fragment, len(ps))
 	rows := make(map[uint64][]uint32, len(ps))
 	for i, p := range ps {
 		frags[i] = p.f
@@ -497,7 +500,7 @@ func atPositions(ps []positions) ([]table.Fragment, map[uint64][]uint32) {
 	return frags, rows
 }
 
-func sameDeletion(a, b *table.Deletion) bool {
+func sameDeletion(a, b *format.Deletion) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -547,8 +550,8 @@ func WithChangeColumns(c Change, mem memory.Allocator) arrow.RecordBatch {
 	defer k.Release()
 	defer v.Release()
 	fields := append(slices.Clone(c.Rows.Schema().Fields()),
-		arrow.Field{Name: table.ChangeColumn, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: table.VersionColumn, Type: arrow.PrimitiveTypes.Uint64})
+		arrow.Field{Name: evolve.ChangeColumn, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: evolve.VersionColumn, Type: arrow.PrimitiveTypes.Uint64})
 	cols := append(slices.Clone(c.Rows.Columns()), k, v)
 	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n))
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // BenchmarkChangesOfTheLastVersions reads the changes of the last 10
@@ -40,15 +42,15 @@ func BenchmarkChangesOfTheLastVersions(b *testing.B) {
 				b.Fatal(err)
 			}
 			// One commit of every fragment but the last 10.
-			frags := make([]table.Fragment, fragments-10)
+			frags := make([]format.Fragment, fragments-10)
 			for i := range frags {
 				rec := rollouts.Batch(nil, 1, 0, int64(i), 1)
-				if frags[i], err = table.WriteFragment(ctx, under, rollouts.Schema, rec); err != nil {
+				if frags[i], err = fragment.Write(ctx, under, rollouts.Schema, rec); err != nil {
 					b.Fatal(err)
 				}
 				rec.Release()
 			}
-			if _, err := tb.Commit(ctx, table.Transaction{Kind: table.KindAppend, CommitID: table.NewID(), Added: frags}); err != nil {
+			if _, err := tb.Commit(ctx, format.Transaction{Kind: format.KindAppend, CommitID: format.NewID(), Added: frags}); err != nil {
 				b.Fatal(err)
 			}
 			for i := range 10 {

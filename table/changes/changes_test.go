@@ -20,6 +20,10 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // openRolloutsTable creates a rollouts table in b (in a new folder when b is
@@ -122,10 +126,10 @@ func TestChangesTakeAnyVersionToAnyLater(t *testing.T) {
 	for i := range 4 {
 		appendRollouts(t, tb, 0, int64(i*10), 10)
 	}
-	if _, _, err := tb.Delete(ctx, table.In("id", table.Int(3), table.Int(12), table.Int(35))); err != nil {
+	if _, _, err := tb.Delete(ctx, expr.In("id", value.Int(3), value.Int(12), value.Int(35))); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tb.Delete(ctx, table.In("id", table.Int(4), table.Int(13))); err != nil {
+	if _, _, err := tb.Delete(ctx, expr.In("id", value.Int(4), value.Int(13))); err != nil {
 		t.Fatal(err)
 	}
 	compacted, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil)
@@ -139,7 +143,7 @@ func TestChangesTakeAnyVersionToAnyLater(t *testing.T) {
 	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tb.Delete(ctx, table.In("id", table.Int(20), table.Int(41))); err != nil {
+	if _, _, err := tb.Delete(ctx, expr.In("id", value.Int(20), value.Int(41))); err != nil {
 		t.Fatal(err)
 	}
 	over := rollouts.Batch(mem, 1, 1, 0, 7)
@@ -182,7 +186,7 @@ func TestChangesTakeAnyVersionToAnyLater(t *testing.T) {
 		}
 		withCols := changes.WithChangeColumns(c, mem)
 		s := withCols.Schema()
-		if s.Field(2).Name != table.ChangeColumn || s.Field(3).Name != table.VersionColumn ||
+		if s.Field(2).Name != evolve.ChangeColumn || s.Field(3).Name != evolve.VersionColumn ||
 			withCols.Column(2).(*array.String).Value(0) != "delete" || withCols.Column(3).(*array.Uint64).Value(0) != 6 {
 			t.Fatalf("change columns: %v", withCols)
 		}
@@ -205,7 +209,7 @@ func TestChangesCostFollowsTheChangesNotTheTable(t *testing.T) {
 		for i := range fragments {
 			appendRollouts(t, tb, 0, int64(i*4), 4)
 		}
-		if _, _, err := tb.Delete(ctx, table.Eq("id", table.Int(1))); err != nil {
+		if _, _, err := tb.Delete(ctx, expr.Eq("id", value.Int(1))); err != nil {
 			t.Fatal(err)
 		}
 		latest, err := table.LatestVersion(ctx, b)
@@ -244,9 +248,9 @@ func TestChangesFromACollectedVersionNameTheOldest(t *testing.T) {
 	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 2}, time.Now().Add(3*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	var gone *table.ChangesCollectedError
+	var gone *format.ChangesCollectedError
 	for _, err := range changes.Changes(ctx, b, 1, 0, changes.ChangesOptions{}) {
-		if !errors.As(err, &gone) || gone.Version != 1 || gone.Oldest != 5 || !errors.Is(err, table.ErrVersionNotFound) {
+		if !errors.As(err, &gone) || gone.Version != 1 || gone.Oldest != 5 || !errors.Is(err, format.ErrVersionNotFound) {
 			t.Fatalf("changes from a collected version: %v", err)
 		}
 	}
@@ -271,10 +275,10 @@ func TestGCKeepsWhatANamedConsumerHasNotRead(t *testing.T) {
 	if err := table.SetConsumer(ctx, b, "trainer", 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := table.SetConsumer(ctx, b, "bad/name", 3); !errors.Is(err, table.ErrBadName) {
+	if err := table.SetConsumer(ctx, b, "bad/name", 3); !errors.Is(err, format.ErrBadName) {
 		t.Fatalf("a consumer named bad/name: %v", err)
 	}
-	if err := table.SetConsumer(ctx, b, "trainer", 99); !errors.Is(err, table.ErrVersionNotFound) {
+	if err := table.SetConsumer(ctx, b, "trainer", 99); !errors.Is(err, format.ErrVersionNotFound) {
 		t.Fatalf("a consumer set past the latest version: %v", err)
 	}
 	if c, err := table.ReadConsumer(ctx, b, "trainer"); err != nil || c.Version != 3 {
@@ -298,7 +302,7 @@ func TestGCKeepsWhatANamedConsumerHasNotRead(t *testing.T) {
 	if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(8*24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	var gone *table.ChangesCollectedError
+	var gone *format.ChangesCollectedError
 	for _, err := range changes.Changes(ctx, b, 3, 0, changes.ChangesOptions{}) {
 		if !errors.As(err, &gone) || gone.Oldest != 7 {
 			t.Fatalf("changes past the consumer retention: %v", err)
@@ -313,7 +317,7 @@ func TestGCKeepsWhatANamedConsumerHasNotRead(t *testing.T) {
 	if err := table.DeleteConsumer(ctx, b, "trainer"); err != nil {
 		t.Fatal(err)
 	}
-	if err := table.DeleteConsumer(ctx, b, "trainer"); !errors.Is(err, table.ErrNotFound) {
+	if err := table.DeleteConsumer(ctx, b, "trainer"); !errors.Is(err, format.ErrNotFound) {
 		t.Fatalf("deleting a consumer twice: %v", err)
 	}
 }
@@ -395,7 +399,7 @@ func TestFollowResumesAsANamedConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := "GET " + table.ManifestKey(8)
+	next := "GET " + format.ManifestKey(8)
 	lists := 0
 	for _, l := range lines {
 		switch l {
@@ -418,7 +422,7 @@ func TestFollowResumesAsANamedConsumer(t *testing.T) {
 func TestChangesSkipACommitTakenBack(t *testing.T) {
 	ctx := context.Background()
 	b, tb := openRolloutsTable(t, nil)
-	var lost *table.Manifest
+	var lost *format.Manifest
 	for i := range 3 {
 		if res := appendRollouts(t, tb, 0, int64(i*2), 2); i == 1 {
 			lost = res.Manifest
@@ -487,7 +491,7 @@ func TestChangesOfAWholeFragmentDeleteWhoseVectorIsGone(t *testing.T) {
 	b, tb := openRolloutsTable(t, nil)
 	appendRollouts(t, tb, 0, 0, 3) // v2: ids 0..2, one fragment
 	appendRollouts(t, tb, 0, 3, 2) // v3
-	res, n, err := tb.Delete(ctx, table.In("id", table.Int(0), table.Int(1), table.Int(2)))
+	res, n, err := tb.Delete(ctx, expr.In("id", value.Int(0), value.Int(1), value.Int(2)))
 	if err != nil || n != 3 {
 		t.Fatalf("delete: %d rows, %v", n, err)
 	}
@@ -523,10 +527,10 @@ func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
 	appendRollouts(t, tb, 1, 0, 10)
 	appendRollouts(t, tb, 0, 10, 10) // v4: nothing of w01
 	w1 := int64(rollouts.IDBase)
-	if _, _, err := tb.Delete(ctx, table.In("id", table.Int(3), table.Int(w1+4), table.Int(w1+5))); err != nil {
+	if _, _, err := tb.Delete(ctx, expr.In("id", value.Int(3), value.Int(w1+4), value.Int(w1+5))); err != nil {
 		t.Fatal(err)
 	}
-	pred, err := table.ParseFilter(`worker = "w01" AND step >= 0`)
+	pred, err := expr.ParseFilter(`worker = "w01" AND step >= 0`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +560,7 @@ func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
 	}
 	// A delete's rows are read by position: the filter still holds for
 	// each, not only for the fragment's statistics.
-	upper, err := table.ParseFilter(fmt.Sprintf("id >= %d", w1+5))
+	upper, err := expr.ParseFilter(fmt.Sprintf("id >= %d", w1+5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +574,7 @@ func TestChangesKeepTheChangedRowsAFilterMatches(t *testing.T) {
 	if !slices.Equal(deleted, []int64{w1 + 5}) {
 		t.Fatalf("v5's deletes with id >= %d: %v, want [%d]", w1+5, deleted, w1+5)
 	}
-	nope, err := table.ParseFilter("nope = 1")
+	nope, err := expr.ParseFilter("nope = 1")
 	if err != nil {
 		t.Fatal(err)
 	}

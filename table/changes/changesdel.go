@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // deletionsAt reads fragment f's deletion vector as version v records it.
@@ -15,8 +16,8 @@ import (
 // deleter's repair, or a repair's of a merge's vector: a vector of the
 // same count under a fresh key, see commit.Table.Delete and
 // compactor.Repair); none found, the error is the read's.
-func deletionsAt(ctx context.Context, b blob.Bucket, v uint64, f *table.Fragment) ([]uint32, error) {
-	rows, err := table.ReadDeletions(ctx, b, f)
+func deletionsAt(ctx context.Context, b blob.Bucket, v uint64, f *format.Fragment) ([]uint32, error) {
+	rows, err := format.ReadDeletions(ctx, b, f)
 	if !errors.Is(err, blob.ErrNotFound) {
 		return rows, err
 	}
@@ -26,14 +27,14 @@ func deletionsAt(ctx context.Context, b blob.Bucket, v uint64, f *table.Fragment
 	}
 	g := *f
 	g.Deletion = copied
-	return table.ReadDeletions(ctx, b, &g)
+	return format.ReadDeletions(ctx, b, &g)
 }
 
 // copyAfter finds the copy of fragment f's deletion vector (as version v
 // records it) that a later version points the fragment at: a vector of
 // the same count under another key. nil when there is none (the fragment
 // compacted or taken back since, or deleted from again).
-func copyAfter(ctx context.Context, b blob.Bucket, v uint64, f *table.Fragment) (*table.Deletion, error) {
+func copyAfter(ctx context.Context, b blob.Bucket, v uint64, f *format.Fragment) (*format.Deletion, error) {
 	latest, err := table.LatestVersion(ctx, b)
 	if err != nil {
 		return nil, err
@@ -66,8 +67,8 @@ func copyAfter(ctx context.Context, b blob.Bucket, v uint64, f *table.Fragment) 
 // collection's safety age, has its vector written again by a repair. It
 // looks for each such vector (one request each: only merges that dropped
 // a copy give an added fragment a vector).
-func withVectorsAt(ctx context.Context, b blob.Bucket, v uint64, frags []table.Fragment) ([]table.Fragment, error) {
-	var out []table.Fragment
+func withVectorsAt(ctx context.Context, b blob.Bucket, v uint64, frags []format.Fragment) ([]format.Fragment, error) {
+	var out []format.Fragment
 	for i, f := range frags {
 		if f.Deletion == nil || f.Deletion.Count == f.Rows {
 			continue

@@ -10,7 +10,7 @@
 //
 //   - A version's changes are delivered once, in version order, its
 //     deletes before its inserts; a compaction or an index changes no row.
-//   - A version garbage collection took is a *table.ChangesCollectedError
+//   - A version garbage collection took is a *format.ChangesCollectedError
 //     naming the oldest version left, never a gap.
 //   - A commit that a later version took back is skipped when it was
 //     never readable, and delivered when it was (a reader may have seen

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // listEvery: one look for a new version in this many is a listing.
@@ -61,7 +62,7 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 			switch {
 			case err == nil:
 				from = c.Version
-			case !errors.Is(err, table.ErrNotFound):
+			case !errors.Is(err, format.ErrNotFound):
 				yield(Change{}, err)
 				return
 			}
@@ -69,7 +70,7 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 		// prev is the version read through, read once there is a newer
 		// one (an idle follow makes nothing but its looks); before
 		// version 1, the empty table.
-		prev, read := &changeState{m: &table.Manifest{Version: from}}, from == 0
+		prev, read := &changeState{m: &format.Manifest{Version: from}}, from == 0
 		for looks := 0; ; looks++ {
 			if opts.Until != 0 && prev.m.Version >= opts.Until {
 				return
@@ -80,11 +81,11 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 			// listing, which also finds a next version garbage
 			// collection took (then the changes say so).
 			began := time.Now()
-			latest, next, err := prev.m.Version, (*table.Manifest)(nil), error(nil)
+			latest, next, err := prev.m.Version, (*format.Manifest)(nil), error(nil)
 			if looks%listEvery != 0 {
 				if next, err = table.ReadManifest(ctx, b, latest+1); err == nil {
 					latest = next.Version
-				} else if errors.Is(err, table.ErrVersionNotFound) {
+				} else if errors.Is(err, format.ErrVersionNotFound) {
 					err = nil
 				}
 			} else {
@@ -122,7 +123,7 @@ func Follow(ctx context.Context, b blob.Bucket, from uint64, opts FollowOptions)
 // records the consumer's position; it returns to's manifest, nil when the
 // follow ends. It keeps the manifest it read last, so that the next run
 // reads only the new versions'.
-func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, opts FollowOptions, yield func(Change, error) bool, have *table.Manifest) *changeState {
+func followTo(ctx context.Context, b blob.Bucket, prev *changeState, to uint64, opts FollowOptions, yield func(Change, error) bool, have *format.Manifest) *changeState {
 	cur := changesAfter(ctx, b, prev, to, opts.ChangesOptions, yield, have)
 	if cur == nil {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -46,7 +47,7 @@ func TestTheMemoryBudgetBoundsTheMerges(t *testing.T) {
 		rows += 5000
 	}
 	var flushed int64
-	for o, err := range blob.List(ctx, b, table.FleetFlushDir, 0) {
+	for o, err := range blob.List(ctx, b, format.FleetFlushDir, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/stratadb/strata/cmd/strata/command"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // New builds the command.
@@ -95,8 +95,8 @@ view follows what it keeps.`,
 	})
 	c.Flags().Uint64Var(&o.Version, "version", 0, "the newest version described, the current snapshot (default: the latest)")
 	c.Flags().StringVar(&o.Location, "location", "", "the table's address as readers see it (default: from URL, e.g. s3://bucket/prefix, file:///abs/path)")
-	c.Flags().IntVar(&o.KeepVersions, "keep-versions", table.DefaultKeepVersions, "newest versions always described (as GC keeps them)")
-	c.Flags().DurationVar(&o.RetainFor, "retain", table.DefaultRetention, "versions younger than this are described (as GC keeps them)")
+	c.Flags().IntVar(&o.KeepVersions, "keep-versions", format.DefaultKeepVersions, "newest versions always described (as GC keeps them)")
+	c.Flags().DurationVar(&o.RetainFor, "retain", format.DefaultRetention, "versions younger than this are described (as GC keeps them)")
 	cli.Bound(c.Flags(), "version", 0, cli.Unlimited)
 	cli.Bound(c.Flags(), "retain", 0, cli.Unlimited)
 	cli.Bound(c.Flags(), "keep-versions", 1, cli.Unlimited)

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/api"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 func newAlter(env *Env) *cobra.Command {
@@ -50,7 +50,7 @@ time64_us.`,
 			}
 			defer closeDB(tb, &err)
 			res, err := tb.Alter(c.Context(), changes...)
-			if errors.Is(err, table.ErrBadSchemaChange) {
+			if errors.Is(err, evolve.ErrBadSchemaChange) {
 				return usageError{err}
 			}
 			if err != nil {
@@ -69,8 +69,8 @@ time64_us.`,
 
 // columnChanges parses alter's flags into changes: renames, widenings,
 // drops, then adds.
-func columnChanges(rename, widen, drop, add []string) ([]table.ColumnChange, error) {
-	var out []table.ColumnChange
+func columnChanges(rename, widen, drop, add []string) ([]evolve.ColumnChange, error) {
+	var out []evolve.ColumnChange
 	pair := func(flag, v string) (string, string, error) {
 		a, b, ok := strings.Cut(v, ":")
 		if !ok || a == "" || b == "" {
@@ -83,7 +83,7 @@ func columnChanges(rename, widen, drop, add []string) ([]table.ColumnChange, err
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, table.ColumnChange{Op: table.RenameColumn, Column: from, To: to})
+		out = append(out, evolve.ColumnChange{Op: evolve.RenameColumn, Column: from, To: to})
 	}
 	for _, v := range widen {
 		name, typ, err := pair("widen-column", v)
@@ -101,7 +101,7 @@ func columnChanges(rename, widen, drop, add []string) ([]table.ColumnChange, err
 		out = append(out, tc)
 	}
 	for _, v := range drop {
-		out = append(out, table.ColumnChange{Op: table.DropColumn, Column: v})
+		out = append(out, evolve.ColumnChange{Op: evolve.DropColumn, Column: v})
 	}
 	for _, v := range add {
 		name, typ, err := pair("add-column", v)
@@ -121,10 +121,10 @@ func columnChanges(rename, widen, drop, add []string) ([]table.ColumnChange, err
 }
 
 // tableChange is the change a SchemaChange describes.
-func tableChange(c api.SchemaChange) (table.ColumnChange, error) {
+func tableChange(c api.SchemaChange) (evolve.ColumnChange, error) {
 	t, err := c.ArrowType()
 	if err != nil {
-		return table.ColumnChange{}, err
+		return evolve.ColumnChange{}, err
 	}
-	return table.ColumnChange{Op: table.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: t, Nullable: c.Nullable}, nil
+	return evolve.ColumnChange{Op: evolve.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: t, Nullable: c.Nullable}, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // shardAppendLimit bounds what an append through a shard holds in memory:
@@ -120,7 +121,7 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 	if err != nil {
 		return err
 	}
-	var k *table.Idempotency
+	var k *format.Idempotency
 	if !f.noKey {
 		if k, err = appendKey(files, f.key, f.ignoreUnknown); err != nil {
 			return err
@@ -181,7 +182,7 @@ type appended struct {
 
 // appendKey names an append of files: by key when given, else by the
 // files' bytes; its digest is the files' bytes' either way.
-func appendKey(files []string, key string, ignoreUnknown bool) (*table.Idempotency, error) {
+func appendKey(files []string, key string, ignoreUnknown bool) (*format.Idempotency, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "strata append v1 ignore-unknown=%v\n", ignoreUnknown)
 	for _, path := range files {
@@ -200,7 +201,7 @@ func appendKey(files []string, key string, ignoreUnknown bool) (*table.Idempoten
 		}
 	}
 	sum := h.Sum(nil)
-	k := &table.Idempotency{Producer: "strata-append:" + hex.EncodeToString(sum[:16]), Digest: max(binary.LittleEndian.Uint64(sum[16:]), 1)}
+	k := &format.Idempotency{Producer: "strata-append:" + hex.EncodeToString(sum[:16]), Digest: max(binary.LittleEndian.Uint64(sum[16:]), 1)}
 	if key != "" {
 		k.Producer = "key:" + key
 	}
@@ -211,7 +212,7 @@ func appendKey(files []string, key string, ignoreUnknown bool) (*table.Idempoten
 // (engine.DB.AppendStream), named by key when not nil; an append whose key
 // a racing commit recorded first is a duplicate (its caller looked the key
 // up before).
-func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (_ appended, err error) {
+func appendDirect(ctx context.Context, b blob.Bucket, m *format.Manifest, key *format.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (_ appended, err error) {
 	db, err := engine.OpenNew(b, &engine.Options{Writer: "strata", Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return appended{}, err
@@ -226,7 +227,7 @@ func appendDirect(ctx context.Context, b blob.Bucket, m *table.Manifest, key *ta
 
 // appendThroughShard gathers every row, then appends them in one WAL entry
 // (named by key when not nil) and drains the shard into the table.
-func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *table.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (_ appended, err error) {
+func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *format.Idempotency, rows iter.Seq2[arrow.RecordBatch, error]) (_ appended, err error) {
 	var recs []arrow.RecordBatch
 	defer func() { ingest.Release(recs) }()
 	for rec, err := range rows {

@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func newCreate(env *Env) *cobra.Command {
@@ -58,7 +59,7 @@ create refuses both, naming the table in the way.`,
 				return err
 			}
 			m, _, err := engine.Create(c.Context(), b, schema, "strata", nil)
-			if errors.Is(err, table.ErrExists) {
+			if errors.Is(err, format.ErrExists) {
 				v := ""
 				if latest, lerr := table.LatestVersion(c.Context(), b); lerr == nil && latest > 0 {
 					v = fmt.Sprintf(" (at version %d)", latest)

@@ -16,6 +16,8 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
 )
 
 const demoURL = "file://./strata-demo/rollouts"
@@ -111,7 +113,7 @@ func runDemo(c *cobra.Command, env *Env, u string, workers, appends, rows int) e
 func demoTable(c *cobra.Command, env *Env, u string, b blob.Bucket) (int, error) {
 	ctx := c.Context()
 	m, err := table.ReadLatest(ctx, b)
-	if errors.Is(err, table.ErrNotFound) {
+	if errors.Is(err, format.ErrNotFound) {
 		if err := checkNewTable(ctx, env, u, b); err != nil {
 			return 0, err
 		}
@@ -122,7 +124,7 @@ func demoTable(c *cobra.Command, env *Env, u string, b blob.Bucket) (int, error)
 	} else if err != nil {
 		return 0, err
 	}
-	if err := table.CheckSchema(rollouts.Schema, m.Schema()); err != nil {
+	if err := evolve.CheckSchema(rollouts.Schema, m.Schema()); err != nil {
 		return 0, fmt.Errorf("%s holds another table: %w", u, err)
 	}
 	first := 0 // worker numbers already used by earlier runs

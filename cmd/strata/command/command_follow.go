@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 func newFollow(env *Env) *cobra.Command {
@@ -102,7 +103,7 @@ func printFollow(ctx context.Context, b blob.Bucket, from uint64, opts changes.F
 		}
 		if ch.Kind == changes.ChangeThrough {
 			if w.format == "jsonl" {
-				if _, err := fmt.Fprintf(w.out, "{%q:%q,%q:%d}\n", table.ChangeColumn, changes.ChangeThrough, table.VersionColumn, ch.Version); err != nil {
+				if _, err := fmt.Fprintf(w.out, "{%q:%q,%q:%d}\n", evolve.ChangeColumn, changes.ChangeThrough, evolve.VersionColumn, ch.Version); err != nil {
 					return err
 				}
 			}

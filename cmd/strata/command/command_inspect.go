@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func newInspect(env *Env) *cobra.Command {
@@ -27,9 +28,9 @@ func newInspect(env *Env) *cobra.Command {
 			}
 			m := s.Manifest()
 			out := struct {
-				*table.Manifest
-				Schema      string            `json:"schema"`
-				Transaction table.Transaction `json:"transaction"`
+				*format.Manifest
+				Schema      string             `json:"schema"`
+				Transaction format.Transaction `json:"transaction"`
 			}{m, m.Schema().String(), m.Transaction}
 			enc := json.NewEncoder(env.Out)
 			enc.SetIndent("", "  ")

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // TableStats is what `strata stats` reports.
@@ -22,7 +23,7 @@ type TableStats struct {
 	Fragments  int                 `json:"fragments"`
 	Bytes      int64               `json:"bytes"`
 	Versions   int                 `json:"versions"`
-	Indexes    []table.Index       `json:"indexes,omitempty"`
+	Indexes    []format.Index      `json:"indexes,omitempty"`
 	Shards     []engine.ShardStats `json:"shards,omitempty"`
 	Compaction engine.Status       `json:"compaction"`
 	Consumers  []ConsumerLag       `json:"consumers,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func newTables(env *Env) *cobra.Command {
@@ -29,7 +30,7 @@ with _ or .), only into its others, where tables may nest ("runs/eval").`,
 				return err
 			}
 			defer b.Close()
-			tables, err := table.ListTables(c.Context(), b)
+			tables, err := format.ListTables(c.Context(), b)
 			if err != nil {
 				return err
 			}

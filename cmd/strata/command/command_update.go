@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
 )
 
 func newUpdate(env *Env) *cobra.Command {
@@ -40,7 +40,7 @@ a checkpoint first.`,
 			if err != nil {
 				return err
 			}
-			assigns, err := table.ParseAssignments(strings.Join(set, ", "))
+			assigns, err := expr.ParseAssignments(strings.Join(set, ", "))
 			if err != nil {
 				return usageError{err}
 			}
@@ -56,7 +56,7 @@ a checkpoint first.`,
 			defer closeDB(tb, &err)
 			res, err := tb.Update(c.Context(), pred, assigns)
 			switch {
-			case errors.Is(err, table.ErrBadAssignment) || errors.Is(err, table.ErrBadPredicate):
+			case errors.Is(err, expr.ErrBadAssignment) || errors.Is(err, expr.ErrBadPredicate):
 				return usageError{err}
 			case err != nil:
 				return err

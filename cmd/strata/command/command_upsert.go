@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // upsertLimit bounds the input of one upsert: its rows are held in memory
@@ -91,7 +92,7 @@ func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, sh
 	defer func() { ingest.Release(recs) }()
 	opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
 	var readErr error
-	read := func(schema *arrow.Schema) ([]arrow.RecordBatch, *table.Idempotency, error) {
+	read := func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error) {
 		for _, path := range files {
 			for rec, err := range readFile(path, schema, opts, nil) {
 				if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
 )
 
@@ -347,7 +347,7 @@ func TestRepairAShardsLostWALEntry(t *testing.T) {
 		}
 	}
 	s.Close()
-	if err := b.Delete(ctx, "_shards/w1/wal/"+table.Inverted(3)); err != nil {
+	if err := b.Delete(ctx, "_shards/w1/wal/"+format.Inverted(3)); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := run(t, nil, "repair", u, "--shard", "w1")

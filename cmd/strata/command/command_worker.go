@@ -15,6 +15,9 @@ import (
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 func newWorker(env *Env) *cobra.Command {
@@ -44,11 +47,11 @@ its replayed WAL).`,
 				return err
 			}
 			defer b.Close()
-			if _, err := table.LatestVersion(ctx, b); errors.Is(err, table.ErrNotFound) {
+			if _, err := table.LatestVersion(ctx, b); errors.Is(err, format.ErrNotFound) {
 				if err := checkNewTable(ctx, env, args[0], b); err != nil {
 					return err
 				}
-				if _, _, err := engine.Create(ctx, b, rollouts.Schema, "strata", nil); err != nil && !errors.Is(err, table.ErrExists) {
+				if _, _, err := engine.Create(ctx, b, rollouts.Schema, "strata", nil); err != nil && !errors.Is(err, format.ErrExists) {
 					return err
 				}
 			} else if err != nil {
@@ -213,7 +216,7 @@ func offIfZero(n int64) int64 {
 func nextSeq(c *cobra.Command, s *engine.ShardHandle, n int) (int64, error) {
 	lo, hi := int64(n)*rollouts.IDBase, int64(n+1)*rollouts.IDBase
 	next := int64(0)
-	filter := table.And(table.Ge("id", table.Int(lo)), table.Lt("id", table.Int(hi)))
+	filter := expr.And(expr.Ge("id", value.Int(lo)), expr.Lt("id", value.Int(hi)))
 	for rec, err := range s.ScanFresh(c.Context(), table.ScanOptions{Columns: []string{"id"}, Filter: filter}) {
 		if err != nil {
 			return 0, err

@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/internal/jsonrows"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/expr"
 )
 
 // columnsFlag reads a --columns flag: nil when empty (every column), a
@@ -22,7 +22,7 @@ func columnsFlag(columns string) ([]string, error) {
 	if columns == "" {
 		return nil, nil
 	}
-	cols, err := table.ParseColumns(columns)
+	cols, err := expr.ParseColumns(columns)
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -30,11 +30,11 @@ func columnsFlag(columns string) ([]string, error) {
 }
 
 // filterFlag parses a --filter flag; "" is no filter.
-func filterFlag(filter string) (table.Predicate, error) {
+func filterFlag(filter string) (expr.Predicate, error) {
 	if filter == "" {
 		return nil, nil
 	}
-	p, err := table.ParseFilter(filter)
+	p, err := expr.ParseFilter(filter)
 	if err != nil {
 		return nil, usageError{err}
 	}

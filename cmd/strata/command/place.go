@@ -7,12 +7,12 @@ import (
 	"strings"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // checkNewTable refuses to create a table at rawURL (b is its folder)
 // whose folder's name is not a legal table name, or which would share a
-// folder with another table's own objects (table.CheckPlacement): a table
+// folder with another table's own objects (format.CheckPlacement): a table
 // above it is looked for only where the URL's path has a reserved
 // segment, by opening that table's URL.
 func checkNewTable(ctx context.Context, env *Env, rawURL string, b blob.Bucket) error {
@@ -20,16 +20,16 @@ func checkNewTable(ctx context.Context, env *Env, rawURL string, b blob.Bucket) 
 	if err != nil {
 		return usageError{err}
 	}
-	if err := table.CheckSegment(path[strings.LastIndex(path, "/")+1:]); err != nil {
+	if err := format.CheckSegment(path[strings.LastIndex(path, "/")+1:]); err != nil {
 		return usageError{err}
 	}
-	return table.CheckPlacement(ctx, b, path, func(ctx context.Context, above string) (bool, error) {
+	return format.CheckPlacement(ctx, b, path, func(ctx context.Context, above string) (bool, error) {
 		ab, err := env.Open(ctx, head+"/"+above+query)
 		if err != nil {
 			return false, err
 		}
 		defer ab.Close()
-		return table.IsTable(ctx, ab, "")
+		return format.IsTable(ctx, ab, "")
 	})
 }
 

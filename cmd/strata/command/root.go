@@ -23,6 +23,7 @@ import (
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/policyflag"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Env is what the verbs need from outside: where to print, and how to open
@@ -74,10 +75,10 @@ func RunRoot(args []string, env *Env, newRoot func(*Env) *cobra.Command) int {
 		return int(es) // another program's, which printed its own error
 	}
 	msg := err.Error()
-	if errors.Is(err, table.ErrNotFound) && opened != "" {
-		msg = strings.Replace(msg, table.ErrNotFound.Error(), "no table at "+opened, 1)
+	if errors.Is(err, format.ErrNotFound) && opened != "" {
+		msg = strings.Replace(msg, format.ErrNotFound.Error(), "no table at "+opened, 1)
 	}
-	if errors.Is(err, table.ErrVersionNotFound) && opened != "" {
+	if errors.Is(err, format.ErrVersionNotFound) && opened != "" {
 		msg += versionsThere(ctx, env, opened)
 	}
 	fmt.Fprintln(env.Err, "strata:", msg)

@@ -1,0 +1,191 @@
+package format
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/stratadb/strata/blob"
+)
+
+// tailBytes is how much of a remote fragment's end the first request
+// reads: the Parquet footer's length and the footer itself, in one round
+// trip instead of two, for any footer up to this size.
+const TailBytes = 64 << 10
+
+// prefetcher reads a remote fragment for a scan: it serves the Parquet
+// reader's ReadAt calls from ranges fetched ahead — the object's tail at
+// once, then the column chunks the scan will read, several in flight, at
+// most budget bytes fetched and not yet consumed — and reads anything else
+// with a ranged request of its own. A range is handed out once, then
+// dropped.
+//
+// The reader asks for each column chunk with exactly one ReadAt of the
+// chunk's offset and length (unbuffered streams, as openFragment sets), so
+// the ranges computed from the footer match the reads.
+type Prefetcher struct {
+	*blob.ReaderAt
+	ctx    context.Context
+	cancel context.CancelFunc
+	size   int64 // the budget's bound
+	budget *semaphore.Weighted
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	ranges map[int64]*fetched // by offset
+	taken  map[int64]bool     // offsets read already: not to be fetched again
+}
+
+type fetched struct {
+	off    int64
+	data   []byte
+	weight int64 // held of the budget until consumed
+	tail   bool  // the object's end: serves every footer read, kept until close
+	err    error
+	done   chan struct{}
+}
+
+// newPrefetcher reads key (of size bytes) in b; its requests end when
+// the prefetcher is closed, so a scan left early does not wait for them.
+func NewPrefetcher(ctx context.Context, b blob.Bucket, key string, size, budget int64) *Prefetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	r := blob.NewReaderAtSize(ctx, b, key, size)
+	budget = max(budget, TailBytes)
+	p := &Prefetcher{ReaderAt: r, ctx: ctx, cancel: cancel, size: budget, budget: semaphore.NewWeighted(budget),
+		ranges: map[int64]*fetched{}, taken: map[int64]bool{}}
+	tail := min(r.Size(), TailBytes)
+	if p.budget.TryAcquire(tail) {
+		p.start(&fetched{off: r.Size() - tail, weight: tail, tail: true})
+	}
+	return p
+}
+
+// start reads f's range in the background.
+func (p *Prefetcher) start(f *fetched) {
+	p.mu.Lock()
+	p.register(f)
+	p.mu.Unlock()
+	p.fetch(f)
+}
+
+// register makes f the range a ReadAt at its offset waits for (p.mu held).
+func (p *Prefetcher) register(f *fetched) {
+	f.done = make(chan struct{})
+	p.ranges[f.off] = f
+}
+
+// fetch reads f's range, registered, in the background.
+func (p *Prefetcher) fetch(f *fetched) {
+	p.wg.Go(func() {
+		defer close(f.done)
+		buf := make([]byte, f.weight)
+		m, err := p.ReaderAt.ReadAt(buf, f.off)
+		if err == io.EOF && int64(m) == f.weight {
+			err = nil
+		}
+		f.data, f.err = buf[:m], err
+	})
+}
+
+// prefetch fetches ranges (offset, length) in order, in the background,
+// each once there is room in the budget; a range larger than the whole
+// budget is left to be read when asked for.
+func (p *Prefetcher) Prefetch(ranges [][2]int64) {
+	p.wg.Go(func() {
+		for _, r := range ranges {
+			if r[1] <= 0 || r[1] > p.size {
+				continue
+			}
+			if p.budget.Acquire(p.ctx, r[1]) != nil {
+				return
+			}
+			// Checked and registered at once: a ReadAt in between would
+			// read the chunk itself, and the chunk be fetched twice.
+			p.mu.Lock()
+			taken := p.taken[r[0]]
+			f := &fetched{off: r[0], weight: r[1]}
+			if !taken {
+				p.register(f)
+			}
+			p.mu.Unlock()
+			if taken {
+				p.budget.Release(r[1]) // the reader got there first
+				continue
+			}
+			p.fetch(f)
+		}
+	})
+}
+
+// ReadAt serves a read from a range fetched ahead when one holds it, and
+// reads it from the store otherwise.
+func (p *Prefetcher) ReadAt(b []byte, off int64) (int, error) {
+	end := off + int64(len(b))
+	p.mu.Lock()
+	var hit *fetched
+	for start, f := range p.ranges {
+		if off >= start && end <= start+f.weight {
+			hit = f
+			break
+		}
+	}
+	if hit == nil {
+		p.taken[off] = true
+	}
+	p.mu.Unlock()
+	if hit == nil {
+		return p.ReaderAt.ReadAt(b, off)
+	}
+	select {
+	case <-hit.done:
+	case <-p.ctx.Done():
+		return 0, p.ctx.Err()
+	}
+	if hit.err != nil || end > hit.off+int64(len(hit.data)) {
+		p.drop(hit)
+		return p.ReaderAt.ReadAt(b, off)
+	}
+	n := copy(b, hit.data[off-hit.off:])
+	if !hit.tail {
+		p.drop(hit) // a column chunk is read once
+	}
+	return n, nil
+}
+
+func (p *Prefetcher) drop(f *fetched) {
+	p.mu.Lock()
+	if p.ranges[f.off] == f {
+		delete(p.ranges, f.off)
+		p.budget.Release(f.weight)
+	}
+	p.mu.Unlock()
+}
+
+// tail is the object's end as fetched for its footer (tailBytes, or the
+// whole object when smaller); nil when it was not fetched whole.
+func (p *Prefetcher) Tail() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.ranges {
+		if f.tail {
+			select {
+			case <-f.done:
+				if f.err == nil && int64(len(f.data)) == f.weight {
+					return f.data
+				}
+			default:
+			}
+		}
+	}
+	return nil
+}
+
+// close stops fetching and lets go of what was fetched.
+func (p *Prefetcher) Close() {
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	p.ranges = map[int64]*fetched{}
+	p.mu.Unlock()
+}
