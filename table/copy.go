@@ -166,7 +166,7 @@ func readSourceRowGroups(ctx context.Context, b blob.Bucket, f *format.Fragment,
 			err = &format.MissingDataError{Keys: []string{f.Key}, Detail: fmt.Sprintf("fragment %d", f.ID), Err: err}
 		}
 	}()
-	src, whole, pre, err := fragment.Source(ctx, b, f, readAhead, false)
+	src, whole, pre, err := fragment.Fetch(ctx, b, f, readAhead, false)
 	if err != nil {
 		return err
 	}

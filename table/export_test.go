@@ -20,7 +20,7 @@ func DecodeColumnsAtOnce(ctx context.Context, data []byte) (rows int64, err erro
 			err = fmt.Errorf("damaged: %v", r)
 		}
 	}()
-	fr, err := fragment.Reader(bytes.NewReader(data), nil, memory.DefaultAllocator, 100)
+	fr, err := fragment.NewReader(bytes.NewReader(data), nil, memory.DefaultAllocator, 100)
 	if err != nil {
 		return 0, err
 	}

@@ -60,7 +60,7 @@ func EncodeIndex(entries []IndexEntry) []byte {
 		binary.LittleEndian.PutUint64(body[8*n+8*i:], e.Fragment)
 		binary.LittleEndian.PutUint32(body[16*n+4*i:], e.Offset)
 	}
-	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(body, format.CrcTable))
+	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(body, format.CRCTable))
 	return out
 }
 
@@ -93,7 +93,7 @@ func decodeIndex(key string, data []byte) (*keyIndex, error) {
 	if uint64(len(body))%20 != 0 || uint64(len(body))/20 != n { // not 20*n: it wraps
 		return nil, format.Corrupt(key, fmt.Sprintf("holds %d bytes for %d entries", len(body), n), nil)
 	}
-	if crc32.Checksum(body, format.CrcTable) != binary.LittleEndian.Uint32(data[20:]) {
+	if crc32.Checksum(body, format.CRCTable) != binary.LittleEndian.Uint32(data[20:]) {
 		return nil, format.Corrupt(key, "checksum mismatch", nil)
 	}
 	ix := &keyIndex{keys: make([]int64, n), frags: make([]uint64, n), offs: make([]uint32, n)}

@@ -169,7 +169,7 @@ func (p *scanPlan) decode(ctx context.Context, o *opened, emit func(arrow.Record
 		fragment.CloseSource(o.pre)
 		st := fragment.NewStreamFrom(ctx, p.s.b, f, tail)
 		o.src, o.pre = st, nil
-		if o.fr, err = fragment.Reader(st, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
+		if o.fr, err = fragment.NewReader(st, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
 			return format.Corrupt(f.Key, "not a readable parquet file", err)
 		}
 	}
@@ -211,7 +211,7 @@ func (p *scanPlan) readRowGroup(ctx context.Context, o *opened, i int, deleted [
 	}
 	r := o.fr
 	if o.parallel > 1 {
-		if r, err = fragment.Reader(o.src, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
+		if r, err = fragment.NewReader(o.src, o.md, p.opts.Allocator, p.opts.BatchSize); err != nil {
 			return format.Corrupt(f.Key, fmt.Sprintf("row group %d", rg), err)
 		}
 	}

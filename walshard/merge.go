@@ -284,7 +284,7 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 		// whose clock runs ahead must not delete a fence still young.
 		var now time.Time
 		var doomed []string
-		for o, err := range blob.List(ctx, s.b, s.l.Wal(), 0) {
+		for o, err := range blob.List(ctx, s.b, s.l.WAL(), 0) {
 			if err != nil {
 				return err
 			}
@@ -294,7 +294,7 @@ func (s *Shard) cleanup(ctx context.Context, watermark uint64) (err error) {
 					now = o.ModTime
 				}
 			}
-			pos, ok := wal.ParseLast(s.l.Wal(), o.Key)
+			pos, ok := wal.ParseLast(s.l.WAL(), o.Key)
 			if !ok || pos > to || keep[pos] || (pos < from && pos <= state.PartsUpTo) {
 				continue
 			}

@@ -203,11 +203,11 @@ func (s *Shard) claimEpoch(ctx context.Context, floor uint64) (uint64, error) {
 
 // walEnd returns the newest WAL position in the bucket (0: none).
 func (s *Shard) walEnd(ctx context.Context) (uint64, error) {
-	page, err := s.b.ListPage(ctx, s.l.Wal(), "", 1)
+	page, err := s.b.ListPage(ctx, s.l.WAL(), "", 1)
 	if err != nil || len(page.Objects) == 0 {
 		return 0, err
 	}
-	pos, ok := wal.ParseLast(s.l.Wal(), page.Objects[0].Key)
+	pos, ok := wal.ParseLast(s.l.WAL(), page.Objects[0].Key)
 	if !ok {
 		return 0, fmt.Errorf("walshard: unexpected object %q in the WAL", page.Objects[0].Key)
 	}

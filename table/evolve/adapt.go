@@ -185,7 +185,7 @@ func sameLayout(a, b arrow.DataType) bool {
 	return TypesEqual(a, b)
 }
 
-// relabelArray is arr under the type want, of the same layout.
+// RelabelArray is arr under the type want, of the same layout.
 func RelabelArray(want arrow.DataType, arr arrow.Array) arrow.Array {
 	d := relabel(want, arr.Data())
 	defer d.Release()

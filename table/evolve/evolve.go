@@ -89,7 +89,7 @@ func RetiredNames(s *arrow.Schema) []string {
 	return out
 }
 
-// evolved reports whether s has ever been changed by Alter: its fragments
+// Evolved reports whether s has ever been changed by Alter: its fragments
 // may then lie out otherwise than it does.
 func Evolved(s *arrow.Schema) bool {
 	if s == nil {
@@ -162,7 +162,7 @@ func PlainSchema(s *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, &out)
 }
 
-// plainField is f without StoredNameKey.
+// PlainField is f without StoredNameKey.
 func PlainField(f arrow.Field) arrow.Field {
 	if f.Metadata.FindKey(StoredNameKey) < 0 {
 		return f

@@ -256,7 +256,7 @@ func (n IsNull) Match(cols map[string]arrow.Array, i int) bool {
 	return cols[n.Column].IsNull(i) != n.Not
 }
 
-// mayMatch prunes by the pattern's plain prefix: a matching value is at
+// MayMatch prunes by the pattern's plain prefix: a matching value is at
 // least the prefix and below the next string of its length.
 func (l Like) MayMatch(st StatsFunc) bool {
 	s, rows := st(l.Column)

@@ -45,7 +45,7 @@ type Predicate interface {
 	Match(cols map[string]arrow.Array, i int) bool
 }
 
-// statsFunc returns a column's statistics over a set of rows and how many
+// StatsFunc returns a column's statistics over a set of rows and how many
 // rows there are; nil stats mean unknown.
 type StatsFunc func(col string) (*format.ColumnStats, int64)
 

@@ -34,7 +34,7 @@ func EncodeDeletions(rows []uint32) []byte {
 	for i, r := range rows {
 		binary.LittleEndian.PutUint32(out[deletionHeader+4*i:], r)
 	}
-	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(out[deletionHeader:], CrcTable))
+	binary.LittleEndian.PutUint32(out[20:], crc32.Checksum(out[deletionHeader:], CRCTable))
 	return out
 }
 
@@ -50,7 +50,7 @@ func DecodeDeletions(key string, data []byte) ([]uint32, error) {
 	if body := uint64(len(data) - deletionHeader); body%4 != 0 || body/4 != n { // not 4*n: it wraps
 		return nil, Corrupt(key, fmt.Sprintf("holds %d bytes of offsets, header says %d offsets", len(data)-deletionHeader, n), nil)
 	}
-	if crc32.Checksum(data[deletionHeader:], CrcTable) != binary.LittleEndian.Uint32(data[20:]) {
+	if crc32.Checksum(data[deletionHeader:], CRCTable) != binary.LittleEndian.Uint32(data[20:]) {
 		return nil, Corrupt(key, "checksum mismatch", nil)
 	}
 	rows := make([]uint32, n)
@@ -110,7 +110,7 @@ var deletionCache struct {
 
 const deletionCacheMax = 8 << 20 // offsets (32 MiB)
 
-// readDeletionsCached is ReadDeletions through deletionCache. The caller
+// ReadDeletionsCached is ReadDeletions through deletionCache. The caller
 // must not change the result.
 func ReadDeletionsCached(ctx context.Context, b blob.Bucket, f *Fragment) ([]uint32, error) {
 	if f.Deletion == nil {

@@ -39,7 +39,7 @@ const (
 )
 
 var (
-	CrcTable = crc32.MakeTable(crc32.Castagnoli)
+	CRCTable = crc32.MakeTable(crc32.Castagnoli)
 	encOnce  sync.Once
 	zenc     *zstd.Encoder
 	zdec     *zstd.Decoder
@@ -102,7 +102,7 @@ func EncodeManifest(m *Manifest) ([]byte, error) {
 	binary.LittleEndian.PutUint16(out[10:], FormatMinor)
 	binary.LittleEndian.PutUint32(out[12:], flagZstd)
 	binary.LittleEndian.PutUint64(out[16:], uint64(len(comp)))
-	binary.LittleEndian.PutUint32(out[24:], crc32.Checksum(comp, CrcTable))
+	binary.LittleEndian.PutUint32(out[24:], crc32.Checksum(comp, CRCTable))
 	return out, nil
 }
 
@@ -231,7 +231,7 @@ func splitPayload(key string, data []byte, txnOnly bool) (txn, state []byte, err
 	if uint64(len(payload)) != n {
 		return nil, nil, Corrupt(key, fmt.Sprintf("payload is %d bytes, header says %d (truncated?)", len(payload), n), nil)
 	}
-	if got, want := crc32.Checksum(payload, CrcTable), binary.LittleEndian.Uint32(data[24:]); got != want {
+	if got, want := crc32.Checksum(payload, CRCTable), binary.LittleEndian.Uint32(data[24:]); got != want {
 		return nil, nil, Corrupt(key, fmt.Sprintf("checksum %08x, header says %08x", got, want), nil)
 	}
 	if flags&^uint32(flagZstd) != 0 {

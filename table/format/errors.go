@@ -58,7 +58,7 @@ func Corrupt(key, reason string, err error) error {
 	return &CorruptError{Key: key, Reason: reason, Err: err}
 }
 
-// noColumn says that the schema has no column name, and names those it
+// NoColumn says that the schema has no column name, and names those it
 // has (the first 20), so that a misspelt name is seen at once.
 func NoColumn(name string, s *arrow.Schema) string {
 	names := make([]string, 0, min(s.NumFields(), 20))

@@ -12,7 +12,7 @@ type item[T any] struct {
 	err error
 }
 
-// reservation is what inOrder's reserve took for one item: produced is
+// Reservation is what inOrder's reserve took for one item: produced is
 // called when the item's producer returns, used once everything it
 // emitted has been used or released — or, for an item never produced,
 // both as soon as it is given up. Either may be nil.
@@ -38,7 +38,7 @@ type queued[T any] struct {
 	res Reservation
 }
 
-// readInOrder reads frags with read, up to parallelism at once and at most
+// ReadInOrder reads frags with read, up to parallelism at once and at most
 // readAhead bytes of fragment objects at once (a larger one alone), and
 // hands what they emit to use, in fragment order; use takes ownership and
 // returns false to stop the reads. What is read but not used goes to
@@ -52,7 +52,7 @@ func ReadInOrder[T any](ctx context.Context, frags []*Fragment, parallelism int,
 		use, release)
 }
 
-// weighed reserves for each item its weight from a budget of its own
+// Weighed reserves for each item its weight from a budget of its own
 // (a heavier item alone), until the item's producer returns.
 func Weighed(budget int64, weight func(int) int64) func(context.Context, int) (Reservation, error) {
 	sem := semaphore.NewWeighted(budget)
@@ -65,7 +65,7 @@ func Weighed(budget int64, weight func(int) int64) func(context.Context, int) (R
 	}
 }
 
-// inOrder runs produce for items 0..n-1, up to parallelism at once, each
+// InOrder runs produce for items 0..n-1, up to parallelism at once, each
 // once reserve has taken what it will hold (in item order, before its
 // producer starts), and hands what they emit to use in item order (see
 // readInOrder). A reserve that fails fails the run at that item's turn,

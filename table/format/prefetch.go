@@ -10,12 +10,12 @@ import (
 	"github.com/stratadb/strata/blob"
 )
 
-// tailBytes is how much of a remote fragment's end the first request
+// TailBytes is how much of a remote fragment's end the first request
 // reads: the Parquet footer's length and the footer itself, in one round
 // trip instead of two, for any footer up to this size.
 const TailBytes = 64 << 10
 
-// prefetcher reads a remote fragment for a scan: it serves the Parquet
+// Prefetcher reads a remote fragment for a scan: it serves the Parquet
 // reader's ReadAt calls from ranges fetched ahead — the object's tail at
 // once, then the column chunks the scan will read, several in flight, at
 // most budget bytes fetched and not yet consumed — and reads anything else
@@ -46,7 +46,7 @@ type fetched struct {
 	done   chan struct{}
 }
 
-// newPrefetcher reads key (of size bytes) in b; its requests end when
+// NewPrefetcher reads key (of size bytes) in b; its requests end when
 // the prefetcher is closed, so a scan left early does not wait for them.
 func NewPrefetcher(ctx context.Context, b blob.Bucket, key string, size, budget int64) *Prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
@@ -88,7 +88,7 @@ func (p *Prefetcher) fetch(f *fetched) {
 	})
 }
 
-// prefetch fetches ranges (offset, length) in order, in the background,
+// Prefetch fetches ranges (offset, length) in order, in the background,
 // each once there is room in the budget; a range larger than the whole
 // budget is left to be read when asked for.
 func (p *Prefetcher) Prefetch(ranges [][2]int64) {
@@ -162,7 +162,7 @@ func (p *Prefetcher) drop(f *fetched) {
 	p.mu.Unlock()
 }
 
-// tail is the object's end as fetched for its footer (tailBytes, or the
+// Tail is the object's end as fetched for its footer (tailBytes, or the
 // whole object when smaller); nil when it was not fetched whole.
 func (p *Prefetcher) Tail() []byte {
 	p.mu.Lock()
@@ -181,7 +181,7 @@ func (p *Prefetcher) Tail() []byte {
 	return nil
 }
 
-// close stops fetching and lets go of what was fetched.
+// Close stops fetching and lets go of what was fetched.
 func (p *Prefetcher) Close() {
 	p.cancel()
 	p.wg.Wait()

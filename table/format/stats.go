@@ -14,7 +14,7 @@ import (
 // are not recorded (a fragment of 2 KiB blobs gains nothing from them).
 const maxStatLen = 64
 
-// statsAcc accumulates one column's statistics over batches.
+// StatsAcc accumulates one column's statistics over batches.
 type StatsAcc struct {
 	Name     string
 	min, max *value.Value

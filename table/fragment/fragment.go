@@ -26,7 +26,7 @@ import (
 // is bounded by a row group, and statistics prune at that grain.
 const RowGroupRows = 16384
 
-// wholeReadLimit: fragments up to this size are read with one GET; larger
+// WholeReadLimit: fragments up to this size are read with one GET; larger
 // ones with ranged reads of the footer and the column chunks needed.
 const WholeReadLimit = 4 << 20
 
@@ -55,7 +55,7 @@ type Writer struct {
 	encoded   chan error
 }
 
-// upload streams what is written to it into a new object (or, in
+// Upload streams what is written to it into a new object (or, in
 // memory, into a buffer), counting the bytes.
 type Upload struct {
 	w        io.Writer
@@ -83,7 +83,7 @@ func (u *Upload) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// finish ends the object — or, given an error, abandons it — and returns
+// Finish ends the object — or, given an error, abandons it — and returns
 // the upload's error (in memory, the error given). Later calls return the
 // first one's result.
 func (u *Upload) Finish(err error) error {
@@ -355,7 +355,7 @@ func EncodeWith(schema *arrow.Schema, batches []arrow.RecordBatch, seal func(pag
 	return buf.Bytes(), f, nil
 }
 
-// writeFooter ends a Parquet object: its footer, the footer's length and
+// WriteFooter ends a Parquet object: its footer, the footer's length and
 // the magic.
 func WriteFooter(w io.Writer, md *metadata.FileMetaData) error {
 	n, err := md.WriteTo(w, nil)
@@ -407,7 +407,7 @@ func Decode(ctx context.Context, key string, data []byte) (out []arrow.RecordBat
 			out, err = nil, format.Corrupt(key, "parquet is damaged", fmt.Errorf("%v", r))
 		}
 	}()
-	fr, err := Reader(bytes.NewReader(data), nil, memory.DefaultAllocator, RowGroupRows)
+	fr, err := NewReader(bytes.NewReader(data), nil, memory.DefaultAllocator, RowGroupRows)
 	if err != nil {
 		return nil, format.Corrupt(key, "parquet footer is damaged", err)
 	}

@@ -17,11 +17,11 @@ import (
 	"github.com/stratadb/strata/table/format"
 )
 
-// openFragment opens a fragment's Parquet reader over src (see
-// Source), which the caller closes with CloseSource when done;
+// Open opens a fragment's Parquet reader over src (see
+// Fetch), which the caller closes with CloseSource when done;
 // pre, when not nil, is the prefetcher src reads through.
 func Open(ctx context.Context, b blob.Bucket, f *format.Fragment, mem memory.Allocator, batchSize int, readAhead int64, whole bool) (_ *pqarrow.FileReader, src parquet.ReaderAtSeeker, _ *format.Prefetcher, err error) {
-	src, _, pre, err := Source(ctx, b, f, readAhead, whole)
+	src, _, pre, err := Fetch(ctx, b, f, readAhead, whole)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -34,21 +34,21 @@ func Open(ctx context.Context, b blob.Bucket, f *format.Fragment, mem memory.All
 			CloseSource(src)
 		}
 	}()
-	fr, err := Reader(src, nil, mem, batchSize)
+	fr, err := NewReader(src, nil, mem, batchSize)
 	if err != nil {
 		return nil, nil, nil, format.Corrupt(f.Key, "not a readable parquet file", err)
 	}
 	return fr, src, pre, nil
 }
 
-// Source fetches fragment f for reading (src): the whole object
+// Fetch fetches fragment f for reading (src): the whole object
 // in memory (data) when it is small — one GET, its size checked against
 // the manifest; a stream of the whole object when whole is set (every
 // column chunk will be read) and it fits in readAhead — ranged GETs of
 // about streamPart at once, read as they arrive; otherwise through a
 // prefetcher (pre) that serves ranged reads. The caller closes a stream
 // or a prefetcher with CloseSource.
-func Source(ctx context.Context, b blob.Bucket, f *format.Fragment, readAhead int64, whole bool) (src parquet.ReaderAtSeeker, data []byte, pre *format.Prefetcher, err error) {
+func Fetch(ctx context.Context, b blob.Bucket, f *format.Fragment, readAhead int64, whole bool) (src parquet.ReaderAtSeeker, data []byte, pre *format.Prefetcher, err error) {
 	switch {
 	case f.Bytes <= WholeReadLimit:
 		if data, err = b.Get(ctx, f.Key); err != nil {
@@ -82,7 +82,7 @@ func CloseSource(src parquet.ReaderAtSeeker) {
 	}
 }
 
-// readFailure is err, or the failure of src's requests when src is a
+// ReadFailure is err, or the failure of src's requests when src is a
 // stream and one failed: the Parquet reader's error for bytes that never
 // came (a page it calls damaged, say) is not the object's.
 func ReadFailure(src parquet.ReaderAtSeeker, err error) error {
@@ -94,13 +94,13 @@ func ReadFailure(src parquet.ReaderAtSeeker, err error) error {
 	return err
 }
 
-// Reader opens src's Parquet file for reading as Arrow, with its
+// NewReader opens src's Parquet file for reading as Arrow, with its
 // footer md when given (read from src otherwise; then its column chunks
 // are checked to lie within the file). Read by ranges (a prefetcher),
 // each column chunk is a request of its own: the columns of a row group
 // are read at once, so a scan pays one round trip per row group rather
 // than one per column chunk.
-func Reader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem memory.Allocator, batchSize int) (*pqarrow.FileReader, error) {
+func NewReader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem memory.Allocator, batchSize int) (*pqarrow.FileReader, error) {
 	props := parquet.NewReaderProperties(mem) // unbuffered: one ReadAt per column chunk
 	switch src.(type) {
 	case *bytes.Reader, *Stream:
@@ -123,7 +123,7 @@ func Reader(src parquet.ReaderAtSeeker, md *metadata.FileMetaData, mem memory.Al
 	}
 	// Never the reader's parallel mode: it decodes each column in a
 	// goroutine of its own, where a damaged page's panic kills the
-	// process. A rowGroupReader decodes a fragment read by ranges a column
+	// process. A RowGroupReader decodes a fragment read by ranges a column
 	// per goroutine, each with a recover.
 	return pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchSize), PreAllocBinaryData: true}, mem)
 }
@@ -196,7 +196,7 @@ func checkArrowSchema(kv metadata.KeyValueMetadata) error {
 	return nil
 }
 
-// chunkRanges returns the byte ranges of the column chunks of leaves in
+// ChunkRanges returns the byte ranges of the column chunks of leaves in
 // row groups rgs, in the order a scan reads them.
 func ChunkRanges(md *metadata.FileMetaData, rgs, leaves []int) [][2]int64 {
 	var out [][2]int64

@@ -12,18 +12,18 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// rowGroupReader reads one row group of a fragment as record batches.
+// RowGroupReader reads one row group of a fragment as record batches.
 //
 // Invariant: no Parquet page is decoded in a goroutine without a recover.
 // The Parquet reader's own parallel mode decodes each column in a
 // goroutine of its own, where a damaged page the decoder trips over (a
 // page header is not checksummed) panics out of reach of any recover and
 // kills the process: a server on every scan of the fragment, the compactor
-// Job on every run. Read in parallel, a rowGroupReader decodes each column
+// Job on every run. Read in parallel, a RowGroupReader decodes each column
 // of a batch in a goroutine of its own too, and turns its panic into an
 // error; otherwise it decodes them one after another in the caller's
 // goroutine, whose recover sees the panic.
-type rowGroupReader struct {
+type RowGroupReader struct {
 	fields   []*pqarrow.ColumnReader
 	schema   *arrow.Schema
 	mem      memory.Allocator
@@ -32,12 +32,12 @@ type rowGroupReader struct {
 	parallel bool
 }
 
-// newRowGroupReader opens row group rg of fr for the Parquet leaves (nil:
+// NewRowGroupReader opens row group rg of fr for the Parquet leaves (nil:
 // every leaf), batch rows at a time, its columns opened and decoded at
 // once when parallel (opening one reads its column chunk: read by ranges,
 // their reads are then in flight together). fr must not be in the Parquet
-// reader's parallel mode (see Reader).
-func NewRowGroupReader(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, leaves []int, rg int, batch int64, parallel bool) (*rowGroupReader, error) {
+// reader's parallel mode (see NewReader).
+func NewRowGroupReader(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, leaves []int, rg int, batch int64, parallel bool) (*RowGroupReader, error) {
 	if fr.Props.Parallel {
 		return nil, fmt.Errorf("table: row group %d: the reader is in parallel mode", rg)
 	}
@@ -66,7 +66,7 @@ func NewRowGroupReader(ctx context.Context, fr *pqarrow.FileReader, mem memory.A
 	if err != nil {
 		err = fmt.Errorf("field %d: %w", indices[i], err)
 	}
-	r := &rowGroupReader{fields: readers, mem: mem, batch: max(batch, 1), left: md.RowGroup(rg).NumRows(), parallel: parallel}
+	r := &RowGroupReader{fields: readers, mem: mem, batch: max(batch, 1), left: md.RowGroup(rg).NumRows(), parallel: parallel}
 	if err == nil && len(readers) == 0 {
 		err = errors.New("no column to read")
 	}
@@ -116,9 +116,9 @@ func each(n int, parallel bool, fn func(i int) error) (int, error) {
 	return 0, nil
 }
 
-// next returns the next batch, which the caller releases; nil at the end
+// Next returns the next batch, which the caller releases; nil at the end
 // of the row group.
-func (r *rowGroupReader) Next() (arrow.RecordBatch, error) {
+func (r *RowGroupReader) Next() (arrow.RecordBatch, error) {
 	if r.left <= 0 {
 		return nil, nil
 	}
@@ -142,7 +142,7 @@ func (r *rowGroupReader) Next() (arrow.RecordBatch, error) {
 }
 
 // column reads the next n values of field i as one array.
-func (r *rowGroupReader) column(i int, n int64) (arrow.Array, error) {
+func (r *RowGroupReader) column(i int, n int64) (arrow.Array, error) {
 	data, err := r.fields[i].NextBatch(n)
 	if err != nil {
 		return nil, err
@@ -158,8 +158,8 @@ func (r *rowGroupReader) column(i int, n int64) (arrow.Array, error) {
 	return array.Concatenate(data.Chunks(), r.mem)
 }
 
-// release releases the column readers.
-func (r *rowGroupReader) Release() {
+// Release releases the column readers.
+func (r *RowGroupReader) Release() {
 	for _, f := range r.fields {
 		if f != nil {
 			f.Release()

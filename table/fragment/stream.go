@@ -10,7 +10,7 @@ import (
 	"github.com/stratadb/strata/table/format"
 )
 
-// stream reads a fragment object whole — its tail (the Parquet footer)
+// Stream reads a fragment object whole — its tail (the Parquet footer)
 // and its body in ranges of about streamPart, all at once — and serves
 // reads of it as its bytes arrive: a read waits for the bytes it asks for
 // and no others. A scan so decodes a row group while the ones after it are
@@ -55,7 +55,7 @@ func newStream(ctx context.Context, b blob.Bucket, f *format.Fragment) *Stream {
 	return NewStreamFrom(ctx, b, f, nil)
 }
 
-// newStreamFrom is newStream given the object's tail when it was read
+// NewStreamFrom is newStream given the object's tail when it was read
 // already (for the footer): the last min(f.Bytes, tailBytes) bytes, or nil.
 func NewStreamFrom(ctx context.Context, b blob.Bucket, f *format.Fragment, tail []byte) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
@@ -212,7 +212,7 @@ func (s *Stream) failure() error {
 	return s.err
 }
 
-// close stops the reads still in flight and waits for them; a read
+// Close stops the reads still in flight and waits for them; a read
 // waiting for bytes returns an error. Closing again does nothing more.
 func (s *Stream) Close() {
 	s.mu.Lock()

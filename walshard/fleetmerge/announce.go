@@ -10,10 +10,10 @@ import (
 	"github.com/stratadb/strata/walshard/wal"
 )
 
-// maxPasses bounds the passes of one Merge.
+// MaxPasses bounds the passes of one Merge.
 const MaxPasses = 16
 
-// mergePass is what one merge of a shard takes of its pending
+// MergePass is what one merge of a shard takes of its pending
 // generations: a generation of upserts alone (its rows replace rows by
 // key, MergeKeyed), else the generations of appends before the next one
 // of upserts, up to maxGens and maxBytes (at least one).

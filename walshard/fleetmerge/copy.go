@@ -365,7 +365,7 @@ func copyTxn(ctx context.Context, b blob.Bucket, base *format.Manifest, parts []
 	for _, p := range parts {
 		top := p.Gens[len(p.Gens)-1].Gen
 		sm := format.ShardMerge{Shard: p.Shard, Watermark: top, Epoch: p.Epoch, From: base.Shards[p.Shard].Watermark}
-		sm.Seq, sm.WAL = p.Seq, wal.WalTo(p.Gens)
+		sm.Seq, sm.WAL = p.Seq, wal.WALTo(p.Gens)
 		txn.Merges = append(txn.Merges, sm)
 		for _, g := range p.Gens {
 			for _, f := range g.Fragments() {

@@ -341,7 +341,7 @@ func staleHints(hints map[string]*hint, merged map[string]uint64, latest *format
 	return stale
 }
 
-// shardPart is one shard's part of a merge: its generations above the
+// ShardPart is one shard's part of a merge: its generations above the
 // table's watermark (a contiguous run), read from a state of epoch; seq
 // is that state's sequence number when the run is every generation it
 // lists above the watermark (0 otherwise), and data holds the bytes of
@@ -361,7 +361,7 @@ type ShardPart struct {
 	held map[string]*table.HeldCopy
 }
 
-// installed is what an install did.
+// Installed is what an install did.
 type Installed struct {
 	Version     uint64            // the version that holds the generations (0: none: others merged them)
 	Merged      map[string]uint64 // each shard's watermark after it, for the shards it merged
@@ -373,7 +373,7 @@ type Installed struct {
 	Stale       []string         // hints the new records made stale, to delete
 }
 
-// installKeyed installs part's one generation of upserts on top of base
+// InstallKeyed installs part's one generation of upserts on top of base
 // (commit.Table.MergeKeyed: its rows replace the table's rows with their
 // keys, and the shard's watermark moves in the same commit), then records
 // the new watermark (announceMerged), as install does for appends.
@@ -419,7 +419,7 @@ func InstallKeyed(ctx context.Context, b blob.Bucket, base *format.Manifest, par
 	return in, nil
 }
 
-// install is the one installer of flushed generations: it commits the
+// Install is the one installer of flushed generations: it commits the
 // parts' generations into the table in one commit on top of base, moving
 // each shard's watermark in the same manifest (a transaction of kind merge
 // with merges), then records the new watermarks (announceMerged). Applied
@@ -441,7 +441,7 @@ func Install(ctx context.Context, b blob.Bucket, base *format.Manifest, parts []
 		if old := base.Shards[p.Shard].Watermark; plant.On(plant.MergeForgetsWatermark) && top-1 > old {
 			top-- // planted defect: the watermark left below what is added
 		}
-		txn.Merges = append(txn.Merges, format.ShardMerge{Shard: p.Shard, Watermark: top, Epoch: p.Epoch, Seq: p.Seq, WAL: wal.WalTo(p.Gens)})
+		txn.Merges = append(txn.Merges, format.ShardMerge{Shard: p.Shard, Watermark: top, Epoch: p.Epoch, Seq: p.Seq, WAL: wal.WALTo(p.Gens)})
 		for _, gen := range gens {
 			txn.Added = append(txn.Added, gen.Fragments()...)
 		}
@@ -531,13 +531,13 @@ func stateForHint(ctx context.Context, b blob.Bucket, shard string, seq uint64) 
 	return wal.ReadState(ctx, b, l)
 }
 
-// lastActivity is when a shard last wrote: its newest WAL entry or state
+// LastActivity is when a shard last wrote: its newest WAL entry or state
 // (a flush object, or an older build's state object).
 func LastActivity(ctx context.Context, b blob.Bucket, l wal.Layout) (time.Time, uint64, error) {
 	var last time.Time
 	var end uint64
 	flushed := false
-	for _, dir := range []string{l.Wal(), l.Flushes(), l.States()} {
+	for _, dir := range []string{l.WAL(), l.Flushes(), l.States()} {
 		if dir == l.States() && flushed {
 			break // an older build's states are older than any flush object
 		}
@@ -550,7 +550,7 @@ func LastActivity(ctx context.Context, b blob.Bucket, l wal.Layout) (time.Time, 
 			if o.ModTime.After(last) {
 				last = o.ModTime
 			}
-			if dir == l.Wal() {
+			if dir == l.WAL() {
 				end, _ = wal.ParseLast(dir, o.Key)
 			}
 		}

@@ -131,7 +131,7 @@ func Lags(ctx context.Context, b blob.Bucket, m *format.Manifest, mem *Memory) (
 	return out, g.Wait()
 }
 
-// registered lists the shards registered under _fleet/shards/, sorted.
+// Registered lists the shards registered under _fleet/shards/, sorted.
 func Registered(ctx context.Context, b blob.Bucket) ([]string, error) {
 	var out []string
 	for o, err := range blob.List(ctx, b, format.FleetShardsDir, 0) {

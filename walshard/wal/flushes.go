@@ -10,7 +10,7 @@ import (
 
 // Flush objects as fleet merges find, read and delete them.
 
-// listedFlush is one flush object a listing found.
+// ListedFlush is one flush object a listing found.
 type ListedFlush struct {
 	Key     string
 	Seq     uint64
@@ -18,7 +18,7 @@ type ListedFlush struct {
 	Size    int64 // as listed
 }
 
-// listFlushes lists every shard's flush objects, newest first: one LIST
+// ListFlushes lists every shard's flush objects, newest first: one LIST
 // page per thousand objects (each shard's newest, those awaiting a merge,
 // and those merged within flushKeep).
 func ListFlushes(ctx context.Context, b blob.Bucket) (map[string][]ListedFlush, error) {
@@ -36,13 +36,13 @@ func ListFlushes(ctx context.Context, b blob.Bucket) (map[string][]ListedFlush, 
 	return out, nil
 }
 
-// flushKeep: a flush object all of whose generations are merged is
+// FlushKeep: a flush object all of whose generations are merged is
 // deleted once this old (the store's clock), so that a fresh read that
 // read an older version of the table and the state that lists it still
 // finds it.
 const FlushKeep = time.Minute
 
-// mergedFlushes returns the listed flush objects at or below the
+// MergedFlushes returns the listed flush objects at or below the
 // sequence number latest records for their shard (ShardMark.Seq: every
 // generation they hold is merged, by copy), at least flushKeep old, but
 // each shard's newest: those to delete.
@@ -59,7 +59,7 @@ func MergedFlushes(flushes map[string][]ListedFlush, latest *format.Manifest, no
 	return doomed
 }
 
-// heldBefore counts, for each row offset of keep (and its end), the rows
+// HeldBefore counts, for each row offset of keep (and its end), the rows
 // keep marks before it: where a row kept lands once the others are left
 // out.
 func HeldBefore(keep []bool) []int64 {

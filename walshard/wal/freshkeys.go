@@ -13,7 +13,7 @@ import (
 	"github.com/stratadb/strata/table/format"
 )
 
-// scanFresh yields what a fresh read sees: the rows of base, then those of
+// ScanFresh yields what a fresh read sees: the rows of base, then those of
 // generations gens that base does not hold yet, then batches (rows in the
 // WAL, not flushed; keys[i] are the key columns of batches[i] when it
 // holds upserts). Upserts not merged yet hide the rows with their keys

@@ -26,7 +26,7 @@ import (
 // generations' copies are left out by deletion vectors the read holds in
 // memory; the WAL's by slicing their batches.
 
-// entryNames are the named appends of one WAL entry in a fresh read: its
+// EntryNames are the named appends of one WAL entry in a fresh read: its
 // batches (first, and n of them) and its appends, whose offsets count
 // the entry's rows.
 type EntryNames struct {

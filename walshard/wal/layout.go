@@ -25,7 +25,7 @@ func CheckShardID(id string) error {
 	return nil
 }
 
-// layout names one shard's objects; the names themselves live in
+// Layout names one shard's objects; the names themselves live in
 // package table's layout.go, beside every other key of a table.
 // layout names a shard's objects; table is the table's id (its first
 // manifest's TableID), which every state written carries.
@@ -35,7 +35,7 @@ func NewLayout(id string) Layout { return Layout{id: id, dir: format.ShardDir(id
 
 func (l Layout) Epochs() string                  { return format.ShardEpochsDir(l.id) }
 func (l Layout) EpochKey(e uint64) string        { return format.ShardEpochKey(l.id, e) }
-func (l Layout) Wal() string                     { return format.WALDir(l.id) }
+func (l Layout) WAL() string                     { return format.WALDir(l.id) }
 func (l Layout) WalKey(pos uint64) string        { return format.WALKey(l.id, pos) }
 func (l Layout) States() string                  { return format.ShardStatesDir(l.id) }
 func (l Layout) StateKey(seq uint64) string      { return format.ShardStateKey(l.id, seq) }
@@ -44,7 +44,7 @@ func (l Layout) FlushKey(seq uint64) string      { return format.FlushKey(l.id, 
 func (l Layout) Quarantine() string              { return format.QuarantineDir(l.id) }
 func (l Layout) QuarantineKey(pos uint64) string { return format.QuarantineKey(l.id, pos) }
 
-// genKey names a generation object: its number, the owner's epoch, and a
+// GenKey names a generation object: its number, the owner's epoch, and a
 // fresh random part, so that no two flush attempts share a name (a flush
 // whose state write failed is retried under a new name).
 func (l Layout) GenKey(gen, epoch uint64) string {
@@ -53,7 +53,7 @@ func (l Layout) GenKey(gen, epoch uint64) string {
 	return format.GenerationKey(l.id, gen, epoch, fmt.Sprintf("%x", rnd))
 }
 
-// parseLast returns the number a listed key under dir names.
+// ParseLast returns the number a listed key under dir names.
 func ParseLast(dir, key string) (uint64, bool) { return format.ParseShardKey(dir, key) }
 
 // NewestEpoch reads the newest epoch claimed on shard id (0: none), with one

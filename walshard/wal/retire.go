@@ -45,11 +45,11 @@ func holdsNothing(ctx context.Context, b blob.Bucket, l Layout, watermark uint64
 	}
 	// Newest first: the entries above the flushed position come before
 	// the rest.
-	for o, err := range blob.List(ctx, b, l.Wal(), 0) {
+	for o, err := range blob.List(ctx, b, l.WAL(), 0) {
 		if err != nil {
 			return false, err
 		}
-		pos, ok := ParseLast(l.Wal(), o.Key)
+		pos, ok := ParseLast(l.WAL(), o.Key)
 		if !ok {
 			return false, nil // not the shard's: leave it be
 		}

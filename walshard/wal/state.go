@@ -89,10 +89,10 @@ type Generation struct {
 	Repeats bool `json:"repeats,omitempty"`
 }
 
-// stateFooterKey names the state in a flush object's Parquet footer.
+// StateFooterKey names the state in a flush object's Parquet footer.
 const StateFooterKey = "strata.shard.state"
 
-// readState reads the newest state (Seq 0 when the shard is new): the
+// ReadState reads the newest state (Seq 0 when the shard is new): the
 // newest flush object's, or, for a shard no build with flush objects has
 // written yet, the newest state object under state/.
 func ReadState(ctx context.Context, b blob.Bucket, l Layout) (*State, error) {
@@ -115,12 +115,12 @@ func readStateWhere(ctx context.Context, b blob.Bucket, l Layout) (_ *State, flu
 	return st, false, err
 }
 
-// errStateGone: the newest flush object a listing showed, or a number a
+// ErrStateGone: the newest flush object a listing showed, or a number a
 // create found taken, is not there any more (merged and deleted since
 // the table's count was read, or garbage collection retired the shard).
 var ErrStateGone = errors.New("walshard: the shard's newest state is gone")
 
-// ownerState finds the state an owner opening the shard goes on from.
+// OwnerState finds the state an owner opening the shard goes on from.
 // mark is the newest state the table counts as merged, floor a number a
 // create found taken (0: none). Fleet merges delete flush objects at or
 // below a committed mark, all but each shard's newest, so the numbers at
@@ -171,7 +171,7 @@ func newestFlush(ctx context.Context, b blob.Bucket, l Layout) (key string, seq 
 	return key, seq, true, nil
 }
 
-// readFlush reads the flush object key, of state seq: its state, and the
+// ReadFlush reads the flush object key, of state seq: its state, and the
 // object itself (the rows of the generation it carries).
 func ReadFlush(ctx context.Context, b blob.Bucket, key string, seq uint64) (*State, []byte, error) {
 	data, err := b.Get(ctx, key)
@@ -190,7 +190,7 @@ func decodeFlush(key string, seq uint64, data []byte) (*State, error) {
 	return FlushState(key, seq, int64(len(data)), v, ok, err)
 }
 
-// flushState is the state a flush object's footer holds (v, when ok; err
+// FlushState is the state a flush object's footer holds (v, when ok; err
 // when the footer did not decode), the object being of size bytes: a
 // damaged footer, or a state of another sequence number, is corrupt.
 func FlushState(key string, seq uint64, size int64, v string, ok bool, err error) (*State, error) {
@@ -253,7 +253,7 @@ func readOldState(ctx context.Context, b blob.Bucket, l Layout) (*State, error) 
 	return &s, nil
 }
 
-// writeState creates the flush object of state s, at s.Seq, holding the
+// WriteState creates the flush object of state s, at s.Seq, holding the
 // rows of batches (none: a state alone). The generation s lists with the
 // object's key gets the rows' count and statistics before the state is
 // sealed in the footer, and the object's size after. It returns
@@ -328,7 +328,7 @@ func (s *State) carry(key string, f format.Fragment) {
 	}
 }
 
-// moveOldStates writes, under state/, a stand-in for state s (its
+// MoveOldStates writes, under state/, a stand-in for state s (its
 // sequence number taken, State.Moved set and Seq 0): a build that reads
 // states there finds it corrupt and refuses the shard, and an owner of
 // such a build is fenced by it, as by any state at its next number. A
@@ -346,13 +346,13 @@ func MoveOldStates(ctx context.Context, b blob.Bucket, l Layout, s *State) error
 	})
 }
 
-// unencodableError: rows a flush took cannot be written as Parquet.
+// UnencodableError: rows a flush took cannot be written as Parquet.
 type UnencodableError struct{ err error }
 
 func (e *UnencodableError) Error() string { return "walshard: encoding a flush: " + e.err.Error() }
 func (e *UnencodableError) Unwrap() error { return e.err }
 
-// unsureError: a state's create may have landed, and reading it back
+// UnsureError: a state's create may have landed, and reading it back
 // failed too.
 type UnsureError struct {
 	key string
@@ -364,11 +364,11 @@ func (e *UnsureError) Error() string {
 }
 func (e *UnsureError) Unwrap() error { return e.err }
 
-// inFlush tells whether key is a flush object's: its rows are copied into
+// InFlush tells whether key is a flush object's: its rows are copied into
 // the table when merged, never added as they are.
 func InFlush(key string) bool { return strings.HasPrefix(key, format.FleetFlushDir) }
 
-// pending returns the generations above the table's watermark.
+// Pending returns the generations above the table's watermark.
 func (s *State) Pending(watermark uint64) []Generation {
 	var out []Generation
 	for _, g := range s.Generations {
@@ -395,7 +395,7 @@ type Part struct {
 	Keys []string `json:"keys,omitempty"`
 }
 
-// fragments returns the generation's objects as table fragments (IDs
+// Fragments returns the generation's objects as table fragments (IDs
 // unset).
 func (g Generation) Fragments() []format.Fragment {
 	if len(g.Parts) == 0 {
@@ -408,8 +408,8 @@ func (g Generation) Fragments() []format.Fragment {
 	return out
 }
 
-// walTo returns the newest WAL position gens cover.
-func WalTo(gens []Generation) uint64 {
+// WALTo returns the newest WAL position gens cover.
+func WALTo(gens []Generation) uint64 {
 	var to uint64
 	for _, g := range gens {
 		to = max(to, g.WALTo)
@@ -417,7 +417,7 @@ func WalTo(gens []Generation) uint64 {
 	return to
 }
 
-// entryParts returns the WAL positions whose entries are parts of g: the
+// EntryParts returns the WAL positions whose entries are parts of g: the
 // table references them, so the shard's cleanup leaves them to garbage
 // collection.
 func (g Generation) EntryParts() map[uint64]bool {

@@ -75,7 +75,7 @@ type walMeta struct {
 	Appends []AppendRecord `json:"appends,omitempty"`
 }
 
-// appendRecord is an idempotent append as a WAL entry records it: its
+// AppendRecord is an idempotent append as a WAL entry records it: its
 // name, and how many of the entry's rows are its own.
 type AppendRecord struct {
 	format.AppendKey
@@ -102,7 +102,7 @@ type Entry struct {
 	Frag format.Fragment
 }
 
-// encodeEntry encodes an entry: a data entry as a Parquet fragment when
+// EncodeEntry encodes an entry: a data entry as a Parquet fragment when
 // asked (setting e.frag), else in the binary form.
 func EncodeEntry(e *Entry, schema *arrow.Schema, asParquet bool) ([]byte, error) {
 	if e.Kind == KindData && asParquet && len(e.Keys) == 0 {
@@ -191,7 +191,7 @@ func decodeParquetEntry(key string, pos uint64, data []byte, headerOnly bool, ba
 	return e, nil
 }
 
-// decodeEntry parses an entry; with header only, it leaves the payload.
+// DecodeEntry parses an entry; with header only, it leaves the payload.
 func DecodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schema, headerOnly bool) (_ *Entry, err error) {
 	bad := func(reason string) error {
 		return &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: reason}
@@ -292,7 +292,7 @@ func decodeAppends(e *Entry, payload []byte, upserts bool) ([]byte, error) {
 	return payload[4+n:], nil
 }
 
-// conformEntry checks a data entry's rows, whichever its form: rows of
+// ConformEntry checks a data entry's rows, whichever its form: rows of
 // another schema are a damaged entry; then each batch is checked as an
 // append would. The rows passed evolve.Conform before they were written;
 // an entry of an older build may hold rows that would not, and must not
@@ -341,7 +341,7 @@ func ConformEntry(shard, key string, pos uint64, e *Entry, schema *arrow.Schema,
 	return e, nil
 }
 
-// recordBytes is the memory a batch's buffers take.
+// RecordBytes is the memory a batch's buffers take.
 func RecordBytes(rec arrow.RecordBatch) int64 {
 	var n int64
 	for _, col := range rec.Columns() {
@@ -363,7 +363,7 @@ func arrayBytes(d arrow.ArrayData) int64 {
 	return n
 }
 
-// releaseAll releases every batch of recs.
+// ReleaseAll releases every batch of recs.
 func ReleaseAll(recs []arrow.RecordBatch) {
 	for _, r := range recs {
 		r.Release()
