@@ -20,6 +20,7 @@ import (
 // acknowledged row is in the table once, its reward under score, and the
 // added column null in every row.
 func TestFourWorkersAppendWithTheOldSchemaWhileColumnsChange(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	root := testenv.MinIO(t).URL(t)
 	u := strings.Replace(root, "?", "/evolving?", 1)
 	dir := t.TempDir()

@@ -23,6 +23,7 @@ import (
 // later pass. The drop waits walshard.DropWait (65 s) for the worker to
 // read its claims: this test takes about 70 s.
 func TestADropUnderAFleetWorkerLeavesNothingBehind(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	minio := testenv.MinIO(t)
 	root := minio.URL(t)
 	u := strings.Replace(root, "?", "/rollouts?", 1)

@@ -18,6 +18,7 @@ import (
 // acknowledged is in a plain scan. Then a worker starts under that shard
 // again: nothing lost, nothing twice.
 func TestAKilledWorkersRowsAreAdopted(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	minio := testenv.MinIO(t)
 	u := strings.Replace(minio.URL(t), "?", "/rollouts?", 1)
 	var workers []*proc
@@ -85,6 +86,7 @@ func TestAKilledWorkersRowsAreAdopted(t *testing.T) {
 // generation when it began (every row a worker acknowledged a second
 // before) and every row the server acknowledged.
 func TestCheckpointOverTheWholeFleet(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	minio := testenv.MinIO(t)
 	root := minio.URL(t)
 	u := strings.Replace(root, "?", "/rollouts?", 1)

@@ -69,6 +69,7 @@ func (f *followed) take(t *testing.T, out string) {
 // once, every delete as a delete once, and no row a compaction moved is
 // delivered again.
 func TestAFollowerKilledTwiceDeliversEveryChangeOnce(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	root := testenv.MinIO(t).URL(t)
 	u := strings.Replace(root, "?", "/rollouts?", 1)
 	var workers []*proc

@@ -85,6 +85,7 @@ func expected(comment string) *regexp.Regexp {
 // walk-through runs against the server its first line starts (on a free
 // port instead of 8080), and the Python snippet against it too.
 func TestREADMECommandsRunAsWritten(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

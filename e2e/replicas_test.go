@@ -23,6 +23,7 @@ import (
 // an upsert sent again after a later upsert of its key changes nothing,
 // whether it went into the table or through a replica's shard.
 func TestRetriesOnTheOtherReplicaStoreEachRowOnce(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	minio := testenv.MinIO(t)
 	bucket := minio.URL(t)
 	var backends []string

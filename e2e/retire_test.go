@@ -24,6 +24,7 @@ import (
 // any of the ten shards, nor any fleet object of theirs, and every
 // acknowledged row in the table once.
 func TestShardsOfServersGoneForGoodAreRetired(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	root := testenv.MinIO(t).URL(t)
 	u := strings.Replace(root, "?", "/events?", 1)
 	port := freePort(t)

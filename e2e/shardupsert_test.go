@@ -31,6 +31,7 @@ import (
 // installed it — a direct upsert's commit, a shard's merge — and every
 // worker's upserts of a key are installed in the order it made them.
 func TestFourWorkersUpsertingThroughShardsAndDirectlyLeaveOneRowPerKeyTheLast(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	root := testenv.MinIO(t).URL(t)
 	u := strings.Replace(root, "?", "/shardupserts?", 1)
 	dir := t.TempDir()

@@ -21,6 +21,7 @@ import (
 // one row, holding the value of the upsert of it that committed last (the
 // highest version among the acknowledged ones).
 func TestFourWorkersUpsertingOverlappingKeysLeaveOneRowPerKeyTheLast(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	root := testenv.MinIO(t).URL(t)
 	u := strings.Replace(root, "?", "/upserts?", 1)
 	dir := t.TempDir()

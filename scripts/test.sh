@@ -6,7 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-test-deps.sh
+# timed runs one step and prints how long it took, so that the log shows
+# how the two lanes below balance.
+timed() {
+  local start=$SECONDS
+  "$@"
+  echo "--- ${*:1:6} ...: $((SECONDS - start)) s"
+}
+
+# Test binaries are linked without DWARF (-w): about a third less time
+# linking each of the ~50 test binaries; stack traces keep their file and
+# line (those come from the symbol table, which stays).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
+
+timed scripts/install-test-deps.sh
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
 if [ -n "$unformatted" ]; then
@@ -19,13 +32,13 @@ fi
 # tests (harness/houserules), run with the others; .golangci.yml holds the
 # same layering for golangci-lint, which this script does not build (it
 # would take minutes of the machine's two cores).
-go vet ./...
+timed go vet ./...
 if ! go mod tidy -diff >/dev/null; then
   echo "go.mod or go.sum is not tidy: run go mod tidy" >&2
   exit 1
 fi
 # staticcheck is pinned in go.mod (tool directive).
-go tool staticcheck ./...
+timed go tool staticcheck ./...
 # Two lanes run side by side, each in a subshell of its own (where set -e
 # holds) with its output kept in a file and printed when it ends: the
 # machine's two cores go to the compiled tests and the race detector, while
@@ -39,21 +52,23 @@ go tool staticcheck ./...
 # detector), so that go test's two lanes end together.
 raced="compactor table walshard commit server engine job table/fragment"
 compiled() {
-  go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
+  timed go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
   # The simulation's planted defects exist only in a build with the tag
   # strata_plant; each must be found within the campaign's seeds. Vet and
   # staticcheck look at that build too.
-  go vet -tags strata_plant ./internal/... ./harness/...
-  go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./harness/sim
+  timed go vet -tags strata_plant ./internal/... ./harness/...
+  timed go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./harness/sim
   # The race detector over the packages whose goroutines share state:
   # their tests, every one, run here (and only here: the machine has two
   # cores).
-  go test -race -count=1 -timeout 30m "$@" $(printf './%s ' $raced)
+  timed go test -race -count=1 -timeout 30m "$@" $(printf './%s ' $raced)
 }
 beside() {
   # The end-to-end tests run verbosely: they print the rows, kills and
-  # restarts they saw.
-  go test -count=1 -timeout 15m -v "$@" ./e2e
+  # restarts they saw. Those that spend their time waiting on processes
+  # (a drop waits out a minute of fencing) run four at a time, after the
+  # others, one of which stops MinIO.
+  timed go test -count=1 -timeout 15m -parallel 4 -v "$@" ./e2e
   # The Python client against a real server, with the machine's python3
   # (the system one when it has pandas: scripts/install-test-deps.sh
   # installs it).
@@ -65,7 +80,7 @@ beside() {
     local pybin
     pybin=$(mktemp -d)
     go build -o "$pybin/strata" ./cmd/strata
-    STRATA_BIN="$pybin/strata" "$py" -m unittest discover -s clients/python/tests -v
+    timed env STRATA_BIN="$pybin/strata" "$py" -m unittest discover -s clients/python/tests -v
     rm -rf "$pybin"
   elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
     echo "python3 is missing: the Python client's tests cannot run" >&2
@@ -86,12 +101,12 @@ beside() {
   # Compaction's memory bound, in a process of its own: 2,000 fragments
   # (935 MB of rows) compacted within 512 MiB of peak RSS, copying pages
   # (162–184 MiB measured) and decoding them (381 MiB).
-  STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
+  timed env STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
   # The server's memory bound, in a process of its own: sixteen clients
   # scanning a 50 MB table twice each and an appender, against a budget of
   # 128 MiB; it fails above the budget and server.FixedOverhead (320 MiB of
   # peak RSS; 266–284 MiB measured) or when an append is refused.
-  go test -run '^$' -bench ServerMemory -benchtime 1x ./server
+  timed go test -run '^$' -bench ServerMemory -benchtime 1x ./server
   # Fuzz targets, each for a bounded number of executions (about 15 s each
   # here; FUZZTIME overrides, e.g. FUZZTIME=2m). A count, not a duration: Go
   # 1.26 can fail a duration-bounded run with "context deadline exceeded" at
@@ -101,7 +116,7 @@ beside() {
   # there and fails the run; scripts/save-fuzz-corpus.sh keeps the new
   # interesting inputs a longer session found.
   fuzz() {
-    go test -run '^$' -fuzz "^$1\$" -fuzztime "${FUZZTIME:-$3}" -fuzzminimizetime 200x "$2"
+    timed go test -run '^$' -fuzz "^$1\$" -fuzztime "${FUZZTIME:-$3}" -fuzzminimizetime 200x "$2"
   }
   fuzz FuzzAppendIPC ./server 500x
   fuzz FuzzAppendJSONLines ./server 1500x
