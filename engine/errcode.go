@@ -8,7 +8,6 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/ingest"
-	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/expr"
@@ -71,12 +70,12 @@ var ErrorCodes = []ErrorCode{
 	{blob.ErrBadURL, nil, api.CodeBadRequest},
 	{wal.ErrBadShardID, nil, api.CodeBadRequest},
 	{layout.ErrBadLocation, nil, api.CodeBadRequest},
-	{lakehouse.ErrLocationMismatch, nil, api.CodeBadRequest},
-	{lakehouse.ErrUnsupported, nil, api.CodeUnsupportedSchema},
+	{layout.ErrLocationMismatch, nil, api.CodeBadRequest},
+	{layout.ErrUnsupported, nil, api.CodeUnsupportedSchema},
 	{commit.ErrInvalidOptions, nil, api.CodeBadRequest},
 	{wal.ErrInvalidOptions, nil, api.CodeBadRequest},
 	{compactor.ErrInvalidOptions, nil, api.CodeBadRequest},
-	{lakehouse.ErrInvalidOptions, nil, api.CodeBadRequest},
+	{layout.ErrInvalidOptions, nil, api.CodeBadRequest},
 	{ErrInvalidOptions, nil, api.CodeBadRequest},
 	// Busy: another run of the same work holds the table.
 	{walshard.ErrMergeRunning, nil, api.CodeBusy},

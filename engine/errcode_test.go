@@ -21,7 +21,6 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/internal/ipcguard"
-	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
@@ -41,73 +40,73 @@ var sentinels = map[string]struct {
 	err  error
 	code string
 }{
-	"format.ErrKeyReused":           {format.ErrKeyReused, api.CodeKeyReused},
-	"format.ErrSequenceExpired":     {format.ErrSequenceExpired, api.CodeSequenceExpired},
-	"format.ErrBadIdempotency":      {format.ErrBadIdempotency, api.CodeBadRequest},
-	"format.ErrNotFound":            {format.ErrNotFound, api.CodeNotFound},
-	"format.ErrVersionNotFound":     {format.ErrVersionNotFound, api.CodeNotFound},
-	"format.ErrTagNotFound":         {format.ErrTagNotFound, api.CodeNotFound},
-	"format.ErrExists":              {format.ErrExists, api.CodeExists},
-	"format.ErrTagExists":           {format.ErrTagExists, api.CodeExists},
-	"format.ErrPlacement":           {format.ErrPlacement, api.CodeBadPlacement},
-	"evolve.ErrBadInput":            {evolve.ErrBadInput, api.CodeBadInput},
-	"evolve.ErrSchemaMismatch":      {evolve.ErrSchemaMismatch, api.CodeBadInput},
-	"evolve.ErrUnsupportedSchema":   {evolve.ErrUnsupportedSchema, api.CodeUnsupportedSchema},
-	"expr.ErrBadPredicate":          {expr.ErrBadPredicate, api.CodeBadRequest},
-	"format.ErrBadName":             {format.ErrBadName, api.CodeBadRequest},
-	"expr.ErrBadColumns":            {expr.ErrBadColumns, api.CodeBadRequest},
-	"expr.ErrBadAssignment":         {expr.ErrBadAssignment, api.CodeBadRequest},
-	"evolve.ErrReservedName":        {evolve.ErrReservedName, api.CodeBadRequest},
-	"evolve.ErrBadSchemaChange":     {evolve.ErrBadSchemaChange, api.CodeBadRequest},
-	"format.ErrMissingData":         {format.ErrMissingData, api.CodeDataMissing},
-	"format.ErrCorrupt":             {format.ErrCorrupt, api.CodeDataMissing},
-	"table.ErrNotCopyable":          {table.ErrNotCopyable, api.CodeInternal},        // compaction decodes instead
-	"format.ErrNamedMoved":          {format.ErrNamedMoved, api.CodeInternal},        // a merge plans again
-	"format.ErrUnsupportedFormat":   {format.ErrUnsupportedFormat, api.CodeInternal}, // a newer build's manifest: no code yet
-	"commit.ErrConflict":            {commit.ErrConflict, api.CodeConflict},
-	"commit.ErrOutcomeUnknown":      {commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
-	"commit.ErrInvalidOptions":      {commit.ErrInvalidOptions, api.CodeBadRequest},
-	"commit.ErrBudget":              {commit.ErrBudget, api.CodeInternal}, // no code yet
-	"walshard.ErrUnknownShard":      {walshard.ErrUnknownShard, api.CodeNotFound},
-	"wal.ErrBadShardID":             {wal.ErrBadShardID, api.CodeBadRequest},
-	"wal.ErrInvalidOptions":         {wal.ErrInvalidOptions, api.CodeBadRequest},
-	"walshard.ErrMergeRunning":      {walshard.ErrMergeRunning, api.CodeBusy},
-	"walshard.ErrDropped":           {walshard.ErrDropped, api.CodeNotFound},
-	"walshard.ErrAppendUnknown":     {walshard.ErrAppendUnknown, api.CodeOutcomeUnknown},
-	"walshard.ErrSchemaChanged":     {walshard.ErrSchemaChanged, api.CodeUnavailable},
-	"walshard.ErrFenced":            {walshard.ErrFenced, api.CodeUnavailable},
-	"walshard.ErrClosed":            {walshard.ErrClosed, api.CodeUnavailable},
-	"walshard.ErrFleetMoving":       {walshard.ErrFleetMoving, api.CodeUnavailable},
-	"walshard.ErrMissingEntry":      {walshard.ErrMissingEntry, api.CodeDataMissing},
-	"wal.ErrCorruptEntry":           {wal.ErrCorruptEntry, api.CodeDataMissing},
-	"wal.ErrPoisonEntry":            {wal.ErrPoisonEntry, api.CodeDataMissing},
-	"compactor.ErrInvalidOptions":   {compactor.ErrInvalidOptions, api.CodeBadRequest},
-	"compactor.ErrLeaseHeld":        {compactor.ErrLeaseHeld, api.CodeLeaseHeld},
-	"compactor.ErrMissingData":      {compactor.ErrMissingData, api.CodeDataMissing},
-	"compactor.ErrRowsChanged":      {compactor.ErrRowsChanged, api.CodeInternal}, // a compaction's own check failed
-	"blob.ErrBadURL":                {blob.ErrBadURL, api.CodeBadRequest},
-	"blob.ErrRetryable":             {blob.ErrRetryable, api.CodeStoreUnavailable},
-	"blob.ErrNotFound":              {blob.ErrNotFound, api.CodeInternal},            // the engine says which object was missing, as table.ErrMissingData
-	"blob.ErrExists":                {blob.ErrExists, api.CodeInternal},              // a lost conditional create, which the engine handles
-	"blob.ErrPermanent":             {blob.ErrPermanent, api.CodeInternal},           // the store refused for good
-	"blob.ErrNoConditionalWrites":   {blob.ErrNoConditionalWrites, api.CodeInternal}, // the store cannot hold a table
-	"blob.ErrTooManyRacers":         {blob.ErrTooManyRacers, api.CodeInternal},       // the self-test's own option
-	"engine.ErrInvalidOptions":      {engine.ErrInvalidOptions, api.CodeBadRequest},
-	"engine.ErrMergeRunning":        {engine.ErrMergeRunning, api.CodeMergeRunning},
-	"engine.ErrCompactionRunning":   {engine.ErrCompactionRunning, api.CodeCompactionRunning},
-	"engine.ErrClosed":              {engine.ErrClosed, api.CodeUnavailable},
-	"engine.ErrNoShard":             {engine.ErrNoShard, api.CodeInternal}, // a program's own fault
-	"lakehouse.ErrInvalidOptions":   {lakehouse.ErrInvalidOptions, api.CodeBadRequest},
-	"lakehouse.ErrLocationMismatch": {lakehouse.ErrLocationMismatch, api.CodeBadRequest},
-	"lakehouse.ErrUnsupported":      {lakehouse.ErrUnsupported, api.CodeUnsupportedSchema},
-	"layout.ErrBadLocation":         {layout.ErrBadLocation, api.CodeBadRequest},
-	"ingest.ErrTooLarge":            {ingest.ErrTooLarge, api.CodeTooLarge},
-	"ipcguard.ErrRefused":           {ipcguard.ErrRefused, api.CodeInternal}, // always an input error's reason
-	"wal.ErrTookInLanded":           {wal.ErrTookInLanded, api.CodeInternal}, // the shard's own: the entry goes to the next position
-	"wal.ErrStateTaken":             {wal.ErrStateTaken, api.CodeInternal},   // the shard's own: it reads the new state and answers ErrFenced or retries
-	"wal.ErrStaleBase":              {wal.ErrStaleBase, api.CodeInternal},    // the shard's own: it reads the table again
-	"wal.ErrStateGone":              {wal.ErrStateGone, api.CodeInternal},    // the shard reads the table again; it reaches a caller only after a hundred tries, naming the object
-	"commit.ErrPlanAgain":           {commit.ErrPlanAgain, api.CodeInternal}, // always beside the error that made a plan stale, which the driver acts on
+	"format.ErrKeyReused":         {format.ErrKeyReused, api.CodeKeyReused},
+	"format.ErrSequenceExpired":   {format.ErrSequenceExpired, api.CodeSequenceExpired},
+	"format.ErrBadIdempotency":    {format.ErrBadIdempotency, api.CodeBadRequest},
+	"format.ErrNotFound":          {format.ErrNotFound, api.CodeNotFound},
+	"format.ErrVersionNotFound":   {format.ErrVersionNotFound, api.CodeNotFound},
+	"format.ErrTagNotFound":       {format.ErrTagNotFound, api.CodeNotFound},
+	"format.ErrExists":            {format.ErrExists, api.CodeExists},
+	"format.ErrTagExists":         {format.ErrTagExists, api.CodeExists},
+	"format.ErrPlacement":         {format.ErrPlacement, api.CodeBadPlacement},
+	"evolve.ErrBadInput":          {evolve.ErrBadInput, api.CodeBadInput},
+	"evolve.ErrSchemaMismatch":    {evolve.ErrSchemaMismatch, api.CodeBadInput},
+	"evolve.ErrUnsupportedSchema": {evolve.ErrUnsupportedSchema, api.CodeUnsupportedSchema},
+	"expr.ErrBadPredicate":        {expr.ErrBadPredicate, api.CodeBadRequest},
+	"format.ErrBadName":           {format.ErrBadName, api.CodeBadRequest},
+	"expr.ErrBadColumns":          {expr.ErrBadColumns, api.CodeBadRequest},
+	"expr.ErrBadAssignment":       {expr.ErrBadAssignment, api.CodeBadRequest},
+	"evolve.ErrReservedName":      {evolve.ErrReservedName, api.CodeBadRequest},
+	"evolve.ErrBadSchemaChange":   {evolve.ErrBadSchemaChange, api.CodeBadRequest},
+	"format.ErrMissingData":       {format.ErrMissingData, api.CodeDataMissing},
+	"format.ErrCorrupt":           {format.ErrCorrupt, api.CodeDataMissing},
+	"table.ErrNotCopyable":        {table.ErrNotCopyable, api.CodeInternal},        // compaction decodes instead
+	"format.ErrNamedMoved":        {format.ErrNamedMoved, api.CodeInternal},        // a merge plans again
+	"format.ErrUnsupportedFormat": {format.ErrUnsupportedFormat, api.CodeInternal}, // a newer build's manifest: no code yet
+	"commit.ErrConflict":          {commit.ErrConflict, api.CodeConflict},
+	"commit.ErrOutcomeUnknown":    {commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
+	"commit.ErrInvalidOptions":    {commit.ErrInvalidOptions, api.CodeBadRequest},
+	"commit.ErrBudget":            {commit.ErrBudget, api.CodeInternal}, // no code yet
+	"walshard.ErrUnknownShard":    {walshard.ErrUnknownShard, api.CodeNotFound},
+	"wal.ErrBadShardID":           {wal.ErrBadShardID, api.CodeBadRequest},
+	"wal.ErrInvalidOptions":       {wal.ErrInvalidOptions, api.CodeBadRequest},
+	"walshard.ErrMergeRunning":    {walshard.ErrMergeRunning, api.CodeBusy},
+	"walshard.ErrDropped":         {walshard.ErrDropped, api.CodeNotFound},
+	"walshard.ErrAppendUnknown":   {walshard.ErrAppendUnknown, api.CodeOutcomeUnknown},
+	"walshard.ErrSchemaChanged":   {walshard.ErrSchemaChanged, api.CodeUnavailable},
+	"walshard.ErrFenced":          {walshard.ErrFenced, api.CodeUnavailable},
+	"walshard.ErrClosed":          {walshard.ErrClosed, api.CodeUnavailable},
+	"walshard.ErrFleetMoving":     {walshard.ErrFleetMoving, api.CodeUnavailable},
+	"walshard.ErrMissingEntry":    {walshard.ErrMissingEntry, api.CodeDataMissing},
+	"wal.ErrCorruptEntry":         {wal.ErrCorruptEntry, api.CodeDataMissing},
+	"wal.ErrPoisonEntry":          {wal.ErrPoisonEntry, api.CodeDataMissing},
+	"compactor.ErrInvalidOptions": {compactor.ErrInvalidOptions, api.CodeBadRequest},
+	"compactor.ErrLeaseHeld":      {compactor.ErrLeaseHeld, api.CodeLeaseHeld},
+	"compactor.ErrMissingData":    {compactor.ErrMissingData, api.CodeDataMissing},
+	"compactor.ErrRowsChanged":    {compactor.ErrRowsChanged, api.CodeInternal}, // a compaction's own check failed
+	"blob.ErrBadURL":              {blob.ErrBadURL, api.CodeBadRequest},
+	"blob.ErrRetryable":           {blob.ErrRetryable, api.CodeStoreUnavailable},
+	"blob.ErrNotFound":            {blob.ErrNotFound, api.CodeInternal},            // the engine says which object was missing, as table.ErrMissingData
+	"blob.ErrExists":              {blob.ErrExists, api.CodeInternal},              // a lost conditional create, which the engine handles
+	"blob.ErrPermanent":           {blob.ErrPermanent, api.CodeInternal},           // the store refused for good
+	"blob.ErrNoConditionalWrites": {blob.ErrNoConditionalWrites, api.CodeInternal}, // the store cannot hold a table
+	"blob.ErrTooManyRacers":       {blob.ErrTooManyRacers, api.CodeInternal},       // the self-test's own option
+	"engine.ErrInvalidOptions":    {engine.ErrInvalidOptions, api.CodeBadRequest},
+	"engine.ErrMergeRunning":      {engine.ErrMergeRunning, api.CodeMergeRunning},
+	"engine.ErrCompactionRunning": {engine.ErrCompactionRunning, api.CodeCompactionRunning},
+	"engine.ErrClosed":            {engine.ErrClosed, api.CodeUnavailable},
+	"engine.ErrNoShard":           {engine.ErrNoShard, api.CodeInternal}, // a program's own fault
+	"layout.ErrInvalidOptions":    {layout.ErrInvalidOptions, api.CodeBadRequest},
+	"layout.ErrLocationMismatch":  {layout.ErrLocationMismatch, api.CodeBadRequest},
+	"layout.ErrUnsupported":       {layout.ErrUnsupported, api.CodeUnsupportedSchema},
+	"layout.ErrBadLocation":       {layout.ErrBadLocation, api.CodeBadRequest},
+	"ingest.ErrTooLarge":          {ingest.ErrTooLarge, api.CodeTooLarge},
+	"ipcguard.ErrRefused":         {ipcguard.ErrRefused, api.CodeInternal}, // always an input error's reason
+	"wal.ErrTookInLanded":         {wal.ErrTookInLanded, api.CodeInternal}, // the shard's own: the entry goes to the next position
+	"wal.ErrStateTaken":           {wal.ErrStateTaken, api.CodeInternal},   // the shard's own: it reads the new state and answers ErrFenced or retries
+	"wal.ErrStaleBase":            {wal.ErrStaleBase, api.CodeInternal},    // the shard's own: it reads the table again
+	"wal.ErrStateGone":            {wal.ErrStateGone, api.CodeInternal},    // the shard reads the table again; it reaches a caller only after a hundred tries, naming the object
+	"commit.ErrPlanAgain":         {commit.ErrPlanAgain, api.CodeInternal}, // always beside the error that made a plan stale, which the driver acts on
 }
 
 // The engine's packages, whose sentinels sentinels must name, each.

@@ -22,8 +22,10 @@ type MaintainOptions struct {
 	// are adopted (0: never).
 	AdoptAfter time.Duration
 	// IcebergLocation, when set, keeps the table's Iceberg view up to
-	// date there with IcebergExport (default ExportKept): every pass
-	// exports the versions the collection keeps, before collecting.
+	// date there with IcebergExport (the Job's program passes
+	// engine/iceberg's ExportKept; the engine links no Iceberg writer):
+	// every pass exports the versions the collection keeps, before
+	// collecting.
 	IcebergLocation string
 	IcebergExport   IcebergExport
 	// Remember makes the DB remember what the pass saw, so that the next
@@ -249,8 +251,8 @@ func (db *DB) idle(ctx context.Context, o MaintainOptions) bool {
 }
 
 // IcebergExport brings a table's Iceberg view at loc up to date,
-// describing the versions a collection under gc keeps: ExportKept, or a
-// harness's stand-in.
+// describing the versions a collection under gc keeps: package
+// engine/iceberg's ExportKept, or a harness's stand-in.
 type IcebergExport func(ctx context.Context, b blob.Bucket, loc string, gc GCPolicy, now time.Time) (IcebergOutcome, error)
 
 // IcebergOutcome is what an export did.
@@ -269,7 +271,7 @@ type IcebergOutcome struct {
 // so is the next one that succeeds (clearing it).
 func (db *DB) exportIceberg(ctx context.Context, export IcebergExport, loc string, now time.Time) (string, error) {
 	if export == nil {
-		export = ExportKept
+		return "", fmt.Errorf("%w: an Iceberg location without MaintainOptions.IcebergExport (engine/iceberg.ExportKept)", ErrInvalidOptions)
 	}
 	start, started := time.Now(), db.opts.Now()
 	res, err := export(ctx, db.b, loc, *db.opts.GC.EnsureDefaults(), now)

@@ -3,7 +3,6 @@ package engine
 import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
-	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/walshard"
 	"github.com/stratadb/strata/walshard/fleetmerge"
 	"github.com/stratadb/strata/walshard/wal"
@@ -52,12 +51,6 @@ type (
 	KindStatus     = compactor.KindStatus
 	Lease          = compactor.Lease
 	LeaseHeldError = compactor.LeaseHeldError
-)
-
-// The Iceberg view.
-type (
-	IcebergOptions = lakehouse.Options
-	IcebergResult  = lakehouse.Result
 )
 
 // Defaults and bounds of the options above.

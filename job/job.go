@@ -31,7 +31,8 @@ type Options struct {
 	GC         engine.GCPolicy
 	NoGC       bool
 	// Iceberg keeps each table's Iceberg view up to date with Export
-	// (default engine.ExportKept): every pass exports the versions GC
+	// (engine/iceberg.ExportKept, which the Job's program passes; the
+	// package links the Iceberg writer): every pass exports the versions GC
 	// keeps, before collecting.
 	Iceberg  bool
 	Export   engine.IcebergExport

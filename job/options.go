@@ -72,6 +72,9 @@ func (o *Options) Validate() error {
 	if o.LeaseTTL > 0 && o.LeaseTTL < engine.MinLeaseTTL {
 		return fmt.Errorf("%w: job Options: LeaseTTL %v is below %v", engine.ErrInvalidCompaction, o.LeaseTTL, engine.MinLeaseTTL)
 	}
+	if o.Iceberg && o.Export == nil {
+		return fmt.Errorf("%w: job Options: Iceberg without an Export (a program that exports passes engine/iceberg.ExportKept)", engine.ErrInvalidOptions)
+	}
 	if err := (&engine.CompactTune{MemoryBudget: o.MemoryBudget}).Validate(); err != nil {
 		return err
 	}

@@ -2,7 +2,7 @@
 // Iceberg table (format v2), so that SQL engines — DuckDB, Spark, Trino,
 // Flink, and every other Iceberg reader — read the table correctly without
 // a byte of its data being copied. It is a part of the engine: programs
-// export through package engine (engine.ExportIceberg, engine.ExportKept).
+// export through package engine/iceberg (iceberg.Export, iceberg.ExportKept).
 //
 // The view lives beside the table, under _iceberg/ (docs/format.md):
 //
@@ -48,7 +48,7 @@
 //     index, and a fragment's statistics likewise.
 //   - A type Iceberg cannot represent exactly (uint32, uint64, float16, timestamps
 //     in nanoseconds or a zone other than UTC, time32) is refused with
-//     ErrUnsupported naming the column, never exported with changed values.
+//     layout.ErrUnsupported naming the column, never exported with changed values.
 //
 // The names of the view's objects and the reading of what it holds on to
 // live in package lakehouse/layout, which garbage collection and the

@@ -55,10 +55,6 @@ func Export(ctx context.Context, b blob.Bucket, opts *Options, now time.Time) (R
 	}
 }
 
-// ErrLocationMismatch: the view names its files under another location
-// than the export's (LocationError says which).
-var ErrLocationMismatch = errors.New("lakehouse: the view was written for another location")
-
 // LocationError is an export at a location other than the one the
 // existing view names every file under: readers resolve the view's files
 // at View, so an export at Export would leave them where readers do not
@@ -74,7 +70,7 @@ func (e *LocationError) Error() string {
 		e.View, e.Export, e.View, e.Export, format.IcebergDir)
 }
 
-func (e *LocationError) Unwrap() error { return ErrLocationMismatch }
+func (e *LocationError) Unwrap() error { return layout.ErrLocationMismatch }
 
 // checkLocation refuses an export at loc over a view written for another
 // location, whether or not there is anything new to export.
@@ -222,7 +218,7 @@ func planExport(st exportState, o *Options, now time.Time) (exportPlan, error) {
 		p.newest = p.have[len(p.have)-1]
 	}
 	if p.newest > target {
-		return p, fmt.Errorf("%w: the view already describes version %d, newer than %d; an export never moves the main branch back", ErrUnsupported, p.newest, target)
+		return p, fmt.Errorf("%w: the view already describes version %d, newer than %d; an export never moves the main branch back", layout.ErrUnsupported, p.newest, target)
 	}
 	for _, v := range want {
 		switch {

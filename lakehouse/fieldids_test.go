@@ -73,8 +73,8 @@ func TestFieldIDsOfAWideTableFollowTheirColumns(t *testing.T) {
 			if c.want != "" {
 				loc, _ := layout.LocationOf(dir)
 				_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
-				if !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
-					t.Fatalf("export: %v, want ErrUnsupported saying %s", err, c.want)
+				if !errors.Is(err, layout.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("export: %v, want layout.ErrUnsupported saying %s", err, c.want)
 				}
 				return
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/lakehouse"
+	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table/format"
 )
 
@@ -33,7 +34,7 @@ func TestAnExportAtAnotherLocationThanTheViewsIsRefusedNamingBoth(t *testing.T) 
 		t.Helper()
 		_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: right}, time.Now())
 		var le *lakehouse.LocationError
-		if !errors.Is(err, lakehouse.ErrLocationMismatch) || !errors.As(err, &le) || le.View != wrong || le.Export != right ||
+		if !errors.Is(err, layout.ErrLocationMismatch) || !errors.As(err, &le) || le.View != wrong || le.Export != right ||
 			!strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), right) {
 			t.Fatalf("%s: an export at %s over a view written for %s: %v, want a LocationError naming both", what, right, wrong, err)
 		}

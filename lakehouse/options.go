@@ -1,16 +1,12 @@
 package lakehouse
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table/format"
 )
-
-// ErrInvalidOptions is the kind of error Options.Validate returns.
-var ErrInvalidOptions = errors.New("lakehouse: invalid options")
 
 // Options tune an export. A nil *Options means the defaults, which are
 // garbage collection's (compactor.GCPolicy): keep them equal to the
@@ -58,15 +54,15 @@ func (o *Options) Validate() error {
 	c := o.EnsureDefaults()
 	switch {
 	case c.Location == "":
-		return fmt.Errorf("%w: Location is required (see LocationOf)", ErrInvalidOptions)
+		return fmt.Errorf("%w: Location is required (see LocationOf)", layout.ErrInvalidOptions)
 	case layout.CheckLocation(c.Location) != "":
-		return fmt.Errorf("%w: Location %q %s", ErrInvalidOptions, c.Location, layout.CheckLocation(c.Location))
+		return fmt.Errorf("%w: Location %q %s", layout.ErrInvalidOptions, c.Location, layout.CheckLocation(c.Location))
 	case c.KeepVersions < 1:
-		return fmt.Errorf("%w: KeepVersions %d is below 1", ErrInvalidOptions, c.KeepVersions)
+		return fmt.Errorf("%w: KeepVersions %d is below 1", layout.ErrInvalidOptions, c.KeepVersions)
 	case c.RetainFor < 0:
-		return fmt.Errorf("%w: RetainFor %v is negative", ErrInvalidOptions, c.RetainFor)
+		return fmt.Errorf("%w: RetainFor %v is negative", layout.ErrInvalidOptions, c.RetainFor)
 	case c.MaxManifests < 2:
-		return fmt.Errorf("%w: MaxManifests %d is below 2", ErrInvalidOptions, c.MaxManifests)
+		return fmt.Errorf("%w: MaxManifests %d is below 2", layout.ErrInvalidOptions, c.MaxManifests)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ package lakehouse_test
 //     commit); its work per version grows with the columns, not their
 //     square: TestAWideTableExportsEveryColumn.
 //   - A type Iceberg cannot represent exactly is refused with
-//     ErrUnsupported naming the column: TestTypesIcebergCannotHoldAreRefused.
+//     layout.ErrUnsupported naming the column: TestTypesIcebergCannotHoldAreRefused.
 //   - A location must be an absolute URI: TestALocationMustBeAnAbsoluteURI,
 //     TestLocationOf.
 

@@ -147,7 +147,7 @@ func TestTypesIcebergCannotHoldAreRefused(t *testing.T) {
 			}
 			loc, _ := layout.LocationOf(dir)
 			_, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
-			if !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), `"odd`) {
+			if !errors.Is(err, layout.ErrUnsupported) || !strings.Contains(err.Error(), `"odd`) {
 				t.Fatalf("export of a %s column: %v", dt, err)
 			}
 			for o, err := range blob.List(ctx, b, format.IcebergDir, 0) {
@@ -202,7 +202,7 @@ func TestSchemaChangesKeepOlderSnapshotsReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	loc, _ := layout.LocationOf(dir)
-	if _, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, lakehouse.ErrUnsupported) || !strings.Contains(err.Error(), `"id"`) {
+	if _, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, layout.ErrUnsupported) || !strings.Contains(err.Error(), `"id"`) {
 		t.Fatalf("export after a column changed type: %v", err)
 	}
 }
@@ -382,7 +382,7 @@ func TestFieldIDsTheFragmentsCarryAreTheViewsIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	loc, _ := layout.LocationOf(partial)
-	if _, err := lakehouse.Export(ctx, pb, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, lakehouse.ErrUnsupported) {
+	if _, err := lakehouse.Export(ctx, pb, &lakehouse.Options{Location: loc}, time.Now()); !errors.Is(err, layout.ErrUnsupported) {
 		t.Fatalf("export of a schema with ids on some columns: %v", err)
 	}
 }
@@ -541,7 +541,7 @@ func TestAnExportLosingAnyResponseIsCompletedByTheNext(t *testing.T) {
 func TestALocationMustBeAnAbsoluteURI(t *testing.T) {
 	for _, loc := range []string{"", "relative/path", "/abs/without/scheme", "s3://lake/t/", "s3:/lake/t", "://lake/t",
 		"s3://lake/t\n", "s3://lake/t\nfile:///etc", "file:///tmp/a\tb", "s3://lake/\x00t", "gs://lake/t\u0085"} {
-		if err := (&lakehouse.Options{Location: loc}).Validate(); !errors.Is(err, lakehouse.ErrInvalidOptions) {
+		if err := (&lakehouse.Options{Location: loc}).Validate(); !errors.Is(err, layout.ErrInvalidOptions) {
 			t.Errorf("Location %q: %v", loc, err)
 		}
 	}

@@ -1,7 +1,6 @@
 package lakehouse
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,17 +13,13 @@ import (
 	"github.com/stratadb/strata/table/evolve"
 )
 
-// ErrUnsupported is the kind of error for a table the view cannot describe
-// without changing what readers see.
-var ErrUnsupported = errors.New("lakehouse: not expressible in Iceberg")
-
 // checkExportable refuses column types whose values an Iceberg reader
 // would read differently from Strata.
 func checkExportable(sc *arrow.Schema) error {
 	var walk func(name string, dt arrow.DataType) error
 	walk = func(name string, dt arrow.DataType) error {
 		bad := func(why string) error {
-			return fmt.Errorf("%w: column %q is %s: %s", ErrUnsupported, name, dt, why)
+			return fmt.Errorf("%w: column %q is %s: %s", layout.ErrUnsupported, name, dt, why)
 		}
 		switch t := dt.(type) {
 		case *arrow.Uint64Type:
@@ -84,13 +79,13 @@ func icebergSchema(sc *arrow.Schema, prev *iceberg.Schema, lastID int, ids map[s
 	}
 	switch withIDs, without := evolve.CountFieldIDs(sc); {
 	case withIDs > 0 && without > 0:
-		return nil, fmt.Errorf("%w: %d of the schema's fields carry Parquet field ids and %d do not; readers resolve a fragment's columns by its ids, so they must all have one or none", ErrUnsupported, withIDs, without)
+		return nil, fmt.Errorf("%w: %d of the schema's fields carry Parquet field ids and %d do not; readers resolve a fragment's columns by its ids, so they must all have one or none", layout.ErrUnsupported, withIDs, without)
 	case withIDs > 0:
 		return schemaWithItsIDs(sc, prev)
 	}
 	fresh, err := itable.ArrowSchemaToIcebergWithFreshIDs(sc, false)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		return nil, fmt.Errorf("%w: %v", layout.ErrUnsupported, err)
 	}
 	if prev == nil {
 		return fresh, nil
@@ -146,7 +141,7 @@ func keepID(old, f iceberg.NestedField) (iceberg.NestedField, error) {
 		kept.Type = f.Type
 	default:
 		return old, fmt.Errorf("%w: column %q changed type from %s to %s; older snapshots would read it through the new type (delete %s to start the view afresh)",
-			ErrUnsupported, f.Name, old.Type, f.Type, layout.MetadataDir)
+			layout.ErrUnsupported, f.Name, old.Type, f.Type, layout.MetadataDir)
 	}
 	kept.Required = f.Required
 	return kept, nil
@@ -172,7 +167,7 @@ func sameType(a, b iceberg.NestedField) (bool, error) {
 func schemaWithItsIDs(sc *arrow.Schema, prev *iceberg.Schema) (*iceberg.Schema, error) {
 	out, err := itable.ArrowSchemaToIceberg(sc, false, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		return nil, fmt.Errorf("%w: %v", layout.ErrUnsupported, err)
 	}
 	if prev == nil {
 		return out, nil
@@ -184,14 +179,14 @@ func schemaWithItsIDs(sc *arrow.Schema, prev *iceberg.Schema) (*iceberg.Schema, 
 	}
 	for _, f := range out.Fields() {
 		if old, ok := byName[f.Name]; ok && old.ID != f.ID {
-			return nil, fmt.Errorf("%w: column %q changed field id from %d to %d (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.ID, f.ID, layout.MetadataDir)
+			return nil, fmt.Errorf("%w: column %q changed field id from %d to %d (delete %s to start the view afresh)", layout.ErrUnsupported, f.Name, old.ID, f.ID, layout.MetadataDir)
 		} else if ok {
 			if same, err := sameType(old, f); err != nil || !same {
-				return nil, fmt.Errorf("%w: column %q changed type from %s to %s (delete %s to start the view afresh)", ErrUnsupported, f.Name, old.Type, f.Type, layout.MetadataDir)
+				return nil, fmt.Errorf("%w: column %q changed type from %s to %s (delete %s to start the view afresh)", layout.ErrUnsupported, f.Name, old.Type, f.Type, layout.MetadataDir)
 			}
 		}
 		if old, ok := byID[f.ID]; ok && old.Name != f.Name {
-			return nil, fmt.Errorf("%w: field id %d moved from column %q to %q (delete %s to start the view afresh)", ErrUnsupported, f.ID, old.Name, f.Name, layout.MetadataDir)
+			return nil, fmt.Errorf("%w: field id %d moved from column %q to %q (delete %s to start the view afresh)", layout.ErrUnsupported, f.ID, old.Name, f.Name, layout.MetadataDir)
 		}
 	}
 	return out, nil

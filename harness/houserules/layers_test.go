@@ -57,6 +57,7 @@ var layers = map[string]int{
 	"lakehouse":           14,
 	"compactor":           14,
 	"engine":              15,
+	"engine/iceberg":      16,
 	"internal/policyflag": 16,
 	"client":              15,
 	"job":                 16,

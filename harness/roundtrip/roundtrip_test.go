@@ -327,7 +327,7 @@ func checkIceberg(t *testing.T, b blob.Bucket, dir string, schema *arrow.Schema,
 		t.Fatal(err)
 	}
 	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
-	if errors.Is(err, lakehouse.ErrUnsupported) {
+	if errors.Is(err, layout.ErrUnsupported) {
 		t.Logf("%s: no Iceberg view: %v", what, err)
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/engine/iceberg"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/policyflag"
@@ -211,6 +212,9 @@ func runJob(ctx context.Context, stdout, stderr io.Writer, f jobFlags) int {
 		AdoptAfter: f.adoptAfter,
 
 		MemoryBudget: f.memoryBudget,
+	}
+	if f.iceberg {
+		opts.Export = iceberg.ExportKept
 	}
 	if f.adoptAfter == 0 {
 		opts.AdoptAfter = -1

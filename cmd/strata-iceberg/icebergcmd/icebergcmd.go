@@ -13,13 +13,14 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/cmd/strata/command"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/engine/iceberg"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/table/format"
 )
 
 // New builds the command.
 func New(env *command.Env) *cobra.Command {
-	var o engine.IcebergOptions
+	var o iceberg.Options
 	c := &cobra.Command{
 		Use:   "strata-iceberg URL",
 		Short: "Write Apache Iceberg metadata for the table's versions, so SQL engines read it",
@@ -74,7 +75,7 @@ view follows what it keeps.`,
 			before, _ := blob.StatsOf(b)
 			set, finish := command.ProgressBar(env.Err, "export", "versions")
 			o.OnProgress = set
-			res, err := engine.ExportIceberg(c.Context(), b, &o, time.Now())
+			res, err := iceberg.Export(c.Context(), b, &o, time.Now())
 			finish()
 			if err != nil {
 				return err

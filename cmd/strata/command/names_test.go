@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/engine/iceberg"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/job"
@@ -146,7 +147,7 @@ func jobFindsAndAdopts(t *testing.T, root string, created []string) {
 		t.Fatalf("the Job found %q\nwant %q", found, wantURLs)
 	}
 	time.Sleep(50 * time.Millisecond) // quiet for longer than the adoption age
-	sum, err := job.RunOnce(ctx, &job.Options{Tables: found, AdoptAfter: 20 * time.Millisecond, NoGC: true, Iceberg: true,
+	sum, err := job.RunOnce(ctx, &job.Options{Tables: found, AdoptAfter: 20 * time.Millisecond, NoGC: true, Iceberg: true, Export: iceberg.ExportKept,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil || sum.Adopted != len(created) {
 		t.Fatalf("the pass: adopted %d of %d: %v", sum.Adopted, len(created), err)
