@@ -130,7 +130,10 @@ func (w *world) deleted(m *format.Manifest, id uint64) (digest, bool) {
 	}
 	w.mu.Lock()
 	for rid := range all {
-		if live[rid] == 0 && !isKey(rid) && !w.bornDropped[id][rid] {
+		// Deleted here: no copy left live, and one was live before (a
+		// fragment may hold a copy of a row dropped at birth beside a
+		// live one: seed 83845).
+		if live[rid] == 0 && !isKey(rid) && all[rid] > w.bornDropped[id][rid] {
 			if _, ok := w.deletedAt[rid]; !ok {
 				w.deletedAt[rid] = m.Version
 			}
@@ -162,9 +165,9 @@ func (w *world) noteBornDropped(f format.Fragment, named []format.NamedRows) {
 	defer w.mu.Unlock()
 	for _, r := range format.DroppedRows(named)[f.Key] {
 		if w.bornDropped[f.ID] == nil {
-			w.bornDropped[f.ID] = map[int64]bool{}
+			w.bornDropped[f.ID] = map[int64]int{}
 		}
-		w.bornDropped[f.ID][ids[r]] = true
+		w.bornDropped[f.ID][ids[r]]++
 	}
 }
 

@@ -313,10 +313,10 @@ type world struct {
 	// column answered, by stored name, in logical time (alter.go).
 	extras    map[int64][]string
 	droppedAt map[string]int64
-	// bornDropped: by fragment, the rows its deletion vector dropped when
-	// it was added (a merge's copies of named appends another shard
-	// stored too).
-	bornDropped map[uint64]map[int64]bool
+	// bornDropped: by fragment, how many copies of each row its deletion
+	// vector dropped when it was added (a merge's copies of named appends
+	// stored elsewhere too); a row's other copies there were live.
+	bornDropped map[uint64]map[int64]int
 	landed      map[uint64]time.Time // version -> when it landed, on the clock
 	nameEvents  []nameEvent          // what versions did to names (names.go)
 	violation   error
@@ -329,7 +329,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 		acked: map[int64]bool{}, maybe: map[int64]bool{}, twice: map[int64]bool{}, resentAt: map[int64]time.Time{}, sentVia: map[int64]map[string]bool{}, forbidden: map[int64]bool{}, deletedAt: map[int64]uint64{},
 		deletesAcked: map[uint64]bool{}, deletesUndone: map[uint64]uint64{},
 		fragRows: map[uint64]digest{}, fragLost: map[uint64]bool{}, landed: map[uint64]time.Time{}, keyWrites: map[int64][]keyWrite{}, installedAt: map[[2]int64]uint64{},
-		extras: map[int64][]string{}, droppedAt: map[string]int64{}, bornDropped: map[uint64]map[int64]bool{}}
+		extras: map[int64][]string{}, droppedAt: map[string]int64{}, bornDropped: map[uint64]map[int64]int{}}
 	w.shards = 1 + rng.IntN(3)
 	w.directs = rng.IntN(3)
 	w.compactors = 1 + rng.IntN(2)
