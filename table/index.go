@@ -197,12 +197,7 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts 
 	for i, k := range keys {
 		vals[i] = value.Int(k)
 	}
-	var ix *format.Index
-	for i := range s.m.Indexes {
-		if s.m.Indexes[i].Column == col {
-			ix = &s.m.Indexes[i]
-		}
-	}
+	ix := s.m.IndexOn(col)
 	var out []arrow.RecordBatch
 	collect := func(opts ScanOptions) error {
 		for rec, err := range s.Scan(ctx, opts) {

@@ -73,14 +73,14 @@ func (s *Snapshot) recodeBatches(f *format.Fragment, batches func(func(arrow.Rec
 	}
 	var pending []arrow.RecordBatch
 	var pendingRows, live int64
-	defer func() { releaseAll(pending) }()
+	defer func() { fragment.ReleaseAll(pending) }()
 	stopped := false // emit said stop
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
 		groups, err := encodeRowGroups(schema, pending)
-		releaseAll(pending)
+		fragment.ReleaseAll(pending)
 		pending, pendingRows = nil, 0
 		if err != nil {
 			return fmt.Errorf("table: recode fragment %s: %w", f.Key, err)
@@ -133,12 +133,6 @@ func (s *Snapshot) recodeBatches(f *format.Fragment, batches func(func(arrow.Rec
 	return nil
 }
 
-func releaseAll(recs []arrow.RecordBatch) {
-	for _, rec := range recs {
-		rec.Release()
-	}
-}
-
 // encodeRowGroups encodes batches as a Parquet file held in memory and
 // returns its row groups, each checked like a source's.
 func encodeRowGroups(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []*sourceRowGroup, err error) {
@@ -156,7 +150,7 @@ func encodeRowGroups(schema *arrow.Schema, batches []arrow.RecordBatch) (_ []*so
 	for i, rec := range batches {
 		relabelled[i] = fragment.WithTypesOf(schema, rec)
 	}
-	defer releaseAll(relabelled)
+	defer fragment.ReleaseAll(relabelled)
 	tbl := array.NewTableFromRecords(schema, relabelled)
 	defer tbl.Release()
 	err = fw.WriteTable(tbl, fragment.RowGroupRows)

@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard/wal"
 )
 
@@ -112,7 +113,7 @@ func (s *Shard) append(ctx context.Context, key *format.Idempotency, keys []stri
 		} else {
 			var err error
 			if c, err = evolve.Conform(s.schema, rec, evolve.ConformOptions{RowBase: base}); err != nil {
-				wal.ReleaseAll(batches)
+				fragment.ReleaseAll(batches)
 				return Ack{}, err
 			}
 		}
@@ -125,7 +126,7 @@ func (s *Shard) append(ctx context.Context, key *format.Idempotency, keys []stri
 	req := appendReq{recs: batches, rows: base, done: make(chan Ack, 1)}
 	if keys != nil {
 		if _, err := table.NewKeySet(s.schema, keys, batches); err != nil {
-			wal.ReleaseAll(batches)
+			fragment.ReleaseAll(batches)
 			return Ack{}, err
 		}
 		req.keys = evolve.StoredNames(s.schema, keys)
@@ -133,7 +134,7 @@ func (s *Shard) append(ctx context.Context, key *format.Idempotency, keys []stri
 	if key != nil {
 		k, err := s.appendKey(*key, batches)
 		if err != nil {
-			wal.ReleaseAll(batches)
+			fragment.ReleaseAll(batches)
 			return Ack{}, err
 		}
 		if req.keys != nil {
@@ -144,23 +145,23 @@ func (s *Shard) append(ctx context.Context, key *format.Idempotency, keys []stri
 		}
 		ack, done, err := s.claim(ctx, k)
 		if err != nil || ack.Duplicate {
-			wal.ReleaseAll(batches)
+			fragment.ReleaseAll(batches)
 			return ack, err
 		}
 		defer done()
 		req.key = &k
 	}
 	if err := s.waitForRoom(ctx); err != nil {
-		wal.ReleaseAll(batches)
+		fragment.ReleaseAll(batches)
 		return Ack{}, err
 	}
 	select {
 	case s.appendq <- req:
 	case <-ctx.Done():
-		wal.ReleaseAll(batches)
+		fragment.ReleaseAll(batches)
 		return Ack{}, ctx.Err()
 	case <-s.stop:
-		wal.ReleaseAll(batches)
+		fragment.ReleaseAll(batches)
 		return Ack{}, ErrClosed
 	}
 	select {
@@ -319,7 +320,7 @@ func (s *Shard) writeGroup(ctx context.Context, reqs []appendReq) {
 		}
 		for _, r := range reqs {
 			if err != nil {
-				wal.ReleaseAll(r.recs)
+				fragment.ReleaseAll(r.recs)
 			}
 			r.done <- Ack{Position: pos, Rows: r.rows, err: err}
 		}
@@ -340,7 +341,7 @@ func (s *Shard) answerRecorded(reqs []appendReq) []appendReq {
 		if !found && err == nil {
 			return false
 		}
-		wal.ReleaseAll(r.recs)
+		fragment.ReleaseAll(r.recs)
 		r.done <- Ack{Position: o.At, Rows: o.Rows, Duplicate: found, err: err}
 		return true
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard/wal"
 )
 
@@ -44,7 +45,7 @@ func CheckLog(ctx context.Context, b blob.Bucket, shard string) ([]error, error)
 		case err != nil:
 			return err
 		default:
-			wal.ReleaseAll(e.Batches)
+			fragment.ReleaseAll(e.Batches)
 		}
 		return nil
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard/fleetmerge"
 	"github.com/stratadb/strata/walshard/wal"
 )
@@ -32,7 +33,7 @@ type shardCut struct {
 
 // release lets go of the cut's rows and gives back their reservation.
 func (c *shardCut) release(hold table.Memory) {
-	wal.ReleaseAll(c.batches)
+	fragment.ReleaseAll(c.batches)
 	c.keys = nil
 	if hold != nil && c.held > 0 {
 		hold.Release(c.held)

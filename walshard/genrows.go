@@ -9,6 +9,7 @@ import (
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard/wal"
 )
 
@@ -109,7 +110,7 @@ func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntr
 		batches = slices.Clone(batches)
 		slices.Reverse(batches) // planted defect: the first one stays
 		last, _, err := table.LastOfEachKey(ctx, nil, names, batches, nil)
-		return last, nil, false, func() { wal.ReleaseAll(last) }, err
+		return last, nil, false, func() { fragment.ReleaseAll(last) }, err
 	}
 	named := namedRowsOf(entries)
 	kept, repeats, err = table.LastOfEachKeyMask(names, batches, func(i, r int) bool { return !named[i][r] })
@@ -120,7 +121,7 @@ func generationRows(ctx context.Context, schema *arrow.Schema, entries []memEntr
 	if err != nil {
 		return nil, nil, false, nil, err
 	}
-	return last, kept, repeats, func() { wal.ReleaseAll(last) }, nil
+	return last, kept, repeats, func() { fragment.ReleaseAll(last) }, nil
 }
 
 // namedRows lists where a generation holds its entries' named appends:

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard/wal"
 )
 
@@ -98,7 +99,7 @@ func (m *memtable) remove(pos uint64) bool {
 		if me.pos == pos {
 			m.rows -= me.rows
 			m.bytes -= me.bytes
-			wal.ReleaseAll(me.batches)
+			fragment.ReleaseAll(me.batches)
 			m.entries = append(m.entries[:j], m.entries[j+1:]...)
 			return true
 		}

@@ -403,7 +403,7 @@ func FooterValue(data []byte, key string) (value string, ok bool, pages []byte, 
 func Decode(ctx context.Context, key string, data []byte) (out []arrow.RecordBatch, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			releaseBatches(out)
+			ReleaseAll(out)
 			out, err = nil, format.Corrupt(key, "parquet is damaged", fmt.Errorf("%v", r))
 		}
 	}()
@@ -430,12 +430,14 @@ func Decode(ctx context.Context, key string, data []byte) (out []arrow.RecordBat
 	return out, nil
 }
 
-func releaseBatches(recs []arrow.RecordBatch) {
+// ReleaseAll releases every batch of recs.
+func ReleaseAll(recs []arrow.RecordBatch) {
 	for _, rec := range recs {
 		rec.Release()
 	}
 }
 
+// Props are the writer properties every fragment is written with.
 func Props() *parquet.WriterProperties {
 	return parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Zstd),

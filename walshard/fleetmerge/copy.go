@@ -68,7 +68,7 @@ func (r *flushRows) of(key string) []arrow.RecordBatch {
 
 func (r *flushRows) release() {
 	for _, recs := range r.rows {
-		wal.ReleaseAll(recs)
+		fragment.ReleaseAll(recs)
 	}
 	r.rows, r.borrowed = nil, nil
 }

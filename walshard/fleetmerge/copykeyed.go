@@ -10,6 +10,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard/wal"
 )
 
@@ -49,7 +50,7 @@ func copyKeyed(ctx context.Context, b blob.Bucket, base *format.Manifest, part S
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		defer wal.ReleaseAll(batches)
+		defer fragment.ReleaseAll(batches)
 		copied = append(copied, batches...)
 		key := ""
 		if slices.ContainsFunc(batches, func(r arrow.RecordBatch) bool { return r.NumRows() > 0 }) {
@@ -123,7 +124,7 @@ func keyedCopyRows(ctx context.Context, schema *arrow.Schema, g wal.Generation, 
 			return nil, nil, err
 		}
 		last, _, err := table.LastOfEachKeyMask(names, left, nil)
-		wal.ReleaseAll(left)
+		fragment.ReleaseAll(left)
 		if err != nil {
 			return nil, nil, err
 		}

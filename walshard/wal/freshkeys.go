@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // ScanFresh yields what a fresh read sees: the rows of base, then those of
@@ -27,7 +28,7 @@ func ScanFresh(ctx context.Context, b blob.Bucket, schema *arrow.Schema, base *t
 	batches []arrow.RecordBatch, keys [][]string, entries []EntryNames, opts table.ScanOptions, yield func(arrow.RecordBatch, error) bool) {
 	drops, cut, cutKeys := dropNamedCopies(base, gens, batches, keys, entries)
 	if cut != nil {
-		defer ReleaseAll(cut)
+		defer fragment.ReleaseAll(cut)
 		batches, keys = cut, cutKeys
 	}
 	keyed := slices.ContainsFunc(gens, func(g Generation) bool { return len(g.Keys) > 0 }) ||

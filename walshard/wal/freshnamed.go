@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // Named appends in a fresh read.
@@ -199,7 +200,7 @@ func (d *freshDrops) lastOfEachKey(ctx context.Context, b blob.Bucket, schema *a
 		frags[i].ID = uint64(i)
 	}
 	var batches []arrow.RecordBatch
-	defer func() { ReleaseAll(batches) }()
+	defer func() { fragment.ReleaseAll(batches) }()
 	for rec, err := range table.SnapshotOf(d.bucket(b), schema, frags).Scan(ctx, table.ScanOptions{Columns: names, WithRowAddress: true, Parallelism: 1, Allocator: o.Allocator}) {
 		if err != nil {
 			return nil, err

@@ -7,6 +7,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // cutBatches leaves out row ranges that cross an entry's batches, and
@@ -23,11 +25,11 @@ func TestCutBatchesLeavesOutRangesAcrossAnEntrysBatches(t *testing.T) {
 	}
 	// Entry 0: batches 0 and 1 (rows 0..5); entry 1: batch 2 (rows 0..1).
 	batches := []arrow.RecordBatch{mk(0, 1, 2), mk(3, 4, 5), mk(100, 101)}
-	defer ReleaseAll(batches)
+	defer fragment.ReleaseAll(batches)
 	keys := [][]string{nil, nil, {"k"}}
 	entries := []EntryNames{{First: 0, N: 2}, {First: 2, N: 1}}
 	out, outKeys := cutBatches(batches, keys, entries, map[int][][2]int64{0: {{2, 4}, {5, 6}}})
-	defer ReleaseAll(out)
+	defer fragment.ReleaseAll(out)
 	var got []int64
 	for _, rec := range out {
 		got = append(got, rec.Column(0).(*array.Int64).Int64Values()...)

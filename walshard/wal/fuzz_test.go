@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 )
 
 // FuzzDecodeEntry: any bytes at a WAL position decode to rows of the
@@ -59,7 +60,7 @@ func FuzzDecodeEntry(f *testing.F) {
 			}
 			return
 		}
-		defer ReleaseAll(e.Batches)
+		defer fragment.ReleaseAll(e.Batches)
 		for _, r := range e.Batches {
 			c, err := evolve.Conform(schema, r, evolve.ConformOptions{})
 			if err != nil {

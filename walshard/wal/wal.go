@@ -257,7 +257,7 @@ func DecodeEntry(shard, key string, pos uint64, data []byte, schema *arrow.Schem
 		e.Batches = append(e.Batches, rec)
 	}
 	if err := r.Err(); err != nil {
-		ReleaseAll(e.Batches)
+		fragment.ReleaseAll(e.Batches)
 		return nil, bad("arrow payload: " + err.Error())
 	}
 	return ConformEntry(shard, key, pos, e, schema, false)
@@ -312,7 +312,7 @@ func ConformEntry(shard, key string, pos uint64, e *Entry, schema *arrow.Schema,
 			continue
 		}
 		if from == to && to == 0 && !fromParquet {
-			ReleaseAll(e.Batches)
+			fragment.ReleaseAll(e.Batches)
 			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema"}
 		}
 		evolveBatch := evolve.Batch
@@ -321,7 +321,7 @@ func ConformEntry(shard, key string, pos uint64, e *Entry, schema *arrow.Schema,
 		}
 		ev, err := evolveBatch(nil, schema, rec)
 		if err != nil {
-			ReleaseAll(e.Batches)
+			fragment.ReleaseAll(e.Batches)
 			return nil, &CorruptEntryError{Shard: shard, Position: pos, Key: key, Reason: "rows of another schema: " + err.Error()}
 		}
 		rec.Release()
@@ -331,7 +331,7 @@ func ConformEntry(shard, key string, pos uint64, e *Entry, schema *arrow.Schema,
 	for i, rec := range e.Batches {
 		c, err := evolve.Conform(schema, rec, evolve.ConformOptions{RowBase: base})
 		if err != nil {
-			ReleaseAll(e.Batches)
+			fragment.ReleaseAll(e.Batches)
 			return nil, &PoisonEntryError{Shard: shard, Position: pos, Key: key, Reason: err.Error()}
 		}
 		base += rec.NumRows()
@@ -361,11 +361,4 @@ func arrayBytes(d arrow.ArrayData) int64 {
 		n += arrayBytes(c)
 	}
 	return n
-}
-
-// ReleaseAll releases every batch of recs.
-func ReleaseAll(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		r.Release()
-	}
 }
