@@ -34,7 +34,7 @@ func budgetTable(t *testing.T, u string) blob.Bucket {
 // count of what it holds (Result.PeakMemory), whether it copies pages or
 // decodes rows, and however much the bin it writes weighs; the rows come
 // out the same.
-func TestCompactionHoldsToItsMemoryBudget(t *testing.T) {
+func TestVolumeCompactionHoldsToItsMemoryBudget(t *testing.T) {
 	src := t.TempDir()
 	budgetTable(t, "file://"+src)
 	for _, recode := range []bool{false, true} {

@@ -122,11 +122,11 @@ func copiedEqualsRecoded(t *testing.T, u1, u2 string) {
 	}
 }
 
-func TestCopiedCompactionEqualsDecodedFile(t *testing.T) {
+func TestVolumeCopiedCompactionEqualsDecodedFile(t *testing.T) {
 	copiedEqualsRecoded(t, "file://"+t.TempDir(), "file://"+t.TempDir())
 }
 
-func TestCopiedCompactionEqualsDecodedMinIO(t *testing.T) {
+func TestVolumeCopiedCompactionEqualsDecodedMinIO(t *testing.T) {
 	m := testenv.MinIO(t)
 	copiedEqualsRecoded(t, m.URL(t), m.URL(t))
 }

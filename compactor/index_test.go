@@ -120,7 +120,7 @@ func TestTakeFindsRowsThroughCompactionsWithoutRewritingTheIndex(t *testing.T) {
 	}
 }
 
-func TestTakeReadsOnlyTheRowGroupsItNeeds(t *testing.T) {
+func TestVolumeTakeReadsOnlyTheRowGroupsItNeeds(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 100, 400) // 40,000 rows
 	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 // A compaction tells its progress by the bytes of its sources as it reads
 // them, against the plan's total, many times for a run, never going back,
 // and reaching the total.
-func TestCompactionTellsItsProgressByBytes(t *testing.T) {
+func TestVolumeCompactionTellsItsProgressByBytes(t *testing.T) {
 	for _, recode := range []bool{false, true} {
 		b := rolloutsTable(t, "mem://", 1, 40, 500)
 		var mu sync.Mutex

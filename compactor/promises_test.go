@@ -10,10 +10,10 @@ package compactor_test
 //   - Compaction conserves rows and the bytes of every value, and drops
 //     deleted rows: TestCompactionConservesRowsAndBlobsFile,
 //     TestCompactionConservesRowsAndBlobsMinIO,
-//     TestCompactionDropsDeletedRows, TestCompactionOverRandomHistories;
+//     TestCompactionDropsDeletedRows, TestVolumeCompactionOverRandomHistories;
 //     pages copied are the pages decoded and written again:
-//     TestCopiedCompactionEqualsDecodedFile,
-//     TestCopiedCompactionEqualsDecodedMinIO, TestCopyRefusesADamagedPage,
+//     TestVolumeCopiedCompactionEqualsDecodedFile,
+//     TestVolumeCopiedCompactionEqualsDecodedMinIO, TestCopyRefusesADamagedPage,
 //     TestCopiedStatisticsAreNeverNarrowerThanTheRows.
 //   - Memory is bounded by a few batches and one row group, not the table:
 //     BenchmarkCompactionMemory (a target, so a benchmark; no test).
@@ -21,7 +21,7 @@ package compactor_test
 //     TestCompactionWithConcurrentAppendsAndMergesFile,
 //     TestCompactionWithConcurrentAppendsAndMergesMinIO; a Delete or
 //     another Rewrite over the same fragments makes it plan again, never
-//     lose a row: TestTwoCompactorsAtOnce, TestCompactionOverRandomHistories.
+//     lose a row: TestTwoCompactorsAtOnce, TestVolumeCompactionOverRandomHistories.
 //   - One driver per table is expected, through a lease; correctness never
 //     depends on it: TestLeaseKeepsASecondJobOutUntilItExpiresOrIsReleased,
 //     TestACompactionRespectsAnotherHoldersLease, TestTwoCompactorsAtOnce.

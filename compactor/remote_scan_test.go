@@ -35,7 +35,7 @@ func (s *slowRanges) NewRangeReader(ctx context.Context, key string, off, n int6
 // A large fragment read by ranges fetches the column chunks of a row group
 // together: a scan pays a round trip per row group, not per column chunk,
 // and reads every row once.
-func TestALargeFragmentsColumnsAreReadTogether(t *testing.T) {
+func TestVolumeALargeFragmentsColumnsAreReadTogether(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 100, 400) // 40,000 rows
 	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // row through write, scan, take, delete and compaction: a writer that
 // dropped the partial last group, or a reader that skipped it, loses rows
 // near the end.
-func TestFragmentsOfSeveralRowGroupsWithAPartialLastOne(t *testing.T) {
+func TestVolumeFragmentsOfSeveralRowGroupsWithAPartialLastOne(t *testing.T) {
 	const n = fragment.RowGroupRows + 1000
 	b := rolloutsTable(t, "mem://", 0, 1, n) // one fragment: a full group and 1,000 rows
 	appendRollouts(t, b, 1, 0, 1, 10)
@@ -59,7 +59,7 @@ func TestFragmentsOfSeveralRowGroupsWithAPartialLastOne(t *testing.T) {
 // past it and the copy failed on every later run. The rows are cut where
 // row groups end: the compaction succeeds, and the output's row groups
 // are full but the last.
-func TestADeleteInALargeCompactedFragmentDoesNotStopCompaction(t *testing.T) {
+func TestVolumeADeleteInALargeCompactedFragmentDoesNotStopCompaction(t *testing.T) {
 	b := rolloutsTable(t, "mem://", 0, 3, 7000)
 	if res, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil || res.FragmentsAfter != 1 {
 		t.Fatalf("first compaction: %+v, %v", res, err)

@@ -47,21 +47,28 @@ timed go tool staticcheck ./...
 # beside them, then the memory bounds and the fuzz targets, on what the
 # first lane leaves of the cores. The script fails if either lane fails.
 # The packages whose goroutines share state (the engine and the Job own
-# the background tasks) run once, under the race detector, below; every
-# other package runs here. The raced packages are listed longest first (compactor's takes about four minutes under the race
-# detector), so that go test's two lanes end together.
+# the background tasks) run under the race detector, below; every other
+# package runs here. Their volume tests (named TestVolume...: large
+# fragments, budgets measured in row groups, histories of many seeds, a
+# crash at every point) exercise no goroutines of their own and take 10 to
+# 20 times as long under the detector (compactor's 307 s of the cores
+# against 30 s): they run without it, and every other test of those
+# packages with it. The raced packages are listed longest first, so that
+# go test's two lanes end together.
 raced="compactor table walshard commit server engine job table/fragment"
+volume="compactor table walshard"
 compiled() {
   timed go test -count=1 -timeout 30m "$@" $(go list ./... | grep -v '/e2e$' | grep -v -E "/($(echo $raced | tr ' ' '|'))\$")
+  timed go test -count=1 -timeout 15m -run '^TestVolume' "$@" $(printf './%s ' $volume)
   # The simulation's planted defects exist only in a build with the tag
   # strata_plant; each must be found within the campaign's seeds. Vet and
   # staticcheck look at that build too.
   timed go vet -tags strata_plant ./internal/... ./harness/...
   timed go test -tags strata_plant -count=1 -timeout 15m -run TestPlantedDefectsAreFound "$@" ./harness/sim
   # The race detector over the packages whose goroutines share state:
-  # their tests, every one, run here (and only here: the machine has two
-  # cores).
-  timed go test -race -count=1 -timeout 30m "$@" $(printf './%s ' $raced)
+  # their tests, every one but the volume tests, run here (and only here:
+  # the machine has two cores).
+  timed go test -race -count=1 -timeout 30m -skip '^TestVolume' "$@" $(printf './%s ' $raced)
 }
 beside() {
   # The end-to-end tests run verbosely: they print the rows, kills and
@@ -112,25 +119,35 @@ beside() {
   # 1.26 can fail a duration-bounded run with "context deadline exceeded" at
   # its end, having found nothing (golang/go#75804). Their seeds and the
   # corpus kept under each package's testdata/fuzz/<target>/ run as tests in
-  # the other lane, and each run starts from that corpus. A failing input is written
-  # there and fails the run; scripts/save-fuzz-corpus.sh keeps the new
-  # interesting inputs a longer session found.
+  # the other lane, and each run starts from that corpus. A failing input is
+  # written there and fails the run; scripts/save-fuzz-corpus.sh keeps the
+  # new interesting inputs a longer session found. Each package's
+  # instrumented test binary is built once (go test -c -fuzz) and run for
+  # each of its targets from the package's folder, as go test -fuzz runs
+  # it, with go test's cache of interesting inputs: linking it again for
+  # every target cost about 20 s each.
   fuzz() {
-    timed go test -run '^$' -fuzz "^$1\$" -fuzztime "${FUZZTIME:-$3}" -fuzzminimizetime 200x "$2"
+    local pkg=$1
+    shift
+    local dir bin
+    dir=$(mktemp -d)
+    bin="$dir/$(basename "$pkg").fuzz"
+    timed go test -c -fuzz . -o "$bin" "$pkg"
+    local cache
+    cache="$(go env GOCACHE)/fuzz/$(go list "$pkg")"
+    while [ $# -gt 0 ]; do
+      (cd "$pkg" && timed "$bin" -test.run '^$' -test.fuzz "^$1\$" -test.fuzztime "${FUZZTIME:-$2}" \
+        -test.fuzzminimizetime 200x -test.fuzzcachedir "$cache" -test.paniconexit0)
+      shift 2
+    done
+    rm -rf "$dir"
   }
-  fuzz FuzzAppendIPC ./server 500x
-  fuzz FuzzAppendJSONLines ./server 1500x
-  fuzz FuzzReadIPC ./internal/ingest 2000x
-  fuzz FuzzReadCSV ./internal/ingest 5000x
-  fuzz FuzzParquetFile ./internal/ingest 3000x
-  fuzz FuzzDecodeEntry ./walshard/wal 20000x
-  fuzz FuzzDecodeColumnsAtOnce ./table 3000x
-  fuzz FuzzDecodeDeletions ./table 20000x
-  fuzz FuzzDecodeIndex ./table 20000x
-  fuzz FuzzParseFilter ./table 10000x
-  fuzz FuzzDecodeManifest ./table 20000x
-  fuzz FuzzDecodeManifestPayload ./table 20000x
-  fuzz FuzzDecodeManifestFrames ./table 20000x
+  fuzz ./server FuzzAppendIPC 500x FuzzAppendJSONLines 1500x
+  fuzz ./internal/ingest FuzzReadIPC 2000x FuzzReadCSV 5000x FuzzParquetFile 3000x
+  fuzz ./walshard/wal FuzzDecodeEntry 20000x
+  fuzz ./table FuzzDecodeColumnsAtOnce 3000x FuzzDecodeDeletions 20000x FuzzDecodeIndex 20000x \
+    FuzzParseFilter 10000x FuzzDecodeManifest 20000x FuzzDecodeManifestPayload 20000x \
+    FuzzDecodeManifestFrames 20000x
 }
 compiled_log=$(mktemp)
 beside_log=$(mktemp)

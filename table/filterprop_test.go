@@ -319,7 +319,7 @@ func genExpr(rng *rand.Rand, depth int) propExpr {
 // rows with nulls spread over fragments of different ranges (so that the
 // statistics prune), exactly the rows SQL's WHERE would; the filter's
 // printed form reads back to the same selection.
-func TestFilterLanguageAgainstBruteForce(t *testing.T) {
+func TestVolumeFilterLanguageAgainstBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 35))
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},

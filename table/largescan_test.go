@@ -27,7 +27,7 @@ import (
 // bytes arrive, meets a failing store, a damaged page and a reader that
 // stops early: each ends in an error naming what failed or a clean stop —
 // never a panic, a hang, a row twice or rows out of order.
-func TestALargeFragmentScanFailsCleanly(t *testing.T) {
+func TestVolumeALargeFragmentScanFailsCleanly(t *testing.T) {
 	under, err := blob.Open(ctx, "mem://")
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func (s *stallingBucket) NewRangeReader(ctx context.Context, key string, off, n 
 // A streamed fragment whose first row group is damaged while the bytes of
 // the others do not all come: the scan ends with the CorruptError at once,
 // rather than wait on the reads of row groups it will not hand on.
-func TestAStreamedScanEndsWhenARowGroupFails(t *testing.T) {
+func TestVolumeAStreamedScanEndsWhenARowGroupFails(t *testing.T) {
 	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 2*fragment.RowGroupRows+3000)
 	defer rec.Release()
 	under, _, frag, data := oneFragmentTable(t, rec)

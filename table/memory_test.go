@@ -103,7 +103,7 @@ func scanRows(s *table.Snapshot, opts table.ScanOptions, stop int) (int64, error
 // reservation back — at its end, when its caller stops early, and when
 // it fails — reading the same rows as without one: whole (streamed),
 // by ranges (a projection) and filtered.
-func TestAScanReservesEachFragmentWithinItsBudget(t *testing.T) {
+func TestVolumeAScanReservesEachFragmentWithinItsBudget(t *testing.T) {
 	// Two fragments over 4 MiB (read by ranges or streamed), four small.
 	b, s := rolloutsTable(t, 5000, 300, 5000, 200, 400, 100)
 	cases := []table.ScanOptions{
@@ -194,7 +194,7 @@ func bigValues(t *testing.T, values ...[]byte) *table.Snapshot {
 // footer, not by its size: a 24 MiB value that compresses to a few KiB,
 // and an 8 MiB one that does not, each reserve at least twice the value
 // (its decompressed page and its batch) besides the bytes fetched.
-func TestAFragmentWeighsWhatItsValuesDecodeTo(t *testing.T) {
+func TestVolumeAFragmentWeighsWhatItsValuesDecodeTo(t *testing.T) {
 	random := make([]byte, 8<<20)
 	_, _ = rand.Read(random)
 	s := bigValues(t, bytes.Repeat([]byte("x"), 24<<20), random)

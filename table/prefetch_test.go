@@ -21,7 +21,7 @@ import (
 // one request for its footer (the object's tail) and one per column chunk
 // the scan reads, each fetched once, ahead of the decoding; a scan left
 // early stops fetching.
-func TestARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
+func TestVolumeARemoteFragmentIsReadWithOneRequestPerChunk(t *testing.T) {
 	b, err := blob.Open(ctx, "mem://")
 	if err != nil {
 		t.Fatal(err)

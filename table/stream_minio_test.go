@@ -19,7 +19,7 @@ import (
 // decoded as their bytes arrive — gives every row as written, in order;
 // cut to half its size in the store, it is a CorruptError naming it and
 // both sizes.
-func TestALargeFragmentStreamsFromMinIO(t *testing.T) {
+func TestVolumeALargeFragmentStreamsFromMinIO(t *testing.T) {
 	b, err := blob.Open(ctx, testenv.MinIO(t).URL(t))
 	if err != nil {
 		t.Fatal(err)

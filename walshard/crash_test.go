@@ -81,7 +81,7 @@ func recoverAndCheck(t *testing.T, under blob.Bucket, acked, tried []int64, what
 // request N land but lose its response before the crash.
 // The owner that crashes may write WAL entries as fragments (ReuseBytes);
 // the one that recovers reads them with the option off.
-func TestCrashAtEveryPointLosesAndDoublesNothing(t *testing.T) {
+func TestVolumeCrashAtEveryPointLosesAndDoublesNothing(t *testing.T) {
 	for _, reuse := range []int64{0, 1} {
 		t.Run(fmt.Sprintf("reuse=%d", reuse), func(t *testing.T) { crashAtEveryPoint(t, reuse) })
 	}

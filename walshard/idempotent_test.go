@@ -26,7 +26,7 @@ import (
 //     (TestRacingAttemptsOfOneAppendInAShardStoreItOnce);
 //   - retries of every append cut by a crash at any request, sent to
 //     the recovered shard, store each append exactly once
-//     (TestRetriesAfterACrashAtEveryPointStoreEachAppendOnce);
+//     (TestVolumeRetriesAfterACrashAtEveryPointStoreEachAppendOnce);
 //   - an earlier attempt whose outcome was unknown and that landed is
 //     found, not written again (TestAnAttemptWhoseOutcomeWasUnknownIsNotWrittenTwice).
 
@@ -148,7 +148,7 @@ func keyedScript(s *walshard.Shard) (tried int, err error) {
 // again to the recovered shard, as a client that never heard back would.
 // Every one is then stored exactly once — without names the same retries
 // double the appends that had landed.
-func TestRetriesAfterACrashAtEveryPointStoreEachAppendOnce(t *testing.T) {
+func TestVolumeRetriesAfterACrashAtEveryPointStoreEachAppendOnce(t *testing.T) {
 	total := 0
 	{
 		under := newTable(t, "mem://")

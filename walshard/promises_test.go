@@ -10,7 +10,7 @@ package walshard_test
 //     store hides waits for it: TestAnAppendWaitsForTheStoreToTellItsOutcome.
 //   - Every acknowledged append is stored exactly once — in the WAL, a
 //     generation or the base table: TestAppendFlushMergeMovesRowsIntoTheTableOnce,
-//     TestCrashAtEveryPointLosesAndDoublesNothing,
+//     TestVolumeCrashAtEveryPointLosesAndDoublesNothing,
 //     TestSIGKILLedWorkersLoseNothingFile, TestSIGKILLedWorkersLoseNothingMinIO,
 //     TestFourShardsFile, TestFourShardsMinIO,
 //     TestTheNextAppendTakesInAnEntryThatLandedUnseen,
