@@ -6,12 +6,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# timed runs one step and prints how long it took, so that the log shows
-# how the two lanes below balance.
+# timed runs one step and prints how long it took, and how much of the
+# machine's cores its processes used (user and system time of the
+# finished children, from the shell's times), so that the log shows how
+# the two lanes below balance and what each step costs.
+cpu_dir=$(mktemp -d)
+trap 'rm -rf "$cpu_dir"' EXIT
 timed() {
-  local start=$SECONDS
+  local start=$SECONDS before
+  children_cpu
+  before=$cpu_ms
   "$@"
-  echo "--- ${*:1:6} ...: $((SECONDS - start)) s"
+  children_cpu
+  echo "--- ${*:1:6} ...: $((SECONDS - start)) s, $(((cpu_ms - before) / 1000)) s of CPU"
+}
+# children_cpu sets cpu_ms to the user and system time of this shell's
+# finished children, in milliseconds. times runs in this shell: in a
+# command substitution, a subshell of its own, it would see no children.
+# Each (sub)shell writes a file of its own: the lanes below run at once.
+children_cpu() {
+  times >"$cpu_dir/$BASHPID"
+  local u s
+  { read -r _ _; read -r u s; } <"$cpu_dir/$BASHPID"
+  cpu_ms=$(($(to_ms "$u") + $(to_ms "$s")))
+}
+# to_ms prints a duration as times writes it (1m2.345s) in milliseconds.
+to_ms() {
+  local m=${1%%m*} sec=${1#*m}
+  sec=${sec%s}
+  echo $(((10#$m * 60 + 10#${sec%.*}) * 1000 + 10#${sec#*.}))
 }
 
 # Test binaries are linked without DWARF (-w): about a third less time
@@ -172,6 +195,8 @@ wait $compiled_pid || compiled_status=$?
 cat "$compiled_log"
 echo "=== the compiled tests' and race detector's lane: exit $compiled_status"
 rm -f "$compiled_log" "$beside_log"
+children_cpu
+echo "=== all: $SECONDS s, $((cpu_ms / 1000)) s of CPU"
 if [ $beside_status -ne 0 ] || [ $compiled_status -ne 0 ]; then
   exit 1
 fi
