@@ -67,8 +67,22 @@ func TestFourWorkersUpsertingOverlappingKeysLeaveOneRowPerKeyTheLast(t *testing.
 					mu.Unlock()
 					return
 				}
-				p := run(t, "strata", "upsert", u, file, "--key", "id")
-				<-p.done
+				// Every round's upserts share a key, and once the Job has
+				// compacted they all replace rows of one fragment: each
+				// pair conflicts, and a worker the machine starves can lose
+				// every one of its plans. It is told so ("nothing was
+				// upserted", exit 1), and sends the file again, as a worker
+				// would; the promise under test holds either way.
+				var p *proc
+				for attempt := 0; ; attempt++ {
+					p = run(t, "strata", "upsert", u, file, "--key", "id")
+					<-p.done
+					if attempt == 4 || p.cmd.ProcessState.ExitCode() != 1 ||
+						!strings.Contains(p.stderr(), "conflicts with") || !strings.Contains(p.stderr(), "nothing was upserted") {
+						break
+					}
+					t.Logf("worker %d round %d: sent again after %s", w, r, strings.TrimSpace(p.stderr()))
+				}
 				var rows, replaced int
 				var version uint64
 				_, err := fmt.Sscanf(p.stdout(), "upserted %d rows, replacing %d (version %d)", &rows, &replaced, &version)
