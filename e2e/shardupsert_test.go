@@ -89,8 +89,7 @@ func TestFourWorkersUpsertingThroughShardsAndDirectlyLeaveOneRowPerKeyTheLast(t 
 				if r%2 == 0 {
 					args = append(args, "--shard", fmt.Sprintf("worker-%d", w))
 				}
-				p := run(t, "strata", args...)
-				<-p.done
+				p := upsert(t, fmt.Sprintf("worker %d round %d", w, r), args[1:]...)
 				mu.Lock()
 				if p.cmd.ProcessState.ExitCode() != 0 || !strings.HasPrefix(p.stdout(), fmt.Sprintf("upserted %d rows", len(keys))) {
 					failures = append(failures, fmt.Sprintf("worker %d round %d (%v): exit %d %q %s", w, r, args[5:], p.cmd.ProcessState.ExitCode(), p.stdout(), p.stderr()))

@@ -67,22 +67,7 @@ func TestFourWorkersUpsertingOverlappingKeysLeaveOneRowPerKeyTheLast(t *testing.
 					mu.Unlock()
 					return
 				}
-				// Every round's upserts share a key, and once the Job has
-				// compacted they all replace rows of one fragment: each
-				// pair conflicts, and a worker the machine starves can lose
-				// every one of its plans. It is told so ("nothing was
-				// upserted", exit 1), and sends the file again, as a worker
-				// would; the promise under test holds either way.
-				var p *proc
-				for attempt := 0; ; attempt++ {
-					p = run(t, "strata", "upsert", u, file, "--key", "id")
-					<-p.done
-					if attempt == 4 || p.cmd.ProcessState.ExitCode() != 1 ||
-						!strings.Contains(p.stderr(), "conflicts with") || !strings.Contains(p.stderr(), "nothing was upserted") {
-						break
-					}
-					t.Logf("worker %d round %d: sent again after %s", w, r, strings.TrimSpace(p.stderr()))
-				}
+				p := upsert(t, fmt.Sprintf("worker %d round %d", w, r), u, file, "--key", "id")
 				var rows, replaced int
 				var version uint64
 				_, err := fmt.Sscanf(p.stdout(), "upserted %d rows, replacing %d (version %d)", &rows, &replaced, &version)
@@ -130,4 +115,22 @@ func TestFourWorkersUpsertingOverlappingKeysLeaveOneRowPerKeyTheLast(t *testing.
 		}
 	}
 	t.Logf("%d upserts of %d keys by %d processes at once, the Job compacting: one row per key, each the last upsert's", workers*rounds, len(last), workers)
+}
+
+// upsert runs strata upsert with args, and sends it again (at most four
+// times) while it answers that its plans all lost to other writers
+// ("nothing was upserted", exit 1), as a worker would. Once the Job has
+// compacted the workers' fragments, every pair of upserts replaces rows
+// of one fragment and conflicts, and a worker the machine starves can lose
+// every one of its plans; the promises under test hold either way.
+func upsert(t *testing.T, who string, args ...string) *proc {
+	for attempt := 0; ; attempt++ {
+		p := run(t, "strata", append([]string{"upsert"}, args...)...)
+		<-p.done
+		if attempt == 4 || p.cmd.ProcessState.ExitCode() != 1 ||
+			!strings.Contains(p.stderr(), "conflicts with") || !strings.Contains(p.stderr(), "nothing was upserted") {
+			return p
+		}
+		t.Logf("%s: sent again after %s", who, strings.TrimSpace(p.stderr()))
+	}
 }
