@@ -73,8 +73,9 @@ timed go tool staticcheck ./...
 # the background tasks) run under the race detector, below; every other
 # package runs here. Their volume tests (named TestVolume...: large
 # fragments, budgets measured in row groups, histories of many seeds, a
-# crash at every point) exercise no goroutines of their own and take 10 to
-# 20 times as long under the detector (compactor's 307 s of the cores
+# crash at every point) start no goroutines themselves (what they call
+# does, and the raced tests cover it) and take 10 to 20 times as long
+# under the detector (compactor's 307 s of the cores
 # against 30 s): they run without it, and every other test of those
 # packages with it. The raced packages are listed longest first, so that
 # go test's two lanes end together.
