@@ -31,8 +31,24 @@ import (
 
 var bins string // folder holding the built binaries
 
+// binsEnv names a folder holding the binaries already built (the test
+// command builds them once for these tests and the Python client's).
+const binsEnv = "STRATA_E2E_BINS"
+
+var commands = []string{"strata", "strata-compactor", "strata-iceberg", "strata-sim"}
+
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
+		if dir := os.Getenv(binsEnv); dir != "" {
+			for _, c := range commands {
+				if _, err := os.Stat(filepath.Join(dir, c)); err != nil {
+					fmt.Fprintf(os.Stderr, "%s=%s: %v\n", binsEnv, dir, err)
+					return 1
+				}
+			}
+			bins = dir
+			return testenv.Main(m)
+		}
 		dir, err := os.MkdirTemp("", "strata-e2e-bin-")
 		if err != nil {
 			panic(err)
@@ -42,7 +58,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			panic(err)
 		}
-		for _, c := range []string{"strata", "strata-compactor", "strata-iceberg", "strata-sim"} {
+		for _, c := range commands {
 			// -buildvcs=true: the binaries carry the checkout's revision,
 			// as a release build does, whatever GOFLAGS says.
 			cmd := exec.Command("go", "build", "-buildvcs=true", "-o", filepath.Join(dir, c), "./cmd/"+c)

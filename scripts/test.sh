@@ -95,11 +95,16 @@ compiled() {
   timed go test -race -count=1 -timeout 30m -skip '^TestVolume' "$@" $(printf './%s ' $raced)
 }
 beside() {
+  # The binaries, built once for the end-to-end tests and the Python
+  # client's (with the checkout's revision, as a release build).
+  local bins
+  bins=$(mktemp -d)
+  timed go build -buildvcs=true -o "$bins/" ./cmd/strata ./cmd/strata-compactor ./cmd/strata-iceberg ./cmd/strata-sim
   # The end-to-end tests run verbosely: they print the rows, kills and
   # restarts they saw. Those that spend their time waiting on processes
   # (a drop waits out a minute of fencing) run four at a time, after the
   # others, one of which stops MinIO.
-  timed go test -count=1 -timeout 15m -parallel 4 -v "$@" ./e2e
+  timed env STRATA_E2E_BINS="$bins" go test -count=1 -timeout 15m -parallel 4 -v "$@" ./e2e
   # The Python client against a real server, with the machine's python3
   # (the system one when it has pandas: scripts/install-test-deps.sh
   # installs it).
@@ -108,17 +113,14 @@ beside() {
     py=/usr/bin/python3
   fi
   if command -v "$py" >/dev/null; then
-    local pybin
-    pybin=$(mktemp -d)
-    go build -o "$pybin/strata" ./cmd/strata
-    timed env STRATA_BIN="$pybin/strata" "$py" -m unittest discover -s clients/python/tests -v
-    rm -rf "$pybin"
+    timed env STRATA_BIN="$bins/strata" "$py" -m unittest discover -s clients/python/tests -v
   elif [ "${CI:-}" != "" ] && [ "${CI:-}" != "false" ] && [ "${CI:-}" != "0" ]; then
     echo "python3 is missing: the Python client's tests cannot run" >&2
     return 1
   else
     echo "python3 is missing: skipping the Python client's tests" >&2
   fi
+  rm -rf "$bins"
   # The alert rules: each fires when it should and only then.
   if command -v promtool >/dev/null; then
     promtool check rules deploy/prometheus-rules.yaml
