@@ -28,6 +28,7 @@ import (
 	"iter"
 	"maps"
 	"math"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -101,7 +102,10 @@ type Options struct {
 	// Retries bounds the retries of a 429 or 503 answer (default 5; -1:
 	// none; a 503 outcome_unknown is never retried). Between them the
 	// client backs off, jittered, from BaseBackoff (default 10ms) doubling
-	// up to MaxBackoff (default 2.5s).
+	// up to MaxBackoff (default 2.5s); an answer with Retry-After (the
+	// server's memory budget is held) waits what it asks, and up to half
+	// again, jittered, unless that would end past RetryFor: then its
+	// error is the answer.
 	Retries                 int
 	BaseBackoff, MaxBackoff time.Duration
 	// RetryFor: how long a named request (one with rows) is sent again
@@ -224,7 +228,7 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 			req.Header[k] = v
 		}
 		resp, err := c.opts.HTTP.Do(req)
-		retry := false
+		retry, wait := false, backoff.Policy{Base: c.opts.BaseBackoff, Max: c.opts.MaxBackoff}.Delay(attempt+1)
 		switch {
 		case err != nil:
 			// The request may or may not have reached the server.
@@ -243,14 +247,36 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 				// stored twice.
 				retry = busy && attempt < c.opts.Retries && !IsCode(err, api.CodeOutcomeUnknown)
 			}
+			if d, ok := retryAfter(resp.Header, time.Now()); ok && retry {
+				// The server said when to come back: not before, and not
+				// past the time this request may take.
+				wait = d + mrand.N(d/2+1)
+				retry = time.Since(start)+d <= c.opts.RetryFor
+			}
 		}
 		if !retry {
 			return nil, err
 		}
-		if err := backoff.Sleep(ctx, backoff.Policy{Base: c.opts.BaseBackoff, Max: c.opts.MaxBackoff}.Delay(attempt+1)); err != nil {
+		if err := backoff.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// retryAfter reads a Retry-After header (RFC 9110: seconds, or an HTTP
+// date) as the wait it asks for from now.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // newProducer is a client's random identity as a producer of requests.

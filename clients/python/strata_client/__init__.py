@@ -60,7 +60,9 @@ class StrataConnectionError(StrataError):
 
 
 class Client:
-    """A client of one server. ``retries`` bounds the retries of a 429 or 503 answer.
+    """A client of one server. ``retries`` bounds the retries of a 429 or 503 answer;
+    one with ``Retry-After`` (the server's memory budget is held) is sent again no
+    sooner than it asks, and not at all when that would end past ``retry_for``.
 
     Requests that carry rows (``append``, ``create_table``) are named (the
     ``Strata-Producer`` and ``Strata-Sequence`` headers), so that the server stores
@@ -187,10 +189,19 @@ class Client:
                     # Unnamed, an append answered outcome_unknown may be stored
                     # already: sent again, its rows could be stored twice.
                     again = resp.status in (429, 503) and attempt < retries and b'"outcome_unknown"' not in data
+                wait = resp.headers.get("Retry-After")
+                if wait and wait.strip().isdigit():
+                    # The server said when to come back: not before, and not
+                    # past the time this request may take.
+                    asked = float(wait)
+                    again = again and time.monotonic() - start + asked <= self.retry_for
+                    delay = asked * (1 + random.random() / 2)
+                else:
+                    delay = min(0.05 * 2**attempt, 2.0) * (0.5 + random.random())
                 if not again:
                     raise _error(resp.status, data) from None
-                wait = resp.headers.get("Retry-After")
-                delay = float(wait) if wait and wait.isdigit() else min(0.05 * 2**attempt, 2.0)
+                time.sleep(delay)
+                continue
             time.sleep(delay * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
