@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/walshard"
+	"github.com/stratadb/strata/walshard/fleetmerge"
 )
 
 // shardRows opens shard, appends n rows of worker w from seq0, flushes,
@@ -167,4 +169,49 @@ func TestARetirementCutShortFencesTheOwnerAndIsFinishedLater(t *testing.T) {
 		}
 	}
 	sameRows(t, before, digest(t, under), "finishing the retirement")
+}
+
+// A fresh read of the fleet that listed the table's versions, then, before
+// it read the newest, met a fleet merge of a shard's last rows and the
+// collection that retired the shard, still sees those rows: it finds the
+// shard gone while the table's record of it moved on since the version it
+// read, and reads again. Before, it read the older version and the shard
+// as empty, and the rows were in neither (simulation seed 86108).
+func TestAFleetReadRacingAMergeAndARetirementSeesTheShardsRows(t *testing.T) {
+	dir := t.TempDir()
+	under := rolloutsTable(t, "file://"+dir, 0, 1, 10)
+	shardRows(t, under, "gone", 1, 0, 10, true)
+	shardRows(t, under, "gone", 1, 10, 10, false) // a generation the table lacks
+	var once sync.Once
+	var raceErr error
+	var retired []string
+	b := fault.Wrap(under, fault.InjectorFunc(func(op fault.Op, key string) fault.Fault {
+		if op == fault.OpGet && strings.HasPrefix(key, format.VersionsDir) {
+			once.Do(func() {
+				if _, raceErr = fleetmerge.Merge(ctx, under, nil); raceErr != nil {
+					return
+				}
+				for _, p := range []string{format.ShardDir("gone"), format.FleetDir} {
+					age(t, dir, p, 25*time.Hour)
+				}
+				var res compactor.GCResult
+				res, raceErr = compactor.GC(ctx, under, nil, time.Now())
+				retired = res.ShardsRetired
+			})
+		}
+		return fault.Fault{}
+	}))
+	rows := 0
+	for rec, err := range walshard.ScanFleet(ctx, b, table.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += int(rec.NumRows())
+	}
+	if raceErr != nil || !slices.Equal(retired, []string{"gone"}) {
+		t.Fatalf("the racing merge and collection: retired %v, %v", retired, raceErr)
+	}
+	if rows != 30 {
+		t.Fatalf("the fresh read saw %d rows, want 30 (10 of the table's, 20 of the shard's)", rows)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/walshard/fleetmerge"
 	"github.com/stratadb/strata/walshard/wal"
@@ -51,9 +52,11 @@ func (c *shardCut) release(hold table.Memory) {
 // WAL (a LIST) and every entry above the flushed position (a GET each),
 // and holds those rows in memory; the table and the generations stream as
 // a scan does. A cut is consistent: a state that knew of a newer merge
-// than the version read makes it read a newer version, and a WAL entry
-// gone from under it (its rows merged meanwhile) makes it read that shard
-// again; it gives up with ErrFleetMoving after three tries. It reads up to
+// than the version read makes it read a newer version, as does a shard
+// found empty (retired since) whose record in the newest version is not
+// the one in the version read; a WAL entry gone from under it (its rows
+// merged meanwhile) makes it read that shard again; it gives up with
+// ErrFleetMoving after three tries. It reads up to
 // 32 shards at once, or opts.Parallelism when that is set (1: one shard
 // after another, in order, as a deterministic simulation needs).
 //
@@ -141,10 +144,51 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int, hold table.M
 			return nil, nil, err
 		}
 		if !stale.Load() {
-			return base, cuts, nil
+			moved, err := goneSince(ctx, b, m, cuts)
+			if err == nil && !moved {
+				return base, cuts, nil
+			}
+			for _, c := range cuts {
+				c.release(hold)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	return nil, nil, ErrFleetMoving
+}
+
+// goneSince tells whether a shard cut as empty — no state, no WAL entry:
+// new, or retired — has a record in the table's newest version other than
+// in m, the version the cut read. A collection retires a shard once its
+// rows are in the table, then deletes its states: the rows a merge took
+// after the version read would be in neither. The newest version is read
+// only when a cut is empty.
+func goneSince(ctx context.Context, b blob.Bucket, m *format.Manifest, cuts []*shardCut) (bool, error) {
+	var empty []string
+	for _, c := range cuts {
+		if c.state.Seq == 0 && len(c.gens) == 0 && len(c.batches) == 0 {
+			empty = append(empty, c.shard)
+		}
+	}
+	if len(empty) == 0 {
+		return false, nil
+	}
+	latest, err := table.Open(ctx, b, nil)
+	if err != nil {
+		return false, err
+	}
+	if latest.Version() == m.Version {
+		return false, nil
+	}
+	newest := latest.Manifest().Shards
+	for _, id := range empty {
+		if newest[id] != m.Shards[id] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // cutShard reads one shard's cut against a table watermark, reserving
