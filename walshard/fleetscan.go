@@ -133,27 +133,20 @@ func fleetCut(ctx context.Context, b blob.Bucket, shardsAtOnce int, hold table.M
 			})
 		}
 		err = g.Wait()
-		if err != nil || stale.Load() {
-			for _, c := range cuts {
-				if c != nil {
-					c.release(hold)
-				}
+		moved := stale.Load()
+		if err == nil && !moved {
+			moved, err = goneSince(ctx, b, m, cuts)
+		}
+		if err == nil && !moved {
+			return base, cuts, nil
+		}
+		for _, c := range cuts {
+			if c != nil {
+				c.release(hold)
 			}
 		}
 		if err != nil {
 			return nil, nil, err
-		}
-		if !stale.Load() {
-			moved, err := goneSince(ctx, b, m, cuts)
-			if err == nil && !moved {
-				return base, cuts, nil
-			}
-			for _, c := range cuts {
-				c.release(hold)
-			}
-			if err != nil {
-				return nil, nil, err
-			}
 		}
 	}
 	return nil, nil, ErrFleetMoving

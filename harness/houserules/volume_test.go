@@ -21,16 +21,7 @@ func TestEveryVolumeTestRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^volume="([^"]*)"$`).FindSubmatch(script)
-	if m == nil {
-		t.Fatal(`scripts/test.sh has no line volume="..."`)
-	}
-	listed := strings.Fields(string(m[1]))
-	raced := regexp.MustCompile(`(?m)^raced="([^"]*)"$`).FindSubmatch(script)
-	if raced == nil {
-		t.Fatal(`scripts/test.sh has no line raced="..."`)
-	}
-	racedPkgs := strings.Fields(string(raced[1]))
+	listed, racedPkgs := scriptList(t, script, "volume"), scriptList(t, script, "raced")
 
 	decl := regexp.MustCompile(`(?m)^func TestVolume\w*\(`)
 	found := map[string]bool{}
@@ -70,4 +61,15 @@ func TestEveryVolumeTestRuns(t *testing.T) {
 			t.Errorf("scripts/test.sh's volume list names %s, which has no volume test", pkg)
 		}
 	}
+}
+
+// scriptList reads the packages a line name="..." of scripts/test.sh
+// lists.
+func scriptList(t *testing.T, script []byte, name string) []string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + `="([^"]*)"$`).FindSubmatch(script)
+	if m == nil {
+		t.Fatalf(`scripts/test.sh has no line %s="..."`, name)
+	}
+	return strings.Fields(string(m[1]))
 }
