@@ -148,9 +148,12 @@ const (
 
 // DeleteResult is what DELETE …/rows answers.
 // UpdateRequest is the body of PATCH …/rows?filter=EXPR: the columns to
-// set in the matching rows, each to a JSON value (null for a null).
+// set in the matching rows, each to a JSON value (null for a null) in Set,
+// or to an expression over the row's columns in SetSQL, written as the
+// CLI's --set ("reward = reward * 2, step = step + 1"); one or both.
 type UpdateRequest struct {
-	Set map[string]any `json:"set"`
+	Set    map[string]any `json:"set,omitempty"`
+	SetSQL string         `json:"set_sql,omitempty"`
 }
 
 // UpdateResult answers PATCH …/rows.

@@ -528,6 +528,19 @@ func (c *Client) Update(ctx context.Context, name, filter string, set map[string
 	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
 }
 
+// UpdateSQL sets columns of the rows filter matches to what setSQL says,
+// in one commit: assignments as `strata update --set` takes them, each a
+// constant or an expression over the row's columns as it was before the
+// update ("reward = reward * 2, step = step + 1").
+func (c *Client) UpdateSQL(ctx context.Context, name, filter, setSQL string) (api.UpdateResult, error) {
+	body, err := jsonBody(api.UpdateRequest{SetSQL: setSQL})
+	if err != nil {
+		return api.UpdateResult{}, err
+	}
+	var out api.UpdateResult
+	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
+}
+
 // finiteJSON is set with NaN and the infinities, which JSON has no number
 // for, written as the strings "NaN", "Infinity" and "-Infinity" that a
 // float column takes.

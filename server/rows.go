@@ -34,8 +34,9 @@ func (s *Server) deleteRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	return nil
 }
 
-// updateRows answers PATCH …/rows?filter=EXPR {"set": {"col": value}}:
-// the matching rows get the values, in one commit (engine.DB.Update).
+// updateRows answers PATCH …/rows?filter=EXPR {"set": {"col": value},
+// "set_sql": "col = expression, ..."}: the matching rows get the values,
+// in one commit (engine.DB.Update).
 // A float column takes NaN, Infinity and -Infinity bare (as Python's json
 // writes them) or as strings.
 // The server's own shard is flushed and merged first, as for a delete.
@@ -56,9 +57,16 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	dec := json.NewDecoder(bytes.NewReader(nb.data))
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil {
-		return badRequestOrLimit(err, "body is not an update: want {\"set\": {\"column\": value}}")
+		return badRequestOrLimit(err, "body is not an update: want {\"set\": {\"column\": value}} or {\"set_sql\": \"column = expression\"}")
 	}
 	var set []expr.Assignment
+	if strings.TrimSpace(req.SetSQL) != "" {
+		as, err := expr.ParseAssignments(req.SetSQL)
+		if err != nil {
+			return err
+		}
+		set = as
+	}
 	for col, v := range req.Set {
 		val, err := jsonValue(v, nb)
 		if err != nil {

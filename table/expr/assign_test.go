@@ -64,3 +64,85 @@ func TestAnUpdateSetsNaNAndRefusesAListByName(t *testing.T) {
 		}
 	}
 }
+
+// An update sets columns to expressions over the row as it was before the
+// update: arithmetic of columns and literals, a copy of another column,
+// and every assignment reads the old values; what a column cannot hold is
+// refused naming the column, the expression and the row.
+func TestAnUpdateSetsExpressionsOverTheOldRow(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "reward", Type: arrow.PrimitiveTypes.Float64},
+		{Name: "step", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "run", Type: arrow.BinaryTypes.String},
+		{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "weight", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	b.Field(0).(*array.Float64Builder).AppendValues([]float64{0.5, 2}, nil)
+	b.Field(1).(*array.Int32Builder).AppendValues([]int32{3, 2147483647}, nil)
+	b.Field(2).(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
+	b.Field(3).(*array.StringBuilder).AppendValues([]string{"x", ""}, []bool{true, false})
+	b.Field(4).(*array.Int64Builder).AppendValues([]int64{10, 0}, []bool{true, false})
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+
+	set := func(s string) (arrow.RecordBatch, error) {
+		as, err := expr.ParseAssignments(s)
+		if err == nil {
+			as, err = expr.BindAssignments(schema, as)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return expr.Assign(memory.DefaultAllocator, rec, as)
+	}
+	out, err := set("reward = reward * 2 + step, weight = weight / 4, note = run, step = -step")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := out.Column(0).(*array.Float64); r.Value(0) != 4 || r.Value(1) != 4+2147483647 {
+		t.Errorf("reward = reward * 2 + step: %v", r)
+	}
+	if w := out.Column(4).(*array.Int64); w.Value(0) != 2 || !w.IsNull(1) {
+		t.Errorf("weight = weight / 4 (10, null): %v", w)
+	}
+	if n := out.Column(3).(*array.String); n.Value(0) != "a" || n.Value(1) != "b" {
+		t.Errorf("note = run: %v", n)
+	}
+	if s := out.Column(1).(*array.Int32); s.Value(0) != -3 || s.Value(1) != -2147483647 {
+		t.Errorf("step = -step: %v", s)
+	}
+	out.Release()
+
+	// A constant stays a constant, true and false included.
+	if out, err = set("run = 'z', note = null"); err != nil {
+		t.Fatal(err)
+	}
+	if n := out.Column(2).(*array.String); n.Value(0) != "z" || n.Value(1) != "z" || out.Column(3).NullN() != 2 {
+		t.Errorf("constants: %v %v", n, out.Column(3))
+	}
+	out.Release()
+
+	for s, want := range map[string]string{
+		"step = step + 1":   "step = (step + 1) gives 2147483648 for the row with step = 2147483647, which step of type int32 cannot hold",
+		"step = reward * 2": "step is of type int32 and (reward * 2) gives a float",
+		"reward = weight":   "reward = weight gives null",
+		"step = step / 0":   "gives null (a null operand, a division by zero or an overflow) for the row with step = 3",
+		"run = run + 1":     "arithmetic on numbers only",
+		"reward = nope * 2": "nope",
+		"run = note":        "note is null in a row it updates",
+		"step = step +":     "bad assignment",
+		"step = step step":  "unexpected \"step\"",
+		"weight = reward":   "an integer column takes integer arithmetic only",
+		"run = step":        "which an expression cannot set",
+	} {
+		out, err := set(s)
+		if err == nil {
+			out.Release()
+		}
+		if !errors.Is(err, expr.ErrBadAssignment) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrBadAssignment saying %q", s, err, want)
+		}
+	}
+}

@@ -353,11 +353,22 @@ class Client:
         resp = self._open("POST", self._table(name, "/take"), {"format": "jsonl"}, body, "application/json", accept=NDJSON)
         return list(_lines(resp))
 
-    def update(self, name: str, filter: str, set: Mapping[str, Any]) -> Dict[str, Any]:
+    def update(self, name: str, filter: str, set: Optional[Mapping[str, Any]] = None,
+               set_sql: Optional[str] = None) -> Dict[str, Any]:
         """Set columns of the rows matching ``filter`` to the values of the dict
-        ``set`` (numbers, strings, booleans, None for null), in one commit.
+        ``set`` (numbers, strings, booleans, None for null) and to what
+        ``set_sql`` says (assignments as ``strata update --set`` takes them:
+        ``"reward = reward * 2, step = step + 1"``, each expression over the
+        row as it was before the update), in one commit.
         Returns ``{"updated", "version"}``."""
-        return self._json("PATCH", self._table(name, "/rows"), {"filter": filter}, payload={"set": set})
+        payload: Dict[str, Any] = {}
+        if set:
+            payload["set"] = dict(set)
+        if set_sql:
+            payload["set_sql"] = set_sql
+        if not payload:
+            raise ValueError("update needs set or set_sql")
+        return self._json("PATCH", self._table(name, "/rows"), {"filter": filter}, payload=payload)
 
     def delete(self, name: str, filter: str) -> Dict[str, Any]:
         """Delete the rows matching ``filter``: ``{"deleted", "version"}``."""

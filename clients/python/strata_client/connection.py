@@ -222,17 +222,22 @@ class Table:
             raise ValueError(f"add(mode={mode!r}): only 'append' is offered yet")
         return self._c.append(self.name, data)
 
-    def update(self, where: Optional[str] = None, values: Optional[Mapping[str, Any]] = None) -> int:
-        """Set the columns of ``values`` (a dict of column to a constant: number,
-        string, boolean, None) in the rows matching ``where`` (every row
-        without it), in one commit; returns how many rows changed."""
+    def update(self, where: Optional[str] = None, values: Optional[Mapping[str, Any]] = None,
+               values_sql: Optional[Mapping[str, str]] = None) -> int:
+        """Set columns in the rows matching ``where`` (every row without it), in
+        one commit: those of ``values`` to constants (number, string, boolean,
+        None), those of ``values_sql`` to expressions over the row's columns as
+        a filter writes them (``{"reward": "reward * 2", "step": "step + 1"}``),
+        each reading the row as it was before the update. Returns how many rows
+        changed."""
         self._writable("update")
-        if not values:
-            raise ValueError("update needs values")
+        if not values and not values_sql:
+            raise ValueError("update needs values or values_sql")
         if where is None:
             col = _column_list([self.schema[0]["name"]])
             where = f"{col} IS NULL OR {col} IS NOT NULL"  # every row
-        return self._c.update(self.name, where, dict(values))["updated"]
+        set_sql = ", ".join(f"{_column_list([c])} = {e}" for c, e in (values_sql or {}).items())
+        return self._c.update(self.name, where, dict(values or {}), set_sql=set_sql or None)["updated"]
 
     def delete(self, where: str) -> int:
         """Delete the rows matching ``where``; returns how many."""

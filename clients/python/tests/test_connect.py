@@ -70,6 +70,14 @@ class ConnectTest(unittest.TestCase):
         self.assertEqual(tbl.to_list(columns=["price"], filter="item = 'foo'"), [{"price": 11.0}])
         self.assertEqual(tbl.update(values={"vector": 0.5}), 3, "no where: every row")
         self.assertEqual(tbl.count_rows("vector = 0.5"), 3)
+        self.assertEqual(tbl.update(where="price > 15", values_sql={"price": "price * 2 + 1", "vector": "price"}), 2)
+        self.assertEqual(sorted((r["item"], r["price"], r["vector"]) for r in tbl.to_list()),
+                         [("bar", 41.0, 20.0), ("baz", 61.0, 30.0), ("foo", 11.0, 0.5)],
+                         "every expression reads the row as it was")
+        with self.assertRaises(StrataError) as e:
+            tbl.update(values_sql={"price": "item * 2"})
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("arithmetic on numbers only", str(e.exception))
 
         res = (tbl.merge_insert("item").when_matched_update_all().when_not_matched_insert_all()
                .execute([{"vector": 9.0, "item": "bar", "price": 21.0}, {"vector": 4.5, "item": "qux", "price": 40.0}]))

@@ -16,18 +16,24 @@ func newUpdate(env *Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "update URL --filter EXPR --set 'COLUMN = VALUE'",
 		Short: "Set columns of the rows that match a filter, in one commit",
-		Long: `update sets columns of every row matching --filter to constants, in one
-commit: the rows are deleted and written again with the new values, so a
-reader sees every row before the update or every row after it. --set takes
-'column = value' (repeat it, or separate assignments with commas); values
-are written as in a filter (1, 0.5, 'text', true) or null.
+		Long: `update sets columns of every row matching --filter, in one commit: the
+rows are deleted and written again with the new values, so a reader sees
+every row before the update or every row after it. --set takes
+'column = value' (repeat it, or separate assignments with commas); a value
+is a constant written as in a filter (1, 0.5, 'text', true) or null, or
+an expression over the row's columns as a filter writes one
+(reward * 2, (a + b) / 2, step % 10, -x, another column). Every
+expression reads the row as it was before the update; a null operand, a
+division by zero or an overflow gives null, which a column that is not
+nullable refuses (the update fails and nothing changes).
 
 Rows inserted while it runs (appended, or upserted under a new key) are
 not updated, as a delete does not delete them; a delete, compaction, upsert or update of the same fragments makes it
 plan again. Rows not yet merged from a writer's shard are not touched: run
 a checkpoint first.`,
 		Example: `  strata update file://./events --filter 'id = 5' --set 'reward = 1.0'
-  strata update file://./events --filter "worker = 'w03' AND step < 10" --set "reward = null, note = 'rerun'"`,
+  strata update file://./events --filter "worker = 'w03' AND step < 10" --set "reward = null, note = 'rerun'"
+  strata update file://./events --filter 'step >= 100' --set 'reward = reward * 0.5, step = step - 100'`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			if strings.TrimSpace(filter) == "" {
