@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"maps"
 	"math"
 	mrand "math/rand/v2"
 	"net/http"
@@ -513,69 +512,6 @@ func (c *Client) Take(ctx context.Context, name string, req api.TakeRequest) ([]
 		return nil, err
 	}
 	return collect(c.call(ctx, http.MethodPost, c.url(name, "/take", nil), api.JSON, body, api.ArrowStream).stream)
-}
-
-// Update sets columns of the rows matching filter (required) to the
-// values of set (numbers, NaN and the infinities too, strings, booleans,
-// nil for null), in one commit
-// (PATCH …/rows; see commit.Table.Update), and says how many rows changed.
-func (c *Client) Update(ctx context.Context, name, filter string, set map[string]any) (api.UpdateResult, error) {
-	body, err := jsonBody(api.UpdateRequest{Set: finiteJSON(set)})
-	if err != nil {
-		return api.UpdateResult{}, err
-	}
-	var out api.UpdateResult
-	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
-}
-
-// UpdateSQL sets columns of the rows filter matches to what setSQL says,
-// in one commit: assignments as `strata update --set` takes them, each a
-// constant or an expression over the row's columns as it was before the
-// update ("reward = reward * 2, step = step + 1").
-func (c *Client) UpdateSQL(ctx context.Context, name, filter, setSQL string) (api.UpdateResult, error) {
-	body, err := jsonBody(api.UpdateRequest{SetSQL: setSQL})
-	if err != nil {
-		return api.UpdateResult{}, err
-	}
-	var out api.UpdateResult
-	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
-}
-
-// finiteJSON is set with NaN and the infinities, which JSON has no number
-// for, written as the strings "NaN", "Infinity" and "-Infinity" that a
-// float column takes.
-func finiteJSON(set map[string]any) map[string]any {
-	var out map[string]any
-	for k, v := range set {
-		var f float64
-		switch x := v.(type) {
-		case float64:
-			f = x
-		case float32:
-			f = float64(x)
-		default:
-			continue
-		}
-		var w string
-		switch {
-		case math.IsNaN(f):
-			w = "NaN"
-		case math.IsInf(f, 1):
-			w = "Infinity"
-		case math.IsInf(f, -1):
-			w = "-Infinity"
-		default:
-			continue
-		}
-		if out == nil {
-			out = maps.Clone(set)
-		}
-		out[k] = w
-	}
-	if out == nil {
-		return set
-	}
-	return out
 }
 
 // Delete deletes the rows matching filter (required) and says how many.

@@ -82,6 +82,25 @@ func Replay(cur *format.Manifest, rec *format.Transaction) (*format.Manifest, er
 	return next, nil
 }
 
+// applyOverwrite makes next hold txn's fragments alone, under its schema.
+func applyOverwrite(cur, next *format.Manifest, txn *format.Transaction) error {
+	txn.Removed = nil
+	for _, f := range next.Fragments {
+		txn.Removed = append(txn.Removed, f.ID)
+	}
+	next.Fragments = slices.Clone(txn.Added)
+	next.SchemaIPC = txn.SchemaIPC
+	if err := format.Refresh(next); err != nil {
+		return err
+	}
+	if k := txn.Idempotency; k != nil {
+		// A named overwrite sent again finds its name, and does not drop
+		// what was written after it.
+		next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
+	}
+	return nil
+}
+
 // merged is a shard's record after a merge of it: its watermark and
 // epoch; the newest state and WAL position of it merged.
 func merged(mark format.ShardMark, sm format.ShardMerge) format.ShardMark {
@@ -160,13 +179,7 @@ func apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, err
 			next.Producers = cur.Producers.Forget(txn.Undoes)
 		}
 	case format.KindOverwrite:
-		txn.Removed = nil
-		for _, f := range next.Fragments {
-			txn.Removed = append(txn.Removed, f.ID)
-		}
-		next.Fragments = slices.Clone(txn.Added)
-		next.SchemaIPC = txn.SchemaIPC
-		if err := format.Refresh(next); err != nil {
+		if err := applyOverwrite(cur, next, txn); err != nil {
 			return nil, err
 		}
 	case format.KindAlter:

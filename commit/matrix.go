@@ -48,9 +48,10 @@ func (d Decision) String() string {
 //	Alter         | ok     | ok                         | ok            | ok            | conflict
 //
 // Against an Alter that landed first (theirs), an Append, Merge, Delete,
-// Rewrite and Overwrite go on: what they wrote under the schema before is
-// read by stored name. An Alter, Upsert, Update or CreateIndex plans
-// again: they name columns, which the Alter may have renamed or dropped.
+// Rewrite and a restore go on: what they wrote under the schema before is
+// read by stored name. An Alter, Upsert, Update, CreateIndex or an
+// Overwrite of rows plans again: they name columns, which the Alter may
+// have renamed or dropped, and an overwrite records the schema it keeps.
 // An Append that holds values (not only nulls) in a column the Alter
 // dropped conflicts: its rows would be acknowledged without them. (A
 // shard's rows were acknowledged when they reached the WAL, before the
@@ -84,6 +85,10 @@ func Check(ours, theirs *format.Transaction) Decision {
 		switch ours.Kind {
 		case format.KindAlter, format.KindUpsert, format.KindUpdate, format.KindCreateIndex:
 			return Retry
+		case format.KindOverwrite:
+			if ours.Restores == 0 {
+				return Retry // an overwrite's rows are conformed again under the new schema
+			}
 		case format.KindMerge:
 			if len(ours.Keys) > 0 {
 				return Retry // a shard's upserts name their key columns

@@ -18,6 +18,7 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 	rw1 := format.Transaction{Kind: format.KindRewrite, Removed: []uint64{1, 7}}
 	rw2 := format.Transaction{Kind: format.KindRewrite, Removed: []uint64{2, 8}}
 	ow := format.Transaction{Kind: format.KindOverwrite}
+	restore := format.Transaction{Kind: format.KindOverwrite, Restores: 3}
 	ix := format.Transaction{Kind: format.KindCreateIndex}
 	// Upserts of ids 10..20 (deleting from fragment 1) and 30..40; rows
 	// added with ids 15..25, 50..60, and with no statistics.
@@ -58,7 +59,8 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"merge after an alter goes on, even of a dropped column", mergeA, alterDrop, Compatible},
 		{"delete after an alter", del1, alter, Compatible},
 		{"rewrite after an alter: compaction goes on", rw1, alter, Compatible},
-		{"overwrite after an alter", ow, alter, Compatible},
+		{"an overwrite of rows after an alter plans again", ow, alter, Retry},
+		{"a restore after an alter goes on", restore, alter, Compatible},
 		{"upsert after an alter plans again", up1, alter, Retry},
 		{"update after an alter plans again", upd1, alter, Retry},
 		{"index after an alter plans again", ix, alter, Retry},

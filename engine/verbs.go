@@ -67,15 +67,15 @@ func (db *DB) Delete(ctx context.Context, pred expr.Predicate) (Result, int64, e
 	return t.Delete(ctx, pred)
 }
 
-// UpsertRows reads an upsert's rows under the table's schema, and the
-// name of the upsert (nil: unnamed), when the schema is known: the batches
-// are the caller's to release.
-type UpsertRows func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error)
+// RowsReader reads a write's rows (an upsert's, an overwrite's) under the
+// table's schema, and the write's name (nil: unnamed), once the schema is
+// known: the batches are the caller's to release.
+type RowsReader func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error)
 
 // Upsert commits the rows that read gives, replacing the table's rows with
 // their keys, in one direct commit (commit.Table.UpsertOnce), after draining the process's shard. Sent again under its name,
 // it answers the first one's version and replaces nothing.
-func (db *DB) Upsert(ctx context.Context, keys []string, read UpsertRows) (UpsertResult, error) {
+func (db *DB) Upsert(ctx context.Context, keys []string, read RowsReader) (UpsertResult, error) {
 	t, err := db.verbTable(ctx, "upsert", true)
 	if err != nil {
 		return UpsertResult{}, err
@@ -85,6 +85,23 @@ func (db *DB) Upsert(ctx context.Context, keys []string, read UpsertRows) (Upser
 		return UpsertResult{}, err
 	}
 	return t.UpsertOnce(ctx, key, keys, recs...)
+}
+
+// Overwrite replaces every row of the table with the rows read gives,
+// keeping the schema, in one direct commit (commit.Table.OverwriteRows),
+// after draining the process's shard, so that the rows it acknowledged
+// before are replaced too. Sent again under its name, it answers the first
+// one's version and overwrites nothing.
+func (db *DB) Overwrite(ctx context.Context, read RowsReader) (Result, error) {
+	t, err := db.verbTable(ctx, "overwrite", true)
+	if err != nil {
+		return Result{}, err
+	}
+	recs, key, err := read(t.Current().Manifest().Schema())
+	if err != nil {
+		return Result{}, err
+	}
+	return t.OverwriteRows(ctx, key, recs...)
 }
 
 // Restore commits a version whose rows are version v's

@@ -168,6 +168,8 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	var keys []string
 	switch mode := r.URL.Query().Get("mode"); mode {
 	case "", "append":
+	case "overwrite":
+		return s.overwriteRows(w, r, t)
 	case "upsert":
 		var err error
 		if keys, err = upsertKeys(r); err != nil {
@@ -183,7 +185,7 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 			return badRequest("through=%q: want table (the default: one commit) or shard", through)
 		}
 	default:
-		return badRequest("mode=%q: want append (the default) or upsert", mode)
+		return badRequest("mode=%q: want append (the default), upsert or overwrite", mode)
 	}
 	key, err := requestKey(r)
 	if err != nil {

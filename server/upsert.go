@@ -9,6 +9,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table/format"
 )
@@ -25,49 +26,16 @@ import (
 // through=shard the rows go through the server's shard instead
 // (appendRows).
 func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableState, keys []string) error {
-	switch mediaType(r) {
-	case ArrowStream, NDJSON, "application/jsonl":
-	default:
-		return unsupportedMedia(ArrowStream, NDJSON)
-	}
-	key, err := requestKey(r)
-	if err != nil {
-		return err
-	}
-	release, err := s.budget.write(r.Context(), s.bodyReserve(r))
+	var recs []arrow.RecordBatch
+	defer func() { ingest.Release(recs) }()
+	read, release, err := s.directRows(r, &recs, fmt.Sprintf("upsert %q", keys))
 	if err != nil {
 		return err
 	}
 	defer release()
 	// The engine drains the server's shard first: the rows the server
 	// acknowledged are in the table the upsert reads.
-	var recs []arrow.RecordBatch
-	defer func() { ingest.Release(recs) }()
-	res, err := t.db.Upsert(r.Context(), keys, func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error) {
-		var digest func() (uint64, error)
-		if key != nil {
-			digest = digestBody(r)
-		}
-		var err error
-		switch mediaType(r) {
-		case ArrowStream:
-			_, recs, err = ingest.ReadIPC(r.Body, schema, s.ingestOptions(r))
-		default:
-			recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if key != nil {
-			if key.Digest, err = digest(); err != nil {
-				return nil, nil, badRequestOrLimit(err, "reading the body")
-			}
-			// The keys are part of what is named: the same rows upserted
-			// by other columns are other rows.
-			key.Digest = max(xxhash.Sum64String(fmt.Sprintf("%016x upsert %q", key.Digest, keys)), 1)
-		}
-		return recs, key, nil
-	})
+	res, err := t.db.Upsert(r.Context(), keys, read)
 	if err != nil {
 		return err
 	}
@@ -77,6 +45,78 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	}
 	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted, Version: res.Version, Replaced: res.Replaced, Duplicate: res.Duplicate})
 	return nil
+}
+
+// overwriteRows answers POST …/rows?mode=overwrite: the rows replace every
+// row of the table, keeping its schema, in one commit
+// (engine.DB.Overwrite). The server's own shard is drained first, so that
+// rows it acknowledged before are replaced too (rows of other writers not
+// yet merged land on top). A named overwrite is recorded in the table:
+// sent again, to this server or another, it answers the first one's
+// version and overwrites nothing, so that it never drops rows written
+// after it.
+func (s *Server) overwriteRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	var recs []arrow.RecordBatch
+	defer func() { ingest.Release(recs) }()
+	read, release, err := s.directRows(r, &recs, "overwrite")
+	if err != nil {
+		return err
+	}
+	defer release()
+	res, err := t.db.Overwrite(r.Context(), read)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		replayed(w)
+	}
+	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Rows, Version: res.Version, Duplicate: res.Duplicate})
+	return nil
+}
+
+// directRows is how a write committed to the table directly (an upsert,
+// an overwrite) reads its rows from r's body — Arrow IPC or JSON lines,
+// under the table's schema, into *recs for the caller to release — and
+// its name (requestKey), whose digest covers the body and what (the kind
+// of write and what else defines it: the same rows upserted by other
+// columns are another write). release gives back the body's share of the
+// write budget.
+func (s *Server) directRows(r *http.Request, recs *[]arrow.RecordBatch, what string) (read engine.RowsReader, release func(), err error) {
+	switch mediaType(r) {
+	case ArrowStream, NDJSON, "application/jsonl":
+	default:
+		return nil, nil, unsupportedMedia(ArrowStream, NDJSON)
+	}
+	key, err := requestKey(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if release, err = s.budget.write(r.Context(), s.bodyReserve(r)); err != nil {
+		return nil, nil, err
+	}
+	return func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error) {
+		var digest func() (uint64, error)
+		if key != nil {
+			digest = digestBody(r)
+		}
+		var err error
+		switch mediaType(r) {
+		case ArrowStream:
+			_, *recs, err = ingest.ReadIPC(r.Body, schema, s.ingestOptions(r))
+		default:
+			*recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if key != nil {
+			if key.Digest, err = digest(); err != nil {
+				return nil, nil, badRequestOrLimit(err, "reading the body")
+			}
+			key.Digest = max(xxhash.Sum64String(fmt.Sprintf("%016x %s", key.Digest, what)), 1)
+		}
+		return *recs, key, nil
+	}, release, nil
 }
 
 // upsertKeys reads an upsert's key=COL[,COL].

@@ -251,6 +251,21 @@ class Client:
         self._wrote(name, out)
         return out["rows"]
 
+    def overwrite(self, name: str, rows: Rows, ignore_unknown: bool = False, idempotency_key: Optional[str] = None) -> Dict[str, Any]:
+        """Replace every row of the table with ``rows`` (as for ``append``; none
+        leaves the table empty), keeping its schema, in one commit: returns
+        ``{"rows", "version"}``. Rows other writers acknowledged through shards
+        and not yet merged land on top of it. The request is named as an append
+        is (by ``idempotency_key`` when given), so sent again after a lost answer
+        it overwrites nothing and never drops rows written after it landed."""
+        query = {"mode": "overwrite", "ignore_unknown": ignore_unknown}
+        body, ctype = _body(rows)
+        with self._named(idempotency_key) as req_name, \
+                self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
+            out = json.loads(_read(r))
+        self._wrote(name, out)
+        return {"rows": out["rows"], "version": out.get("version", 0)}
+
     def upsert(self, name: str, rows: Rows, key: Union[str, Sequence[str]], ignore_unknown: bool = False,
                through_shard: bool = False) -> Dict[str, Any]:
         """Write rows and, in the same commit, delete every row of the table whose

@@ -91,11 +91,12 @@ class Connection:
         ``{"name", "type", "nullable"?}``, a dict of name to type, or a pyarrow
         schema — or else inferred from ``data`` (every inferred column is
         nullable). ``exist_ok=True`` opens a table that exists instead of
-        failing, as it is (``data`` is not added to it). ``mode="overwrite"`` is not offered yet: drop the table first."""
+        failing, as it is (``data`` is not added to it). ``mode="overwrite"``
+        replaces the rows of a table that exists with ``data``, in one commit
+        (its history stays): its columns must be the table's, by name and type
+        (to change them, ``drop_table`` first, or alter the table)."""
         if mode not in ("create", "overwrite"):
-            raise ValueError(f"mode {mode!r}: want 'create'")
-        if mode == "overwrite":
-            raise ValueError("create_table(mode='overwrite') is not offered yet: drop_table(name) first, then create it")
+            raise ValueError(f"mode {mode!r}: want 'create' or 'overwrite'")
         rows = _rows(data)
         fields = _fields(schema) if schema is not None else _infer(data, rows)
         if not fields:
@@ -103,9 +104,19 @@ class Connection:
         try:
             self.client.create_table(name, fields)
         except StrataError as e:
-            if not (exist_ok and e.status == 409):
+            if e.status != 409 or not (exist_ok or mode == "overwrite"):
                 raise
-            return Table(self, name)  # as it is: a cell run again adds nothing twice
+            t = Table(self, name)
+            if mode != "overwrite":
+                return t  # as it is: a cell run again adds nothing twice
+            have = [(f["name"], f["type"]) for f in t.schema]
+            want = [(f["name"], f["type"]) for f in fields]
+            if have != want:
+                raise ValueError(f"create_table({name!r}, mode='overwrite'): the table has the columns {have} and the "
+                                 f"new ones are {want}; an overwrite keeps the table's schema: drop_table({name!r}) first "
+                                 "to change it, or alter the table") from None
+            t.add(rows if rows is not None else [], mode="overwrite")
+            return t
         t = Table(self, name)
         if rows is not None and len(rows) > 0:
             t.add(rows)  # data itself may be a generator that _rows read
@@ -216,10 +227,14 @@ class Table:
     def add(self, data: Any, mode: str = "append") -> int:
         """Append rows (dicts, a pandas DataFrame, or a pyarrow Table), all or none;
         returns how many. Visible at once to this connection's reads.
-        ``mode="overwrite"`` is not offered yet."""
+        ``mode="overwrite"`` replaces every row of the table with ``data`` in one
+        commit, keeping the schema (the history stays: ``checkout`` and
+        ``restore`` reach the rows before)."""
         self._writable("add")
+        if mode == "overwrite":
+            return self._c.overwrite(self.name, data)["rows"]
         if mode != "append":
-            raise ValueError(f"add(mode={mode!r}): only 'append' is offered yet")
+            raise ValueError(f"add(mode={mode!r}): want 'append' or 'overwrite'")
         return self._c.append(self.name, data)
 
     def update(self, where: Optional[str] = None, values: Optional[Mapping[str, Any]] = None,

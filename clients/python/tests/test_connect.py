@@ -1,7 +1,8 @@
 """A LanceDB quick start, ported line by line: connect() to a folder with no
 server started by hand, create_table from dicts (and from a DataFrame with
-pandas installed), add, count_rows, update, merge_insert, optimize,
-checkout of an old version, to_batches. The connection's server is the
+pandas installed), add, count_rows, update (values and values_sql),
+merge_insert, optimize, checkout of an old version, add(mode="overwrite"),
+to_batches. The connection's server is the
 strata binary of STRATA_BIN (or one built from the repository)."""
 
 import importlib.util
@@ -107,6 +108,18 @@ class ConnectTest(unittest.TestCase):
             old.add([{"item": "nope"}])
         tbl.restore(version=first)
         self.assertEqual(tbl.count_rows(), 2)
+
+        before = tbl.version
+        self.assertEqual(tbl.add([{"vector": 0.1, "item": "new", "price": 1.0}], mode="overwrite"), 1)
+        self.assertEqual([r["item"] for r in tbl.to_list()], ["new"], "an overwrite leaves its rows alone")
+        self.assertEqual(tbl.checkout(version=before).count_rows(), 2, "the history stays")
+        again = db.create_table("my_table", data=[{"vector": 0.2, "item": "x", "price": 2.0},
+                                                  {"vector": 0.3, "item": "y", "price": 3.0}], mode="overwrite")
+        self.assertEqual(sorted(r["item"] for r in again.to_list()), ["x", "y"])
+        with self.assertRaises(ValueError):
+            db.create_table("my_table", data=[{"other": 1}], mode="overwrite")
+        self.assertEqual(tbl.add([], mode="overwrite"), 0)
+        self.assertEqual(tbl.count_rows(), 0)
 
         db.drop_table("my_table")
         self.assertNotIn("my_table", db.table_names())

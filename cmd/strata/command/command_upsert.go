@@ -76,44 +76,25 @@ of input, held in memory.`,
 // runUpsert upserts the rows of files into the table at u by the key
 // columns cols: through shard when given, else in one direct commit.
 func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, shard string, ignoreUnknown bool) (err error) {
-	size, err := inputSize(files)
+	in, err := holdInput(files, ignoreUnknown, "upserted")
 	if err != nil {
 		return err
 	}
-	if size > upsertLimit {
-		return usageError{fmt.Errorf("%d bytes of input: an upsert holds its rows in memory, at most %d bytes; split the input", size, upsertLimit)}
-	}
+	defer in.release()
 	b, err := env.Open(ctx, u)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	var recs []arrow.RecordBatch
-	defer func() { ingest.Release(recs) }()
-	opts := ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}
-	var readErr error
-	read := func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error) {
-		for _, path := range files {
-			for rec, err := range readFile(path, schema, opts, nil) {
-				if err != nil {
-					readErr = fmt.Errorf("%s: %w (nothing was upserted)", path, err)
-					return nil, nil, readErr
-				}
-				rec.Retain()
-				recs = append(recs, rec)
-			}
-		}
-		return recs, nil, nil
-	}
 	if shard != "" {
 		m, err := table.ReadLatest(ctx, b)
 		if err != nil {
 			return err
 		}
-		if _, _, err := read(m.Schema()); err != nil {
+		if err := in.read(m.Schema()); err != nil {
 			return err
 		}
-		ack, err := upsertThroughShard(ctx, b, shard, cols, recs)
+		ack, err := upsertThroughShard(ctx, b, shard, cols, in.recs)
 		if err != nil {
 			return err
 		}
@@ -125,10 +106,10 @@ func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, sh
 		return err
 	}
 	defer closeDB(tb, &err)
-	res, err := tb.Upsert(ctx, cols, read)
+	res, err := tb.Upsert(ctx, cols, in.rows(nil))
 	switch {
-	case readErr != nil:
-		return readErr
+	case in.err != nil:
+		return in.err
 	case errors.Is(err, engine.ErrOutcomeUnknown):
 		return fmt.Errorf("%w; run the same command again: the rows replace themselves", err)
 	case err != nil:
@@ -141,6 +122,54 @@ func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, sh
 	fmt.Fprintf(env.Out, "upserted %d rows, replacing %d (version %d)\n", res.Inserted, res.Replaced, res.Version)
 	return nil
 }
+
+// heldInput is the rows of the files a verb that commits them directly
+// (upsert, overwrite) reads, held in memory: at most upsertLimit bytes.
+type heldInput struct {
+	files []string
+	opts  ingest.Options
+	done  string // what the verb did, for "nothing was upserted"
+	recs  []arrow.RecordBatch
+	err   error // the files' refusal, when they were read
+}
+
+func holdInput(files []string, ignoreUnknown bool, done string) (*heldInput, error) {
+	size, err := inputSize(files)
+	if err != nil {
+		return nil, err
+	}
+	if size > upsertLimit {
+		return nil, usageError{fmt.Errorf("%d bytes of input: the rows are held in memory, at most %d bytes; split the input", size, upsertLimit)}
+	}
+	return &heldInput{files: files, done: done, opts: ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}}, nil
+}
+
+// read reads the files' rows under schema.
+func (in *heldInput) read(schema *arrow.Schema) error {
+	for _, path := range in.files {
+		for rec, err := range readFile(path, schema, in.opts, nil) {
+			if err != nil {
+				in.err = fmt.Errorf("%s: %w (nothing was %s)", path, err, in.done)
+				return in.err
+			}
+			rec.Retain()
+			in.recs = append(in.recs, rec)
+		}
+	}
+	return nil
+}
+
+// rows is read as the engine asks for a direct write's rows, named key.
+func (in *heldInput) rows(key *format.Idempotency) engine.RowsReader {
+	return func(schema *arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error) {
+		if err := in.read(schema); err != nil {
+			return nil, nil, err
+		}
+		return in.recs, key, nil
+	}
+}
+
+func (in *heldInput) release() { ingest.Release(in.recs) }
 
 // upsertThroughShard upserts recs by keys in one WAL entry of shard and
 // drains the shard into the table.

@@ -587,6 +587,42 @@ func TestUpsertByKeyFromFiles(t *testing.T) {
 	if code, out, _ := run(t, nil, "update", u, "--filter", "id = 99", "--set", "reward = 1"); code != 0 || !strings.Contains(out, "no row matched") {
 		t.Fatalf("an update matching nothing: %q", out)
 	}
+	code, out, errOut = run(t, nil, "update", u, "--filter", "id >= 2", "--set", "reward = reward * 4 + id")
+	if code != 0 || out != "updated 2 rows (version 5)\n" {
+		t.Fatalf("update by an expression: exit %d %q %s", code, out, errOut)
+	}
+	if code, out, _ := run(t, nil, "scan", u, "--format", "csv", "--filter", "reward >= 4"); code != 0 || out != "id,reward\n2,4\n3,5\n" {
+		t.Fatalf("scan after the update by an expression: %q", out)
+	}
+	if code, _, errOut := run(t, nil, "update", u, "--filter", "id = 1", "--set", "id = reward * 2"); code != 2 || !strings.Contains(errOut, "integer arithmetic only") {
+		t.Fatalf("an update of an integer column to a float: exit %d %s", code, errOut)
+	}
+
+	// An overwrite replaces every row; under a key, run again, it
+	// overwrites nothing; rows that do not fit change nothing.
+	os.WriteFile(dir+"/snap.csv", []byte("id,reward\n7,0.7\n8,0.8\n"), 0o644)
+	code, out, errOut = run(t, nil, "overwrite", u, dir+"/snap.csv", "--idempotency-key", "daily-1")
+	if code != 0 || out != "overwrote the table with 2 rows (version 6)\n" {
+		t.Fatalf("overwrite: exit %d %q %s", code, out, errOut)
+	}
+	os.WriteFile(dir+"/later.csv", []byte("id,reward\n1,0.5\n2,0.25\n"), 0o644)
+	if code, out, _ := run(t, nil, "append", u, dir+"/later.csv", "--no-idempotency-key"); code != 0 { // v7
+		t.Fatalf("append after the overwrite: %q", out)
+	}
+	code, out, errOut = run(t, nil, "overwrite", u, dir+"/snap.csv", "--idempotency-key", "daily-1")
+	if code != 0 || !strings.Contains(out, "already overwritten under this key by version 6") {
+		t.Fatalf("the overwrite run again: exit %d %q %s", code, out, errOut)
+	}
+	os.WriteFile(dir+"/bad.csv", []byte("id,nope\n1,2\n"), 0o644)
+	if code, _, errOut := run(t, nil, "overwrite", u, dir+"/twice.csv", dir+"/bad.csv"); code != 1 || !strings.Contains(errOut, "nope") || !strings.Contains(errOut, "nothing was overwritten") {
+		t.Fatalf("an overwrite with a column the table lacks: exit %d %s", code, errOut)
+	}
+	if code, out, _ := run(t, nil, "scan", u, "--format", "csv"); code != 0 || out != "id,reward\n7,0.7\n8,0.8\n1,0.5\n2,0.25\n" {
+		t.Fatalf("scan after the overwrites: %q", out)
+	}
+	if code, out, errOut := run(t, nil, "overwrite", u); code != 0 || out != "overwrote the table with 0 rows (version 8)\n" {
+		t.Fatalf("an overwrite with no file: exit %d %q %s", code, out, errOut)
+	}
 }
 
 // A create where a table is already names the URL and the table's version,

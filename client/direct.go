@@ -1,0 +1,126 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/api"
+)
+
+// Upsert writes the rows and, in the same commit, deletes every row of the
+// table whose key — its values in the columns keys — one of them has
+// (POST …/rows?mode=upsert; see commit.Table.Upsert). A key must not be
+// null nor appear twice among the rows. An upsert sent again replaces its
+// own rows, so a transport error, a 503 or an outcome_unknown answer is
+// retried (for up to RetryFor), as a named append is. Rows other writers
+// appended through shards and not yet merged are not replaced.
+func (c *Client) Upsert(ctx context.Context, name string, keys []string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	q := url.Values{"mode": {"upsert"}, "key": {strings.Join(keys, ",")}}
+	return c.postRows(ctx, name, q, http.Header{}, batches)
+}
+
+// UpsertThroughShard is Upsert through the server's WAL shard
+// (POST …/rows?mode=upsert&through=shard): the rows are acknowledged once
+// durable there, as an append's (the answer names the shard, not a
+// version), a fresh scan shows one row per key at once, and the shard's
+// merge replaces the table's rows with their keys. A shard's upserts
+// replace each other in the order they were acknowledged; across shards
+// and direct upserts, the upsert merged or committed last wins. Sent
+// again after a lost answer it stores nothing twice (it is named as
+// Append is).
+func (c *Client) UpsertThroughShard(ctx context.Context, name string, keys []string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	q := url.Values{"mode": {"upsert"}, "key": {strings.Join(keys, ",")}, "through": {"shard"}}
+	return c.postRows(ctx, name, q, http.Header{}, batches)
+}
+
+// Overwrite replaces every row of the table with batches (none: the table
+// is left empty), keeping its schema, in one commit (POST
+// …/rows?mode=overwrite; see commit.Table.OverwriteRows). It is named as
+// Append is, so that sent again after a lost answer it overwrites
+// nothing (Duplicate set) and never drops rows written after it landed.
+// Rows other writers acknowledged through shards and not yet merged land
+// on top of it.
+func (c *Client) Overwrite(ctx context.Context, name string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	reqName, done := c.nextName()
+	defer done()
+	q := url.Values{"mode": {"overwrite"}}
+	if len(batches) == 0 {
+		var out api.AppendResult
+		empty := func() io.Reader { return bytes.NewReader(nil) }
+		err := c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.NDJSON, empty, "", reqName).json(&out)
+		c.wrote(name, out)
+		return out, err
+	}
+	return c.postRows(ctx, name, q, reqName, batches)
+}
+
+// Update sets columns of the rows matching filter (required) to the
+// values of set (numbers, NaN and the infinities too, strings, booleans,
+// nil for null), in one commit
+// (PATCH …/rows; see commit.Table.Update), and says how many rows changed.
+func (c *Client) Update(ctx context.Context, name, filter string, set map[string]any) (api.UpdateResult, error) {
+	body, err := jsonBody(api.UpdateRequest{Set: finiteJSON(set)})
+	if err != nil {
+		return api.UpdateResult{}, err
+	}
+	var out api.UpdateResult
+	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
+}
+
+// UpdateSQL sets columns of the rows filter matches to what setSQL says,
+// in one commit: assignments as `strata update --set` takes them, each a
+// constant or an expression over the row's columns as it was before the
+// update ("reward = reward * 2, step = step + 1").
+func (c *Client) UpdateSQL(ctx context.Context, name, filter, setSQL string) (api.UpdateResult, error) {
+	body, err := jsonBody(api.UpdateRequest{SetSQL: setSQL})
+	if err != nil {
+		return api.UpdateResult{}, err
+	}
+	var out api.UpdateResult
+	return out, c.call(ctx, http.MethodPatch, c.url(name, "/rows", url.Values{"filter": {filter}}), api.JSON, body, "").json(&out)
+}
+
+// finiteJSON is set with NaN and the infinities, which JSON has no number
+// for, written as the strings "NaN", "Infinity" and "-Infinity" that a
+// float column takes.
+func finiteJSON(set map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range set {
+		var f float64
+		switch x := v.(type) {
+		case float64:
+			f = x
+		case float32:
+			f = float64(x)
+		default:
+			continue
+		}
+		var w string
+		switch {
+		case math.IsNaN(f):
+			w = "NaN"
+		case math.IsInf(f, 1):
+			w = "Infinity"
+		case math.IsInf(f, -1):
+			w = "-Infinity"
+		default:
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(set)
+		}
+		out[k] = w
+	}
+	if out == nil {
+		return set
+	}
+	return out
+}

@@ -1,0 +1,90 @@
+package server_test
+
+import (
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/server"
+)
+
+// An overwrite over HTTP replaces every row, the rows the server's shard
+// acknowledged before it included, keeping the schema; the Go client's
+// with no rows empties the table; one sent again under its name after
+// another append overwrites nothing; rows that do not fit are a 400 with
+// nothing changed.
+func TestAnOverwriteOverHTTP(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	first := eventBatch(1, 2, 3)
+	defer first.Release()
+	if _, err := f.c.CreateTable(ctx, "t", events, first); err != nil {
+		t.Fatal(err)
+	}
+	shard := eventBatch(4)
+	defer shard.Release()
+	if _, err := f.c.Append(ctx, "t", shard); err != nil { // in the server's shard
+		t.Fatal(err)
+	}
+	scan := func() map[int64]int {
+		t.Helper()
+		recs, err := f.c.Scan(ctx, "t", client.ScanOptions{Fresh: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(t, recs)
+	}
+	over := eventBatch(7, 8)
+	defer over.Release()
+	res, err := f.c.Overwrite(ctx, "t", over)
+	if err != nil || res.Rows != 2 || res.Duplicate {
+		t.Fatalf("overwrite: %+v %v", res, err)
+	}
+	if got := scan(); !maps.Equal(got, map[int64]int{7: 1, 8: 1}) {
+		t.Fatalf("after the overwrite: %v, want 7 and 8 (the shard's row 4 replaced too)", got)
+	}
+
+	post := func(body, key string) (*http.Response, string) {
+		h := http.Header{"Content-Type": {"application/x-ndjson"}}
+		if key != "" {
+			h.Set(api.HeaderIdempotencyKey, key)
+		}
+		return send(t, f, "POST", "/api/v1/tables/t/rows?mode=overwrite", h, body)
+	}
+	body := `{"id": 10, "msg": "a"}` + "\n" + `{"id": 11, "msg": "b"}` + "\n"
+	if resp, out := post(body, "nightly-1"); resp.StatusCode != http.StatusOK || !strings.Contains(out, `"rows":2`) {
+		t.Fatalf("named overwrite: %d %s", resp.StatusCode, out)
+	}
+	late := eventBatch(12)
+	defer late.Release()
+	if _, err := f.c.Append(ctx, "t", late); err != nil {
+		t.Fatal(err)
+	}
+	resp, out := post(body, "nightly-1")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderReplayed) != "true" || !strings.Contains(out, `"duplicate":true`) {
+		t.Fatalf("the named overwrite sent again: %d %s", resp.StatusCode, out)
+	}
+	if got := scan(); !maps.Equal(got, map[int64]int{10: 1, 11: 1, 12: 1}) {
+		t.Fatalf("after the overwrite sent again: %v, want 10, 11 and the later 12", got)
+	}
+	v, err := f.c.Describe(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"id": 1, "nope": 2}`, `{"id": "one", "msg": "a"}`, `{"msg": "no id"}`} {
+		if resp, out := post(bad+"\n", ""); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("overwrite with %s: %d %s, want 400", bad, resp.StatusCode, out)
+		}
+	}
+	if after, err := f.c.Describe(ctx, "t"); err != nil || after.Version != v.Version {
+		t.Fatalf("refused overwrites committed: v%d, then %+v %v", v.Version, after, err)
+	}
+	if res, err := f.c.Overwrite(ctx, "t"); err != nil || res.Rows != 0 {
+		t.Fatalf("an overwrite with no rows: %+v %v", res, err)
+	}
+	if got := scan(); len(got) != 0 {
+		t.Fatalf("after an overwrite with no rows: %v", got)
+	}
+}
