@@ -370,10 +370,13 @@ type ConsumerRequest struct {
 	Version uint64 `json:"version"`
 }
 
-// RestoreRequest is the body of POST …/restore: one of Version and Tag.
+// RestoreRequest is the body of POST …/restore: one of Version, Tag and
+// AsOf (the newest version committed at or before a time: RFC 3339, or a
+// duration before now such as "2h").
 type RestoreRequest struct {
 	Version uint64 `json:"version,omitempty"`
 	Tag     string `json:"tag,omitempty"`
+	AsOf    string `json:"as_of,omitempty"`
 }
 
 // RestoreResult answers a restore: the version it committed, which

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -18,7 +19,10 @@ type ScanOptions struct {
 	Filter  string // e.g. "reward >= 0.9 AND worker = 'w01'"
 	Version uint64
 	Tag     string
-	Limit   int64
+	// AsOf reads the newest version committed at or before this time (to
+	// the millisecond; GET …/rows?as_of=).
+	AsOf  time.Time
+	Limit int64
 	// Fresh adds the rows acknowledged but not yet merged into the table
 	// (GET …/rows?fresh=true); not with Version or Tag. Without it, a scan
 	// of the latest version holds every row this client had acknowledged
@@ -72,10 +76,13 @@ func readQuery(c *Client, name string, o ScanOptions) url.Values {
 	if o.Tag != "" {
 		q.Set("tag", o.Tag)
 	}
+	if !o.AsOf.IsZero() {
+		q.Set("as_of", o.AsOf.UTC().Format(time.RFC3339Nano))
+	}
 	if o.Fresh {
 		q.Set("fresh", "true")
 	}
-	if !o.Fresh && o.Version == 0 && o.Tag == "" {
+	if !o.Fresh && o.Version == 0 && o.Tag == "" && o.AsOf.IsZero() {
 		c.ownWrites(name, q)
 	}
 	return q

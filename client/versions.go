@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/stratadb/strata/api"
 )
@@ -39,6 +40,15 @@ func (c *Client) Tags(ctx context.Context, name string) ([]api.Tag, error) {
 // …/restore); see commit.Table.Restore.
 func (c *Client) Restore(ctx context.Context, name string, version uint64) (api.RestoreResult, error) {
 	body, _ := jsonBody(api.RestoreRequest{Version: version})
+	var out api.RestoreResult
+	err := c.call(ctx, http.MethodPost, c.url(name, "/restore", nil), api.JSON, body, "").json(&out)
+	return out, err
+}
+
+// RestoreAsOf commits a new version whose rows are those of the newest
+// version committed at or before at.
+func (c *Client) RestoreAsOf(ctx context.Context, name string, at time.Time) (api.RestoreResult, error) {
+	body, _ := jsonBody(api.RestoreRequest{AsOf: at.UTC().Format(time.RFC3339Nano)})
 	var out api.RestoreResult
 	err := c.call(ctx, http.MethodPost, c.url(name, "/restore", nil), api.JSON, body, "").json(&out)
 	return out, err

@@ -116,7 +116,12 @@ func apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, err
 	next := cur.Clone()
 	next.Version = cur.Version + 1
 	next.Parent = cur.Version
+	// A version's commit time never goes back, whatever the writers'
+	// clocks say: time travel by timestamp searches the versions by it.
 	next.Timestamp = time.Now().UTC()
+	if next.Timestamp.Before(cur.Timestamp) {
+		next.Timestamp = cur.Timestamp
+	}
 	gone := func(id uint64) error {
 		return &ConflictError{Ours: *txn, Version: cur.Version, Retryable: true,
 			Reason: fmt.Sprintf("fragment %d is no longer in version %d", id, cur.Version)}

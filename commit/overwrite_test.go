@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -154,5 +155,30 @@ func TestAnOverwriteAfterAnAlterPlansAgainUnderTheNewSchema(t *testing.T) {
 	}
 	if v, _ := table.LatestVersion(ctx, b); v != 4 {
 		t.Fatalf("a refused overwrite committed: latest v%d", v)
+	}
+}
+
+// A version's commit time never goes back: a writer whose clock is behind
+// the last commit's stamps its version with that commit's time, so that
+// time travel by timestamp can search the versions by it.
+func TestACommitTimeNeverGoesBack(t *testing.T) {
+	b := open(t, "mem://")
+	createIDTable(t, b)
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().Add(time.Hour).UTC()
+	m.Timestamp = ahead // as a writer whose clock is an hour ahead wrote it
+	next, err := commit.Apply(m, &format.Transaction{Kind: format.KindAppend, CommitID: format.NewID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.Timestamp.Equal(ahead) {
+		t.Fatalf("v%d after a version at %s: %s", next.Version, ahead, next.Timestamp)
+	}
+	m.Timestamp = time.Now().Add(-time.Hour).UTC()
+	if next, err = commit.Apply(m, &format.Transaction{Kind: format.KindAppend, CommitID: format.NewID()}); err != nil || !next.Timestamp.After(m.Timestamp.Add(59*time.Minute)) {
+		t.Fatalf("a version after one an hour old is stamped %s (%v)", next.Timestamp, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/lakehouse/layout"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
@@ -65,6 +66,7 @@ var ErrorCodes = []ErrorCode{
 	{format.ErrBadName, nil, api.CodeBadRequest},
 	{expr.ErrBadColumns, nil, api.CodeBadRequest},
 	{expr.ErrBadAssignment, nil, api.CodeBadRequest},
+	{table.ErrBadAsOf, nil, api.CodeBadRequest},
 	{evolve.ErrReservedName, nil, api.CodeBadRequest},
 	{evolve.ErrBadSchemaChange, nil, api.CodeBadRequest},
 	{blob.ErrBadURL, nil, api.CodeBadRequest},

@@ -56,6 +56,7 @@ var sentinels = map[string]struct {
 	"format.ErrBadName":           {format.ErrBadName, api.CodeBadRequest},
 	"expr.ErrBadColumns":          {expr.ErrBadColumns, api.CodeBadRequest},
 	"expr.ErrBadAssignment":       {expr.ErrBadAssignment, api.CodeBadRequest},
+	"table.ErrBadAsOf":            {table.ErrBadAsOf, api.CodeBadRequest},
 	"evolve.ErrReservedName":      {evolve.ErrReservedName, api.CodeBadRequest},
 	"evolve.ErrBadSchemaChange":   {evolve.ErrBadSchemaChange, api.CodeBadRequest},
 	"format.ErrMissingData":       {format.ErrMissingData, api.CodeDataMissing},

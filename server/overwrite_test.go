@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/client"
@@ -86,5 +87,62 @@ func TestAnOverwriteOverHTTP(t *testing.T) {
 	}
 	if got := scan(); len(got) != 0 {
 		t.Fatalf("after an overwrite with no rows: %v", got)
+	}
+}
+
+// A read as of a time (as_of=, the Go client's AsOf) sees the newest
+// version committed at or before it, a count too, and a restore as of a
+// time commits that version's rows; a time before the first version is a
+// 404 naming it, a bad time or one with version= a 400.
+func TestReadsAndARestoreAsOfATime(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	first := eventBatch(1, 2, 3)
+	defer first.Release()
+	before := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	if _, err := f.c.CreateTable(ctx, "t", events, first); err != nil { // v1
+		t.Fatal(err)
+	}
+	var at []time.Time // just after v1, v2, v3
+	for i, ids := range [][]int64{nil, {7}, {8, 9}} {
+		if i > 0 {
+			rec := eventBatch(ids...)
+			if _, err := f.c.Overwrite(ctx, "t", rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+		}
+		time.Sleep(2 * time.Millisecond)
+		at = append(at, time.Now())
+		time.Sleep(2 * time.Millisecond)
+	}
+	wants := []map[int64]int{{1: 1, 2: 1, 3: 1}, {7: 1}, {8: 1, 9: 1}}
+	for i, want := range wants {
+		recs, err := f.c.Scan(ctx, "t", client.ScanOptions{AsOf: at[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(t, recs); !maps.Equal(got, want) {
+			t.Errorf("as of just after v%d: %v, want %v", i+1, got, want)
+		}
+		if n, err := f.c.Count(ctx, "t", client.ScanOptions{AsOf: at[i]}); err != nil || n.Rows != int64(len(want)) {
+			t.Errorf("count as of just after v%d: %+v %v", i+1, n, err)
+		}
+	}
+	res, err := f.c.RestoreAsOf(ctx, "t", at[0])
+	if err != nil || res.Restored != 1 || res.Version != 4 || res.Rows != 3 {
+		t.Fatalf("restore as of just after v1: %+v %v", res, err)
+	}
+	_, err = f.c.Scan(ctx, "t", client.ScanOptions{AsOf: before})
+	if !client.IsCode(err, api.CodeNotFound) || !strings.Contains(err.Error(), "the oldest retained, v1") {
+		t.Fatalf("a read as of a time before v1: %v", err)
+	}
+	for _, q := range []string{"as_of=yesterday", "as_of=2h&version=1", "as_of=2h&fresh=true"} {
+		if code, out := raw(t, f, "GET", "/api/v1/tables/t/rows?"+q, "", "", ""); code != http.StatusBadRequest {
+			t.Errorf("GET rows?%s: %d %s, want 400", q, code, out)
+		}
+	}
+	if code, out := raw(t, f, "POST", "/api/v1/tables/t/restore", "application/json", `{"as_of": "2h", "version": 1}`, ""); code != http.StatusBadRequest {
+		t.Errorf("a restore with as_of and version: %d %s", code, out)
 	}
 }

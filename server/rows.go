@@ -9,6 +9,7 @@ import (
 	"iter"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -202,8 +203,8 @@ func (s *Server) writeRows(w http.ResponseWriter, r *http.Request, schema *arrow
 	return enc.close()
 }
 
-// readPoint reads what a read asks to see: a version (version=, tag=, or
-// the latest), every acknowledged row (fresh=true), or the latest with
+// readPoint reads what a read asks to see: a version (version=, tag=,
+// as_of= for the newest committed at or before a time, or the latest), every acknowledged row (fresh=true), or the latest with
 // the client's own writes (written=, see ownWrites).
 func readPoint(r *http.Request) (oo table.OpenOptions, fresh bool, written map[string]uint64, err error) {
 	q := r.URL.Query()
@@ -211,15 +212,26 @@ func readPoint(r *http.Request) (oo table.OpenOptions, fresh bool, written map[s
 		oo.Version = uint64(v)
 	}
 	oo.Tag = q.Get("tag")
+	if s := q.Get("as_of"); s != "" {
+		if oo.AsOf, err = table.ParseAsOf(s, time.Now()); err != nil {
+			return oo, false, nil, badRequest("as_of=: %v", err)
+		}
+	}
 	fresh = q.Get("fresh") == "true"
-	if (oo.Version != 0) && oo.Tag != "" || fresh && (oo.Version != 0 || oo.Tag != "") {
-		return oo, false, nil, badRequest("give at most one of version=, tag= and fresh=true")
+	given := 0
+	for _, g := range []bool{oo.Version != 0, oo.Tag != "", !oo.AsOf.IsZero(), fresh} {
+		if g {
+			given++
+		}
+	}
+	if given > 1 {
+		return oo, false, nil, badRequest("give at most one of version=, tag=, as_of= and fresh=true")
 	}
 	if written, err = writtenQuery(r); err != nil {
 		return oo, false, nil, err
 	}
-	if written != nil && (oo.Version != 0 || oo.Tag != "") {
-		return oo, false, nil, badRequest("written= reads the latest version: not with version= or tag=")
+	if written != nil && given > 0 && !fresh {
+		return oo, false, nil, badRequest("written= reads the latest version: not with version=, tag= or as_of=")
 	}
 	return oo, fresh, written, nil
 }

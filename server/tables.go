@@ -60,15 +60,18 @@ func info(name string, m *format.Manifest) api.TableInfo {
 	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema())}
 }
 
-// describeTable answers GET …/TABLE: the latest version's figures; with
-// written= (see ownWrites), its rows count the client's own writes not
-// merged yet too.
+// describeTable answers GET …/TABLE: the latest version's figures (or
+// those of version=, tag= or as_of=); with written= (see ownWrites), its
+// rows count the client's own writes not merged yet too.
 func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	written, err := writtenQuery(r)
+	oo, fresh, written, err := readPoint(r)
 	if err != nil {
 		return err
 	}
-	snap, err := table.Open(r.Context(), t.b, nil)
+	if fresh {
+		return badRequest("fresh=true: a table is described as of a version (version=, tag=, as_of=, or the latest)")
+	}
+	snap, err := table.Open(r.Context(), t.b, &oo)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/table"
@@ -70,7 +71,8 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request, t *tableState
 	return nil
 }
 
-// restore answers POST …/restore {"version": N} or {"tag": T}: a new
+// restore answers POST …/restore {"version": N}, {"tag": T} or
+// {"as_of": TIME}: a new
 // version whose rows are version N's (engine.DB.Restore); 404 when the
 // version or tag does not exist (or garbage collection took the version).
 func (s *Server) restore(w http.ResponseWriter, r *http.Request, t *tableState) error {
@@ -81,15 +83,32 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not a restore request")
 	}
-	if (req.Version == 0) == (req.Tag == "") {
-		return badRequest("a restore names one of version and tag")
+	given := 0
+	for _, g := range []bool{req.Version != 0, req.Tag != "", req.AsOf != ""} {
+		if g {
+			given++
+		}
 	}
-	if req.Tag != "" {
+	if given != 1 {
+		return badRequest("a restore names one of version, tag and as_of")
+	}
+	switch {
+	case req.Tag != "":
 		tag, err := table.ReadTag(r.Context(), t.b, req.Tag)
 		if err != nil {
 			return err
 		}
 		req.Version = tag.Version
+	case req.AsOf != "":
+		at, err := table.ParseAsOf(req.AsOf, time.Now())
+		if err != nil {
+			return badRequest("as_of: %v", err)
+		}
+		m, err := table.VersionAsOf(r.Context(), t.b, at)
+		if err != nil {
+			return err
+		}
+		req.Version = m.Version
 	}
 	res, err := t.db.Restore(r.Context(), req.Version)
 	if err != nil {

@@ -24,6 +24,9 @@ type Snapshot struct {
 type OpenOptions struct {
 	Version uint64 // a version number
 	Tag     string // or a tag
+	// AsOf, or the newest version committed at or before this time
+	// (VersionAsOf).
+	AsOf time.Time
 }
 
 // Open opens a version of the table in b. With no options it opens the
@@ -45,6 +48,8 @@ func Open(ctx context.Context, b blob.Bucket, opts *OpenOptions) (*Snapshot, err
 		if m, err = ReadManifest(ctx, b, o.Version); err == nil {
 			err = notAGhost(ctx, b, o.Version)
 		}
+	case !o.AsOf.IsZero():
+		m, err = VersionAsOf(ctx, b, o.AsOf)
 	default:
 		m, err = ReadLatest(ctx, b)
 	}

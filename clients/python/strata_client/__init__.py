@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import http.client
 import io
 import itertools
@@ -135,7 +136,7 @@ class Client:
 
     def _reads_own(self, name, query):
         """Add ``written=`` to a read of the latest version of ``name``."""
-        if not self.own_writes or query.get("version") or query.get("tag") or query.get("fresh"):
+        if not self.own_writes or query.get("version") or query.get("tag") or query.get("as_of") or query.get("fresh"):
             return query
         with self._written_lock:
             mine = sorted(self._written.get(name, {}).items())
@@ -222,10 +223,13 @@ class Client:
         with self._named() as req_name:
             return self._json("PUT", self._table(name), payload={"fields": fields}, name=req_name)
 
-    def describe(self, name: str) -> Dict[str, Any]:
-        """The table's schema, version and size; ``rows`` counts this client's
-        own appends not merged yet too (unless ``own_writes=False``)."""
-        return self._json("GET", self._table(name), query=self._reads_own(name, {}))
+    def describe(self, name: str, version: Optional[int] = None, tag: Optional[str] = None,
+                 as_of: Any = None) -> Dict[str, Any]:
+        """The table's schema, version and size (of the latest version, or of
+        ``version``, ``tag`` or ``as_of``'s); ``rows`` of the latest counts this
+        client's own appends not merged yet too (unless ``own_writes=False``)."""
+        query = {"version": version, "tag": tag, "as_of": _as_of(as_of)}
+        return self._json("GET", self._table(name), query=self._reads_own(name, query))
 
     def drop(self, name: str) -> None:
         with self._written_lock:
@@ -290,26 +294,30 @@ class Client:
         return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out.get("version", 0)}
 
     def scan(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None, version: Optional[int] = None,
-             tag: Optional[str] = None, limit: Optional[int] = None, fresh: bool = False) -> Iterator[Dict[str, Any]]:
+             tag: Optional[str] = None, limit: Optional[int] = None, fresh: bool = False,
+             as_of: Any = None) -> Iterator[Dict[str, Any]]:
         """Iterate over the rows as dicts, streamed as JSON lines. A scan cut short
-        by the server raises rather than ending early."""
-        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh))
+        by the server raises rather than ending early. ``as_of`` reads the newest
+        version committed at or before a time: a ``datetime`` (a naive one is
+        local time), a ``timedelta`` before now, or a string as ``--as-of`` takes
+        it (``"2026-12-07T10:00:00Z"``, ``"2h"``)."""
+        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh, as_of))
         query["format"] = "jsonl"
         resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
         return _lines(resp)
 
     def count(self, name: str, filter: Optional[str] = None, version: Optional[int] = None,
-              tag: Optional[str] = None, fresh: bool = False) -> int:
+              tag: Optional[str] = None, fresh: bool = False, as_of: Any = None) -> int:
         """How many rows match ``filter`` (every row without one) in what a scan
         with the same arguments reads, this client's own appends included:
         answered from the table's statistics wherever they decide a fragment
         (GET …/count)."""
-        query = self._reads_own(name, _scan_query(None, filter, version, tag, None, fresh))
+        query = self._reads_own(name, _scan_query(None, filter, version, tag, None, fresh, as_of))
         return self._json("GET", self._table(name, "/count"), query)["rows"]
 
     def scan_dataframe(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
                        version: Optional[int] = None, tag: Optional[str] = None, limit: Optional[int] = None,
-                       fresh: bool = False) -> Any:
+                       fresh: bool = False, as_of: Any = None) -> Any:
         """The rows as a pandas DataFrame (needs pandas), columns in the table's
         order (or ``columns``'). Integers are int64 (pandas' nullable ``Int64``
         in a nullable column), floats float64 (NaN and ±inf as themselves),
@@ -323,7 +331,7 @@ class Client:
         fields = {f["name"]: f for f in self.describe(name)["schema"]["fields"]}
         wanted = list(columns) if columns else list(fields)
         binary = [n for n in wanted if fields.get(n, {}).get("type") in ("binary", "large_binary")]
-        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh))
+        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh, as_of))
         if binary:
             query["format"] = "jsonl"
             resp = self._open("GET", self._table(name, "/rows"), query, accept=NDJSON)
@@ -351,11 +359,11 @@ class Client:
 
     def scan_arrow(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
                    version: Optional[int] = None, tag: Optional[str] = None, limit: Optional[int] = None,
-                   fresh: bool = False) -> Any:
+                   fresh: bool = False, as_of: Any = None) -> Any:
         """The rows as a pyarrow Table (needs pyarrow)."""
         import pyarrow.ipc as ipc
 
-        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh))
+        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh, as_of))
         with self._open("GET", self._table(name, "/rows"), query, accept=ARROW_STREAM) as r:
             return ipc.open_stream(_read(r)).read_all()
 
@@ -401,10 +409,12 @@ class Client:
         """Name a version (0: the latest); returns the tag with its time."""
         return self._json("POST", self._table(name, "/tags"), payload={"name": tag, "version": version})
 
-    def restore(self, name: str, version: Optional[int] = None, tag: Optional[str] = None) -> Dict[str, Any]:
+    def restore(self, name: str, version: Optional[int] = None, tag: Optional[str] = None,
+                as_of: Any = None) -> Dict[str, Any]:
         """Commit a new version whose rows are ``version``'s (or the tagged
-        version's): ``{"version", "restored", "rows"}``."""
-        payload = {"version": version} if tag is None else {"tag": tag}
+        version's, or those of the newest version committed at or before
+        ``as_of``, as ``scan`` takes it): ``{"version", "restored", "rows"}``."""
+        payload = {k: v for k, v in (("version", version), ("tag", tag), ("as_of", _as_of(as_of))) if v is not None}
         return self._json("POST", self._table(name, "/restore"), payload=payload)
 
     def delete_tag(self, name: str, tag: str) -> None:
@@ -711,9 +721,21 @@ def _error(status, data):
         return StrataError(status, "", data.decode("utf-8", "replace"))
 
 
-def _scan_query(columns, filter, version, tag, limit, fresh):
+def _scan_query(columns, filter, version, tag, limit, fresh, as_of=None):
     return {"columns": _column_list(columns) if columns else None, "filter": filter, "version": version,
-            "tag": tag, "limit": limit, "fresh": fresh}
+            "tag": tag, "limit": limit, "fresh": fresh, "as_of": _as_of(as_of)}
+
+
+def _as_of(at):
+    """A point in time as as_of= takes it: a datetime (naive: local time) or a
+    timedelta before now as RFC 3339 in UTC, a string as it is."""
+    if at is None or isinstance(at, str):
+        return at
+    if isinstance(at, datetime.timedelta):
+        at = datetime.datetime.now(datetime.timezone.utc) - at
+    if isinstance(at, datetime.datetime):
+        return at.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    raise TypeError(f"as_of: want a datetime, a timedelta or a string, got {type(at).__name__}")
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -331,10 +331,15 @@ class Table:
         out = self._c.versions(self.name, limit=limit, detail=True)
         return out["versions"] if isinstance(out, dict) else out
 
-    def checkout(self, version: Optional[int] = None, tag: Optional[str] = None) -> "Table":
-        """A view of ``version`` (or the tagged version) that reads as it was."""
-        if (version is None) == (tag is None):
-            raise ValueError("checkout needs version= or tag=")
+    def checkout(self, version: Optional[int] = None, tag: Optional[str] = None, as_of: Any = None) -> "Table":
+        """A view of ``version`` (or the tagged version, or the newest version
+        committed at or before ``as_of``: a ``datetime``, a ``timedelta`` before
+        now, or a string such as ``"2026-12-07T10:00:00Z"`` or ``"2h"``) that
+        reads as it was."""
+        if sum(x is not None for x in (version, tag, as_of)) != 1:
+            raise ValueError("checkout needs one of version=, tag= and as_of=")
+        if as_of is not None:
+            version = self._c.describe(self.name, as_of=as_of)["version"]
         return Table(self._db, self.name, version=version, tag=tag)
 
     def checkout_latest(self) -> "Table":

@@ -5,6 +5,7 @@ merge_insert, optimize, checkout of an old version, add(mode="overwrite"),
 to_batches. The connection's server is the
 strata binary of STRATA_BIN (or one built from the repository)."""
 
+import datetime
 import importlib.util
 import os
 import gc
@@ -108,6 +109,13 @@ class ConnectTest(unittest.TestCase):
             old.add([{"item": "nope"}])
         tbl.restore(version=first)
         self.assertEqual(tbl.count_rows(), 2)
+        when = next(v["time"] for v in tbl.list_versions() if v["version"] == first)
+        self.assertEqual(tbl.checkout(as_of=when).version, first, "as of a version's own time: that version")
+        self.assertEqual(tbl.checkout(as_of=datetime.timedelta(0)).version, tbl.version)
+        with self.assertRaises(StrataError) as e:
+            tbl.checkout(as_of="2000-01-01T00:00:00Z")
+        self.assertEqual(e.exception.status, 404)
+        self.assertIn("oldest retained", str(e.exception))
 
         before = tbl.version
         self.assertEqual(tbl.add([{"vector": 0.1, "item": "new", "price": 1.0}], mode="overwrite"), 1)

@@ -9,8 +9,8 @@ import (
 )
 
 func newCount(env *Env) *cobra.Command {
-	var filter, tag string
-	var version uint64
+	var filter string
+	var at readPoint
 	var fresh bool
 	c := &cobra.Command{
 		Use:   "count URL",
@@ -31,15 +31,15 @@ reads them.`,
 			if err != nil {
 				return err
 			}
-			if fresh && (version != 0 || tag != "") {
-				return usageError{fmt.Errorf("--fresh reads the latest version: not with --version or --tag")}
+			if fresh && at.set() {
+				return usageError{fmt.Errorf("--fresh reads the latest version: not with --version, --tag or --as-of")}
 			}
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			s, err := table.Open(c.Context(), b, &table.OpenOptions{Version: version, Tag: tag})
+			s, err := at.open(c.Context(), b)
 			if err != nil {
 				return err
 			}
@@ -73,8 +73,7 @@ reads them.`,
 	}
 	f := c.Flags()
 	f.StringVar(&filter, "filter", "", "rows to count, e.g. \"reward >= 0.9 AND worker = 'w01'\"")
-	f.Uint64Var(&version, "version", 0, "version to count (default: latest)")
-	f.StringVar(&tag, "tag", "", "tag of the version to count")
+	at.flags(f, "count")
 	f.BoolVar(&fresh, "fresh", false, "count the rows acknowledged through shards and not yet merged too")
 	atLeast(c, 0, "version")
 	return c

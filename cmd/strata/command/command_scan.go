@@ -9,14 +9,16 @@ import (
 )
 
 func newScan(env *Env) *cobra.Command {
-	var columns, filter, tag, format string
-	var version uint64
+	var columns, filter, format string
+	var at readPoint
 	var limit int
 	var fresh bool
 	c := &cobra.Command{
 		Use:   "scan URL",
 		Short: "Print a table's rows",
-		Long: `scan prints the rows of a version of the table (the latest by default),
+		Long: `scan prints the rows of a version of the table (the latest by default;
+--version N, --tag T, or --as-of TIME for the newest version committed at
+or before TIME),
 with a projection and a filter pushed down to the fragments' statistics.
 A filter is a SQL WHERE clause: comparisons (=, !=, <>, <, <=, >, >=),
 [NOT] IN (…), IS [NOT] NULL, [NOT] LIKE 'pat%', [NOT] BETWEEN a AND b,
@@ -27,6 +29,7 @@ merged (each shard's generations and WAL entries), each once.`,
   strata scan file://./strata-demo/rollouts --columns id,worker,reward --filter 'reward >= 0.99'
   strata scan file://./strata-demo/rollouts --filter "reward IS NULL OR (step > 90 AND worker NOT IN ('w01', 'w02'))"
   strata scan file://./strata-demo/rollouts --version 3 --format jsonl
+  strata scan file://./strata-demo/rollouts --as-of 2h --limit 10
   strata scan file://./strata-demo/rollouts --fresh --limit 10`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
@@ -49,8 +52,8 @@ merged (each shard's generations and WAL entries), each once.`,
 			}
 			defer b.Close()
 			if fresh {
-				if version != 0 || tag != "" {
-					return usageError{fmt.Errorf("--fresh reads the latest version: not with --version or --tag")}
+				if at.set() {
+					return usageError{fmt.Errorf("--fresh reads the latest version: not with --version, --tag or --as-of")}
 				}
 				db, err := handle(b)
 				if err != nil {
@@ -62,7 +65,7 @@ merged (each shard's generations and WAL entries), each once.`,
 				}
 				return w.close()
 			}
-			s, err := table.Open(c.Context(), b, &table.OpenOptions{Version: version, Tag: tag})
+			s, err := at.open(c.Context(), b)
 			if err != nil {
 				return err
 			}
@@ -76,8 +79,7 @@ merged (each shard's generations and WAL entries), each once.`,
 	f := c.Flags()
 	f.StringVar(&columns, "columns", "", "comma-separated columns (default: all)")
 	f.StringVar(&filter, "filter", "", "rows to keep, e.g. \"reward >= 0.9 AND worker = 'w01'\"")
-	f.Uint64Var(&version, "version", 0, "version to read (default: latest)")
-	f.StringVar(&tag, "tag", "", "tag of the version to read")
+	at.flags(f, "read")
 	f.StringVar(&format, "format", "table", "table, csv or jsonl")
 	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
 	f.BoolVar(&fresh, "fresh", false, "add the rows acknowledged through shards and not yet merged")
