@@ -239,6 +239,28 @@ type CompactRequest struct {
 	Force        bool  `json:"force,omitempty"`
 }
 
+// GCRequest is the optional body of POST …/gc: durations as Go writes them
+// ("168h", "30m"); fields left out take the collector's defaults (10
+// versions, 1h, 1h). Retain and SafetyAge are at least 5m.
+type GCRequest struct {
+	KeepVersions int    `json:"keep_versions,omitempty"` // the newest versions always kept
+	Retain       string `json:"retain,omitempty"`        // versions younger than this are kept
+	SafetyAge    string `json:"safety_age,omitempty"`    // unreferenced objects younger than this are kept
+	DryRun       bool   `json:"dry_run,omitempty"`
+}
+
+// GCResult answers POST …/gc: what the collection deleted (in a dry run,
+// what it would, with Plan).
+type GCResult struct {
+	Boundary        uint64 `json:"boundary"` // versions at or below it may be gone
+	VersionsKept    int    `json:"versions_kept"`
+	VersionsDeleted int    `json:"versions_deleted"`
+	ObjectsDeleted  int    `json:"objects_deleted"`
+	BytesFreed      int64  `json:"bytes_freed"`
+	DryRun          bool   `json:"dry_run"`
+	Plan            string `json:"plan,omitempty"`
+}
+
 // CompactPlan is what a dry run of POST …/compact answers.
 type CompactPlan struct {
 	Version         uint64 `json:"version"` // the version planned against

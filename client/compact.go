@@ -54,3 +54,17 @@ func (c *Client) CompactStats(ctx context.Context, name string) (api.CompactStat
 	var out api.CompactStats
 	return out, c.call(ctx, http.MethodGet, c.url(name, "/compact/stats", nil), "", nil, "").json(&out)
 }
+
+// GC collects the table's garbage (POST …/gc): old versions and the
+// objects only they use, with the collector's safety rules (the newest
+// KeepVersions versions, those younger than Retain, tagged versions and
+// what named consumers have not read are kept). Fields left zero take the
+// collector's defaults; DryRun reports what would go, in Plan.
+func (c *Client) GC(ctx context.Context, name string, o api.GCRequest) (api.GCResult, error) {
+	body, err := jsonBody(o)
+	if err != nil {
+		return api.GCResult{}, err
+	}
+	var out api.GCResult
+	return out, c.call(ctx, http.MethodPost, c.url(name, "/gc", nil), api.JSON, body, "").json(&out)
+}

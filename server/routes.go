@@ -75,6 +75,7 @@ func (s *Server) routes() error {
 	onTable("GET "+t+"/indexes", s.indexes)
 	onTable("POST "+t+"/indexes", s.createIndex)
 	onTable("POST "+t+"/compact", s.compact)
+	onTable("POST "+t+"/gc", s.gc)
 	onTable("GET "+t+"/compact/stats", s.compactStats)
 	onTable("POST "+t+"/lsm/flush", s.lsmFlush)
 	onTable("POST "+t+"/lsm/merge", s.lsmMerge)

@@ -526,6 +526,23 @@ class Client:
                                      "target_bytes": target_bytes, "dry_run": dry_run, "force": force}.items() if v}
         return self._json("POST", self._table(name, "/compact"), payload=payload or None, retries=0)
 
+    def gc(self, name: str, keep_versions: Optional[int] = None, retain: Any = None, safety_age: Any = None,
+           dry_run: bool = False) -> Dict[str, Any]:
+        """Collect the table's garbage (POST …/gc) with the collector's safety
+        rules: the newest ``keep_versions`` versions, those younger than
+        ``retain``, tagged versions and what named consumers have not read are
+        kept; unreferenced objects younger than ``safety_age`` too (durations as
+        ``timedelta`` or strings such as ``"168h"``; at least 5 minutes).
+        Returns ``{"boundary", "versions_kept", "versions_deleted",
+        "objects_deleted", "bytes_freed", "dry_run", "plan"?}``."""
+        payload: Dict[str, Any] = {"dry_run": dry_run}
+        if keep_versions is not None:
+            payload["keep_versions"] = keep_versions
+        for key, d in (("retain", retain), ("safety_age", safety_age)):
+            if d is not None:
+                payload[key] = _duration(d)
+        return self._json("POST", self._table(name, "/gc"), payload=payload)
+
     def compact_stats(self, name: str) -> Dict[str, Any]:
         return self._json("GET", self._table(name, "/compact/stats"))
 
@@ -724,6 +741,16 @@ def _error(status, data):
 def _scan_query(columns, filter, version, tag, limit, fresh, as_of=None):
     return {"columns": _column_list(columns) if columns else None, "filter": filter, "version": version,
             "tag": tag, "limit": limit, "fresh": fresh, "as_of": _as_of(as_of)}
+
+
+def _duration(d):
+    """A duration as the server reads one: a timedelta in whole seconds, a
+    string as it is."""
+    if isinstance(d, datetime.timedelta):
+        return "%ds" % int(d.total_seconds())
+    if isinstance(d, str):
+        return d
+    raise TypeError(f"want a timedelta or a string such as '168h', got {type(d).__name__}")
 
 
 def _as_of(at):

@@ -324,6 +324,22 @@ class Table:
             time.sleep(poll)
         return {"fragments_before": before, "fragments_after": st["fragments"], "version": self.version}
 
+    def cleanup_old_versions(self, older_than: Any = None, *, delete_unverified: bool = False) -> Dict[str, Any]:
+        """Delete the versions older than ``older_than`` (a ``timedelta`` or a
+        string such as ``"168h"``; default two weeks, at least 5 minutes) but the
+        latest and the tagged ones, and the objects only they use, with the
+        collector's safety rules (what a named consumer has not read is kept).
+        Objects no version references are deleted once an hour old, or five
+        minutes with ``delete_unverified=True``. Returns ``{"bytes_removed",
+        "old_versions", "objects_deleted", "boundary"}``."""
+        self._writable("cleanup_old_versions")
+        if older_than is None:
+            older_than = datetime.timedelta(weeks=2)
+        out = self._c.gc(self.name, keep_versions=1, retain=older_than,
+                         safety_age="5m" if delete_unverified else None)
+        return {"bytes_removed": out["bytes_freed"], "old_versions": out["versions_deleted"],
+                "objects_deleted": out["objects_deleted"], "boundary": out["boundary"]}
+
     # -- versions ---------------------------------------------------------
 
     def list_versions(self, limit: int = 100) -> List[Dict[str, Any]]:

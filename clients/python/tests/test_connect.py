@@ -97,6 +97,14 @@ class ConnectTest(unittest.TestCase):
         self.assertEqual(done["fragments_after"], 1)
         self.assertEqual(tbl.count_rows(), 3)
 
+        cleaned = tbl.cleanup_old_versions()
+        self.assertEqual((cleaned["old_versions"], cleaned["bytes_removed"]), (0, 0), "nothing two weeks old")
+        self.assertEqual(tbl.count_rows(), 3)
+        with self.assertRaises(StrataError) as e:
+            tbl.cleanup_old_versions(older_than=datetime.timedelta(seconds=1))
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("floor", str(e.exception))
+
         tbl.tags.create("after-delete")
         self.assertEqual(tbl.tags.list()["after-delete"], tbl.version)
         self.assertEqual(tbl.checkout(tag="after-delete").count_rows(), 3)
@@ -128,6 +136,22 @@ class ConnectTest(unittest.TestCase):
             db.create_table("my_table", data=[{"other": 1}], mode="overwrite")
         self.assertEqual(tbl.add([], mode="overwrite"), 0)
         self.assertEqual(tbl.count_rows(), 0)
+
+        # Versions written three weeks ago, as the store sees them, go; the
+        # latest and the tagged one stay.
+        latest = tbl.version
+        then = time.time() - 21 * 86400
+        versions_dir = os.path.join(self.lake, "my_table", "_versions")
+        for f in os.listdir(versions_dir):
+            os.utime(os.path.join(versions_dir, f), (then, then))
+        cleaned = tbl.cleanup_old_versions()
+        self.assertGreater(cleaned["old_versions"], 0)
+        self.assertEqual(tbl.version, latest)
+        self.assertEqual(tbl.count_rows(), 0)
+        self.assertEqual(tbl.checkout(tag="after-delete").count_rows(), 3)
+        with self.assertRaises(StrataError) as e:
+            tbl.checkout(version=first).count_rows()
+        self.assertEqual(e.exception.status, 404)
 
         db.drop_table("my_table")
         self.assertNotIn("my_table", db.table_names())
