@@ -123,16 +123,35 @@ func Code(err error) string {
 	return api.CodeInternal
 }
 
-// ExitCode is the CLI's exit status for err: 0 for nil, 3 when a write's
-// outcome is unknown (its rows may be stored: a script that sends them
-// again could store them twice), 1 otherwise. Usage errors, which the
-// CLI knows before any verb runs, exit 2.
+// Exit statuses of the CLI, one per kind of outcome (the README's table):
+// a script tells a mistake in its command (2), in its rows (4), a missing
+// or existing table (5, 6), and a write that may have been stored (3)
+// from a failure that trying again later may cure (1).
+const (
+	ExitOK           = 0
+	ExitFailed       = 1 // the store, a conflict, a lease, damaged data: see the message
+	ExitUsage        = 2 // the command line: a flag, a filter, an assignment, a time, a URL, a name
+	ExitUnknown      = 3 // a write whose outcome is unknown: its rows may be stored
+	ExitInputRefused = 4 // rows, a file or a schema that do not fit: nothing was written
+	ExitNotFound     = 5 // no such table, version, tag, shard or consumer
+	ExitExists       = 6 // the table or tag is there already
+)
+
+// ExitCode is the CLI's exit status for err, by its code (Code).
 func ExitCode(err error) int {
 	switch Code(err) {
 	case "":
-		return 0
+		return ExitOK
 	case api.CodeOutcomeUnknown:
-		return 3
+		return ExitUnknown
+	case api.CodeBadRequest, api.CodeBadTableName:
+		return ExitUsage
+	case api.CodeBadInput, api.CodeUnsupportedSchema, api.CodeTooLarge, api.CodeKeyReused:
+		return ExitInputRefused
+	case api.CodeNotFound, api.CodeVersionCollected:
+		return ExitNotFound
+	case api.CodeExists, api.CodeBadPlacement:
+		return ExitExists
 	}
-	return 1
+	return ExitFailed
 }

@@ -164,9 +164,19 @@ func TestEverySentinelHasItsCode(t *testing.T) {
 }
 
 // exitFor is the CLI's exit status for an error of code.
+// exitFor is the exit status of the README's table for code.
 func exitFor(code string) int {
-	if code == api.CodeOutcomeUnknown {
+	switch code {
+	case api.CodeOutcomeUnknown:
 		return 3
+	case api.CodeBadRequest, api.CodeBadTableName:
+		return 2
+	case api.CodeBadInput, api.CodeUnsupportedSchema, api.CodeTooLarge, api.CodeKeyReused:
+		return 4
+	case api.CodeNotFound, api.CodeVersionCollected:
+		return 5
+	case api.CodeExists, api.CodeBadPlacement:
+		return 6
 	}
 	return 1
 }

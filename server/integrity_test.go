@@ -246,8 +246,8 @@ func TestValuesAreStoredAsSentOrRefused(t *testing.T) {
 		if code != want {
 			t.Errorf("%s: %d %s", name, code, msg)
 		}
-		if want == http.StatusBadRequest && !strings.Contains(msg, "row ") {
-			t.Errorf("%s: the error does not name the row: %s", name, msg)
+		if want == http.StatusBadRequest && !strings.Contains(msg, "JSON line ") {
+			t.Errorf("%s: the error does not name the line: %s", name, msg)
 		}
 	}
 	if got := freshIDs(t, f.c, "events"); len(got) != 0 {

@@ -10,6 +10,8 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/api"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // Media types, re-exported for the server's callers.
@@ -45,11 +47,22 @@ func (s *Server) routes() error {
 	// Routes on an existing table get it resolved first (404 if none).
 	onTable := func(pattern string, h func(w http.ResponseWriter, r *http.Request, t *tableState) error) {
 		handle(pattern, func(w http.ResponseWriter, r *http.Request) error {
-			tb, err := s.table(r.Context(), r.PathValue("name"), false)
+			name := r.PathValue("name")
+			tb, err := s.table(r.Context(), name, false)
+			if errors.Is(err, format.ErrNotFound) {
+				return &apiError{http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no table %q under the server's bucket (GET /api/v1/tables lists them)", name)}
+			}
 			if err != nil {
 				return err
 			}
-			return h(w, r, tb)
+			err = h(w, r, tb)
+			if errors.Is(err, format.ErrVersionNotFound) {
+				// Name the table, and the newest version there is.
+				if v, lerr := table.LatestVersion(r.Context(), tb.b); lerr == nil {
+					err = fmt.Errorf("table %q: %w (the table's newest version is %d; GET …/versions lists those garbage collection kept)", name, err, v)
+				}
+			}
+			return err
 		})
 	}
 	handle("GET /api/v1/tables", s.listTables)

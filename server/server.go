@@ -259,8 +259,14 @@ func (s *Server) Handler() http.Handler {
 		}
 		if r.URL.Path != "/healthz" && !(r.URL.Path == "/metrics" && s.opts.OpenMetrics) && s.opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
-				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, "a bearer token is required")
+			switch {
+			case !ok:
+				rw.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
+				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, "a bearer token is required: send Authorization: Bearer TOKEN (the token strata serve was given)")
+				return
+			case subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1:
+				rw.Header().Set("WWW-Authenticate", `Bearer realm="strata", error="invalid_token"`)
+				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, "the bearer token is not this server's: check the token the client was given against strata serve's")
 				return
 			}
 		}

@@ -18,7 +18,8 @@ import (
 // unknown name is an error unless IgnoreUnknown; a missing column is
 // null). An empty field is a null, so it is an error in a non-nullable
 // column. Every row must have as many fields as the header. Nested columns
-// cannot come from CSV. Rows are counted from 0, the header not counted.
+// cannot come from CSV. An error names the line a row is on (the header is
+// line 1).
 // Decoding stops at the first error, which it yields.
 func CSV(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
@@ -51,6 +52,7 @@ type csvDecoder struct {
 	skip       []bool        // the file's columns that are ignored
 	b          *array.RecordBuilder
 	row, base  int64
+	lines      []int64 // the line of each row of the chunk
 }
 
 func (d *csvDecoder) header() error {
@@ -102,9 +104,11 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 			} else {
 				err = &evolve.InputError{Row: d.row, Reason: fmt.Sprintf("CSV does not decode: %v", p)}
 			}
+			err = atLine(err, "CSV", d.base, d.lines)
 		}
 	}()
 	n := 0
+	d.lines = d.lines[:0]
 	for n < d.o.ChunkRows {
 		fields, err := d.cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -114,8 +118,14 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 			if d.lr.over {
 				return nil, tooLarge("CSV over %d bytes", d.o.Limit)
 			}
-			return nil, &evolve.InputError{Row: d.row, Reason: "not a CSV row: " + err.Error()}
+			ie := &evolve.InputError{Row: d.row, Reason: "not a CSV row: " + err.Error()}
+			if pe := (*csv.ParseError)(nil); errors.As(err, &pe) {
+				ie.Line, ie.Format, ie.Reason = int64(pe.Line), "CSV", "not a CSV row: "+pe.Err.Error()
+			}
+			return nil, ie
 		}
+		line, _ := d.cr.FieldPos(0)
+		d.lines = append(d.lines, int64(line))
 		if d.lr.over {
 			return nil, tooLarge("CSV over %d bytes", d.o.Limit)
 		}
@@ -132,8 +142,7 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 					return nil, tooLarge("CSV over %d bytes", d.o.Limit)
 				}
 				f := d.fileSchema.Field(col)
-				return nil, &evolve.InputError{Row: d.row, Column: f.Name, Want: f.Type.String(),
-					Reason: fmt.Sprintf("value %q does not fit the column: %v", truncate(v, 64), err)}
+				return nil, atLine(&evolve.InputError{Row: d.row, Column: f.Name, Reason: refusedText(v, f.Type, err)}, "CSV", d.base, d.lines)
 			}
 			col++
 		}
@@ -149,6 +158,7 @@ func (d *csvDecoder) chunk() (rec arrow.RecordBatch, err error) {
 	raw := d.b.NewRecordBatch()
 	defer raw.Release()
 	out, err := evolve.Conform(d.want, raw, evolve.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
+	err = atLine(err, "CSV", d.base, d.lines)
 	d.base = d.row
 	return out, err
 }

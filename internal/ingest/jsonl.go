@@ -30,7 +30,8 @@ import (
 // JSON decoding per type: no fraction in an integer, no overflow). A line
 // whose text is not Unicode is an error (see InvalidText): decoded, it
 // would not be the row that was sent. Blank
-// lines are skipped; rows are counted from 0, blank lines not counted.
+// lines are skipped; an error names the line a row is on, counted from 1
+// with blank lines.
 // Decoding stops at the first error, which it yields.
 func JSONLines(r io.Reader, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
@@ -67,8 +68,10 @@ type jsonDecoder struct {
 	index map[string]int
 	seen  []bool
 	b     *array.RecordBuilder
-	row   int64 // rows decoded so far
-	base  int64 // row number of the chunk's first row
+	row   int64   // rows decoded so far
+	base  int64   // row number of the chunk's first row
+	line  int64   // lines read so far, blank ones too
+	lines []int64 // the line of each row of the chunk
 }
 
 // chunk decodes the next ChunkRows rows and conforms them; nil at the end.
@@ -81,19 +84,23 @@ func (d *jsonDecoder) chunk() (rec arrow.RecordBatch, err error) {
 			} else {
 				err = &evolve.InputError{Row: d.row, Reason: fmt.Sprintf("JSON lines do not decode: %v", p)}
 			}
+			err = atLine(err, "JSON", d.base, d.lines)
 		}
 	}()
 	n := 0
+	d.lines = d.lines[:0]
 	for n < d.o.ChunkRows && d.sc.Scan() {
+		d.line++
 		line := bytes.TrimSpace(d.sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
+		d.lines = append(d.lines, d.line)
 		if err := decodeLine(line, d.b, d.index, d.seen, d.o.IgnoreUnknown, d.row, d.want); err != nil {
 			if d.lr.over { // the line was cut at the limit
 				return nil, tooLarge("JSON lines over %d bytes", d.o.Limit)
 			}
-			return nil, err
+			return nil, atLine(err, "JSON", d.base, d.lines)
 		}
 		d.row++
 		n++
@@ -113,6 +120,7 @@ func (d *jsonDecoder) chunk() (rec arrow.RecordBatch, err error) {
 	raw := d.b.NewRecordBatch()
 	defer raw.Release()
 	out, err := evolve.Conform(d.want, raw, evolve.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
+	err = atLine(err, "JSON", d.base, d.lines)
 	d.base = d.row
 	return out, err
 }
@@ -136,7 +144,7 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return bad("", "not a JSON object: "+err.Error())
+			return bad("", "not a JSON object: "+jsonSyntax(err))
 		}
 		key, _ := tok.(string)
 		i, ok := index[key]
@@ -146,7 +154,7 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 			}
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
-				return bad(key, "value does not decode: "+err.Error())
+				return bad(key, "the value is not JSON: "+jsonSyntax(err))
 			}
 			continue
 		}
@@ -160,8 +168,7 @@ func decodeLine(line []byte, b *array.RecordBuilder, index map[string]int, seen 
 				ie.Row = row
 				return ie
 			}
-			return &evolve.InputError{Row: row, Column: key, Want: schema.Field(i).Type.String(),
-				Reason: "value does not fit the column: " + err.Error()}
+			return &evolve.InputError{Row: row, Column: key, Reason: refusedJSON(err, schema.Field(i).Type)}
 		}
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
@@ -287,10 +294,14 @@ func decodeValue(dec *json.Decoder, b array.Builder, f arrow.Field, path string,
 		return err
 	}
 	if o.nonFinite {
-		return decodeNonFinite(dec, b, bad)
+		err := decodeNonFinite(dec, b, bad)
+		if ie, ok := err.(*evolve.InputError); ok && ie.Column == "" {
+			ie.Column = path
+		}
+		return err
 	}
 	if err := b.UnmarshalOne(dec); err != nil {
-		return bad("value does not fit the column: " + err.Error())
+		return &evolve.InputError{Column: path, Reason: refusedJSON(err, f.Type)}
 	}
 	return nil
 }
@@ -359,7 +370,7 @@ func rewriteNonFinite(line []byte) ([]byte, bool) {
 func decodeNonFinite(dec *json.Decoder, b array.Builder, bad func(string) error) error {
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return bad("value does not decode: " + err.Error())
+		return bad("the value is not JSON: " + jsonSyntax(err))
 	}
 	var word string
 	if json.Unmarshal(raw, &word) == nil && strings.HasPrefix(word, nonFiniteMark) {
@@ -385,7 +396,7 @@ func decodeNonFinite(dec *json.Decoder, b array.Builder, bad func(string) error)
 	vd := json.NewDecoder(bytes.NewReader(raw))
 	vd.UseNumber()
 	if err := b.UnmarshalOne(vd); err != nil {
-		return bad("value does not fit the column: " + err.Error())
+		return &evolve.InputError{Reason: refusedJSON(err, b.Type())}
 	}
 	return nil
 }

@@ -41,12 +41,20 @@ type InputError struct {
 	// Schema: the input's columns or types do not match the table's
 	// (errors.Is(err, ErrSchemaMismatch) holds too).
 	Schema bool
+	// Line, when not 0, is the line of a text input (Format: "CSV",
+	// "JSON") the row is on, counted from 1 as an editor counts them (a
+	// CSV's header is line 1): the error names it instead of the row.
+	Line   int64
+	Format string
 }
 
 func (e *InputError) Error() string {
 	var b strings.Builder
 	b.WriteString("table: ")
-	if e.Row >= 0 {
+	switch {
+	case e.Line > 0:
+		fmt.Fprintf(&b, "%s line %d: ", e.Format, e.Line)
+	case e.Row >= 0:
 		fmt.Fprintf(&b, "row %d: ", e.Row)
 	}
 	if e.Column != "" {

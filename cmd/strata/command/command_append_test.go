@@ -67,7 +67,7 @@ func TestAnAppendRunAgainAppendsItsRowsOnce(t *testing.T) {
 	if code, _, errOut := run(t, nil, keyed...); code != 0 {
 		t.Fatal(errOut)
 	}
-	if code, _, errOut := run(t, nil, "append", u, dir+"/a.jsonl", "--idempotency-key", "day-1"); code != 1 || !strings.Contains(errOut, "reused") {
+	if code, _, errOut := run(t, nil, "append", u, dir+"/a.jsonl", "--idempotency-key", "day-1"); code != 4 || !strings.Contains(errOut, "reused") {
 		t.Fatalf("a key given for other files: %d %s", code, errOut)
 	}
 	if code, _, errOut := run(t, nil, "append", u, dir+"/a.jsonl", "--idempotency-key", "x", "--no-idempotency-key"); code != 2 {

@@ -66,7 +66,7 @@ func TestCreateLikeRefusesAnUnknownTimeZone(t *testing.T) {
 		t.Fatalf("scan: exit %d\n%s", code, out)
 	}
 	// A file in an unknown zone does not append to a table in a known one.
-	if code, _, errOut := run(t, nil, "append", u, mars); code != 1 || !strings.Contains(errOut, "Mars/Olympus") {
+	if code, _, errOut := run(t, nil, "append", u, mars); code != 4 || !strings.Contains(errOut, "Mars/Olympus") {
 		t.Fatalf("append a file in Mars/Olympus: exit %d %s", code, errOut)
 	}
 }
@@ -143,8 +143,8 @@ func TestServeRefusesABucketItCannotOpenBeforeListening(t *testing.T) {
 		"gs:///tables": "no bucket name",
 	} {
 		code, out, errOut := run(t, nil, "serve", "--bucket", bucket, "--listen", busy.Addr().String())
-		if code != 1 || !strings.Contains(errOut, says) || strings.Contains(out, "listening") {
-			t.Errorf("--bucket %s: exit %d, want 1 saying %q\n%s%s", bucket, code, says, out, errOut)
+		if code != 2 || !strings.Contains(errOut, says) || strings.Contains(out, "listening") {
+			t.Errorf("--bucket %s: exit %d, want 2 saying %q\n%s%s", bucket, code, says, out, errOut)
 		}
 	}
 }

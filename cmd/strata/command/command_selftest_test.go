@@ -64,7 +64,7 @@ func TestSelftestUsageErrors(t *testing.T) {
 	if code, _, _ := run(t, nil, "selftest", "--no-such-flag", "mem://"); code != 2 {
 		t.Fatalf("unknown flag: exit %d, want 2", code)
 	}
-	if code, _, errOut := run(t, nil, "selftest", "ftp://x"); code != 1 || !strings.Contains(errOut, "unknown scheme") {
+	if code, _, errOut := run(t, nil, "selftest", "ftp://x"); code != 2 || !strings.Contains(errOut, "unknown scheme") {
 		t.Fatalf("bad URL: exit %d, %s", code, errOut)
 	}
 }

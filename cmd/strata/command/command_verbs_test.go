@@ -81,7 +81,7 @@ func TestDemoThenEveryVerb(t *testing.T) {
 	if code, out, _ = run(t, nil, "tag", u, "after-demo"); code != 0 || !strings.Contains(out, "as after-demo") {
 		t.Fatalf("tag: %d %s", code, out)
 	}
-	if code, _, errOut := run(t, nil, "tag", u, "after-demo"); code != 1 || !strings.Contains(errOut, "already exists") {
+	if code, _, errOut := run(t, nil, "tag", u, "after-demo"); code != 6 || !strings.Contains(errOut, "already exists") {
 		t.Fatalf("tag twice: %d %s", code, errOut)
 	}
 	code, out, _ = run(t, nil, "versions", u, "--detail", "--limit", "3")
@@ -100,10 +100,10 @@ func TestDemoThenEveryVerb(t *testing.T) {
 		t.Fatalf("gc --dry-run: %d %s", code, out)
 	}
 	empty := "file://" + t.TempDir()
-	if code, _, errOut := run(t, nil, "scan", empty); code != 1 || !strings.Contains(errOut, "no table at "+empty) {
+	if code, _, errOut := run(t, nil, "scan", empty); code != 5 || !strings.Contains(errOut, "no table at "+empty) {
 		t.Fatalf("scan of no table: %d %q, want it to name the URL", code, errOut)
 	}
-	if code, _, errOut := run(t, nil, "stats", "file://"+t.TempDir()); code != 1 || !strings.Contains(errOut, "no table at") {
+	if code, _, errOut := run(t, nil, "stats", "file://"+t.TempDir()); code != 5 || !strings.Contains(errOut, "no table at") {
 		t.Fatalf("stats of nothing: %d %s", code, errOut)
 	}
 }
@@ -137,7 +137,7 @@ func TestCreateAndAppendFiles(t *testing.T) {
 	if code, out, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 || !strings.Contains(out, "created") {
 		t.Fatalf("create: %d %s %s", code, out, errOut)
 	}
-	if code, _, _ := run(t, nil, "create", u, "--schema", schema); code != 1 {
+	if code, _, _ := run(t, nil, "create", u, "--schema", schema); code != 6 {
 		t.Fatalf("create twice: exit %d", code)
 	}
 	os.WriteFile(dir+"/a.csv", []byte("id,msg\n1,one\n2,\n3,three\n"), 0o644)
@@ -166,18 +166,18 @@ func TestCreateAndAppendFiles(t *testing.T) {
 		t.Fatalf("append a Parquet file: %d %s %s", code, out, errOut)
 	}
 	// All or nothing: a bad row anywhere, in any file, appends nothing,
-	// and the error names the file, the row and the column.
+	// and the error names the file, the line and the column.
 	os.WriteFile(dir+"/c.csv", []byte("id,msg\n6,six\n,seven\n"), 0o644)
 	os.WriteFile(dir+"/d.jsonl", []byte("{\"id\":8}\n{\"id\":9,\"mgs\":\"typo\"}\n"), 0o644)
 	os.WriteFile(dir+"/e.jsonl", []byte("{\"id\":10}\n{\"id\":null}\n"), 0o644)
 	for _, c := range []struct{ files, says string }{
-		{dir + "/a.csv " + dir + "/c.csv", `c.csv: table: row 1: column "id": null in a non-nullable field`},
-		{dir + "/d.jsonl", `d.jsonl: table: row 1: column "mgs": the table has no such column`},
-		{dir + "/e.jsonl", `e.jsonl: table: row 1: column "id": null in a non-nullable field`},
+		{dir + "/a.csv " + dir + "/c.csv", `c.csv: table: CSV line 3: column "id": null in a non-nullable field`},
+		{dir + "/d.jsonl", `d.jsonl: table: JSON line 2: column "mgs": the table has no such column`},
+		{dir + "/e.jsonl", `e.jsonl: table: JSON line 2: column "id": null in a non-nullable field`},
 	} {
 		for _, via := range [][]string{nil, {"--shard", "loader"}} {
 			args := append(append([]string{"append", u}, strings.Fields(c.files)...), via...)
-			if code, _, errOut := run(t, nil, args...); code != 1 || !strings.Contains(errOut, c.says) || !strings.Contains(errOut, "nothing was appended") {
+			if code, _, errOut := run(t, nil, args...); code != 4 || !strings.Contains(errOut, c.says) || !strings.Contains(errOut, "nothing was appended") {
 				t.Fatalf("append %s %v: %d %s", c.files, via, code, errOut)
 			}
 		}
@@ -254,7 +254,7 @@ func TestTablesDeleteTagDeleteAndTheLease(t *testing.T) {
 	if code, out, _ := run(t, nil, "tag", u, "keep", "--delete"); code != 0 || !strings.Contains(out, "deleted tag keep") {
 		t.Fatalf("tag --delete: %d %s", code, out)
 	}
-	if code, _, errOut := run(t, nil, "tag", u, "keep", "--delete"); code != 1 || !strings.Contains(errOut, "not found") {
+	if code, _, errOut := run(t, nil, "tag", u, "keep", "--delete"); code != 5 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("deleting a missing tag: %d %s", code, errOut)
 	}
 
@@ -367,7 +367,7 @@ func TestRepairAShardsLostWALEntry(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Rows != 20 {
 		t.Fatalf("stats after the repair: exit %d\n%s", code, out)
 	}
-	if code, _, errOut := run(t, nil, "repair", u, "--shard", "w2"); code != 1 || !strings.Contains(errOut, `unknown shard "w2"`) {
+	if code, _, errOut := run(t, nil, "repair", u, "--shard", "w2"); code != 5 || !strings.Contains(errOut, `unknown shard "w2"`) {
 		t.Fatalf("repair --shard of a shard the table never had: exit %d\n%s", code, errOut)
 	}
 }
@@ -530,7 +530,7 @@ func TestRestoreByVersionAndTag(t *testing.T) {
 	if code != 0 || out != "restored v3 as version 5 (0 rows)\n" {
 		t.Fatalf("restore --version: exit %d %q %s", code, out, errOut)
 	}
-	if code, _, errOut := run(t, nil, "restore", u, "--version", "9"); code != 1 || !strings.Contains(errOut, "version 9") {
+	if code, _, errOut := run(t, nil, "restore", u, "--version", "9"); code != 5 || !strings.Contains(errOut, "version 9") {
 		t.Fatalf("restore of a version that does not exist: exit %d %s", code, errOut)
 	}
 	if code, _, _ := run(t, nil, "restore", u); code != 2 {
@@ -564,7 +564,7 @@ func TestUpsertByKeyFromFiles(t *testing.T) {
 		t.Fatalf("scan after the upsert: exit %d\n%s%s", code, out, errOut)
 	}
 	os.WriteFile(dir+"/twice.csv", []byte("id,reward\n4,1\n4,2\n"), 0o644)
-	if code, _, errOut := run(t, nil, "upsert", u, dir+"/twice.csv", "--key", "id"); code != 1 || !strings.Contains(errOut, "twice") || !strings.Contains(errOut, "nothing was upserted") {
+	if code, _, errOut := run(t, nil, "upsert", u, dir+"/twice.csv", "--key", "id"); code != 4 || !strings.Contains(errOut, "twice") || !strings.Contains(errOut, "nothing was upserted") {
 		t.Fatalf("an upsert with a key twice: exit %d %s", code, errOut)
 	}
 	if code, _, errOut := run(t, nil, "upsert", u, dir+"/fix.jsonl"); code != 2 || !strings.Contains(errOut, "--key") {
@@ -614,7 +614,7 @@ func TestUpsertByKeyFromFiles(t *testing.T) {
 		t.Fatalf("the overwrite run again: exit %d %q %s", code, out, errOut)
 	}
 	os.WriteFile(dir+"/bad.csv", []byte("id,nope\n1,2\n"), 0o644)
-	if code, _, errOut := run(t, nil, "overwrite", u, dir+"/twice.csv", dir+"/bad.csv"); code != 1 || !strings.Contains(errOut, "nope") || !strings.Contains(errOut, "nothing was overwritten") {
+	if code, _, errOut := run(t, nil, "overwrite", u, dir+"/twice.csv", dir+"/bad.csv"); code != 4 || !strings.Contains(errOut, "nope") || !strings.Contains(errOut, "nothing was overwritten") {
 		t.Fatalf("an overwrite with a column the table lacks: exit %d %s", code, errOut)
 	}
 	if code, out, _ := run(t, nil, "scan", u, "--format", "csv"); code != 0 || out != "id,reward\n7,0.7\n8,0.8\n1,0.5\n2,0.25\n" {
@@ -638,7 +638,7 @@ func TestCreateOverATableNamesIt(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	code, _, errOut := run(t, nil, "create", u, "--schema", schema)
-	if code != 1 || !strings.Contains(errOut, u+": a table exists there already (at version 1)") || !strings.Contains(errOut, "strata append") {
+	if code != 6 || !strings.Contains(errOut, u+": a table exists there already (at version 1)") || !strings.Contains(errOut, "strata append") {
 		t.Fatalf("create over a table: exit %d, %q", code, errOut)
 	}
 }
