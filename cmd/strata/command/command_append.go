@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -30,10 +29,10 @@ import (
 const shardAppendLimit = 256 << 20
 
 func newAppend(env *Env) *cobra.Command {
-	var shard, key string
-	var ignoreUnknown, noKey bool
+	var shard, key, format string
+	var ignoreUnknown, noKey, again bool
 	c := &cobra.Command{
-		Use:   "append URL FILE...",
+		Use:   "append URL FILE... (- for standard input, with --format)",
 		Short: "Append Parquet, CSV (with a header) or JSON-lines files, all or nothing",
 		Long: `append reads each file by its extension (.parquet, .csv, .jsonl/.ndjson/.json),
 matching its columns to the table's by name, checks every row, and appends
@@ -48,17 +47,24 @@ CSV an empty field is a null); a column the table lacks is refused unless
 --ignore-unknown-columns; types convert only without loss (narrower
 integers, float32, dictionary-encoded strings).
 
+A FILE of - reads standard input, in the --format given (csv or jsonl);
+--format also reads files whose names do not say their format.
+
 Run again: an append is named by an idempotency key — by default one
-derived from the files' bytes (and --ignore-unknown-columns), or
---idempotency-key KEY — recorded with the rows. Running the same command
-again after it failed, or after it was killed, whatever it had done,
-appends the rows at most once: when the table (or the shard) records the
-key, it prints "already appended" and appends nothing. Keys are
-remembered for an hour (at most 1,000 per table, or per shard);
---no-idempotency-key appends the same files again on purpose.`,
+derived from the files themselves (each one's path, size, modification
+time and bytes, and --ignore-unknown-columns), or --idempotency-key KEY —
+recorded with the rows. Running the same command again after it failed,
+or after it was killed, whatever it had done, appends the rows at most
+once: when the table (or the shard) records the key, it says so and
+appends nothing. Another file with the same bytes, or the same file
+written again (a new modification time), appends. Keys are remembered for
+an hour (at most 1,000 per table, or per shard); --again appends the same
+files again on purpose. Standard input has no default key: without
+--idempotency-key, every run appends.`,
 		Example: `  strata append file://./events part-0.parquet part-1.parquet
   strata append file://./events events.csv --shard loader-1
-  strata append file://./events day-1.jsonl --idempotency-key import-day-1`,
+  strata append file://./events day-1.jsonl --idempotency-key import-day-1
+  generate-rows | strata append file://./events - --format jsonl`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{fmt.Errorf("append needs a URL and at least one file\n\n%s", c.UsageString())}
@@ -66,13 +72,20 @@ remembered for an hour (at most 1,000 per table, or per shard);
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			return runAppend(c.Context(), env, args[0], args[1:], appendFlags{shard: shard, key: key, ignoreUnknown: ignoreUnknown, noKey: noKey})
+			in, err := takeInput(env, args[1:], format)
+			if err != nil {
+				return err
+			}
+			defer in.remove()
+			return runAppend(c.Context(), env, args[0], in, appendFlags{shard: shard, key: key, ignoreUnknown: ignoreUnknown, noKey: noKey || again})
 		},
 	}
 	c.Flags().StringVar(&shard, "shard", "", "append through this WAL shard instead of a direct commit")
 	c.Flags().BoolVar(&ignoreUnknown, "ignore-unknown-columns", false, "drop input columns the table does not have instead of refusing the input")
-	c.Flags().StringVar(&key, "idempotency-key", "", "name the append with this key (default: one derived from the files' bytes)")
-	c.Flags().BoolVar(&noKey, "no-idempotency-key", false, "append without a key: running the command again appends the rows again")
+	c.Flags().StringVar(&key, "idempotency-key", "", "name the append with this key (default: one derived from the files: path, size, modification time and bytes)")
+	c.Flags().BoolVar(&again, "again", false, "append the files even if this command appended them within the hour")
+	c.Flags().BoolVar(&noKey, "no-idempotency-key", false, "append without a key (as --again)")
+	c.Flags().StringVar(&format, "format", "", "csv, jsonl or parquet: the format of standard input (-), or of files whose names do not say")
 	return c
 }
 
@@ -82,27 +95,10 @@ type appendFlags struct {
 	ignoreUnknown, noKey bool
 }
 
-// inputSize checks the files' types and returns their bytes.
-func inputSize(files []string) (int64, error) {
-	var size int64
-	for _, path := range files {
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".parquet", ".csv", ".jsonl", ".ndjson", ".json":
-		default:
-			return 0, usageError{fmt.Errorf("%s: unknown file type (want .parquet, .csv, .jsonl)", path)}
-		}
-		fi, err := os.Stat(path)
-		if err != nil {
-			return 0, err
-		}
-		size += fi.Size()
-	}
-	return size, nil
-}
-
-// runAppend appends the rows of files to the table at u.
-func runAppend(ctx context.Context, env *Env, u string, files []string, f appendFlags) error {
-	size, err := inputSize(files)
+// runAppend appends the rows of the input's files to the table at u.
+func runAppend(ctx context.Context, env *Env, u string, in *input, f appendFlags) error {
+	files := in.files
+	size, err := in.size()
 	if err != nil {
 		return err
 	}
@@ -122,7 +118,7 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 		return err
 	}
 	var k *format.Idempotency
-	if !f.noKey {
+	if !f.noKey && (f.key != "" || !in.stdin) {
 		if k, err = appendKey(files, f.key, f.ignoreUnknown); err != nil {
 			return err
 		}
@@ -131,9 +127,9 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 	bar := newProgress(env.Err, "append", "bytes", size)
 	rows := func(yield func(arrow.RecordBatch, error) bool) {
 		for _, path := range files {
-			for rec, err := range readFile(path, m.Schema(), opts, bar.Add) {
+			for rec, err := range readFile(path, in.formatOf(path), m.Schema(), opts, bar.Add) {
 				if err != nil {
-					yield(nil, fmt.Errorf("%s: %w", path, err))
+					yield(nil, fmt.Errorf("%s: %w", in.name(path), err))
 					return
 				}
 				if !yield(rec, nil) {
@@ -149,7 +145,7 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 		if o, found, err := m.Producers.Lookup(k.Key(0, time.Now())); err != nil {
 			return fmt.Errorf("%w (nothing was appended)", err)
 		} else if found {
-			fmt.Fprintf(env.Out, "already appended: version %d holds these %d rows (idempotency key %s); nothing appended\n", o.At, o.Rows, k.Producer)
+			fmt.Fprintf(env.Out, "already appended: version %d holds these %d rows (%s); nothing appended\n%s", o.At, o.Rows, keyOrigin(k, f.key), againHint)
 			return nil
 		}
 	}
@@ -165,7 +161,7 @@ func runAppend(ctx context.Context, env *Env, u string, files []string, f append
 	case err != nil:
 		return fmt.Errorf("%w (nothing was appended)", err)
 	case done.duplicate:
-		fmt.Fprintf(env.Out, "already appended: %s holds these %d rows (idempotency key %s); nothing appended\n", done.at, done.rows, k.Producer)
+		fmt.Fprintf(env.Out, "already appended: %s holds these %d rows (%s); nothing appended\n%s", done.at, done.rows, keyOrigin(k, f.key), againHint)
 	default:
 		fmt.Fprintf(env.Out, "appended %d rows from %d files\n", done.rows, len(files))
 	}
@@ -180,11 +176,27 @@ type appended struct {
 	duplicate bool
 }
 
+// againHint is what a skipped append adds: how long names are kept, and
+// how to append anyway.
+const againHint = "(an append's name is kept for an hour, at most 1,000 per table; run with --again to append these rows once more)\n"
+
+// keyOrigin says where an append's name came from.
+func keyOrigin(k *format.Idempotency, key string) string {
+	if key != "" {
+		return "idempotency key " + key
+	}
+	return "the same files, by path, size, modification time and bytes, were appended under this name: " + k.Producer
+}
+
 // appendKey names an append of files: by key when given, else by the
-// files' bytes; its digest is the files' bytes' either way.
+// files themselves — each one's absolute path, size, modification time
+// and bytes, so that only the same files appended again are a retry; its
+// digest is the files' bytes' either way.
 func appendKey(files []string, key string, ignoreUnknown bool) (*format.Idempotency, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "strata append v1 ignore-unknown=%v\n", ignoreUnknown)
+	name := sha256.New() // what the files are
+	body := sha256.New() // what they hold
+	fmt.Fprintf(name, "strata append v2 ignore-unknown=%v\n", ignoreUnknown)
+	fmt.Fprintf(body, "strata append v1 ignore-unknown=%v\n", ignoreUnknown)
 	for _, path := range files {
 		f, err := os.Open(path)
 		if err != nil {
@@ -192,16 +204,18 @@ func appendKey(files []string, key string, ignoreUnknown bool) (*format.Idempote
 		}
 		fi, err := f.Stat()
 		if err == nil {
-			fmt.Fprintf(h, "%d\n", fi.Size())
-			_, err = io.Copy(h, f)
+			abs, _ := filepath.Abs(path)
+			fmt.Fprintf(name, "%q %d %d\n", abs, fi.Size(), fi.ModTime().UnixNano())
+			fmt.Fprintf(body, "%d\n", fi.Size())
+			_, err = io.Copy(io.MultiWriter(name, body), f)
 		}
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	sum := h.Sum(nil)
-	k := &format.Idempotency{Producer: "strata-append:" + hex.EncodeToString(sum[:16]), Digest: max(binary.LittleEndian.Uint64(sum[16:]), 1)}
+	id, sum := name.Sum(nil), body.Sum(nil)
+	k := &format.Idempotency{Producer: "strata-append:" + hex.EncodeToString(id[:16]), Digest: max(binary.LittleEndian.Uint64(sum[16:]), 1)}
 	if key != "" {
 		k.Producer = "key:" + key
 	}
@@ -252,16 +266,15 @@ func appendThroughShard(ctx context.Context, b blob.Bucket, shard string, key *f
 	return appended{rows: ack.Rows, at: fmt.Sprintf("shard %s's WAL entry %d", shard, ack.Position), duplicate: ack.Duplicate}, nil
 }
 
-// readFile yields a file's rows in batches of the table's schema; read,
-// when not nil, is told of the file's bytes as they are read (a Parquet
-// file's once it is read).
-func readFile(path string, schema *arrow.Schema, o ingest.Options, read func(int64)) iter.Seq2[arrow.RecordBatch, error] {
+// readFile yields the rows of a file in format (csv, jsonl, parquet) in
+// batches of the table's schema; read, when not nil, is told of the file's
+// bytes as they are read (a Parquet file's once it is read).
+func readFile(path, ext string, schema *arrow.Schema, o ingest.Options, read func(int64)) iter.Seq2[arrow.RecordBatch, error] {
 	if read == nil {
 		read = func(int64) {}
 	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		ext := strings.ToLower(filepath.Ext(path))
-		if ext == ".parquet" {
+		if ext == "parquet" {
 			for rec, err := range ingest.ParquetFile(path, schema, o) {
 				if !yield(rec, err) || err != nil {
 					return
@@ -280,7 +293,7 @@ func readFile(path string, schema *arrow.Schema, o ingest.Options, read func(int
 		defer f.Close()
 		r := io.Reader(&countingReader{r: f, read: read})
 		seq := ingest.JSONLines(r, schema, o)
-		if ext == ".csv" {
+		if ext == "csv" {
 			seq = ingest.CSV(r, schema, o)
 		}
 		for rec, err := range seq {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
@@ -125,5 +126,74 @@ func TestAnAppendWhoseStoreDiedAfterActingIsRunAgainSafely(t *testing.T) {
 		if code, out, _ := run(t, nil, "scan", root+"/t", "--format", "csv", "--fresh"); code != 0 || strings.Count(out, "\n") != 3 {
 			t.Fatalf("%v: the table holds\n%s\nwant ids 1 and 2 once", c.via, out)
 		}
+	}
+}
+
+// Appending a file again is a retry only when it is the same file — its
+// path, size, modification time and bytes: a copy elsewhere, or the same
+// file written again, appends. A skipped append says why, how long names
+// are kept and how to append anyway (--again). Standard input (-, with
+// --format) has no default name: every run appends, unless named.
+func TestAnAppendIsARetryOnlyOfTheSameFile(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/s.json", []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644)
+	u := "file://" + dir + "/t"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", dir+"/s.json"); code != 0 {
+		t.Fatal(errOut)
+	}
+	count := func() string {
+		_, out, _ := run(t, nil, "count", u)
+		return strings.TrimSpace(out)
+	}
+	day := []byte("{\"id\":1}\n{\"id\":2}\n")
+	os.WriteFile(dir+"/day.jsonl", day, 0o644)
+	if code, out, errOut := run(t, nil, "append", u, dir+"/day.jsonl"); code != 0 || !strings.Contains(out, "appended 2 rows") {
+		t.Fatalf("append: %d %s %s", code, out, errOut)
+	}
+	code, out, _ := run(t, nil, "append", u, dir+"/day.jsonl")
+	if code != 0 || !strings.Contains(out, "already appended") || !strings.Contains(out, "path, size, modification time and bytes") ||
+		!strings.Contains(out, "kept for an hour") || !strings.Contains(out, "--again") || count() != "2" {
+		t.Fatalf("the same file again: %d %q, %s rows", code, out, count())
+	}
+	if code, out, _ := run(t, nil, "append", u, dir+"/day.jsonl", "--again"); code != 0 || !strings.Contains(out, "appended 2 rows") || count() != "4" {
+		t.Fatalf("--again: %d %q", code, out)
+	}
+	os.WriteFile(dir+"/copy.jsonl", day, 0o644)
+	if code, out, _ := run(t, nil, "append", u, dir+"/copy.jsonl"); code != 0 || !strings.Contains(out, "appended 2 rows") || count() != "6" {
+		t.Fatalf("another file with the same bytes: %d %q", code, out)
+	}
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(dir+"/day.jsonl", later, later) // the daily export, written again unchanged
+	if code, out, _ := run(t, nil, "append", u, dir+"/day.jsonl"); code != 0 || !strings.Contains(out, "appended 2 rows") || count() != "8" {
+		t.Fatalf("the same file written again: %d %q", code, out)
+	}
+
+	stdin := func(body string, args ...string) (int, string, string) {
+		return run(t, &Env{Open: blob.Open, In: strings.NewReader(body)}, append([]string{"append", u, "-"}, args...)...)
+	}
+	for range 2 {
+		if code, out, errOut := stdin("id\n7\n", "--format", "csv"); code != 0 || !strings.Contains(out, "appended 1 rows") {
+			t.Fatalf("append - --format csv: %d %s %s", code, out, errOut)
+		}
+	}
+	if count() != "10" {
+		t.Fatalf("standard input twice: %s rows, want 10", count())
+	}
+	for range 2 {
+		if code, _, errOut := stdin(`{"id": 8}`+"\n", "--format", "jsonl", "--idempotency-key", "batch-8"); code != 0 {
+			t.Fatalf("append - named: %d %s", code, errOut)
+		}
+	}
+	if count() != "11" {
+		t.Fatalf("standard input named, twice: %s rows, want 11", count())
+	}
+	if code, _, errOut := stdin("id\nx\n", "--format", "csv"); code != 4 || !strings.Contains(errOut, "standard input: table: CSV line 2") {
+		t.Fatalf("bad rows on standard input: %d %s", code, errOut)
+	}
+	if code, _, errOut := stdin("id\n1\n"); code != 2 || !strings.Contains(errOut, "--format") {
+		t.Fatalf("- without --format: %d %s", code, errOut)
+	}
+	if code, _, errOut := stdin("id\n1\n", "--format", "xml"); code != 2 || !strings.Contains(errOut, "want csv, jsonl or parquet") {
+		t.Fatalf("--format xml: %d %s", code, errOut)
 	}
 }

@@ -11,10 +11,10 @@ import (
 )
 
 func newOverwrite(env *Env) *cobra.Command {
-	var key string
+	var key, inFormat string
 	var ignoreUnknown bool
 	c := &cobra.Command{
-		Use:   "overwrite URL [FILE...]",
+		Use:   "overwrite URL [FILE...] (- for standard input, with --format)",
 		Short: "Replace every row of the table with the rows of files, in one commit",
 		Long: `overwrite reads the files as append does (.parquet, .csv, .jsonl), checks every
 row against the table's schema, and commits one version that holds those rows
@@ -45,7 +45,12 @@ in memory.`,
 					return usageError{fmt.Errorf("--idempotency-key: %w", err)}
 				}
 			}
-			in, err := holdInput(args[1:], ignoreUnknown, "overwritten")
+			files, err := takeInput(env, args[1:], inFormat)
+			if err != nil {
+				return err
+			}
+			defer files.remove()
+			in, err := holdInput(files, ignoreUnknown, "overwritten")
 			if err != nil {
 				return err
 			}
@@ -80,5 +85,6 @@ in memory.`,
 	}
 	c.Flags().StringVar(&key, "idempotency-key", "", "name the overwrite: run again with the same key, it overwrites nothing")
 	c.Flags().BoolVar(&ignoreUnknown, "ignore-unknown-columns", false, "drop input columns the table does not have instead of refusing the input")
+	c.Flags().StringVar(&inFormat, "format", "", "csv, jsonl or parquet: the format of standard input (-), or of files whose names do not say")
 	return c
 }

@@ -22,10 +22,10 @@ import (
 const upsertLimit = 1 << 30
 
 func newUpsert(env *Env) *cobra.Command {
-	var keys, shard string
+	var keys, shard, format string
 	var ignoreUnknown bool
 	c := &cobra.Command{
-		Use:   "upsert URL FILE... --key COLUMN[,COLUMN...]",
+		Use:   "upsert URL FILE... --key COLUMN[,COLUMN...] (- for standard input, with --format)",
 		Short: "Write rows that replace the table's rows with the same key, in one commit",
 		Long: `upsert reads the files as append does (.parquet, .csv, .jsonl), and in one
 commit writes their rows and deletes every row of the table whose key — its
@@ -64,18 +64,24 @@ of input, held in memory.`,
 			if len(cols) == 0 {
 				return usageError{errors.New("upsert needs --key: the column (or columns, comma-separated) that identify a row")}
 			}
-			return runUpsert(c.Context(), env, args[0], args[1:], cols, shard, ignoreUnknown)
+			in, err := takeInput(env, args[1:], format)
+			if err != nil {
+				return err
+			}
+			defer in.remove()
+			return runUpsert(c.Context(), env, args[0], in, cols, shard, ignoreUnknown)
 		},
 	}
 	c.Flags().StringVar(&keys, "key", "", "the key column, or columns comma-separated (required)")
 	c.Flags().StringVar(&shard, "shard", "", "upsert through this WAL shard (acknowledged once in its WAL, then merged) instead of a direct commit")
 	c.Flags().BoolVar(&ignoreUnknown, "ignore-unknown-columns", false, "drop input columns the table does not have instead of refusing the input")
+	c.Flags().StringVar(&format, "format", "", "csv, jsonl or parquet: the format of standard input (-), or of files whose names do not say")
 	return c
 }
 
 // runUpsert upserts the rows of files into the table at u by the key
 // columns cols: through shard when given, else in one direct commit.
-func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, shard string, ignoreUnknown bool) (err error) {
+func runUpsert(ctx context.Context, env *Env, u string, files *input, cols []string, shard string, ignoreUnknown bool) (err error) {
 	in, err := holdInput(files, ignoreUnknown, "upserted")
 	if err != nil {
 		return err
@@ -126,30 +132,30 @@ func runUpsert(ctx context.Context, env *Env, u string, files, cols []string, sh
 // heldInput is the rows of the files a verb that commits them directly
 // (upsert, overwrite) reads, held in memory: at most upsertLimit bytes.
 type heldInput struct {
-	files []string
-	opts  ingest.Options
-	done  string // what the verb did, for "nothing was upserted"
-	recs  []arrow.RecordBatch
-	err   error // the files' refusal, when they were read
+	in   *input
+	opts ingest.Options
+	done string // what the verb did, for "nothing was upserted"
+	recs []arrow.RecordBatch
+	err  error // the files' refusal, when they were read
 }
 
-func holdInput(files []string, ignoreUnknown bool, done string) (*heldInput, error) {
-	size, err := inputSize(files)
+func holdInput(files *input, ignoreUnknown bool, done string) (*heldInput, error) {
+	size, err := files.size()
 	if err != nil {
 		return nil, err
 	}
 	if size > upsertLimit {
 		return nil, usageError{fmt.Errorf("%d bytes of input: the rows are held in memory, at most %d bytes; split the input", size, upsertLimit)}
 	}
-	return &heldInput{files: files, done: done, opts: ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}}, nil
+	return &heldInput{in: files, done: done, opts: ingest.Options{IgnoreUnknown: ignoreUnknown, Limit: max(size, 1) + 1}}, nil
 }
 
 // read reads the files' rows under schema.
 func (in *heldInput) read(schema *arrow.Schema) error {
-	for _, path := range in.files {
-		for rec, err := range readFile(path, schema, in.opts, nil) {
+	for _, path := range in.in.files {
+		for rec, err := range readFile(path, in.in.formatOf(path), schema, in.opts, nil) {
 			if err != nil {
-				in.err = fmt.Errorf("%s: %w (nothing was %s)", path, err, in.done)
+				in.err = fmt.Errorf("%s: %w (nothing was %s)", in.in.name(path), err, in.done)
 				return in.err
 			}
 			rec.Retain()

@@ -37,7 +37,7 @@ func TestReadFileReportsBytesAsItReads(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	var calls, total int64
 	rows := 0
-	for rec, err := range readFile(path, schema, ingest.Options{}, func(n int64) { calls++; total += n }) {
+	for rec, err := range readFile(path, "jsonl", schema, ingest.Options{}, func(n int64) { calls++; total += n }) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,6 +31,8 @@ import (
 type Env struct {
 	Out, Err io.Writer
 	Open     func(ctx context.Context, url string) (blob.Bucket, error)
+	// In is what a FILE of "-" reads (nil: nothing).
+	In io.Reader
 }
 
 // usageError marks errors that exit with status 2.
@@ -38,7 +40,7 @@ type usageError struct{ error }
 
 // Main runs the tool with args and returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
-	return Run(args, &Env{Out: stdout, Err: stderr, Open: blob.Open})
+	return Run(args, &Env{Out: stdout, Err: stderr, Open: blob.Open, In: os.Stdin})
 }
 
 // Run runs the tool with an explicit Env.
