@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,14 +175,28 @@ func demoSample(c *cobra.Command, env *Env, b blob.Bucket, u string) error {
 	if err := w.close(); err != nil {
 		return err
 	}
+	strata, compactor := invokedAs(os.Args[0])
 	fmt.Fprintf(env.Out, `
 look further:
-  go run ./cmd/strata stats %[1]s
-  go run ./cmd/strata scan %[1]s --columns id,worker,reward --filter 'reward >= 0.99' --limit 5
-  go run ./cmd/strata versions %[1]s --detail --limit 5
-  go run ./cmd/strata-compactor --once --dry-run --table %[1]s
-`, quoteURL(u))
+  %[2]s stats %[1]s
+  %[2]s scan %[1]s --columns id,worker,reward --filter 'reward >= 0.99' --limit 5
+  %[2]s versions %[1]s --detail --limit 5
+  %[3]s --once --dry-run --table %[1]s
+`, quoteURL(u), strata, compactor)
 	return nil
+}
+
+// invokedAs is how to run strata and strata-compactor again the way this
+// one ran: "go run ./cmd/..." from go run (a binary in Go's build cache),
+// else by the name it was run by (an installed binary, or a path to one).
+func invokedAs(arg0 string) (strata, compactor string) {
+	if strings.Contains(filepath.ToSlash(arg0), "/go-build") {
+		return "go run ./cmd/strata", "go run ./cmd/strata-compactor"
+	}
+	if arg0 == "" || !strings.Contains(filepath.Base(arg0), "strata") {
+		return "strata", "strata-compactor" // a test binary
+	}
+	return arg0, arg0[:strings.LastIndex(arg0, "/")+1] + "strata-compactor"
 }
 
 // demoWorker appends through shard w<n>, merging in the background, then

@@ -718,3 +718,18 @@ func TestScanPrintsHeadersForNothingAndStreamsATable(t *testing.T) {
 		t.Fatalf("rows after the sample keep its widths: %q %q", lines[401], lines[402])
 	}
 }
+
+// The demo's hints name the program that ran: go run's, an installed
+// binary by its name, one run by its path with strata-compactor beside it.
+func TestTheDemosHintsNameTheBinaryThatRan(t *testing.T) {
+	for arg0, want := range map[string][2]string{
+		"/tmp/go-build123/b001/exe/strata": {"go run ./cmd/strata", "go run ./cmd/strata-compactor"},
+		"strata":                           {"strata", "strata-compactor"},
+		"/usr/local/bin/strata":            {"/usr/local/bin/strata", "/usr/local/bin/strata-compactor"},
+		"./bin/strata":                     {"./bin/strata", "./bin/strata-compactor"},
+	} {
+		if s, c := invokedAs(arg0); s != want[0] || c != want[1] {
+			t.Errorf("run as %s: hints %q and %q, want %q", arg0, s, c, want)
+		}
+	}
+}
