@@ -67,6 +67,8 @@ var readmeSkips = []struct{ pattern, why string }{
 	{`^go run \./cmd/strata bench`, "benchmarks, measured on their own"},
 	{`s3://|gs://`, "needs a store at the address the README names"},
 	{`--interval `, "runs until stopped"},
+	{`@latest`, "installs the published module; the test runs the binaries built from this checkout"},
+	{`^strata demo$`, "the installed demo; the next section runs the same demo from the checkout"},
 }
 
 // expected matches output against a README comment line written after a
