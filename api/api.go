@@ -122,6 +122,13 @@ type AppendResult struct {
 	// wrote has their key.
 	Version  uint64 `json:"version,omitempty"`
 	Replaced int64  `json:"replaced,omitempty"`
+	// A merge by key with clauses (mode=upsert&when_…): the rows it
+	// inserted (their key was new), those that updated their key's rows,
+	// and the table's rows it deleted for their key's absence from the
+	// merge's rows.
+	Inserted int64 `json:"inserted,omitempty"`
+	Updated  int64 `json:"updated,omitempty"`
+	Deleted  int64 `json:"deleted,omitempty"`
 }
 
 // Headers that name a request carrying rows (an append, a create with

@@ -27,6 +27,44 @@ func (c *Client) Upsert(ctx context.Context, name string, keys []string, batches
 	return c.postRows(ctx, name, q, http.Header{}, batches)
 }
 
+// UpsertClauses are the clauses of an upsert (UpsertWith); the zero value
+// is an upsert's: update every matched key's rows, insert the others.
+type UpsertClauses struct {
+	IgnoreMatched bool   // leave the rows of the keys the table has
+	MatchedIf     string // update only where this holds of the pair (target.COL, source.COL)
+	IgnoreNew     bool   // do not insert the rows whose key the table lacks
+	// DeleteMissing deletes the table's rows whose key the rows lack
+	// (where MissingIf, given, holds of them).
+	DeleteMissing bool
+	MissingIf     string
+}
+
+// UpsertWith writes the rows into the table by the key columns keys, as
+// the clauses say, in one commit (POST …/rows?mode=upsert&when_…; see
+// commit.Table.UpsertWith): the answer counts the rows inserted,
+// updated, and deleted for their key's absence. It is retried as Upsert
+// is.
+func (c *Client) UpsertWith(ctx context.Context, name string, keys []string, m UpsertClauses, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	q := url.Values{"mode": {"upsert"}, "key": {strings.Join(keys, ",")},
+		"when_matched": {"update"}, "when_not_matched": {"insert"}, "when_not_matched_by_source": {"keep"}}
+	if m.IgnoreMatched {
+		q.Set("when_matched", "ignore")
+	}
+	if m.IgnoreNew {
+		q.Set("when_not_matched", "ignore")
+	}
+	if m.DeleteMissing {
+		q.Set("when_not_matched_by_source", "delete")
+	}
+	if m.MatchedIf != "" {
+		q.Set("when_matched_if", m.MatchedIf)
+	}
+	if m.MissingIf != "" {
+		q.Set("when_not_matched_by_source_if", m.MissingIf)
+	}
+	return c.postRows(ctx, name, q, http.Header{}, batches)
+}
+
 // UpsertThroughShard is Upsert through the server's WAL shard
 // (POST …/rows?mode=upsert&through=shard): the rows are acknowledged once
 // durable there, as an append's (the answer names the shard, not a

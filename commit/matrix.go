@@ -63,6 +63,10 @@ func (d Decision) String() string {
 // a common fragment or when the rows it added may hold our keys ("retry
 // keys": their key columns' statistics meet the range of ours).
 //
+// An Upsert that deletes the rows its source lacks (DeletesUnmatched, a
+// merge by key with that clause) retries after any commit that adds rows
+// but a Rewrite: they may be rows it must delete.
+//
 // A Merge(keyed) installs a shard's generation of upserts (a merge with
 // Keys and Deletions, Table.MergeKeyed): against theirs it is a merge of
 // its shard (done when covered, retry when its own shard moved below it),
@@ -176,6 +180,9 @@ func mergeAgainst(ours, theirs *format.Transaction) Decision {
 // upsertAgainst is the matrix's row of an upsert (ours: a direct one, or
 // a merge of a shard's upserts) against theirs.
 func upsertAgainst(ours, theirs *format.Transaction) Decision {
+	if ours.DeletesUnmatched && len(theirs.Added) > 0 && theirs.Kind != format.KindRewrite {
+		return Retry // rows ours did not see, which it may have had to delete
+	}
 	switch theirs.Kind {
 	case format.KindDelete, format.KindRewrite:
 		if overlap(ours.Touched(), theirs.Touched()) {

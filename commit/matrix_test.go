@@ -27,6 +27,7 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 	}
 	up1 := format.Transaction{Kind: format.KindUpsert, Keys: []string{"id"}, Added: ids(10, 20), Deletions: []format.FragmentDeletion{{FragmentID: 1}}}
 	up2 := format.Transaction{Kind: format.KindUpsert, Keys: []string{"id"}, Added: ids(30, 40)}
+	sync := format.Transaction{Kind: format.KindUpsert, Keys: []string{"id"}, Added: ids(10, 20), DeletesUnmatched: true}
 	appMeets := format.Transaction{Kind: format.KindAppend, Added: ids(15, 25)}
 	appMisses := format.Transaction{Kind: format.KindAppend, Added: ids(50, 60)}
 	appUnknown := format.Transaction{Kind: format.KindAppend, Added: []format.Fragment{{}}}
@@ -62,6 +63,9 @@ func TestConflictMatrixCellByCell(t *testing.T) {
 		{"an overwrite of rows after an alter plans again", ow, alter, Retry},
 		{"a restore after an alter goes on", restore, alter, Compatible},
 		{"upsert after an alter plans again", up1, alter, Retry},
+		{"a merge deleting the rows its source lacks, after an append of other keys", sync, appMisses, Retry},
+		{"a merge deleting the rows its source lacks, after a merge of a shard", sync, mergeMeets, Retry},
+		{"a merge deleting the rows its source lacks, after a compaction", sync, rw1, Compatible},
 		{"update after an alter plans again", upd1, alter, Retry},
 		{"index after an alter plans again", ix, alter, Retry},
 		{"alter after an alter plans again", alter, alterDrop, Retry},

@@ -21,8 +21,13 @@ import (
 // UpsertResult is what an upsert did.
 type UpsertResult struct {
 	Result
-	Inserted int64 // rows the upsert wrote
+	Inserted int64 // rows the upsert wrote (with clauses: whose key the table lacked)
 	Replaced int64 // live rows it deleted because a row it wrote has their key
+	// With clauses (UpsertWith): the rows written that replaced their
+	// key's rows, and the live rows deleted for their key's absence from
+	// the upsert's rows.
+	Updated int64
+	Deleted int64
 }
 
 // Upsert writes batches and, in the same commit, deletes every live row

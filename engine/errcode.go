@@ -67,6 +67,7 @@ var ErrorCodes = []ErrorCode{
 	{expr.ErrBadColumns, nil, api.CodeBadRequest},
 	{expr.ErrBadAssignment, nil, api.CodeBadRequest},
 	{table.ErrBadAsOf, nil, api.CodeBadRequest},
+	{commit.ErrBadClauses, nil, api.CodeBadRequest},
 	{evolve.ErrReservedName, nil, api.CodeBadRequest},
 	{evolve.ErrBadSchemaChange, nil, api.CodeBadRequest},
 	{blob.ErrBadURL, nil, api.CodeBadRequest},

@@ -57,6 +57,7 @@ var sentinels = map[string]struct {
 	"expr.ErrBadColumns":          {expr.ErrBadColumns, api.CodeBadRequest},
 	"expr.ErrBadAssignment":       {expr.ErrBadAssignment, api.CodeBadRequest},
 	"table.ErrBadAsOf":            {table.ErrBadAsOf, api.CodeBadRequest},
+	"commit.ErrBadClauses":        {commit.ErrBadClauses, api.CodeBadRequest},
 	"evolve.ErrReservedName":      {evolve.ErrReservedName, api.CodeBadRequest},
 	"evolve.ErrBadSchemaChange":   {evolve.ErrBadSchemaChange, api.CodeBadRequest},
 	"format.ErrMissingData":       {format.ErrMissingData, api.CodeDataMissing},

@@ -19,6 +19,7 @@ type (
 	Result        = commit.Result
 	UpdateResult  = commit.UpdateResult
 	UpsertResult  = commit.UpsertResult
+	UpsertClauses = commit.UpsertClauses
 )
 
 // The process's WAL shard, its fleet and their merges.
@@ -83,6 +84,7 @@ func KindOf(r Run) string { return compactor.KindOf(r) }
 var (
 	ErrConflict          = commit.ErrConflict
 	ErrOutcomeUnknown    = commit.ErrOutcomeUnknown
+	ErrBadClauses        = commit.ErrBadClauses
 	ErrAppendUnknown     = walshard.ErrAppendUnknown
 	ErrSchemaChanged     = walshard.ErrSchemaChanged
 	ErrDropped           = walshard.ErrDropped

@@ -87,6 +87,22 @@ func (db *DB) Upsert(ctx context.Context, keys []string, read RowsReader) (Upser
 	return t.UpsertOnce(ctx, key, keys, recs...)
 }
 
+// UpsertWith merges the rows read gives into the table by the key columns
+// keys, as the clauses say (commit.Table.UpsertWith), in one direct
+// commit, after draining the process's shard. Sent again under its name,
+// it answers the first one's version and changes nothing.
+func (db *DB) UpsertWith(ctx context.Context, keys []string, c UpsertClauses, read RowsReader) (UpsertResult, error) {
+	t, err := db.verbTable(ctx, "merge", true)
+	if err != nil {
+		return UpsertResult{}, err
+	}
+	recs, key, err := read(t.Current().Manifest().Schema())
+	if err != nil {
+		return UpsertResult{}, err
+	}
+	return t.UpsertWith(ctx, key, keys, c, recs...)
+}
+
 // Overwrite replaces every row of the table with the rows read gives,
 // keeping the schema, in one direct commit (commit.Table.OverwriteRows),
 // after draining the process's shard, so that the rows it acknowledged

@@ -175,12 +175,22 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		if keys, err = upsertKeys(r); err != nil {
 			return err
 		}
+		clauses, withClauses, err := upsertClauses(r)
+		if err != nil {
+			return err
+		}
 		switch through := r.URL.Query().Get("through"); through {
 		case "", "table":
+			if withClauses {
+				return s.upsertWithRows(w, r, t, keys, clauses)
+			}
 			return s.upsertRows(w, r, t, keys)
 		case "shard":
 			// Acknowledged once in the server's shard, as an append; the
 			// merge replaces the rows with its keys.
+			if withClauses {
+				return badRequest("an upsert with when_… clauses commits to the table (through=table): a shard's upserts replace their keys' rows, and nothing else")
+			}
 		default:
 			return badRequest("through=%q: want table (the default: one commit) or shard", through)
 		}

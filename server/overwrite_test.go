@@ -146,3 +146,57 @@ func TestReadsAndARestoreAsOfATime(t *testing.T) {
 		t.Errorf("a restore with as_of and version: %d %s", code, out)
 	}
 }
+
+// An upsert with clauses over HTTP (when_… parameters, the Go client's
+// UpsertWith) inserts only new keys, updates only present ones (where a
+// condition over the pair holds), and deletes the rows its body lacks;
+// clauses that do not parse, or with through=shard, are a 400.
+func TestAnUpsertWithClausesOverHTTP(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	first := eventBatch(1, 2, 3)
+	defer first.Release()
+	if _, err := f.c.CreateTable(ctx, "t", events, first); err != nil {
+		t.Fatal(err)
+	}
+	scan := func() map[int64]int {
+		t.Helper()
+		recs, err := f.c.Scan(ctx, "t", client.ScanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(t, recs)
+	}
+	rows := eventBatch(3, 4) // id 3's msg is "", as the table's
+	defer rows.Release()
+	res, err := f.c.UpsertWith(ctx, "t", []string{"id"}, client.UpsertClauses{IgnoreMatched: true}, rows)
+	if err != nil || res.Inserted != 1 || res.Updated != 0 {
+		t.Fatalf("insert only: %+v %v", res, err)
+	}
+	res, err = f.c.UpsertWith(ctx, "t", []string{"id"}, client.UpsertClauses{IgnoreNew: true, MatchedIf: "target.id >= 4"}, rows)
+	if err != nil || res.Inserted != 0 || res.Updated != 1 || res.Replaced != 1 {
+		t.Fatalf("update only where target.id >= 4: %+v %v", res, err)
+	}
+	if got := scan(); !maps.Equal(got, map[int64]int{1: 1, 2: 1, 3: 1, 4: 1}) {
+		t.Fatalf("after inserting and updating: %v", got)
+	}
+	res, err = f.c.UpsertWith(ctx, "t", []string{"id"}, client.UpsertClauses{DeleteMissing: true, MissingIf: "id > 1"}, rows)
+	if err != nil || res.Deleted != 1 || res.Updated != 2 {
+		t.Fatalf("a sync deleting the rows above 1 the body lacks: %+v %v", res, err)
+	}
+	if got := scan(); !maps.Equal(got, map[int64]int{1: 1, 3: 1, 4: 1}) {
+		t.Fatalf("after the sync: %v", got)
+	}
+	for q, want := range map[string]string{
+		"when_matched=maybe":                              `when_matched=\"maybe\": want one of update, ignore`,
+		"when_matched_if=target.nope%3C1":                 "nope",
+		"when_matched=ignore&when_matched_if=id%3E1":      "not with when_matched=ignore",
+		"when_not_matched_by_source_if=id%3E1":            "give when_not_matched_by_source=delete",
+		"when_not_matched_by_source=delete&through=shard": "commits to the table",
+		"when_matched=ignore&when_not_matched=ignore":     "an upsert needs a clause",
+	} {
+		code, out := raw(t, f, "POST", "/api/v1/tables/t/rows?mode=upsert&key=id&"+q, "application/x-ndjson", `{"id": 5, "msg": "m"}`+"\n", "")
+		if code != http.StatusBadRequest || !strings.Contains(out, want) {
+			t.Errorf("upsert with %s: %d %s, want 400 saying %s", q, code, out, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -44,6 +45,64 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		res.Inserted = res.Rows
 	}
 	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted, Version: res.Version, Replaced: res.Replaced, Duplicate: res.Duplicate})
+	return nil
+}
+
+// upsertClauses reads an upsert's when_… parameters (see the OpenAPI
+// document); given is false when none is (a plain upsert).
+func upsertClauses(r *http.Request) (c engine.UpsertClauses, given bool, err error) {
+	q := r.URL.Query()
+	c = engine.UpsertClauses{UpdateMatched: true, InsertUnmatched: true}
+	for _, p := range []string{"when_matched", "when_matched_if", "when_not_matched", "when_not_matched_by_source", "when_not_matched_by_source_if"} {
+		given = given || q.Has(p)
+	}
+	choose := func(name, yes, no string, to *bool) error {
+		switch v := q.Get(name); v {
+		case "":
+		case yes:
+			*to = true
+		case no:
+			*to = false
+		default:
+			return badRequest("%s=%q: want %s or %s", name, v, yes, no)
+		}
+		return nil
+	}
+	if err := errors.Join(choose("when_matched", "update", "ignore", &c.UpdateMatched),
+		choose("when_not_matched", "insert", "ignore", &c.InsertUnmatched),
+		choose("when_not_matched_by_source", "delete", "keep", &c.DeleteUnmatchedBySource)); err != nil {
+		return c, given, err
+	}
+	c.MatchedIf, c.BySourceIf = q.Get("when_matched_if"), q.Get("when_not_matched_by_source_if")
+	if c.MatchedIf != "" && !c.UpdateMatched {
+		return c, given, badRequest("when_matched_if= conditions an update: not with when_matched=ignore")
+	}
+	if c.BySourceIf != "" && !c.DeleteUnmatchedBySource {
+		return c, given, badRequest("when_not_matched_by_source_if= conditions a delete: give when_not_matched_by_source=delete")
+	}
+	return c, given, nil
+}
+
+// upsertWithRows answers POST …/rows?mode=upsert&key=…&when_…: an upsert
+// as its clauses say, in one commit (engine.DB.UpsertWith), named as an
+// upsert is.
+func (s *Server) upsertWithRows(w http.ResponseWriter, r *http.Request, t *tableState, keys []string, c engine.UpsertClauses) error {
+	var recs []arrow.RecordBatch
+	defer func() { ingest.Release(recs) }()
+	read, release, err := s.directRows(r, &recs, fmt.Sprintf("upsert %q %+v", keys, c))
+	if err != nil {
+		return err
+	}
+	defer release()
+	res, err := t.db.UpsertWith(r.Context(), keys, c, read)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		replayed(w)
+	}
+	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted + res.Updated, Version: res.Version, Replaced: res.Replaced,
+		Inserted: res.Inserted, Updated: res.Updated, Deleted: res.Deleted, Duplicate: res.Duplicate})
 	return nil
 }
 

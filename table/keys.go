@@ -250,3 +250,10 @@ func KeysWritten(ctx context.Context, b blob.Bucket, schema *arrow.Schema, names
 	}
 	return KeysOf(schema, names, batches)
 }
+
+// RowKey is the key of row r of the key columns cols, as a KeySet holds
+// it; false when one of its values is null.
+func RowKey(cols []arrow.Array, r int) (string, bool) {
+	buf, ok := appendRowKey(nil, cols, r)
+	return string(buf), ok
+}

@@ -146,3 +146,25 @@ func TestAnUpdateSetsExpressionsOverTheOldRow(t *testing.T) {
 		}
 	}
 }
+
+// A name of words joined by dots is one column, written bare as a
+// qualified name (target.step) or between backticks; a dot not followed by
+// a word is not part of it.
+func TestQualifiedNamesAreOneColumn(t *testing.T) {
+	for s, want := range map[string][]string{
+		"target.step < source.step": {"target.step", "source.step"},
+		"`a.b` = 1 AND a.b.c > 2":   {"a.b", "a.b.c"},
+		"x > 1.5":                   {"x"},
+	} {
+		p, err := expr.ParseFilter(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if got := p.Columns(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s reads %v, want %v", s, got, want)
+		}
+	}
+	if _, err := expr.ParseFilter("x. > 1"); err == nil {
+		t.Error("x. > 1 parsed")
+	}
+}

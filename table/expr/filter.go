@@ -28,8 +28,9 @@ import (
 // backslash escapes), true, false. A comparison with a null is unknown,
 // as in SQL, and an unknown row is not selected (NOT of unknown is
 // unknown). A column name is written as it is when it is letters (of any
-// script), digits and '_', not starting with a digit, and not a keyword;
-// any other name is written between backticks, a backtick in it doubled:
+// script), digits and '_', not starting with a digit, and not a keyword,
+// or such words joined by dots (target.step, a qualified name); any other
+// name is written between backticks, a backtick in it doubled:
 //
 //	`a.b` = 1 AND `x y` > 2 AND `it``s` = 'x' AND `not` = true
 func ParseFilter(s string) (Predicate, error) {
@@ -239,6 +240,13 @@ func lex(s string) ([]token, error) {
 			j := i + size
 			for j < len(s) {
 				r, n := utf8.DecodeRuneInString(s[j:])
+				if r == '.' && j+1 < len(s) {
+					// A qualified name, target.step: one word.
+					if next, _ := utf8.DecodeRuneInString(s[j+1:]); wordRune(next, true) {
+						j += n
+						continue
+					}
+				}
 				if !wordRune(r, false) {
 					break
 				}

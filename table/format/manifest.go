@@ -197,6 +197,10 @@ type Transaction struct {
 	// Keys are an upsert's key columns, by stored name (the names their
 	// statistics carry in fragments; see StoredName).
 	Keys []string `json:"keys,omitempty"`
+	// DeletesUnmatched is set on an upsert (a merge by key) that deletes
+	// the live rows whose key its rows lack: rows that land before it plan
+	// it again, whatever their keys.
+	DeletesUnmatched bool `json:"deletes_unmatched,omitempty"`
 	// Shard and Watermark are set by a shard owner's Merge, and by a
 	// merge of a shard's upserts; Seq, when set, is a state of the shard
 	// all of whose generations it merges (see ShardMark.Seq).

@@ -293,6 +293,29 @@ class Client:
         self._wrote(name, out)
         return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out.get("version", 0)}
 
+    def upsert_with(self, name: str, rows: Rows, key: Union[str, Sequence[str]], when_matched: str = "update",
+                    when_matched_if: Optional[str] = None, when_not_matched: str = "insert",
+                    when_not_matched_by_source: str = "keep", when_not_matched_by_source_if: Optional[str] = None,
+                    ignore_unknown: bool = False) -> Dict[str, Any]:
+        """An upsert with clauses, as SQL's MERGE statement, in one commit: a row
+        whose key the table has updates that key's rows (``when_matched="update"``,
+        where ``when_matched_if`` holds of the pair: ``target.COL``, ``source.COL``)
+        or leaves them (``"ignore"``); a row whose key the table lacks is inserted
+        (``when_not_matched="insert"``) or not (``"ignore"``); the table's rows
+        whose key ``rows`` lack stay (``when_not_matched_by_source="keep"``) or go
+        (``"delete"``, where ``when_not_matched_by_source_if`` holds of them).
+        Returns ``{"inserted", "updated", "replaced", "deleted", "version"}``."""
+        keys = [key] if isinstance(key, str) else list(key)
+        query = {"mode": "upsert", "key": ",".join(keys), "ignore_unknown": ignore_unknown,
+                 "when_matched": when_matched, "when_matched_if": when_matched_if,
+                 "when_not_matched": when_not_matched, "when_not_matched_by_source": when_not_matched_by_source,
+                 "when_not_matched_by_source_if": when_not_matched_by_source_if}
+        body, ctype = _body(rows)
+        with self._open("POST", self._table(name, "/rows"), query, body, ctype, name={}) as r:
+            out = json.loads(_read(r))
+        self._wrote(name, out)
+        return {k: out.get(k, 0) for k in ("inserted", "updated", "replaced", "deleted", "version")}
+
     def scan(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None, version: Optional[int] = None,
              tag: Optional[str] = None, limit: Optional[int] = None, fresh: bool = False,
              as_of: Any = None) -> Iterator[Dict[str, Any]]:

@@ -260,10 +260,11 @@ class Table:
         return self._c.delete(self.name, where)["deleted"]
 
     def merge_insert(self, on: Any) -> "MergeInsert":
-        """A merge by key column(s) ``on``: ``.when_matched_update_all()
-        .when_not_matched_insert_all().execute(data)`` replaces the rows whose
-        keys ``data`` holds and inserts the others, one row per key, in one
-        commit (an upsert)."""
+        """A merge by key column(s) ``on``, in one commit, one row per key:
+        ``.when_matched_update_all(where=None)`` replaces the rows whose keys
+        ``data`` holds, ``.when_not_matched_insert_all()`` inserts the others,
+        ``.when_not_matched_by_source_delete(condition=None)`` deletes the rows
+        whose keys ``data`` lacks; ``.execute(data)`` runs it."""
         self._writable("merge_insert")
         return MergeInsert(self, [on] if isinstance(on, str) else list(on))
 
@@ -403,29 +404,46 @@ class Tags:
 
 
 class MergeInsert:
-    """A merge by key (see Table.merge_insert). Strata's merge is an upsert: it
-    needs both clauses, and neither takes a condition yet."""
+    """A merge by key, as LanceDB's ``merge_insert`` builds it (see
+    Table.merge_insert): Strata runs it as an upsert with clauses, in one
+    commit."""
 
     def __init__(self, table: Table, on: List[str]) -> None:
-        self._t, self._on, self._update, self._insert = table, on, False, False
+        self._t, self._on = table, on
+        self._update, self._insert, self._delete = False, False, False
+        self._update_if: Optional[str] = None
+        self._delete_if: Optional[str] = None
 
     def when_matched_update_all(self, where: Optional[str] = None) -> "MergeInsert":
-        if where is not None:
-            raise ValueError("when_matched_update_all(where=...) is not offered yet")
-        self._update = True
+        """Replace the rows whose key a new row has (where ``where`` holds of the
+        pair: ``target.COL`` the table's row, ``source.COL`` the new one)."""
+        self._update, self._update_if = True, where
         return self
 
     def when_not_matched_insert_all(self) -> "MergeInsert":
+        """Insert the new rows whose key the table lacks."""
         self._insert = True
         return self
 
+    def when_not_matched_by_source_delete(self, condition: Optional[str] = None) -> "MergeInsert":
+        """Delete the table's rows whose key no new row has (where ``condition``
+        holds of them)."""
+        self._delete, self._delete_if = True, condition
+        return self
+
     def execute(self, data: Any) -> Dict[str, Any]:
-        """Returns ``{"rows", "replaced", "version"}``: rows written, of which
-        ``replaced`` took the place of rows with their keys."""
-        if not (self._update and self._insert):
-            raise ValueError("merge_insert: Strata offers when_matched_update_all() with "
-                             "when_not_matched_insert_all() (an upsert); other merges are not offered yet")
-        return self._t._c.upsert(self._t.name, data, self._on)
+        """Returns ``{"inserted", "updated", "replaced", "deleted", "version"}``:
+        rows inserted, rows that updated their key's rows (``replaced`` of them),
+        and the table's rows deleted for having no new row."""
+        if not (self._update or self._insert or self._delete):
+            raise ValueError("merge_insert: give at least one of when_matched_update_all(), "
+                             "when_not_matched_insert_all() and when_not_matched_by_source_delete()")
+        return self._t._c.upsert_with(
+            self._t.name, data, self._on,
+            when_matched="update" if self._update else "ignore", when_matched_if=self._update_if,
+            when_not_matched="insert" if self._insert else "ignore",
+            when_not_matched_by_source="delete" if self._delete else "keep",
+            when_not_matched_by_source_if=self._delete_if)
 
 
 # -- embedded server ------------------------------------------------------------

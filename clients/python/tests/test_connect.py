@@ -87,7 +87,21 @@ class ConnectTest(unittest.TestCase):
         self.assertEqual(tbl.count_rows(), 4)
         self.assertEqual(tbl.count_rows("item = 'bar'"), 1, "one row per key")
         with self.assertRaises(ValueError):
-            tbl.merge_insert("item").when_not_matched_insert_all().execute([{"item": "x"}])
+            tbl.merge_insert("item").execute([{"item": "x"}])  # no clause
+        res = (tbl.merge_insert("item").when_not_matched_insert_all()
+               .execute([{"vector": 1.0, "item": "bar", "price": 99.0}, {"vector": 1.0, "item": "x", "price": 5.0}]))
+        self.assertEqual((res["inserted"], res["updated"]), (1, 0), "insert only: bar stays as it was")
+        self.assertEqual(tbl.to_list(columns=["price"], filter="item = 'bar'"), [{"price": 21.0}])
+        res = (tbl.merge_insert("item").when_matched_update_all(where="target.price < source.price")
+               .execute([{"vector": 1.0, "item": "x", "price": 4.0}, {"vector": 1.0, "item": "bar", "price": 30.0},
+                         {"vector": 1.0, "item": "new", "price": 1.0}]))
+        self.assertEqual((res["inserted"], res["updated"]), (0, 1), "update only, where the new price is higher")
+        self.assertEqual(sorted((r["item"], r["price"]) for r in tbl.to_list(columns=["item", "price"], filter="item IN ('x', 'bar', 'new')")),
+                         [("bar", 30.0), ("x", 5.0)])
+        res = (tbl.merge_insert("item").when_not_matched_by_source_delete("item = 'x'")
+               .execute([{"vector": 1.0, "item": "foo", "price": 11.0}]))
+        self.assertEqual(res["deleted"], 1, "delete the rows the source lacks, where the condition holds")
+        self.assertEqual(tbl.count_rows(), 4)
 
         self.assertEqual(tbl.delete("item = 'qux'"), 1)
         self.assertEqual(tbl.count_rows(), 3)

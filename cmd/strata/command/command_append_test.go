@@ -197,3 +197,52 @@ func TestAnAppendIsARetryOnlyOfTheSameFile(t *testing.T) {
 		t.Fatalf("--format xml: %d %s", code, errOut)
 	}
 }
+
+// strata upsert's --when-… flags: an insert of new keys only, an update of
+// present keys where a condition over the pair holds, a sync that deletes
+// the rows the file lacks; flags that contradict each other are usage
+// errors.
+func TestAnUpsertWithClausesFromTheCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/s.json", []byte(`{"fields":[{"name":"id","type":"int64"},{"name":"step","type":"int64"}]}`), 0o644)
+	u := "file://" + dir + "/t"
+	if code, _, errOut := run(t, nil, "create", u, "--schema", dir+"/s.json"); code != 0 {
+		t.Fatal(errOut)
+	}
+	os.WriteFile(dir+"/a.csv", []byte("id,step\n1,1\n2,5\n"), 0o644)
+	if code, _, errOut := run(t, nil, "append", u, dir+"/a.csv"); code != 0 {
+		t.Fatal(errOut)
+	}
+	os.WriteFile(dir+"/b.csv", []byte("id,step\n1,3\n2,3\n3,3\n"), 0o644)
+	os.WriteFile(dir+"/c.csv", []byte("id,step\n1,3\n3,3\n"), 0o644)
+	for _, c := range []struct {
+		file string
+		args []string
+		says string
+		rows string
+	}{
+		{"b.csv", []string{"--when-matched", "ignore"}, "1 rows inserted, 0 updated", "id,step\n1,1\n2,5\n3,3\n"},
+		{"b.csv", []string{"--when-matched-if", "target.step < source.step", "--when-not-matched", "ignore"}, "0 rows inserted, 1 updated (replacing 1)", "id,step\n2,5\n3,3\n1,3\n"},
+		{"c.csv", []string{"--when-not-matched-by-source", "delete", "--when-not-matched-by-source-if", "step > 4"}, "0 rows inserted, 2 updated (replacing 2), 1 deleted", "id,step\n1,3\n3,3\n"},
+	} {
+		code, out, errOut := run(t, nil, append([]string{"upsert", u, dir + "/" + c.file, "--key", "id"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.says) {
+			t.Fatalf("upsert %v: %d %q %s", c.args, code, out, errOut)
+		}
+		if _, got, _ := run(t, nil, "scan", u, "--format", "csv"); got != c.rows {
+			t.Fatalf("after upsert %v: %q, want %q", c.args, got, c.rows)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--when-matched", "maybe"},
+		{"--when-matched", "ignore", "--when-matched-if", "step > 1"},
+		{"--when-not-matched-by-source-if", "step > 1"},
+		{"--when-not-matched-by-source", "delete", "--shard", "s1"},
+		{"--when-matched", "ignore", "--when-not-matched", "ignore"},
+		{"--when-matched-if", "target.nope < 1"},
+	} {
+		if code, _, errOut := run(t, nil, append([]string{"upsert", u, dir + "/b.csv", "--key", "id"}, bad...)...); code != 2 {
+			t.Errorf("upsert %v: exit %d, want 2: %s", bad, code, errOut)
+		}
+	}
+}

@@ -24,6 +24,7 @@ const upsertLimit = 1 << 30
 func newUpsert(env *Env) *cobra.Command {
 	var keys, shard, format string
 	var ignoreUnknown bool
+	var cl clauseFlags
 	c := &cobra.Command{
 		Use:   "upsert URL FILE... --key COLUMN[,COLUMN...] (- for standard input, with --format)",
 		Short: "Write rows that replace the table's rows with the same key, in one commit",
@@ -40,6 +41,13 @@ with their keys. A shard's upserts replace each other in the order they
 were acknowledged; across shards and direct upserts, the upsert merged or
 committed last wins.
 
+The --when-… flags make it SQL's MERGE statement, in one commit:
+--when-matched ignore inserts only the keys the table lacks;
+--when-not-matched ignore updates only the keys it has; --when-matched-if
+'target.step < source.step' updates a key's rows only where that holds of
+the pair; --when-not-matched-by-source delete also deletes the table's rows
+whose key the files lack (--when-not-matched-by-source-if narrows them).
+
 Upserts racing each other leave one row per key, that of the upsert that
 committed last. Rows appended (not upserted) may share a key. Rows not yet
 merged from a writer's shard are not seen: run a checkpoint first. Running
@@ -47,7 +55,10 @@ the same command again is safe: the rows replace themselves. At most 1 GiB
 of input, held in memory.`,
 		Example: `  strata upsert file://./events rewards.jsonl --key id
   strata upsert file://./events fixes.csv --key run,step
-  strata upsert file://./events rewards.jsonl --key id --shard grader-1`,
+  strata upsert file://./events rewards.jsonl --key id --shard grader-1
+  strata upsert file://./events new.jsonl --key id --when-matched ignore
+  strata upsert file://./events rewards.jsonl --key id --when-matched-if 'target.step < source.step'
+  strata upsert file://./events snapshot.csv --key id --when-not-matched-by-source delete`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{fmt.Errorf("upsert needs a URL and at least one file\n\n%s", c.UsageString())}
@@ -69,6 +80,16 @@ of input, held in memory.`,
 				return err
 			}
 			defer in.remove()
+			clauses, given, err := cl.clauses(c)
+			if err != nil {
+				return err
+			}
+			if given && shard != "" {
+				return usageError{errors.New("--when-… clauses commit to the table directly: not with --shard (a shard's upserts replace their keys' rows, and nothing else)")}
+			}
+			if given {
+				return runUpsertWith(c.Context(), env, args[0], in, cols, clauses, ignoreUnknown)
+			}
 			return runUpsert(c.Context(), env, args[0], in, cols, shard, ignoreUnknown)
 		},
 	}
@@ -76,6 +97,7 @@ of input, held in memory.`,
 	c.Flags().StringVar(&shard, "shard", "", "upsert through this WAL shard (acknowledged once in its WAL, then merged) instead of a direct commit")
 	c.Flags().BoolVar(&ignoreUnknown, "ignore-unknown-columns", false, "drop input columns the table does not have instead of refusing the input")
 	c.Flags().StringVar(&format, "format", "", "csv, jsonl or parquet: the format of standard input (-), or of files whose names do not say")
+	cl.declare(c)
 	return c
 }
 
@@ -126,6 +148,89 @@ func runUpsert(ctx context.Context, env *Env, u string, files *input, cols []str
 		return nil
 	}
 	fmt.Fprintf(env.Out, "upserted %d rows, replacing %d (version %d)\n", res.Inserted, res.Replaced, res.Version)
+	return nil
+}
+
+// clauseFlags are upsert's --when-… flags, as SQL's MERGE statement has
+// them.
+type clauseFlags struct {
+	matched, notMatched, bySource string
+	matchedIf, bySourceIf         string
+}
+
+func (f *clauseFlags) declare(c *cobra.Command) {
+	fs := c.Flags()
+	fs.StringVar(&f.matched, "when-matched", "update", "a row whose key the table has: update (replace that key's rows) or ignore")
+	fs.StringVar(&f.matchedIf, "when-matched-if", "", "update only where this holds of the pair: target.COL (or COL) the table's row, source.COL the file's, e.g. 'target.step < source.step'")
+	fs.StringVar(&f.notMatched, "when-not-matched", "insert", "a row whose key the table lacks: insert or ignore")
+	fs.StringVar(&f.bySource, "when-not-matched-by-source", "keep", "the table's rows whose key the files lack: keep or delete")
+	fs.StringVar(&f.bySourceIf, "when-not-matched-by-source-if", "", "delete only those where this holds of them, e.g. \"run = 'r1'\"")
+}
+
+// clauses are the flags as the engine takes them; given is false when no
+// --when-… flag was set (a plain upsert).
+func (f *clauseFlags) clauses(c *cobra.Command) (engine.UpsertClauses, bool, error) {
+	var given bool
+	for _, n := range []string{"when-matched", "when-matched-if", "when-not-matched", "when-not-matched-by-source", "when-not-matched-by-source-if"} {
+		given = given || c.Flags().Changed(n)
+	}
+	out := engine.UpsertClauses{MatchedIf: f.matchedIf, BySourceIf: f.bySourceIf}
+	for _, o := range []struct {
+		flag, v, yes, no string
+		to               *bool
+	}{
+		{"--when-matched", f.matched, "update", "ignore", &out.UpdateMatched},
+		{"--when-not-matched", f.notMatched, "insert", "ignore", &out.InsertUnmatched},
+		{"--when-not-matched-by-source", f.bySource, "delete", "keep", &out.DeleteUnmatchedBySource},
+	} {
+		switch o.v {
+		case o.yes:
+			*o.to = true
+		case o.no:
+		default:
+			return out, given, usageError{fmt.Errorf("%s %q: want %s or %s", o.flag, o.v, o.yes, o.no)}
+		}
+	}
+	if out.MatchedIf != "" && !out.UpdateMatched {
+		return out, given, usageError{errors.New("--when-matched-if conditions an update: not with --when-matched ignore")}
+	}
+	if out.BySourceIf != "" && !out.DeleteUnmatchedBySource {
+		return out, given, usageError{errors.New("--when-not-matched-by-source-if conditions a delete: give --when-not-matched-by-source delete")}
+	}
+	return out, given, nil
+}
+
+// runUpsertWith upserts the rows of files into the table at u by the key
+// columns cols as the clauses say, in one direct commit.
+func runUpsertWith(ctx context.Context, env *Env, u string, files *input, cols []string, c engine.UpsertClauses, ignoreUnknown bool) (err error) {
+	in, err := holdInput(files, ignoreUnknown, "upserted")
+	if err != nil {
+		return err
+	}
+	defer in.release()
+	b, err := env.Open(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	tb, err := handle(b)
+	if err != nil {
+		return err
+	}
+	defer closeDB(tb, &err)
+	res, err := tb.UpsertWith(ctx, cols, c, in.rows(nil))
+	switch {
+	case in.err != nil:
+		return in.err
+	case errors.Is(err, engine.ErrBadClauses):
+		return usageError{err}
+	case err != nil:
+		return fmt.Errorf("%w (nothing was upserted)", err)
+	case res.Done:
+		fmt.Fprintf(env.Out, "nothing to change; nothing committed (version %d)\n", res.Version)
+	default:
+		fmt.Fprintf(env.Out, "upserted: %d rows inserted, %d updated (replacing %d), %d deleted (version %d)\n", res.Inserted, res.Updated, res.Replaced, res.Deleted, res.Version)
+	}
 	return nil
 }
 
