@@ -98,10 +98,12 @@ func (s *Server) upsertWithRows(w http.ResponseWriter, r *http.Request, t *table
 	if err != nil {
 		return err
 	}
+	rows := res.Inserted + res.Updated
 	if res.Duplicate {
 		replayed(w)
+		rows = res.Rows // the first one's
 	}
-	writeJSON(w, http.StatusOK, api.AppendResult{Rows: res.Inserted + res.Updated, Version: res.Version, Replaced: res.Replaced,
+	writeJSON(w, http.StatusOK, api.AppendResult{Rows: rows, Version: res.Version, Replaced: res.Replaced,
 		Inserted: res.Inserted, Updated: res.Updated, Deleted: res.Deleted, Duplicate: res.Duplicate})
 	return nil
 }

@@ -76,7 +76,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	var showVersion bool
 	defineFlags(c.Flags(), &f, &showVersion)
 	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
+		return usageError{fmt.Errorf("%w\n\n%s", cli.FlagValueError(c.Flags(), err), c.UsageString())}
 	})
 	// Every flag can be set from the environment, read as strata reads
 	// the few of its own: a flag on the command line wins.

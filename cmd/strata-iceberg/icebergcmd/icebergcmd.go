@@ -92,7 +92,7 @@ view follows what it keeps.`,
 		},
 	}
 	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return command.UsageError(fmt.Errorf("%w\n\n%s", err, c.UsageString()))
+		return command.UsageError(fmt.Errorf("%w\n\n%s", cli.FlagValueError(c.Flags(), err), c.UsageString()))
 	})
 	c.Flags().Uint64Var(&o.Version, "version", 0, "the newest version described, the current snapshot (default: the latest)")
 	c.Flags().StringVar(&o.Location, "location", "", "the table's address as readers see it (default: from URL, e.g. s3://bucket/prefix, file:///abs/path)")

@@ -119,7 +119,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		return nil
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w\n\n%s", err, c.UsageString())}
+		return usageError{fmt.Errorf("%w\n\n%s", cli.FlagValueError(c.Flags(), err), c.UsageString())}
 	})
 	root.AddCommand(newSelftest(env), newBench(env), newDemo(env), newScan(env), newCount(env), newTake(env), newVersions(env), newChanges(env), newFollow(env), newRestore(env),
 		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newRepair(env), newServe(env), newWorker(env),
