@@ -18,13 +18,16 @@ import (
 // Upsert writes the rows and, in the same commit, deletes every row of the
 // table whose key — its values in the columns keys — one of them has
 // (POST …/rows?mode=upsert; see commit.Table.Upsert). A key must not be
-// null nor appear twice among the rows. An upsert sent again replaces its
-// own rows, so a transport error, a 503 or an outcome_unknown answer is
-// retried (for up to RetryFor), as a named append is. Rows other writers
-// appended through shards and not yet merged are not replaced.
+// null nor appear twice among the rows. It is named as Append is, so a
+// transport error, a 503 or an outcome_unknown answer is retried (for up
+// to RetryFor) and the retry changes nothing once the first landed: it
+// never undoes a later upsert of its keys. Rows other writers appended
+// through shards and not yet merged are not replaced.
 func (c *Client) Upsert(ctx context.Context, name string, keys []string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	reqName, done := c.nextName()
+	defer done()
 	q := url.Values{"mode": {"upsert"}, "key": {strings.Join(keys, ",")}}
-	return c.postRows(ctx, name, q, http.Header{}, batches)
+	return c.postRows(ctx, name, q, reqName, batches)
 }
 
 // UpsertClauses are the clauses of an upsert (UpsertWith); the zero value
@@ -42,9 +45,13 @@ type UpsertClauses struct {
 // UpsertWith writes the rows into the table by the key columns keys, as
 // the clauses say, in one commit (POST …/rows?mode=upsert&when_…; see
 // commit.Table.UpsertWith): the answer counts the rows inserted,
-// updated, and deleted for their key's absence. It is retried as Upsert
-// is.
+// updated, and deleted for their key's absence. It is named as Append is:
+// sent again after a lost answer it changes nothing (Duplicate set), so
+// that a retry never deletes rows written after it landed. With no rows,
+// it deletes every row when DeleteMissing says so.
 func (c *Client) UpsertWith(ctx context.Context, name string, keys []string, m UpsertClauses, batches ...arrow.RecordBatch) (api.AppendResult, error) {
+	reqName, done := c.nextName()
+	defer done()
 	q := url.Values{"mode": {"upsert"}, "key": {strings.Join(keys, ",")},
 		"when_matched": {"update"}, "when_not_matched": {"insert"}, "when_not_matched_by_source": {"keep"}}
 	if m.IgnoreMatched {
@@ -62,7 +69,21 @@ func (c *Client) UpsertWith(ctx context.Context, name string, keys []string, m U
 	if m.MissingIf != "" {
 		q.Set("when_not_matched_by_source_if", m.MissingIf)
 	}
-	return c.postRows(ctx, name, q, http.Header{}, batches)
+	return c.postDirect(ctx, name, q, reqName, batches)
+}
+
+// postDirect posts the rows of a write committed directly (an overwrite,
+// an upsert with clauses), named by reqName: with no rows, an empty body
+// of JSON lines, which such a write means as it says.
+func (c *Client) postDirect(ctx context.Context, name string, q url.Values, reqName http.Header, batches []arrow.RecordBatch) (api.AppendResult, error) {
+	if len(batches) > 0 {
+		return c.postRows(ctx, name, q, reqName, batches)
+	}
+	var out api.AppendResult
+	empty := func() io.Reader { return bytes.NewReader(nil) }
+	err := c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.NDJSON, empty, "", reqName).json(&out)
+	c.wrote(name, out)
+	return out, err
 }
 
 // UpsertThroughShard is Upsert through the server's WAL shard
@@ -89,15 +110,7 @@ func (c *Client) UpsertThroughShard(ctx context.Context, name string, keys []str
 func (c *Client) Overwrite(ctx context.Context, name string, batches ...arrow.RecordBatch) (api.AppendResult, error) {
 	reqName, done := c.nextName()
 	defer done()
-	q := url.Values{"mode": {"overwrite"}}
-	if len(batches) == 0 {
-		var out api.AppendResult
-		empty := func() io.Reader { return bytes.NewReader(nil) }
-		err := c.callNamed(ctx, http.MethodPost, c.url(name, "/rows", q), api.NDJSON, empty, "", reqName).json(&out)
-		c.wrote(name, out)
-		return out, err
-	}
-	return c.postRows(ctx, name, q, reqName, batches)
+	return c.postDirect(ctx, name, url.Values{"mode": {"overwrite"}}, reqName, batches)
 }
 
 // Update sets columns of the rows matching filter (required) to the

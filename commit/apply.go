@@ -50,6 +50,7 @@ func Apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, err
 	if err != nil {
 		return nil, err
 	}
+	rec.Committed = next.Timestamp
 	next.NextFragmentID = cur.NextFragmentID + uint64(len(rec.Added))
 	rec.Version, rec.NextFragmentID, rec.FragmentCount = next.Version, next.NextFragmentID, len(next.Fragments)
 	next.Transaction = rec
@@ -68,6 +69,9 @@ func Replay(cur *format.Manifest, rec *format.Transaction) (*format.Manifest, er
 	next, err := apply(cur, rec)
 	if err != nil {
 		return nil, err
+	}
+	if !rec.Committed.IsZero() {
+		next.Timestamp = rec.Committed // the version's own, not this process's clock
 	}
 	next.NextFragmentID = rec.NextFragmentID
 	for _, f := range rec.Added {

@@ -63,9 +63,12 @@ func (d Decision) String() string {
 // a common fragment or when the rows it added may hold our keys ("retry
 // keys": their key columns' statistics meet the range of ours).
 //
-// An Upsert that deletes the rows its source lacks (DeletesUnmatched, a
-// merge by key with that clause) retries after any commit that adds rows
-// but a Rewrite: they may be rows it must delete.
+// An Upsert that deletes the rows its source lacks (DeletesUnmatched, an
+// upsert with that clause) retries after any commit that adds rows but a
+// Rewrite: they may be rows it must delete. An upsert with clauses checks
+// rows that land against the range of all its keys (KeyRange), not only
+// those it writes, and retries after a Delete, Update or Upsert of a
+// fragment holding rows it matched and left (Read).
 //
 // A Merge(keyed) installs a shard's generation of upserts (a merge with
 // Keys and Deletions, Table.MergeKeyed): against theirs it is a merge of
@@ -183,6 +186,9 @@ func upsertAgainst(ours, theirs *format.Transaction) Decision {
 	if ours.DeletesUnmatched && len(theirs.Added) > 0 && theirs.Kind != format.KindRewrite {
 		return Retry // rows ours did not see, which it may have had to delete
 	}
+	if theirs.Kind != format.KindRewrite && overlap(ours.Read, theirs.Touched()) {
+		return Retry // rows ours matched and left changed
+	}
 	switch theirs.Kind {
 	case format.KindDelete, format.KindRewrite:
 		if overlap(ours.Touched(), theirs.Touched()) {
@@ -217,6 +223,9 @@ func mayHoldKeys(ours *format.Transaction, added []format.Fragment) bool {
 		disjoint := false
 		for _, k := range ours.Keys {
 			lo, hi, ok := keyRange(ours.Added, k)
+			if r := columnStatsIn(ours.KeyRange, k); r != nil && r.Min != nil && r.Max != nil {
+				lo, hi, ok = *r.Min, *r.Max, true // every row of an upsert with clauses, written or not
+			}
 			st := columnStats(&added[i], k)
 			if !ok || st == nil || st.Min == nil || st.Max == nil || st.Min.Kind != lo.Kind {
 				continue // unknown: may meet
@@ -252,9 +261,13 @@ func keyRange(frags []format.Fragment, k string) (lo, hi value.Value, ok bool) {
 }
 
 func columnStats(f *format.Fragment, name string) *format.ColumnStats {
-	for i := range f.Columns {
-		if f.Columns[i].Name == name {
-			return &f.Columns[i]
+	return columnStatsIn(f.Columns, name)
+}
+
+func columnStatsIn(cols []format.ColumnStats, name string) *format.ColumnStats {
+	for i := range cols {
+		if cols[i].Name == name {
+			return &cols[i]
 		}
 	}
 	return nil

@@ -177,6 +177,24 @@ func TestACommitTimeNeverGoesBack(t *testing.T) {
 	if !next.Timestamp.Equal(ahead) {
 		t.Fatalf("v%d after a version at %s: %s", next.Version, ahead, next.Timestamp)
 	}
+	// Another process, whose clock is behind the committer's, rebuilds a
+	// version from its transaction (as it catches up after losing a race):
+	// the version keeps its own time, and what it commits after it is not
+	// earlier.
+	m.Timestamp = time.Now().Add(-time.Minute).UTC()
+	rec := next.Transaction
+	rec.Committed = ahead // as a committer an hour ahead recorded it
+	replayed, err := commit.Replay(m, &rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !replayed.Timestamp.Equal(ahead) {
+		t.Fatalf("v%d replayed has the time %s, want its own %s", replayed.Version, replayed.Timestamp, ahead)
+	}
+	after, err := commit.Apply(replayed, &format.Transaction{Kind: format.KindAppend, CommitID: format.NewID()})
+	if err != nil || after.Timestamp.Before(ahead) {
+		t.Fatalf("v%d after a replayed version at %s: %s (%v)", after.Version, ahead, after.Timestamp, err)
+	}
 	m.Timestamp = time.Now().Add(-time.Hour).UTC()
 	if next, err = commit.Apply(m, &format.Transaction{Kind: format.KindAppend, CommitID: format.NewID()}); err != nil || !next.Timestamp.After(m.Timestamp.Add(59*time.Minute)) {
 		t.Fatalf("a version after one an hour old is stamped %s (%v)", next.Timestamp, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // UpsertClauses say what an upsert with clauses (UpsertWith) does with
@@ -105,7 +106,8 @@ func (t *Table) UpsertWith(ctx context.Context, key *format.Idempotency, keys []
 			return Plan{Done: true}, nil
 		}
 		p := Plan{Txn: format.Transaction{Kind: format.KindUpsert, CommitID: format.NewID(), ReadVersion: snap.Version(),
-			Keys: evolve.StoredNames(base.Schema(), keys), Idempotency: name, DeletesUnmatched: c.DeleteUnmatchedBySource}, written: t.opts.Now()}
+			Keys: evolve.StoredNames(base.Schema(), keys), Idempotency: name, DeletesUnmatched: c.DeleteUnmatchedBySource,
+			KeyRange: src.keyRange(evolve.StoredNames(base.Schema(), keys)), Read: m.read}, written: t.opts.Now()}
 		dels, err := snap.NewDeletions(ctx, m.found, t.opts.ReadParallelism)
 		if err != nil {
 			return Plan{}, err
@@ -182,6 +184,32 @@ func newUpsertSource(schema *arrow.Schema, keys []string, batches []arrow.Record
 	return s, nil
 }
 
+// keyRange is the range of each key column over every source row, under
+// the key columns' stored names (stored, by key).
+func (s *upsertSource) keyRange(stored []string) []format.ColumnStats {
+	if s.rec.NumRows() == 0 {
+		return nil
+	}
+	out := make([]format.ColumnStats, len(s.keys))
+	for i, k := range s.keys {
+		col := s.rec.Column(s.rec.Schema().FieldIndices(k)[0])
+		out[i].Name = stored[i]
+		for r := range col.Len() {
+			v, ok := format.ValueAt(col, r)
+			if !ok {
+				continue
+			}
+			if out[i].Min == nil || value.Compare(v, *out[i].Min) < 0 {
+				out[i].Min = &v
+			}
+			if out[i].Max == nil || value.Compare(v, *out[i].Max) > 0 {
+				out[i].Max = &v
+			}
+		}
+	}
+	return out
+}
+
 // rows is the source's rows at the offsets of write, in order.
 func (s *upsertSource) rows(write map[int]bool) (arrow.RecordBatch, error) {
 	ix := takeIndices(slices.Sorted(maps.Keys(write)))
@@ -225,6 +253,7 @@ func keyColumns(rec arrow.RecordBatch, keys []string) []arrow.Array {
 type clausePlan struct {
 	found                                map[uint64][]uint32 // target rows to delete, by fragment
 	write                                map[int]bool        // source rows to write
+	read                                 []uint64            // fragments of rows matched and left
 	inserted, updated, replaced, deleted int64
 }
 
@@ -295,6 +324,7 @@ func (t *Table) planClauses(ctx context.Context, snap *table.Snapshot, src *upse
 	}
 	m := &clausePlan{found: map[uint64][]uint32{}, write: map[int]bool{}}
 	matchedKeys := map[int]bool{} // source rows whose key a target row has
+	read := map[uint64]bool{}     // fragments of target rows matched and left
 	for rec, err := range snap.Scan(ctx, table.ScanOptions{Columns: cols, WithRowAddress: true, Parallelism: t.opts.ReadParallelism}) {
 		if err != nil {
 			return nil, err
@@ -314,12 +344,15 @@ func (t *Table) planClauses(ctx context.Context, snap *table.Snapshot, src *upse
 			switch {
 			case ok && matched:
 				matchedKeys[j] = true
-				if c.UpdateMatched && mc.matched == nil {
+				switch {
+				case c.UpdateMatched && mc.matched == nil:
 					del(i)
 					m.replaced++
 					m.write[j] = true
-				} else if c.UpdateMatched {
+				case c.UpdateMatched:
 					pairs = append(pairs, [2]int{i, j})
+				default:
+					read[frags.Value(i)] = true
 				}
 			case c.DeleteUnmatchedBySource && (mc.bySource == nil || mc.bySource.Match(byName, i)):
 				del(i)
@@ -336,6 +369,8 @@ func (t *Table) planClauses(ctx context.Context, snap *table.Snapshot, src *upse
 					del(p[0])
 					m.replaced++
 					m.write[p[1]] = true
+				} else {
+					read[frags.Value(p[0])] = true
 				}
 			}
 		}
@@ -352,6 +387,7 @@ func (t *Table) planClauses(ctx context.Context, snap *table.Snapshot, src *upse
 	for id := range m.found {
 		slices.Sort(m.found[id])
 	}
+	m.read = slices.Sorted(maps.Keys(read))
 	return m, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
 )
 
@@ -143,4 +144,44 @@ func TestAnUpsertWithClausesSeesRowsThatLandedWhileItPlanned(t *testing.T) {
 	if m.Transaction.Kind != format.KindUpsert || !m.Transaction.DeletesUnmatched {
 		t.Fatalf("the sync's transaction: %+v", m.Transaction)
 	}
+}
+
+// An upsert with clauses plans again after rows it decided on change,
+// even where it writes nothing of theirs: an insert that found a key
+// present inserts it after all when a delete of that key lands first (it
+// read the row's fragment), and an update of present keys updates a key
+// another writer inserts first (rows that land are checked against the
+// range of all its keys, not only those it writes).
+func TestAnUpsertWithClausesPlansAgainWhenWhatItDecidedOnChanges(t *testing.T) {
+	b := open(t, "file://"+t.TempDir())
+	tb := newKVTable(t, b)
+	upsert(t, tb, []string{"id"}, kv{1, "a", 7}, kv{5, "a", 5})
+	stale, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred, _ := expr.ParseFilter("id = 1")
+	if _, _, err := tb.Delete(ctx, pred); err != nil {
+		t.Fatal(err)
+	}
+	res := upsertWith(t, stale, commit.UpsertClauses{InsertUnmatched: true}, kv{1, "b", 1}, kv{9, "b", 9})
+	if res.Inserted != 2 {
+		t.Fatalf("an insert of a key deleted meanwhile: %+v", res)
+	}
+	wantRows(t, tb, "an insert of a key deleted meanwhile", map[string]float64{"1/b": 1, "5/a": 5, "9/b": 9})
+
+	stale, err = commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := kvBatch(kv{3, "other", 3})
+	if _, err := tb.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	res = upsertWith(t, stale, commit.UpsertClauses{UpdateMatched: true}, kv{3, "c", 30}, kv{9, "c", 90})
+	if res.Updated != 2 || res.Inserted != 0 {
+		t.Fatalf("an update of a key inserted meanwhile: %+v", res)
+	}
+	wantRows(t, tb, "an update of a key inserted meanwhile", map[string]float64{"1/b": 1, "3/c": 30, "5/a": 5, "9/c": 90})
 }

@@ -20,6 +20,9 @@ type GCOptions struct {
 	Now time.Time
 }
 
+// GCPolicy is the collection policy the DB was opened with (Options.GC).
+func (db *DB) GCPolicy() GCPolicy { return db.opts.GC }
+
 // GC collects the table's garbage (compactor.GC). A failure is recorded
 // in the table's history as a gc run with its duration and error, where
 // operators look, and so is a collection that deleted something or that

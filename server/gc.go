@@ -35,7 +35,11 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request, t *tableState) error
 	if req.KeepVersions < 0 {
 		return badRequest("keep_versions must not be negative")
 	}
-	p := engine.GCPolicy{KeepVersions: req.KeepVersions, DryRun: req.DryRun}
+	p := t.db.GCPolicy() // the table's, with what the request sets
+	p.DryRun = req.DryRun
+	if req.KeepVersions > 0 {
+		p.KeepVersions = req.KeepVersions
+	}
 	for _, d := range []struct {
 		name, text string
 		to         *time.Duration

@@ -201,6 +201,19 @@ type Transaction struct {
 	// the live rows whose key its rows lack: rows that land before it plan
 	// it again, whatever their keys.
 	DeletesUnmatched bool `json:"deletes_unmatched,omitempty"`
+	// KeyRange is, on an upsert with clauses, the range of each key column
+	// (stored name) over all its rows, written or not: rows that land
+	// first within it plan it again (its added fragments' statistics
+	// cover only the rows it writes).
+	KeyRange []ColumnStats `json:"key_range,omitempty"`
+	// Read are, on an upsert with clauses, the fragments holding live rows
+	// it matched and left (a condition false, or matches ignored): a
+	// delete, update or upsert of them that lands first plans it again.
+	Read []uint64 `json:"read,omitempty"`
+	// Committed is the version's commit time, its manifest's timestamp
+	// (never before its parent's): a version rebuilt from its transaction
+	// (commit.Replay) keeps it.
+	Committed time.Time `json:"committed,omitzero"`
 	// Shard and Watermark are set by a shard owner's Merge, and by a
 	// merge of a shard's upserts; Seq, when set, is a state of the shard
 	// all of whose generations it merges (see ShardMark.Seq).

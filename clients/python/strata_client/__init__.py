@@ -275,9 +275,10 @@ class Client:
         """Write rows and, in the same commit, delete every row of the table whose
         key — its values in the column ``key`` (a name, or a list of names) — one
         of them has. Rows as for ``append``; a key must not be null nor appear
-        twice among them. Returns ``{"rows", "replaced", "version"}``. Sent again,
-        an upsert replaces its own rows, so failures that leave its outcome
-        unknown are retried, as a named append's are.
+        twice among them. Returns ``{"rows", "replaced", "version"}``. The request
+        is named as an append is, so failures that leave its outcome unknown are
+        retried, and a retry changes nothing once the first landed: it never
+        undoes a later upsert of its keys.
 
         With ``through_shard=True`` the rows go through the server's WAL shard
         as an append's do: acknowledged once durable there (``version`` is 0,
@@ -288,7 +289,8 @@ class Client:
         if through_shard:
             query["through"] = "shard"
         body, ctype = _body(rows)
-        with self._open("POST", self._table(name, "/rows"), query, body, ctype, name={}) as r:
+        with self._named(None) as req_name, \
+                self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
             out = json.loads(_read(r))
         self._wrote(name, out)
         return {"rows": out["rows"], "replaced": out.get("replaced", 0), "version": out.get("version", 0)}
@@ -296,7 +298,7 @@ class Client:
     def upsert_with(self, name: str, rows: Rows, key: Union[str, Sequence[str]], when_matched: str = "update",
                     when_matched_if: Optional[str] = None, when_not_matched: str = "insert",
                     when_not_matched_by_source: str = "keep", when_not_matched_by_source_if: Optional[str] = None,
-                    ignore_unknown: bool = False) -> Dict[str, Any]:
+                    ignore_unknown: bool = False, idempotency_key: Optional[str] = None) -> Dict[str, Any]:
         """An upsert with clauses, as SQL's MERGE statement, in one commit: a row
         whose key the table has updates that key's rows (``when_matched="update"``,
         where ``when_matched_if`` holds of the pair: ``target.COL``, ``source.COL``)
@@ -304,14 +306,18 @@ class Client:
         (``when_not_matched="insert"``) or not (``"ignore"``); the table's rows
         whose key ``rows`` lack stay (``when_not_matched_by_source="keep"``) or go
         (``"delete"``, where ``when_not_matched_by_source_if`` holds of them).
-        Returns ``{"inserted", "updated", "replaced", "deleted", "version"}``."""
+        Returns ``{"inserted", "updated", "replaced", "deleted", "version"}``. The
+        request is named as an append is (by ``idempotency_key`` when given): sent
+        again after a lost answer, it changes nothing, so that a retry never
+        deletes rows written after it landed."""
         keys = [key] if isinstance(key, str) else list(key)
         query = {"mode": "upsert", "key": ",".join(keys), "ignore_unknown": ignore_unknown,
                  "when_matched": when_matched, "when_matched_if": when_matched_if,
                  "when_not_matched": when_not_matched, "when_not_matched_by_source": when_not_matched_by_source,
                  "when_not_matched_by_source_if": when_not_matched_by_source_if}
         body, ctype = _body(rows)
-        with self._open("POST", self._table(name, "/rows"), query, body, ctype, name={}) as r:
+        with self._named(idempotency_key) as req_name, \
+                self._open("POST", self._table(name, "/rows"), query, body, ctype, name=req_name) as r:
             out = json.loads(_read(r))
         self._wrote(name, out)
         return {k: out.get(k, 0) for k in ("inserted", "updated", "replaced", "deleted", "version")}

@@ -224,6 +224,8 @@ func runUpsertWith(ctx context.Context, env *Env, u string, files *input, cols [
 		return in.err
 	case errors.Is(err, engine.ErrBadClauses):
 		return usageError{err}
+	case errors.Is(err, engine.ErrOutcomeUnknown):
+		return fmt.Errorf("%w; see `strata versions` for whether it landed before running it again (a delete of the rows the files lack, run again, deletes what was written since)", err)
 	case err != nil:
 		return fmt.Errorf("%w (nothing was upserted)", err)
 	case res.Done:

@@ -48,6 +48,7 @@ func takeInput(env *Env, args []string, format string) (*input, error) {
 			continue
 		}
 		if in.stdin {
+			in.remove()
 			return nil, usageError{errors.New("- (standard input) is given twice")}
 		}
 		if format == "" {
