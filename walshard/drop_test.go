@@ -123,3 +123,42 @@ func TestAnAppendLandingAsTheDropFencesSaysTheTableWasDropped(t *testing.T) {
 		t.Fatal("the append wrote no WAL entry")
 	}
 }
+
+// A writer stalled on merges (its generations await merging, so it writes
+// no WAL entry and reads no claim of its shard) learns that its table was
+// dropped when it next reads the table: the stalled flush, and every
+// append after, end with ErrDropped rather than wait for merges that
+// cannot come. Before, a worker so stalled retried its flush for good,
+// logging "no table here".
+func TestAWriterStalledOnMergesLearnsItsTableWasDropped(t *testing.T) {
+	b := newTable(t, "mem://")
+	s := open(t, b, "w1", walshard.Options{MaxPendingGenerations: 1})
+	defer s.Close()
+	appendIDs(t, s, 1, 2)
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	appendIDs(t, s, 3)
+	flushed := make(chan error, 1)
+	go func() { _, err := s.Flush(ctx); flushed <- err }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("a flush past MaxPendingGenerations did not wait for a merge: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := walshard.FenceForDrop(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	deleteAll(t, b)
+	select {
+	case err := <-flushed:
+		if !errors.Is(err, walshard.ErrDropped) {
+			t.Fatalf("the stalled flush after the drop: %v, want ErrDropped", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the stalled flush still waits a minute after its table was dropped")
+	}
+	if err := appendOnce(s, "w1", 4); !errors.Is(err, walshard.ErrDropped) {
+		t.Fatalf("an append after: %v, want ErrDropped", err)
+	}
+}

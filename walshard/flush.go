@@ -255,6 +255,13 @@ func (s *Shard) learnWhileWaiting(ctx context.Context) error {
 	}
 	asked := s.now()
 	m, err := table.ReadLatest(ctx, s.b)
+	if errors.Is(err, format.ErrNotFound) || err == nil && s.l.Table != "" && m.TableID != s.l.Table {
+		// The table was dropped (and maybe made again) while the writer
+		// stalled, reading no claim of its shard: it learns it here, and
+		// its stalled appends end with ErrDropped rather than wait on
+		// merges that cannot come.
+		return s.fencedOrDropped(ctx, "")
+	}
 	if err != nil {
 		return err
 	}
