@@ -250,7 +250,7 @@ type CompactRequest struct {
 // ("168h", "30m"); fields left out take the collector's defaults (10
 // versions, 1h, 1h). Retain and SafetyAge are at least 5m.
 type GCRequest struct {
-	KeepVersions int    `json:"keep_versions,omitempty"` // the newest versions always kept
+	KeepVersions *int   `json:"keep_versions,omitempty"` // the newest versions always kept (at least 1)
 	Retain       string `json:"retain,omitempty"`        // versions younger than this are kept
 	SafetyAge    string `json:"safety_age,omitempty"`    // unreferenced objects younger than this are kept
 	DryRun       bool   `json:"dry_run,omitempty"`

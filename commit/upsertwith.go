@@ -41,21 +41,17 @@ type UpsertClauses struct {
 	BySourceIf              string
 }
 
-// upsert tells whether the clauses are an upsert's: every source row
-// replaces its key's rows or is inserted, and nothing else.
-func (c UpsertClauses) upsert() bool {
-	return c.UpdateMatched && c.MatchedIf == "" && c.InsertUnmatched && !c.DeleteUnmatchedBySource
-}
-
 // ErrBadClauses: upsert clauses that do nothing, or a condition that does not
 // parse or bind.
 var ErrBadClauses = errors.New("commit: bad upsert clauses")
 
 // UpsertWith writes batches into the table by the key columns keys, as
 // clauses say, in one commit: the rows it writes as one fragment, the rows
-// it replaces or deletes by deletion vectors. The clauses of an upsert
-// (update every match, insert the others) take UpsertOnce's path. A key
-// must not be null nor appear twice among the batches.
+// it replaces or deletes by deletion vectors. It reads every live row's key
+// (and the columns its conditions name), so that it counts what it
+// inserts, updates and deletes; Upsert, which needs no count of matches,
+// finds its keys through the key index and statistics instead. A key must
+// not be null nor appear twice among the batches.
 //
 // It plans again, as an upsert does, when rows that may hold its keys land
 // first, or a fragment it deletes from changes; with
@@ -65,10 +61,6 @@ var ErrBadClauses = errors.New("commit: bad upsert clauses")
 func (t *Table) UpsertWith(ctx context.Context, key *format.Idempotency, keys []string, c UpsertClauses, batches ...arrow.RecordBatch) (UpsertResult, error) {
 	if !c.UpdateMatched && !c.InsertUnmatched && !c.DeleteUnmatchedBySource {
 		return UpsertResult{}, fmt.Errorf("%w: an upsert needs a clause: update the matched rows, insert the others, or delete the rows the source lacks", ErrBadClauses)
-	}
-	if c.upsert() {
-		res, err := t.UpsertOnce(ctx, key, keys, batches...)
-		return UpsertResult{Result: res.Result, Inserted: res.Inserted, Replaced: res.Replaced}, err
 	}
 	base, batches, err := t.conformLatest(ctx, t.base(), batches)
 	if err != nil {

@@ -166,7 +166,11 @@ func readJSONSchema(r *http.Request) (*arrow.Schema, error) {
 // ingest) before any is written, and then go into one WAL entry.
 func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var keys []string
-	switch mode := r.URL.Query().Get("mode"); mode {
+	mode := r.URL.Query().Get("mode")
+	if err := upsertParams(r, mode); err != nil {
+		return err
+	}
+	switch mode {
 	case "", "append":
 	case "overwrite":
 		return s.overwriteRows(w, r, t)
@@ -256,6 +260,20 @@ func (s *Server) appendRows(w http.ResponseWriter, r *http.Request, t *tableStat
 		s.metrics.rowsAppended.Add(float64(res.Rows))
 	}
 	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// upsertParams refuses an upsert's parameters on a request of another
+// mode, which would be ignored.
+func upsertParams(r *http.Request, mode string) error {
+	if mode == "upsert" {
+		return nil
+	}
+	for _, p := range []string{"key", "through", "when_matched", "when_matched_if", "when_not_matched", "when_not_matched_by_source", "when_not_matched_by_source_if"} {
+		if r.URL.Query().Has(p) {
+			return badRequest("%s= is an upsert's: give mode=upsert (or leave %s= out)", p, p)
+		}
+	}
 	return nil
 }
 

@@ -32,13 +32,13 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request, t *tableState) error
 			return badRequest("body is not a collection request: more than one JSON value")
 		}
 	}
-	if req.KeepVersions < 0 {
-		return badRequest("keep_versions must not be negative")
+	if req.KeepVersions != nil && *req.KeepVersions < 1 {
+		return badRequest("keep_versions is %d: at least 1 (the newest version is always kept); leave it out for the default, 10", *req.KeepVersions)
 	}
 	p := t.db.GCPolicy() // the table's, with what the request sets
 	p.DryRun = req.DryRun
-	if req.KeepVersions > 0 {
-		p.KeepVersions = req.KeepVersions
+	if req.KeepVersions != nil {
+		p.KeepVersions = *req.KeepVersions
 	}
 	for _, d := range []struct {
 		name, text string

@@ -47,14 +47,15 @@ func TestACollectionOverHTTP(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := f.c.GC(ctx, "t", api.GCRequest{KeepVersions: 1, Retain: "1h", DryRun: true})
+	one := 1
+	plan, err := f.c.GC(ctx, "t", api.GCRequest{KeepVersions: &one, Retain: "1h", DryRun: true})
 	if err != nil || !plan.DryRun || plan.Plan == "" {
 		t.Fatalf("a dry run: %+v %v", plan, err)
 	}
 	if _, err := f.c.Scan(ctx, "t", client.ScanOptions{Version: 1}); err != nil {
 		t.Fatalf("v1 after a dry run: %v", err)
 	}
-	res, err := f.c.GC(ctx, "t", api.GCRequest{KeepVersions: 1, Retain: "1h"})
+	res, err := f.c.GC(ctx, "t", api.GCRequest{KeepVersions: &one, Retain: "1h"})
 	if err != nil || res.VersionsDeleted != 2 || res.ObjectsDeleted == 0 || res.BytesFreed == 0 || res.Boundary != 3 {
 		t.Fatalf("a collection keeping 1 version and the tagged v2: %+v %v", res, err)
 	}
@@ -73,7 +74,8 @@ func TestACollectionOverHTTP(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"retain": "1m"}`:       "below the floor",
 		`{"safety_age": "soon"}`: "not a duration",
-		`{"keep_versions": -1}`:  "must not be negative",
+		`{"keep_versions": -1}`:  "at least 1",
+		`{"keep_versions": 0}`:   "at least 1",
 		`{"retian": "2h"}`:       "retian",
 	} {
 		if code, out := raw(t, f, "POST", "/api/v1/tables/t/gc", "application/json", body, ""); code != http.StatusBadRequest || !strings.Contains(out, want) {

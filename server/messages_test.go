@@ -32,6 +32,17 @@ func TestErrorsOverHTTPNameWhatIsWrong(t *testing.T) {
 			`JSON line 3: column \"id\": \"seven\" is not a valid int64: want an integer such as 42`},
 		{"POST", "/api/v1/tables/events/rows", "application/x-ndjson", `{"id": 2, "msg"`, "sekrit", 400, "not complete JSON"},
 		{"GET", "/api/v1/tables/events/rows?as_of=noon", "", "", "sekrit", 400, `\"noon\" is not a time`},
+		{"GET", "/api/v1/tables/events/rows?as_of=", "", "", "sekrit", 400, "is not a time"},
+		{"GET", "/api/v1/tables/events/rows?as_of=0001-01-01T00:00:00Z", "", "", "sekrit", 404, "no version was committed at or before"},
+		{"PATCH", "/api/v1/tables/events/rows?filter=id%3D1", "application/json", `garbage`, "sekrit", 400, "not JSON at byte"},
+		{"PATCH", "/api/v1/tables/events/rows?filter=id%3D1", "application/json", `{"set_sql": 5}`, "sekrit", 400, "set_sql is number; want a string"},
+		{"PATCH", "/api/v1/tables/events/rows?filter=id%3D1", "application/json", `{"sett": {"msg": "x"}}`, "sekrit", 400, "sett"},
+		{"PATCH", "/api/v1/tables/events/rows?filter=id%3D1", "application/json", `{"set_sql": "msg = 'x'"} {"x": 1}`, "sekrit", 400, "more than one JSON value"},
+		{"PATCH", "/api/v1/tables/events/rows?filter=id%3D1", "application/json", ``, "sekrit", 400, "the body is empty"},
+		{"POST", "/api/v1/tables/events/restore", "application/json", `{"version": -1}`, "sekrit", 400, "version is number -1; want an integer from 0 up"},
+		{"POST", "/api/v1/tables/events/rows?mode=append&when_matched=ignore", "application/x-ndjson", "{\"id\": 5, \"msg\": \"a\"}\n", "sekrit", 400, "is an upsert's: give mode=upsert"},
+		{"POST", "/api/v1/tables/events/rows?mode=overwrite&key=id", "application/x-ndjson", "{\"id\": 5, \"msg\": \"a\"}\n", "sekrit", 400, "is an upsert's"},
+		{"GET", "/api/v1/tables/events", "", "", "", 401, "a bearer token is required"},
 	} {
 		code, out := raw(t, f, c.method, c.path, c.ctype, c.body, c.token)
 		if code != c.status || !strings.Contains(out, c.says) {
@@ -42,6 +53,9 @@ func TestErrorsOverHTTPNameWhatIsWrong(t *testing.T) {
 				t.Errorf("%s %s: %s says %q", c.method, c.path, out, goText)
 			}
 		}
+	}
+	if resp, out := send(t, f, "GET", "/api/v1/tables/events", http.Header{"Authorization": {"bearer sekrit"}}, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("the scheme's name in lower case: %d %s", resp.StatusCode, out)
 	}
 	resp, _ := send(t, f, "GET", "/api/v1/tables/events", http.Header{"Authorization": {"Bearer wrong"}}, "")
 	if got := resp.Header.Get("WWW-Authenticate"); !strings.Contains(got, `error="invalid_token"`) {

@@ -2,12 +2,15 @@ package server
 
 import (
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/table"
@@ -171,5 +174,45 @@ func badRequestOrLimit(err error, what string) error {
 	if errors.As(err, &mbe) {
 		return err
 	}
-	return badRequest("%s: %v", what, err)
+	return badRequest("%s: %s", what, jsonWords(err))
+}
+
+// jsonWords says what a JSON body's decoding found wrong, in the server's
+// words rather than encoding/json's: where the text is not JSON, which
+// field holds a value of the wrong type and what it takes, an empty body.
+func jsonWords(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "the body is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the body ends before its JSON does"
+	case errors.As(err, &se):
+		return fmt.Sprintf("not JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "the body"
+		}
+		want := te.Type.Kind().String()
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			want = "an integer"
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			want = "an integer from 0 up, within " + te.Type.Kind().String()
+		case reflect.Float32, reflect.Float64:
+			want = "a number"
+		case reflect.String:
+			want = "a string"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Struct, reflect.Map:
+			want = "an object"
+		case reflect.Slice, reflect.Array:
+			want = "a list"
+		}
+		return fmt.Sprintf("%s is %s; want %s", field, te.Value, want)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }

@@ -57,8 +57,12 @@ func (s *Server) updateRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	nb := readNonFinite(body)
 	dec := json.NewDecoder(bytes.NewReader(nb.data))
 	dec.UseNumber()
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return badRequestOrLimit(err, "body is not an update: want {\"set\": {\"column\": value}} or {\"set_sql\": \"column = expression\"}")
+	}
+	if dec.More() {
+		return badRequest("body is not an update: more than one JSON value")
 	}
 	var set []expr.Assignment
 	if strings.TrimSpace(req.SetSQL) != "" {
@@ -212,8 +216,8 @@ func readPoint(r *http.Request) (oo table.OpenOptions, fresh bool, written map[s
 		oo.Version = uint64(v)
 	}
 	oo.Tag = q.Get("tag")
-	if s := q.Get("as_of"); s != "" {
-		if oo.AsOf, err = table.ParseAsOf(s, time.Now()); err != nil {
+	if q.Has("as_of") {
+		if oo.AsOf, err = table.ParseAsOf(q.Get("as_of"), time.Now()); err != nil {
 			return oo, false, nil, badRequest("as_of=: %v", err)
 		}
 	}

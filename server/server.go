@@ -258,7 +258,11 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		if r.URL.Path != "/healthz" && !(r.URL.Path == "/metrics" && s.opts.OpenMetrics) && s.opts.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			auth := r.Header.Get("Authorization")
+			got, ok := auth, len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ") // the scheme's name is any case (RFC 7235)
+			if ok {
+				got = auth[7:]
+			}
 			switch {
 			case !ok:
 				rw.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)

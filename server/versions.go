@@ -80,8 +80,13 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if err := jsonBody(r); err != nil {
 		return err
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		return badRequestOrLimit(err, "body is not a restore request")
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return badRequestOrLimit(err, "body is not a restore request: want {\"version\": N}, {\"tag\": T} or {\"as_of\": TIME}")
+	}
+	if dec.More() {
+		return badRequest("body is not a restore request: more than one JSON value")
 	}
 	given := 0
 	for _, g := range []bool{req.Version != 0, req.Tag != "", req.AsOf != ""} {

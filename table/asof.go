@@ -71,6 +71,11 @@ func VersionAsOf(ctx context.Context, b blob.Bucket, at time.Time) (*format.Mani
 func ParseAsOf(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		if t.IsZero() {
+			// The zero instant stands for "no time" in OpenOptions: a
+			// nanosecond after it is as far before every version.
+			t = t.Add(time.Nanosecond)
+		}
 		return t, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {

@@ -58,7 +58,14 @@ func TestTheVersionAsOfATimeIsTheNewestCommittedAtOrBeforeIt(t *testing.T) {
 			t.Fatalf("as of %s: v%d, want v%d", at.Format(time.RFC3339Nano), s.Version(), want(at))
 		}
 	}
-	_, err := table.VersionAsOf(ctx, b, first.Add(-time.Millisecond))
+	zero, err := table.ParseAsOf("0001-01-01T00:00:00Z", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := table.Open(ctx, b, &table.OpenOptions{AsOf: zero}); !errors.Is(err, format.ErrVersionNotFound) {
+		t.Fatalf("as of the year 1: %v, want no version (not the latest)", err)
+	}
+	_, err = table.VersionAsOf(ctx, b, first.Add(-time.Millisecond))
 	if !errors.Is(err, format.ErrVersionNotFound) || !strings.Contains(err.Error(), "the oldest retained, v1, was committed at "+first.UTC().Format(time.RFC3339Nano)) {
 		t.Fatalf("a time before the first version: %v", err)
 	}

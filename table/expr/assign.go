@@ -182,7 +182,7 @@ func BindAssignments(schema *arrow.Schema, as []Assignment) ([]Assignment, error
 		// so that a bad one fails before anything is read.
 		arr, err := constantArray(memory.DefaultAllocator, f.Type, v, 1)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s = %s: %v", ErrBadAssignment, QuoteColumn(a.Column), a.Value, err)
+			return nil, fmt.Errorf("%w: %s of type %s cannot hold %s (out of its range, or not of its kind)", ErrBadAssignment, QuoteColumn(a.Column), f.Type, a.Value)
 		}
 		arr.Release()
 	}
@@ -300,6 +300,9 @@ func computed(mem memory.Allocator, f arrow.Field, e Expr, cols map[string]arrow
 	b.Reserve(n)
 	for i := range n {
 		v, ok := e.eval(cols, i)
+		if ok && v.Kind == value.KindFloat && (math.IsInf(v.F, 0) || math.IsNaN(v.F)) && !readsNonFinite(e, cols, i) {
+			ok = false // a float overflow, as an integer's: null
+		}
 		if !ok {
 			if !f.Nullable {
 				return nil, fmt.Errorf("%w: %s = %s gives null (a null operand, a division by zero or an overflow) for the row %s, and %s is not nullable", ErrBadAssignment, QuoteColumn(f.Name), e, rowValues(e, cols, i), QuoteColumn(f.Name))
@@ -312,6 +315,17 @@ func computed(mem memory.Allocator, f arrow.Field, e Expr, cols map[string]arrow
 		}
 	}
 	return b.NewArray(), nil
+}
+
+// readsNonFinite tells whether e reads a NaN or an infinity in row i: a
+// non-finite result from finite values is an overflow.
+func readsNonFinite(e Expr, cols map[string]arrow.Array, i int) bool {
+	for _, c := range e.exprColumns() {
+		if v, ok := format.ValueAt(cols[c], i); ok && v.Kind == value.KindFloat && (math.IsInf(v.F, 0) || math.IsNaN(v.F)) {
+			return true
+		}
+	}
+	return false
 }
 
 // rowValues names the values e read in row i, for an error.

@@ -125,17 +125,18 @@ func TestAnUpdateSetsExpressionsOverTheOldRow(t *testing.T) {
 	out.Release()
 
 	for s, want := range map[string]string{
-		"step = step + 1":   "step = (step + 1) gives 2147483648 for the row with step = 2147483647, which step of type int32 cannot hold",
-		"step = reward * 2": "step is of type int32 and (reward * 2) gives a float",
-		"reward = weight":   "reward = weight gives null",
-		"step = step / 0":   "gives null (a null operand, a division by zero or an overflow) for the row with step = 3",
-		"run = run + 1":     "arithmetic on numbers only",
-		"reward = nope * 2": "nope",
-		"run = note":        "note is null in a row it updates",
-		"step = step +":     "bad assignment",
-		"step = step step":  "unexpected \"step\"",
-		"weight = reward":   "an integer column takes integer arithmetic only",
-		"run = step":        "which an expression cannot set",
+		"step = step + 1":                 "step = (step + 1) gives 2147483648 for the row with step = 2147483647, which step of type int32 cannot hold",
+		"step = reward * 2":               "step is of type int32 and (reward * 2) gives a float",
+		"reward = weight":                 "reward = weight gives null",
+		"step = step / 0":                 "gives null (a null operand, a division by zero or an overflow) for the row with step = 3",
+		"run = run + 1":                   "arithmetic on numbers only",
+		"reward = nope * 2":               "nope",
+		"run = note":                      "note is null in a row it updates",
+		"step = step +":                   "bad assignment",
+		"step = step step":                "unexpected \"step\"",
+		"weight = reward":                 "an integer column takes integer arithmetic only",
+		"run = step":                      "which an expression cannot set",
+		"reward = reward * 1e308 * 1e308": "gives null (a null operand, a division by zero or an overflow)",
 	} {
 		out, err := set(s)
 		if err == nil {

@@ -196,6 +196,15 @@ func TestAnAppendIsARetryOnlyOfTheSameFile(t *testing.T) {
 	if code, _, errOut := stdin("id\n1\n", "--format", "xml"); code != 2 || !strings.Contains(errOut, "want csv, jsonl or parquet") {
 		t.Fatalf("--format xml: %d %s", code, errOut)
 	}
+	if code, _, errOut := run(t, nil, "append", u, dir+"/nosuch.csv"); code != 2 || !strings.Contains(errOut, "nosuch.csv: no such file") {
+		t.Fatalf("a file that is not there: %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "append", u, dir+"/copy.jsonl", dir+"/copy.jsonl", "--again"); code != 2 || !strings.Contains(errOut, "given twice") || count() != "11" {
+		t.Fatalf("a file given twice: %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "count", u, "--as-of", ""); code != 2 || !strings.Contains(errOut, "--as-of needs a time") {
+		t.Fatalf("--as-of '': %d %s", code, errOut)
+	}
 }
 
 // strata upsert's --when-… flags: an insert of new keys only, an update of
@@ -224,6 +233,7 @@ func TestAnUpsertWithClausesFromTheCommandLine(t *testing.T) {
 		{"b.csv", []string{"--when-matched", "ignore"}, "1 rows inserted, 0 updated", "id,step\n1,1\n2,5\n3,3\n"},
 		{"b.csv", []string{"--when-matched-if", "target.step < source.step", "--when-not-matched", "ignore"}, "0 rows inserted, 1 updated (replacing 1)", "id,step\n2,5\n3,3\n1,3\n"},
 		{"c.csv", []string{"--when-not-matched-by-source", "delete", "--when-not-matched-by-source-if", "step > 4"}, "0 rows inserted, 2 updated (replacing 2), 1 deleted", "id,step\n1,3\n3,3\n"},
+		{"b.csv", []string{"--when-matched-if", ""}, "1 rows inserted, 2 updated (replacing 2), 0 deleted", "id,step\n1,3\n2,3\n3,3\n"},
 	} {
 		code, out, errOut := run(t, nil, append([]string{"upsert", u, dir + "/" + c.file, "--key", "id"}, c.args...)...)
 		if code != 0 || !strings.Contains(out, c.says) {

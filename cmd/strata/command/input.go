@@ -42,8 +42,15 @@ func takeInput(env *Env, args []string, format string) (*input, error) {
 		return nil, usageError{fmt.Errorf("--format %q: want csv, jsonl or parquet", format)}
 	}
 	in := &input{format: format}
+	seen := map[string]bool{}
 	for _, a := range args {
 		if a != "-" {
+			abs, err := filepath.Abs(a)
+			if err == nil && seen[abs] {
+				in.remove()
+				return nil, usageError{fmt.Errorf("%s is given twice: its rows would be written twice", a)}
+			}
+			seen[abs] = true
 			in.files = append(in.files, a)
 			continue
 		}
@@ -83,8 +90,14 @@ func (in *input) size() (int64, error) {
 			return 0, usageError{fmt.Errorf("%s: unknown file type (want .parquet, .csv, .jsonl, or --format)", path)}
 		}
 		fi, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, usageError{fmt.Errorf("%s: no such file", path)}
+		}
 		if err != nil {
 			return 0, err
+		}
+		if fi.IsDir() {
+			return 0, usageError{fmt.Errorf("%s is a folder: give the files in it", path)}
 		}
 		size += fi.Size()
 	}
