@@ -269,7 +269,12 @@ func upsertParams(r *http.Request, mode string) error {
 	if mode == "upsert" {
 		return nil
 	}
-	for _, p := range []string{"key", "through", "when_matched", "when_matched_if", "when_not_matched", "when_not_matched_by_source", "when_not_matched_by_source_if"} {
+	if through := r.URL.Query().Get("through"); r.URL.Query().Has("through") && (mode == "overwrite" || through != "shard") {
+		// An append goes through the server's shard: through=shard says
+		// so, anything else would be ignored.
+		return badRequest("through=%q: an append goes through the server's shard (through=shard), an overwrite to the table; through=table is an upsert's (mode=upsert)", through)
+	}
+	for _, p := range []string{"key", "when_matched", "when_matched_if", "when_not_matched", "when_not_matched_by_source", "when_not_matched_by_source_if"} {
 		if r.URL.Query().Has(p) {
 			return badRequest("%s= is an upsert's: give mode=upsert (or leave %s= out)", p, p)
 		}

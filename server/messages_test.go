@@ -42,6 +42,8 @@ func TestErrorsOverHTTPNameWhatIsWrong(t *testing.T) {
 		{"POST", "/api/v1/tables/events/restore", "application/json", `{"version": -1}`, "sekrit", 400, "version is number -1; want an integer from 0 up"},
 		{"POST", "/api/v1/tables/events/rows?mode=append&when_matched=ignore", "application/x-ndjson", "{\"id\": 5, \"msg\": \"a\"}\n", "sekrit", 400, "is an upsert's: give mode=upsert"},
 		{"POST", "/api/v1/tables/events/rows?mode=overwrite&key=id", "application/x-ndjson", "{\"id\": 5, \"msg\": \"a\"}\n", "sekrit", 400, "is an upsert's"},
+		{"POST", "/api/v1/tables/events/rows?through=table", "application/x-ndjson", "{\"id\": 5, \"msg\": \"a\"}\n", "sekrit", 400, "an append goes through the server's shard"},
+		{"POST", "/api/v1/tables/events/rows?through=shard&mode=overwrite", "application/x-ndjson", "{\"id\": 5, \"msg\": \"a\"}\n", "sekrit", 400, "an overwrite to the table"},
 		{"GET", "/api/v1/tables/events", "", "", "", 401, "a bearer token is required"},
 	} {
 		code, out := raw(t, f, c.method, c.path, c.ctype, c.body, c.token)
