@@ -13,26 +13,37 @@ import (
 	"github.com/stratadb/strata/engine"
 )
 
+// optionalBody decodes r's JSON body, when it has one, into v: one object
+// of the fields v names (what says what it is, for an error); no body
+// leaves v as it is.
+func optionalBody(r *http.Request, v any, what string) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return badRequestOrLimit(err, "body is not "+what)
+	}
+	if dec.More() {
+		return badRequest("body is not %s: more than one JSON value", what)
+	}
+	return nil
+}
+
 // compact starts a compaction of the base table under the table's lease and
 // answers 202 with a Location to the stats; 409 when another compactor
 // holds the lease (naming it) or the policy says not now.
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req api.CompactRequest
-	if r.ContentLength != 0 {
-		if err := jsonBody(r); err != nil {
-			return err
-		}
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			return badRequestOrLimit(err, "body is not a compaction request")
-		}
-		if dec.More() {
-			return badRequest("body is not a compaction request: more than one JSON value")
-		}
-		if req.MinFragments < 0 || req.TargetRows < 0 || req.TargetBytes < 0 {
-			return badRequest("min_fragments, target_rows and target_bytes must not be negative")
-		}
+	if err := optionalBody(r, &req, "a compaction request"); err != nil {
+		return err
+	}
+	if req.MinFragments < 0 || req.TargetRows < 0 || req.TargetBytes < 0 {
+		return badRequest("min_fragments, target_rows and target_bytes must not be negative")
 	}
 	p := s.opts.Compaction
 	if req.TargetRows > 0 {

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -19,18 +16,8 @@ import (
 // not read are kept; unreferenced objects younger than safety_age too.
 func (s *Server) gc(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var req api.GCRequest
-	if r.ContentLength != 0 {
-		if err := jsonBody(r); err != nil {
-			return err
-		}
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			return badRequestOrLimit(err, "body is not a collection request")
-		}
-		if dec.More() {
-			return badRequest("body is not a collection request: more than one JSON value")
-		}
+	if err := optionalBody(r, &req, "a collection request"); err != nil {
+		return err
 	}
 	if req.KeepVersions != nil && *req.KeepVersions < 1 {
 		return badRequest("keep_versions is %d: at least 1 (the newest version is always kept); leave it out for the default, 10", *req.KeepVersions)
