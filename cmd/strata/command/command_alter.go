@@ -39,12 +39,7 @@ time64_us.`,
 			if err != nil {
 				return usageError{err}
 			}
-			b, err := env.Open(c.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tb, err := handle(b)
+			tb, err := openHandle(c.Context(), env, args[0])
 			if err != nil {
 				return err
 			}

@@ -55,12 +55,7 @@ in memory.`,
 				return err
 			}
 			defer in.release()
-			b, err := env.Open(c.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tb, err := handle(b)
+			tb, err := openHandle(c.Context(), env, args[0])
 			if err != nil {
 				return err
 			}

@@ -71,12 +71,7 @@ writer's shard are not touched: run a checkpoint first to include them.`,
 			if err != nil {
 				return err
 			}
-			b, err := env.Open(c.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tb, err := handle(b)
+			tb, err := openHandle(c.Context(), env, args[0])
 			if err != nil {
 				return err
 			}

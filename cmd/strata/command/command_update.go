@@ -50,12 +50,7 @@ a checkpoint first.`,
 			if err != nil {
 				return usageError{err}
 			}
-			b, err := env.Open(c.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tb, err := handle(b)
+			tb, err := openHandle(c.Context(), env, args[0])
 			if err != nil {
 				return err
 			}

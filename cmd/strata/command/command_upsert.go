@@ -208,12 +208,7 @@ func runUpsertWith(ctx context.Context, env *Env, u string, files *input, cols [
 		return err
 	}
 	defer in.release()
-	b, err := env.Open(ctx, u)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	tb, err := handle(b)
+	tb, err := openHandle(ctx, env, u)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,21 @@ import (
 // command's verb ("strata (update)"). Close it when done (closeDB).
 func handle(b blob.Bucket) (*engine.DB, error) {
 	return engine.OpenNew(b, &engine.Options{Writer: "strata", Log: slog.New(slog.DiscardHandler)})
+}
+
+// openHandle opens the table at u for a verb's direct commits, as handle
+// does; closing it (closeDB) closes its bucket.
+func openHandle(ctx context.Context, env *Env, u string) (*engine.DB, error) {
+	b, err := env.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	db, err := engine.OpenNew(b, &engine.Options{Writer: "strata", CloseBucket: true, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // closeDB closes db as a command ends, joining a failure to close it to
