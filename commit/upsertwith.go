@@ -54,7 +54,8 @@ var ErrBadClauses = errors.New("commit: bad upsert clauses")
 // not be null nor appear twice among the batches.
 //
 // It plans again, as an upsert does, when rows that may hold its keys land
-// first, or a fragment it deletes from changes; with
+// first (any of its keys, written or not: KeyRange), or a fragment it
+// deletes from, or holding rows it matched and left (Read), changes; with
 // DeleteUnmatchedBySource, when any rows land first (they may be rows the
 // source lacks, which it must delete). Named by key (nil: unnamed), sent
 // again it answers the first one's version and changes nothing.
@@ -118,6 +119,8 @@ func (t *Table) UpsertWith(ctx context.Context, key *format.Idempotency, keys []
 				return Plan{}, err
 			}
 			p.Txn.Added = []format.Fragment{f}
+			// Planned again, it writes its rows anew: this plan's go.
+			p.Discard = func() { _ = t.b.Delete(context.WithoutCancel(ctx), f.Key) }
 		}
 		return p, nil
 	})

@@ -3,9 +3,12 @@ package commit_test
 import (
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
@@ -184,4 +187,28 @@ func TestAnUpsertWithClausesPlansAgainWhenWhatItDecidedOnChanges(t *testing.T) {
 		t.Fatalf("an update of a key inserted meanwhile: %+v", res)
 	}
 	wantRows(t, tb, "an update of a key inserted meanwhile", map[string]float64{"1/b": 1, "3/c": 30, "5/a": 5, "9/c": 90})
+	// The rows of a plan whose commit lost were deleted: every data object
+	// is a fragment of some version.
+	named := map[string]bool{}
+	latest, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(1); v <= latest; v++ {
+		m, err := table.ReadManifest(ctx, b, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Fragments {
+			named[f.Key] = true
+		}
+	}
+	for o, err := range blob.List(ctx, b, format.DataDir, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(o.Key, ".parquet") && !named[o.Key] {
+			t.Errorf("%s is no version's fragment: a lost plan's rows left behind", o.Key)
+		}
+	}
 }
