@@ -31,6 +31,8 @@ func TestErrorsOverHTTPNameWhatIsWrong(t *testing.T) {
 		{"POST", "/api/v1/tables/events/rows", "application/x-ndjson", "{\"id\": 1, \"msg\": \"a\"}\n\n{\"id\": \"seven\", \"msg\": \"b\"}\n", "sekrit", 400,
 			`JSON line 3: column \"id\": \"seven\" is not a valid int64: want an integer such as 42`},
 		{"POST", "/api/v1/tables/events/rows", "application/x-ndjson", `{"id": 2, "msg"`, "sekrit", 400, "not complete JSON"},
+		{"POST", "/api/v1/tables/events/rows?mode=upsert&key=id", "application/x-ndjson", "{\"id\": 7, \"msg\": \"a\"}\n\n{\"id\": 7, \"msg\": \"b\"}\n", "sekrit", 400,
+			`JSON line 3: column \"id\": the key appears twice`},
 		{"GET", "/api/v1/tables/events/rows?as_of=noon", "", "", "sekrit", 400, `\"noon\" is not a time`},
 		{"GET", "/api/v1/tables/events/rows?as_of=", "", "", "sekrit", 400, "is not a time"},
 		{"GET", "/api/v1/tables/events/rows?as_of=0001-01-01T00:00:00Z", "", "", "sekrit", 404, "no version was committed at or before"},

@@ -28,8 +28,9 @@ import (
 // (appendRows).
 func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableState, keys []string) error {
 	var recs []arrow.RecordBatch
+	var lines ingest.Lines
 	defer func() { ingest.Release(recs) }()
-	read, release, err := s.directRows(r, &recs, fmt.Sprintf("upsert %q", keys))
+	read, release, err := s.directRows(r, &recs, &lines, fmt.Sprintf("upsert %q", keys))
 	if err != nil {
 		return err
 	}
@@ -37,6 +38,7 @@ func (s *Server) upsertRows(w http.ResponseWriter, r *http.Request, t *tableStat
 	// The engine drains the server's shard first: the rows the server
 	// acknowledged are in the table the upsert reads.
 	res, err := t.db.Upsert(r.Context(), keys, read)
+	err = ingest.AtLine(err, &lines)
 	if err != nil {
 		return err
 	}
@@ -88,13 +90,15 @@ func upsertClauses(r *http.Request) (c engine.UpsertClauses, given bool, err err
 // upsert is.
 func (s *Server) upsertWithRows(w http.ResponseWriter, r *http.Request, t *tableState, keys []string, c engine.UpsertClauses) error {
 	var recs []arrow.RecordBatch
+	var lines ingest.Lines
 	defer func() { ingest.Release(recs) }()
-	read, release, err := s.directRows(r, &recs, fmt.Sprintf("upsert %q %+v", keys, c))
+	read, release, err := s.directRows(r, &recs, &lines, fmt.Sprintf("upsert %q %+v", keys, c))
 	if err != nil {
 		return err
 	}
 	defer release()
 	res, err := t.db.UpsertWith(r.Context(), keys, c, read)
+	err = ingest.AtLine(err, &lines)
 	if err != nil {
 		return err
 	}
@@ -118,13 +122,15 @@ func (s *Server) upsertWithRows(w http.ResponseWriter, r *http.Request, t *table
 // after it.
 func (s *Server) overwriteRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	var recs []arrow.RecordBatch
+	var lines ingest.Lines
 	defer func() { ingest.Release(recs) }()
-	read, release, err := s.directRows(r, &recs, "overwrite")
+	read, release, err := s.directRows(r, &recs, &lines, "overwrite")
 	if err != nil {
 		return err
 	}
 	defer release()
 	res, err := t.db.Overwrite(r.Context(), read)
+	err = ingest.AtLine(err, &lines)
 	if err != nil {
 		return err
 	}
@@ -137,12 +143,13 @@ func (s *Server) overwriteRows(w http.ResponseWriter, r *http.Request, t *tableS
 
 // directRows is how a write committed to the table directly (an upsert,
 // an overwrite) reads its rows from r's body — Arrow IPC or JSON lines,
-// under the table's schema, into *recs for the caller to release — and
+// under the table's schema, into *recs for the caller to release, the
+// lines of JSON lines' rows into lines — and
 // its name (requestKey), whose digest covers the body and what (the kind
 // of write and what else defines it: the same rows upserted by other
 // columns are another write). release gives back the body's share of the
 // write budget.
-func (s *Server) directRows(r *http.Request, recs *[]arrow.RecordBatch, what string) (read engine.RowsReader, release func(), err error) {
+func (s *Server) directRows(r *http.Request, recs *[]arrow.RecordBatch, lines *ingest.Lines, what string) (read engine.RowsReader, release func(), err error) {
 	switch mediaType(r) {
 	case ArrowStream, NDJSON, "application/jsonl":
 	default:
@@ -165,7 +172,9 @@ func (s *Server) directRows(r *http.Request, recs *[]arrow.RecordBatch, what str
 		case ArrowStream:
 			_, *recs, err = ingest.ReadIPC(r.Body, schema, s.ingestOptions(r))
 		default:
-			*recs, err = ingest.ReadJSONLines(r.Body, schema, s.ingestOptions(r))
+			o := s.ingestOptions(r)
+			o.Lines = lines // a row refused later is named by its line
+			*recs, err = ingest.ReadJSONLines(r.Body, schema, o)
 		}
 		if err != nil {
 			return nil, nil, err

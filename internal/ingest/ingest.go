@@ -50,6 +50,26 @@ type Options struct {
 	// IgnoreUnknown drops input columns the table does not have instead of
 	// refusing the input.
 	IgnoreUnknown bool
+	// Lines, when not nil, is given the line of each row a text format
+	// (CSV, JSON lines) decodes, in order: a caller that holds the rows
+	// names a row its later checks refuse by its line (AtLine).
+	Lines *Lines
+}
+
+// Lines are the lines of a text input's rows (Options.Lines), and its
+// format's name ("CSV", "JSON").
+type Lines struct {
+	Format string
+	Of     []int64
+}
+
+// AtLine names the line an *evolve.InputError about row row of the input
+// is on, when lines knows it; other errors pass as they are.
+func AtLine(err error, lines *Lines) error {
+	if lines == nil {
+		return err
+	}
+	return atLine(err, lines.Format, 0, lines.Of)
 }
 
 func (o Options) withDefaults() Options {

@@ -121,6 +121,9 @@ func (d *jsonDecoder) chunk() (rec arrow.RecordBatch, err error) {
 	defer raw.Release()
 	out, err := evolve.Conform(d.want, raw, evolve.ConformOptions{IgnoreUnknown: d.o.IgnoreUnknown, RowBase: d.base})
 	err = atLine(err, "JSON", d.base, d.lines)
+	if l := d.o.Lines; l != nil && err == nil {
+		l.Format, l.Of = "JSON", append(l.Of, d.lines...)
+	}
 	d.base = d.row
 	return out, err
 }

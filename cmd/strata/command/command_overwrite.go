@@ -61,6 +61,7 @@ in memory.`,
 			}
 			defer closeDB(tb, &err)
 			res, err := tb.Overwrite(c.Context(), in.rows(name))
+			err = in.named(err)
 			switch {
 			case in.err != nil:
 				return in.err

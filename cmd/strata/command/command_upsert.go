@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/ingest"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/format"
 )
 
@@ -124,7 +125,7 @@ func runUpsert(ctx context.Context, env *Env, u string, files *input, cols []str
 		}
 		ack, err := upsertThroughShard(ctx, b, shard, cols, in.recs)
 		if err != nil {
-			return err
+			return in.named(err)
 		}
 		fmt.Fprintf(env.Out, "upserted %d rows through shard %s's WAL entry %d, merged into the table\n", ack.Rows, shard, ack.Position)
 		return nil
@@ -135,6 +136,7 @@ func runUpsert(ctx context.Context, env *Env, u string, files *input, cols []str
 	}
 	defer closeDB(tb, &err)
 	res, err := tb.Upsert(ctx, cols, in.rows(nil))
+	err = in.named(err)
 	switch {
 	case in.err != nil:
 		return in.err
@@ -214,6 +216,7 @@ func runUpsertWith(ctx context.Context, env *Env, u string, files *input, cols [
 	}
 	defer closeDB(tb, &err)
 	res, err := tb.UpsertWith(ctx, cols, c, in.rows(nil))
+	err = in.named(err)
 	switch {
 	case in.err != nil:
 		return in.err
@@ -238,7 +241,16 @@ type heldInput struct {
 	opts ingest.Options
 	done string // what the verb did, for "nothing was upserted"
 	recs []arrow.RecordBatch
-	err  error // the files' refusal, when they were read
+	err  error       // the files' refusal, when they were read
+	segs []inputFile // where each file's rows are among recs
+}
+
+// inputFile is one file's rows among a heldInput's: from row start, rows
+// of them, on lines (nil: not a text file).
+type inputFile struct {
+	name        string
+	start, rows int64
+	lines       *ingest.Lines
 }
 
 func holdInput(files *input, ignoreUnknown bool, done string) (*heldInput, error) {
@@ -254,17 +266,44 @@ func holdInput(files *input, ignoreUnknown bool, done string) (*heldInput, error
 
 // read reads the files' rows under schema.
 func (in *heldInput) read(schema *arrow.Schema) error {
+	var row int64
 	for _, path := range in.in.files {
-		for rec, err := range readFile(path, in.in.formatOf(path), schema, in.opts, nil) {
+		f := inputFile{name: in.in.name(path), start: row, lines: &ingest.Lines{}}
+		opts := in.opts
+		opts.Lines = f.lines
+		for rec, err := range readFile(path, in.in.formatOf(path), schema, opts, nil) {
 			if err != nil {
-				in.err = fmt.Errorf("%s: %w (nothing was %s)", in.in.name(path), err, in.done)
+				in.err = fmt.Errorf("%s: %w (nothing was %s)", f.name, err, in.done)
 				return in.err
 			}
 			rec.Retain()
 			in.recs = append(in.recs, rec)
+			row += rec.NumRows()
 		}
+		f.rows = row - f.start
+		in.segs = append(in.segs, f)
 	}
 	return nil
+}
+
+// named is err, a refusal of a row of the held rows found after they were
+// read (a key twice, or null), naming the file and the line the row is on
+// (the row within the file, when it is no text file).
+func (in *heldInput) named(err error) error {
+	var ie *evolve.InputError
+	if !errors.As(err, &ie) || ie.Row < 0 || ie.Line != 0 {
+		return err
+	}
+	for _, f := range in.segs {
+		if ie.Row >= f.start && ie.Row < f.start+f.rows {
+			ie.Row -= f.start
+			if len(f.lines.Of) == int(f.rows) {
+				err = ingest.AtLine(err, f.lines)
+			}
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return err
 }
 
 // rows is read as the engine asks for a direct write's rows, named key.

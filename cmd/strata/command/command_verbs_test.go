@@ -564,6 +564,10 @@ func TestUpsertByKeyFromFiles(t *testing.T) {
 		t.Fatalf("scan after the upsert: exit %d\n%s%s", code, out, errOut)
 	}
 	os.WriteFile(dir+"/twice.csv", []byte("id,reward\n4,1\n4,2\n"), 0o644)
+	os.WriteFile(dir+"/fine.jsonl", []byte("{\"id\": 5}\n"), 0o644)
+	if code, _, errOut := run(t, nil, "upsert", u, dir+"/fine.jsonl", dir+"/twice.csv", "--key", "id"); code != 4 || !strings.Contains(errOut, "twice.csv: table: CSV line 3: column \"id\": the key appears twice") {
+		t.Fatalf("a key twice, in the second file: exit %d %s", code, errOut)
+	}
 	if code, _, errOut := run(t, nil, "upsert", u, dir+"/twice.csv", "--key", "id"); code != 4 || !strings.Contains(errOut, "twice") || !strings.Contains(errOut, "nothing was upserted") {
 		t.Fatalf("an upsert with a key twice: exit %d %s", code, errOut)
 	}
