@@ -87,7 +87,9 @@ func exported(t *testing.T) (blob.Bucket, store, lakehouse.Result) {
 // A snapshot is its version: id, sequence number and the summary's
 // strata.version are the version number, its time is the version's, its
 // summary names the version's operation and commit id, and the metadata's
-// last sequence number is the newest version. Each data or delete file's
+// last sequence number is the newest version; as of a snapshot's time,
+// the version an engine reads (the newest snapshot timed at or before it)
+// is the one strata --as-of reads. Each data or delete file's
 // data sequence number is the version that added it (or the oldest
 // snapshot, for one added before the view begins): an engine that compares
 // sequence numbers — position deletes apply to data files of a sequence
@@ -119,6 +121,17 @@ func TestASnapshotsIDAndSequenceNumberAreItsVersion(t *testing.T) {
 		}
 		if s.TimestampMs != m.Timestamp.UnixMilli() {
 			t.Fatalf("the snapshot of version %d is timed %d, the version %d", v, s.TimestampMs, m.Timestamp.UnixMilli())
+		}
+		// FOR TIMESTAMP AS OF that time reads the newest snapshot timed at
+		// or before it; strata --as-of reads the same version.
+		engine := uint64(0)
+		for _, o := range meta.Snapshots() {
+			if o.TimestampMs <= s.TimestampMs {
+				engine = max(engine, uint64(o.SnapshotID))
+			}
+		}
+		if at, err := table.VersionAsOf(ctx, b, time.UnixMilli(s.TimestampMs)); err != nil || at.Version != engine {
+			t.Fatalf("as of the snapshot of version %d's time, an engine reads version %d, strata %v (%v)", v, engine, at, err)
 		}
 		props := s.Summary.Properties
 		if props[lakehouse.PropVersion] != strconv.FormatUint(v, 10) || props[lakehouse.PropKind] != string(m.Transaction.Kind) ||
