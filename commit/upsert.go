@@ -53,22 +53,12 @@ func (t *Table) Upsert(ctx context.Context, keys []string, batches ...arrow.Reco
 // keys. The window is format.Idempotency's; after it, a retry is a new
 // upsert.
 func (t *Table) UpsertOnce(ctx context.Context, key *format.Idempotency, keys []string, batches ...arrow.RecordBatch) (UpsertResult, error) {
-	base, batches, err := t.conformLatest(ctx, t.base(), batches)
-	if err != nil {
-		return UpsertResult{}, err
+	in, err := t.readUpsert(ctx, key, keys, batches)
+	if err != nil || in.known != nil {
+		return in.outcome(), err
 	}
-	defer releaseAll(batches)
-	ks, err := table.NewKeySet(base.Schema(), keys, batches)
-	if err != nil {
-		return UpsertResult{}, err
-	}
-	name, known, err := t.knownName(ctx, base, key, batches)
-	if err != nil {
-		return UpsertResult{}, err
-	}
-	if known != nil {
-		return UpsertResult{Result: *known}, nil
-	}
+	defer releaseAll(in.batches)
+	base, batches, ks, name := in.base, in.batches, in.ks, in.name
 	var rows int64
 	for _, b := range batches {
 		rows += b.NumRows()
@@ -107,9 +97,8 @@ func (t *Table) UpsertOnce(ctx context.Context, key *format.Idempotency, keys []
 				}
 			}
 		}
-		if !snap.Manifest().Schema().Equal(base.Schema()) {
-			return Plan{}, &ConflictError{Ours: format.Transaction{Kind: format.KindUpsert}, Version: snap.Version(),
-				Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were written; send the upsert again"}
+		if err := schemaMoved(snap, base, "written"); err != nil {
+			return Plan{}, err
 		}
 		matches, err := pl.plan(ctx, snap, ks, t.opts.ReadParallelism)
 		if err != nil {
@@ -134,6 +123,55 @@ func (t *Table) UpsertOnce(ctx context.Context, key *format.Idempotency, keys []
 		return UpsertResult{}, err
 	}
 	return UpsertResult{Result: res, Inserted: rows, Replaced: replaced}, nil
+}
+
+// upsertInput is what an upsert (with clauses or without) reads of its
+// rows before it plans: the version they conform to, the rows conformed
+// (the caller releases them), their keys (none null, none twice), and
+// its name; or, for a name the table records, the first one's outcome
+// (known; nothing to release).
+type upsertInput struct {
+	base    *format.Manifest
+	batches []arrow.RecordBatch
+	ks      *table.KeySet
+	name    *format.AppendKey
+	known   *Result
+}
+
+func (t *Table) readUpsert(ctx context.Context, key *format.Idempotency, keys []string, batches []arrow.RecordBatch) (upsertInput, error) {
+	base, batches, err := t.conformLatest(ctx, t.base(), batches)
+	if err != nil {
+		return upsertInput{}, err
+	}
+	in := upsertInput{base: base, batches: batches}
+	if in.ks, err = table.NewKeySet(base.Schema(), keys, batches); err == nil {
+		in.name, in.known, err = t.knownName(ctx, base, key, batches)
+	}
+	if err != nil || in.known != nil {
+		releaseAll(batches)
+		in.batches = nil
+	}
+	return in, err
+}
+
+// outcome is the answer of an upsert that ends before it plans: the
+// first one's, for a name the table records.
+func (in upsertInput) outcome() UpsertResult {
+	if in.known == nil {
+		return UpsertResult{}
+	}
+	return UpsertResult{Result: *in.known}
+}
+
+// schemaMoved is the conflict of an upsert whose rows were conformed to
+// base's schema (and then done, "written" or "read") when an alter or an
+// overwrite changed it since.
+func schemaMoved(snap *table.Snapshot, base *format.Manifest, done string) error {
+	if snap.Manifest().Schema().Equal(base.Schema()) {
+		return nil
+	}
+	return &ConflictError{Ours: format.Transaction{Kind: format.KindUpsert}, Version: snap.Version(),
+		Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were " + done + "; send the upsert again"}
 }
 
 // knownName is key as a transaction records it (nil for no key), and,

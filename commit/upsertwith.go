@@ -63,32 +63,21 @@ func (t *Table) UpsertWith(ctx context.Context, key *format.Idempotency, keys []
 	if !c.UpdateMatched && !c.InsertUnmatched && !c.DeleteUnmatchedBySource {
 		return UpsertResult{}, fmt.Errorf("%w: an upsert needs a clause: update the matched rows, insert the others, or delete the rows the source lacks", ErrBadClauses)
 	}
-	base, batches, err := t.conformLatest(ctx, t.base(), batches)
-	if err != nil {
-		return UpsertResult{}, err
+	in, err := t.readUpsert(ctx, key, keys, batches)
+	if err != nil || in.known != nil {
+		return in.outcome(), err
 	}
-	defer releaseAll(batches)
-	// The source's keys: none null, none twice.
-	if _, err := table.NewKeySet(base.Schema(), keys, batches); err != nil {
-		return UpsertResult{}, err
-	}
-	name, known, err := t.knownName(ctx, base, key, batches)
-	if err != nil {
-		return UpsertResult{}, err
-	}
-	if known != nil {
-		return UpsertResult{Result: *known}, nil
-	}
-	src, err := newUpsertSource(base.Schema(), keys, batches)
+	defer releaseAll(in.batches)
+	base, name := in.base, in.name
+	src, err := newUpsertSource(base.Schema(), keys, in.batches)
 	if err != nil {
 		return UpsertResult{}, err
 	}
 	defer src.rec.Release()
 	var out UpsertResult
 	res, err := t.drive(ctx, driveOptions{fromHandle: true, pause: true}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
-		if !snap.Manifest().Schema().Equal(base.Schema()) {
-			return Plan{}, &ConflictError{Ours: format.Transaction{Kind: format.KindUpsert}, Version: snap.Version(),
-				Reason: "the table's schema changed (an alter or an overwrite) after the upsert's rows were read; send the upsert again"}
+		if err := schemaMoved(snap, base, "read"); err != nil {
+			return Plan{}, err
 		}
 		m, err := t.planClauses(ctx, snap, src, c)
 		if err != nil {

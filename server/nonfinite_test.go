@@ -66,18 +66,7 @@ func TestAnUpdateSetsNaNAndTheInfinitiesOverHTTP(t *testing.T) {
 			t.Fatalf("PATCH %s: %d %s, want 400 about what was sent", body, code, out)
 		}
 	}
-	recs, err := f.c.Scan(ctx, "t", client.ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[int64]string{}
-	for _, r := range recs {
-		for i := range int(r.NumRows()) {
-			x := r.Column(1).(*array.Float64).Value(i)
-			got[r.Column(0).(*array.Int64).Value(i)] = strconv.FormatFloat(x, 'g', -1, 64) + " " + r.Column(2).(*array.String).Value(i)
-		}
-		r.Release()
-	}
+	got := xAndNote(t, f.c)
 	want := map[int64]string{1: "NaN a", 2: `-Inf NaN, Infinity "-Infinity"`, 3: "+Inf c", 4: "NaN n", 5: "5 e"}
 	for id, w := range want {
 		if got[id] != w {
@@ -132,7 +121,20 @@ func TestAnUpdateSetsExpressionsOverHTTP(t *testing.T) {
 	if after, err := f.c.Describe(ctx, "t"); err != nil || after.Version != v.Version {
 		t.Fatalf("refused updates committed: v%d, then %+v %v", v.Version, after, err)
 	}
-	recs, err := f.c.Scan(ctx, "t", client.ScanOptions{})
+	got := xAndNote(t, f.c)
+	want := map[int64]string{1: "-0.25 a", 2: "22 scaled", 3: "33 scaled"}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("row %d: %q, want %q", id, got[id], w)
+		}
+	}
+}
+
+// xAndNote reads table t's rows (id, x, note) as "x note" by id, x as Go
+// formats a float.
+func xAndNote(t *testing.T, c *client.Client) map[int64]string {
+	t.Helper()
+	recs, err := c.Scan(ctx, "t", client.ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +146,5 @@ func TestAnUpdateSetsExpressionsOverHTTP(t *testing.T) {
 		}
 		r.Release()
 	}
-	want := map[int64]string{1: "-0.25 a", 2: "22 scaled", 3: "33 scaled"}
-	for id, w := range want {
-		if got[id] != w {
-			t.Errorf("row %d: %q, want %q", id, got[id], w)
-		}
-	}
+	return got
 }

@@ -29,14 +29,7 @@ func TestAnOverwriteOverHTTP(t *testing.T) {
 	if _, err := f.c.Append(ctx, "t", shard); err != nil { // in the server's shard
 		t.Fatal(err)
 	}
-	scan := func() map[int64]int {
-		t.Helper()
-		recs, err := f.c.Scan(ctx, "t", client.ScanOptions{Fresh: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids(t, recs)
-	}
+	scan := func() map[int64]int { return freshIDs(t, f.c, "t") }
 	over := eventBatch(7, 8)
 	defer over.Release()
 	res, err := f.c.Overwrite(ctx, "t", over)
@@ -158,14 +151,7 @@ func TestAnUpsertWithClausesOverHTTP(t *testing.T) {
 	if _, err := f.c.CreateTable(ctx, "t", events, first); err != nil {
 		t.Fatal(err)
 	}
-	scan := func() map[int64]int {
-		t.Helper()
-		recs, err := f.c.Scan(ctx, "t", client.ScanOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids(t, recs)
-	}
+	scan := func() map[int64]int { return freshIDs(t, f.c, "t") }
 	rows := eventBatch(3, 4) // id 3's msg is "", as the table's
 	defer rows.Release()
 	res, err := f.c.UpsertWith(ctx, "t", []string{"id"}, client.UpsertClauses{IgnoreMatched: true}, rows)
