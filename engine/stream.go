@@ -17,19 +17,30 @@ import (
 // fragment.
 const StreamFragmentRows = 1 << 20
 
+// StreamOptions shape a streamed append.
+type StreamOptions struct {
+	// Key, when not nil, names the append (see format.Idempotency).
+	Key *format.Idempotency
+	// ReadVersion is the version whose schema the rows were written for
+	// (0: the latest): the conflict matrix judges the append against every
+	// commit after it, so that rows planned on an older version (an
+	// Iceberg engine's snapshot) meet the schema changes since.
+	ReadVersion uint64
+}
+
 // AppendStream appends rows too many to hold at once, all or none, in one
 // direct commit: it streams them into fragments of at most
 // StreamFragmentRows rows under schema (the table's, as the caller read
-// it: the rows are conformed to it), then commits them, named by key when
-// not nil. An append whose key a racing commit recorded first answers that
-// one as a duplicate. On a failure before the commit, or a commit that
+// it: the rows are conformed to it), then commits them, named by o.Key
+// when not nil. An append whose key a racing commit recorded first
+// answers that one as a duplicate. On a failure before the commit, or a commit that
 // certainly did not land (a conflict, a duplicate), the fragments written
 // are deleted; any other failure may hide a commit that lands later, so
 // they stay for garbage collection to judge.
-func (db *DB) AppendStream(ctx context.Context, key *format.Idempotency, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) (Ack, error) {
-	txn := format.Transaction{Kind: format.KindAppend, CommitID: format.NewID()}
-	if key != nil {
-		k := key.Key(0, time.Now())
+func (db *DB) AppendStream(ctx context.Context, o StreamOptions, schema *arrow.Schema, rows iter.Seq2[arrow.RecordBatch, error]) (Ack, error) {
+	txn := format.Transaction{Kind: format.KindAppend, CommitID: format.NewID(), ReadVersion: o.ReadVersion}
+	if o.Key != nil {
+		k := o.Key.Key(0, time.Now())
 		txn.Idempotency = &k
 	}
 	frags, total, err := db.writeFragments(ctx, schema, rows)

@@ -17,3 +17,25 @@ func DiscoverTables(ctx context.Context, open func(context.Context, string) (blo
 // IcebergLocation is the address Iceberg readers know a table's URL by
 // (s3://bucket/prefix, file:///abs/path).
 func IcebergLocation(url string) (string, error) { return layout.LocationOf(url) }
+
+// IcebergMetadata is the newest metadata of a table's Iceberg view.
+type IcebergMetadata struct {
+	N   int    // its number; 0: the table has no view
+	Key string // its key under the table's prefix
+	Raw []byte // its JSON
+}
+
+// NewestIcebergMetadata reads the newest metadata of the table's Iceberg
+// view (the hint's, then by name past it).
+func NewestIcebergMetadata(ctx context.Context, b blob.Bucket) (IcebergMetadata, error) {
+	m, err := layout.Newest(ctx, b)
+	if err != nil || m.N == 0 {
+		return IcebergMetadata{}, err
+	}
+	return IcebergMetadata{N: m.N, Key: layout.MetadataKey(m.N), Raw: m.Raw}, nil
+}
+
+// IcebergObjectKey is the key, under the table's prefix, of a file the
+// view or an engine names by its location; one not under the table's
+// location loc is an error.
+func IcebergObjectKey(loc, location string) (string, error) { return layout.ObjectKey(loc, location) }

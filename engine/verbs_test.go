@@ -68,12 +68,12 @@ func TestAStreamedAppendSentAgainStoresNothingMore(t *testing.T) {
 		}
 	}
 	key := &format.Idempotency{Producer: "nightly-export", Digest: 7}
-	first, err := db.AppendStream(ctx, key, rollouts.Schema, iter.Seq2[arrow.RecordBatch, error](rows))
+	first, err := db.AppendStream(ctx, engine.StreamOptions{Key: key}, rollouts.Schema, iter.Seq2[arrow.RecordBatch, error](rows))
 	if err != nil || first.Duplicate || first.Rows != 30 {
 		t.Fatalf("first append: %+v, %v", first, err)
 	}
 	before := keys(t, b, "data/")
-	again, err := db.AppendStream(ctx, key, rollouts.Schema, iter.Seq2[arrow.RecordBatch, error](rows))
+	again, err := db.AppendStream(ctx, engine.StreamOptions{Key: key}, rollouts.Schema, iter.Seq2[arrow.RecordBatch, error](rows))
 	if err != nil || !again.Duplicate || again.Version != first.Version || again.Rows != 30 {
 		t.Fatalf("the same append again: %+v, %v; want a duplicate of version %d", again, err, first.Version)
 	}

@@ -283,6 +283,16 @@ func buildView(ctx context.Context, b blob.Bucket, o *Options, cur view, p expor
 			return nil, err
 		}
 	}
+	// Engines that append through a catalog write their files under
+	// _iceberg/engines/: Strata copies the rows of the data files into
+	// fragments of its own, and garbage collection deletes what they
+	// wrote there once older than its safety age.
+	if err := bld.SetProperties(iceberg.Properties{
+		itable.WriteMetadataPathKey: ex.o.Location + "/" + EnginesDir + "metadata",
+		itable.WriteDataPathKey:     ex.o.Location + "/" + EnginesDir + "data",
+	}); err != nil {
+		return nil, err
+	}
 	bld.TrimMetadataLogs(0)
 	meta, err := bld.Build()
 	if err != nil {

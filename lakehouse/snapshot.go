@@ -22,6 +22,11 @@ import (
 	"github.com/stratadb/strata/table/format"
 )
 
+// EnginesDir is where engines that append through Strata's Iceberg
+// catalog write their data files and manifests (the view's
+// write.data.path and write.metadata.path).
+const EnginesDir = format.IcebergDir + "engines/"
+
 // Summary properties each snapshot carries.
 const (
 	PropVersion   = "strata.version"

@@ -86,6 +86,12 @@ type Options struct {
 	// renewed while the compaction runs (default 30m, as the Job's).
 	LeaseTTL time.Duration
 	Log      *slog.Logger
+	// IcebergExport writes a table's Iceberg view for the catalog under
+	// /iceberg (nil: the catalog answers loads of tables whose view is not
+	// up to date 503); IcebergRootNamespace is the namespace of the
+	// tables at the bucket's root (default "default").
+	IcebergExport        IcebergExport
+	IcebergRootNamespace string
 	// Open opens bucket URLs (default blob.Open); tests wrap it.
 	Open func(ctx context.Context, url string) (blob.Bucket, error)
 }
@@ -116,6 +122,8 @@ type tableState struct {
 	// table or shutting the server down ends it and waits for it), and
 	// the bucket (closed with it).
 	db *engine.DB
+	// view is the table's Iceberg view as the catalog last read it.
+	view icebergView
 	// job is what was read last of the compactor Job's history (at most
 	// once a minute: a LIST and a GET), for /metrics (see adopted).
 	job struct {
@@ -170,6 +178,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.Open == nil {
 		c.Open = blob.Open
 	}
+	if c.IcebergRootNamespace == "" {
+		c.IcebergRootNamespace = "default"
+	}
 	return &c
 }
 
@@ -191,6 +202,9 @@ func (o *Options) Validate() error {
 	}
 	if err := CheckToken(o.Token); err != nil {
 		return fmt.Errorf("%w: Token: %w", ErrInvalidOptions, err)
+	}
+	if ns := o.IcebergRootNamespace; ns != "" && (strings.Contains(ns, "/") || format.CheckName(ns) != nil) {
+		return fmt.Errorf("%w: IcebergRootNamespace %q: a namespace of one level, a name's segment (1 to 128 of A-Z a-z 0-9 . _ -, not beginning with .)", ErrInvalidOptions, ns)
 	}
 	if o.MaxBodyBytes < 0 || o.MemoryBudget < 0 || o.WriteShare < 0 || o.BusyWait < 0 || o.MaxTakeKeys < 0 || o.BodyGrace < 0 || o.MinBodyRate < 0 || o.LeaseTTL < 0 {
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidOptions)
@@ -222,6 +236,7 @@ func New(o *Options) (*Server, error) {
 	if err := s.routes(); err != nil {
 		return nil, err
 	}
+	s.icebergRoutes()
 	return s, nil
 }
 
@@ -251,6 +266,13 @@ func (s *Server) Handler() http.Handler {
 		}()
 		if !checkFraming(rw, r) {
 			return
+		}
+		// The catalog's routes answer in the Iceberg spec's error model.
+		writeError := writeError
+		if isIceberg(r) {
+			writeError = func(w http.ResponseWriter, status int, _, msg string) {
+				writeIcebergError(w, status, icebergTypeOf(status), msg)
+			}
 		}
 		if n := len(r.RequestURI); n > MaxURLBytes {
 			writeError(rw, http.StatusRequestURITooLong, api.CodeTooLarge, fmt.Sprintf(

@@ -37,3 +37,15 @@ func ExportKept(ctx context.Context, b blob.Bucket, loc string, gc engine.GCPoli
 	return engine.IcebergOutcome{MetadataLocation: res.MetadataLocation, Written: res.Written, Current: res.Current,
 		Snapshots: len(res.Snapshots), Added: len(res.Added), Dropped: len(res.Dropped)}, nil
 }
+
+// ForCatalog is the in-process exporter of the server's Iceberg catalog
+// (server.IcebergExport): the view at the location readers name the table
+// at url by, of the versions the collection by gc keeps.
+func ForCatalog(ctx context.Context, b blob.Bucket, url string, gc engine.GCPolicy) error {
+	loc, err := engine.IcebergLocation(url)
+	if err != nil {
+		return err
+	}
+	_, err = ExportKept(ctx, b, loc, gc, time.Now())
+	return err
+}

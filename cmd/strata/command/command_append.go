@@ -232,7 +232,7 @@ func appendDirect(ctx context.Context, b blob.Bucket, m *format.Manifest, key *f
 		return appended{}, err
 	}
 	defer closeDB(db, &err)
-	ack, err := db.AppendStream(ctx, key, m.Schema(), rows)
+	ack, err := db.AppendStream(ctx, engine.StreamOptions{Key: key}, m.Schema(), rows)
 	if err != nil {
 		return appended{}, err
 	}

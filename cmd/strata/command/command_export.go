@@ -1,13 +1,23 @@
 package command
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/server"
 )
 
 func newExport(env *Env) *cobra.Command {
@@ -71,4 +81,45 @@ func icebergProgram() (string, error) {
 	}
 	return "", fmt.Errorf("strata export iceberg runs %s, which is neither beside strata nor on PATH: install it with `go install github.com/stratadb/strata/cmd/%s@latest` (in a checkout: `go build -o $(dirname $(command -v strata)) ./cmd/%s`, or run `go run ./cmd/%s URL`); the image ships it",
 		IcebergProgram, IcebergProgram, IcebergProgram, IcebergProgram)
+}
+
+// icebergExporter is strata serve's writer of a table's Iceberg view, for
+// its catalog under /iceberg: it runs strata-iceberg on the table's URL
+// with the collection policy's --keep-versions and --retain, so that the
+// view describes what garbage collection keeps. Its output is logged when
+// it fails.
+func icebergExporter(log *slog.Logger) server.IcebergExport {
+	return func(ctx context.Context, _ blob.Bucket, url string, gc engine.GCPolicy) error {
+		path, err := icebergProgram()
+		if err != nil {
+			return err
+		}
+		args := []string{url}
+		if gc.KeepVersions > 0 {
+			args = append(args, "--keep-versions", strconv.Itoa(gc.KeepVersions))
+		}
+		if gc.RetainFor > 0 {
+			args = append(args, "--retain", gc.RetainFor.String())
+		}
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.Stdout, cmd.Stderr = io.Discard, &out
+		if err := cmd.Run(); err != nil {
+			msg := strings.TrimSpace(out.String())
+			log.Warn("strata-iceberg failed", "url", url, "error", err.Error(), "output", msg)
+			if msg != "" {
+				return fmt.Errorf("%s: %s", IcebergProgram, lastLine(msg))
+			}
+			return fmt.Errorf("%s: %w", IcebergProgram, err)
+		}
+		return nil
+	}
+}
+
+// lastLine is the last line of s.
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }

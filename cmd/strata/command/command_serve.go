@@ -20,11 +20,11 @@ import (
 
 // serveFlags are serve's flags.
 type serveFlags struct {
-	bucket, listen, token, instance, logLevel           string
-	insecure, openMetrics                               bool
-	flushEvery, mergeEvery, shutdownGrace, drainTimeout time.Duration
-	reuseBytes, maxBody, budget, writeShare             int64
-	policy                                              *policyflag.Flags
+	bucket, listen, token, instance, logLevel, rootNamespace string
+	insecure, openMetrics                                    bool
+	flushEvery, mergeEvery, shutdownGrace, drainTimeout      time.Duration
+	reuseBytes, maxBody, budget, writeShare                  int64
+	policy                                                   *policyflag.Flags
 }
 
 func newServe(env *Env) *cobra.Command {
@@ -70,6 +70,7 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f.Int64Var(&s.reuseBytes, "reuse-bytes", engine.DefaultReuseBytes, reuseBytesHelp)
 	f.DurationVar(&s.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
 	f.DurationVar(&s.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
+	f.StringVar(&s.rootNamespace, "iceberg-root-namespace", "default", "the Iceberg catalog's namespace of the tables at the bucket's root (under /iceberg)")
 	f.Int64Var(&s.maxBody, "max-body", 64<<20, "largest request body in bytes")
 	f.Int64Var(&s.budget, "memory-budget", 1<<30, "bytes that appends, scans and takes may hold at once")
 	f.Int64Var(&s.writeShare, "write-share", 0, "bytes of the memory budget for appends alone, that reads never take (0: a quarter of it; at most half)")
@@ -126,6 +127,7 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 		return usageError{err}
 	}
 	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, OpenMetrics: s.openMetrics, Log: log, Open: env.Open,
+		IcebergExport: icebergExporter(log), IcebergRootNamespace: s.rootNamespace,
 		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare, Compaction: policy,
 		Shard: engine.ShardOptions{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: offIfZero(s.reuseBytes)}})
 	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, engine.ErrInvalidCompaction) || errors.Is(err, engine.ErrInvalidShard) {

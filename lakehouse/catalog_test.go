@@ -1,0 +1,363 @@
+package lakehouse_test
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog/rest"
+	itable "github.com/apache/iceberg-go/table"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/engine"
+	icebergexport "github.com/stratadb/strata/engine/iceberg"
+	"github.com/stratadb/strata/harness/rollouts"
+	"github.com/stratadb/strata/harness/testenv"
+	"github.com/stratadb/strata/server"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
+)
+
+// catalogFixture is a server over a bucket root, with the Iceberg
+// catalog under /iceberg, and iceberg-go's REST client of it.
+type catalogFixture struct {
+	root  string
+	st    store
+	hs    *httptest.Server
+	cat   *rest.Catalog
+	srv   *server.Server
+	drop  *dropOnce // drops the answer to one commit when armed
+	token string
+}
+
+// dropOnce runs a request through the server, then, when armed, closes
+// the connection instead of answering: the request's effect stands and
+// the client never learns it. It keeps the dropped request's body.
+type dropOnce struct {
+	next  http.Handler
+	mu    sync.Mutex
+	armed bool
+	body  []byte
+	path  string
+}
+
+func (d *dropOnce) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	drop := d.armed && r.Method == http.MethodPost
+	if drop {
+		d.armed = false
+	}
+	d.mu.Unlock()
+	if !drop {
+		d.next.ServeHTTP(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	d.mu.Lock()
+	d.body, d.path = body, r.URL.EscapedPath()
+	d.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	d.next.ServeHTTP(httptest.NewRecorder(), r)
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+func startCatalog(t *testing.T, st store) *catalogFixture {
+	t.Helper()
+	f := &catalogFixture{root: st.url, st: st, token: "catalog-secret"}
+	srv, err := server.New(&server.Options{Bucket: st.url, Instance: "cat", Token: f.token, IcebergExport: icebergexport.ForCatalog,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = srv
+	f.drop = &dropOnce{next: srv.Handler()}
+	f.hs = httptest.NewServer(f.drop)
+	t.Cleanup(func() { f.hs.Close(); _ = srv.Shutdown(ctx) })
+	props := iceberg.Properties{}
+	maps.Copy(props, st.props)
+	f.cat, err = rest.NewCatalog(ctx, "strata", f.hs.URL+"/iceberg", rest.WithOAuthToken(f.token), rest.WithAdditionalProps(props))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// db opens the table at name under the root, for Strata's own commits.
+func (f *catalogFixture) db(t *testing.T, name string) (*engine.DB, blob.Bucket) {
+	t.Helper()
+	b, err := blob.Open(ctx, blob.JoinURL(f.root, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.OpenNew(b, &engine.Options{Name: name, Writer: "test", CloseBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db, b
+}
+
+// load loads a table through the catalog and checks that its current
+// snapshot is Strata's newest version and reads as Strata reads it.
+func (f *catalogFixture) load(t *testing.T, b blob.Bucket, ident itable.Identifier) *itable.Table {
+	t.Helper()
+	tbl, err := f.cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatalf("load %v: %v", ident, err)
+	}
+	latest, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur := tbl.CurrentSnapshot(); cur == nil || uint64(cur.SnapshotID) != latest {
+		t.Fatalf("load %v: current snapshot %+v, want version %d", ident, cur, latest)
+	}
+	want, got := strataRows(t, b, latest), catalogRows(t, tbl, 0)
+	if !slices.Equal(want, got) {
+		t.Fatalf("version %d: Strata reads %d rows, iceberg-go through the catalog %d; first difference: Strata %.200q, iceberg-go %.200q",
+			latest, len(want), len(got), firstDiff(want, got), firstDiff(got, want))
+	}
+	return tbl
+}
+
+// catalogRows scans a table iceberg-go loaded (snapshot 0: the current).
+func catalogRows(t *testing.T, tbl *itable.Table, snapshot int64) []string {
+	t.Helper()
+	var opts []itable.ScanOption
+	if snapshot != 0 {
+		opts = append(opts, itable.WithSnapshotID(snapshot))
+	}
+	_, it, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatalf("iceberg scan: %v", err)
+	}
+	var recs []arrow.RecordBatch
+	for rec, err := range it {
+		if err != nil {
+			t.Fatalf("iceberg scan: %v", err)
+		}
+		recs = append(recs, rec)
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	return rowsOf(t, recs)
+}
+
+func idents(t *testing.T, seq func(func(itable.Identifier, error) bool)) []string {
+	t.Helper()
+	var out []string
+	for id, err := range seq {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, strings.Join(id, "."))
+	}
+	return out
+}
+
+// iceberg-go's REST catalog client, pointed at strata serve's /iceberg,
+// lists the namespaces and tables of the bucket's folders, and loads and
+// scans a table after Strata's appends, a delete, an upsert and an alter
+// with no export run — each time the newest version, read exactly as
+// Strata reads it; a tag is a ref. Then iceberg-go appends rows through
+// the catalog, and a commit whose answer was lost, sent again, stores its
+// rows once.
+func TestIcebergEnginesSeeEveryTableLiveThroughTheCatalog(t *testing.T) {
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			st := mk(t)
+			f := startCatalog(t, st)
+			alloc := testenv.Allocator(t)
+			rec := rollouts.Batch(alloc, 42, 0, 0, 50)
+			_, b := f.db(t, "runs/eval/t")
+			if _, _, err := engine.Create(ctx, b, rollouts.Schema, "test", nil, rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+			_, solo := f.db(t, "solo")
+			if _, _, err := engine.Create(ctx, solo, rollouts.Schema, "test", nil); err != nil {
+				t.Fatal(err)
+			}
+			db, _ := f.db(t, "runs/eval/t")
+
+			nss, err := f.cat.ListNamespaces(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmtIdents(nss); !slices.Equal(got, []string{"default", "runs"}) {
+				t.Fatalf("top-level namespaces %v, want [default runs]", got)
+			}
+			if nss, err = f.cat.ListNamespaces(ctx, itable.Identifier{"runs"}); err != nil || !slices.Equal(fmtIdents(nss), []string{"runs.eval"}) {
+				t.Fatalf("namespaces under runs: %v, %v", fmtIdents(nss), err)
+			}
+			if got := idents(t, f.cat.ListTables(ctx, itable.Identifier{"runs", "eval"})); !slices.Equal(got, []string{"runs.eval.t"}) {
+				t.Fatalf("tables of runs.eval: %v", got)
+			}
+			if got := idents(t, f.cat.ListTables(ctx, itable.Identifier{"default"})); !slices.Equal(got, []string{"default.solo"}) {
+				t.Fatalf("tables of default: %v", got)
+			}
+			ident := itable.Identifier{"runs", "eval", "t"}
+			f.load(t, b, ident)
+
+			more := rollouts.Batch(alloc, 42, 1, 0, 30)
+			if _, err := db.Append(ctx, engine.AppendOptions{}, more); err != nil {
+				t.Fatal(err)
+			}
+			more.Release()
+			f.load(t, b, ident)
+			if _, _, err := db.Delete(ctx, expr.Lt("step", value.Int(10))); err != nil {
+				t.Fatal(err)
+			}
+			f.load(t, b, ident)
+			up := rollouts.Batch(alloc, 43, 1, 20, 5) // rows of worker 1 at steps 20..24, new values
+			if _, err := db.Upsert(ctx, []string{"id"}, func(*arrow.Schema) ([]arrow.RecordBatch, *format.Idempotency, error) {
+				return []arrow.RecordBatch{up}, nil, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			up.Release()
+			f.load(t, b, ident)
+			if _, err := db.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "note", Type: arrow.BinaryTypes.String}); err != nil {
+				t.Fatal(err)
+			}
+			tbl := f.load(t, b, ident)
+			if tbl.Schema().Field(len(tbl.Schema().Fields())-1).Name != "note" {
+				t.Fatalf("the loaded schema after the alter: %v", tbl.Schema())
+			}
+			latest, _ := table.LatestVersion(ctx, b)
+			if err := table.CreateTag(ctx, b, "checked", latest); err != nil {
+				t.Fatal(err)
+			}
+			tbl = f.load(t, b, ident)
+			if r, ok := maps.Collect(tbl.Metadata().Refs())["checked"]; !ok || uint64(r.SnapshotID) != latest || r.SnapshotRefType != itable.TagRef {
+				t.Fatalf("tag checked: ref %+v, %v; want a tag of snapshot %d", r, ok, latest)
+			}
+
+			// iceberg-go appends through the catalog.
+			before := len(strataRows(t, b, latest))
+			tbl = appendThroughCatalog(t, tbl, 1000, 20)
+			latest, _ = table.LatestVersion(ctx, b)
+			if n := len(strataRows(t, b, latest)); n != before+20 {
+				t.Fatalf("after iceberg-go's append of 20 rows: %d rows, want %d", n, before+20)
+			}
+			f.load(t, b, ident)
+
+			// The answer to the next commit is lost; the engine sends it
+			// again, and its rows are stored once.
+			f.drop.mu.Lock()
+			f.drop.armed = true
+			f.drop.mu.Unlock()
+			tx := tbl.NewTransaction()
+			rr := rowsReader(t, tbl, 2000, 7)
+			if err := tx.Append(ctx, rr, nil); err != nil {
+				t.Fatal(err)
+			}
+			rr.Release()
+			if _, err := tx.Commit(ctx); err == nil {
+				t.Fatal("the commit whose answer was dropped succeeded")
+			} else {
+				t.Logf("the commit whose answer was dropped: %v", err)
+			}
+			if f.drop.path == "" {
+				t.Fatal("no commit reached the server")
+			}
+			for range 2 {
+				req, err := http.NewRequest(http.MethodPost, f.hs.URL+f.drop.path, bytes.NewReader(f.drop.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+f.token)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("the commit sent again: %d %s", resp.StatusCode, msg)
+				}
+			}
+			latest, _ = table.LatestVersion(ctx, b)
+			if n := len(strataRows(t, b, latest)); n != before+27 {
+				t.Fatalf("after a commit of 7 rows sent three times: %d rows, want %d", n, before+27)
+			}
+			f.load(t, b, ident)
+		})
+	}
+}
+
+func fmtIdents(ids []itable.Identifier) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strings.Join(id, ".")
+	}
+	slices.Sort(out)
+	return out
+}
+
+// rowsReader makes n rows of the table's current schema, ids from first.
+func rowsReader(t *testing.T, tbl *itable.Table, first int64, n int) array.RecordReader {
+	t.Helper()
+	sc, err := itable.SchemaToArrowSchema(tbl.Schema(), nil, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := rollouts.Batch(testenv.Allocator(t), 44, 9, first, n)
+	defer src.Release()
+	cols := make([]arrow.Array, sc.NumFields())
+	for i, fld := range sc.Fields() {
+		if j := src.Schema().FieldIndices(fld.Name); len(j) == 1 {
+			cols[i] = src.Column(j[0])
+			cols[i].Retain()
+		} else {
+			cols[i] = array.MakeArrayOfNull(testenv.Allocator(t), fld.Type, n)
+		}
+	}
+	rec := array.NewRecordBatch(sc, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	rr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	return rr
+}
+
+// appendThroughCatalog appends n rows with iceberg-go's transaction.
+func appendThroughCatalog(t *testing.T, tbl *itable.Table, first int64, n int) *itable.Table {
+	t.Helper()
+	tx := tbl.NewTransaction()
+	rr := rowsReader(t, tbl, first, n)
+	defer rr.Release()
+	if err := tx.Append(ctx, rr, nil); err != nil {
+		t.Fatalf("iceberg-go append: %v", err)
+	}
+	out, err := tx.Commit(ctx)
+	if err != nil {
+		t.Fatalf("iceberg-go commit: %v", err)
+	}
+	return out
+}

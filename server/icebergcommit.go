@@ -1,0 +1,415 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/ingest"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/format"
+)
+
+// A commit from an engine (POST /v1/namespaces/{ns}/tables/{table}) is
+// taken when its one change is a new snapshot of operation "append" made
+// the main branch: the data files that snapshot adds are read (each a
+// Parquet file under the table's location, its columns the table's by
+// name), and their rows appended to the table in one Strata commit, judged
+// by the conflict matrix against every commit since the snapshot the
+// engine wrote it on (its assert-ref-snapshot-id): appends and compactions
+// since then let it land, a schema change that drops a column it fills or
+// a restore answers 409 for the engine to load the table and try again.
+// The rows are copied into fragments of the table's own; the engine's
+// files are left for garbage collection.
+//
+// A commit sent again after its answer was lost stores nothing twice: the
+// append is named by the Idempotency-Key header when the engine sends
+// one, else by the data files it adds (their paths and sizes), so that
+// the same files appended again answer the first outcome.
+
+// icebergCommitRequest is the spec's CommitTableRequest.
+type icebergCommitRequest struct {
+	Requirements []json.RawMessage `json:"requirements"`
+	Updates      []json.RawMessage `json:"updates"`
+}
+
+type icebergRequirement struct {
+	Type       string `json:"type"`
+	Ref        string `json:"ref"`
+	SnapshotID *int64 `json:"snapshot-id"`
+	UUID       string `json:"uuid"`
+	FieldID    *int   `json:"last-assigned-field-id"`
+	SchemaID   *int   `json:"current-schema-id"`
+	PartID     *int   `json:"last-assigned-partition-id"`
+	SpecID     *int   `json:"default-spec-id"`
+	SortID     *int   `json:"default-sort-order-id"`
+}
+
+type icebergUpdate struct {
+	Action   string `json:"action"`
+	Snapshot *struct {
+		SnapshotID   int64             `json:"snapshot-id"`
+		ManifestList string            `json:"manifest-list"`
+		Summary      map[string]string `json:"summary"`
+	} `json:"snapshot"`
+	RefName    string `json:"ref-name"`
+	Type       string `json:"type"`
+	SnapshotID int64  `json:"snapshot-id"`
+}
+
+// accepted says what a commit may hold, for the refusals.
+const accepted = "Strata takes commits whose one change is a snapshot of operation append made the main branch (an engine's append of data files): add-snapshot and set-snapshot-ref of main"
+
+func (s *Server) icebergCommit(w http.ResponseWriter, r *http.Request) error {
+	if err := jsonBody(r); err != nil {
+		return err
+	}
+	var req icebergCommitRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return badRequestOrLimit(err, "the commit")
+	}
+	snap, err := appendedSnapshot(req.Updates)
+	if err != nil {
+		return err
+	}
+	t, err := s.icebergTable(r)
+	if err != nil {
+		return err
+	}
+	v, err := s.view(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	base, err := checkRequirements(req.Requirements, v.meta)
+	if err != nil {
+		return err
+	}
+	files, err := addedFiles(r.Context(), t.b, v.meta.Location, snap.Snapshot.ManifestList, snap.Snapshot.SnapshotID)
+	if err != nil {
+		return err
+	}
+	if len(files) > 0 {
+		if err := s.appendFiles(r.Context(), t, base, files, r.Header.Get("Idempotency-Key")); err != nil {
+			return err
+		}
+	}
+	if v, err = s.view(r.Context(), t); err != nil {
+		return err
+	}
+	w.Header().Set("ETag", v.etag)
+	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": v.location, "metadata": json.RawMessage(v.raw)})
+	return nil
+}
+
+// appendedSnapshot finds the one snapshot the updates add, refusing any
+// other change.
+func appendedSnapshot(raw []json.RawMessage) (*icebergUpdate, error) {
+	var snap *icebergUpdate
+	var ref *icebergUpdate
+	for _, m := range raw {
+		var u icebergUpdate
+		if err := json.Unmarshal(m, &u); err != nil {
+			return nil, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "an update of the commit: %s", jsonWords(err))
+		}
+		switch {
+		case u.Action == "add-snapshot" && u.Snapshot != nil && snap == nil:
+			if op := u.Snapshot.Summary["operation"]; op != "append" {
+				return nil, icebergErrorf(http.StatusNotAcceptable, icebergUnsupported, "the snapshot's operation is %q: %s", op, accepted)
+			}
+			snap = &u
+		case u.Action == "set-snapshot-ref" && u.RefName == "main" && ref == nil:
+			ref = &u
+		default:
+			what := u.Action
+			if u.Action == "set-snapshot-ref" {
+				what += " of " + u.RefName
+			}
+			return nil, icebergErrorf(http.StatusNotAcceptable, icebergUnsupported, "the commit's update %q is refused: %s", what, accepted)
+		}
+	}
+	if snap == nil {
+		return nil, icebergErrorf(http.StatusNotAcceptable, icebergUnsupported, "the commit adds no snapshot: %s", accepted)
+	}
+	if ref == nil || ref.SnapshotID != snap.Snapshot.SnapshotID || ref.Type != "" && ref.Type != "branch" {
+		return nil, icebergErrorf(http.StatusNotAcceptable, icebergUnsupported, "the commit does not make its snapshot the main branch: %s", accepted)
+	}
+	return snap, nil
+}
+
+// checkRequirements checks the commit's requirements against the view's
+// current metadata and returns the version the engine wrote on (its
+// assert-ref-snapshot-id of main; 0: none asserted, the latest).
+func checkRequirements(raw []json.RawMessage, m viewMeta) (uint64, error) {
+	var base uint64
+	failed := func(format string, args ...any) error {
+		return icebergErrorf(http.StatusConflict, icebergCommitFailed, "requirement failed: "+format+"; load the table again and retry", args...)
+	}
+	eq := func(what string, want *int, have int) error {
+		if want == nil || *want != have {
+			return failed("%s is %d, not %v", what, have, deref(want))
+		}
+		return nil
+	}
+	for _, b := range raw {
+		var q icebergRequirement
+		if err := json.Unmarshal(b, &q); err != nil {
+			return 0, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "a requirement of the commit: %s", jsonWords(err))
+		}
+		var err error
+		switch q.Type {
+		case "assert-create":
+			err = failed("the table exists")
+		case "assert-table-uuid":
+			if !strings.EqualFold(q.UUID, m.TableUUID) {
+				err = failed("the table's uuid is %s, not %s", m.TableUUID, q.UUID)
+			}
+		case "assert-ref-snapshot-id":
+			if q.Ref != "main" {
+				return 0, icebergErrorf(http.StatusNotAcceptable, icebergUnsupported, "a requirement on ref %q: %s", q.Ref, accepted)
+			}
+			if q.SnapshotID == nil || *q.SnapshotID <= 0 {
+				err = failed("the table has a main branch")
+			} else {
+				base = uint64(*q.SnapshotID)
+			}
+		case "assert-last-assigned-field-id":
+			err = eq("the last column id", q.FieldID, m.LastColumnID)
+		case "assert-current-schema-id":
+			err = eq("the current schema id", q.SchemaID, m.CurrentSchemaID)
+		case "assert-last-assigned-partition-id":
+			if m.LastPartitionID != nil {
+				err = eq("the last partition id", q.PartID, *m.LastPartitionID)
+			}
+		case "assert-default-spec-id":
+			err = eq("the default spec id", q.SpecID, m.DefaultSpecID)
+		case "assert-default-sort-order-id":
+			err = eq("the default sort order id", q.SortID, m.DefaultSortOrderID)
+		default:
+			return 0, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "unknown requirement %q", q.Type)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return base, nil
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return "null"
+	}
+	return *p
+}
+
+// addedFile is a data file an engine's snapshot adds.
+type addedFile struct {
+	key  string // under the table's prefix
+	path string // as the engine named it
+	size int64
+	rows int64
+}
+
+// addedFiles reads the snapshot's manifest list and the manifests it
+// added, and returns the data files they add; a delete file, a file
+// removed, a file not Parquet or not under the table's location is
+// refused.
+func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) ([]addedFile, error) {
+	refuse := func(format string, args ...any) error {
+		return icebergErrorf(http.StatusBadRequest, icebergBadRequest, format, args...)
+	}
+	key, err := keyUnder(loc, list)
+	if err != nil {
+		return nil, refuse("the snapshot's manifest list: %v", err)
+	}
+	data, err := b.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, refuse("the snapshot's manifest list %s does not exist", list)
+	} else if err != nil {
+		return nil, err
+	}
+	manifests, err := iceberg.ReadManifestList(bytes.NewReader(data))
+	if err != nil {
+		return nil, refuse("the snapshot's manifest list %s is not Iceberg Avro: %v", list, err)
+	}
+	var files []addedFile
+	for _, mf := range manifests {
+		if mf.SnapshotID() != id {
+			continue // carried from the snapshots before
+		}
+		if mf.ManifestContent() != iceberg.ManifestContentData {
+			return nil, icebergErrorf(http.StatusNotAcceptable, icebergUnsupported, "the snapshot adds delete files (manifest %s): %s", mf.FilePath(), accepted)
+		}
+		mkey, err := keyUnder(loc, mf.FilePath())
+		if err != nil {
+			return nil, refuse("manifest %s: %v", mf.FilePath(), err)
+		}
+		raw, err := b.Get(ctx, mkey)
+		if errors.Is(err, blob.ErrNotFound) {
+			return nil, refuse("manifest %s does not exist", mf.FilePath())
+		} else if err != nil {
+			return nil, err
+		}
+		entries, err := iceberg.ReadManifest(mf, bytes.NewReader(raw), false)
+		if err != nil {
+			return nil, refuse("manifest %s is not Iceberg Avro: %v", mf.FilePath(), err)
+		}
+		for _, e := range entries {
+			switch {
+			case e.Status() == iceberg.EntryStatusDELETED:
+				return nil, icebergErrorf(http.StatusNotAcceptable, icebergUnsupported, "the snapshot removes %s: %s", e.DataFile().FilePath(), accepted)
+			case e.Status() != iceberg.EntryStatusADDED || e.SnapshotID() != id:
+				continue
+			}
+			df := e.DataFile()
+			if df.FileFormat() != iceberg.ParquetFile {
+				return nil, refuse("data file %s is %s: Strata takes Parquet", df.FilePath(), df.FileFormat())
+			}
+			k, err := keyUnder(loc, df.FilePath())
+			if err != nil {
+				return nil, refuse("data file %s: %v", df.FilePath(), err)
+			}
+			files = append(files, addedFile{key: k, path: df.FilePath(), size: df.FileSizeBytes(), rows: df.Count()})
+		}
+	}
+	return files, nil
+}
+
+// keyUnder is the key of a file the engine names, which must lie under
+// the table's location and not in a folder above it.
+func keyUnder(loc, path string) (string, error) {
+	key, err := engine.IcebergObjectKey(strings.TrimSuffix(loc, "/"), path)
+	if err != nil {
+		return "", err
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", fmt.Errorf("%s names an empty, . or .. segment under the table's location", path)
+		}
+	}
+	return key, nil
+}
+
+// appendFiles appends the rows of the engine's files in one commit read
+// at version base, named by key (an Idempotency-Key) or by the files.
+func (s *Server) appendFiles(ctx context.Context, t *tableState, base uint64, files []addedFile, key string) error {
+	if base == 0 {
+		v, err := table.LatestVersion(ctx, t.b)
+		if err != nil {
+			return err
+		}
+		base = v
+	}
+	m, err := table.ReadManifest(ctx, t.b, base)
+	if errors.Is(err, format.ErrVersionNotFound) {
+		return icebergErrorf(http.StatusConflict, icebergCommitFailed, "the snapshot the commit was written on (%d) is no longer kept; load the table again and retry", base)
+	} else if err != nil {
+		return err
+	}
+	ack, err := t.db.AppendStream(ctx, engine.StreamOptions{Key: filesKey(files, key), ReadVersion: base}, m.Schema(), s.filesRows(ctx, t.b, files, m.Schema()))
+	var ie *evolve.InputError
+	switch {
+	case errors.Is(err, engine.ErrConflict):
+		return icebergErrorf(http.StatusConflict, icebergCommitFailed, "%v; load the table again and retry", err)
+	case errors.As(err, &ie):
+		return icebergErrorf(http.StatusBadRequest, icebergBadRequest, "%v", err)
+	case err != nil:
+		return err
+	}
+	s.opts.Log.Info("iceberg append", "table", t.name, "files", len(files), "rows", ack.Rows, "version", ack.Version, "duplicate", ack.Duplicate)
+	return nil
+}
+
+// filesKey names an engine's append: by its Idempotency-Key, or by the
+// paths and sizes of the files it adds, in order.
+func filesKey(files []addedFile, key string) *format.Idempotency {
+	h := sha256.New()
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = fmt.Sprintf("%s\x00%d", f.path, f.size)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		io.WriteString(h, p+"\n")
+	}
+	sum := h.Sum(nil)
+	producer := "iceberg-files:" + fmt.Sprintf("%x", sum[:16])
+	if key != "" {
+		producer = "iceberg-key:" + key
+	}
+	return &format.Idempotency{Producer: producer, Digest: binary.BigEndian.Uint64(sum[:8])}
+}
+
+// filesRows reads the files' rows, one row group at a time, conformed to
+// schema by column name; a file whose rows are not the count its manifest
+// says is refused. Each file is copied to a temporary file first (the
+// Parquet reader seeks).
+func (s *Server) filesRows(ctx context.Context, b blob.Bucket, files []addedFile, schema *arrow.Schema) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		dir, err := os.MkdirTemp("", "strata-iceberg-append-")
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer os.RemoveAll(dir)
+		for i, f := range files {
+			local := filepath.Join(dir, fmt.Sprintf("%d.parquet", i))
+			if err := download(ctx, b, f.key, local); err != nil {
+				yield(nil, fmt.Errorf("data file %s: %w", f.path, err))
+				return
+			}
+			var n int64
+			for rec, err := range ingest.ParquetFile(local, schema, ingest.Options{}) {
+				if err != nil {
+					yield(nil, fmt.Errorf("data file %s: %w", f.path, err))
+					return
+				}
+				n += rec.NumRows()
+				if !yield(rec, nil) {
+					return
+				}
+			}
+			if n != f.rows {
+				yield(nil, &evolve.InputError{Row: -1, Reason: fmt.Sprintf("data file %s holds %d rows; its manifest says %d", f.path, n, f.rows)})
+				return
+			}
+			os.Remove(local)
+		}
+	}
+}
+
+// download copies an object to a local file.
+func download(ctx context.Context, b blob.Bucket, key, path string) error {
+	rc, err := b.NewRangeReader(ctx, key, 0, -1)
+	if errors.Is(err, blob.ErrNotFound) {
+		return &evolve.InputError{Row: -1, Reason: "the file does not exist"}
+	} else if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/table"
+)
+
+// IcebergExport brings the Iceberg view of the table at url (b, opened
+// from it) up to date: the versions gc keeps, as engine/iceberg.ExportKept
+// writes them. A program that links the Iceberg writer passes that; strata
+// serve, which does not, runs strata-iceberg.
+type IcebergExport func(ctx context.Context, b blob.Bucket, url string, gc engine.GCPolicy) error
+
+// icebergView is what the server holds of a table's view: the newest
+// metadata as it last read it, and what the table was then (its newest
+// version and tags), so that a load of a table that has not moved
+// answers from memory after two listings.
+type icebergView struct {
+	mu    sync.Mutex // one reader or export of the view at a time, per table
+	state uint64     // the table's newest version and tags when read (stateOf)
+	cur   viewRead
+}
+
+// viewRead is the newest metadata as read.
+type viewRead struct {
+	n        int // the metadata's number (layout.MetadataKey)
+	raw      []byte
+	location string // the metadata's location
+	etag     string
+	meta     viewMeta
+}
+
+// viewMeta is what the catalog reads of the view's metadata.
+type viewMeta struct {
+	Location           string `json:"location"`
+	TableUUID          string `json:"table-uuid"`
+	CurrentSnapshotID  *int64 `json:"current-snapshot-id"`
+	CurrentSchemaID    int    `json:"current-schema-id"`
+	LastColumnID       int    `json:"last-column-id"`
+	DefaultSpecID      int    `json:"default-spec-id"`
+	LastPartitionID    *int   `json:"last-partition-id"`
+	DefaultSortOrderID int    `json:"default-sort-order-id"`
+	Refs               map[string]struct {
+		SnapshotID int64  `json:"snapshot-id"`
+		Type       string `json:"type"`
+	} `json:"refs"`
+}
+
+// stateOf digests what the view follows of a table: its newest version
+// and its tags (a LIST each).
+func stateOf(ctx context.Context, b blob.Bucket) (uint64, error) {
+	v, err := table.LatestVersion(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	tags, err := table.Tags(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d", v)
+	for _, t := range tags {
+		fmt.Fprintf(h, "\x00%s=%d", t.Name, t.Version)
+	}
+	return h.Sum64(), nil
+}
+
+// view returns the table's view as of now: from memory when the table has
+// not moved since it was read, else read anew, and exported first when the
+// newest metadata does not describe the table's newest version (or the
+// server has not read it since it started: an export that finds nothing
+// to change writes nothing).
+func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
+	v := &t.view
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	state, err := stateOf(ctx, t.b)
+	if err != nil {
+		return viewRead{}, err
+	}
+	if v.cur.raw != nil && v.state == state {
+		return v.cur, nil
+	}
+	if s.opts.IcebergExport == nil {
+		return viewRead{}, icebergErrorf(http.StatusServiceUnavailable, icebergUnavailable,
+			"table %q: this server cannot write the table's Iceberg view (it was started without the Iceberg writer: strata serve runs strata-iceberg, found beside strata or on PATH)", t.name)
+	}
+	if err := s.opts.IcebergExport(ctx, t.b, blob.JoinURL(s.opts.Bucket, t.name), t.db.GCPolicy()); err != nil {
+		return viewRead{}, fmt.Errorf("table %q: writing its Iceberg view: %w", t.name, err)
+	}
+	m, err := engine.NewestIcebergMetadata(ctx, t.b)
+	if err != nil {
+		return viewRead{}, err
+	}
+	if m.N == 0 {
+		return viewRead{}, fmt.Errorf("table %q: the Iceberg view's export wrote no metadata", t.name)
+	}
+	var meta viewMeta
+	if err := json.Unmarshal(m.Raw, &meta); err != nil {
+		return viewRead{}, fmt.Errorf("table %q: %s is not Iceberg metadata (delete _iceberg/ to start the view afresh): %w", t.name, m.Key, err)
+	}
+	sum := sha256.Sum256(m.Raw)
+	v.state = state
+	v.cur = viewRead{n: m.N, raw: m.Raw, meta: meta, etag: `"` + hex.EncodeToString(sum[:16]) + `"`,
+		location: strings.TrimSuffix(meta.Location, "/") + "/" + m.Key}
+	return v.cur, nil
+}
+
+// loadResult is the spec's LoadTableResult.
+type loadResult struct {
+	MetadataLocation string            `json:"metadata-location"`
+	Metadata         json.RawMessage   `json:"metadata"`
+	Config           map[string]string `json:"config"`
+}
+
+// icebergLoad answers GET and HEAD /v1/namespaces/{ns}/tables/{table}:
+// the table's current metadata, a snapshot per version garbage collection
+// keeps, with an ETag; 304 for an If-None-Match that names it.
+func (s *Server) icebergLoad(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.icebergTable(r)
+	if err != nil {
+		return err
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	v, err := s.view(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", v.etag)
+	if matchesETag(r.Header.Get("If-None-Match"), v.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, loadResult{MetadataLocation: v.location, Metadata: v.raw, Config: map[string]string{}})
+	return nil
+}
+
+// matchesETag says whether an If-None-Match header names etag (or is *).
+func matchesETag(header, etag string) bool {
+	for _, e := range strings.Split(header, ",") {
+		e = strings.TrimSpace(e)
+		if e == "*" || strings.TrimPrefix(e, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
