@@ -2,6 +2,8 @@ package lakehouse_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -360,4 +362,104 @@ func appendThroughCatalog(t *testing.T, tbl *itable.Table, first int64, n int) *
 		t.Fatalf("iceberg-go commit: %v", err)
 	}
 	return out
+}
+
+// The catalog answers in the Iceberg error model: a commit of any change
+// but an appended snapshot is refused naming what Strata takes, and
+// nothing changes; a load names an ETag and answers 304 to it until the
+// table moves; the bearer token is required; a table or namespace that
+// does not exist is the spec's NoSuch… exception.
+func TestTheCatalogRefusesInTheIcebergErrorModel(t *testing.T) {
+	st := store{url: "file://" + t.TempDir()}
+	f := startCatalog(t, st)
+	db, b := f.db(t, "t")
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 10)
+	if _, _, err := engine.Create(ctx, b, rollouts.Schema, "test", nil, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	do := func(method, path, token, body string, header ...string) (int, http.Header, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, f.hs.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, resp.Header, out
+	}
+	// wantError checks the error model: {"error": {"message", "type", "code"}}.
+	wantError := func(what string, status int, out map[string]any, got int, typ, words string) {
+		t.Helper()
+		e, _ := out["error"].(map[string]any)
+		if got != status || e == nil || e["type"] != typ || e["code"] != float64(status) || !strings.Contains(fmt.Sprint(e["message"]), words) {
+			t.Fatalf("%s: %d %v; want %d, type %s, a message with %q", what, got, out, status, typ, words)
+		}
+	}
+	const tbl = "/iceberg/v1/namespaces/default/tables/t"
+	code, _, out := do("GET", tbl, "", "")
+	wantError("no token", 401, out, code, "NotAuthorizedException", "bearer token")
+	code, _, out = do("GET", tbl, "wrong", "")
+	wantError("a wrong token", 401, out, code, "NotAuthorizedException", "not this server's")
+	code, _, out = do("GET", "/iceberg/v1/namespaces/default/tables/nope", f.token, "")
+	wantError("no table", 404, out, code, "NoSuchTableException", "no table default.nope")
+	code, _, out = do("GET", "/iceberg/v1/namespaces/nowhere/tables", f.token, "")
+	wantError("no namespace", 404, out, code, "NoSuchNamespaceException", "no namespace nowhere")
+
+	code, h, out := do("GET", tbl, f.token, "")
+	etag := h.Get("ETag")
+	if code != 200 || etag == "" || out["metadata-location"] == nil {
+		t.Fatalf("load: %d, ETag %q, %v", code, etag, out)
+	}
+	if code, _, _ := do("GET", tbl, f.token, "", "If-None-Match", etag); code != http.StatusNotModified {
+		t.Fatalf("a load naming the current ETag: %d, want 304", code)
+	}
+	before, _ := table.LatestVersion(ctx, b)
+	refused := map[string]string{
+		"set-properties":    `{"updates":[{"action":"set-properties","updates":{"k":"v"}}]}`,
+		"add-schema":        `{"updates":[{"action":"add-schema","schema":{"type":"struct","schema-id":1,"fields":[]}}]}`,
+		"remove-snapshots":  `{"updates":[{"action":"remove-snapshots","snapshot-ids":[1]}]}`,
+		"an overwrite":      `{"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"x","summary":{"operation":"overwrite"}}},{"action":"set-snapshot-ref","ref-name":"main","type":"branch","snapshot-id":7}]}`,
+		"a branch":          `{"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"x","summary":{"operation":"append"}}},{"action":"set-snapshot-ref","ref-name":"dev","type":"branch","snapshot-id":7}]}`,
+		"no snapshot":       `{"updates":[]}`,
+		"a staged snapshot": `{"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"x","summary":{"operation":"append"}}}]}`,
+	}
+	for what, body := range refused {
+		code, _, out := do("POST", tbl, f.token, body)
+		wantError(what, 406, out, code, "UnsupportedOperationException", "Strata takes commits whose one change is a snapshot of operation append")
+	}
+	for _, route := range [][2]string{{"POST", "/iceberg/v1/namespaces"}, {"DELETE", tbl}, {"POST", "/iceberg/v1/tables/rename"}, {"POST", "/iceberg/v1/namespaces/default/tables"}} {
+		code, _, out := do(route[0], route[1], f.token, `{}`)
+		wantError(route[0]+" "+route[1], 406, out, code, "UnsupportedOperationException", "does not do this")
+	}
+	// A requirement that fails is the spec's 409, for the engine to load
+	// the table again.
+	code, _, out = do("POST", tbl, f.token, `{"requirements":[{"type":"assert-table-uuid","uuid":"00000000-0000-0000-0000-000000000000"}],"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"x","summary":{"operation":"append"}}},{"action":"set-snapshot-ref","ref-name":"main","type":"branch","snapshot-id":7}]}`)
+	wantError("a wrong table uuid", 409, out, code, "CommitFailedException", "requirement failed")
+	// A manifest list outside the table's location is refused.
+	code, _, out = do("POST", tbl, f.token, `{"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"file:///etc/passwd","summary":{"operation":"append"}}},{"action":"set-snapshot-ref","ref-name":"main","type":"branch","snapshot-id":7}]}`)
+	wantError("a manifest list elsewhere", 400, out, code, "BadRequestException", "not under the table's location")
+	if after, _ := table.LatestVersion(ctx, b); after != before {
+		t.Fatalf("refused commits moved the table from version %d to %d", before, after)
+	}
+	// Once the table moves, the old ETag no longer matches.
+	more := rollouts.Batch(testenv.Allocator(t), 42, 1, 0, 5)
+	if _, err := db.Append(ctx, engine.AppendOptions{}, more); err != nil {
+		t.Fatal(err)
+	}
+	more.Release()
+	if code, h, _ := do("GET", tbl, f.token, "", "If-None-Match", etag); code != 200 || h.Get("ETag") == etag {
+		t.Fatalf("a load after an append, naming the old ETag: %d, ETag %q", code, h.Get("ETag"))
+	}
 }
