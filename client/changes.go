@@ -19,6 +19,11 @@ type ChangesOptions struct {
 	From     uint64
 	Consumer string
 	To       uint64 // the last version (0: the latest)
+	// FromAsOf and ToAsOf name the bounds by time, as ScanOptions.AsOf
+	// does (instead of From and To): the changes after the version as of
+	// FromAsOf (the table's creation when it was made after it), through
+	// the version as of ToAsOf.
+	FromAsOf, ToAsOf time.Time
 	// Wait, when no version is past From, waits up to this long (at most
 	// a minute) for one: a long poll.
 	Wait    time.Duration
@@ -36,8 +41,13 @@ type ChangesOptions struct {
 // (version_collected) *Error naming the oldest version left.
 func (c *Client) Changes(ctx context.Context, name string, o ChangesOptions) ([]arrow.RecordBatch, uint64, error) {
 	q := url.Values{}
-	if o.Consumer == "" || o.From != 0 {
+	if !o.FromAsOf.IsZero() {
+		q.Set("from_as_of", o.FromAsOf.UTC().Format(time.RFC3339Nano))
+	} else if o.Consumer == "" || o.From != 0 {
 		q.Set("from", strconv.FormatUint(o.From, 10))
+	}
+	if !o.ToAsOf.IsZero() {
+		q.Set("to_as_of", o.ToAsOf.UTC().Format(time.RFC3339Nano))
 	}
 	if o.Consumer != "" {
 		q.Set("consumer", o.Consumer)

@@ -28,7 +28,8 @@ import (
 // oldest version left. An Arrow answer carries the schema of version B
 // (with the two columns); a range across an overwrite that changed the
 // schema is read as JSON lines. consumer=NAME stands for from= the named
-// consumer's position. With wait=, when no version is past from, it waits
+// consumer's position; from_as_of= and to_as_of= name the bounds by time
+// (the versions as of those times). With wait=, when no version is past from, it waits
 // up to that long (at most a minute) for one, looking every 100ms, and
 // answers no rows, naming from, if none lands: a long poll.
 func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) error {
@@ -49,6 +50,20 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 		return err
 	}
 	to := latest
+	if q.Has("to_as_of") {
+		if q.Has("to") {
+			return badRequest("give one of to= and to_as_of=")
+		}
+		at, err := table.ParseAsOf(q.Get("to_as_of"), time.Now())
+		if err != nil {
+			return badRequest("to_as_of=: %v", err)
+		}
+		m, err := table.VersionAsOf(r.Context(), t.b, at)
+		if err != nil {
+			return err
+		}
+		to = m.Version
+	}
 	if v := q.Get("to"); v != "" {
 		if to, err = strconv.ParseUint(v, 10, 64); err != nil || to == 0 {
 			return badRequest("to=%q: want a version", v)
@@ -109,6 +124,16 @@ const (
 // the position of the consumer named by consumer=.
 func (s *Server) changesFrom(r *http.Request, t *tableState) (uint64, error) {
 	q := r.URL.Query()
+	if q.Has("from_as_of") {
+		if q.Has("from") || q.Has("consumer") {
+			return 0, badRequest("give one of from=, from_as_of= and consumer=")
+		}
+		at, err := table.ParseAsOf(q.Get("from_as_of"), time.Now())
+		if err != nil {
+			return 0, badRequest("from_as_of=: %v", err)
+		}
+		return table.FromAsOf(r.Context(), t.b, at)
+	}
 	if v := q.Get("from"); v != "" {
 		from, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {

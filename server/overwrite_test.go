@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/client"
 	"github.com/stratadb/strata/server"
@@ -122,6 +124,25 @@ func TestReadsAndARestoreAsOfATime(t *testing.T) {
 			t.Errorf("count as of just after v%d: %+v %v", i+1, n, err)
 		}
 	}
+	// Changes bounded by times: after the version as of just after v1,
+	// through the one as of just after v2 (v2's overwrite: three rows
+	// deleted, one inserted); from a time before the table was made, every
+	// change since its creation.
+	recs, through, err := f.c.Changes(ctx, "t", client.ChangesOptions{FromAsOf: at[0], ToAsOf: at[1]})
+	if err != nil || through != 2 || rowsIn(recs) != 4 {
+		t.Fatalf("changes from as of v1 to as of v2: %d rows through v%d, %v; want 4 through v2", rowsIn(recs), through, err)
+	}
+	release(recs)
+	recs, through, err = f.c.Changes(ctx, "t", client.ChangesOptions{FromAsOf: before})
+	if err != nil || through != 3 || rowsIn(recs) != 3+4+3 {
+		t.Fatalf("changes from a time before the table: %d rows through v%d, %v; want 10 through v3", rowsIn(recs), through, err)
+	}
+	release(recs)
+	for _, q := range []string{"from_as_of=2h&from=1", "from_as_of=noon", "from=0&to_as_of=2h&to=1", "from=0&to_as_of=noon"} {
+		if code, out := raw(t, f, "GET", "/api/v1/tables/t/changes?"+q, "", "", ""); code != http.StatusBadRequest {
+			t.Errorf("GET changes?%s: %d %s, want 400", q, code, out)
+		}
+	}
 	res, err := f.c.RestoreAsOf(ctx, "t", at[0])
 	if err != nil || res.Restored != 1 || res.Version != 4 || res.Rows != 3 {
 		t.Fatalf("restore as of just after v1: %+v %v", res, err)
@@ -184,5 +205,20 @@ func TestAnUpsertWithClausesOverHTTP(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(out, want) {
 			t.Errorf("upsert with %s: %d %s, want 400 saying %s", q, code, out, want)
 		}
+	}
+}
+
+// rowsIn counts the rows of batches.
+func rowsIn(recs []arrow.RecordBatch) int64 {
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	return n
+}
+
+func release(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
 	}
 }

@@ -64,6 +64,25 @@ func VersionAsOf(ctx context.Context, b blob.Bucket, at time.Time) (*format.Mani
 	return first, nil
 }
 
+// FromAsOf is the version a range of changes since at comes after: the
+// version as of at, or 0 (the table's creation) when at is before the
+// table's first version and garbage collection has removed none. A time
+// before the oldest retained version otherwise is VersionAsOf's error.
+func FromAsOf(ctx context.Context, b blob.Bucket, at time.Time) (uint64, error) {
+	m, err := VersionAsOf(ctx, b, at)
+	if err == nil {
+		return m.Version, nil
+	}
+	if errors.Is(err, format.ErrVersionNotFound) {
+		if boundary, berr := GCBoundary(ctx, b); berr == nil && boundary == 0 {
+			if _, verr := ReadManifest(ctx, b, 1); verr == nil {
+				return 0, nil
+			}
+		}
+	}
+	return 0, err
+}
+
 // ParseAsOf reads a point in time as --as-of and as_of= take it: an RFC
 // 3339 time, with or without fractional seconds (2026-12-07T10:00:00Z,
 // 2026-12-07T10:00:00.250+01:00), or a duration before now (90s, 15m,

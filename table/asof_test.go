@@ -69,12 +69,23 @@ func TestTheVersionAsOfATimeIsTheNewestCommittedAtOrBeforeIt(t *testing.T) {
 	if !errors.Is(err, format.ErrVersionNotFound) || !strings.Contains(err.Error(), "the oldest retained, v1, was committed at "+first.UTC().Format(time.RFC3339Nano)) {
 		t.Fatalf("a time before the first version: %v", err)
 	}
+	// The changes since a time start after the version as of it, or at the
+	// table's creation when it was made after it.
+	if from, err := table.FromAsOf(ctx, b, first.Add(-time.Millisecond)); err != nil || from != 0 {
+		t.Fatalf("changes since before the table: from v%d, %v; want 0", from, err)
+	}
+	if from, err := table.FromAsOf(ctx, b, times[3]); err != nil || from != want(times[3]) {
+		t.Fatalf("changes since v4's time: from v%d, %v; want v%d", from, err, want(times[3]))
+	}
 	if err := b.PutIfAbsent(ctx, format.GCBoundaryKey(5), []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
 	_, err = table.VersionAsOf(ctx, b, times[3])
 	if !errors.Is(err, format.ErrVersionNotFound) || !strings.Contains(err.Error(), "the oldest retained, v6,") {
 		t.Fatalf("a time of a version below the GC boundary: %v", err)
+	}
+	if _, err := table.FromAsOf(ctx, b, first.Add(-time.Millisecond)); !errors.Is(err, format.ErrVersionNotFound) {
+		t.Fatalf("changes since before the table, its first versions collected: %v, want the oldest retained named", err)
 	}
 	if m, err := table.VersionAsOf(ctx, b, times[8]); err != nil || m.Version != want(times[8]) {
 		t.Fatalf("as of v9's time above the boundary: %v %v", m, err)

@@ -453,7 +453,8 @@ class Client:
 
     def changes(self, name: str, from_version: Optional[int] = None, consumer: Optional[str] = None, to: Optional[int] = None,
                 wait: Optional[float] = None, columns: Optional[Sequence[str]] = None,
-                filter: Optional[str] = None) -> Tuple[List[Dict[str, Any]], int]:
+                filter: Optional[str] = None, from_as_of: Any = None,
+                to_as_of: Any = None) -> Tuple[List[Dict[str, Any]], int]:
         """The rows inserted and deleted after ``from_version`` (or after the named
         ``consumer``'s position), through ``to`` (the latest by default), as
         ``(rows, through)``: dicts with ``_change`` ("insert" or "delete") and
@@ -462,10 +463,17 @@ class Client:
         when there is none. ``filter`` keeps the changed rows it matches (a delete
         by the values it deleted). A range garbage collection removed raises
         StrataError with status 410 (``version_collected``) naming the oldest
-        version left."""
-        if from_version is None and consumer is None:
-            raise ValueError("changes need from_version or consumer")
+        version left. ``from_as_of`` and ``to_as_of`` name the bounds by time (a
+        datetime, a timedelta before now, or a string as ``as_of`` takes):
+        ``from_as_of=timedelta(hours=2)`` reads the changes of the last two
+        hours."""
+        if from_version is None and consumer is None and from_as_of is None:
+            raise ValueError("changes need from_version, from_as_of or consumer")
         query = {"format": "jsonl"}
+        if from_as_of is not None:
+            query["from_as_of"] = _as_of(from_as_of)
+        if to_as_of is not None:
+            query["to_as_of"] = _as_of(to_as_of)
         if from_version is not None:
             query["from"] = from_version
         if consumer is not None:

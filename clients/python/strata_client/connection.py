@@ -377,8 +377,9 @@ class Table:
 
     # -- following ----------------------------------------------------------
 
-    def changes(self, from_version: int, to: Optional[int] = None, **kw: Any):
-        """The rows inserted and deleted after ``from_version`` (see Client.changes)."""
+    def changes(self, from_version: Optional[int] = None, to: Optional[int] = None, **kw: Any):
+        """The rows inserted and deleted after ``from_version`` or ``from_as_of``
+        (see Client.changes)."""
         return self._c.changes(self.name, from_version=from_version, to=to, **kw)
 
     def follow(self, **kw: Any):

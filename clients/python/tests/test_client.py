@@ -1,6 +1,7 @@
 """Tests of the Python client against a real ``strata serve`` (STRATA_BIN, or
 built with ``go build`` from the repository)."""
 
+import datetime
 import importlib.util
 import math
 import os
@@ -158,6 +159,12 @@ class ServerTest(unittest.TestCase):
         self.assertEqual({r["_change"] for r in rows}, {"insert"})
         rows, _ = c.changes("followed", from_version=0, columns=["id"], filter="id >= 2")
         self.assertEqual(sorted(r["id"] for r in rows), [2, 3])
+        # Bounds by time: since a day ago (before the table was made), every
+        # change; through the newest version's own time, the same.
+        day = datetime.timedelta(days=1)
+        when = next(v["time"] for v in c.versions("followed") if v["version"] == through)
+        rows, upto = c.changes("followed", from_as_of=day, to_as_of=when, columns=["id"])
+        self.assertEqual((sorted(r["id"] for r in rows), upto), ([0, 1, 2, 3], through))
         runs = c.follow("followed", consumer="trainer", from_version=0, wait=0.05, columns=["id"])
         rows, first = next(runs)
         self.assertEqual(sorted(r["id"] for r in rows), [0, 1, 2, 3])

@@ -4,6 +4,7 @@
 package icebergcmd
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -15,12 +16,14 @@ import (
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/engine/iceberg"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/format"
 )
 
 // New builds the command.
 func New(env *command.Env) *cobra.Command {
 	var o iceberg.Options
+	var asOf string
 	c := &cobra.Command{
 		Use:   "strata-iceberg URL",
 		Short: "Write Apache Iceberg metadata for the table's versions, so SQL engines read it",
@@ -63,6 +66,10 @@ view follows what it keeps.`,
 				}
 				o.Location = loc
 			}
+			at, err := asOfFlag(asOf, o.Version)
+			if err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return command.UsageError(err)
 			}
@@ -71,6 +78,13 @@ view follows what it keeps.`,
 				return err
 			}
 			defer b.Close()
+			if !at.IsZero() {
+				m, err := table.VersionAsOf(c.Context(), b, at)
+				if err != nil {
+					return err
+				}
+				o.Version = m.Version
+			}
 			start := time.Now()
 			before, _ := blob.StatsOf(b)
 			set, finish := command.ProgressBar(env.Err, "export", "versions")
@@ -95,6 +109,7 @@ view follows what it keeps.`,
 		return command.UsageError(fmt.Errorf("%w\n\n%s", cli.FlagValueError(c.Flags(), err), c.UsageString()))
 	})
 	c.Flags().Uint64Var(&o.Version, "version", 0, "the newest version described, the current snapshot (default: the latest)")
+	c.Flags().StringVar(&asOf, "as-of", "", "the current snapshot is the version committed at or before this time: RFC 3339 or a duration ago (2h)")
 	c.Flags().StringVar(&o.Location, "location", "", "the table's address as readers see it (default: from URL, e.g. s3://bucket/prefix, file:///abs/path)")
 	c.Flags().IntVar(&o.KeepVersions, "keep-versions", format.DefaultKeepVersions, "newest versions always described (as GC keeps them)")
 	c.Flags().DurationVar(&o.RetainFor, "retain", format.DefaultRetention, "versions younger than this are described (as GC keeps them)")
@@ -102,4 +117,20 @@ view follows what it keeps.`,
 	cli.Bound(c.Flags(), "retain", 0, cli.Unlimited)
 	cli.Bound(c.Flags(), "keep-versions", 1, cli.Unlimited)
 	return c
+}
+
+// asOfFlag reads --as-of (the zero time when not given), which --version
+// excludes.
+func asOfFlag(asOf string, version uint64) (time.Time, error) {
+	if asOf == "" {
+		return time.Time{}, nil
+	}
+	if version != 0 {
+		return time.Time{}, command.UsageError(errors.New("give at most one of --version and --as-of"))
+	}
+	at, err := table.ParseAsOf(asOf, time.Now())
+	if err != nil {
+		return time.Time{}, command.UsageError(fmt.Errorf("--as-of: %w", err))
+	}
+	return at, nil
 }

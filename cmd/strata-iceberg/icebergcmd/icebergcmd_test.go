@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/cmd/strata-iceberg/icebergcmd"
@@ -60,5 +61,41 @@ func TestAnExportPrintsTheMetadataLocation(t *testing.T) {
 	}
 	if code, out, errOut := run("file://" + dir); code != 0 || out != want || !strings.Contains(errOut, "(unchanged)") {
 		t.Fatalf("again: exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+}
+
+// --as-of TIME makes the version committed at or before TIME the current
+// snapshot, as --version does; with --version it is a usage error.
+func TestAnExportAsOfATime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := blob.Open(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rec := rollouts.Batch(testenv.Allocator(t), 1, 0, 0, 10)
+	defer rec.Release()
+	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil, rec); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Millisecond)
+	afterV1 := time.Now().UTC().Format(time.RFC3339Nano)
+	time.Sleep(3 * time.Millisecond)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run("file://"+dir, "--as-of", afterV1); code != 0 || !strings.Contains(errOut, "version 1 is current") {
+		t.Fatalf("--as-of just after v1: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := run("file://"+dir, "--as-of", afterV1, "--version", "2"); code != 2 || !strings.Contains(errOut, "at most one of --version and --as-of") {
+		t.Fatalf("--as-of with --version: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := run("file://"+dir, "--as-of", "1h"); code != 5 || !strings.Contains(errOut, "the oldest retained, v1") {
+		t.Fatalf("--as-of before the table: exit %d\n%s", code, errOut)
 	}
 }

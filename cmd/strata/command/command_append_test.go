@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -254,5 +255,57 @@ func TestAnUpsertWithClausesFromTheCommandLine(t *testing.T) {
 		if code, _, errOut := run(t, nil, append([]string{"upsert", u, dir + "/b.csv", "--key", "id"}, bad...)...); code != 2 {
 			t.Errorf("upsert %v: exit %d, want 2: %s", bad, code, errOut)
 		}
+	}
+}
+
+// Times name versions wherever versions are taken: strata changes
+// --from-as-of and --to-as-of bound the changes by time (a time before the
+// table's creation: every change since), and strata take reads --version,
+// --tag or --as-of as scan does.
+func TestChangesAndTakeAsOfATime(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/s.json", []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644)
+	u := "file://" + dir + "/t"
+	before := time.Now()
+	time.Sleep(3 * time.Millisecond)
+	if code, _, errOut := run(t, nil, "create", u, "--schema", dir+"/s.json"); code != 0 { // v1
+		t.Fatal(errOut)
+	}
+	var after []time.Time // just after v2, v3
+	for i, ids := range []string{"1\n2\n", "3\n"} {
+		time.Sleep(3 * time.Millisecond)
+		file := fmt.Sprintf("%s/%d.csv", dir, i)
+		os.WriteFile(file, []byte("id\n"+ids), 0o644)
+		if code, _, errOut := run(t, nil, "append", u, file); code != 0 {
+			t.Fatal(errOut)
+		}
+		time.Sleep(3 * time.Millisecond)
+		after = append(after, time.Now())
+	}
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	lines := func(out string) int { return strings.Count(out, "\n") }
+	if code, out, errOut := run(t, nil, "changes", u, "--from-as-of", at(after[0]), "--format", "csv", "--columns", "id"); code != 0 || lines(out) != 2 || !strings.Contains(out, "3,insert,3") {
+		t.Fatalf("changes --from-as-of just after v2: %d %q %s; want v3's insert of 3", code, out, errOut)
+	}
+	if code, out, errOut := run(t, nil, "changes", u, "--from-as-of", at(before), "--to-as-of", at(after[0]), "--format", "csv", "--columns", "id"); code != 0 || lines(out) != 3 || strings.Contains(out, "3,insert") {
+		t.Fatalf("changes from before the table to just after v2: %d %q %s; want the inserts of 1 and 2", code, out, errOut)
+	}
+	if code, _, errOut := run(t, nil, "changes", u, "--from", "0", "--from-as-of", "2h"); code != 2 || !strings.Contains(errOut, "one of --from") {
+		t.Fatalf("--from with --from-as-of: %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "changes", u, "--from-as-of", "noon"); code != 2 || !strings.Contains(errOut, "--from-as-of") {
+		t.Fatalf("--from-as-of noon: %d %s", code, errOut)
+	}
+	for _, c := range []struct {
+		args []string
+		want bool // key 3 found
+	}{{[]string{"--as-of", at(after[0])}, false}, {[]string{"--as-of", at(after[1])}, true}, {[]string{"--version", "2"}, false}, {nil, true}} {
+		code, out, errOut := run(t, nil, append([]string{"take", u, "3", "--format", "csv"}, c.args...)...)
+		if code != 0 || strings.Contains(out, "\n3") != c.want {
+			t.Fatalf("take 3 %v: %d %q %s; want found %v", c.args, code, out, errOut, c.want)
+		}
+	}
+	if code, _, errOut := run(t, nil, "take", u, "3", "--as-of", at(before)); code != 5 || !strings.Contains(errOut, "the oldest retained, v1") {
+		t.Fatalf("take as of a time before the table: %d %s", code, errOut)
 	}
 }

@@ -5,12 +5,11 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
-
-	"github.com/stratadb/strata/table"
 )
 
 func newTake(env *Env) *cobra.Command {
 	var column, columns, format string
+	var at readPoint
 	c := &cobra.Command{
 		Use:   "take URL KEY...",
 		Short: "Print the rows with these keys, through the key index when there is one",
@@ -40,7 +39,7 @@ func newTake(env *Env) *cobra.Command {
 				return err
 			}
 			defer b.Close()
-			s, err := table.Open(c.Context(), b, nil)
+			s, err := at.open(c.Context(), b)
 			if err != nil {
 				return err
 			}
@@ -69,5 +68,6 @@ func newTake(env *Env) *cobra.Command {
 	c.Flags().StringVar(&column, "column", "id", "the key column (an integer column)")
 	c.Flags().StringVar(&columns, "columns", "", "comma-separated columns to print (default: all)")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or jsonl")
+	at.flags(c.Flags(), "read")
 	return c
 }
