@@ -463,3 +463,37 @@ func TestTheCatalogRefusesInTheIcebergErrorModel(t *testing.T) {
 		t.Fatalf("a load after an append, naming the old ETag: %d, ETag %q", code, h.Get("ETag"))
 	}
 }
+
+// A table dropped and made again elsewhere, up to the same version, is
+// loaded as the new table, not answered from what the server read of the
+// one before.
+func TestATableMadeAgainIsLoadedAnew(t *testing.T) {
+	st := store{url: "file://" + t.TempDir()}
+	f := startCatalog(t, st)
+	create := func(schema *arrow.Schema) {
+		t.Helper()
+		_, b := f.db(t, "t")
+		if _, _, err := engine.Create(ctx, b, schema, "test", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(rollouts.Schema)
+	ident := itable.Identifier{"default", "t"}
+	first, err := f.cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, _ := f.db(t, "t")
+	if err := db.Drop(ctx, engine.DropOptions{Wait: -1}); err != nil {
+		t.Fatal(err)
+	}
+	other := arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	create(other)
+	again, err := f.cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Metadata().TableUUID() == first.Metadata().TableUUID() || again.Schema().NumFields() != 1 || again.Schema().Field(0).Name != "k" {
+		t.Fatalf("the table made again loads as %v (uuid %s), the one before was %s", again.Schema(), again.Metadata().TableUUID(), first.Metadata().TableUUID())
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // IcebergExport brings the Iceberg view of the table at url (b, opened
@@ -57,19 +58,25 @@ type viewMeta struct {
 	} `json:"refs"`
 }
 
-// stateOf digests what the view follows of a table: its newest version
-// and its tags (a LIST each).
+// stateOf digests what the view follows of a table: its newest version's
+// manifest (its key, size and time, so that a table dropped and made again
+// up to the same version is not taken for the one before) and its tags (a
+// LIST each).
 func stateOf(ctx context.Context, b blob.Bucket) (uint64, error) {
-	v, err := table.LatestVersion(ctx, b)
+	page, err := b.ListPage(ctx, format.VersionsDir, "", 1)
 	if err != nil {
 		return 0, err
 	}
+	if len(page.Objects) == 0 {
+		return 0, format.ErrNotFound
+	}
+	newest := page.Objects[0]
 	tags, err := table.Tags(ctx, b)
 	if err != nil {
 		return 0, err
 	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d", v)
+	fmt.Fprintf(h, "%s\x00%d\x00%d", newest.Key, newest.Size, newest.ModTime.UnixNano())
 	for _, t := range tags {
 		fmt.Fprintf(h, "\x00%s=%d", t.Name, t.Version)
 	}
