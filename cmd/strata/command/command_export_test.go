@@ -1,11 +1,15 @@
 package command
 
 import (
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stratadb/strata/engine"
 )
 
 // strata export iceberg runs strata-iceberg with its arguments, passing
@@ -42,5 +46,19 @@ func TestExportIcebergRunsTheIcebergProgram(t *testing.T) {
 	code, out, errOut = run(t, nil, "export", "iceberg", u)
 	if want := u + "/_iceberg/metadata/v1.metadata.json\n"; code != 0 || out != want || !strings.Contains(errOut, "version 1 is current") {
 		t.Fatalf("export: exit %d\nstdout %q, want %q\n%s", code, out, want, errOut)
+	}
+
+	// strata serve's catalog writes the view with the same program, with
+	// the collection's policy; what it says when it fails is the error.
+	export := icebergExporter(slog.New(slog.DiscardHandler))
+	if err := export(t.Context(), nil, u, engine.GCPolicy{KeepVersions: 3, RetainFor: time.Hour}); err != nil {
+		t.Fatalf("the catalog's export: %v", err)
+	}
+	if err := export(t.Context(), nil, "file://"+t.TempDir()+"/none", engine.GCPolicy{}); err == nil || !strings.Contains(err.Error(), "strata-iceberg: ") || !strings.Contains(err.Error(), "no table") {
+		t.Fatalf("the catalog's export of no table: %v", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if err := export(t.Context(), nil, u, engine.GCPolicy{}); err == nil || !strings.Contains(err.Error(), "go install github.com/stratadb/strata/cmd/strata-iceberg@latest") {
+		t.Fatalf("the catalog's export without strata-iceberg: %v", err)
 	}
 }
