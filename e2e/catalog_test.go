@@ -130,23 +130,13 @@ func engineRows(t *testing.T, tbl *itable.Table, first int64, n int) (array.Reco
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := rollouts.Batch(testenv.Allocator(t), 44, 9, first, n)
-	defer src.Release()
-	cols := make([]arrow.Array, sc.NumFields())
-	for i, f := range sc.Fields() {
-		j := src.Schema().FieldIndices(f.Name)
-		if len(j) != 1 {
-			t.Fatalf("column %s is not a rollouts column", f.Name)
-		}
-		cols[i] = src.Column(j[0])
-	}
-	rec := array.NewRecordBatch(sc, cols, int64(n))
+	rec := rollouts.BatchAs(testenv.Allocator(t), sc, 44, 9, first, n)
 	defer rec.Release()
 	rr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rr, slices.Clone(src.Column(0).(*array.Int64).Int64Values())
+	return rr, slices.Clone(rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64).Int64Values())
 }
 
 // iceberg-go appends through strata serve's catalog while four workers

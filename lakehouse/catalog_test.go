@@ -325,26 +325,12 @@ func rowsReader(t *testing.T, tbl *itable.Table, first int64, n int) array.Recor
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := rollouts.Batch(testenv.Allocator(t), 44, 9, first, n)
-	defer src.Release()
-	cols := make([]arrow.Array, sc.NumFields())
-	for i, fld := range sc.Fields() {
-		if j := src.Schema().FieldIndices(fld.Name); len(j) == 1 {
-			cols[i] = src.Column(j[0])
-			cols[i].Retain()
-		} else {
-			cols[i] = array.MakeArrayOfNull(testenv.Allocator(t), fld.Type, n)
-		}
-	}
-	rec := array.NewRecordBatch(sc, cols, int64(n))
-	for _, c := range cols {
-		c.Release()
-	}
+	rec := rollouts.BatchAs(testenv.Allocator(t), sc, 44, 9, first, n)
+	defer rec.Release()
 	rr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Release()
 	return rr
 }
 

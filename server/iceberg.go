@@ -268,16 +268,9 @@ func (s *Server) icebergNamespaces(w http.ResponseWriter, r *http.Request) error
 // icebergNamespace answers GET and HEAD /v1/namespaces/{ns}: a namespace
 // exists while a table lies in it or under it. It has no properties.
 func (s *Server) icebergNamespace(w http.ResponseWriter, r *http.Request) error {
-	ns, err := namespaceOf(r)
+	ns, _, err := s.namespaceTables(r)
 	if err != nil {
 		return err
-	}
-	names, err := s.icebergNames(r)
-	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(names, func(n icebergName) bool { return len(n.ns) >= len(ns) && slices.Equal(n.ns[:len(ns)], ns) }) {
-		return icebergErrorf(http.StatusNotFound, icebergNoNamespace, "no namespace %s: no table lies under it", strings.Join(ns, "."))
 	}
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusNoContent)
@@ -290,11 +283,7 @@ func (s *Server) icebergNamespace(w http.ResponseWriter, r *http.Request) error 
 // icebergTables answers GET /v1/namespaces/{ns}/tables: the tables in the
 // namespace itself, paged by pageSize= and pageToken=.
 func (s *Server) icebergTables(w http.ResponseWriter, r *http.Request) error {
-	ns, err := namespaceOf(r)
-	if err != nil {
-		return err
-	}
-	names, err := s.icebergNames(r)
+	ns, names, err := s.namespaceTables(r)
 	if err != nil {
 		return err
 	}
@@ -303,17 +292,10 @@ func (s *Server) icebergTables(w http.ResponseWriter, r *http.Request) error {
 		Name      string   `json:"name"`
 	}
 	var found []ident
-	under := false
 	for _, n := range names {
-		if len(n.ns) >= len(ns) && slices.Equal(n.ns[:len(ns)], ns) {
-			under = true
-		}
 		if slices.Equal(n.ns, ns) {
 			found = append(found, ident{n.ns, n.table})
 		}
-	}
-	if !under {
-		return icebergErrorf(http.StatusNotFound, icebergNoNamespace, "no namespace %s: no table lies under it", strings.Join(ns, "."))
 	}
 	page, next, err := pageOf(r, found, func(i ident) string { return i.Name })
 	if err != nil {
@@ -321,6 +303,24 @@ func (s *Server) icebergTables(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"identifiers": nonNil(page), "next-page-token": next})
 	return nil
+}
+
+// namespaceTables returns the namespace of the URL path and the tables in
+// it or under it; a namespace no table lies under does not exist.
+func (s *Server) namespaceTables(r *http.Request) ([]string, []icebergName, error) {
+	ns, err := namespaceOf(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := s.icebergNames(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	names = slices.DeleteFunc(names, func(n icebergName) bool { return len(n.ns) < len(ns) || !slices.Equal(n.ns[:len(ns)], ns) })
+	if len(names) == 0 {
+		return nil, nil, icebergErrorf(http.StatusNotFound, icebergNoNamespace, "no namespace %s: no table lies under it", strings.Join(ns, "."))
+	}
+	return ns, names, nil
 }
 
 // pageOf cuts a sorted list by pageToken= (the key of the last item of

@@ -125,6 +125,33 @@ func Batch(mem memory.Allocator, seed uint32, w int, seq0 int64, n int) arrow.Re
 	return b.NewRecordBatch()
 }
 
+// BatchAs builds worker w's rows seq0 … seq0+n-1 under schema: each of
+// its columns the rollouts column of that name, or nulls where there is
+// none (a column an engine's schema has and the rows do not). The types
+// must be the rollouts columns' own.
+func BatchAs(mem memory.Allocator, schema *arrow.Schema, seed uint32, w int, seq0 int64, n int) arrow.RecordBatch {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	src := Batch(mem, seed, w, seq0, n)
+	defer src.Release()
+	cols := make([]arrow.Array, schema.NumFields())
+	for i, f := range schema.Fields() {
+		if j := Schema.FieldIndices(f.Name); len(j) == 1 {
+			cols[i] = src.Column(j[0])
+			cols[i].Retain()
+		} else {
+			cols[i] = array.MakeArrayOfNull(mem, f.Type, n)
+		}
+	}
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	return array.NewRecordBatch(schema, cols, int64(n))
+}
+
 // Digest accumulates the SHA-256 of rows laid out as their 2,339 logical
 // bytes (id LE, worker, step LE, ts LE, reward float64 LE, prompt,
 // artifact).
