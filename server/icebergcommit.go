@@ -114,7 +114,7 @@ func (s *Server) icebergCommit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("ETag", v.etag)
-	writeJSON(w, http.StatusOK, map[string]any{"metadata-location": v.location, "metadata": json.RawMessage(v.raw)})
+	writeRawMetadata(w, v, "")
 	return nil
 }
 

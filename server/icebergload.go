@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -124,13 +125,6 @@ func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 	return v.cur, nil
 }
 
-// loadResult is the spec's LoadTableResult.
-type loadResult struct {
-	MetadataLocation string            `json:"metadata-location"`
-	Metadata         json.RawMessage   `json:"metadata"`
-	Config           map[string]string `json:"config"`
-}
-
 // icebergLoad answers GET and HEAD /v1/namespaces/{ns}/tables/{table}:
 // the table's current metadata, a snapshot per version garbage collection
 // keeps, with an ETag; 304 for an If-None-Match that names it.
@@ -152,8 +146,27 @@ func (s *Server) icebergLoad(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, loadResult{MetadataLocation: v.location, Metadata: v.raw, Config: map[string]string{}})
+	writeRawMetadata(w, v, `"config":{}`)
 	return nil
+}
+
+// writeRawMetadata answers the view's metadata location and metadata (and
+// the fields in more, JSON members), the metadata as it was read: not
+// decoded and encoded again, which for a history of 10,000 versions costs
+// tens of milliseconds a load.
+func writeRawMetadata(w http.ResponseWriter, v viewRead, more string) {
+	loc, _ := json.Marshal(v.location)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for _, part := range [][]byte{[]byte(`{"metadata-location":`), loc, []byte(`,"metadata":`), v.raw} {
+		if _, err := w.Write(part); err != nil {
+			return
+		}
+	}
+	if more != "" {
+		_, _ = io.WriteString(w, ","+more)
+	}
+	_, _ = io.WriteString(w, "}\n")
 }
 
 // matchesETag says whether an If-None-Match header names etag (or is *).
