@@ -314,7 +314,7 @@ func (ex *exporter) addSnapshots(ctx context.Context, cur view, p exportPlan) (*
 			return nil, err
 		}
 	}
-	ms := &prefetched{}
+	ms := &prefetched{last: ex.base}
 	for i, v := range p.add {
 		m, err := ms.get(ctx, ex.b, p.add, i)
 		if err != nil {

@@ -252,6 +252,13 @@ func TestOldVersionsAndSkewedClocksExport(t *testing.T) {
 			m.Timestamp = m.Timestamp.Add(-10 * time.Minute)
 		}
 		own[v] = m.Timestamp
+		// The transaction records the same time, as a commit writes it
+		// (the export rebuilds versions from their transactions); an
+		// older build's records none (the export reads those whole).
+		m.Transaction.Committed = m.Timestamp
+		if v%2 == 0 {
+			m.Transaction.Committed = time.Time{}
+		}
 		data, err := format.EncodeManifest(m)
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/lakehouse/layout"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
@@ -76,30 +77,52 @@ func (ex *exporter) create(key string, data []byte) {
 	})
 }
 
-// prefetched reads the manifests of the versions an export adds,
-// concurrency at a time, ahead of their use: memory holds one window.
+// prefetched reads the versions an export adds, in order: their
+// transactions concurrency at a time, ahead of their use, and each
+// version's manifest rebuilt from the one before and its transaction
+// (commit.Replay, which checks the result against what the commit
+// recorded), so that an export of n versions decodes each version's
+// transaction rather than n whole manifests (on a table of many fragments,
+// each as long as its fragment list). A version that does not follow the
+// one before, or whose replay fails its check, is read whole. Memory holds
+// one window of transactions and two manifests.
 type prefetched struct {
 	from int
-	ms   []*format.Manifest
+	txns []*format.Transaction
+	last *format.Manifest // the manifest get returned last (or the view's base)
 }
 
 func (p *prefetched) get(ctx context.Context, b blob.Bucket, versions []uint64, i int) (*format.Manifest, error) {
-	if i < p.from || i >= p.from+len(p.ms) {
+	if i < p.from || i >= p.from+len(p.txns) {
 		p.from = i
-		p.ms = make([]*format.Manifest, min(concurrency, len(versions)-i))
+		p.txns = make([]*format.Transaction, min(concurrency, len(versions)-i))
 		g, gctx := errgroup.WithContext(ctx)
-		for j := range p.ms {
+		for j := range p.txns {
 			g.Go(func() (err error) {
-				p.ms[j], err = table.ReadManifest(gctx, b, versions[i+j])
+				p.txns[j], err = table.ReadTransaction(gctx, b, versions[i+j])
 				return err
 			})
 		}
 		if err := g.Wait(); err != nil {
-			p.ms = nil
+			p.txns = nil
 			return nil, err
 		}
 	}
-	return p.ms[i-p.from], nil
+	v, txn := versions[i], p.txns[i-p.from]
+	// A transaction of an older build has no commit time, which the
+	// snapshot's timestamp is: its version is read whole.
+	if p.last != nil && p.last.Version+1 == v && !txn.Committed.IsZero() {
+		if m, err := commit.Replay(p.last, txn); err == nil {
+			p.last = m
+			return m, nil
+		}
+	}
+	m, err := table.ReadManifest(ctx, b, v)
+	if err != nil {
+		return nil, err
+	}
+	p.last = m
+	return m, nil
 }
 
 // startFrom takes the view's newest snapshot as the base of the next.
