@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -26,6 +28,7 @@ import (
 	icebergexport "github.com/stratadb/strata/engine/iceberg"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
+	"github.com/stratadb/strata/lakehouse"
 	"github.com/stratadb/strata/server"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
@@ -436,6 +439,31 @@ func TestTheCatalogRefusesInTheIcebergErrorModel(t *testing.T) {
 	// A manifest list outside the table's location is refused.
 	code, _, out = do("POST", tbl, f.token, `{"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"file:///etc/passwd","summary":{"operation":"append"}}},{"action":"set-snapshot-ref","ref-name":"main","type":"branch","snapshot-id":7}]}`)
 	wantError("a manifest list elsewhere", 400, out, code, "BadRequestException", "not under the table's location")
+	// A snapshot whose summary adds files its manifests do not; a
+	// manifest list too large to read.
+	loc := st.url + "/t"
+	var empty bytes.Buffer
+	seq := int64(7)
+	if err := iceberg.WriteManifestList(2, &empty, 7, nil, &seq, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, "_iceberg/engines/metadata/empty.avro", empty.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	appendOf := func(list, summary string) string {
+		return `{"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"` + list + `","summary":{"operation":"append"` + summary + `}}},{"action":"set-snapshot-ref","ref-name":"main","type":"branch","snapshot-id":7}]}`
+	}
+	code, _, out = do("POST", tbl, f.token, appendOf(loc+"/_iceberg/engines/metadata/empty.avro", `,"added-data-files":"2"`))
+	wantError("a summary of files no manifest adds", 400, out, code, "BadRequestException", "its manifests add none")
+	big := filepath.Join(strings.TrimPrefix(loc, "file://"), "_iceberg", "engines", "metadata", "big.avro")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 65<<20); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	code, _, out = do("POST", tbl, f.token, appendOf(loc+"/_iceberg/engines/metadata/big.avro", ""))
+	wantError("a manifest list of 65 MiB", 400, out, code, "BadRequestException", "a manifest list or manifest of at most")
 	if after, _ := table.LatestVersion(ctx, b); after != before {
 		t.Fatalf("refused commits moved the table from version %d to %d", before, after)
 	}
@@ -481,5 +509,50 @@ func TestATableMadeAgainIsLoadedAnew(t *testing.T) {
 	}
 	if again.Metadata().TableUUID() == first.Metadata().TableUUID() || again.Schema().NumFields() != 1 || again.Schema().Field(0).Name != "k" {
 		t.Fatalf("the table made again loads as %v (uuid %s), the one before was %s", again.Schema(), again.Metadata().TableUUID(), first.Metadata().TableUUID())
+	}
+}
+
+// A view written before the view named where engines write gets the
+// names from the next export, even when no version is new: engines that
+// append through the catalog would otherwise write into the table's own
+// folders.
+func TestAViewWithoutEnginePathsGetsThem(t *testing.T) {
+	dir := t.TempDir()
+	b, err := blob.Open(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, _, err := engine.Create(ctx, b, rollouts.Schema, "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	loc := "file://" + dir
+	if _, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The metadata as an older build wrote it: the same, without the two
+	// properties, as the newest.
+	raw, err := b.Get(ctx, "_iceberg/metadata/v1.metadata.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	props := meta["properties"].(map[string]any)
+	delete(props, itable.WriteDataPathKey)
+	delete(props, itable.WriteMetadataPathKey)
+	old, _ := json.Marshal(meta)
+	if err := b.PutIfAbsent(ctx, "_iceberg/metadata/v2.metadata.json", old); err != nil {
+		t.Fatal(err)
+	}
+	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: loc}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readMeta(t, store{}, res.MetadataLocation).Properties()
+	if !res.Written || got[itable.WriteDataPathKey] != loc+"/_iceberg/engines/data" || got[itable.WriteMetadataPathKey] != loc+"/_iceberg/engines/metadata" {
+		t.Fatalf("the export after an older view: written %v, properties %v", res.Written, got)
 	}
 }

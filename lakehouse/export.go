@@ -118,7 +118,7 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 	if err := checkLocation(cur, o.Location); err != nil {
 		return res, false, err
 	}
-	if len(p.add) == 0 && len(p.drop) == 0 && cur.meta != nil && sameRefs(cur.meta, p.refs, p.newest) {
+	if len(p.add) == 0 && len(p.drop) == 0 && cur.meta != nil && sameRefs(cur.meta, p.refs, p.newest) && namesEnginesPaths(cur.meta, o.Location) {
 		if cur.hint != cur.n { // an export that died between its metadata and the hint
 			if err := writeHint(ctx, b, cur.n); err != nil {
 				return res, false, err
@@ -283,14 +283,7 @@ func buildView(ctx context.Context, b blob.Bucket, o *Options, cur view, p expor
 			return nil, err
 		}
 	}
-	// Engines that append through a catalog write their files under
-	// _iceberg/engines/: Strata copies the rows of the data files into
-	// fragments of its own, and garbage collection deletes what they
-	// wrote there once older than its safety age.
-	if err := bld.SetProperties(iceberg.Properties{
-		itable.WriteMetadataPathKey: ex.o.Location + "/" + EnginesDir + "metadata",
-		itable.WriteDataPathKey:     ex.o.Location + "/" + EnginesDir + "data",
-	}); err != nil {
+	if err := bld.SetProperties(enginesPaths(ex.o.Location)); err != nil {
 		return nil, err
 	}
 	bld.TrimMetadataLogs(0)
@@ -369,4 +362,26 @@ func setRefs(bld *itable.MetadataBuilder, cur view, p exportPlan) error {
 		}
 	}
 	return nil
+}
+
+// enginesPaths are the view's properties that send what engines appending
+// through a catalog write under _iceberg/engines/: Strata copies the rows
+// of the data files into fragments of its own, and garbage collection
+// deletes what the engines wrote there once older than its safety age.
+func enginesPaths(loc string) iceberg.Properties {
+	return iceberg.Properties{
+		itable.WriteMetadataPathKey: loc + "/" + EnginesDir + "metadata",
+		itable.WriteDataPathKey:     loc + "/" + EnginesDir + "data",
+	}
+}
+
+// namesEnginesPaths says whether the view's metadata has enginesPaths (a
+// view an older build wrote has not: the next export writes them).
+func namesEnginesPaths(meta itable.Metadata, loc string) bool {
+	for k, v := range enginesPaths(loc) {
+		if meta.Properties()[k] != v {
+			return false
+		}
+	}
+	return true
 }

@@ -237,6 +237,9 @@ func (s *Server) icebergNamespaces(w http.ResponseWriter, r *http.Request) error
 	var parent []string
 	if p := r.URL.Query().Get("parent"); p != "" {
 		parent = strings.Split(p, "\x1f")
+		if slices.Contains(parent, "") {
+			return icebergErrorf(http.StatusBadRequest, icebergBadRequest, "parent namespace %q has an empty level", p)
+		}
 	}
 	names, err := s.icebergNames(r)
 	if err != nil {

@@ -74,6 +74,15 @@ type icebergUpdate struct {
 	SnapshotID int64  `json:"snapshot-id"`
 }
 
+// icebergCommitHold is what an engine's append holds of the server's
+// write budget while it copies rows (a row group of a data file at a
+// time, into fragments of up to engine.StreamFragmentRows rows).
+const icebergCommitHold = 64 << 20
+
+// maxIcebergMetadataBytes bounds a manifest list or manifest an engine's
+// commit names: read whole, it must fit in memory.
+const maxIcebergMetadataBytes = 64 << 20
+
 // accepted says what a commit may hold, for the refusals.
 const accepted = "Strata takes commits whose one change is a snapshot of operation append made the main branch (an engine's append of data files): add-snapshot and set-snapshot-ref of main"
 
@@ -105,13 +114,25 @@ func (s *Server) icebergCommit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if n := snap.Snapshot.Summary["added-data-files"]; len(files) == 0 && n != "" && n != "0" {
+		return icebergErrorf(http.StatusBadRequest, icebergBadRequest, "the snapshot's summary adds %s data files; its manifests add none", n)
+	}
 	if len(files) > 0 {
-		if err := s.appendFiles(r.Context(), t, base, files, r.Header.Get("Idempotency-Key")); err != nil {
+		release, err := s.budget.write(r.Context(), icebergCommitHold)
+		if err != nil {
+			return err
+		}
+		err = s.appendFiles(r.Context(), t, base, files, r.Header.Get("Idempotency-Key"))
+		release()
+		if err != nil {
 			return err
 		}
 	}
 	if v, err = s.view(r.Context(), t); err != nil {
-		return err
+		// The rows are stored: the engine must not take this for a
+		// failure and append them again under another name.
+		return icebergErrorf(http.StatusInternalServerError, "CommitStateUnknownException",
+			"the append was committed, but the table's metadata could not be written to answer it (%v); load the table to see it", err)
 	}
 	w.Header().Set("ETag", v.etag)
 	writeRawMetadata(w, v, "")
@@ -238,10 +259,8 @@ func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) 
 	if err != nil {
 		return nil, refuse("the snapshot's manifest list: %v", err)
 	}
-	data, err := b.Get(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) {
-		return nil, refuse("the snapshot's manifest list %s does not exist", list)
-	} else if err != nil {
+	data, err := getMetadata(ctx, b, key, list)
+	if err != nil {
 		return nil, err
 	}
 	manifests, err := iceberg.ReadManifestList(bytes.NewReader(data))
@@ -249,6 +268,7 @@ func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) 
 		return nil, refuse("the snapshot's manifest list %s is not Iceberg Avro: %v", list, err)
 	}
 	var files []addedFile
+	seen := map[string]bool{}
 	for _, mf := range manifests {
 		if mf.SnapshotID() != id {
 			continue // carried from the snapshots before
@@ -260,10 +280,8 @@ func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) 
 		if err != nil {
 			return nil, refuse("manifest %s: %v", mf.FilePath(), err)
 		}
-		raw, err := b.Get(ctx, mkey)
-		if errors.Is(err, blob.ErrNotFound) {
-			return nil, refuse("manifest %s does not exist", mf.FilePath())
-		} else if err != nil {
+		raw, err := getMetadata(ctx, b, mkey, mf.FilePath())
+		if err != nil {
 			return nil, err
 		}
 		entries, err := iceberg.ReadManifest(mf, bytes.NewReader(raw), false)
@@ -285,10 +303,33 @@ func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) 
 			if err != nil {
 				return nil, refuse("data file %s: %v", df.FilePath(), err)
 			}
+			if seen[k] {
+				return nil, refuse("the snapshot adds data file %s twice", df.FilePath())
+			}
+			seen[k] = true
 			files = append(files, addedFile{key: k, path: df.FilePath(), size: df.FileSizeBytes(), rows: df.Count()})
 		}
 	}
 	return files, nil
+}
+
+// getMetadata reads a manifest list or manifest an engine's commit names,
+// refusing one that is not there or over maxIcebergMetadataBytes.
+func getMetadata(ctx context.Context, b blob.Bucket, key, path string) ([]byte, error) {
+	a, err := b.Attributes(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "%s does not exist", path)
+	} else if err != nil {
+		return nil, err
+	}
+	if a.Size > maxIcebergMetadataBytes {
+		return nil, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "%s is %d bytes: a manifest list or manifest of at most %d is read", path, a.Size, maxIcebergMetadataBytes)
+	}
+	data, err := b.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "%s does not exist", path)
+	}
+	return data, err
 }
 
 // keyUnder is the key of a file the engine names, which must lie under

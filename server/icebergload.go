@@ -29,14 +29,32 @@ type IcebergExport func(ctx context.Context, b blob.Bucket, url string, gc engin
 // version and tags), so that a load of a table that has not moved
 // answers from memory after two listings.
 type icebergView struct {
-	mu    sync.Mutex // one reader or export of the view at a time, per table
-	state uint64     // the table's newest version and tags when read (stateOf)
+	// turn is held by the one request that reads or exports the view of
+	// the table; the others wait for it, each no longer than its own
+	// context allows.
+	once  sync.Once
+	turn  chan struct{}
+	state uint64 // the table's newest manifest and tags when read (stateOf)
 	cur   viewRead
 }
 
+// take waits for the view's turn; release gives it back.
+func (v *icebergView) take(ctx context.Context) (release func(), err error) {
+	v.once.Do(func() { v.turn = make(chan struct{}, 1) })
+	select {
+	case v.turn <- struct{}{}:
+		return func() { <-v.turn }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// maxExports bounds the exports a server runs at once, over all tables:
+// each is a process of its own, with the memory a table's history takes.
+const maxExports = 2
+
 // viewRead is the newest metadata as read.
 type viewRead struct {
-	n        int // the metadata's number (layout.MetadataKey)
 	raw      []byte
 	location string // the metadata's location
 	etag     string
@@ -47,16 +65,11 @@ type viewRead struct {
 type viewMeta struct {
 	Location           string `json:"location"`
 	TableUUID          string `json:"table-uuid"`
-	CurrentSnapshotID  *int64 `json:"current-snapshot-id"`
 	CurrentSchemaID    int    `json:"current-schema-id"`
 	LastColumnID       int    `json:"last-column-id"`
 	DefaultSpecID      int    `json:"default-spec-id"`
 	LastPartitionID    *int   `json:"last-partition-id"`
 	DefaultSortOrderID int    `json:"default-sort-order-id"`
-	Refs               map[string]struct {
-		SnapshotID int64  `json:"snapshot-id"`
-		Type       string `json:"type"`
-	} `json:"refs"`
 }
 
 // stateOf digests what the view follows of a table: its newest version's
@@ -72,6 +85,19 @@ func stateOf(ctx context.Context, b blob.Bucket) (uint64, error) {
 		return 0, format.ErrNotFound
 	}
 	newest := page.Objects[0]
+	if _, ok := format.ParseManifestKey(newest.Key); !ok {
+		// Not a manifest listed first: the newest by name, as a table's
+		// readers find it.
+		v, err := table.LatestVersion(ctx, b)
+		if err != nil {
+			return 0, err
+		}
+		a, err := b.Attributes(ctx, format.ManifestKey(v))
+		if err != nil {
+			return 0, err
+		}
+		newest = blob.ObjectInfo{Key: format.ManifestKey(v), Size: a.Size, ModTime: a.ModTime}
+	}
 	tags, err := table.Tags(ctx, b)
 	if err != nil {
 		return 0, err
@@ -91,8 +117,14 @@ func stateOf(ctx context.Context, b blob.Bucket) (uint64, error) {
 // to change writes nothing).
 func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 	v := &t.view
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	release, err := v.take(ctx)
+	if err != nil {
+		return viewRead{}, err
+	}
+	defer release()
+	// What follows goes on when the client leaves: an export cut short
+	// would be started again from the view before it, by the next load.
+	ctx = context.WithoutCancel(ctx)
 	state, err := stateOf(ctx, t.b)
 	if err != nil {
 		return viewRead{}, err
@@ -104,7 +136,10 @@ func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 		return viewRead{}, icebergErrorf(http.StatusServiceUnavailable, icebergUnavailable,
 			"table %q: this server cannot write the table's Iceberg view (it was started without the Iceberg writer: strata serve runs strata-iceberg, found beside strata or on PATH)", t.name)
 	}
-	if err := s.opts.IcebergExport(ctx, t.b, blob.JoinURL(s.opts.Bucket, t.name), t.db.GCPolicy()); err != nil {
+	s.exports <- struct{}{}
+	err = s.opts.IcebergExport(ctx, t.b, blob.JoinURL(s.opts.Bucket, t.name), t.db.GCPolicy())
+	<-s.exports
+	if err != nil {
 		return viewRead{}, fmt.Errorf("table %q: writing its Iceberg view: %w", t.name, err)
 	}
 	m, err := engine.NewestIcebergMetadata(ctx, t.b)
@@ -120,7 +155,7 @@ func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 	}
 	sum := sha256.Sum256(m.Raw)
 	v.state = state
-	v.cur = viewRead{n: m.N, raw: m.Raw, meta: meta, etag: `"` + hex.EncodeToString(sum[:16]) + `"`,
+	v.cur = viewRead{raw: m.Raw, meta: meta, etag: `"` + hex.EncodeToString(sum[:16]) + `"`,
 		location: strings.TrimSuffix(meta.Location, "/") + "/" + m.Key}
 	return v.cur, nil
 }

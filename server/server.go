@@ -103,6 +103,7 @@ type Server struct {
 	metrics  *metrics
 	patterns []string // the routes, as registered
 	budget   *budget
+	exports  chan struct{} // the Iceberg exports running (maxExports)
 	draining atomic.Bool
 	mu       struct {
 		sync.Mutex
@@ -232,6 +233,7 @@ func New(o *Options) (*Server, error) {
 	opts := *o.EnsureDefaults()
 	s := &Server{opts: opts, mux: http.NewServeMux(), budget: newBudget(opts.MemoryBudget, opts.WriteShare, opts.BusyWait)}
 	s.metrics = newMetrics(s)
+	s.exports = make(chan struct{}, maxExports)
 	s.mu.tables = map[string]*tableState{}
 	if err := s.routes(); err != nil {
 		return nil, err

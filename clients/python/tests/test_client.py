@@ -159,12 +159,15 @@ class ServerTest(unittest.TestCase):
         self.assertEqual({r["_change"] for r in rows}, {"insert"})
         rows, _ = c.changes("followed", from_version=0, columns=["id"], filter="id >= 2")
         self.assertEqual(sorted(r["id"] for r in rows), [2, 3])
-        # Bounds by time: since a day ago (before the table was made), every
-        # change; through the newest version's own time, the same.
+        # Bounds by time: since a day ago (before the table was made) through
+        # now, every change; through a day ago, the table did not exist.
         day = datetime.timedelta(days=1)
-        when = next(v["time"] for v in c.versions("followed") if v["version"] == through)
-        rows, upto = c.changes("followed", from_as_of=day, to_as_of=when, columns=["id"])
+        rows, upto = c.changes("followed", from_as_of=day, to_as_of=datetime.timedelta(0), columns=["id"])
         self.assertEqual((sorted(r["id"] for r in rows), upto), ([0, 1, 2, 3], through))
+        with self.assertRaises(StrataError) as e:
+            c.changes("followed", from_version=0, to_as_of=day)
+        self.assertEqual(e.exception.status, 404)
+        self.assertIn("oldest retained", str(e.exception))
         runs = c.follow("followed", consumer="trainer", from_version=0, wait=0.05, columns=["id"])
         rows, first = next(runs)
         self.assertEqual(sorted(r["id"] for r in rows), [0, 1, 2, 3])

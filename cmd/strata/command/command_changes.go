@@ -141,9 +141,10 @@ func changesBounds(ctx context.Context, b blob.Bucket, from, to uint64, fromAt, 
 		if err != nil {
 			return 0, 0, err
 		}
-		if to = m.Version; to < max(from, 1) {
-			return 0, 0, fmt.Errorf("--to-as-of is version %d, before the changes' first version %d", to, from+1)
-		}
+		to = m.Version
+	}
+	if to != 0 && to < max(from, 1) {
+		return 0, 0, fmt.Errorf("the last version, %d, is before the changes' first, %d", to, from+1)
 	}
 	return from, to, nil
 }

@@ -84,10 +84,11 @@ func icebergProgram() (string, error) {
 }
 
 // icebergExporter is strata serve's writer of a table's Iceberg view, for
-// its catalog under /iceberg: it runs strata-iceberg on the table's URL
-// with the collection policy's --keep-versions and --retain, so that the
-// view describes what garbage collection keeps. Its output is logged when
-// it fails.
+// its catalog under /iceberg: it runs strata-iceberg on the table's URL,
+// with --keep-versions and --retain from the policy the server's handle on
+// the table has (the collection's defaults, as strata-iceberg's own and
+// the Job's unless they were given others). What strata-iceberg says when
+// it fails is logged, and its last line is the error.
 func icebergExporter(log *slog.Logger) server.IcebergExport {
 	return func(ctx context.Context, _ blob.Bucket, url string, gc engine.GCPolicy) error {
 		path, err := icebergProgram()
