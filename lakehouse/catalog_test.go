@@ -307,7 +307,24 @@ func TestIcebergEnginesSeeEveryTableLiveThroughTheCatalog(t *testing.T) {
 			if n := len(strataRows(t, b, latest)); n != before+27 {
 				t.Fatalf("after a commit of 7 rows sent three times: %d rows, want %d", n, before+27)
 			}
-			f.load(t, b, ident)
+			tbl = f.load(t, b, ident)
+
+			// A file of the table's own is not appended (its rows would
+			// come back after a delete), nor is one of another table.
+			m, err := table.ReadLatest(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx = tbl.NewTransaction()
+			if err := tx.AddFiles(ctx, []string{tbl.Location() + "/" + m.Fragments[0].Key}, nil, true); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Commit(ctx); err == nil || !strings.Contains(err.Error(), "is not under") {
+				t.Fatalf("an append of the table's own fragment: %v", err)
+			}
+			if after, _ := table.LatestVersion(ctx, b); after != latest {
+				t.Fatalf("a refused append moved the table from version %d to %d", latest, after)
+			}
 		})
 	}
 }
@@ -454,7 +471,7 @@ func TestTheCatalogRefusesInTheIcebergErrorModel(t *testing.T) {
 		return `{"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":7,"manifest-list":"` + list + `","summary":{"operation":"append"` + summary + `}}},{"action":"set-snapshot-ref","ref-name":"main","type":"branch","snapshot-id":7}]}`
 	}
 	code, _, out = do("POST", tbl, f.token, appendOf(loc+"/_iceberg/engines/metadata/empty.avro", `,"added-data-files":"2"`))
-	wantError("a summary of files no manifest adds", 400, out, code, "BadRequestException", "its manifests add none")
+	wantError("a summary of files no manifest adds", 400, out, code, "BadRequestException", "summary says added-data-files 2; its manifests add 0")
 	big := filepath.Join(strings.TrimPrefix(loc, "file://"), "_iceberg", "engines", "metadata", "big.avro")
 	if err := os.WriteFile(big, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -554,5 +571,50 @@ func TestAViewWithoutEnginePathsGetsThem(t *testing.T) {
 	got := readMeta(t, store{}, res.MetadataLocation).Properties()
 	if !res.Written || got[itable.WriteDataPathKey] != loc+"/_iceberg/engines/data" || got[itable.WriteMetadataPathKey] != loc+"/_iceberg/engines/metadata" {
 		t.Fatalf("the export after an older view: written %v, properties %v", res.Written, got)
+	}
+}
+
+// What another process does to a table's view shows in the next load: a
+// view deleted (as the catalog's errors advise, to start it afresh) is
+// written again rather than answered from memory; and the view a drop
+// left behind, of the table before, is not taken for the new table's.
+func TestTheCatalogFollowsTheViewOthersChange(t *testing.T) {
+	st := store{url: "file://" + t.TempDir()}
+	f := startCatalog(t, st)
+	_, b := f.db(t, "t")
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 5)
+	_, _, err := engine.Create(ctx, b, rollouts.Schema, "test", nil, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident := itable.Identifier{"default", "t"}
+	first := f.load(t, b, ident)
+	dir := strings.TrimPrefix(st.url, "file://") + "/t"
+	if err := os.RemoveAll(dir + "/_iceberg"); err != nil {
+		t.Fatal(err)
+	}
+	again := f.load(t, b, ident)
+	if _, err := os.Stat(strings.TrimPrefix(again.MetadataLocation(), "file://")); err != nil {
+		t.Fatalf("after _iceberg/ was deleted, the load names %s: %v", again.MetadataLocation(), err)
+	}
+	// The table's own objects gone, the view left: a table made again
+	// there gets a view of its own, numbered on.
+	for _, sub := range []string{"_versions", "data"} {
+		if err := os.RemoveAll(dir + "/" + sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	if _, _, err := engine.Create(ctx, b, other, "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := lakehouse.Export(ctx, b, &lakehouse.Options{Location: st.url + "/t"}, time.Now())
+	if err != nil {
+		t.Fatalf("an export over the view of the table before: %v", err)
+	}
+	meta := readMeta(t, st, res.MetadataLocation)
+	if meta.TableUUID() == first.Metadata().TableUUID() || len(meta.Snapshots()) != 1 || meta.CurrentSchema().Field(0).Name != "k" {
+		t.Fatalf("the new table's view: uuid %s (the old %s), %d snapshots, schema %v", meta.TableUUID(), first.Metadata().TableUUID(), len(meta.Snapshots()), meta.CurrentSchema())
 	}
 }

@@ -110,6 +110,15 @@ func exportOnce(ctx context.Context, b blob.Bucket, o *Options, now time.Time) (
 	if err != nil {
 		return res, false, err
 	}
+	if st.cur.meta != nil {
+		same, err := viewOfThisTable(ctx, b, st)
+		if err != nil {
+			return res, false, err
+		}
+		if !same {
+			st.cur.meta = nil // the view of a table dropped here: started afresh, numbered on
+		}
+	}
 	p, err := planExport(st, o, now)
 	if err != nil {
 		return res, false, err
@@ -384,4 +393,31 @@ func namesEnginesPaths(meta itable.Metadata, loc string) bool {
 		}
 	}
 	return true
+}
+
+// viewOfThisTable says whether the view describes this table, not one
+// dropped at its place before it was made again (a drop that raced an
+// export can leave the old view behind): the view's newest snapshot must
+// name a version the table has, made by the commit the snapshot records.
+func viewOfThisTable(ctx context.Context, b blob.Bucket, st exportState) (bool, error) {
+	have := st.cur.versions()
+	if len(have) == 0 || len(st.listed) == 0 {
+		return true, nil
+	}
+	newest := have[len(have)-1]
+	if newest > st.listed[0].Version {
+		return false, nil
+	}
+	snap := st.cur.meta.SnapshotByID(int64(newest))
+	if snap == nil || snap.Summary == nil || snap.Summary.Properties[PropCommitID] == "" {
+		return true, nil // an older build's summary: nothing to tell by
+	}
+	txn, err := table.ReadTransaction(ctx, b, newest)
+	if errors.Is(err, format.ErrVersionNotFound) {
+		return false, nil // garbage collection keeps what the view describes
+	}
+	if err != nil {
+		return false, err
+	}
+	return txn.CommitID == snap.Summary.Properties[PropCommitID], nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/format"
 )
 
@@ -113,6 +114,8 @@ func failIceberg(w http.ResponseWriter, err error) {
 		writeIcebergError(w, ae.status, icebergTypeOf(ae.status), ae.msg)
 	case errors.As(err, &mbe):
 		writeIcebergError(w, http.StatusRequestEntityTooLarge, icebergTooLarge, err.Error())
+	case errors.Is(err, format.ErrNotFound):
+		writeIcebergError(w, http.StatusNotFound, icebergNoTable, err.Error())
 	default:
 		status := api.Status(engine.Code(err))
 		writeIcebergError(w, status, icebergTypeOf(status), err.Error())
@@ -377,15 +380,23 @@ func (s *Server) icebergTable(r *http.Request) (*tableState, error) {
 	if len(ns) == 1 && ns[0] == s.opts.IcebergRootNamespace {
 		candidates = append(candidates, name)
 	}
-	for _, c := range candidates {
+	for i, c := range candidates {
 		if format.CheckName(c) != nil {
 			continue
 		}
 		t, err := s.table(r.Context(), c, false)
+		if err == nil && i+1 < len(candidates) {
+			// The server may hold a table another process dropped since:
+			// the root's table of the name is served then.
+			_, err = table.LatestVersion(r.Context(), t.b)
+		}
 		if errors.Is(err, format.ErrNotFound) {
 			continue
 		}
-		return t, err
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
 	return nil, icebergErrorf(http.StatusNotFound, icebergNoTable, "no table %s.%s under the server's bucket", strings.Join(ns, "."), name)
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -91,8 +92,12 @@ func (s *Server) icebergCommit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req icebergCommitRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(&req); err != nil {
 		return badRequestOrLimit(err, "the commit")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return icebergErrorf(http.StatusBadRequest, icebergBadRequest, "the commit: more follows its JSON object")
 	}
 	snap, err := appendedSnapshot(req.Updates)
 	if err != nil {
@@ -114,8 +119,8 @@ func (s *Server) icebergCommit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if n := snap.Snapshot.Summary["added-data-files"]; len(files) == 0 && n != "" && n != "0" {
-		return icebergErrorf(http.StatusBadRequest, icebergBadRequest, "the snapshot's summary adds %s data files; its manifests add none", n)
+	if err := checkSummary(snap.Snapshot.Summary, files); err != nil {
+		return err
 	}
 	if len(files) > 0 {
 		release, err := s.budget.write(r.Context(), icebergCommitHold)
@@ -303,6 +308,9 @@ func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) 
 			if err != nil {
 				return nil, refuse("data file %s: %v", df.FilePath(), err)
 			}
+			if !strings.HasPrefix(k, enginesDir) {
+				return nil, refuse("data file %s is not under %s/%s, where the table's Iceberg metadata tells engines to write (write.data.path): the table's own files and other tables' are not appended", df.FilePath(), strings.TrimSuffix(loc, "/"), enginesDir)
+			}
 			if seen[k] {
 				return nil, refuse("the snapshot adds data file %s twice", df.FilePath())
 			}
@@ -311,6 +319,24 @@ func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) 
 		}
 	}
 	return files, nil
+}
+
+// checkSummary refuses a snapshot whose summary counts other data files
+// or rows than its manifests add (a count it leaves out is not checked).
+func checkSummary(summary map[string]string, files []addedFile) error {
+	var rows int64
+	for _, f := range files {
+		rows += f.rows
+	}
+	for _, c := range []struct {
+		key  string
+		have int64
+	}{{"added-data-files", int64(len(files))}, {"added-records", rows}} {
+		if n, ok := summary[c.key]; ok && n != strconv.FormatInt(c.have, 10) {
+			return icebergErrorf(http.StatusBadRequest, icebergBadRequest, "the snapshot's summary says %s %s; its manifests add %d", c.key, n, c.have)
+		}
+	}
+	return nil
 }
 
 // getMetadata reads a manifest list or manifest an engine's commit names,
@@ -331,6 +357,11 @@ func getMetadata(ctx context.Context, b blob.Bucket, key, path string) ([]byte, 
 	}
 	return data, err
 }
+
+// enginesDir is where engines write what they append (the view's
+// write.data.path and write.metadata.path, package lakehouse's
+// EnginesDir).
+const enginesDir = format.IcebergDir + "engines/"
 
 // keyUnder is the key of a file the engine names, which must lie under
 // the table's location and not in a folder above it.
@@ -418,6 +449,9 @@ func (s *Server) filesRows(ctx context.Context, b blob.Bucket, files []addedFile
 			var n int64
 			for rec, err := range ingest.ParquetFile(local, schema, ingest.Options{}) {
 				if err != nil {
+					if inner := errors.Unwrap(err); inner != nil {
+						err = inner // named by the local copy's path, which is the server's own
+					}
 					yield(nil, fmt.Errorf("data file %s: %w", f.path, err))
 					return
 				}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -34,7 +35,8 @@ type icebergView struct {
 	// context allows.
 	once  sync.Once
 	turn  chan struct{}
-	state uint64 // the table's newest manifest and tags when read (stateOf)
+	state uint64          // the table's newest manifest and tags when read (stateOf)
+	hint  blob.Attributes // the view's hint after it was read (hintOf)
 	cur   viewRead
 }
 
@@ -110,6 +112,17 @@ func stateOf(ctx context.Context, b blob.Bucket) (uint64, error) {
 	return h.Sum64(), nil
 }
 
+// hintOf stamps the view's hint, which every export that writes rewrites
+// (the Job's, strata export iceberg's) and which goes with _iceberg/: what
+// another process did to the view shows here (a HEAD).
+func hintOf(ctx context.Context, b blob.Bucket) (blob.Attributes, error) {
+	a, err := b.Attributes(ctx, format.IcebergDir+"metadata/version-hint.text")
+	if errors.Is(err, blob.ErrNotFound) {
+		return blob.Attributes{}, nil
+	}
+	return a, err
+}
+
 // view returns the table's view as of now: from memory when the table has
 // not moved since it was read, else read anew, and exported first when the
 // newest metadata does not describe the table's newest version (or the
@@ -129,7 +142,11 @@ func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 	if err != nil {
 		return viewRead{}, err
 	}
-	if v.cur.raw != nil && v.state == state {
+	hint, err := hintOf(ctx, t.b)
+	if err != nil {
+		return viewRead{}, err
+	}
+	if v.cur.raw != nil && v.state == state && v.hint == hint {
 		return v.cur, nil
 	}
 	if s.opts.IcebergExport == nil {
@@ -141,6 +158,11 @@ func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 	<-s.exports
 	if err != nil {
 		return viewRead{}, fmt.Errorf("table %q: writing its Iceberg view: %w", t.name, err)
+	}
+	// The hint as the export left it: the table as it was before the
+	// export, the view as it is after.
+	if hint, err = hintOf(ctx, t.b); err != nil {
+		return viewRead{}, err
 	}
 	m, err := engine.NewestIcebergMetadata(ctx, t.b)
 	if err != nil {
@@ -154,7 +176,7 @@ func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 		return viewRead{}, fmt.Errorf("table %q: %s is not Iceberg metadata (delete _iceberg/ to start the view afresh): %w", t.name, m.Key, err)
 	}
 	sum := sha256.Sum256(m.Raw)
-	v.state = state
+	v.state, v.hint = state, hint
 	v.cur = viewRead{raw: m.Raw, meta: meta, etag: `"` + hex.EncodeToString(sum[:16]) + `"`,
 		location: strings.TrimSuffix(meta.Location, "/") + "/" + m.Key}
 	return v.cur, nil
@@ -169,6 +191,9 @@ func (s *Server) icebergLoad(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if r.Method == http.MethodHead {
+		if _, err := table.LatestVersion(r.Context(), t.b); err != nil {
+			return err // a table dropped by another process since this server opened it
+		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}

@@ -90,8 +90,15 @@ func (s *Server) describeTable(w http.ResponseWriter, r *http.Request, t *tableS
 
 // dropTable deletes every object of the table (engine.DB.Drop).
 func (s *Server) dropTable(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	// No export of the table's Iceberg view runs while it is dropped: one
+	// could write the view again after the drop deleted it.
+	release, err := t.view.take(r.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
 	found := false
-	err := t.db.Drop(r.Context(), engine.DropOptions{Wait: s.opts.DropWait, Found: func() {
+	err = t.db.Drop(r.Context(), engine.DropOptions{Wait: s.opts.DropWait, Found: func() {
 		found = true
 		s.mu.Lock()
 		delete(s.mu.tables, t.name)
