@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/engine"
@@ -109,7 +110,7 @@ func failIceberg(w http.ResponseWriter, err error) {
 		writeIcebergError(w, ie.status, ie.typ, ie.msg)
 	case errors.As(err, &ae):
 		if ae.status == http.StatusTooManyRequests {
-			retryAfter(w, 1e9)
+			retryAfter(w, time.Second)
 		}
 		writeIcebergError(w, ae.status, icebergTypeOf(ae.status), ae.msg)
 	case errors.As(err, &mbe):

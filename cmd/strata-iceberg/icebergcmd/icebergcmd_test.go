@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/cmd/strata-iceberg/icebergcmd"
 	"github.com/stratadb/strata/cmd/strata/command"
@@ -42,18 +44,7 @@ func TestALocationWithAControlCharacterIsRefused(t *testing.T) {
 // An export prints the newest metadata's location, and a second one with
 // nothing new writes nothing.
 func TestAnExportPrintsTheMetadataLocation(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	b, err := blob.Open(ctx, "file://"+dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rec := rollouts.Batch(testenv.Allocator(t), 1, 0, 0, 10)
-	defer rec.Release()
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil, rec); err != nil {
-		t.Fatal(err)
-	}
+	dir, _, _ := newTable(t)
 	want := "file://" + dir + "/_iceberg/metadata/v1.metadata.json\n"
 	code, out, errOut := run("file://" + dir)
 	if code != 0 || out != want || !strings.Contains(errOut, "version 1 is current; 1 snapshots (added 1 snapshots, dropped 0)") {
@@ -67,18 +58,8 @@ func TestAnExportPrintsTheMetadataLocation(t *testing.T) {
 // --as-of TIME makes the version committed at or before TIME the current
 // snapshot, as --version does; with --version it is a usage error.
 func TestAnExportAsOfATime(t *testing.T) {
+	dir, b, rec := newTable(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	b, err := blob.Open(ctx, "file://"+dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rec := rollouts.Batch(testenv.Allocator(t), 1, 0, 0, 10)
-	defer rec.Release()
-	if _, err := commit.Create(ctx, b, rollouts.Schema, nil, nil, rec); err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(3 * time.Millisecond)
 	afterV1 := time.Now().UTC().Format(time.RFC3339Nano)
 	time.Sleep(3 * time.Millisecond)
@@ -98,4 +79,22 @@ func TestAnExportAsOfATime(t *testing.T) {
 	if code, _, errOut := run("file://"+dir, "--as-of", "1h"); code != 5 || !strings.Contains(errOut, "the oldest retained, v1") {
 		t.Fatalf("--as-of before the table: exit %d\n%s", code, errOut)
 	}
+}
+
+// newTable makes a table of ten rows in a folder: its folder, its bucket
+// and the rows (both closed and released when the test ends).
+func newTable(t *testing.T) (string, blob.Bucket, arrow.RecordBatch) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := blob.Open(context.Background(), "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	rec := rollouts.Batch(testenv.Allocator(t), 1, 0, 0, 10)
+	t.Cleanup(rec.Release)
+	if _, err := commit.Create(context.Background(), b, rollouts.Schema, nil, nil, rec); err != nil {
+		t.Fatal(err)
+	}
+	return dir, b, rec
 }
