@@ -422,6 +422,11 @@ func TestTheCatalogRefusesInTheIcebergErrorModel(t *testing.T) {
 	wantError("no table", 404, out, code, "NoSuchTableException", "no table default.nope")
 	code, _, out = do("GET", "/iceberg/v1/namespaces/nowhere/tables", f.token, "")
 	wantError("no namespace", 404, out, code, "NoSuchNamespaceException", "no namespace nowhere")
+	// One name a table: a / in a level or a table's name is no alias.
+	code, _, out = do("GET", "/iceberg/v1/namespaces/default%2Fx/tables", f.token, "")
+	wantError("a / in a namespace", 400, out, code, "BadRequestException", "with a /")
+	code, _, out = do("GET", "/iceberg/v1/namespaces/default/tables/x%2Ft", f.token, "")
+	wantError("a / in a table's name", 400, out, code, "BadRequestException", "has a /")
 
 	code, h, out := do("GET", tbl, f.token, "")
 	etag := h.Get("ETag")

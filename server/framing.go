@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/stratadb/strata/api"
 )
 
 // The framing guard. Given a request with both Content-Length and
@@ -67,15 +69,17 @@ func (c *guardedConn) next() string {
 	return ""
 }
 
-// checkFraming refuses a request the connection's guard cannot vouch for;
-// false when it answered.
-func checkFraming(w http.ResponseWriter, r *http.Request) bool {
+// checkFraming refuses a request the connection's guard cannot vouch for,
+// with refuse (writeError, or the catalog's error model); false when it
+// answered.
+func checkFraming(w http.ResponseWriter, r *http.Request, refuse func(http.ResponseWriter, int, string, string)) bool {
 	g, ok := r.Context().Value(guardKey{}).(*guardedConn)
 	if !ok {
 		return true
 	}
 	if why := g.next(); why != "" {
-		badFraming(w, why)
+		w.Header().Set("Connection", "close")
+		refuse(w, http.StatusBadRequest, api.CodeBadFraming, why)
 		return false
 	}
 	return true

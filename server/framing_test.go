@@ -84,11 +84,24 @@ func TestARequestFramedTwoWaysIsRefusedAndTheConnectionClosed(t *testing.T) {
 			t.Fatalf("%s: the hidden request ran: %v", name, err)
 		}
 	}
+	// Under the Iceberg catalog, the refusal is in its error model.
+	head := fmt.Sprintf("POST /iceberg/v1/namespaces/default/tables/t HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n", len(body))
+	answers := exchange(t, f, head+body)
+	var model struct {
+		Error struct {
+			Type string `json:"type"`
+			Code int    `json:"code"`
+		} `json:"error"`
+	}
+	if len(answers) != 1 || answers[0].StatusCode != http.StatusBadRequest || !answers[0].Close ||
+		json.NewDecoder(answers[0].Body).Decode(&model) != nil || model.Error.Code != 400 || model.Error.Type != "BadRequestException" {
+		t.Fatalf("a request framed two ways under /iceberg: %d answers, %+v", len(answers), model)
+	}
 	// Chunked alone, and requests after it on the same connection, are
 	// served.
 	chunked := "PUT /api/v1/tables/chunked HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(schema), schema)
-	answers := exchange(t, f, chunked+"GET /api/v1/tables/chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	answers = exchange(t, f, chunked+"GET /api/v1/tables/chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	if len(answers) != 2 || answers[0].StatusCode != http.StatusCreated || answers[1].StatusCode != http.StatusOK {
 		t.Fatalf("a chunked create and a describe after it: %d answers", len(answers))
 	}

@@ -180,8 +180,8 @@ func namespaceOf(r *http.Request) ([]string, error) {
 	raw := r.PathValue("ns")
 	levels := strings.Split(raw, "\x1f")
 	for _, l := range levels {
-		if l == "" {
-			return nil, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "namespace %q has an empty level", raw)
+		if l == "" || strings.Contains(l, "/") {
+			return nil, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "namespace %q has an empty level or one with a /: its levels are folders' names", raw)
 		}
 	}
 	return levels, nil
@@ -377,6 +377,9 @@ func (s *Server) icebergTable(r *http.Request) (*tableState, error) {
 		return nil, err
 	}
 	name := r.PathValue("table")
+	if strings.Contains(name, "/") {
+		return nil, icebergErrorf(http.StatusBadRequest, icebergBadRequest, "table name %q has a /: a table's folders are its namespace", name)
+	}
 	candidates := []string{strings.Join(ns, "/") + "/" + name}
 	if len(ns) == 1 && ns[0] == s.opts.IcebergRootNamespace {
 		candidates = append(candidates, name)

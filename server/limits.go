@@ -140,12 +140,6 @@ func bodyFault(r *http.Request) error {
 	return nil
 }
 
-// badFraming answers 400 bad_framing and closes the connection after it.
-func badFraming(w http.ResponseWriter, why string) {
-	w.Header().Set("Connection", "close")
-	writeError(w, http.StatusBadRequest, api.CodeBadFraming, why)
-}
-
 // retryAfter sets the header a 429 carries.
 func retryAfter(w http.ResponseWriter, d time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d/time.Second))))

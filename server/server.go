@@ -266,15 +266,15 @@ func (s *Server) Handler() http.Handler {
 				slog.Int("status", rw.status), slog.Int64("bytes", rw.bytes), slog.Float64("duration_s", d.Seconds()),
 				slog.String("remote", r.RemoteAddr))
 		}()
-		if !checkFraming(rw, r) {
-			return
-		}
 		// The catalog's routes answer in the Iceberg spec's error model.
 		writeError := writeError
 		if isIceberg(r) {
 			writeError = func(w http.ResponseWriter, status int, _, msg string) {
 				writeIcebergError(w, status, icebergTypeOf(status), msg)
 			}
+		}
+		if !checkFraming(rw, r, writeError) {
+			return
 		}
 		if n := len(r.RequestURI); n > MaxURLBytes {
 			writeError(rw, http.StatusRequestURITooLong, api.CodeTooLarge, fmt.Sprintf(
