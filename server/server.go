@@ -2,7 +2,9 @@
 // not Go: create, describe and drop tables, append rows (through the
 // server's own WAL shard, acknowledged once durable), scan, take by key,
 // versions and tags, compaction, and the LSM operations flush, merge and
-// stats. Package client is its Go client.
+// stats; and the Apache Iceberg REST catalog under /iceberg (iceberg.go),
+// through which engines read every table live and append to it. Package
+// client is its Go client.
 //
 // A table is a prefix of the server's bucket, named in the URL path. The
 // shard a server writes through is derived from its instance id, so
@@ -15,6 +17,10 @@
 //   - Shutdown stops accepting, flushes and merges every shard it owns,
 //     then returns: nothing acknowledged is left only in memory (and even
 //     then it would be in the WAL).
+//   - An engine's append through the catalog is one Strata commit, named
+//     for idempotency: answered 200 only once it landed, and 500
+//     (CommitStateUnknown), never a plain failure, when it landed but its
+//     answer could not be made.
 package server
 
 import (
