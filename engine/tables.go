@@ -18,6 +18,14 @@ func DiscoverTables(ctx context.Context, open func(context.Context, string) (blo
 // (s3://bucket/prefix, file:///abs/path).
 func IcebergLocation(url string) (string, error) { return layout.LocationOf(url) }
 
+// Keys of a table's Iceberg view that the server's catalog reads:
+// IcebergHintKey, rewritten by every export that writes; IcebergEnginesDir,
+// where engines write what they append (layout's).
+const (
+	IcebergHintKey    = layout.HintKey
+	IcebergEnginesDir = layout.EnginesDir
+)
+
 // IcebergMetadata is the newest metadata of a table's Iceberg view.
 type IcebergMetadata struct {
 	N   int    // its number; 0: the table has no view

@@ -24,9 +24,8 @@ import (
 )
 
 // EnginesDir is where engines that append through Strata's Iceberg
-// catalog write their data files and manifests (the view's
-// write.data.path and write.metadata.path).
-const EnginesDir = format.IcebergDir + "engines/"
+// catalog write (layout.EnginesDir).
+const EnginesDir = layout.EnginesDir
 
 // Summary properties each snapshot carries.
 const (

@@ -11,8 +11,6 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -308,8 +306,8 @@ func addedFiles(ctx context.Context, b blob.Bucket, loc, list string, id int64) 
 			if err != nil {
 				return nil, refuse("data file %s: %v", df.FilePath(), err)
 			}
-			if !strings.HasPrefix(k, enginesDir) {
-				return nil, refuse("data file %s is not under %s/%s, where the table's Iceberg metadata tells engines to write (write.data.path): the table's own files and other tables' are not appended", df.FilePath(), strings.TrimSuffix(loc, "/"), enginesDir)
+			if !strings.HasPrefix(k, engine.IcebergEnginesDir) {
+				return nil, refuse("data file %s is not under %s/%s, where the table's Iceberg metadata tells engines to write (write.data.path): the table's own files and other tables' are not appended", df.FilePath(), strings.TrimSuffix(loc, "/"), engine.IcebergEnginesDir)
 			}
 			if seen[k] {
 				return nil, refuse("the snapshot adds data file %s twice", df.FilePath())
@@ -357,11 +355,6 @@ func getMetadata(ctx context.Context, b blob.Bucket, key, path string) ([]byte, 
 	}
 	return data, err
 }
-
-// enginesDir is where engines write what they append (the view's
-// write.data.path and write.metadata.path, package lakehouse's
-// EnginesDir).
-const enginesDir = format.IcebergDir + "engines/"
 
 // keyUnder is the key of a file the engine names, which must lie under
 // the table's location and not in a folder above it.
@@ -428,31 +421,24 @@ func filesKey(files []addedFile, key string) *format.Idempotency {
 	return &format.Idempotency{Producer: producer, Digest: binary.BigEndian.Uint64(sum[:8])}
 }
 
-// filesRows reads the files' rows, one row group at a time, conformed to
-// schema by column name; a file whose rows are not the count its manifest
-// says is refused. Each file is copied to a temporary file first (the
-// Parquet reader seeks).
+// filesRows reads the files' rows, one row group at a time with ranged
+// requests (blob.ReaderAt), conformed to schema by column name; a file
+// whose rows are not the count its manifest says is refused.
 func (s *Server) filesRows(ctx context.Context, b blob.Bucket, files []addedFile, schema *arrow.Schema) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		dir, err := os.MkdirTemp("", "strata-iceberg-append-")
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		defer os.RemoveAll(dir)
-		for i, f := range files {
-			local := filepath.Join(dir, fmt.Sprintf("%d.parquet", i))
-			if err := download(ctx, b, f.key, local); err != nil {
+		for _, f := range files {
+			src, err := blob.NewReaderAt(ctx, b, f.key)
+			if errors.Is(err, blob.ErrNotFound) {
+				err = &evolve.InputError{Row: -1, Reason: "the file does not exist"}
+			}
+			if err != nil {
 				yield(nil, fmt.Errorf("data file %s: %w", f.path, err))
 				return
 			}
 			var n int64
-			for rec, err := range ingest.ParquetFile(local, schema, ingest.Options{}) {
+			for rec, err := range ingest.Parquet(src, f.path, schema, ingest.Options{}) {
 				if err != nil {
-					if inner := errors.Unwrap(err); inner != nil {
-						err = inner // named by the local copy's path, which is the server's own
-					}
-					yield(nil, fmt.Errorf("data file %s: %w", f.path, err))
+					yield(nil, err)
 					return
 				}
 				n += rec.NumRows()
@@ -464,27 +450,6 @@ func (s *Server) filesRows(ctx context.Context, b blob.Bucket, files []addedFile
 				yield(nil, &evolve.InputError{Row: -1, Reason: fmt.Sprintf("data file %s holds %d rows; its manifest says %d", f.path, n, f.rows)})
 				return
 			}
-			os.Remove(local)
 		}
 	}
-}
-
-// download copies an object to a local file.
-func download(ctx context.Context, b blob.Bucket, key, path string) error {
-	rc, err := b.NewRangeReader(ctx, key, 0, -1)
-	if errors.Is(err, blob.ErrNotFound) {
-		return &evolve.InputError{Row: -1, Reason: "the file does not exist"}
-	} else if err != nil {
-		return err
-	}
-	defer rc.Close()
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/engine"
@@ -32,8 +31,7 @@ type IcebergExport func(ctx context.Context, b blob.Bucket, url string, gc engin
 type icebergView struct {
 	// turn is held by the one request that reads or exports the view of
 	// the table; the others wait for it, each no longer than its own
-	// context allows.
-	once  sync.Once
+	// context allows (made with the table's state: a buffer of one).
 	turn  chan struct{}
 	state uint64          // the table's newest manifest and tags when read (stateOf)
 	hint  blob.Attributes // the view's hint after it was read (hintOf)
@@ -42,7 +40,6 @@ type icebergView struct {
 
 // take waits for the view's turn; release gives it back.
 func (v *icebergView) take(ctx context.Context) (release func(), err error) {
-	v.once.Do(func() { v.turn = make(chan struct{}, 1) })
 	select {
 	case v.turn <- struct{}{}:
 		return func() { <-v.turn }, nil
@@ -116,7 +113,7 @@ func stateOf(ctx context.Context, b blob.Bucket) (uint64, error) {
 // (the Job's, strata export iceberg's) and which goes with _iceberg/: what
 // another process did to the view shows here (a HEAD).
 func hintOf(ctx context.Context, b blob.Bucket) (blob.Attributes, error) {
-	a, err := b.Attributes(ctx, format.IcebergDir+"metadata/version-hint.text")
+	a, err := b.Attributes(ctx, engine.IcebergHintKey)
 	if errors.Is(err, blob.ErrNotFound) {
 		return blob.Attributes{}, nil
 	}

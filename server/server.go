@@ -399,7 +399,8 @@ func (s *Server) table(ctx context.Context, name string, create bool) (*tableSta
 		b.Close()
 		return t, nil
 	}
-	t = &tableState{name: name, label: telemetry.TableLabel(blob.JoinURL(s.opts.Bucket, name)), b: b}
+	t = &tableState{name: name, label: telemetry.TableLabel(blob.JoinURL(s.opts.Bucket, name)), b: b,
+		view: icebergView{turn: make(chan struct{}, 1)}}
 	s.metrics.observeStore(b)
 	db, err := engine.OpenNew(b, s.engineOptions(name))
 	if err != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -19,9 +21,28 @@ import (
 // apply: the file is read a row group at a time.
 func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
+		f, err := os.Open(path)
+		if err != nil {
+			yield(nil, &evolve.InputError{Row: -1, Reason: "not a readable Parquet file: " + err.Error()})
+			return
+		}
+		defer f.Close()
+		for rec, err := range Parquet(f, path, want, o) {
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}
+}
+
+// Parquet decodes the Parquet file src (named name in errors: a path, or
+// an object's location read with ranged requests, blob.ReaderAt) as
+// ParquetFile does.
+func Parquet(src parquet.ReaderAtSeeker, name string, want *arrow.Schema, o Options) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
 		o = o.withDefaults()
-		fail := func(err error) { yield(nil, fmt.Errorf("%s: %w", path, err)) }
-		rr, err := openParquet(path, o)
+		fail := func(err error) { yield(nil, fmt.Errorf("%s: %w", name, err)) }
+		rr, err := openParquet(src, o)
 		if err != nil {
 			fail(err)
 			return
@@ -77,13 +98,13 @@ func ParquetFile(path string, want *arrow.Schema, o Options) iter.Seq2[arrow.Rec
 // that does not parse or map to Arrow, or column chunks that do not lie
 // within the file (which the reader would allocate before reading, for a
 // struct's fields in goroutines where a panic kills the process).
-func openParquet(path string, o Options) (_ pqarrow.RecordReader, err error) {
+func openParquet(src parquet.ReaderAtSeeker, o Options) (_ pqarrow.RecordReader, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &evolve.InputError{Row: -1, Reason: fmt.Sprintf("Parquet footer does not decode: %v", p)}
 		}
 	}()
-	pf, err := file.OpenParquetFile(path, false)
+	pf, err := file.NewParquetReader(src)
 	if err != nil {
 		return nil, &evolve.InputError{Row: -1, Reason: "not a readable Parquet file: " + err.Error()}
 	}

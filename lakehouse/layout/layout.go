@@ -34,6 +34,11 @@ const (
 	// HintKey names the newest metadata's number, as static-file readers
 	// (DuckDB, Spark's Hadoop catalog) expect.
 	HintKey = MetadataDir + "version-hint.text"
+	// EnginesDir is where engines that append through Strata's Iceberg
+	// catalog write their data files and manifests (the view's
+	// write.data.path and write.metadata.path): Strata copies the rows
+	// and references none of it.
+	EnginesDir = format.IcebergDir + "engines/"
 )
 
 // MetadataKey names the n-th metadata file.
