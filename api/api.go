@@ -95,6 +95,23 @@ type TableInfo struct {
 	Schema    Schema `json:"schema"`
 }
 
+// FragmentList is what GET /api/v1/tables/{name}/fragments answers: the
+// fragments of one version in the manifest's order, for readers that
+// split a version between them (GET …/rows?version=V&fragment=ID&offsets=LO:HI
+// reads a slice of one).
+type FragmentList struct {
+	Version   uint64         `json:"version"`
+	Fragments []FragmentInfo `json:"fragments"`
+}
+
+// FragmentInfo is one fragment of a FragmentList.
+type FragmentInfo struct {
+	ID       uint64 `json:"id"`
+	Rows     int64  `json:"rows"`      // its rows' offsets are 0 … rows-1
+	LiveRows int64  `json:"live_rows"` // those not deleted
+	Bytes    int64  `json:"bytes"`
+}
+
 // TableList is what GET /api/v1/tables answers.
 type TableList struct {
 	Tables []ListedTable `json:"tables"`

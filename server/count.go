@@ -22,6 +22,9 @@ func (s *Server) countRows(w http.ResponseWriter, r *http.Request, t *tableState
 	if err != nil {
 		return err
 	}
+	if opts.Slice != nil {
+		return badRequest("fragment= slices a scan, not a count")
+	}
 	oo, fresh, written, err := readPoint(r)
 	if err != nil {
 		return err

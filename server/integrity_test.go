@@ -404,7 +404,7 @@ func TestQueryStringsARouteWouldMisreadAreRefused(t *testing.T) {
 		t.Fatalf("append: %d %s", code, msg)
 	}
 	for _, c := range []struct{ method, path, want string }{
-		{"GET", rows + "?fitler=id%3D1", "takes no fitler= parameter (it takes as_of=, columns=, filter=, format=, fresh=, limit=, tag=, version=, written=)"},
+		{"GET", rows + "?fitler=id%3D1", "takes no fitler= parameter (it takes as_of=, columns=, filter=, format=, fragment=, fresh=, limit=, offsets=, tag=, version=, written=)"},
 		{"GET", rows + "?fresh=1", `fresh="1": want true or false`},
 		{"GET", rows + "?format=json", `format="json": want one of jsonl, arrow`},
 		{"GET", rows + "?columns=id&columns=msg", "columns= is given 2 times"},

@@ -200,6 +200,8 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	check("POST", T+"/tags", "/api/v1/tables/t/tags", "application/json", `{"name":"v1"}`, 201)
 	check("GET", T+"/tags", "/api/v1/tables/t/tags", "", "", 200)
 	check("POST", T+"/compact", "/api/v1/tables/t/compact", "application/json", `{"dry_run":true}`, 200)
+	check("GET", T+"/fragments", "/api/v1/tables/t/fragments", "", "", 200)
+	check("GET", T+"/fragments", "/api/v1/tables/t/fragments?version=1", "", "", 200)
 	check("GET", T+"/compact/stats", "/api/v1/tables/t/compact/stats", "", "", 200)
 	check("POST", T+"/indexes", "/api/v1/tables/t/indexes", "application/json", `{"column":"id"}`, 201)
 	check("POST", T+"/indexes", "/api/v1/tables/t/indexes", "application/json", `{"column":"msg"}`, 400)

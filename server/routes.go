@@ -76,6 +76,7 @@ func (s *Server) routes() error {
 	onTable("GET "+t+"/rows", s.scanRows)
 	onTable("DELETE "+t+"/rows", s.deleteRows)
 	onTable("GET "+t+"/count", s.countRows)
+	onTable("GET "+t+"/fragments", s.fragments)
 	onTable("PATCH "+t+"/rows", s.updateRows)
 	onTable("POST "+t+"/schema", s.alterTable)
 	onTable("POST "+t+"/take", s.takeRows)

@@ -26,17 +26,19 @@ type rowEncoder interface {
 // otherwise.
 func answerFormat(r *http.Request) (string, error) {
 	switch f := r.URL.Query().Get("format"); f {
-	case "jsonl", "arrow", "csv":
+	case "jsonl", "arrow", "csv", "npz":
 		return f, nil
 	case "":
 	default:
-		return "", badRequest("format=%q: want jsonl, arrow or csv", f)
+		return "", badRequest("format=%q: want jsonl, arrow, csv or npz", f)
 	}
 	switch accept := r.Header.Get("Accept"); {
 	case strings.Contains(accept, NDJSON):
 		return "jsonl", nil
 	case strings.Contains(accept, api.CSV):
 		return "csv", nil
+	case strings.Contains(accept, NPZ):
+		return "npz", nil
 	}
 	return "arrow", nil
 }
@@ -72,6 +74,15 @@ func newEncoder(w http.ResponseWriter, format string, schema *arrow.Schema) (row
 		w.Header().Set("Content-Type", api.CSV+"; charset=utf-8; header=present")
 		w.WriteHeader(http.StatusOK)
 		return &csvEncoder{w: w, schema: schema}, nil
+	case "npz":
+		for _, f := range schema.Fields() {
+			if !npzWritable(f.Type) {
+				return nil, badRequest("format=npz: column %q is of type %s, which NumPy's arrays do not hold; ask for format=arrow or jsonl, or leave it out with columns=", f.Name, f.Type)
+			}
+		}
+		w.Header().Set("Content-Type", NPZ)
+		w.WriteHeader(http.StatusOK)
+		return newNPZEncoder(w, schema)
 	}
 	w.Header().Set("Content-Type", ArrowStream)
 	w.WriteHeader(http.StatusOK)

@@ -124,9 +124,8 @@ func requiredFilter(r *http.Request, does string) (expr.Predicate, error) {
 	return expr.ParseFilter(f)
 }
 
-// scanOptions reads columns= and filter=.
-func scanOptions(r *http.Request) (table.ScanOptions, error) {
-	var o table.ScanOptions
+// scanOptions reads columns=, filter= and a slice (sliceQuery).
+func scanOptions(r *http.Request) (o table.ScanOptions, err error) {
 	q := r.URL.Query()
 	if c := q.Get("columns"); c != "" {
 		cols, err := expr.ParseColumns(c)
@@ -142,7 +141,8 @@ func scanOptions(r *http.Request) (table.ScanOptions, error) {
 		}
 		o.Filter = p
 	}
-	return o, nil
+	o.Slice, err = sliceQuery(r)
+	return o, err
 }
 
 // writeRows streams batches as Arrow IPC, JSON lines or CSV (see

@@ -122,6 +122,8 @@ func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ 
 		switch {
 		case p.pred != nil && !p.pred.MayMatch(p.rowGroupStats(rgmd, o.lay)):
 			skip = true
+		case p.opts.Slice != nil && (at >= p.opts.Slice.Hi || at+rows <= p.opts.Slice.Lo):
+			skip = true
 		case o.wanted != nil:
 			lo, _ := slices.BinarySearch(o.wanted, uint32(at))
 			skip = lo == len(o.wanted) || int64(o.wanted[lo]) >= at+rows // no wanted row in this row group

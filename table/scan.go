@@ -42,12 +42,24 @@ type ScanOptions struct {
 	Allocator memory.Allocator
 	// Fragments restricts the scan to these fragment ids (nil: all).
 	Fragments []uint64
+	// Slice, when set, restricts the scan to the rows of one fragment at
+	// offsets [Lo, Hi): the unit a reader that splits a version between
+	// processes reads (the slices of a fragment are disjoint, so each
+	// row is read once). A fragment the version does not hold is an
+	// error.
+	Slice *Slice
 	// WithRowAddress adds, for each row, its fragment id and offset
 	// (columns "_fragment" and "_offset", uint64 and uint32) at the end.
 	WithRowAddress bool
 
 	// rows restricts the scan to these offsets of these fragments (Take).
 	rows map[uint64][]uint32
+}
+
+// Slice names the rows of one fragment at offsets [Lo, Hi).
+type Slice struct {
+	Fragment uint64
+	Lo, Hi   int64
 }
 
 // Row address columns added by ScanOptions.WithRowAddress.
@@ -134,7 +146,15 @@ func (s *Snapshot) plan(opts ScanOptions) (*scanPlan, error) {
 	for i := range proj {
 		p.outIndex = append(p.outIndex, i)
 	}
-	p.whole = p.pred == nil && opts.rows == nil && len(p.lay.leaves) == n
+	if sl := opts.Slice; sl != nil {
+		if sl.Lo < 0 || sl.Hi < sl.Lo {
+			return nil, fmt.Errorf("table: scan: rows %d to %d of fragment %d: not a range", sl.Lo, sl.Hi, sl.Fragment)
+		}
+		if !slices.ContainsFunc(s.m.Fragments, func(f format.Fragment) bool { return f.ID == sl.Fragment }) {
+			return nil, fmt.Errorf("table: scan: version %d holds no fragment %d", s.m.Version, sl.Fragment)
+		}
+	}
+	p.whole = p.pred == nil && opts.rows == nil && opts.Slice == nil && len(p.lay.leaves) == n
 	if opts.WithRowAddress {
 		fields = append(fields, arrow.Field{Name: FragmentColumn, Type: arrow.PrimitiveTypes.Uint64},
 			arrow.Field{Name: OffsetColumn, Type: arrow.PrimitiveTypes.Uint32})
@@ -170,7 +190,7 @@ func (p *scanPlan) fragments() []*format.Fragment {
 	var out []*format.Fragment
 	for i := range p.s.m.Fragments {
 		f := &p.s.m.Fragments[i]
-		if only != nil && !only[f.ID] {
+		if only != nil && !only[f.ID] || p.opts.Slice != nil && p.opts.Slice.Fragment != f.ID {
 			continue
 		}
 		if p.opts.rows != nil && len(p.opts.rows[f.ID]) == 0 {
@@ -269,11 +289,14 @@ func (p *scanPlan) filter(ctx context.Context, f *format.Fragment, rec arrow.Rec
 				kept++
 			}
 		}
-	} else if p.pred != nil || len(dels) > 0 {
+	} else if rlo, rhi := p.sliceOf(offset, n); p.pred != nil || len(dels) > 0 || rlo > 0 || rhi < n {
 		keep = make([]bool, n)
 		kept = 0
 		d := 0
 		for i := range n {
+			if i < rlo || i >= rhi {
+				continue
+			}
 			if d < len(dels) && int64(dels[d]) == offset+int64(i) {
 				d++
 				continue
@@ -324,6 +347,16 @@ func (p *scanPlan) filter(ctx context.Context, f *format.Fragment, rec arrow.Rec
 		return nil, fmt.Errorf("table: filter %s: %w", f.Key, err)
 	}
 	return rows, nil
+}
+
+// sliceOf is the part [lo, hi) of a batch of n rows at offset that the
+// scan's Slice keeps (all of it without one).
+func (p *scanPlan) sliceOf(offset int64, n int) (lo, hi int) {
+	sl := p.opts.Slice
+	if sl == nil {
+		return 0, n
+	}
+	return int(min(max(sl.Lo-offset, 0), int64(n))), int(min(max(sl.Hi-offset, 0), int64(n)))
 }
 
 // adaptRead brings a batch read from a fragment to the table's types;
