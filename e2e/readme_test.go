@@ -174,7 +174,7 @@ func TestREADMECommandsRunAsWritten(t *testing.T) {
 				t.Fatal(err)
 			}
 			python := "python3"
-			if exec.Command("/usr/bin/python3", "-c", "import pandas").Run() == nil {
+			if exec.Command("/usr/bin/python3", "-c", "import pandas, torch").Run() == nil {
 				python = "/usr/bin/python3"
 			}
 			cmd := exec.Command(python, script)
@@ -196,6 +196,20 @@ func TestREADMECommandsRunAsWritten(t *testing.T) {
 				cmd.Dir, cmd.Env = dir, append(env, "PYTHONPATH="+filepath.Join(root, "clients", "python"))
 				if pyOut, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(pyOut)) != "2" {
 					t.Errorf("the README's connect() snippet: %v, printed %q, want 2", err, pyOut)
+				}
+			}
+			// The training snippet after them, against the same server
+			// (with torch, as the test command installs).
+			if py := readmePython(afterPython(afterPython(blocks[bi+1:]))); !strings.Contains(py, "TableDataset(") {
+				t.Error("no TableDataset snippet after the connect() one")
+			} else {
+				if err := os.WriteFile(script, []byte(local(py)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(python, script)
+				cmd.Dir, cmd.Env = dir, append(env, "PYTHONPATH="+filepath.Join(root, "clients", "python"))
+				if pyOut, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(pyOut), " rows") {
+					t.Errorf("the README's TableDataset snippet: %v, printed %q", err, pyOut)
 				}
 			}
 			_ = server.Process.Signal(syscall.SIGTERM)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers the tests run against into .tools/bin, pinned, and
 # reuses them when the pinned versions are already there (needs only Go);
-# and, where apt-get is there, Debian's packages of pandas (for the Python
-# client's DataFrame tests, with the system python3) and of Prometheus (for
+# and, where apt-get is there, Debian's packages of pandas and torch (for
+# the Python client's DataFrame and dataset tests, with the system python3) and of Prometheus (for
 # promtool, which tests the alert rules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,11 +30,11 @@ p2=$!
 wait $p1
 wait $p2
 
-if ! /usr/bin/python3 -c "import pandas" 2>/dev/null && command -v apt-get >/dev/null; then
-  echo "installing Debian's python3-pandas for the Python client's tests (once; about a minute)" >&2
-  apt-get install -y -q python3-pandas >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q python3-pandas >/dev/null 2>&1; } ||
-    echo "python3-pandas could not be installed: the DataFrame tests fail under CI=true" >&2
+if ! /usr/bin/python3 -c "import pandas, torch" 2>/dev/null && command -v apt-get >/dev/null; then
+  echo "installing Debian's python3-pandas and python3-torch for the Python client's tests (once; a few minutes)" >&2
+  apt-get install -y -q python3-pandas python3-torch >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q python3-pandas python3-torch >/dev/null 2>&1; } ||
+    echo "python3-pandas or python3-torch could not be installed: the DataFrame and dataset tests fail under CI=true" >&2
 fi
 
 if ! command -v promtool >/dev/null && command -v apt-get >/dev/null; then

@@ -7,10 +7,12 @@ import (
 	"io"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/stratadb/strata/api"
 	"github.com/stratadb/strata/table/fragment"
 )
 
@@ -23,6 +25,7 @@ const NPZ = "application/x-npz"
 // entry names number the columns, whose names may hold any character.
 //
 //	columns.npy        the column names, a unicode array
+//	types.npy          their types as a schema names them ("int64", "string")
 //	K/I.npy            chunk K's values of column I (K, I from 0)
 //	K/I.mask.npy       its nulls (bool, true where null), only when it has any
 //	K/I.offsets.npy    for a string or binary column: int64 offsets into
@@ -94,25 +97,35 @@ func npyDescr(t arrow.DataType) (string, bool) {
 func newNPZEncoder(w io.Writer, schema *arrow.Schema) (*npzEncoder, error) {
 	e := &npzEncoder{zw: zip.NewWriter(w), schema: schema}
 	names := make([]string, schema.NumFields())
-	width := 1
-	for i, f := range schema.Fields() {
-		names[i] = f.Name
-		width = max(width, len([]rune(f.Name)))
+	types := make([]string, schema.NumFields())
+	for i, f := range api.SchemaOf(schema).Fields {
+		names[i], types[i] = f.Name, f.Type
 	}
-	// A unicode array: each name in UTF-32, padded with NULs to the
-	// longest.
-	data := make([]byte, 0, 4*width*len(names))
-	for _, n := range names {
-		rs := []rune(n)
-		for i := range width {
-			var r rune
-			if i < len(rs) {
-				r = rs[i]
-			}
+	if err := e.unicode("columns.npy", names); err != nil {
+		return nil, err
+	}
+	return e, e.unicode("types.npy", types)
+}
+
+// unicode writes strings as a NumPy unicode array: each in UTF-32, padded
+// with NULs to the longest.
+func (e *npzEncoder) unicode(name string, strs []string) error {
+	width := 1
+	for _, s := range strs {
+		width = max(width, utf8.RuneCountInString(s))
+	}
+	data := make([]byte, 0, 4*width*len(strs))
+	for _, s := range strs {
+		n := 0
+		for _, r := range s {
 			data = binary.LittleEndian.AppendUint32(data, uint32(r))
+			n++
+		}
+		for ; n < width; n++ {
+			data = binary.LittleEndian.AppendUint32(data, 0)
 		}
 	}
-	return e, e.entry("columns.npy", fmt.Sprintf("<U%d", width), len(names), data)
+	return e.entry(name, fmt.Sprintf("<U%d", width), len(strs), data)
 }
 
 func (e *npzEncoder) write(rec arrow.RecordBatch) error {

@@ -126,8 +126,11 @@ func TestRowsAsNPZ(t *testing.T) {
 			t.Errorf("%s: %s, want %s", name, s, w)
 		}
 	}
-	if len(got) != len(want)+1 { // and columns
-		t.Errorf("%d entries, want %d", len(got), len(want)+1)
+	if len(got) != len(want)+2 { // and columns and types
+		t.Errorf("%d entries, want %d", len(got), len(want)+2)
+	}
+	if ty := got["types"]; ty.descr != "<U12" || ty.n != 7 || le.Uint32(ty.data[3*48:]) != 's' || le.Uint32(ty.data[4*48:]) != 'b' {
+		t.Errorf("types: %+v", ty)
 	}
 	if off := u64s(got["0/3.offsets"].data); len(off) != 4 {
 		t.Errorf("offsets %v", off)

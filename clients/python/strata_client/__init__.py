@@ -396,6 +396,38 @@ class Client:
         with self._open("GET", self._table(name, "/rows"), query, accept=ARROW_STREAM) as r:
             return ipc.open_stream(_read(r)).read_all()
 
+    def scan_numpy(self, name: str, columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
+                   version: Optional[int] = None, tag: Optional[str] = None, limit: Optional[int] = None,
+                   fresh: bool = False, as_of: Any = None, fragment: Optional[int] = None,
+                   offsets: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
+        """The rows as a dict of column name to NumPy array (needs numpy), read
+        from NumPy's own format (``format=npz``), not parsed row by row. Numbers
+        and booleans come as arrays of their type, timestamps as
+        ``datetime64`` (UTC), dates as ``datetime64[D]``, strings as an object
+        array of ``str``, binary of ``bytes``; a column with nulls as a
+        ``numpy.ma.MaskedArray`` (mask true where null). Lists and structs are
+        refused (read them with ``scan``). ``fragment`` and ``offsets=(lo, hi)``
+        read only those rows of one fragment of a version (see ``fragments``)."""
+        from . import _npz
+
+        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh, as_of))
+        query["format"] = "npz"
+        if fragment is not None:
+            query["fragment"] = int(fragment)
+            if offsets is not None:
+                query["offsets"] = "%d:%d" % (offsets[0], offsets[1])
+        elif offsets is not None:
+            raise ValueError("offsets= needs fragment=")
+        with self._open("GET", self._table(name, "/rows"), query, accept=_npz.NPZ) as r:
+            return _npz.columns(_read(r))
+
+    def fragments(self, name: str, version: Optional[int] = None, tag: Optional[str] = None, as_of: Any = None) -> Dict[str, Any]:
+        """The fragments of a version (the latest without one), for readers that
+        split it between them: ``{"version": V, "fragments": [{"id", "rows",
+        "live_rows", "bytes"}]}``. Slices of them (``scan_numpy(...,
+        version=V, fragment=id, offsets=(lo, hi))``) read each row once."""
+        return self._json("GET", self._table(name, "/fragments"), {"version": version, "tag": tag, "as_of": _as_of(as_of)})
+
     def take(self, name: str, keys: Sequence[Any], column: str = "id", columns: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         """The rows whose ``column`` holds one of ``keys``, as dicts."""
         payload = {"column": column, "keys": list(keys)}

@@ -1,0 +1,73 @@
+"""Reads the server's ``format=npz`` answer (a zip of NumPy arrays; see
+``GET /api/v1/openapi.json``) into one array per column."""
+
+import io
+from typing import Any, Dict
+
+NPZ = "application/x-npz"
+
+
+def columns(data: bytes) -> Dict[str, Any]:
+    """The columns of an npz answer, in order: numbers, booleans, timestamps
+    (``datetime64``, UTC) and dates as NumPy arrays of their type, strings as
+    an object array of ``str`` and binary of ``bytes``; a column with nulls as
+    a ``numpy.ma.MaskedArray`` whose mask is true where a value is null (None
+    in a string or binary column, zero in the others)."""
+    import numpy as np
+
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        names = [str(n) for n in z["columns"]]
+        types = [str(t) for t in z["types"]]
+        chunks = len(z["rows"])
+        files = set(z.files)
+        out = {}
+        for i, (name, kind) in enumerate(zip(names, types)):
+            parts, masks = [], []
+            for k in range(chunks):
+                key = f"{k}/{i}"
+                values = z[key]
+                if key + ".offsets" in files:
+                    values = _split(values, z[key + ".offsets"], kind.endswith("string"))
+                parts.append(values)
+                masks.append(z[key + ".mask"] if key + ".mask" in files else None)
+            out[name] = _joined(np, parts, masks, kind)
+        return out
+
+
+def _split(data, offsets, text):
+    """The values of a string (text) or binary column: its bytes cut at its
+    offsets."""
+    b = data.tobytes()
+    o = offsets.tolist()
+    if not text:
+        return [b[o[j]:o[j + 1]] for j in range(len(o) - 1)]
+    if b.isascii():  # one decode, then cuts of the string
+        s = b.decode("ascii")
+        return [s[o[j]:o[j + 1]] for j in range(len(o) - 1)]
+    return [b[o[j]:o[j + 1]].decode("utf-8") for j in range(len(o) - 1)]
+
+
+def _joined(np, parts, masks, kind):
+    if not parts:
+        if kind.endswith(("string", "binary")):
+            return np.empty(0, dtype=object)
+        return np.empty(0, dtype=_EMPTY.get(kind, kind))
+    if isinstance(parts[0], list):
+        values = np.empty(sum(len(p) for p in parts), dtype=object)
+        at = 0
+        for p in parts:
+            values[at:at + len(p)] = p
+            at += len(p)
+    else:
+        values = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    if all(m is None for m in masks):
+        return values
+    mask = np.concatenate([np.zeros(len(p), dtype=bool) if m is None else m for p, m in zip(parts, masks)])
+    if values.dtype == object:
+        values[mask] = None
+    return np.ma.MaskedArray(values, mask=mask)
+
+
+# The dtypes of a column of no rows whose type NumPy names otherwise.
+_EMPTY = {"bool": "bool", "date32": "datetime64[D]", "timestamp_s": "datetime64[s]", "timestamp_ms": "datetime64[ms]",
+          "timestamp_us": "datetime64[us]", "timestamp_ns": "datetime64[ns]", "float16": "float16"}
