@@ -142,13 +142,15 @@ func (e *npzEncoder) write(rec arrow.RecordBatch) error {
 		}
 	}
 	if e.bytes >= scanEncodeBytes {
-		return e.flush()
+		return e.flush(false)
 	}
 	return nil
 }
 
 func (e *npzEncoder) close() error {
-	if err := e.flush(); err != nil {
+	// An answer of no rows has a chunk of none, so that each column's
+	// array says its type.
+	if err := e.flush(len(e.chunks) == 0); err != nil {
 		return err
 	}
 	data := make([]byte, 0, 8*len(e.chunks))
@@ -161,9 +163,10 @@ func (e *npzEncoder) close() error {
 	return e.zw.Close()
 }
 
-// flush writes the pending batches as one chunk.
-func (e *npzEncoder) flush() error {
-	if len(e.pending) == 0 {
+// flush writes the pending batches as one chunk (with none, only when
+// empty is set).
+func (e *npzEncoder) flush(empty bool) error {
+	if len(e.pending) == 0 && !empty {
 		return nil
 	}
 	defer func() {

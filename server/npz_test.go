@@ -136,6 +136,19 @@ func TestRowsAsNPZ(t *testing.T) {
 		t.Errorf("offsets %v", off)
 	}
 
+	// No rows: a chunk of none, each column's array of its type.
+	got = readNPZ(t, func() string {
+		_, body := send(t, f, "GET", "/api/v1/tables/t/rows?fresh=true&filter=id%3E9&columns=at,note", h, "")
+		return body
+	}())
+	if got["rows"].n != 1 || got["0/0"].descr != "<M8[us]" || got["0/0"].n != 0 || got["0/1.offsets"].n != 1 || got["0/1"].n != 0 {
+		t.Errorf("no rows: %+v", got)
+	}
+	// Only a scan answers npz: other answers of rows ignore the Accept.
+	if resp, _ := send(t, f, "GET", "/api/v1/tables/t/changes?from=0", h, ""); resp.Header.Get("Content-Type") == server.NPZ {
+		t.Error("changes answered npz")
+	}
+
 	// A column NumPy's arrays do not hold is refused before the answer.
 	if code, body := raw(t, f, "PUT", "/api/v1/tables/nested", "application/json",
 		`{"fields":[{"name":"id","type":"int64"},{"name":"tags","type":"list","items":{"type":"string"}}]}`, ""); code != http.StatusCreated {

@@ -37,8 +37,8 @@ func answerFormat(r *http.Request) (string, error) {
 		return "jsonl", nil
 	case strings.Contains(accept, api.CSV):
 		return "csv", nil
-	case strings.Contains(accept, NPZ):
-		return "npz", nil
+	case strings.Contains(accept, NPZ) && r.Pattern == "GET /api/v1/tables/{name}/rows":
+		return "npz", nil // a scan's answer only (as format=npz)
 	}
 	return "arrow", nil
 }

@@ -294,11 +294,11 @@ func (p *scanPlan) filter(ctx context.Context, f *format.Fragment, rec arrow.Rec
 		kept = 0
 		d := 0
 		for i := range n {
-			if i < rlo || i >= rhi {
-				continue
+			deleted := d < len(dels) && int64(dels[d]) == offset+int64(i)
+			if deleted {
+				d++ // also for a row outside the slice: the cursor follows the rows
 			}
-			if d < len(dels) && int64(dels[d]) == offset+int64(i) {
-				d++
+			if deleted || i < rlo || i >= rhi {
 				continue
 			}
 			if p.pred == nil || p.pred.Match(cols, i) {

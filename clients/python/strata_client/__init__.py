@@ -410,7 +410,9 @@ class Client:
         read only those rows of one fragment of a version (see ``fragments``)."""
         from . import _npz
 
-        query = self._reads_own(name, _scan_query(columns, filter, version, tag, limit, fresh, as_of))
+        query = _scan_query(columns, filter, version, tag, limit, fresh, as_of)
+        if fragment is None:  # a slice reads a version's fragment, not the client's writes not merged yet
+            query = self._reads_own(name, query)
         query["format"] = "npz"
         if fragment is not None:
             query["fragment"] = int(fragment)

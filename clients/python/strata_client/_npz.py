@@ -30,7 +30,7 @@ def columns(data: bytes) -> Dict[str, Any]:
                     values = _split(values, z[key + ".offsets"], kind.endswith("string"))
                 parts.append(values)
                 masks.append(z[key + ".mask"] if key + ".mask" in files else None)
-            out[name] = _joined(np, parts, masks, kind)
+            out[name] = _joined(np, parts, masks)
         return out
 
 
@@ -47,11 +47,9 @@ def _split(data, offsets, text):
     return [b[o[j]:o[j + 1]].decode("utf-8") for j in range(len(o) - 1)]
 
 
-def _joined(np, parts, masks, kind):
-    if not parts:
-        if kind.endswith(("string", "binary")):
-            return np.empty(0, dtype=object)
-        return np.empty(0, dtype=_EMPTY.get(kind, kind))
+def _joined(np, parts, masks):
+    # The server writes a chunk even for no rows, so that each array has
+    # its column's type.
     if isinstance(parts[0], list):
         values = np.empty(sum(len(p) for p in parts), dtype=object)
         at = 0
@@ -66,8 +64,3 @@ def _joined(np, parts, masks, kind):
     if values.dtype == object:
         values[mask] = None
     return np.ma.MaskedArray(values, mask=mask)
-
-
-# The dtypes of a column of no rows whose type NumPy names otherwise.
-_EMPTY = {"bool": "bool", "date32": "datetime64[D]", "timestamp_s": "datetime64[s]", "timestamp_ms": "datetime64[ms]",
-          "timestamp_us": "datetime64[us]", "timestamp_ns": "datetime64[ns]", "float16": "float16"}

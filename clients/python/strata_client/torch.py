@@ -55,8 +55,9 @@ _Slice = Tuple[int, int, int]  # fragment id, first offset, end offset
 
 class TableDataset(IterableDataset):
     """Batches of a table's rows as dicts of column name to tensor (numbers,
-    booleans, timestamps as int64 of their unit, dates as int64 days); string
-    and binary columns as lists. A null in a float column reads as NaN; in
+    booleans, timestamps as int64 of their unit, dates as int64 days;
+    uint16 as int32, uint32 and uint64 as int64, which torch has); string and
+    binary columns as lists. A null in a float column reads as NaN; in
     another numeric column it is an error naming the column (filter it out
     with ``filter="col IS NOT NULL"``). See the module for how the version is
     split and resumed."""
@@ -129,10 +130,9 @@ class TableDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = get_worker_info()
-        if info is None:
-            if self._exhausted:  # the last pass ended: this one starts the epoch again
-                self._done, self._taken, self._exhausted = set(), {}, False
-        elif not self._mark and info.id == 0:
+        if self._exhausted:  # the last pass ended (here, or in the process that made this copy): this one starts the epoch again
+            self._done, self._taken, self._exhausted = set(), {}, False
+        if info is not None and not self._mark and info.id == 0:
             warnings.warn("TableDataset read by DataLoader workers outside TableDataset.loader(): the workers keep "
                           "where they are, and state_dict() in the trainer does not see these batches", stacklevel=2)
         workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
@@ -330,4 +330,8 @@ def _tensor(name: str, values: Any) -> Any:
         values = values.filled(np.nan)
     if values.dtype.kind == "M":
         values = values.view(np.int64)
+    elif values.dtype.kind == "u" and values.dtype.itemsize > 1:  # torch has uint8 alone: the next wider signed type
+        if values.dtype.itemsize == 8 and len(values) and values.max() >= 1 << 63:
+            raise ValueError(f"column {name!r} holds uint64 values past int64's range, which no tensor holds; leave the column out")
+        values = values.astype(np.int32 if values.dtype.itemsize == 2 else np.int64)
     return torch.from_numpy(np.ascontiguousarray(values))

@@ -98,6 +98,16 @@ class NumpyAndTorchTest(unittest.TestCase):
         self.assertEqual(np.concatenate(got).tolist(), list(range(self.rows)))
         with self.assertRaises(ValueError):
             c.scan_numpy(self.table, offsets=(0, 5))
+        # A client that wrote to the table reads slices all the same (not
+        # its writes not merged yet: a slice is of a version's fragment).
+        mine = Client(self.c.base)
+        mine.create_table("own", [{"name": "id", "type": "int64"}])
+        mine.append("own", [{"id": 1}])
+        mine.checkpoint_lsm("own")
+        mine.append("own", [{"id": 2}])
+        f = mine.fragments("own")["fragments"][0]
+        self.assertEqual(mine.scan_numpy("own", fragment=f["id"])["id"].tolist(), [1])
+        self.assertEqual(sorted(mine.scan_numpy("own")["id"].tolist()), [1, 2])
 
     def dataset(self, **kw):
         from strata_client.torch import TableDataset
@@ -164,6 +174,32 @@ class NumpyAndTorchTest(unittest.TestCase):
             self.assertEqual(sorted(self.ids(resumed.loader(num_workers=workers_after))), sorted(want[3]))
             resumed.set_epoch(4)
             self.assertEqual(sorted(self.ids(resumed)), sorted(want[4]))
+
+    @needs_torch
+    def test_unsigned_columns_and_a_plain_loader_after_a_pass(self):
+        c = self.c
+        c.create_table("uints", [{"name": "id", "type": "int64"}, {"name": "a", "type": "uint16"},
+                                 {"name": "b", "type": "uint32"}, {"name": "c", "type": "uint64"}, {"name": "d", "type": "uint8"}])
+        c.append("uints", [{"id": i, "a": 65535 - i, "b": 4294967295 - i, "c": i, "d": 255 - i} for i in range(10)])
+        c.checkpoint_lsm("uints")
+        from strata_client.torch import TableDataset
+        ds = TableDataset(c, "uints", batch_size=4)
+        batch = next(iter(ds))
+        self.assertEqual([batch[k].dtype for k in "abcd"], [torch.int32, torch.int64, torch.int64, torch.uint8])
+        self.assertEqual(batch["a"][0].item(), 65535)
+        self.assertEqual(batch["b"][0].item(), 4294967295)
+        c.append("uints", [{"id": 10, "a": 0, "b": 0, "c": 1 << 63, "d": 0}])
+        c.checkpoint_lsm("uints")
+        with self.assertRaisesRegex(ValueError, "column 'c' holds uint64 values past"):
+            list(TableDataset(c, "uints", batch_size=4))
+        # A pass in this process, then a plain DataLoader with workers: they
+        # read the epoch again, as a second pass here would.
+        from torch.utils.data import DataLoader
+        ds = self.dataset(version=self.c.fragments(self.table)["version"])
+        self.assertEqual(len(self.ids(ds)), self.rows)
+        with warnings.catch_warnings(record=True):
+            got = [i for b in DataLoader(ds, batch_size=None, num_workers=2) for i in b["id"].tolist()]
+        self.assertEqual(sorted(got), list(range(self.rows)))
 
     @needs_torch
     def test_what_the_dataset_refuses(self):
