@@ -119,10 +119,11 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Versions, err = listVersions(ctx, b); err != nil {
 		return res, err
 	}
-	// The consumers before the boundary, which they hold back: one that
-	// moves back or appears after this reading finds its versions gone
-	// (a ChangesCollectedError), never a gap.
-	if st.Consumers, err = table.Consumers(ctx, b); err != nil {
+	// The consumers before the boundary, which they hold back (a group
+	// as a consumer at its slowest position): one that moves back or
+	// appears after this reading finds its versions gone (a
+	// ChangesCollectedError), never a gap.
+	if st.Consumers, err = table.ConsumersAndGroups(ctx, b); err != nil {
 		return res, err
 	}
 	ghosts, real := gcGhosts(st.Versions)
@@ -212,7 +213,7 @@ type GCState struct {
 	Manifests map[uint64]*format.Manifest // the versions kept (see PlanGC)
 	Objects   []blob.ObjectInfo           // data, deletion vectors, key indexes, shard objects and the Iceberg view's
 	Iceberg   layout.Refs                 // what the table's Iceberg view holds on to (layout.ReadRefs)
-	Consumers []table.Consumer            // the named consumers' positions, read before the boundary
+	Consumers []table.Consumer            // the named consumers' positions and the groups' slowest, read before the boundary
 	Retired   []string                    // shards to retire (their objects and fleet hints among Objects)
 }
 

@@ -37,6 +37,10 @@ type Change struct {
 	// They are released when the loop body returns; Retain them to keep
 	// them.
 	Rows arrow.RecordBatch
+	// Unit is, in a group's follow, the unit of change the rows are of
+	// (see FollowGroup): the id of the fragment the version added that
+	// holds them, or for its deletes the version's delete unit.
+	Unit uint64
 }
 
 // ChangesOptions shape the reads of Changes.
@@ -63,6 +67,11 @@ type ChangesOptions struct {
 	// one schema. Unset, rows come in the schema of the version that
 	// holds them (see Change.Rows).
 	As *arrow.Schema
+
+	// owns, when set, says which units of change of a version to read
+	// (FollowGroup): the fragments it adds by id, its deletes by its
+	// delete unit (deleteUnit).
+	owns func(v, unit uint64) bool
 }
 
 // Changes yields the rows that versions from+1 through to inserted and
@@ -390,7 +399,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *format.Manife
 	}
 	// emit reads frags as version from held them (so that an error names
 	// it) and yields their rows as kind.
-	emit := func(kind ChangeKind, from *format.Manifest, frags []format.Fragment, rows map[uint64][]uint32) bool {
+	emit := func(unit uint64, kind ChangeKind, from *format.Manifest, frags []format.Fragment, rows map[uint64][]uint32) bool {
 		if len(frags) == 0 {
 			return true
 		}
@@ -404,7 +413,7 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *format.Manife
 				yield(Change{}, err)
 				return false
 			}
-			if !yield(Change{Version: cur.Version, Kind: kind, Rows: rec}, nil) {
+			if !yield(Change{Version: cur.Version, Kind: kind, Rows: rec, Unit: unit}, nil) {
 				return false
 			}
 		}
@@ -417,10 +426,16 @@ func versionChanges(ctx context.Context, b blob.Bucket, prev, cur *format.Manife
 	}
 	dFrags, dRows := atPositions(deleted)
 	rFrags, rRows := atPositions(revived)
-	return emit(ChangeDelete, prev, gone, nil) &&
-		emit(ChangeDelete, prev, dFrags, dRows) &&
-		emit(ChangeInsert, cur, rFrags, rRows) &&
-		(quietAdds || emit(ChangeInsert, cur, added, nil))
+	if opts.owns != nil {
+		return emitOwned(opts.owns, cur, emit, func(unit uint64) bool {
+			return emit(unit, ChangeDelete, prev, gone, nil) && emit(unit, ChangeDelete, prev, dFrags, dRows) &&
+				emit(unit, ChangeInsert, cur, rFrags, rRows)
+		}, added, quietAdds)
+	}
+	return emit(0, ChangeDelete, prev, gone, nil) &&
+		emit(0, ChangeDelete, prev, dFrags, dRows) &&
+		emit(0, ChangeInsert, cur, rFrags, rRows) &&
+		(quietAdds || emit(0, ChangeInsert, cur, added, nil))
 }
 
 // readyToAdd returns the fragments version v adds, ready to be read for

@@ -1,0 +1,263 @@
+package changes
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
+)
+
+// GroupOptions shape FollowGroup.
+type GroupOptions struct {
+	ChangesOptions
+	// Poll is the time between looks for a new version when there is
+	// none (default 1s): a LIST each, and one look in three a GET of the
+	// group's next state (another member's join or leave).
+	Poll time.Duration
+	// Lease is how long a member's claim lasts (default 30s): it renews
+	// it every third of it, and a member that has not renewed it for
+	// that long (killed, partitioned, stopped) loses its partitions to
+	// the others at their next renewal.
+	Lease time.Duration
+	// Partitions is how many partitions the units are hashed into, for a
+	// group that has no state yet (default table.DefaultGroupPartitions);
+	// a group keeps the number it was made with.
+	Partitions int
+	// From is where a group with no state yet starts: every change after
+	// it goes to the group's members. A group that exists goes on from
+	// its positions.
+	From uint64
+	// Until, when set, ends the follow (with no error) once the member's
+	// partitions are read through this version, or at once when it owns
+	// none.
+	Until uint64
+}
+
+// FollowGroup follows the table as member of consumer group group: the
+// units of change of each new version — each fragment it adds, with its
+// rows, and its deletes (with the rows a restore brings back) as one more
+// unit, which is the unit of its lowest added fragment when it adds any,
+// so that an upsert's deletes go with its first inserts — are hashed into
+// the group's partitions (table.GroupPartition), and the partitions are
+// spread over the live members (table.Group.Owner): each unit goes to one
+// member. It yields, as Follow does, the changes of its units version by
+// version (Change.Unit names each one's unit), then a ChangeThrough
+// marker, after which, once the loop body returns, it records its
+// partitions' positions in the group's next state.
+//
+// The group's state lives in the bucket (table.UpdateGroup: numbered
+// states, each created once); there is no coordinator. A member renews
+// its claim every Lease/3; one whose claim lapsed loses its partitions to
+// the others, and one that stops (the loop body stops, ctx ends) gives
+// them back at once. A member joining or leaving moves partitions; the
+// others see it within three looks.
+//
+// Delivery is once per position, as Follow's: a unit the member acted on
+// and had not recorded when it died is delivered again, to whichever
+// member owns its partition then, and a member stalled past its lease may
+// still hand out the units it was reading; a sink keyed by the version
+// and the unit takes each once. No unit is skipped: a partition's
+// position only ever moves to what a member delivered (see table.Group).
+// Garbage collection keeps what the group's slowest partition has not
+// read, as a named consumer's.
+func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts GroupOptions) iter.Seq2[Change, error] {
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
+	}
+	if opts.Partitions <= 0 {
+		opts.Partitions = table.DefaultGroupPartitions
+	}
+	return func(yield func(Change, error) bool) {
+		if err := table.CheckMemberName(member); err != nil {
+			yield(Change{}, err)
+			return
+		}
+		m := &groupMember{b: b, group: group, name: member, opts: opts}
+		if err := m.claim(ctx, nil); err != nil {
+			yield(Change{}, err)
+			return
+		}
+		defer m.leave(ctx)
+		for looks := 1; ; looks++ {
+			began := time.Now()
+			owned := m.g.Owned(member, began)
+			pos := make(map[int]uint64, len(owned))
+			from := uint64(1<<64 - 1)
+			for _, p := range owned {
+				pos[p] = m.g.Positions[p]
+				from = min(from, pos[p])
+			}
+			if opts.Until != 0 && from >= opts.Until {
+				return // read through Until, or owns nothing
+			}
+			latest, err := table.LatestVersion(ctx, b)
+			if err != nil {
+				yield(Change{}, err)
+				return
+			}
+			to := latest
+			if opts.Until != 0 {
+				to = min(to, opts.Until)
+			}
+			if len(owned) > 0 && to > from {
+				more, err := m.deliver(ctx, from, to, pos, yield)
+				if err != nil {
+					if more {
+						yield(Change{}, err)
+					}
+					return
+				}
+				if !more {
+					return
+				}
+				looks = 0
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				yield(Change{}, ctx.Err())
+				return
+			case <-time.After(opts.Poll - time.Since(began)):
+			}
+			switch {
+			case time.Since(m.renewed) >= opts.Lease/3:
+				err = m.claim(ctx, nil)
+			case looks%3 == 0:
+				var newer *table.Group
+				if newer, err = table.NewerGroupState(ctx, b, m.g); newer != nil {
+					m.g = newer
+				}
+			}
+			if err != nil {
+				yield(Change{}, err)
+				return
+			}
+		}
+	}
+}
+
+// groupMember is a member's view of its group.
+type groupMember struct {
+	b       blob.Bucket
+	group   string
+	name    string
+	opts    GroupOptions
+	g       *table.Group // the newest state it knows
+	renewed time.Time
+}
+
+// deliver yields the changes of the units of versions from+1 through to
+// in the partitions of pos that are after each one's position, and the
+// marker; then it records the positions. more is false when the loop
+// body stopped; err, a failure (not yet yielded).
+func (m *groupMember) deliver(ctx context.Context, from, to uint64, pos map[int]uint64, yield func(Change, error) bool) (more bool, err error) {
+	co := m.opts.ChangesOptions
+	n := m.g.Partitions
+	co.owns = func(v, u uint64) bool {
+		at, ok := pos[table.GroupPartition(v, u, n)]
+		return ok && v > at
+	}
+	for c, err := range Changes(ctx, m.b, from, to, co) {
+		if err != nil {
+			return true, err
+		}
+		if !yield(c, nil) {
+			return false, nil
+		}
+	}
+	more = yield(Change{Version: to, Kind: ChangeThrough}, nil)
+	// The body returned from the marker: every unit of these partitions
+	// through to was delivered, from positions the group held.
+	err = m.claim(ctx, func(g *table.Group) {
+		for p := range pos {
+			g.Positions[p] = max(g.Positions[p], to)
+		}
+	})
+	return more, err
+}
+
+// claim writes the group's next state with the member's claim renewed,
+// the lapsed members' dropped, and edit's changes.
+func (m *groupMember) claim(ctx context.Context, edit func(g *table.Group)) error {
+	now := time.Now()
+	fresh := func() *table.Group {
+		g := &table.Group{Partitions: m.opts.Partitions, Members: map[string]time.Time{}, Positions: make([]uint64, m.opts.Partitions)}
+		for i := range g.Positions {
+			g.Positions[i] = m.opts.From
+		}
+		return g
+	}
+	g, err := table.UpdateGroup(ctx, m.b, m.group, m.g, fresh, func(g *table.Group) bool {
+		for other, until := range g.Members {
+			if !now.Before(until) {
+				delete(g.Members, other)
+			}
+		}
+		g.Members[m.name] = now.Add(m.opts.Lease).UTC()
+		if edit != nil {
+			edit(g)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	m.g, m.renewed = g, now
+	return nil
+}
+
+// leave gives the member's partitions back: its claim is dropped from the
+// group's next state (even when ctx ended; best effort, for a few
+// seconds), so that the others take them at their next look.
+func (m *groupMember) leave(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = table.UpdateGroup(ctx, m.b, m.group, m.g, nil, func(g *table.Group) bool {
+		if _, ok := g.Members[m.name]; !ok {
+			return false
+		}
+		delete(g.Members, m.name)
+		return true
+	})
+}
+
+// emitOwned emits the units of version cur that owns says a group's member
+// reads, each alone so that its rows are known by their unit: the
+// version's deletes (and rows a restore brings back) as one, through
+// deletes, and each fragment it adds as another.
+func emitOwned(owns func(v, unit uint64) bool, cur *format.Manifest, emit func(uint64, ChangeKind, *format.Manifest, []format.Fragment, map[uint64][]uint32) bool,
+	deletes func(unit uint64) bool, added []format.Fragment, quietAdds bool) bool {
+	v := cur.Version
+	if u := deleteUnit(added); owns(v, u) && !deletes(u) {
+		return false
+	}
+	if quietAdds {
+		return true
+	}
+	for _, f := range added {
+		if owns(v, f.ID) && !emit(f.ID, ChangeInsert, cur, []format.Fragment{f}, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteUnit is the unit of change a version's deletes belong to: the
+// lowest id of the fragments it adds (an upsert's deletes go with its
+// inserts), or 0 when it adds none.
+func deleteUnit(added []format.Fragment) uint64 {
+	if len(added) == 0 {
+		return 0
+	}
+	u := added[0].ID
+	for _, f := range added[1:] {
+		u = min(u, f.ID)
+	}
+	return u
+}
