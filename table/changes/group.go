@@ -3,10 +3,16 @@ package changes
 import (
 	"context"
 	"iter"
+	"slices"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/format"
 )
 
@@ -246,6 +252,24 @@ func emitOwned(owns func(v, unit uint64) bool, cur *format.Manifest, emit func(u
 		}
 	}
 	return true
+}
+
+// WithUnitColumn returns rec (a change's rows, as WithChangeColumns makes
+// them) with the column _unit holding unit in every row: a group's
+// member's rows, named by what a sink keys them by with _version.
+func WithUnitColumn(rec arrow.RecordBatch, unit uint64, mem memory.Allocator) arrow.RecordBatch {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	ub := array.NewUint64Builder(mem)
+	defer ub.Release()
+	for range rec.NumRows() {
+		ub.Append(unit)
+	}
+	u := ub.NewArray()
+	defer u.Release()
+	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: evolve.UnitColumn, Type: arrow.PrimitiveTypes.Uint64})
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), append(slices.Clone(rec.Columns()), u), rec.NumRows())
 }
 
 // deleteUnit is the unit of change a version's deletes belong to: the

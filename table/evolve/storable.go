@@ -24,12 +24,15 @@ var ErrReservedName = errors.New("column name is reserved")
 const (
 	ChangeColumn  = "_change"
 	VersionColumn = "_version"
+	// UnitColumn is added by a consumer group's follow: the unit of
+	// change a row is of (changes.FollowGroup).
+	UnitColumn = "_unit"
 )
 
 // ReservedColumns are the names a table's columns cannot take: the change
 // feed (Changes, WithChangeColumns) adds them to every row it answers, and
 // a column of the same name would be shadowed there.
-var ReservedColumns = []string{ChangeColumn, VersionColumn}
+var ReservedColumns = []string{ChangeColumn, VersionColumn, UnitColumn}
 
 // ReservedNameError names a column that takes a reserved name.
 type ReservedNameError struct {
@@ -37,8 +40,9 @@ type ReservedNameError struct {
 }
 
 func (e *ReservedNameError) Error() string {
-	return fmt.Sprintf("table: column %q: the names %s are reserved for the columns the change feed adds; name the column otherwise",
-		e.Column, strings.Join(ReservedColumns, " and "))
+	n := len(ReservedColumns)
+	return fmt.Sprintf("table: column %q: the names %s and %s are reserved for the columns the change feed adds; name the column otherwise",
+		e.Column, strings.Join(ReservedColumns[:n-1], ", "), ReservedColumns[n-1])
 }
 
 // Is makes errors.Is(err, ErrReservedName) and errors.Is(err,

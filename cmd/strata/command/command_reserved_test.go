@@ -22,7 +22,7 @@ import (
 func TestAReservedColumnNameIsRefusedByCreateAndAlter(t *testing.T) {
 	dir := t.TempDir()
 	u := "file://" + dir + "/events"
-	const reserved = "the names _change and _version are reserved"
+	const reserved = "the names _change, _version and _unit are reserved"
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"fields":[{"name":"id","type":"int64"},{"name":"_version","type":"int64"}]}`), 0o644); err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ func readStats(c *cobra.Command, env *Env, url string) (_ TableStats, err error)
 	if st.Compaction, err = db.History(ctx, 5); err != nil {
 		return st, err
 	}
-	consumers, err := table.Consumers(ctx, b)
+	consumers, err := table.ConsumersAndGroups(ctx, b) // a group as "group NAME" at its slowest position
 	if err != nil {
 		return st, err
 	}
