@@ -33,6 +33,9 @@ const groupStatesKept = 8
 // partition of the units of change (GroupPartition) the version through
 // which every unit of that partition was delivered to a member.
 //
+// Each state gives every partition to a live member (Rebalance), moving
+// few when members come and go.
+//
 // Invariant: a partition's position only moves forward, and only to a
 // version through which a member delivered every unit of the partition
 // from a position the state held before; so every unit at or below a
@@ -46,6 +49,7 @@ type Group struct {
 	Partitions int                  `json:"partitions"`
 	Members    map[string]time.Time `json:"members"` // member: when its claim lapses
 	Positions  []uint64             `json:"positions"`
+	Owners     []string             `json:"owners"` // per partition: the member it is given to ("" none)
 	Updated    time.Time            `json:"updated"`
 	Writer     string               `json:"writer"` // a random id of the write, to know it again after a lost answer
 }
@@ -79,28 +83,78 @@ func (g *Group) Live(now time.Time) []string {
 	return out
 }
 
-// Owner is the member partition p is given to at now: the live members
-// in name order take the partitions in turn ("" when none is live).
+// Owner is the member partition p is given to, when it is live at now
+// ("" when none is).
 func (g *Group) Owner(p int, now time.Time) string {
-	live := g.Live(now)
-	if len(live) == 0 {
+	if p >= len(g.Owners) || !now.Before(g.Members[g.Owners[p]]) {
 		return ""
 	}
-	return live[p%len(live)]
+	return g.Owners[p]
 }
 
 // Owned is the partitions member owns at now.
 func (g *Group) Owned(member string, now time.Time) []int {
-	live := g.Live(now)
-	i := slices.Index(live, member)
-	if i < 0 {
-		return nil
-	}
 	var out []int
-	for p := i; p < g.Partitions; p += len(live) {
-		out = append(out, p)
+	for p := range g.Owners {
+		if g.Owners[p] == member && g.Owner(p, now) == member {
+			out = append(out, p)
+		}
 	}
 	return out
+}
+
+// Rebalance gives the partitions to the members live at now, moving as
+// few as it can: a lapsed member's go to the live ones with the fewest,
+// and a member over its share (the partitions divided by the members,
+// one more for as many as the division leaves over, those holding most
+// first) gives the excess back to the others. Each member then holds its
+// share, within one of the others'.
+func (g *Group) Rebalance(now time.Time) {
+	if len(g.Owners) != g.Partitions {
+		g.Owners = make([]string, g.Partitions)
+	}
+	live := g.Live(now)
+	count := make(map[string]int, len(live))
+	for _, m := range live {
+		count[m] = 0
+	}
+	for p, o := range g.Owners {
+		if _, ok := count[o]; ok {
+			count[o]++
+		} else {
+			g.Owners[p] = ""
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	order := slices.Clone(live)
+	slices.SortStableFunc(order, func(a, b string) int { return count[b] - count[a] })
+	share := make(map[string]int, len(live))
+	for i, m := range order {
+		share[m] = g.Partitions / len(live)
+		if i < g.Partitions%len(live) {
+			share[m]++
+		}
+	}
+	for p := len(g.Owners) - 1; p >= 0; p-- {
+		if o := g.Owners[p]; o != "" && count[o] > share[o] {
+			g.Owners[p] = ""
+			count[o]--
+		}
+	}
+	for p, o := range g.Owners {
+		if o != "" {
+			continue
+		}
+		for _, m := range order {
+			if count[m] < share[m] {
+				g.Owners[p] = m
+				count[m]++
+				break
+			}
+		}
+	}
 }
 
 // Slowest is the lowest position of the group's partitions: every change
@@ -116,6 +170,7 @@ func (g *Group) clone() *Group {
 		c.Members[m] = t
 	}
 	c.Positions = slices.Clone(g.Positions)
+	c.Owners = slices.Clone(g.Owners)
 	return &c
 }
 

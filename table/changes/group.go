@@ -48,8 +48,8 @@ type GroupOptions struct {
 // unit, which is the unit of its lowest added fragment when it adds any,
 // so that an upsert's deletes go with its first inserts — are hashed into
 // the group's partitions (table.GroupPartition), and the partitions are
-// spread over the live members (table.Group.Owner): each unit goes to one
-// member. It yields, as Follow does, the changes of its units version by
+// given to the live members, moving few as members come and go
+// (table.Group.Rebalance): each unit goes to one member. It yields, as Follow does, the changes of its units version by
 // version (Change.Unit names each one's unit), then a ChangeThrough
 // marker, after which, once the loop body returns, it records its
 // partitions' positions in the group's next state.
@@ -92,6 +92,15 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 		defer m.leave(ctx)
 		for looks := 1; ; looks++ {
 			began := time.Now()
+			// A claim due (a busy member, or one stopped for a while)
+			// is renewed before a run: the run then reads the group as
+			// it is now, not as it was before the stop.
+			if time.Since(m.renewed) >= opts.Lease/3 {
+				if err := m.claim(ctx, nil); err != nil {
+					yield(Change{}, err)
+					return
+				}
+			}
 			owned := m.g.Owned(member, began)
 			pos := make(map[int]uint64, len(owned))
 			from := uint64(1<<64 - 1)
@@ -131,10 +140,7 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 				return
 			case <-time.After(opts.Poll - time.Since(began)):
 			}
-			switch {
-			case time.Since(m.renewed) >= opts.Lease/3:
-				err = m.claim(ctx, nil)
-			case looks%3 == 0:
+			if looks%3 == 0 && time.Since(m.renewed) < opts.Lease/3 {
 				var newer *table.Group
 				if newer, err = table.NewerGroupState(ctx, b, m.g); newer != nil {
 					m.g = newer
@@ -206,6 +212,7 @@ func (m *groupMember) claim(ctx context.Context, edit func(g *table.Group)) erro
 			}
 		}
 		g.Members[m.name] = now.Add(m.opts.Lease).UTC()
+		g.Rebalance(now)
 		if edit != nil {
 			edit(g)
 		}
@@ -229,6 +236,7 @@ func (m *groupMember) leave(ctx context.Context) {
 			return false
 		}
 		delete(g.Members, m.name)
+		g.Rebalance(time.Now())
 		return true
 	})
 }
