@@ -14,16 +14,8 @@ import (
 	"github.com/stratadb/strata/table/evolve"
 )
 
-func newFollow(env *Env) *cobra.Command {
-	var columns, format, consumer, filter, group, member string
-	var from uint64
-	var poll, lease time.Duration
-	var partitions int
-	var exitIdle bool
-	c := &cobra.Command{
-		Use:   "follow URL",
-		Short: "Print the rows inserted and deleted as versions land, and wait for more",
-		Long: `follow prints the changes after --from (or after the named consumer's
+// followLong is follow's help.
+const followLong = `follow prints the changes after --from (or after the named consumer's
 position) as strata changes does, then waits for the next version, looking
 every --poll (one request each), until it is stopped (or, with
 --exit-when-idle, once it has caught up).
@@ -50,7 +42,18 @@ it back at once. A unit printed and not yet recorded when its member died
 is printed again by the member that takes it over: a sink keyed by
 _version and _unit takes it once. A group that does not exist yet starts
 after --from (the table's creation without it); one that exists goes on
-from its positions. docs/format.md has the group's objects.`,
+from its positions. docs/format.md has the group's objects.`
+
+func newFollow(env *Env) *cobra.Command {
+	var columns, format, consumer, filter, group, member string
+	var from uint64
+	var poll, lease time.Duration
+	var partitions int
+	var exitIdle bool
+	c := &cobra.Command{
+		Use:   "follow URL",
+		Short: "Print the rows inserted and deleted as versions land, and wait for more",
+		Long:  followLong,
 		Example: `  strata follow file://./strata-demo/rollouts --from 0 --columns id,reward
   strata follow file://./strata-demo/rollouts --consumer trainer --exit-when-idle
   strata follow file://./strata-demo/rollouts --group learners --member rank-0`,
