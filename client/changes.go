@@ -94,3 +94,60 @@ func (c *Client) Consumers(ctx context.Context, name string) ([]api.Consumer, er
 func (c *Client) DeleteConsumer(ctx context.Context, name, consumer string) error {
 	return c.call(ctx, http.MethodDelete, c.url(name, "/consumers/"+url.PathEscape(consumer), nil), "", nil, "").none()
 }
+
+// GroupOptions shape a consumer group member's read (GroupChanges).
+type GroupOptions struct {
+	// Ack is the previous read's ack, once done with its rows: the group
+	// records it.
+	Ack string
+	// Wait, when nothing is new in the member's share, waits up to this
+	// long for it (at most a minute, and half the lease).
+	Wait time.Duration
+	// Lease is how long the member's claim lasts without a read (0: the
+	// server's 60s).
+	Lease   time.Duration
+	Columns []string
+	Filter  string
+}
+
+// GroupChanges reads member's share of consumer group's changes (GET
+// …/changes?group=): the rows of the units of change its partitions hold
+// after their positions, each with _change, _version and _unit, and the
+// ack to send back with the next read once done with them ("" when the
+// answer covers nothing). The caller releases the batches. A read cut
+// short is not acknowledged: its units come again.
+func (c *Client) GroupChanges(ctx context.Context, name, group, member string, o GroupOptions) ([]arrow.RecordBatch, string, error) {
+	q := url.Values{"group": {group}, "member": {member}}
+	if o.Ack != "" {
+		q.Set("ack", o.Ack)
+	}
+	if o.Wait > 0 {
+		q.Set("wait", o.Wait.String())
+	}
+	if o.Lease > 0 {
+		q.Set("lease", o.Lease.String())
+	}
+	if len(o.Columns) > 0 {
+		q.Set("columns", api.ColumnList(o.Columns))
+	}
+	if o.Filter != "" {
+		q.Set("filter", o.Filter)
+	}
+	r := c.call(ctx, http.MethodGet, c.url(name, "/changes", q), "", nil, api.ArrowStream)
+	var ack string
+	if r.err == nil {
+		ack = r.resp.Header.Get("Strata-Group-Ack")
+	}
+	recs, err := collect(r.stream)
+	if err != nil {
+		return nil, "", err
+	}
+	return recs, ack, nil
+}
+
+// LeaveGroup drops member from consumer group (DELETE
+// …/groups/{group}/members/{member}): its partitions go to the others at
+// once.
+func (c *Client) LeaveGroup(ctx context.Context, name, group, member string) error {
+	return c.call(ctx, http.MethodDelete, c.url(name, "/groups/"+url.PathEscape(group)+"/members/"+url.PathEscape(member), nil), "", nil, "").none()
+}

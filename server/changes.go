@@ -31,9 +31,13 @@ import (
 // consumer's position; from_as_of= and to_as_of= name the bounds by time
 // (the versions as of those times). With wait=, when no version is past from, it waits
 // up to that long (at most a minute) for one, looking every 100ms, and
-// answers no rows, naming from, if none lands: a long poll.
+// answers no rows, naming from, if none lands: a long poll. group= reads
+// a consumer group's member's share instead (groupChanges).
 func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	q := r.URL.Query()
+	if q.Has("group") {
+		return s.groupChanges(w, r, t)
+	}
 	from, err := s.changesFrom(r, t)
 	if err != nil {
 		return err

@@ -22,7 +22,7 @@ func TestAReservedColumnNameIsRefusedOverHTTP(t *testing.T) {
 		t.Helper()
 		var ae *client.Error
 		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, `column "`+column+`"`) ||
-			!strings.Contains(ae.Message, "the names _change and _version are reserved") {
+			!strings.Contains(ae.Message, "the names _change, _version and _unit are reserved") {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}

@@ -525,12 +525,28 @@ class Client:
         return list(_lines(resp)), through
 
     def follow(self, name: str, consumer: Optional[str] = None, from_version: Optional[int] = None, wait: float = 30,
-               columns: Optional[Sequence[str]] = None, filter: Optional[str] = None) -> Iterator[Dict[str, Any]]:
+               columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
+               group: Optional[str] = None, member: Optional[str] = None, lease: float = 60) -> Iterator[Dict[str, Any]]:
         """Yield ``(rows, through)`` as versions land, forever: each a run of
         changes and the version read through (``rows`` may be empty). With
         ``consumer`` it starts after the consumer's position (``from_version``
         when it has none) and records the new position once the caller asks for
-        the next run — having done what it does with this one."""
+        the next run — having done what it does with this one.
+
+        With ``group`` and ``member`` it follows as that member of a consumer
+        group: the group's members split the units of change of each new
+        version between them (see ``group_changes``), each row with ``_unit``;
+        a run is acknowledged when the caller asks for the next, and the member
+        leaves the group (its share going to the others at once) when the
+        generator is closed. A member that asks nothing for ``lease`` seconds
+        loses its share to the others; a unit it had not acknowledged comes
+        again to whichever member takes it (a sink keyed by ``_version`` and
+        ``_unit`` takes it once)."""
+        if group is not None or member is not None:
+            if group is None or member is None or consumer is not None:
+                raise ValueError("follow: group and member go together, without consumer")
+            yield from self._follow_group(name, group, member, wait, columns, filter, lease)
+            return
         position = from_version
         if consumer is not None:
             known = {c["name"]: c["version"] for c in self.consumers(name)}
@@ -545,6 +561,51 @@ class Client:
                 if consumer is not None and through > position:
                     self.set_consumer(name, consumer, through)
             position = max(position, through)
+
+    def _follow_group(self, name, group, member, wait, columns, filter, lease):
+        ack = None
+        try:
+            while True:
+                rows, through, ack = self.group_changes(name, group, member, ack=ack, wait=wait, columns=columns,
+                                                        filter=filter, lease=lease)
+                if rows or ack:
+                    yield rows, through
+        finally:
+            try:
+                self.leave_group(name, group, member)
+            except StrataError:
+                pass
+
+    def group_changes(self, name: str, group: str, member: str, ack: Optional[str] = None, wait: Optional[float] = None,
+                      columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
+                      lease: Optional[float] = None) -> Tuple[List[Dict[str, Any]], int, Optional[str]]:
+        """One read of ``member``'s share of consumer group ``group``'s changes:
+        ``(rows, through, ack)``. The rows are those of the units of change
+        (each fragment a version adds, and its deletes) its partitions hold
+        after their positions, with ``_change``, ``_version`` and ``_unit``;
+        ``ack`` is what to send back with the next read once done with them
+        (None when the answer covers nothing): the group records it then. The
+        first read joins the group; ``lease`` (seconds, default 60) is how long
+        the claim lasts without a read."""
+        query = {"format": "jsonl", "group": group, "member": member, "ack": ack}
+        if wait:
+            query["wait"] = "%gs" % wait
+        if lease:
+            query["lease"] = "%gs" % lease
+        if columns:
+            query["columns"] = _column_list(columns)
+        if filter:
+            query["filter"] = filter
+        resp = self._open("GET", self._table(name, "/changes"), query, accept=NDJSON)
+        through = int(resp.headers.get("Strata-Version", "0"))
+        next_ack = resp.headers.get("Strata-Group-Ack") or None
+        return list(_lines(resp)), through, next_ack
+
+    def leave_group(self, name: str, group: str, member: str) -> None:
+        """``member`` leaves consumer group ``group``: its share goes to the
+        others at once."""
+        self._json("DELETE", self._table(name, "/groups/%s/members/%s" % (urllib.parse.quote(group, safe=""),
+                                                                            urllib.parse.quote(member, safe=""))))
 
     def consumers(self, name: str) -> Any:
         """The named consumers: ``{"name", "version", "updated", "lag_versions"}``."""

@@ -1,0 +1,73 @@
+"""A consumer group's members over HTTP from Python, against a real
+``strata serve`` on a folder."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from strata_client import Client  # noqa: E402
+from test_client import free_port, strata_binary, wait_up  # noqa: E402
+
+
+class GroupTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="strata-py-groups-")
+        port = free_port()
+        cls.log = open(os.path.join(cls.tmp, "serve.log"), "wb")
+        cls.proc = subprocess.Popen(
+            [strata_binary(cls.tmp), "serve", "--bucket", "file://" + os.path.join(cls.tmp, "tables"),
+             "--listen", f"127.0.0.1:{port}", "--flush-interval", "1h", "--merge-interval", "1h"],
+            stdout=subprocess.DEVNULL, stderr=cls.log)
+        wait_up(f"http://127.0.0.1:{port}")
+        cls.c = Client(f"http://127.0.0.1:{port}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        cls.proc.terminate()
+        cls.proc.wait(timeout=30)
+        cls.log.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_members_share_the_changes_and_follow_leaves_on_close(self):
+        c = self.c
+        c.create_table("events", [{"name": "id", "type": "int64"}])
+        for start in range(0, 40, 10):
+            c.append("events", [{"id": i} for i in range(start, start + 10)])
+            c.checkpoint_lsm("events")
+        a_rows, _, a_ack = c.group_changes("events", "g", "a")  # alone: all
+        self.assertEqual(sorted(r["id"] for r in a_rows), list(range(40)))
+        self.assertTrue(all("_unit" in r and r["_change"] == "insert" for r in a_rows))
+        rows, _, a_ack = c.group_changes("events", "g", "a", ack=a_ack)  # done with them: recorded
+        self.assertEqual((rows, a_ack), ([], None))
+        for start in range(40, 100, 10):
+            c.append("events", [{"id": i} for i in range(start, start + 10)])
+            c.checkpoint_lsm("events")
+        b_rows, _, b_ack = c.group_changes("events", "g", "b")  # joins: its share
+        a_rows, _, a_ack = c.group_changes("events", "g", "a", ack=a_ack)  # a's acknowledged: the rest
+        seen = sorted(r["id"] for r in a_rows + b_rows)
+        self.assertEqual(seen, list(range(40, 100)))  # each new row once (no lapse, no crash)
+        self.assertTrue(a_rows and b_rows)
+        c.group_changes("events", "g", "b", ack=b_ack)
+        c.group_changes("events", "g", "a", ack=a_ack)
+        # A follow as member a, closed after one run, leaves: b then owns
+        # every partition.
+        c.append("events", [{"id": i} for i in range(100, 110)])
+        c.checkpoint_lsm("events")
+        run = c.follow("events", group="g", member="a", wait=1)
+        rows, through = next(run)
+        run.close()
+        b_rows, _, b_ack = c.group_changes("events", "g", "b")
+        self.assertEqual(sorted(r["id"] for r in rows + b_rows), list(range(100, 110)))
+        with self.assertRaises(ValueError):
+            next(c.follow("events", group="g"))
+
+
+if __name__ == "__main__":
+    unittest.main()

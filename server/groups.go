@@ -1,0 +1,114 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/changes"
+	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
+)
+
+// groupChanges answers GET …/changes?group=G&member=M[&ack=SHARE][&wait=D]
+// [&lease=D]: member M's share of consumer group G's changes
+// (changes.ReadGroupShare), each row with _change, _version and _unit, as
+// Arrow or JSON lines. The Strata-Group-Ack header is the share the
+// answer covers: the member sends it back as ack= with its next request,
+// once done with the rows, and the group records it then; an answer cut
+// short is not acknowledged, and its units come again. A member renews
+// its claim with each request: one that asks no more for lease= (60s by
+// default) loses its partitions to the others. DELETE
+// …/groups/{group}/members/{member} gives them back at once.
+func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	q := r.URL.Query()
+	for _, p := range []string{"from", "from_as_of", "consumer", "to", "to_as_of", "limit"} {
+		if q.Has(p) {
+			return badRequest("%s= is not for a group's member, whose share starts at its partitions' positions and ends at the latest version", p)
+		}
+	}
+	group, member := q.Get("group"), q.Get("member")
+	if member == "" {
+		return badRequest("group= needs member=NAME")
+	}
+	opts := changes.GroupOptions{Lease: time.Minute, ChangesOptions: changes.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}}
+	var err error
+	if v := q.Get("lease"); v != "" {
+		if opts.Lease, err = time.ParseDuration(v); err != nil || opts.Lease < time.Second {
+			return badRequest("lease=%q: want a duration of at least 1s", v)
+		}
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		if wait, err = time.ParseDuration(v); err != nil || wait < 0 {
+			return badRequest("wait=%q: want a duration such as 30s", v)
+		}
+		wait = min(wait, maxChangesWait, opts.Lease/2)
+	}
+	var done *changes.GroupShare
+	if v := q.Get("ack"); v != "" {
+		share, err := changes.ParseGroupShare(v)
+		if err != nil {
+			return badRequest("ack=: %v", err)
+		}
+		done = &share
+	}
+	if c := q.Get("columns"); c != "" {
+		if opts.Columns, err = expr.ParseColumns(c); err != nil {
+			return badRequest("%v", err)
+		}
+	}
+	if f := q.Get("filter"); f != "" {
+		if opts.Filter, err = expr.ParseFilter(f); err != nil {
+			return badRequest("%v", err)
+		}
+	}
+	gr, err := changes.ReadGroupShare(r.Context(), t.b, group, member, opts, done, wait)
+	if err != nil {
+		return err
+	}
+	// Every version's rows in the schema of the last one the answer
+	// covers (the latest when nothing is new).
+	m, err := table.ReadLatest(r.Context(), t.b)
+	if gr.Share.Through != 0 {
+		m, err = table.ReadManifest(r.Context(), t.b, gr.Share.Through)
+	}
+	if err != nil {
+		return err
+	}
+	schema, err := table.NewSnapshot(t.b, m).ScanSchema(table.ScanOptions{Columns: opts.Columns})
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	co := opts.ChangesOptions
+	co.As = m.Schema()
+	schema = arrow.NewSchema(append(schema.Fields(),
+		arrow.Field{Name: evolve.ChangeColumn, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: evolve.VersionColumn, Type: arrow.PrimitiveTypes.Uint64},
+		arrow.Field{Name: evolve.UnitColumn, Type: arrow.PrimitiveTypes.Uint64}), nil)
+	holds := s.budget.newHolds()
+	co.Memory = &scanMemory{b: s.budget}
+	release, err := holds.hold(r.Context(), scanHold)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if len(gr.Share.Partitions) > 0 {
+		w.Header().Set("Strata-Group-Ack", gr.Share.String())
+		w.Header().Set("Strata-Version", strconv.FormatUint(gr.Share.Through, 10))
+	}
+	return s.writeRows(w, r, schema, -1, changes.GroupRows(gr.Changes(r.Context(), co), nil))
+}
+
+// leaveGroup answers DELETE …/groups/{group}/members/{member}: the member
+// leaves, its partitions going to the others at once (204).
+func (s *Server) leaveGroup(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if err := changes.LeaveGroup(r.Context(), t.b, r.PathValue("group"), r.PathValue("member")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
