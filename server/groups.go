@@ -106,7 +106,7 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 // leaveGroup answers DELETE …/groups/{group}/members/{member}: the member
 // leaves, its partitions going to the others at once (204).
 func (s *Server) leaveGroup(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	if err := changes.LeaveGroup(r.Context(), t.b, r.PathValue("group"), r.PathValue("member")); err != nil {
+	if err := changes.LeaveGroup(r.Context(), t.b, r.PathValue("group"), r.PathValue("member"), nil); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -271,6 +271,9 @@ func (w *world) finish() error {
 	if err := w.finishFollowers(); err != nil {
 		return err
 	}
+	if err := w.finishGroup(); err != nil {
+		return err
+	}
 	w.clock.Advance(3 * time.Hour)
 	final, _ := engine.OpenNew(w.store, &engine.Options{Name: "sim", Writer: "gc-final", Now: w.clock.Now, Log: slog.New(slog.DiscardHandler)})
 	if _, err := final.GC(w.ctx, engine.GCOptions{Policy: &compactor.GCPolicy{KeepVersions: 1}, Now: w.clock.Now()}); err != nil {

@@ -161,6 +161,7 @@ const (
 	kFollower
 	kUpserter
 	kAlterer
+	kGroupMember
 )
 
 type actor struct {
@@ -250,6 +251,8 @@ type world struct {
 	// Setup, from the seed.
 	shards, directs, compactors int
 	fleets, deleters, followers int
+	members                     int         // consumer group members
+	group                       *groupState // their group's sink
 	upserters                   int
 	alterers                    int
 	pFault, pCrash, pPreempt    float64
@@ -370,6 +373,8 @@ func newWorld(ctx context.Context, cfg Config) *world {
 	add(kUpserter, "upserter", w.upserters)
 	w.alterers = rng.IntN(2)
 	add(kAlterer, "alterer", w.alterers)
+	w.members, w.group = int(mix(cfg.Seed^0x9c0d)%4), newGroupState() // group members: a stream of their own too
+	add(kGroupMember, "member", w.members)
 	// Shard upserts draw from a stream of their own, so that seeds that
 	// found defects before they existed run as they did.
 	w.shardUpserts = w.upserters > 0 && mix(cfg.Seed^0x613e)%2 == 0
@@ -383,7 +388,7 @@ func newWorld(ctx context.Context, cfg Config) *world {
 			a.follow = &follower{rows: map[int64]int{}}
 		}
 	}
-	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers; %d upserters; %d schema changers; shards upsert: %v; replicas: %v", keyed, w.followers, w.upserters, w.alterers, w.shardUpserts, w.replicas)
+	w.rep.Setup += fmt.Sprintf("; %d appenders name their appends and retry them; %d followers; %d upserters; %d schema changers; shards upsert: %v; replicas: %v; %d group members", keyed, w.followers, w.upserters, w.alterers, w.shardUpserts, w.replicas, w.members)
 	w.shardRows = make([]map[int64]bool, w.shards)
 	for i := range w.shardRows {
 		w.shardRows[i] = map[int64]bool{}
@@ -430,6 +435,11 @@ func (w *world) run() error {
 	if _, err := commit.Create(w.ctx, w.store, schema, nil, nil); err != nil {
 		return err
 	}
+	if w.members > 0 {
+		if err := w.startGroup(); err != nil {
+			return err
+		}
+	}
 	for _, a := range w.actors {
 		w.newBucket(a)
 	}
@@ -454,7 +464,7 @@ func (w *world) run() error {
 // pickTop chooses the actor of the next top-level step; writers come
 // up most often.
 func (w *world) pickTop() *actor {
-	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2, kFollower: 2, kUpserter: 4, kAlterer: 1}
+	weights := map[actorKind]int{kShard: 10, kDirect: 6, kCompactor: 3, kGC: 2, kReader: 3, kFencer: 1, kFleet: 3, kDeleter: 2, kFollower: 2, kUpserter: 4, kAlterer: 1, kGroupMember: 2}
 	total := 0
 	for _, a := range w.actors {
 		total += weights[a.kind]
@@ -472,7 +482,7 @@ func (w *world) now() int64 { return w.clockT.Add(1) }
 
 // runOp runs one operation of a and records it.
 func (w *world) runOp(a *actor) {
-	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter || a.kind == kFollower || a.kind == kUpserter || a.kind == kAlterer) {
+	if a.restart && (a.kind == kDirect || a.kind == kCompactor || a.kind == kDeleter || a.kind == kFollower || a.kind == kUpserter || a.kind == kAlterer || a.kind == kGroupMember) {
 		// A new process: a fresh view of the store, a new writer name.
 		a.inc++
 		w.newBucket(a)
@@ -541,6 +551,8 @@ func (w *world) do(a *actor, rec *opRecord) (string, string) {
 	case kAlterer:
 		rec.commits, rec.conserves = true, true
 		return w.alterOp(a)
+	case kGroupMember:
+		return w.groupOp(a)
 	default:
 		return w.fenceOp()
 	}

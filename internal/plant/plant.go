@@ -60,7 +60,11 @@ const (
 	// copy whose name the table records nor records the names it
 	// installs, so a retry that reached another shard is stored twice.
 	MergeIgnoresNames = "a merge installs every copy of a named append"
+	// GroupRecordsEveryPartition: a consumer group's member records the
+	// version it read through for every partition, not only those it
+	// read, so units other members had yet to read are skipped.
+	GroupRecordsEveryPartition = "a group member records partitions it did not read"
 )
 
 // All lists every defect.
-var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys, ColumnsByPosition, FlushKeepsFirstUpsert, ShardSkipsSchemaCheck, MergeIgnoresNames}
+var All = []string{MergeForgetsWatermark, GCWithoutSafetyAge, BlindRetry, FleetMergeSkipsAGeneration, RewriteOverDelete, NamesForgotten, FleetReadSkipsTheNewestEntry, ChangesRepeatDeletes, UpsertIgnoresLandedKeys, ColumnsByPosition, FlushKeepsFirstUpsert, ShardSkipsSchemaCheck, MergeIgnoresNames, GroupRecordsEveryPartition}

@@ -3,6 +3,7 @@ package changes
 import (
 	"context"
 	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/stratadb/strata/blob"
+	"github.com/stratadb/strata/internal/plant"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/format"
@@ -40,6 +42,16 @@ type GroupOptions struct {
 	// partitions are read through this version, or at once when it owns
 	// none.
 	Until uint64
+	// Now is the clock the claims are made and judged by (default
+	// time.Now).
+	Now func() time.Time
+}
+
+func (m *groupMember) now() time.Time {
+	if m.opts.Now != nil {
+		return m.opts.Now()
+	}
+	return time.Now()
 }
 
 // FollowGroup follows the table as member of consumer group group: the
@@ -95,13 +107,13 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 			// A claim due (a busy member, or one stopped for a while)
 			// is renewed before a run: the run then reads the group as
 			// it is now, not as it was before the stop.
-			if time.Since(m.renewed) >= opts.Lease/3 {
+			if m.now().Sub(m.renewed) >= opts.Lease/3 {
 				if err := m.claim(ctx, nil); err != nil {
 					yield(Change{}, err)
 					return
 				}
 			}
-			owned := m.g.Owned(member, began)
+			owned := m.g.Owned(member, m.now())
 			pos := make(map[int]uint64, len(owned))
 			from := uint64(1<<64 - 1)
 			for _, p := range owned {
@@ -140,7 +152,7 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 				return
 			case <-time.After(opts.Poll - time.Since(began)):
 			}
-			if looks%3 == 0 && time.Since(m.renewed) < opts.Lease/3 {
+			if looks%3 == 0 && m.now().Sub(m.renewed) < opts.Lease/3 {
 				var newer *table.Group
 				if newer, err = table.NewerGroupState(ctx, b, m.g); newer != nil {
 					m.g = newer
@@ -186,18 +198,30 @@ func (m *groupMember) deliver(ctx context.Context, from, to uint64, pos map[int]
 	more = yield(Change{Version: to, Kind: ChangeThrough}, nil)
 	// The body returned from the marker: every unit of these partitions
 	// through to was delivered, from positions the group held.
-	err = m.claim(ctx, func(g *table.Group) {
-		for p := range pos {
-			g.Positions[p] = max(g.Positions[p], to)
-		}
-	})
+	err = m.claim(ctx, func(g *table.Group) { record(g, slices.Collect(maps.Keys(pos)), to) })
 	return more, err
+}
+
+// record moves the positions of partitions to through: their units
+// through it were delivered.
+func record(g *table.Group, partitions []int, through uint64) {
+	if plant.On(plant.GroupRecordsEveryPartition) {
+		partitions = make([]int, len(g.Positions))
+		for p := range partitions {
+			partitions[p] = p
+		}
+	}
+	for _, p := range partitions {
+		if p >= 0 && p < len(g.Positions) {
+			g.Positions[p] = max(g.Positions[p], through)
+		}
+	}
 }
 
 // claim writes the group's next state with the member's claim renewed,
 // the lapsed members' dropped, and edit's changes.
 func (m *groupMember) claim(ctx context.Context, edit func(g *table.Group)) error {
-	now := time.Now()
+	now := m.now()
 	fresh := func() *table.Group {
 		g := &table.Group{Partitions: m.opts.Partitions, Members: map[string]time.Time{}, Positions: make([]uint64, m.opts.Partitions)}
 		for i := range g.Positions {
@@ -231,14 +255,19 @@ func (m *groupMember) claim(ctx context.Context, edit func(g *table.Group)) erro
 func (m *groupMember) leave(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, _ = table.UpdateGroup(ctx, m.b, m.group, m.g, nil, func(g *table.Group) bool {
+	_ = m.leaveErr(ctx)
+}
+
+func (m *groupMember) leaveErr(ctx context.Context) error {
+	_, err := table.UpdateGroup(ctx, m.b, m.group, m.g, nil, func(g *table.Group) bool {
 		if _, ok := g.Members[m.name]; !ok {
 			return false
 		}
 		delete(g.Members, m.name)
-		g.Rebalance(time.Now())
+		g.Rebalance(m.now())
 		return true
 	})
+	return err
 }
 
 // emitOwned emits the units of version cur that owns says a group's member
