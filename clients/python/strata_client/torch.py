@@ -48,7 +48,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from . import Client
 
-__all__ = ["TableDataset"]
+__all__ = ["TableDataset", "StreamDataset"]
 
 _Slice = Tuple[int, int, int]  # fragment id, first offset, end offset
 
@@ -245,6 +245,67 @@ class TableDataset(IterableDataset):
                 self._done.add((f, lo, hi))
             else:
                 self._taken[(f, lo)] = self._taken.get((f, lo), 0) + n
+
+
+class StreamDataset(IterableDataset):
+    """The rows a table gains, as they land, for online learning: each rank
+    (and each of its DataLoader workers) follows the table as a member of
+    consumer group ``group`` (named ``rank-R``, or ``rank-R-wW`` in worker W),
+    so that every new row goes to one of them. Yields batches of up to
+    ``batch_size`` inserted rows as ``TableDataset`` does (a run's last batch
+    may be short, so that rows wait no longer than a run), forever. A run is
+    acknowledged to the group when the next is asked for — after its batches
+    were taken — so a rank that dies has its unacknowledged rows read again
+    by the member that takes its share over (after ``lease`` seconds), and a
+    rank stopped cleanly (the iterator closed) gives its share back at once.
+    Deleted rows are not yielded."""
+
+    def __init__(self, client: Client, table: str, group: str, columns: Optional[Sequence[str]] = None,
+                 filter: Optional[str] = None, batch_size: int = 1024, wait: float = 30, lease: float = 60,
+                 rank: Optional[int] = None, world_size: Optional[int] = None) -> None:
+        super().__init__()
+        self.table, self.group, self.columns, self.filter = table, group, list(columns) if columns else None, filter
+        self.batch_size, self.wait, self.lease = batch_size, wait, lease
+        self.rank, self.world_size = _rank(rank, world_size)
+        self._settings = dict(base_url=client.base, token=client.token, timeout=max(client.timeout, wait + 30),
+                              retries=client.retries, retry_for=client.retry_for)
+
+    def member(self) -> str:
+        """This process's member name in the group."""
+        info = get_worker_info()
+        return f"rank-{self.rank}" + ("" if info is None else f"-w{info.id}")
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        client = Client(**self._settings, own_writes=False)
+        run = client.follow(self.table, group=self.group, member=self.member(), wait=self.wait,
+                            columns=self.columns, filter=self.filter, lease=self.lease)
+        try:
+            for rows, _ in run:
+                inserted = [r for r in rows if r.get("_change") == "insert"]
+                for at in range(0, len(inserted), self.batch_size):
+                    yield _row_batch(inserted[at:at + self.batch_size])
+        finally:
+            run.close()  # leaves the group
+            client.close()
+
+
+def _row_batch(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Rows (dicts from JSON lines) as a batch: integers, floats (a null as
+    NaN) and booleans as tensors, other values (and integers with nulls) as
+    lists."""
+    out = {}
+    for name in rows[0]:
+        if name in ("_change",):
+            continue
+        vals = [r.get(name) for r in rows]
+        kinds = {type(v) for v in vals}
+        if kinds == {bool} or kinds == {int}:
+            out[name] = torch.tensor(vals)
+        elif float in kinds and kinds <= {int, float, type(None)}:  # a float column: a null as NaN
+            out[name] = torch.tensor([float("nan") if v is None else float(v) for v in vals], dtype=torch.float64)
+        else:
+            out[name] = vals
+    return out
 
 
 class _Loader:
