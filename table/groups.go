@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,7 +182,7 @@ func ReadGroup(ctx context.Context, b blob.Bucket, name string) (*Group, error) 
 		return nil, err
 	}
 	for range 5 {
-		newest, err := newestGroupKey(ctx, b, name)
+		newest, err := newestGroupKey(ctx, b, name, "")
 		if err != nil {
 			return nil, err
 		}
@@ -197,9 +198,11 @@ func ReadGroup(ctx context.Context, b blob.Bucket, name string) (*Group, error) 
 	return nil, fmt.Errorf("table: group %q: its states change faster than they are listed", name)
 }
 
-// newestGroupKey is the key of group name's newest state ("" when none).
-func newestGroupKey(ctx context.Context, b blob.Bucket, name string) (string, error) {
-	var newest string
+// newestGroupKey is the key of group name's newest state ("" when none),
+// at least (when not "") since: the newest listed, then the states after
+// it found by name (a listing may lag behind the newest creates).
+func newestGroupKey(ctx context.Context, b blob.Bucket, name, since string) (string, error) {
+	newest := since
 	for o, err := range blob.List(ctx, b, GroupsDir+name+"/", 0) {
 		if err != nil {
 			return "", err
@@ -208,7 +211,22 @@ func newestGroupKey(ctx context.Context, b blob.Bucket, name string) (string, er
 			newest = o.Key
 		}
 	}
-	return newest, nil
+	if newest == "" {
+		return "", nil
+	}
+	seq, err := strconv.ParseUint(strings.TrimSuffix(newest[strings.LastIndexByte(newest, '/')+1:], ".json"), 10, 64)
+	if err != nil {
+		return "", format.Corrupt(newest, "not a consumer group's state", err)
+	}
+	for {
+		next := GroupKey(name, seq+1)
+		if _, err := b.Attributes(ctx, next); errors.Is(err, blob.ErrNotFound) {
+			return newest, nil
+		} else if err != nil {
+			return "", err
+		}
+		newest, seq = next, seq+1
+	}
 }
 
 func readGroupState(ctx context.Context, b blob.Bucket, key string) (*Group, error) {
@@ -301,7 +319,7 @@ func UpdateGroup(ctx context.Context, b blob.Bucket, name string, have *Group, f
 			// whose state was written and then deleted (the newest
 			// states are kept): its state counts only when it is the
 			// newest. Otherwise it is edited again from the newest.
-			newest, lerr := newestGroupKey(ctx, b, name)
+			newest, lerr := newestGroupKey(ctx, b, name, key)
 			if lerr != nil {
 				return nil, lerr
 			}

@@ -2,6 +2,7 @@ package changes
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"maps"
 	"slices"
@@ -181,13 +182,7 @@ type groupMember struct {
 // marker; then it records the positions. more is false when the loop
 // body stopped; err, a failure (not yet yielded).
 func (m *groupMember) deliver(ctx context.Context, from, to uint64, pos map[int]uint64, yield func(Change, error) bool) (more bool, err error) {
-	co := m.opts.ChangesOptions
-	n := m.g.Partitions
-	co.owns = func(v, u uint64) bool {
-		at, ok := pos[table.GroupPartition(v, u, n)]
-		return ok && v > at
-	}
-	for c, err := range Changes(ctx, m.b, from, to, co) {
+	for c, err := range shareChanges(ctx, m.b, m.group, m.g.Partitions, pos, to, m.opts.ChangesOptions) {
 		if err != nil {
 			return true, err
 		}
@@ -200,6 +195,64 @@ func (m *groupMember) deliver(ctx context.Context, from, to uint64, pos map[int]
 	// through to was delivered, from positions the group held.
 	err = m.claim(ctx, func(g *table.Group) { record(g, slices.Collect(maps.Keys(pos)), to) })
 	return more, err
+}
+
+// shareChanges yields the changes of the units of the partitions of pos,
+// each after its position, through to. A member whose view of the group
+// is behind (a listing that lagged, a state kept while others wrote) may
+// ask from a version garbage collection took once the group had read
+// past it: it then takes the group's newest positions of its partitions,
+// which only ever name what was delivered, and goes on from them; only a
+// version the group itself has yet to read is an error.
+func shareChanges(ctx context.Context, b blob.Bucket, group string, n int, pos map[int]uint64, to uint64, co ChangesOptions) iter.Seq2[Change, error] {
+	return func(yield func(Change, error) bool) {
+		co.owns = func(v, u uint64) bool {
+			at, ok := pos[table.GroupPartition(v, u, n)]
+			return ok && v > at
+		}
+		for attempt := 0; ; attempt++ {
+			from := to
+			for _, at := range pos {
+				from = min(from, at)
+			}
+			if from >= to {
+				return
+			}
+			var collected *format.ChangesCollectedError
+			yielded := false
+			for c, err := range Changes(ctx, b, from, to, co) {
+				if err != nil && !yielded && attempt == 0 && errors.As(err, &collected) {
+					break
+				}
+				if err != nil {
+					yield(Change{}, err)
+					return
+				}
+				yielded = true
+				if !yield(c, nil) {
+					return
+				}
+			}
+			if collected == nil {
+				return
+			}
+			g, err := table.ReadGroup(ctx, b, group)
+			if err != nil {
+				yield(Change{}, errors.Join(collected, err))
+				return
+			}
+			moved := false
+			for p, at := range pos {
+				if p < len(g.Positions) && g.Positions[p] > at {
+					pos[p], moved = g.Positions[p], true
+				}
+			}
+			if !moved {
+				yield(Change{}, collected)
+				return
+			}
+		}
+	}
 }
 
 // record moves the positions of partitions to through: their units

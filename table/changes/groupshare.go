@@ -60,6 +60,7 @@ func ParseGroupShare(tok string) (GroupShare, error) {
 type GroupRead struct {
 	Share GroupShare
 	b     blob.Bucket
+	group string
 	from  uint64
 	pos   map[int]uint64
 	n     int
@@ -71,11 +72,7 @@ func (gr *GroupRead) Changes(ctx context.Context, co ChangesOptions) iter.Seq2[C
 	if len(gr.Share.Partitions) == 0 {
 		return func(func(Change, error) bool) {}
 	}
-	co.owns = func(v, u uint64) bool {
-		at, ok := gr.pos[table.GroupPartition(v, u, gr.n)]
-		return ok && v > at
-	}
-	return Changes(ctx, gr.b, gr.from, gr.Share.Through, co)
+	return shareChanges(ctx, gr.b, gr.group, gr.n, gr.pos, gr.Share.Through, co)
 }
 
 // ReadGroupShare is one read of member's share of group, for a member that
@@ -104,7 +101,7 @@ func ReadGroupShare(ctx context.Context, b blob.Bucket, group, member string, op
 	if err != nil {
 		return nil, err
 	}
-	gr := &GroupRead{b: b, n: m.g.Partitions, pos: map[int]uint64{}, from: 1<<64 - 1}
+	gr := &GroupRead{b: b, group: group, n: m.g.Partitions, pos: map[int]uint64{}, from: 1<<64 - 1}
 	owned := m.g.Owned(member, m.now())
 	for _, p := range owned {
 		gr.pos[p] = m.g.Positions[p]
