@@ -28,7 +28,7 @@ import (
 
 // openRolloutsTable creates a rollouts table in b (in a new folder when b is
 // nil) and opens it for commits.
-func openRolloutsTable(t *testing.T, b blob.Bucket) (blob.Bucket, *commit.Table) {
+func openRolloutsTable(t testing.TB, b blob.Bucket) (blob.Bucket, *commit.Table) {
 	t.Helper()
 	ctx := context.Background()
 	if b == nil {
@@ -48,7 +48,7 @@ func openRolloutsTable(t *testing.T, b blob.Bucket) (blob.Bucket, *commit.Table)
 }
 
 // appendRollouts commits worker w's rows seq0 … seq0+n-1 in one append.
-func appendRollouts(t *testing.T, tb *commit.Table, w int, seq0 int64, n int) commit.Result {
+func appendRollouts(t testing.TB, tb *commit.Table, w int, seq0 int64, n int) commit.Result {
 	t.Helper()
 	rec := rollouts.Batch(testenv.Allocator(t), 42, w, seq0, n)
 	defer rec.Release()

@@ -23,11 +23,11 @@ import (
 type GroupOptions struct {
 	ChangesOptions
 	// Poll is the time between looks for a new version when there is
-	// none (default 1s): a LIST each, and one look in three a GET of the
+	// none (default 1s): a LIST each, and one look in five a GET of the
 	// group's next state (another member's join or leave).
 	Poll time.Duration
 	// Lease is how long a member's claim lasts (default 30s): it renews
-	// it every third of it, and a member that has not renewed it for
+	// it every half of it, and a member that has not renewed it for
 	// that long (killed, partitioned, stopped) loses its partitions to
 	// the others at their next renewal.
 	Lease time.Duration
@@ -69,10 +69,10 @@ func (m *groupMember) now() time.Time {
 //
 // The group's state lives in the bucket (table.UpdateGroup: numbered
 // states, each created once); there is no coordinator. A member renews
-// its claim every Lease/3; one whose claim lapsed loses its partitions to
+// its claim every Lease/2; one whose claim lapsed loses its partitions to
 // the others, and one that stops (the loop body stops, ctx ends) gives
 // them back at once. A member joining or leaving moves partitions; the
-// others see it within three looks.
+// others see it within five looks.
 //
 // Delivery is once per position, as Follow's: a unit the member acted on
 // and had not recorded when it died is delivered again, to whichever
@@ -108,7 +108,7 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 			// A claim due (a busy member, or one stopped for a while)
 			// is renewed before a run: the run then reads the group as
 			// it is now, not as it was before the stop.
-			if m.now().Sub(m.renewed) >= opts.Lease/3 {
+			if m.now().Sub(m.renewed) >= opts.Lease/2 {
 				if err := m.claim(ctx, nil); err != nil {
 					yield(Change{}, err)
 					return
@@ -153,7 +153,7 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 				return
 			case <-time.After(opts.Poll - time.Since(began)):
 			}
-			if looks%3 == 0 && m.now().Sub(m.renewed) < opts.Lease/3 {
+			if looks%5 == 0 && m.now().Sub(m.renewed) < opts.Lease/2 {
 				var newer *table.Group
 				if newer, err = table.NewerGroupState(ctx, b, m.g); newer != nil {
 					m.g = newer

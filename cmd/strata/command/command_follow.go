@@ -36,7 +36,7 @@ the members of a group split the units of each new version between them
 (each fragment it adds, and its deletes with its first fragment's unit),
 each unit to one member, whose lines name it in "_unit"; the marker line
 says this member's share through V was printed. A member renews its claim
-every third of --lease; one that stops renewing it (killed, stopped) loses
+every half of --lease; one that stops renewing it (killed, stopped) loses
 its share to the others after the lease, and one stopped by a signal gives
 it back at once. A unit printed and not yet recorded when its member died
 is printed again by the member that takes it over: a sink keyed by
