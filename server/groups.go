@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,7 +26,7 @@ import (
 // …/groups/{group}/members/{member} gives them back at once.
 func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableState) error {
 	q := r.URL.Query()
-	for _, p := range []string{"from", "from_as_of", "consumer", "to", "to_as_of", "limit"} {
+	for _, p := range []string{"from_as_of", "consumer", "to", "to_as_of", "limit"} {
 		if q.Has(p) {
 			return badRequest("%s= is not for a group's member, whose share starts at its partitions' positions and ends at the latest version", p)
 		}
@@ -37,8 +38,13 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 	opts := changes.GroupOptions{Lease: time.Minute, ChangesOptions: changes.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}}
 	var err error
 	if v := q.Get("lease"); v != "" {
-		if opts.Lease, err = time.ParseDuration(v); err != nil || opts.Lease < time.Second {
-			return badRequest("lease=%q: want a duration of at least 1s", v)
+		if opts.Lease, err = time.ParseDuration(v); err != nil || opts.Lease < time.Second || opts.Lease > time.Hour {
+			return badRequest("lease=%q: want a duration from 1s to 1h", v)
+		}
+	}
+	if v := q.Get("from"); v != "" { // where a group made by this read starts
+		if opts.From, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return badRequest("from=%q: want a version (0: the table's creation)", v)
 		}
 	}
 	var wait time.Duration
@@ -54,6 +60,9 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 		if err != nil {
 			return badRequest("ack=: %v", err)
 		}
+		if share.Through == 0 {
+			return badRequest("ack=%q: a share through no version", v)
+		}
 		done = &share
 	}
 	if c := q.Get("columns"); c != "" {
@@ -67,6 +76,9 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 		}
 	}
 	gr, err := changes.ReadGroupShare(r.Context(), t.b, group, member, opts, done, wait)
+	if errors.Is(err, changes.ErrBadShare) {
+		return badRequest("ack=: %v", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -100,7 +112,12 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 		w.Header().Set("Strata-Group-Ack", gr.Share.String())
 		w.Header().Set("Strata-Version", strconv.FormatUint(gr.Share.Through, 10))
 	}
-	return s.writeRows(w, r, schema, -1, changes.GroupRows(gr.Changes(r.Context(), co), nil))
+	err = s.writeRows(w, r, schema, -1, changes.GroupRows(gr.Changes(r.Context(), co), nil))
+	if err != nil { // refused before the answer began: no share to hand back
+		w.Header().Del("Strata-Group-Ack")
+		w.Header().Del("Strata-Version")
+	}
+	return err
 }
 
 // leaveGroup answers DELETE …/groups/{group}/members/{member}: the member

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"maps"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +128,53 @@ func TestGroupMembersOverHTTP(t *testing.T) {
 	}
 	if _, _, err := f.c.GroupChanges(ctx, "t", "g", "bad/name", client.GroupOptions{}); err == nil {
 		t.Fatal("a member named bad/name was taken")
+	}
+}
+
+// A share handed back is one the group gave out: one through a version
+// past the latest, of another group made under the name, or malformed is
+// a 400 and records nothing; a group that cannot start where it is asked
+// to is refused before it has any state.
+func TestAGroupRefusesSharesItDidNotGive(t *testing.T) {
+	f := start(t, "file://"+t.TempDir(), server.Options{})
+	if _, err := f.c.CreateTable(ctx, "t", rollouts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 0, 10)
+	if _, err := f.c.Append(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	if err := f.c.CheckpointLSM(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := raw(t, f, "GET", "/api/v1/tables/t/changes?group=g&member=m&from=99", "", "", ""); code != 404 {
+		t.Fatalf("a group starting past the latest version: %d %s", code, body)
+	}
+	_, ack, err := f.c.GroupChanges(ctx, "t", "g", "m", client.GroupOptions{})
+	if err != nil || ack == "" {
+		t.Fatalf("first read: %q %v", ack, err)
+	}
+	parts := strings.Split(ack, ":")
+	for _, bad := range []string{
+		"1000:" + parts[1] + ":" + parts[2], // past the latest version
+		parts[0] + ":" + parts[1] + ":another-group",
+		parts[0] + ":" + parts[1],
+		"0:" + parts[1] + ":" + parts[2],
+	} {
+		if code, body := raw(t, f, "GET", "/api/v1/tables/t/changes?group=g&member=m&ack="+url.QueryEscape(bad), "", "", ""); code != 400 {
+			t.Errorf("ack=%s: %d %s", bad, code, body)
+		}
+	}
+	// Nothing was recorded: the rows come again.
+	recs, _, err := f.c.GroupChanges(ctx, "t", "g", "m", client.GroupOptions{})
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("after the refused acks: %d batches, %v", len(recs), err)
+	}
+	for _, r := range recs {
+		r.Release()
+	}
+	if _, _, err := f.c.GroupChanges(ctx, "t", "g", "m", client.GroupOptions{Ack: ack}); err != nil {
+		t.Fatalf("the real ack: %v", err)
 	}
 }

@@ -22,8 +22,12 @@ import (
 const GroupsDir = "_refs/groups/"
 
 // DefaultGroupPartitions is how many partitions a group's units are
-// hashed into when its first member does not say.
-const DefaultGroupPartitions = 64
+// hashed into when its first member does not say; MaxGroupPartitions
+// bounds it (each state holds a position and an owner a partition).
+const (
+	DefaultGroupPartitions = 64
+	MaxGroupPartitions     = 4096
+)
 
 // groupStatesKept is how many of a group's newest states stay; the writer
 // of a state deletes the one this many before it.
@@ -46,6 +50,7 @@ const groupStatesKept = 8
 // work; it is not what makes delivery whole.
 type Group struct {
 	Name       string               `json:"name"`
+	ID         string               `json:"id"` // random, made with the group's first state: a share of another group of the name is told apart
 	Seq        uint64               `json:"seq"`
 	Partitions int                  `json:"partitions"`
 	Members    map[string]time.Time `json:"members"` // member: when its claim lapses
@@ -198,6 +203,22 @@ func ReadGroup(ctx context.Context, b blob.Bucket, name string) (*Group, error) 
 	return nil, fmt.Errorf("table: group %q: its states change faster than they are listed", name)
 }
 
+// isGroupStateKey tells a state's key (20 digits, .json) from any other
+// object someone put in a group's folder, which is not the group's.
+func isGroupStateKey(key string) bool {
+	base := key[strings.LastIndexByte(key, '/')+1:]
+	digits, ok := strings.CutSuffix(base, ".json")
+	if !ok || len(digits) != 20 {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // newestGroupKey is the key of group name's newest state ("" when none),
 // at least (when not "") since: the newest listed, then the states after
 // it found by name (a listing may lag behind the newest creates).
@@ -207,7 +228,7 @@ func newestGroupKey(ctx context.Context, b blob.Bucket, name, since string) (str
 		if err != nil {
 			return "", err
 		}
-		if strings.HasSuffix(o.Key, ".json") && o.Key > newest {
+		if isGroupStateKey(o.Key) && o.Key > newest {
 			newest = o.Key
 		}
 	}
@@ -235,7 +256,7 @@ func readGroupState(ctx context.Context, b blob.Bucket, key string) (*Group, err
 		return nil, err
 	}
 	var g Group
-	if err := json.Unmarshal(data, &g); err != nil || g.Partitions < 1 || len(g.Positions) != g.Partitions || GroupKey(g.Name, g.Seq) != key {
+	if err := json.Unmarshal(data, &g); err != nil || g.Partitions < 1 || g.Partitions > MaxGroupPartitions || len(g.Positions) != g.Partitions || GroupKey(g.Name, g.Seq) != key {
 		return nil, format.Corrupt(key, "not a consumer group's state", err)
 	}
 	return &g, nil
@@ -249,7 +270,7 @@ func Groups(ctx context.Context, b blob.Bucket) ([]*Group, error) {
 			return nil, err
 		}
 		name, _, ok := strings.Cut(o.Key[len(GroupsDir):], "/")
-		if ok && (len(names) == 0 || names[len(names)-1] != name) {
+		if ok && isGroupStateKey(o.Key) && (len(names) == 0 || names[len(names)-1] != name) {
 			names = append(names, name)
 		}
 	}
@@ -275,7 +296,7 @@ func Groups(ctx context.Context, b blob.Bucket) ([]*Group, error) {
 // there was nothing to write. A state counts once it is the newest listed:
 // a writer that knew an old state may create a number already written and
 // deleted, and such a state is ignored (readers take the newest).
-func UpdateGroup(ctx context.Context, b blob.Bucket, name string, have *Group, fresh func() *Group, change func(g *Group) bool) (*Group, error) {
+func UpdateGroup(ctx context.Context, b blob.Bucket, name string, have *Group, fresh func() (*Group, error), change func(g *Group) bool) (*Group, error) {
 	if err := checkRefName("group", name); err != nil {
 		return nil, err
 	}
@@ -287,8 +308,10 @@ func UpdateGroup(ctx context.Context, b blob.Bucket, name string, have *Group, f
 			case errors.Is(err, format.ErrNotFound) && fresh == nil:
 				return nil, err
 			case errors.Is(err, format.ErrNotFound):
-				g = fresh()
-				g.Name, g.Seq = name, 0 // the first state written is 1
+				if g, err = fresh(); err != nil {
+					return nil, err
+				}
+				g.Name, g.Seq, g.ID = name, 0, format.NewID() // the first state written is 1
 			case err != nil:
 				return nil, err
 			}
@@ -324,6 +347,7 @@ func UpdateGroup(ctx context.Context, b blob.Bucket, name string, have *Group, f
 				return nil, lerr
 			}
 			if newest != key {
+				_ = b.Delete(ctx, key) // a number used and deleted before: not the group's
 				err = blob.ErrExists
 			}
 		}
@@ -355,6 +379,29 @@ func NewerGroupState(ctx context.Context, b blob.Bucket, g *Group) (*Group, erro
 	}
 	// It may have a newer one still: the newest is what counts.
 	return ReadGroup(ctx, b, g.Name)
+}
+
+// CheckGroupStart refuses to start a group after version from when the
+// changes after it cannot be read: from is past the latest version
+// (format.ErrVersionNotFound), or garbage collection took a version after
+// it (a *format.ChangesCollectedError naming the oldest left), so that no
+// state pins the collection on versions no member can read.
+func CheckGroupStart(ctx context.Context, b blob.Bucket, from uint64) error {
+	latest, err := LatestVersion(ctx, b)
+	if err != nil {
+		return err
+	}
+	if from > latest {
+		return fmt.Errorf("table: a group starting after version %d: the latest version is %d: %w", from, latest, format.ErrVersionNotFound)
+	}
+	boundary, err := GCBoundary(ctx, b)
+	if err != nil {
+		return err
+	}
+	if boundary > 0 && from <= boundary { // from's manifest, or version 1 after the creation, is gone
+		return &format.ChangesCollectedError{Version: from, Oldest: boundary + 1}
+	}
+	return nil
 }
 
 // CheckMemberName refuses a group member's name that is not a ref's

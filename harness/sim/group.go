@@ -161,8 +161,8 @@ func (w *world) groupError(a *actor, err error) string {
 // startGroup makes the group's first state, before anything runs, so that
 // every collection sees it.
 func (w *world) startGroup() error {
-	fresh := func() *table.Group {
-		return &table.Group{Partitions: groupPartitions, Members: map[string]time.Time{}, Positions: make([]uint64, groupPartitions)}
+	fresh := func() (*table.Group, error) {
+		return &table.Group{Partitions: groupPartitions, Members: map[string]time.Time{}, Positions: make([]uint64, groupPartitions)}, nil
 	}
 	_, err := table.UpdateGroup(w.ctx, w.store, groupName, nil, fresh, func(*table.Group) bool { return true })
 	return err

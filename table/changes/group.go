@@ -3,6 +3,7 @@ package changes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"maps"
 	"slices"
@@ -36,8 +37,9 @@ type GroupOptions struct {
 	// a group keeps the number it was made with.
 	Partitions int
 	// From is where a group with no state yet starts: every change after
-	// it goes to the group's members. A group that exists goes on from
-	// its positions.
+	// it goes to the group's members (refused when past the latest
+	// version or collected: table.CheckGroupStart). A group that exists
+	// goes on from its positions.
 	From uint64
 	// Until, when set, ends the follow (with no error) once the member's
 	// partitions are read through this version, or at once when it owns
@@ -275,12 +277,18 @@ func record(g *table.Group, partitions []int, through uint64) {
 // the lapsed members' dropped, and edit's changes.
 func (m *groupMember) claim(ctx context.Context, edit func(g *table.Group)) error {
 	now := m.now()
-	fresh := func() *table.Group {
+	fresh := func() (*table.Group, error) {
+		if m.opts.Partitions > table.MaxGroupPartitions {
+			return nil, fmt.Errorf("changes: a group of %d partitions: at most %d", m.opts.Partitions, table.MaxGroupPartitions)
+		}
+		if err := table.CheckGroupStart(ctx, m.b, m.opts.From); err != nil {
+			return nil, err
+		}
 		g := &table.Group{Partitions: m.opts.Partitions, Members: map[string]time.Time{}, Positions: make([]uint64, m.opts.Partitions)}
 		for i := range g.Positions {
 			g.Positions[i] = m.opts.From
 		}
-		return g
+		return g, nil
 	}
 	g, err := table.UpdateGroup(ctx, m.b, m.group, m.g, fresh, func(g *table.Group) bool {
 		for other, until := range g.Members {

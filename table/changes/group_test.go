@@ -2,8 +2,10 @@ package changes_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,8 +224,8 @@ func TestGCKeepsWhatAGroupHasNotRead(t *testing.T) {
 	for i := range 6 {
 		appendRollouts(t, tb, 0, int64(i), 1)
 	}
-	g, err := table.UpdateGroup(ctx, b, "g", nil, func() *table.Group {
-		return &table.Group{Partitions: 2, Members: map[string]time.Time{}, Positions: []uint64{5, 3}}
+	g, err := table.UpdateGroup(ctx, b, "g", nil, func() (*table.Group, error) {
+		return &table.Group{Partitions: 2, Members: map[string]time.Time{}, Positions: []uint64{5, 3}}, nil
 	}, func(*table.Group) bool { return true })
 	if err != nil || g.Seq != 1 || g.Slowest() != 3 {
 		t.Fatalf("the group's first state: %+v %v", g, err)
@@ -231,5 +233,43 @@ func TestGCKeepsWhatAGroupHasNotRead(t *testing.T) {
 	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1}, time.Now().Add(3*time.Hour))
 	if err != nil || res.Boundary != 2 {
 		t.Fatalf("GC with a group at 3: boundary %d, %v; want 2", res.Boundary, err)
+	}
+}
+
+// A member with no partition (more members than partitions) waits as
+// asked rather than answering at once; a group is not made where its
+// changes cannot be read; objects in a group's folder that are not its
+// states are not read.
+func TestGroupEdges(t *testing.T) {
+	ctx := context.Background()
+	b, tb := openRolloutsTable(t, nil)
+	appendRollouts(t, tb, 0, 0, 1)
+	opts := changes.GroupOptions{Partitions: 1, Lease: time.Minute}
+	if _, err := changes.ReadGroupShare(ctx, b, "one", "a", opts, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	gr, err := changes.ReadGroupShare(ctx, b, "one", "b", opts, nil, 300*time.Millisecond)
+	if err != nil || len(gr.Share.Partitions) != 0 || time.Since(began) < 300*time.Millisecond {
+		t.Fatalf("a member with no partition: %+v %v after %v", gr, err, time.Since(began))
+	}
+	if _, err := changes.ReadGroupShare(ctx, b, "late", "a", changes.GroupOptions{From: 99}, nil, 0); !errors.Is(err, format.ErrVersionNotFound) {
+		t.Fatalf("a group starting past the latest version: %v", err)
+	}
+	if _, err := changes.ReadGroupShare(ctx, b, "wide", "a", changes.GroupOptions{Partitions: table.MaxGroupPartitions + 1}, nil, 0); err == nil {
+		t.Fatal("a group of too many partitions was made")
+	}
+	if _, err := table.ReadGroup(ctx, b, "late"); !errors.Is(err, format.ErrNotFound) {
+		t.Fatalf("a refused group has a state: %v", err)
+	}
+	if err := b.Put(ctx, table.GroupsDir+"one/notes.json", strings.NewReader("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, table.GroupsDir+"stray/readme.json", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := table.Groups(ctx, b)
+	if err != nil || len(gs) != 1 || gs[0].Name != "one" {
+		t.Fatalf("groups beside stray objects: %v %v", gs, err)
 	}
 }

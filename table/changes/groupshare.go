@@ -2,8 +2,10 @@ package changes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,32 +25,42 @@ import (
 type GroupShare struct {
 	Through    uint64
 	Partitions []int
+	Group      string // the group's ID (table.Group.ID): a share of another group of the name is refused
 }
 
-// String is the share as a token: "V:p,p,…".
+// ErrBadShare: a share handed back is not one this group gave out: its
+// group is another (one made again under the name), or it names a
+// version past the latest or a partition the group lacks.
+var ErrBadShare = errors.New("not a share of this group")
+
+// String is the share as a token: "V:p,p,…:ID".
 func (s GroupShare) String() string {
 	parts := make([]string, len(s.Partitions))
 	for i, p := range s.Partitions {
 		parts[i] = strconv.Itoa(p)
 	}
-	return fmt.Sprintf("%d:%s", s.Through, strings.Join(parts, ","))
+	return fmt.Sprintf("%d:%s:%s", s.Through, strings.Join(parts, ","), s.Group)
 }
 
 // ParseGroupShare reads a share's token.
 func ParseGroupShare(tok string) (GroupShare, error) {
-	v, ps, ok := strings.Cut(tok, ":")
-	through, err := strconv.ParseUint(v, 10, 64)
-	if !ok || err != nil {
-		return GroupShare{}, fmt.Errorf("changes: %q is not a group share (V:p,p,…)", tok)
+	fields := strings.Split(tok, ":")
+	bad := fmt.Errorf("changes: %q is not a group share (V:p,p,…:ID, as Strata-Group-Ack gives it): %w", tok, ErrBadShare)
+	if len(fields) != 3 || fields[2] == "" {
+		return GroupShare{}, bad
 	}
-	s := GroupShare{Through: through}
-	for f := range strings.SplitSeq(ps, ",") {
+	through, err := strconv.ParseUint(fields[0], 10, 64)
+	if err != nil {
+		return GroupShare{}, bad
+	}
+	s := GroupShare{Through: through, Group: fields[2]}
+	for f := range strings.SplitSeq(fields[1], ",") {
 		if f == "" {
 			continue
 		}
 		p, err := strconv.Atoi(f)
-		if err != nil || p < 0 {
-			return GroupShare{}, fmt.Errorf("changes: %q is not a group share (V:p,p,…)", tok)
+		if err != nil || p < 0 || p >= table.MaxGroupPartitions {
+			return GroupShare{}, bad
 		}
 		s.Partitions = append(s.Partitions, p)
 	}
@@ -93,11 +105,31 @@ func ReadGroupShare(ctx context.Context, b blob.Bucket, group, member string, op
 		opts.Partitions = table.DefaultGroupPartitions
 	}
 	m := &groupMember{b: b, group: group, name: member, opts: opts}
-	err := m.claim(ctx, func(g *table.Group) {
-		if done != nil {
-			record(g, done.Partitions, done.Through)
+	if done != nil {
+		// A share names what was delivered: never past the latest version.
+		latest, err := table.LatestVersion(ctx, b)
+		if err != nil {
+			return nil, err
 		}
+		if done.Through > latest {
+			return nil, fmt.Errorf("changes: a share through version %d: the latest is %d: %w", done.Through, latest, ErrBadShare)
+		}
+	}
+	var badShare error
+	err := m.claim(ctx, func(g *table.Group) {
+		badShare = nil
+		if done == nil {
+			return
+		}
+		if done.Group != g.ID || slices.ContainsFunc(done.Partitions, func(p int) bool { return p >= g.Partitions }) {
+			badShare = fmt.Errorf("changes: group %q (%s) did not give out share %s: %w", group, g.ID, done, ErrBadShare)
+			return
+		}
+		record(g, done.Partitions, done.Through)
 	})
+	if err == nil {
+		err = badShare
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -107,17 +139,24 @@ func ReadGroupShare(ctx context.Context, b blob.Bucket, group, member string, op
 		gr.pos[p] = m.g.Positions[p]
 		gr.from = min(gr.from, gr.pos[p])
 	}
+	deadline := time.Now().Add(wait)
 	if len(owned) == 0 {
+		// Nothing to read (more members than partitions): the wait
+		// asked for, rather than a member that asks again at once.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
 		return gr, nil
 	}
-	deadline := time.Now().Add(wait)
 	for {
 		latest, err := table.LatestVersion(ctx, b)
 		if err != nil {
 			return nil, err
 		}
 		if latest > gr.from {
-			gr.Share = GroupShare{Through: latest, Partitions: owned}
+			gr.Share = GroupShare{Through: latest, Partitions: owned, Group: m.g.ID}
 			return gr, nil
 		}
 		if !time.Now().Before(deadline) {

@@ -515,7 +515,7 @@ class Client:
         if to is not None:
             query["to"] = to
         if wait:
-            query["wait"] = "%gs" % wait
+            query["wait"] = "%.3fs" % wait
         if columns:
             query["columns"] = _column_list(columns)
         if filter:
@@ -589,9 +589,9 @@ class Client:
         the claim lasts without a read."""
         query = {"format": "jsonl", "group": group, "member": member, "ack": ack}
         if wait:
-            query["wait"] = "%gs" % wait
+            query["wait"] = "%.3fs" % wait
         if lease:
-            query["lease"] = "%gs" % lease
+            query["lease"] = "%.3fs" % lease
         if columns:
             query["columns"] = _column_list(columns)
         if filter:

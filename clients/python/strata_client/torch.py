@@ -249,9 +249,10 @@ class TableDataset(IterableDataset):
 
 class StreamDataset(IterableDataset):
     """The rows a table gains, as they land, for online learning: each rank
-    (and each of its DataLoader workers) follows the table as a member of
-    consumer group ``group`` (named ``rank-R``, or ``rank-R-wW`` in worker W),
-    so that every new row goes to one of them. Yields batches of up to
+    follows the table as a member of consumer group ``group`` (named
+    ``rank-R``), so that every new row goes to one of them. It runs in the
+    trainer's process, not in DataLoader workers (they prefetch, and would
+    acknowledge rows the trainer has not taken). Yields batches of up to
     ``batch_size`` inserted rows as ``TableDataset`` does (a run's last batch
     may be short, so that rows wait no longer than a run), forever. A run is
     acknowledged to the group when the next is asked for — after its batches
@@ -271,11 +272,16 @@ class StreamDataset(IterableDataset):
                               retries=client.retries, retry_for=client.retry_for)
 
     def member(self) -> str:
-        """This process's member name in the group."""
-        info = get_worker_info()
-        return f"rank-{self.rank}" + ("" if info is None else f"-w{info.id}")
+        """This rank's member name in the group."""
+        return f"rank-{self.rank}"
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
+        if get_worker_info() is not None:
+            # A worker asks for the next run — which acknowledges this one —
+            # ahead of the trainer (it prefetches), and may outlive a rank
+            # killed mid-step, renewing its claim for ever.
+            raise RuntimeError("StreamDataset acknowledges a run when the next is asked for; a DataLoader worker asks "
+                               "ahead of the trainer: iterate it in the trainer's process (num_workers=0)")
         client = Client(**self._settings, own_writes=False)
         run = client.follow(self.table, group=self.group, member=self.member(), wait=self.wait,
                             columns=self.columns, filter=self.filter, lease=self.lease)

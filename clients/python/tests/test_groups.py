@@ -104,6 +104,9 @@ class GroupTest(unittest.TestCase):
         self.assertTrue(done.wait(30), f"the ranks read {len(seen)} rows of 60")
         time.sleep(1)  # nothing more comes
         self.assertEqual(sorted(seen), list(range(60)))  # each once: the ranks split them
+        from torch.utils.data import DataLoader
+        with self.assertRaisesRegex(RuntimeError, "num_workers=0"):  # a worker would acknowledge ahead of the trainer
+            next(iter(DataLoader(StreamDataset(c, "online", "other"), batch_size=None, num_workers=1)))
 
 if __name__ == "__main__":
     unittest.main()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
 	"github.com/stratadb/strata/table/evolve"
@@ -125,7 +126,7 @@ func newFollow(env *Env) *cobra.Command {
 	atLeast(c, 0, "from")
 	atLeast(c, int64(time.Millisecond), "poll")
 	atLeast(c, int64(time.Second), "lease")
-	atLeast(c, 1, "partitions")
+	cli.Bound(c.Flags(), "partitions", 1, table.MaxGroupPartitions)
 	return c
 }
 
