@@ -151,3 +151,9 @@ func (c *Client) GroupChanges(ctx context.Context, name, group, member string, o
 func (c *Client) LeaveGroup(ctx context.Context, name, group, member string) error {
 	return c.call(ctx, http.MethodDelete, c.url(name, "/groups/"+url.PathEscape(group)+"/members/"+url.PathEscape(member), nil), "", nil, "").none()
 }
+
+// DeleteGroup deletes consumer group's positions (DELETE …/groups/{group});
+// stop its members first.
+func (c *Client) DeleteGroup(ctx context.Context, name, group string) error {
+	return c.call(ctx, http.MethodDelete, c.url(name, "/groups/"+url.PathEscape(group), nil), "", nil, "").none()
+}

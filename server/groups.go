@@ -129,3 +129,14 @@ func (s *Server) leaveGroup(w http.ResponseWriter, r *http.Request, t *tableStat
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// deleteGroup answers DELETE …/groups/{group}: the group's positions go
+// (204; 404 when it has none), and garbage collection no longer holds
+// what it has not read.
+func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request, t *tableState) error {
+	if err := table.DeleteGroup(r.Context(), t.b, r.PathValue("group")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -177,4 +177,14 @@ func TestAGroupRefusesSharesItDidNotGive(t *testing.T) {
 	if _, _, err := f.c.GroupChanges(ctx, "t", "g", "m", client.GroupOptions{Ack: ack}); err != nil {
 		t.Fatalf("the real ack: %v", err)
 	}
+	// Deleted, the group is made again from its start.
+	if err := f.c.DeleteGroup(ctx, "t", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.DeleteGroup(ctx, "t", "g"); err == nil {
+		t.Fatal("a group deleted twice")
+	}
+	if _, _, err := f.c.GroupChanges(ctx, "t", "g", "m", client.GroupOptions{Ack: ack}); err == nil {
+		t.Fatal("an ack of the deleted group was taken by the one made again")
+	}
 }

@@ -87,6 +87,7 @@ func (s *Server) routes() error {
 	onTable("PUT "+t+"/consumers/{consumer}", s.setConsumer)
 	onTable("DELETE "+t+"/consumers/{consumer}", s.deleteConsumer)
 	onTable("DELETE "+t+"/groups/{group}/members/{member}", s.leaveGroup)
+	onTable("DELETE "+t+"/groups/{group}", s.deleteGroup)
 	onTable("GET "+t+"/tags", s.tags)
 	onTable("POST "+t+"/tags", s.createTag)
 	onTable("DELETE "+t+"/tags/{tag}", s.deleteTag)

@@ -404,6 +404,30 @@ func CheckGroupStart(ctx context.Context, b blob.Bucket, from uint64) error {
 	return nil
 }
 
+// DeleteGroup deletes group name's states (ErrNotFound when it has none):
+// its positions go, and garbage collection no longer holds what it has not
+// read. A member still following makes the group again from its own view;
+// stop the members first.
+func DeleteGroup(ctx context.Context, b blob.Bucket, name string) error {
+	if err := checkRefName("group", name); err != nil {
+		return err
+	}
+	found := false
+	for o, err := range blob.List(ctx, b, GroupsDir+name+"/", 0) {
+		if err != nil {
+			return err
+		}
+		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("table: group %q: %w", name, format.ErrNotFound)
+	}
+	return nil
+}
+
 // CheckMemberName refuses a group member's name that is not a ref's
 // (letters, digits, '-', '_' and '.').
 func CheckMemberName(name string) error { return checkRefName("group member", name) }

@@ -607,6 +607,11 @@ class Client:
         self._json("DELETE", self._table(name, "/groups/%s/members/%s" % (urllib.parse.quote(group, safe=""),
                                                                             urllib.parse.quote(member, safe=""))))
 
+    def delete_group(self, name: str, group: str) -> None:
+        """Delete consumer group ``group``'s positions (stop its members first):
+        garbage collection no longer holds what it has not read."""
+        self._json("DELETE", self._table(name, "/groups/" + urllib.parse.quote(group, safe="")))
+
     def consumers(self, name: str) -> Any:
         """The named consumers: ``{"name", "version", "updated", "lag_versions"}``."""
         return self._json("GET", self._table(name, "/consumers"))
