@@ -72,6 +72,7 @@ func memberSink(t *testing.T, out string, into map[groupUnit]map[int64]int) (aga
 // and garbage collection removed nothing a member had not read (no member
 // failed).
 func TestConsumerGroupSplitsAFollowedTableExactlyOnce(t *testing.T) {
+	t.Parallel() // it waits on processes most of its time: it runs beside the others (not beside a test that stops MinIO)
 	minio := testenv.MinIO(t)
 	root := minio.URL(t)
 	u := strings.Replace(root, "?", "/rollouts?", 1)
