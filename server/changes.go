@@ -79,42 +79,69 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, t *tableState) 
 	if from > to {
 		return badRequest("from=%d is after to=%d", from, to)
 	}
-	opts := changes.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}
-	if c := q.Get("columns"); c != "" {
-		if opts.Columns, err = expr.ParseColumns(c); err != nil {
-			return badRequest("%v", err)
-		}
-	}
-	if f := q.Get("filter"); f != "" {
-		if opts.Filter, err = expr.ParseFilter(f); err != nil {
-			return badRequest("%v", err)
-		}
+	opts, err := changesOptions(r)
+	if err != nil {
+		return err
 	}
 	limit := int64(-1)
 	if l, ok := intQuery(r, "limit"); ok {
 		limit = l
 	}
-	m, err := table.ReadManifest(r.Context(), t.b, to)
-	if err != nil {
-		return err
-	}
-	schema, err := table.NewSnapshot(t.b, m).ScanSchema(table.ScanOptions{Columns: opts.Columns})
-	if err != nil {
-		return badRequest("%v", err)
-	}
-	opts.As = m.Schema() // every version's rows in the schema of the last one the answer covers
-	schema = arrow.NewSchema(append(schema.Fields(),
-		arrow.Field{Name: evolve.ChangeColumn, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: evolve.VersionColumn, Type: arrow.PrimitiveTypes.Uint64}), nil)
-	holds := s.budget.newHolds()
-	opts.Memory = &scanMemory{b: s.budget}
-	release, err := holds.hold(r.Context(), scanHold)
+	schema, release, err := s.changesAnswer(r, t, to, &opts, false)
 	if err != nil {
 		return err
 	}
 	defer release()
 	w.Header().Set("Strata-Version", strconv.FormatUint(to, 10))
 	return s.writeRows(w, r, schema, limit, changes.ChangeRows(changes.Changes(r.Context(), t.b, from, to, opts), nil))
+}
+
+// changesOptions reads a changes request's columns= and filter=.
+func changesOptions(r *http.Request) (changes.ChangesOptions, error) {
+	q := r.URL.Query()
+	opts := changes.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}
+	var err error
+	if c := q.Get("columns"); c != "" {
+		if opts.Columns, err = expr.ParseColumns(c); err != nil {
+			return opts, badRequest("%v", err)
+		}
+	}
+	if f := q.Get("filter"); f != "" {
+		if opts.Filter, err = expr.ParseFilter(f); err != nil {
+			return opts, badRequest("%v", err)
+		}
+	}
+	return opts, nil
+}
+
+// changesAnswer readies the reads of changes through version to: every
+// version's rows in to's schema (opts.As), under the memory budget as a
+// scan is; it returns the answer's schema — the columns asked for, then
+// _change and _version (and _unit, for a group's member) — and the
+// release of the budget's share.
+func (s *Server) changesAnswer(r *http.Request, t *tableState, to uint64, opts *changes.ChangesOptions, unit bool) (*arrow.Schema, func(), error) {
+	m, err := table.ReadManifest(r.Context(), t.b, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema, err := table.NewSnapshot(t.b, m).ScanSchema(table.ScanOptions{Columns: opts.Columns})
+	if err != nil {
+		return nil, nil, badRequest("%v", err)
+	}
+	opts.As = m.Schema()
+	fields := append(schema.Fields(),
+		arrow.Field{Name: evolve.ChangeColumn, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: evolve.VersionColumn, Type: arrow.PrimitiveTypes.Uint64})
+	if unit {
+		fields = append(fields, arrow.Field{Name: evolve.UnitColumn, Type: arrow.PrimitiveTypes.Uint64})
+	}
+	holds := s.budget.newHolds()
+	opts.Memory = &scanMemory{b: s.budget}
+	release, err := holds.hold(r.Context(), scanHold)
+	if err != nil {
+		return nil, nil, err
+	}
+	return arrow.NewSchema(fields, nil), release, nil
 }
 
 // maxChangesWait bounds a long poll (wait=); changesPoll is how often it

@@ -6,12 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/changes"
-	"github.com/stratadb/strata/table/evolve"
-	"github.com/stratadb/strata/table/expr"
 )
 
 // groupChanges answers GET …/changes?group=G&member=M[&ack=SHARE][&wait=D]
@@ -35,8 +31,11 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 	if member == "" {
 		return badRequest("group= needs member=NAME")
 	}
-	opts := changes.GroupOptions{Lease: time.Minute, ChangesOptions: changes.ChangesOptions{BatchSize: scanBatchRows, Parallelism: scanParallelism, ReadAheadBytes: scanReadAhead}}
-	var err error
+	co, err := changesOptions(r)
+	if err != nil {
+		return err
+	}
+	opts := changes.GroupOptions{Lease: time.Minute, ChangesOptions: co}
 	if v := q.Get("lease"); v != "" {
 		if opts.Lease, err = time.ParseDuration(v); err != nil || opts.Lease < time.Second || opts.Lease > time.Hour {
 			return badRequest("lease=%q: want a duration from 1s to 1h", v)
@@ -65,16 +64,6 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 		}
 		done = &share
 	}
-	if c := q.Get("columns"); c != "" {
-		if opts.Columns, err = expr.ParseColumns(c); err != nil {
-			return badRequest("%v", err)
-		}
-	}
-	if f := q.Get("filter"); f != "" {
-		if opts.Filter, err = expr.ParseFilter(f); err != nil {
-			return badRequest("%v", err)
-		}
-	}
 	gr, err := changes.ReadGroupShare(r.Context(), t.b, group, member, opts, done, wait)
 	if errors.Is(err, changes.ErrBadShare) {
 		return badRequest("ack=: %v", err)
@@ -84,26 +73,13 @@ func (s *Server) groupChanges(w http.ResponseWriter, r *http.Request, t *tableSt
 	}
 	// Every version's rows in the schema of the last one the answer
 	// covers (the latest when nothing is new).
-	m, err := table.ReadLatest(r.Context(), t.b)
-	if gr.Share.Through != 0 {
-		m, err = table.ReadManifest(r.Context(), t.b, gr.Share.Through)
+	to := gr.Share.Through
+	if to == 0 {
+		if to, err = table.LatestVersion(r.Context(), t.b); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	schema, err := table.NewSnapshot(t.b, m).ScanSchema(table.ScanOptions{Columns: opts.Columns})
-	if err != nil {
-		return badRequest("%v", err)
-	}
-	co := opts.ChangesOptions
-	co.As = m.Schema()
-	schema = arrow.NewSchema(append(schema.Fields(),
-		arrow.Field{Name: evolve.ChangeColumn, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: evolve.VersionColumn, Type: arrow.PrimitiveTypes.Uint64},
-		arrow.Field{Name: evolve.UnitColumn, Type: arrow.PrimitiveTypes.Uint64}), nil)
-	holds := s.budget.newHolds()
-	co.Memory = &scanMemory{b: s.budget}
-	release, err := holds.hold(r.Context(), scanHold)
+	schema, release, err := s.changesAnswer(r, t, to, &co, true)
 	if err != nil {
 		return err
 	}

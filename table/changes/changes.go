@@ -526,6 +526,12 @@ func sameDeletion(a, b *format.Deletion) bool {
 // (WithChangeColumns), each released when the loop body returns; Follow's
 // through markers are left out. The first error ends it.
 func ChangeRows(changes iter.Seq2[Change, error], mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
+	return changeRows(changes, mem, false)
+}
+
+// changeRows is ChangeRows, with the unit column after the two when unit
+// is set (GroupRows).
+func changeRows(changes iter.Seq2[Change, error], mem memory.Allocator, unit bool) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		for c, err := range changes {
 			if err != nil {
@@ -536,6 +542,11 @@ func ChangeRows(changes iter.Seq2[Change, error], mem memory.Allocator) iter.Seq
 				continue
 			}
 			rec := WithChangeColumns(c, mem)
+			if unit {
+				withUnit := WithUnitColumn(rec, c.Unit, mem)
+				rec.Release()
+				rec = withUnit
+			}
 			more := yield(rec, nil)
 			rec.Release()
 			if !more {

@@ -183,23 +183,5 @@ func LeaveGroup(ctx context.Context, b blob.Bucket, group, member string, now fu
 // GroupRows is ChangeRows with the unit column (WithUnitColumn) after the
 // change's two.
 func GroupRows(changes iter.Seq2[Change, error], mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
-	return func(yield func(arrow.RecordBatch, error) bool) {
-		for c, err := range changes {
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if c.Kind == ChangeThrough {
-				continue
-			}
-			rec := WithChangeColumns(c, mem)
-			out := WithUnitColumn(rec, c.Unit, mem)
-			rec.Release()
-			more := yield(out, nil)
-			out.Release()
-			if !more {
-				return
-			}
-		}
-	}
+	return changeRows(changes, mem, true)
 }

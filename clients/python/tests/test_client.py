@@ -52,6 +52,30 @@ def wait_up(url):
     raise RuntimeError("strata serve never answered at " + url)
 
 
+class FolderServer:
+    """A strata serve on a folder of its own, for a test class: ``start`` in
+    setUpClass, ``stop`` in tearDownClass; ``url`` and ``client``."""
+
+    def __init__(self, prefix):
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        port = free_port()
+        self.log = open(os.path.join(self.tmp, "serve.log"), "wb")
+        self.proc = subprocess.Popen(
+            [strata_binary(self.tmp), "serve", "--bucket", "file://" + os.path.join(self.tmp, "tables"),
+             "--listen", f"127.0.0.1:{port}", "--flush-interval", "1h", "--merge-interval", "1h"],
+            stdout=subprocess.DEVNULL, stderr=self.log)
+        self.url = f"http://127.0.0.1:{port}"
+        wait_up(self.url)
+        self.client = Client(self.url)
+
+    def stop(self):
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 class ServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -2,40 +2,25 @@
 ``strata serve`` on a folder."""
 
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from strata_client import Client  # noqa: E402
-from test_client import free_port, strata_binary, wait_up  # noqa: E402
+from test_client import FolderServer  # noqa: E402
 
 
 class GroupTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="strata-py-groups-")
-        port = free_port()
-        cls.log = open(os.path.join(cls.tmp, "serve.log"), "wb")
-        cls.proc = subprocess.Popen(
-            [strata_binary(cls.tmp), "serve", "--bucket", "file://" + os.path.join(cls.tmp, "tables"),
-             "--listen", f"127.0.0.1:{port}", "--flush-interval", "1h", "--merge-interval", "1h"],
-            stdout=subprocess.DEVNULL, stderr=cls.log)
-        wait_up(f"http://127.0.0.1:{port}")
-        cls.c = Client(f"http://127.0.0.1:{port}")
+        cls.server = FolderServer("strata-py-groups-")
+        cls.c = cls.server.client
 
     @classmethod
     def tearDownClass(cls):
-        cls.c.close()
-        cls.proc.terminate()
-        cls.proc.wait(timeout=30)
-        cls.log.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.server.stop()
 
     def test_members_share_the_changes_and_follow_leaves_on_close(self):
         c = self.c

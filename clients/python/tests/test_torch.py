@@ -2,16 +2,13 @@
 serve`` on a folder (the end-to-end run on MinIO is e2e/dataset_test.go)."""
 
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from test_client import free_port, strata_binary, wait_up  # noqa: E402
+from test_client import FolderServer  # noqa: E402
 from strata_client import Client  # noqa: E402
 
 try:
@@ -44,15 +41,8 @@ class NumpyAndTorchTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="strata-py-torch-")
-        port = free_port()
-        cls.log = open(os.path.join(cls.tmp, "serve.log"), "wb")
-        cls.proc = subprocess.Popen(
-            [strata_binary(cls.tmp), "serve", "--bucket", "file://" + os.path.join(cls.tmp, "tables"),
-             "--listen", f"127.0.0.1:{port}", "--flush-interval", "1h", "--merge-interval", "1h"],
-            stdout=subprocess.DEVNULL, stderr=cls.log)
-        wait_up(f"http://127.0.0.1:{port}")
-        cls.c = c = Client(f"http://127.0.0.1:{port}")
+        cls.server = FolderServer("strata-py-torch-")
+        cls.c = c = cls.server.client
         if np is None:
             return
         c.create_table(cls.table, SCHEMA)
@@ -64,11 +54,7 @@ class NumpyAndTorchTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.c.close()
-        cls.proc.terminate()
-        cls.proc.wait(timeout=30)
-        cls.log.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.server.stop()
 
     @needs_torch
     def test_scan_numpy_types_nulls_and_slices(self):
