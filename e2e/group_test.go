@@ -123,14 +123,14 @@ func TestConsumerGroupSplitsAFollowedTableExactlyOnce(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	var acked []int64
+	var ackedRows []int64
 	for _, p := range workers {
 		p.signal(syscall.SIGTERM) // flushes and merges
 		p.wait(t, time.Minute)
 		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("worker: exit %d\n%s", code, p.stderr())
 		}
-		acked = append(acked, ackedIDs(p.stdout())...)
+		ackedRows = append(ackedRows, acked(p.stdout())...)
 	}
 	time.Sleep(time.Second) // a last pass of the Job
 	job.signal(syscall.SIGTERM)
@@ -187,7 +187,7 @@ func TestConsumerGroupSplitsAFollowedTableExactlyOnce(t *testing.T) {
 	if want := idsIn(t, u); !maps.Equal(ids, want) {
 		t.Fatalf("the group's sink replays to %d rows, the table holds %d", len(ids), len(want))
 	}
-	for _, id := range acked {
+	for _, id := range ackedRows {
 		if ids[id] != 1 {
 			t.Fatalf("acknowledged id %d reached the sink %d times", id, ids[id])
 		}
@@ -199,8 +199,5 @@ func TestConsumerGroupSplitsAFollowedTableExactlyOnce(t *testing.T) {
 		t.Error("the restarted member printed the table's first changes again")
 	}
 	t.Logf("%d acknowledged rows and %d upserts through a group of 3 (one killed, one stopped past its lease): %d units, %d printed again; %d versions",
-		len(acked), upserts, len(sink), again, latest)
+		len(ackedRows), upserts, len(sink), again, latest)
 }
-
-// ackedIDs parses a worker's acknowledgements.
-func ackedIDs(out string) []int64 { return acked(out) }

@@ -116,13 +116,7 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 					return
 				}
 			}
-			owned := m.g.Owned(member, m.now())
-			pos := make(map[int]uint64, len(owned))
-			from := uint64(1<<64 - 1)
-			for _, p := range owned {
-				pos[p] = m.g.Positions[p]
-				from = min(from, pos[p])
-			}
+			pos, from := m.positions()
 			if opts.Until != 0 && from >= opts.Until {
 				return // read through Until, or owns nothing
 			}
@@ -135,8 +129,8 @@ func FollowGroup(ctx context.Context, b blob.Bucket, group, member string, opts 
 			if opts.Until != 0 {
 				to = min(to, opts.Until)
 			}
-			if len(owned) > 0 && to > from {
-				more, err := m.deliver(ctx, from, to, pos, yield)
+			if len(pos) > 0 && to > from {
+				more, err := m.deliver(ctx, to, pos, yield)
 				if err != nil {
 					if more {
 						yield(Change{}, err)
@@ -179,11 +173,25 @@ type groupMember struct {
 	renewed time.Time
 }
 
+// positions is the member's partitions in the state it knows, each with
+// its position, and the lowest of them (the largest uint64 when it owns
+// none).
+func (m *groupMember) positions() (map[int]uint64, uint64) {
+	owned := m.g.Owned(m.name, m.now())
+	pos := make(map[int]uint64, len(owned))
+	from := uint64(1<<64 - 1)
+	for _, p := range owned {
+		pos[p] = m.g.Positions[p]
+		from = min(from, pos[p])
+	}
+	return pos, from
+}
+
 // deliver yields the changes of the units of versions from+1 through to
 // in the partitions of pos that are after each one's position, and the
 // marker; then it records the positions. more is false when the loop
 // body stopped; err, a failure (not yet yielded).
-func (m *groupMember) deliver(ctx context.Context, from, to uint64, pos map[int]uint64, yield func(Change, error) bool) (more bool, err error) {
+func (m *groupMember) deliver(ctx context.Context, to uint64, pos map[int]uint64, yield func(Change, error) bool) (more bool, err error) {
 	for c, err := range shareChanges(ctx, m.b, m.group, m.g.Partitions, pos, to, m.opts.ChangesOptions) {
 		if err != nil {
 			return true, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,7 +74,6 @@ type GroupRead struct {
 	Share GroupShare
 	b     blob.Bucket
 	group string
-	from  uint64
 	pos   map[int]uint64
 	n     int
 }
@@ -133,14 +133,10 @@ func ReadGroupShare(ctx context.Context, b blob.Bucket, group, member string, op
 	if err != nil {
 		return nil, err
 	}
-	gr := &GroupRead{b: b, group: group, n: m.g.Partitions, pos: map[int]uint64{}, from: 1<<64 - 1}
-	owned := m.g.Owned(member, m.now())
-	for _, p := range owned {
-		gr.pos[p] = m.g.Positions[p]
-		gr.from = min(gr.from, gr.pos[p])
-	}
+	pos, from := m.positions()
+	gr := &GroupRead{b: b, group: group, n: m.g.Partitions, pos: pos}
 	deadline := time.Now().Add(wait)
-	if len(owned) == 0 {
+	if len(pos) == 0 {
 		// Nothing to read (more members than partitions): the wait
 		// asked for, rather than a member that asks again at once.
 		select {
@@ -155,8 +151,8 @@ func ReadGroupShare(ctx context.Context, b blob.Bucket, group, member string, op
 		if err != nil {
 			return nil, err
 		}
-		if latest > gr.from {
-			gr.Share = GroupShare{Through: latest, Partitions: owned, Group: m.g.ID}
+		if latest > from {
+			gr.Share = GroupShare{Through: latest, Partitions: slices.Sorted(maps.Keys(pos)), Group: m.g.ID}
 			return gr, nil
 		}
 		if !time.Now().Before(deadline) {

@@ -514,6 +514,12 @@ class Client:
             query["consumer"] = consumer
         if to is not None:
             query["to"] = to
+        rows, through, _ = self._read_changes(name, query, wait, columns, filter)
+        return rows, through
+
+    def _read_changes(self, name, query, wait, columns, filter):
+        """GET …/changes with query and the reads' shared parameters: the rows,
+        the version read through, and the answer's headers."""
         if wait:
             query["wait"] = "%.3fs" % wait
         if columns:
@@ -521,8 +527,8 @@ class Client:
         if filter:
             query["filter"] = filter
         resp = self._open("GET", self._table(name, "/changes"), query, accept=NDJSON)
-        through = int(resp.headers.get("Strata-Version", "0"))
-        return list(_lines(resp)), through
+        headers = resp.headers
+        return list(_lines(resp)), int(headers.get("Strata-Version", "0")), headers
 
     def follow(self, name: str, consumer: Optional[str] = None, from_version: Optional[int] = None, wait: float = 30,
                columns: Optional[Sequence[str]] = None, filter: Optional[str] = None,
@@ -588,18 +594,10 @@ class Client:
         first read joins the group; ``lease`` (seconds, default 60) is how long
         the claim lasts without a read."""
         query = {"format": "jsonl", "group": group, "member": member, "ack": ack}
-        if wait:
-            query["wait"] = "%.3fs" % wait
         if lease:
             query["lease"] = "%.3fs" % lease
-        if columns:
-            query["columns"] = _column_list(columns)
-        if filter:
-            query["filter"] = filter
-        resp = self._open("GET", self._table(name, "/changes"), query, accept=NDJSON)
-        through = int(resp.headers.get("Strata-Version", "0"))
-        next_ack = resp.headers.get("Strata-Group-Ack") or None
-        return list(_lines(resp)), through, next_ack
+        rows, through, headers = self._read_changes(name, query, wait, columns, filter)
+        return rows, through, headers.get("Strata-Group-Ack") or None
 
     def leave_group(self, name: str, group: str, member: str) -> None:
         """``member`` leaves consumer group ``group``: its share goes to the
