@@ -29,6 +29,7 @@ const (
 	CodeBadFraming           = "bad_framing"            // 400: a body framed two ways (Content-Length and Transfer-Encoding) or a malformed chunked body; the connection closes
 	CodeUnsupportedSchema    = "unsupported_schema"     // 400: a schema Strata cannot store
 	CodeUnauthorized         = "unauthorized"           // 401: the server wants a bearer token
+	CodeForbidden            = "forbidden"              // 403: the token lacks the grant the request needs (the message names it)
 	CodeNotFound             = "not_found"              // 404: table, version, tag or shard
 	CodeNoRoute              = "no_route"               // 404
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
@@ -58,7 +59,7 @@ const (
 // statuses are the HTTP statuses of the error codes.
 var statuses = map[string]int{
 	CodeBadRequest: 400, CodeBadInput: 400, CodeBadTableName: 400, CodeBadFraming: 400, CodeUnsupportedSchema: 400,
-	CodeUnauthorized: 401, CodeNotFound: 404, CodeNoRoute: 404, CodeMethodNotAllowed: 405, CodeBodyTooSlow: 408,
+	CodeUnauthorized: 401, CodeForbidden: 403, CodeNotFound: 404, CodeNoRoute: 404, CodeMethodNotAllowed: 405, CodeBodyTooSlow: 408,
 	CodeExists: 409, CodeBadPlacement: 409, CodeSequenceExpired: 409, CodeConflict: 409, CodeCompactionRunning: 409,
 	CodeLeaseHeld: 409, CodeNotDue: 409, CodeVersionCollected: 410, CodeTooLarge: 413, CodeTooManyKeys: 413,
 	CodeUnsupportedMediaType: 415, CodeKeyReused: 422, CodeBusy: 429, CodeMergeRunning: 429, CodeInternal: 500,

@@ -41,6 +41,7 @@ const IcebergPrefix = "/iceberg"
 const (
 	icebergBadRequest     = "BadRequestException"
 	icebergUnauthorized   = "NotAuthorizedException"
+	icebergForbidden      = "ForbiddenException"
 	icebergNoNamespace    = "NoSuchNamespaceException"
 	icebergNoTable        = "NoSuchTableException"
 	icebergUnsupported    = "UnsupportedOperationException"
@@ -82,6 +83,8 @@ func icebergTypeOf(status int) string {
 		return icebergBadRequest
 	case status == http.StatusUnauthorized:
 		return icebergUnauthorized
+	case status == http.StatusForbidden:
+		return icebergForbidden
 	case status == http.StatusNotFound:
 		return icebergNotFound
 	case status == http.StatusNotAcceptable, status == http.StatusMethodNotAllowed, status == http.StatusUnsupportedMediaType:
@@ -212,8 +215,9 @@ func (s *Server) icebergNames(r *http.Request) ([]icebergName, error) {
 		have[t.Name] = true
 	}
 	var out []icebergName
+	p := principalOf(r.Context())
 	for _, t := range tables {
-		if t.Name == "" {
+		if t.Name == "" || !p.seesTable(t.Name) {
 			continue
 		}
 		segs := strings.Split(t.Name, "/")
@@ -371,7 +375,9 @@ func nonNil[T any](s []T) []T {
 
 // icebergTable resolves the table an identifier names: the folder's
 // table, or, in the root namespace, the root's.
-func (s *Server) icebergTable(r *http.Request) (*tableState, error) {
+// The request's token needs the grant need on the table served, and is
+// refused (403) when it has it on none of the names it may mean.
+func (s *Server) icebergTable(r *http.Request, need Verb) (*tableState, error) {
 	ns, err := namespaceOf(r)
 	if err != nil {
 		return nil, err
@@ -384,8 +390,11 @@ func (s *Server) icebergTable(r *http.Request) (*tableState, error) {
 	if len(ns) == 1 && ns[0] == s.opts.IcebergRootNamespace {
 		candidates = append(candidates, name)
 	}
+	if p := principalOf(r.Context()); !slices.ContainsFunc(candidates, func(c string) bool { return p.allows(need, c) }) {
+		return nil, p.refuse(need, candidates[0])
+	}
 	for i, c := range candidates {
-		if format.CheckName(c) != nil {
+		if format.CheckName(c) != nil || !principalOf(r.Context()).allows(need, c) {
 			continue
 		}
 		t, err := s.table(r.Context(), c, false)

@@ -86,6 +86,11 @@ const maxIcebergMetadataBytes = 64 << 20
 const accepted = "Strata takes commits whose one change is a snapshot of operation append made the main branch (an engine's append of data files): add-snapshot and set-snapshot-ref of main"
 
 func (s *Server) icebergCommit(w http.ResponseWriter, r *http.Request) error {
+	// The token's grant and the table first: 403 or 404 before the body.
+	t, err := s.icebergTable(r, Append)
+	if err != nil {
+		return err
+	}
 	if err := jsonBody(r); err != nil {
 		return err
 	}
@@ -98,10 +103,6 @@ func (s *Server) icebergCommit(w http.ResponseWriter, r *http.Request) error {
 		return icebergErrorf(http.StatusBadRequest, icebergBadRequest, "the commit: more follows its JSON object")
 	}
 	snap, err := appendedSnapshot(req.Updates)
-	if err != nil {
-		return err
-	}
-	t, err := s.icebergTable(r)
 	if err != nil {
 		return err
 	}

@@ -183,7 +183,7 @@ func (s *Server) view(ctx context.Context, t *tableState) (viewRead, error) {
 // the table's current metadata, a snapshot per version garbage collection
 // keeps, with an ETag; 304 for an If-None-Match that names it.
 func (s *Server) icebergLoad(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.icebergTable(r)
+	t, err := s.icebergTable(r, Read)
 	if err != nil {
 		return err
 	}

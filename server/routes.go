@@ -30,12 +30,22 @@ func (s *Server) routes() error {
 	if err != nil {
 		return err
 	}
-	const t = "/api/v1/tables/{name}"
+	const t = tableRoute
+	// A route on a table checks the request's token against the grant
+	// it needs first (403 whether or not the table is there).
+	var unguarded []string
 	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
 		s.patterns = append(s.patterns, pattern)
 		params := queries[pattern]
+		_, guarded := tableRouteVerbs[pattern]
+		if strings.Contains(pattern, "{name}") && !guarded {
+			unguarded = append(unguarded, pattern)
+		}
 		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			err := checkQuery(r, pattern, params)
+			if err == nil && guarded {
+				err = may(r, routeVerb(pattern, r), r.PathValue("name"))
+			}
 			if err == nil {
 				err = h(w, r)
 			}
@@ -103,13 +113,58 @@ func (s *Server) routes() error {
 	onTable("POST "+t+"/lsm/compact", s.lsmMerge)
 	onTable("GET "+t+"/lsm/stats", s.lsmStats)
 	handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) error { _, err := io.WriteString(w, "ok\n"); return err })
-	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error { s.serveMetrics(w, r); return nil })
+	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+		if !s.opts.OpenMetrics {
+			if err := may(r, Read, "*"); err != nil {
+				return err
+			}
+		}
+		s.serveMetrics(w, r)
+		return nil
+	})
 	handle("GET /api/v1/openapi.json", func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", api.JSON)
 		_, err := w.Write(OpenAPI)
 		return err
 	})
+	if len(unguarded) > 0 {
+		return fmt.Errorf("server: routes with no grant in tableRouteVerbs: %v", unguarded)
+	}
 	return nil
+}
+
+// tableRouteVerbs are the verbs the routes on a table need of a token
+// (see Verb); routes refuses to register one not listed here.
+var tableRouteVerbs = map[string]Verb{
+	"PUT " + tableRoute: Admin, "GET " + tableRoute: Read, "DELETE " + tableRoute: Admin,
+	"POST " + tableRoute + "/rows": Append, // Write for upserts and overwrites: routeVerb
+	"GET " + tableRoute + "/rows":  Read, "DELETE " + tableRoute + "/rows": Write, "PATCH " + tableRoute + "/rows": Write,
+	"GET " + tableRoute + "/count": Read, "GET " + tableRoute + "/fragments": Read,
+	"POST " + tableRoute + "/schema": Write, "POST " + tableRoute + "/take": Read, "GET " + tableRoute + "/versions": Read,
+	"GET " + tableRoute + "/changes": Read, "POST " + tableRoute + "/restore": Write,
+	"GET " + tableRoute + "/consumers": Read, "PUT " + tableRoute + "/consumers/{consumer}": Admin,
+	"DELETE " + tableRoute + "/consumers/{consumer}":            Admin,
+	"DELETE " + tableRoute + "/groups/{group}/members/{member}": Read, // a member leaving its group
+	"DELETE " + tableRoute + "/groups/{group}":                  Admin,
+	"GET " + tableRoute + "/tags":                               Read, "POST " + tableRoute + "/tags": Admin, "DELETE " + tableRoute + "/tags/{tag}": Admin,
+	"GET " + tableRoute + "/indexes": Read, "POST " + tableRoute + "/indexes": Admin,
+	"POST " + tableRoute + "/compact": Admin, "POST " + tableRoute + "/gc": Admin, "GET " + tableRoute + "/compact/stats": Read,
+	"POST " + tableRoute + "/lsm/flush": Append, "POST " + tableRoute + "/lsm/merge": Append,
+	"POST " + tableRoute + "/lsm/compact": Append, "GET " + tableRoute + "/lsm/stats": Read,
+}
+
+const tableRoute = "/api/v1/tables/{name}"
+
+// routeVerb is the verb a request on a table's route needs: the route's,
+// and Write for an append that upserts or overwrites.
+func routeVerb(pattern string, r *http.Request) Verb {
+	v := tableRouteVerbs[pattern]
+	if pattern == "POST "+tableRoute+"/rows" {
+		if mode := r.URL.Query().Get("mode"); mode != "" && mode != "append" {
+			v = Write
+		}
+	}
+	return v
 }
 
 // OpenAPI is the OpenAPI 3.1 document of the server's routes, served at

@@ -25,7 +25,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,7 +61,11 @@ type Options struct {
 	// of every route but /healthz, and /metrics with OpenMetrics (for a
 	// Prometheus that scrapes by pod annotation, without the token; the
 	// metrics hold no row and no table's data, only counts and names).
-	Token       string
+	Token string
+	// Tokens, when set, holds further tokens, each with its grants (see
+	// Verb): the server then refuses a request outside its token's
+	// grants (403).
+	Tokens      *Tokens
 	OpenMetrics bool
 	// MaxBodyBytes bounds a request body (default 64 MiB).
 	MaxBodyBytes int64
@@ -260,6 +263,7 @@ func (s *Server) Handler() http.Handler {
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		id := requestID(r)
 		w.Header().Set("X-Request-Id", id)
+		who := "" // the name of the request's token, never the token
 		defer func() {
 			d := time.Since(start)
 			s.metrics.observe(r.Pattern, rw.status, d)
@@ -270,7 +274,7 @@ func (s *Server) Handler() http.Handler {
 			s.opts.Log.LogAttrs(context.Background(), level, "request", slog.String("request_id", id),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", r.Pattern),
 				slog.Int("status", rw.status), slog.Int64("bytes", rw.bytes), slog.Float64("duration_s", d.Seconds()),
-				slog.String("remote", r.RemoteAddr))
+				slog.String("remote", r.RemoteAddr), slog.String("token", who))
 		}()
 		// The catalog's routes answer in the Iceberg spec's error model.
 		writeError := writeError
@@ -287,21 +291,20 @@ func (s *Server) Handler() http.Handler {
 				"the URL is %d bytes; at most %d (a longer filter= or columns= cannot be sent: split the request, e.g. an IN list across several)", n, MaxURLBytes))
 			return
 		}
-		if r.URL.Path != "/healthz" && !(r.URL.Path == "/metrics" && s.opts.OpenMetrics) && s.opts.Token != "" {
-			auth := r.Header.Get("Authorization")
-			got, ok := auth, len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ") // the scheme's name is any case (RFC 7235)
-			if ok {
-				got = auth[7:]
+		if r.URL.Path != "/healthz" && !(r.URL.Path == "/metrics" && s.opts.OpenMetrics) {
+			p, ok, why := s.authenticate(r)
+			if !ok {
+				challenge := `Bearer realm="strata"`
+				if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ") {
+					challenge += `, error="invalid_token"`
+				}
+				rw.Header().Set("WWW-Authenticate", challenge)
+				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, why)
+				return
 			}
-			switch {
-			case !ok:
-				rw.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
-				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, "a bearer token is required: send Authorization: Bearer TOKEN (the token strata serve was given)")
-				return
-			case subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1:
-				rw.Header().Set("WWW-Authenticate", `Bearer realm="strata", error="invalid_token"`)
-				writeError(rw, http.StatusUnauthorized, api.CodeUnauthorized, "the bearer token is not this server's: check the token the client was given against strata serve's")
-				return
+			if p != nil {
+				who = p.name
+				r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 			}
 		}
 		if s.draining.Load() && r.URL.Path != "/healthz" && r.URL.Path != "/metrics" {

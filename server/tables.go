@@ -30,7 +30,8 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tables = slices.DeleteFunc(tables, func(l format.Listed) bool { return l.Name == "" })
+	p := principalOf(r.Context())
+	tables = slices.DeleteFunc(tables, func(l format.Listed) bool { return l.Name == "" || !p.seesTable(l.Name) })
 	writeJSON(w, http.StatusOK, api.TableList{Tables: apiTables(tables)})
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,11 +22,11 @@ import (
 
 // serveFlags are serve's flags.
 type serveFlags struct {
-	bucket, listen, token, instance, logLevel, rootNamespace string
-	insecure, openMetrics                                    bool
-	flushEvery, mergeEvery, shutdownGrace, drainTimeout      time.Duration
-	reuseBytes, maxBody, budget, writeShare                  int64
-	policy                                                   *policyflag.Flags
+	bucket, listen, token, tokens, instance, logLevel, rootNamespace string
+	insecure, openMetrics                                            bool
+	flushEvery, mergeEvery, shutdownGrace, drainTimeout              time.Duration
+	reuseBytes, maxBody, budget, writeShare                          int64
+	policy                                                           *policyflag.Flags
 }
 
 func newServe(env *Env) *cobra.Command {
@@ -39,8 +41,12 @@ and /metrics (Prometheus text).
 
 The server's shard is "srv-" and its instance id (--instance, STRATA_INSTANCE,
 default the hostname): give each replica its own. With a token (--token or
-STRATA_TOKEN) requests need "Authorization: Bearer TOKEN"; without one the
-server listens on loopback only, unless --insecure-listen. On SIGTERM it stops
+STRATA_TOKEN) requests need "Authorization: Bearer TOKEN"; with a tokens
+file (--tokens FILE, its lines made by strata token new) each token may do
+what its grants say (read, append, write, admin on table-name patterns), and
+a request outside them is refused 403; the file is read again when it
+changes or on SIGHUP. Without a token the server listens on loopback only,
+unless --insecure-listen. On SIGTERM it stops
 accepting, gives requests in flight --shutdown-grace to finish (then closes
 their connections: a slow client cannot hold the exit), flushes and merges
 its shards, then exits.
@@ -60,7 +66,8 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f := c.Flags()
 	f.StringVar(&s.bucket, "bucket", "", "bucket URL under which tables live")
 	f.StringVar(&s.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	f.StringVar(&s.token, "token", "", "bearer token required of clients (or STRATA_TOKEN)")
+	f.StringVar(&s.token, "token", "", "bearer token required of clients, with every grant (or STRATA_TOKEN)")
+	f.StringVar(&s.tokens, "tokens", "", "file of tokens' SHA-256 and their grants (see strata token new); read again on change or SIGHUP")
 	f.StringVar(&s.instance, "instance", "", "instance id, naming this server's shard (or STRATA_INSTANCE; default the hostname)")
 	f.StringVar(&s.logLevel, "log-level", "info", "debug, info (one access-log line per request), warn or error")
 	f.BoolVar(&s.insecure, "insecure-listen", false, "allow a non-loopback address without a token")
@@ -100,7 +107,7 @@ func (s *serveFlags) logger(env *Env) (*slog.Logger, error) {
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--listen %q: %v", s.listen, err)}
 	}
-	if ip := net.ParseIP(host); s.token == "" && !s.insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+	if ip := net.ParseIP(host); s.token == "" && s.tokens == "" && !s.insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
 		return nil, usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, or pass --insecure-listen")}
 	}
 	var level slog.Level
@@ -126,7 +133,11 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, OpenMetrics: s.openMetrics, Log: log, Open: env.Open,
+	tokens, err := s.loadTokens(ctx, log)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, Tokens: tokens, OpenMetrics: s.openMetrics, Log: log, Open: env.Open,
 		IcebergExport: icebergExporter(log), IcebergRootNamespace: s.rootNamespace,
 		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare, Compaction: policy,
 		Shard: engine.ShardOptions{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: offIfZero(s.reuseBytes)}})
@@ -146,7 +157,7 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 		return err
 	}
 	hs := srv.HTTPServer()
-	log.Info("serving", "listen", ln.Addr().String(), "bucket", s.bucket, "shard", srv.ShardID(), "auth", s.token != "",
+	log.Info("serving", "listen", ln.Addr().String(), "bucket", s.bucket, "shard", srv.ShardID(), "auth", s.token != "" || tokens != nil,
 		"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
 	fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
 	errc := make(chan error, 1)
@@ -172,4 +183,39 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// loadTokens reads --tokens, and reads it again when it changes (looking
+// every second) or on SIGHUP, until ctx ends; a file that cannot be read
+// again leaves the tokens read before in use, and says so in the log.
+func (s *serveFlags) loadTokens(ctx context.Context, log *slog.Logger) (*server.Tokens, error) {
+	if s.tokens == "" {
+		return nil, nil
+	}
+	tokens, err := server.LoadTokens(s.tokens)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--tokens: %w", err)}
+	}
+	report := func(err error) {
+		if err != nil {
+			log.Error("tokens file not reloaded: the tokens read before stay in use", "file", s.tokens, "error", err.Error())
+			return
+		}
+		log.Info("tokens file reloaded", "file", s.tokens, "tokens", tokens.Len())
+	}
+	go tokens.Watch(ctx, time.Second, report)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				report(tokens.Reload())
+			}
+		}
+	}()
+	return tokens, nil
 }

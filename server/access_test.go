@@ -1,0 +1,204 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/server"
+)
+
+// grantTokens makes a tokens file of one fresh token per name, with its
+// grants, and returns the file's path and the tokens by name.
+func grantTokens(t *testing.T, grants map[string][]string) (string, map[string]string) {
+	t.Helper()
+	var lines []string
+	tokens := map[string]string{}
+	for name, gs := range grants {
+		var parsed []server.Grant
+		for _, g := range gs {
+			grant, err := server.ParseGrant(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parsed = append(parsed, grant)
+		}
+		token, line, err := server.NewToken(name, parsed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[name], lines = token, append(lines, line)
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("# the test's tokens\n"+strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, tokens
+}
+
+// Each verb of the API against each kind of token: a request outside the
+// token's grants is refused 403 with the grant it lacks named, before the
+// table is looked at (a drop of a table that is not there is 403 too); one
+// inside them is not refused.
+func TestGrantsByVerb(t *testing.T) {
+	path, tokens := grantTokens(t, map[string][]string{
+		"reader":   {"read:runs/*"},
+		"appender": {"append:runs/*"},
+		"writer":   {"write:runs/*"},
+		"admin":    {"admin:*"},
+		"stranger": {"read:other/*"},
+		"watcher":  {"read:*"},
+	})
+	tk, err := server.LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuffer
+	f := start(t, "file://"+t.TempDir(), server.Options{Tokens: tk, Log: slog.New(slog.NewJSONHandler(&log, nil))})
+	code, body := raw(t, f, "PUT", "/api/v1/tables/runs%2Fa", "application/json", `{"fields":[{"name":"id","type":"int64"}]}`, tokens["admin"])
+	if code != http.StatusCreated {
+		t.Fatalf("create as admin: %d %s", code, body)
+	}
+	type request struct{ method, path, ctype, body string }
+	const tb = "/api/v1/tables/runs%2Fa"
+	requests := map[string]request{
+		"describe":       {"GET", tb, "", ""},
+		"scan":           {"GET", tb + "/rows", "", ""},
+		"changes":        {"GET", tb + "/changes?from=0", "", ""},
+		"append":         {"POST", tb + "/rows", "application/x-ndjson", `{"id":1}` + "\n"},
+		"flush":          {"POST", tb + "/lsm/flush", "", ""},
+		"upsert":         {"POST", tb + "/rows?mode=upsert&key=id", "application/x-ndjson", `{"id":1}` + "\n"},
+		"delete":         {"DELETE", tb + "/rows?filter=id%3D7", "", ""},
+		"alter":          {"POST", tb + "/schema", "application/json", `{"add":[{"name":"x","type":"int64","nullable":true}]}`},
+		"create":         {"PUT", "/api/v1/tables/runs%2Fb", "application/json", `{"fields":[{"name":"id","type":"int64"}]}`},
+		"drop":           {"DELETE", "/api/v1/tables/runs%2Fnone", "", ""},
+		"compact":        {"POST", tb + "/compact", "", ""},
+		"tag":            {"POST", tb + "/tags", "application/json", `{"name":"t1"}`},
+		"iceberg load":   {"GET", server.IcebergPrefix + "/v1/namespaces/runs/tables/a", "", ""},
+		"iceberg commit": {"POST", server.IcebergPrefix + "/v1/namespaces/runs/tables/a", "application/json", `{}`},
+		"metrics":        {"GET", "/metrics", "", ""},
+	}
+	// The grant each request needs; "" where the token may.
+	lacks := map[string]map[string]string{
+		"reader": {"append": "append:runs/a", "flush": "append:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a",
+			"alter": "write:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none", "compact": "admin:runs/a", "tag": "admin:runs/a",
+			"iceberg commit": "append:runs/a", "metrics": "read:*"},
+		"appender": {"describe": "read:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a",
+			"alter": "write:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none", "compact": "admin:runs/a", "tag": "admin:runs/a",
+			"iceberg load": "read:runs/a", "metrics": "read:*"},
+		"writer": {"describe": "read:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none",
+			"compact": "admin:runs/a", "tag": "admin:runs/a", "iceberg load": "read:runs/a", "metrics": "read:*"},
+		"admin": {},
+		"stranger": {"describe": "read:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "append": "append:runs/a", "flush": "append:runs/a",
+			"upsert": "write:runs/a", "delete": "write:runs/a", "alter": "write:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none",
+			"compact": "admin:runs/a", "tag": "admin:runs/a", "iceberg load": "read:runs/a", "iceberg commit": "append:runs/a", "metrics": "read:*"},
+		"watcher": {"append": "append:runs/a", "flush": "append:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a", "alter": "write:runs/a",
+			"create": "admin:runs/b", "drop": "admin:runs/none", "compact": "admin:runs/a", "tag": "admin:runs/a", "iceberg commit": "append:runs/a"},
+	}
+	for who, token := range tokens {
+		for what, req := range requests {
+			code, body := raw(t, f, req.method, req.path, req.ctype, req.body, token)
+			want := lacks[who][what]
+			switch {
+			case want != "" && code != http.StatusForbidden:
+				t.Errorf("%s %s: %d, want 403 for lack of %s: %.200s", who, what, code, want, body)
+			case want != "" && !strings.Contains(body, want):
+				t.Errorf("%s %s: 403 without naming the grant %s: %.200s", who, what, want, body)
+			case want == "" && (code == http.StatusForbidden || code == http.StatusUnauthorized):
+				t.Errorf("%s %s: refused (%d) within its grants: %.200s", who, what, code, body)
+			}
+		}
+	}
+	// The list shows the tables a token has a grant on.
+	for who, want := range map[string]int{"reader": 2, "stranger": 0, "admin": 2} {
+		code, body := raw(t, f, "GET", "/api/v1/tables", "", "", tokens[who])
+		var list struct{ Tables []struct{ Name string } }
+		if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.Tables) != want {
+			t.Errorf("%s lists %d tables (%d %v), want %d: %s", who, len(list.Tables), code, err, want, body)
+		}
+	}
+	// The access log names each token, and holds none.
+	logged := log.String()
+	for who, token := range tokens {
+		if strings.Contains(logged, token) || strings.Contains(logged, token[len(token)-12:]) {
+			t.Errorf("the log holds %s's token", who)
+		}
+		if !strings.Contains(logged, fmt.Sprintf(`"token":%q`, who)) {
+			t.Errorf("the log does not name the token %s", who)
+		}
+	}
+}
+
+// The tokens file is read again: a token added works without a restart,
+// one removed is refused; a file gone bad leaves the tokens before it.
+func TestTokensFileReloads(t *testing.T) {
+	path, tokens := grantTokens(t, map[string][]string{"old": {"read:*"}})
+	tk, err := server.LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, "file://"+t.TempDir(), server.Options{Tokens: tk})
+	if code, body := raw(t, f, "GET", "/api/v1/tables", "", "", tokens["old"]); code != http.StatusOK {
+		t.Fatalf("the first token: %d %s", code, body)
+	}
+	reloads := make(chan error, 10)
+	wctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go tk.Watch(wctx, 10*time.Millisecond, func(err error) { reloads <- err })
+	path2, tokens2 := grantTokens(t, map[string][]string{"new-one": {"read:*"}})
+	text, err := os.ReadFile(path2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The watch sees the file change.
+	if err := <-reloads; err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if code, body := raw(t, f, "GET", "/api/v1/tables", "", "", tokens2["new-one"]); code != http.StatusOK {
+		t.Fatalf("the token added: %d %s", code, body)
+	}
+	if code, _ := raw(t, f, "GET", "/api/v1/tables", "", "", tokens["old"]); code != http.StatusUnauthorized {
+		t.Fatalf("the token removed: %d, want 401", code)
+	}
+	if err := os.WriteFile(path, []byte("not a line of tokens\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Reload(); err == nil || !strings.Contains(err.Error(), path+":1") {
+		t.Fatalf("a bad file: %v, want its line named", err)
+	}
+	if code, _ := raw(t, f, "GET", "/api/v1/tables", "", "", tokens2["new-one"]); code != http.StatusOK {
+		t.Fatalf("after a bad file, the tokens before: %d", code)
+	}
+}
+
+// A tokens file's mistakes are named by line: a token pasted where its
+// hash belongs (and not repeated in the error), an unknown verb, a line
+// without grants.
+func TestTokensFileErrors(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"strata_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG fleet read:*\n", "is not a SHA-256"},
+		{strings.Repeat("a", 64) + " fleet fly:*\n", `unknown verb "fly"`},
+		{strings.Repeat("a", 64) + " fleet\n", "want SHA256 NAME GRANT"},
+		{strings.Repeat("a", 64) + " a read:*\n" + strings.Repeat("a", 64) + " b read:*\n", "the token of line 1 again"},
+	} {
+		path := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(path, []byte(tc.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := server.LoadTokens(path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "abcdefghij") {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}
