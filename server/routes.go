@@ -31,31 +31,11 @@ func (s *Server) routes() error {
 		return err
 	}
 	const t = tableRoute
-	// A route on a table checks the request's token against the grant
-	// it needs first (403 whether or not the table is there).
 	var unguarded []string
 	handle := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-		s.patterns = append(s.patterns, pattern)
-		params := queries[pattern]
-		_, guarded := tableRouteVerbs[pattern]
-		if strings.Contains(pattern, "{name}") && !guarded {
+		if !s.handle(pattern, queries[pattern], h) {
 			unguarded = append(unguarded, pattern)
 		}
-		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			err := checkQuery(r, pattern, params)
-			if err == nil && guarded {
-				err = may(r, routeVerb(pattern, r), r.PathValue("name"))
-			}
-			if err == nil {
-				err = h(w, r)
-			}
-			if err != nil {
-				if fault := bodyFault(r); fault != nil {
-					err = fault
-				}
-				fail(w, err)
-			}
-		})
 	}
 	// Routes on an existing table get it resolved first (404 if none).
 	onTable := func(pattern string, h func(w http.ResponseWriter, r *http.Request, t *tableState) error) {
@@ -131,6 +111,31 @@ func (s *Server) routes() error {
 		return fmt.Errorf("server: routes with no grant in tableRouteVerbs: %v", unguarded)
 	}
 	return nil
+}
+
+// handle registers a route whose query string is checked against params;
+// a route on a table checks the request's token against the grant it
+// needs first (403 whether or not the table is there). False for a route
+// on a table with no grant in tableRouteVerbs.
+func (s *Server) handle(pattern string, params map[string]queryParam, h func(w http.ResponseWriter, r *http.Request) error) bool {
+	s.patterns = append(s.patterns, pattern)
+	_, guarded := tableRouteVerbs[pattern]
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		err := checkQuery(r, pattern, params)
+		if err == nil && guarded {
+			err = may(r, routeVerb(pattern, r), r.PathValue("name"))
+		}
+		if err == nil {
+			err = h(w, r)
+		}
+		if err != nil {
+			if fault := bodyFault(r); fault != nil {
+				err = fault
+			}
+			fail(w, err)
+		}
+	})
+	return guarded || !strings.Contains(pattern, "{name}")
 }
 
 // tableRouteVerbs are the verbs the routes on a table need of a token
