@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -113,8 +114,11 @@ type Options struct {
 	// clients before names did: then a failure is the caller's to judge.
 	RetryFor time.Duration
 	NoNames  bool
-	// HTTP is the HTTP client (default: a new http.Client).
+	// HTTP is the HTTP client (default: a new http.Client, with TLS when
+	// set). TLS configures the client of an https:// server (TLSConfig
+	// makes one from files); it and HTTP are not set together.
 	HTTP *http.Client
+	TLS  *tls.Config
 	// MaxMessageBytes bounds the body of one Arrow IPC message (a batch)
 	// of the server's answers (default 1 GiB): a message claiming more is
 	// refused before any memory is allocated for it.
@@ -152,9 +156,7 @@ func (o *Options) EnsureDefaults() *Options {
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 2560 * time.Millisecond
 	}
-	if c.HTTP == nil {
-		c.HTTP = &http.Client{}
-	}
+	c.HTTP = httpClient(&c)
 	if c.RetryFor <= 0 {
 		c.RetryFor = 30 * time.Second
 	}
@@ -169,6 +171,9 @@ func (o *Options) EnsureDefaults() *Options {
 func (o *Options) Validate() error {
 	if o == nil {
 		return nil
+	}
+	if o.HTTP != nil && o.TLS != nil {
+		return fmt.Errorf("%w: HTTP and TLS are set together: give the HTTP client's transport the TLS configuration", ErrInvalidOptions)
 	}
 	if o.BaseBackoff < 0 || o.MaxBackoff < 0 || o.RetryFor < 0 {
 		return fmt.Errorf("%w: BaseBackoff, MaxBackoff and RetryFor must not be negative", ErrInvalidOptions)
@@ -229,6 +234,8 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 		resp, err := c.opts.HTTP.Do(req)
 		retry, wait := false, backoff.Policy{Base: c.opts.BaseBackoff, Max: c.opts.MaxBackoff}.Delay(attempt+1)
 		switch {
+		case tlsFailure(err) != nil:
+			return nil, tlsFailure(err) // it would fail again
 		case err != nil:
 			// The request may or may not have reached the server.
 			retry = name != nil && ctx.Err() == nil && time.Since(start) < c.opts.RetryFor

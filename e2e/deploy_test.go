@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/stratadb/strata/client"
+	"github.com/stratadb/strata/harness/testcert"
 	"github.com/stratadb/strata/harness/testenv"
 )
 
@@ -35,6 +38,12 @@ type (
 				Spec     struct {
 					AutomountServiceAccountToken *bool `yaml:"automountServiceAccountToken"`
 					Containers                   []container
+					Volumes                      []struct {
+						Name   string
+						Secret *struct {
+							SecretName string `yaml:"secretName"`
+						}
+					}
 				}
 			}
 		}
@@ -46,6 +55,10 @@ type (
 		Ports          []containerPort
 		LivenessProbe  *probe `yaml:"livenessProbe"`
 		ReadinessProbe *probe `yaml:"readinessProbe"`
+		VolumeMounts   []struct {
+			Name      string
+			MountPath string `yaml:"mountPath"`
+		} `yaml:"volumeMounts"`
 	}
 	envVar struct {
 		Name, Value string
@@ -62,8 +75,9 @@ type (
 	}
 	probe struct {
 		HTTPGet *struct {
-			Path string
-			Port string
+			Path   string
+			Port   string
+			Scheme string
 		} `yaml:"httpGet"`
 	}
 )
@@ -138,7 +152,9 @@ func (p *pod) port(t *testing.T, ref string) int {
 	return n
 }
 
-func startPod(t *testing.T, m manifest, c container, store, token string) *pod {
+// A secret volume is a folder here (secrets: by the Secret's name), put
+// where the container's arguments name its mount path.
+func startPod(t *testing.T, m manifest, c container, store, token string, secrets map[string]string) *pod {
 	t.Helper()
 	p := &pod{name: m.Metadata.Name + "/" + c.Name, ports: map[string]int{}, m: m, c: c}
 	lake := regexp.MustCompile(`s3://lake(/|\?)`)
@@ -170,6 +186,20 @@ func startPod(t *testing.T, m manifest, c container, store, token string) *pod {
 	for i, a := range c.Args {
 		args[i] = regexp.MustCompile(`\$\(([A-Z_]+)\)`).ReplaceAllStringFunc(a, func(s string) string { return env[s[2:len(s)-1]] })
 	}
+	for _, vm := range c.VolumeMounts {
+		for _, v := range m.Spec.Template.Spec.Volumes {
+			if v.Name != vm.Name || v.Secret == nil {
+				continue
+			}
+			dir, ok := secrets[v.Secret.SecretName]
+			if !ok {
+				t.Fatalf("%s: volume %s mounts a secret the test does not know: %s", p.name, v.Name, v.Secret.SecretName)
+			}
+			for i, a := range args {
+				args[i] = strings.ReplaceAll(a, strings.TrimSuffix(vm.MountPath, "/")+"/", dir+"/")
+			}
+		}
+	}
 	for _, cp := range c.Ports {
 		free := freePort(t)
 		p.ports[cp.Name], p.ports[strconv.Itoa(cp.ContainerPort)] = free, free
@@ -190,9 +220,9 @@ func startPod(t *testing.T, m manifest, c container, store, token string) *pod {
 }
 
 // get answers a GET without credentials, as a kubelet probe or a
-// Prometheus scrape by annotation sends it.
-func get(u string) (int, string) {
-	resp, err := http.Get(u)
+// Prometheus scrape by annotation sends it (https with the test's CA).
+func get(hc *http.Client, u string) (int, string) {
+	resp, err := hc.Get(u)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -216,6 +246,27 @@ func TestTheREADMEsDeploymentExposesEveryMetricItsDashboardQueries(t *testing.T)
 	minio := testenv.MinIO(t)
 	store := strings.SplitN(minio.URL(t), "?", 2)[0]
 	const token = "deploy-test-token"
+	// The strata-tls Secret, as cert-manager writes it.
+	tlsDir := t.TempDir()
+	certs, err := testcert.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range map[string]string{certs.Cert: "tls.crt", certs.Key: "tls.key"} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tlsDir, to), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf, err := client.TLSConfig(certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}, Timeout: 10 * time.Second}
+	scheme := func(s string) string { return strings.ToLower(cmp.Or(s, "http")) }
 
 	var pods []*pod
 	var api string
@@ -224,10 +275,13 @@ func TestTheREADMEsDeploymentExposesEveryMetricItsDashboardQueries(t *testing.T)
 			t.Errorf("%s mounts the service-account token; nothing in it talks to the Kubernetes API", m.Metadata.Name)
 		}
 		for _, c := range m.Spec.Template.Spec.Containers {
-			p := startPod(t, m, c, store, token)
+			p := startPod(t, m, c, store, token, map[string]string{"strata-tls": tlsDir})
 			pods = append(pods, p)
 			if len(c.Args) > 0 && c.Args[0] == "serve" {
-				api = fmt.Sprintf("http://127.0.0.1:%d/api/v1/tables", p.port(t, "http"))
+				if !slices.Contains(c.Args, "--tls-cert") {
+					t.Fatalf("%s: the server listens beyond loopback without TLS", p.name)
+				}
+				api = fmt.Sprintf("https://127.0.0.1:%d/api/v1/tables", p.port(t, "http"))
 			}
 		}
 	}
@@ -239,9 +293,9 @@ func TestTheREADMEsDeploymentExposesEveryMetricItsDashboardQueries(t *testing.T)
 			if pr == nil || pr.HTTPGet == nil {
 				t.Fatalf("%s: a long-running container without an HTTP readiness and liveness probe", p.name)
 			}
-			u := fmt.Sprintf("http://127.0.0.1:%d%s", p.port(t, pr.HTTPGet.Port), pr.HTTPGet.Path)
-			waitUp(t, u)
-			if code, body := get(u); code != http.StatusOK {
+			u := fmt.Sprintf("%s://127.0.0.1:%d%s", scheme(pr.HTTPGet.Scheme), p.port(t, pr.HTTPGet.Port), pr.HTTPGet.Path)
+			waitUpWith(t, hc, u)
+			if code, body := get(hc, u); code != http.StatusOK {
 				t.Fatalf("%s: probe %s answers %d %s\n%s", p.name, u, code, body, p.proc.stderr())
 			}
 		}
@@ -257,7 +311,7 @@ func TestTheREADMEsDeploymentExposesEveryMetricItsDashboardQueries(t *testing.T)
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +321,7 @@ func TestTheREADMEsDeploymentExposesEveryMetricItsDashboardQueries(t *testing.T)
 			t.Fatalf("%s %s: %d %s", method, u, resp.StatusCode, data)
 		}
 	}
-	if code, _ := get(api); code != http.StatusUnauthorized {
+	if code, _ := get(hc, api); code != http.StatusUnauthorized {
 		t.Fatalf("the server answers %d to a client without its token, not 401", code)
 	}
 	call("PUT", api+"/events", "application/json", `{"fields":[{"name":"id","type":"int64"}]}`)
@@ -285,8 +339,8 @@ func TestTheREADMEsDeploymentExposesEveryMetricItsDashboardQueries(t *testing.T)
 			if a["prometheus.io/scrape"] != "true" {
 				t.Fatalf("%s: no prometheus.io/scrape annotation", p.name)
 			}
-			u := fmt.Sprintf("http://127.0.0.1:%d%s", p.port(t, a["prometheus.io/port"]), cmp.Or(a["prometheus.io/path"], "/metrics"))
-			code, body := get(u)
+			u := fmt.Sprintf("%s://127.0.0.1:%d%s", scheme(a["prometheus.io/scheme"]), p.port(t, a["prometheus.io/port"]), cmp.Or(a["prometheus.io/path"], "/metrics"))
+			code, body := get(hc, u)
 			if code != http.StatusOK {
 				t.Fatalf("%s: the annotation scrape %s answers %d %s", p.name, u, code, body)
 			}

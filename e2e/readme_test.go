@@ -69,6 +69,7 @@ var readmeSkips = []struct{ pattern, why string }{
 	{`--interval `, "runs until stopped"},
 	{`@latest`, "installs the published module; the test runs the binaries built from this checkout"},
 	{`^strata demo$`, "the installed demo; the next section runs the same demo from the checkout"},
+	{`--tokens |--server https://`, "a server with a tokens file or TLS, beside the walk-through's (e2e/tls_test.go runs these against one)"},
 	{`--as-of `, "names a time before the walk-through's fresh tables were made (the flag's tests: table, server and command)"},
 }
 

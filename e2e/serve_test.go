@@ -85,8 +85,14 @@ func freePort(t *testing.T) int {
 
 func waitUp(t *testing.T, u string) {
 	t.Helper()
+	waitUpWith(t, http.DefaultClient, u)
+}
+
+// waitUpWith waits until u answers hc.
+func waitUpWith(t *testing.T, hc *http.Client, u string) {
+	t.Helper()
 	for range 200 {
-		if resp, err := http.Get(u); err == nil {
+		if resp, err := hc.Get(u); err == nil {
 			resp.Body.Close()
 			return
 		}

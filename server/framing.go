@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strconv"
@@ -26,12 +27,21 @@ import (
 
 type guardKey struct{}
 
-type guardedListener struct{ net.Listener }
+type guardedListener struct {
+	net.Listener
+	tls *tls.Config // nil: plain HTTP
+}
 
 func (l guardedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if l.tls != nil {
+		// The guard reads the plaintext: it wraps the TLS connection,
+		// whose handshake runs at the first read, within the deadline
+		// the HTTP server sets for a request's head.
+		c = &tlsConn{Conn: tls.Server(c, l.tls), raw: c}
 	}
 	return &guardedConn{Conn: c}, nil
 }

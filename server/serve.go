@@ -26,7 +26,7 @@ func (s *Server) CheckBucket(ctx context.Context) error {
 // Listener wraps ln so that each connection it accepts is followed by the
 // framing guard. Serve the listener with the http.Server of HTTPServer,
 // whose ConnContext hands the guard to the handler.
-func Listener(ln net.Listener) net.Listener { return guardedListener{ln} }
+func Listener(ln net.Listener) net.Listener { return guardedListener{Listener: ln} }
 
 // MaxURLBytes bounds a request's URL (its filter=, columns=): a longer
 // one is answered 414 (too_large) with a message naming the limit.

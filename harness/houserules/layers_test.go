@@ -66,6 +66,7 @@ var layers = map[string]int{
 	"harness/latencyproxy": 20,
 	"harness/rollouts":     20,
 	"harness/testenv":      20,
+	"harness/testcert":     20,
 	"harness/blobtest":     21,
 	"harness/bench":        21,
 	"harness/houserules":   21,

@@ -27,6 +27,7 @@ import json
 import random
 import re
 import secrets
+import ssl
 import threading
 import time
 import urllib.parse
@@ -48,6 +49,38 @@ class StrataError(Exception):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"strata: {status} {code}: {message}")
         self.status, self.code, self.message = status, code, message
+
+
+class StrataTLSError(StrataError):
+    """The TLS handshake failed (``status`` 0, ``code`` "tls"): the server's
+    certificate is not signed by a CA the client trusts (``ca=``), not made
+    for the URL's host, or the server asked for a client certificate
+    (``cert=``, ``key=``). It is not sent again: it would fail again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "tls", message)
+
+
+def _tls_context(ca: Optional[str], cert: Optional[str], key: Optional[str]) -> Optional[ssl.SSLContext]:
+    """The context of an https:// client: the server verified against the CA
+    certificates in ``ca`` (PEM; the system's roots when None), and the
+    client's own ``cert`` and ``key`` for a server with mutual TLS."""
+    if ca is None and cert is None and key is None:
+        return None
+    if (cert is None) != (key is None):
+        raise ValueError("a client certificate needs its key (cert= and key=)")
+    ctx = ssl.create_default_context(cafile=ca)
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def _tls_words(e: ssl.SSLError) -> str:
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"the server's certificate is not trusted ({e.verify_message}): give its CA with ca="
+    if "CERTIFICATE_REQUIRED" in str(e) or "certificate required" in str(e):
+        return f"the server asks for a client certificate: give cert= and key= ({e})"
+    return str(e)
 
 
 class StrataConnectionError(StrataError):
@@ -98,7 +131,8 @@ class Client:
         self._conns.close()
 
     def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5,
-                 retry_for: float = 30.0, names: bool = True, own_writes: bool = True) -> None:
+                 retry_for: float = 30.0, names: bool = True, own_writes: bool = True,
+                 ca: Optional[str] = None, cert: Optional[str] = None, key: Optional[str] = None) -> None:
         self.base = base_url.rstrip("/")
         self.token, self.timeout, self.retries = token, timeout, retries
         self.retry_for, self.names, self.own_writes = retry_for, names, own_writes
@@ -107,7 +141,7 @@ class Client:
         # client's own writes before the merge installs them.
         self._written, self._written_lock = {}, threading.Lock()
         self._lanes, self._lanes_lock = [], threading.Lock()
-        self._conns = _Connections(self.base, timeout)
+        self._conns = _Connections(self.base, timeout, tls=_tls_context(ca, cert, key))
 
     @contextlib.contextmanager
     def _named(self, key=None):
@@ -174,6 +208,9 @@ class Client:
             in_time = time.monotonic() - start < self.retry_for
             try:
                 resp = self._conns.send(method, target, body, headers)
+            except ssl.SSLError as e:
+                # The handshake failed: sent again, it fails again.
+                raise StrataTLSError(f"{method} {self.base}{path}: {_tls_words(e)}") from e
             except (http.client.HTTPException, OSError) as e:
                 # No answer: the request may or may not have been acted on.
                 if name is None or not in_time:
@@ -764,19 +801,21 @@ class _Connections:
     server closes only connections with no request on them, so it never
     read it."""
 
-    def __init__(self, base: str, timeout: float, keep: int = 8, idle: float = 60.0) -> None:
+    def __init__(self, base: str, timeout: float, keep: int = 8, idle: float = 60.0,
+                 tls: Optional[ssl.SSLContext] = None) -> None:
         u = urllib.parse.urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"base_url {base!r}: want http://host:port or https://host:port")
         self.https, self.host, self.port = u.scheme == "https", u.hostname, u.port
         self.prefix = u.path.rstrip("/")
-        self.timeout, self.keep, self.idle = timeout, keep, idle
+        self.timeout, self.keep, self.idle, self.tls = timeout, keep, idle, tls
         self._idle: List[Tuple[http.client.HTTPConnection, float]] = []
         self._lock = threading.Lock()
 
     def _new(self) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=self.timeout)
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self.tls)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
 
     def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
         now = time.monotonic()

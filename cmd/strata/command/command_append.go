@@ -31,8 +31,9 @@ const shardAppendLimit = 256 << 20
 func newAppend(env *Env) *cobra.Command {
 	var shard, key, format string
 	var ignoreUnknown, noKey, again bool
+	var srv remote
 	c := &cobra.Command{
-		Use:   "append URL FILE... (- for standard input, with --format)",
+		Use:   "append URL FILE... | append TABLE FILE... --server URL (- for standard input, with --format)",
 		Short: "Append Parquet, CSV (with a header) or JSON-lines files, all or nothing",
 		Long: `append reads each file by its extension (.parquet, .csv, .jsonl/.ndjson/.json),
 matching its columns to the table's by name, checks every row, and appends
@@ -60,11 +61,16 @@ appends nothing. Another file with the same bytes, or the same file
 written again (a new modification time), appends. Keys are remembered for
 an hour (at most 1,000 per table, or per shard); --again appends the same
 files again on purpose. Standard input has no default key: without
---idempotency-key, every run appends.`,
+--idempotency-key, every run appends.
+
+With --server, append sends the rows to the table TABLE of a strata serve,
+in one request named by the same key (https:// with --ca for a certificate
+signed by a CA of your own).`,
 		Example: `  strata append file://./events part-0.parquet part-1.parquet
   strata append file://./events events.csv --shard loader-1
   strata append file://./events day-1.jsonl --idempotency-key import-day-1
-  generate-rows | strata append file://./events - --format jsonl`,
+  generate-rows | strata append file://./events - --format jsonl
+  strata append events day-1.jsonl --server https://strata:8443 --ca ca.pem`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{fmt.Errorf("append needs a URL and at least one file\n\n%s", c.UsageString())}
@@ -77,7 +83,14 @@ files again on purpose. Standard input has no default key: without
 				return err
 			}
 			defer in.remove()
-			return runAppend(c.Context(), env, args[0], in, appendFlags{shard: shard, key: key, ignoreUnknown: ignoreUnknown, noKey: noKey || again})
+			f := appendFlags{shard: shard, key: key, ignoreUnknown: ignoreUnknown, noKey: noKey || again}
+			if f.noKey && f.key != "" {
+				return usageError{errors.New("give --idempotency-key or --no-idempotency-key, not both")}
+			}
+			if srv.server != "" {
+				return appendRemote(c.Context(), env, &srv, args[0], in, f)
+			}
+			return runAppend(c.Context(), env, args[0], in, f)
 		},
 	}
 	c.Flags().StringVar(&shard, "shard", "", "append through this WAL shard instead of a direct commit")
@@ -86,6 +99,7 @@ files again on purpose. Standard input has no default key: without
 	c.Flags().BoolVar(&again, "again", false, "append the files even if this command appended them within the hour")
 	c.Flags().BoolVar(&noKey, "no-idempotency-key", false, "append without a key (as --again)")
 	c.Flags().StringVar(&format, "format", "", "csv, jsonl or parquet: the format of standard input (-), or of files whose names do not say")
+	srv.flags(c.Flags())
 	return c
 }
 
@@ -101,9 +115,6 @@ func runAppend(ctx context.Context, env *Env, u string, in *input, f appendFlags
 	size, err := in.size()
 	if err != nil {
 		return err
-	}
-	if f.noKey && f.key != "" {
-		return usageError{errors.New("give --idempotency-key or --no-idempotency-key, not both")}
 	}
 	if f.shard != "" && size > shardAppendLimit {
 		return usageError{fmt.Errorf("%d bytes of input: an append through a shard holds every row in one WAL entry, at most %d bytes; append directly (without --shard)", size, shardAppendLimit)}

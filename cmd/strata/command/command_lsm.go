@@ -13,7 +13,7 @@ import (
 // newLSM makes flush, merge and checkpoint: they ask a server, which owns
 // its shards, to act on them.
 func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *client.Client, table string) error) *cobra.Command {
-	var srv, token string
+	var srv remote
 	c := &cobra.Command{
 		Use:   verb + " TABLE --server URL",
 		Short: short,
@@ -21,12 +21,12 @@ func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *clien
   STRATA_TOKEN=secret strata %s rollouts --server http://strata:8080`, verb, verb),
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if srv == "" {
+			if srv.server == "" {
 				return usageError{fmt.Errorf("%s needs --server URL", verb)}
 			}
-			cl, err := client.New(srv, &client.Options{Token: token})
+			cl, err := srv.client(args[0])
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			if err := act(c.Context(), cl, args[0]); err != nil {
 				return err
@@ -35,8 +35,7 @@ func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *clien
 			return nil
 		},
 	}
-	c.Flags().StringVar(&srv, "server", "", "server URL (or STRATA_SERVER)")
-	c.Flags().StringVar(&token, "token", "", "bearer token (or STRATA_TOKEN)")
+	srv.flags(c.Flags())
 	return c
 }
 

@@ -13,8 +13,9 @@ func newScan(env *Env) *cobra.Command {
 	var at readPoint
 	var limit int
 	var fresh bool
+	var srv remote
 	c := &cobra.Command{
-		Use:   "scan URL",
+		Use:   "scan URL | scan TABLE --server URL",
 		Short: "Print a table's rows",
 		Long: `scan prints the rows of a version of the table (the latest by default;
 --version N, --tag T, or --as-of TIME for the newest version committed at
@@ -24,13 +25,17 @@ A filter is a SQL WHERE clause: comparisons (=, !=, <>, <, <=, >, >=),
 [NOT] IN (…), IS [NOT] NULL, [NOT] LIKE 'pat%', [NOT] BETWEEN a AND b,
 combined with NOT, AND, OR and parentheses (README.md has the grammar).
 With --fresh it adds every row acknowledged through any shard and not yet
-merged (each shard's generations and WAL entries), each once.`,
+merged (each shard's generations and WAL entries), each once.
+
+With --server, scan reads the table TABLE of a strata serve (https:// with
+--ca for a certificate signed by a CA of your own).`,
 		Example: `  strata scan file://./strata-demo/rollouts --limit 10
   strata scan file://./strata-demo/rollouts --columns id,worker,reward --filter 'reward >= 0.99'
   strata scan file://./strata-demo/rollouts --filter "reward IS NULL OR (step > 90 AND worker NOT IN ('w01', 'w02'))"
   strata scan file://./strata-demo/rollouts --version 3 --format jsonl
   strata scan file://./strata-demo/rollouts --as-of 2h --limit 10
-  strata scan file://./strata-demo/rollouts --fresh --limit 10`,
+  strata scan file://./strata-demo/rollouts --fresh --limit 10
+  strata scan rollouts --server https://strata:8443 --ca ca.pem --limit 10`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			opts := table.ScanOptions{}
@@ -45,6 +50,9 @@ merged (each shard's generations and WAL entries), each once.`,
 			w, err := newRowWriter(env.Out, format, limit)
 			if err != nil {
 				return err
+			}
+			if srv.server != "" {
+				return scanRemote(c.Context(), &srv, args[0], opts, filter, &at, fresh, w)
 			}
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {
@@ -83,6 +91,7 @@ merged (each shard's generations and WAL entries), each once.`,
 	f.StringVar(&format, "format", "table", "table, csv or jsonl")
 	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
 	f.BoolVar(&fresh, "fresh", false, "add the rows acknowledged through shards and not yet merged")
+	srv.flags(f)
 	atLeast(c, 0, "version", "limit")
 	return c
 }

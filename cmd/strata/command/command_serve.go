@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 // serveFlags are serve's flags.
 type serveFlags struct {
 	bucket, listen, token, tokens, instance, logLevel, rootNamespace string
+	tlsCert, tlsKey, clientCA                                        string
 	insecure, openMetrics                                            bool
 	flushEvery, mergeEvery, shutdownGrace, drainTimeout              time.Duration
 	reuseBytes, maxBody, budget, writeShare                          int64
@@ -45,8 +47,11 @@ STRATA_TOKEN) requests need "Authorization: Bearer TOKEN"; with a tokens
 file (--tokens FILE, its lines made by strata token new) each token may do
 what its grants say (read, append, write, admin on table-name patterns), and
 a request outside them is refused 403; the file is read again when it
-changes or on SIGHUP. Without a token the server listens on loopback only,
-unless --insecure-listen. On SIGTERM it stops
+changes or on SIGHUP. With --tls-cert and --tls-key it serves HTTPS (the
+files read again when they change, as cert-manager renews them); with
+--client-ca every client must show a certificate that CA signed (mutual
+TLS). Beyond loopback the server needs TLS and a way to tell its clients
+(a token, a tokens file or --client-ca), unless --insecure-listen. On SIGTERM it stops
 accepting, gives requests in flight --shutdown-grace to finish (then closes
 their connections: a slow client cannot hold the exit), flushes and merges
 its shards, then exits.
@@ -70,7 +75,10 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f.StringVar(&s.tokens, "tokens", "", "file of tokens' SHA-256 and their grants (see strata token new); read again on change or SIGHUP")
 	f.StringVar(&s.instance, "instance", "", "instance id, naming this server's shard (or STRATA_INSTANCE; default the hostname)")
 	f.StringVar(&s.logLevel, "log-level", "info", "debug, info (one access-log line per request), warn or error")
-	f.BoolVar(&s.insecure, "insecure-listen", false, "allow a non-loopback address without a token")
+	f.StringVar(&s.tlsCert, "tls-cert", "", "serve HTTPS with this certificate chain (PEM; read again on change)")
+	f.StringVar(&s.tlsKey, "tls-key", "", "the certificate's private key (PEM)")
+	f.StringVar(&s.clientCA, "client-ca", "", "require client certificates signed by this CA (PEM): mutual TLS")
+	f.BoolVar(&s.insecure, "insecure-listen", false, "allow a non-loopback address without TLS or without a token")
 	f.BoolVar(&s.openMetrics, "open-metrics", false, "answer /metrics without the token (for a Prometheus scraping by pod annotation)")
 	f.DurationVar(&s.flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&s.mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
@@ -107,8 +115,16 @@ func (s *serveFlags) logger(env *Env) (*slog.Logger, error) {
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--listen %q: %v", s.listen, err)}
 	}
-	if ip := net.ParseIP(host); s.token == "" && s.tokens == "" && !s.insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-		return nil, usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, or pass --insecure-listen")}
+	if (s.tlsCert == "") != (s.tlsKey == "") || s.clientCA != "" && s.tlsCert == "" {
+		return nil, usageError{errors.New("TLS needs --tls-cert and --tls-key together (and --client-ca needs them)")}
+	}
+	if ip := net.ParseIP(host); !s.insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+		switch {
+		case s.token == "" && s.tokens == "" && s.clientCA == "":
+			return nil, usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, --tokens or --client-ca, or pass --insecure-listen")}
+		case s.tlsCert == "":
+			return nil, usageError{fmt.Errorf("plain HTTP beyond loopback would send tokens and rows in clear: set --tls-cert and --tls-key, listen on a loopback address, or pass --insecure-listen (behind a proxy that ends TLS)")}
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
@@ -152,16 +168,20 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	if err := srv.CheckBucket(ctx); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", s.listen)
+	ln, err := s.listener(log)
 	if err != nil {
 		return err
 	}
 	hs := srv.HTTPServer()
-	log.Info("serving", "listen", ln.Addr().String(), "bucket", s.bucket, "shard", srv.ShardID(), "auth", s.token != "" || tokens != nil,
+	log.Info("serving", "listen", ln.Addr().String(), "bucket", s.bucket, "shard", srv.ShardID(), "auth", s.token != "" || tokens != nil, "tls", s.tlsCert != "", "client_ca", s.clientCA != "",
 		"version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision)
-	fmt.Fprintf(env.Out, "strata serve: listening on http://%s, shard %s\n", ln.Addr(), srv.ShardID())
+	scheme := "http"
+	if s.tlsCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(env.Out, "strata serve: listening on %s://%s, shard %s\n", scheme, ln.Addr(), srv.ShardID())
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(server.Listener(ln)) }()
+	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
@@ -218,4 +238,31 @@ func (s *serveFlags) loadTokens(ctx context.Context, log *slog.Logger) (*server.
 		}
 	}()
 	return tokens, nil
+}
+
+// listener listens on --listen, with TLS when asked, each connection
+// followed by the server's framing guard.
+func (s *serveFlags) listener(log *slog.Logger) (net.Listener, error) {
+	var conf *tls.Config
+	if s.tlsCert != "" {
+		var err error
+		conf, err = server.TLSConfig(server.TLSFiles{Cert: s.tlsCert, Key: s.tlsKey, ClientCA: s.clientCA}, func(err error) {
+			if err != nil {
+				log.Error("TLS files not reloaded: the certificate before stays in use", "error", err.Error())
+				return
+			}
+			log.Info("TLS files reloaded", "cert", s.tlsCert)
+		})
+		if err != nil {
+			return nil, usageError{err}
+		}
+	}
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return nil, err
+	}
+	if conf != nil {
+		return server.TLSListener(ln, conf), nil
+	}
+	return server.Listener(ln), nil
 }

@@ -25,3 +25,26 @@ func TestServeRefusesABlankToken(t *testing.T) {
 		t.Fatalf("STRATA_TOKEN with a trailing blank: exit %d: %s", code, errOut)
 	}
 }
+
+// Beyond loopback, serve wants TLS and a way to tell clients apart;
+// TLS wants both of its files.
+func TestServeBeyondLoopbackWantsTLS(t *testing.T) {
+	t.Setenv("STRATA_TOKEN", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:0", "--token", "s3cret"}, "plain HTTP beyond loopback"},
+		{[]string{"--listen", "0.0.0.0:0", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "no token configured"},
+		{[]string{"--listen", "127.0.0.1:0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key together"},
+		{[]string{"--listen", "127.0.0.1:0", "--client-ca", "ca.pem"}, "--tls-cert and --tls-key together"},
+		{[]string{"--listen", "127.0.0.1:0", "--tls-cert", "missing.pem", "--tls-key", "missing-key.pem"}, "missing.pem"},
+		{[]string{"--listen", "127.0.0.1:0", "--tokens", "missing-tokens"}, "--tokens: tokens file"},
+	} {
+		args := append([]string{"serve", "--bucket", "file://" + t.TempDir()}, tc.args...)
+		code, _, errOut := run(t, nil, args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d: %s, want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}

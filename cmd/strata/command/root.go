@@ -112,7 +112,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	// strata-compactor), read as strata-compactor reads all of its own: a
 	// flag on the command line wins.
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
-		names := append([]string{"server", "token", "instance"}, policyflag.Names...)
+		names := append([]string{"server", "token", "instance", "ca", "client-cert", "client-key"}, policyflag.Names...)
 		if err := cli.Prepare(c.Flags(), os.Environ(), names...); err != nil {
 			return usageError{err}
 		}
