@@ -49,6 +49,7 @@ const (
 	CodeBusy                 = "busy"                   // 429: over the memory budget, or a merge runs
 	CodeMergeRunning         = "merge_running"          // 429
 	CodeInternal             = "internal"               // 500
+	CodeUnsupportedFormat    = "unsupported_format"     // 501: the table is written in a format newer than the server's build (the message names both)
 	CodeDataMissing          = "data_missing"           // 500: the store lost or damaged an object holding acknowledged rows (strata repair)
 	CodeUnavailable          = "unavailable"            // 503: the server's shard was fenced or closed
 	CodeDraining             = "draining"               // 503: the server is shutting down
@@ -62,7 +63,7 @@ var statuses = map[string]int{
 	CodeUnauthorized: 401, CodeForbidden: 403, CodeNotFound: 404, CodeNoRoute: 404, CodeMethodNotAllowed: 405, CodeBodyTooSlow: 408,
 	CodeExists: 409, CodeBadPlacement: 409, CodeSequenceExpired: 409, CodeConflict: 409, CodeCompactionRunning: 409,
 	CodeLeaseHeld: 409, CodeNotDue: 409, CodeVersionCollected: 410, CodeTooLarge: 413, CodeTooManyKeys: 413,
-	CodeUnsupportedMediaType: 415, CodeKeyReused: 422, CodeBusy: 429, CodeMergeRunning: 429, CodeInternal: 500,
+	CodeUnsupportedMediaType: 415, CodeKeyReused: 422, CodeBusy: 429, CodeMergeRunning: 429, CodeInternal: 500, CodeUnsupportedFormat: 501,
 	CodeDataMissing: 500, CodeUnavailable: 503, CodeDraining: 503, CodeStoreUnavailable: 503, CodeOutcomeUnknown: 503,
 }
 

@@ -15,6 +15,9 @@ import (
 // ids they were given, and a fingerprint of the new state). It fails with
 // a retryable *ConflictError when txn refers to fragments cur lacks.
 func Apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, error) {
+	if err := cur.CheckWritable(); err != nil {
+		return nil, err
+	}
 	rec := *txn
 	rec.Added = slices.Clone(txn.Added)
 	if k := rec.Idempotency; k != nil {
@@ -65,6 +68,11 @@ func Apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, err
 func Replay(cur *format.Manifest, rec *format.Transaction) (*format.Manifest, error) {
 	if rec.Version != cur.Version+1 {
 		return nil, fmt.Errorf("commit: replay of v%d on v%d", rec.Version, cur.Version)
+	}
+	if _, minor := rec.Format(); minor > format.FormatMinor {
+		// A newer build's version may hold what a replay here drops: the
+		// caller reads its manifest, which says its format.
+		return nil, fmt.Errorf("commit: replay of v%d, written in format minor %d, newer than this build's", rec.Version, minor)
 	}
 	next, err := apply(cur, rec)
 	if err != nil {

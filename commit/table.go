@@ -183,6 +183,9 @@ func OpenTableAt(b blob.Bucket, m *format.Manifest, opts *Options) (*Table, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := m.CheckWritable(); err != nil {
+		return nil, err
+	}
 	t := &Table{b: b, opts: o}
 	t.mu.cur = m
 	return t, nil

@@ -116,6 +116,9 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		if prev != nil {
 			res.Replans++
 		}
+		if err := m.CheckWritable(); err != nil {
+			return commit.Plan{}, err // a newer build's table: nothing is written
+		}
 		res.Plan = PlanCompaction(m, p)
 		res.FragmentsBefore, res.RowsBefore = len(m.Fragments), m.Rows()
 		res.FragmentsAfter, res.RowsAfter = res.FragmentsBefore, res.RowsBefore

@@ -161,6 +161,9 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 		if err != nil {
 			return res, fmt.Errorf("compactor: gc: reading kept version %d: %w", v, err)
 		}
+		if err := m.CheckWritable(); err != nil { // it may hold objects unknown here
+			return res, fmt.Errorf("compactor: gc: %w", err)
+		}
 		st.Manifests[v] = m
 	}
 	var shards []blob.ObjectInfo

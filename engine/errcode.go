@@ -106,6 +106,8 @@ var ErrorCodes = []ErrorCode{
 	{wal.ErrCorruptEntry, nil, api.CodeDataMissing},
 	{wal.ErrPoisonEntry, nil, api.CodeDataMissing},
 	{format.ErrCorrupt, nil, api.CodeDataMissing},
+	// A newer build's table: an upgraded strata reads (and writes) it.
+	{format.ErrUnsupportedFormat, nil, api.CodeUnsupportedFormat},
 }
 
 // Code is the code of err (api.Code*): the first of ErrorCodes that

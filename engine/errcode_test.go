@@ -62,9 +62,9 @@ var sentinels = map[string]struct {
 	"evolve.ErrBadSchemaChange":   {evolve.ErrBadSchemaChange, api.CodeBadRequest},
 	"format.ErrMissingData":       {format.ErrMissingData, api.CodeDataMissing},
 	"format.ErrCorrupt":           {format.ErrCorrupt, api.CodeDataMissing},
-	"table.ErrNotCopyable":        {table.ErrNotCopyable, api.CodeInternal},        // compaction decodes instead
-	"format.ErrNamedMoved":        {format.ErrNamedMoved, api.CodeInternal},        // a merge plans again
-	"format.ErrUnsupportedFormat": {format.ErrUnsupportedFormat, api.CodeInternal}, // a newer build's manifest: no code yet
+	"table.ErrNotCopyable":        {table.ErrNotCopyable, api.CodeInternal}, // compaction decodes instead
+	"format.ErrNamedMoved":        {format.ErrNamedMoved, api.CodeInternal}, // a merge plans again
+	"format.ErrUnsupportedFormat": {format.ErrUnsupportedFormat, api.CodeUnsupportedFormat},
 	"commit.ErrConflict":          {commit.ErrConflict, api.CodeConflict},
 	"commit.ErrOutcomeUnknown":    {commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
 	"commit.ErrInvalidOptions":    {commit.ErrInvalidOptions, api.CodeBadRequest},

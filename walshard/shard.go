@@ -110,6 +110,9 @@ func Open(ctx context.Context, b blob.Bucket, o *Options) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.CheckWritable(); err != nil {
+		return nil, err
+	}
 	l := wal.NewLayout(opts.Shard)
 	l.Table = m.TableID
 	s := &Shard{b: b, l: l, id: opts.Shard, schema: m.Schema(), opts: opts,

@@ -90,15 +90,7 @@ func EncodeManifest(m *Manifest) ([]byte, error) {
 	out = enc.EncodeAll(append([]byte("],"), rest[1:]...), out)
 	comp := out[headerSize:]
 	copy(out, manifestMagic)
-	major := uint16(FormatMajor)
-	sc := m.schema
-	if sc == nil {
-		sc, _ = evolve.DecodeSchema(m.SchemaIPC)
-	}
-	if evolve.Evolved(sc) {
-		major = FormatEvolved
-	}
-	binary.LittleEndian.PutUint16(out[8:], major)
+	binary.LittleEndian.PutUint16(out[8:], m.writtenMajor())
 	binary.LittleEndian.PutUint16(out[10:], FormatMinor)
 	binary.LittleEndian.PutUint32(out[12:], flagZstd)
 	binary.LittleEndian.PutUint64(out[16:], uint64(len(comp)))
@@ -179,12 +171,14 @@ func DecodeManifest(key string, data []byte) (*Manifest, error) {
 		return nil, err
 	}
 	var m Manifest
+	m.major, m.minor = binary.LittleEndian.Uint16(data[8:]), binary.LittleEndian.Uint16(data[10:])
 	if err := json.Unmarshal(state, &m); err != nil {
 		return nil, Corrupt(key, "payload is not a manifest", err)
 	}
 	if err := json.Unmarshal(txn, &m.Transaction); err != nil {
 		return nil, Corrupt(key, "transaction does not decode", err)
 	}
+	m.Transaction.major, m.Transaction.minor = m.major, m.minor
 	if err := m.validate(key); err != nil {
 		return nil, err
 	}
@@ -202,6 +196,7 @@ func DecodeTransaction(key string, data []byte) (*Transaction, error) {
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return nil, Corrupt(key, "transaction does not decode", err)
 	}
+	t.major, t.minor = binary.LittleEndian.Uint16(data[8:]), binary.LittleEndian.Uint16(data[10:])
 	if v, ok := ParseManifestKey(key); ok && t.Version != 0 && t.Version != v {
 		return nil, Corrupt(key, fmt.Sprintf("transaction made version %d, the name says %d", t.Version, v), nil)
 	}

@@ -46,6 +46,9 @@ type Manifest struct {
 	Transaction Transaction `json:"-"`
 
 	schema *arrow.Schema // decoded SchemaIPC, cached
+	// major and minor: the format of the object it was decoded from (0:
+	// made here, not decoded).
+	major, minor uint16
 }
 
 // Fragment is one immutable Parquet data object and what is known of it.
@@ -274,7 +277,15 @@ type Transaction struct {
 	Version        uint64 `json:"version,omitempty"`
 	NextFragmentID uint64 `json:"next_fragment_id,omitempty"`
 	FragmentCount  int    `json:"fragment_count,omitempty"`
+
+	// major and minor: the format of the manifest it was decoded from
+	// (0: made here).
+	major, minor uint16
 }
+
+// Format is the format version of the manifest t was read from (0.0 for
+// one made here).
+func (t *Transaction) Format() (major, minor uint16) { return t.major, t.minor }
 
 // ShardMerge is one shard's part of a fleet merge: its generations up to
 // Watermark, read from a state the owner of Epoch wrote.
@@ -324,6 +335,54 @@ func (t *Transaction) Touched() []uint64 {
 // Schema returns the table's Arrow schema.
 func (m *Manifest) Schema() *arrow.Schema { return m.schema }
 
+// writtenMajor is the major format version this build writes m in:
+// FormatEvolved for a table whose schema was ever changed.
+func (m *Manifest) writtenMajor() uint16 {
+	sc := m.schema
+	if sc == nil {
+		sc, _ = evolve.DecodeSchema(m.SchemaIPC)
+	}
+	if evolve.Evolved(sc) {
+		return FormatEvolved
+	}
+	return FormatMajor
+}
+
+// Format is m's format version: the one of the object it was read from,
+// or, for a manifest made here, the one this build writes it in.
+func (m *Manifest) Format() (major, minor uint16) {
+	if m.major != 0 {
+		return m.major, m.minor
+	}
+	return m.writtenMajor(), FormatMinor
+}
+
+// CheckWritable refuses (ErrNewerFormat) to build a version on m when m
+// was written in a format newer than this build's: a higher minor version
+// adds fields this build would not copy into the next version, losing
+// them. Every commit checks its base (package commit), and a writer checks
+// the latest version before it writes anything.
+func (m *Manifest) CheckWritable() error {
+	if major, minor := m.Format(); minor > FormatMinor {
+		return &NewerFormatError{Major: major, Minor: minor, Version: m.Version}
+	}
+	return nil
+}
+
+// NewerFormatError: a table version written in a format newer than this
+// build's; reading it is safe, building on it is not.
+type NewerFormatError struct {
+	Major, Minor uint16
+	Version      uint64
+}
+
+func (e *NewerFormatError) Error() string {
+	return fmt.Sprintf("table: version %d is written in format %d.%d, newer than this build's %d.%d: an upgraded strata reads and writes it (this build may read it, never write to it, which would drop what it does not know)",
+		e.Version, e.Major, e.Minor, e.Major, FormatMinor)
+}
+
+func (e *NewerFormatError) Is(target error) bool { return target == ErrUnsupportedFormat }
+
 // IndexOn is the key index on column col, if there is one.
 func (m *Manifest) IndexOn(col string) *Index {
 	for i := range m.Indexes {
@@ -365,6 +424,7 @@ func (m *Manifest) Fragment(id uint64) *Fragment {
 // Clone returns a deep enough copy to build the next version from.
 func (m *Manifest) Clone() *Manifest {
 	c := *m
+	c.major, c.minor = 0, 0 // a clone is made here: it is written in this build's format
 	c.Fragments = slices.Clone(m.Fragments)
 	c.Indexes = slices.Clone(m.Indexes)
 	c.Remap = slices.Clone(m.Remap)
