@@ -75,7 +75,7 @@ func tlsFailure(err error) error {
 		return fmt.Errorf("%w: the server's certificate is not valid: %w", ErrTLS, err)
 	case err != nil && strings.Contains(err.Error(), "remote error: tls: "):
 		// The server's alert (its type is not exported).
-		return fmt.Errorf("%w: the server refused the handshake (a server with mutual TLS needs the client's certificate: --cert and --key, Options.TLS): %w", ErrTLS, err)
+		return fmt.Errorf("%w: the server refused the handshake (a server with mutual TLS needs the client's certificate: --client-cert and --client-key, Options.TLS): %w", ErrTLS, err)
 	}
 	return nil
 }

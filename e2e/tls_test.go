@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,8 +72,9 @@ func TestTLSAndTokensOnMinIO(t *testing.T) {
 	fleet, fleetLine := newToken(t, "fleet", "append:runs/*", "read:runs/*")
 	reader, readerLine := newToken(t, "reader", "read:*")
 	admin, adminLine := newToken(t, "admin", "admin:*")
+	loader, loaderLine := newToken(t, "loader", "append:runs/*")
 	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte(fleetLine+"\n"+readerLine+"\n"+adminLine+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(fleetLine+"\n"+readerLine+"\n"+adminLine+"\n"+loaderLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	port := freePort(t)
@@ -107,11 +109,24 @@ func TestTLSAndTokensOnMinIO(t *testing.T) {
 	if code, out := strata(t, append([]string{"append", "runs/cli", rows, "--token", fleet}, remote...)...); code != 0 || !strings.Contains(out, "already appended") {
 		t.Fatalf("the same append again over TLS: exit %d\n%s", code, out)
 	}
+	// A token that may only append appends (the CLI reads the schema it
+	// converts the rows to, which an append grant allows), and reads
+	// nothing.
+	more := filepath.Join(dir, "more.jsonl")
+	if err := os.WriteFile(more, []byte(`{"id":4,"msg":"d"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := strata(t, append([]string{"append", "runs/cli", more, "--token", loader}, remote...)...); code != 0 || !strings.Contains(out, "appended 1 rows") {
+		t.Fatalf("strata append with an append-only token: exit %d\n%s", code, out)
+	}
+	if code, out := strata(t, append([]string{"scan", "runs/cli", "--token", loader}, remote...)...); code == 0 || !strings.Contains(out, "lacks the grant read:runs/cli") {
+		t.Fatalf("a scan with an append-only token: exit %d\n%s", code, out)
+	}
 	if code, out := strata(t, append([]string{"checkpoint", "runs/cli", "--token", fleet}, remote...)...); code != 0 {
 		t.Fatalf("strata checkpoint over TLS: exit %d\n%s", code, out)
 	}
 	code, out := strata(t, append([]string{"scan", "runs/cli", "--token", reader, "--format", "jsonl"}, remote...)...)
-	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, `"msg":"b"`) {
+	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, `"msg":"b"`) {
 		t.Fatalf("strata scan over TLS: exit %d\n%s", code, out)
 	}
 	if code, out := strata(t, append([]string{"append", "runs/cli", rows, "--token", reader, "--again"}, remote...)...); code == 0 || !strings.Contains(out, `lacks the grant append:runs/cli`) {
@@ -146,14 +161,20 @@ func TestTLSAndTokensOnMinIO(t *testing.T) {
 	// Mutual TLS: a second server asks for the client's certificate.
 	mport := freePort(t)
 	mu := fmt.Sprintf("https://127.0.0.1:%d", mport)
-	run(t, "strata", "serve", "--bucket", bucket, "--listen", fmt.Sprintf("127.0.0.1:%d", mport), "--instance", "mtls",
+	msrv := run(t, "strata", "serve", "--bucket", bucket, "--listen", fmt.Sprintf("127.0.0.1:%d", mport), "--instance", "mtls",
 		"--tls-cert", certs.Cert, "--tls-key", certs.Key, "--client-ca", certs.CA)
 	waitUpTLS(t, mu, certs.CA, certs.ClientCert, certs.ClientKey)
-	if code, out := strata(t, "scan", "runs/cli", "--server", mu, "--ca", certs.CA); code == 0 || !strings.Contains(out, "needs the client's certificate") {
+	if code, out := strata(t, "scan", "runs/cli", "--server", mu, "--ca", certs.CA); code == 0 || !strings.Contains(out, "needs the client's certificate: --client-cert") {
 		t.Fatalf("a scan without the client certificate: exit %d\n%s", code, out)
 	}
+	// An operator's SIGHUP does not stop a server without a tokens file.
+	msrv.signal(syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
 	code, out = strata(t, "scan", "runs/cli", "--server", mu, "--ca", certs.CA, "--client-cert", certs.ClientCert, "--client-key", certs.ClientKey, "--format", "jsonl")
-	if code != 0 || strings.Count(out, "\n") != 3 {
-		t.Fatalf("a scan with the client certificate: exit %d\n%s", code, out)
+	if code != 0 || strings.Count(out, "\n") != 4 {
+		t.Fatalf("a scan with the client certificate, after a SIGHUP: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(msrv.stderr(), "TLS handshake failed") {
+		t.Fatalf("the refused handshake is not in the server's log:\n%s", lastLines(msrv.stderr(), 5))
 	}
 }

@@ -27,15 +27,18 @@ import (
 // say:
 //
 //   - read: describe, scan, count, take, fragments, versions, changes
-//     (and a consumer's or a group member's acknowledgement of what it
-//     read), the lists of consumers, tags and indexes, the stats; the
-//     Iceberg catalog's loads;
-//   - append: append rows; flush and merge (they move appended rows
-//     along, changing no row); the Iceberg catalog's commits;
+//     — as a named consumer or a group's member too: setting a
+//     consumer's position, joining and leaving a group, which hold back
+//     garbage collection for at most the consumer retention — the lists
+//     of consumers, tags and indexes, the stats; the Iceberg catalog's
+//     loads;
+//   - append: describe (a writer needs the schema), append rows; flush
+//     and merge (they move appended rows along, changing no row); the
+//     Iceberg catalog's commits;
 //   - write: update, delete, upsert, overwrite, alter, restore, and all
 //     that append may;
 //   - admin: create, drop, compaction, garbage collection, tags, indexes,
-//     consumers and groups, and all that the others may.
+//     deleting consumers and groups, and all that the others may.
 //
 // A grant is VERB:PATTERN, where PATTERN matches table names and its *
 // stands for any run of characters, slashes too ("runs/*", "*"). The list
@@ -58,11 +61,19 @@ const (
 	Append
 	Write
 	Admin
+	// Describe is what describing a table needs: any grant on it (a
+	// refusal names read).
+	Describe
 )
 
 var verbNames = map[Verb]string{Read: "read", Append: "append", Write: "write", Admin: "admin"}
 
-func (v Verb) String() string { return verbNames[v] }
+func (v Verb) String() string {
+	if v == Describe {
+		return "read"
+	}
+	return verbNames[v]
+}
 
 // covers reports whether a grant of v allows what need asks.
 func (v Verb) covers(need Verb) bool {
@@ -70,9 +81,11 @@ func (v Verb) covers(need Verb) bool {
 	case Admin:
 		return true
 	case Write:
-		return need == Write || need == Append
+		return need == Write || need == Append || need == Describe
+	case Append, Read:
+		return need == v || need == Describe
 	}
-	return v == need
+	return false
 }
 
 // A Grant allows Verb on the tables whose names match Pattern.
@@ -83,21 +96,38 @@ type Grant struct {
 
 func (g Grant) String() string { return g.Verb.String() + ":" + g.Pattern }
 
-// ParseGrant reads VERB:PATTERN.
+// ParseGrant reads VERB:PATTERN: a pattern is made of the characters of
+// table names (A-Z a-z 0-9 . _ - /) and *.
 func ParseGrant(s string) (Grant, error) {
 	verb, pattern, ok := strings.Cut(s, ":")
 	if !ok || pattern == "" {
 		return Grant{}, fmt.Errorf("grant %q: want VERB:PATTERN, e.g. read:runs/* (verbs: read, append, write, admin)", s)
 	}
+	if i := strings.IndexFunc(pattern, func(r rune) bool { return !isNameRune(r) && r != '*' && r != '/' }); i >= 0 {
+		return Grant{}, fmt.Errorf("grant %q: a pattern holds the characters of table names (A-Z a-z 0-9 . _ - /) and *, not %q", s, pattern[i:i+1])
+	}
 	for v, name := range verbNames {
 		if name == verb {
-			if strings.ContainsAny(pattern, " \t") {
-				return Grant{}, fmt.Errorf("grant %q: a pattern has no blanks", s)
-			}
 			return Grant{v, pattern}, nil
 		}
 	}
 	return Grant{}, fmt.Errorf("grant %q: unknown verb %q; want read, append, write or admin", s, verb)
+}
+
+func isNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
+// checkTokenName refuses a token's name the tokens file cannot hold.
+func checkTokenName(name string) error {
+	if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !isNameRune(r) }) >= 0 {
+		return fmt.Errorf("token name %q: want 1 to 64 of A-Z a-z 0-9 . _ -", name)
+	}
+	if strings.HasPrefix(name, tokenPrefix) {
+		// It looks like a token: the log, which names tokens, would show it.
+		return fmt.Errorf("a token's name does not begin with %s, as tokens do", tokenPrefix)
+	}
+	return nil
 }
 
 // matches reports whether pattern, whose * stands for any run of
@@ -143,9 +173,7 @@ func (p *principal) allows(need Verb, table string) bool {
 }
 
 // seesTable reports whether p holds any grant on table (it is listed).
-func (p *principal) seesTable(table string) bool {
-	return p.allows(Read, table) || p.allows(Append, table) || p.allows(Write, table) || p.allows(Admin, table)
-}
+func (p *principal) seesTable(table string) bool { return p.allows(Describe, table) }
 
 func (p *principal) refuse(need Verb, table string) error {
 	var have []string
@@ -229,11 +257,16 @@ func parseTokens(name string, text []byte) (*tokenSet, error) {
 			return nil, fmt.Errorf("%s:%d: the token of line %d again", name, n, prev)
 		}
 		seen[fields[0]] = n
+		// A field in the wrong place may be a token pasted there: the
+		// errors name fields by number, not by what they hold.
+		if checkTokenName(fields[1]) != nil {
+			return nil, fmt.Errorf("%s:%d: field 2 is not a token's name (1 to 64 of A-Z a-z 0-9 . _ -, not beginning with %s)", name, n, tokenPrefix)
+		}
 		p := principal{name: fields[1]}
-		for _, f := range fields[2:] {
+		for i, f := range fields[2:] {
 			g, err := ParseGrant(f)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+				return nil, fmt.Errorf("%s:%d: field %d is not a grant: want VERB:PATTERN, the verbs read, append, write and admin, a pattern of the characters of table names and *", name, n, i+3)
 			}
 			p.grants = append(p.grants, g)
 		}
@@ -263,6 +296,9 @@ func (t *Tokens) Reload() error {
 	if err != nil {
 		return fmt.Errorf("tokens file: %w", err)
 	}
+	// A file that fails is tried again when it changes again, not at
+	// every look.
+	t.stamp = fileStamp{fi.ModTime(), fi.Size()}
 	text, err := os.ReadFile(t.path)
 	if err != nil {
 		return fmt.Errorf("tokens file: %w", err)
@@ -272,7 +308,6 @@ func (t *Tokens) Reload() error {
 		return err
 	}
 	t.set.Store(set)
-	t.stamp = fileStamp{fi.ModTime(), fi.Size()}
 	return nil
 }
 
@@ -323,8 +358,8 @@ func (t *Tokens) lookup(token string) *principal {
 
 // NewToken makes a random token and its line for a tokens file.
 func NewToken(name string, grants []Grant) (token, line string, err error) {
-	if name == "" || strings.ContainsAny(name, " \t#\n") {
-		return "", "", fmt.Errorf("token name %q: want a word without blanks or #", name)
+	if err := checkTokenName(name); err != nil {
+		return "", "", err
 	}
 	if len(grants) == 0 {
 		return "", "", errors.New("a token needs at least one grant, e.g. read:runs/*")
@@ -333,7 +368,7 @@ func NewToken(name string, grants []Grant) (token, line string, err error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", "", err
 	}
-	token = "strata_" + base64.RawURLEncoding.EncodeToString(b[:])
+	token = tokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 	sum := sha256.Sum256([]byte(token))
 	var gs []string
 	for _, g := range grants {
@@ -341,6 +376,10 @@ func NewToken(name string, grants []Grant) (token, line string, err error) {
 	}
 	return token, fmt.Sprintf("%x %s %s", sum, name, strings.Join(gs, " ")), nil
 }
+
+// tokenPrefix begins every token NewToken makes, so that a secret
+// scanner, or a reader of a file, knows one.
+const tokenPrefix = "strata_"
 
 // adminToken is the principal of Options.Token.
 var adminToken = principal{name: "token", grants: []Grant{{Admin, "*"}}}

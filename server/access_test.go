@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,6 +73,8 @@ func TestGrantsByVerb(t *testing.T) {
 		"describe":       {"GET", tb, "", ""},
 		"scan":           {"GET", tb + "/rows", "", ""},
 		"changes":        {"GET", tb + "/changes?from=0", "", ""},
+		"set consumer":   {"PUT", tb + "/consumers/c1", "application/json", `{"version":1}`},
+		"delete group":   {"DELETE", tb + "/groups/g1", "", ""},
 		"append":         {"POST", tb + "/rows", "application/x-ndjson", `{"id":1}` + "\n"},
 		"flush":          {"POST", tb + "/lsm/flush", "", ""},
 		"upsert":         {"POST", tb + "/rows?mode=upsert&key=id", "application/x-ndjson", `{"id":1}` + "\n"},
@@ -87,19 +90,19 @@ func TestGrantsByVerb(t *testing.T) {
 	}
 	// The grant each request needs; "" where the token may.
 	lacks := map[string]map[string]string{
-		"reader": {"append": "append:runs/a", "flush": "append:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a",
+		"reader": {"delete group": "admin:runs/a", "append": "append:runs/a", "flush": "append:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a",
 			"alter": "write:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none", "compact": "admin:runs/a", "tag": "admin:runs/a",
 			"iceberg commit": "append:runs/a", "metrics": "read:*"},
-		"appender": {"describe": "read:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a",
+		"appender": {"set consumer": "read:runs/a", "delete group": "admin:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a",
 			"alter": "write:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none", "compact": "admin:runs/a", "tag": "admin:runs/a",
 			"iceberg load": "read:runs/a", "metrics": "read:*"},
-		"writer": {"describe": "read:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none",
+		"writer": {"set consumer": "read:runs/a", "delete group": "admin:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none",
 			"compact": "admin:runs/a", "tag": "admin:runs/a", "iceberg load": "read:runs/a", "metrics": "read:*"},
 		"admin": {},
-		"stranger": {"describe": "read:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "append": "append:runs/a", "flush": "append:runs/a",
+		"stranger": {"describe": "read:runs/a", "set consumer": "read:runs/a", "delete group": "admin:runs/a", "scan": "read:runs/a", "changes": "read:runs/a", "append": "append:runs/a", "flush": "append:runs/a",
 			"upsert": "write:runs/a", "delete": "write:runs/a", "alter": "write:runs/a", "create": "admin:runs/b", "drop": "admin:runs/none",
 			"compact": "admin:runs/a", "tag": "admin:runs/a", "iceberg load": "read:runs/a", "iceberg commit": "append:runs/a", "metrics": "read:*"},
-		"watcher": {"append": "append:runs/a", "flush": "append:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a", "alter": "write:runs/a",
+		"watcher": {"delete group": "admin:runs/a", "append": "append:runs/a", "flush": "append:runs/a", "upsert": "write:runs/a", "delete": "write:runs/a", "alter": "write:runs/a",
 			"create": "admin:runs/b", "drop": "admin:runs/none", "compact": "admin:runs/a", "tag": "admin:runs/a", "iceberg commit": "append:runs/a"},
 	}
 	for who, token := range tokens {
@@ -188,7 +191,9 @@ func TestTokensFileReloads(t *testing.T) {
 func TestTokensFileErrors(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"strata_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG fleet read:*\n", "is not a SHA-256"},
-		{strings.Repeat("a", 64) + " fleet fly:*\n", `unknown verb "fly"`},
+		{strings.Repeat("a", 64) + " fleet fly:*\n", "field 3 is not a grant"},
+		{strings.Repeat("a", 64) + " fleet strata_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG\n", "field 3 is not a grant"},
+		{strings.Repeat("a", 64) + " strata_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG read:*\n", "field 2 is not a token's name"},
 		{strings.Repeat("a", 64) + " fleet\n", "want SHA256 NAME GRANT"},
 		{strings.Repeat("a", 64) + " a read:*\n" + strings.Repeat("a", 64) + " b read:*\n", "the token of line 1 again"},
 	} {
@@ -200,5 +205,81 @@ func TestTokensFileErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "abcdefghij") {
 			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
 		}
+	}
+}
+
+// strata token new makes only lines the tokens file reads back: a name
+// or a pattern with what the file's format cannot carry is refused.
+func TestNewTokenRefusesWhatTheFileCannotHold(t *testing.T) {
+	for _, g := range []string{"read:#", "read:runs/#x", "read:a b", "read:a\u00a0b", "read:", "fly:*"} {
+		if _, err := server.ParseGrant(g); err == nil {
+			t.Errorf("grant %q accepted", g)
+		}
+	}
+	for _, name := range []string{"", "a b", "a#b", "a\u00a0b", "a\rb", strings.Repeat("n", 65)} {
+		if _, _, err := server.NewToken(name, []server.Grant{{Verb: server.Read, Pattern: "*"}}); err == nil {
+			t.Errorf("token name %q accepted", name)
+		}
+	}
+	_, line, err := server.NewToken("fleet-1.a_b", []server.Grant{{Verb: server.Append, Pattern: "runs/*-x.y_z"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tk, err := server.LoadTokens(path); err != nil || tk.Len() != 1 {
+		t.Fatalf("the line it made: %v", err)
+	}
+}
+
+// A tokens file that does not parse is reported once per change of the
+// file, not at every look.
+func TestABadTokensFileIsReportedOnce(t *testing.T) {
+	path, _ := grantTokens(t, map[string][]string{"a": {"read:*"}})
+	tk, err := server.LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports atomic.Int64
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tk.Watch(wctx, 5*time.Millisecond, func(error) { reports.Add(1) }); close(done) }()
+	if err := os.WriteFile(path, []byte("garbage line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	<-done
+	if n := reports.Load(); n != 1 {
+		t.Fatalf("a bad file was reported %d times in 300 ms of looks every 5 ms, want once", n)
+	}
+	if tk.Len() != 1 {
+		t.Fatalf("after a bad file, %d tokens, want the 1 before", tk.Len())
+	}
+}
+
+// The Iceberg catalog resolves a name of the root namespace as for any
+// token, then checks the grant on the table it resolved: a token cannot
+// reach another table of the same name through its grants.
+func TestIcebergRootNamespaceResolvesOneWay(t *testing.T) {
+	path, tokens := grantTokens(t, map[string][]string{"admin": {"admin:*"}, "rootz": {"read:z"}, "nsz": {"read:default/z"}})
+	tk, err := server.LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, "file://"+t.TempDir(), server.Options{Tokens: tk})
+	for _, name := range []string{"z", "default%2Fz"} {
+		if code, body := raw(t, f, "PUT", "/api/v1/tables/"+name, "application/json", `{"fields":[{"name":"id","type":"int64"}]}`, tokens["admin"]); code != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", name, code, body)
+		}
+	}
+	load := server.IcebergPrefix + "/v1/namespaces/default/tables/z"
+	if code, body := raw(t, f, "GET", load, "", "", tokens["rootz"]); code != http.StatusForbidden || !strings.Contains(body, "read:default/z") {
+		t.Fatalf("read:z loading default.z, which is the table default/z: %d %s", code, body)
+	}
+	if code, body := raw(t, f, "GET", load, "", "", tokens["nsz"]); code == http.StatusForbidden || code == http.StatusUnauthorized {
+		t.Fatalf("read:default/z loading default.z: %d %s", code, body)
 	}
 }

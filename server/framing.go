@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -30,6 +31,7 @@ type guardKey struct{}
 type guardedListener struct {
 	net.Listener
 	tls *tls.Config // nil: plain HTTP
+	log *slog.Logger
 }
 
 func (l guardedListener) Accept() (net.Conn, error) {
@@ -41,7 +43,7 @@ func (l guardedListener) Accept() (net.Conn, error) {
 		// The guard reads the plaintext: it wraps the TLS connection,
 		// whose handshake runs at the first read, within the deadline
 		// the HTTP server sets for a request's head.
-		c = &tlsConn{Conn: tls.Server(c, l.tls), raw: c}
+		c = &tlsConn{Conn: tls.Server(c, l.tls), raw: c, log: l.log}
 	}
 	return &guardedConn{Conn: c}, nil
 }

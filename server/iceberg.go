@@ -390,11 +390,14 @@ func (s *Server) icebergTable(r *http.Request, need Verb) (*tableState, error) {
 	if len(ns) == 1 && ns[0] == s.opts.IcebergRootNamespace {
 		candidates = append(candidates, name)
 	}
-	if p := principalOf(r.Context()); !slices.ContainsFunc(candidates, func(c string) bool { return p.allows(need, c) }) {
+	// Refused before looking when the token may use neither name; the
+	// name is resolved as for any token, then the one served checked.
+	p := principalOf(r.Context())
+	if !slices.ContainsFunc(candidates, func(c string) bool { return p.allows(need, c) }) {
 		return nil, p.refuse(need, candidates[0])
 	}
 	for i, c := range candidates {
-		if format.CheckName(c) != nil || !principalOf(r.Context()).allows(need, c) {
+		if format.CheckName(c) != nil {
 			continue
 		}
 		t, err := s.table(r.Context(), c, false)
@@ -408,6 +411,9 @@ func (s *Server) icebergTable(r *http.Request, need Verb) (*tableState, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if !p.allows(need, c) {
+			return nil, p.refuse(need, c)
 		}
 		return t, nil
 	}

@@ -141,13 +141,13 @@ func (s *Server) handle(pattern string, params map[string]queryParam, h func(w h
 // tableRouteVerbs are the verbs the routes on a table need of a token
 // (see Verb); routes refuses to register one not listed here.
 var tableRouteVerbs = map[string]Verb{
-	"PUT " + tableRoute: Admin, "GET " + tableRoute: Read, "DELETE " + tableRoute: Admin,
+	"PUT " + tableRoute: Admin, "GET " + tableRoute: Describe, "DELETE " + tableRoute: Admin,
 	"POST " + tableRoute + "/rows": Append, // Write for upserts and overwrites: routeVerb
 	"GET " + tableRoute + "/rows":  Read, "DELETE " + tableRoute + "/rows": Write, "PATCH " + tableRoute + "/rows": Write,
 	"GET " + tableRoute + "/count": Read, "GET " + tableRoute + "/fragments": Read,
 	"POST " + tableRoute + "/schema": Write, "POST " + tableRoute + "/take": Read, "GET " + tableRoute + "/versions": Read,
 	"GET " + tableRoute + "/changes": Read, "POST " + tableRoute + "/restore": Write,
-	"GET " + tableRoute + "/consumers": Read, "PUT " + tableRoute + "/consumers/{consumer}": Admin,
+	"GET " + tableRoute + "/consumers": Read, "PUT " + tableRoute + "/consumers/{consumer}": Read, // a consumer's position
 	"DELETE " + tableRoute + "/consumers/{consumer}":            Admin,
 	"DELETE " + tableRoute + "/groups/{group}/members/{member}": Read, // a member leaving its group
 	"DELETE " + tableRoute + "/groups/{group}":                  Admin,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -125,9 +126,11 @@ func (st *tlsState) current() *tls.Config {
 }
 
 // TLSListener serves TLS with conf on ln, each connection followed by
-// the framing guard (as Listener's): serve it with HTTPServer's server.
-func TLSListener(ln net.Listener, conf *tls.Config) net.Listener {
-	return guardedListener{Listener: ln, tls: conf}
+// the framing guard (as Listener's): serve it with HTTPServer's server. A
+// handshake that fails (a client's certificate refused, an old protocol,
+// a client that trusts another CA) is a warning in log (nil: none).
+func TLSListener(ln net.Listener, conf *tls.Config, log *slog.Logger) net.Listener {
+	return guardedListener{Listener: ln, tls: conf, log: log}
 }
 
 // plainToTLS is the answer to a plain HTTP request on the TLS port.
@@ -138,10 +141,12 @@ const plainToTLS = "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConn
 type tlsConn struct {
 	*tls.Conn
 	raw  net.Conn
+	log  *slog.Logger
 	once sync.Once
 }
 
 func (c *tlsConn) Read(p []byte) (int, error) {
+	shook := c.Conn.ConnectionState().HandshakeComplete
 	n, err := c.Conn.Read(p)
 	var rhe tls.RecordHeaderError
 	if err != nil && errors.As(err, &rhe) && rhe.Conn != nil && looksLikeHTTP(rhe.RecordHeader) {
@@ -151,13 +156,22 @@ func (c *tlsConn) Read(p []byte) (int, error) {
 		})
 		return 0, io.EOF
 	}
+	if err != nil && !shook && !c.Conn.ConnectionState().HandshakeComplete && c.log != nil && !errors.Is(err, io.EOF) {
+		c.once.Do(func() {
+			c.log.Warn("TLS handshake failed", "remote", c.raw.RemoteAddr().String(), "error", err.Error())
+		})
+	}
 	return n, err
 }
 
+// looksLikeHTTP tells a plain HTTP request's first bytes (a method, in
+// letters, then a space or its path) from a TLS record's.
 func looksLikeHTTP(hdr [5]byte) bool {
-	switch string(hdr[:]) {
-	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH":
-		return true
+	for i, b := range hdr {
+		letter := b >= 'A' && b <= 'Z' || b >= 'a' && b <= 'z'
+		if i == 0 && !letter || !letter && b != ' ' && b != '/' && b != '*' {
+			return false
+		}
 	}
-	return false
+	return true
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,7 +40,7 @@ func serveTLS(t *testing.T, root string, files server.TLSFiles, opts server.Opti
 		t.Fatal(err)
 	}
 	hs := srv.HTTPServer()
-	go func() { _ = hs.Serve(server.TLSListener(ln, conf)) }()
+	go func() { _ = hs.Serve(server.TLSListener(ln, conf, opts.Log)) }()
 	t.Cleanup(func() {
 		_ = hs.Close()
 		_ = srv.Shutdown(ctx)
@@ -89,6 +90,22 @@ func TestTLS(t *testing.T) {
 	}
 	if _, err := plain.Describe(ctx, "r"); !client.IsStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "serves HTTPS") {
 		t.Fatalf("plain HTTP to the TLS port: %v", err)
+	}
+	// Any method, any case, a proxy's absolute form: answered in words.
+	for _, line := range []string{"get / HTTP/1.1", "CONNECT 127.0.0.1:1 HTTP/1.1", "GET http://x/ HTTP/1.1", "OPTIONS * HTTP/1.1"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "https://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write([]byte(line + "\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(conn)
+		conn.Close()
+		if !strings.Contains(string(answer), "400 Bad Request") || !strings.Contains(string(answer), "serves HTTPS") {
+			t.Errorf("%q to the TLS port: %q", line, answer)
+		}
 	}
 	start := time.Now()
 	wrong := tlsClient(t, url, certs.OtherCA, "", "")

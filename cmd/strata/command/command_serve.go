@@ -209,13 +209,7 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 // every second) or on SIGHUP, until ctx ends; a file that cannot be read
 // again leaves the tokens read before in use, and says so in the log.
 func (s *serveFlags) loadTokens(ctx context.Context, log *slog.Logger) (*server.Tokens, error) {
-	if s.tokens == "" {
-		return nil, nil
-	}
-	tokens, err := server.LoadTokens(s.tokens)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--tokens: %w", err)}
-	}
+	var tokens *server.Tokens
 	report := func(err error) {
 		if err != nil {
 			log.Error("tokens file not reloaded: the tokens read before stay in use", "file", s.tokens, "error", err.Error())
@@ -223,7 +217,16 @@ func (s *serveFlags) loadTokens(ctx context.Context, log *slog.Logger) (*server.
 		}
 		log.Info("tokens file reloaded", "file", s.tokens, "tokens", tokens.Len())
 	}
-	go tokens.Watch(ctx, time.Second, report)
+	if s.tokens != "" {
+		var err error
+		if tokens, err = server.LoadTokens(s.tokens); err != nil {
+			return nil, usageError{fmt.Errorf("--tokens: %w", err)}
+		}
+		go tokens.Watch(ctx, time.Second, report)
+	}
+	// SIGHUP, an operator's "read your files again", never stops the
+	// server: it reloads the tokens file, and the TLS files are read
+	// again when they change anyway.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -233,6 +236,10 @@ func (s *serveFlags) loadTokens(ctx context.Context, log *slog.Logger) (*server.
 			case <-ctx.Done():
 				return
 			case <-hup:
+				if tokens == nil {
+					log.Info("SIGHUP: no tokens file to read again (TLS files are read again when they change)")
+					continue
+				}
 				report(tokens.Reload())
 			}
 		}
@@ -262,7 +269,7 @@ func (s *serveFlags) listener(log *slog.Logger) (net.Listener, error) {
 		return nil, err
 	}
 	if conf != nil {
-		return server.TLSListener(ln, conf), nil
+		return server.TLSListener(ln, conf, log), nil
 	}
 	return server.Listener(ln), nil
 }
