@@ -548,14 +548,8 @@ func referencedBy(m *format.Manifest) map[string]bool {
 	if m == nil {
 		return out
 	}
-	for _, f := range m.Fragments {
-		out[f.Key] = true
-		if f.Deletion != nil {
-			out[f.Deletion.Key] = true
-		}
-	}
-	for _, ix := range m.Indexes {
-		out[ix.Key] = true
+	for _, k := range m.Objects() {
+		out[k] = true
 	}
 	return out
 }

@@ -383,6 +383,23 @@ func (e *NewerFormatError) Error() string {
 
 func (e *NewerFormatError) Is(target error) bool { return target == ErrUnsupportedFormat }
 
+// Objects are the keys of the objects m references: its fragments, their
+// deletion vectors, its key indexes. (Schema markers, shards' objects and
+// the table's refs are the table's, not a version's.)
+func (m *Manifest) Objects() []string {
+	var out []string
+	for _, f := range m.Fragments {
+		out = append(out, f.Key)
+		if f.Deletion != nil {
+			out = append(out, f.Deletion.Key)
+		}
+	}
+	for _, ix := range m.Indexes {
+		out = append(out, ix.Key)
+	}
+	return out
+}
+
 // IndexOn is the key index on column col, if there is one.
 func (m *Manifest) IndexOn(col string) *Index {
 	for i := range m.Indexes {

@@ -123,7 +123,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	})
 	root.AddCommand(newSelftest(env), newBench(env), newDemo(env), newScan(env), newCount(env), newTake(env), newVersions(env), newChanges(env), newFollow(env), newRestore(env),
 		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newRepair(env), newServe(env), newWorker(env),
-		newCreate(env), newAppend(env), newUpsert(env), newOverwrite(env), newUpdate(env), newAlter(env), newVersion(env), newTables(env), newDelete(env), newIndex(env), newExport(env), newToken(env))
+		newCreate(env), newAppend(env), newUpsert(env), newOverwrite(env), newUpdate(env), newAlter(env), newVersion(env), newTables(env), newDelete(env), newIndex(env), newExport(env), newToken(env), newCopy(env))
 	root.AddCommand(lsmVerbs(env)...)
 	return root
 }
