@@ -119,6 +119,9 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Versions, err = listVersions(ctx, b); err != nil {
 		return res, err
 	}
+	if st.Collected, err = collectedBelow(ctx, b, st.Versions); err != nil {
+		return res, err
+	}
 	// The consumers before the boundary, which they hold back (a group
 	// as a consumer at its slowest position): one that moves back or
 	// appears after this reading finds its versions gone (a
@@ -126,7 +129,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Consumers, err = table.ConsumersAndGroups(ctx, b); err != nil {
 		return res, err
 	}
-	ghosts, real := gcGhosts(st.Versions)
+	ghosts, real := gcGhosts(st.Versions, st.Collected)
 	res.GhostsDeleted = ghosts
 	res.Boundary = gcBoundary(real, st.Consumers, p, now)
 	if !p.DryRun {
@@ -212,6 +215,7 @@ type VersionAge struct {
 // GCState is what a collection reads of a table before it decides.
 type GCState struct {
 	Versions  []VersionAge                // newest first, from the listing and by name after it
+	Collected uint64                      // the newest boundary of an earlier collection, when some version may be a ghost (see gcGhosts)
 	Tags      []table.Tag                 // every tag
 	Manifests map[uint64]*format.Manifest // the versions kept (see PlanGC)
 	Objects   []blob.ObjectInfo           // data, deletion vectors, key indexes, shard objects and the Iceberg view's
@@ -296,7 +300,7 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 	p := policy.withDefaults()
 	var plan GCPlan
 	var real []VersionAge
-	plan.Ghosts, real = gcGhosts(st.Versions)
+	plan.Ghosts, real = gcGhosts(st.Versions, st.Collected)
 	if len(real) == 0 {
 		return plan
 	}
@@ -480,23 +484,6 @@ func listVersions(ctx context.Context, b blob.Bucket) ([]VersionAge, error) {
 		}
 		versions = append([]VersionAge{{next, written}}, versions...)
 	}
-}
-
-// gcGhosts splits versions (newest first) into ghosts — each written
-// after a newer version — and the rest.
-func gcGhosts(versions []VersionAge) (ghosts []uint64, real []VersionAge) {
-	oldestNewer := time.Time{}
-	for _, v := range versions {
-		if !oldestNewer.IsZero() && v.Written.After(oldestNewer) {
-			ghosts = append(ghosts, v.Version)
-			continue
-		}
-		real = append(real, v)
-		if oldestNewer.IsZero() || v.Written.Before(oldestNewer) {
-			oldestNewer = v.Written
-		}
-	}
-	return ghosts, real
 }
 
 // gcBoundary is the newest version that is neither among the newest

@@ -3,6 +3,8 @@ package compactor_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -186,6 +188,10 @@ func TestGCRemovesAGhostVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A collection through v3 took it (its boundary stays).
+	if err := b.PutIfAbsent(ctx, format.GCBoundaryKey(3), nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Delete(ctx, format.ManifestKey(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +351,29 @@ func TestGCDeletesObjectsInBatches(t *testing.T) {
 	}
 	if n != 120 {
 		t.Fatalf("%d rows after the collection, want 120", n)
+	}
+}
+
+// A table copied by a tool that does not keep modification times (cp, a
+// sync to another bucket writing the newest manifest first) has its
+// versions' manifests written in the opposite order; with no collection's
+// boundary above them none is a ghost, and none goes.
+func TestGCTakesNoVersionOfACopyForAGhost(t *testing.T) {
+	dir := t.TempDir()
+	b := rolloutsTable(t, "file://"+dir, 0, 4, 5) // v1..v5
+	for v := uint64(1); v <= 5; v++ {
+		at := time.Now().Add(-time.Duration(v) * time.Minute) // older versions later
+		if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(format.ManifestKey(v))), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 10}, time.Now())
+	if err != nil || len(res.GhostsDeleted) != 0 || len(res.VersionsDeleted) != 0 {
+		t.Fatalf("gc of a copied table: %+v %v, want nothing deleted", res, err)
+	}
+	for v := uint64(1); v <= 5; v++ {
+		if _, err := b.Attributes(ctx, format.ManifestKey(v)); err != nil {
+			t.Errorf("v%d: %v", v, err)
+		}
 	}
 }

@@ -26,8 +26,9 @@ func TestPlanGCDecidesFromWhatWasRead(t *testing.T) {
 		return m
 	}
 	st := compactor.GCState{
-		Versions: []compactor.VersionAge{{6, at(1)}, {5, at(2)}, {4, at(3)}, {3, at(0.5)}, {2, at(5)}, {1, at(6)}},
-		Tags:     []table.Tag{{Name: "keep", Version: 1}},
+		Versions:  []compactor.VersionAge{{6, at(1)}, {5, at(2)}, {4, at(3)}, {3, at(0.5)}, {2, at(5)}, {1, at(6)}},
+		Collected: 3, // a collection took v3, which a stalled writer made again
+		Tags:      []table.Tag{{Name: "keep", Version: 1}},
 		Manifests: map[uint64]*format.Manifest{
 			6: manifest("data/new", "_shards/w1/gen/00000000000000000002-e1-aaaaaaaaaaaa.parquet"),
 			5: manifest("data/new", "data/mid"),

@@ -56,6 +56,7 @@ var ErrorCodes = []ErrorCode{
 	{format.ErrExists, nil, api.CodeExists},
 	{format.ErrTagExists, nil, api.CodeExists},
 	{commit.ErrConflict, nil, api.CodeConflict},
+	{ErrCopyDiverged, nil, api.CodeConflict},
 	{format.ErrPlacement, nil, api.CodeBadPlacement},
 	{ingest.ErrTooLarge, nil, api.CodeTooLarge},
 	// Bad input: rows, schemas, words of a request, options.

@@ -66,6 +66,7 @@ var sentinels = map[string]struct {
 	"format.ErrNamedMoved":        {format.ErrNamedMoved, api.CodeInternal}, // a merge plans again
 	"format.ErrUnsupportedFormat": {format.ErrUnsupportedFormat, api.CodeUnsupportedFormat},
 	"commit.ErrConflict":          {commit.ErrConflict, api.CodeConflict},
+	"engine.ErrCopyDiverged":      {engine.ErrCopyDiverged, api.CodeConflict},
 	"commit.ErrOutcomeUnknown":    {commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
 	"commit.ErrInvalidOptions":    {commit.ErrInvalidOptions, api.CodeBadRequest},
 	"commit.ErrBudget":            {commit.ErrBudget, api.CodeInternal}, // no code yet
