@@ -360,16 +360,24 @@ func (c *tableCopy) tags(ctx context.Context, from, to uint64) (int, error) {
 	return n, nil
 }
 
-// oldestVersion is the oldest version b holds.
+// oldestVersion is the oldest version of the run of versions b holds
+// that ends at its newest: a version below a gap is a ghost (a collected
+// version a stalled writer made again, which the next collection takes).
 func oldestVersion(ctx context.Context, b blob.Bucket) (uint64, error) {
 	var oldest uint64
 	for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
 		if err != nil {
 			return 0, err
 		}
-		if v, ok := format.ParseManifestKey(o.Key); ok && (oldest == 0 || v < oldest) {
-			oldest = v
+		v, ok := format.ParseManifestKey(o.Key)
+		if !ok {
+			continue
 		}
+		// The listing is newest first (the names are inverted).
+		if oldest != 0 && v != oldest-1 {
+			break
+		}
+		oldest = v
 	}
 	if oldest == 0 {
 		return 0, format.ErrNotFound
