@@ -209,11 +209,10 @@ func may(r *http.Request, need Verb, table string) error {
 //
 // strata token new prints a fresh token and its line.
 type Tokens struct {
-	path   string
-	set    atomic.Pointer[tokenSet]
-	mu     sync.Mutex // one Reload at a time
-	stamp  fileStamp
-	reload func(error)
+	path  string
+	set   atomic.Pointer[tokenSet]
+	mu    sync.Mutex // one Reload at a time
+	stamp fileStamp
 }
 
 type tokenSet struct {
