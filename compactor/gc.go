@@ -119,7 +119,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Versions, err = listVersions(ctx, b); err != nil {
 		return res, err
 	}
-	if st.Collected, err = collectedBelow(ctx, b, st.Versions); err != nil {
+	if st.Collected, st.Tags, err = ghostCheck(ctx, b, st.Versions); err != nil {
 		return res, err
 	}
 	// The consumers before the boundary, which they hold back (a group
@@ -129,9 +129,22 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Consumers, err = table.ConsumersAndGroups(ctx, b); err != nil {
 		return res, err
 	}
-	ghosts, real := gcGhosts(st.Versions, st.Collected)
+	ghosts, real := gcGhosts(st.Versions, st.Collected, st.Tags)
 	res.GhostsDeleted = ghosts
 	res.Boundary = gcBoundary(real, st.Consumers, p, now)
+	// The newest version first: a newer build's table is left as it is,
+	// before a ghost or a boundary is touched.
+	st.Manifests = map[uint64]*format.Manifest{}
+	if len(real) > 0 {
+		m, err := table.ReadManifest(ctx, b, real[0].Version)
+		if err != nil {
+			return res, fmt.Errorf("compactor: gc: reading the newest version: %w", err)
+		}
+		if err := m.CheckWritable(); err != nil { // it may hold objects unknown here
+			return res, fmt.Errorf("compactor: gc: %w", err)
+		}
+		st.Manifests[real[0].Version] = m
+	}
 	if !p.DryRun {
 		for _, v := range ghosts {
 			if err := b.Delete(ctx, format.ManifestKey(v)); err != nil && !errors.Is(err, blob.ErrNotFound) {
@@ -158,8 +171,10 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	if st.Iceberg, err = readIcebergRefs(ctx, b, &st.Objects); err != nil {
 		return res, err
 	}
-	st.Manifests = map[uint64]*format.Manifest{}
 	for _, v := range gcKeep(real, res.Boundary, st.Tags, st.Iceberg.Versions) {
+		if st.Manifests[v] != nil {
+			continue
+		}
 		m, err := table.ReadManifest(ctx, b, v)
 		if err != nil {
 			return res, fmt.Errorf("compactor: gc: reading kept version %d: %w", v, err)
@@ -300,7 +315,7 @@ func PlanGC(st GCState, policy GCPolicy, now time.Time) GCPlan {
 	p := policy.withDefaults()
 	var plan GCPlan
 	var real []VersionAge
-	plan.Ghosts, real = gcGhosts(st.Versions, st.Collected)
+	plan.Ghosts, real = gcGhosts(st.Versions, st.Collected, st.Tags)
 	if len(real) == 0 {
 		return plan
 	}

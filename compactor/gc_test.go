@@ -377,3 +377,29 @@ func TestGCTakesNoVersionOfACopyForAGhost(t *testing.T) {
 		}
 	}
 }
+
+// A tagged version is no ghost, whatever its manifest's modification
+// time says: a collection kept it, and no tag is made at or below a
+// boundary. (A copy that resets times makes an old tagged version look
+// written after the newer ones.)
+func TestGCTakesNoTaggedVersionForAGhost(t *testing.T) {
+	dir := t.TempDir()
+	b := rolloutsTable(t, "file://"+dir, 0, 4, 5) // v1..v5
+	if err := table.CreateTag(ctx, b, "keep", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, format.GCBoundaryKey(3), nil); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(format.ManifestKey(2))), later, later); err != nil {
+		t.Fatal(err)
+	}
+	res, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 10}, time.Now())
+	if err != nil || len(res.GhostsDeleted) != 0 {
+		t.Fatalf("gc: %+v %v, want the tagged v2 kept", res, err)
+	}
+	if _, err := b.Attributes(ctx, format.ManifestKey(2)); err != nil {
+		t.Fatalf("the tagged v2: %v", err)
+	}
+}

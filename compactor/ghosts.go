@@ -3,6 +3,7 @@ package compactor
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -15,11 +16,14 @@ import (
 // created again: its manifest was written after a newer version's. The
 // manifests of a table copied by a tool that does not keep modification
 // times (cp, a sync to another bucket) may look written out of order too;
-// with no collection's boundary above them they are no ghosts, and stay.
-func gcGhosts(versions []VersionAge, collected uint64) (ghosts []uint64, real []VersionAge) {
+// with no collection's boundary above them they are no ghosts, and stay;
+// nor is a tagged version one (a collection keeps those, and no tag is
+// made at or below a boundary).
+func gcGhosts(versions []VersionAge, collected uint64, tags []table.Tag) (ghosts []uint64, real []VersionAge) {
 	oldestNewer := time.Time{}
 	for _, v := range versions {
-		if !oldestNewer.IsZero() && v.Written.After(oldestNewer) && v.Version <= collected {
+		tagged := slices.ContainsFunc(tags, func(t table.Tag) bool { return t.Version == v.Version })
+		if !oldestNewer.IsZero() && v.Written.After(oldestNewer) && v.Version <= collected && !tagged {
 			ghosts = append(ghosts, v.Version)
 			continue
 		}
@@ -31,12 +35,17 @@ func gcGhosts(versions []VersionAge, collected uint64) (ghosts []uint64, real []
 	return ghosts, real
 }
 
-// collectedBelow is the newest boundary of an earlier collection when
-// some of versions looks like a ghost (one LIST of one key), else 0: a
-// collection of a table with none costs no request more.
-func collectedBelow(ctx context.Context, b blob.Bucket, versions []VersionAge) (uint64, error) {
-	if ghosts, _ := gcGhosts(versions, math.MaxUint64); len(ghosts) == 0 {
-		return 0, nil
+// ghostCheck reads what tells a ghost when some of versions looks like
+// one: the newest boundary of an earlier collection (one LIST of one
+// key) and the tags; else nothing, so that a collection of a table with
+// no such version costs no request more.
+func ghostCheck(ctx context.Context, b blob.Bucket, versions []VersionAge) (collected uint64, tags []table.Tag, err error) {
+	if ghosts, _ := gcGhosts(versions, math.MaxUint64, nil); len(ghosts) == 0 {
+		return 0, nil, nil
 	}
-	return table.GCBoundary(ctx, b)
+	if collected, err = table.GCBoundary(ctx, b); err != nil {
+		return 0, nil, err
+	}
+	tags, err = table.Tags(ctx, b)
+	return collected, tags, err
 }

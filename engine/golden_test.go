@@ -459,10 +459,8 @@ func TestNewerFormatIsRefused(t *testing.T) {
 		t.Fatalf("a collection: %v", err)
 	}
 	// Nothing of the table's was written or deleted: a compaction's lease
-	// and run record, and a collection's boundary, are all there is.
-	after := slices.DeleteFunc(objects(), func(k string) bool {
-		return strings.HasPrefix(k, "_compactor/") || strings.HasPrefix(k, format.GCBoundaryDir)
-	})
+	// and run record are all there is.
+	after := slices.DeleteFunc(objects(), func(k string) bool { return strings.HasPrefix(k, "_compactor/") })
 	if !slices.Equal(before, after) {
 		t.Fatalf("the refused writers changed the table's objects from\n%v\nto\n%v", before, after)
 	}

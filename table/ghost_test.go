@@ -60,3 +60,32 @@ func TestAGhostOfACollectedVersionReadsAsCollected(t *testing.T) {
 		}
 	}
 }
+
+// A tagged version below a boundary whose manifest looks created after
+// it (a copy reset the times) is no ghost: no tag is made at or below a
+// boundary, and collections keep tagged versions. It reads as itself.
+func TestATaggedVersionIsNoGhostWhateverItsTime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := blob.Open(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tb := openRolloutsTable(t, b)
+	for i := range 4 {
+		appendRollouts(t, tb, 1, int64(i*10), 10) // v2..v5
+	}
+	if err := table.CreateTag(ctx, b, "keep", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(ctx, format.GCBoundaryKey(3), nil); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(format.ManifestKey(2))), later, later); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := table.Open(ctx, b, &table.OpenOptions{Tag: "keep"}); err != nil || s.Version() != 2 {
+		t.Fatalf("reading the tagged v2: %v", err)
+	}
+}

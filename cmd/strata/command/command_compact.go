@@ -111,6 +111,9 @@ the table keeps its record, so the shard opens again under its name.`,
 			if len(res.ShardsRetired) > 0 {
 				fmt.Fprintf(env.Out, "retired %d shards: %s\n", len(res.ShardsRetired), strings.Join(res.ShardsRetired, ", "))
 			}
+			if len(res.GhostsDeleted) > 0 {
+				fmt.Fprintf(env.Out, "deleted %d ghost versions (collected versions a stalled writer created again): %v\n", len(res.GhostsDeleted), res.GhostsDeleted)
+			}
 			return nil
 		},
 	}
