@@ -62,13 +62,22 @@ type CopyResult struct {
 	Objects  int    // objects it copied
 	Checked  int    // objects it found there already, and checked
 	Bytes    int64  // bytes it copied
-	Tags     int    // tags it copied
-	UpToDate bool   // the copy held the source's latest version already
+	Tags     int    // tags it copied, or moved to the version the source's names
+	// TagsOnlyHere: the copy's tags the source no longer has (kept: a
+	// copy's tag is its own to delete).
+	TagsOnlyHere []string
+	UpToDate     bool // the copy held the source's latest version already
 }
 
 // ErrCopyDiverged: the destination holds a version that is not the
 // source's (it was written to since the last copy, or is another table).
 var ErrCopyDiverged = errors.New("engine: the copy's versions are not the source's")
+
+// ErrCopyBehind: the source no longer holds the copy's newest version
+// (its garbage collection took it since the last copy), so the copy
+// cannot be checked against the source, nor go on without a gap: copy
+// anew, into an empty folder.
+var ErrCopyBehind = errors.New("engine: the source no longer holds the copy's newest version")
 
 // Copy copies the table at src to dst (see above).
 func Copy(ctx context.Context, src, dst blob.Bucket, o CopyOptions) (CopyResult, error) {
@@ -80,18 +89,28 @@ func Copy(ctx context.Context, src, dst blob.Bucket, o CopyOptions) (CopyResult,
 	if err != nil {
 		return res, fmt.Errorf("the source: %w", err)
 	}
+	// The source's newest version first: a table this build cannot read,
+	// or may not write, is not copied at all (its copy could lack what
+	// this build does not know of).
+	newest, err := table.ReadManifest(ctx, src, last)
+	if err != nil {
+		return res, fmt.Errorf("the source: %w", err)
+	}
+	if err := newest.CheckWritable(); err != nil {
+		return res, fmt.Errorf("the source: %w", err)
+	}
 	c := &tableCopy{src: src, dst: dst, o: o, known: map[string]bool{}}
-	first, err := c.start(ctx, last, &res)
-	if err != nil || res.UpToDate {
+	versions, err := c.start(ctx, newest, &res)
+	if err != nil {
 		return res, err
 	}
-	for v := first; v <= last; v++ {
+	for _, v := range versions {
 		if err := c.version(ctx, v, last, &res); err != nil {
 			return res, err
 		}
 		res.To = v
 	}
-	res.Tags, err = c.tags(ctx, res.From, res.To)
+	res.Tags, res.TagsOnlyHere, err = c.tags(ctx, res.From, res.To)
 	return res, err
 }
 
@@ -104,79 +123,82 @@ type tableCopy struct {
 	bytes    atomic.Int64
 }
 
-// start finds the first version to copy: after the copy's latest, or
-// from FromVersion (or the source's oldest) into an empty destination.
-func (c *tableCopy) start(ctx context.Context, last uint64, res *CopyResult) (uint64, error) {
+// start returns the versions to copy: those after the copy's latest, or,
+// into an empty destination, from FromVersion (or the oldest of the run
+// of versions the source holds up to its newest, and the tagged versions
+// below that run: the source's collection kept them).
+func (c *tableCopy) start(ctx context.Context, newest *format.Manifest, res *CopyResult) ([]uint64, error) {
+	last := newest.Version
 	have, err := table.LatestVersion(ctx, c.dst)
 	if errors.Is(err, format.ErrNotFound) {
-		oldest, err := oldestVersion(ctx, c.src)
+		held, err := heldVersions(ctx, c.src)
 		if err != nil {
-			return 0, err
+			return nil, fmt.Errorf("the source: %w", err)
 		}
-		first := max(c.o.FromVersion, oldest)
-		if c.o.FromVersion > last {
-			return 0, fmt.Errorf("%w: version %d: the source's latest is %d", format.ErrVersionNotFound, c.o.FromVersion, last)
+		oldest := oldestOfRun(held)
+		switch {
+		case c.o.FromVersion > last:
+			return nil, fmt.Errorf("%w: --from-version %d: the source's latest version is %d", ErrInvalidOptions, c.o.FromVersion, last)
+		case c.o.FromVersion != 0 && c.o.FromVersion < oldest:
+			return nil, fmt.Errorf("%w: --from-version %d: the source's garbage collection took it; the oldest version it holds from there on is %d", ErrInvalidOptions, c.o.FromVersion, oldest)
 		}
-		if c.o.FromVersion != 0 && c.o.FromVersion < oldest {
-			return 0, fmt.Errorf("%w: version %d was collected from the source; the oldest it keeps is %d", format.ErrVersionNotFound, c.o.FromVersion, oldest)
+		tags, err := table.Tags(ctx, c.src)
+		if err != nil {
+			return nil, fmt.Errorf("the source: %w", err)
 		}
-		res.From = first
-		return first, nil
+		var versions []uint64
+		for _, v := range held {
+			tagged := slices.ContainsFunc(tags, func(t table.Tag) bool { return t.Version == v })
+			if v >= c.o.FromVersion && (v >= oldest || tagged) {
+				versions = append(versions, v)
+			}
+		}
+		slices.Sort(versions)
+		res.From = versions[0]
+		return versions, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("the copy: %w", err)
+		return nil, fmt.Errorf("the copy: %w", err)
 	}
 	if c.o.FromVersion != 0 {
-		return 0, fmt.Errorf("%w: --from-version is for a first copy; the copy holds versions up to %d, and goes on from there", ErrInvalidOptions, have)
+		return nil, fmt.Errorf("%w: --from-version is for a first copy; the copy holds versions up to %d, and goes on from there", ErrInvalidOptions, have)
 	}
-	// The copy's newest version must be the source's.
 	mine, err := c.dst.Get(ctx, format.ManifestKey(have))
 	if err != nil {
-		return 0, fmt.Errorf("the copy: %w", err)
-	}
-	theirs, err := c.src.Get(ctx, format.ManifestKey(have))
-	switch {
-	case errors.Is(err, blob.ErrNotFound) && have < last:
-		// Collected from the source since: its table id says whether the
-		// copy is of this table.
-		if err := c.sameTable(ctx, mine, last); err != nil {
-			return 0, err
-		}
-	case err != nil:
-		return 0, fmt.Errorf("the source, version %d: %w", have, err)
-	case !bytes.Equal(mine, theirs):
-		return 0, fmt.Errorf("%w: version %d differs (the copy was written to, or is of another table)", ErrCopyDiverged, have)
+		return nil, fmt.Errorf("the copy: %w", err)
 	}
 	m, err := format.DecodeManifest(format.ManifestKey(have), mine)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("the copy: %w", err)
+	}
+	if m.TableID != newest.TableID {
+		return nil, fmt.Errorf("%w: the copy is of table %s, the source is table %s", ErrCopyDiverged, m.TableID, newest.TableID)
+	}
+	if have > last {
+		return nil, fmt.Errorf("%w: the copy holds version %d, past the source's latest %d (it was written to)", ErrCopyDiverged, have, last)
+	}
+	// The copy's newest version must be the source's, byte for byte.
+	theirs, err := c.src.Get(ctx, format.ManifestKey(have))
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return nil, fmt.Errorf("%w: version %d, collected from the source since the last copy, which its garbage collection keeps %s: copy anew, into an empty folder, and again more often than that",
+			ErrCopyBehind, have, "for a while (by default the newest 10 versions, and those younger than an hour)")
+	case err != nil:
+		return nil, fmt.Errorf("the source, version %d: %w", have, err)
+	case !bytes.Equal(mine, theirs):
+		return nil, fmt.Errorf("%w: version %d differs (the copy was written to)", ErrCopyDiverged, have)
 	}
 	for _, k := range m.Objects() {
 		c.known[k] = true
 	}
 	c.schemaID = evolve.SchemaID(m.Schema())
 	res.From, res.To = oldestOr(ctx, c.dst, have), have
-	if have >= last {
-		res.UpToDate = true
+	res.UpToDate = have == last
+	var versions []uint64
+	for v := have + 1; v <= last; v++ {
+		versions = append(versions, v)
 	}
-	return have + 1, nil
-}
-
-// sameTable refuses a copy whose manifest mine is of another table than
-// the source's latest.
-func (c *tableCopy) sameTable(ctx context.Context, mine []byte, last uint64) error {
-	m, err := format.DecodeManifest("the copy's latest manifest", mine)
-	if err != nil {
-		return err
-	}
-	theirs, err := table.ReadManifest(ctx, c.src, last)
-	if err != nil {
-		return err
-	}
-	if m.TableID != theirs.TableID {
-		return fmt.Errorf("%w: the copy is of table %s, the source is table %s", ErrCopyDiverged, m.TableID, theirs.TableID)
-	}
-	return nil
+	return versions, nil
 }
 
 // version copies version v: its objects the copy lacks, a schema marker
@@ -185,7 +207,7 @@ func (c *tableCopy) version(ctx context.Context, v, last uint64, res *CopyResult
 	key := format.ManifestKey(v)
 	data, err := c.src.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return fmt.Errorf("%w: version %d was collected from the source during the copy; run the copy again (with --from-version for a first copy)", format.ErrVersionNotFound, v)
+		return fmt.Errorf("%w: version %d was collected from the source during the copy (the copy holds the versions before it): copy anew, into an empty folder", ErrCopyBehind, v)
 	}
 	if err != nil {
 		return err
@@ -287,6 +309,17 @@ func (c *tableCopy) object(ctx context.Context, key string) (there bool, err err
 	if err != nil {
 		return there, fmt.Errorf("the copy's %s: %w", key, err)
 	}
+	if got != want && there {
+		// Left damaged by a run cut short (no manifest of the copy
+		// references it yet): written again.
+		there = false
+		if want, n, err = c.hashOf(ctx, c.src, key, false); err != nil {
+			return false, fmt.Errorf("the source's %s: %w", key, err)
+		}
+		if got, _, err = c.hashOf(ctx, c.dst, key, true); err != nil {
+			return false, fmt.Errorf("the copy's %s: %w", key, err)
+		}
+	}
 	if got != want {
 		return there, fmt.Errorf("%w: the copy's %s does not match the source's (SHA-256 %x, the source's %x)", format.ErrCorrupt, key, got[:8], want[:8])
 	}
@@ -331,64 +364,91 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// tags copies the source's tags of the versions from..to the copy holds
-// and it lacks.
-func (c *tableCopy) tags(ctx context.Context, from, to uint64) (int, error) {
-	tags, err := table.Tags(ctx, c.src)
+// tags copies the source's tags of the versions from..to the copy holds,
+// and moves a tag of the copy to the version the source's names; it
+// returns how many it copied or moved, and the copy's tags the source no
+// longer has.
+func (c *tableCopy) tags(ctx context.Context, from, to uint64) (int, []string, error) {
+	theirs, err := table.Tags(ctx, c.src)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	mine, err := table.Tags(ctx, c.dst)
+	if err != nil {
+		return 0, nil, err
 	}
 	n := 0
-	for _, t := range tags {
+	for _, t := range theirs {
 		if t.Version < from || t.Version > to {
 			continue
 		}
-		key := format.TagsDir + t.Name + ".json"
+		key := format.TagKey(t.Name)
 		data, err := c.src.Get(ctx, key)
 		if errors.Is(err, blob.ErrNotFound) {
 			continue // deleted since the listing
 		}
 		if err != nil {
-			return n, err
+			return n, nil, err
 		}
-		if err := c.dst.PutIfAbsent(ctx, key, data); err == nil {
-			n++
-		} else if !errors.Is(err, blob.ErrExists) {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// oldestVersion is the oldest version of the run of versions b holds
-// that ends at its newest: a version below a gap is a ghost (a collected
-// version a stalled writer made again, which the next collection takes).
-func oldestVersion(ctx context.Context, b blob.Bucket) (uint64, error) {
-	var oldest uint64
-	for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
-		if err != nil {
-			return 0, err
-		}
-		v, ok := format.ParseManifestKey(o.Key)
-		if !ok {
+		i := slices.IndexFunc(mine, func(m table.Tag) bool { return m.Name == t.Name })
+		switch {
+		case i < 0:
+			err = c.dst.PutIfAbsent(ctx, key, data)
+		case mine[i].Version != t.Version:
+			err = c.dst.Put(ctx, key, bytes.NewReader(data)) // moved in the source
+		default:
 			continue
 		}
-		// The listing is newest first (the names are inverted).
-		if oldest != 0 && v != oldest-1 {
+		if err != nil && !errors.Is(err, blob.ErrExists) {
+			return n, nil, err
+		}
+		n++
+	}
+	var onlyHere []string
+	for _, m := range mine {
+		if !slices.ContainsFunc(theirs, func(t table.Tag) bool { return t.Name == m.Name }) {
+			onlyHere = append(onlyHere, m.Name)
+		}
+	}
+	return n, onlyHere, nil
+}
+
+// heldVersions lists the versions b holds, newest first.
+func heldVersions(ctx context.Context, b blob.Bucket) ([]uint64, error) {
+	var held []uint64
+	for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := format.ParseManifestKey(o.Key); ok {
+			held = append(held, v) // the names are inverted: newest first
+		}
+	}
+	if len(held) == 0 {
+		return nil, format.ErrNotFound
+	}
+	return held, nil
+}
+
+// oldestOfRun is the oldest version of the run of held (newest first)
+// that ends at the newest: below a gap are tagged versions garbage
+// collection kept, and ghosts (collected versions a stalled writer made
+// again, which the next collection takes).
+func oldestOfRun(held []uint64) uint64 {
+	oldest := held[0]
+	for _, v := range held[1:] {
+		if v != oldest-1 {
 			break
 		}
 		oldest = v
 	}
-	if oldest == 0 {
-		return 0, format.ErrNotFound
-	}
-	return oldest, nil
+	return oldest
 }
 
 // oldestOr is b's oldest version, or v when it cannot be listed.
 func oldestOr(ctx context.Context, b blob.Bucket, v uint64) uint64 {
-	if o, err := oldestVersion(ctx, b); err == nil {
-		return o
+	if held, err := heldVersions(ctx, b); err == nil {
+		return held[len(held)-1]
 	}
 	return v
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -18,7 +19,7 @@ import (
 
 // copySource is a copy of the golden altered table (every kind of
 // object, a tag) with more versions on top.
-func copySource(t *testing.T) (blob.Bucket, *engine.DB) {
+func copySource(t *testing.T) (blob.Bucket, *engine.DB, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "tables", goldenFormat, "evolved"))); err != nil {
@@ -37,7 +38,7 @@ func copySource(t *testing.T) (blob.Bucket, *engine.DB) {
 	for i := range 8 {
 		copyAppend(t, b, db, 2000+10*i)
 	}
-	return b, db
+	return b, db, dir
 }
 
 func copyAppend(t *testing.T, b blob.Bucket, db *engine.DB, id int) {
@@ -80,7 +81,7 @@ func sameVersions(t *testing.T, src, dst blob.Bucket) uint64 {
 // before left rather than writing it again; then it copies only what is
 // new, and says when there is nothing.
 func TestCopyResumesAndGoesOn(t *testing.T) {
-	src, db := copySource(t)
+	src, db, _ := copySource(t)
 	last, err := table.LatestVersion(ctx, src)
 	if err != nil {
 		t.Fatal(err)
@@ -160,5 +161,129 @@ func TestCopyResumesAndGoesOn(t *testing.T) {
 	}
 	if _, err := engine.Copy(ctx, src, from, engine.CopyOptions{FromVersion: 3}); !errors.Is(err, engine.ErrInvalidOptions) {
 		t.Fatalf("--from-version on a copy that goes on: %v", err)
+	}
+}
+
+func emptyFolder(t *testing.T) (blob.Bucket, string) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := blob.Open(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, dir
+}
+
+// What the source does between copies: a tag made, moved, deleted, a
+// version collected past the copy's newest; a newer build's table; an
+// object a killed run left damaged.
+func TestCopyFollowsTheSourcesChanges(t *testing.T) {
+	src, db, _ := copySource(t)
+	dst, dstDir := emptyFolder(t)
+	if _, err := engine.Copy(ctx, src, dst, engine.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A tag made on a version the copy holds arrives though nothing else
+	// is new; a tag moved moves; one deleted stays, and is named.
+	if err := table.CreateTag(ctx, src, "late", 12); err != nil {
+		t.Fatal(err)
+	}
+	res, err := engine.Copy(ctx, src, dst, engine.CopyOptions{})
+	if err != nil || !res.UpToDate || res.Tags != 1 {
+		t.Fatalf("a tag made on a copied version: %+v, %v", res, err)
+	}
+	if err := table.DeleteTag(ctx, src, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if err := table.CreateTag(ctx, src, "late", 13); err != nil {
+		t.Fatal(err)
+	}
+	if err := table.DeleteTag(ctx, src, "before-alter"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = engine.Copy(ctx, src, dst, engine.CopyOptions{})
+	if tag, terr := table.ReadTag(ctx, dst, "late"); err != nil || terr != nil || tag.Version != 13 || !slices.Equal(res.TagsOnlyHere, []string{"before-alter"}) {
+		t.Fatalf("a tag moved and one deleted: %+v, %v; the copy's late: %+v %v", res, err, tag, terr)
+	}
+	// An object a killed run left damaged is written again.
+	copyAppend(t, src, db, 7000)
+	latest, err := table.ReadLatest(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := latest.Fragments[len(latest.Fragments)-1].Key
+	if err := os.WriteFile(filepath.Join(dstDir, filepath.FromSlash(key)), []byte("damaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := engine.Copy(ctx, src, dst, engine.CopyOptions{}); err != nil || res.Objects != 1 || sameVersions(t, src, dst) != latest.Version {
+		t.Fatalf("a damaged object left by a killed run: %+v, %v", res, err)
+	}
+	// The source collected past the copy's newest: it cannot be checked.
+	for i := range 3 {
+		copyAppend(t, src, db, 7100+i)
+	}
+	if err := src.Delete(ctx, format.ManifestKey(latest.Version)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Copy(ctx, src, dst, engine.CopyOptions{}); !errors.Is(err, engine.ErrCopyBehind) {
+		t.Fatalf("the copy's newest collected from the source: %v", err)
+	}
+	// A copy ahead of the source is another table's history.
+	ahead, _ := emptyFolder(t)
+	if _, err := engine.Copy(ctx, src, ahead, engine.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	adb, err := engine.Open(ctx, ahead, &engine.Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adb.Close()
+	copyAppend(t, ahead, adb, 8000)
+	if _, err := engine.Copy(ctx, src, ahead, engine.CopyOptions{}); !errors.Is(err, engine.ErrCopyDiverged) {
+		t.Fatalf("a copy ahead of the source: %v", err)
+	}
+}
+
+// A newer build's table is not copied at all; a tagged version below a
+// gap in the source's history is.
+func TestCopyOfANewerTableWritesNothing(t *testing.T) {
+	src, db, srcDir := copySource(t)
+	if err := table.CreateTag(ctx, src, "old", 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint64{4, 5, 6} { // collected (a gap above the tagged v3)
+		if err := src.Delete(ctx, format.ManifestKey(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst, _ := emptyFolder(t)
+	res, err := engine.Copy(ctx, src, dst, engine.CopyOptions{})
+	if err != nil || res.From != 3 {
+		t.Fatalf("a copy of a source with a tagged version below a gap: %+v, %v", res, err)
+	}
+	if a, b := scanAt(t, dst, 3), scanAt(t, src, 3); !slices.Equal(a, b) {
+		t.Fatalf("the tagged v3 of the copy: %d rows, the source's %d", len(a), len(b))
+	}
+	copyAppend(t, src, db, 9000)
+	latest, err := table.ReadLatest(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(srcDir, filepath.FromSlash(format.ManifestKey(latest.Version)))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint16(data[10:], format.FormatMinor+1)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fresh, freshDir := emptyFolder(t)
+	if _, err := engine.Copy(ctx, src, fresh, engine.CopyOptions{}); !errors.Is(err, format.ErrUnsupportedFormat) {
+		t.Fatalf("a newer build's table: %v", err)
+	}
+	if entries, _ := os.ReadDir(freshDir); len(entries) != 0 {
+		t.Fatalf("the refused copy wrote %d entries", len(entries))
 	}
 }

@@ -57,6 +57,7 @@ var ErrorCodes = []ErrorCode{
 	{format.ErrTagExists, nil, api.CodeExists},
 	{commit.ErrConflict, nil, api.CodeConflict},
 	{ErrCopyDiverged, nil, api.CodeConflict},
+	{ErrCopyBehind, nil, api.CodeVersionCollected},
 	{format.ErrPlacement, nil, api.CodeBadPlacement},
 	{ingest.ErrTooLarge, nil, api.CodeTooLarge},
 	// Bad input: rows, schemas, words of a request, options.

@@ -67,6 +67,7 @@ var sentinels = map[string]struct {
 	"format.ErrUnsupportedFormat": {format.ErrUnsupportedFormat, api.CodeUnsupportedFormat},
 	"commit.ErrConflict":          {commit.ErrConflict, api.CodeConflict},
 	"engine.ErrCopyDiverged":      {engine.ErrCopyDiverged, api.CodeConflict},
+	"engine.ErrCopyBehind":        {engine.ErrCopyBehind, api.CodeVersionCollected},
 	"commit.ErrOutcomeUnknown":    {commit.ErrOutcomeUnknown, api.CodeOutcomeUnknown},
 	"commit.ErrInvalidOptions":    {commit.ErrInvalidOptions, api.CodeBadRequest},
 	"commit.ErrBudget":            {commit.ErrBudget, api.CodeInternal}, // no code yet

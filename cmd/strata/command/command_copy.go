@@ -3,10 +3,13 @@ package command
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 func newCopy(env *Env) *cobra.Command {
@@ -36,16 +39,39 @@ groups, the compaction history, the Iceberg view (strata export iceberg).`,
   strata copy gs://lake/events s3://replica/events --from-version 1200`,
 		Args: exactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			src, err := env.Open(c.Context(), args[0])
+			ctx := c.Context()
+			sh, sp, _, err := splitTableURL(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			dh, dp, _, err := splitTableURL(args[1])
+			if err != nil {
+				return usageError{err}
+			}
+			if sh == dh && (sp == dp || strings.HasPrefix(dp+"/", sp+"/") || strings.HasPrefix(sp+"/", dp+"/")) {
+				return usageError{fmt.Errorf("%s and %s: a table is not copied into itself, into a folder of its own, or into a folder that holds it", args[0], args[1])}
+			}
+			src, err := env.Open(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer src.Close()
-			dst, err := env.Open(c.Context(), args[1])
+			// The source is a table (an error names it, the bucket opened
+			// last).
+			if _, err := table.LatestVersion(ctx, src); err != nil {
+				return err
+			}
+			dst, err := env.Open(ctx, args[1])
 			if err != nil {
 				return err
 			}
 			defer dst.Close()
+			if _, err := table.LatestVersion(ctx, dst); errors.Is(err, format.ErrNotFound) {
+				// A first copy is a new table: where create would put one.
+				if err := checkNewTable(ctx, env, args[1], dst); err != nil {
+					return err
+				}
+			}
 			var bar *progress
 			res, err := engine.Copy(c.Context(), src, dst, engine.CopyOptions{FromVersion: from, Parallel: parallel,
 				Progress: func(p engine.CopyProgress) {
@@ -57,14 +83,20 @@ groups, the compaction history, the Iceberg view (strata export iceberg).`,
 			if bar != nil {
 				bar.Done()
 			}
-			if errors.Is(err, engine.ErrInvalidOptions) {
+			switch {
+			case errors.Is(err, engine.ErrInvalidOptions):
 				return usageError{err}
-			}
-			if err != nil {
+			case err != nil && !errors.Is(err, engine.ErrCopyDiverged) && !errors.Is(err, engine.ErrCopyBehind) && !errors.Is(err, format.ErrUnsupportedFormat) &&
+				!errors.Is(err, format.ErrNotFound) && !errors.Is(err, format.ErrCorrupt):
 				return fmt.Errorf("%w (the copy holds the versions it copied: run the same command again to go on)", err)
+			case err != nil:
+				return err
+			}
+			if len(res.TagsOnlyHere) > 0 {
+				fmt.Fprintf(env.Out, "kept the copy's tags the source no longer has: %s\n", strings.Join(res.TagsOnlyHere, ", "))
 			}
 			if res.UpToDate {
-				fmt.Fprintf(env.Out, "up to date: the copy holds versions %d to %d, the source's latest\n", res.From, res.To)
+				fmt.Fprintf(env.Out, "up to date: the copy holds versions %d to %d, the source's latest; %d tags copied or moved\n", res.From, res.To, res.Tags)
 				return nil
 			}
 			fmt.Fprintf(env.Out, "copied %d versions (the copy holds %d to %d): %d objects, %d bytes; %d found there already and checked; %d tags\n",
