@@ -116,10 +116,7 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	// Read the versions; ghosts and the boundary follow from them alone.
 	var st GCState
 	var err error
-	if st.Versions, err = listVersions(ctx, b); err != nil {
-		return res, err
-	}
-	if st.Collected, st.Tags, err = ghostCheck(ctx, b, st.Versions); err != nil {
+	if st.Versions, st.Collected, st.Tags, err = readVersions(ctx, b); err != nil {
 		return res, err
 	}
 	// The consumers before the boundary, which they hold back (a group
@@ -132,18 +129,8 @@ func GC(ctx context.Context, b blob.Bucket, policy *GCPolicy, now time.Time) (GC
 	ghosts, real := gcGhosts(st.Versions, st.Collected, st.Tags)
 	res.GhostsDeleted = ghosts
 	res.Boundary = gcBoundary(real, st.Consumers, p, now)
-	// The newest version first: a newer build's table is left as it is,
-	// before a ghost or a boundary is touched.
-	st.Manifests = map[uint64]*format.Manifest{}
-	if len(real) > 0 {
-		m, err := table.ReadManifest(ctx, b, real[0].Version)
-		if err != nil {
-			return res, fmt.Errorf("compactor: gc: reading the newest version: %w", err)
-		}
-		if err := m.CheckWritable(); err != nil { // it may hold objects unknown here
-			return res, fmt.Errorf("compactor: gc: %w", err)
-		}
-		st.Manifests[real[0].Version] = m
+	if st.Manifests, err = readNewest(ctx, b, real); err != nil {
+		return res, err
 	}
 	if !p.DryRun {
 		for _, v := range ghosts {

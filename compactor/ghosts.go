@@ -2,12 +2,14 @@ package compactor
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/format"
 )
 
 // gcGhosts splits versions (newest first) into ghosts and the rest. A
@@ -35,6 +37,16 @@ func gcGhosts(versions []VersionAge, collected uint64, tags []table.Tag) (ghosts
 	return ghosts, real
 }
 
+// readVersions lists the versions (listVersions), and what tells a ghost
+// among them (ghostCheck).
+func readVersions(ctx context.Context, b blob.Bucket) (versions []VersionAge, collected uint64, tags []table.Tag, err error) {
+	if versions, err = listVersions(ctx, b); err != nil {
+		return nil, 0, nil, err
+	}
+	collected, tags, err = ghostCheck(ctx, b, versions)
+	return versions, collected, tags, err
+}
+
 // ghostCheck reads what tells a ghost when some of versions looks like
 // one: the newest boundary of an earlier collection (one LIST of one
 // key) and the tags; else nothing, so that a collection of a table with
@@ -48,4 +60,23 @@ func ghostCheck(ctx context.Context, b blob.Bucket, versions []VersionAge) (coll
 	}
 	tags, err = table.Tags(ctx, b)
 	return collected, tags, err
+}
+
+// readNewest reads the newest of real first, before anything is deleted
+// or written: a newer build's table (which may reference objects unknown
+// here) is left as it is.
+func readNewest(ctx context.Context, b blob.Bucket, real []VersionAge) (map[uint64]*format.Manifest, error) {
+	out := map[uint64]*format.Manifest{}
+	if len(real) == 0 {
+		return out, nil
+	}
+	m, err := table.ReadManifest(ctx, b, real[0].Version)
+	if err != nil {
+		return nil, fmt.Errorf("compactor: gc: reading the newest version: %w", err)
+	}
+	if err := m.CheckWritable(); err != nil {
+		return nil, fmt.Errorf("compactor: gc: %w", err)
+	}
+	out[real[0].Version] = m
+	return out, nil
 }
