@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -135,7 +136,14 @@ func (c *tableCopy) start(ctx context.Context, newest *format.Manifest, res *Cop
 		if err != nil {
 			return nil, fmt.Errorf("the source: %w", err)
 		}
-		oldest := oldestOfRun(held)
+		// Above the source's collection boundary, or tagged: at or below
+		// it, an untagged version is a ghost (a collected version a
+		// stalled writer made again, which the next collection takes).
+		collected, err := table.GCBoundary(ctx, c.src)
+		if err != nil {
+			return nil, fmt.Errorf("the source: %w", err)
+		}
+		oldest := oldestOfRun(held, collected)
 		switch {
 		case c.o.FromVersion > last:
 			return nil, fmt.Errorf("%w: --from-version %d: the source's latest version is %d", ErrInvalidOptions, c.o.FromVersion, last)
@@ -149,7 +157,7 @@ func (c *tableCopy) start(ctx context.Context, newest *format.Manifest, res *Cop
 		var versions []uint64
 		for _, v := range held {
 			tagged := slices.ContainsFunc(tags, func(t table.Tag) bool { return t.Version == v })
-			if v >= c.o.FromVersion && (v >= oldest || tagged) {
+			if v >= c.o.FromVersion && v <= last && (v >= oldest || tagged) {
 				versions = append(versions, v)
 			}
 		}
@@ -296,8 +304,12 @@ func (c *tableCopy) objectsOf(ctx context.Context, keys []string) (int, error) {
 // object copies one immutable object, or checks the one there: the
 // source's and the copy's SHA-256 must match.
 func (c *tableCopy) object(ctx context.Context, key string) (there bool, err error) {
-	if _, err := c.dst.Attributes(ctx, key); err == nil {
-		there = true
+	if a, err := c.dst.Attributes(ctx, key); err == nil {
+		// Left by a run cut short, and no manifest of the copy holds it:
+		// one older than a minute is written again, so that a collection
+		// of the copy (which takes no object younger than
+		// format.MinGCAge) never takes it for garbage once checked.
+		there = time.Since(a.ModTime) < time.Minute
 	} else if !errors.Is(err, blob.ErrNotFound) {
 		return false, err
 	}
@@ -377,10 +389,19 @@ func (c *tableCopy) tags(ctx context.Context, from, to uint64) (int, []string, e
 	if err != nil {
 		return 0, nil, err
 	}
+	boundary, err := table.GCBoundary(ctx, c.dst)
+	if err != nil {
+		return 0, nil, err
+	}
 	n := 0
 	for _, t := range theirs {
-		if t.Version < from || t.Version > to {
+		if t.Version < from || t.Version > to || t.Version <= boundary {
+			continue // a version the copy does not hold, or may not keep
+		}
+		if _, err := c.dst.Attributes(ctx, format.ManifestKey(t.Version)); errors.Is(err, blob.ErrNotFound) {
 			continue
+		} else if err != nil {
+			return n, nil, err
 		}
 		key := format.TagKey(t.Name)
 		data, err := c.src.Get(ctx, key)
@@ -431,13 +452,12 @@ func heldVersions(ctx context.Context, b blob.Bucket) ([]uint64, error) {
 }
 
 // oldestOfRun is the oldest version of the run of held (newest first)
-// that ends at the newest: below a gap are tagged versions garbage
-// collection kept, and ghosts (collected versions a stalled writer made
-// again, which the next collection takes).
-func oldestOfRun(held []uint64) uint64 {
+// that ends at the newest, above collected: below are tagged versions
+// garbage collection kept, and ghosts.
+func oldestOfRun(held []uint64, collected uint64) uint64 {
 	oldest := held[0]
 	for _, v := range held[1:] {
-		if v != oldest-1 {
+		if v != oldest-1 || v <= collected {
 			break
 		}
 		oldest = v

@@ -209,10 +209,10 @@ func may(r *http.Request, need Verb, table string) error {
 //
 // strata token new prints a fresh token and its line.
 type Tokens struct {
-	path  string
-	set   atomic.Pointer[tokenSet]
-	mu    sync.Mutex // one Reload at a time
-	stamp fileStamp
+	path string
+	set  atomic.Pointer[tokenSet]
+	mu   sync.Mutex        // one Reload at a time
+	sum  [sha256.Size]byte // of the file's text as last read
 }
 
 type tokenSet struct {
@@ -291,17 +291,13 @@ func short(s string) string {
 func (t *Tokens) Reload() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	fi, err := os.Stat(t.path)
+	text, err := os.ReadFile(t.path)
 	if err != nil {
 		return fmt.Errorf("tokens file: %w", err)
 	}
 	// A file that fails is tried again when it changes again, not at
 	// every look.
-	t.stamp = fileStamp{fi.ModTime(), fi.Size()}
-	text, err := os.ReadFile(t.path)
-	if err != nil {
-		return fmt.Errorf("tokens file: %w", err)
-	}
+	t.sum = sha256.Sum256(text)
 	set, err := parseTokens(t.path, text)
 	if err != nil {
 		return err
@@ -310,9 +306,10 @@ func (t *Tokens) Reload() error {
 	return nil
 }
 
-// Watch reloads the file when its modification time or size changes,
-// looking every interval until ctx ends; report hears each reload's
-// outcome (nil: the new tokens are in use).
+// Watch reloads the file when its text changes (compared by SHA-256: an
+// edit that keeps the size within a clock tick counts), looking every
+// interval until ctx ends; report hears each reload's outcome (nil: the
+// new tokens are in use).
 func (t *Tokens) Watch(ctx context.Context, interval time.Duration, report func(error)) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -322,9 +319,9 @@ func (t *Tokens) Watch(ctx context.Context, interval time.Duration, report func(
 			return
 		case <-tick.C:
 		}
-		fi, err := os.Stat(t.path)
+		text, err := os.ReadFile(t.path)
 		t.mu.Lock()
-		changed := err == nil && (fileStamp{fi.ModTime(), fi.Size()}) != t.stamp
+		changed := err == nil && sha256.Sum256(text) != t.sum
 		t.mu.Unlock()
 		if changed {
 			report(t.Reload())

@@ -357,7 +357,7 @@ func (m *Manifest) Format() (major, minor uint16) {
 	return m.writtenMajor(), FormatMinor
 }
 
-// CheckWritable refuses (ErrNewerFormat) to build a version on m when m
+// CheckWritable refuses (a *NewerFormatError, which is ErrUnsupportedFormat) to build a version on m when m
 // was written in a format newer than this build's: a higher minor version
 // adds fields this build would not copy into the next version, losing
 // them. Every commit checks its base (package commit), and a writer checks

@@ -75,6 +75,17 @@ def _tls_context(ca: Optional[str], cert: Optional[str], key: Optional[str]) -> 
     return ctx
 
 
+def _tls_refused(e: ssl.SSLError) -> bool:
+    """Whether e is a refused handshake (a certificate not trusted, or the
+    server's alert that it wants or refuses the client's), not a connection
+    cut mid-answer (an unexpected EOF), which is worth sending again."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return True
+    words = str(e).upper()
+    return any(a in words for a in ("CERTIFICATE_REQUIRED", "UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN",
+                                    "UNSUPPORTED_PROTOCOL", "WRONG_VERSION_NUMBER", "HANDSHAKE_FAILURE"))
+
+
 def _tls_words(e: ssl.SSLError) -> str:
     if isinstance(e, ssl.SSLCertVerificationError):
         return f"the server's certificate is not trusted ({e.verify_message}): give its CA with ca="
@@ -208,11 +219,12 @@ class Client:
             in_time = time.monotonic() - start < self.retry_for
             try:
                 resp = self._conns.send(method, target, body, headers)
-            except ssl.SSLError as e:
-                # The handshake failed: sent again, it fails again.
-                raise StrataTLSError(f"{method} {self.base}{path}: {_tls_words(e)}") from e
             except (http.client.HTTPException, OSError) as e:
-                # No answer: the request may or may not have been acted on.
+                if isinstance(e, ssl.SSLError) and _tls_refused(e):
+                    # The handshake failed: sent again, it fails again.
+                    raise StrataTLSError(f"{method} {self.base}{path}: {_tls_words(e)}") from e
+                # No answer: the request may or may not have been acted on
+                # (a TLS connection cut mid-answer too).
                 if name is None or not in_time:
                     raise StrataConnectionError(f"{method} {self.base}{path}: {e}") from e
                 delay = min(0.05 * 2**attempt, 2.0)
@@ -839,7 +851,7 @@ class _Connections:
         try:
             conn.request(method, target, body=body, headers=dict(headers))
             resp = conn.getresponse()
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
             conn.close()
             if not reused:
                 raise

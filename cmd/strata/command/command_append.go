@@ -87,7 +87,7 @@ signed by a CA of your own).`,
 			if f.noKey && f.key != "" {
 				return usageError{errors.New("give --idempotency-key or --no-idempotency-key, not both")}
 			}
-			if srv.server != "" {
+			if srv.remote(args[0]) {
 				return appendRemote(c.Context(), env, &srv, args[0], in, f)
 			}
 			return runAppend(c.Context(), env, args[0], in, f)

@@ -51,7 +51,7 @@ With --server, scan reads the table TABLE of a strata serve (https:// with
 			if err != nil {
 				return err
 			}
-			if srv.server != "" {
+			if srv.remote(args[0]) {
 				return scanRemote(c.Context(), &srv, args[0], opts, filter, &at, fresh, w)
 			}
 			b, err := env.Open(c.Context(), args[0])

@@ -32,6 +32,12 @@ func (r *remote) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&r.key, "client-key", "", "the client certificate's key (PEM) (or STRATA_CLIENT_KEY)")
 }
 
+// remote tells whether a verb on arg asks the server: a server is given
+// (--server, or STRATA_SERVER) and arg is a table's name, not a URL — a
+// name never holds "://", so that STRATA_SERVER, set for the verbs that
+// ask a server, leaves a verb on a bucket's table as it is.
+func (r *remote) remote(arg string) bool { return r.server != "" && !strings.Contains(arg, "://") }
+
 // client makes the server's client of a verb on table (a name, "" for
 // none).
 func (r *remote) client(table string) (*client.Client, error) {
