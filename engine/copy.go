@@ -436,17 +436,13 @@ func (c *tableCopy) tags(ctx context.Context, from, to uint64) (int, []string, e
 
 // heldVersions lists the versions b holds, newest first.
 func heldVersions(ctx context.Context, b blob.Bucket) ([]uint64, error) {
-	var held []uint64
-	for o, err := range blob.List(ctx, b, format.VersionsDir, 0) {
-		if err != nil {
-			return nil, err
-		}
-		if v, ok := format.ParseManifestKey(o.Key); ok {
-			held = append(held, v) // the names are inverted: newest first
-		}
+	vs, err := table.Versions(ctx, b, 0, false)
+	if err != nil {
+		return nil, err
 	}
-	if len(held) == 0 {
-		return nil, format.ErrNotFound
+	held := make([]uint64, len(vs))
+	for i, v := range vs {
+		held[i] = v.Version
 	}
 	return held, nil
 }
