@@ -55,6 +55,11 @@ func (o *shardOwner) open(ctx context.Context) (*ShardHandle, error) {
 	if closed {
 		return nil, ErrClosed
 	}
+	if s := o.mu.s; s != nil && errors.Is(s.FencedBy(), walshard.ErrDropped) {
+		// Fenced by a drop of the table: not a newer owner, and nothing to
+		// open again.
+		return nil, s.FencedBy()
+	}
 	if s := o.mu.s; s != nil && s.Fenced() && time.Since(o.mu.reopened) >= reopenEvery {
 		// A newer owner took the shard over: the compactor Job adopting
 		// it, an operator's repair, or another process with this shard id.

@@ -432,10 +432,15 @@ func (s *Shard) fencedErr() error {
 // Fenced tells whether a newer owner took the shard over: the handle
 // appends, flushes and merges no more (each fails with ErrFenced), and the
 // rows it acknowledged are in the WAL, for the newer owner to replay.
-func (s *Shard) Fenced() bool {
+func (s *Shard) Fenced() bool { return s.FencedBy() != nil }
+
+// FencedBy is why the handle was fenced (nil: it was not): ErrFenced for
+// a newer owner, ErrDropped (which is ErrFenced too) for a drop of the
+// table.
+func (s *Shard) FencedBy() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.mu.fenced != nil
+	return s.mu.fenced
 }
 
 func (s *Shard) setFenced() error {
