@@ -232,10 +232,11 @@ func (c *Client) do(ctx context.Context, method, u, ctype string, body func() io
 			req.Header[k] = v
 		}
 		resp, err := c.opts.HTTP.Do(req)
+		refused := tlsFailure(err)
 		retry, wait := false, backoff.Policy{Base: c.opts.BaseBackoff, Max: c.opts.MaxBackoff}.Delay(attempt+1)
 		switch {
-		case tlsFailure(err) != nil:
-			return nil, tlsFailure(err) // it would fail again
+		case refused != nil:
+			return nil, refused // it would fail again
 		case err != nil:
 			// The request may or may not have reached the server.
 			retry = name != nil && ctx.Err() == nil && time.Since(start) < c.opts.RetryFor

@@ -251,22 +251,20 @@ func (c *tableCopy) version(ctx context.Context, v, last uint64, res *CopyResult
 		}
 		c.schemaID = id
 	}
-	if err := c.dst.PutIfAbsent(ctx, key, data); errors.Is(err, blob.ErrExists) {
-		there, gerr := c.dst.Get(ctx, key)
-		if gerr != nil {
-			return gerr
-		}
-		if !bytes.Equal(there, data) {
-			return fmt.Errorf("%w: the copy's version %d is not the source's (was it written to?)", ErrCopyDiverged, v)
-		}
-	} else if err != nil {
+	// Created, or there already (a run cut short after it): read back
+	// once, it must be the source's, byte for byte.
+	err = c.dst.PutIfAbsent(ctx, key, data)
+	existed := errors.Is(err, blob.ErrExists)
+	if err != nil && !existed {
 		return err
 	}
 	there, err := c.dst.Get(ctx, key)
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("reading back the copy's version %d: %w", v, err)
-	}
-	if !bytes.Equal(there, data) {
+	case !bytes.Equal(there, data) && existed:
+		return fmt.Errorf("%w: the copy's version %d is not the source's (was it written to?)", ErrCopyDiverged, v)
+	case !bytes.Equal(there, data):
 		return fmt.Errorf("%w: the copy's version %d does not read back as written", format.ErrCorrupt, v)
 	}
 	res.Versions++

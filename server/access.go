@@ -220,11 +220,6 @@ type tokenSet struct {
 	who    []principal
 }
 
-type fileStamp struct {
-	mod  time.Time
-	size int64
-}
-
 // LoadTokens reads the tokens file at path.
 func LoadTokens(path string) (*Tokens, error) {
 	t := &Tokens{path: path}

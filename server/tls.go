@@ -65,6 +65,12 @@ func TLSConfig(files TLSFiles, report func(error)) (*tls.Config, error) {
 	}, nil
 }
 
+// fileStamp tells a file's change: its modification time and size.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
 func stampOf(path string) fileStamp {
 	if path == "" {
 		return fileStamp{}
