@@ -1,6 +1,7 @@
 package layout_test
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -68,6 +69,26 @@ func TestReadRefsFindsWhatTheExportWrote(t *testing.T) {
 	}
 	if !refs.Keys[res.MetadataKey] || !refs.Keys[layout.HintKey] || lists != 3 || manifests == 0 {
 		t.Fatalf("keys %v: want %s, the hint, 3 manifest lists and their manifests", refs.Keys, res.MetadataKey)
+	}
+	// A manifest list that is not Avro, or whose entries lack a
+	// manifest_path, is damaged: named, with the remedy.
+	var list string
+	for k := range refs.Keys {
+		if strings.Contains(k, "/snap-") {
+			list = k
+		}
+	}
+	good, err := b.Get(ctx, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{[]byte("not avro"), good[:len(good)/2], bytes.Replace(good, []byte("manifest_path"), []byte("manifest_paxh"), 1)} {
+		if err := b.Put(ctx, list, bytes.NewReader(bad)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := layout.ReadRefs(ctx, b); err == nil || !strings.Contains(err.Error(), list+" is not Iceberg Avro") || !strings.Contains(err.Error(), "delete _iceberg/") {
+			t.Errorf("a damaged manifest list (%d bytes): %v, want it named, with the remedy", len(bad), err)
+		}
 	}
 	for body, says := range map[string]string{
 		`{"snapshots": []`:  "is not Iceberg metadata",
