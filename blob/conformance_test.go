@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/blob/fault"
+	_ "github.com/stratadb/strata/blob/gcs" // the fake GCS conformance run
 	"github.com/stratadb/strata/harness/blobtest"
 	"github.com/stratadb/strata/harness/testenv"
 )

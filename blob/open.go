@@ -38,7 +38,8 @@ var ErrBadURL = errors.New("bad bucket URL")
 //	file://./rel/path      a local folder relative to the working directory
 //	/abs/path, ./rel/path  the same, without the scheme
 //	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1
-//	gs://bucket/prefix     GCS; STORAGE_EMULATOR_HOST points it at an emulator
+//	gs://bucket/prefix     GCS, in a program that imports blob/gcs;
+//	                       STORAGE_EMULATOR_HOST points it at an emulator
 //
 // Any other scheme is ErrBadURL, naming these; so is a path that starts
 // like a URL without "//" ("s3:/b": ./s3:/b is the folder) or that holds a
@@ -48,10 +49,11 @@ var ErrBadURL = errors.New("bad bucket URL")
 // region, use_path_style, disable_https, profile, …); when endpoint is
 // given, use_path_style defaults to true, as MinIO and most S3-compatible
 // servers expect; response_checksum_validation defaults to when_required.
-// Credentials come from the standard AWS variables and files. For gs, the
-// query takes gocloud.dev's gcsblob parameters (anonymous, universe_domain,
+// Credentials come from the standard AWS variables and files. For gs (the
+// driver registered by package blob/gcs; without it, ErrBadURL naming
+// it), the query takes gocloud.dev's gcsblob parameters (anonymous, universe_domain,
 // …), credentials are Application Default Credentials, and each request is
-// tried GCSAttempts times. For both, read_timeout (Strata's own) bounds how
+// tried gcs.Attempts times. For both, read_timeout (Strata's own) bounds how
 // long a request waits for the store's next byte (DefaultReadTimeout; 0:
 // forever). The bucket must exist: Open checks that it can be reached.
 //
@@ -125,10 +127,16 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 			q.Del("read_timeout")
 		}
 		var gb *gcblob.Bucket
+		var beforeWrite func(as func(any) bool) error
 		if u.Scheme == "s3" {
 			gb, err = openS3(ctx, u, q, readTimeout)
 		} else {
-			gb, err = openGCS(ctx, u, q, readTimeout)
+			d, ok := driverOf(u.Scheme)
+			if !ok {
+				return nil, bad("%s", noDriver)
+			}
+			gb, err = d.Open(ctx, u, q, readTimeout)
+			beforeWrite = d.BeforeWrite
 		}
 		if errors.As(err, new(noCredentials)) {
 			return nil, newError("open", rawURL, ErrPermanent, err)
@@ -144,9 +152,7 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 		if err != nil {
 			return nil, err
 		}
-		if u.Scheme == "gs" {
-			b.(*cloudBucket).beforeWrite = boundGCSUploadRetries
-		}
+		b.(*cloudBucket).beforeWrite = beforeWrite
 		var client *s3.Client
 		if u.Scheme == "s3" && gb.As(&client) {
 			put := &s3Put{client: client, bucket: u.Host}

@@ -21,8 +21,9 @@ import (
 	"gocloud.dev/blob/s3blob"
 )
 
-// boolParam reads a true/false query parameter (absent: false).
-func boolParam(q url.Values, key string) (bool, error) {
+// BoolParam reads a true/false query parameter of a bucket URL (absent:
+// false), for Open and its drivers.
+func BoolParam(q url.Values, key string) (bool, error) {
 	v := q.Get(key)
 	if v == "" {
 		return false, nil
@@ -100,7 +101,7 @@ func openS3(ctx context.Context, u *url.URL, q url.Values, readTimeout time.Dura
 		if q.Get(key) == "" {
 			continue
 		}
-		on, err := boolParam(q, key)
+		on, err := BoolParam(q, key)
 		if err != nil {
 			return nil, err
 		}

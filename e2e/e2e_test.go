@@ -35,7 +35,7 @@ var bins string // folder holding the built binaries
 // command builds them once for these tests and the Python client's).
 const binsEnv = "STRATA_E2E_BINS"
 
-var commands = []string{"strata", "strata-compactor", "strata-iceberg", "strata-sim"}
+var commands = []string{"strata", "strata-engine", "strata-full", "strata-compactor", "strata-iceberg", "strata-sim"}
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {

@@ -45,7 +45,7 @@ if [ ! -d "$tools/lancedb/node_modules/@lancedb" ]; then
   cp "$lance_src/package.json" "$lance_src/package-lock.json" "$tools/lancedb/"
   (cd "$tools/lancedb" && npm ci --no-audit --no-fund >&2)
 fi
-go build -o "$work/strata" ./cmd/strata
+go build -o "$work/" ./cmd/strata ./cmd/strata-engine
 go build -o "$work/latency-proxy" ./harness/latencyproxy/cmd/latency-proxy
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -6,7 +6,8 @@
 #
 #   scripts/measure-server-memory.sh [STRATA_BINARY] [MEMORY_BUDGET_BYTES]
 #
-# It builds ./cmd/strata when no binary is given. Figures go to stdout.
+# It builds ./cmd/strata (and the strata-engine and strata-full it runs)
+# when no binary is given. Figures go to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-}
@@ -15,7 +16,7 @@ work=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 if [ -z "$bin" ]; then
   bin=$work/strata
-  go build -o "$bin" ./cmd/strata
+  go build -o "$work/" ./cmd/strata ./cmd/strata-engine ./cmd/strata-full
 fi
 echo "building a 200,000-row table (4 writers x 50 commits x 1,000 rows)" >&2
 "$bin" bench --phases=ingest --writers=4 --commits=50 --rows=1000 --dir="$work/tables/rollouts" >/dev/null

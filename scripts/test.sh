@@ -99,7 +99,7 @@ beside() {
   # client's (with the checkout's revision, as a release build).
   local bins
   bins=$(mktemp -d)
-  timed go build -buildvcs=true -o "$bins/" ./cmd/strata ./cmd/strata-compactor ./cmd/strata-iceberg ./cmd/strata-sim
+  timed go build -buildvcs=true -o "$bins/" ./cmd/strata ./cmd/strata-engine ./cmd/strata-full ./cmd/strata-compactor ./cmd/strata-iceberg ./cmd/strata-sim
   # The end-to-end tests run verbosely: they print the rows, kills and
   # restarts they saw. Those that spend their time waiting on processes
   # (a drop waits out a minute of fencing) run four at a time, after the

@@ -1,4 +1,4 @@
-package blob
+package gcs
 
 import (
 	"context"
@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/blob"
 )
 
-// fakeGCS answers the first listing, Open's access check, as GCS's JSON
+// fakeGCS answers the first listing, blob.Open's access check, as GCS's JSON
 // API does (an empty bucket), and hands every other request to rest.
 func fakeGCS(t *testing.T, rest http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
 	var others atomic.Int64
@@ -46,7 +48,7 @@ func within(t *testing.T, d time.Duration, what string, op func() error) error {
 }
 
 // A GCS store that answers 503 to everything makes a request fail,
-// retryably, after GCSAttempts tries — not retry for as long as the
+// retryably, after Attempts tries — not retry for as long as the
 // caller's context lives, which for a writer is for good.
 func TestAGCSStoreThatFailsEveryRequestFailsItInTime(t *testing.T) {
 	_, others := fakeGCS(t, func(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +56,7 @@ func TestAGCSStoreThatFailsEveryRequestFailsItInTime(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"error":{"code":503,"message":"backend unavailable"}}`))
 	})
-	b, err := Open(context.Background(), "gs://b/t")
+	b, err := blob.Open(context.Background(), "gs://b/t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +64,11 @@ func TestAGCSStoreThatFailsEveryRequestFailsItInTime(t *testing.T) {
 	err = within(t, 60*time.Second, "a create the store answers 503", func() error {
 		return b.PutIfAbsent(context.Background(), "k", []byte("v"))
 	})
-	if !errors.Is(err, ErrRetryable) {
-		t.Fatalf("a create answered 503: %v, want ErrRetryable", err)
+	if !errors.Is(err, blob.ErrRetryable) {
+		t.Fatalf("a create answered 503: %v, want blob.ErrRetryable", err)
 	}
-	if n := others.Load(); n != GCSAttempts {
-		t.Fatalf("the store saw %d requests, want %d (GCSAttempts)", n, GCSAttempts)
+	if n := others.Load(); n != Attempts {
+		t.Fatalf("the store saw %d requests, want %d (Attempts)", n, Attempts)
 	}
 	for name, op := range map[string]func() error{
 		"an upload": func() error { return b.Put(context.Background(), "k", strings.NewReader("v")) },
@@ -74,8 +76,8 @@ func TestAGCSStoreThatFailsEveryRequestFailsItInTime(t *testing.T) {
 		"a listing": func() error { _, err := b.ListPage(context.Background(), "", "", 10); return err },
 	} {
 		err := within(t, 60*time.Second, name+" the store answers 503", op)
-		if !errors.Is(err, ErrRetryable) {
-			t.Fatalf("%s answered 503: %v, want ErrRetryable", name, err)
+		if !errors.Is(err, blob.ErrRetryable) {
+			t.Fatalf("%s answered 503: %v, want blob.ErrRetryable", name, err)
 		}
 	}
 }
@@ -91,7 +93,7 @@ func TestAGCSStoreThatStopsAnsweringFailsARequestInTime(t *testing.T) {
 		}
 	})
 	defer close(silent)
-	b, err := Open(context.Background(), "gs://b/t?read_timeout=200ms")
+	b, err := blob.Open(context.Background(), "gs://b/t?read_timeout=200ms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,22 +102,22 @@ func TestAGCSStoreThatStopsAnsweringFailsARequestInTime(t *testing.T) {
 		_, err := b.Get(context.Background(), "k")
 		return err
 	})
-	if !errors.Is(err, ErrRetryable) {
-		t.Fatalf("a GET the store never answers: %v, want ErrRetryable", err)
+	if !errors.Is(err, blob.ErrRetryable) {
+		t.Fatalf("a GET the store never answers: %v, want blob.ErrRetryable", err)
 	}
-	if _, err := Open(context.Background(), "gs://b/t?read_timeout=soon"); !errors.Is(err, ErrBadURL) {
-		t.Fatalf("read_timeout=soon: %v, want ErrBadURL", err)
+	if _, err := blob.Open(context.Background(), "gs://b/t?read_timeout=soon"); !errors.Is(err, blob.ErrBadURL) {
+		t.Fatalf("read_timeout=soon: %v, want blob.ErrBadURL", err)
 	}
 }
 
-// Without credentials, Open fails at once with a permanent error that says
+// Without credentials, blob.Open fails at once with a permanent error that says
 // so, not with a bad URL or at the first request.
 func TestOpenGCSWithoutCredentialsIsPermanent(t *testing.T) {
 	t.Setenv("STORAGE_EMULATOR_HOST", "")
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", t.TempDir()+"/missing.json")
-	_, err := Open(context.Background(), "gs://b/t")
-	if !errors.Is(err, ErrPermanent) || errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), "no credentials for GCS") {
-		t.Fatalf("gs:// without credentials: %v, want ErrPermanent saying there are no credentials", err)
+	_, err := blob.Open(context.Background(), "gs://b/t")
+	if !errors.Is(err, blob.ErrPermanent) || errors.Is(err, blob.ErrBadURL) || !strings.Contains(err.Error(), "no credentials for GCS") {
+		t.Fatalf("gs:// without credentials: %v, want blob.ErrPermanent saying there are no credentials", err)
 	}
 }
 
@@ -127,13 +129,13 @@ func TestOpenGCSWithAReplacedDefaultTransport(t *testing.T) {
 	saved := http.DefaultTransport
 	http.DefaultTransport = wrappedTransport{saved}
 	t.Cleanup(func() { http.DefaultTransport = saved })
-	b, err := Open(context.Background(), "gs://b/t?read_timeout=5s")
+	b, err := blob.Open(context.Background(), "gs://b/t?read_timeout=5s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.Get(context.Background(), "k"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("a GET of a missing object: %v, want ErrNotFound", err)
+	if _, err := b.Get(context.Background(), "k"); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("a GET of a missing object: %v, want blob.ErrNotFound", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	_ "github.com/stratadb/strata/blob/gcs" // gs:// URLs
 	"github.com/stratadb/strata/cmd/strata-compactor/jobcmd"
 )
 

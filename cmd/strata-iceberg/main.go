@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/stratadb/strata/blob"
+	_ "github.com/stratadb/strata/blob/gcs" // gs:// URLs
 	"github.com/stratadb/strata/cmd/strata-iceberg/icebergcmd"
 	"github.com/stratadb/strata/cmd/strata/command"
 )

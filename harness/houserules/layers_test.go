@@ -32,10 +32,12 @@ var layers = map[string]int{
 	"internal/ipcguard":  0,
 	"internal/jsonrows":  0,
 	"internal/plant":     0,
+	"internal/sibling":   0,
 	"api":                0,
 
 	"blob":       1,
 	"blob/fault": 2,
+	"blob/gcs":   2,
 	"blob/trace": 2,
 
 	"table/value":    3,
@@ -78,7 +80,10 @@ var layers = map[string]int{
 	"cmd/strata/command":            30,
 	"cmd/strata-compactor/jobcmd":   30,
 	"cmd/strata-iceberg/icebergcmd": 31,
+	"cmd/strata/servecmd":           31,
 	"cmd/strata":                    31,
+	"cmd/strata-engine":             31,
+	"cmd/strata-full":               32,
 	"cmd/strata-iceberg":            32,
 	"cmd/strata-compactor":          31,
 	"cmd/strata-sim":                31,

@@ -465,7 +465,7 @@ class _Server:
         binary = os.environ.get("STRATA_BIN") or shutil.which("strata")
         if not binary:
             raise StrataConnectionError("connect: no strata binary to serve the tables: install it "
-                                        "(go install github.com/stratadb/strata/cmd/strata@latest) or set STRATA_BIN")
+                                        "(go install github.com/stratadb/strata/cmd/...@latest) or set STRATA_BIN")
         self.token = secrets.token_urlsafe(24)
         instance = "py-%s-%d-%s" % (_host(), os.getpid(), secrets.token_hex(3))
         self._log = tempfile.TemporaryFile()

@@ -37,7 +37,8 @@ def strata_binary(tmp):
     binary = os.environ.get("STRATA_BIN")
     if not binary:
         binary = os.path.join(tmp, "strata")
-        subprocess.run(["go", "build", "-o", binary, "./cmd/strata"], cwd=REPO, check=True)
+        # strata runs the verb's program from beside it: strata-full serves.
+        subprocess.run(["go", "build", "-o", tmp + os.sep, "./cmd/strata", "./cmd/strata-full"], cwd=REPO, check=True)
     return binary
 
 

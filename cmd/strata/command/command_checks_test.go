@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,11 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/harness/testenv"
-	"github.com/stratadb/strata/internal/cli"
 )
 
 // writeZonedParquet writes a one-row Parquet file whose column "at" is a
@@ -71,33 +68,11 @@ func TestCreateLikeRefusesAnUnknownTimeZone(t *testing.T) {
 	}
 }
 
-// Every numeric flag of every verb declares the values it takes (an
-// integer or duration flag without a range fails here).
-func TestEveryNumericFlagHasARange(t *testing.T) {
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		if free := cli.Unbounded(c.Flags()); len(free) > 0 {
-			t.Errorf("%s: numeric flags without a range: %q", c.CommandPath(), free)
-		}
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(newRoot(&Env{Open: blob.Open}))
-}
-
 // A numeric flag outside its range is a usage error (exit 2) naming the
 // flag and the range, before the verb does anything (it opens no bucket):
 // a worker told to append -5 rows acknowledged them, a demo with -5
 // workers panicked, and a self-test of 100,000 racers ran out of memory.
 func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	// serve, should it get past its flags, fails to listen.
-	serve := "serve --listen " + busy.Addr().String() + " --bucket mem://"
 	const u = "mem://t"
 	for _, c := range []struct{ args, says string }{
 		{"worker " + u + " --rows -5 --appends 1", "--rows -5: want 1 to 1000000000"},
@@ -113,8 +88,6 @@ func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
 		{"scan " + u + " --limit -5", "--limit -5: want at least 0"},
 		{"compact " + u + " --target-rows 0", "--target-rows 0: want at least 1"},
 		{"gc " + u + " --keep-versions 0", "--keep-versions 0: want at least 1"},
-		{serve + " --drain-timeout 0s", "--drain-timeout 0s: want at least 1ms"},
-		{serve + " --shutdown-grace -1s", "--shutdown-grace -1s: want at least 0s"},
 		{"bench --phases ingest --rows 0", "--rows 0: want at least 1"},
 	} {
 		env := &Env{Open: func(_ context.Context, u string) (blob.Bucket, error) {
@@ -124,27 +97,6 @@ func TestNumericFlagsOutsideTheirRangeAreUsageErrors(t *testing.T) {
 		code, out, errOut := run(t, env, strings.Fields(c.args)...)
 		if code != 2 || !strings.Contains(errOut, c.says) || out != "" {
 			t.Errorf("%s: exit %d, want 2 saying %q\n%s%s", c.args, code, c.says, out, errOut)
-		}
-	}
-}
-
-// serve opens its bucket before it listens: a URL it cannot use fails at
-// start, naming the schemes it takes, instead of at the first request.
-func TestServeRefusesABucketItCannotOpenBeforeListening(t *testing.T) {
-	// Should serve get as far as listening, it fails there instead.
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	for bucket, says := range map[string]string{
-		"ftp://x":      `unknown scheme "ftp"; want mem, file, s3 or gs`,
-		"s3:/lake/t":   `lacks "//"`,
-		"gs:///tables": "no bucket name",
-	} {
-		code, out, errOut := run(t, nil, "serve", "--bucket", bucket, "--listen", busy.Addr().String())
-		if code != 2 || !strings.Contains(errOut, says) || strings.Contains(out, "listening") {
-			t.Errorf("--bucket %s: exit %d, want 2 saying %q\n%s%s", bucket, code, says, out, errOut)
 		}
 	}
 }

@@ -130,24 +130,3 @@ func shellWords(t *testing.T, s string) []string {
 	}
 	return out
 }
-
-// The README's table of verbs lists every verb the tool has.
-func TestTheREADMEsVerbTableIsComplete(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(readme)
-	section = section[strings.Index(section, "## The command line"):]
-	section = section[:strings.Index(section[3:], "\n## ")+3]
-	for _, c := range newRoot(&Env{}).Commands() {
-		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
-			continue
-		}
-		name := c.Name()
-		if !strings.Contains(section, "`strata "+name+" ") && !strings.Contains(section, "`strata "+name+"`") &&
-			!regexp.MustCompile("`strata [a-z|\\\\-]*\\b"+name+"\\b").MatchString(section) {
-			t.Errorf("the README's verb table lacks strata %s", name)
-		}
-	}
-}

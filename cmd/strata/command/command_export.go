@@ -1,23 +1,15 @@
 package command
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/server"
+	"github.com/stratadb/strata/internal/sibling"
 )
 
 func newExport(env *Env) *cobra.Command {
@@ -70,52 +62,19 @@ _iceberg/ in the table's own prefix and prints the metadata location.`,
 // icebergProgram finds strata-iceberg: beside the running executable (an
 // install, the image), then on PATH.
 func icebergProgram() (string, error) {
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), IcebergProgram)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
+	p, err := sibling.Find(IcebergProgram)
+	if err != nil {
+		return "", fmt.Errorf("strata export iceberg runs %w", err)
 	}
-	if p, err := exec.LookPath(IcebergProgram); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("strata export iceberg runs %s, which is neither beside strata nor on PATH: install it with `go install github.com/stratadb/strata/cmd/%s@latest` (in a checkout: `go build -o $(dirname $(command -v strata)) ./cmd/%s`, or run `go run ./cmd/%s URL`); the image ships it",
-		IcebergProgram, IcebergProgram, IcebergProgram, IcebergProgram)
+	return p, nil
 }
 
-// icebergExporter is strata serve's writer of a table's Iceberg view, for
-// its catalog under /iceberg: it runs strata-iceberg on the table's URL,
-// with --keep-versions and --retain from the policy the server's handle on
-// the table has (the collection's defaults, as strata-iceberg's own and
-// the Job's unless they were given others). What strata-iceberg says when
-// it fails is logged, and its last line is the error.
-func icebergExporter(log *slog.Logger) server.IcebergExport {
-	return func(ctx context.Context, _ blob.Bucket, url string, gc engine.GCPolicy) error {
-		path, err := icebergProgram()
-		if err != nil {
-			return err
-		}
-		args := []string{url}
-		if gc.KeepVersions > 0 {
-			args = append(args, "--keep-versions", strconv.Itoa(gc.KeepVersions))
-		}
-		if gc.RetainFor > 0 {
-			args = append(args, "--retain", gc.RetainFor.String())
-		}
-		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, path, args...)
-		cmd.Stdout, cmd.Stderr = io.Discard, &out
-		if err := cmd.Run(); err != nil {
-			msg := strings.TrimSpace(out.String())
-			log.Warn("strata-iceberg failed", "url", url, "error", err.Error(), "output", msg)
-			if msg != "" {
-				return fmt.Errorf("%s: %s", IcebergProgram, lastLine(msg))
-			}
-			return fmt.Errorf("%s: %w", IcebergProgram, err)
-		}
-		return nil
-	}
-}
+// IcebergProgramPath finds strata-iceberg as strata export iceberg does,
+// for strata serve's catalog.
+func IcebergProgramPath() (string, error) { return icebergProgram() }
+
+// LastLine is the last line of s.
+func LastLine(s string) string { return lastLine(s) }
 
 // lastLine is the last line of s.
 func lastLine(s string) string {

@@ -116,17 +116,6 @@ func TestDemoOnMinIO(t *testing.T) {
 	}
 }
 
-func TestServeRefusesAnOpenAddressWithoutAToken(t *testing.T) {
-	t.Setenv("STRATA_TOKEN", "")
-	code, _, errOut := run(t, nil, "serve", "--bucket", "file://"+t.TempDir(), "--listen", "0.0.0.0:0")
-	if code != 2 || !strings.Contains(errOut, "no token configured") {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	if code, _, _ := run(t, nil, "serve", "--listen", "127.0.0.1:0"); code != 2 {
-		t.Fatalf("serve without --bucket: exit %d", code)
-	}
-}
-
 func TestCreateAndAppendFiles(t *testing.T) {
 	dir := t.TempDir()
 	schema := dir + "/events.json"

@@ -92,6 +92,17 @@ func RunRoot(args []string, env *Env, newRoot func(*Env) *cobra.Command) int {
 	return engine.ExitCode(err)
 }
 
+// NewRoot builds the strata command with command's verbs and those more
+// makes (servecmd's serve and token, in the programs that link the
+// server).
+func NewRoot(env *Env, more ...func(*Env) *cobra.Command) *cobra.Command {
+	root := newRoot(env)
+	for _, m := range more {
+		root.AddCommand(m(env))
+	}
+	return root
+}
+
 func newRoot(env *Env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "strata",
@@ -122,8 +133,8 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 		return usageError{fmt.Errorf("%w\n\n%s", cli.FlagValueError(c.Flags(), err), c.UsageString())}
 	})
 	root.AddCommand(newSelftest(env), newBench(env), newDemo(env), newScan(env), newCount(env), newTake(env), newVersions(env), newChanges(env), newFollow(env), newRestore(env),
-		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newRepair(env), newServe(env), newWorker(env),
-		newCreate(env), newAppend(env), newUpsert(env), newOverwrite(env), newUpdate(env), newAlter(env), newVersion(env), newTables(env), newDelete(env), newIndex(env), newExport(env), newToken(env), newCopy(env))
+		newTag(env), newInspect(env), newStats(env), newCompact(env), newGC(env), newRepair(env), newWorker(env),
+		newCreate(env), newAppend(env), newUpsert(env), newOverwrite(env), newUpdate(env), newAlter(env), newVersion(env), newTables(env), newDelete(env), newIndex(env), newExport(env), newCopy(env))
 	root.AddCommand(lsmVerbs(env)...)
 	return root
 }
@@ -164,3 +175,21 @@ func versionsThere(ctx context.Context, env *Env, u string) string {
 	}
 	return fmt.Sprintf(" (the table's newest version is %d; garbage collection deletes old ones: strata versions %s lists those there are)", latest, u)
 }
+
+// The helpers of verbs that live in other packages (servecmd), as
+// command's own verbs use them.
+
+// ExactArgs is cobra.ExactArgs with a usage error.
+func ExactArgs(n int) cobra.PositionalArgs { return exactArgs(n) }
+
+// AtLeast declares that each named numeric flag of c takes values from lo
+// up.
+func AtLeast(c *cobra.Command, lo int64, names ...string) { atLeast(c, lo, names...) }
+
+// ReuseBytesHelp describes --reuse-bytes of the commands that write
+// through a shard.
+const ReuseBytesHelp = reuseBytesHelp
+
+// ReuseBytes is a --reuse-bytes value as engine.ShardOptions takes it: 0
+// on the command line means off.
+func ReuseBytes(n int64) int64 { return offIfZero(n) }

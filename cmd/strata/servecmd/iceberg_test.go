@@ -1,4 +1,4 @@
-package command
+package servecmd
 
 import (
 	"log/slog"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/cmd/strata/command"
 	"github.com/stratadb/strata/engine"
 )
 
@@ -28,7 +29,7 @@ func TestExportIcebergRunsTheIcebergProgram(t *testing.T) {
 	}
 
 	bin := t.TempDir()
-	build := exec.Command(goTool, "build", "-o", filepath.Join(bin, IcebergProgram), "../../strata-iceberg")
+	build := exec.Command(goTool, "build", "-o", filepath.Join(bin, command.IcebergProgram), "../../strata-iceberg")
 	if msg, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building strata-iceberg: %v\n%s", err, msg)
 	}

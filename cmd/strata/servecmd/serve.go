@@ -1,4 +1,4 @@
-package command
+package servecmd
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/cmd/strata/command"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/buildinfo"
 	"github.com/stratadb/strata/internal/policyflag"
@@ -31,7 +32,7 @@ type serveFlags struct {
 	policy                                                           *policyflag.Flags
 }
 
-func newServe(env *Env) *cobra.Command {
+func newServe(env *command.Env) *cobra.Command {
 	var s serveFlags
 	c := &cobra.Command{
 		Use:   "serve",
@@ -65,7 +66,7 @@ a fixed overhead of 192 MiB: Go's soft memory limit is set to the budget
 and 96 MiB, unless GOMEMLIMIT is set.`,
 		Example: `  strata serve --bucket file://./strata-demo --listen 127.0.0.1:8080
   STRATA_TOKEN=secret strata serve --bucket 's3://lake?endpoint=http://minio:9000' --listen :8080`,
-		Args: exactArgs(0),
+		Args: command.ExactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error { return runServe(c.Context(), env, &s) },
 	}
 	f := c.Flags()
@@ -82,7 +83,7 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	f.BoolVar(&s.openMetrics, "open-metrics", false, "answer /metrics without the token (for a Prometheus scraping by pod annotation)")
 	f.DurationVar(&s.flushEvery, "flush-interval", 5*time.Second, "flush a memtable this old")
 	f.DurationVar(&s.mergeEvery, "merge-interval", 10*time.Second, "merge generations this often")
-	f.Int64Var(&s.reuseBytes, "reuse-bytes", engine.DefaultReuseBytes, reuseBytesHelp)
+	f.Int64Var(&s.reuseBytes, "reuse-bytes", engine.DefaultReuseBytes, command.ReuseBytesHelp)
 	f.DurationVar(&s.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before their connections close")
 	f.DurationVar(&s.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long flushing and merging the shards may take")
 	f.StringVar(&s.rootNamespace, "iceberg-root-namespace", "default", "the Iceberg catalog's namespace of the tables at the bucket's root (under /iceberg)")
@@ -93,48 +94,48 @@ and 96 MiB, unless GOMEMLIMIT is set.`,
 	// flags and STRATA_* variables): when compaction is due, for
 	// POST …/compact and the due of …/compact/stats.
 	s.policy = policyflag.Define(f, true)
-	atLeast(c, 1, "max-body", "memory-budget")
-	atLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace", "write-share")
-	atLeast(c, int64(time.Millisecond), "drain-timeout")
+	command.AtLeast(c, 1, "max-body", "memory-budget")
+	command.AtLeast(c, 0, "flush-interval", "merge-interval", "reuse-bytes", "shutdown-grace", "write-share")
+	command.AtLeast(c, int64(time.Millisecond), "drain-timeout")
 	return c
 }
 
 // logger checks the flags that serve's own checks cover (bucket, listen
 // address and token, log level) and returns the server's logger.
-func (s *serveFlags) logger(env *Env) (*slog.Logger, error) {
+func (s *serveFlags) logger(env *command.Env) (*slog.Logger, error) {
 	if s.instance == "" {
 		s.instance, _ = os.Hostname()
 	}
 	if s.bucket == "" {
-		return nil, usageError{errors.New("serve needs --bucket URL")}
+		return nil, command.UsageError(errors.New("serve needs --bucket URL"))
 	}
 	if err := server.CheckToken(s.token); err != nil {
-		return nil, usageError{fmt.Errorf("--token/STRATA_TOKEN: %w", err)}
+		return nil, command.UsageError(fmt.Errorf("--token/STRATA_TOKEN: %w", err))
 	}
 	host, _, err := net.SplitHostPort(s.listen)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--listen %q: %v", s.listen, err)}
+		return nil, command.UsageError(fmt.Errorf("--listen %q: %v", s.listen, err))
 	}
 	if (s.tlsCert == "") != (s.tlsKey == "") || s.clientCA != "" && s.tlsCert == "" {
-		return nil, usageError{errors.New("TLS needs --tls-cert and --tls-key together (and --client-ca needs them)")}
+		return nil, command.UsageError(errors.New("TLS needs --tls-cert and --tls-key together (and --client-ca needs them)"))
 	}
 	if ip := net.ParseIP(host); !s.insecure && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
 		switch {
 		case s.token == "" && s.tokens == "" && s.clientCA == "":
-			return nil, usageError{fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, --tokens or --client-ca, or pass --insecure-listen")}
+			return nil, command.UsageError(fmt.Errorf("no token configured: listen on a loopback address, set --token/STRATA_TOKEN, --tokens or --client-ca, or pass --insecure-listen"))
 		case s.tlsCert == "":
-			return nil, usageError{fmt.Errorf("plain HTTP beyond loopback would send tokens and rows in clear: set --tls-cert and --tls-key, listen on a loopback address, or pass --insecure-listen (behind a proxy that ends TLS)")}
+			return nil, command.UsageError(fmt.Errorf("plain HTTP beyond loopback would send tokens and rows in clear: set --tls-cert and --tls-key, listen on a loopback address, or pass --insecure-listen (behind a proxy that ends TLS)"))
 		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", s.logLevel)}
+		return nil, command.UsageError(fmt.Errorf("--log-level %q: want debug, info, warn or error", s.logLevel))
 	}
 	return slog.New(slog.NewJSONHandler(env.Err, &slog.HandlerOptions{Level: level})), nil
 }
 
 // runServe starts the server and serves until ctx ends, then drains.
-func runServe(ctx context.Context, env *Env, s *serveFlags) error {
+func runServe(ctx context.Context, env *command.Env, s *serveFlags) error {
 	log, err := s.logger(env)
 	if err != nil {
 		return err
@@ -147,7 +148,7 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	}
 	policy, err := s.policy.Policy()
 	if err != nil {
-		return usageError{err}
+		return command.UsageError(err)
 	}
 	tokens, err := s.loadTokens(ctx, log)
 	if err != nil {
@@ -156,9 +157,9 @@ func runServe(ctx context.Context, env *Env, s *serveFlags) error {
 	srv, err := server.New(&server.Options{Bucket: s.bucket, Instance: s.instance, Token: s.token, Tokens: tokens, OpenMetrics: s.openMetrics, Log: log, Open: env.Open,
 		IcebergExport: icebergExporter(log), IcebergRootNamespace: s.rootNamespace,
 		MaxBodyBytes: s.maxBody, MemoryBudget: s.budget, WriteShare: s.writeShare, Compaction: policy,
-		Shard: engine.ShardOptions{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: offIfZero(s.reuseBytes)}})
+		Shard: engine.ShardOptions{FlushInterval: s.flushEvery, MergeInterval: s.mergeEvery, ReuseBytes: command.ReuseBytes(s.reuseBytes)}})
 	if errors.Is(err, server.ErrInvalidOptions) || errors.Is(err, engine.ErrInvalidCompaction) || errors.Is(err, engine.ErrInvalidShard) {
-		return usageError{err}
+		return command.UsageError(err)
 	}
 	if err != nil {
 		return err
@@ -220,7 +221,7 @@ func (s *serveFlags) loadTokens(ctx context.Context, log *slog.Logger) (*server.
 	if s.tokens != "" {
 		var err error
 		if tokens, err = server.LoadTokens(s.tokens); err != nil {
-			return nil, usageError{fmt.Errorf("--tokens: %w", err)}
+			return nil, command.UsageError(fmt.Errorf("--tokens: %w", err))
 		}
 		go tokens.Watch(ctx, time.Second, report)
 	}
@@ -261,7 +262,7 @@ func (s *serveFlags) listener(log *slog.Logger) (net.Listener, error) {
 			log.Info("TLS files reloaded", "cert", s.tlsCert)
 		})
 		if err != nil {
-			return nil, usageError{err}
+			return nil, command.UsageError(err)
 		}
 	}
 	ln, err := net.Listen("tcp", s.listen)

@@ -1,4 +1,4 @@
-package command
+package servecmd
 
 import (
 	"errors"
@@ -6,14 +6,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/cmd/strata/command"
 	"github.com/stratadb/strata/server"
 )
 
-func newToken(env *Env) *cobra.Command {
+func newToken(env *command.Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "token",
 		Short: "Make tokens for strata serve --tokens",
-		Args:  exactArgs(0),
+		Args:  command.ExactArgs(0),
 	}
 	var name string
 	var grants []string
@@ -35,22 +36,22 @@ any run of characters, slashes too. The verbs:
 /metrics needs read:* (unless strata serve --open-metrics).`,
 		Example: `  strata token new --name dashboard --grant 'read:*'
   strata token new --name fleet --grant 'append:runs/*' --grant 'read:runs/*'`,
-		Args: exactArgs(0),
+		Args: command.ExactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(grants) == 0 {
-				return usageError{errors.New("token new needs at least one --grant VERB:PATTERN, e.g. --grant 'read:runs/*'")}
+				return command.UsageError(errors.New("token new needs at least one --grant VERB:PATTERN, e.g. --grant 'read:runs/*'"))
 			}
 			var gs []server.Grant
 			for _, g := range grants {
 				grant, err := server.ParseGrant(g)
 				if err != nil {
-					return usageError{fmt.Errorf("--grant: %w", err)}
+					return command.UsageError(fmt.Errorf("--grant: %w", err))
 				}
 				gs = append(gs, grant)
 			}
 			token, line, err := server.NewToken(name, gs)
 			if err != nil {
-				return usageError{err}
+				return command.UsageError(err)
 			}
 			fmt.Fprintf(env.Out, "token: %s\nline:  %s\n", token, line)
 			return nil
