@@ -65,7 +65,7 @@ func TestTheFrontRunsEachVerbsProgram(t *testing.T) {
 	// Without the verb's program: a clear error naming it and how to
 	// install it, exit 1.
 	code, _, errOut := front(t, alone, nil, "scan", "./t")
-	if code != 1 || !strings.Contains(errOut, "strata: scan runs strata-engine, which is neither beside strata nor on PATH") || !strings.Contains(errOut, "go install") {
+	if code != 1 || !strings.Contains(errOut, "strata: scan runs strata-engine, which is neither in "+alone+" (beside strata) nor on PATH") || !strings.Contains(errOut, "go install") {
 		t.Errorf("scan without strata-engine: exit %d: %s", code, errOut)
 	}
 
@@ -91,6 +91,9 @@ func TestTheFrontRunsEachVerbsProgram(t *testing.T) {
 		{[]string{"scan"}, 2, "scan takes 1 argument(s), got 0"},
 		{[]string{"no-such-verb"}, 2, `unknown command "no-such-verb"`},
 		{[]string{"token", "new", "--name", "n", "--grant", "read:*"}, 0, "token: strata_"},
+		{[]string{"serv"}, 2, "serve"}, // did you mean
+		{[]string{"__complete", "serve", "--b"}, 0, "--bucket"},
+		{[]string{"__complete", ""}, 0, "token"},
 	} {
 		code, out, errOut := front(t, bins, nil, c.args...)
 		if code != c.code || !strings.Contains(out+errOut, c.says) {
@@ -98,19 +101,28 @@ func TestTheFrontRunsEachVerbsProgram(t *testing.T) {
 		}
 	}
 
-	// Without strata-engine, strata-full carries its verbs too.
-	code, out, errOut := front(t, only(t, "strata", "strata-full"), nil, "scan", u, "--format", "jsonl")
-	if code != 0 || out != "{\"id\":7}\n" {
-		t.Errorf("scan with strata-full alone: exit %d\n%s%s", code, out, errOut)
+	// Without strata-engine, strata-full carries its verbs too; beside
+	// strata, it wins over a strata-engine on PATH (of another build).
+	stale := t.TempDir()
+	if err := os.WriteFile(filepath.Join(stale, "strata-engine"), []byte("#!/bin/sh\nexit 42\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(only(t, "strata", "strata-full"), "strata"), "scan", u, "--format", "jsonl")
+	cmd.Env = append(os.Environ(), "PATH="+stale)
+	out, err := cmd.Output()
+	if err != nil || string(out) != "{\"id\":7}\n" {
+		t.Errorf("scan with strata-full alone beside strata and a strata-engine on PATH: %v\n%s", err, out)
 	}
 
 	// A gs:// URL goes to strata-full, which links the GCS driver (here
 	// it fails to reach the store); strata-engine, run directly, says it
 	// does not link it and what does.
 	gcs := []string{"STORAGE_EMULATOR_HOST=127.0.0.1:1"}
-	code, _, errOut = front(t, bins, gcs, "scan", "gs://lake/t")
-	if code == 0 || strings.Contains(errOut, "does not link the GCS driver") {
-		t.Errorf("scan gs:// through the front: exit %d: %s", code, errOut)
+	for _, url := range []string{"gs://lake/t", "GS://lake/t"} {
+		code, _, errOut = front(t, bins, gcs, "scan", url)
+		if code == 0 || strings.Contains(errOut, "does not link the GCS driver") {
+			t.Errorf("scan %s through the front: exit %d: %s", url, code, errOut)
+		}
 	}
 	eng := exec.Command(filepath.Join(bins, "strata-engine"), "scan", "gs://lake/t")
 	msg, err := eng.CombinedOutput()

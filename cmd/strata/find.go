@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,23 +15,18 @@ import (
 	"github.com/stratadb/strata/internal/sibling"
 )
 
-// find returns the path of program: beside strata or on PATH (strata-full
-// for a missing strata-engine), or, for a strata built by go run, built
-// from the same checkout.
-func find(program string) (string, error) {
+// find returns the path of program: beside strata, else on PATH (for
+// strata-engine, strata-full beside strata before either on PATH: it
+// carries the same verbs, of the same build); or, for a strata built by
+// go run, built from the same checkout.
+func find(program string, args []string) (string, error) {
 	if self, err := os.Executable(); err == nil && builtByGoRun(self) {
-		return buildFromCheckout(program)
-	}
-	p, err := sibling.Find(program)
-	if err == nil {
-		return p, nil
+		return buildFromCheckout(program, args)
 	}
 	if program == engineProgram {
-		if p, err := sibling.Find(fullProgram); err == nil {
-			return p, nil
-		}
+		return sibling.Find(engineProgram, fullProgram)
 	}
-	return "", fmt.Errorf("runs %w", err)
+	return sibling.Find(program)
 }
 
 // builtByGoRun: go run builds its program into a temporary go-build
@@ -45,29 +42,65 @@ func builtByGoRun(self string) bool {
 }
 
 // buildFromCheckout builds program from the checkout go run built strata
-// from (the working directory's module), into the user's cache folder,
-// and returns its path. go build relinks only what changed: a second run
-// takes about a second. The build's own errors go to standard error.
-func buildFromCheckout(program string) (string, error) {
+// from (the working directory's module), with the build tags strata was
+// built with, into a folder of the user's cache for that checkout and
+// those tags, and returns its path. export and serve run strata-iceberg
+// from beside the program: it is built too. go build relinks only what
+// changed: a second run takes about a second. The build's own errors go
+// to standard error.
+func buildFromCheckout(program string, args []string) (string, error) {
 	info, ok := debug.ReadBuildInfo()
 	if !ok || !strings.HasSuffix(info.Path, "/cmd/strata") {
-		return "", errors.New("runs a program built from this checkout, but this strata carries no build information to find the checkout by")
+		return "", errors.New("a program built from this checkout, but this strata carries no build information to find the checkout by")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	tags := ""
+	for _, s := range info.Settings {
+		if s.Key == "-tags" {
+			tags = s.Value
+		}
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("runs %s, built from this checkout, but there is no cache folder to build it in: %w", program, err)
+		return "", fmt.Errorf("%s, built from this checkout, but there is no cache folder to build it in: %w", program, err)
 	}
-	out := filepath.Join(cache, "strata", "go-run", program)
-	pkg := strings.TrimSuffix(info.Path, "strata") + program
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	sum := sha256.Sum256([]byte(root + "\x00" + tags))
+	dir := filepath.Join(cache, "strata", "go-run", hex.EncodeToString(sum[:8]))
+	cmdDir := strings.TrimSuffix(info.Path, "strata")
+	pkgs := []string{cmdDir + program}
+	if v := verbOf(args); v == "export" || v == "serve" {
+		pkgs = append(pkgs, cmdDir+"strata-iceberg")
+	}
+	buildArgs := append([]string{"build", "-tags=" + tags, "-o", dir + string(os.PathSeparator)}, pkgs...)
+	cmd := exec.Command("go", buildArgs...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	slow := time.AfterFunc(2*time.Second, func() {
 		fmt.Fprintf(os.Stderr, "strata: building %s from this checkout (go run ./cmd/strata builds the program a verb needs; go install ./cmd/... installs them all)…\n", program)
 	})
 	err = cmd.Run()
 	slow.Stop()
 	if err != nil {
-		return "", fmt.Errorf("runs %s, built from this checkout by `go build %s`, which failed: %w", program, pkg, err)
+		return "", fmt.Errorf("%s, built from this checkout by `go %s`, which failed: %w", program, strings.Join(buildArgs, " "), err)
 	}
-	return out, nil
+	return filepath.Join(dir, sibling.Exe(program)), nil
+}
+
+// moduleRoot is the folder of the go.mod above the working directory: the
+// checkout go run built strata in.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("a program built from the checkout go run built strata from, but %s is in no module: run go run ./cmd/strata in the checkout", dir)
+		}
+	}
 }

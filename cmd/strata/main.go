@@ -37,9 +37,9 @@ const (
 	fullProgram   = "strata-full"
 )
 
-// fullVerbs are the verbs only strata-full carries (servecmd.Verbs), and
-// cobra's completion, which must see every verb.
-var fullVerbs = []string{"serve", "token", "completion"}
+// fullOnly are the verbs of strata-full that strata-engine lacks
+// (servecmd.Verbs), and cobra's completion, which must see every verb.
+var fullOnly = []string{"serve", "token", "completion"}
 
 // help is `strata --help` as the whole strata command prints it
 // (TestTheFrontsHelpIsTheCommands keeps it so).
@@ -63,9 +63,14 @@ func front(argv []string, stdout, stderr *os.File) int {
 		fmt.Fprint(stdout, help)
 		return 0
 	}
-	path, err := find(route(args))
+	program := route(args)
+	path, err := find(program, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "strata: %s %v\n", verbOf(args), err)
+		if verb := verbOf(args); verb != "" {
+			fmt.Fprintf(stderr, "strata: %s runs %v\n", verb, err)
+		} else {
+			fmt.Fprintf(stderr, "strata: this runs %v\n", err)
+		}
 		return 1
 	}
 	err = run(path, argv)
@@ -73,32 +78,49 @@ func front(argv []string, stdout, stderr *os.File) int {
 	return 1
 }
 
-// route names the program that carries the verb args ask for.
+// route names the program that carries what args ask for: strata-engine
+// for its verbs (and their help), unless an argument is a gs:// URL;
+// strata-full for everything else — its own verbs, completion, an unknown
+// verb, flags before the verb — which it answers as the whole command.
 func route(args []string) string {
 	verb := verbOf(args)
 	if verb == "help" && len(args) > 1 {
 		verb = args[1]
 	}
-	for _, v := range fullVerbs {
-		if verb == v {
-			return fullProgram
-		}
+	if !engineVerbs()[verb] {
+		return fullProgram
 	}
 	for _, a := range args {
-		if strings.Contains(a, "gs://") {
+		if strings.Contains(strings.ToLower(a), "gs://") {
 			return fullProgram
 		}
 	}
 	return engineProgram
 }
 
-// verbOf is the first argument that is not a flag, as cobra finds the
-// verb (the root takes no flags of its own but --help).
+// verbOf is the verb args name: the first argument, when it is not a flag.
 func verbOf(args []string) string {
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			return a
-		}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return ""
 	}
-	return ""
+	return args[0]
+}
+
+// engineVerbs are the verbs strata-engine carries: those the whole
+// command's help lists, but fullOnly and help.
+func engineVerbs() map[string]bool {
+	verbs := map[string]bool{}
+	_, list, _ := strings.Cut(help, "Available Commands:\n")
+	for line := range strings.Lines(list) {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(line, "  ") {
+			break
+		}
+		verbs[f[0]] = true
+	}
+	delete(verbs, "help")
+	for _, v := range fullOnly {
+		delete(verbs, v)
+	}
+	return verbs
 }

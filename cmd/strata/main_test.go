@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/cmd/strata/command"
 	"github.com/stratadb/strata/cmd/strata/servecmd"
@@ -36,9 +38,11 @@ func TestTheFrontsHelpIsTheCommands(t *testing.T) {
 	}
 }
 
-// Each verb goes to the program that carries it: serve, token and
-// completion (and their help) to strata-full, so does any verb naming a
-// gs:// URL; the others to strata-engine.
+// Each verb goes to the program that carries it: strata-engine's verbs
+// (and their help) to it, unless an argument is a gs:// URL in any case;
+// serve, token, completion (and cobra's __complete), an unknown or empty
+// verb, and flags before the verb to strata-full, which answers them as
+// the whole command does.
 func TestTheFrontRoutesEachVerb(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -46,17 +50,27 @@ func TestTheFrontRoutesEachVerb(t *testing.T) {
 	}{
 		{[]string{"scan", "./t"}, engineProgram},
 		{[]string{"scan", "--help"}, engineProgram},
+		{[]string{"scan", "--limit=1", "./t"}, engineProgram},
 		{[]string{"help", "scan"}, engineProgram},
 		{[]string{"version", "--help"}, engineProgram},
-		{[]string{"no-such-verb"}, engineProgram},
+		{[]string{"scan", "./serve"}, engineProgram},
+		{[]string{"no-such-verb"}, fullProgram},
+		{[]string{"serv"}, fullProgram},
+		{[]string{""}, fullProgram},
+		{[]string{"help", "no-such-verb"}, fullProgram},
+		{[]string{"-h", "-h"}, fullProgram},
+		{[]string{"--help", "scan"}, fullProgram},
+		{[]string{"--", "scan", "t"}, fullProgram},
+		{[]string{"--format", "jsonl", "serve"}, fullProgram},
 		{[]string{"serve", "--bucket", "file://./t"}, fullProgram},
 		{[]string{"help", "serve"}, fullProgram},
-		{[]string{"--help", "serve"}, fullProgram},
 		{[]string{"token", "new", "--name", "n"}, fullProgram},
 		{[]string{"completion", "bash"}, fullProgram},
+		{[]string{"__complete", ""}, fullProgram},
+		{[]string{"__completeNoDesc", "serve", "--b"}, fullProgram},
 		{[]string{"scan", "gs://lake/t"}, fullProgram},
+		{[]string{"scan", "GS://lake/t"}, fullProgram},
 		{[]string{"copy", "./t", "gs://lake/t"}, fullProgram},
-		{[]string{"serve", "--bucket=gs://lake"}, fullProgram},
 	} {
 		if got := route(c.args); got != c.want {
 			t.Errorf("strata %q goes to %s, want %s", c.args, got, c.want)
@@ -64,12 +78,34 @@ func TestTheFrontRoutesEachVerb(t *testing.T) {
 	}
 }
 
-// The verbs the front sends to strata-full are those servecmd adds, and
-// cobra's completion.
-func TestTheFrontKnowsServecmdsVerbs(t *testing.T) {
-	want := append(slices.Clone(servecmd.Verbs), "completion")
-	if !slices.Equal(fullVerbs, want) {
-		t.Fatalf("the front sends %q to strata-full; servecmd's verbs and completion are %q", fullVerbs, want)
+// The verbs the front sends to strata-engine are exactly package
+// command's (help and completion aside); strata-full's, servecmd's.
+func TestTheFrontKnowsEachProgramsVerbs(t *testing.T) {
+	names := func(c *cobra.Command) []string {
+		var out []string
+		for _, sub := range c.Commands() {
+			if n := sub.Name(); n != "help" && n != "completion" {
+				out = append(out, n)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	var engine []string
+	for v := range engineVerbs() {
+		engine = append(engine, v)
+	}
+	slices.Sort(engine)
+	if want := names(command.NewRoot(&command.Env{})); !slices.Equal(engine, want) {
+		t.Errorf("the front sends %q to strata-engine, which carries %q", engine, want)
+	}
+	full := append(slices.Clone(engine), fullOnly[:len(fullOnly)-1]...) // completion aside
+	slices.Sort(full)
+	if want := names(servecmd.NewRoot(&command.Env{})); !slices.Equal(full, want) {
+		t.Errorf("the front knows %q of strata-full, which carries %q", full, want)
+	}
+	if fullOnly[len(fullOnly)-1] != "completion" || !slices.Equal(fullOnly[:len(fullOnly)-1], servecmd.Verbs) {
+		t.Errorf("fullOnly %q: want servecmd.Verbs %q and completion", fullOnly, servecmd.Verbs)
 	}
 }
 

@@ -11,29 +11,47 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 )
 
-// ErrMissing is the kind of error Find returns when the program is
-// neither beside the executable nor on PATH.
+// ErrMissing is the kind of error Find returns when none of the programs
+// is beside the executable or on PATH.
 var ErrMissing = errors.New("program not installed")
 
-// Find returns the path of the program name: beside the running
-// executable (its symbolic links followed), then on PATH.
-func Find(name string) (string, error) {
+// Find returns the path of the first of names that is beside the running
+// executable (its symbolic links followed), else of the first on PATH: a
+// program installed with this one wins over any on PATH, which may be of
+// another build. The error names the first of names.
+func Find(names ...string) (string, error) {
+	dir := ""
 	if self, err := os.Executable(); err == nil {
 		if real, err := filepath.EvalSymlinks(self); err == nil {
 			self = real
 		}
-		p := filepath.Join(filepath.Dir(self), name)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+		dir = filepath.Dir(self)
+		for _, name := range names {
+			p := filepath.Join(dir, Exe(name))
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && (runtime.GOOS == "windows" || st.Mode()&0o111 != 0) {
+				return p, nil
+			}
+		}
+	}
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
 			return p, nil
 		}
 	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
+	return "", missing(fmt.Sprintf("%s, which is neither in %s (beside %s) nor on PATH: install it with `go install github.com/stratadb/strata/cmd/%s@latest` (in a checkout: `go install ./cmd/...`); the image ships it",
+		names[0], dir, self(), names[0]))
+}
+
+// Exe is the file name of program name on this system (name.exe on
+// Windows).
+func Exe(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
 	}
-	return "", missing(fmt.Sprintf("%s, which is neither beside %s nor on PATH: install it with `go install github.com/stratadb/strata/cmd/%s@latest` (in a checkout: `go install ./cmd/...`); the image ships it",
-		name, self(), name))
+	return name
 }
 
 // missing is Find's error: its text names the program and how to install
