@@ -9,8 +9,8 @@ import (
 	gcblob "gocloud.dev/blob"
 )
 
-// Driver opens the buckets of a URL scheme that package blob does not
-// carry itself. GCS is one (package blob/gcs): its client links gRPC,
+// Driver opens the buckets of gs:// URLs, which package blob does not
+// carry itself (package blob/gcs does): the GCS client links gRPC,
 // OpenTelemetry and protobuf registries that cost every program linking
 // them about 15 ms and 10 MB at start-up, so only the programs that open
 // gs:// URLs import it.
@@ -25,28 +25,29 @@ type Driver struct {
 }
 
 var (
-	driversMu sync.RWMutex
-	drivers   = map[string]Driver{}
+	gcsMu sync.RWMutex
+	gcs   *Driver
 )
 
-// RegisterDriver makes Open use d for URLs of scheme ("gs"). A package
-// that carries a driver registers it in its init, as database/sql's
-// drivers do; registering a scheme twice, or one Open carries itself, is
-// a programming error and panics.
-func RegisterDriver(scheme string, d Driver) {
-	driversMu.Lock()
-	defer driversMu.Unlock()
-	if _, dup := drivers[scheme]; dup || scheme != "gs" || d.Open == nil {
-		panic("blob: RegisterDriver(" + scheme + "): only one driver, with an Open, for gs")
+// RegisterGCS makes Open use d for gs:// URLs. Package blob/gcs registers
+// its driver so in its init, as database/sql's drivers do; registering a
+// second, or one without an Open, is a programming error and panics.
+func RegisterGCS(d Driver) {
+	gcsMu.Lock()
+	defer gcsMu.Unlock()
+	if gcs != nil || d.Open == nil {
+		panic("blob: RegisterGCS: one driver, with an Open")
 	}
-	drivers[scheme] = d
+	gcs = &d
 }
 
-func driverOf(scheme string) (Driver, bool) {
-	driversMu.RLock()
-	defer driversMu.RUnlock()
-	d, ok := drivers[scheme]
-	return d, ok
+func gcsDriver() (Driver, bool) {
+	gcsMu.RLock()
+	defer gcsMu.RUnlock()
+	if gcs == nil {
+		return Driver{}, false
+	}
+	return *gcs, true
 }
 
 // noDriver is why a gs:// URL does not open in a program without the GCS

@@ -131,7 +131,7 @@ func openRaw(ctx context.Context, rawURL string) (Bucket, error) {
 		if u.Scheme == "s3" {
 			gb, err = openS3(ctx, u, q, readTimeout)
 		} else {
-			d, ok := driverOf(u.Scheme)
+			d, ok := gcsDriver()
 			if !ok {
 				return nil, bad("%s", noDriver)
 			}

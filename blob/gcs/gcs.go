@@ -31,7 +31,7 @@ import (
 )
 
 func init() {
-	blob.RegisterDriver("gs", blob.Driver{Open: openGCS, BeforeWrite: boundGCSUploadRetries})
+	blob.RegisterGCS(blob.Driver{Open: openGCS, BeforeWrite: boundGCSUploadRetries})
 }
 
 // Attempts is how many times the GCS client tries one request before

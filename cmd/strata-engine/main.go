@@ -1,8 +1,10 @@
 // Command strata-engine carries the strata command's table verbs (package
-// command) on folders, S3 and memory: the strata front runs it for every
-// verb but serve and token and those naming a gs:// URL, which strata-full
-// carries. It links neither the HTTP server nor the GCS driver, whose
-// initialization would cost each verb tens of milliseconds more.
+// command) on folders, S3 and memory: the strata front runs it for those
+// verbs, unless one names a gs:// URL; strata-full carries the rest (serve,
+// token, completion, gs:// URLs) and answers what the front cannot place
+// (an unknown verb, flags before the verb). It links neither the HTTP
+// server nor the GCS driver, whose initialization would cost each verb
+// tens of milliseconds more.
 package main
 
 import (

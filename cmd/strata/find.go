@@ -15,18 +15,15 @@ import (
 	"github.com/stratadb/strata/internal/sibling"
 )
 
-// find returns the path of program: beside strata, else on PATH (for
-// strata-engine, strata-full beside strata before either on PATH: it
-// carries the same verbs, of the same build); or, for a strata built by
-// go run, built from the same checkout.
-func find(program string, args []string) (string, error) {
+// find returns the path of the first of programs beside strata, else of
+// the first on PATH (a program installed with strata wins over any on
+// PATH, which may be of another build); or, for a strata built by go run,
+// the first built from the same source.
+func find(programs []string, args []string) (string, error) {
 	if self, err := os.Executable(); err == nil && builtByGoRun(self) {
-		return buildFromCheckout(program, args)
+		return buildFromSource(programs[0], args)
 	}
-	if program == engineProgram {
-		return sibling.Find(engineProgram, fullProgram)
-	}
-	return sibling.Find(program)
+	return sibling.Find(programs...)
 }
 
 // builtByGoRun: go run builds its program into a temporary go-build
@@ -41,21 +38,18 @@ func builtByGoRun(self string) bool {
 	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == "" && filepath.Base(filepath.Dir(dir)) == h[:2]
 }
 
-// buildFromCheckout builds program from the checkout go run built strata
-// from (the working directory's module), with the build tags strata was
-// built with, into a folder of the user's cache for that checkout and
-// those tags, and returns its path. export and serve run strata-iceberg
-// from beside the program: it is built too. go build relinks only what
+// buildFromSource builds program from the source go run built strata
+// from — the checkout in the working directory's module, or the module
+// version `go run …@version` fetched — with the build tags strata was
+// built with, into a folder of the user's cache for that source and those
+// tags, and returns its path. export and serve run strata-iceberg from
+// beside the program: it is built too. go build relinks only what
 // changed: a second run takes about a second. The build's own errors go
 // to standard error.
-func buildFromCheckout(program string, args []string) (string, error) {
+func buildFromSource(program string, args []string) (string, error) {
 	info, ok := debug.ReadBuildInfo()
 	if !ok || !strings.HasSuffix(info.Path, "/cmd/strata") {
-		return "", errors.New("a program built from this checkout, but this strata carries no build information to find the checkout by")
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
+		return "", errors.New("a program built from the same source, but this strata carries no build information to find it by")
 	}
 	tags := ""
 	for _, s := range info.Settings {
@@ -63,44 +57,69 @@ func buildFromCheckout(program string, args []string) (string, error) {
 			tags = s.Value
 		}
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("%s, built from this checkout, but there is no cache folder to build it in: %w", program, err)
-	}
-	sum := sha256.Sum256([]byte(root + "\x00" + tags))
-	dir := filepath.Join(cache, "strata", "go-run", hex.EncodeToString(sum[:8]))
 	cmdDir := strings.TrimSuffix(info.Path, "strata")
 	pkgs := []string{cmdDir + program}
 	if v := verbOf(args); v == "export" || v == "serve" {
 		pkgs = append(pkgs, cmdDir+"strata-iceberg")
 	}
-	buildArgs := append([]string{"build", "-tags=" + tags, "-o", dir + string(os.PathSeparator)}, pkgs...)
-	cmd := exec.Command("go", buildArgs...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("%s, built from the same source, but there is no cache folder to build it in: %w", program, err)
+	}
+	// go run github.com/stratadb/strata/cmd/strata@v: that version, else
+	// the checkout.
+	source, version, root := info.Main.Path, info.Main.Version, ""
+	if version != "" && version != "(devel)" {
+		source += "@" + version
+	} else if root, err = checkout(info.Main.Path); err != nil {
+		return "", err
+	} else {
+		source = root
+	}
+	sum := sha256.Sum256([]byte(source + "\x00" + tags))
+	dir := filepath.Join(cache, "strata", "go-run", hex.EncodeToString(sum[:8]))
+	goArgs := []string{"build", "-tags=" + tags, "-o", dir + string(os.PathSeparator)}
+	env := os.Environ()
+	if root == "" {
+		goArgs = []string{"install", "-tags=" + tags}
+		env = append(env, "GOBIN="+dir)
+		for i := range pkgs {
+			pkgs[i] += "@" + version
+		}
+	}
+	goArgs = append(goArgs, pkgs...)
+	cmd := exec.Command("go", goArgs...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = root, env, os.Stderr, os.Stderr
 	slow := time.AfterFunc(2*time.Second, func() {
-		fmt.Fprintf(os.Stderr, "strata: building %s from this checkout (go run ./cmd/strata builds the program a verb needs; go install ./cmd/... installs them all)…\n", program)
+		fmt.Fprintf(os.Stderr, "strata: building %s from %s (go run ./cmd/strata builds the program a verb needs; go install ./cmd/... installs them all)…\n", program, source)
 	})
 	err = cmd.Run()
 	slow.Stop()
 	if err != nil {
-		return "", fmt.Errorf("%s, built from this checkout by `go %s`, which failed: %w", program, strings.Join(buildArgs, " "), err)
+		return "", fmt.Errorf("%s, built from %s by `go %s`, which failed: %w", program, source, strings.Join(goArgs, " "), err)
 	}
 	return filepath.Join(dir, sibling.Exe(program)), nil
 }
 
-// moduleRoot is the folder of the go.mod above the working directory: the
-// checkout go run built strata in.
-func moduleRoot() (string, error) {
+// checkout is the folder of the go.mod above the working directory, the
+// checkout go run built strata in: its module must be module.
+func checkout(module string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil {
+			for line := range strings.Lines(string(data)) {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == module {
+					return d, nil
+				}
+			}
+			return "", fmt.Errorf("a program built from the checkout go run built strata in, but %s is the go.mod of another module than %s: run go run ./cmd/strata in the checkout", filepath.Join(d, "go.mod"), module)
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("a program built from the checkout go run built strata from, but %s is in no module: run go run ./cmd/strata in the checkout", dir)
+			return "", fmt.Errorf("a program built from the checkout go run built strata in, but %s is in no module: run go run ./cmd/strata in the checkout", dir)
 		}
 	}
 }

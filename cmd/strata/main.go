@@ -26,6 +26,7 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/stratadb/strata/internal/buildinfo"
@@ -63,14 +64,14 @@ func front(argv []string, stdout, stderr *os.File) int {
 		fmt.Fprint(stdout, help)
 		return 0
 	}
-	program := route(args)
-	path, err := find(program, args)
+	programs, why := route(args)
+	path, err := find(programs, args)
 	if err != nil {
+		what := "this"
 		if verb := verbOf(args); verb != "" {
-			fmt.Fprintf(stderr, "strata: %s runs %v\n", verb, err)
-		} else {
-			fmt.Fprintf(stderr, "strata: this runs %v\n", err)
+			what = verb
 		}
+		fmt.Fprintf(stderr, "strata: %s runs %v%s\n", what, err, why)
 		return 1
 	}
 	err = run(path, argv)
@@ -78,24 +79,30 @@ func front(argv []string, stdout, stderr *os.File) int {
 	return 1
 }
 
-// route names the program that carries what args ask for: strata-engine
-// for its verbs (and their help), unless an argument is a gs:// URL;
-// strata-full for everything else — its own verbs, completion, an unknown
-// verb, flags before the verb — which it answers as the whole command.
-func route(args []string) string {
+// route names the programs that carry what args ask for, the first
+// preferred, and why when the verb alone does not say: strata-engine for
+// its verbs (and their help), strata-full beside it standing in; strata-
+// full alone for its own verbs, completion and any verb naming a gs://
+// URL; strata-full for anything else — an unknown verb, flags before the
+// verb — which it answers as the whole command, strata-engine standing in
+// (it too says what is unknown).
+func route(args []string) (programs []string, why string) {
 	verb := verbOf(args)
 	if verb == "help" && len(args) > 1 {
 		verb = args[1]
 	}
-	if !engineVerbs()[verb] {
-		return fullProgram
+	switch {
+	case slices.Contains(fullOnly, verb):
+		return []string{fullProgram}, ""
+	case !engineVerbs()[verb]:
+		return []string{fullProgram, engineProgram}, ""
 	}
 	for _, a := range args {
 		if strings.Contains(strings.ToLower(a), "gs://") {
-			return fullProgram
+			return []string{fullProgram}, " (for its gs:// URL: strata-full links the GCS driver)"
 		}
 	}
-	return engineProgram
+	return []string{engineProgram, fullProgram}, ""
 }
 
 // verbOf is the verb args name: the first argument, when it is not a flag.

@@ -72,7 +72,7 @@ func TestTheFrontRoutesEachVerb(t *testing.T) {
 		{[]string{"scan", "GS://lake/t"}, fullProgram},
 		{[]string{"copy", "./t", "gs://lake/t"}, fullProgram},
 	} {
-		if got := route(c.args); got != c.want {
+		if got, _ := route(c.args); got[0] != c.want {
 			t.Errorf("strata %q goes to %s, want %s", c.args, got, c.want)
 		}
 	}

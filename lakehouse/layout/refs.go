@@ -194,6 +194,7 @@ func manifestPaths(list []byte) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer r.Close() // a zstd block's decoder holds goroutines until then
 	var paths []string
 	for {
 		var e struct {

@@ -33,7 +33,7 @@ time64_us.`,
 		Example: `  strata alter file://./events --add-column grade:string
   strata alter file://./events --rename-column reward:score --widen-column score:float64
   strata alter file://./events --widen-column step:nullable --drop-column debug`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			changes, err := columnChanges(rename, widen, drop, add)
 			if err != nil {

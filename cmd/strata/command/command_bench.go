@@ -47,7 +47,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
   strata bench --store=s3 --s3-endpoint=http://127.0.0.1:9000 --s3-bucket=strata
   strata bench --mode=shard --store-latency=20ms --phases=ingest
   strata bench --mode=fleet --writers=1000 --duration=60s --merge-interval=5s --store-latency=20ms`,
-		Args: exactArgs(0),
+		Args: ExactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			cfg.Seed = uint32(seed)
 			if cpuprofile != "" {
@@ -67,7 +67,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 			if cfg.Mode == "fleet" && !c.Flags().Changed("rows") {
 				cfg.Rows = 20
 			}
-			cfg.ReuseBytes = offIfZero(cfg.ReuseBytes)
+			cfg.ReuseBytes = ReuseBytes(cfg.ReuseBytes)
 			return bench.Run(c.Context(), cfg, env.Out, env.Err)
 		},
 	}
@@ -94,9 +94,9 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	f.BoolVar(&cfg.Keys, "keys", true, "name each ingest append (producer and sequence number), as the clients do by default")
 	f.Int64Var(&cfg.ReuseBytes, "reuse-bytes", engine.DefaultReuseBytes, "shard: the writers' ReuseBytes: WAL entries of at least this many bytes join the table as they are (0: off)")
 	f.DurationVar(&cfg.StoreLatency, "store-latency", 0, "delay every request by this to 1.5× it, as a remote store's round trip would (e.g. 20ms)")
-	atLeast(c, 1, "writers", "commits", "rows", "target-rows", "conc-writers", "conc-commits")
-	atLeast(c, int64(time.Millisecond), "duration", "merge-interval")
-	atLeast(c, 0, "append-every", "flush-interval", "reuse-bytes", "store-latency")
+	AtLeast(c, 1, "writers", "commits", "rows", "target-rows", "conc-writers", "conc-commits")
+	AtLeast(c, int64(time.Millisecond), "duration", "merge-interval")
+	AtLeast(c, 0, "append-every", "flush-interval", "reuse-bytes", "store-latency")
 	cli.Bound(f, "seed", 0, math.MaxUint32)
 	return c
 }

@@ -36,7 +36,7 @@ collection removed is an error naming the oldest one left.`,
   strata changes file://./strata-demo/rollouts --from 3 --to 5 --columns id,reward --format jsonl
   strata changes file://./strata-demo/rollouts --from 0 --filter 'reward >= 0.9'
   strata changes file://./strata-demo/rollouts --from-as-of 2h`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			fromAt, toAt, err := changesTimes(c.Flags(), fromAsOf, toAsOf)
 			if err != nil {
@@ -97,7 +97,7 @@ collection removed is an error naming the oldest one left.`,
 	f.StringVar(&filter, "filter", "", "print only the changed rows this filter matches (a delete by the deleted values)")
 	f.StringVar(&format, "format", "table", "table, csv or jsonl")
 	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
-	atLeast(c, 0, "limit", "from", "to")
+	AtLeast(c, 0, "limit", "from", "to")
 	return c
 }
 

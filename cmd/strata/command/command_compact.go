@@ -29,7 +29,7 @@ naming the holder when another compactor holds it. For scheduled compaction
 use strata-compactor.`,
 		Example: `  strata compact file://./strata-demo/rollouts --dry-run
   strata compact file://./strata-demo/rollouts --target-rows 500000`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			db, err := openDB(c.Context(), env, args[0], "strata compact")
 			if err != nil {
@@ -85,7 +85,7 @@ holds nothing outside the table and has written nothing for
 the table keeps its record, so the shard opens again under its name.`,
 		Example: `  strata gc file://./strata-demo/rollouts --dry-run
   strata gc file://./strata-demo/rollouts --keep-versions 3 --retain 10m`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			db, err := openDB(c.Context(), env, args[0], "strata gc")
 			if err != nil {
@@ -124,11 +124,11 @@ the table keeps its record, so the shard opens again under its name.`,
 	f.DurationVar(&p.SafetyAge, "safety-age", time.Hour, "unreferenced objects younger than this are kept (at least 5m)")
 	f.DurationVar(&p.ConsumerRetention, "consumer-retention", table.DefaultConsumerRetention, "versions a named consumer has not read are kept while younger than this (at least 5m)")
 	f.DurationVar(&p.RetireShardsAfter, "retire-shards-after", engine.DefaultRetireShardsAfter, "delete the objects of a shard that holds nothing outside the table and has written nothing this long (at least 12h; 0: never)")
-	atLeast(c, 1, "keep-versions")
+	AtLeast(c, 1, "keep-versions")
 	// A duration the collector reads 0 of as its default, or raises to
 	// its floor, is refused below the floor: 0 never means "the default".
-	atLeast(c, int64(engine.MinRetain), "retain", "safety-age", "consumer-retention")
-	atLeast(c, 0, "retire-shards-after")
+	AtLeast(c, int64(engine.MinRetain), "retain", "safety-age", "consumer-retention")
+	AtLeast(c, 0, "retire-shards-after")
 	return c
 }
 

@@ -37,7 +37,7 @@ groups, the compaction history, the Iceberg view (strata export iceberg).`,
 		Example: `  strata copy 's3://lake/rollouts?endpoint=http://minio:9000' file://./backup/rollouts
   strata copy file://./backup/rollouts 's3://lake/rollouts-restored?endpoint=http://minio:9000'
   strata copy gs://lake/events s3://replica/events --from-version 1200`,
-		Args: exactArgs(2),
+		Args: ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			sh, sp, _, err := splitTableURL(args[0])
@@ -106,7 +106,7 @@ groups, the compaction history, the Iceberg view (strata export iceberg).`,
 	}
 	c.Flags().Uint64Var(&from, "from-version", 0, "the first version of a first copy (default: the oldest the source keeps)")
 	c.Flags().IntVar(&parallel, "parallel", 8, "objects copied at once")
-	atLeast(c, 1, "parallel")
-	atLeast(c, 0, "from-version")
+	AtLeast(c, 1, "parallel")
+	AtLeast(c, 0, "from-version")
 	return c
 }

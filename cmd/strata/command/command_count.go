@@ -25,7 +25,7 @@ reads them.`,
 		Example: `  strata count file://./strata-demo/rollouts
   strata count file://./strata-demo/rollouts --filter 'reward >= 0.99'
   strata count file://./strata-demo/rollouts --version 3`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			pred, err := filterFlag(filter)
 			if err != nil {
@@ -75,6 +75,6 @@ reads them.`,
 	f.StringVar(&filter, "filter", "", "rows to count, e.g. \"reward >= 0.9 AND worker = 'w01'\"")
 	at.flags(f, "count")
 	f.BoolVar(&fresh, "fresh", false, "count the rows acknowledged through shards and not yet merged too")
-	atLeast(c, 0, "version")
+	AtLeast(c, 0, "version")
 	return c
 }

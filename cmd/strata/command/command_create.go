@@ -35,7 +35,7 @@ or one whose name begins with _ or .), nor hold a table in one of its own:
 create refuses both, naming the table in the way.`,
 		Example: `  strata create file://./events --schema events.schema.json
   strata create 's3://lake/events?endpoint=http://127.0.0.1:9000' --like sample.parquet`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if (schemaFile == "") == (like == "") {
 				return usageError{fmt.Errorf("give exactly one of --schema and --like")}

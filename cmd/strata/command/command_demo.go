@@ -59,7 +59,7 @@ prints what happened. Run it again to add more workers' rows.`,
 	f.IntVar(&rows, "rows", 100, "rows per append")
 	cli.Bound(f, "workers", 1, maxWorker+1)
 	cli.Bound(f, "rows", 1, rollouts.IDBase)
-	atLeast(c, 1, "appends")
+	AtLeast(c, 1, "appends")
 	return c
 }
 

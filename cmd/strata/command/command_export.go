@@ -44,7 +44,7 @@ _iceberg/ in the table's own prefix and prints the metadata location.`,
   strata export iceberg 's3://lake/rollouts?endpoint=http://127.0.0.1:9000' --version 42`,
 		DisableFlagParsing: true,
 		RunE: func(c *cobra.Command, args []string) error {
-			path, err := icebergProgram()
+			path, err := IcebergProgramPath()
 			if err != nil {
 				return err
 			}
@@ -59,9 +59,9 @@ _iceberg/ in the table's own prefix and prints the metadata location.`,
 	}
 }
 
-// icebergProgram finds strata-iceberg: beside the running executable (an
+// IcebergProgramPath finds strata-iceberg: beside the running executable (an
 // install, the image), then on PATH.
-func icebergProgram() (string, error) {
+func IcebergProgramPath() (string, error) {
 	p, err := sibling.Find(IcebergProgram)
 	if err != nil {
 		return "", fmt.Errorf("strata export iceberg runs %w", err)
@@ -69,15 +69,8 @@ func icebergProgram() (string, error) {
 	return p, nil
 }
 
-// IcebergProgramPath finds strata-iceberg as strata export iceberg does,
-// for strata serve's catalog.
-func IcebergProgramPath() (string, error) { return icebergProgram() }
-
 // LastLine is the last line of s.
-func LastLine(s string) string { return lastLine(s) }
-
-// lastLine is the last line of s.
-func lastLine(s string) string {
+func LastLine(s string) string {
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		return s[i+1:]
 	}

@@ -58,7 +58,7 @@ func newFollow(env *Env) *cobra.Command {
 		Example: `  strata follow file://./strata-demo/rollouts --from 0 --columns id,reward
   strata follow file://./strata-demo/rollouts --consumer trainer --exit-when-idle
   strata follow file://./strata-demo/rollouts --group learners --member rank-0`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if (group == "") != (member == "") {
 				return usageError{fmt.Errorf("--group and --member go together")}
@@ -123,9 +123,9 @@ func newFollow(env *Env) *cobra.Command {
 	f.StringVar(&columns, "columns", "", "comma-separated columns (default: all)")
 	f.StringVar(&filter, "filter", "", "print only the changed rows this filter matches (its columns must be in every version followed)")
 	f.StringVar(&format, "format", "jsonl", "jsonl or csv")
-	atLeast(c, 0, "from")
-	atLeast(c, int64(time.Millisecond), "poll")
-	atLeast(c, int64(time.Second), "lease")
+	AtLeast(c, 0, "from")
+	AtLeast(c, int64(time.Millisecond), "poll")
+	AtLeast(c, int64(time.Second), "lease")
 	cli.Bound(c.Flags(), "partitions", 1, table.MaxGroupPartitions)
 	return c
 }

@@ -15,7 +15,7 @@ func newInspect(env *Env) *cobra.Command {
 		Use:     "inspect URL",
 		Short:   "Print a version's manifest as JSON, every fragment's object key included",
 		Example: `  strata inspect file://./strata-demo/rollouts --version 2`,
-		Args:    exactArgs(1),
+		Args:    ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {
@@ -38,6 +38,6 @@ func newInspect(env *Env) *cobra.Command {
 		},
 	}
 	c.Flags().Uint64Var(&version, "version", 0, "version (default: latest)")
-	atLeast(c, 0, "version")
+	AtLeast(c, 0, "version")
 	return c
 }

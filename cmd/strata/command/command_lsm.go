@@ -19,7 +19,7 @@ func newLSM(env *Env, verb, short string, act func(ctx context.Context, c *clien
 		Short: short,
 		Example: fmt.Sprintf(`  strata %s rollouts --server http://127.0.0.1:8080
   STRATA_TOKEN=secret strata %s rollouts --server http://strata:8080`, verb, verb),
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if srv.server == "" {
 				return usageError{fmt.Errorf("%s needs --server URL", verb)}
@@ -54,7 +54,7 @@ func newVersion(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of this build",
-		Args:  exactArgs(0),
+		Args:  ExactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			fmt.Fprintf(env.Out, "strata %s\n", buildinfo.Get())
 			return nil

@@ -33,7 +33,7 @@ rows lost — and flushes and merges the rest of the log.`,
 		Example: `  strata repair file://./strata-demo/rollouts
   strata repair file://./strata-demo/rollouts --drop-missing
   strata repair file://./strata-demo/rollouts --shard srv-web-1 --drop-missing`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			db, err := openDB(c.Context(), env, args[0], "repair")
 			if err != nil {

@@ -24,7 +24,7 @@ it. A version garbage collection took cannot be restored.`,
 		Example: `  strata restore file://./strata-demo/rollouts --version 3
   strata restore file://./strata-demo/rollouts --tag before-cleanup
   strata restore file://./strata-demo/rollouts --as-of 2026-12-07T09:00:00Z`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			if !at.set() {
 				return usageError{errors.New("restore needs one of --version N, --tag T and --as-of TIME")}
@@ -58,6 +58,6 @@ it. A version garbage collection took cannot be restored.`,
 	f := c.Flags()
 	at.flags(f, "restore")
 	f.Lookup("version").Usage = "the version whose rows to restore"
-	atLeast(c, 0, "version")
+	AtLeast(c, 0, "version")
 	return c
 }

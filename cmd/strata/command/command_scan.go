@@ -36,7 +36,7 @@ With --server, scan reads the table TABLE of a strata serve (https:// with
   strata scan file://./strata-demo/rollouts --as-of 2h --limit 10
   strata scan file://./strata-demo/rollouts --fresh --limit 10
   strata scan rollouts --server https://strata:8443 --ca ca.pem --limit 10`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			opts := table.ScanOptions{}
 			cols, err := columnsFlag(columns)
@@ -92,6 +92,6 @@ With --server, scan reads the table TABLE of a strata serve (https:// with
 	f.IntVar(&limit, "limit", 0, "print at most this many rows (0: all)")
 	f.BoolVar(&fresh, "fresh", false, "add the rows acknowledged through shards and not yet merged")
 	srv.flags(f)
-	atLeast(c, 0, "version", "limit")
+	AtLeast(c, 0, "version", "limit")
 	return c
 }

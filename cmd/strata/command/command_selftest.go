@@ -25,7 +25,7 @@ ignores conditional writes (GCS through its XML API, old MinIO releases).`,
 		Example: `  strata selftest file://./strata-data
   strata selftest 's3://my-bucket/tables?endpoint=http://127.0.0.1:9000&region=us-east-1'
   strata selftest gs://my-bucket/tables`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {

@@ -87,7 +87,7 @@ awaiting merge), the compactor's history, and each named consumer's
 position and lag (strata follow --consumer).`,
 		Example: `  strata stats file://./strata-demo/rollouts
   strata stats 's3://lake/rollouts?endpoint=http://127.0.0.1:9000' --json`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			st, err := readStats(c, env, args[0])
 			if err != nil {

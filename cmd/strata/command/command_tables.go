@@ -23,7 +23,7 @@ does not look into a table's own folders (data/, and those whose names begin
 with _ or .), only into its others, where tables may nest ("runs/eval").`,
 		Example: `  strata tables file://./strata-demo
   strata tables 's3://lake/tables?endpoint=http://127.0.0.1:9000'`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {
@@ -62,7 +62,7 @@ versions still do, and compaction drops them. Rows not yet merged from a
 writer's shard are not touched: run a checkpoint first to include them.`,
 		Example: `  strata delete file://./strata-demo/rollouts --filter 'reward < 0'
   strata delete file://./strata-demo/rollouts --filter 'worker = 3 AND step >= 100'`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			if strings.TrimSpace(filter) == "" {
 				return usageError{errors.New("delete needs --filter (a filter every row matches deletes every row)")}

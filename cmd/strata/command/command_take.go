@@ -69,6 +69,6 @@ func newTake(env *Env) *cobra.Command {
 	c.Flags().StringVar(&columns, "columns", "", "comma-separated columns to print (default: all)")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or jsonl")
 	at.flags(c.Flags(), "read")
-	atLeast(c, 0, "version")
+	AtLeast(c, 0, "version")
 	return c
 }

@@ -34,7 +34,7 @@ a checkpoint first.`,
 		Example: `  strata update file://./events --filter 'id = 5' --set 'reward = 1.0'
   strata update file://./events --filter "worker = 'w03' AND step < 10" --set "reward = null, note = 'rerun'"
   strata update file://./events --filter 'step >= 100' --set 'reward = reward * 0.5, step = step - 100'`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			if strings.TrimSpace(filter) == "" {
 				return usageError{errors.New("update needs --filter (a filter every row matches updates every row)")}

@@ -20,7 +20,7 @@ func newVersions(env *Env) *cobra.Command {
 		Long: `versions lists versions from one listing of _versions/; with --detail it
 also reads each manifest for its operation and row count (one GET each).`,
 		Example: `  strata versions file://./strata-demo/rollouts --limit 5 --detail`,
-		Args:    exactArgs(1),
+		Args:    ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {
@@ -60,7 +60,7 @@ also reads each manifest for its operation and row count (one GET each).`,
 	}
 	c.Flags().IntVar(&limit, "limit", 20, "newest versions to list (0: all)")
 	c.Flags().BoolVar(&detail, "detail", false, "read each manifest for its operation and rows")
-	atLeast(c, 0, "limit")
+	AtLeast(c, 0, "limit")
 	return c
 }
 
@@ -73,7 +73,7 @@ func newTag(env *Env) *cobra.Command {
 		Example: `  strata tag file://./strata-demo/rollouts before-cleanup
   strata tag file://./strata-demo/rollouts v1 --version 12
   strata tag file://./strata-demo/rollouts before-cleanup --delete`,
-		Args: exactArgs(2),
+		Args: ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			b, err := env.Open(c.Context(), args[0])
 			if err != nil {
@@ -104,6 +104,6 @@ func newTag(env *Env) *cobra.Command {
 	}
 	c.Flags().Uint64Var(&version, "version", 0, "version to tag (default: latest)")
 	c.Flags().BoolVar(&del, "delete", false, "remove the tag (its version is then kept only as long as the retention keeps it)")
-	atLeast(c, 0, "version")
+	AtLeast(c, 0, "version")
 	return c
 }

@@ -39,7 +39,7 @@ after the largest id it finds of its own (in the table, its generations and
 its replayed WAL).`,
 		Example: `  strata worker file://./strata-demo/rollouts --worker 7 --appends 100
   strata worker 's3://strata/rollouts?endpoint=http://minio:9000' --worker 1 --every 200ms`,
-		Args: exactArgs(1),
+		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			b, err := env.Open(ctx, args[0])
@@ -58,7 +58,7 @@ its replayed WAL).`,
 				return err
 			}
 			db, err := engine.Open(ctx, b, &engine.Options{Name: args[0], Writer: fmt.Sprintf("worker %d", n),
-				Shard:         engine.ShardOptions{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, ReuseBytes: offIfZero(reuseBytes)},
+				Shard:         engine.ShardOptions{Shard: fmt.Sprintf("w%02d", n), FlushInterval: flushEvery, ReuseBytes: ReuseBytes(reuseBytes)},
 				MergeInterval: mergeEvery, FleetMerge: fleet, Log: slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				return err
@@ -106,14 +106,14 @@ its replayed WAL).`,
 	f.DurationVar(&every, "every", 0, "pause between appends")
 	f.DurationVar(&flushEvery, "flush-interval", time.Second, "flush a memtable this old")
 	f.DurationVar(&mergeEvery, "merge-interval", 2*time.Second, "merge generations this often (0: leave it to the compactor Job's fleet merge)")
-	f.Int64Var(&reuseBytes, "reuse-bytes", engine.DefaultReuseBytes, reuseBytesHelp)
+	f.Int64Var(&reuseBytes, "reuse-bytes", engine.DefaultReuseBytes, ReuseBytesHelp)
 	f.DurationVar(&drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long the append in flight, flushing and merging may take; the rest stays in the WAL for the compactor Job")
 	f.BoolVar(&fleet, "fleet-merge", false, "each merge takes every shard's flushed generations, not only this worker's")
 	cli.Bound(f, "worker", 0, maxWorker)
 	// A worker's ids span IDBase: one append cannot hold more rows.
 	cli.Bound(f, "rows", 1, rollouts.IDBase)
-	atLeast(c, 0, "appends", "every", "flush-interval", "merge-interval", "reuse-bytes")
-	atLeast(c, int64(time.Millisecond), "drain-timeout")
+	AtLeast(c, 0, "appends", "every", "flush-interval", "merge-interval", "reuse-bytes")
+	AtLeast(c, int64(time.Millisecond), "drain-timeout")
 	return c
 }
 
@@ -198,13 +198,13 @@ func workerErr(err error) error {
 	return err
 }
 
-// reuseBytesHelp describes --reuse-bytes (engine.ShardOptions.ReuseBytes) of
+// ReuseBytesHelp describes --reuse-bytes (engine.ShardOptions.ReuseBytes) of
 // the commands that write through a shard.
-const reuseBytesHelp = "WAL entries of at least this many bytes join the table as they are when flushed, so that their rows cross to the store once (0: off, WAL entries in the form builds before it read: while any process that reads the table's shards runs one)"
+const ReuseBytesHelp = "WAL entries of at least this many bytes join the table as they are when flushed, so that their rows cross to the store once (0: off, WAL entries in the form builds before it read: while any process that reads the table's shards runs one)"
 
-// offIfZero is a --reuse-bytes value as engine.ShardOptions takes it: 0 on
+// ReuseBytes is a --reuse-bytes value as engine.ShardOptions takes it: 0 on
 // the command line means off.
-func offIfZero(n int64) int64 {
+func ReuseBytes(n int64) int64 {
 	if n == 0 {
 		return -1
 	}

@@ -1,4 +1,6 @@
-// Package command implements the verbs of the strata command-line tool.
+// Package command implements the table verbs of the strata command-line
+// tool, which strata-engine runs; package servecmd adds serve and token
+// for strata-full.
 // Exit codes: 0 success, 1 failure, 2 usage, 3 a write whose outcome is
 // unknown (it may have been stored): engine.ExitCode, from the error's
 // code (engine.Code), as the server answers it.
@@ -139,9 +141,9 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	return root
 }
 
-// atLeast declares that each named numeric flag of c takes values from lo
+// AtLeast declares that each named numeric flag of c takes values from lo
 // up: a value below is a usage error before the verb runs (cli.Bound).
-func atLeast(c *cobra.Command, lo int64, names ...string) {
+func AtLeast(c *cobra.Command, lo int64, names ...string) {
 	for _, n := range names {
 		cli.Bound(c.Flags(), n, lo, cli.Unlimited)
 	}
@@ -151,8 +153,8 @@ func atLeast(c *cobra.Command, lo int64, names ...string) {
 // must fit an int64.
 const maxWorker = math.MaxInt64/rollouts.IDBase - 1
 
-// exactArgs is cobra.ExactArgs with a usage error.
-func exactArgs(n int) cobra.PositionalArgs {
+// ExactArgs is cobra.ExactArgs with a usage error.
+func ExactArgs(n int) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) != n {
 			return usageError{fmt.Errorf("%s takes %d argument(s), got %d\n\n%s", c.Name(), n, len(args), c.UsageString())}
@@ -176,20 +178,3 @@ func versionsThere(ctx context.Context, env *Env, u string) string {
 	return fmt.Sprintf(" (the table's newest version is %d; garbage collection deletes old ones: strata versions %s lists those there are)", latest, u)
 }
 
-// The helpers of verbs that live in other packages (servecmd), as
-// command's own verbs use them.
-
-// ExactArgs is cobra.ExactArgs with a usage error.
-func ExactArgs(n int) cobra.PositionalArgs { return exactArgs(n) }
-
-// AtLeast declares that each named numeric flag of c takes values from lo
-// up.
-func AtLeast(c *cobra.Command, lo int64, names ...string) { atLeast(c, lo, names...) }
-
-// ReuseBytesHelp describes --reuse-bytes of the commands that write
-// through a shard.
-const ReuseBytesHelp = reuseBytesHelp
-
-// ReuseBytes is a --reuse-bytes value as engine.ShardOptions takes it: 0
-// on the command line means off.
-func ReuseBytes(n int64) int64 { return offIfZero(n) }

@@ -1,7 +1,6 @@
 package servecmd
 
 import (
-	"os"
 	"strings"
 	"testing"
 )
@@ -47,30 +46,5 @@ func TestServeBeyondLoopbackWantsTLS(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d: %s, want 2 and %q", tc.args, code, errOut, tc.want)
 		}
-	}
-}
-
-// STRATA_SERVER, set for the verbs that ask a server, leaves scan and
-// append of a bucket's table (named by URL) as they are.
-func TestAServerInTheEnvironmentLeavesURLsAlone(t *testing.T) {
-	dir := t.TempDir()
-	schema := dir + "/schema.json"
-	rows := dir + "/rows.jsonl"
-	if err := os.WriteFile(schema, []byte(`{"fields":[{"name":"id","type":"int64"}]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(rows, []byte("{\"id\":1}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	u := "file://" + dir + "/t"
-	if code, _, errOut := run(t, nil, "create", u, "--schema", schema); code != 0 {
-		t.Fatalf("create: %d %s", code, errOut)
-	}
-	t.Setenv("STRATA_SERVER", "http://127.0.0.1:1")
-	if code, out, errOut := run(t, nil, "append", u, rows); code != 0 || !strings.Contains(out, "appended 1 rows") {
-		t.Fatalf("append by URL with STRATA_SERVER set: %d %s %s", code, out, errOut)
-	}
-	if code, out, errOut := run(t, nil, "scan", u, "--format", "jsonl"); code != 0 || !strings.Contains(out, `"id":1`) {
-		t.Fatalf("scan by URL with STRATA_SERVER set: %d %s %s", code, out, errOut)
 	}
 }
