@@ -177,4 +177,3 @@ func versionsThere(ctx context.Context, env *Env, u string) string {
 	}
 	return fmt.Sprintf(" (the table's newest version is %d; garbage collection deletes old ones: strata versions %s lists those there are)", latest, u)
 }
-
