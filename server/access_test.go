@@ -260,11 +260,12 @@ func TestABadTokensFileIsReportedOnce(t *testing.T) {
 	}
 }
 
-// The Iceberg catalog resolves a name of the root namespace as for any
-// token, then checks the grant on the table it resolved: a token cannot
-// reach another table of the same name through its grants.
-func TestIcebergRootNamespaceResolvesOneWay(t *testing.T) {
-	path, tokens := grantTokens(t, map[string][]string{"admin": {"admin:*"}, "rootz": {"read:z"}, "nsz": {"read:default/z"}})
+// The Iceberg catalog resolves a name of the root namespace among the
+// tables the token sees, and checks the grant on the table it resolved: a
+// token reaches no table outside its grants through the alias, and learns
+// nothing of one (default/z, beside the root's z) that it has no grant on.
+func TestIcebergRootNamespaceResolvesAmongWhatTheTokenSees(t *testing.T) {
+	path, tokens := grantTokens(t, map[string][]string{"admin": {"admin:*"}, "rootz": {"read:z"}, "nsz": {"read:default/z"}, "other": {"read:y"}})
 	tk, err := server.LoadTokens(path)
 	if err != nil {
 		t.Fatal(err)
@@ -276,10 +277,26 @@ func TestIcebergRootNamespaceResolvesOneWay(t *testing.T) {
 		}
 	}
 	load := server.IcebergPrefix + "/v1/namespaces/default/tables/z"
-	if code, body := raw(t, f, "GET", load, "", "", tokens["rootz"]); code != http.StatusForbidden || !strings.Contains(body, "read:default/z") {
-		t.Fatalf("read:z loading default.z, which is the table default/z: %d %s", code, body)
+	list := server.IcebergPrefix + "/v1/namespaces/default/tables"
+	// This server has no Iceberg writer: a load answers 503 naming the
+	// table it resolved.
+	for _, c := range []struct {
+		token, table string
+	}{
+		{"admin", "default/z"}, // the folder's table hides the root's
+		{"nsz", "default/z"},
+		{"rootz", "z"}, // default/z is none of its business
+	} {
+		code, body := raw(t, f, "GET", load, "", "", tokens[c.token])
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `table \"`+c.table+`\"`) || c.table == "z" && strings.Contains(body, "default/z") {
+			t.Errorf("%s loading default.z: %d %s; want the table %s", c.token, code, body, c.table)
+		}
+		if code, body := raw(t, f, "GET", list, "", "", tokens[c.token]); code != http.StatusOK || strings.Count(body, `"name":"z"`) != 1 {
+			t.Errorf("%s listing default: %d %s; want z once", c.token, code, body)
+		}
 	}
-	if code, body := raw(t, f, "GET", load, "", "", tokens["nsz"]); code == http.StatusForbidden || code == http.StatusUnauthorized {
-		t.Fatalf("read:default/z loading default.z: %d %s", code, body)
+	code, body := raw(t, f, "GET", load, "", "", tokens["other"])
+	if code != http.StatusForbidden || strings.Contains(body, "exist") {
+		t.Errorf("read:y loading default.z: %d %s; want 403 whatever is there", code, body)
 	}
 }

@@ -210,14 +210,18 @@ func (s *Server) icebergNames(r *http.Request) ([]icebergName, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The catalog a token is shown holds the tables it sees: a table at
+	// the root is shown in the root namespace unless the token sees one
+	// of the same name in a folder of that name (whose existence a token
+	// without a grant on it does not learn, here or in icebergTable).
+	p := principalOf(r.Context())
 	have := map[string]bool{}
 	for _, t := range tables {
-		have[t.Name] = true
+		have[t.Name] = p.seesTable(t.Name)
 	}
 	var out []icebergName
-	p := principalOf(r.Context())
 	for _, t := range tables {
-		if t.Name == "" || !p.seesTable(t.Name) {
+		if t.Name == "" || !have[t.Name] {
 			continue
 		}
 		segs := strings.Split(t.Name, "/")
@@ -374,9 +378,11 @@ func nonNil[T any](s []T) []T {
 }
 
 // icebergTable resolves the table an identifier names: the folder's
-// table, or, in the root namespace, the root's.
-// The request's token needs the grant need on the table served, and is
-// refused (403) when it has it on none of the names it may mean.
+// table, or, in the root namespace, the root's, among the tables the
+// request's token sees (as the catalog it is listed shows them), so that
+// a token learns nothing of a table it has no grant on. The token needs
+// the grant need on the table served, and is refused (403) when it has it
+// on none of the names it may mean.
 func (s *Server) icebergTable(r *http.Request, need Verb) (*tableState, error) {
 	ns, err := namespaceOf(r)
 	if err != nil {
@@ -397,7 +403,7 @@ func (s *Server) icebergTable(r *http.Request, need Verb) (*tableState, error) {
 		return nil, p.refuse(need, candidates[0])
 	}
 	for i, c := range candidates {
-		if format.CheckName(c) != nil {
+		if format.CheckName(c) != nil || !p.seesTable(c) {
 			continue
 		}
 		t, err := s.table(r.Context(), c, false)
