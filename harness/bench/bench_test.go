@@ -68,6 +68,19 @@ func checkLines(t *testing.T, lines []map[string]any, store string) {
 	if c := sc["count_rows"].(float64); c != float64(want) {
 		t.Fatalf("count_rows %v, want %d", c, want)
 	}
+	// Each scan says what it read from the store: the twelve fragments'
+	// bytes at most, and one request each at least.
+	stored := 0.0
+	for _, k := range []string{"full", "proj", "count"} {
+		req, read := sc[k+"_requests"].(float64), sc[k+"_bytes_read"].(float64)
+		if req < 12 || read < 1 {
+			t.Fatalf("scan line %v: want %s_requests (at least one a fragment) and %s_bytes_read", sc, k, k)
+		}
+		stored = max(stored, read)
+	}
+	if full := sc["full_bytes_read"].(float64); full != stored {
+		t.Fatalf("scan line %v: the full scan read less than another", sc)
+	}
 }
 
 func TestBenchOnFile(t *testing.T) {
