@@ -78,25 +78,26 @@ func buildFromSource(program string, args []string) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(source + "\x00" + tags))
 	dir := filepath.Join(cache, "strata", "go-run", hex.EncodeToString(sum[:8]))
-	goArgs := []string{"build", "-tags=" + tags, "-o", dir + string(os.PathSeparator)}
-	env := os.Environ()
-	if root == "" {
-		goArgs = []string{"install", "-tags=" + tags}
-		env = append(env, "GOBIN="+dir)
-		for i := range pkgs {
-			pkgs[i] += "@" + version
+	var cmd *exec.Cmd
+	if root != "" {
+		cmd = exec.Command("go", append([]string{"build", "-tags=" + tags, "-o", dir + string(os.PathSeparator)}, pkgs...)...)
+		cmd.Dir = root
+	} else {
+		install := []string{"install", "-tags=" + tags}
+		for _, p := range pkgs {
+			install = append(install, p+"@"+version)
 		}
+		cmd = exec.Command("go", install...)
+		cmd.Env = append(os.Environ(), "GOBIN="+dir)
 	}
-	goArgs = append(goArgs, pkgs...)
-	cmd := exec.Command("go", goArgs...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = root, env, os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	slow := time.AfterFunc(2*time.Second, func() {
 		fmt.Fprintf(os.Stderr, "strata: building %s from %s (go run ./cmd/strata builds the program a verb needs; go install ./cmd/... installs them all)…\n", program, source)
 	})
 	err = cmd.Run()
 	slow.Stop()
 	if err != nil {
-		return "", fmt.Errorf("%s, built from %s by `go %s`, which failed: %w", program, source, strings.Join(goArgs, " "), err)
+		return "", fmt.Errorf("%s, built from %s by `%s`, which failed: %w", program, source, strings.Join(cmd.Args, " "), err)
 	}
 	return filepath.Join(dir, sibling.Exe(program)), nil
 }

@@ -23,12 +23,13 @@ var ErrMissing = errors.New("program not installed")
 // program installed with this one wins over any on PATH, which may be of
 // another build. The error names the first of names.
 func Find(names ...string) (string, error) {
-	dir := ""
-	if self, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(self); err == nil {
-			self = real
+	dir, self := "", "strata"
+	if exe, err := os.Executable(); err == nil {
+		self = filepath.Base(exe)
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
 		}
-		dir = filepath.Dir(self)
+		dir = filepath.Dir(exe)
 		for _, name := range names {
 			p := filepath.Join(dir, Exe(name))
 			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && (runtime.GOOS == "windows" || st.Mode()&0o111 != 0) {
@@ -42,7 +43,7 @@ func Find(names ...string) (string, error) {
 		}
 	}
 	return "", missing(fmt.Sprintf("%s, which is neither in %s (beside %s) nor on PATH: install it with `go install github.com/stratadb/strata/cmd/%s@latest` (in a checkout: `go install ./cmd/...`); the image ships it",
-		names[0], dir, self(), names[0]))
+		names[0], dir, self, names[0]))
 }
 
 // Exe is the file name of program name on this system (name.exe on
@@ -60,11 +61,3 @@ type missing string
 
 func (m missing) Error() string        { return string(m) }
 func (m missing) Is(target error) bool { return target == ErrMissing }
-
-// self is the running executable's name, for errors.
-func self() string {
-	if p, err := os.Executable(); err == nil {
-		return filepath.Base(p)
-	}
-	return "strata"
-}
