@@ -493,7 +493,9 @@ func (w *pageCopier) close() (_ format.Fragment, err error) {
 	if err != nil {
 		return format.Fragment{}, fmt.Errorf("table: write fragment %s: %w", w.key, err)
 	}
-	return format.Fragment{Key: w.key, Rows: md.NumRows, Bytes: w.up.N, Created: time.Now().UTC()}, nil
+	f := format.Fragment{Key: w.key, Rows: md.NumRows, Bytes: w.up.N, Created: time.Now().UTC()}
+	f.Chunks, f.Footer = fragment.LayOut(md, w.up)
+	return f, nil
 }
 
 func (w *pageCopier) abort() { _ = w.up.Finish(errors.New("fragment aborted")) }

@@ -37,11 +37,11 @@ const pageBytes = 1 << 20
 
 // OpenAheadBytes is what a scan with a Memory budget holds besides what it
 // reserves: up to parallelism fragments (ScanOptions.Parallelism; 0 means
-// 8) opened ahead of their reservation — a small fragment's object, or a
+// DefaultMemoryParallelism) opened ahead of their reservation — a small fragment's object, or a
 // larger one's tail — and their footers. A caller counts it once per scan.
 func OpenAheadBytes(parallelism int) int64 {
 	if parallelism <= 0 {
-		parallelism = 8
+		parallelism = DefaultMemoryParallelism
 	}
 	return int64(parallelism) * (fragment.WholeReadLimit + 2*format.TailBytes)
 }

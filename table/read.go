@@ -97,7 +97,12 @@ func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ 
 	if ahead && streamed {
 		readAhead, o.streamLater = format.TailBytes, true
 	}
-	if o.fr, o.src, o.pre, err = fragment.Open(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, p.whole && !ahead); err != nil {
+	if spans, footer, ok := p.spans(f, ahead); ok {
+		o.fr, o.src, o.pre, err = fragment.OpenSpans(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, spans, footer)
+	} else {
+		o.fr, o.src, o.pre, err = fragment.Open(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, p.whole && !ahead)
+	}
+	if err != nil {
 		return nil, err
 	}
 	o.md = o.fr.ParquetReader().MetaData()
@@ -150,6 +155,39 @@ func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ 
 		o.parallel = min(len(o.rgs), at, 4)
 	}
 	return o, nil
+}
+
+// spans returns where the bytes of f a scan reading some of its columns
+// needs lie, when f's entry records them for the table's schema as it is
+// and they are few enough that asking for them (and its footer) beats
+// reading the object whole: at most half a small fragment, any part of a
+// larger one, whose footer would otherwise cost a round trip of its own.
+// Opened ahead of its reservation (a scan with a Memory budget), a
+// fragment holds no more than a small one would (OpenAheadBytes). One no
+// larger than the tail a ranged read asks for first is read whole: one
+// request, not two, in the same round trip.
+func (p *scanPlan) spans(f *format.Fragment, ahead bool) ([]format.Span, [2]int64, bool) {
+	if p.whole || len(f.Chunks) == 0 || f.SchemaID != p.schemaID || f.Bytes <= format.TailBytes {
+		return nil, [2]int64{}, false
+	}
+	// A filter, the rows taken or a slice may rule out some of a
+	// fragment's row groups, which only its footer tells: its chunks are
+	// asked for once it is read, unless it has one row group alone.
+	if (p.pred != nil || p.opts.rows != nil || p.opts.Slice != nil) && len(f.Chunks)-1 > p.leaves {
+		return nil, [2]int64{}, false
+	}
+	spans, footer, ok := f.Spans(p.lay.leaves, p.leaves)
+	if !ok {
+		return nil, footer, false
+	}
+	n := footer[1]
+	for _, s := range spans {
+		n += s.Len
+	}
+	if f.Bytes <= fragment.WholeReadLimit && 2*n > f.Bytes || ahead && n > fragment.WholeReadLimit {
+		return nil, footer, false
+	}
+	return spans, footer, true
 }
 
 // decode reads the rows of an opened fragment and hands them to emit (see

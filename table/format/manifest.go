@@ -67,6 +67,18 @@ type Fragment struct {
 	// under (see SchemaIDKey); its columns lie out as that schema's
 	// stored schema does.
 	SchemaID uint64 `json:"schema_id,omitempty"`
+	// Chunks and Footer, when set, say where the object's bytes lie, so
+	// that a read of some columns asks for their bytes and the footer in
+	// one round trip (see Spans): Chunks[0] is where the first column
+	// chunk starts, and each next value how far the next boundary lies
+	// past the one before — the start of the next chunk, row group by row
+	// group and leaf by leaf in the stored schema's order, then the end of
+	// the last; Footer is the length of the Parquet footer with its 8-byte
+	// trailer, the object's last bytes. They are hints: a reader checks
+	// what it reads against the footer, and a fragment without them (or
+	// with more than MaxLaidOutChunks chunks) is read as before.
+	Chunks []int64 `json:"chunks,omitempty"`
+	Footer int64   `json:"footer,omitempty"`
 }
 
 // MinGCAge is the least age at which garbage collection may delete an

@@ -42,6 +42,7 @@ type fetched struct {
 	data   []byte
 	weight int64 // held of the budget until consumed
 	tail   bool  // the object's end: serves every footer read, kept until close
+	reads  int   // the reads it serves before it is dropped (not the tail)
 	err    error
 	done   chan struct{}
 }
@@ -49,12 +50,19 @@ type fetched struct {
 // NewPrefetcher reads key (of size bytes) in b; its requests end when
 // the prefetcher is closed, so a scan left early does not wait for them.
 func NewPrefetcher(ctx context.Context, b blob.Bucket, key string, size, budget int64) *Prefetcher {
+	return NewPrefetcherTail(ctx, b, key, size, budget, TailBytes)
+}
+
+// NewPrefetcherTail is NewPrefetcher fetching the object's last tail
+// bytes first (its footer's length, when the fragment's entry records it:
+// Fragment.Footer) rather than TailBytes.
+func NewPrefetcherTail(ctx context.Context, b blob.Bucket, key string, size, budget, tail int64) *Prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	r := blob.NewReaderAtSize(ctx, b, key, size)
 	budget = max(budget, TailBytes)
 	p := &Prefetcher{ReaderAt: r, ctx: ctx, cancel: cancel, size: budget, budget: semaphore.NewWeighted(budget),
 		ranges: map[int64]*fetched{}, taken: map[int64]bool{}}
-	tail := min(r.Size(), TailBytes)
+	tail = min(r.Size(), max(tail, 8), budget)
 	if p.budget.TryAcquire(tail) {
 		p.start(&fetched{off: r.Size() - tail, weight: tail, tail: true})
 	}
@@ -91,31 +99,84 @@ func (p *Prefetcher) fetch(f *fetched) {
 // Prefetch fetches ranges (offset, length) in order, in the background,
 // each once there is room in the budget; a range larger than the whole
 // budget is left to be read when asked for.
+//
+// A range within one already fetched (PrefetchSpans) is left to it.
 func (p *Prefetcher) Prefetch(ranges [][2]int64) {
-	p.wg.Go(func() {
-		for _, r := range ranges {
-			if r[1] <= 0 || r[1] > p.size {
-				continue
-			}
-			if p.budget.Acquire(p.ctx, r[1]) != nil {
-				return
-			}
-			// Checked and registered at once: a ReadAt in between would
-			// read the chunk itself, and the chunk be fetched twice.
-			p.mu.Lock()
-			taken := p.taken[r[0]]
-			f := &fetched{off: r[0], weight: r[1]}
-			if !taken {
-				p.register(f)
-			}
-			p.mu.Unlock()
-			if taken {
-				p.budget.Release(r[1]) // the reader got there first
-				continue
-			}
-			p.fetch(f)
+	spans := make([]Span, len(ranges))
+	for i, r := range ranges {
+		spans[i] = Span{Off: r[0], Len: r[1], Reads: 1}
+	}
+	p.PrefetchSpans(spans)
+}
+
+// PrefetchSpans is Prefetch of spans, each read in one request and kept
+// until it has served its Reads reads. Those the budget has room for at
+// once are registered before it returns (so that a later Prefetch of a
+// range within one leaves it to that one), the others once there is.
+func (p *Prefetcher) PrefetchSpans(spans []Span) {
+	for i, s := range spans {
+		if p.skip(s) {
+			continue
 		}
-	})
+		if !p.budget.TryAcquire(s.Len) {
+			rest := spans[i:]
+			p.wg.Go(func() {
+				for _, s := range rest {
+					if p.skip(s) {
+						continue
+					}
+					if p.budget.Acquire(p.ctx, s.Len) != nil {
+						return
+					}
+					p.claim(s)
+				}
+			})
+			return
+		}
+		p.claim(s)
+	}
+}
+
+// skip tells whether s is not to be fetched ahead: empty, larger than
+// the whole budget (read when asked for), or within a range fetched.
+func (p *Prefetcher) skip(s Span) bool {
+	return s.Len <= 0 || s.Len > p.size || p.within(s.Off, s.Off+s.Len) != nil
+}
+
+// claim fetches s, its weight taken from the budget, unless the reader
+// read at its offset already.
+func (p *Prefetcher) claim(s Span) {
+	// Checked and registered at once: a ReadAt in between would read the
+	// chunk itself, and the chunk be fetched twice.
+	p.mu.Lock()
+	taken := p.taken[s.Off]
+	f := &fetched{off: s.Off, weight: s.Len, reads: max(s.Reads, 1)}
+	if !taken {
+		p.register(f)
+	}
+	p.mu.Unlock()
+	if taken {
+		p.budget.Release(s.Len) // the reader got there first
+		return
+	}
+	p.fetch(f)
+}
+
+// within returns the range registered that holds [off, end), or nil.
+func (p *Prefetcher) within(off, end int64) *fetched {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holding(off, end)
+}
+
+// holding is within with p.mu held.
+func (p *Prefetcher) holding(off, end int64) *fetched {
+	for start, f := range p.ranges {
+		if off >= start && end <= start+f.weight {
+			return f
+		}
+	}
+	return nil
 }
 
 // ReadAt serves a read from a range fetched ahead when one holds it, and
@@ -123,13 +184,7 @@ func (p *Prefetcher) Prefetch(ranges [][2]int64) {
 func (p *Prefetcher) ReadAt(b []byte, off int64) (int, error) {
 	end := off + int64(len(b))
 	p.mu.Lock()
-	var hit *fetched
-	for start, f := range p.ranges {
-		if off >= start && end <= start+f.weight {
-			hit = f
-			break
-		}
-	}
+	hit := p.holding(off, end)
 	if hit == nil {
 		p.taken[off] = true
 	}
@@ -148,9 +203,20 @@ func (p *Prefetcher) ReadAt(b []byte, off int64) (int, error) {
 	}
 	n := copy(b, hit.data[off-hit.off:])
 	if !hit.tail {
-		p.drop(hit) // a column chunk is read once
+		p.served(hit) // a column chunk is read once
 	}
 	return n, nil
+}
+
+// served counts a read f served, and drops f after its last.
+func (p *Prefetcher) served(f *fetched) {
+	p.mu.Lock()
+	f.reads--
+	last := f.reads <= 0
+	p.mu.Unlock()
+	if last {
+		p.drop(f)
+	}
 }
 
 func (p *Prefetcher) drop(f *fetched) {

@@ -61,6 +61,7 @@ type Upload struct {
 	w        io.Writer
 	pw       *io.PipeWriter // the PUT's body; nil in memory
 	N        int64
+	trailer  [8]byte // the last 8 bytes written (of N, when fewer)
 	done     chan error
 	finished bool
 	err      error
@@ -80,7 +81,27 @@ func StartUpload(ctx context.Context, b blob.Bucket, key string) *Upload {
 func (u *Upload) Write(p []byte) (int, error) {
 	n, err := u.w.Write(p)
 	u.N += int64(n)
+	if n >= 8 {
+		copy(u.trailer[:], p[n-8:n])
+	} else {
+		copy(u.trailer[:], u.trailer[n:])
+		copy(u.trailer[8-n:], p[:n])
+	}
 	return n, err
+}
+
+// Footer is the length of the Parquet footer written, with its 8-byte
+// trailer (format.Fragment.Footer); 0 when what was written does not end
+// as a Parquet object does.
+func (u *Upload) Footer() int64 {
+	if u.N < 12 || string(u.trailer[4:]) != "PAR1" {
+		return 0
+	}
+	n := int64(binary.LittleEndian.Uint32(u.trailer[:4])) + 8
+	if n > u.N-4 {
+		return 0
+	}
+	return n
 }
 
 // Finish ends the object — or, given an error, abandons it — and returns
@@ -264,6 +285,9 @@ func (w *Writer) Close() (format.Fragment, error) {
 	}
 	f := format.Fragment{Key: w.key, Rows: w.rows, Bytes: w.up.N, Columns: make([]format.ColumnStats, len(w.stats)), Created: time.Now().UTC(),
 		SchemaID: evolve.SchemaID(w.schema)}
+	if md, err := w.fw.FileMetadata(); err == nil {
+		f.Chunks, f.Footer = LayOut(md, w.up)
+	}
 	for i := range w.stats {
 		f.Columns[i] = w.stats[i].Result()
 	}
@@ -352,6 +376,7 @@ func EncodeWith(schema *arrow.Schema, batches []arrow.RecordBatch, seal func(pag
 		return nil, format.Fragment{}, err
 	}
 	f.Bytes = int64(buf.Len())
+	f.Footer = f.Bytes - int64(pages)
 	return buf.Bytes(), f, nil
 }
 

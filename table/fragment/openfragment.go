@@ -25,6 +25,22 @@ func Open(ctx context.Context, b blob.Bucket, f *format.Fragment, mem memory.All
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	return openSource(f, src, pre, mem, batchSize)
+}
+
+// OpenSpans is Open of the bytes a read needs, where f's entry says they
+// lie (format.Fragment.Spans): its footer (the range footer) and the
+// spans holding its column chunks are asked for at once, in one round
+// trip, through a prefetcher; anything else the reader asks for is read
+// when it does.
+func OpenSpans(ctx context.Context, b blob.Bucket, f *format.Fragment, mem memory.Allocator, batchSize int, readAhead int64, spans []format.Span, footer [2]int64) (*pqarrow.FileReader, parquet.ReaderAtSeeker, *format.Prefetcher, error) {
+	pre := format.NewPrefetcherTail(ctx, b, f.Key, f.Bytes, readAhead, footer[1])
+	pre.PrefetchSpans(spans)
+	return openSource(f, pre, pre, mem, batchSize)
+}
+
+// openSource opens the Parquet reader of fragment f over src.
+func openSource(f *format.Fragment, src parquet.ReaderAtSeeker, pre *format.Prefetcher, mem memory.Allocator, batchSize int) (_ *pqarrow.FileReader, _ parquet.ReaderAtSeeker, _ *format.Prefetcher, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = format.Corrupt(f.Key, "parquet footer is damaged", fmt.Errorf("%v", r))
@@ -215,4 +231,39 @@ func ChunkRanges(md *metadata.FileMetaData, rgs, leaves []int) [][2]int64 {
 		}
 	}
 	return out
+}
+
+// LayOut returns what a fragment's entry records of where its bytes lie
+// (format.Fragment.Chunks and Footer) for the object whose footer is md,
+// written through up; none when md's chunks are too many or out of order,
+// or up did not end as a Parquet object does.
+func LayOut(md *metadata.FileMetaData, up *Upload) (chunks []int64, footer int64) {
+	footer = up.Footer()
+	if footer == 0 || md.NumRowGroups() == 0 {
+		return nil, 0
+	}
+	leaves := make([]int, md.Schema.NumColumns())
+	for i := range leaves {
+		leaves[i] = i
+	}
+	rgs := make([]int, md.NumRowGroups())
+	for i := range rgs {
+		rgs[i] = i
+	}
+	if len(rgs)*len(leaves) > format.MaxLaidOutChunks {
+		return nil, 0
+	}
+	ranges := ChunkRanges(md, rgs, leaves)
+	if len(ranges) != len(rgs)*len(leaves) {
+		return nil, 0
+	}
+	starts := make([]int64, len(ranges))
+	for i, r := range ranges {
+		starts[i] = r[0]
+	}
+	last := ranges[len(ranges)-1]
+	if chunks = format.LayOut(starts, last[0]+last[1]); chunks == nil || last[0]+last[1] > up.N-footer {
+		return nil, 0
+	}
+	return chunks, footer
 }
