@@ -17,7 +17,7 @@ import (
 type Options struct {
 	// Commit tunes the Rewrite's commit.
 	Commit commit.Options
-	// Parallelism: source fragments read at once (default 32), and at
+	// Parallelism: source fragments read at once (default 64), and at
 	// most ReadAheadBytes of them (default 32 MiB; a larger one alone):
 	// many small fragments — a fleet's generations — are read many at once
 	// from a remote store, large ones few.

@@ -92,7 +92,7 @@ func (o *Options) EnsureDefaults() *Options {
 		c = *o
 	}
 	if c.Parallelism <= 0 {
-		c.Parallelism = 32
+		c.Parallelism = 64
 	}
 	if c.ReadAheadBytes <= 0 {
 		c.ReadAheadBytes = 32 << 20

@@ -122,7 +122,7 @@ def get(cmp, where, phase, key):
 def fmt(v, unit):
     if v is None:
         return "—"
-    return f"{v:,.0f}{unit}" if unit in (" rows/s", " ms") else f"{v:.3f}{unit}"
+    return f"{v:,.0f}{unit}" if unit in (" rows/s", " ms", " bytes") else f"{v:.3f}{unit}"
 lines = [
     ("ingest, direct", "ingest", "rows_per_s", " rows/s", "strata", True),
     ("ingest, shards", "ingest", "rows_per_s", " rows/s", "strata-shards", True),
@@ -130,8 +130,13 @@ lines = [
     ("ingest p99, direct", "ingest", "p99_ms", " ms", "strata", False),
     ("ingest max, direct", "ingest", "max_ms", " ms", "strata", False),
     ("full scan, 200 fragments", "scan-before", "full_s", " s", "strata", False),
+    ("projected scan (id, reward), 200 fragments", "scan-before", "proj_s", " s", "strata", False),
+    ("projected scan, bytes read (Strata's)", "scan-before", "proj_bytes_read", " bytes", "strata", False),
+    ("filtered count (reward >= 0.9), 200 fragments", "scan-before", "count_s", " s", "strata", False),
     ("compact 200 → 1", "compact", "wall_s", " s", "strata", False),
     ("full scan after compaction", "scan-after", "full_s", " s", "strata", False),
+    ("projected scan after compaction", "scan-after", "proj_s", " s", "strata", False),
+    ("projected scan after compaction, bytes read (Strata's)", "scan-after", "proj_bytes_read", " bytes", "strata", False),
     ("open the latest version (Strata's, apart)", "scan-after", "open_s", " s", "strata", False),
 ]
 print("| phase | store | Strata | LanceDB | Strata ÷ LanceDB |")
