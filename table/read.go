@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -98,13 +99,15 @@ func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ 
 		readAhead, o.streamLater = format.TailBytes, true
 	}
 	if spans, footer, ok := p.spans(f, ahead); ok {
-		o.fr, o.src, o.pre, err = fragment.OpenSpans(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, spans, footer)
+		o.fr, o.src, o.pre, err = fragment.OpenSpans(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, spans, footer,
+			p.s.footers.get(f.Key, f.Bytes))
 	} else {
 		o.fr, o.src, o.pre, err = fragment.Open(ctx, p.s.b, f, p.opts.Allocator, p.opts.BatchSize, readAhead, p.whole && !ahead)
 	}
 	if err != nil {
 		return nil, err
 	}
+	p.rememberFooter(o)
 	o.md = o.fr.ParquetReader().MetaData()
 	o.lay = p.layoutOf(o.md)
 	if o.md.NumRows != f.Rows {
@@ -155,6 +158,27 @@ func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ 
 		o.parallel = min(len(o.rgs), at, 4)
 	}
 	return o, nil
+}
+
+// rememberFooter keeps the footer of an opened fragment, read whole or
+// from the tail a prefetcher fetched, for the snapshot's scans to come.
+//
+// Only a fragment whose entry says where its bytes lie is read by its
+// spans, where a footer kept saves a request.
+func (p *scanPlan) rememberFooter(o *opened) {
+	if len(o.f.Chunks) == 0 || o.f.Footer <= 0 {
+		return
+	}
+	switch src := o.src.(type) {
+	case *bytes.Reader:
+		n := min(src.Size(), o.f.Footer)
+		tail := make([]byte, n)
+		if _, err := src.ReadAt(tail, src.Size()-n); err == nil {
+			p.s.footers.remember(o.f.Key, o.f.Bytes, tail)
+		}
+	case *format.Prefetcher:
+		p.s.footers.remember(o.f.Key, o.f.Bytes, src.Tail())
+	}
 }
 
 // spans returns where the bytes of f a scan reading some of its columns

@@ -19,6 +19,9 @@ import (
 type Snapshot struct {
 	b blob.Bucket
 	m *format.Manifest
+	// footers: those its scans read, for its scans to come (nil: none
+	// kept, a Snapshot made as a literal).
+	footers *footers
 }
 
 // OpenOptions choose the version to open; zero opens the latest.
@@ -57,11 +60,13 @@ func Open(ctx context.Context, b blob.Bucket, opts *OpenOptions) (*Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{b: b, m: m}, nil
+	return &Snapshot{b: b, m: m, footers: &footers{}}, nil
 }
 
 // NewSnapshot wraps a manifest already read.
-func NewSnapshot(b blob.Bucket, m *format.Manifest) *Snapshot { return &Snapshot{b: b, m: m} }
+func NewSnapshot(b blob.Bucket, m *format.Manifest) *Snapshot {
+	return &Snapshot{b: b, m: m, footers: &footers{}}
+}
 
 // SnapshotOf makes a read-only view of fragment objects that no manifest
 // lists yet (a shard's generations, say), to scan them as a table.
@@ -70,7 +75,7 @@ func SnapshotOf(b blob.Bucket, schema *arrow.Schema, fragments []format.Fragment
 	for _, f := range fragments {
 		m.NextFragmentID = max(m.NextFragmentID, f.ID+1)
 	}
-	return &Snapshot{b: b, m: m}
+	return &Snapshot{b: b, m: m, footers: &footers{}}
 }
 
 // ScanRowsOf scans fragments read in schema, as the fragments of version

@@ -57,11 +57,27 @@ func NewPrefetcher(ctx context.Context, b blob.Bucket, key string, size, budget 
 // bytes first (its footer's length, when the fragment's entry records it:
 // Fragment.Footer) rather than TailBytes.
 func NewPrefetcherTail(ctx context.Context, b blob.Bucket, key string, size, budget, tail int64) *Prefetcher {
+	return newPrefetcher(ctx, b, key, size, budget, tail, nil)
+}
+
+// NewPrefetcherKnown is NewPrefetcher given the object's last bytes, read
+// before (its footer, kept): it asks for them no more.
+func NewPrefetcherKnown(ctx context.Context, b blob.Bucket, key string, size, budget int64, known []byte) *Prefetcher {
+	return newPrefetcher(ctx, b, key, size, budget, TailBytes, known)
+}
+
+func newPrefetcher(ctx context.Context, b blob.Bucket, key string, size, budget, tail int64, known []byte) *Prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	r := blob.NewReaderAtSize(ctx, b, key, size)
 	budget = max(budget, TailBytes)
 	p := &Prefetcher{ReaderAt: r, ctx: ctx, cancel: cancel, size: budget, budget: semaphore.NewWeighted(budget),
 		ranges: map[int64]*fetched{}, taken: map[int64]bool{}}
+	if n := int64(len(known)); n > 0 && n <= r.Size() && p.budget.TryAcquire(n) {
+		f := &fetched{off: r.Size() - n, data: known, weight: n, tail: true}
+		p.register(f)
+		close(f.done)
+		return p
+	}
 	tail = min(r.Size(), max(tail, 8), budget)
 	if p.budget.TryAcquire(tail) {
 		p.start(&fetched{off: r.Size() - tail, weight: tail, tail: true})

@@ -33,8 +33,16 @@ func Open(ctx context.Context, b blob.Bucket, f *format.Fragment, mem memory.All
 // spans holding its column chunks are asked for at once, in one round
 // trip, through a prefetcher; anything else the reader asks for is read
 // when it does.
-func OpenSpans(ctx context.Context, b blob.Bucket, f *format.Fragment, mem memory.Allocator, batchSize int, readAhead int64, spans []format.Span, footer [2]int64) (*pqarrow.FileReader, parquet.ReaderAtSeeker, *format.Prefetcher, error) {
-	pre := format.NewPrefetcherTail(ctx, b, f.Key, f.Bytes, readAhead, footer[1])
+//
+// known, when not nil, is the object's footer as read before: it is not
+// asked for again.
+func OpenSpans(ctx context.Context, b blob.Bucket, f *format.Fragment, mem memory.Allocator, batchSize int, readAhead int64, spans []format.Span, footer [2]int64, known []byte) (*pqarrow.FileReader, parquet.ReaderAtSeeker, *format.Prefetcher, error) {
+	var pre *format.Prefetcher
+	if known != nil {
+		pre = format.NewPrefetcherKnown(ctx, b, f.Key, f.Bytes, readAhead, known)
+	} else {
+		pre = format.NewPrefetcherTail(ctx, b, f.Key, f.Bytes, readAhead, footer[1])
+	}
 	pre.PrefetchSpans(spans)
 	return openSource(f, pre, pre, mem, batchSize)
 }
