@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/stratadb/strata/table/format"
@@ -36,14 +38,30 @@ type Memory interface {
 const pageBytes = 1 << 20
 
 // OpenAheadBytes is what a scan with a Memory budget holds besides what it
-// reserves: up to parallelism fragments (ScanOptions.Parallelism; 0 means
-// DefaultMemoryParallelism) opened ahead of their reservation — a small fragment's object, or a
-// larger one's tail — and their footers. A caller counts it once per scan.
+// reserves: the fragments it opened ahead of their reservation — a small
+// fragment's object, or the bytes of its columns, or a larger one's tail —
+// and their footers, as many as parallelism fragments
+// (ScanOptions.Parallelism; 0 means DefaultMemoryParallelism) of the most
+// a fragment opened ahead holds (openAheadCost). A caller counts it once
+// per scan. Fragments smaller than that are opened ahead more at once, up
+// to MaxOpenAhead, within the same bytes.
 func OpenAheadBytes(parallelism int) int64 {
 	if parallelism <= 0 {
 		parallelism = DefaultMemoryParallelism
 	}
 	return int64(parallelism) * (fragment.WholeReadLimit + 2*format.TailBytes)
+}
+
+// MaxOpenAhead bounds the fragments a scan with a Memory budget opens
+// ahead at once, however small: through a store 20 ms away, each one
+// opened is a round trip under way.
+const MaxOpenAhead = 64
+
+// openAheadCost is the most fragment f holds opened ahead: its object (up
+// to WholeReadLimit; a larger one's tail, or the spans of its columns, is
+// less), and its footer decoded.
+func openAheadCost(f *format.Fragment) int64 {
+	return min(max(f.Bytes, 0), fragment.WholeReadLimit) + 2*format.TailBytes
 }
 
 // runWithin is run for a scan with a Memory budget: fragments are opened
@@ -85,11 +103,16 @@ func (p *scanPlan) runWithin(ctx context.Context, frags []*format.Fragment, use 
 		use, func(rec arrow.RecordBatch) { rec.Release() })
 }
 
-// opener opens a scan's fragments ahead of their reservations, in order
-// and at most a token's worth at once: a token is taken before a fragment
-// is opened and given back once it is reserved (or given up).
+// opener opens a scan's fragments ahead of their reservations, in order,
+// at most MaxOpenAhead at once and within OpenAheadBytes(Parallelism):
+// a fragment takes a slot and its openAheadCost (all of it at most: a
+// heavier one alone) before it is opened, and gives them back once it is
+// reserved (or given up).
 type opener struct {
-	tokens  chan struct{}
+	slots   chan struct{}
+	bytes   *semaphore.Weighted
+	limit   int64
+	costs   []int64
 	results []chan openResult
 	wg      sync.WaitGroup
 }
@@ -101,15 +124,22 @@ type openResult struct {
 
 // openAhead starts opening frags; ctx's end stops it.
 func (p *scanPlan) openAhead(ctx context.Context, frags []*format.Fragment) *opener {
-	a := &opener{tokens: make(chan struct{}, p.opts.Parallelism), results: make([]chan openResult, len(frags))}
+	limit := OpenAheadBytes(p.opts.Parallelism)
+	a := &opener{slots: make(chan struct{}, MaxOpenAhead), bytes: semaphore.NewWeighted(limit), limit: limit,
+		costs: make([]int64, len(frags)), results: make([]chan openResult, len(frags))}
 	for i := range a.results {
 		a.results[i] = make(chan openResult, 1)
 	}
 	a.wg.Go(func() {
 		for i, f := range frags {
 			select {
-			case a.tokens <- struct{}{}:
+			case a.slots <- struct{}{}:
 			case <-ctx.Done():
+				return
+			}
+			a.costs[i] = min(openAheadCost(f), limit)
+			if a.bytes.Acquire(ctx, a.costs[i]) != nil {
+				<-a.slots
 				return
 			}
 			a.wg.Go(func() {
@@ -126,13 +156,19 @@ func (a *opener) take(ctx context.Context, i int) (o *opened, done func(), err e
 	select {
 	case r := <-a.results[i]:
 		if r.err != nil {
-			<-a.tokens
+			a.give(i)
 			return nil, nil, r.err
 		}
-		return r.o, func() { <-a.tokens }, nil
+		return r.o, func() { a.give(i) }, nil
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
+}
+
+// give gives back what fragment i took to be opened ahead.
+func (a *opener) give(i int) {
+	a.bytes.Release(a.costs[i])
+	<-a.slots
 }
 
 // drain waits for the opens under way, once the scan's context has
