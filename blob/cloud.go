@@ -153,6 +153,9 @@ func (r *cloudReader) Read(p []byte) (int, error) {
 
 func (r *cloudReader) Close() error { return r.r.Close() }
 
+// Size is the whole object's size, as the store said it with the range.
+func (r *cloudReader) Size() int64 { return r.r.Size() }
+
 func (c *cloudBucket) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := CheckKey(key); err != nil {
 		return newError("put-if-absent", key, ErrPermanent, err)

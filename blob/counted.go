@@ -152,7 +152,16 @@ func (c *Counted) NewRangeReader(ctx context.Context, key string, offset, length
 	if err != nil {
 		return nil, err
 	}
+	if s, ok := r.(Sized); ok {
+		return &sizedCountingReader{countingReader{ReadCloser: r, n: &c.c.in}, s}, nil
+	}
 	return &countingReader{ReadCloser: r, n: &c.c.in}, nil
+}
+
+// sizedCountingReader is a countingReader that says the object's size.
+type sizedCountingReader struct {
+	countingReader
+	Sized
 }
 
 type countingReader struct {

@@ -129,7 +129,8 @@ func (b *fileBucket) NewRangeReader(ctx context.Context, key string, offset, len
 	if err != nil {
 		return nil, fileErr("range-get", key, err)
 	}
-	if fi, err := f.Stat(); err != nil || fi.IsDir() {
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
 		f.Close()
 		if err == nil {
 			err = syscall.EISDIR
@@ -139,15 +140,19 @@ func (b *fileBucket) NewRangeReader(ctx context.Context, key string, offset, len
 	if length < 0 {
 		length = 1<<63 - 1 - offset
 	}
-	return &sectionCloser{Reader: io.NewSectionReader(f, offset, length), f: f}, nil
+	return &sectionCloser{Reader: io.NewSectionReader(f, offset, length), f: f, size: fi.Size()}, nil
 }
 
 type sectionCloser struct {
 	io.Reader
-	f *os.File
+	f    *os.File
+	size int64
 }
 
 func (s *sectionCloser) Close() error { return s.f.Close() }
+
+// Size is the whole file's size when the range was opened.
+func (s *sectionCloser) Size() int64 { return s.size }
 
 // writeTemp writes r to a fresh temporary file, fsyncs it and returns its
 // path and size.

@@ -3,8 +3,16 @@ package blob
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 )
+
+// Sized is a range reader (Bucket.NewRangeReader) that knows the size of
+// the whole object it reads, as the store said it with the range; -1 when
+// it did not.
+type Sized interface {
+	Size() int64
+}
 
 // ReaderAt reads one object with ranged requests: each ReadAt is one
 // ranged GET. It lets Parquet readers fetch a footer and the column chunks
@@ -62,6 +70,15 @@ func (r *ReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer rc.Close()
+	// The store says how large the object is with every ranged read: one
+	// not of the size recorded was cut short or replaced, whatever bytes
+	// this range holds. (A store that does not say falls back to the
+	// range's own length, which says nothing.)
+	if s, ok := rc.(Sized); ok {
+		if total := s.Size(); total >= 0 && total != r.size && total != want {
+			return 0, newError("range-get", r.key, ErrRetryable, fmt.Errorf("object is %d bytes, its recorded size is %d", total, r.size))
+		}
+	}
 	n, err := io.ReadFull(rc, p[:want])
 	if err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {

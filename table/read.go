@@ -164,9 +164,11 @@ func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ 
 // from the tail a prefetcher fetched, for the snapshot's scans to come.
 //
 // Only a fragment whose entry says where its bytes lie is read by its
-// spans, where a footer kept saves a request.
+// spans, where a footer kept saves a request. A scan with a Memory
+// budget (a server's, of a snapshot opened for it alone) keeps none: what
+// it holds is what the budget counts.
 func (p *scanPlan) rememberFooter(o *opened) {
-	if len(o.f.Chunks) == 0 || o.f.Footer <= 0 {
+	if len(o.f.Chunks) == 0 || o.f.Footer <= 0 || p.opts.Memory != nil {
 		return
 	}
 	switch src := o.src.(type) {

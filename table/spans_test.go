@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
@@ -12,6 +13,7 @@ import (
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/table/value"
 )
 
@@ -181,13 +183,18 @@ func equalValues(a, b []any) bool {
 	return true
 }
 
-// A fragment cut short in the store, read by the spans its entry
-// records, is an error naming it, never a panic nor rows.
+// A fragment cut short or replaced in the store, read by the spans its
+// entry records — its footer kept by the snapshot from an earlier scan, or
+// read afresh — is an error naming it, never a panic nor rows: every
+// ranged read checks the object's size the store gives with it.
 func TestVolumeAFragmentCutShortReadBySpansIsAnError(t *testing.T) {
-	for _, store := range []string{"mem", "minio"} {
+	for _, store := range []string{"mem", "file", "minio"} {
 		t.Run(store, func(t *testing.T) {
 			url := "mem://"
-			if store == "minio" {
+			switch store {
+			case "file":
+				url = "file://" + t.TempDir()
+			case "minio":
 				url = testenv.MinIO(t).URL(t)
 			}
 			b, err := blob.Open(ctx, url)
@@ -198,21 +205,34 @@ func TestVolumeAFragmentCutShortReadBySpansIsAnError(t *testing.T) {
 			rec := rollouts.Batch(testenv.Allocator(t), 42, 2, 0, 400)
 			defer rec.Release()
 			_, s, frag, data := oneFragmentTableIn(t, b, rec)
-			for _, cut := range []int{len(data) / 2, len(data) - 20, 7} {
-				if err := b.Put(ctx, frag.Key, bytes.NewReader(data[:cut])); err != nil {
+			projected(t, s, table.ScanOptions{}) // the snapshot keeps the footer
+			other := rollouts.Batch(testenv.Allocator(t), 43, 2, 0, 350)
+			defer other.Release()
+			replacement, _, err := fragment.Encode(rollouts.Schema, []arrow.RecordBatch{other}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, bad := range [][]byte{data[:len(data)/2], data[:len(data)-20], data[:7], replacement} {
+				if err := b.Put(ctx, frag.Key, bytes.NewReader(bad)); err != nil {
 					t.Fatal(err)
 				}
-				var got error
-				rows := 0
-				for rec, err := range s.Scan(ctx, table.ScanOptions{Columns: []string{"id"}}) {
-					if err != nil {
-						got = err
-						break
-					}
-					rows += int(rec.NumRows())
+				fresh, err := table.Open(ctx, b, nil)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if got == nil || !bytes.Contains([]byte(got.Error()), []byte(frag.Key)) {
-					t.Fatalf("cut to %d bytes: %d rows, error %v; want an error naming %s", cut, rows, got, frag.Key)
+				for name, snap := range map[string]*table.Snapshot{"kept footer": s, "fresh": fresh} {
+					var got error
+					rows := 0
+					for rec, err := range snap.Scan(ctx, table.ScanOptions{Columns: []string{"id"}}) {
+						if err != nil {
+							got = err
+							break
+						}
+						rows += int(rec.NumRows())
+					}
+					if got == nil || !bytes.Contains([]byte(got.Error()), []byte(frag.Key)) {
+						t.Fatalf("%s, object of %d bytes in place of %d: %d rows, error %v; want an error naming %s", name, len(bad), len(data), rows, got, frag.Key)
+					}
 				}
 			}
 		})
