@@ -206,8 +206,10 @@ type CountResult struct {
 
 // TakeRequest is the body of POST …/take.
 type TakeRequest struct {
-	Column  string   `json:"column,omitempty"` // default "id"
-	Keys    []int64  `json:"keys"`
+	Column string `json:"column,omitempty"` // default "id"
+	// Keys are values of the key column: integers, strings (a binary
+	// column's bytes too) or booleans, as it holds.
+	Keys    []any    `json:"keys"`
 	Columns []string `json:"columns,omitempty"`
 }
 

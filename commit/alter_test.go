@@ -419,7 +419,7 @@ func TestTakeThroughAnIndexFindsAnUpsertedRow(t *testing.T) {
 	}
 	upsert(t, tb, []string{"id"}, kv{1, "b", 10})
 	s, _ := table.Open(ctx, b, nil)
-	recs, _, err := s.TakeWith(ctx, "id", []int64{1, 2}, table.ScanOptions{Columns: []string{"id", "reward"}})
+	recs, _, err := s.TakeWith(ctx, "id", value.Ints(1, 2), table.ScanOptions{Columns: []string{"id", "reward"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func take(t *testing.T, b blob.Bucket, keys ...int64) (map[int64]rollouts.Row, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, res, err := s.Take(ctx, "id", keys, nil)
+	recs, res, err := s.Take(ctx, "id", value.Ints(keys...), nil)
 	if err != nil {
 		t.Fatalf("Take: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestVolumeTakeReadsOnlyTheRowGroupsItNeeds(t *testing.T) {
 	}
 	f := s.Manifest().Fragments[0]
 	before, _ := blob.StatsOf(b)
-	recs, _, err := s.Take(ctx, "id", []int64{12345}, nil)
+	recs, _, err := s.Take(ctx, "id", value.Ints(12345), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -310,7 +310,7 @@ func (s *Server) scanRows(w http.ResponseWriter, r *http.Request, t *tableState)
 }
 
 func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState) error {
-	var req api.TakeRequest
+	var req takeRequest
 	holds := s.budget.newHolds()
 	decoding, err := holds.hold(r.Context(), s.bodyReserve(r))
 	if err != nil {

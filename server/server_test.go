@@ -202,7 +202,7 @@ func TestTableRoutes(t *testing.T) {
 	if code != http.StatusBadRequest {
 		t.Fatalf("scan with a bad filter: %d %s", code, body)
 	}
-	recs, err = f.c.Take(ctx, "rollouts", api.TakeRequest{Keys: []int64{3, 44, 999}})
+	recs, err = f.c.Take(ctx, "rollouts", api.TakeRequest{Keys: []any{3, 44, 999}})
 	if got := ids(t, recs); err != nil || len(got) != 2 || got[3] != 1 || got[44] != 1 {
 		t.Fatalf("take: %v %v", got, err)
 	}

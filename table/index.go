@@ -9,7 +9,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
@@ -164,86 +163,6 @@ func (s *Snapshot) BuildIndexEntries(ctx context.Context, col string) ([]IndexEn
 		}
 	}
 	return out, nil
-}
-
-// TakeResult says how Take found its rows.
-type TakeResult struct {
-	FromIndex    int // keys resolved through the index
-	ScannedFrags int // fragments the index does not cover, scanned with statistics pruning
-}
-
-// Take returns the live rows whose column col equals one of keys, with
-// the columns asked for (nil: all). A key index is meant for unique keys
-// (an id): a key the index resolves is not looked for elsewhere. With a key index on col it reads only
-// the row groups that hold the rows (ranged reads of their column chunks),
-// translating addresses through the remap entries of later Rewrites; rows
-// in fragments newer than the index are found by a statistics-pruned scan.
-// Without an index it scans with pruning. The caller releases the batches.
-func (s *Snapshot) Take(ctx context.Context, col string, keys []int64, columns []string) ([]arrow.RecordBatch, TakeResult, error) {
-	return s.TakeWith(ctx, col, keys, ScanOptions{Columns: columns})
-}
-
-// TakeWith is Take with the scans it makes shaped by opts: the columns
-// they read, their Memory budget, parallelism, read-ahead, batch size and
-// allocator. Its filter, fragments and row addresses do not apply.
-func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []int64, opts ScanOptions) ([]arrow.RecordBatch, TakeResult, error) {
-	columns := opts.Columns
-	scan := func(o ScanOptions) ScanOptions {
-		o.Memory, o.Parallelism, o.ReadAheadBytes, o.BatchSize, o.Allocator = opts.Memory, opts.Parallelism, opts.ReadAheadBytes, opts.BatchSize, opts.Allocator
-		return o
-	}
-	var res TakeResult
-	vals := make([]value.Value, len(keys))
-	for i, k := range keys {
-		vals[i] = value.Int(k)
-	}
-	ix := s.m.IndexOn(col)
-	var out []arrow.RecordBatch
-	collect := func(opts ScanOptions) error {
-		for rec, err := range s.Scan(ctx, opts) {
-			if err != nil {
-				return err
-			}
-			rec.Retain()
-			out = append(out, rec)
-		}
-		return nil
-	}
-	if ix == nil {
-		return out, res, collect(scan(ScanOptions{Columns: columns, Filter: expr.In(col, vals...)}))
-	}
-	kix, err := loadIndex(ctx, s.b, ix.Key)
-	if err != nil {
-		return nil, res, err
-	}
-	want, found, err := s.resolveKeys(ctx, kix, keys)
-	if err != nil {
-		return nil, res, err
-	}
-	for _, offs := range want {
-		res.FromIndex += len(offs)
-	}
-	unindexed := s.unindexed(ix)
-	// Keys the index resolved are not looked for again: a key index is
-	// for keys that are unique, such as ids.
-	var rest []value.Value
-	for _, k := range keys {
-		if !found[k] {
-			rest = append(rest, value.Int(k))
-		}
-	}
-	if len(want) > 0 {
-		if err := collect(scan(ScanOptions{Columns: columns, rows: want})); err != nil {
-			return nil, res, err
-		}
-	}
-	if len(unindexed) > 0 && len(rest) > 0 {
-		res.ScannedFrags = len(unindexed)
-		if err := collect(scan(ScanOptions{Columns: columns, Filter: expr.In(col, rest...), Fragments: unindexed})); err != nil {
-			return nil, res, err
-		}
-	}
-	return out, res, nil
 }
 
 // resolveKeys looks keys up in the key index kix and follows each address

@@ -286,7 +286,11 @@ func roundTrip(t *testing.T, seed uint64) {
 		for range 5 {
 			keys = append(keys, g.r.Int64N(next))
 		}
-		took, err := c.Take(ctx, "t", api.TakeRequest{Keys: keys})
+		anys := make([]any, len(keys))
+		for i, k := range keys {
+			anys[i] = k
+		}
+		took, err := c.Take(ctx, "t", api.TakeRequest{Keys: anys})
 		if err != nil {
 			t.Fatalf("%s: take: %v", what, err)
 		}

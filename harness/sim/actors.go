@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 	"github.com/stratadb/strata/walshard"
 	"github.com/stratadb/strata/walshard/fleetmerge"
 )
@@ -460,7 +461,7 @@ func (w *world) checkTake(s *table.Snapshot, seen map[int64]int) string {
 	for i := range keys {
 		keys[i] = 1 + int64(w.intn(int(top)+5))
 	}
-	recs, _, err := s.Take(w.ctx, "id", keys, nil)
+	recs, _, err := s.Take(w.ctx, "id", value.Ints(keys...), nil)
 	got, _, rerr := readRows(func(yield func(arrow.RecordBatch, error) bool) {
 		for _, r := range recs {
 			if !yield(r, nil) {

@@ -70,6 +70,15 @@ func (v Value) String() string {
 	return "none"
 }
 
+// Ints returns the integers vs as values (keys for a take, say).
+func Ints(vs ...int64) []Value {
+	out := make([]Value, len(vs))
+	for i, v := range vs {
+		out[i] = Int(v)
+	}
+	return out
+}
+
 // Compare orders two values of the same kind (-1, 0, +1).
 func Compare(a, b Value) int {
 	switch a.Kind {

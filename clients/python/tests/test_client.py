@@ -127,6 +127,12 @@ class ServerTest(unittest.TestCase):
         self.assertEqual([ix["column"] for ix in c.indexes("events")], ["id"])
         taken = c.take("events", [4, 5, 999], columns=["id", "reward"])
         self.assertEqual(sorted(r["id"] for r in taken), [4, 5])
+        # By a string key: every row of worker w1 (the 30 rows), none of w9.
+        taken = c.take("events", ["w1", "w9"], column="worker", columns=["id"])
+        self.assertEqual(sorted(r["id"] for r in taken), list(range(30)))
+        with self.assertRaises(StrataError) as e:
+            c.take("events", ["four"], columns=["id"])
+        self.assertEqual(e.exception.status, 400)
 
         # All or nothing: a bad row fails the request and stores nothing.
         with self.assertRaises(StrataError) as e:

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/table/value"
 )
 
 func newTake(env *Env) *cobra.Command {
@@ -22,14 +25,6 @@ func newTake(env *Env) *cobra.Command {
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			var keys []int64
-			for _, a := range args[1:] {
-				k, err := strconv.ParseInt(a, 10, 64)
-				if err != nil {
-					return usageError{fmt.Errorf("key %q is not an integer", a)}
-				}
-				keys = append(keys, k)
-			}
 			w, err := newRowWriter(env.Out, format, 0)
 			if err != nil {
 				return err
@@ -40,6 +35,10 @@ func newTake(env *Env) *cobra.Command {
 			}
 			defer b.Close()
 			s, err := at.open(c.Context(), b)
+			if err != nil {
+				return err
+			}
+			keys, err := takeKeys(s.Manifest().Schema(), column, args[1:])
 			if err != nil {
 				return err
 			}
@@ -65,10 +64,48 @@ func newTake(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&column, "column", "id", "the key column (an integer column)")
+	c.Flags().StringVar(&column, "column", "id", "the key column: integers, strings, binaries (as text) or booleans")
 	c.Flags().StringVar(&columns, "columns", "", "comma-separated columns to print (default: all)")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or jsonl")
 	at.flags(c.Flags(), "read")
 	AtLeast(c, 0, "version")
 	return c
+}
+
+// takeKeys reads the keys given as arguments as values of the key column
+// col of schema: integers for an integer column (timestamps and dates as
+// their integers), the text itself for a string or a binary one, true or
+// false for a boolean one.
+func takeKeys(schema *arrow.Schema, col string, args []string) ([]value.Value, error) {
+	fi := schema.FieldIndices(col)
+	if len(fi) != 1 {
+		return nil, usageError{fmt.Errorf("the table has no column %q to take by", col)}
+	}
+	typ := schema.Field(fi[0]).Type
+	keys := make([]value.Value, len(args))
+	for i, a := range args {
+		var err error
+		switch value.KindOf(typ) {
+		case value.KindInt:
+			var k int64
+			k, err = strconv.ParseInt(a, 10, 64)
+			keys[i] = value.Int(k)
+		case value.KindUint:
+			var k uint64
+			k, err = strconv.ParseUint(a, 10, 64)
+			keys[i] = value.Uint(k)
+		case value.KindString, value.KindBytes:
+			keys[i] = value.String(a)
+		case value.KindBool:
+			var k bool
+			k, err = strconv.ParseBool(a)
+			keys[i] = value.Bool(k)
+		default:
+			return nil, usageError{fmt.Errorf("column %q holds %s: not a key column (integers, strings, binaries or booleans)", col, typ)}
+		}
+		if err != nil {
+			return nil, usageError{fmt.Errorf("key %q is not a value of column %q (%s)", a, col, typ)}
+		}
+	}
+	return keys, nil
 }

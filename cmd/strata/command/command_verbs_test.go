@@ -78,6 +78,20 @@ func TestDemoThenEveryVerb(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1000000005  w01     5") {
 		t.Fatalf("take: exit %d\n%s", code, out)
 	}
+	// By a string key: every row whose worker is w01, as many as count
+	// finds; a key that is not a value of the column, and a column that
+	// holds no keys, are usage errors.
+	code, want, _ := run(t, nil, "count", u, "--filter", "worker = 'w01'")
+	code2, out, _ := run(t, nil, "take", u, "w01", "--column", "worker", "--columns", "worker", "--format", "csv")
+	if code != 0 || code2 != 0 || strings.Count(out, "w01\n") == 0 || fmt.Sprint(strings.Count(out, "w01\n"))+"\n" != want {
+		t.Fatalf("take by worker: exit %d, %d rows of w01; count says %q", code2, strings.Count(out, "w01\n"), want)
+	}
+	if code, _, errOut := run(t, nil, "take", u, "abc"); code != 2 || !strings.Contains(errOut, `key "abc" is not a value of column "id"`) {
+		t.Fatalf("take of a string from an integer column: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "take", u, "0.5", "--column", "reward"); code != 2 || !strings.Contains(errOut, "not a key column") {
+		t.Fatalf("take by a float column: exit %d %s", code, errOut)
+	}
 	if code, out, _ = run(t, nil, "tag", u, "after-demo"); code != 0 || !strings.Contains(out, "as after-demo") {
 		t.Fatalf("tag: %d %s", code, out)
 	}
@@ -113,6 +127,12 @@ func TestDemoOnMinIO(t *testing.T) {
 	code, out, errOut := run(t, nil, "demo", u, "--workers", "2", "--appends", "4", "--rows", "10")
 	if code != 0 || !strings.Contains(out, "wrote 80 rows") {
 		t.Fatalf("demo on MinIO: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// Taken by a string key: the 40 rows of worker w01, read from MinIO by
+	// the worker column, then those rows' row groups.
+	code, out, errOut = run(t, nil, "take", u, "w01", "--column", "worker", "--columns", "worker,step", "--format", "csv")
+	if code != 0 || strings.Count(out, "w01,") != 40 {
+		t.Fatalf("take by worker on MinIO: exit %d, %d rows\n%s", code, strings.Count(out, "w01,"), errOut)
 	}
 }
 

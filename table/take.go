@@ -1,0 +1,141 @@
+package table
+
+import (
+	"context"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/stratadb/strata/table/expr"
+	"github.com/stratadb/strata/table/value"
+)
+
+// TakeResult says how Take found its rows.
+type TakeResult struct {
+	FromIndex    int // keys resolved through the index
+	ScannedFrags int // fragments the index does not cover, scanned with statistics pruning
+}
+
+// Take returns the live rows whose column col equals one of keys, with
+// the columns asked for (nil: all). A key is a value of the column's kind
+// (value.KindOf): an integer, a string, a binary or a boolean; a string
+// stands for a binary and a non-negative integer for an unsigned one. A
+// key index is meant for unique keys (an id): a key the index resolves is
+// not looked for elsewhere. With a key index on col (an integer column)
+// it reads only the row groups that hold the rows (ranged reads of their
+// column chunks), translating addresses through the remap entries of
+// later Rewrites. Rows the index does not give are found in two steps:
+// a scan of col alone in the fragments its statistics do not rule out,
+// which gives their addresses, then a read of those rows' row groups.
+// The caller releases the batches.
+func (s *Snapshot) Take(ctx context.Context, col string, keys []value.Value, columns []string) ([]arrow.RecordBatch, TakeResult, error) {
+	return s.TakeWith(ctx, col, keys, ScanOptions{Columns: columns})
+}
+
+// TakeWith is Take with the scans it makes shaped by opts: the columns
+// they read, their Memory budget, parallelism, read-ahead, batch size and
+// allocator. Its filter, fragments and row addresses do not apply.
+func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value, opts ScanOptions) ([]arrow.RecordBatch, TakeResult, error) {
+	columns := opts.Columns
+	scan := func(o ScanOptions) ScanOptions {
+		o.Memory, o.Parallelism, o.ReadAheadBytes, o.BatchSize, o.Allocator = opts.Memory, opts.Parallelism, opts.ReadAheadBytes, opts.BatchSize, opts.Allocator
+		return o
+	}
+	var res TakeResult
+	// The keys as the column holds them: a key of another kind is an
+	// error here, before anything is read.
+	in, err := expr.Bind(expr.In(col, keys...), s.m.Schema())
+	if err != nil {
+		return nil, res, err
+	}
+	keys = in.(expr.InSet).Values
+	var out []arrow.RecordBatch
+	collect := func(opts ScanOptions) error {
+		for rec, err := range s.Scan(ctx, opts) {
+			if err != nil {
+				return err
+			}
+			rec.Retain()
+			out = append(out, rec)
+		}
+		return nil
+	}
+	rest, fragments := keys, []uint64(nil)
+	if ix := s.m.IndexOn(col); ix != nil && allInts(keys) {
+		kix, err := loadIndex(ctx, s.b, ix.Key)
+		if err != nil {
+			return nil, res, err
+		}
+		ints := make([]int64, len(keys))
+		for i, k := range keys {
+			ints[i] = k.I
+		}
+		want, found, err := s.resolveKeys(ctx, kix, ints)
+		if err != nil {
+			return nil, res, err
+		}
+		for _, offs := range want {
+			res.FromIndex += len(offs)
+		}
+		if len(want) > 0 {
+			if err := collect(scan(ScanOptions{Columns: columns, rows: want})); err != nil {
+				return nil, res, err
+			}
+		}
+		// Keys the index resolved are not looked for again: a key index
+		// is for keys that are unique, such as ids.
+		rest = rest[:0:0]
+		for _, k := range keys {
+			if !found[k.I] {
+				rest = append(rest, k)
+			}
+		}
+		if fragments = s.unindexed(ix); len(fragments) == 0 {
+			return out, res, nil
+		}
+		res.ScannedFrags = len(fragments)
+	}
+	if len(rest) == 0 {
+		return out, res, nil
+	}
+	want, err := s.locate(ctx, col, rest, fragments, scan)
+	if err != nil {
+		return nil, res, err
+	}
+	if len(want) > 0 {
+		if err := collect(scan(ScanOptions{Columns: columns, rows: want})); err != nil {
+			return nil, res, err
+		}
+	}
+	return out, res, nil
+}
+
+// locate returns the addresses of the live rows whose column col holds
+// one of keys, in fragments (nil: all), reading col alone: each fragment
+// its statistics do not rule out costs its footer and col's chunks, one
+// round trip.
+func (s *Snapshot) locate(ctx context.Context, col string, keys []value.Value, fragments []uint64, scan func(ScanOptions) ScanOptions) (map[uint64][]uint32, error) {
+	want := map[uint64][]uint32{}
+	opts := scan(ScanOptions{Columns: []string{col}, Filter: expr.In(col, keys...), Fragments: fragments, WithRowAddress: true})
+	opts.Allocator = nil // addresses only: nothing the caller keeps
+	for rec, err := range s.Scan(ctx, opts) {
+		if err != nil {
+			return nil, err
+		}
+		frags := rec.Column(1).(*array.Uint64)
+		offs := rec.Column(2).(*array.Uint32)
+		for i := range frags.Len() {
+			want[frags.Value(i)] = append(want[frags.Value(i)], offs.Value(i))
+		}
+	}
+	return want, nil
+}
+
+func allInts(keys []value.Value) bool {
+	for _, k := range keys {
+		if k.Kind != value.KindInt {
+			return false
+		}
+	}
+	return true
+}
