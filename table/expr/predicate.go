@@ -62,6 +62,10 @@ type InSet struct {
 	Column string
 	Values []value.Value
 	Not    bool
+	// sorted: bound, its Values are in order (value.Compare), so that a
+	// row is looked up among thousands of keys (a take's) by a binary
+	// search rather than compared with each.
+	sorted bool
 }
 
 // AndOf is true when every predicate is.
@@ -164,6 +168,9 @@ func (in InSet) bind(s *arrow.Schema) (Predicate, error) {
 			return nil, err
 		}
 	}
+	// Coerced, the values are of one kind, which Compare orders wholly.
+	slices.SortFunc(out.Values, value.Compare)
+	out.sorted = true
 	return out, nil
 }
 
@@ -311,6 +318,12 @@ func (in InSet) Match(cols map[string]arrow.Array, i int) bool {
 	v, ok := comparable(cols[in.Column], i)
 	if !ok {
 		return false
+	}
+	if in.sorted {
+		if _, found := slices.BinarySearchFunc(in.Values, v, value.Compare); found {
+			return !in.Not
+		}
+		return in.Not
 	}
 	for _, w := range in.Values {
 		if value.Compare(v, w) == 0 {
