@@ -56,6 +56,10 @@ type Config struct {
 	// machine answers in a millisecond and shares the CPU; this shows how
 	// the phases fare when the round trip, not the CPU, is the cost.
 	StoreLatency time.Duration
+	// TakeRows and TakeFragments shape the take-keys phase's table (see
+	// takekeys.go).
+	TakeRows      int64
+	TakeFragments int
 	// The fleet mode (see fleet.go): Writers shard writers append Rows
 	// rows every AppendEvery for Duration, flushing every FlushInterval;
 	// the compactor Job passes every MergeInterval.
@@ -74,6 +78,10 @@ func (cfg Config) open(ctx context.Context, u string) (blob.Bucket, error) {
 // AllPhases in order.
 var AllPhases = []string{"ingest", "scan-before", "compact", "scan-after", "concurrent"}
 
+// OtherPhases run only when named: take-keys builds a table of its own,
+// ten million rows by default.
+var OtherPhases = []string{"take-keys"}
+
 // Result is one output line; fields that do not apply are left out.
 type Result map[string]any
 
@@ -84,9 +92,12 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		cfg.Phases = AllPhases
 	}
 	for _, p := range cfg.Phases {
-		if !slices.Contains(AllPhases, p) {
-			return fmt.Errorf("bench: unknown phase %q (phases: %s)", p, strings.Join(AllPhases, ","))
+		if !slices.Contains(AllPhases, p) && !slices.Contains(OtherPhases, p) {
+			return fmt.Errorf("bench: unknown phase %q (phases: %s)", p, strings.Join(append(slices.Clone(AllPhases), OtherPhases...), ","))
 		}
+	}
+	if slices.Contains(cfg.Phases, "take-keys") && (cfg.TakeRows < int64(cfg.TakeFragments) || cfg.TakeFragments < 1 || cfg.TakeRows < takeKeys) {
+		return fmt.Errorf("bench: take-keys needs at least one fragment, at least %d rows and a row a fragment (%d rows in %d fragments)", takeKeys, cfg.TakeRows, cfg.TakeFragments)
 	}
 	tableURL, cleanup, err := cfg.tableURL()
 	if err != nil {
@@ -134,6 +145,8 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			r, err = compact(ctx, cfg, tableURL)
 		case "concurrent":
 			r, err = concurrent(ctx, cfg, tableURL)
+		case "take-keys":
+			r, err = takeKeysPhase(ctx, cfg, tableURL, log)
 		}
 		if err != nil {
 			return fmt.Errorf("bench: %s: %w", phase, err)

@@ -151,3 +151,28 @@ func TestStoreLatencyDelaysEveryRequest(t *testing.T) {
 	lines := runSmall(t, Config{Store: "file", Dir: t.TempDir(), StoreLatency: time.Millisecond})
 	checkLines(t, lines, "file")
 }
+
+// The take-keys phase builds its table of UUID-keyed rows and takes 100
+// keys it holds, 20 times, each finding its 100 rows; its line says how
+// long a take took and what it read. Too few rows for 100 keys, or more
+// fragments than rows, is refused before anything is written.
+func TestBenchTakeKeysOnMinIO(t *testing.T) {
+	srv := testenv.MinIO(t)
+	lines := runSmall(t, Config{Store: "s3", S3Endpoint: srv.Endpoint, S3Bucket: srv.Bucket, Phases: []string{"take-keys"}, TakeRows: 3000, TakeFragments: 7})
+	tk := lines[0]
+	if tk["phase"] != "take-keys" || tk["rows"] != 3000.0 || tk["fragments"] != 7.0 || tk["keys"] != 100.0 || tk["takes"] != 20.0 {
+		t.Fatalf("take-keys line %v", tk)
+	}
+	// A fresh snapshot a take: per fragment its footer and id chunk, or
+	// the whole fragment, then the rows' spans; and the open's LIST.
+	if r, _ := tk["requests"].(float64); r < 8 || r > 1+7*4 || tk["bytes_read"].(float64) <= 0 || tk["p50_ms"] == nil || tk["p99_ms"] == nil {
+		t.Fatalf("take-keys line %v", tk)
+	}
+	for _, bad := range []Config{{TakeRows: 99, TakeFragments: 1}, {TakeRows: 500, TakeFragments: 501}, {TakeRows: 500, TakeFragments: 0}} {
+		bad.Store, bad.Dir, bad.Phases = "file", t.TempDir(), []string{"take-keys"}
+		var out, log bytes.Buffer
+		if err := Run(context.Background(), bad, &out, &log); err == nil || !strings.Contains(err.Error(), "take-keys needs") {
+			t.Fatalf("take-keys of %d rows in %d fragments: %v", bad.TakeRows, bad.TakeFragments, err)
+		}
+	}
+}
