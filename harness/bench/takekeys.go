@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -14,10 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
-	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
-	"github.com/stratadb/strata/table/format"
-	"github.com/stratadb/strata/table/fragment"
 	"github.com/stratadb/strata/table/value"
 )
 
@@ -44,8 +43,8 @@ func uuidAt(seed uint32, i int64) string {
 }
 
 // takeKeysPhase builds a table of cfg.TakeRows rows keyed by UUID in
-// cfg.TakeFragments fragments (written eight at once, committed as one
-// append), then times takeRounds takes of takeKeys random keys it holds,
+// cfg.TakeFragments fragments (appended by eight writers at once, a
+// fragment an append), then times takeRounds takes of takeKeys random keys it holds,
 // each from the table opened afresh (its open not timed), counting each
 // take's requests and bytes read.
 func takeKeysPhase(ctx context.Context, cfg Config, u string, log io.Writer) (Result, error) {
@@ -54,35 +53,40 @@ func takeKeysPhase(ctx context.Context, cfg Config, u string, log io.Writer) (Re
 		return nil, err
 	}
 	defer b.Close()
-	if _, err := commit.Create(ctx, b, takeSchema, nil, nil); err != nil {
-		return nil, err
-	}
-	tb, err := commit.OpenTable(ctx, b, nil)
-	if err != nil {
+	if _, _, err := engine.Create(ctx, b, takeSchema, "bench", nil); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	frags := make([]format.Fragment, cfg.TakeFragments)
 	per := cfg.TakeRows / int64(cfg.TakeFragments)
+	next := make(chan int, cfg.TakeFragments)
+	for f := range cfg.TakeFragments {
+		next <- f
+	}
+	close(next)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for f := range frags {
+	for w := range 8 {
 		g.Go(func() error {
-			lo, hi := int64(f)*per, int64(f+1)*per
-			if f == len(frags)-1 {
-				hi = cfg.TakeRows
+			db, err := engine.OpenNew(b, &engine.Options{Writer: fmt.Sprintf("take%d", w), Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				return err
 			}
-			rec := takeRows(cfg.Seed, lo, hi)
-			defer rec.Release()
-			var err error
-			frags[f], err = fragment.Write(gctx, b, takeSchema, rec)
-			return err
+			defer db.Close()
+			for f := range next {
+				lo, hi := int64(f)*per, int64(f+1)*per
+				if f == cfg.TakeFragments-1 {
+					hi = cfg.TakeRows
+				}
+				rec := takeRows(cfg.Seed, lo, hi)
+				_, err := db.Append(gctx, engine.AppendOptions{}, rec)
+				rec.Release()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	if _, err := tb.Commit(ctx, format.Transaction{Kind: format.KindAppend, CommitID: format.NewID(), Added: frags}); err != nil {
 		return nil, err
 	}
 	build := time.Since(start)
