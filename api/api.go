@@ -207,8 +207,8 @@ type CountResult struct {
 // TakeRequest is the body of POST …/take.
 type TakeRequest struct {
 	Column string `json:"column,omitempty"` // default "id"
-	// Keys are values of the key column: integers, strings (a binary
-	// column's bytes too) or booleans, as it holds.
+	// Keys are values of the key column: integers, strings or booleans,
+	// as it holds; a binary column's as []byte (sent in base64).
 	Keys    []any    `json:"keys"`
 	Columns []string `json:"columns,omitempty"`
 }

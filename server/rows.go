@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -344,12 +346,19 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	// Its scans read as a scan's do, within the budget.
-	recs, _, err := snap.TakeWith(r.Context(), req.Column, req.Keys, table.ScanOptions{Columns: req.Columns,
-		Parallelism: scanParallelism, BatchSize: scanBatchRows, ReadAheadBytes: scanReadAhead, Memory: &scanMemory{b: s.budget}})
+	keys, err := binaryKeys(snap.Manifest().Schema(), req.Column, req.Keys)
 	if err != nil {
 		return err
 	}
+	// Its scans read as a scan's do, within the budget; the rows it
+	// keeps for the answer are held of the request's share.
+	kept := &takeHold{h: holds, limit: s.budget.holds.size}
+	recs, res, err := snap.TakeWith(r.Context(), req.Column, keys, table.ScanOptions{Columns: req.Columns,
+		Parallelism: scanParallelism, BatchSize: scanBatchRows, ReadAheadBytes: scanReadAhead, Memory: &scanMemory{b: s.budget}, Hold: kept})
+	if err != nil {
+		return err
+	}
+	defer kept.Release(res.Held)
 	defer func() {
 		for _, rec := range recs {
 			rec.Release()
@@ -362,4 +371,53 @@ func (s *Server) takeRows(w http.ResponseWriter, r *http.Request, t *tableState)
 			}
 		}
 	})
+}
+
+// takeHold is a take's ScanOptions.Hold: the rows it keeps for its answer
+// (a key may match many), reserved of the request's holds. Past the holds
+// part, all that one request could ever be granted, the take is refused.
+type takeHold struct {
+	h     *holds
+	limit int64
+	used  int64 // Reserve and Release come from the take's one goroutine
+}
+
+func (t *takeHold) Reserve(ctx context.Context, n int64) error {
+	if t.used+n > t.limit {
+		return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf(
+			"the rows these keys match pass %d bytes, what a read may hold of the server's memory budget; take fewer keys, or scan with a filter (GET /rows streams)", t.limit)}
+	}
+	if err := t.h.Reserve(ctx, n); err != nil {
+		return err
+	}
+	t.used += n
+	return nil
+}
+
+func (t *takeHold) Release(n int64) {
+	if n > 0 {
+		t.h.Release(n)
+		t.used -= n
+	}
+}
+
+// binaryKeys are keys with those of a binary column decoded from base64,
+// as JSON rows carry binaries: a key that is not base64 is a 400.
+func binaryKeys(schema *arrow.Schema, col string, keys []value.Value) ([]value.Value, error) {
+	fi := schema.FieldIndices(col)
+	if len(fi) != 1 || value.KindOf(schema.Field(fi[0]).Type) != value.KindBytes {
+		return keys, nil
+	}
+	out := make([]value.Value, len(keys))
+	for i, k := range keys {
+		if k.Kind != value.KindString {
+			return nil, badRequest("key %d: column %q is binary: its keys are base64 strings", i, col)
+		}
+		b, err := base64.StdEncoding.DecodeString(k.S)
+		if err != nil {
+			return nil, badRequest("key %d: column %q is binary: its keys are base64 strings (%v)", i, col, err)
+		}
+		out[i] = value.Bytes(b)
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"strconv"
 
@@ -39,13 +40,19 @@ func decodeTake(body io.Reader, max int) (takeRequest, error) {
 		case "columns":
 			dst = &req.Columns
 		default:
-			dst = new(json.RawMessage)
+			return req, fmt.Errorf("unknown field %v (a take's body has column, keys and columns)", tok)
 		}
 		if err := dec.Decode(dst); err != nil {
 			return req, err
 		}
 	}
-	return req, expectDelim(dec, '}')
+	if err := expectDelim(dec, '}'); err != nil {
+		return req, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, errors.New("more than one JSON value in the body")
+	}
+	return req, nil
 }
 
 // takeRequest is a take's body (api.TakeRequest) as read.
@@ -98,6 +105,9 @@ func jsonKey(k any) (value.Value, error) {
 		}
 		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
 			return value.Uint(u), nil
+		}
+		if _, ok := new(big.Int).SetString(string(x), 10); ok {
+			return value.Value{}, fmt.Errorf("%s is past the integers a key column holds (64 bits)", x)
 		}
 		return value.Value{}, fmt.Errorf("%s is not an integer", x)
 	}

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,6 +15,9 @@ import (
 type TakeResult struct {
 	FromIndex    int // keys resolved through the index
 	ScannedFrags int // fragments the index does not cover, scanned with statistics pruning
+	// Held is what TakeWith reserved of ScanOptions.Hold for the batches
+	// it returns: the caller releases it once done with them.
+	Held int64
 }
 
 // Take returns the live rows whose column col equals one of keys, with
@@ -34,44 +38,67 @@ func (s *Snapshot) Take(ctx context.Context, col string, keys []value.Value, col
 
 // TakeWith is Take with the scans it makes shaped by opts: the columns
 // they read, their Memory budget, parallelism, read-ahead, batch size and
-// allocator. Its filter, fragments and row addresses do not apply.
-func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value, opts ScanOptions) ([]arrow.RecordBatch, TakeResult, error) {
+// allocator. Its filter, fragments and row addresses do not apply. With
+// opts.Hold set, each batch it keeps for the answer is reserved from it
+// first (a key may match many rows): a reservation refused ends the take
+// with that error, nothing kept; TakeResult.Held says what to release.
+func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value, opts ScanOptions) (_ []arrow.RecordBatch, res TakeResult, err error) {
 	columns := opts.Columns
 	scan := func(o ScanOptions) ScanOptions {
 		o.Memory, o.Parallelism, o.ReadAheadBytes, o.BatchSize, o.Allocator = opts.Memory, opts.Parallelism, opts.ReadAheadBytes, opts.BatchSize, opts.Allocator
 		return o
 	}
-	var res TakeResult
 	// The keys as the column holds them: a key of another kind is an
 	// error here, before anything is read.
 	in, err := expr.Bind(expr.In(col, keys...), s.m.Schema())
 	if err != nil {
 		return nil, res, err
 	}
-	keys = in.(expr.InSet).Values
+	// Bound, the keys are in order: each is looked for once.
+	keys = slices.CompactFunc(in.(expr.InSet).Values, func(a, b value.Value) bool { return value.Compare(a, b) == 0 })
 	var out []arrow.RecordBatch
+	hold := opts.Hold
 	collect := func(opts ScanOptions) error {
 		for rec, err := range s.Scan(ctx, opts) {
 			if err != nil {
 				return err
+			}
+			if hold != nil {
+				n := batchBytes(rec)
+				if err := hold.Reserve(ctx, n); err != nil {
+					return err
+				}
+				res.Held += n
 			}
 			rec.Retain()
 			out = append(out, rec)
 		}
 		return nil
 	}
+	defer func() {
+		if err != nil {
+			for _, rec := range out {
+				rec.Release()
+			}
+			if hold != nil && res.Held > 0 {
+				hold.Release(res.Held)
+			}
+			out, res.Held = nil, 0
+		}
+	}()
 	rest, fragments := keys, []uint64(nil)
 	if ix := s.m.IndexOn(col); ix != nil && allInts(keys) {
-		kix, err := loadIndex(ctx, s.b, ix.Key)
-		if err != nil {
+		var kix *keyIndex
+		if kix, err = loadIndex(ctx, s.b, ix.Key); err != nil {
 			return nil, res, err
 		}
 		ints := make([]int64, len(keys))
 		for i, k := range keys {
 			ints[i] = k.I
 		}
-		want, found, err := s.resolveKeys(ctx, kix, ints)
-		if err != nil {
+		var want map[uint64][]uint32
+		var found map[int64]bool
+		if want, found, err = s.resolveKeys(ctx, kix, ints); err != nil {
 			return nil, res, err
 		}
 		for _, offs := range want {
@@ -98,8 +125,8 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 	if len(rest) == 0 {
 		return out, res, nil
 	}
-	want, err := s.locate(ctx, col, rest, fragments, scan)
-	if err != nil {
+	var want map[uint64][]uint32
+	if want, err = s.locate(ctx, col, rest, fragments, scan); err != nil {
 		return nil, res, err
 	}
 	if len(want) > 0 {
@@ -138,4 +165,13 @@ func allInts(keys []value.Value) bool {
 		}
 	}
 	return true
+}
+
+// batchBytes is what rec's buffers hold.
+func batchBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, col := range rec.Columns() {
+		n += int64(col.Data().SizeInBytes())
+	}
+	return n
 }

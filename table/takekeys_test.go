@@ -1,6 +1,7 @@
 package table_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -135,5 +136,47 @@ func TestVolumeTakeByAStringKeyReadsTheKeyColumnThenTheRows(t *testing.T) {
 	}
 	if _, _, err := s.Take(ctx, "nope", []value.Value{value.String("x")}, nil); err == nil {
 		t.Fatal("take by a column the table lacks gave no error")
+	}
+}
+
+// refusing is a Hold that grants up to limit bytes and refuses past it.
+type refusing struct{ limit, held int64 }
+
+func (r *refusing) Reserve(_ context.Context, n int64) error {
+	if r.held+n > r.limit {
+		return errors.New("past the limit")
+	}
+	r.held += n
+	return nil
+}
+
+func (r *refusing) Release(n int64) { r.held -= n }
+
+// A take reserves of ScanOptions.Hold each batch it keeps for its answer
+// and says what it holds; refused, it ends with that error and holds
+// nothing. A key asked for twice is looked for once.
+func TestATakeHoldsTheRowsItKeeps(t *testing.T) {
+	_, tb := uuidTable(t, 4, 100)
+	s := tb.Current()
+	keys := []value.Value{value.String(uuidOf(5)), value.String(uuidOf(250)), value.String(uuidOf(5))}
+	h := &refusing{limit: 1 << 30}
+	recs, res, err := s.TakeWith(ctx, "id", keys, table.ScanOptions{Hold: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, bytes int64
+	for _, rec := range recs {
+		rows += rec.NumRows()
+		for _, col := range rec.Columns() {
+			bytes += int64(col.Data().SizeInBytes())
+		}
+		rec.Release()
+	}
+	if rows != 2 || res.Held != bytes || h.held != bytes || bytes == 0 {
+		t.Fatalf("took %d rows of %d bytes, holding %d (the Hold says %d); want 2 rows, all held", rows, bytes, res.Held, h.held)
+	}
+	h = &refusing{limit: 100}
+	if recs, res, err := s.TakeWith(ctx, "id", keys, table.ScanOptions{Hold: h}); err == nil || recs != nil || res.Held != 0 || h.held != 0 {
+		t.Fatalf("a take past its Hold: %d batches, %v, holding %d (the Hold says %d)", len(recs), err, res.Held, h.held)
 	}
 }
