@@ -17,7 +17,9 @@ func newTake(env *Env) *cobra.Command {
 		Use:   "take URL KEY...",
 		Short: "Print the rows with these keys, through the key index when there is one",
 		Example: `  strata take file://./strata-demo/rollouts 3000000001 3000000002
-  strata take file://./strata-demo/rollouts 7 --column step --columns id,prompt`,
+  strata take file://./strata-demo/rollouts 7 --column step --columns id,prompt
+  strata take file://./runs/rollouts 0b9e2c61-5d0a-4f43-9a57-2c0e7d1f4b88 --column run_id
+  strata take file://./t --column delta -- -7      # a negative key after --`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{fmt.Errorf("take needs a URL and at least one key\n\n%s", c.UsageString())}
