@@ -1,8 +1,9 @@
 package table
 
 import (
-	"encoding/binary"
 	"sync"
+
+	"github.com/stratadb/strata/table/format"
 )
 
 // footers holds the Parquet footers (each with its 8-byte trailer) of the
@@ -34,24 +35,31 @@ func (c *footers) get(key string, size int64) []byte {
 }
 
 // remember records the footer at the end of tail, the last bytes of the
-// object key (size bytes), when tail holds it whole.
+// object key (size bytes), when tail holds it whole: a copy, as tail is
+// another's buffer.
 func (c *footers) remember(key string, size int64, tail []byte) {
 	n := int64(len(tail))
-	if c == nil || n < 12 || n > size || string(tail[n-4:]) != "PAR1" {
+	if c == nil || n < 12 || n > size {
 		return
 	}
-	footer := int64(binary.LittleEndian.Uint32(tail[n-8:])) + 8
-	if footer > n {
+	footer, ok := format.FooterLen(tail[n-8:])
+	if footer += 8; !ok || footer > n || c.get(key, size) != nil {
 		return
 	}
+	c.keep(key, append([]byte(nil), tail[n-footer:]...))
+}
+
+// keep records footer, the object key's footer and trailer, its own, as
+// the footers' bound allows.
+func (c *footers) keep(key string, footer []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[key]; ok || c.bytes+footer > footersBytes {
+	if _, ok := c.m[key]; ok || c.bytes+int64(len(footer)) > footersBytes {
 		return
 	}
 	if c.m == nil {
 		c.m = map[string][]byte{}
 	}
-	c.m[key] = append([]byte(nil), tail[n-footer:]...)
-	c.bytes += footer
+	c.m[key] = footer
+	c.bytes += int64(len(footer))
 }

@@ -111,7 +111,6 @@ func (p *scanPlan) runWithin(ctx context.Context, frags []*format.Fragment, use 
 type opener struct {
 	slots   chan struct{}
 	bytes   *semaphore.Weighted
-	limit   int64
 	costs   []int64
 	results []chan openResult
 	wg      sync.WaitGroup
@@ -125,7 +124,7 @@ type openResult struct {
 // openAhead starts opening frags; ctx's end stops it.
 func (p *scanPlan) openAhead(ctx context.Context, frags []*format.Fragment) *opener {
 	limit := OpenAheadBytes(p.opts.Parallelism)
-	a := &opener{slots: make(chan struct{}, MaxOpenAhead), bytes: semaphore.NewWeighted(limit), limit: limit,
+	a := &opener{slots: make(chan struct{}, MaxOpenAhead), bytes: semaphore.NewWeighted(limit),
 		costs: make([]int64, len(frags)), results: make([]chan openResult, len(frags))}
 	for i := range a.results {
 		a.results[i] = make(chan openResult, 1)

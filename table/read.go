@@ -168,15 +168,23 @@ func (p *scanPlan) open(ctx context.Context, f *format.Fragment, ahead bool) (_ 
 // budget (a server's, of a snapshot opened for it alone) keeps none: what
 // it holds is what the budget counts.
 func (p *scanPlan) rememberFooter(o *opened) {
-	if len(o.f.Chunks) == 0 || o.f.Footer <= 0 || p.opts.Memory != nil {
+	if len(o.f.Chunks) == 0 || o.f.Footer <= 0 || p.opts.Memory != nil || p.s.footers.get(o.f.Key, o.f.Bytes) != nil {
 		return
 	}
 	switch src := o.src.(type) {
 	case *bytes.Reader:
-		n := min(src.Size(), o.f.Footer)
-		tail := make([]byte, n)
-		if _, err := src.ReadAt(tail, src.Size()-n); err == nil {
-			p.s.footers.remember(o.f.Key, o.f.Bytes, tail)
+		// The object in memory: its footer read out into a buffer of its
+		// own, the length its trailer says (the reader trusted it).
+		size := src.Size()
+		var trailer [8]byte
+		if _, err := src.ReadAt(trailer[:], size-8); err != nil {
+			return
+		}
+		if n, ok := format.FooterLen(trailer[:]); ok && n+12 <= size {
+			footer := make([]byte, n+8)
+			if _, err := src.ReadAt(footer, size-n-8); err == nil {
+				p.s.footers.keep(o.f.Key, footer)
+			}
 		}
 	case *format.Prefetcher:
 		p.s.footers.remember(o.f.Key, o.f.Bytes, src.Tail())

@@ -56,36 +56,11 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 	}
 	// Bound, the keys are in order: each is looked for once.
 	keys = slices.CompactFunc(in.(expr.InSet).Values, func(a, b value.Value) bool { return value.Compare(a, b) == 0 })
-	var out []arrow.RecordBatch
-	hold := opts.Hold
-	collect := func(opts ScanOptions) error {
-		for rec, err := range s.Scan(ctx, opts) {
-			if err != nil {
-				return err
-			}
-			if hold != nil {
-				n := batchBytes(rec)
-				if err := hold.Reserve(ctx, n); err != nil {
-					return err
-				}
-				res.Held += n
-			}
-			rec.Retain()
-			out = append(out, rec)
-		}
-		return nil
-	}
-	defer func() {
-		if err != nil {
-			for _, rec := range out {
-				rec.Release()
-			}
-			if hold != nil && res.Held > 0 {
-				hold.Release(res.Held)
-			}
-			out, res.Held = nil, 0
-		}
-	}()
+	// The rows' addresses: through the index, for the keys it resolves
+	// (a key index is for keys that are unique, such as ids: a key it
+	// resolves is not looked for again), then by the key column of the
+	// fragments it does not cover; then the rows, in one read.
+	want := map[uint64][]uint32{}
 	rest, fragments := keys, []uint64(nil)
 	if ix := s.m.IndexOn(col); ix != nil && allInts(keys) {
 		var kix *keyIndex
@@ -96,7 +71,6 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 		for i, k := range keys {
 			ints[i] = k.I
 		}
-		var want map[uint64][]uint32
 		var found map[int64]bool
 		if want, found, err = s.resolveKeys(ctx, kix, ints); err != nil {
 			return nil, res, err
@@ -104,35 +78,49 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 		for _, offs := range want {
 			res.FromIndex += len(offs)
 		}
-		if len(want) > 0 {
-			if err := collect(scan(ScanOptions{Columns: columns, rows: want})); err != nil {
-				return nil, res, err
-			}
-		}
-		// Keys the index resolved are not looked for again: a key index
-		// is for keys that are unique, such as ids.
-		rest = rest[:0:0]
-		for _, k := range keys {
-			if !found[k.I] {
-				rest = append(rest, k)
-			}
-		}
+		rest = slices.DeleteFunc(slices.Clone(keys), func(k value.Value) bool { return found[k.I] })
 		if fragments = s.unindexed(ix); len(fragments) == 0 {
-			return out, res, nil
+			rest = nil
 		}
 		res.ScannedFrags = len(fragments)
 	}
-	if len(rest) == 0 {
-		return out, res, nil
-	}
-	var want map[uint64][]uint32
-	if want, err = s.locate(ctx, col, rest, fragments, scan); err != nil {
-		return nil, res, err
-	}
-	if len(want) > 0 {
-		if err := collect(scan(ScanOptions{Columns: columns, rows: want})); err != nil {
+	if len(rest) > 0 {
+		var located map[uint64][]uint32
+		if located, err = s.locate(ctx, col, rest, fragments, scan); err != nil {
 			return nil, res, err
 		}
+		for f, offs := range located {
+			want[f] = append(want[f], offs...)
+		}
+	}
+	if len(want) == 0 {
+		return nil, res, nil
+	}
+	var out []arrow.RecordBatch
+	defer func() {
+		if err != nil {
+			for _, rec := range out {
+				rec.Release()
+			}
+			if opts.Hold != nil && res.Held > 0 {
+				opts.Hold.Release(res.Held)
+			}
+			res.Held = 0
+		}
+	}()
+	for rec, err := range s.Scan(ctx, scan(ScanOptions{Columns: columns, rows: want})) {
+		if err != nil {
+			return nil, res, err
+		}
+		if opts.Hold != nil {
+			n := batchBytes(rec)
+			if err := opts.Hold.Reserve(ctx, n); err != nil {
+				return nil, res, err
+			}
+			res.Held += n
+		}
+		rec.Retain()
+		out = append(out, rec)
 	}
 	return out, res, nil
 }

@@ -26,10 +26,10 @@ func FooterValueAt(ctx context.Context, b blob.Bucket, key string, size int64, n
 	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil {
 		return "", false, err
 	}
-	if string(tail[len(tail)-4:]) != "PAR1" {
+	n, ok := FooterLen(tail[len(tail)-8:])
+	if !ok {
 		return "", false, Corrupt(key, "not a Parquet object", nil)
 	}
-	n := int64(binary.LittleEndian.Uint32(tail[len(tail)-8:]))
 	if n > size-12 {
 		return "", false, Corrupt(key, fmt.Sprintf("parquet footer of %d bytes in an object of %d", n, size), nil)
 	}
@@ -48,6 +48,16 @@ func FooterValueAt(ctx context.Context, b blob.Bucket, key string, size int64, n
 		return *v, true, nil
 	}
 	return "", false, nil
+}
+
+// FooterLen reads trailer, the last 8 bytes of a Parquet object: the
+// length of its footer (before them); ok is false when they do not end
+// as a Parquet object does ("PAR1").
+func FooterLen(trailer []byte) (n int64, ok bool) {
+	if len(trailer) != 8 || string(trailer[4:]) != "PAR1" {
+		return 0, false
+	}
+	return int64(binary.LittleEndian.Uint32(trailer[:4])), true
 }
 
 // decodeFooter decodes a Parquet footer; a panic on damaged bytes is an
@@ -71,10 +81,13 @@ func DecodedBytes(data []byte) (total int64, err error) {
 			total, err = 0, fmt.Errorf("parquet footer: %v", r)
 		}
 	}()
-	if len(data) < 12 || string(data[len(data)-4:]) != "PAR1" {
+	if len(data) < 12 {
 		return 0, errors.New("not a Parquet object")
 	}
-	n := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	n, ok := FooterLen(data[len(data)-8:])
+	if !ok {
+		return 0, errors.New("not a Parquet object")
+	}
 	if n > int64(len(data)-12) {
 		return 0, fmt.Errorf("parquet footer of %d bytes in an object of %d", n, len(data))
 	}

@@ -94,14 +94,11 @@ func (u *Upload) Write(p []byte) (int, error) {
 // trailer (format.Fragment.Footer); 0 when what was written does not end
 // as a Parquet object does.
 func (u *Upload) Footer() int64 {
-	if u.N < 12 || string(u.trailer[4:]) != "PAR1" {
+	n, ok := format.FooterLen(u.trailer[:])
+	if !ok || u.N < 12 || n+8 > u.N-4 {
 		return 0
 	}
-	n := int64(binary.LittleEndian.Uint32(u.trailer[:4])) + 8
-	if n > u.N-4 {
-		return 0
-	}
-	return n
+	return n + 8
 }
 
 // Finish ends the object — or, given an error, abandons it — and returns
@@ -365,7 +362,8 @@ func EncodeWith(schema *arrow.Schema, batches []arrow.RecordBatch, seal func(pag
 		return nil, format.Fragment{}, err
 	}
 	// The footer is written again, with the pair, in place of the first.
-	pages := buf.Len() - 8 - int(binary.LittleEndian.Uint32(buf.Bytes()[buf.Len()-8:]))
+	footer, _ := format.FooterLen(buf.Bytes()[buf.Len()-8:]) // written just now
+	pages := buf.Len() - 8 - int(footer)
 	kv := md.KeyValueMetadata()
 	if err := kv.Append(seal(buf.Bytes()[:pages], f)); err != nil {
 		return nil, format.Fragment{}, err
@@ -404,10 +402,13 @@ func FooterValue(data []byte, key string) (value string, ok bool, pages []byte, 
 			err = fmt.Errorf("parquet footer: %v", r)
 		}
 	}()
-	if len(data) < 12 || string(data[:4]) != "PAR1" || string(data[len(data)-4:]) != "PAR1" {
+	if len(data) < 12 || string(data[:4]) != "PAR1" {
 		return "", false, nil, errors.New("not a Parquet object")
 	}
-	n := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	n, ok := format.FooterLen(data[len(data)-8:])
+	if !ok {
+		return "", false, nil, errors.New("not a Parquet object")
+	}
 	if n > int64(len(data)-12) {
 		return "", false, nil, fmt.Errorf("parquet footer of %d bytes in an object of %d", n, len(data))
 	}
