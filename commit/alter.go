@@ -2,6 +2,8 @@ package commit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -11,7 +13,8 @@ import (
 	"github.com/stratadb/strata/table/format"
 )
 
-// Alter changes the table's schema in one commit, by metadata alone: no
+// Alter changes the table's schema, or its cluster key (an
+// evolve.ClusterBy change), in one commit, by metadata alone: no
 // fragment is read or written (see evolve.AlterSchema for the changes, and
 // table's evolve.go for how fragments written before read after). Writers
 // holding the schema from before keep appending: their rows are stored
@@ -23,22 +26,41 @@ import (
 // shard can acknowledge rows under the schema before (outwaitLeases), so
 // rows sent after it answered that name the column are refused by name.
 func (t *Table) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Result, error) {
+	if len(changes) == 0 {
+		return Result{}, fmt.Errorf("%w: no change given", evolve.ErrBadSchemaChange)
+	}
+	schemaChanges, cluster, err := evolve.SplitChanges(changes)
+	if err != nil {
+		return Result{}, err
+	}
 	var before, next *arrow.Schema
 	res, err := t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
-		before = snap.Manifest().Schema()
-		var err error
-		if next, err = evolve.AlterSchema(before, changes); err != nil {
-			return Plan{}, err
+		m := snap.Manifest()
+		before, next = m.Schema(), m.Schema()
+		txn := format.Transaction{Kind: format.KindAlter, CommitID: format.NewID(), ReadVersion: snap.Version(), SchemaIPC: m.SchemaIPC}
+		if len(schemaChanges) > 0 {
+			var err error
+			if next, err = evolve.AlterSchema(before, schemaChanges); err != nil {
+				return Plan{}, err
+			}
+			if txn.SchemaIPC, err = evolve.EncodeSchema(next); err != nil {
+				return Plan{}, err
+			}
+			txn.Dropped = slices.Clone(evolve.RetiredNames(next)[len(evolve.RetiredNames(before)):])
 		}
-		ipc, err := evolve.EncodeSchema(next)
-		if err != nil {
-			return Plan{}, err
+		if cluster != nil {
+			key, err := evolve.ClusterKey(next, cluster.Columns)
+			if err != nil {
+				return Plan{}, err
+			}
+			if len(key) > 0 && len(m.Indexes) > 0 {
+				return Plan{}, fmt.Errorf("%w: %w", evolve.ErrBadSchemaChange, ErrClusteredIndex)
+			}
+			txn.Cluster = &format.Clustering{Columns: key}
 		}
-		txn := format.Transaction{Kind: format.KindAlter, CommitID: format.NewID(), ReadVersion: snap.Version(), SchemaIPC: ipc}
 		for _, c := range changes {
 			txn.Changes = append(txn.Changes, c.String())
 		}
-		txn.Dropped = slices.Clone(evolve.RetiredNames(next)[len(evolve.RetiredNames(before)):])
 		return Plan{Txn: txn}, nil
 	})
 	if err != nil {
@@ -47,6 +69,11 @@ func (t *Table) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Resu
 	return res, t.outwaitLeases(ctx, res.Version, before, next)
 }
 
+// ErrClusteredIndex: a table has a cluster key or a key index, not both.
+// A key index finds a row where compaction put it among the rows of its
+// sources, in their order; a sort by the cluster key moves it.
+var ErrClusteredIndex = errors.New("commit: a table with a key index cannot have a cluster key, nor one with a cluster key a key index (drop the one to set the other)")
+
 // applyAlter gives next (a copy of cur) the schema txn made. An index
 // follows its column through a rename (found by stored name) and goes
 // with it when it is dropped.
@@ -54,6 +81,13 @@ func applyAlter(cur, next *format.Manifest, txn *format.Transaction) error {
 	next.SchemaIPC = txn.SchemaIPC
 	if err := format.Refresh(next); err != nil {
 		return err
+	}
+	next.ClusterBy = evolve.KeepClusterKey(next.Schema(), next.ClusterBy)
+	if txn.Cluster != nil {
+		if len(txn.Cluster.Columns) > 0 && len(next.Indexes) > 0 {
+			return ErrClusteredIndex
+		}
+		next.ClusterBy = evolve.KeepClusterKey(next.Schema(), txn.Cluster.Columns)
 	}
 	old, now := cur.Schema(), next.Schema()
 	byStored := map[string]string{}

@@ -204,15 +204,8 @@ func apply(cur *format.Manifest, txn *format.Transaction) (*format.Manifest, err
 			return nil, err
 		}
 	case format.KindCreateIndex:
-		if txn.Index == nil {
-			return nil, fmt.Errorf("commit: create_index without an index")
-		}
-		next.Indexes = slices.DeleteFunc(next.Indexes, func(ix format.Index) bool { return ix.Column == txn.Index.Column })
-		next.Indexes = append(next.Indexes, *txn.Index)
-		if len(next.Indexes) == 1 {
-			// The only index was rebuilt from the current fragments: the
-			// remap entries are folded in.
-			next.Remap = nil
+		if err := applyCreateIndex(next, txn); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("commit: cannot apply a %q transaction to an existing table", txn.Kind)
@@ -366,4 +359,23 @@ func trimFleetMerge(cur *format.Manifest, rec *format.Transaction) {
 	rec.Named = slices.DeleteFunc(slices.Clone(rec.Named), func(n format.NamedRows) bool {
 		return !slices.ContainsFunc(rec.Added, func(f format.Fragment) bool { return f.Key == n.Fragment })
 	})
+}
+
+// applyCreateIndex gives next (a copy of the version before) the index
+// txn built. A table with a cluster key takes none (ErrClusteredIndex).
+func applyCreateIndex(next *format.Manifest, txn *format.Transaction) error {
+	if txn.Index == nil {
+		return fmt.Errorf("commit: create_index without an index")
+	}
+	if len(next.ClusterBy) > 0 {
+		return ErrClusteredIndex
+	}
+	next.Indexes = slices.DeleteFunc(next.Indexes, func(ix format.Index) bool { return ix.Column == txn.Index.Column })
+	next.Indexes = append(next.Indexes, *txn.Index)
+	if len(next.Indexes) == 1 {
+		// The only index was rebuilt from the current fragments: the
+		// remap entries are folded in.
+		next.Remap = nil
+	}
+	return nil
 }

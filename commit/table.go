@@ -486,6 +486,9 @@ func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...
 // times. Rebuilding the index folds in the remap entries compactions left.
 func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) {
 	return t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
+		if len(snap.Manifest().ClusterBy) > 0 {
+			return Plan{}, fmt.Errorf("%w: %w", expr.ErrBadColumns, ErrClusteredIndex)
+		}
 		entries, err := snap.BuildIndexEntries(ctx, column)
 		if err != nil {
 			return Plan{}, err

@@ -71,6 +71,8 @@ type Result struct {
 	RowsAfter       int64
 	BytesRewritten  int64 // bytes of the source fragments
 	BinsCopied      int   // bins merged by copying their pages (the others were decoded)
+	BinsSorted      int   // bins sorted by the table's cluster key
+	Spills          int   // sorted runs written to the store and merged, for bins larger than one sort in memory
 	PeakMemory      int64 // the most the run held at once of its memory budget (Options.MemoryBudget)
 	Replans         int
 	Duration        time.Duration
@@ -111,7 +113,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 	co := o.Commit
 	co.CatchUp = true
 	var rewritten int64
-	var copied int
+	var written binsWritten
 	cres, err := commit.Drive(ctx, b, o.Base, &co, o.MaxReplans+1, func(ctx context.Context, m *format.Manifest, prev error) (commit.Plan, error) {
 		if prev != nil {
 			res.Replans++
@@ -140,7 +142,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		if err != nil {
 			return commit.Plan{}, err
 		}
-		rewritten, copied = rw, cp
+		rewritten, written = rw, cp
 		var removed []uint64
 		for _, bin := range res.Plan.Bins {
 			removed = append(removed, bin.Fragments...)
@@ -160,36 +162,56 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 	}
 	res.Version = cres.Version
 	res.FragmentsAfter, res.RowsAfter = len(cres.Manifest.Fragments), cres.Manifest.Rows()
-	res.BytesRewritten, res.BinsCopied = rewritten, copied
+	res.BytesRewritten, res.BinsCopied, res.BinsSorted, res.Spills = rewritten, written.copied, written.sorted, written.spills
 	return res, nil
 }
 
-// writeBins rewrites each bin into one fragment; copied counts the bins
-// whose pages were copied.
-func writeBins(ctx context.Context, b blob.Bucket, m *format.Manifest, plan Plan, o Options, mem *budget) (added []format.Fragment, rewritten int64, copied int, err error) {
+// binsWritten counts how the bins were written: by copying their
+// pages, or sorted by the cluster key (the others were decoded).
+type binsWritten struct{ copied, sorted, spills int }
+
+// writeBins rewrites each bin into one fragment: sorted by the table's
+// cluster key when it has one, else by copying its pages where they can
+// be, else by decoding its rows.
+func writeBins(ctx context.Context, b blob.Bucket, m *format.Manifest, plan Plan, o Options, mem *budget) (added []format.Fragment, rewritten int64, n binsWritten, err error) {
 	snap := table.NewSnapshot(b, m)
+	key := clusterOf(m)
 	for _, bin := range plan.Bins {
-		f, err := format.Fragment{}, table.ErrNotCopyable
-		if !o.Recode {
-			f, err = copyBin(ctx, snap, bin, o, mem)
-		}
-		if errors.Is(err, table.ErrNotCopyable) {
-			f, err = recode(ctx, b, snap, bin, o, mem)
-		} else if err == nil {
-			copied++
+		var f format.Fragment
+		if key != nil {
+			var spills int
+			f, spills, err = sortBin(ctx, b, snap, bin, o, mem, key)
+			n.sorted, n.spills = n.sorted+1, n.spills+spills
+		} else {
+			f, err = rewriteBin(ctx, b, snap, bin, o, mem, &n)
 		}
 		if err != nil {
 			discard(ctx, b, added)
-			return nil, 0, 0, err
+			return nil, 0, binsWritten{}, err
 		}
 		added = append(added, f)
 		if f.Rows != bin.Rows {
 			discard(ctx, b, added)
-			return nil, 0, 0, fmt.Errorf("%w: bin %v holds %d live rows, wrote %d", ErrRowsChanged, bin.Fragments, bin.Rows, f.Rows)
+			return nil, 0, binsWritten{}, fmt.Errorf("%w: bin %v holds %d live rows, wrote %d", ErrRowsChanged, bin.Fragments, bin.Rows, f.Rows)
 		}
 		rewritten += bin.Bytes
 	}
-	return added, rewritten, copied, nil
+	return added, rewritten, n, nil
+}
+
+// rewriteBin writes a bin by copying its pages, or, when they cannot be
+// copied (or Options.Recode), by decoding its rows.
+func rewriteBin(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o Options, mem *budget, n *binsWritten) (format.Fragment, error) {
+	if !o.Recode {
+		f, err := copyBin(ctx, snap, bin, o, mem)
+		if err == nil {
+			n.copied++
+		}
+		if !errors.Is(err, table.ErrNotCopyable) {
+			return f, err
+		}
+	}
+	return recode(ctx, b, snap, bin, o, mem)
 }
 
 // copyBin merges a bin by copying its sources' pages, within mem: the

@@ -45,12 +45,14 @@ func (p Plan) String() string {
 
 // PlanCompaction bins adjacent small fragments (in manifest order) up to
 // the target rows and bytes, within the per-run bounds. A bin of one
-// fragment is kept only when that fragment is mostly deleted rows. With
+// fragment is kept only when that fragment is mostly deleted rows, or, in
+// a table with a cluster key, not sorted by it. With
 // p.Part, only the part's bins are kept, and only they count toward the
 // bounds.
 func PlanCompaction(m *format.Manifest, p Policy) Plan {
 	p = p.withDefaults()
 	plan := Plan{Version: m.Version}
+	key := clusterOf(m)
 	var cur Bin
 	sources, bytes := 0, int64(0)
 	flush := func() {
@@ -59,7 +61,7 @@ func PlanCompaction(m *format.Manifest, p Policy) Plan {
 			cur = Bin{}
 			return
 		}
-		if len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && p.mostlyDeleted(m.Fragment(cur.Fragments[0]))) {
+		if len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && (p.mostlyDeleted(m.Fragment(cur.Fragments[0])) || key.unsorted(m.Fragment(cur.Fragments[0])))) {
 			plan.Bins = append(plan.Bins, cur)
 			sources += len(cur.Fragments)
 			bytes += cur.Bytes
@@ -68,7 +70,7 @@ func PlanCompaction(m *format.Manifest, p Policy) Plan {
 	}
 	for i := range m.Fragments {
 		f := &m.Fragments[i]
-		if !p.small(f) && !p.mostlyDeleted(f) {
+		if !p.small(f) && !p.mostlyDeleted(f) && !key.unsorted(f) {
 			flush() // a large fragment ends a run of adjacent small ones
 			continue
 		}

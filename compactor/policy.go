@@ -118,11 +118,14 @@ func ShouldCompact(m *format.Manifest, p Policy, now time.Time) (bool, string) {
 			return false, fmt.Sprintf("in quiet window %s", w)
 		}
 	}
-	small, deleted := 0, 0
+	key := clusterOf(m)
+	small, deleted, unsorted := 0, 0, 0
 	for i := range m.Fragments {
 		f := &m.Fragments[i]
 		if p.small(f) {
 			small++
+		} else if key.unsorted(f) {
+			unsorted++
 		}
 		if p.mostlyDeleted(f) {
 			deleted++
@@ -133,6 +136,8 @@ func ShouldCompact(m *format.Manifest, p Policy, now time.Time) (bool, string) {
 		return true, fmt.Sprintf("%d small fragments (min %d)", small, p.MinFragments)
 	case deleted > 0:
 		return true, fmt.Sprintf("%d fragments with at least %.0f%% of rows deleted", deleted, 100*p.DeletedFraction)
+	case unsorted > 0:
+		return true, fmt.Sprintf("%d large fragments not sorted by the cluster key", unsorted)
 	}
 	return false, fmt.Sprintf("%d small fragments, below min %d", small, p.MinFragments)
 }

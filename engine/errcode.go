@@ -72,6 +72,7 @@ var ErrorCodes = []ErrorCode{
 	{commit.ErrBadClauses, nil, api.CodeBadRequest},
 	{evolve.ErrReservedName, nil, api.CodeBadRequest},
 	{evolve.ErrBadSchemaChange, nil, api.CodeBadRequest},
+	{commit.ErrClusteredIndex, nil, api.CodeBadRequest},
 	{blob.ErrBadURL, nil, api.CodeBadRequest},
 	{wal.ErrBadShardID, nil, api.CodeBadRequest},
 	{layout.ErrBadLocation, nil, api.CodeBadRequest},

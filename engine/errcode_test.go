@@ -60,6 +60,7 @@ var sentinels = map[string]struct {
 	"commit.ErrBadClauses":        {commit.ErrBadClauses, api.CodeBadRequest},
 	"evolve.ErrReservedName":      {evolve.ErrReservedName, api.CodeBadRequest},
 	"evolve.ErrBadSchemaChange":   {evolve.ErrBadSchemaChange, api.CodeBadRequest},
+	"commit.ErrClusteredIndex":    {commit.ErrClusteredIndex, api.CodeBadRequest},
 	"format.ErrMissingData":       {format.ErrMissingData, api.CodeDataMissing},
 	"format.ErrCorrupt":           {format.ErrCorrupt, api.CodeDataMissing},
 	"table.ErrNotCopyable":        {table.ErrNotCopyable, api.CodeInternal}, // compaction decodes instead

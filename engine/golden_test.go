@@ -57,6 +57,7 @@ type goldenExpected struct {
 	Key       string            `json:"key"`   // an idempotency key the table records
 	Shard     string            `json:"shard"` // the shard left mid-flight ("" for none)
 	Columns   []string          `json:"columns"`
+	ClusterBy []string          `json:"cluster_by,omitempty"` // the cluster key's columns (from 1.1)
 }
 
 // goldenRows reads rows as sorted JSON objects.
@@ -102,18 +103,19 @@ func rangeRows(from, to int, row func(i int) string) []string {
 }
 
 // writeGoldenTables writes this build's golden tables into dir: "plain",
-// a table never altered, and "evolved", whose schema changed, which holds
+// a table never altered; "evolved", whose schema changed, which holds
 // every kind of object (fragments, deletion vectors, a key index, a tag,
 // a consumer, a group, idempotency records, compaction history, a shard
 // left mid-flight with a flushed generation not merged and a WAL entry
-// not flushed).
+// not flushed); and "clustered", with a cluster key and fragments sorted
+// by it.
 func writeGoldenTables(t *testing.T, dir string) {
-	for _, name := range []string{"plain", "evolved"} {
+	for _, name := range []string{"plain", "evolved", "clustered"} {
 		b, err := blob.Open(ctx, "file://"+filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp := writeGoldenTable(t, b, name == "evolved")
+		exp := writeGoldenTable(t, b, name)
 		data, err := json.MarshalIndent(exp, "", "  ")
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +127,7 @@ func writeGoldenTables(t *testing.T, dir string) {
 	}
 }
 
-func writeGoldenTable(t *testing.T, b blob.Bucket, evolved bool) goldenExpected {
+func writeGoldenTable(t *testing.T, b blob.Bucket, kind string) goldenExpected {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "worker", Type: arrow.BinaryTypes.String},
 		{Name: "reward", Type: arrow.PrimitiveTypes.Float64, Nullable: true}}, nil)
 	if _, _, err := engine.Create(ctx, b, schema, "golden", nil); err != nil {
@@ -147,7 +149,15 @@ func writeGoldenTable(t *testing.T, b blob.Bucket, evolved bool) goldenExpected 
 	if _, _, err := db.Delete(ctx, mustFilter(t, "id < 10")); err != nil {
 		t.Fatal(err)
 	}
-	if evolved {
+	if kind == "clustered" {
+		if _, err := db.Alter(ctx, evolve.ColumnChange{Op: evolve.ClusterBy, Columns: []string{"worker", "reward"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Compact(ctx, engine.CompactOptions{Policy: &engine.Policy{MinFragments: 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if kind == "evolved" {
 		set, err := expr.ParseAssignments("reward = 1.0")
 		if err != nil {
 			t.Fatal(err)
@@ -228,6 +238,7 @@ func describeGolden(t *testing.T, b blob.Bucket, db *engine.DB, exp goldenExpect
 	for _, ix := range m.Indexes {
 		exp.Indexes = append(exp.Indexes, ix.Column)
 	}
+	exp.ClusterBy, _, _ = evolve.ClusterColumns(m.Schema(), m.ClusterBy)
 	return exp
 }
 
@@ -253,7 +264,12 @@ func TestGoldenTables(t *testing.T) {
 		t.Fatalf("no golden tables of this build's format %s: write them (go test ./engine -run TestGoldenTables -write-golden) and commit them", goldenFormat)
 	}
 	for _, dir := range formats {
-		for _, name := range []string{"plain", "evolved"} {
+		names, err := filepath.Glob(filepath.Join(dir, "*.expected.json"))
+		if err != nil || len(names) == 0 {
+			t.Fatalf("%s holds no golden table (%v)", dir, err)
+		}
+		for _, name := range names {
+			name = strings.TrimSuffix(filepath.Base(name), ".expected.json")
 			t.Run(filepath.Base(dir)+"/"+name, func(t *testing.T) { checkGolden(t, dir, name) })
 		}
 	}

@@ -113,7 +113,7 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 			return nil, res, err
 		}
 		if opts.Hold != nil {
-			n := batchBytes(rec)
+			n := BatchBytes(rec)
 			if err := opts.Hold.Reserve(ctx, n); err != nil {
 				return nil, res, err
 			}
@@ -155,8 +155,8 @@ func allInts(keys []value.Value) bool {
 	return true
 }
 
-// batchBytes is what rec's buffers hold.
-func batchBytes(rec arrow.RecordBatch) int64 {
+// BatchBytes is what rec's buffers hold.
+func BatchBytes(rec arrow.RecordBatch) int64 {
 	var n int64
 	for _, col := range rec.Columns() {
 		n += int64(col.Data().SizeInBytes())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -25,6 +26,10 @@ const (
 	// WidenColumn gives a column a wider type (a wider signed integer,
 	// float64 for float32) or lets it hold nulls.
 	WidenColumn ChangeOp = "widen"
+	// ClusterBy sets the table's cluster key (Columns; none clears it), a
+	// table setting rather than a schema change: compaction writes
+	// fragments sorted by it (see ClusterKey).
+	ClusterBy ChangeOp = "cluster_by"
 )
 
 // ColumnChange is one change of a schema: Op on the top-level Column.
@@ -35,6 +40,8 @@ type ColumnChange struct {
 	Type   arrow.DataType `json:"-"`            // AddColumn; WidenColumn (nil: keep)
 	// Nullable: WidenColumn lets the column hold nulls.
 	Nullable bool `json:"nullable,omitempty"`
+	// Columns: ClusterBy's columns, most significant first.
+	Columns []string `json:"columns,omitempty"`
 }
 
 func (c ColumnChange) String() string {
@@ -55,6 +62,11 @@ func (c ColumnChange) String() string {
 			s += " nullable"
 		}
 		return s
+	case ClusterBy:
+		if len(c.Columns) == 0 {
+			return "cluster by nothing"
+		}
+		return "cluster by " + strings.Join(c.Columns, ", ")
 	}
 	return fmt.Sprintf("%s %s", c.Op, c.Column)
 }

@@ -91,7 +91,7 @@ func EncodeManifest(m *Manifest) ([]byte, error) {
 	comp := out[headerSize:]
 	copy(out, manifestMagic)
 	binary.LittleEndian.PutUint16(out[8:], m.writtenMajor())
-	binary.LittleEndian.PutUint16(out[10:], FormatMinor)
+	binary.LittleEndian.PutUint16(out[10:], m.writtenMinor())
 	binary.LittleEndian.PutUint32(out[12:], flagZstd)
 	binary.LittleEndian.PutUint64(out[16:], uint64(len(comp)))
 	binary.LittleEndian.PutUint32(out[24:], crc32.Checksum(comp, CRCTable))

@@ -21,7 +21,7 @@ import (
 const (
 	FormatMajor   = 1
 	FormatEvolved = 2
-	FormatMinor   = 0
+	FormatMinor   = 1
 )
 
 // Manifest is the whole state of one version of a table.
@@ -38,6 +38,11 @@ type Manifest struct {
 	Indexes        []Index              `json:"indexes,omitempty"`
 	Remap          []RemapEntry         `json:"remap,omitempty"`
 	Config         map[string]string    `json:"config,omitempty"`
+	// ClusterBy is the table's cluster key, the stored names of its
+	// columns (see evolve.ClusterKey): compaction writes fragments sorted
+	// by it. A manifest with one is written in minor format 1, which a
+	// build that does not know the key refuses to build on.
+	ClusterBy []string `json:"cluster_by,omitempty"`
 	// Producers records the table's recent idempotent direct appends (see
 	// Idempotency).
 	Producers Producers `json:"producers,omitempty"`
@@ -79,6 +84,10 @@ type Fragment struct {
 	// with more than MaxLaidOutChunks chunks) is read as before.
 	Chunks []int64 `json:"chunks,omitempty"`
 	Footer int64   `json:"footer,omitempty"`
+	// SortedBy, when set, is the cluster key (stored names) the
+	// fragment's rows are sorted by, ascending with nulls last: compaction
+	// sorts again only fragments not sorted by the table's key.
+	SortedBy []string `json:"sorted_by,omitempty"`
 }
 
 // MinGCAge is the least age at which garbage collection may delete an
@@ -257,6 +266,9 @@ type Transaction struct {
 	// Remap is set by a Rewrite of a table with indexes. In a transaction
 	// being planned, To is the position in Added; once applied, the id.
 	Remap []RemapEntry `json:"remap,omitempty"`
+	// Cluster is set by an Alter that sets the cluster key (Columns
+	// empty: clears it).
+	Cluster *Clustering `json:"cluster,omitempty"`
 	// Index is set by CreateIndex.
 	Index *Index `json:"index,omitempty"`
 	// Undoes is set on a Rewrite that takes back the commit of that
@@ -298,6 +310,12 @@ type Transaction struct {
 // Format is the format version of the manifest t was read from (0.0 for
 // one made here).
 func (t *Transaction) Format() (major, minor uint16) { return t.major, t.minor }
+
+// Clustering is an Alter's cluster key: the stored names of its columns,
+// none to clear it.
+type Clustering struct {
+	Columns []string `json:"columns"`
+}
 
 // ShardMerge is one shard's part of a fleet merge: its generations up to
 // Watermark, read from a state the owner of Epoch wrote.
@@ -360,13 +378,24 @@ func (m *Manifest) writtenMajor() uint16 {
 	return FormatMajor
 }
 
+// writtenMinor is the minor format version this build writes m in: 1
+// (FormatMinor) for a table with a cluster key, which a build of minor 0
+// would drop from the versions it commits, or a version an Alter of the
+// key made; 0 otherwise, which builds of either minor write.
+func (m *Manifest) writtenMinor() uint16 {
+	if len(m.ClusterBy) > 0 || m.Transaction.Cluster != nil {
+		return FormatMinor
+	}
+	return 0
+}
+
 // Format is m's format version: the one of the object it was read from,
 // or, for a manifest made here, the one this build writes it in.
 func (m *Manifest) Format() (major, minor uint16) {
 	if m.major != 0 {
 		return m.major, m.minor
 	}
-	return m.writtenMajor(), FormatMinor
+	return m.writtenMajor(), m.writtenMinor()
 }
 
 // CheckWritable refuses (a *NewerFormatError, which is ErrUnsupportedFormat) to build a version on m when m
@@ -457,6 +486,7 @@ func (m *Manifest) Clone() *Manifest {
 	c.Fragments = slices.Clone(m.Fragments)
 	c.Indexes = slices.Clone(m.Indexes)
 	c.Remap = slices.Clone(m.Remap)
+	c.ClusterBy = slices.Clone(m.ClusterBy)
 	c.Producers = slices.Clone(m.Producers)
 	if m.Shards != nil {
 		c.Shards = make(map[string]ShardMark, len(m.Shards))

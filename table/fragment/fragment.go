@@ -167,6 +167,15 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 	return nil
 }
 
+// EndRowGroup ends the row group being gathered: the rows written since
+// the last one ended form a row group of their own (at most RowGroupRows
+// rows, as any). A fragment sorted by a cluster key is written in row
+// groups smaller than RowGroupRows, so that their statistics rule out more
+// of it.
+func (w *Writer) EndRowGroup() error {
+	return w.flushPending()
+}
+
 // WithTypesOf returns rec (retained) with the very type values of schema,
 // which it matches (CheckSchema): arrow-go's writers compare types with a
 // check that equal types of different values can fail (see TypesEqual).
