@@ -95,6 +95,9 @@ type TableInfo struct {
 	Fragments int    `json:"fragments"`
 	Bytes     int64  `json:"bytes"`
 	Schema    Schema `json:"schema"`
+	// ClusterBy names the columns of the table's cluster key, when it has
+	// one: compaction sorts its fragments by them.
+	ClusterBy []string `json:"cluster_by,omitempty"`
 }
 
 // FragmentList is what GET /api/v1/tables/{name}/fragments answers: the

@@ -170,14 +170,16 @@ type AlterRequest struct {
 // SchemaChange is one column change: {"op": "add", "column": "grade",
 // "type": "string"}; {"op": "rename", "column": "reward", "to": "score"};
 // {"op": "drop", "column": "note"}; {"op": "widen", "column": "score",
-// "type": "float64"} or {"op": "widen", "column": "id", "nullable": true}.
-// Types are the scalar types of Field.
+// "type": "float64"} or {"op": "widen", "column": "id", "nullable": true};
+// or the table's cluster key, {"op": "cluster_by", "columns": ["run",
+// "step"]} ("columns": [] clears it). Types are the scalar types of Field.
 type SchemaChange struct {
-	Op       string `json:"op"`
-	Column   string `json:"column"`
-	To       string `json:"to,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Nullable bool   `json:"nullable,omitempty"`
+	Op       string   `json:"op"`
+	Column   string   `json:"column,omitempty"`
+	To       string   `json:"to,omitempty"`
+	Type     string   `json:"type,omitempty"`
+	Nullable bool     `json:"nullable,omitempty"`
+	Columns  []string `json:"columns,omitempty"`
 }
 
 // ArrowType is the change's type (nil when it names none).

@@ -328,6 +328,9 @@ func (ex *exporter) addSnapshots(ctx context.Context, cur view, p exportPlan) (*
 			}
 		}
 		sc, err := ex.schemaFor(bld, m)
+		if err == nil {
+			err = sortOrderFor(bld, m, sc)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("lakehouse: version %d: %w", v, err)
 		}

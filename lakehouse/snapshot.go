@@ -188,6 +188,32 @@ func (ex *exporter) schemaFor(bld *itable.MetadataBuilder, m *format.Manifest) (
 	return bld.CurrentSchema(), nil
 }
 
+// sortOrderFor makes the view's default sort order the table's cluster
+// key as of m, each column ascending with nulls last (the order
+// compaction sorts fragments in), or unsorted when it has none. An order
+// the view had before is taken again by its id.
+func sortOrderFor(bld *itable.MetadataBuilder, m *format.Manifest, sc *iceberg.Schema) error {
+	order := itable.UnsortedSortOrder
+	if names, _, ok := evolve.ClusterColumns(m.Schema(), m.ClusterBy); ok {
+		fields := make([]itable.SortField, len(names))
+		for i, name := range names {
+			f, found := sc.FindFieldByName(name)
+			if !found {
+				return fmt.Errorf("the cluster key's column %q is not in the view's schema", name)
+			}
+			fields[i] = itable.SortField{SourceIDs: []int{f.ID}, Transform: iceberg.IdentityTransform{}, Direction: itable.SortASC, NullOrder: itable.NullsLast}
+		}
+		var err error
+		if order, err = itable.NewSortOrder(1, fields); err != nil {
+			return err
+		}
+	}
+	if err := bld.AddSortOrder(&order); err != nil {
+		return err
+	}
+	return bld.SetDefaultSortOrderID(-1)
+}
+
 // snapshot writes what version m's snapshot needs — new delete files, new
 // manifests, its manifest list — and returns it.
 func (ex *exporter) snapshot(ctx context.Context, m *format.Manifest, sc *iceberg.Schema) (*itable.Snapshot, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/format"
 )
 
@@ -58,7 +59,8 @@ func (s *Server) checkPlacement(ctx context.Context, t *tableState) error {
 }
 
 func info(name string, m *format.Manifest) api.TableInfo {
-	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema())}
+	cluster, _, _ := evolve.ClusterColumns(m.Schema(), m.ClusterBy)
+	return api.TableInfo{Name: name, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Schema: api.SchemaOf(m.Schema()), ClusterBy: cluster}
 }
 
 // describeTable answers GET …/TABLE: the latest version's figures (or

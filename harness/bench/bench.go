@@ -79,8 +79,9 @@ func (cfg Config) open(ctx context.Context, u string) (blob.Bucket, error) {
 var AllPhases = []string{"ingest", "scan-before", "compact", "scan-after", "concurrent"}
 
 // OtherPhases run only when named: take-keys builds a table of its own,
-// ten million rows by default.
-var OtherPhases = []string{"take-keys"}
+// ten million rows by default; clustered-filter gives the table the
+// phases before it built (ingest, at least) a cluster key and compacts it.
+var OtherPhases = []string{"take-keys", "clustered-filter"}
 
 // Result is one output line; fields that do not apply are left out.
 type Result map[string]any
@@ -147,6 +148,8 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			r, err = concurrent(ctx, cfg, tableURL)
 		case "take-keys":
 			r, err = takeKeysPhase(ctx, cfg, tableURL, log)
+		case "clustered-filter":
+			r, err = clusteredFilter(ctx, cfg, tableURL)
 		}
 		if err != nil {
 			return fmt.Errorf("bench: %s: %w", phase, err)

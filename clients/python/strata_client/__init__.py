@@ -679,15 +679,18 @@ class Client:
 
     def alter(self, name: str, *, add: Optional[Mapping[str, str]] = None, rename: Optional[Mapping[str, str]] = None,
               widen: Optional[Mapping[str, str]] = None, drop: Optional[Sequence[str]] = None,
+              cluster_by: Optional[Sequence[str]] = None,
               changes: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
         """Change the table's columns in one commit, by metadata alone; rows
         written before read under the new schema. ``add`` maps new column
         names to types ({"grade": "string"}; added columns are nullable),
         ``rename`` old names to new, ``widen`` names to a wider type or
         "nullable", ``drop`` is a list of names; they apply in the order
-        rename, widen, drop, add. ``changes`` gives the request's own list
-        instead ({"op": "add", "column": ..., "type": ...}). Returns the
-        table as it is after."""
+        rename, widen, drop, add. ``cluster_by`` sets the table's cluster
+        key, the columns compaction sorts fragments by (``[]`` clears it).
+        ``changes`` gives the request's own list instead ({"op": "add",
+        "column": ..., "type": ...}). Returns the table as it is after, its
+        ``cluster_by`` naming the key's columns when it has one."""
         if changes is None:
             changes = [{"op": "rename", "column": k, "to": v} for k, v in (rename or {}).items()]
             for k, v in (widen or {}).items():
@@ -695,6 +698,10 @@ class Client:
                                else {"op": "widen", "column": k, "type": v})
             changes += [{"op": "drop", "column": k} for k in (drop or [])]
             changes += [{"op": "add", "column": k, "type": v} for k, v in (add or {}).items()]
+            if cluster_by is not None:
+                if isinstance(cluster_by, str):
+                    raise TypeError("cluster_by takes a list of column names, not a string")
+                changes.append({"op": "cluster_by", "columns": list(cluster_by)})
         return self._json("POST", self._table(name, "/schema"), payload={"changes": changes})
 
     def indexes(self, name: str) -> List[Dict[str, Any]]:

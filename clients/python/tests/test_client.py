@@ -345,6 +345,24 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(e.exception.status, 400)
         self.assertIn("worker", str(e.exception))
 
+    def test_cluster_by(self):
+        c = self.c
+        c.create_table("clustered", SCHEMA)
+        rows = self.rows(1, 40)
+        c.append("clustered", rows)
+        c.checkpoint_lsm("clustered")
+        info = c.alter("clustered", cluster_by=["worker", "reward"])
+        self.assertEqual(info["cluster_by"], ["worker", "reward"])
+        with self.assertRaises(StrataError) as e:
+            c.alter("clustered", cluster_by=["nope"])
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("nope", str(e.exception))
+        with self.assertRaises(TypeError):
+            c.alter("clustered", cluster_by="worker")
+        info = c.alter("clustered", cluster_by=[])
+        self.assertNotIn("cluster_by", info)
+        self.assertEqual(sorted(r["id"] for r in c.scan("clustered")), sorted(r["id"] for r in rows))
+
     def test_errors(self):
         with self.assertRaises(StrataError) as e:
             list(self.c.scan("missing"))

@@ -13,9 +13,11 @@ import (
 
 func newAlter(env *Env) *cobra.Command {
 	var add, rename, drop, widen []string
+	var clusterBy string
+	var noCluster bool
 	c := &cobra.Command{
-		Use:   "alter URL [--add-column NAME:TYPE] [--rename-column OLD:NEW] [--widen-column NAME:TYPE] [--drop-column NAME]",
-		Short: "Change a table's columns, by metadata alone, in one commit",
+		Use:   "alter URL [--add-column NAME:TYPE] [--rename-column OLD:NEW] [--widen-column NAME:TYPE] [--drop-column NAME] [--cluster-by COL[,COL]]",
+		Short: "Change a table's columns or cluster key, by metadata alone, in one commit",
 		Long: `alter changes the table's schema in one commit without rewriting a
 fragment. Rows written before read under the new schema: an added column
 (always nullable) reads null in them, a renamed column keeps its values, a
@@ -29,13 +31,24 @@ is refused by name. Changes apply in the order renames, widenings, drops,
 adds, so a column dropped and added again under its name starts empty.
 Types: bool, int8…int64, uint8…uint64, float32, float64, string,
 large_string, binary, large_binary, date32, timestamp_s/ms/us/ns,
-time64_us.`,
+time64_us.
+
+--cluster-by gives the table a cluster key: up to four columns, most
+significant first. Compaction then writes fragments sorted by them
+(ascending, nulls last) in small row groups, so that a filter on them
+reads little more than the rows it matches; fragments written before are
+sorted by the next compactions. --no-cluster clears the key. A table has
+a cluster key or a key index (strata index), not both.`,
 		Example: `  strata alter file://./events --add-column grade:string
   strata alter file://./events --rename-column reward:score --widen-column score:float64
-  strata alter file://./events --widen-column step:nullable --drop-column debug`,
+  strata alter file://./events --widen-column step:nullable --drop-column debug
+  strata alter file://./events --cluster-by run,step`,
 		Args: ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			changes, err := columnChanges(rename, widen, drop, add)
+			if err == nil {
+				changes, err = withClusterKey(changes, c.Flags().Changed("cluster-by"), clusterBy, noCluster)
+			}
 			if err != nil {
 				return usageError{err}
 			}
@@ -59,6 +72,8 @@ time64_us.`,
 	c.Flags().StringArrayVar(&rename, "rename-column", nil, "rename a column, OLD:NEW")
 	c.Flags().StringArrayVar(&drop, "drop-column", nil, "drop a column, NAME")
 	c.Flags().StringArrayVar(&widen, "widen-column", nil, "widen a column, NAME:TYPE or NAME:nullable")
+	c.Flags().StringVar(&clusterBy, "cluster-by", "", "set the cluster key, COL[,COL] (compaction sorts by it)")
+	c.Flags().BoolVar(&noCluster, "no-cluster", false, "clear the cluster key")
 	return c
 }
 
@@ -109,10 +124,31 @@ func columnChanges(rename, widen, drop, add []string) ([]evolve.ColumnChange, er
 		}
 		out = append(out, tc)
 	}
-	if len(out) == 0 {
-		return nil, errors.New("alter needs a change: --add-column, --rename-column, --widen-column or --drop-column")
-	}
 	return out, nil
+}
+
+// withClusterKey adds to changes the cluster key --cluster-by (set when
+// given) or --no-cluster asks for, and refuses an alter of nothing.
+func withClusterKey(changes []evolve.ColumnChange, given bool, cols string, clear bool) ([]evolve.ColumnChange, error) {
+	switch {
+	case given && clear:
+		return nil, errors.New("give --cluster-by or --no-cluster, not both")
+	case given:
+		var key []string
+		for _, c := range strings.Split(cols, ",") {
+			if c = strings.TrimSpace(c); c == "" {
+				return nil, fmt.Errorf("--cluster-by takes column names separated by commas, got %q (--no-cluster clears the key)", cols)
+			}
+			key = append(key, c)
+		}
+		changes = append(changes, evolve.ColumnChange{Op: evolve.ClusterBy, Columns: key})
+	case clear:
+		changes = append(changes, evolve.ColumnChange{Op: evolve.ClusterBy})
+	}
+	if len(changes) == 0 {
+		return nil, errors.New("alter needs a change: --add-column, --rename-column, --widen-column, --drop-column, --cluster-by or --no-cluster")
+	}
+	return changes, nil
 }
 
 // tableChange is the change a SchemaChange describes.
@@ -121,5 +157,5 @@ func tableChange(c api.SchemaChange) (evolve.ColumnChange, error) {
 	if err != nil {
 		return evolve.ColumnChange{}, err
 	}
-	return evolve.ColumnChange{Op: evolve.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: t, Nullable: c.Nullable}, nil
+	return evolve.ColumnChange{Op: evolve.ChangeOp(c.Op), Column: c.Column, To: c.To, Type: t, Nullable: c.Nullable, Columns: c.Columns}, nil
 }

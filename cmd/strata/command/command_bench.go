@@ -29,7 +29,13 @@ The exit status is non-zero when a check fails (a row count). With
 STRATA_BENCH_TRACE=1 set, commits slower than 100ms are logged with their
 attempts and rebases, and the ingest's requests to the store by kind.
 
-Phases: ingest, scan-before, compact, scan-after, concurrent.
+Phases: ingest, scan-before, compact, scan-after, concurrent. Two more
+run only when named: take-keys (100 random UUID keys taken from a table
+of its own, --take-rows rows in --take-fragments fragments; p50_ms,
+p99_ms, requests) and clustered-filter (a filter matching 1% of the rows,
+reward < 0.01, read with every column before and after the table the
+phases before it built is given the cluster key reward and compacted:
+wall_s, requests, bytes_read against table_bytes, before_… before).
 
 --mode=fleet runs --writers shard writers for --duration, each appending
 --rows rows (default 20) every --append-every and flushing on its own, while
@@ -77,7 +83,7 @@ AWS_SECRET_ACCESS_KEY and AWS_REGION.`,
 	f.IntVar(&cfg.Rows, "rows", 200, "rows per commit")
 	f.IntVar(&cfg.TargetRows, "target-rows", 1_000_000, "compaction target rows per fragment")
 	f.UintVar(&seed, "seed", 42, "data generator seed")
-	f.StringVar(&phases, "phases", "", "comma-separated phases: ingest, scan-before, compact, scan-after, concurrent (the default: all of them) and take-keys")
+	f.StringVar(&phases, "phases", "", "comma-separated phases: ingest, scan-before, compact, scan-after, concurrent (the default: all of them); take-keys and clustered-filter run only when named")
 	f.StringVar(&cfg.Store, "store", "file", "file or s3")
 	f.StringVar(&cfg.Dir, "dir", "", "local folder for --store=file (default: a fresh temp folder, removed afterwards)")
 	f.StringVar(&cfg.S3Endpoint, "s3-endpoint", "", "S3 endpoint, e.g. http://127.0.0.1:9000")
