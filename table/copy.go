@@ -501,7 +501,8 @@ func (w *pageCopier) close() (_ format.Fragment, err error) {
 func (w *pageCopier) abort() { _ = w.up.Finish(errors.New("fragment aborted")) }
 
 // mergeChunkStats merges column chunks' statistics; false when one lacks
-// them. Min and max are left out when a chunk holding values has none.
+// them. Min and max are left out when a chunk holding values has none
+// (or only one of them: minMaxKnown).
 func mergeChunkStats(cols []*metadata.ColumnChunkMetaData) (metadata.EncodedStatistics, bool) {
 	var acc metadata.TypedStatistics
 	minMax := true
@@ -510,7 +511,7 @@ func mergeChunkStats(cols []*metadata.ColumnChunkMetaData) (metadata.EncodedStat
 		if err != nil || st == nil || !st.HasNullCount() {
 			return metadata.EncodedStatistics{}, false
 		}
-		if !st.HasMinMax() && st.NumValues() > 0 {
+		if !minMaxKnown(st) && st.NumValues() > 0 {
 			minMax = false
 		}
 		if acc == nil {

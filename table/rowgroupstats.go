@@ -41,7 +41,7 @@ func (p *scanPlan) rowGroupStats(rg *metadata.RowGroupMetaData, lay *layout) exp
 			return nil, rg.NumRows()
 		}
 		kind := value.KindOf(colType)
-		if st.HasMinMax() {
+		if minMaxKnown(st) {
 			var lo, hi value.Value
 			ok := true
 			switch s := st.(type) {
@@ -81,6 +81,25 @@ func parquetKeepsValues(t arrow.DataType) bool {
 		return t.Unit != arrow.Second
 	case *arrow.Time32Type:
 		return t.Unit != arrow.Second
+	}
+	return true
+}
+
+// minMaxKnown: st's min and max both bound its column chunk's values. A
+// Parquet writer leaves out a binary bound longer than its limit
+// (arrow-go's: 4 KiB) and keeps the other, and arrow-go reads the one
+// left out as empty: a true lower bound, but no upper one. So a binary
+// chunk whose max reads empty is taken to have no bounds (which costs
+// only chunks whose values are all empty).
+func minMaxKnown(st metadata.TypedStatistics) bool {
+	if !st.HasMinMax() {
+		return false
+	}
+	switch s := st.(type) {
+	case *metadata.ByteArrayStatistics:
+		return len(s.Max()) > 0
+	case *metadata.FixedLenByteArrayStatistics:
+		return len(s.Max()) > 0
 	}
 	return true
 }
