@@ -172,14 +172,16 @@ type AlterRequest struct {
 // {"op": "drop", "column": "note"}; {"op": "widen", "column": "score",
 // "type": "float64"} or {"op": "widen", "column": "id", "nullable": true};
 // or the table's cluster key, {"op": "cluster_by", "columns": ["run",
-// "step"]} ("columns": [] clears it). Types are the scalar types of Field.
+// "step"]} ("columns": [] clears it; a missing "columns" is refused, so
+// in Go an empty, non-nil Columns clears it). Types are the scalar types
+// of Field.
 type SchemaChange struct {
 	Op       string   `json:"op"`
 	Column   string   `json:"column,omitempty"`
 	To       string   `json:"to,omitempty"`
 	Type     string   `json:"type,omitempty"`
 	Nullable bool     `json:"nullable,omitempty"`
-	Columns  []string `json:"columns,omitempty"`
+	Columns  []string `json:"columns,omitzero"`
 }
 
 // ArrowType is the change's type (nil when it names none).

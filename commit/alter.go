@@ -14,7 +14,8 @@ import (
 )
 
 // Alter changes the table's schema, or its cluster key (an
-// evolve.ClusterBy change), in one commit, by metadata alone: no
+// evolve.ClusterBy change; setting the key it has commits nothing:
+// Result.Done), in one commit, by metadata alone: no
 // fragment is read or written (see evolve.AlterSchema for the changes, and
 // table's evolve.go for how fragments written before read after). Writers
 // holding the schema from before keep appending: their rows are stored
@@ -34,8 +35,10 @@ func (t *Table) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Resu
 		return Result{}, err
 	}
 	var before, next *arrow.Schema
+	var planned *format.Manifest
 	res, err := t.drive(ctx, driveOptions{}, func(ctx context.Context, snap *table.Snapshot, _ error) (Plan, error) {
 		m := snap.Manifest()
+		planned = m
 		before, next = m.Schema(), m.Schema()
 		txn := format.Transaction{Kind: format.KindAlter, CommitID: format.NewID(), ReadVersion: snap.Version(), SchemaIPC: m.SchemaIPC}
 		if len(schemaChanges) > 0 {
@@ -56,6 +59,9 @@ func (t *Table) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Resu
 			if len(key) > 0 && len(m.Indexes) > 0 {
 				return Plan{}, fmt.Errorf("%w: %w", evolve.ErrBadSchemaChange, ErrClusteredIndex)
 			}
+			if len(schemaChanges) == 0 && slices.Equal(key, m.ClusterBy) {
+				return Plan{Done: true}, nil // the key it has: nothing to commit
+			}
 			txn.Cluster = &format.Clustering{Columns: key}
 		}
 		for _, c := range changes {
@@ -65,6 +71,10 @@ func (t *Table) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Resu
 	})
 	if err != nil {
 		return Result{}, err
+	}
+	if res.Done {
+		res.Manifest = planned
+		return res, nil
 	}
 	return res, t.outwaitLeases(ctx, res.Version, before, next)
 }
@@ -85,7 +95,7 @@ func applyAlter(cur, next *format.Manifest, txn *format.Transaction) error {
 	next.ClusterBy = evolve.KeepClusterKey(next.Schema(), next.ClusterBy)
 	if txn.Cluster != nil {
 		if len(txn.Cluster.Columns) > 0 && len(next.Indexes) > 0 {
-			return ErrClusteredIndex
+			return fmt.Errorf("%w: %w", evolve.ErrBadSchemaChange, ErrClusteredIndex)
 		}
 		next.ClusterBy = evolve.KeepClusterKey(next.Schema(), txn.Cluster.Columns)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
 )
 
@@ -368,7 +369,7 @@ func applyCreateIndex(next *format.Manifest, txn *format.Transaction) error {
 		return fmt.Errorf("commit: create_index without an index")
 	}
 	if len(next.ClusterBy) > 0 {
-		return ErrClusteredIndex
+		return fmt.Errorf("%w: %w", expr.ErrBadColumns, ErrClusteredIndex)
 	}
 	next.Indexes = slices.DeleteFunc(next.Indexes, func(ix format.Index) bool { return ix.Column == txn.Index.Column })
 	next.Indexes = append(next.Indexes, *txn.Index)

@@ -1,11 +1,14 @@
 package compactor_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,24 +172,40 @@ func TestClusteredCompactionSortsWithinTheBudget(t *testing.T) {
 }
 
 // A large fragment written before the table had a cluster key is sorted
-// alone, once.
+// (with its small neighbours), once; one larger than a run may read is
+// left as it is, and does not stop the runs.
 func TestClusteredCompactionSortsALargeFragmentOnce(t *testing.T) {
 	b := rolloutsTable(t, "file://"+t.TempDir(), 0, 20, 250)
-	before := digest(t, b)
 	if _, err := compactor.Compact(ctx, b, &compactor.Policy{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	clusterBy(t, b, "reward")
 	policy := compactor.Policy{TargetRows: 20_000, SmallRows: 1_000}
-	if due, why := compactor.ShouldCompact(readManifest(t, b), policy, time.Now()); !due {
+	if plan := compactor.PlanCompaction(readManifest(t, b), policy); len(plan.Bins) != 1 || len(plan.Bins[0].Fragments) != 1 {
+		t.Fatalf("the large fragment alone: %s; want it in a bin of its own", plan)
+	}
+	// Larger than a run may read, it is left as it is: never due, never
+	// planned, and the small fragments after it still are.
+	appendRollouts(t, b, 1, 0, 3, 10)
+	m := readManifest(t, b)
+	tight := policy
+	tight.MaxSourceBytes, tight.MinFragments = m.Fragments[0].Bytes-1, 2
+	if due, why := compactor.ShouldCompact(m, compactor.Policy{MaxSourceBytes: tight.MaxSourceBytes, MinFragments: 5}, time.Now()); due {
+		t.Fatalf("compaction due for a fragment larger than a run reads: %s", why)
+	}
+	if plan := compactor.PlanCompaction(m, tight); len(plan.Bins) != 1 || len(plan.Bins[0].Fragments) != 3 {
+		t.Fatalf("with the large fragment over the run's bound: %s; want one bin of the 3 small fragments", plan)
+	}
+	if due, why := compactor.ShouldCompact(m, policy, time.Now()); !due {
 		t.Fatalf("compaction not due for a large fragment the cluster key does not order: %s", why)
 	}
+	before := digest(t, b)
 	res, err := compactor.Compact(ctx, b, &policy, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.FragmentsBefore != 1 || res.BinsSorted != 1 || res.FragmentsAfter != 1 {
-		t.Fatalf("compaction: %d fragments before, %d bins sorted, %d after; want 1, 1, 1", res.FragmentsBefore, res.BinsSorted, res.FragmentsAfter)
+	if res.FragmentsBefore != 4 || res.BinsSorted != 1 || res.FragmentsAfter != 1 {
+		t.Fatalf("compaction: %d fragments before, %d bins sorted, %d after; want 4, 1, 1", res.FragmentsBefore, res.BinsSorted, res.FragmentsAfter)
 	}
 	sameRows(t, before, digest(t, b), "sorting a large fragment")
 	rewardsInOrder(t, b)
@@ -352,4 +371,55 @@ func readSnapshot(t *testing.T, b blob.Bucket) *table.Snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// cancelOnSpillRead cancels a run when it first reads an object under
+// data/ that is not among known: a spill being merged.
+type cancelOnSpillRead struct {
+	blob.Bucket
+	known  map[string]bool
+	cancel context.CancelFunc
+	hit    atomic.Bool
+}
+
+func (c *cancelOnSpillRead) spill(key string) {
+	if strings.HasPrefix(key, "data/") && !c.known[key] && !c.hit.Swap(true) {
+		c.cancel()
+	}
+}
+
+func (c *cancelOnSpillRead) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	c.spill(key)
+	return c.Bucket.NewRangeReader(ctx, key, off, n)
+}
+
+func (c *cancelOnSpillRead) Get(ctx context.Context, key string) ([]byte, error) {
+	c.spill(key)
+	return c.Bucket.Get(ctx, key)
+}
+
+// A sorting compaction cancelled while it merges its spills commits
+// nothing and leaves no spill behind.
+func TestACancelledSortLeavesNoSpills(t *testing.T) {
+	b := rolloutsTable(t, "file://"+t.TempDir(), 0, 40, 250)
+	clusterBy(t, b, "reward")
+	known := map[string]bool{}
+	for _, k := range readManifest(t, b).Objects() {
+		known[k] = true
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cb := &cancelOnSpillRead{Bucket: b, known: known, cancel: cancel}
+	res, err := compactor.Compact(cctx, cb, &compactor.Policy{}, &compactor.Options{MemoryBudget: compactor.MinMemoryBudget, Leased: true})
+	if !cb.hit.Load() || err == nil || res.Version != 0 {
+		t.Fatalf("a compaction cancelled in its merge: spill read %v, version %d, %v", cb.hit.Load(), res.Version, err)
+	}
+	for o, err := range blob.List(ctx, b, "data/", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !known[o.Key] {
+			t.Errorf("%s is left, referenced by no version", o.Key)
+		}
+	}
 }

@@ -256,12 +256,21 @@ func recode(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o
 }
 
 // discard deletes fragments no manifest references (best effort: garbage
-// collection removes whatever is left).
+// collection removes whatever is left), even when ctx is done — a run
+// cancelled is when they most need deleting — within discardTimeout.
 func discard(ctx context.Context, b blob.Bucket, frags []format.Fragment) {
+	if len(frags) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
+	defer cancel()
 	for _, f := range frags {
 		_ = b.Delete(ctx, f.Key)
 	}
 }
+
+// discardTimeout bounds how long discard waits on the store.
+const discardTimeout = 30 * time.Second
 
 // remapEntries records where each bin's rows go: bin i becomes output i,
 // its sources' live rows laid end to end in manifest order. Indexes

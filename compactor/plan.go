@@ -61,7 +61,7 @@ func PlanCompaction(m *format.Manifest, p Policy) Plan {
 			cur = Bin{}
 			return
 		}
-		if len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && (p.mostlyDeleted(m.Fragment(cur.Fragments[0])) || key.unsorted(m.Fragment(cur.Fragments[0])))) {
+		if len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && p.rewritesAlone(m.Fragment(cur.Fragments[0]), key)) {
 			plan.Bins = append(plan.Bins, cur)
 			sources += len(cur.Fragments)
 			bytes += cur.Bytes
@@ -70,7 +70,7 @@ func PlanCompaction(m *format.Manifest, p Policy) Plan {
 	}
 	for i := range m.Fragments {
 		f := &m.Fragments[i]
-		if !p.small(f) && !p.mostlyDeleted(f) && !key.unsorted(f) {
+		if !p.rewrites(f, key) {
 			flush() // a large fragment ends a run of adjacent small ones
 			continue
 		}

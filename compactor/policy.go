@@ -105,6 +105,18 @@ func (p Policy) small(f *format.Fragment) bool {
 	return f.Rows < p.SmallRows && f.Bytes < p.SmallBytes
 }
 
+// rewrites: f is a source of compaction, to bin with its neighbours —
+// small, mostly deleted rows, or not sorted by the table's cluster key —
+// and not larger than a run may read (which would stop every run at it).
+func (p Policy) rewrites(f *format.Fragment, key *clusterKey) bool {
+	return f.Bytes <= p.MaxSourceBytes && (p.small(f) || p.mostlyDeleted(f) || key.unsorted(f))
+}
+
+// rewritesAlone: f is worth rewriting in a bin of its own.
+func (p Policy) rewritesAlone(f *format.Fragment, key *clusterKey) bool {
+	return f.Bytes <= p.MaxSourceBytes && (p.mostlyDeleted(f) || key.unsorted(f))
+}
+
 func (p Policy) mostlyDeleted(f *format.Fragment) bool {
 	return f.Rows > 0 && f.Deletion != nil && float64(f.Deletion.Count)/float64(f.Rows) >= p.DeletedFraction
 }
@@ -122,12 +134,14 @@ func ShouldCompact(m *format.Manifest, p Policy, now time.Time) (bool, string) {
 	small, deleted, unsorted := 0, 0, 0
 	for i := range m.Fragments {
 		f := &m.Fragments[i]
-		if p.small(f) {
+		switch {
+		case !p.rewrites(f, key):
+		case p.small(f):
 			small++
-		} else if key.unsorted(f) {
+		case key.unsorted(f):
 			unsorted++
 		}
-		if p.mostlyDeleted(f) {
+		if p.rewritesAlone(f, key) && p.mostlyDeleted(f) {
 			deleted++
 		}
 	}

@@ -27,6 +27,9 @@ func (s *Server) alterTable(w http.ResponseWriter, r *http.Request, t *tableStat
 	}
 	changes := make([]evolve.ColumnChange, len(req.Changes))
 	for i, c := range req.Changes {
+		if c.Op == string(evolve.ClusterBy) && c.Columns == nil {
+			return badRequest(`change %d: cluster_by takes "columns": [...] ([] clears the key)`, i)
+		}
 		typ, err := c.ArrowType()
 		if err != nil {
 			return badRequest("change %d: %v", i, err)

@@ -36,6 +36,14 @@ func TestClusterKeyOverHTTP(t *testing.T) {
 	}
 	_, err := f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by", Columns: []string{"run", "nope"}})
 	refused("a key of a missing column", err, `the table has no column "nope"`)
+	// A misspelt change is refused, never taken for another: a cluster_by
+	// naming its column in column (not columns) would clear the key.
+	_, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by", Column: "step"})
+	refused("cluster_by with column", err, `cluster_by takes "columns"`)
+	_, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by", Columns: []string{"step"}, Type: "int64"})
+	refused("cluster_by with a type", err, "nothing else")
+	_, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "add", Column: "x", Type: "string", Columns: []string{"step"}})
+	refused("add with columns", err, "columns is for cluster_by")
 	info, err := f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by", Columns: []string{"run", "step"}})
 	if err != nil || !slices.Equal(info.ClusterBy, []string{"run", "step"}) {
 		t.Fatalf("alter cluster_by: %+v, %v", info, err)
@@ -45,7 +53,7 @@ func TestClusterKeyOverHTTP(t *testing.T) {
 	if err := f.c.Compact(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	info, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by"})
+	info, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by", Columns: []string{}})
 	if err != nil || len(info.ClusterBy) != 0 {
 		t.Fatalf("alter clearing the key: %+v, %v", info, err)
 	}

@@ -19,12 +19,21 @@ import (
 const MaxClusterColumns = 4
 
 // SplitChanges separates an Alter's schema changes from its ClusterBy
-// change (nil when there is none). Two ClusterBy changes are refused.
+// change (nil when there is none). Two ClusterBy changes are refused, as
+// is a change with a field its op does not take (a ClusterBy's Column, a
+// column change's Columns): a misspelt change must not pass for another.
 func SplitChanges(changes []ColumnChange) (schema []ColumnChange, cluster *ColumnChange, err error) {
 	for i := range changes {
-		if changes[i].Op != ClusterBy {
-			schema = append(schema, changes[i])
+		c := changes[i]
+		if c.Op != ClusterBy {
+			if len(c.Columns) > 0 {
+				return nil, nil, fmt.Errorf("%w: %s: columns is for cluster_by; a column change names its column in column", ErrBadSchemaChange, c)
+			}
+			schema = append(schema, c)
 			continue
+		}
+		if c.Column != "" || c.To != "" || c.Type != nil || c.Nullable {
+			return nil, nil, fmt.Errorf("%w: cluster_by takes its columns in columns, and nothing else (column, to, type, nullable)", ErrBadSchemaChange)
 		}
 		if cluster != nil {
 			return nil, nil, fmt.Errorf("%w: give the cluster key once, not %q and %q", ErrBadSchemaChange, cluster, changes[i])

@@ -13,7 +13,7 @@ import (
 
 func newAlter(env *Env) *cobra.Command {
 	var add, rename, drop, widen []string
-	var clusterBy string
+	var clusterBy []string
 	var noCluster bool
 	c := &cobra.Command{
 		Use:   "alter URL [--add-column NAME:TYPE] [--rename-column OLD:NEW] [--widen-column NAME:TYPE] [--drop-column NAME] [--cluster-by COL[,COL]]",
@@ -47,7 +47,7 @@ a cluster key or a key index (strata index), not both.`,
 		RunE: func(c *cobra.Command, args []string) (err error) {
 			changes, err := columnChanges(rename, widen, drop, add)
 			if err == nil {
-				changes, err = withClusterKey(changes, c.Flags().Changed("cluster-by"), clusterBy, noCluster)
+				changes, err = withClusterKey(changes, clusterBy, noCluster)
 			}
 			if err != nil {
 				return usageError{err}
@@ -64,6 +64,14 @@ a cluster key or a key index (strata index), not both.`,
 			if err != nil {
 				return err
 			}
+			if res.Done && noCluster {
+				fmt.Fprintf(env.Out, "unchanged: the table has no cluster key (version %d)\n", res.Version)
+				return nil
+			}
+			if res.Done {
+				fmt.Fprintf(env.Out, "unchanged: the table is clustered by %s already (version %d)\n", strings.Join(clusterBy, ","), res.Version)
+				return nil
+			}
 			fmt.Fprintf(env.Out, "altered: %s (version %d)\n", strings.Join(res.Manifest.Transaction.Changes, "; "), res.Version)
 			return nil
 		},
@@ -72,7 +80,7 @@ a cluster key or a key index (strata index), not both.`,
 	c.Flags().StringArrayVar(&rename, "rename-column", nil, "rename a column, OLD:NEW")
 	c.Flags().StringArrayVar(&drop, "drop-column", nil, "drop a column, NAME")
 	c.Flags().StringArrayVar(&widen, "widen-column", nil, "widen a column, NAME:TYPE or NAME:nullable")
-	c.Flags().StringVar(&clusterBy, "cluster-by", "", "set the cluster key, COL[,COL] (compaction sorts by it)")
+	c.Flags().StringArrayVar(&clusterBy, "cluster-by", nil, "set the cluster key, COL[,COL] (compaction sorts by it)")
 	c.Flags().BoolVar(&noCluster, "no-cluster", false, "clear the cluster key")
 	return c
 }
@@ -127,13 +135,17 @@ func columnChanges(rename, widen, drop, add []string) ([]evolve.ColumnChange, er
 	return out, nil
 }
 
-// withClusterKey adds to changes the cluster key --cluster-by (set when
-// given) or --no-cluster asks for, and refuses an alter of nothing.
-func withClusterKey(changes []evolve.ColumnChange, given bool, cols string, clear bool) ([]evolve.ColumnChange, error) {
+// withClusterKey adds to changes the cluster key --cluster-by (each
+// time it is given) or --no-cluster asks for, and refuses an alter of
+// nothing.
+func withClusterKey(changes []evolve.ColumnChange, given []string, clear bool) ([]evolve.ColumnChange, error) {
 	switch {
-	case given && clear:
+	case len(given) > 0 && clear:
 		return nil, errors.New("give --cluster-by or --no-cluster, not both")
-	case given:
+	case len(given) > 1:
+		return nil, fmt.Errorf("give --cluster-by once, its columns separated by commas: --cluster-by %s", strings.Join(given, ","))
+	case len(given) == 1:
+		cols := given[0]
 		var key []string
 		for _, c := range strings.Split(cols, ",") {
 			if c = strings.TrimSpace(c); c == "" {

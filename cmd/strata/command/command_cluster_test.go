@@ -29,6 +29,7 @@ func TestAlterClusterByThenCompact(t *testing.T) {
 		{"--cluster-by", "reward,"},
 		{"--cluster-by", "reward", "--no-cluster"},
 		{"--cluster-by", "reward,reward"},
+		{"--cluster-by", "reward", "--cluster-by", "step"},
 		{},
 	} {
 		if code, _, errOut := run(t, nil, append([]string{"alter", u}, bad...)...); code != 2 || errOut == "" {
@@ -37,6 +38,10 @@ func TestAlterClusterByThenCompact(t *testing.T) {
 	}
 	if out := must("alter", u, "--cluster-by", "reward"); !strings.Contains(out, "altered: cluster by reward") {
 		t.Fatalf("alter: %s", out)
+	}
+	// The key it has: nothing to commit.
+	if out := must("alter", u, "--cluster-by", "reward"); !strings.Contains(out, "unchanged") {
+		t.Fatalf("alter to the same key: %s", out)
 	}
 	if out := must("stats", u); !strings.Contains(out, "cluster by") || !strings.Contains(out, " reward (0 of 6 fragments sorted)") {
 		t.Fatalf("stats before compacting:\n%s", out)
@@ -54,6 +59,9 @@ func TestAlterClusterByThenCompact(t *testing.T) {
 	}
 	if out := must("stats", u); strings.Contains(out, "cluster by") {
 		t.Fatalf("stats after the key is cleared:\n%s", out)
+	}
+	if out := must("alter", u, "--no-cluster"); !strings.Contains(out, "unchanged") {
+		t.Fatalf("--no-cluster on a table without a key: %s", out)
 	}
 }
 
