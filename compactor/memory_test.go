@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
+	"github.com/stratadb/strata/table/evolve"
 )
 
 const compactChild = "compactor-compact-once"
@@ -31,7 +32,8 @@ func init() {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		fmt.Printf("%d -> %d fragments, %d rows, %d bytes rewritten, %d bins copied\n", res.FragmentsBefore, res.FragmentsAfter, res.RowsAfter, res.BytesRewritten, res.BinsCopied)
+		fmt.Printf("%d -> %d fragments, %d rows, %d bytes rewritten, %d bins copied, %d sorted (%d runs spilled), %d bytes held at most\n",
+			res.FragmentsBefore, res.FragmentsAfter, res.RowsAfter, res.BytesRewritten, res.BinsCopied, res.BinsSorted, res.Spills, res.PeakMemory)
 		return 0
 	})
 }
@@ -39,9 +41,10 @@ func init() {
 // BenchmarkCompactionMemory compacts a table of 2,000 fragments of 200
 // rollout rows (935 MB logical) in a process of its own and reports that
 // process's peak RSS: memory is bounded by a few batches and one row group,
-// not by the table. Sub-benchmarks: "copy" (the default, pages copied) and
-// "recode" (Options.Recode: rows decoded and encoded again), each on a copy
-// of the table.
+// not by the table. Sub-benchmarks: "copy" (the default, pages copied),
+// "recode" (Options.Recode: rows decoded and encoded again) and "sort"
+// (the table clustered by reward: its rows sorted in runs of what the
+// default budget holds, spilled, and merged), each on a copy of the table.
 //
 //	go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
 //
@@ -66,11 +69,24 @@ func BenchmarkCompactionMemory(b *testing.B) {
 		}
 		rec.Release()
 	}
-	for _, mode := range []string{"copy", "recode"} {
+	for _, mode := range []string{"copy", "recode", "sort"} {
 		b.Run(mode, func(b *testing.B) {
 			src := b.TempDir()
 			if err := os.CopyFS(src, os.DirFS(dir)); err != nil {
 				b.Fatal(err)
+			}
+			if mode == "sort" {
+				sb, err := blob.Open(ctx, "file://"+src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				st, err := commit.OpenTable(ctx, sb, nil)
+				if err == nil {
+					_, err = st.Alter(ctx, evolve.ColumnChange{Op: evolve.ClusterBy, Columns: []string{"reward"}})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
 			}
 			b.ResetTimer()
 			for b.Loop() {

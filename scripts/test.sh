@@ -133,7 +133,8 @@ beside() {
   fi
   # Compaction's memory bound, in a process of its own: 2,000 fragments
   # (935 MB of rows) compacted within 512 MiB of peak RSS, copying pages
-  # (162–184 MiB measured) and decoding them (381 MiB).
+  # (162–184 MiB measured), decoding them (381 MiB), and sorting them by a
+  # cluster key in runs spilled and merged (452–459 MiB).
   timed env STRATA_MEMORY_BOUND_MIB=512 go test -run '^$' -bench CompactionMemory -benchtime 1x ./compactor
   # The server's memory bound, in a process of its own: sixteen clients
   # scanning a 50 MB table twice each and an appender, against a budget of
