@@ -43,7 +43,9 @@ func TestClusterKeyOverHTTP(t *testing.T) {
 	_, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by", Columns: []string{"step"}, Type: "int64"})
 	refused("cluster_by with a type", err, "nothing else")
 	_, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "add", Column: "x", Type: "string", Columns: []string{"step"}})
-	refused("add with columns", err, "columns is for cluster_by")
+	refused("add with columns", err, `"columns" is for cluster_by`)
+	_, err = f.c.Alter(ctx, "t", api.SchemaChange{Op: "add", Column: "x", Type: "string", Columns: []string{}})
+	refused("add with empty columns", err, `"columns" is for cluster_by`)
 	info, err := f.c.Alter(ctx, "t", api.SchemaChange{Op: "cluster_by", Columns: []string{"run", "step"}})
 	if err != nil || !slices.Equal(info.ClusterBy, []string{"run", "step"}) {
 		t.Fatalf("alter cluster_by: %+v, %v", info, err)

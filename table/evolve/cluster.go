@@ -26,7 +26,7 @@ func SplitChanges(changes []ColumnChange) (schema []ColumnChange, cluster *Colum
 	for i := range changes {
 		c := changes[i]
 		if c.Op != ClusterBy {
-			if len(c.Columns) > 0 {
+			if c.Columns != nil {
 				return nil, nil, fmt.Errorf("%w: %s: columns is for cluster_by; a column change names its column in column", ErrBadSchemaChange, c)
 			}
 			schema = append(schema, c)

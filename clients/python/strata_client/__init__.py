@@ -691,6 +691,8 @@ class Client:
         ``changes`` gives the request's own list instead ({"op": "add",
         "column": ..., "type": ...}). Returns the table as it is after, its
         ``cluster_by`` naming the key's columns when it has one."""
+        if changes is not None and any(x is not None for x in (add, rename, widen, drop, cluster_by)):
+            raise TypeError("give changes or add/rename/widen/drop/cluster_by, not both")
         if changes is None:
             changes = [{"op": "rename", "column": k, "to": v} for k, v in (rename or {}).items()]
             for k, v in (widen or {}).items():

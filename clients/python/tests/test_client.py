@@ -359,6 +359,11 @@ class ServerTest(unittest.TestCase):
         self.assertIn("nope", str(e.exception))
         with self.assertRaises(TypeError):
             c.alter("clustered", cluster_by="worker")
+        with self.assertRaises(TypeError):
+            c.alter("clustered", changes=[{"op": "add", "column": "g", "type": "string"}], cluster_by=["worker"])
+        with self.assertRaises(StrataError) as e:
+            c.alter("clustered", changes=[{"op": "add", "column": "g", "type": "string", "columns": []}])
+        self.assertEqual(e.exception.status, 400)
         info = c.alter("clustered", cluster_by=[])
         self.assertNotIn("cluster_by", info)
         self.assertEqual(sorted(r["id"] for r in c.scan("clustered")), sorted(r["id"] for r in rows))

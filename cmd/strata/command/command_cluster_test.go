@@ -46,6 +46,9 @@ func TestAlterClusterByThenCompact(t *testing.T) {
 	if out := must("stats", u); !strings.Contains(out, "cluster by") || !strings.Contains(out, " reward (0 of 6 fragments sorted)") {
 		t.Fatalf("stats before compacting:\n%s", out)
 	}
+	if out := must("stats", u, "--json"); !strings.Contains(out, `"cluster_by": [`) || !strings.Contains(out, `"sorted_fragments": 0`) {
+		t.Fatalf("stats --json before compacting:\n%s", out)
+	}
 	must("compact", u)
 	if out := must("stats", u); !strings.Contains(out, "cluster by") || !strings.Contains(out, " reward (1 of 1 fragments sorted)") {
 		t.Fatalf("stats after compacting:\n%s", out)

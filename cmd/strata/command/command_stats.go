@@ -29,7 +29,7 @@ type TableStats struct {
 	// ClusterBy names the cluster key's columns; Sorted counts the
 	// fragments sorted by it (compaction sorts the others).
 	ClusterBy  []string            `json:"cluster_by,omitempty"`
-	Sorted     int                 `json:"sorted_fragments,omitempty"`
+	Sorted     *int                `json:"sorted_fragments,omitempty"`
 	Shards     []engine.ShardStats `json:"shards,omitempty"`
 	Compaction engine.Status       `json:"compaction"`
 	Consumers  []ConsumerLag       `json:"consumers,omitempty"`
@@ -56,10 +56,14 @@ func readStats(c *cobra.Command, env *Env, url string) (_ TableStats, err error)
 	}
 	st := TableStats{Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments), Bytes: m.Bytes(), Indexes: m.Indexes}
 	st.ClusterBy, _, _ = evolve.ClusterColumns(m.Schema(), m.ClusterBy)
-	for _, f := range m.Fragments {
-		if len(st.ClusterBy) > 0 && slices.Equal(f.SortedBy, m.ClusterBy) {
-			st.Sorted++
+	if len(st.ClusterBy) > 0 {
+		sorted := 0
+		for _, f := range m.Fragments {
+			if slices.Equal(f.SortedBy, m.ClusterBy) {
+				sorted++
+			}
 		}
+		st.Sorted = &sorted
 	}
 	vs, err := table.Versions(ctx, b, 0, false)
 	if err != nil {
@@ -113,7 +117,7 @@ position and lag (strata follow --consumer).`,
 			tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "version\t%d\nrows\t%d\nfragments\t%d\nbytes\t%d\nversions\t%d\n", st.Version, st.Rows, st.Fragments, st.Bytes, st.Versions)
 			if len(st.ClusterBy) > 0 {
-				fmt.Fprintf(tw, "cluster by\t%s (%d of %d fragments sorted)\n", strings.Join(st.ClusterBy, ", "), st.Sorted, st.Fragments)
+				fmt.Fprintf(tw, "cluster by\t%s (%d of %d fragments sorted)\n", strings.Join(st.ClusterBy, ", "), *st.Sorted, st.Fragments)
 			}
 			for _, ix := range st.Indexes {
 				fmt.Fprintf(tw, "index\t%s on %s, %d rows, covers fragments below %d\n", ix.ID, ix.Column, ix.Rows, ix.CoveredBelow)
