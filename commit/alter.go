@@ -82,7 +82,7 @@ func (t *Table) Alter(ctx context.Context, changes ...evolve.ColumnChange) (Resu
 // ErrClusteredIndex: a table has a cluster key or a key index, not both.
 // A key index finds a row where compaction put it among the rows of its
 // sources, in their order; a sort by the cluster key moves it.
-var ErrClusteredIndex = errors.New("commit: a table with a key index cannot have a cluster key, nor one with a cluster key a key index (drop the one to set the other)")
+var ErrClusteredIndex = errors.New("commit: a table with a key index cannot have a cluster key, nor one with a cluster key a key index (clear the cluster key, strata alter --no-cluster, to build an index; a key index cannot be dropped)")
 
 // applyAlter gives next (a copy of cur) the schema txn made. An index
 // follows its column through a rename (found by stored name) and goes
