@@ -93,55 +93,57 @@ func sortShares(size, openAhead int64) sortShare {
 
 // sortBin rewrites a bin into one fragment sorted by key, within mem,
 // and tells how many runs it spilled.
-func sortBin(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, o Options, mem *budget, key *clusterKey) (format.Fragment, int, error) {
+func sortBin(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, p Policy, o Options, mem *budget, key *clusterKey) ([]format.Fragment, int, error) {
 	// Sources are read a few at once: up to a quarter of the budget opened
 	// ahead (table.OpenAheadBytes), between 2 and 8 fragments.
 	parallel := int(min(max(mem.size/4/table.OpenAheadBytes(1), recodeParallelism), table.DefaultMemoryParallelism))
 	share := sortShares(mem.size, table.OpenAheadBytes(parallel))
 	release, err := mem.hold(ctx, share.hold+table.OpenAheadBytes(parallel))
 	if err != nil {
-		return format.Fragment{}, 0, err
+		return nil, 0, err
 	}
 	defer release()
-	s := &sorter{b: b, schema: snap.Manifest().Schema(), schemaIPC: snap.Manifest().SchemaIPC, key: key, share: share}
+	s := &sorter{b: b, schema: snap.Manifest().Schema(), schemaIPC: snap.Manifest().SchemaIPC, key: key, share: share,
+		targetRows: p.TargetRows, targetBytes: p.TargetBytes}
 	defer s.releaseRun()
-	f, err := s.sort(ctx, snap, bin, parallel, o, mem)
+	out, err := s.sort(ctx, snap, bin, parallel, o, mem)
 	if err != nil {
 		discard(ctx, b, s.spills)
-		return format.Fragment{}, 0, err
+		return nil, 0, err
 	}
-	return f, s.spilled, nil
+	return out, s.spilled, nil
 }
 
 // sort reads the bin's rows in runs of what fits (share.run of decoded
 // rows, at most a 64th as many rows) and writes the bin sorted: a bin of
 // one run as it is, a larger one by spilling each run sorted and merging
-// the spills.
-func (s *sorter) sort(ctx context.Context, snap *table.Snapshot, bin Bin, parallel int, o Options, mem *budget) (format.Fragment, error) {
+// the spills; in fragments of the policy's target size, each holding the
+// keys after the one before.
+func (s *sorter) sort(ctx context.Context, snap *table.Snapshot, bin Bin, parallel int, o Options, mem *budget) ([]format.Fragment, error) {
 	runBytes := s.share.run
 	_, readAhead := copyShares(mem.size, o.ReadAheadBytes)
 	for rec, err := range snap.Scan(ctx, table.ScanOptions{Fragments: bin.Fragments, Parallelism: parallel, ReadAheadBytes: readAhead, BatchSize: 4096, Memory: mem}) {
 		if err != nil {
-			return format.Fragment{}, err
+			return nil, err
 		}
 		n := table.BatchBytes(rec)
 		if len(s.run) > 0 && (s.held+n > runBytes || s.rows+rec.NumRows() > runBytes/64) {
-			f, err := s.writeRun(ctx)
+			spill, err := s.writeRun(ctx, false)
 			if err != nil {
-				return format.Fragment{}, err
+				return nil, err
 			}
-			s.spills = append(s.spills, f)
+			s.spills = append(s.spills, spill...)
 		}
 		rec.Retain()
 		s.run = append(s.run, rec)
 		s.held += n
 		s.rows += rec.NumRows()
 	}
-	f, err := s.writeRun(ctx)
+	last, err := s.writeRun(ctx, len(s.spills) == 0)
 	if err != nil || len(s.spills) == 0 {
-		return f, err
+		return last, err
 	}
-	s.spills = append(s.spills, f)
+	s.spills = append(s.spills, last...)
 	s.spilled = len(s.spills)
 	return s.mergeSpills(ctx)
 }
@@ -156,9 +158,12 @@ type sorter struct {
 	share     sortShare
 	spilled   int // runs spilled
 	groupRows int64
-	run       []arrow.RecordBatch
-	held      int64 // the run's decoded bytes
-	rows      int64
+	// targetRows and targetBytes (of decoded rows) bound each fragment of
+	// the bin's sorted rows (Policy.TargetRows, TargetBytes).
+	targetRows, targetBytes int64
+	run                     []arrow.RecordBatch
+	held                    int64 // the run's decoded bytes
+	rows                    int64
 	// spills are the runs written sorted and not merged yet: objects no
 	// version references, deleted once merged (garbage collection takes
 	// those a run that dies leaves).
@@ -170,24 +175,21 @@ func (s *sorter) releaseRun() {
 	s.run, s.held, s.rows = nil, 0, 0
 }
 
-// writeRun writes the run as one fragment sorted by the key, in row
-// groups of about share.group decoded bytes.
-func (s *sorter) writeRun(ctx context.Context) (format.Fragment, error) {
+// writeRun writes the run sorted by the key, in row groups of about
+// share.group decoded bytes: as one fragment (a spill), or, when final,
+// as the bin's fragments.
+func (s *sorter) writeRun(ctx context.Context, final bool) ([]format.Fragment, error) {
 	defer s.releaseRun()
 	var order []uint64
 	if s.rows > 0 {
 		var err error
 		if order, err = s.order(ctx); err != nil {
-			return format.Fragment{}, err
+			return nil, err
 		}
 	}
 	starts := make([]int64, len(s.run)+1)
 	for i, rec := range s.run {
 		starts[i+1] = starts[i] + rec.NumRows()
-	}
-	w, err := fragment.NewWriter(ctx, s.b, s.schema)
-	if err != nil {
-		return format.Fragment{}, err
 	}
 	if s.groupRows == 0 {
 		// Every run's row groups, and the merge's, hold as many rows as
@@ -195,40 +197,120 @@ func (s *sorter) writeRun(ctx context.Context) (format.Fragment, error) {
 		s.groupRows = max(min(int64(fragment.RowGroupRows), s.rows*s.share.group/max(s.held, 1)), 1)
 	}
 	groupRows := s.groupRows
+	out := &output{s: s, split: final}
 	for at := int64(0); at < int64(len(order)); at += groupRows {
 		rec, err := gather(ctx, s.run, starts, order[at:min(at+groupRows, int64(len(order)))])
 		if err == nil {
-			err = writeGroup(w, rec)
+			err = out.write(ctx, rec)
 		}
 		if err != nil {
-			w.Abort()
-			return format.Fragment{}, err
+			out.abort(ctx)
+			return nil, err
 		}
 	}
-	return s.closeSorted(w, s.rows)
+	return out.close(ctx)
 }
 
-// writeGroup writes rec as one row group of w, and releases it.
-func writeGroup(w *fragment.Writer, rec arrow.RecordBatch) error {
+// output writes sorted row groups as fragments: one (a spill), or, split,
+// a new one each time the one being written holds the target rows or
+// decoded bytes, so that each holds the keys after the one before.
+type output struct {
+	s           *sorter
+	split       bool
+	w           *fragment.Writer
+	rows, bytes int64 // of the fragment being written
+	done        []format.Fragment
+}
+
+// write writes rec as a row group, and releases it. Split, a fragment
+// holds at most the target rows: a row group that would pass them is cut
+// there, its rest starting the next fragment.
+func (o *output) write(ctx context.Context, rec arrow.RecordBatch) error {
 	defer rec.Release()
-	if err := w.Write(rec); err != nil {
+	for o.split && o.rows+rec.NumRows() > o.s.targetRows {
+		k := o.s.targetRows - o.rows
+		head, rest := rec.NewSlice(0, k), rec.NewSlice(k, rec.NumRows())
+		err := o.writeGroup(ctx, head)
+		head.Release()
+		if err != nil {
+			rest.Release()
+			return err
+		}
+		defer rest.Release()
+		rec = rest
+	}
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	return o.writeGroup(ctx, rec)
+}
+
+// writeGroup writes rec as one row group, and cuts the fragment once it
+// holds the target rows or decoded bytes.
+func (o *output) writeGroup(ctx context.Context, rec arrow.RecordBatch) error {
+	if o.w == nil {
+		w, err := fragment.NewWriter(ctx, o.s.b, o.s.schema)
+		if err != nil {
+			return err
+		}
+		o.w = w
+	}
+	if err := o.w.Write(rec); err != nil {
 		return err
 	}
-	return w.EndRowGroup()
+	o.rows, o.bytes = o.rows+rec.NumRows(), o.bytes+table.BatchBytes(rec)
+	if err := o.w.EndRowGroup(); err != nil {
+		return err
+	}
+	if o.split && (o.rows >= o.s.targetRows || o.bytes >= o.s.targetBytes) {
+		return o.cut()
+	}
+	return nil
 }
 
-// closeSorted closes w, a fragment of rows rows sorted by the key.
-func (s *sorter) closeSorted(w *fragment.Writer, rows int64) (format.Fragment, error) {
+// cut closes the fragment being written, checking its rows.
+func (o *output) cut() error {
+	w, rows := o.w, o.rows
+	o.w, o.rows, o.bytes = nil, 0, 0
 	f, err := w.Close()
 	if err != nil {
-		return format.Fragment{}, err
+		return err
 	}
+	o.done = append(o.done, f)
 	if f.Rows != rows {
-		discard(context.Background(), s.b, []format.Fragment{f})
-		return format.Fragment{}, fmt.Errorf("%w: %d sorted rows wrote %d", ErrRowsChanged, rows, f.Rows)
+		return fmt.Errorf("%w: %d sorted rows wrote %d", ErrRowsChanged, rows, f.Rows)
 	}
-	f.SortedBy = slices.Clone(s.key.stored)
-	return f, nil
+	o.done[len(o.done)-1].SortedBy = slices.Clone(o.s.key.stored)
+	return nil
+}
+
+// close ends the last fragment (an empty one when nothing was written)
+// and returns them all.
+func (o *output) close(ctx context.Context) ([]format.Fragment, error) {
+	if o.w == nil && len(o.done) == 0 {
+		w, err := fragment.NewWriter(ctx, o.s.b, o.s.schema)
+		if err != nil {
+			return nil, err
+		}
+		o.w = w
+	}
+	if o.w != nil {
+		if err := o.cut(); err != nil {
+			o.abort(ctx)
+			return nil, err
+		}
+	}
+	return o.done, nil
+}
+
+// abort drops what was written.
+func (o *output) abort(ctx context.Context) {
+	if o.w != nil {
+		o.w.Abort()
+		o.w = nil
+	}
+	discard(ctx, o.s.b, o.done)
+	o.done = nil
 }
 
 // order is the run's rows in the key's order (ascending, nulls last,

@@ -423,3 +423,58 @@ func TestACancelledSortLeavesNoSpills(t *testing.T) {
 		}
 	}
 }
+
+// A bin sorted by the cluster key is written in fragments of the target
+// size, each holding the keys after the one before, in memory and through
+// spills: the manifest's statistics then rule out whole fragments, and a
+// filter on the key opens one.
+func TestClusteredCompactionSplitsIntoDisjointRanges(t *testing.T) {
+	for _, budget := range []int64{0, compactor.MinMemoryBudget} {
+		t.Run(fmt.Sprint(budget>>20, "MiB"), func(t *testing.T) {
+			b := rolloutsTable(t, "file://"+t.TempDir(), 0, 40, 250)
+			before := digest(t, b)
+			clusterBy(t, b, "reward")
+			policy := &compactor.Policy{TargetRows: 2_000}
+			if plan := compactor.PlanCompaction(readManifest(t, b), *policy); len(plan.Bins) != 1 || plan.Outputs() != 5 {
+				t.Fatalf("plan: %s; want one bin sorted into 5 fragments", plan)
+			}
+			res, err := compactor.Compact(ctx, b, policy, &compactor.Options{MemoryBudget: budget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.BinsSorted != 1 || res.FragmentsAfter != 5 {
+				t.Fatalf("compaction: %d bins sorted, %d fragments after; want 1, 5", res.BinsSorted, res.FragmentsAfter)
+			}
+			sameRows(t, before, digest(t, b), "a sort split into fragments")
+			frags := rewardsInOrder(t, b)
+			last := -1.0
+			for _, f := range frags {
+				var lo, hi float64
+				for _, c := range f.Columns {
+					if c.Name == "reward" && c.Min != nil && c.Max != nil {
+						lo, hi = c.Min.F, c.Max.F
+					}
+				}
+				if f.Rows != 2_000 || lo < last || hi < lo {
+					t.Fatalf("fragment %d: %d rows, reward %v..%v after %v; want 2,000 rows above the fragment before", f.ID, f.Rows, lo, hi, last)
+				}
+				last = hi
+			}
+			s := readSnapshot(t, b)
+			cb := blob.NewCounted(b)
+			var n int64
+			for rec, err := range table.NewSnapshot(cb, s.Manifest()).Scan(ctx, table.ScanOptions{Filter: expr.Lt("reward", value.Float(0.01))}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += rec.NumRows()
+			}
+			if read := cb.Stats().BytesIn; n == 0 || read > frags[0].Bytes {
+				t.Fatalf("a filter on the key's first fifth read %d rows, %d bytes; want rows, and no more than the first fragment's %d bytes", n, read, frags[0].Bytes)
+			}
+			if res, err := compactor.Compact(ctx, b, policy, nil); err != nil || res.Version != 0 {
+				t.Fatalf("a second compaction: version %d, %v; want nothing to do", res.Version, err)
+			}
+		})
+	}
+}

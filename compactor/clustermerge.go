@@ -27,21 +27,22 @@ func (s *sorter) ways() int {
 	return int(max(s.share.hold/(8*s.share.group), 2))
 }
 
-// mergeSpills merges the spills into one sorted fragment, and deletes
-// them.
-func (s *sorter) mergeSpills(ctx context.Context) (format.Fragment, error) {
+// mergeSpills merges the spills into the bin's sorted fragments, and
+// deletes them.
+func (s *sorter) mergeSpills(ctx context.Context) ([]format.Fragment, error) {
 	for {
 		n := min(len(s.spills), s.ways())
-		f, err := s.merge(ctx, s.spills[:n])
+		final := n == len(s.spills)
+		out, err := s.merge(ctx, s.spills[:n], final)
 		if err != nil {
-			return format.Fragment{}, err
+			return nil, err
 		}
 		discard(ctx, s.b, s.spills[:n])
 		s.spills = s.spills[n:]
-		if len(s.spills) == 0 {
-			return f, nil
+		if final {
+			return out, nil
 		}
-		s.spills = append(s.spills, f)
+		s.spills = append(s.spills, out...)
 	}
 }
 
@@ -63,19 +64,17 @@ type merger struct {
 	picks   []uint64
 }
 
-// merge writes the rows of spills, each sorted by the key, as one
-// fragment sorted by it; rows of equal keys keep the spills' order.
-func (s *sorter) merge(ctx context.Context, spills []format.Fragment) (format.Fragment, error) {
+// merge writes the rows of spills, each sorted by the key, sorted by it
+// (rows of equal keys keep the spills' order): as one spill, or, when
+// final, as the bin's fragments.
+func (s *sorter) merge(ctx context.Context, spills []format.Fragment, final bool) ([]format.Fragment, error) {
 	mg := &merger{s: s}
 	defer mg.close()
-	rows, err := mg.open(ctx, spills)
-	if err != nil {
-		return format.Fragment{}, err
+	if err := mg.open(ctx, spills); err != nil {
+		return nil, err
 	}
-	w, err := fragment.NewWriter(ctx, s.b, s.schema)
-	if err != nil {
-		return format.Fragment{}, err
-	}
+	out := &output{s: s, split: final}
+	var err error
 	for {
 		min := mg.least()
 		if min == nil {
@@ -87,44 +86,42 @@ func (s *sorter) merge(ctx context.Context, spills []format.Fragment) (format.Fr
 			err = mg.advance(min)
 		}
 		if err == nil && int64(len(mg.picks)) == s.groupRows {
-			err = mg.flush(ctx, w)
+			err = mg.flush(ctx, out)
 		}
 		if err != nil {
-			w.Abort()
-			return format.Fragment{}, err
+			out.abort(ctx)
+			return nil, err
 		}
 	}
-	if err := mg.flush(ctx, w); err != nil {
-		w.Abort()
-		return format.Fragment{}, err
+	if err := mg.flush(ctx, out); err != nil {
+		out.abort(ctx)
+		return nil, err
 	}
-	return s.closeSorted(w, rows)
+	return out.close(ctx)
 }
 
 // open starts reading each spill, as the fragments of a version no one
-// commits, and returns their rows.
-func (mg *merger) open(ctx context.Context, spills []format.Fragment) (int64, error) {
+// commits.
+func (mg *merger) open(ctx context.Context, spills []format.Fragment) error {
 	m := &format.Manifest{SchemaIPC: mg.s.schemaIPC, Fragments: make([]format.Fragment, len(spills))}
 	for i, f := range spills {
 		f.ID = uint64(i + 1)
 		m.Fragments[i] = f
 	}
 	if err := format.Refresh(m); err != nil {
-		return 0, err
+		return err
 	}
 	snap := table.NewSnapshot(mg.s.b, m)
-	var rows int64
 	for _, f := range m.Fragments {
-		rows += f.Rows
 		next, stop := iter.Pull2(snap.Scan(ctx, table.ScanOptions{Fragments: []uint64{f.ID}, Parallelism: 1,
 			ReadAheadBytes: mg.s.share.group, BatchSize: int(mg.s.groupRows)}))
 		st := &stream{next: next, stop: stop}
 		mg.streams = append(mg.streams, st)
 		if err := mg.advance(st); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return rows, nil
+	return nil
 }
 
 // advance moves st to its spill's next batch (nil at its end).
@@ -162,9 +159,9 @@ func (mg *merger) least() *stream {
 	return min
 }
 
-// flush writes the rows picked as one row group of w, and lets go of
+// flush writes the rows picked as one row group of out, and lets go of
 // the batches no stream is on.
-func (mg *merger) flush(ctx context.Context, w *fragment.Writer) error {
+func (mg *merger) flush(ctx context.Context, out *output) error {
 	if len(mg.picks) == 0 {
 		return nil
 	}
@@ -178,7 +175,7 @@ func (mg *merger) flush(ctx context.Context, w *fragment.Writer) error {
 	}
 	rec, err := gather(ctx, mg.held, starts, want)
 	if err == nil {
-		err = writeGroup(w, rec)
+		err = out.write(ctx, rec)
 	}
 	mg.picks = mg.picks[:0]
 	kept := make([]arrow.RecordBatch, 0, len(mg.streams))

@@ -128,7 +128,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 			return commit.Plan{Done: true}, nil
 		}
 		mem := newBudget(o.MemoryBudget)
-		added, rw, cp, err := writeBins(ctx, progressOf(b, res.Plan, o.OnProgress), m, res.Plan, o, mem)
+		added, rw, cp, err := writeBins(ctx, progressOf(b, res.Plan, o.OnProgress), m, res.Plan, p, o, mem)
 		res.PeakMemory = max(res.PeakMemory, mem.peak())
 		if errors.Is(err, blob.ErrNotFound) {
 			// A source is gone: either a newer version no longer holds
@@ -170,29 +170,36 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 // pages, or sorted by the cluster key (the others were decoded).
 type binsWritten struct{ copied, sorted, spills int }
 
-// writeBins rewrites each bin into one fragment: sorted by the table's
-// cluster key when it has one, else by copying its pages where they can
-// be, else by decoding its rows.
-func writeBins(ctx context.Context, b blob.Bucket, m *format.Manifest, plan Plan, o Options, mem *budget) (added []format.Fragment, rewritten int64, n binsWritten, err error) {
+// writeBins rewrites each bin: sorted by the table's cluster key when it
+// has one (in fragments of the policy's target size), else into one
+// fragment by copying its pages where they can be, else by decoding its
+// rows.
+func writeBins(ctx context.Context, b blob.Bucket, m *format.Manifest, plan Plan, p Policy, o Options, mem *budget) (added []format.Fragment, rewritten int64, n binsWritten, err error) {
 	snap := table.NewSnapshot(b, m)
 	key := clusterOf(m)
 	for _, bin := range plan.Bins {
-		var f format.Fragment
+		var out []format.Fragment
 		if key != nil {
 			var spills int
-			f, spills, err = sortBin(ctx, b, snap, bin, o, mem, key)
+			out, spills, err = sortBin(ctx, b, snap, bin, p, o, mem, key)
 			n.sorted, n.spills = n.sorted+1, n.spills+spills
 		} else {
+			var f format.Fragment
 			f, err = rewriteBin(ctx, b, snap, bin, o, mem, &n)
+			out = []format.Fragment{f}
 		}
 		if err != nil {
 			discard(ctx, b, added)
 			return nil, 0, binsWritten{}, err
 		}
-		added = append(added, f)
-		if f.Rows != bin.Rows {
+		added = append(added, out...)
+		var rows int64
+		for _, f := range out {
+			rows += f.Rows
+		}
+		if rows != bin.Rows {
 			discard(ctx, b, added)
-			return nil, 0, binsWritten{}, fmt.Errorf("%w: bin %v holds %d live rows, wrote %d", ErrRowsChanged, bin.Fragments, bin.Rows, f.Rows)
+			return nil, 0, binsWritten{}, fmt.Errorf("%w: bin %v holds %d live rows, wrote %d", ErrRowsChanged, bin.Fragments, bin.Rows, rows)
 		}
 		rewritten += bin.Bytes
 	}

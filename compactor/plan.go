@@ -7,11 +7,17 @@ import (
 	"github.com/stratadb/strata/table/format"
 )
 
-// Bin is a run of adjacent fragments to rewrite into one.
+// Bin is a run of adjacent fragments to rewrite into one, or, sorted by
+// the table's cluster key, into fragments of the target size.
 type Bin struct {
 	Fragments []uint64
 	Rows      int64 // live rows
 	Bytes     int64
+	// Sorted: the bin is sorted by the cluster key; Outputs is then the
+	// fragments its rows make at the target rows (the target bytes may
+	// cut more), else 1.
+	Sorted  bool
+	Outputs int
 }
 
 // Plan is what one compaction run will do. It is a plain value: print it
@@ -19,6 +25,15 @@ type Bin struct {
 type Plan struct {
 	Version uint64 // the table version planned against
 	Bins    []Bin
+}
+
+// Outputs is the number of fragments the plan writes (see Bin.Outputs).
+func (p Plan) Outputs() int {
+	n := 0
+	for _, b := range p.Bins {
+		n += b.Outputs
+	}
+	return n
 }
 
 // Sources is the number of fragments the plan rewrites.
@@ -38,7 +53,11 @@ func (p Plan) String() string {
 		if n := len(b.Fragments); n > 8 {
 			ids = fmt.Sprintf("[%d %d %d … %d]", b.Fragments[0], b.Fragments[1], b.Fragments[2], b.Fragments[n-1])
 		}
-		fmt.Fprintf(&sb, "  bin %d: %d fragments %s → 1 fragment, %d rows, %d bytes\n", i, len(b.Fragments), ids, b.Rows, b.Bytes)
+		out := "1 fragment"
+		if b.Sorted {
+			out = fmt.Sprintf("%d fragments sorted by the cluster key", b.Outputs)
+		}
+		fmt.Fprintf(&sb, "  bin %d: %d fragments %s → %s, %d rows, %d bytes\n", i, len(b.Fragments), ids, out, b.Rows, b.Bytes)
 	}
 	return sb.String()
 }
@@ -46,7 +65,10 @@ func (p Plan) String() string {
 // PlanCompaction bins adjacent small fragments (in manifest order) up to
 // the target rows and bytes, within the per-run bounds. A bin of one
 // fragment is kept only when that fragment is mostly deleted rows, or, in
-// a table with a cluster key, not sorted by it. With
+// a table with a cluster key, not sorted by it. In such a table a bin is
+// bounded by the per-run bounds alone: its rows are sorted as a whole and
+// written in fragments of the target size, each holding the keys after
+// the one before. With
 // p.Part, only the part's bins are kept, and only they count toward the
 // bounds.
 func PlanCompaction(m *format.Manifest, p Policy) Plan {
@@ -62,6 +84,10 @@ func PlanCompaction(m *format.Manifest, p Policy) Plan {
 			return
 		}
 		if len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && p.rewritesAlone(m.Fragment(cur.Fragments[0]), key)) {
+			cur.Sorted, cur.Outputs = key != nil, 1
+			if cur.Sorted {
+				cur.Outputs = int(max((cur.Rows+p.TargetRows-1)/p.TargetRows, 1))
+			}
 			plan.Bins = append(plan.Bins, cur)
 			sources += len(cur.Fragments)
 			bytes += cur.Bytes
@@ -74,7 +100,10 @@ func PlanCompaction(m *format.Manifest, p Policy) Plan {
 			flush() // a large fragment ends a run of adjacent small ones
 			continue
 		}
-		if len(cur.Fragments) > 0 && (cur.Rows+f.LiveRows() > p.TargetRows || cur.Bytes+f.Bytes > p.TargetBytes) {
+		// A table with a cluster key sorts a bin as a whole and splits it
+		// at the target size: a bin of it is bounded by the run's bounds
+		// alone, so that its fragments hold disjoint ranges of the key.
+		if key == nil && len(cur.Fragments) > 0 && (cur.Rows+f.LiveRows() > p.TargetRows || cur.Bytes+f.Bytes > p.TargetBytes) {
 			flush()
 		}
 		first := f.ID

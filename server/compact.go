@@ -70,7 +70,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, t *tableState) 
 	}
 	if req.DryRun {
 		m, plan := look.Manifest, look.Plan
-		after := len(m.Fragments) - plan.Sources() + len(plan.Bins)
+		after := len(m.Fragments) - plan.Sources() + plan.Outputs()
 		writeJSON(w, http.StatusOK, api.CompactPlan{Version: m.Version, Bins: len(plan.Bins), FragmentsBefore: len(m.Fragments),
 			FragmentsAfter: after, Plan: strings.TrimSpace(plan.String())})
 		return nil
