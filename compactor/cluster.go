@@ -104,7 +104,7 @@ func sortBin(ctx context.Context, b blob.Bucket, snap *table.Snapshot, bin Bin, 
 	}
 	defer release()
 	s := &sorter{b: b, schema: snap.Manifest().Schema(), schemaIPC: snap.Manifest().SchemaIPC, key: key, share: share,
-		targetRows: p.TargetRows, targetBytes: p.TargetBytes}
+		targetRows: p.TargetRows, targetStored: p.TargetBytes, binStored: bin.Bytes}
 	defer s.releaseRun()
 	out, err := s.sort(ctx, snap, bin, parallel, o, mem)
 	if err != nil {
@@ -137,6 +137,7 @@ func (s *sorter) sort(ctx context.Context, snap *table.Snapshot, bin Bin, parall
 		rec.Retain()
 		s.run = append(s.run, rec)
 		s.held += n
+		s.decoded += n
 		s.rows += rec.NumRows()
 	}
 	last, err := s.writeRun(ctx, len(s.spills) == 0)
@@ -158,12 +159,15 @@ type sorter struct {
 	share     sortShare
 	spilled   int // runs spilled
 	groupRows int64
-	// targetRows and targetBytes (of decoded rows) bound each fragment of
-	// the bin's sorted rows (Policy.TargetRows, TargetBytes).
-	targetRows, targetBytes int64
-	run                     []arrow.RecordBatch
-	held                    int64 // the run's decoded bytes
-	rows                    int64
+	// targetRows and targetStored bound each fragment of the bin's sorted
+	// rows (Policy.TargetRows, TargetBytes); the stored bytes are told by
+	// the decoded ones, at the ratio of the bin's stored bytes (binStored)
+	// to those it decoded to (decoded).
+	targetRows, targetStored int64
+	binStored, decoded       int64
+	run                      []arrow.RecordBatch
+	held                     int64 // the run's decoded bytes
+	rows                     int64
 	// spills are the runs written sorted and not merged yet: objects no
 	// version references, deleted once merged (garbage collection takes
 	// those a run that dies leaves).
@@ -213,7 +217,8 @@ func (s *sorter) writeRun(ctx context.Context, final bool) ([]format.Fragment, e
 
 // output writes sorted row groups as fragments: one (a spill), or, split,
 // a new one each time the one being written holds the target rows or
-// decoded bytes, so that each holds the keys after the one before.
+// about the target stored bytes (at least a row group), so that each
+// holds the keys after the one before.
 type output struct {
 	s           *sorter
 	split       bool
@@ -246,7 +251,7 @@ func (o *output) write(ctx context.Context, rec arrow.RecordBatch) error {
 }
 
 // writeGroup writes rec as one row group, and cuts the fragment once it
-// holds the target rows or decoded bytes.
+// holds the target rows or about the target stored bytes.
 func (o *output) writeGroup(ctx context.Context, rec arrow.RecordBatch) error {
 	if o.w == nil {
 		w, err := fragment.NewWriter(ctx, o.s.b, o.s.schema)
@@ -262,10 +267,16 @@ func (o *output) writeGroup(ctx context.Context, rec arrow.RecordBatch) error {
 	if err := o.w.EndRowGroup(); err != nil {
 		return err
 	}
-	if o.split && (o.rows >= o.s.targetRows || o.bytes >= o.s.targetBytes) {
+	if o.split && (o.rows >= o.s.targetRows || o.stored() >= o.s.targetStored) {
 		return o.cut()
 	}
 	return nil
+}
+
+// stored is about what the fragment being written stores: its decoded
+// bytes at the bin's ratio of stored to decoded bytes.
+func (o *output) stored() int64 {
+	return o.bytes * o.s.binStored / max(o.s.decoded, 1)
 }
 
 // cut closes the fragment being written, checking its rows.
@@ -284,16 +295,9 @@ func (o *output) cut() error {
 	return nil
 }
 
-// close ends the last fragment (an empty one when nothing was written)
-// and returns them all.
+// close ends the last fragment and returns them all (none when no row
+// was written: a bin of no live rows leaves nothing).
 func (o *output) close(ctx context.Context) ([]format.Fragment, error) {
-	if o.w == nil && len(o.done) == 0 {
-		w, err := fragment.NewWriter(ctx, o.s.b, o.s.schema)
-		if err != nil {
-			return nil, err
-		}
-		o.w = w
-	}
 	if o.w != nil {
 		if err := o.cut(); err != nil {
 			o.abort(ctx)

@@ -478,3 +478,43 @@ func TestClusteredCompactionSplitsIntoDisjointRanges(t *testing.T) {
 		})
 	}
 }
+
+// The fragments of a sorted bin are cut at about the target stored bytes
+// too, as the plan tells; a bin of no live rows leaves no fragment.
+func TestClusteredCompactionCutsAtTheTargetBytes(t *testing.T) {
+	b := rolloutsTable(t, "file://"+t.TempDir(), 0, 40, 250)
+	before := digest(t, b)
+	clusterBy(t, b, "reward")
+	m := readManifest(t, b)
+	policy := compactor.Policy{TargetBytes: m.Bytes() / 6}
+	plan := compactor.PlanCompaction(m, policy)
+	res, err := compactor.Compact(ctx, b, &policy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.FragmentsAfter, plan.Outputs(); got < want-1 || got > want+1 {
+		t.Fatalf("%d fragments written, the plan said %d", got, want)
+	}
+	sameRows(t, before, digest(t, b), "a sort cut at the target bytes")
+	frags := rewardsInOrder(t, b)
+	for _, f := range frags {
+		if f.Bytes > policy.TargetBytes*3/2 {
+			t.Fatalf("fragment %d stores %d bytes, past the target %d by more than a row group", f.ID, f.Bytes, policy.TargetBytes)
+		}
+	}
+	// Every row deleted: the bin leaves nothing.
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tb.Delete(ctx, expr.Ge("id", value.Int(0))); err != nil {
+		t.Fatal(err)
+	}
+	res, err = compactor.Compact(ctx, b, &compactor.Policy{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := readManifest(t, b); len(m.Fragments) != 0 || m.Rows() != 0 {
+		t.Fatalf("after compacting a table of no live rows: %d fragments, %d rows (%+v)", len(m.Fragments), m.Rows(), res)
+	}
+}

@@ -13,9 +13,9 @@ type Bin struct {
 	Fragments []uint64
 	Rows      int64 // live rows
 	Bytes     int64
-	// Sorted: the bin is sorted by the cluster key; Outputs is then the
-	// fragments its rows make at the target rows (the target bytes may
-	// cut more), else 1.
+	// Sorted: the bin is sorted by the cluster key; Outputs is then about
+	// the fragments its rows make at the target rows and bytes (a bin of
+	// no live rows makes none), else 1.
 	Sorted  bool
 	Outputs int
 }
@@ -86,7 +86,7 @@ func PlanCompaction(m *format.Manifest, p Policy) Plan {
 		if len(cur.Fragments) > 1 || (len(cur.Fragments) == 1 && p.rewritesAlone(m.Fragment(cur.Fragments[0]), key)) {
 			cur.Sorted, cur.Outputs = key != nil, 1
 			if cur.Sorted {
-				cur.Outputs = int(max((cur.Rows+p.TargetRows-1)/p.TargetRows, 1))
+				cur.Outputs = int(max((cur.Rows+p.TargetRows-1)/p.TargetRows, (cur.Bytes+p.TargetBytes-1)/p.TargetBytes, 1))
 			}
 			plan.Bins = append(plan.Bins, cur)
 			sources += len(cur.Fragments)
