@@ -274,9 +274,10 @@ func (o *output) writeGroup(ctx context.Context, rec arrow.RecordBatch) error {
 }
 
 // stored is about what the fragment being written stores: its decoded
-// bytes at the bin's ratio of stored to decoded bytes.
+// bytes at the bin's ratio of stored to decoded bytes (in floating point:
+// two sizes of gigabytes multiplied overflow an int64).
 func (o *output) stored() int64 {
-	return o.bytes * o.s.binStored / max(o.s.decoded, 1)
+	return int64(float64(o.bytes) * float64(o.s.binStored) / float64(max(o.s.decoded, 1)))
 }
 
 // cut closes the fragment being written, checking its rows.
