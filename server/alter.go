@@ -30,9 +30,6 @@ func (s *Server) alterTable(w http.ResponseWriter, r *http.Request, t *tableStat
 		if c.Op == string(evolve.ClusterBy) && c.Columns == nil {
 			return badRequest(`change %d: cluster_by takes "columns": [...] ([] clears the key)`, i)
 		}
-		if c.Op != string(evolve.ClusterBy) && c.Columns != nil {
-			return badRequest(`change %d: "columns" is for cluster_by; a column change names its column in "column"`, i)
-		}
 		typ, err := c.ArrowType()
 		if err != nil {
 			return badRequest("change %d: %v", i, err)

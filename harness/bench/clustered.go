@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/stratadb/strata/blob"
@@ -33,7 +32,7 @@ func clusteredFilter(ctx context.Context, cfg Config, u string) (Result, error) 
 		return nil, err
 	}
 	defer b.Close()
-	db, err := engine.Open(ctx, b, &engine.Options{Writer: "bench", Log: slog.New(slog.DiscardHandler)})
+	db, err := openEngine(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +67,7 @@ func clusteredFilter(ctx context.Context, cfg Config, u string) (Result, error) 
 	if _, err := db.Alter(ctx, evolve.ColumnChange{Op: evolve.ClusterBy, Columns: []string{clusterColumn}}); err != nil {
 		return nil, err
 	}
-	info, err := db.Compact(ctx, engine.CompactOptions{Policy: &engine.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}})
+	info, err := db.Compact(ctx, engine.CompactOptions{Policy: cfg.compactPolicy()})
 	if err != nil {
 		return nil, err
 	}

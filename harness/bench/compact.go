@@ -11,9 +11,21 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/table"
 )
+
+// openEngine opens the table in b as the phases that compact it do.
+func openEngine(ctx context.Context, b blob.Bucket) (*engine.DB, error) {
+	return engine.Open(ctx, b, &engine.Options{Writer: "bench", Log: slog.New(slog.DiscardHandler)})
+}
+
+// compactPolicy is the phases' compaction: fragments of at most
+// --target-rows rows, due from two.
+func (cfg Config) compactPolicy() *engine.Policy {
+	return &engine.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}
+}
 
 // compact compacts the table to fragments of at most --target-rows rows.
 func compact(ctx context.Context, cfg Config, u string) (Result, error) {
@@ -22,7 +34,7 @@ func compact(ctx context.Context, cfg Config, u string) (Result, error) {
 		return nil, err
 	}
 	defer b.Close()
-	db, err := engine.Open(ctx, b, &engine.Options{Writer: "bench", Log: slog.New(slog.DiscardHandler)})
+	db, err := openEngine(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +42,7 @@ func compact(ctx context.Context, cfg Config, u string) (Result, error) {
 	// The figure is the compaction's own time: taking the lease before it
 	// and recording the run after it are left out, as the systems it is
 	// set beside do neither.
-	info, err := db.Compact(ctx, engine.CompactOptions{Policy: &engine.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}})
+	info, err := db.Compact(ctx, engine.CompactOptions{Policy: cfg.compactPolicy()})
 	res, wall := info.Result, info.Duration
 	if err != nil {
 		return nil, err
@@ -55,7 +67,7 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 		return nil, err
 	}
 	rowsBefore := before.Manifest().Rows()
-	db, err := engine.Open(ctx, b, &engine.Options{Writer: "bench", Log: slog.New(slog.DiscardHandler)})
+	db, err := openEngine(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +116,7 @@ func concurrent(ctx context.Context, cfg Config, u string) (Result, error) {
 				return
 			default:
 			}
-			if _, err := db.Compact(ctx, engine.CompactOptions{Policy: &engine.Policy{TargetRows: int64(cfg.TargetRows), MinFragments: 2}}); err != nil {
+			if _, err := db.Compact(ctx, engine.CompactOptions{Policy: cfg.compactPolicy()}); err != nil {
 				compactErr = err
 				return
 			}

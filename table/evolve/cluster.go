@@ -27,7 +27,7 @@ func SplitChanges(changes []ColumnChange) (schema []ColumnChange, cluster *Colum
 		c := changes[i]
 		if c.Op != ClusterBy {
 			if c.Columns != nil {
-				return nil, nil, fmt.Errorf("%w: %s: columns is for cluster_by; a column change names its column in column", ErrBadSchemaChange, c)
+				return nil, nil, fmt.Errorf(`%w: %s: "columns" is for cluster_by; a column change names its column in "column"`, ErrBadSchemaChange, c)
 			}
 			schema = append(schema, c)
 			continue
