@@ -74,7 +74,8 @@ type Result struct {
 	BinsSorted      int   // bins sorted by the table's cluster key
 	Spills          int   // sorted runs written to the store and merged, for bins larger than one sort in memory
 	PeakMemory      int64 // the most the run held at once of its memory budget (Options.MemoryBudget)
-	Replans         int
+	Replans         int   // plans after the first that wrote the bins again
+	Rebases         int   // plans that carried rows deleted since onto what a plan before wrote (see rebase.go)
 	Duration        time.Duration
 }
 
@@ -113,9 +114,22 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 	co := o.Commit
 	co.CatchUp = true
 	var rewritten int64
-	var written binsWritten
-	cres, err := commit.Drive(ctx, b, o.Base, &co, o.MaxReplans+1, func(ctx context.Context, m *format.Manifest, prev error) (commit.Plan, error) {
+	var n binsWritten
+	var last *written // what the last plan wrote
+	defer func() { last.drop(ctx, b) }()
+	cres, err := commit.Drive(ctx, b, o.Base, &co, (o.MaxReplans+1)*rebasesPerPlan, func(ctx context.Context, m *format.Manifest, prev error) (commit.Plan, error) {
+		if last != nil && last.lost {
+			if p, ok := last.rebased(ctx, b, m); ok {
+				res.Rebases++
+				return p, nil
+			}
+			last.drop(ctx, b)
+			last = nil
+		}
 		if prev != nil {
+			if res.Replans == o.MaxReplans {
+				return commit.Plan{}, &commit.BudgetError{Attempts: res.Replans + 1, Last: prev}
+			}
 			res.Replans++
 		}
 		if err := m.CheckWritable(); err != nil {
@@ -142,7 +156,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 		if err != nil {
 			return commit.Plan{}, err
 		}
-		rewritten, written = rw, cp
+		rewritten, n = rw, cp
 		var removed []uint64
 		for _, bin := range res.Plan.Bins {
 			removed = append(removed, bin.Fragments...)
@@ -152,9 +166,11 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 			txn.Remap = remapEntries(m, res.Plan)
 		}
 		// A conflict means the commit is not there: its fragments are
-		// never referenced. Any other failure may hide a create that
-		// lands later: they stay for garbage collection.
-		return commit.Plan{Txn: txn, Discard: func() { discard(ctx, b, added) }}, nil
+		// never referenced, and deleted unless the next plan rebases
+		// them. Any other failure may hide a create that lands later:
+		// they stay for garbage collection.
+		last = &written{base: m, plan: res.Plan, added: added, at: time.Now()}
+		return commit.Plan{Txn: txn, Discard: last.lose(ctx, b)}, nil
 	})
 	res.Duration = time.Since(start)
 	if err != nil || cres.Done {
@@ -162,7 +178,7 @@ func Compact(ctx context.Context, b blob.Bucket, policy *Policy, opts *Options) 
 	}
 	res.Version = cres.Version
 	res.FragmentsAfter, res.RowsAfter = len(cres.Manifest.Fragments), cres.Manifest.Rows()
-	res.BytesRewritten, res.BinsCopied, res.BinsSorted, res.Spills = rewritten, written.copied, written.sorted, written.spills
+	res.BytesRewritten, res.BinsCopied, res.BinsSorted, res.Spills = rewritten, n.copied, n.sorted, n.spills
 	return res, nil
 }
 

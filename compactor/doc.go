@@ -17,8 +17,11 @@
 //     only fragments whose live rows it wrote, byte for byte, into the
 //     fragments it adds; deleted rows are dropped.
 //   - Appends and shard merges never conflict with a compaction (the
-//     conflict matrix rebases them); a Delete or another Rewrite touching
-//     the same fragments makes the compaction plan again, never lose a row.
+//     conflict matrix rebases them); another Rewrite touching the same
+//     fragments makes the compaction plan again, never lose a row; deletion
+//     vectors given to its sources meanwhile (a Delete, an upsert's) are
+//     carried onto the fragments it wrote (rebase.go), or, where they
+//     cannot be, it plans again: every delete holds.
 //   - One driver per table is expected (a Job with a lease); correctness
 //     never depends on it.
 //   - Garbage collection never deletes what a reader may still reach: the

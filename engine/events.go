@@ -135,7 +135,7 @@ func LoggingListener(log *slog.Logger) EventListener {
 			default:
 				log.Info("compacted", "table", i.Table, "dry_run", i.DryRun, "plan", strings.TrimSpace(r.Plan.String()), "version", r.Version, "fragments_before", r.FragmentsBefore,
 					"fragments_after", r.FragmentsAfter, "rows", r.RowsAfter, "bytes_rewritten", r.BytesRewritten,
-					"bins_copied", r.BinsCopied, "bins_sorted", r.BinsSorted, "spills", r.Spills, "peak_memory", r.PeakMemory, "replans", r.Replans, "duration_s", i.Duration.Seconds())
+					"bins_copied", r.BinsCopied, "bins_sorted", r.BinsSorted, "spills", r.Spills, "peak_memory", r.PeakMemory, "replans", r.Replans, "rebases", r.Rebases, "duration_s", i.Duration.Seconds())
 			}
 		},
 		GCEnd: func(i GCInfo) {
