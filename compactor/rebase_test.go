@@ -213,3 +213,30 @@ func TestACompactionLandsAmidBackToBackDeletes(t *testing.T) {
 	}
 	t.Logf("compacted with %d plans again and %d rebases while %d rows were deleted one by one", res.Replans, res.Rebases, n)
 }
+
+// On a table with a key index, a compaction that carried a delete records
+// where the rows went as any does: Take finds every live row through the
+// index, and none of the deleted ones.
+func TestTakeFindsRowsAfterACompactionCarriedADelete(t *testing.T) {
+	b := rolloutsTable(t, "mem://", 0, 6, 25) // ids 0..149
+	deleteWhere(t, b, expr.In("id", value.Int(3), value.Int(4)), 2)
+	tb, err := commit.OpenTable(ctx, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
+		t.Fatal(err)
+	}
+	opts := duringCompaction(t, func() {
+		deleteWhere(t, b, expr.In("id", value.Int(5), value.Int(60), value.Int(149)), 3)
+	})
+	res, err := compactor.Compact(ctx, b, &compactor.Policy{}, opts)
+	if err != nil || res.Rebases != 1 || res.Replans != 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	got, tr := take(t, b, 2, 3, 4, 5, 6, 59, 60, 61, 148, 149)
+	checkRows(t, got, 2, 6, 59, 61, 148)
+	if tr.FromIndex != 5 {
+		t.Fatalf("take: %+v", tr)
+	}
+}
