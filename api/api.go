@@ -237,7 +237,7 @@ type TagRequest struct {
 	Version uint64 `json:"version,omitempty"`
 }
 
-// Index is a key index of an integer column.
+// Index is a key index of an integer, string or binary column.
 type Index struct {
 	ID     string `json:"id"`
 	Column string `json:"column"`

@@ -528,7 +528,8 @@ func (c *Client) Delete(ctx context.Context, name, filter string) (api.DeleteRes
 	return out, c.call(ctx, http.MethodDelete, c.url(name, "/rows", url.Values{"filter": {filter}}), "", nil, "").json(&out)
 }
 
-// CreateIndex builds a key index of an integer column of the table.
+// CreateIndex builds a key index of an integer, string or binary column of
+// the table.
 func (c *Client) CreateIndex(ctx context.Context, name, column string) (api.Index, error) {
 	var out api.Index
 	body, _ := jsonBody(api.IndexRequest{Column: column})

@@ -479,8 +479,9 @@ func (t *Table) Overwrite(ctx context.Context, schema *arrow.Schema, batches ...
 	return t.Commit(ctx, txn)
 }
 
-// CreateIndex builds a key index on an integer column (such as id) from
-// the latest version and commits it. Take then finds rows by key with
+// CreateIndex builds a key index on an integer, string or binary column
+// (such as an id or a UUID; table.Snapshot.BuildIndex) from the latest
+// version and commits it. Take then finds rows by key with
 // ranged reads of the row groups that hold them. A Rewrite or Delete that
 // lands while the index is built makes it build again, up to MaxReplans
 // times. Rebuilding the index folds in the remap entries compactions left.
@@ -489,14 +490,14 @@ func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) 
 		if len(snap.Manifest().ClusterBy) > 0 {
 			return Plan{}, fmt.Errorf("%w: %w", expr.ErrBadColumns, ErrClusteredIndex)
 		}
-		entries, err := snap.BuildIndexEntries(ctx, column)
+		obj, err := snap.BuildIndex(ctx, column)
 		if err != nil {
 			return Plan{}, err
 		}
 		id := format.NewID()
-		ix := format.Index{ID: id, Column: column, Key: format.IndexKey(id), Rows: int64(len(entries)),
-			CoveredBelow: snap.Manifest().NextFragmentID}
-		if err := t.b.PutIfAbsent(ctx, ix.Key, table.EncodeIndex(entries)); err != nil {
+		ix := format.Index{ID: id, Column: column, Key: format.IndexKey(id), Rows: obj.Rows,
+			CoveredBelow: snap.Manifest().NextFragmentID, Directory: obj.Directory, Blocks: obj.Blocks}
+		if err := t.b.PutIfAbsent(ctx, ix.Key, obj.Data); err != nil {
 			return Plan{}, err
 		}
 		return Plan{Txn: format.Transaction{Kind: format.KindCreateIndex, CommitID: format.NewID(), ReadVersion: snap.Version(), Index: &ix}}, nil

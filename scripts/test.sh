@@ -180,7 +180,7 @@ beside() {
   fuzz ./server FuzzAppendIPC 1000x FuzzAppendJSONLines 3000x
   fuzz ./internal/ingest FuzzReadIPC 4000x FuzzReadCSV 10000x FuzzParquetFile 6000x
   fuzz ./walshard/wal FuzzDecodeEntry 40000x
-  fuzz ./table FuzzDecodeColumnsAtOnce 6000x FuzzDecodeDeletions 40000x FuzzDecodeIndex 40000x \
+  fuzz ./table FuzzDecodeColumnsAtOnce 6000x FuzzDecodeDeletions 40000x FuzzDecodeIndex 40000x FuzzDecodeHashIndex 20000x \
     FuzzParseFilter 20000x FuzzDecodeManifest 40000x FuzzDecodeManifestPayload 40000x \
     FuzzDecodeManifestFrames 40000x
 }

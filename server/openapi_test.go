@@ -204,7 +204,7 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	check("GET", T+"/fragments", "/api/v1/tables/t/fragments?version=1", "", "", 200)
 	check("GET", T+"/compact/stats", "/api/v1/tables/t/compact/stats", "", "", 200)
 	check("POST", T+"/indexes", "/api/v1/tables/t/indexes", "application/json", `{"column":"id"}`, 201)
-	check("POST", T+"/indexes", "/api/v1/tables/t/indexes", "application/json", `{"column":"msg"}`, 400)
+	check("POST", T+"/indexes", "/api/v1/tables/t/indexes", "application/json", `{"column":"nope"}`, 400)
 	check("GET", T+"/indexes", "/api/v1/tables/t/indexes", "", "", 200)
 	check("POST", T+"/lsm/flush", "/api/v1/tables/t/lsm/flush", "", "", 202)
 	check("DELETE", T+"/tags/{tag}", "/api/v1/tables/t/tags/v1", "", "", 204)

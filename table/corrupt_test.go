@@ -283,6 +283,23 @@ func FuzzDecodeIndex(f *testing.F) {
 	})
 }
 
+// FuzzDecodeHashIndex: any object is a typed error, or entries that
+// encode back to the same bytes.
+func FuzzDecodeHashIndex(f *testing.F) {
+	var many []table.HashEntry
+	for i := range 300 {
+		many = append(many, table.HashEntry{Key: []byte{byte(i), byte(i >> 8)}, Fragment: uint64(i % 7), Offset: uint32(i)})
+	}
+	for _, es := range [][]table.HashEntry{nil, {{Key: []byte("a"), Fragment: 2, Offset: 3}, {Key: []byte("a"), Fragment: 1}, {Key: nil, Fragment: 4}}, many} {
+		d, _, _ := table.EncodeHashIndex(es)
+		f.Add(d)
+	}
+	f.Fuzz(func(t *testing.T, d []byte) {
+		entries, err := table.DecodeHashIndex("_indices/x/index.bin", d)
+		decodesBack(t, d, err, func() []byte { out, _, _ := table.EncodeHashIndex(entries); return out })
+	})
+}
+
 // decodesBack fails unless decoding object d gave a typed error (err), or
 // what encodes back to d.
 func decodesBack(t *testing.T, d []byte, err error, encode func() []byte) {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/stratadb/strata/table/format"
+
 	"github.com/stratadb/strata/table/fragment"
 )
 
@@ -55,6 +57,27 @@ func DecodeIndex(key string, data []byte) ([]IndexEntry, error) {
 	out := make([]IndexEntry, len(ix.keys))
 	for i := range out {
 		out[i] = IndexEntry{Key: ix.keys[i], Fragment: ix.frags[i], Offset: ix.offs[i]}
+	}
+	return out, nil
+}
+
+// DecodeHashIndex reads a paged key index object whole, for tests: its
+// entries, in its order.
+func DecodeHashIndex(key string, data []byte) ([]HashEntry, error) {
+	h, err := decodeHashDirectory(key, data, 0, data)
+	if err != nil {
+		return nil, err
+	}
+	var out []HashEntry
+	for i := range h.first {
+		es, err := h.block(context.Background(), nil, i)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 && len(es) > 0 && compareEntries(out[len(out)-1], es[0]) >= 0 {
+			return nil, format.Corrupt(key, fmt.Sprintf("block %d out of order", i), nil)
+		}
+		out = append(out, es...)
 	}
 	return out, nil
 }

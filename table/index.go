@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/blob"
@@ -18,7 +19,8 @@ import (
 )
 
 // Key index objects, _indices/<id>/index.bin, map an integer column's
-// values to row addresses:
+// values to row addresses (a string or binary column's are paged by hash:
+// hashindex.go):
 //
 //	offset size
 //	0      8    magic "STRATAIX"
@@ -136,21 +138,37 @@ func loadIndex(ctx context.Context, b blob.Bucket, key string) (*keyIndex, error
 	return ix, nil
 }
 
-// BuildIndexEntries scans the snapshot's column col (an integer column)
-// and returns every live row's key and address, for CreateIndex.
-func (s *Snapshot) BuildIndexEntries(ctx context.Context, col string) ([]IndexEntry, error) {
+// IndexObject is a key index built for CreateIndex: the object's bytes,
+// the rows it holds, and for a paged index (a string or binary column)
+// where its directory lies (format.Index.Directory, Blocks).
+type IndexObject struct {
+	Data      []byte
+	Rows      int64
+	Directory int64
+	Blocks    int
+}
+
+// BuildIndex scans the snapshot's column col (an integer, string or
+// binary column) and encodes every live row's key and address as a key
+// index: an integer column's as EncodeIndex does, a string or binary
+// column's paged by hash (EncodeHashIndex).
+func (s *Snapshot) BuildIndex(ctx context.Context, col string) (IndexObject, error) {
 	sc := s.m.Schema()
 	idx := sc.FieldIndices(col)
 	if len(idx) != 1 {
-		return nil, fmt.Errorf("%w: key index: %s", expr.ErrBadColumns, format.NoColumn(col, sc))
+		return IndexObject{}, fmt.Errorf("%w: key index: %s", expr.ErrBadColumns, format.NoColumn(col, sc))
 	}
-	if t := sc.Field(idx[0]).Type; value.KindOf(t) != value.KindInt {
-		return nil, fmt.Errorf("%w: a key index needs an integer column; %q is %s", expr.ErrBadColumns, col, t)
+	kind := value.KindOf(sc.Field(idx[0]).Type)
+	switch kind {
+	case value.KindInt, value.KindString, value.KindBytes:
+	default:
+		return IndexObject{}, fmt.Errorf("%w: a key index needs an integer, string or binary column; %q is %s", expr.ErrBadColumns, col, sc.Field(idx[0]).Type)
 	}
-	var out []IndexEntry
+	var ints []IndexEntry
+	var raw []HashEntry
 	for rec, err := range s.Scan(ctx, ScanOptions{Columns: []string{col}, WithRowAddress: true}) {
 		if err != nil {
-			return nil, err
+			return IndexObject{}, err
 		}
 		frags := rec.Column(1).(*array.Uint64)
 		offs := rec.Column(2).(*array.Uint32)
@@ -159,27 +177,106 @@ func (s *Snapshot) BuildIndexEntries(ctx context.Context, col string) ([]IndexEn
 			if !ok {
 				continue // nulls are not indexed
 			}
-			out = append(out, IndexEntry{Key: v.I, Fragment: frags.Value(i), Offset: offs.Value(i)})
+			if kind == value.KindInt {
+				ints = append(ints, IndexEntry{Key: v.I, Fragment: frags.Value(i), Offset: offs.Value(i)})
+				continue
+			}
+			k, _ := keyBytes(v)
+			raw = append(raw, HashEntry{Key: slices.Clone(k), Fragment: frags.Value(i), Offset: offs.Value(i)})
 		}
 	}
-	return out, nil
+	if kind == value.KindInt {
+		return IndexObject{Data: EncodeIndex(ints), Rows: int64(len(ints))}, nil
+	}
+	data, dir, blocks := EncodeHashIndex(raw)
+	return IndexObject{Data: data, Rows: int64(len(raw)), Directory: dir, Blocks: blocks}, nil
 }
 
-// resolveKeys looks keys up in the key index kix and follows each address
-// through the remap entries of later Rewrites: want holds the rows of
-// live fragments that hold a key, found the keys it resolved.
-func (s *Snapshot) resolveKeys(ctx context.Context, kix *keyIndex, keys []int64) (want map[uint64][]uint32, found map[int64]bool, err error) {
+// addr is a row address an index entry gives.
+type addr struct {
+	frag uint64
+	off  uint32
+}
+
+// indexAddrs looks keys up in the key index ix: per key, the addresses
+// its entries give, as they were when it was built. ok is false when ix
+// cannot look keys up (a key of another kind than its column's).
+func (s *Snapshot) indexAddrs(ctx context.Context, ix *format.Index, keys []value.Value) (_ [][]addr, ok bool, err error) {
+	out := make([][]addr, len(keys))
+	if hashedIndex(s.m.Schema(), ix) {
+		raw := make([][]byte, len(keys))
+		for i, k := range keys {
+			if raw[i], ok = keyBytes(k); !ok {
+				return nil, false, nil
+			}
+		}
+		h, err := openHashIndex(ctx, s.b, ix)
+		if err != nil {
+			return nil, false, err
+		}
+		found, err := h.lookup(ctx, s.b, raw)
+		if err != nil {
+			return nil, false, err
+		}
+		for i, es := range found {
+			for _, e := range es {
+				out[i] = append(out[i], addr{e.Fragment, e.Offset})
+			}
+		}
+		return out, true, nil
+	}
+	if !allInts(keys) {
+		return nil, false, nil
+	}
+	kix, err := loadIndex(ctx, s.b, ix.Key)
+	if err != nil {
+		return nil, false, err
+	}
+	for j, k := range keys {
+		i := sort.Search(len(kix.keys), func(i int) bool { return kix.keys[i] >= k.I })
+		for ; i < len(kix.keys) && kix.keys[i] == k.I; i++ {
+			out[j] = append(out[j], addr{kix.frags[i], kix.offs[i]})
+		}
+	}
+	return out, true, nil
+}
+
+// hashedIndex says whether ix is paged by hash (see hashindex.go): an
+// index of a string or binary column.
+func hashedIndex(sc *arrow.Schema, ix *format.Index) bool {
+	idx := sc.FieldIndices(ix.Column)
+	if len(idx) != 1 {
+		return false
+	}
+	k := value.KindOf(sc.Field(idx[0]).Type)
+	return k == value.KindString || k == value.KindBytes
+}
+
+// keyBytes is the bytes a paged index holds of a string or binary key.
+func keyBytes(k value.Value) ([]byte, bool) {
+	switch k.Kind {
+	case value.KindString:
+		return []byte(k.S), true
+	case value.KindBytes:
+		return k.X, true
+	}
+	return nil, false
+}
+
+// resolveKeys follows each address an index gave for a key (addrs, per
+// key) through the remap entries of later Rewrites: want holds the rows
+// of live fragments that hold a key, found says which keys it resolved.
+func (s *Snapshot) resolveKeys(ctx context.Context, addrs [][]addr) (want map[uint64][]uint32, found []bool, err error) {
 	remap := map[uint64]format.RemapEntry{}
 	for _, e := range s.m.Remap {
 		remap[e.From] = e
 	}
-	want, found = map[uint64][]uint32{}, map[int64]bool{}
+	want, found = map[uint64][]uint32{}, make([]bool, len(addrs))
 	dvCache := map[string][]uint32{}
 	var cands []candidate
-	for _, k := range keys {
-		i := sort.Search(len(kix.keys), func(i int) bool { return kix.keys[i] >= k })
-		for ; i < len(kix.keys) && kix.keys[i] == k; i++ {
-			frag, off := kix.frags[i], kix.offs[i]
+	for k, as := range addrs {
+		for _, a := range as {
+			frag, off := a.frag, a.off
 			ok := true
 			for hops := 0; ok && hops < 1000; hops++ {
 				e, moved := remap[frag]
@@ -212,9 +309,9 @@ func (s *Snapshot) resolveKeys(ctx context.Context, kix *keyIndex, keys []int64)
 	return want, found, nil
 }
 
-// candidate is a row the index gives for a key.
+// candidate is a row the index gives for the key at position key.
 type candidate struct {
-	key  int64
+	key  int
 	frag uint64
 	off  uint32
 }

@@ -23,7 +23,7 @@ type KeySet struct {
 	Columns []string
 	keys    map[string]bool
 	lo, hi  []value.Value
-	ints    []int64 // the keys, when they are one integer column (for a key index)
+	single  []value.Value // the keys, when they are one column (for a key index)
 }
 
 // Len is the number of keys.
@@ -83,8 +83,8 @@ func newKeySet(schema *arrow.Schema, cols []string, batches []arrow.RecordBatch,
 					return nil, &evolve.InputError{Row: row, Column: cols[i], Reason: "a key must not be null"}
 				}
 				buf = appendKeyValue(buf, v)
-				if len(cols) == 1 && v.Kind == value.KindInt {
-					ks.ints = append(ks.ints, v.I)
+				if len(cols) == 1 {
+					ks.single = append(ks.single, v)
 				}
 				if len(ks.keys) == 0 || value.Compare(v, ks.lo[i]) < 0 {
 					ks.lo[i] = v
@@ -173,19 +173,21 @@ func (s *Snapshot) KeyRows(ctx context.Context, ks *KeySet, parallelism int, onl
 	}
 	found := map[uint64][]uint32{}
 	scan := ScanOptions{Columns: ks.Columns, Filter: bound, WithRowAddress: true, Parallelism: parallelism, Fragments: only}
-	if ix := s.m.IndexOn(ks.Columns[0]); ix != nil && len(ks.ints) > 0 && only == nil {
+	if ix := s.m.IndexOn(ks.Columns[0]); ix != nil && len(ks.single) > 0 && only == nil {
 		// A key index on the key column: the rows it knows are found
 		// through it (every row of a key: an upsert replaces them all),
 		// and the fragments it does not cover are scanned.
-		kix, err := loadIndex(ctx, s.b, ix.Key)
+		addrs, ok, err := s.indexAddrs(ctx, ix, ks.single)
 		if err != nil {
 			return nil, err
 		}
-		if found, _, err = s.resolveKeys(ctx, kix, ks.ints); err != nil {
-			return nil, err
-		}
-		if scan.Fragments = s.unindexed(ix); len(scan.Fragments) == 0 {
-			return found, nil
+		if ok {
+			if found, _, err = s.resolveKeys(ctx, addrs); err != nil {
+				return nil, err
+			}
+			if scan.Fragments = s.unindexed(ix); len(scan.Fragments) == 0 {
+				return found, nil
+			}
 		}
 	}
 	// Fragments whose keys this process wrote are looked in from memory.

@@ -25,7 +25,7 @@ type TakeResult struct {
 // (value.KindOf): an integer, a string, a binary or a boolean; a string
 // stands for a binary and a non-negative integer for an unsigned one. A
 // key index is meant for unique keys (an id): a key the index resolves is
-// not looked for elsewhere. With a key index on col (an integer column)
+// not looked for elsewhere. With a key index on col
 // it reads only the row groups that hold the rows (ranged reads of their
 // column chunks), translating addresses through the remap entries of
 // later Rewrites. Rows the index does not give are found in two steps:
@@ -62,27 +62,31 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 	// fragments it does not cover; then the rows, in one read.
 	want := map[uint64][]uint32{}
 	rest, fragments := keys, []uint64(nil)
-	if ix := s.m.IndexOn(col); ix != nil && allInts(keys) {
-		var kix *keyIndex
-		if kix, err = loadIndex(ctx, s.b, ix.Key); err != nil {
+	if ix := s.m.IndexOn(col); ix != nil {
+		var addrs [][]addr
+		var ok bool
+		if addrs, ok, err = s.indexAddrs(ctx, ix, keys); err != nil {
 			return nil, res, err
 		}
-		ints := make([]int64, len(keys))
-		for i, k := range keys {
-			ints[i] = k.I
-		}
-		var found map[int64]bool
-		if want, found, err = s.resolveKeys(ctx, kix, ints); err != nil {
-			return nil, res, err
-		}
-		for _, offs := range want {
-			res.FromIndex += len(offs)
-		}
-		rest = slices.DeleteFunc(slices.Clone(keys), func(k value.Value) bool { return found[k.I] })
-		if fragments = s.unindexed(ix); len(fragments) == 0 {
+		if ok {
+			var found []bool
+			if want, found, err = s.resolveKeys(ctx, addrs); err != nil {
+				return nil, res, err
+			}
+			for _, offs := range want {
+				res.FromIndex += len(offs)
+			}
 			rest = nil
+			for i, k := range keys {
+				if !found[i] {
+					rest = append(rest, k)
+				}
+			}
+			if fragments = s.unindexed(ix); len(fragments) == 0 {
+				rest = nil
+			}
+			res.ScannedFrags = len(fragments)
 		}
-		res.ScannedFrags = len(fragments)
 	}
 	if len(rest) > 0 {
 		var located map[uint64][]uint32
@@ -108,7 +112,13 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 			res.Held = 0
 		}
 	}()
-	for rec, err := range s.Scan(ctx, scan(ScanOptions{Columns: columns, rows: want})) {
+	read := scan(ScanOptions{Columns: columns, rows: want})
+	if opts.Parallelism <= 0 && opts.Memory == nil {
+		// Each fragment gives a row group or a few of the rows asked
+		// for: all are read at once, one round trip.
+		read.Parallelism = max(min(len(want), takeParallelism), DefaultParallelism)
+	}
+	for rec, err := range s.Scan(ctx, read) {
 		if err != nil {
 			return nil, res, err
 		}
@@ -124,6 +134,10 @@ func (s *Snapshot) TakeWith(ctx context.Context, col string, keys []value.Value,
 	}
 	return out, res, nil
 }
+
+// takeParallelism: fragments a take reads its rows from at once, when
+// its caller sets no parallelism and no memory budget.
+const takeParallelism = 128
 
 // locate returns the addresses of the live rows whose column col holds
 // one of keys, in fragments (nil: all), reading col alone: each fragment

@@ -166,6 +166,13 @@ type Index struct {
 	// fragments are found by a statistics-pruned scan until the index is
 	// rebuilt.
 	CoveredBelow uint64 `json:"covered_below"`
+	// Directory and Blocks, on an index of a string or binary column (a
+	// paged index, keyed by hash: see table.EncodeHashIndex), say where
+	// its directory lies and how many blocks it names, so that a lookup
+	// reads the directory without first reading the object's trailer.
+	// They are hints: without them the object is read whole.
+	Directory int64 `json:"directory,omitempty"`
+	Blocks    int   `json:"blocks,omitempty"`
 }
 
 // RemapEntry records where a Rewrite moved the rows of one fragment: the

@@ -674,7 +674,7 @@ class Client:
     # -- key indexes ------------------------------------------------------
 
     def create_index(self, name: str, column: str) -> Dict[str, Any]:
-        """Build a key index of an integer column; ``take`` reads it, through compactions."""
+        """Build a key index of an integer, string or binary column; ``take`` and upserts read it, through compactions."""
         return self._json("POST", self._table(name, "/indexes"), payload={"column": column})
 
     def alter(self, name: str, *, add: Optional[Mapping[str, str]] = None, rename: Optional[Mapping[str, str]] = None,

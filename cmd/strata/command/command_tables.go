@@ -96,11 +96,13 @@ func newIndex(env *Env) *cobra.Command {
 	var list bool
 	c := &cobra.Command{
 		Use:   "index URL [COLUMN]",
-		Short: "Build a key index of an integer column (take reads it, through compactions), or --list them",
-		Long: `index builds a key index of an integer column in one commit: it reads the
-column of every fragment and writes one index object. take then finds rows by
-key through it, and compactions do not rewrite it (they record where rows
-moved). Fragments added later are found by a statistics-pruned scan until
+		Short: "Build a key index of an integer, string or binary column (take and upsert read it, through compactions), or --list them",
+		Long: `index builds a key index of an integer, string or binary column (such as a
+UUID) in one commit: it reads the column of every fragment and writes one
+index object. take and upsert then find rows by key through it, and
+compactions do not rewrite it (they record where rows moved). A string or
+binary column's index is paged by a hash of the key: a lookup reads a few
+kilobytes of it, whatever the table's size. Fragments added later are found by a statistics-pruned scan until
 the index is built again.`,
 		Example: `  strata index file://./strata-demo/rollouts id
   strata index file://./strata-demo/rollouts --list`,
