@@ -70,7 +70,7 @@ func DecodeHashIndex(key string, data []byte) ([]HashEntry, error) {
 	}
 	var out []HashEntry
 	for i := range h.first {
-		es, err := h.block(context.Background(), nil, i)
+		es, err := h.block(data, 0, i)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -205,12 +206,14 @@ func (h *hashIndex) blocksOf(hash uint64) (lo, hi int) {
 	return max(lo-1, 0), hi
 }
 
-// hashLookupParallelism: blocks a lookup reads at once.
-const hashLookupParallelism = 128
+// hashLookupReads bounds the ranged reads of one lookup, all at once: a
+// lookup of many keys (an upsert's) reads runs of adjacent blocks, the
+// blocks between the ones it needs included, rather than a read a block.
+const hashLookupReads = 64
 
 // lookup returns, for each of keys, the row addresses the index holds for
-// it (every entry whose key is equal), reading each block that may hold
-// one once, all at once.
+// it (every entry whose key is equal), reading the blocks that may hold
+// one at once, in at most hashLookupReads ranged reads.
 func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([][]HashEntry, error) {
 	need := map[int]bool{}
 	for _, k := range keys {
@@ -222,14 +225,29 @@ func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([
 	blocks := make(map[int][]HashEntry, len(need))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(hashLookupParallelism)
-	for i := range need {
+	for _, r := range readRuns(slices.Sorted(maps.Keys(need)), hashLookupReads) {
 		g.Go(func() error {
-			es, err := h.block(gctx, b, i)
-			mu.Lock()
-			blocks[i] = es
-			mu.Unlock()
-			return err
+			data, base := h.whole, int64(0)
+			if data == nil {
+				var err error
+				base = h.starts[r[0]]
+				if data, err = readRange(gctx, b, h.key, base, h.starts[r[1]+1]-base); err != nil {
+					return err
+				}
+			}
+			for i := r[0]; i <= r[1]; i++ {
+				if !need[i] {
+					continue
+				}
+				es, err := h.block(data, base, i)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				blocks[i] = es
+				mu.Unlock()
+			}
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -249,18 +267,41 @@ func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([
 	return out, nil
 }
 
-// block reads and decodes block i.
-func (h *hashIndex) block(ctx context.Context, b blob.Bucket, i int) ([]HashEntry, error) {
-	start, end := h.starts[i], h.starts[i+1]
-	var data []byte
-	if h.whole != nil {
-		data = h.whole[start:end]
-	} else {
-		var err error
-		if data, err = readRange(ctx, b, h.key, start, end-start); err != nil {
-			return nil, err
-		}
+// readRuns groups the blocks need (ascending) into at most max runs
+// [first, last] of blocks to read at once: the gaps between runs are
+// the widest.
+func readRuns(need []int, max int) [][2]int {
+	if len(need) == 0 {
+		return nil
 	}
+	gaps := make([]int, 0, len(need)-1) // positions i where a run may end after need[i]
+	for i := range len(need) - 1 {
+		gaps = append(gaps, i)
+	}
+	// Keep the max-1 widest gaps as the cuts between runs.
+	slices.SortStableFunc(gaps, func(a, b int) int { return cmp.Compare(need[b+1]-need[b], need[a+1]-need[a]) })
+	cuts := gaps[:min(len(gaps), max-1)]
+	slices.Sort(cuts)
+	var runs [][2]int
+	start := 0
+	for _, c := range cuts {
+		if need[c+1]-need[c] == 1 {
+			continue // adjacent blocks: no gap to leave out
+		}
+		runs = append(runs, [2]int{need[start], need[c]})
+		start = c + 1
+	}
+	return append(runs, [2]int{need[start], need[len(need)-1]})
+}
+
+// block decodes block i from data, the object's bytes from offset base
+// through the block's end at least.
+func (h *hashIndex) block(data []byte, base int64, i int) ([]HashEntry, error) {
+	start, end := h.starts[i]-base, h.starts[i+1]-base
+	if start < 0 || int64(len(data)) < end {
+		return nil, format.Corrupt(h.key, fmt.Sprintf("block %d lies outside the bytes read", i), nil)
+	}
+	data = data[start:end]
 	if len(data) < 4 || int64(len(data)) != end-start {
 		return nil, format.Corrupt(h.key, fmt.Sprintf("block %d holds %d bytes, the directory says %d", i, len(data), end-start), nil)
 	}
