@@ -206,14 +206,18 @@ func (h *hashIndex) blocksOf(hash uint64) (lo, hi int) {
 	return max(lo-1, 0), hi
 }
 
-// hashLookupReads bounds the ranged reads of one lookup, all at once: a
-// lookup of many keys (an upsert's) reads runs of adjacent blocks, the
-// blocks between the ones it needs included, rather than a read a block.
-const hashLookupReads = 64
+// A lookup reads the blocks it needs at once, up to hashLookupReads
+// ranged reads at a time; blocks less than hashLookupGap apart are read
+// in one, the bytes between them included, so that a lookup of many keys
+// (an upsert's) reads runs of blocks rather than a read a block.
+const (
+	hashLookupReads = 128
+	hashLookupGap   = 256 << 10
+)
 
 // lookup returns, for each of keys, the row addresses the index holds for
 // it (every entry whose key is equal), reading the blocks that may hold
-// one at once, in at most hashLookupReads ranged reads.
+// one at once (see hashLookupReads).
 func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([][]HashEntry, error) {
 	need := map[int]bool{}
 	for _, k := range keys {
@@ -225,7 +229,8 @@ func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([
 	blocks := make(map[int][]HashEntry, len(need))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	for _, r := range readRuns(slices.Sorted(maps.Keys(need)), hashLookupReads) {
+	g.SetLimit(hashLookupReads)
+	for _, r := range readRuns(slices.Sorted(maps.Keys(need)), func(a, b int) bool { return h.starts[b]-h.starts[a+1] <= hashLookupGap }) {
 		g.Go(func() error {
 			data, base := h.whole, int64(0)
 			if data == nil {
@@ -267,31 +272,18 @@ func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([
 	return out, nil
 }
 
-// readRuns groups the blocks need (ascending) into at most max runs
-// [first, last] of blocks to read at once: the gaps between runs are
-// the widest.
-func readRuns(need []int, max int) [][2]int {
-	if len(need) == 0 {
-		return nil
-	}
-	gaps := make([]int, 0, len(need)-1) // positions i where a run may end after need[i]
-	for i := range len(need) - 1 {
-		gaps = append(gaps, i)
-	}
-	// Keep the max-1 widest gaps as the cuts between runs.
-	slices.SortStableFunc(gaps, func(a, b int) int { return cmp.Compare(need[b+1]-need[b], need[a+1]-need[a]) })
-	cuts := gaps[:min(len(gaps), max-1)]
-	slices.Sort(cuts)
+// readRuns groups the blocks need (ascending) into runs [first, last]
+// to read at once: a block joins the run before it when near(last, it).
+func readRuns(need []int, near func(a, b int) bool) [][2]int {
 	var runs [][2]int
-	start := 0
-	for _, c := range cuts {
-		if need[c+1]-need[c] == 1 {
-			continue // adjacent blocks: no gap to leave out
+	for _, b := range need {
+		if n := len(runs); n > 0 && near(runs[n-1][1], b) {
+			runs[n-1][1] = b
+			continue
 		}
-		runs = append(runs, [2]int{need[start], need[c]})
-		start = c + 1
+		runs = append(runs, [2]int{b, b})
 	}
-	return append(runs, [2]int{need[start], need[len(need)-1]})
+	return runs
 }
 
 // block decodes block i from data, the object's bytes from offset base
