@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -169,7 +170,13 @@ func (cfg Config) tableURL() (string, func(), error) {
 			if err != nil {
 				return "", nil, err
 			}
-			dir, cleanup = d, func() { os.RemoveAll(d) }
+			dir, cleanup = d, func() {
+				// The table, and those phases build beside it (sideURL).
+				side, _ := filepath.Glob(d + "-*")
+				for _, p := range append(side, d) {
+					os.RemoveAll(p)
+				}
+			}
 		}
 		return "file://" + dir, cleanup, nil
 	case "s3":
@@ -188,6 +195,17 @@ func (cfg Config) tableURL() (string, func(), error) {
 		return u, func() {}, nil
 	}
 	return "", nil, fmt.Errorf("bench: --store must be file or s3, not %q", cfg.Store)
+}
+
+// sideURL is the URL of a table a phase builds beside the one at u (the
+// take-keys phase's): u with suffix added to its path, its query kept.
+func sideURL(u, suffix string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u + suffix
+	}
+	p.Path += suffix
+	return p.String()
 }
 
 // ingestWriter is one writer of the ingest phase, in a mode: it appends

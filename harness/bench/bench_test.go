@@ -168,11 +168,28 @@ func TestBenchTakeKeysOnMinIO(t *testing.T) {
 	if r, _ := tk["requests"].(float64); r < 8 || r > 1+7*4 || tk["bytes_read"].(float64) <= 0 || tk["p50_ms"] == nil || tk["p99_ms"] == nil {
 		t.Fatalf("take-keys line %v", tk)
 	}
+	// Through the key index of id: its directory read once, by the first.
+	if f, _ := tk["first_requests"].(float64); f < 2 || tk["index_s"] == nil || tk["first_ms"] == nil {
+		t.Fatalf("take-keys line %v", tk)
+	}
 	for _, bad := range []Config{{TakeRows: 99, TakeFragments: 1}, {TakeRows: 500, TakeFragments: 501}, {TakeRows: 500, TakeFragments: 0}} {
 		bad.Store, bad.Dir, bad.Phases = "file", t.TempDir(), []string{"take-keys"}
 		var out, log bytes.Buffer
 		if err := Run(context.Background(), bad, &out, &log); err == nil || !strings.Contains(err.Error(), "take-keys needs") {
 			t.Fatalf("take-keys of %d rows in %d fragments: %v", bad.TakeRows, bad.TakeFragments, err)
+		}
+	}
+}
+
+// A table a phase builds beside the benchmark's lies beside it, on S3
+// as in a folder: the suffix goes on the path, not on the query.
+func TestSideTablesLieBesideTheTable(t *testing.T) {
+	for u, want := range map[string]string{
+		"file:///tmp/strata-bench-1":                             "file:///tmp/strata-bench-1-take",
+		"s3://b/strata-bench-x?endpoint=http%3A%2F%2Fh&region=r": "s3://b/strata-bench-x-take?endpoint=http%3A%2F%2Fh&region=r",
+	} {
+		if got := sideURL(u, "-take"); got != want {
+			t.Errorf("beside %s: %s, want %s", u, got, want)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func uuidAt(seed uint32, i int64) string {
 // read. The first take reads the index's directory, which the process
 // keeps (first_ms, first_requests); the others do not.
 func takeKeysPhase(ctx context.Context, cfg Config, u string, log io.Writer) (Result, error) {
-	b, err := cfg.open(ctx, u+"-take")
+	b, err := cfg.open(ctx, sideURL(u, "-take"))
 	if err != nil {
 		return nil, err
 	}
