@@ -27,7 +27,7 @@ import (
 //
 // A run plans again instead when a source is gone (another Rewrite, a
 // restore), a vector lost rows (an undo gave them back: the output lacks
-// them), an index was created (the matrix has the run record where the
+// them), an index was created or built again (the matrix has the run record where the
 // index's rows go), a bin was sorted (its order is not kept), or what it
 // wrote is old enough that garbage collection may be at it.
 
@@ -51,7 +51,7 @@ const rebaseMaxAge = format.MinGCAge / 2
 // rebase plans the Rewrite of w's outputs against m, carrying the rows
 // deleted from the sources since w.base (ok false: plan again).
 func (w *written) rebase(ctx context.Context, b blob.Bucket, m *format.Manifest, now time.Time) (txn format.Transaction, ok bool, err error) {
-	if now.Sub(w.at) > rebaseMaxAge || len(m.Indexes) != len(w.base.Indexes) {
+	if now.Sub(w.at) > rebaseMaxAge || !slices.EqualFunc(m.Indexes, w.base.Indexes, func(a, b format.Index) bool { return a.ID == b.ID }) {
 		return txn, false, nil
 	}
 	added := slices.Clone(w.added)
