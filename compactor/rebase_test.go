@@ -6,10 +6,12 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/compactor"
+	"github.com/stratadb/strata/harness/rollouts"
 	"github.com/stratadb/strata/harness/testenv"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
@@ -238,5 +240,40 @@ func TestTakeFindsRowsAfterACompactionCarriedADelete(t *testing.T) {
 	checkRows(t, got, 2, 6, 59, 61, 148)
 	if tr.FromIndex != 5 {
 		t.Fatalf("take: %+v", tr)
+	}
+}
+
+// Garbage collection keeps the deletion vectors a kept version's remap
+// entries name: a lookup through the key index ranks a rewritten
+// fragment's rows by the vector it had (compacted plainly or rebased),
+// and a take or an upsert by key after the collection reads it.
+func TestGCKeepsTheVectorsRemapEntriesName(t *testing.T) {
+	for _, rebased := range []bool{false, true} {
+		b := rolloutsTable(t, "mem://", 0, 6, 25) // ids 0..149
+		deleteWhere(t, b, expr.In("id", value.Int(3), value.Int(4)), 2)
+		tb, err := commit.OpenTable(ctx, b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.CreateIndex(ctx, "id"); err != nil {
+			t.Fatal(err)
+		}
+		var opts *compactor.Options
+		if rebased {
+			opts = duringCompaction(t, func() { deleteWhere(t, b, expr.In("id", value.Int(5), value.Int(60)), 2) })
+		}
+		if res, err := compactor.Compact(ctx, b, &compactor.Policy{}, opts); err != nil || res.Rebases != map[bool]int{true: 1}[rebased] {
+			t.Fatalf("compaction: %+v, %v", res, err)
+		}
+		if _, err := compactor.GC(ctx, b, &compactor.GCPolicy{KeepVersions: 1, RetainFor: time.Hour, SafetyAge: time.Hour}, time.Now().Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := take(t, b, 2, 3, 6, 61)
+		checkRows(t, got, 2, 6, 61)
+		rec := rollouts.Batch(testenv.Allocator(t), 42, 0, 10, 1)
+		if _, err := tb.Upsert(ctx, []string{"id"}, rec); err != nil {
+			t.Fatalf("upsert after the collection (rebased %v): %v", rebased, err)
+		}
+		rec.Release()
 	}
 }

@@ -432,7 +432,8 @@ func (e *NewerFormatError) Error() string {
 func (e *NewerFormatError) Is(target error) bool { return target == ErrUnsupportedFormat }
 
 // Objects are the keys of the objects m references: its fragments, their
-// deletion vectors, its key indexes. (Schema markers, shards' objects and
+// deletion vectors, its key indexes and the deletion vectors its remap
+// entries name. (Schema markers, shards' objects and
 // the table's refs are the table's, not a version's.)
 func (m *Manifest) Objects() []string {
 	var out []string
@@ -444,6 +445,13 @@ func (m *Manifest) Objects() []string {
 	}
 	for _, ix := range m.Indexes {
 		out = append(out, ix.Key)
+	}
+	// A remap entry ranks a rewritten fragment's rows by the deletion
+	// vector it had then: lookups through an index read it.
+	for _, e := range m.Remap {
+		if e.Deletion != "" {
+			out = append(out, e.Deletion)
+		}
 	}
 	return out
 }
