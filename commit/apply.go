@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
@@ -106,12 +108,38 @@ func applyOverwrite(cur, next *format.Manifest, txn *format.Transaction) error {
 	if err := format.Refresh(next); err != nil {
 		return err
 	}
+	next.Indexes = indexesKept(cur.Schema(), next.Schema(), cur.Indexes)
 	if k := txn.Idempotency; k != nil {
 		// A named overwrite sent again finds its name, and does not drop
 		// what was written after it.
 		next.Producers = cur.Producers.Record(*k, next.Version, addedRows(txn))
 	}
 	return nil
+}
+
+// indexesKept are the indexes of a table whose schema old became now
+// (an overwrite's, a restore's): each whose column now has, by stored
+// name, renamed or not, of the same type. An index of a column gone, or
+// of another type now (a restore to a version before a drop and an add
+// of the name), is dropped: its object holds keys of the other type.
+func indexesKept(old, now *arrow.Schema, indexes []format.Index) []format.Index {
+	byStored := map[string]arrow.Field{}
+	for _, f := range now.Fields() {
+		byStored[evolve.StoredName(f)] = f
+	}
+	var kept []format.Index
+	for _, ix := range indexes {
+		idx := old.FieldIndices(ix.Column)
+		if len(idx) != 1 {
+			continue
+		}
+		was := old.Field(idx[0])
+		if f, ok := byStored[evolve.StoredName(was)]; ok && arrow.TypeEqual(f.Type, was.Type) {
+			ix.Column = f.Name
+			kept = append(kept, ix)
+		}
+	}
+	return kept
 }
 
 // merged is a shard's record after a merge of it: its watermark and

@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
+	"github.com/stratadb/strata/table/evolve"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
 	"github.com/stratadb/strata/table/value"
@@ -193,4 +194,83 @@ func TestAPagedIndexFindsAKeyAcrossBlocksAndRefusesACorruptOne(t *testing.T) {
 	if _, _, err := fresh.Take(ctx, "id", []value.Value{value.String(uuidOf(7))}, nil); !errors.As(err, &corrupt) || corrupt.Key != ix.Key {
 		t.Fatalf("take through a corrupt block: %v, want a CorruptError naming %s", err, ix.Key)
 	}
+}
+
+// An overwrite or a restore that gives the indexed column another type
+// (or takes it away) drops the index: its object holds keys of the other
+// type, and a take or an upsert by the column scans instead. One that
+// keeps the column as it was keeps the index.
+func TestAnIndexWhoseColumnChangedTypeIsDropped(t *testing.T) {
+	count := func(t *testing.T, b blob.Bucket, col string, key value.Value) int64 {
+		t.Helper()
+		s, err := table.Open(ctx, b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, _, err := s.Take(ctx, col, []value.Value{key}, nil)
+		if err != nil {
+			t.Fatalf("take by %s: %v", col, err)
+		}
+		var n int64
+		for _, r := range recs {
+			n += r.NumRows()
+			r.Release()
+		}
+		return n
+	}
+	t.Run("overwrite", func(t *testing.T) {
+		b, tb := uuidTable(t, 2, 10)
+		if _, err := tb.CreateIndex(ctx, "id"); err != nil {
+			t.Fatal(err)
+		}
+		sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+		bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		bld.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2, 3}, nil)
+		rec := bld.NewRecordBatch()
+		bld.Release()
+		defer rec.Release()
+		if _, err := tb.Overwrite(ctx, sc, rec); err != nil {
+			t.Fatal(err)
+		}
+		if ix := tb.Current().Manifest().Indexes; len(ix) != 0 {
+			t.Fatalf("indexes after an overwrite of id as integers: %+v", ix)
+		}
+		if n := count(t, b, "id", value.Int(2)); n != 1 {
+			t.Fatalf("take: %d rows, want 1", n)
+		}
+	})
+	t.Run("restore", func(t *testing.T) {
+		b, tb := uuidTable(t, 2, 10)
+		if _, err := tb.CreateIndex(ctx, "step"); err != nil {
+			t.Fatal(err)
+		}
+		before := tb.Current().Version() // step an integer, indexed
+		if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.DropColumn, Column: "step"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Alter(ctx, evolve.ColumnChange{Op: evolve.AddColumn, Column: "step", Type: arrow.BinaryTypes.String}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.CreateIndex(ctx, "step"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Restore(ctx, before); err != nil {
+			t.Fatal(err)
+		}
+		if ix := tb.Current().Manifest().Indexes; len(ix) != 0 {
+			t.Fatalf("indexes after a restore to step as integers: %+v", ix)
+		}
+		if n := count(t, b, "step", value.Int(5)); n != 1 {
+			t.Fatalf("take: %d rows, want 1", n)
+		}
+		if _, err := tb.CreateIndex(ctx, "id"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Restore(ctx, before); err != nil {
+			t.Fatal(err)
+		}
+		if ix := tb.Current().Manifest().Indexes; len(ix) != 1 || ix[0].Column != "id" {
+			t.Fatalf("indexes after a restore that keeps id: %+v", ix)
+		}
+	})
 }
