@@ -11,7 +11,9 @@ import (
 	"github.com/stratadb/strata/commit"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/evolve"
+	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/format"
+	"github.com/stratadb/strata/table/value"
 )
 
 // beforeCommit runs hook once, before the first manifest create.
@@ -71,5 +73,39 @@ func TestAClusterKeyAndAnIndexRacingNeverBothLand(t *testing.T) {
 				t.Fatalf("the table holds a cluster key %v and an index", m.ClusterBy)
 			}
 		})
+	}
+}
+
+// An index build whose commit loses to a delete builds again, and the
+// object the lost plan wrote goes at once: one index object is left, the
+// one the table names.
+func TestAnIndexBuildThatLostLeavesNoObject(t *testing.T) {
+	b, other := alterTable(t, evSchema)
+	appendJSON(t, other, evSchema, `[{"id":1,"reward":0.5},{"id":2,"reward":0.7}]`)
+	racer := &beforeCommit{Bucket: b, hook: func() {
+		if _, n, err := other.Delete(ctx, expr.Eq("id", value.Int(1))); err != nil || n != 1 {
+			t.Errorf("delete: %d, %v", n, err)
+		}
+	}}
+	tb, err := commit.OpenTable(ctx, racer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.CreateIndex(ctx, "id"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := table.ReadLatest(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for o, err := range blob.List(ctx, b, format.IndicesDir, 100) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, o.Key)
+	}
+	if ix := m.IndexOn("id"); ix == nil || len(keys) != 1 || keys[0] != ix.Key || ix.Rows != 1 {
+		t.Fatalf("index objects %v; the table's index %+v", keys, ix)
 	}
 }

@@ -500,7 +500,14 @@ func (t *Table) CreateIndex(ctx context.Context, column string) (Result, error) 
 		if err := t.b.PutIfAbsent(ctx, ix.Key, obj.Data); err != nil {
 			return Plan{}, err
 		}
-		return Plan{Txn: format.Transaction{Kind: format.KindCreateIndex, CommitID: format.NewID(), ReadVersion: snap.Version(), Index: &ix}}, nil
+		// An index object is as large as the column: one a conflict
+		// leaves unreferenced goes at once, not at garbage collection.
+		discard := func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = t.b.Delete(ctx, ix.Key)
+		}
+		return Plan{Txn: format.Transaction{Kind: format.KindCreateIndex, CommitID: format.NewID(), ReadVersion: snap.Version(), Index: &ix}, Discard: discard}, nil
 	})
 }
 
