@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/blob"
 	"github.com/stratadb/strata/commit"
@@ -55,26 +58,42 @@ func (w *written) rebase(ctx context.Context, b blob.Bucket, m *format.Manifest,
 		return txn, false, nil
 	}
 	added := slices.Clone(w.added)
-	var vectors []string
-	for i, bin := range w.plan.Bins {
+	for _, bin := range w.plan.Bins {
 		if bin.Sorted {
 			return txn, false, nil
 		}
-		rows, ok, err := newlyDeleted(ctx, b, w.base, m, bin)
-		if err != nil || !ok {
-			discardKeys(ctx, b, vectors)
-			return txn, false, err
-		}
-		if len(rows) == 0 {
-			continue
-		}
-		key := format.DeletionKey(0, m.Version+1) // the output's id is given when it lands
-		if err := b.PutIfAbsent(ctx, key, format.EncodeDeletions(rows)); err != nil {
-			discardKeys(ctx, b, vectors)
-			return txn, false, fmt.Errorf("compactor: writing the deletion vector of a rewritten fragment: %w", err)
-		}
-		vectors = append(vectors, key)
-		added[i].Deletion = &format.Deletion{Key: key, Count: int64(len(rows))}
+	}
+	// Each bin's changed vectors are read, and its output's written, all
+	// bins at once: the shorter the rebase, the likelier it lands before
+	// the next writer's commit.
+	vectors := make([]string, len(w.plan.Bins))
+	var mu sync.Mutex
+	planAgain := false
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(rebaseParallelism)
+	for i, bin := range w.plan.Bins {
+		g.Go(func() error {
+			rows, ok, err := newlyDeleted(gctx, b, w.base, m, bin)
+			if err != nil || !ok || len(rows) == 0 {
+				mu.Lock()
+				planAgain = planAgain || !ok
+				mu.Unlock()
+				return err
+			}
+			key := format.DeletionKey(0, m.Version+1) // the output's id is given when it lands
+			if err := b.PutIfAbsent(gctx, key, format.EncodeDeletions(rows)); err != nil {
+				return fmt.Errorf("compactor: writing the deletion vector of a rewritten fragment: %w", err)
+			}
+			vectors[i] = key
+			added[i].Deletion = &format.Deletion{Key: key, Count: int64(len(rows))}
+			return nil
+		})
+	}
+	err = g.Wait()
+	vectors = slices.DeleteFunc(vectors, func(k string) bool { return k == "" })
+	if err != nil || planAgain {
+		discardKeys(ctx, b, vectors)
+		return txn, false, err
 	}
 	w.vectors = vectors
 	var removed []uint64
@@ -153,6 +172,10 @@ func discardKeys(ctx context.Context, b blob.Bucket, keys []string) {
 		_ = b.Delete(ctx, k)
 	}
 }
+
+// rebaseParallelism: bins a rebase reads and writes the vectors of at
+// once.
+const rebaseParallelism = 16
 
 // rebasesPerPlan bounds a run's plans: up to this many per plan that
 // writes its bins (Options.MaxReplans + 1 of them), rebases included.
