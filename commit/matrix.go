@@ -77,6 +77,11 @@ func (d Decision) String() string {
 //
 // A restore (Table.Restore) is an Overwrite.
 //
+// An undo (a Rewrite with deletions: it gives fragments back the vectors
+// they had before the commit it takes back) makes a Delete, Update,
+// Upsert and Merge(keyed) plan again: rows they passed over as deleted
+// are live again, and may match them.
+//
 // CreateIndex retries after any Delete or Rewrite (it read every fragment),
 // and a Rewrite retries after a CreateIndex (so that it records where it
 // moves the indexed rows). Delete against Delete retries on a common
@@ -122,6 +127,9 @@ func Check(ours, theirs *format.Transaction) Decision {
 		}
 		return upsertAgainst(ours, theirs) // a merge of a shard's upserts
 	case format.KindDelete, format.KindUpdate:
+		if givesRowsBack(theirs) {
+			return Retry // rows ours passed over as deleted may match it
+		}
 		switch theirs.Kind {
 		case format.KindDelete, format.KindRewrite, format.KindUpsert, format.KindUpdate, format.KindMerge:
 			if overlap(ours.Touched(), theirs.Touched()) {
@@ -157,6 +165,14 @@ func Check(ours, theirs *format.Transaction) Decision {
 	return Conflict
 }
 
+// givesRowsBack says whether theirs is an undo that gave fragments back
+// vectors deleting fewer rows (a Rewrite with deletions: a compaction
+// never has any): rows a delete, update or upsert planned before it
+// passed over as deleted are live again.
+func givesRowsBack(theirs *format.Transaction) bool {
+	return theirs.Kind == format.KindRewrite && len(theirs.Deletions) > 0
+}
+
 // mergeAgainst is the matrix's row of a merge of shards (ours) against
 // theirs.
 func mergeAgainst(ours, theirs *format.Transaction) Decision {
@@ -183,6 +199,9 @@ func mergeAgainst(ours, theirs *format.Transaction) Decision {
 // upsertAgainst is the matrix's row of an upsert (ours: a direct one, or
 // a merge of a shard's upserts) against theirs.
 func upsertAgainst(ours, theirs *format.Transaction) Decision {
+	if givesRowsBack(theirs) {
+		return Retry // rows ours passed over as deleted may hold its keys
+	}
 	if ours.DeletesUnmatched && len(theirs.Added) > 0 && theirs.Kind != format.KindRewrite {
 		return Retry // rows ours did not see, which it may have had to delete
 	}

@@ -203,20 +203,32 @@ func (t *Table) knownName(ctx context.Context, base *format.Manifest, key *forma
 // the fragments new since the last plan are read (a fragment's rows never
 // change); a fragment gone since (a compaction) means reading again.
 type upsertPlan struct {
-	found map[uint64][]uint32 // rows with the keys, by fragment
-	seen  map[uint64]bool     // the fragments read for them
+	found map[uint64][]uint32         // rows with the keys, by fragment
+	seen  map[uint64]*format.Deletion // the fragments read for them, and the vector each had
 }
 
 // plan returns the new deletion vectors of the rows of snap with the keys
-// of ks.
+// of ks. Planning again, it reads only the fragments it has not read, and
+// those whose vector lost rows since (an undo gave them back: rows it
+// passed over as deleted may hold its keys).
 func (pl *upsertPlan) plan(ctx context.Context, snap *table.Snapshot, ks *table.KeySet, parallelism int) (map[uint64][]uint32, error) {
 	m := snap.Manifest()
 	var only []uint64
 	if pl.found != nil {
 		only = []uint64{}
 		for i := range m.Fragments {
-			if id := m.Fragments[i].ID; !pl.seen[id] {
-				only = append(only, id)
+			f := &m.Fragments[i]
+			was, ok := pl.seen[f.ID]
+			if !ok {
+				only = append(only, f.ID)
+				continue
+			}
+			lost, err := rowsGivenBack(ctx, snap, f, was)
+			if err != nil {
+				return nil, err
+			}
+			if lost {
+				only = append(only, f.ID)
 			}
 		}
 		for id := range pl.found {
@@ -234,11 +246,40 @@ func (pl *upsertPlan) plan(ctx context.Context, snap *table.Snapshot, ks *table.
 		pl.found = map[uint64][]uint32{}
 	}
 	maps.Copy(pl.found, more)
-	pl.seen = map[uint64]bool{}
+	pl.seen = map[uint64]*format.Deletion{}
 	for i := range m.Fragments {
-		pl.seen[m.Fragments[i].ID] = true
+		pl.seen[m.Fragments[i].ID] = m.Fragments[i].Deletion
 	}
 	return snap.LiveDeletions(ctx, pl.found, parallelism)
+}
+
+// rowsGivenBack says whether f, whose deletion vector was was when it was
+// read, now has rows live that was deleted.
+func rowsGivenBack(ctx context.Context, snap *table.Snapshot, f *format.Fragment, was *format.Deletion) (bool, error) {
+	switch {
+	case was == nil:
+		return false, nil
+	case f.Deletion == nil:
+		return true, nil
+	case f.Deletion.Key == was.Key:
+		return false, nil
+	}
+	before := *f
+	before.Deletion = was
+	old, err := format.ReadDeletionsCached(ctx, snap.Bucket(), &before)
+	if err != nil {
+		return false, err
+	}
+	now, err := format.ReadDeletionsCached(ctx, snap.Bucket(), f)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range old {
+		if _, ok := slices.BinarySearch(now, r); !ok {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // writeVectors writes the new deletion vectors of matches (whole vectors,
