@@ -25,14 +25,16 @@ import (
 // remapEntries records), so the row o of source s, live when the bin was
 // written, is row base(s) + o − (rows of s deleted before o) of the
 // output. Committing that takes a read of the vectors that changed and a
-// write per output, milliseconds, so the run lands between the writers'
-// commits.
+// write per output, milliseconds, so the run lands between most writers'
+// commits (not between those of two writers committing back to back:
+// docs/operations.md).
 //
 // A run plans again instead when a source is gone (another Rewrite, a
 // restore), a vector lost rows (an undo gave them back: the output lacks
-// them), an index was created or built again (the matrix has the run record where the
-// index's rows go), a bin was sorted (its order is not kept), or what it
-// wrote is old enough that garbage collection may be at it.
+// them), an index was created or built again (the matrix has the run
+// record where the index's rows go), a bin was sorted (its order is not
+// kept), or what it wrote is old enough that garbage collection may be at
+// it.
 
 // written is what one plan of a run wrote, kept for the plans after it.
 type written struct {
