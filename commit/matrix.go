@@ -77,10 +77,11 @@ func (d Decision) String() string {
 //
 // A restore (Table.Restore) is an Overwrite.
 //
-// An undo (a Rewrite with deletions: it gives fragments back the vectors
-// they had before the commit it takes back) makes a Delete, Update,
-// Upsert and Merge(keyed) plan again: rows they passed over as deleted
-// are live again, and may match them.
+// An undo (a Rewrite with undoes: it gives fragments back the vectors they
+// had before the commit it takes back, or copies of them when a compaction
+// rewrote them since) makes a Delete, Update, Upsert and Merge(keyed) plan
+// again: rows they passed over as deleted are live again, and may match
+// them.
 //
 // CreateIndex retries after any Delete or Rewrite (it read every fragment),
 // and a Rewrite retries after a CreateIndex (so that it records where it
@@ -165,12 +166,14 @@ func Check(ours, theirs *format.Transaction) Decision {
 	return Conflict
 }
 
-// givesRowsBack says whether theirs is an undo that gave fragments back
-// vectors deleting fewer rows (a Rewrite with deletions: a compaction
-// never has any): rows a delete, update or upsert planned before it
-// passed over as deleted are live again.
+// givesRowsBack says whether theirs is an undo (a Rewrite that takes a
+// commit back), which may give rows back: by giving fragments the vectors
+// they had before, or, when a compaction rewrote a fragment since, as a
+// copy of it in a fragment of its own. Rows a delete, update or upsert
+// planned before it passed over as deleted may be live again. A
+// compaction takes nothing back, and has no deletions.
 func givesRowsBack(theirs *format.Transaction) bool {
-	return theirs.Kind == format.KindRewrite && len(theirs.Deletions) > 0
+	return theirs.Kind == format.KindRewrite && (theirs.Undoes != 0 || len(theirs.Deletions) > 0)
 }
 
 // mergeAgainst is the matrix's row of a merge of shards (ours) against

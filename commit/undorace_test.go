@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/stratadb/strata/commit"
+	"github.com/stratadb/strata/compactor"
 	"github.com/stratadb/strata/table"
 	"github.com/stratadb/strata/table/expr"
 	"github.com/stratadb/strata/table/value"
@@ -18,9 +19,14 @@ import (
 // row of its key, not the row given back beside its own; the delete
 // deletes the row given back, which matches it. With a key index and
 // without.
+//
+// Compacted between the delete and its undo, the fragment is gone: the
+// undo gives the row back in a copy of it, a fragment of its own, and is
+// seen all the same.
 func TestAnUndoLandingBeforeAnUpsertOrADeleteIsSeen(t *testing.T) {
 	for _, verb := range []string{"upsert", "delete"} {
-		for _, indexed := range []bool{false, true} {
+		for _, variant := range []string{"plain", "indexed", "compacted"} {
+			indexed := variant == "indexed"
 			b, tb := alterTable(t, evSchema)
 			// The delete's other match (id 2) lies in another fragment
 			// than the row given back: it touches no fragment the undo
@@ -35,6 +41,11 @@ func TestAnUndoLandingBeforeAnUpsertOrADeleteIsSeen(t *testing.T) {
 			del, n, err := tb.Delete(ctx, expr.Eq("id", value.Int(1)))
 			if err != nil || n != 1 {
 				t.Fatalf("delete: %d, %v", n, err)
+			}
+			if variant == "compacted" {
+				if _, err := compactor.Compact(ctx, b, &compactor.Policy{MinFragments: 2}, nil); err != nil {
+					t.Fatal(err)
+				}
 			}
 			racer := &beforeCommit{Bucket: b, hook: func() {
 				if err := commit.Undo(ctx, b, del.Manifest, nil); err != nil {
@@ -70,7 +81,7 @@ func TestAnUndoLandingBeforeAnUpsertOrADeleteIsSeen(t *testing.T) {
 			}
 			want := map[string][]float32{"upsert": {0.9}, "delete": nil}[verb]
 			if len(rewards) != len(want) || len(want) == 1 && rewards[0] != want[0] {
-				t.Fatalf("%s (indexed %v) with an undo landing first: id 1 holds %v, want %v", verb, indexed, rewards, want)
+				t.Fatalf("%s (%s) with an undo landing first: id 1 holds %v, want %v", verb, variant, rewards, want)
 			}
 		}
 	}
