@@ -74,7 +74,7 @@ func DecodeHashIndex(key string, data []byte) ([]HashEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(out) > 0 && len(es) > 0 && compareEntries(out[len(out)-1], es[0]) >= 0 {
+		if n := len(out); n > 0 && len(es) > 0 && compareEntries(KeyHash(out[n-1].Key), out[n-1], KeyHash(es[0].Key), es[0]) >= 0 {
 			return nil, format.Corrupt(key, fmt.Sprintf("block %d out of order", i), nil)
 		}
 		out = append(out, es...)

@@ -77,10 +77,7 @@ func EncodeHashIndex(entries []HashEntry) (data []byte, directory int64, blocks 
 		hashes[i], order[i] = KeyHash(entries[i].Key), i
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		if c := cmp.Compare(hashes[a], hashes[b]); c != 0 {
-			return c
-		}
-		return compareEntries(entries[a], entries[b])
+		return compareEntries(hashes[a], entries[a], hashes[b], entries[b])
 	})
 	out := append([]byte(indexMagic), 2, 0, 0, 0)
 	var dir []byte
@@ -219,9 +216,11 @@ const (
 // it (every entry whose key is equal), reading the blocks that may hold
 // one at once (see hashLookupReads).
 func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([][]HashEntry, error) {
+	hashes := make([]uint64, len(keys))
 	need := map[int]bool{}
-	for _, k := range keys {
-		lo, hi := h.blocksOf(KeyHash(k))
+	for j, k := range keys {
+		hashes[j] = KeyHash(k)
+		lo, hi := h.blocksOf(hashes[j])
 		for i := lo; i < hi; i++ {
 			need[i] = true
 		}
@@ -260,7 +259,7 @@ func (h *hashIndex) lookup(ctx context.Context, b blob.Bucket, keys [][]byte) ([
 	}
 	out := make([][]HashEntry, len(keys))
 	for j, k := range keys {
-		lo, hi := h.blocksOf(KeyHash(k))
+		lo, hi := h.blocksOf(hashes[j])
 		for i := lo; i < hi; i++ {
 			for _, e := range blocks[i] {
 				if bytes.Equal(e.Key, k) {
@@ -294,14 +293,15 @@ func (h *hashIndex) block(data []byte, base int64, i int) ([]HashEntry, error) {
 		return nil, format.Corrupt(h.key, fmt.Sprintf("block %d lies outside the bytes read", i), nil)
 	}
 	data = data[start:end]
-	if len(data) < 4 || int64(len(data)) != end-start {
-		return nil, format.Corrupt(h.key, fmt.Sprintf("block %d holds %d bytes, the directory says %d", i, len(data), end-start), nil)
+	if len(data) < 4 {
+		return nil, format.Corrupt(h.key, fmt.Sprintf("block %d holds %d bytes, too few for its checksum", i, len(data)), nil)
 	}
 	body := data[:len(data)-4]
 	if crc32.Checksum(body, format.CRCTable) != binary.LittleEndian.Uint32(data[len(body):]) {
 		return nil, format.Corrupt(h.key, fmt.Sprintf("block %d checksum mismatch", i), nil)
 	}
 	var out []HashEntry
+	var prev uint64 // the hash of the entry before
 	for len(body) > 0 {
 		if len(body) < 20 {
 			return nil, format.Corrupt(h.key, fmt.Sprintf("block %d ends inside an entry", i), nil)
@@ -313,9 +313,11 @@ func (h *hashIndex) block(data []byte, base int64, i int) ([]HashEntry, error) {
 		}
 		e.Key = body[20+w : 20+w+int(n)]
 		first := len(out) == 0
-		if hash := binary.LittleEndian.Uint64(body); hash != KeyHash(e.Key) || first && hash != h.first[i] || !first && compareEntries(out[len(out)-1], e) >= 0 {
+		hash := binary.LittleEndian.Uint64(body)
+		if hash != KeyHash(e.Key) || first && hash != h.first[i] || !first && compareEntries(prev, out[len(out)-1], hash, e) >= 0 {
 			return nil, format.Corrupt(h.key, fmt.Sprintf("block %d: entry %d out of order or not under its key's hash", i, len(out)), nil)
 		}
+		prev = hash
 		body = body[20+w+int(n):]
 		out = append(out, e)
 	}
@@ -325,10 +327,10 @@ func (h *hashIndex) block(data []byte, base int64, i int) ([]HashEntry, error) {
 	return out, nil
 }
 
-// compareEntries is the order of a paged index's entries: by key hash,
-// then key, fragment and offset.
-func compareEntries(a, b HashEntry) int {
-	return cmp.Or(cmp.Compare(KeyHash(a.Key), KeyHash(b.Key)), bytes.Compare(a.Key, b.Key),
+// compareEntries is the order of a paged index's entries: by key hash
+// (ha, hb: a's and b's), then key, fragment and offset.
+func compareEntries(ha uint64, a HashEntry, hb uint64, b HashEntry) int {
+	return cmp.Or(cmp.Compare(ha, hb), bytes.Compare(a.Key, b.Key),
 		cmp.Compare(a.Fragment, b.Fragment), cmp.Compare(a.Offset, b.Offset))
 }
 
